@@ -1,0 +1,189 @@
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Lifecycle of every object. `Archived` is final: an archived object is read-only and never
+/// reaches a snapshot.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    #[default]
+    Active,
+    Paused,
+    Archived,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Paused => "paused",
+            Status::Archived => "archived",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        [Status::Active, Status::Paused, Status::Archived]
+            .into_iter()
+            .find(|status| status.as_str() == s)
+    }
+}
+
+/// Which side of the market an object belongs to; tenants are scoped to one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Advertiser, campaign, line item, creative.
+    Demand,
+    /// Publisher, site, placement.
+    Supply,
+}
+
+/// The kinds of managed object, in parent-before-child order per side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Advertiser,
+    Campaign,
+    LineItem,
+    Creative,
+    Publisher,
+    Site,
+    Placement,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::Advertiser,
+        Kind::Campaign,
+        Kind::LineItem,
+        Kind::Creative,
+        Kind::Publisher,
+        Kind::Site,
+        Kind::Placement,
+    ];
+
+    pub fn parent(self) -> Option<Kind> {
+        match self {
+            Kind::Advertiser | Kind::Publisher => None,
+            Kind::Campaign => Some(Kind::Advertiser),
+            Kind::LineItem => Some(Kind::Campaign),
+            Kind::Creative => Some(Kind::LineItem),
+            Kind::Site => Some(Kind::Publisher),
+            Kind::Placement => Some(Kind::Site),
+        }
+    }
+
+    pub fn side(self) -> Side {
+        match self {
+            Kind::Advertiser | Kind::Campaign | Kind::LineItem | Kind::Creative => Side::Demand,
+            Kind::Publisher | Kind::Site | Kind::Placement => Side::Supply,
+        }
+    }
+
+    /// The root kind of this kind's side; a tenant is one object of that kind.
+    pub fn root(self) -> Kind {
+        match self.side() {
+            Side::Demand => Kind::Advertiser,
+            Side::Supply => Kind::Publisher,
+        }
+    }
+
+    /// Singular snake_case name: `line_item`. Also the SQL table stem and the OpenAPI schema stem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Advertiser => "advertiser",
+            Kind::Campaign => "campaign",
+            Kind::LineItem => "line_item",
+            Kind::Creative => "creative",
+            Kind::Publisher => "publisher",
+            Kind::Site => "site",
+            Kind::Placement => "placement",
+        }
+    }
+
+    /// URL collection segment: `line-items`.
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::Advertiser => "advertisers",
+            Kind::Campaign => "campaigns",
+            Kind::LineItem => "line-items",
+            Kind::Creative => "creatives",
+            Kind::Publisher => "publishers",
+            Kind::Site => "sites",
+            Kind::Placement => "placements",
+        }
+    }
+
+    /// The JSON field of a child that names its parent: `campaign_id` for a line item.
+    pub fn parent_field(self) -> Option<&'static str> {
+        match self {
+            Kind::Advertiser | Kind::Publisher => None,
+            Kind::Campaign => Some("advertiser_id"),
+            Kind::LineItem => Some("campaign_id"),
+            Kind::Creative => Some("line_item_id"),
+            Kind::Site => Some("publisher_id"),
+            Kind::Placement => Some("site_id"),
+        }
+    }
+}
+
+/// What an API token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// One advertiser's demand-side objects.
+    Advertiser,
+    /// One publisher's supply-side objects.
+    Publisher,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Advertiser => "advertiser",
+            Role::Publisher => "publisher",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        [Role::Admin, Role::Advertiser, Role::Publisher]
+            .into_iter()
+            .find(|role| role.as_str() == s)
+    }
+
+    /// The side a tenant role is confined to; `None` for admin.
+    pub fn side(self) -> Option<Side> {
+        match self {
+            Role::Admin => None,
+            Role::Advertiser => Some(Side::Demand),
+            Role::Publisher => Some(Side::Supply),
+        }
+    }
+}
+
+/// The authenticated caller of the management API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Principal {
+    pub token_id: u64,
+    pub role: Role,
+    /// The advertiser or publisher a tenant role is bound to; `None` for admin.
+    pub owner_id: Option<u64>,
+}
+
+impl Principal {
+    /// The owner a store query must be restricted to, or `None` when the caller sees everything.
+    pub fn scope(&self) -> Option<u64> {
+        match self.role {
+            Role::Admin => None,
+            Role::Advertiser | Role::Publisher => self.owner_id,
+        }
+    }
+
+    /// Whether this principal may see objects of this kind at all.
+    pub fn may_access(&self, kind: Kind) -> bool {
+        self.role.side().is_none_or(|side| side == kind.side())
+    }
+}

@@ -1,0 +1,30 @@
+//! The domain model of Marquee: ids, money, the demand side (advertiser → campaign → line item →
+//! creative), the supply side (publisher → site → placement), targeting expressions, and the
+//! validation rules every write goes through.
+//!
+//! Invariants: this crate does no I/O and reads no clock except through [`Clock`]; money is
+//! integer micros ([`Micros`]) everywhere; targeting is data ([`Targeting`]), never code.
+
+mod clock;
+mod ids;
+mod kind;
+mod money;
+mod objects;
+mod stored;
+mod targeting;
+mod validate;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use ids::{
+    AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId,
+};
+pub use kind::{Kind, Principal, Role, Side, Status};
+pub use money::{Currency, CurrencyError, Micros};
+pub use objects::{
+    Advertiser, Campaign, CapWindow, CapWindowError, Creative, CreativeContent, Format,
+    FrequencyCap, Goal, GoalMetric, HTML_MACROS, LineItem, Object, PacingMode, Placement, Price,
+    PricingModel, Publisher, RotationMode, Site, Size, Tier,
+};
+pub use stored::{Catalog, Meta, Stored};
+pub use targeting::{DeviceType, GeoCircle, HourRange, KeyValues, Targeting, Weekday};
+pub use validate::{ValidationError, Violation, Violations};

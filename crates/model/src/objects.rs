@@ -1,0 +1,669 @@
+//! The managed objects and their validation rules.
+
+use std::fmt::Debug;
+
+use jiff::civil;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::validate::{ValidationError, Violations, rules};
+use crate::{
+    AdvertiserId, CampaignId, Currency, Kind, LineItemId, Micros, PublisherId, SiteId, Status,
+    Targeting,
+};
+
+/// What every managed object offers the store and the API, whatever its kind.
+pub trait Object:
+    Serialize + DeserializeOwned + JsonSchema + Clone + Debug + Send + Sync + 'static
+{
+    const KIND: Kind;
+    fn name(&self) -> &str;
+    fn status(&self) -> Status;
+    fn set_status(&mut self, status: Status);
+    /// Id of the parent object; `None` for advertisers and publishers.
+    fn parent_id(&self) -> Option<u64>;
+    /// Checks every rule and reports all violations at once.
+    fn validate(&self) -> Result<(), ValidationError> {
+        let mut v = Violations::new();
+        rules::name(&mut v, self.name());
+        self.validate_fields(&mut v);
+        v.into_result()
+    }
+    /// The rules particular to this kind (the name rule is common to all).
+    fn validate_fields(&self, v: &mut Violations);
+}
+
+macro_rules! object {
+    ($ty:ty, $kind:expr, |$s:ident| $parent:expr) => {
+        impl Object for $ty {
+            const KIND: Kind = $kind;
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn status(&self) -> Status {
+                self.status
+            }
+            fn set_status(&mut self, status: Status) {
+                self.status = status;
+            }
+            fn parent_id(&self) -> Option<u64> {
+                let $s = self;
+                $parent
+            }
+            fn validate_fields(&self, v: &mut Violations) {
+                self.check(v);
+            }
+        }
+    };
+}
+
+fn default_weight() -> u32 {
+    100
+}
+
+const MAX_WEIGHT: u32 = 1_000;
+const MAX_FREQUENCY_CAPS: usize = 8;
+const MAX_MARKUP_BYTES: usize = 100_000;
+
+fn weight_rule(v: &mut Violations, weight: u32) {
+    v.check_field(
+        "weight",
+        (1..=MAX_WEIGHT).contains(&weight),
+        format!("must be between 1 and {MAX_WEIGHT}"),
+    );
+}
+
+fn caps_rule(v: &mut Violations, caps: &[FrequencyCap]) {
+    v.field("frequency_caps", |v| {
+        v.check(
+            caps.len() <= MAX_FREQUENCY_CAPS,
+            format!("at most {MAX_FREQUENCY_CAPS} caps are allowed"),
+        );
+        let windows: Vec<CapWindow> = caps.iter().map(|cap| cap.window).collect();
+        for (i, cap) in caps.iter().enumerate() {
+            v.index(i, |v| {
+                v.check_field("count", cap.count >= 1, "must be at least 1");
+                if windows[..i].contains(&cap.window) {
+                    v.field("window", |v| {
+                        v.fail(format!("another cap already uses window {}", cap.window))
+                    });
+                }
+            });
+        }
+    });
+}
+
+/// Width and height in CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Size {
+    pub w: u32,
+    pub h: u32,
+}
+
+impl Size {
+    pub const MAX_SIDE: u32 = 10_000;
+
+    pub(crate) fn validate(v: &mut Violations, size: &Size) {
+        for (field, side) in [("w", size.w), ("h", size.h)] {
+            v.check_field(
+                field,
+                (1..=Self::MAX_SIDE).contains(&side),
+                format!("must be between 1 and {}", Self::MAX_SIDE),
+            );
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Banner,
+    Video,
+    Native,
+    Audio,
+}
+
+/// Priority tier: a higher tier wins outright over every lower one.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    House,
+    Remnant,
+    #[default]
+    Standard,
+    Sponsorship,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PacingMode {
+    /// Spread delivery evenly over the flight.
+    #[default]
+    Even,
+    /// Deliver as fast as demand allows.
+    Asap,
+    /// Deliver ahead of an even curve early in the flight.
+    FrontLoaded,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RotationMode {
+    /// Every creative equally often.
+    #[default]
+    Even,
+    /// In proportion to each creative's weight.
+    Weighted,
+    /// Favour the creatives with the best click-through rate.
+    OptimizedCtr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalMetric {
+    Impressions,
+    Clicks,
+    /// Spend in micros of the line item's currency.
+    Spend,
+}
+
+/// A delivery goal. Counts for impressions and clicks, micros for spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Goal {
+    pub metric: GoalMetric,
+    #[serde(default)]
+    pub daily: Option<u64>,
+    #[serde(default)]
+    pub lifetime: Option<u64>,
+}
+
+impl Goal {
+    fn check(&self, v: &mut Violations) {
+        v.field("goal", |v| {
+            if self.daily.is_none() && self.lifetime.is_none() {
+                v.fail("needs a daily or a lifetime amount");
+            }
+            v.check_field("daily", self.daily != Some(0), "must be greater than 0");
+            v.check_field("lifetime", self.lifetime != Some(0), "must be greater than 0");
+            if let (Some(daily), Some(lifetime)) = (self.daily, self.lifetime) {
+                v.check_field(
+                    "daily",
+                    daily <= lifetime,
+                    "must not exceed the lifetime amount",
+                );
+            }
+        });
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PricingModel {
+    /// Per thousand impressions.
+    Cpm,
+    /// Per click.
+    Cpc,
+    /// One amount for the whole flight.
+    Flat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub model: PricingModel,
+    pub amount_micros: Micros,
+    pub currency: Currency,
+}
+
+/// A frequency-cap window, written `30m`, `6h`, `1d` or `2w`; from one minute to 366 days.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CapWindow {
+    seconds: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "window {0:?} must be a whole number followed by m, h, d or w (such as 30m, 1d, 2w), between 1m and 366d"
+)]
+pub struct CapWindowError(pub String);
+
+impl CapWindow {
+    const UNITS: [(char, u32); 4] = [('w', 604_800), ('d', 86_400), ('h', 3_600), ('m', 60)];
+    const MAX_SECONDS: u32 = 366 * 86_400;
+
+    pub fn from_seconds(seconds: u32) -> Result<Self, CapWindowError> {
+        if seconds < 60 || seconds > Self::MAX_SECONDS || seconds % 60 != 0 {
+            return Err(CapWindowError(format!("{seconds}s")));
+        }
+        Ok(Self { seconds })
+    }
+
+    pub fn seconds(self) -> u32 {
+        self.seconds
+    }
+}
+
+impl TryFrom<String> for CapWindow {
+    type Error = CapWindowError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        let bad = || CapWindowError(text.clone());
+        let unit = text.chars().last().ok_or_else(bad)?;
+        let number = &text[..text.len() - unit.len_utf8()];
+        let per_unit = Self::UNITS
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .map(|(_, s)| *s)
+            .ok_or_else(bad)?;
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let count: u32 = number.parse().map_err(|_| bad())?;
+        let seconds = count.checked_mul(per_unit).ok_or_else(bad)?;
+        Self::from_seconds(seconds).map_err(|_| bad())
+    }
+}
+
+impl From<CapWindow> for String {
+    fn from(window: CapWindow) -> String {
+        window.to_string()
+    }
+}
+
+impl std::fmt::Display for CapWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (unit, per_unit) = Self::UNITS
+            .iter()
+            .find(|(_, s)| self.seconds % s == 0)
+            .copied()
+            .unwrap_or(('m', 60));
+        write!(f, "{}{unit}", self.seconds / per_unit)
+    }
+}
+
+impl JsonSchema for CapWindow {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CapWindow".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+[mhdw]$",
+            "description": "a window such as 30m, 6h, 1d or 2w; from 1m to 366d"
+        })
+    }
+}
+
+/// At most `count` impressions per user in any `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FrequencyCap {
+    pub count: u32,
+    pub window: CapWindow,
+}
+
+/// A buyer of advertising: the root of the demand side and the tenant of an advertiser token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Advertiser {
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    /// Currency of the advertiser's reports.
+    pub currency: Currency,
+    /// Time zone of the advertiser's reports (IANA name).
+    pub time_zone: String,
+    /// The advertiser's landing-page domains (OpenRTB `adomain`).
+    #[serde(default)]
+    pub domains: Vec<String>,
+}
+object!(Advertiser, Kind::Advertiser, |_s| None);
+
+impl Advertiser {
+    fn check(&self, v: &mut Violations) {
+        rules::time_zone(v, &self.time_zone);
+        v.field("domains", |v| {
+            rules::unique(v, &self.domains);
+            for (i, domain) in self.domains.iter().enumerate() {
+                v.index(i, |v| rules::domain(v, domain));
+            }
+        });
+    }
+}
+
+/// An order: groups line items of one advertiser and may cap frequency across them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Campaign {
+    pub advertiser_id: AdvertiserId,
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    #[serde(default)]
+    pub frequency_caps: Vec<FrequencyCap>,
+}
+object!(Campaign, Kind::Campaign, |s| Some(s.advertiser_id.0));
+
+impl Campaign {
+    fn check(&self, v: &mut Violations) {
+        caps_rule(v, &self.frequency_caps);
+    }
+}
+
+/// A flight: what to deliver, where, when, how fast and at what price.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LineItem {
+    pub campaign_id: CampaignId,
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    /// Local start of the flight in `time_zone`, e.g. `2026-12-01T00:00:00`.
+    pub start: civil::DateTime,
+    /// Local end (exclusive) in `time_zone`; none for an open-ended flight.
+    #[serde(default)]
+    pub end: Option<civil::DateTime>,
+    /// IANA time zone of `start`, `end` and of day/hour targeting.
+    pub time_zone: String,
+    #[serde(default)]
+    pub tier: Tier,
+    /// Share within the tier, 1 to 1000.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    #[serde(default)]
+    pub goal: Option<Goal>,
+    #[serde(default)]
+    pub pacing: PacingMode,
+    pub price: Price,
+    #[serde(default)]
+    pub frequency_caps: Vec<FrequencyCap>,
+    /// Where and to whom it may serve; none means everywhere it is linked.
+    #[serde(default)]
+    pub targeting: Option<Targeting>,
+    #[serde(default)]
+    pub rotation: RotationMode,
+}
+object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0));
+
+impl LineItem {
+    fn check(&self, v: &mut Violations) {
+        rules::time_zone(v, &self.time_zone);
+        if let Some(end) = self.end {
+            v.check_field("end", end > self.start, "must be after start");
+        }
+        if self.price.model == PricingModel::Flat {
+            v.check_field(
+                "end",
+                self.end.is_some(),
+                "is required with flat pricing, which is spread over the flight",
+            );
+        }
+        weight_rule(v, self.weight);
+        if let Some(goal) = &self.goal {
+            goal.check(v);
+        }
+        v.field("price", |v| {
+            v.check_field(
+                "amount_micros",
+                self.price.amount_micros >= Micros::ZERO,
+                "must not be negative",
+            );
+        });
+        caps_rule(v, &self.frequency_caps);
+        if let Some(targeting) = &self.targeting {
+            v.field("targeting", |v| targeting.validate(v));
+        }
+    }
+
+    /// Start and end as instants, resolved in the line item's time zone. `None` if the zone is
+    /// unknown (validation rejects that on write).
+    pub fn flight(&self) -> Option<(jiff::Timestamp, Option<jiff::Timestamp>)> {
+        let zone = jiff::tz::TimeZone::get(&self.time_zone).ok()?;
+        let start = zone.to_timestamp(self.start).ok()?;
+        let end = match self.end {
+            Some(end) => Some(zone.to_timestamp(end).ok()?),
+            None => None,
+        };
+        Some((start, end))
+    }
+}
+
+/// Macros an HTML creative or third-party tag may use, written `{{NAME}}`. The edge replaces
+/// them per request.
+pub const HTML_MACROS: &[&str] = &[
+    "CLICK_URL",
+    "CLICK_URL_ENC",
+    "CACHE_BUSTER",
+    "CREATIVE_ID",
+    "LINE_ITEM_ID",
+    "PLACEMENT_ID",
+    "IMPRESSION_URL",
+];
+
+/// What a creative shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CreativeContent {
+    Image {
+        image_url: String,
+        #[serde(default)]
+        alt: String,
+    },
+    /// HTML served in a sandboxed iframe; may use the macros in [`HTML_MACROS`].
+    Html { html: String },
+    /// Markup from an outside ad server; may use the same macros.
+    ThirdPartyTag { tag: String },
+    /// Assets of an OpenRTB Native 1.2 ad.
+    Native {
+        title: String,
+        #[serde(default)]
+        body: String,
+        sponsored_by: String,
+        #[serde(default)]
+        image_url: Option<String>,
+        #[serde(default)]
+        icon_url: Option<String>,
+        #[serde(default)]
+        call_to_action: Option<String>,
+    },
+    /// A VAST 4 video ad, inline XML or a wrapper URL (exactly one).
+    Vast {
+        #[serde(default)]
+        xml: Option<String>,
+        #[serde(default)]
+        url: Option<String>,
+        duration_secs: u32,
+    },
+}
+
+/// An ad: belongs to one line item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Creative {
+    pub line_item_id: LineItemId,
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    /// Required for image, HTML and third-party creatives.
+    #[serde(default)]
+    pub size: Option<Size>,
+    /// Where a click goes; the click redirect goes nowhere else.
+    pub landing_url: String,
+    /// Share in weighted rotation, 1 to 1000.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    pub content: CreativeContent,
+}
+object!(Creative, Kind::Creative, |s| Some(s.line_item_id.0));
+
+impl Creative {
+    fn check(&self, v: &mut Violations) {
+        v.field("landing_url", |v| rules::http_url(v, &self.landing_url));
+        weight_rule(v, self.weight);
+        let needs_size = matches!(
+            self.content,
+            CreativeContent::Image { .. }
+                | CreativeContent::Html { .. }
+                | CreativeContent::ThirdPartyTag { .. }
+        );
+        match &self.size {
+            Some(size) => v.field("size", |v| Size::validate(v, size)),
+            None if needs_size => v.field("size", |v| v.fail("is required for this type")),
+            None => {}
+        }
+        v.field("content", |v| self.content.check(v));
+    }
+}
+
+impl CreativeContent {
+    fn check(&self, v: &mut Violations) {
+        match self {
+            CreativeContent::Image { image_url, .. } => {
+                v.field("image_url", |v| rules::http_url(v, image_url))
+            }
+            CreativeContent::Html { html } => v.field("html", |v| markup_rule(v, html)),
+            CreativeContent::ThirdPartyTag { tag } => v.field("tag", |v| markup_rule(v, tag)),
+            CreativeContent::Native {
+                title,
+                sponsored_by,
+                image_url,
+                icon_url,
+                ..
+            } => {
+                v.check_field(
+                    "title",
+                    !title.trim().is_empty() && title.chars().count() <= 90,
+                    "must be 1 to 90 characters",
+                );
+                v.check_field(
+                    "sponsored_by",
+                    !sponsored_by.trim().is_empty(),
+                    "must not be empty",
+                );
+                for (field, url) in [("image_url", image_url), ("icon_url", icon_url)] {
+                    if let Some(url) = url {
+                        v.field(field, |v| rules::http_url(v, url));
+                    }
+                }
+            }
+            CreativeContent::Vast {
+                xml,
+                url,
+                duration_secs,
+            } => {
+                match (xml, url) {
+                    (Some(xml), None) => v.check_field(
+                        "xml",
+                        xml.len() <= MAX_MARKUP_BYTES && xml.contains("<VAST"),
+                        format!("must be a VAST document of at most {MAX_MARKUP_BYTES} bytes"),
+                    ),
+                    (None, Some(url)) => v.field("url", |v| rules::http_url(v, url)),
+                    _ => v.fail("needs exactly one of xml and url"),
+                }
+                v.check_field(
+                    "duration_secs",
+                    (1..=3_600).contains(duration_secs),
+                    "must be between 1 and 3600",
+                );
+            }
+        }
+    }
+}
+
+/// Markup must be non-empty, bounded, and use only known `{{MACROS}}`.
+fn markup_rule(v: &mut Violations, markup: &str) {
+    if markup.trim().is_empty() {
+        v.fail("must not be empty");
+        return;
+    }
+    if markup.len() > MAX_MARKUP_BYTES {
+        v.fail(format!("must be at most {MAX_MARKUP_BYTES} bytes"));
+        return;
+    }
+    let mut rest = markup;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            v.fail("has a {{ without a closing }}");
+            return;
+        };
+        let name = &after[..close];
+        if !HTML_MACROS.contains(&name) {
+            v.fail(format!(
+                "uses unknown macro {{{{{name}}}}}; known: {}",
+                HTML_MACROS.join(", ")
+            ));
+        }
+        rest = &after[close + 2..];
+    }
+}
+
+/// A seller of inventory: the root of the supply side and the tenant of a publisher token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Publisher {
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+}
+object!(Publisher, Kind::Publisher, |_s| None);
+
+impl Publisher {
+    fn check(&self, _: &mut Violations) {}
+}
+
+/// A web site (or app) of a publisher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    pub publisher_id: PublisherId,
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    pub domain: String,
+}
+object!(Site, Kind::Site, |s| Some(s.publisher_id.0));
+
+impl Site {
+    fn check(&self, v: &mut Violations) {
+        v.field("domain", |v| rules::domain(v, &self.domain));
+    }
+}
+
+/// A slot on a site's pages (a zone): which sizes and formats it takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    pub site_id: SiteId,
+    pub name: String,
+    #[serde(default)]
+    pub status: Status,
+    #[serde(default)]
+    pub sizes: Vec<Size>,
+    pub formats: Vec<Format>,
+}
+object!(Placement, Kind::Placement, |s| Some(s.site_id.0));
+
+impl Placement {
+    fn check(&self, v: &mut Violations) {
+        v.field("formats", |v| {
+            v.check(!self.formats.is_empty(), "must list at least one format");
+            rules::unique(v, &self.formats);
+        });
+        v.field("sizes", |v| {
+            if self.formats.contains(&Format::Banner) {
+                v.check(!self.sizes.is_empty(), "banner placements need a size");
+            }
+            rules::unique(v, &self.sizes);
+            for (i, size) in self.sizes.iter().enumerate() {
+                v.index(i, |v| Size::validate(v, size));
+            }
+        });
+    }
+}

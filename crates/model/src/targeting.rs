@@ -1,0 +1,402 @@
+//! Targeting: a typed boolean expression over request attributes. Every leaf is "attribute is one
+//! of these values"; `not` gives "none of these", `all` / `any` combine. It is stored as JSON,
+//! validated on write and only ever interpreted by the decision engine, never run as code.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::validate::{Violations, rules};
+use crate::{Format, PlacementId, SiteId, Size};
+
+/// Deepest nesting of `all` / `any` / `not` accepted.
+pub const MAX_DEPTH: usize = 8;
+/// Most leaf values in one expression, all leaves together.
+pub const MAX_VALUES: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Targeting {
+    /// Every sub-expression matches.
+    All(Vec<Targeting>),
+    /// At least one sub-expression matches.
+    Any(Vec<Targeting>),
+    /// The sub-expression does not match.
+    Not(Box<Targeting>),
+    /// The request is for one of these placements.
+    Placement(Vec<PlacementId>),
+    /// The request is for a placement of one of these sites.
+    Site(Vec<SiteId>),
+    /// The page's host is one of these domains or a subdomain of one.
+    Domain(Vec<String>),
+    /// The page URL starts with one of these prefixes.
+    PageUrl(Vec<String>),
+    /// ISO 3166-1 alpha-2 country codes, e.g. `DE`.
+    Country(Vec<String>),
+    /// ISO 3166-2 region codes, e.g. `DE-BY`.
+    Region(Vec<String>),
+    /// City names as the geo database spells them.
+    City(Vec<String>),
+    /// The device's location lies within this circle.
+    GeoRadius(GeoCircle),
+    DeviceType(Vec<DeviceType>),
+    /// Operating system family, e.g. `iOS`, `Android`, `Windows`.
+    Os(Vec<String>),
+    /// Browser family, e.g. `Chrome`, `Firefox`, `Safari`.
+    Browser(Vec<String>),
+    /// ISO 639-1 language codes, e.g. `de`.
+    Language(Vec<String>),
+    /// Day of the week in the line item's time zone.
+    DayOfWeek(Vec<Weekday>),
+    /// Hour of the day in the line item's time zone, as half-open ranges.
+    Hour(Vec<HourRange>),
+    /// A key-value from the ad tag has one of these values.
+    KeyValue(KeyValues),
+    /// The user is in one of these segments.
+    Segment(Vec<String>),
+    /// The device's IP address is in one of these networks (CIDR).
+    Ip(#[schemars(with = "Vec<String>")] Vec<ipnet::IpNet>),
+    /// The ad slot accepts one of these sizes.
+    Size(Vec<Size>),
+    /// The ad slot accepts one of these formats.
+    Format(Vec<Format>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GeoCircle {
+    /// Degrees, -90 to 90.
+    pub lat: f64,
+    /// Degrees, -180 to 180.
+    pub lon: f64,
+    /// Greater than 0, at most 20,000.
+    pub radius_km: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceType {
+    Desktop,
+    Phone,
+    Tablet,
+    Ctv,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Weekday {
+    Mon,
+    Tue,
+    Wed,
+    Thu,
+    Fri,
+    Sat,
+    Sun,
+}
+
+/// Hours `from` (inclusive, 0–23) to `to` (exclusive, 1–24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HourRange {
+    pub from: u8,
+    pub to: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyValues {
+    /// Lower-case letters, digits and `_`, at most 64 characters.
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+const MAX_VALUE_CHARS: usize = 256;
+
+impl Targeting {
+    pub fn validate(&self, v: &mut Violations) {
+        let mut values = 0;
+        self.validate_at(v, 1, &mut values);
+        if values > MAX_VALUES {
+            v.fail(format!(
+                "has {values} values in all; at most {MAX_VALUES} are allowed"
+            ));
+        }
+    }
+
+    fn validate_at(&self, v: &mut Violations, depth: usize, values: &mut usize) {
+        if depth > MAX_DEPTH {
+            v.fail(format!("nests deeper than {MAX_DEPTH} levels"));
+            return;
+        }
+        match self {
+            Targeting::All(children) => v.field("all", |v| {
+                Self::validate_children(v, children, depth, values)
+            }),
+            Targeting::Any(children) => v.field("any", |v| {
+                Self::validate_children(v, children, depth, values)
+            }),
+            Targeting::Not(child) => v.field("not", |v| child.validate_at(v, depth + 1, values)),
+            Targeting::Placement(ids) => v.field("placement", |v| {
+                leaf(v, ids, values, |v, id| v.check(id.0 > 0, "ids start at 1"))
+            }),
+            Targeting::Site(ids) => v.field("site", |v| {
+                leaf(v, ids, values, |v, id| v.check(id.0 > 0, "ids start at 1"))
+            }),
+            Targeting::Domain(domains) => v.field("domain", |v| {
+                leaf(v, domains, values, |v, d| rules::domain(v, d))
+            }),
+            Targeting::PageUrl(prefixes) => v.field("page_url", |v| {
+                leaf(v, prefixes, values, |v, p| rules::http_url(v, p))
+            }),
+            Targeting::Country(codes) => v.field("country", |v| {
+                leaf(v, codes, values, |v, c| {
+                    v.check(
+                        is_upper_code(c, 2),
+                        format!("{c:?} is not an ISO 3166-1 alpha-2 code such as DE"),
+                    )
+                })
+            }),
+            Targeting::Region(codes) => v.field("region", |v| {
+                leaf(v, codes, values, |v, c| {
+                    v.check(
+                        is_region(c),
+                        format!("{c:?} is not an ISO 3166-2 code such as DE-BY"),
+                    )
+                })
+            }),
+            Targeting::City(names) => v.field("city", |v| leaf(v, names, values, plain_text)),
+            Targeting::GeoRadius(circle) => v.field("geo_radius", |v| circle.validate(v)),
+            Targeting::DeviceType(types) => {
+                v.field("device_type", |v| leaf(v, types, values, |_, _| ()))
+            }
+            Targeting::Os(names) => v.field("os", |v| leaf(v, names, values, plain_text)),
+            Targeting::Browser(names) => {
+                v.field("browser", |v| leaf(v, names, values, plain_text))
+            }
+            Targeting::Language(codes) => v.field("language", |v| {
+                leaf(v, codes, values, |v, c| {
+                    v.check(
+                        c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()),
+                        format!("{c:?} is not an ISO 639-1 code such as de"),
+                    )
+                })
+            }),
+            Targeting::DayOfWeek(days) => {
+                v.field("day_of_week", |v| leaf(v, days, values, |_, _| ()))
+            }
+            Targeting::Hour(ranges) => v.field("hour", |v| {
+                leaf(v, ranges, values, |v, r| {
+                    v.check(
+                        r.from < 24 && r.to <= 24 && r.from < r.to,
+                        format!(
+                            "{}..{} is not a range with 0 <= from < to <= 24",
+                            r.from, r.to
+                        ),
+                    )
+                })
+            }),
+            Targeting::KeyValue(kv) => v.field("key_value", |v| {
+                v.check_field(
+                    "key",
+                    !kv.key.is_empty()
+                        && kv.key.len() <= 64
+                        && kv
+                            .key
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                    format!(
+                        "{:?} must be 1 to 64 lower-case letters, digits or _",
+                        kv.key
+                    ),
+                );
+                v.field("values", |v| leaf(v, &kv.values, values, plain_text));
+            }),
+            Targeting::Segment(ids) => v.field("segment", |v| leaf(v, ids, values, plain_text)),
+            Targeting::Ip(nets) => v.field("ip", |v| leaf(v, nets, values, |_, _| ())),
+            Targeting::Size(sizes) => v.field("size", |v| leaf(v, sizes, values, Size::validate)),
+            Targeting::Format(formats) => v.field("format", |v| leaf(v, formats, values, |_, _| ())),
+        }
+    }
+
+    fn validate_children(
+        v: &mut Violations,
+        children: &[Targeting],
+        depth: usize,
+        values: &mut usize,
+    ) {
+        if children.is_empty() {
+            v.fail("must have at least one sub-expression");
+        }
+        for (i, child) in children.iter().enumerate() {
+            v.index(i, |v| child.validate_at(v, depth + 1, values));
+        }
+    }
+}
+
+/// A leaf list: non-empty, no duplicates, each value checked.
+fn leaf<T: PartialEq + std::fmt::Debug>(
+    v: &mut Violations,
+    items: &[T],
+    values: &mut usize,
+    check: impl Fn(&mut Violations, &T),
+) {
+    *values += items.len();
+    if items.is_empty() {
+        v.fail("must list at least one value");
+    }
+    rules::unique(v, items);
+    for (i, item) in items.iter().enumerate() {
+        v.index(i, |v| check(v, item));
+    }
+}
+
+fn plain_text(v: &mut Violations, s: &String) {
+    if s.trim().is_empty() {
+        v.fail("must not be empty");
+    } else if s.chars().count() > MAX_VALUE_CHARS {
+        v.fail(format!("must be at most {MAX_VALUE_CHARS} characters"));
+    } else if s.chars().any(char::is_control) {
+        v.fail("must not contain control characters");
+    }
+}
+
+fn is_upper_code(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+fn is_region(s: &str) -> bool {
+    match s.split_once('-') {
+        Some((country, sub)) => {
+            is_upper_code(country, 2)
+                && (1..=3).contains(&sub.len())
+                && sub
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+impl GeoCircle {
+    fn validate(&self, v: &mut Violations) {
+        v.check_field(
+            "lat",
+            (-90.0..=90.0).contains(&self.lat),
+            "must be between -90 and 90",
+        );
+        v.check_field(
+            "lon",
+            (-180.0..=180.0).contains(&self.lon),
+            "must be between -180 and 180",
+        );
+        v.check_field(
+            "radius_km",
+            self.radius_km > 0.0 && self.radius_km <= 20_000.0,
+            "must be greater than 0 and at most 20000",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn violations(expr: serde_json::Value) -> Vec<(String, String)> {
+        let targeting: Targeting = serde_json::from_value(expr).expect("parses");
+        let mut v = Violations::new();
+        targeting.validate(&mut v);
+        v.into_result()
+            .err()
+            .map(|e| {
+                e.violations
+                    .into_iter()
+                    .map(|v| (v.path, v.message))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn first_path(expr: serde_json::Value) -> String {
+        violations(expr)
+            .into_iter()
+            .next()
+            .map(|(path, _)| path)
+            .unwrap_or_else(|| "<valid>".into())
+    }
+
+    #[test]
+    fn a_rich_expression_is_valid() {
+        let expr = json!({"all": [
+            {"country": ["DE", "AT"]},
+            {"region": ["DE-BY"]},
+            {"not": {"device_type": ["tablet"]}},
+            {"any": [{"key_value": {"key": "section", "values": ["sport"]}}, {"segment": ["s1"]}]},
+            {"hour": [{"from": 8, "to": 20}]},
+            {"day_of_week": ["mon", "sat"]},
+            {"geo_radius": {"lat": 52.5, "lon": 13.4, "radius_km": 50.0}},
+            {"ip": ["10.0.0.0/8", "2001:db8::/32"]},
+            {"size": [{"w": 300, "h": 250}]},
+            {"format": ["banner"]},
+            {"domain": ["news.example.com"]},
+            {"page_url": ["https://news.example.com/sport/"]},
+            {"placement": [1]}, {"site": [2]}, {"os": ["iOS"]}, {"browser": ["Chrome"]},
+            {"language": ["de"]}, {"city": ["Berlin"]}
+        ]});
+        assert_eq!(violations(expr), vec![]);
+    }
+
+    #[test]
+    fn each_rule_names_its_path() {
+        let cases = [
+            (json!({"all": []}), "all"),
+            (json!({"country": []}), "country"),
+            (json!({"country": ["de"]}), "country[0]"),
+            (json!({"country": ["DE", "DE"]}), "country[1]"),
+            (json!({"region": ["Bavaria"]}), "region[0]"),
+            (json!({"language": ["deu"]}), "language[0]"),
+            (json!({"hour": [{"from": 20, "to": 8}]}), "hour[0]"),
+            (json!({"hour": [{"from": 0, "to": 25}]}), "hour[0]"),
+            (json!({"geo_radius": {"lat": 91.0, "lon": 0.0, "radius_km": 1.0}}), "geo_radius.lat"),
+            (json!({"geo_radius": {"lat": 0.0, "lon": 181.0, "radius_km": 1.0}}), "geo_radius.lon"),
+            (json!({"geo_radius": {"lat": 0.0, "lon": 0.0, "radius_km": 0.0}}), "geo_radius.radius_km"),
+            (json!({"key_value": {"key": "Bad Key", "values": ["x"]}}), "key_value.key"),
+            (json!({"key_value": {"key": "k", "values": [""]}}), "key_value.values[0]"),
+            (json!({"domain": ["not a domain"]}), "domain[0]"),
+            (json!({"page_url": ["ftp://example.com/"]}), "page_url[0]"),
+            (json!({"placement": [0]}), "placement[0]"),
+            (json!({"size": [{"w": 0, "h": 250}]}), "size[0].w"),
+            (json!({"segment": ["a\u{0007}"]}), "segment[0]"),
+            (json!({"any": [{"not": {"country": ["D"]}}]}), "any[0].not.country[0]"),
+        ];
+        for (expr, path) in cases {
+            assert_eq!(first_path(expr.clone()), path, "{expr}");
+        }
+    }
+
+    #[test]
+    fn depth_and_size_are_bounded() {
+        let mut expr = json!({"country": ["DE"]});
+        for _ in 0..MAX_DEPTH {
+            expr = json!({"not": expr});
+        }
+        let found = violations(expr);
+        assert!(found.iter().any(|(_, m)| m.contains("deeper")), "{found:?}");
+
+        let many: Vec<String> = (0..=MAX_VALUES).map(|i| format!("s{i}")).collect();
+        let found = violations(json!({"segment": many}));
+        assert!(found.iter().any(|(_, m)| m.contains("values in all")), "{found:?}");
+    }
+
+    #[test]
+    fn unknown_attributes_and_bad_networks_do_not_parse() {
+        assert!(serde_json::from_value::<Targeting>(json!({"planet": ["mars"]})).is_err());
+        assert!(serde_json::from_value::<Targeting>(json!({"ip": ["10.0.0.0/33"]})).is_err());
+        assert!(
+            serde_json::from_value::<Targeting>(
+                json!({"key_value": {"key": "k", "values": [], "extra": 1}})
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,228 @@
+use std::fmt;
+
+use serde::Serialize;
+
+/// One broken rule: where (a JSON path such as `frequency_caps[1].window`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+/// Every broken rule of one object, so a client can fix them all in one round.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    pub violations: Vec<Violation>,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, v) in self.violations.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", v.path, v.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl ValidationError {
+    pub fn single(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            violations: vec![Violation {
+                path: path.into(),
+                message: message.into(),
+            }],
+        }
+    }
+}
+
+/// Collects violations while walking an object; tracks the current JSON path.
+#[derive(Debug, Default)]
+pub struct Violations {
+    path: Vec<Segment>,
+    found: Vec<Violation>,
+}
+
+#[derive(Debug)]
+enum Segment {
+    Field(&'static str),
+    Index(usize),
+}
+
+impl Violations {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `check` with `field` appended to the path.
+    pub fn field(&mut self, field: &'static str, check: impl FnOnce(&mut Self)) {
+        self.path.push(Segment::Field(field));
+        check(self);
+        self.path.pop();
+    }
+
+    /// Runs `check` with `[index]` appended to the path.
+    pub fn index(&mut self, index: usize, check: impl FnOnce(&mut Self)) {
+        self.path.push(Segment::Index(index));
+        check(self);
+        self.path.pop();
+    }
+
+    /// Records a violation at the current path.
+    pub fn fail(&mut self, message: impl Into<String>) {
+        let path = self.current_path();
+        self.found.push(Violation {
+            path,
+            message: message.into(),
+        });
+    }
+
+    /// Records a violation at the current path when `ok` is false.
+    pub fn check(&mut self, ok: bool, message: impl Into<String>) {
+        if !ok {
+            self.fail(message);
+        }
+    }
+
+    /// Records a violation at `field` when `ok` is false.
+    pub fn check_field(&mut self, field: &'static str, ok: bool, message: impl Into<String>) {
+        if !ok {
+            self.field(field, |v| v.fail(message));
+        }
+    }
+
+    pub fn depth(&self) -> usize {
+        self.path.len()
+    }
+
+    pub fn into_result(self) -> Result<(), ValidationError> {
+        if self.found.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError {
+                violations: self.found,
+            })
+        }
+    }
+
+    fn current_path(&self) -> String {
+        let mut path = String::new();
+        for segment in &self.path {
+            match segment {
+                Segment::Field(name) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                }
+                Segment::Index(i) => {
+                    path.push('[');
+                    path.push_str(&i.to_string());
+                    path.push(']');
+                }
+            }
+        }
+        if path.is_empty() {
+            path.push('$');
+        }
+        path
+    }
+}
+
+/// Shared field rules used by several objects.
+pub(crate) mod rules {
+    use super::Violations;
+
+    pub const MAX_NAME_CHARS: usize = 200;
+
+    pub fn name(v: &mut Violations, name: &str) {
+        v.field("name", |v| {
+            if name.trim().is_empty() {
+                v.fail("must not be empty");
+            } else if name.chars().count() > MAX_NAME_CHARS {
+                v.fail(format!("must be at most {MAX_NAME_CHARS} characters"));
+            } else if name.chars().any(char::is_control) {
+                v.fail("must not contain control characters");
+            }
+        });
+    }
+
+    /// A DNS host name such as `news.example.com`: lower-case labels of letters, digits and
+    /// hyphens, at least two labels.
+    pub fn is_domain(s: &str) -> bool {
+        let labels: Vec<&str> = s.split('.').collect();
+        s.len() <= 253
+            && labels.len() >= 2
+            && labels.iter().all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    }
+
+    pub fn domain(v: &mut Violations, s: &str) {
+        v.check(
+            is_domain(s),
+            format!("{s:?} is not a lower-case host name such as news.example.com"),
+        );
+    }
+
+    /// An absolute `http` or `https` URL with a host.
+    pub fn http_url(v: &mut Violations, s: &str) {
+        match url::Url::parse(s) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+            Ok(_) => v.fail(format!("{s:?} must be an http or https URL")),
+            Err(e) => v.fail(format!("{s:?} is not a valid URL: {e}")),
+        }
+    }
+
+    pub fn time_zone(v: &mut Violations, zone: &str) {
+        v.field("time_zone", |v| {
+            if jiff::tz::TimeZone::get(zone).is_err() {
+                v.fail(format!(
+                    "{zone:?} is not an IANA time zone such as Europe/Berlin"
+                ));
+            }
+        });
+    }
+
+    /// Fails on the second and later occurrence of a value in `items`.
+    pub fn unique<T: PartialEq + std::fmt::Debug>(v: &mut Violations, items: &[T]) {
+        for (i, item) in items.iter().enumerate() {
+            if items[..i].contains(item) {
+                v.index(i, |v| v.fail(format!("duplicate value {item:?}")));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_join_fields_and_indices() {
+        let mut v = Violations::new();
+        v.field("targeting", |v| {
+            v.field("all", |v| v.index(2, |v| v.fail("bad")));
+        });
+        v.fail("top");
+        let err = v.into_result().unwrap_err();
+        assert_eq!(err.violations[0].path, "targeting.all[2]");
+        assert_eq!(err.violations[1].path, "$");
+    }
+
+    #[test]
+    fn domains() {
+        assert!(rules::is_domain("news.example.com"));
+        for bad in ["example", "Example.com", "-a.com", "a..com", "a_b.com", ""] {
+            assert!(!rules::is_domain(bad), "{bad}");
+        }
+    }
+}

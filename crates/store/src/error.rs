@@ -1,0 +1,44 @@
+use marquee_model::{Kind, Role};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no {} with id {id}", kind.name())]
+    NotFound { kind: Kind, id: u64 },
+    #[error("no {} with id {id}", kind.name())]
+    ParentNotFound { kind: Kind, id: u64 },
+    #[error("{} {id} is archived", kind.name())]
+    ParentArchived { kind: Kind, id: u64 },
+    #[error("{} {id} is at version {current}, not {expected}", kind.name())]
+    VersionConflict {
+        kind: Kind,
+        id: u64,
+        expected: u64,
+        current: u64,
+    },
+    #[error("{} {id} is archived and can no longer change", kind.name())]
+    Archived { kind: Kind, id: u64 },
+    #[error("{} {id} cannot move to another parent", kind.name())]
+    ParentImmutable { kind: Kind, id: u64 },
+    #[error("a {} token needs an existing owner; {owner:?} is not one", role.as_str())]
+    BadTokenOwner { role: Role, owner: Option<u64> },
+    #[error(transparent)]
+    Migration(#[from] MigrationError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error(
+        "migration {version} ({name}) was changed after it was applied to this database; \
+         restore the original or use a new migration"
+    )]
+    Changed { version: u32, name: String },
+    #[error(
+        "the database has migration {version}, which this binary does not know; \
+         it was written by a newer Marquee"
+    )]
+    Unknown { version: u32 },
+}

@@ -1,0 +1,102 @@
+//! The manager's database behind one trait, [`Store`], and its embedded implementation,
+//! [`SqliteStore`].
+//!
+//! Invariants:
+//! - Callers only see [`Store`]; nothing outside this crate names a database type, so another
+//!   backend (PostgreSQL) can be added without changing callers. Every backend passes the
+//!   conformance suite in [`suite`] (feature `test-suite`).
+//! - Every mutation of a managed object or link bumps the change counter in the same
+//!   transaction, so "counter unchanged" means "snapshot unchanged".
+//! - Tenant scoping is enforced here: a scoped call never reads or writes another owner's row.
+//! - Applied migrations are immutable: a database whose applied migration differs from the one
+//!   compiled in is refused.
+
+mod error;
+mod record;
+mod sqlite;
+#[cfg(feature = "test-suite")]
+pub mod suite;
+mod typed;
+
+pub use error::{MigrationError, StoreError};
+pub use marquee_model::{Catalog, Meta, Stored};
+pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
+pub use sqlite::SqliteStore;
+
+use async_trait::async_trait;
+use marquee_model::{Kind, LineItemId, PlacementId, Principal};
+
+/// Most rows one `list` call returns.
+pub const MAX_PAGE: u32 = 500;
+
+/// The manager's database. Object bodies are the JSON of the model types; the typed helpers on
+/// `dyn Store` (see `typed.rs`) convert.
+///
+/// `scope` is the owner (advertiser or publisher id) a tenant is confined to, or `None` for
+/// admins. A row outside the scope behaves exactly as a missing row.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Inserts a new object at version 1. Its owner is derived from its parent (a root is its
+    /// own owner). Fails with `ParentNotFound` if the parent is missing or outside `scope`, and
+    /// `ParentArchived` if it is archived.
+    async fn create(
+        &self,
+        kind: Kind,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError>;
+
+    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
+
+    /// Rows in id order after `query.after`, at most `query.limit` (capped at [`MAX_PAGE`]).
+    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError>;
+
+    /// Replaces name, status and body if the stored version is `expected_version`, and bumps
+    /// the version. Fails with `VersionConflict` on a stale version, `Archived` if the object is
+    /// archived, `ParentImmutable` if the draft names another parent.
+    async fn update(
+        &self,
+        kind: Kind,
+        id: u64,
+        expected_version: u64,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError>;
+
+    /// Sets the status to archived (idempotent: archiving an archived object returns it as is).
+    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>)
+    -> Result<Record, StoreError>;
+
+    /// Links a line item to a placement; both must exist and not be archived. Returns whether a
+    /// new link was made.
+    async fn link(&self, line_item: LineItemId, placement: PlacementId)
+    -> Result<bool, StoreError>;
+
+    /// Returns whether a link was removed.
+    async fn unlink(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+    ) -> Result<bool, StoreError>;
+
+    /// The placements a line item is linked to, in id order. The line item must be in `scope`.
+    async fn placements_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<PlacementId>, StoreError>;
+
+    /// Stores a token's hash. A tenant role's owner must exist (an advertiser for the
+    /// advertiser role, a publisher for the publisher role); an admin has none.
+    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError>;
+
+    /// The principal of the token with this SHA-256 hash, if any.
+    async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError>;
+
+    /// Monotonic counter of changes to objects and links.
+    async fn change_counter(&self) -> Result<u64, StoreError>;
+
+    /// Every active object and every link, read in one transaction, with the change counter
+    /// they correspond to.
+    async fn catalog(&self) -> Result<Catalog, StoreError>;
+}

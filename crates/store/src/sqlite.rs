@@ -1,0 +1,1 @@
+//! Embedded SQLite store. Placeholder; implemented by the store work item.
