@@ -1,1 +1,240 @@
+//! Configuration: built-in defaults, then a TOML file, then `MARQUEE_*` environment variables
+//! (nested keys joined with `__`, e.g. `MARQUEE_SNAPSHOT__KEEP=5`), then command-line flags.
+//! Everything is validated at start; an error names the key and what is wrong.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    pub listen: SocketAddr,
+    /// Directory holding the database, snapshots and event logs.
+    pub data_dir: PathBuf,
+    /// Load the demo data set into an empty database.
+    pub demo: bool,
+    pub snapshot: SnapshotConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotConfig {
+    /// How often the manager checks the change counter and recompiles if it moved.
+    pub compile_interval_ms: u64,
+    /// How many published snapshot files to keep.
+    pub keep: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// A tracing filter: `info`, `debug`, `marquee_store=debug,info`, …
+    pub level: String,
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            demo: false,
+            snapshot: SnapshotConfig {
+                compile_interval_ms: 1_000,
+                keep: 3,
+            },
+            log: LogConfig {
+                level: "info".into(),
+                format: LogFormat::Text,
+            },
+        }
+    }
+}
+
+/// Values given on the command line; they win over file and environment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demo: Option<bool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    MissingFile(PathBuf),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error("invalid configuration: `{key}` {message}")]
+    OutOfRange { key: &'static str, message: String },
+}
+
+/// Environment variable prefix.
+pub const ENV_PREFIX: &str = "MARQUEE_";
+
+impl Config {
+    /// Loads defaults ← `file` ← environment ← `overrides`, then validates.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.is_file() {
+                return Err(ConfigError::MissingFile(file.to_owned()));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        let config: Config = figment
+            .merge(Env::prefixed(ENV_PREFIX).split("__"))
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .map_err(|e| ConfigError::Invalid(describe(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(10..=60_000).contains(&self.snapshot.compile_interval_ms) {
+            return Err(ConfigError::OutOfRange {
+                key: "snapshot.compile_interval_ms",
+                message: format!(
+                    "is {}; it must be between 10 and 60000",
+                    self.snapshot.compile_interval_ms
+                ),
+            });
+        }
+        if !(1..=100).contains(&self.snapshot.keep) {
+            return Err(ConfigError::OutOfRange {
+                key: "snapshot.keep",
+                message: format!("is {}; it must be between 1 and 100", self.snapshot.keep),
+            });
+        }
+        if self.log.level.trim().is_empty() {
+            return Err(ConfigError::OutOfRange {
+                key: "log.level",
+                message: "must not be empty".into(),
+            });
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::OutOfRange {
+                key: "data_dir",
+                message: "must not be empty".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Every error figment found, each naming its key and where the value came from.
+fn describe(error: figment::Error) -> String {
+    error
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    Some(source) => format!(" (from {source})"),
+                    None => format!(" (from {})", m.name),
+                })
+                .unwrap_or_default();
+            let kind = e.kind.to_string();
+            if key.is_empty() {
+                format!("{kind}{source}")
+            } else {
+                format!("`{key}`: {kind}{source}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::Jail;
+
+    fn load_in(jail: &Jail, toml: &str) -> Result<Config, ConfigError> {
+        jail.create_file("marquee.toml", toml)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Config::load(Some(Path::new("marquee.toml")), &Overrides::default())
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        Jail::expect_with(|_| {
+            let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config, Config::default());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn file_then_environment_then_flags() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "marquee.toml",
+                "listen = \"127.0.0.1:9000\"\ndata_dir = \"/tmp/a\"\n[snapshot]\nkeep = 7\n",
+            )?;
+            jail.set_env("MARQUEE_DATA_DIR", "/tmp/b");
+            jail.set_env("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "250");
+            let overrides = Overrides {
+                demo: Some(true),
+                ..Overrides::default()
+            };
+            let config = Config::load(Some(Path::new("marquee.toml")), &overrides)
+                .map_err(|e| e.to_string())?;
+            assert_eq!(config.listen.port(), 9000);
+            assert_eq!(config.data_dir, PathBuf::from("/tmp/b"));
+            assert_eq!(config.snapshot.keep, 7);
+            assert_eq!(config.snapshot.compile_interval_ms, 250);
+            assert!(config.demo);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        Jail::expect_with(|jail| {
+            let cases = [
+                ("listen = \"nowhere\"", "listen"),
+                ("[snapshot]\nkeep = \"many\"", "snapshot.keep"),
+                ("[snapshot]\nkeep = 0", "snapshot.keep"),
+                ("[snapshot]\ncompile_interval_ms = 1", "snapshot.compile_interval_ms"),
+                ("[log]\nformat = \"xml\"", "log.format"),
+                ("colour = \"blue\"", "colour"),
+            ];
+            for (toml, key) in cases {
+                let error = load_in(jail, toml).expect_err(toml).to_string();
+                assert!(error.contains(key), "{toml:?} gave {error:?}");
+            }
+            jail.set_env("MARQUEE_LISTEN", "not-an-address");
+            let error = Config::load(None, &Overrides::default())
+                .expect_err("bad env")
+                .to_string();
+            assert!(error.contains("listen") && error.contains("MARQUEE_"), "{error}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_named_file_must_exist() {
+        let error = Config::load(Some(Path::new("/nonexistent/marquee.toml")), &Overrides::default());
+        assert!(matches!(error, Err(ConfigError::MissingFile(_))));
+    }
+}

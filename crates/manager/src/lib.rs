@@ -1,1 +1,185 @@
+//! The manager: owns the store, compiles a snapshot whenever the store's change counter moves,
+//! publishes it to a directory and over HTTP, and serves the management API.
+//!
+//! Invariants:
+//! - A snapshot is compiled only when the change counter differs from the published version;
+//!   the published version is the counter the catalog was read at.
+//! - Publishing is atomic on disk (the snapshot crate renames into place) and in memory (a
+//!   `watch` channel swaps an `Arc`), so readers see the old or the new snapshot, never a mix.
 
+pub mod demo;
+mod http;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use marquee_model::Clock;
+use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
+use marquee_store::{Store, StoreError};
+use tokio::sync::watch;
+
+pub use http::router;
+
+/// The latest published snapshot, ready to serve.
+#[derive(Debug)]
+pub struct Published {
+    pub header: Header,
+    pub etag: String,
+    pub bytes: Bytes,
+}
+
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    pub snapshot_dir: std::path::PathBuf,
+    /// How many snapshot files to keep on disk.
+    pub keep: usize,
+    /// How often to check the change counter.
+    pub compile_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("snapshot directory: {0}")]
+    Dir(#[from] DirError),
+    #[error("snapshot: {0}")]
+    Load(#[from] LoadError),
+    #[error("snapshot task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// What one refresh did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+    /// The change counter equals the published version; nothing compiled.
+    Unchanged { version: u64 },
+    /// A new snapshot was compiled and published.
+    Published { version: u64, bytes: usize },
+}
+
+#[derive(Debug)]
+pub struct Manager {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    dir: SnapshotDir,
+    compile_interval: Duration,
+    latest: watch::Sender<Option<Arc<Published>>>,
+}
+
+impl Manager {
+    /// Opens the manager and adopts the newest valid snapshot already on disk, so a restart
+    /// without changes compiles nothing.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        options: ManagerOptions,
+    ) -> Result<Arc<Manager>, ManagerError> {
+        let dir = SnapshotDir::new(options.snapshot_dir).with_keep(options.keep);
+        let on_disk = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || read_latest(&dir)
+        })
+        .await??;
+        let (latest, _) = watch::channel(on_disk);
+        Ok(Arc::new(Manager {
+            store,
+            clock,
+            dir,
+            compile_interval: options.compile_interval,
+            latest,
+        }))
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The latest published snapshot, if any.
+    pub fn latest(&self) -> Option<Arc<Published>> {
+        self.latest.borrow().clone()
+    }
+
+    /// Notified on every publish; in-process edges follow it.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Published>>> {
+        self.latest.subscribe()
+    }
+
+    /// Compiles and publishes a snapshot if the store changed since the last one.
+    pub async fn refresh(&self) -> Result<Refresh, ManagerError> {
+        let counter = self.store.change_counter().await?;
+        let published = self.latest().map(|p| p.header.version);
+        if published == Some(counter) {
+            return Ok(Refresh::Unchanged { version: counter });
+        }
+        let catalog = self.store.catalog().await?;
+        let built_at = self.clock.now();
+        let dir = self.dir.clone();
+        // Compiling 100,000 line items takes a while: keep it off the async workers.
+        let (published, stats) = tokio::task::spawn_blocking(move || {
+            let (snapshot, stats) = marquee_snapshot::compile_with_stats(&catalog, built_at);
+            let (header, bytes) = snapshot.encode_with_header();
+            dir.publish(&bytes, &header)?;
+            Ok::<_, DirError>((published_from(header, bytes), stats))
+        })
+        .await??;
+        let version = published.header.version;
+        let bytes = published.bytes.len();
+        tracing::info!(
+            version,
+            bytes,
+            dropped = stats.total(),
+            ?stats,
+            "published snapshot"
+        );
+        self.latest.send_replace(Some(Arc::new(published)));
+        Ok(Refresh::Published { version, bytes })
+    }
+
+    /// Refreshes every `compile_interval` until `shutdown` resolves. Errors are logged and
+    /// retried on the next tick; the last good snapshot keeps being served.
+    pub async fn run_compile_loop(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        let mut tick = tokio::time::interval(self.compile_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                _ = tick.tick() => {
+                    if let Err(error) = self.refresh().await {
+                        tracing::error!(%error, "snapshot refresh failed; serving the last good one");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn published_from(header: Header, bytes: Vec<u8>) -> Published {
+    Published {
+        etag: header.etag(),
+        header,
+        bytes: Bytes::from(bytes),
+    }
+}
+
+/// The newest snapshot on disk that decodes cleanly; a corrupt one is logged and ignored so
+/// that the next refresh replaces it.
+fn read_latest(dir: &SnapshotDir) -> Result<Option<Arc<Published>>, DirError> {
+    let Some((path, _)) = dir.latest()? else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(&path).map_err(|source| DirError::Io {
+        action: "read",
+        path: path.clone(),
+        source,
+    })?;
+    match Snapshot::decode(&bytes).and_then(|_| Header::parse(&bytes)) {
+        Ok(header) => Ok(Some(Arc::new(published_from(header, bytes)))),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "ignoring unusable snapshot on disk");
+            Ok(None)
+        }
+    }
+}

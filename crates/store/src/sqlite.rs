@@ -1,1 +1,787 @@
-//! Embedded SQLite store. Placeholder; implemented by the store work item.
+//! Embedded SQLite store: one database file in WAL mode, one writer connection and a few reader
+//! connections, so reads (the API, the snapshot compiler) never wait for a write to commit.
+//!
+//! Every kind lives in a table with the same columns (see `migrations/sqlite/0001_initial.sql`),
+//! so one generic code path serves all kinds. Table names come only from [`Kind`]; every value
+//! is a bound parameter.
+
+mod migrate;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use marquee_model::{
+    Catalog, Clock, Kind, LineItemId, Meta, Object, PlacementId, Principal, Role, Status, Stored,
+};
+use rusqlite::types::Value;
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Params, Row, Transaction, TransactionBehavior,
+    params, params_from_iter,
+};
+
+use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
+
+/// Reader connections; WAL lets them read while the writer writes.
+const READERS: usize = 2;
+/// How long a connection waits for a lock held by another process before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The columns of every object table, in the order [`read_record`] expects.
+const COLUMNS: &str = "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
+
+/// The manager's database in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    clock: Arc<dyn Clock>,
+    /// SQLite allows one writer at a time; the mutex queues writers here instead of on the
+    /// database lock.
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file at `path` and applies pending migrations.
+    /// Blocks while doing so; call it at startup or from a blocking task. `path` must be a
+    /// file: every connection must see the same database.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
+        let mut writer = Connection::open(path).map_err(backend)?;
+        configure(&writer)?;
+        let mode: String = writer
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(backend)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(
+                format!("{} cannot use WAL mode (got {mode})", path.display()).into(),
+            ));
+        }
+        // In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
+        writer
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(backend)?;
+        migrate::migrate(&mut writer, clock.as_ref())?;
+
+        let readers = (0..READERS)
+            .map(|_| {
+                let reader = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(backend)?;
+                configure(&reader)?;
+                // Opened read-write so WAL recovery works, but refuses writes by mistake.
+                reader
+                    .pragma_update(None, "query_only", true)
+                    .map_err(backend)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<_, StoreError>>()?;
+
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                clock,
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// Runs `f` in an immediate write transaction on a blocking thread; commits if it succeeds.
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, Timestamp) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = lock(&inner.writer)?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            // Read under the write lock so timestamps follow commit order.
+            let now = inner.clock.now();
+            let value = f(&tx, now)?;
+            tx.commit().map_err(backend)?;
+            Ok(value)
+        })
+        .await
+        .map_err(backend)?
+    }
+
+    /// Runs `f` in a read transaction (one consistent snapshot) on a blocking thread.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = inner.reader()?;
+            let tx = conn.transaction().map_err(backend)?;
+            // Dropping the transaction rolls back, which for a read only ends the snapshot.
+            f(&tx)
+        })
+        .await
+        .map_err(backend)?
+    }
+}
+
+impl Inner {
+    /// A free reader if there is one, else waits for one in turn.
+    fn reader(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        for reader in &self.readers {
+            match reader.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Poisoned(_)) => return Err(poisoned()),
+            }
+        }
+        let next = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        lock(&self.readers[next])
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(backend)
+}
+
+fn lock(mutex: &Mutex<Connection>) -> Result<MutexGuard<'_, Connection>, StoreError> {
+    mutex.lock().map_err(|_| poisoned())
+}
+
+/// A thread panicked while holding a connection; refuse rather than trust its state.
+fn poisoned() -> StoreError {
+    StoreError::Backend("a database connection was poisoned by a panic".into())
+}
+
+pub(crate) fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend(Box::new(e))
+}
+
+fn table(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Advertiser => "advertisers",
+        Kind::Campaign => "campaigns",
+        Kind::LineItem => "line_items",
+        Kind::Creative => "creatives",
+        Kind::Publisher => "publishers",
+        Kind::Site => "sites",
+        Kind::Placement => "placements",
+    }
+}
+
+/// An id as SQLite stores it. Caller-supplied ids above `i64::MAX` cannot be stored, so they
+/// match nothing rather than fail.
+fn sql_id(id: u64) -> Option<i64> {
+    i64::try_from(id).ok()
+}
+
+fn read_record(kind: Kind, row: &Row<'_>) -> Result<Record, StoreError> {
+    let id: u64 = row.get(0).map_err(backend)?;
+    let status: String = row.get(4).map_err(backend)?;
+    let status = Status::parse(&status)
+        .ok_or_else(|| StoreError::Corrupt(format!("{} {id}: status {status:?}", kind.name())))?;
+    let timestamp = |column: usize| -> Result<Timestamp, StoreError> {
+        let micros: i64 = row.get(column).map_err(backend)?;
+        Timestamp::from_microsecond(micros)
+            .map_err(|e| StoreError::Corrupt(format!("{} {id}: {e}", kind.name())))
+    };
+    Ok(Record {
+        kind,
+        meta: Meta {
+            id,
+            version: row.get(5).map_err(backend)?,
+            created_at: timestamp(6)?,
+            updated_at: timestamp(7)?,
+        },
+        parent_id: row.get(1).map_err(backend)?,
+        owner_id: row.get(2).map_err(backend)?,
+        name: row.get(3).map_err(backend)?,
+        status,
+        body: row.get(8).map_err(backend)?,
+    })
+}
+
+fn query_records(
+    conn: &Connection,
+    kind: Kind,
+    sql: &str,
+    params: impl Params,
+) -> Result<Vec<Record>, StoreError> {
+    let mut stmt = conn.prepare(sql).map_err(backend)?;
+    let mut rows = stmt.query(params).map_err(backend)?;
+    let mut records = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        records.push(read_record(kind, row)?);
+    }
+    Ok(records)
+}
+
+/// The object with this id, if it exists and is in `scope`.
+fn find(
+    conn: &Connection,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+) -> Result<Option<Record>, StoreError> {
+    let Some(id) = sql_id(id) else {
+        return Ok(None);
+    };
+    let scope = match scope.map(sql_id) {
+        Some(None) => return Ok(None),
+        scope => scope.flatten(),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {} WHERE id = ?1 AND (?2 IS NULL OR owner_id = ?2)",
+        table(kind)
+    );
+    Ok(query_records(conn, kind, &sql, params![id, scope])?.pop())
+}
+
+/// Like [`find`], but a missing object is `NotFound`.
+fn require(
+    conn: &Connection,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+) -> Result<Record, StoreError> {
+    find(conn, kind, id, scope)?.ok_or(StoreError::NotFound { kind, id })
+}
+
+fn bump_change_counter(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE change_counter SET value = value + 1 WHERE id = 1",
+        [],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+fn read_change_counter(conn: &Connection) -> Result<u64, StoreError> {
+    conn.query_row("SELECT value FROM change_counter WHERE id = 1", [], |row| {
+        row.get(0)
+    })
+    .map_err(backend)
+}
+
+/// The owner a new object gets: its parent's, checked to exist in scope and not be archived.
+/// `None` for a root, which owns itself once it has an id.
+fn new_owner(
+    conn: &Connection,
+    kind: Kind,
+    draft: &Draft,
+    scope: Option<u64>,
+) -> Result<Option<u64>, StoreError> {
+    match (kind.parent(), draft.parent_id) {
+        (Some(parent_kind), Some(parent_id)) => {
+            let parent = find(conn, parent_kind, parent_id, scope)?.ok_or(
+                StoreError::ParentNotFound {
+                    kind: parent_kind,
+                    id: parent_id,
+                },
+            )?;
+            if parent.status == Status::Archived {
+                return Err(StoreError::ParentArchived {
+                    kind: parent_kind,
+                    id: parent_id,
+                });
+            }
+            Ok(Some(parent.owner_id))
+        }
+        (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
+            kind: parent_kind,
+            id: 0,
+        }),
+        (None, Some(parent_id)) => Err(StoreError::Corrupt(format!(
+            "a {} has no parent, but the draft names {parent_id}",
+            kind.name()
+        ))),
+        // A scoped caller is confined to its own root and cannot make another.
+        (None, None) => match scope {
+            Some(scope) => Err(StoreError::ParentNotFound { kind, id: scope }),
+            None => Ok(None),
+        },
+    }
+}
+
+fn create_in(
+    tx: &Transaction<'_>,
+    kind: Kind,
+    draft: Draft,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let owner = new_owner(tx, kind, &draft, scope)?;
+    let table = table(kind);
+    tx.execute(
+        &format!(
+            "INSERT INTO {table}
+                 (parent_id, owner_id, name, status, version, created_at, updated_at, body)
+             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5, ?6)"
+        ),
+        params![
+            draft.parent_id,
+            // A root's placeholder, replaced by its own id below.
+            owner.unwrap_or(0),
+            draft.name,
+            draft.status.as_str(),
+            now.as_microsecond(),
+            draft.body,
+        ],
+    )
+    .map_err(backend)?;
+    let id = u64::try_from(tx.last_insert_rowid())
+        .map_err(|_| StoreError::Corrupt(format!("negative id in {table}")))?;
+    let owner_id = match owner {
+        Some(owner) => owner,
+        None => {
+            tx.execute(
+                &format!("UPDATE {table} SET owner_id = id WHERE id = ?1"),
+                [id],
+            )
+            .map_err(backend)?;
+            id
+        }
+    };
+    bump_change_counter(tx)?;
+    Ok(Record {
+        kind,
+        meta: Meta {
+            id,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+        parent_id: draft.parent_id,
+        owner_id,
+        name: draft.name,
+        status: draft.status,
+        body: draft.body,
+    })
+}
+
+/// Writes name, status and body of `current` as its next version.
+fn write_next_version(
+    tx: &Transaction<'_>,
+    current: Record,
+    name: String,
+    status: Status,
+    body: String,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let version = current.meta.version + 1;
+    tx.execute(
+        &format!(
+            "UPDATE {} SET name = ?1, status = ?2, body = ?3, version = ?4, updated_at = ?5
+             WHERE id = ?6",
+            table(current.kind)
+        ),
+        params![
+            name,
+            status.as_str(),
+            body,
+            version,
+            now.as_microsecond(),
+            current.meta.id
+        ],
+    )
+    .map_err(backend)?;
+    bump_change_counter(tx)?;
+    Ok(Record {
+        meta: Meta {
+            version,
+            updated_at: now,
+            ..current.meta
+        },
+        name,
+        status,
+        body,
+        ..current
+    })
+}
+
+fn update_in(
+    tx: &Transaction<'_>,
+    kind: Kind,
+    id: u64,
+    expected_version: u64,
+    draft: Draft,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let current = require(tx, kind, id, scope)?;
+    if current.status == Status::Archived {
+        return Err(StoreError::Archived { kind, id });
+    }
+    if draft.parent_id != current.parent_id {
+        return Err(StoreError::ParentImmutable { kind, id });
+    }
+    if current.meta.version != expected_version {
+        return Err(StoreError::VersionConflict {
+            kind,
+            id,
+            expected: expected_version,
+            current: current.meta.version,
+        });
+    }
+    write_next_version(tx, current, draft.name, draft.status, draft.body, now)
+}
+
+fn archive_in(
+    tx: &Transaction<'_>,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let current = require(tx, kind, id, scope)?;
+    if current.status == Status::Archived {
+        return Ok(current);
+    }
+    // The body carries the status too, and it is what callers decode.
+    let body = with_status(&current, Status::Archived)?;
+    let name = current.name.clone();
+    write_next_version(tx, current, name, Status::Archived, body, now)
+}
+
+/// The record's body with its `status` field replaced.
+fn with_status(record: &Record, status: Status) -> Result<String, StoreError> {
+    let corrupt = |what: String| {
+        StoreError::Corrupt(format!(
+            "{} {}: {what}",
+            record.kind.name(),
+            record.meta.id
+        ))
+    };
+    let mut body: serde_json::Value =
+        serde_json::from_str(&record.body).map_err(|e| corrupt(e.to_string()))?;
+    let object = body
+        .as_object_mut()
+        .ok_or_else(|| corrupt("body is not a JSON object".to_owned()))?;
+    object.insert("status".to_owned(), status.as_str().into());
+    serde_json::to_string(&body).map_err(|e| corrupt(e.to_string()))
+}
+
+fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+    let mut sql = format!("SELECT {COLUMNS} FROM {} WHERE 1 = 1", table(kind));
+    let mut args = Vec::new();
+    for (clause, id) in [
+        (" AND owner_id = ?", query.scope),
+        (" AND parent_id = ?", query.parent_id),
+        (" AND id > ?", query.after),
+    ] {
+        if let Some(id) = id {
+            let Some(id) = sql_id(id) else {
+                return Ok(Vec::new());
+            };
+            sql.push_str(clause);
+            args.push(Value::Integer(id));
+        }
+    }
+    if let Some(status) = query.status {
+        sql.push_str(" AND status = ?");
+        args.push(Value::Text(status.as_str().to_owned()));
+    }
+    if let Some(needle) = &query.name_contains {
+        // LIKE is case-insensitive for ASCII letters; other characters match exactly.
+        sql.push_str(" AND name LIKE ? ESCAPE '\\'");
+        args.push(Value::Text(like_pattern(needle)));
+    }
+    sql.push_str(" ORDER BY id LIMIT ?");
+    args.push(Value::Integer(i64::from(query.limit.clamp(1, MAX_PAGE))));
+    query_records(conn, kind, &sql, params_from_iter(args))
+}
+
+/// A LIKE pattern matching names that contain `needle` literally.
+fn like_pattern(needle: &str) -> String {
+    let mut pattern = String::with_capacity(needle.len() + 2);
+    pattern.push('%');
+    for c in needle.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// Links and unlinks need both ends to exist and not be archived (archived objects are final).
+fn require_linkable(conn: &Connection, kind: Kind, id: u64) -> Result<(), StoreError> {
+    match find(conn, kind, id, None)? {
+        Some(record) if record.status != Status::Archived => Ok(()),
+        _ => Err(StoreError::NotFound { kind, id }),
+    }
+}
+
+fn require_link_ends(
+    conn: &Connection,
+    line_item: LineItemId,
+    placement: PlacementId,
+) -> Result<(), StoreError> {
+    require_linkable(conn, Kind::LineItem, line_item.0)?;
+    require_linkable(conn, Kind::Placement, placement.0)
+}
+
+fn create_token_in(
+    tx: &Transaction<'_>,
+    token: NewToken,
+    now: Timestamp,
+) -> Result<TokenRecord, StoreError> {
+    let owner_exists = |kind, id| find(tx, kind, id, None).map(|found| found.is_some());
+    let valid = match (token.role, token.owner_id) {
+        (Role::Admin, None) => true,
+        (Role::Advertiser, Some(owner)) => owner_exists(Kind::Advertiser, owner)?,
+        (Role::Publisher, Some(owner)) => owner_exists(Kind::Publisher, owner)?,
+        _ => false,
+    };
+    if !valid {
+        return Err(StoreError::BadTokenOwner {
+            role: token.role,
+            owner: token.owner_id,
+        });
+    }
+    tx.execute(
+        "INSERT INTO api_tokens (token_hash, role, owner_id, label, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            &token.hash[..],
+            token.role.as_str(),
+            token.owner_id,
+            token.label,
+            now.as_microsecond()
+        ],
+    )
+    .map_err(backend)?;
+    let id = u64::try_from(tx.last_insert_rowid())
+        .map_err(|_| StoreError::Corrupt("negative id in api_tokens".to_owned()))?;
+    Ok(TokenRecord {
+        id,
+        role: token.role,
+        owner_id: token.owner_id,
+        label: token.label,
+        created_at: now,
+    })
+}
+
+fn find_token_in(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
+    let row = conn
+        .query_row(
+            "SELECT id, role, owner_id FROM api_tokens WHERE token_hash = ?1",
+            [&hash[..]],
+            |row| Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    row.map(|(token_id, role, owner_id)| {
+        let role = Role::parse(&role).ok_or_else(|| {
+            StoreError::Corrupt(format!("api token {token_id}: role {role:?}"))
+        })?;
+        Ok(Principal {
+            token_id,
+            role,
+            owner_id,
+        })
+    })
+    .transpose()
+}
+
+/// Every active object of type `T`, in id order.
+fn active<T: Object>(conn: &Connection) -> Result<Vec<Stored<T>>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
+        table(T::KIND)
+    );
+    query_records(conn, T::KIND, &sql, [])?
+        .iter()
+        .map(Record::decode)
+        .collect()
+}
+
+fn links(conn: &Connection) -> Result<Vec<(LineItemId, PlacementId)>, StoreError> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT line_item_id, placement_id FROM line_item_placements
+             ORDER BY line_item_id, placement_id",
+        )
+        .map_err(backend)?;
+    stmt.query_map([], |row| {
+        Ok((LineItemId(row.get(0)?), PlacementId(row.get(1)?)))
+    })
+    .map_err(backend)?
+    .collect::<Result<_, _>>()
+    .map_err(backend)
+}
+
+fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
+    Ok(Catalog {
+        version: read_change_counter(conn)?,
+        advertisers: active(conn)?,
+        campaigns: active(conn)?,
+        line_items: active(conn)?,
+        creatives: active(conn)?,
+        publishers: active(conn)?,
+        sites: active(conn)?,
+        placements: active(conn)?,
+        links: links(conn)?,
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create(
+        &self,
+        kind: Kind,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        self.write(move |tx, now| create_in(tx, kind, draft, scope, now))
+            .await
+    }
+
+    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+        self.read(move |tx| require(tx, kind, id, scope)).await
+    }
+
+    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+        let query = query.clone();
+        self.read(move |tx| list_in(tx, kind, &query)).await
+    }
+
+    async fn update(
+        &self,
+        kind: Kind,
+        id: u64,
+        expected_version: u64,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        self.write(move |tx, now| update_in(tx, kind, id, expected_version, draft, scope, now))
+            .await
+    }
+
+    async fn archive(
+        &self,
+        kind: Kind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        self.write(move |tx, now| archive_in(tx, kind, id, scope, now))
+            .await
+    }
+
+    async fn link(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+    ) -> Result<bool, StoreError> {
+        self.write(move |tx, now| {
+            require_link_ends(tx, line_item, placement)?;
+            let inserted = tx
+                .execute(
+                    "INSERT OR IGNORE INTO line_item_placements
+                         (line_item_id, placement_id, created_at)
+                     VALUES (?1, ?2, ?3)",
+                    params![line_item.0, placement.0, now.as_microsecond()],
+                )
+                .map_err(backend)?
+                == 1;
+            if inserted {
+                bump_change_counter(tx)?;
+            }
+            Ok(inserted)
+        })
+        .await
+    }
+
+    async fn unlink(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+    ) -> Result<bool, StoreError> {
+        self.write(move |tx, _| {
+            require_link_ends(tx, line_item, placement)?;
+            let deleted = tx
+                .execute(
+                    "DELETE FROM line_item_placements
+                     WHERE line_item_id = ?1 AND placement_id = ?2",
+                    params![line_item.0, placement.0],
+                )
+                .map_err(backend)?
+                == 1;
+            if deleted {
+                bump_change_counter(tx)?;
+            }
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn placements_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<PlacementId>, StoreError> {
+        self.read(move |tx| {
+            require(tx, Kind::LineItem, line_item.0, scope)?;
+            let mut stmt = tx
+                .prepare(
+                    "SELECT placement_id FROM line_item_placements
+                     WHERE line_item_id = ?1 ORDER BY placement_id",
+                )
+                .map_err(backend)?;
+            stmt.query_map([line_item.0], |row| Ok(PlacementId(row.get(0)?)))
+                .map_err(backend)?
+                .collect::<Result<_, _>>()
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {
+        self.write(move |tx, now| create_token_in(tx, token, now))
+            .await
+    }
+
+    async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
+        let hash = *hash;
+        self.read(move |tx| find_token_in(tx, &hash)).await
+    }
+
+    async fn change_counter(&self) -> Result<u64, StoreError> {
+        self.read(|tx| read_change_counter(tx)).await
+    }
+
+    async fn catalog(&self) -> Result<Catalog, StoreError> {
+        self.read(|tx| catalog_in(tx)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_are_named_after_kinds() {
+        for kind in Kind::ALL {
+            assert_eq!(table(kind), format!("{}s", kind.name()));
+        }
+    }
+
+    #[test]
+    fn like_pattern_escapes_wildcards() {
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+        assert_eq!(like_pattern(""), "%%");
+    }
+}

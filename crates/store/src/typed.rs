@@ -38,7 +38,7 @@ impl Draft {
     }
 }
 
-impl dyn Store {
+impl dyn Store + '_ {
     pub async fn create_object<T: Object>(
         &self,
         object: &T,

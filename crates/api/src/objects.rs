@@ -1,0 +1,299 @@
+//! Create, read, list, update and archive, written once for every kind of object.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use marquee_model::{Kind, Meta, Object, Principal, Role, Status, Stored, ValidationError};
+use marquee_store::{ListQuery, Store};
+use serde_json::{Map, Value};
+
+use crate::{ApiError, ApiState, Caller};
+
+/// Largest page a list call returns.
+pub const MAX_LIMIT: u32 = 200;
+const DEFAULT_LIMIT: u32 = 50;
+
+/// Fields the server owns: accepted in an update body so that GET, edit, PUT works, but never
+/// written from it.
+const READ_ONLY_FIELDS: [&str; 3] = ["id", "created_at", "updated_at"];
+
+/// The JSON of a stored object: its fields plus `id`, `version`, `created_at`, `updated_at`.
+pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
+    let mut fields = match serde_json::to_value(&stored.object) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) | Err(_) => {
+            return Err(ApiError::Internal(format!(
+                "{} {} does not serialise to an object",
+                T::KIND.name(),
+                stored.meta.id
+            )));
+        }
+    };
+    let Meta {
+        id,
+        version,
+        created_at,
+        updated_at,
+    } = stored.meta;
+    fields.insert("id".into(), id.into());
+    fields.insert("version".into(), version.into());
+    fields.insert("created_at".into(), created_at.to_string().into());
+    fields.insert("updated_at".into(), updated_at.to_string().into());
+    Ok(Value::Object(fields))
+}
+
+fn ensure_access(principal: &Principal, kind: Kind) -> Result<(), ApiError> {
+    if principal.may_access(kind) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "a {} token cannot access {}",
+        principal.role.as_str(),
+        kind.collection()
+    )))
+}
+
+pub fn parse_id(text: &str) -> Result<u64, ApiError> {
+    match text.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(ApiError::bad_field(
+            "id",
+            format!("{text:?} is not a positive integer id"),
+        )),
+    }
+}
+
+/// Requests with a body must say it is JSON (or say nothing).
+fn ensure_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(content_type) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let is_json = content_type
+        .to_str()
+        .map(|ct| ct.split(';').next().unwrap_or("").trim() == "application/json")
+        .unwrap_or(false);
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType(
+            "Content-Type must be application/json".into(),
+        ))
+    }
+}
+
+fn parse_fields(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, ApiError> {
+    ensure_json(headers)?;
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => Err(ApiError::bad_request("body must be a JSON object")),
+        Err(e) => Err(ApiError::bad_request(format!("body is not valid JSON: {e}"))),
+    }
+}
+
+/// Reads an object from JSON fields, naming the path of the first field that does not fit.
+fn read_object<T: Object>(fields: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(fields)).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { "$".to_owned() } else { path };
+        ApiError::bad_field(path, e.into_inner().to_string())
+    })
+}
+
+/// Rules the API adds on top of the object's own: status `archived` is reached only by DELETE.
+fn check_writable_status<T: Object>(object: &T) -> Result<(), ApiError> {
+    if object.status() == Status::Archived {
+        return Err(ValidationError::single(
+            "status",
+            "cannot be set to archived here; archive with DELETE",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+pub async fn create<T: Object>(
+    State(state): State<ApiState>,
+    Caller(principal): Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    ensure_access(&principal, T::KIND)?;
+    if T::KIND.parent().is_none() && principal.role != Role::Admin {
+        return Err(ApiError::Forbidden(format!(
+            "only an admin token can create {}",
+            T::KIND.collection()
+        )));
+    }
+    let object: T = read_object(parse_fields(&headers, &body)?)?;
+    check_writable_status(&object)?;
+    object.validate()?;
+    let stored = state
+        .store
+        .create_object(&object, principal.scope())
+        .await?;
+    let location = format!("/api/v1/{}/{}", T::KIND.collection(), stored.meta.id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(resource(&stored)?),
+    )
+        .into_response())
+}
+
+pub async fn get<T: Object>(
+    State(state): State<ApiState>,
+    Caller(principal): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    ensure_access(&principal, T::KIND)?;
+    let stored = state
+        .store
+        .get_object::<T>(parse_id(&id)?, principal.scope())
+        .await?;
+    Ok(Json(resource(&stored)?))
+}
+
+/// Query parameters of a list call; anything else is refused by name.
+const LIST_PARAMETERS: [&str; 5] = ["status", "parent_id", "q", "after", "limit"];
+
+fn parse_list_query(
+    principal: &Principal,
+    params: Vec<(String, String)>,
+) -> Result<ListQuery, ApiError> {
+    let mut query = ListQuery {
+        scope: principal.scope(),
+        limit: DEFAULT_LIMIT,
+        ..ListQuery::default()
+    };
+    for (key, value) in params {
+        match key.as_str() {
+            "status" => {
+                query.status = Some(Status::parse(&value).ok_or_else(|| {
+                    ApiError::bad_field("status", "must be active, paused or archived")
+                })?);
+            }
+            "parent_id" => query.parent_id = Some(parse_param_id("parent_id", &value)?),
+            "after" => query.after = Some(parse_param_id("after", &value)?),
+            "q" => query.name_contains = Some(value),
+            "limit" => {
+                query.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|limit| (1..=MAX_LIMIT).contains(limit))
+                    .ok_or_else(|| {
+                        ApiError::bad_field(
+                            "limit",
+                            format!("must be an integer from 1 to {MAX_LIMIT}"),
+                        )
+                    })?;
+            }
+            unknown => {
+                return Err(ApiError::bad_field(
+                    unknown,
+                    format!(
+                        "unknown query parameter; known: {}",
+                        LIST_PARAMETERS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(query)
+}
+
+fn parse_param_id(name: &str, value: &str) -> Result<u64, ApiError> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::bad_field(name, "must be a positive integer"))
+}
+
+pub async fn list<T: Object>(
+    State(state): State<ApiState>,
+    Caller(principal): Caller,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    ensure_access(&principal, T::KIND)?;
+    let mut query = parse_list_query(&principal, params)?;
+    let limit = query.limit as usize;
+    // One row more than asked tells whether another page exists.
+    query.limit += 1;
+    let mut rows = state.store.list_objects::<T>(&query).await?;
+    let next_after = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|row| row.meta.id)
+    } else {
+        None
+    };
+    let items = rows.iter().map(resource).collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(serde_json::json!({ "items": items, "next_after": next_after })))
+}
+
+pub async fn update<T: Object>(
+    State(state): State<ApiState>,
+    Caller(principal): Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    ensure_access(&principal, T::KIND)?;
+    let id = parse_id(&id)?;
+    let mut fields = parse_fields(&headers, &body)?;
+    let version = match fields.remove("version") {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| ApiError::bad_field("version", "must be a positive integer"))?,
+        Some(_) => return Err(ApiError::bad_field("version", "must be a positive integer")),
+        None => {
+            return Err(ApiError::bad_field(
+                "version",
+                "is required: send the version you read, so a concurrent change is not overwritten",
+            ));
+        }
+    };
+    if let Some(body_id) = fields.get("id")
+        && body_id.as_u64() != Some(id)
+    {
+        return Err(ApiError::bad_field("id", "does not match the id in the path"));
+    }
+    for field in READ_ONLY_FIELDS {
+        fields.remove(field);
+    }
+    let object: T = read_object(fields)?;
+    check_writable_status(&object)?;
+    object.validate()?;
+    let stored = state
+        .store
+        .update_object(id, version, &object, principal.scope())
+        .await?;
+    Ok(Json(resource(&stored)?))
+}
+
+pub async fn archive<T: Object>(
+    State(state): State<ApiState>,
+    Caller(principal): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    ensure_access(&principal, T::KIND)?;
+    let record = state
+        .store
+        .archive(T::KIND, parse_id(&id)?, principal.scope())
+        .await?;
+    Ok(Json(resource(&record.decode::<T>()?)?))
+}
+
+/// Used by link handlers: the line item must be visible to the caller.
+pub(crate) async fn ensure_visible(
+    store: &dyn Store,
+    principal: &Principal,
+    kind: Kind,
+    id: u64,
+) -> Result<(), ApiError> {
+    ensure_access(principal, kind)?;
+    store.get(kind, id, principal.scope()).await?;
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Catalog → snapshot: keep what an edge may serve, resolve it, sort it.
+
+use jiff::Timestamp;
+use marquee_model::{
+    AdvertiserId, CampaignId, Catalog, CreativeId, LineItemId, PlacementId, PublisherId, SiteId,
+};
+
+use crate::Snapshot;
+use crate::data::{
+    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, Keyed, LineItemEntry, PlacementEntry,
+    PublisherEntry, SiteEntry, SnapshotData, find,
+};
+
+/// What [`compile_with_stats`] left out, and why, for the manager to log.
+///
+/// "Orphaned" means the parent is not in the snapshot: absent from the catalog (not active) or
+/// itself dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    pub campaigns_orphaned: usize,
+    pub line_items_orphaned: usize,
+    /// Flight end at or before the build time.
+    pub line_items_ended: usize,
+    /// Time zone unknown, or the flight's local times cannot be placed in it.
+    pub line_items_bad_time_zone: usize,
+    pub creatives_orphaned: usize,
+    pub sites_orphaned: usize,
+    pub placements_orphaned: usize,
+    /// Links whose line item or placement is not in the snapshot.
+    pub links_dropped: usize,
+}
+
+impl CompileStats {
+    /// Objects and links dropped for any reason.
+    pub fn total(&self) -> usize {
+        self.campaigns_orphaned
+            + self.line_items_orphaned
+            + self.line_items_ended
+            + self.line_items_bad_time_zone
+            + self.creatives_orphaned
+            + self.sites_orphaned
+            + self.placements_orphaned
+            + self.links_dropped
+    }
+}
+
+/// Compiles the objects of `catalog` an edge may serve at or after `built_at`. Pure: no I/O, no
+/// clock. See [`compile_with_stats`] for the rules.
+pub fn compile(catalog: &Catalog, built_at: Timestamp) -> Snapshot {
+    compile_with_stats(catalog, built_at).0
+}
+
+/// Compiles `catalog` and reports what it dropped.
+///
+/// An object enters only if it and all its ancestors are in the catalog (which holds only
+/// objects whose own status is active). Line items whose flight ended at or before `built_at`
+/// are dropped, as are those whose time zone cannot be resolved; creatives of dropped line items
+/// are dropped; links to dropped line items or placements are dropped. Line items that have not
+/// started yet are kept: the edge checks the flight per request. The snapshot version is
+/// `catalog.version`; `built_at` is kept to the microsecond, the header's precision.
+pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, CompileStats) {
+    let mut stats = CompileStats::default();
+
+    let advertisers = sorted(catalog.advertisers.iter().map(|s| AdvertiserEntry {
+        id: AdvertiserId(s.meta.id),
+        currency: s.object.currency,
+        domains: s.object.domains.clone(),
+    }));
+
+    let campaigns = sorted(catalog.campaigns.iter().filter_map(|s| {
+        if find(&advertisers, s.object.advertiser_id).is_none() {
+            stats.campaigns_orphaned += 1;
+            return None;
+        }
+        Some(CampaignEntry {
+            id: CampaignId(s.meta.id),
+            advertiser_id: s.object.advertiser_id,
+            frequency_caps: s.object.frequency_caps.clone(),
+        })
+    }));
+
+    let publishers = sorted(catalog.publishers.iter().map(|s| PublisherEntry {
+        id: PublisherId(s.meta.id),
+    }));
+
+    let sites = sorted(catalog.sites.iter().filter_map(|s| {
+        if find(&publishers, s.object.publisher_id).is_none() {
+            stats.sites_orphaned += 1;
+            return None;
+        }
+        Some(SiteEntry {
+            id: SiteId(s.meta.id),
+            publisher_id: s.object.publisher_id,
+            domain: s.object.domain.clone(),
+        })
+    }));
+
+    let placements = sorted(catalog.placements.iter().filter_map(|s| {
+        if find(&sites, s.object.site_id).is_none() {
+            stats.placements_orphaned += 1;
+            return None;
+        }
+        Some(PlacementEntry {
+            id: PlacementId(s.meta.id),
+            site_id: s.object.site_id,
+            sizes: s.object.sizes.clone(),
+            formats: s.object.formats.clone(),
+        })
+    }));
+
+    let mut line_items = sorted(catalog.line_items.iter().filter_map(|s| {
+        let li = &s.object;
+        let Some(campaign) = find(&campaigns, li.campaign_id) else {
+            stats.line_items_orphaned += 1;
+            return None;
+        };
+        let Some((start, end)) = li.flight() else {
+            stats.line_items_bad_time_zone += 1;
+            return None;
+        };
+        if end.is_some_and(|end| end <= built_at) {
+            stats.line_items_ended += 1;
+            return None;
+        }
+        Some(LineItemEntry {
+            id: LineItemId(s.meta.id),
+            campaign_id: li.campaign_id,
+            advertiser_id: campaign.advertiser_id,
+            tier: li.tier,
+            weight: li.weight,
+            flight_start: start.as_second(),
+            flight_end: end.map(Timestamp::as_second),
+            time_zone: li.time_zone.clone(),
+            goal: li.goal,
+            pacing: li.pacing,
+            price: li.price,
+            frequency_caps: li.frequency_caps.clone(),
+            targeting: li.targeting.clone(),
+            rotation: li.rotation,
+            placements: Vec::new(),
+        })
+    }));
+
+    for &(line_item, placement) in &catalog.links {
+        let index = line_items.binary_search_by_key(&line_item, LineItemEntry::key);
+        match index {
+            Ok(i) if find(&placements, placement).is_some() => {
+                line_items[i].placements.push(placement)
+            }
+            _ => stats.links_dropped += 1,
+        }
+    }
+    for li in &mut line_items {
+        li.placements.sort_unstable();
+        // The store keeps links unique; dedup anyway since readers require strict order.
+        li.placements.dedup();
+    }
+
+    let creatives = sorted(catalog.creatives.iter().filter_map(|s| {
+        let c = &s.object;
+        if find(&line_items, c.line_item_id).is_none() {
+            stats.creatives_orphaned += 1;
+            return None;
+        }
+        Some(CreativeEntry {
+            id: CreativeId(s.meta.id),
+            line_item_id: c.line_item_id,
+            size: c.size,
+            landing_url: c.landing_url.clone(),
+            weight: c.weight,
+            content: Content::from(&c.content),
+        })
+    }));
+
+    let snapshot = Snapshot {
+        version: catalog.version,
+        // Truncating to whole microseconds always yields a representable instant; the fallback
+        // is unreachable.
+        built_at: Timestamp::from_microsecond(built_at.as_microsecond()).unwrap_or(built_at),
+        data: SnapshotData {
+            advertisers,
+            campaigns,
+            line_items,
+            creatives,
+            publishers,
+            sites,
+            placements,
+        },
+    };
+    (snapshot, stats)
+}
+
+/// Collects entries sorted strictly by id. The store's ids are unique; should a catalog repeat
+/// one, the first occurrence wins so that readers' strict-order check still holds.
+fn sorted<E: Keyed>(entries: impl Iterator<Item = E>) -> Vec<E> {
+    let mut list: Vec<E> = entries.collect();
+    list.sort_by_key(E::key);
+    list.dedup_by_key(|e| e.key());
+    list
+}

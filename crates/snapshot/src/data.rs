@@ -1,0 +1,258 @@
+//! The compiled, resolved objects an edge serves from. Every list is sorted by id, strictly
+//! ascending, so lookups binary-search.
+
+use marquee_model::{
+    AdvertiserId, CampaignId, CreativeContent, CreativeId, Currency, Format, FrequencyCap, Goal,
+    LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size,
+    Targeting, Tier,
+};
+use serde::{Deserialize, Serialize};
+
+/// The payload of a snapshot: every object an edge may serve, resolved and sorted by id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotData {
+    pub advertisers: Vec<AdvertiserEntry>,
+    pub campaigns: Vec<CampaignEntry>,
+    pub line_items: Vec<LineItemEntry>,
+    pub creatives: Vec<CreativeEntry>,
+    pub publishers: Vec<PublisherEntry>,
+    pub sites: Vec<SiteEntry>,
+    pub placements: Vec<PlacementEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdvertiserEntry {
+    pub id: AdvertiserId,
+    pub currency: Currency,
+    /// Landing-page domains (OpenRTB `adomain`).
+    pub domains: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignEntry {
+    pub id: CampaignId,
+    pub advertiser_id: AdvertiserId,
+    pub frequency_caps: Vec<FrequencyCap>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineItemEntry {
+    pub id: LineItemId,
+    pub campaign_id: CampaignId,
+    /// The campaign's advertiser, resolved so the edge needs no second lookup.
+    pub advertiser_id: AdvertiserId,
+    pub tier: Tier,
+    pub weight: u32,
+    /// Flight start in unix seconds, resolved in `time_zone`.
+    pub flight_start: i64,
+    /// Flight end (exclusive) in unix seconds; `None` for an open-ended flight.
+    pub flight_end: Option<i64>,
+    /// IANA name; the engine resolves day-of-week and hour targeting in it.
+    pub time_zone: String,
+    pub goal: Option<Goal>,
+    pub pacing: PacingMode,
+    pub price: Price,
+    pub frequency_caps: Vec<FrequencyCap>,
+    /// Kept as data: the edge builds its targeting index from it at load time.
+    pub targeting: Option<Targeting>,
+    pub rotation: RotationMode,
+    /// Linked placements that are in the snapshot, strictly ascending.
+    pub placements: Vec<PlacementId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreativeEntry {
+    pub id: CreativeId,
+    pub line_item_id: LineItemId,
+    pub size: Option<Size>,
+    pub landing_url: String,
+    pub weight: u32,
+    pub content: Content,
+}
+
+/// What a creative shows. Mirrors [`CreativeContent`], which is internally tagged for JSON and
+/// so cannot be read back by a non-self-describing format such as postcard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Content {
+    Image {
+        image_url: String,
+        alt: String,
+    },
+    Html {
+        html: String,
+    },
+    ThirdPartyTag {
+        tag: String,
+    },
+    Native {
+        title: String,
+        body: String,
+        sponsored_by: String,
+        image_url: Option<String>,
+        icon_url: Option<String>,
+        call_to_action: Option<String>,
+    },
+    Vast {
+        xml: Option<String>,
+        url: Option<String>,
+        duration_secs: u32,
+    },
+}
+
+impl From<&CreativeContent> for Content {
+    fn from(content: &CreativeContent) -> Self {
+        match content.clone() {
+            CreativeContent::Image { image_url, alt } => Content::Image { image_url, alt },
+            CreativeContent::Html { html } => Content::Html { html },
+            CreativeContent::ThirdPartyTag { tag } => Content::ThirdPartyTag { tag },
+            CreativeContent::Native {
+                title,
+                body,
+                sponsored_by,
+                image_url,
+                icon_url,
+                call_to_action,
+            } => Content::Native {
+                title,
+                body,
+                sponsored_by,
+                image_url,
+                icon_url,
+                call_to_action,
+            },
+            CreativeContent::Vast {
+                xml,
+                url,
+                duration_secs,
+            } => Content::Vast {
+                xml,
+                url,
+                duration_secs,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublisherEntry {
+    pub id: PublisherId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteEntry {
+    pub id: SiteId,
+    pub publisher_id: PublisherId,
+    pub domain: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementEntry {
+    pub id: PlacementId,
+    pub site_id: SiteId,
+    pub sizes: Vec<Size>,
+    pub formats: Vec<Format>,
+}
+
+/// An entry with an id that its list is sorted by.
+pub(crate) trait Keyed {
+    type Id: Ord + Copy;
+    fn key(&self) -> Self::Id;
+}
+
+macro_rules! keyed {
+    ($($entry:ty => $id:ty),* $(,)?) => {$(
+        impl Keyed for $entry {
+            type Id = $id;
+            fn key(&self) -> $id {
+                self.id
+            }
+        }
+    )*};
+}
+
+keyed!(
+    AdvertiserEntry => AdvertiserId,
+    CampaignEntry => CampaignId,
+    LineItemEntry => LineItemId,
+    CreativeEntry => CreativeId,
+    PublisherEntry => PublisherId,
+    SiteEntry => SiteId,
+    PlacementEntry => PlacementId,
+);
+
+/// Binary search in a list sorted by id.
+pub(crate) fn find<E: Keyed>(list: &[E], id: E::Id) -> Option<&E> {
+    list.binary_search_by_key(&id, E::key)
+        .ok()
+        .map(|i| &list[i])
+}
+
+/// Whether ids are strictly ascending, which [`find`] relies on.
+pub(crate) fn strictly_ascending<T: Ord + Copy>(ids: impl IntoIterator<Item = T>) -> bool {
+    let mut ids = ids.into_iter();
+    let Some(mut previous) = ids.next() else {
+        return true;
+    };
+    ids.all(|id| {
+        let ascending = previous < id;
+        previous = id;
+        ascending
+    })
+}
+
+impl SnapshotData {
+    pub fn advertiser(&self, id: AdvertiserId) -> Option<&AdvertiserEntry> {
+        find(&self.advertisers, id)
+    }
+
+    pub fn campaign(&self, id: CampaignId) -> Option<&CampaignEntry> {
+        find(&self.campaigns, id)
+    }
+
+    pub fn line_item(&self, id: LineItemId) -> Option<&LineItemEntry> {
+        find(&self.line_items, id)
+    }
+
+    pub fn creative(&self, id: CreativeId) -> Option<&CreativeEntry> {
+        find(&self.creatives, id)
+    }
+
+    pub fn publisher(&self, id: PublisherId) -> Option<&PublisherEntry> {
+        find(&self.publishers, id)
+    }
+
+    pub fn site(&self, id: SiteId) -> Option<&SiteEntry> {
+        find(&self.sites, id)
+    }
+
+    pub fn placement(&self, id: PlacementId) -> Option<&PlacementEntry> {
+        find(&self.placements, id)
+    }
+
+    /// The name of the first list that is not strictly ascending by id, if any. A reader checks
+    /// this because lookups binary-search and would silently miss entries otherwise.
+    pub(crate) fn first_unsorted(&self) -> Option<&'static str> {
+        fn ids<E: Keyed>(list: &[E]) -> bool {
+            strictly_ascending(list.iter().map(E::key))
+        }
+        let checks = [
+            ("advertisers", ids(&self.advertisers)),
+            ("campaigns", ids(&self.campaigns)),
+            ("line_items", ids(&self.line_items)),
+            (
+                "line_items[].placements",
+                self.line_items
+                    .iter()
+                    .all(|li| strictly_ascending(li.placements.iter().copied())),
+            ),
+            ("creatives", ids(&self.creatives)),
+            ("publishers", ids(&self.publishers)),
+            ("sites", ids(&self.sites)),
+            ("placements", ids(&self.placements)),
+        ];
+        checks
+            .into_iter()
+            .find(|(_, sorted)| !sorted)
+            .map(|(name, _)| name)
+    }
+}

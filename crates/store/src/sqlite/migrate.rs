@@ -1,0 +1,131 @@
+//! Versioned schema migrations: SQL files compiled into the binary, applied in order at open,
+//! one transaction each, and recorded with their checksum so that a changed one is noticed.
+
+use std::fmt::Write as _;
+
+use marquee_model::Clock;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+use super::backend;
+use crate::{MigrationError, StoreError};
+
+struct Migration {
+    version: u32,
+    name: &'static str,
+    sql: &'static str,
+}
+
+/// Every migration this binary knows, in version order. A released entry is never edited (the
+/// checksum check would refuse every database it was applied to); changes go in a new one.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
+}];
+
+/// Checks the migrations already applied against the compiled-in ones, then applies the rest.
+pub(super) fn migrate(conn: &mut Connection, clock: &dyn Clock) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            applied_at INTEGER NOT NULL
+        )",
+    )
+    .map_err(backend)?;
+    check_applied(conn)?;
+    for migration in MIGRATIONS {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        // Another process may have applied it between the check above and this transaction.
+        let applied = tx
+            .query_row(
+                "SELECT 1 FROM schema_migrations WHERE version = ?1",
+                [migration.version],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(backend)?
+            .is_some();
+        if applied {
+            continue;
+        }
+        tx.execute_batch(migration.sql).map_err(backend)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![
+                migration.version,
+                migration.name,
+                checksum(migration.sql),
+                clock.now().as_microsecond()
+            ],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "applied database migration"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a database that was migrated by a different or newer binary.
+fn check_applied(conn: &Connection) -> Result<(), StoreError> {
+    let mut stmt = conn
+        .prepare("SELECT version, sha256 FROM schema_migrations ORDER BY version")
+        .map_err(backend)?;
+    let mut rows = stmt.query([]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let version: u32 = row.get(0).map_err(backend)?;
+        let sha256: String = row.get(1).map_err(backend)?;
+        let known = MIGRATIONS
+            .iter()
+            .find(|m| m.version == version)
+            .ok_or(MigrationError::Unknown { version })?;
+        if checksum(known.sql) != sha256 {
+            return Err(MigrationError::Changed {
+                version,
+                name: known.name.to_owned(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Lower-case hex SHA-256 of a migration's text.
+fn checksum(sql: &str) -> String {
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            // Writing to a String cannot fail.
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_from_one() {
+        for (i, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version as usize, i + 1, "{}", migration.name);
+        }
+    }
+
+    #[test]
+    fn checksum_is_hex_sha256() {
+        assert_eq!(
+            checksum("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
