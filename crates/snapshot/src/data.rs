@@ -3,8 +3,8 @@
 
 use marquee_model::{
     AdvertiserId, CampaignId, CreativeContent, CreativeId, Currency, Format, FrequencyCap, Goal,
-    LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size,
-    Targeting, Tier,
+    LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size, Targeting,
+    Tier,
 };
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,6 @@
 //! Snapshot files in a directory: atomic publish, pruning, finding and loading the latest.
 
+use std::cmp::Reverse;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -121,7 +122,9 @@ impl SnapshotDir {
         }
         fs::create_dir_all(&self.path).map_err(io_error("create directory", &self.path))?;
         let tmp = self.path.join(file_name(header.version, FileKind::Tmp));
-        let target = self.path.join(file_name(header.version, FileKind::Complete));
+        let target = self
+            .path
+            .join(file_name(header.version, FileKind::Complete));
         if let Err(e) = write_synced(&tmp, bytes) {
             // Best effort: a leftover is also ignored by readers and removed later.
             let _ = fs::remove_file(&tmp);
@@ -212,8 +215,8 @@ impl SnapshotDir {
             };
             list.push((version, entry.path()));
         }
-        listing.complete.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        listing.tmp.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        listing.complete.sort_unstable_by_key(|(v, _)| Reverse(*v));
+        listing.tmp.sort_unstable_by_key(|(v, _)| Reverse(*v));
         Ok(listing)
     }
 
@@ -292,7 +295,10 @@ mod tests {
 
     #[test]
     fn file_names_round_trip_and_foreign_names_are_ignored() {
-        assert_eq!(file_name(42, FileKind::Complete), "snapshot-00000000000000000042.bin");
+        assert_eq!(
+            file_name(42, FileKind::Complete),
+            "snapshot-00000000000000000042.bin"
+        );
         for (version, kind) in [(0, FileKind::Complete), (u64::MAX, FileKind::Tmp)] {
             assert_eq!(parse_name(&file_name(version, kind)), Some((version, kind)));
         }

@@ -41,7 +41,9 @@ pub enum LoadError {
     TooShort { len: usize },
     #[error("not a snapshot: the file starts with {found:02x?}, not the snapshot magic")]
     BadMagic { found: [u8; 8] },
-    #[error("snapshot format version {found} is not supported; this build reads version {supported}")]
+    #[error(
+        "snapshot format version {found} is not supported; this build reads version {supported}"
+    )]
     UnsupportedFormat { found: u32, supported: u32 },
     #[error("snapshot header sets unknown flags {0:#010x}")]
     UnsupportedFlags(u32),

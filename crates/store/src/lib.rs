@@ -64,8 +64,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Record, StoreError>;
 
     /// Sets the status to archived (idempotent: archiving an archived object returns it as is).
-    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>)
-    -> Result<Record, StoreError>;
+    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
 
     /// Links a line item to a placement; both must exist and not be archived. Returns whether a
     /// new link was made.

@@ -52,4 +52,3 @@ pub struct TokenRecord {
     pub label: String,
     pub created_at: Timestamp,
 }
-

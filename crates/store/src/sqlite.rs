@@ -30,7 +30,8 @@ const READERS: usize = 2;
 /// How long a connection waits for a lock held by another process before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The columns of every object table, in the order [`read_record`] expects.
-const COLUMNS: &str = "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
+const COLUMNS: &str =
+    "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
 
 /// The manager's database in one SQLite file.
 #[derive(Debug)]
@@ -285,12 +286,11 @@ fn new_owner(
 ) -> Result<Option<u64>, StoreError> {
     match (kind.parent(), draft.parent_id) {
         (Some(parent_kind), Some(parent_id)) => {
-            let parent = find(conn, parent_kind, parent_id, scope)?.ok_or(
-                StoreError::ParentNotFound {
+            let parent =
+                find(conn, parent_kind, parent_id, scope)?.ok_or(StoreError::ParentNotFound {
                     kind: parent_kind,
                     id: parent_id,
-                },
-            )?;
+                })?;
             if parent.status == Status::Archived {
                 return Err(StoreError::ParentArchived {
                     kind: parent_kind,
@@ -458,11 +458,7 @@ fn archive_in(
 /// The record's body with its `status` field replaced.
 fn with_status(record: &Record, status: Status) -> Result<String, StoreError> {
     let corrupt = |what: String| {
-        StoreError::Corrupt(format!(
-            "{} {}: {what}",
-            record.kind.name(),
-            record.meta.id
-        ))
+        StoreError::Corrupt(format!("{} {}: {what}", record.kind.name(), record.meta.id))
     };
     let mut body: serde_json::Value =
         serde_json::from_str(&record.body).map_err(|e| corrupt(e.to_string()))?;
@@ -585,9 +581,8 @@ fn find_token_in(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Principal>
         .optional()
         .map_err(backend)?;
     row.map(|(token_id, role, owner_id)| {
-        let role = Role::parse(&role).ok_or_else(|| {
-            StoreError::Corrupt(format!("api token {token_id}: role {role:?}"))
-        })?;
+        let role = Role::parse(&role)
+            .ok_or_else(|| StoreError::Corrupt(format!("api token {token_id}: role {role:?}")))?;
         Ok(Principal {
             token_id,
             role,
@@ -671,12 +666,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn archive(
-        &self,
-        kind: Kind,
-        id: u64,
-        scope: Option<u64>,
-    ) -> Result<Record, StoreError> {
+    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
         self.write(move |tx, now| archive_in(tx, kind, id, scope, now))
             .await
     }

@@ -6,7 +6,9 @@ use marquee_snapshot::{CompileStats, Content, Snapshot, compile, compile_with_st
 use crate::fixture::*;
 
 fn ts(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>().expect("valid timestamp").as_second()
+    s.parse::<jiff::Timestamp>()
+        .expect("valid timestamp")
+        .as_second()
 }
 
 fn line_item_ids(snapshot: &Snapshot) -> Vec<u64> {
@@ -42,8 +44,14 @@ fn a_complete_catalog_compiles_resolved() {
         if image_url == "https://cdn.example.com/1000.png"));
 
     assert!(data.publisher(PublisherId(1)).is_some());
-    assert_eq!(data.site(SiteId(10)).map(|s| s.domain.as_str()), Some("site10.example.com"));
-    assert_eq!(data.placement(PlacementId(100)).map(|p| p.site_id), Some(SiteId(10)));
+    assert_eq!(
+        data.site(SiteId(10)).map(|s| s.domain.as_str()),
+        Some("site10.example.com")
+    );
+    assert_eq!(
+        data.placement(PlacementId(100)).map(|p| p.site_id),
+        Some(SiteId(10))
+    );
 }
 
 #[test]
@@ -84,10 +92,19 @@ fn every_list_is_sorted_by_id_whatever_the_catalog_order() {
         catalog.sites.push(site(id * 10, id));
         catalog.placements.push(placement(id * 100, id * 10));
     }
-    catalog.links = vec![link(100, 300), link(100, 100), link(100, 200), link(100, 300)];
+    catalog.links = vec![
+        link(100, 300),
+        link(100, 100),
+        link(100, 200),
+        link(100, 300),
+    ];
 
     let (snapshot, stats) = compile_with_stats(&catalog, now());
-    assert_eq!(stats, CompileStats::default(), "a duplicate link is not a drop");
+    assert_eq!(
+        stats,
+        CompileStats::default(),
+        "a duplicate link is not a drop"
+    );
     let data = &snapshot.data;
     let ids = |list: Vec<u64>| {
         let mut sorted = list.clone();
@@ -95,23 +112,41 @@ fn every_list_is_sorted_by_id_whatever_the_catalog_order() {
         assert_eq!(list, sorted);
         list
     };
-    assert_eq!(ids(data.advertisers.iter().map(|e| e.id.0).collect()), [1, 2, 3]);
-    assert_eq!(ids(data.campaigns.iter().map(|e| e.id.0).collect()), [10, 20, 30]);
+    assert_eq!(
+        ids(data.advertisers.iter().map(|e| e.id.0).collect()),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        ids(data.campaigns.iter().map(|e| e.id.0).collect()),
+        [10, 20, 30]
+    );
     assert_eq!(ids(line_item_ids(&snapshot)), [100, 200, 300]);
     assert_eq!(
         ids(data.creatives.iter().map(|e| e.id.0).collect()),
         [1000, 1001, 2000, 2001, 3000, 3001]
     );
-    assert_eq!(ids(data.publishers.iter().map(|e| e.id.0).collect()), [1, 2, 3]);
-    assert_eq!(ids(data.sites.iter().map(|e| e.id.0).collect()), [10, 20, 30]);
-    assert_eq!(ids(data.placements.iter().map(|e| e.id.0).collect()), [100, 200, 300]);
+    assert_eq!(
+        ids(data.publishers.iter().map(|e| e.id.0).collect()),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        ids(data.sites.iter().map(|e| e.id.0).collect()),
+        [10, 20, 30]
+    );
+    assert_eq!(
+        ids(data.placements.iter().map(|e| e.id.0).collect()),
+        [100, 200, 300]
+    );
     assert_eq!(
         data.line_items[0].placements,
         [PlacementId(100), PlacementId(200), PlacementId(300)],
         "sorted and deduplicated"
     );
     for id in [1, 2, 3] {
-        assert_eq!(data.line_item(LineItemId(id * 100)).map(|li| li.id.0), Some(id * 100));
+        assert_eq!(
+            data.line_item(LineItemId(id * 100)).map(|li| li.id.0),
+            Some(id * 100)
+        );
     }
     assert!(data.line_item(LineItemId(150)).is_none());
 }
@@ -124,7 +159,11 @@ fn a_campaign_without_its_advertiser_takes_its_descendants_with_it() {
     assert!(snapshot.data.campaigns.is_empty());
     assert!(snapshot.data.line_items.is_empty());
     assert!(snapshot.data.creatives.is_empty());
-    assert_eq!(snapshot.data.placements.len(), 1, "the supply side is unaffected");
+    assert_eq!(
+        snapshot.data.placements.len(),
+        1,
+        "the supply side is unaffected"
+    );
     assert_eq!(
         stats,
         CompileStats {
@@ -175,9 +214,16 @@ fn line_items_whose_flight_ended_at_or_before_the_build_time_are_dropped() {
     catalog.line_items.push(future);
 
     let (snapshot, stats) = compile_with_stats(&catalog, now());
-    assert_eq!(line_item_ids(&snapshot), [100, 103, 104, 105], "not-yet-started is kept");
+    assert_eq!(
+        line_item_ids(&snapshot),
+        [100, 103, 104, 105],
+        "not-yet-started is kept"
+    );
     assert_eq!(stats.line_items_ended, 2);
-    assert_eq!(stats.creatives_orphaned, 2, "creatives of ended line items go too");
+    assert_eq!(
+        stats.creatives_orphaned, 2,
+        "creatives of ended line items go too"
+    );
     assert_eq!(stats.links_dropped, 2);
     let creatives: Vec<u64> = snapshot.data.creatives.iter().map(|c| c.id.0).collect();
     assert_eq!(creatives, [1000, 1030, 1040]);

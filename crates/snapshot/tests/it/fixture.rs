@@ -3,11 +3,11 @@
 use jiff::Timestamp;
 use jiff::civil::DateTime;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Creative,
-    CreativeContent, Currency, DeviceType, Format, FrequencyCap, GeoCircle, Goal, GoalMetric,
-    HourRange, KeyValues, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId,
-    Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status,
-    Stored, Targeting, Tier, Weekday,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Creative, CreativeContent,
+    Currency, DeviceType, Format, FrequencyCap, GeoCircle, Goal, GoalMetric, HourRange, KeyValues,
+    LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId, Price, PricingModel,
+    Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Stored, Targeting, Tier,
+    Weekday,
 };
 
 /// The build time every test compiles at unless it says otherwise.

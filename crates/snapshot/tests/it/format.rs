@@ -58,7 +58,10 @@ fn the_header_is_laid_out_as_documented() {
     assert_eq!(bytes[12..16], [0; 4]);
     assert_eq!(bytes[16..24], 7u64.to_le_bytes());
     assert_eq!(bytes[24..32], now().as_microsecond().to_le_bytes());
-    assert_eq!(bytes[32..40], ((bytes.len() - HEADER_LEN) as u64).to_le_bytes());
+    assert_eq!(
+        bytes[32..40],
+        ((bytes.len() - HEADER_LEN) as u64).to_le_bytes()
+    );
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&bytes[..40]);
     hasher.update(&bytes[44..]);
@@ -142,7 +145,10 @@ fn an_unknown_format_version_is_refused_even_with_a_correct_checksum() {
             supported: 1
         }
     ));
-    assert!(err.to_string().contains("version 2 is not supported"), "{err}");
+    assert!(
+        err.to_string().contains("version 2 is not supported"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -150,7 +156,10 @@ fn unknown_flags_are_refused() {
     let mut bytes = encoded();
     bytes[12] = 1;
     reseal(&mut bytes);
-    assert!(matches!(Snapshot::decode(&bytes), Err(LoadError::UnsupportedFlags(1))));
+    assert!(matches!(
+        Snapshot::decode(&bytes),
+        Err(LoadError::UnsupportedFlags(1))
+    ));
 }
 
 #[test]
@@ -189,7 +198,10 @@ fn other_files_are_not_snapshots() {
         other => panic!("expected bad magic, got {other:?}"),
     }
     let text = b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>";
-    assert!(matches!(Snapshot::decode(text), Err(LoadError::BadMagic { .. })));
+    assert!(matches!(
+        Snapshot::decode(text),
+        Err(LoadError::BadMagic { .. })
+    ));
 }
 
 #[test]
@@ -197,7 +209,10 @@ fn an_out_of_range_build_time_is_refused() {
     let mut bytes = encoded();
     bytes[24..32].copy_from_slice(&i64::MAX.to_le_bytes());
     reseal(&mut bytes);
-    assert!(matches!(Snapshot::decode(&bytes), Err(LoadError::BuildTime(i64::MAX))));
+    assert!(matches!(
+        Snapshot::decode(&bytes),
+        Err(LoadError::BuildTime(i64::MAX))
+    ));
 }
 
 #[test]
@@ -205,7 +220,10 @@ fn a_payload_that_does_not_decode_is_refused_after_the_checksum() {
     let good = encoded();
     // Seven lists, the first claiming a billion advertisers that are not there.
     let garbage = with_payload(&good, &[0x80, 0x94, 0xeb, 0xdc, 0x03]);
-    assert!(matches!(Snapshot::decode(&garbage), Err(LoadError::Payload(_))));
+    assert!(matches!(
+        Snapshot::decode(&garbage),
+        Err(LoadError::Payload(_))
+    ));
 
     let mut trailing = good[HEADER_LEN..].to_vec();
     trailing.extend_from_slice(&[0, 0]);
@@ -310,15 +328,15 @@ fn golden_bytes_pin_the_format() {
         &[1, 1, 3, b'E', b'U', b'R', 1, 4, b'a', b'.', b'd', b'e'], // advertisers
         &[1, 2, 1, 1, 3, 2, b'1', b'd'],                            // campaigns
         &[1, 3, 2, 1],                                              // line item ids
-        &[3, 100, 1, 1, 1, 128, 1],      // tier, weight, start -1, end Some(64)
-        &[3, b'U', b'T', b'C', 0, 1],    // zone, no goal, pacing Asap
+        &[3, 100, 1, 1, 128, 1],      // tier, weight, start -1, end Some(64)
+        &[3, b'U', b'T', b'C', 0, 1], // zone, no goal, pacing Asap
         &[1, 172, 2, 3, b'U', b'S', b'D'], // price: Cpc, 150 µ, USD
         &[0, 1, 2, 19, 1, 0, 10, 0, 0, 0, 8], // no caps, Some(Not(Ip([V4 10.0.0.0/8])))
-        &[1, 1, 6],                      // rotation Weighted, placements [6]
+        &[1, 1, 6],                   // rotation Weighted, placements [6]
         &[1, 4, 3, 1, 172, 2, 250, 1, 1, b'h', 1, 1, 1, b'x'], // creatives
-        &[1, 5],                         // publishers
+        &[1, 5],                      // publishers
         &[1, 5, 5, 4, b's', b'.', b'd', b'e'], // sites
-        &[1, 6, 5, 0, 1, 2],             // placements
+        &[1, 6, 5, 0, 1, 2],          // placements
     ];
     let payload = payload.concat();
     let bytes = golden_snapshot().encode();

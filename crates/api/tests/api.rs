@@ -1,0 +1,679 @@
+//! The management API against a real SQLite store: auth, roles, tenancy, validation,
+//! optimistic concurrency, paging, links, and the OpenAPI document.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use marquee_api::{RouteTable, add_routes, hash_token};
+use marquee_model::{ManualClock, Role};
+use marquee_store::{NewToken, SqliteStore, Store};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+struct App {
+    router: Router,
+    store: Arc<dyn Store>,
+    admin: String,
+    _dir: TempDir,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    /// The paths named in a validation or bad-request error body.
+    fn field_paths(&self) -> Vec<String> {
+        self.body["error"]["fields"]
+            .as_array()
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| f["path"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl App {
+    async fn new() -> App {
+        let dir = TempDir::new().unwrap();
+        let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock).unwrap());
+        let router =
+            add_routes(RouteTable::new(), Arc::clone(&store)).into_router("test", "0");
+        let mut app = App {
+            router,
+            store,
+            admin: String::new(),
+            _dir: dir,
+        };
+        app.admin = app.token(Role::Admin, None).await;
+        app
+    }
+
+    async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
+        let token = format!("mq_{role:?}_{owner_id:?}_{}", rand_suffix());
+        self.store
+            .create_token(NewToken {
+                role,
+                owner_id,
+                hash: hash_token(&token),
+                label: "test".into(),
+            })
+            .await
+            .unwrap();
+        token
+    }
+
+    async fn raw(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            })
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    async fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Reply {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let body = match body {
+            Some(body) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(body.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.raw(request.body(body).unwrap()).await
+    }
+
+    async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
+        self.call(method, path, Some(&self.admin.clone()), body).await
+    }
+
+    /// Creates as admin and returns the new id.
+    async fn create(&self, collection: &str, body: Value) -> u64 {
+        let reply = self.admin("POST", &format!("/api/v1/{collection}"), Some(body)).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.body["id"].as_u64().unwrap()
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn advertiser(name: &str) -> Value {
+    json!({ "name": name, "currency": "EUR", "time_zone": "Europe/Berlin" })
+}
+
+fn line_item(campaign_id: u64) -> Value {
+    json!({
+        "campaign_id": campaign_id,
+        "name": "Boots",
+        "start": "2026-12-01T00:00:00",
+        "end": "2027-01-01T00:00:00",
+        "time_zone": "Europe/Berlin",
+        "price": { "model": "cpm", "amount_micros": 2500000, "currency": "EUR" },
+        "goal": { "metric": "impressions", "daily": 1000, "lifetime": 10000 },
+        "frequency_caps": [{ "count": 3, "window": "1d" }],
+        "targeting": { "all": [{ "country": ["DE"] }, { "not": { "device_type": ["tablet"] } }] }
+    })
+}
+
+/// A demand chain (advertiser, campaign, line item, creative) and a supply chain (publisher,
+/// site, placement), created through the API.
+struct World {
+    advertiser: u64,
+    campaign: u64,
+    line_item: u64,
+    creative: u64,
+    publisher: u64,
+    site: u64,
+    placement: u64,
+}
+
+async fn world(app: &App, name: &str) -> World {
+    let advertiser = app.create("advertisers", advertiser(name)).await;
+    let campaign = app
+        .create("campaigns", json!({ "advertiser_id": advertiser, "name": "Winter" }))
+        .await;
+    let line_item = app.create("line-items", line_item(campaign)).await;
+    let creative = app
+        .create(
+            "creatives",
+            json!({
+                "line_item_id": line_item, "name": "Banner", "size": { "w": 300, "h": 250 },
+                "landing_url": "https://shop.example.com/boots",
+                "content": { "type": "html", "html": "<a href=\"{{CLICK_URL}}\">Boots</a>" }
+            }),
+        )
+        .await;
+    let publisher = app
+        .create("publishers", json!({ "name": format!("{name} media") }))
+        .await;
+    let site = app
+        .create(
+            "sites",
+            json!({ "publisher_id": publisher, "name": "News", "domain": "news.example.com" }),
+        )
+        .await;
+    let placement = app
+        .create(
+            "placements",
+            json!({ "site_id": site, "name": "Top", "sizes": [{ "w": 728, "h": 90 }], "formats": ["banner"] }),
+        )
+        .await;
+    World {
+        advertiser,
+        campaign,
+        line_item,
+        creative,
+        publisher,
+        site,
+        placement,
+    }
+}
+
+async fn openapi(app: &App) -> Value {
+    let reply = app.call("GET", "/api/v1/openapi.json", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    reply.body
+}
+
+/// Every documented (method, path, needs auth) with `{…}` parameters replaced by `id`.
+fn documented_routes(doc: &Value, id: u64) -> Vec<(String, String, bool)> {
+    let mut routes = Vec::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let concrete = path
+                .split('/')
+                .map(|segment| {
+                    if segment.starts_with('{') {
+                        id.to_string()
+                    } else {
+                        segment.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let public = operation.get("security") == Some(&json!([]));
+            routes.push((method.to_uppercase(), concrete, !public));
+        }
+    }
+    routes
+}
+
+#[tokio::test]
+async fn every_kind_has_five_documented_operations_and_schemas() {
+    let app = App::new().await;
+    let doc = openapi(&app).await;
+    assert_eq!(doc["openapi"], "3.0.3");
+    for (collection, schema) in [
+        ("advertisers", "Advertiser"),
+        ("campaigns", "Campaign"),
+        ("line-items", "LineItem"),
+        ("creatives", "Creative"),
+        ("publishers", "Publisher"),
+        ("sites", "Site"),
+        ("placements", "Placement"),
+    ] {
+        let list = &doc["paths"][format!("/api/v1/{collection}")];
+        let item = &doc["paths"][format!("/api/v1/{collection}/{{id}}")];
+        for op in [&list["get"], &list["post"], &item["get"], &item["put"], &item["delete"]] {
+            assert!(op.is_object(), "{collection}: missing operation");
+        }
+        for name in [schema.to_owned(), format!("{schema}Resource"), format!("{schema}Update")] {
+            assert!(doc["components"]["schemas"][&name].is_object(), "schema {name}");
+        }
+        assert!(
+            doc["components"]["schemas"][format!("{schema}Update")]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("version"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_documented_route_is_served() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    app.admin("PUT", &format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement), None)
+        .await;
+    let doc = openapi(&app).await;
+    let routes = documented_routes(&doc, 1);
+    assert!(routes.len() >= 7 * 5 + 4, "only {} routes documented", routes.len());
+    for (method, path, _) in routes {
+        let reply = app.admin(&method, &path, Some(json!({}))).await;
+        let unrouted = reply.body["error"]["message"] == "no such route"
+            || reply.status == StatusCode::METHOD_NOT_ALLOWED;
+        assert!(!unrouted, "{method} {path} is documented but not routed: {}", reply.body);
+    }
+    // And the router does not serve what is not documented.
+    let reply = app.admin("GET", "/api/v1/line-item", None).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    let reply = app.admin("PATCH", "/api/v1/advertisers/1", None).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(reply.body["error"]["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn every_protected_route_refuses_missing_and_unknown_tokens() {
+    let app = App::new().await;
+    let doc = openapi(&app).await;
+    for (method, path, protected) in documented_routes(&doc, 1) {
+        if !protected {
+            continue;
+        }
+        for token in [None, Some("mq_0000"), Some("not-a-marquee-token")] {
+            let reply = app.call(&method, &path, token, None).await;
+            assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{method} {path} with {token:?}");
+            assert_eq!(reply.headers[header::WWW_AUTHENTICATE], "Bearer");
+        }
+    }
+}
+
+#[tokio::test]
+async fn roles_are_confined_to_their_side() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let publisher = app.token(Role::Publisher, Some(w.publisher)).await;
+
+    let forbidden = [
+        (&advertiser, "GET", "/api/v1/publishers".to_owned(), None),
+        (&advertiser, "GET", format!("/api/v1/placements/{}", w.placement), None),
+        (&publisher, "GET", "/api/v1/line-items".to_owned(), None),
+        (&publisher, "DELETE", format!("/api/v1/creatives/{}", w.creative), None),
+        (&advertiser, "POST", "/api/v1/advertisers".to_owned(), Some(advertiser_body())),
+        (&publisher, "POST", "/api/v1/publishers".to_owned(), Some(json!({ "name": "P" }))),
+        (
+            &advertiser,
+            "PUT",
+            format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement),
+            None,
+        ),
+    ];
+    for (token, method, path, body) in forbidden {
+        let reply = app.call(method, &path, Some(token), body).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{method} {path}: {}", reply.body);
+    }
+    // Their own side works.
+    let reply = app
+        .call("GET", &format!("/api/v1/campaigns/{}", w.campaign), Some(&advertiser), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let reply = app
+        .call("GET", &format!("/api/v1/sites/{}", w.site), Some(&publisher), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let reply = app
+        .call("GET", &format!("/api/v1/line-items/{}/placements", w.line_item), Some(&advertiser), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+}
+
+fn advertiser_body() -> Value {
+    advertiser("Another")
+}
+
+#[tokio::test]
+async fn another_tenants_objects_do_not_exist() {
+    let app = App::new().await;
+    let acme = world(&app, "Acme").await;
+    let globex = world(&app, "Globex").await;
+    let token = app.token(Role::Advertiser, Some(acme.advertiser)).await;
+
+    for (method, path, body) in [
+        ("GET", format!("/api/v1/advertisers/{}", globex.advertiser), None),
+        ("GET", format!("/api/v1/campaigns/{}", globex.campaign), None),
+        ("GET", format!("/api/v1/line-items/{}", globex.line_item), None),
+        ("GET", format!("/api/v1/creatives/{}", globex.creative), None),
+        ("DELETE", format!("/api/v1/campaigns/{}", globex.campaign), None),
+        (
+            "PUT",
+            format!("/api/v1/campaigns/{}", globex.campaign),
+            Some(json!({ "advertiser_id": globex.advertiser, "name": "Stolen", "version": 1 })),
+        ),
+        ("GET", format!("/api/v1/line-items/{}/placements", globex.line_item), None),
+    ] {
+        let reply = app.call(method, &path, Some(&token), body).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{method} {path}: {}", reply.body);
+    }
+    // Creating under another tenant's parent is refused like a missing parent.
+    let reply = app
+        .call(
+            "POST",
+            "/api/v1/campaigns",
+            Some(&token),
+            Some(json!({ "advertiser_id": globex.advertiser, "name": "Sneaky" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.field_paths(), ["advertiser_id"]);
+    // Lists only show the tenant's own rows.
+    let reply = app.call("GET", "/api/v1/campaigns", Some(&token), None).await;
+    let ids: Vec<u64> = reply.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [acme.campaign]);
+    // The tenant can still create under its own advertiser.
+    let reply = app
+        .call(
+            "POST",
+            "/api/v1/campaigns",
+            Some(&token),
+            Some(json!({ "advertiser_id": acme.advertiser, "name": "Spring" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_stale_version_is_a_conflict() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/line-items/{}", w.line_item);
+    let mut body = line_item(w.campaign);
+    body["version"] = json!(1);
+    body["name"] = json!("First edit");
+    let first = app.admin("PUT", &path, Some(body.clone())).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(first.body["version"], 2);
+    assert_eq!(first.body["name"], "First edit");
+
+    body["name"] = json!("Second edit from a stale read");
+    let second = app.admin("PUT", &path, Some(body)).await;
+    assert_eq!(second.status, StatusCode::CONFLICT);
+    assert_eq!(second.body["error"]["current_version"], 2);
+    assert_eq!(app.admin("GET", &path, None).await.body["name"], "First edit");
+}
+
+#[tokio::test]
+async fn read_edit_write_round_trips() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/creatives/{}", w.creative);
+    let mut read = app.admin("GET", &path, None).await.body;
+    read["name"] = json!("Renamed");
+    read["status"] = json!("paused");
+    let written = app.admin("PUT", &path, Some(read.clone())).await;
+    assert_eq!(written.status, StatusCode::OK, "{}", written.body);
+    assert_eq!(written.body["version"], 2);
+    assert_eq!(written.body["status"], "paused");
+    assert_eq!(written.body["created_at"], read["created_at"]);
+
+    // The id in the body must match the path.
+    read["id"] = json!(w.creative + 100);
+    read["version"] = json!(2);
+    let reply = app.admin("PUT", &path, Some(read)).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.field_paths(), ["id"]);
+}
+
+#[tokio::test]
+async fn updates_must_name_a_version_and_may_not_move_or_archive() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let other = app.create("advertisers", advertiser("Other")).await;
+    let path = format!("/api/v1/campaigns/{}", w.campaign);
+
+    let reply = app
+        .admin("PUT", &path, Some(json!({ "advertiser_id": w.advertiser, "name": "X" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.field_paths(), ["version"]);
+
+    let reply = app
+        .admin("PUT", &path, Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": "1" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.field_paths(), ["version"]);
+
+    let reply = app
+        .admin("PUT", &path, Some(json!({ "advertiser_id": other, "name": "X", "version": 1 })))
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.field_paths(), ["advertiser_id"]);
+
+    let reply = app
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": 1, "status": "archived" })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.field_paths(), ["status"]);
+}
+
+#[tokio::test]
+async fn archiving_is_final_and_idempotent() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/campaigns/{}", w.campaign);
+    let archived = app.admin("DELETE", &path, None).await;
+    assert_eq!(archived.status, StatusCode::OK);
+    assert_eq!(archived.body["status"], "archived");
+    let again = app.admin("DELETE", &path, None).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["version"], archived.body["version"]);
+
+    let reply = app
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "advertiser_id": w.advertiser, "name": "Back", "version": archived.body["version"] })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+
+    let reply = app
+        .admin("POST", "/api/v1/line-items", Some(line_item(w.campaign)))
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.field_paths(), ["campaign_id"]);
+
+    let reply = app
+        .admin("POST", "/api/v1/advertisers", Some(json!({ "name": "A", "currency": "EUR", "time_zone": "UTC", "status": "archived" })))
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.field_paths(), ["status"]);
+}
+
+#[tokio::test]
+async fn validation_errors_name_every_field() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let mut body = line_item(w.campaign);
+    body["goal"]["daily"] = json!(0);
+    body["weight"] = json!(5000);
+    body["frequency_caps"] = json!([{ "count": 0, "window": "1d" }]);
+    body["targeting"] = json!({ "all": [{ "country": ["Germany"] }] });
+    body["time_zone"] = json!("Mars/Olympus");
+    let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "validation_failed");
+    let mut paths = reply.field_paths();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "frequency_caps[0].count",
+            "goal.daily",
+            "targeting.all[0].country[0]",
+            "time_zone",
+            "weight"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unreadable_requests_are_bad_requests_naming_the_problem() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let cases = [
+        (
+            json!({ "advertiser_id": w.advertiser, "name": "X", "colour": "red" }),
+            "colour",
+        ),
+        (json!({ "advertiser_id": "one", "name": "X" }), "advertiser_id"),
+        (
+            json!({ "advertiser_id": w.advertiser, "name": "X", "frequency_caps": [{ "count": 1, "window": "1y" }] }),
+            "frequency_caps[0].window",
+        ),
+        (json!({ "name": "X" }), "$"),
+    ];
+    for (body, path) in cases {
+        let reply = app.admin("POST", "/api/v1/campaigns", Some(body.clone())).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}");
+        let named = reply.field_paths();
+        assert!(
+            named.iter().any(|p| p == path) || reply.body["error"]["message"].as_str().unwrap().contains(path),
+            "{body} named {named:?}: {}",
+            reply.body
+        );
+    }
+
+    let request = Request::post("/api/v1/campaigns")
+        .header(header::AUTHORIZATION, format!("Bearer {}", app.admin))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{\"name\": "))
+        .unwrap();
+    let reply = app.raw(request).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("not valid JSON"));
+
+    let request = Request::post("/api/v1/campaigns")
+        .header(header::AUTHORIZATION, format!("Bearer {}", app.admin))
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_eq!(app.raw(request).await.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    for (path, field) in [
+        ("/api/v1/campaigns/abc", "id"),
+        ("/api/v1/campaigns/0", "id"),
+        ("/api/v1/campaigns?colour=red", "colour"),
+        ("/api/v1/campaigns?limit=0", "limit"),
+        ("/api/v1/campaigns?limit=1000", "limit"),
+        ("/api/v1/campaigns?status=gone", "status"),
+        ("/api/v1/campaigns?parent_id=-1", "parent_id"),
+        ("/api/v1/campaigns?after=x", "after"),
+    ] {
+        let reply = app.admin("GET", path, None).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(reply.field_paths(), [field], "{path}");
+    }
+    let reply = app.admin("GET", "/api/v1/campaigns/999", None).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn lists_page_and_filter() {
+    let app = App::new().await;
+    let mut ids = Vec::new();
+    for name in ["Alpha 100%", "Beta", "Gamma", "Alphabet"] {
+        ids.push(app.create("advertisers", advertiser(name)).await);
+    }
+    app.admin("DELETE", &format!("/api/v1/advertisers/{}", ids[1]), None).await;
+
+    let page = |reply: Reply| -> (Vec<u64>, Value) {
+        let items = reply.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_u64().unwrap())
+            .collect();
+        (items, reply.body["next_after"].clone())
+    };
+    let (first, next) = page(app.admin("GET", "/api/v1/advertisers?limit=3", None).await);
+    assert_eq!(first, ids[..3]);
+    assert_eq!(next, json!(ids[2]));
+    let (second, next) = page(
+        app.admin("GET", &format!("/api/v1/advertisers?limit=3&after={}", ids[2]), None)
+            .await,
+    );
+    assert_eq!(second, ids[3..]);
+    assert_eq!(next, Value::Null);
+
+    let (active, _) = page(app.admin("GET", "/api/v1/advertisers?status=active", None).await);
+    assert_eq!(active, [ids[0], ids[2], ids[3]]);
+    let (alpha, _) = page(app.admin("GET", "/api/v1/advertisers?q=alpha", None).await);
+    assert_eq!(alpha, [ids[0], ids[3]]);
+    let (percent, _) = page(app.admin("GET", "/api/v1/advertisers?q=100%25", None).await);
+    assert_eq!(percent, [ids[0]]);
+
+    let campaign = app
+        .create("campaigns", json!({ "advertiser_id": ids[0], "name": "C" }))
+        .await;
+    app.create("campaigns", json!({ "advertiser_id": ids[2], "name": "D" })).await;
+    let (children, _) = page(
+        app.admin("GET", &format!("/api/v1/campaigns?parent_id={}", ids[0]), None)
+            .await,
+    );
+    assert_eq!(children, [campaign]);
+}
+
+#[tokio::test]
+async fn create_answers_201_with_location() {
+    let app = App::new().await;
+    let reply = app.admin("POST", "/api/v1/advertisers", Some(advertiser("Acme"))).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    let id = reply.body["id"].as_u64().unwrap();
+    assert_eq!(reply.headers[header::LOCATION], format!("/api/v1/advertisers/{id}"));
+    assert_eq!(reply.body["version"], 1);
+    assert_eq!(reply.body["status"], "active");
+    assert_eq!(reply.body["created_at"], "2026-11-21T12:00:00Z");
+}
+
+#[tokio::test]
+async fn links_join_line_items_and_placements() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let link = format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement);
+    let reply = app.admin("PUT", &link, None).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(app.admin("PUT", &link, None).await.status, StatusCode::OK);
+    let listed = app
+        .admin("GET", &format!("/api/v1/line-items/{}/placements", w.line_item), None)
+        .await;
+    assert_eq!(listed.body["placement_ids"], json!([w.placement]));
+    assert_eq!(app.admin("DELETE", &link, None).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.admin("DELETE", &link, None).await.status, StatusCode::NOT_FOUND);
+
+    let missing = format!("/api/v1/line-items/{}/placements/999", w.line_item);
+    assert_eq!(app.admin("PUT", &missing, None).await.status, StatusCode::NOT_FOUND);
+    let bad = format!("/api/v1/line-items/{}/placements/x", w.line_item);
+    let reply = app.admin("PUT", &bad, None).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.field_paths(), ["placement_id"]);
+}

@@ -1,0 +1,245 @@
+//! The binary end to end: `marquee serve --demo`, tokens, snapshots, config errors, help.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_marquee");
+
+struct Server {
+    child: Child,
+    base: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(data: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .args(extra)
+            .env("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "50")
+            .env("MARQUEE_LOG__LEVEL", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let base = first
+            .trim()
+            .strip_prefix("marquee listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        let (lines, stderr) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Server {
+            child,
+            base,
+            stderr,
+        }
+    }
+
+    /// Waits for a stderr line containing `needle` and returns it.
+    fn stderr_line(&self, needle: &str) -> String {
+        loop {
+            let line = self
+                .stderr
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no stderr line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn stop(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "graceful stop exited with {status}");
+    }
+}
+
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Command::new(BIN).args(args).envs(envs.iter().copied()).output().unwrap()
+}
+
+fn token_from(line: &str) -> String {
+    line.split_whitespace()
+        .find(|word| word.starts_with("mq_"))
+        .expect("a token on the line")
+        .to_owned()
+}
+
+async fn etag(client: &reqwest::Client, server: &Server) -> String {
+    let reply = client.get(server.url("/snapshot/latest")).send().await.unwrap();
+    assert_eq!(reply.status(), 200);
+    reply.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_demo_end_to_end() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--demo"]);
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+
+    let health: Value = client.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["status"], "ok");
+    let doc: Value = client
+        .get(server.url("/api/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["paths"]["/api/v1/line-items"].is_object());
+
+    let advertisers: Value = client
+        .get(server.url("/api/v1/advertisers"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(advertisers["items"].as_array().unwrap().len(), 3);
+    let line_items: Value = client
+        .get(server.url("/api/v1/line-items"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(line_items["items"].as_array().unwrap().len(), 5);
+
+    // The snapshot is served with an ETag and polls cheaply.
+    let first = etag(&client, &server).await;
+    let unchanged = client
+        .get(server.url("/snapshot/latest"))
+        .header("if-none-match", &first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unchanged.status(), 304);
+
+    // A change reaches a new snapshot through the compile loop.
+    let created = client
+        .post(server.url("/api/v1/campaigns"))
+        .bearer_auth(&token)
+        .json(&json!({ "advertiser_id": 1, "name": "Spring" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut changed = first.clone();
+    for _ in 0..100 {
+        changed = etag(&client, &server).await;
+        if changed != first {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_ne!(changed, first, "no new snapshot after a change");
+
+    // A token made by the CLI works against the running server.
+    let output = run(
+        &["token", "create", "--role", "advertiser", "--owner", "1", "--data", data.path().to_str().unwrap()],
+        &[],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let advertiser_token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let own: Value = client
+        .get(server.url("/api/v1/advertisers"))
+        .bearer_auth(&advertiser_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(own["items"].as_array().unwrap().len(), 1);
+
+    server.stop();
+
+    // A restart without changes compiles nothing: same snapshot, same ETag, no demo reload.
+    let server = Server::start(data.path(), &["--demo"]);
+    server.stderr_line("demo data not loaded");
+    assert_eq!(etag(&client, &server).await, changed);
+    server.stop();
+}
+
+#[test]
+fn bad_configuration_exits_64_naming_the_key() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path().to_str().unwrap();
+    let output = run(&["serve", "--data", data], &[("MARQUEE_SNAPSHOT__KEEP", "0")]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("snapshot.keep"));
+
+    let output = run(&["serve", "--data", data, "--config", "/nonexistent.toml"], &[]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent.toml"));
+
+    let output = run(&["migrate", "--data", data], &[("MARQUEE_LOG__FORMAT", "xml")]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("log.format"));
+}
+
+#[test]
+fn token_create_checks_its_owner() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path().to_str().unwrap();
+    let output = run(&["token", "create", "--role", "admin", "--data", data], &[]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).trim().starts_with("mq_"));
+
+    let output = run(&["token", "create", "--role", "advertiser", "--owner", "42", "--data", data], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("owner"));
+
+    let output = run(&["token", "create", "--role", "root", "--data", data], &[]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("admin, advertiser or publisher"));
+}
+
+#[test]
+fn help_describes_every_command() {
+    for (args, needles) in [
+        (vec!["--help"], vec!["serve", "token", "migrate"]),
+        (vec!["serve", "--help"], vec!["--listen", "--data", "--demo", "--config"]),
+        (vec!["token", "create", "--help"], vec!["--role", "--owner", "--label"]),
+        (vec!["migrate", "--help"], vec!["--data", "--config"]),
+    ] {
+        let output = run(&args, &[]);
+        assert!(output.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        for needle in needles {
+            assert!(text.contains(needle), "{args:?} help lacks {needle}");
+        }
+    }
+}

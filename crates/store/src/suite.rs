@@ -1,0 +1,960 @@
+//! The conformance suite every [`Store`] implementation runs, so that backends agree on
+//! semantics, not just signatures.
+//!
+//! ```ignore
+//! async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TempDir) { ... }
+//! marquee_store::store_suite!(fresh_store());
+//! ```
+//!
+//! The argument is an expression evaluating to a future of `(store, clock, guard)`; it is
+//! evaluated afresh in every test, so each case gets an empty store. The store must take its
+//! time from `clock`; `guard` is kept alive until the case ends (a temporary directory, a
+//! server). The calling crate needs `tokio` with the `macros` and `rt` features.
+
+// Test code: a panic is how a case fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, civil};
+use marquee_model::{
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Clock as _, Creative,
+    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, Kind, LineItem,
+    LineItemId, ManualClock, Micros, Object, PacingMode, Placement, PlacementId, Price,
+    PricingModel, Principal, Publisher, PublisherId, Role, RotationMode, Site, SiteId, Size,
+    Status, Stored, Targeting, Tier,
+};
+
+use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Store, StoreError};
+
+/// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
+#[macro_export]
+macro_rules! store_suite {
+    ($factory:expr) => {
+        $crate::store_suite!(@cases ($factory)
+            round_trip_every_kind,
+            owner_is_derived_from_the_root,
+            missing_objects_are_not_found,
+            scopes_isolate_tenants,
+            stale_version_conflicts,
+            archived_objects_are_final,
+            children_need_a_live_parent,
+            parent_is_immutable,
+            list_filters_and_pages,
+            list_limit_is_clamped,
+            timestamps_come_from_the_clock,
+            links_connect_live_line_items_and_placements,
+            tokens_resolve_to_principals,
+            change_counter_counts_only_mutations,
+            catalog_holds_active_rows_and_all_links,
+        );
+    };
+    (@cases ($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (store, clock, _guard) = $factory.await;
+                $crate::suite::$case(store, clock).await;
+            }
+        )*
+    };
+}
+
+/// Fails the case unless `$result` is an error matching `$pattern`.
+macro_rules! assert_err {
+    ($result:expr, $pattern:pat $(if $guard:expr)?) => {
+        match $result {
+            Err($pattern) $(if $guard)? => {}
+            other => panic!("expected {}, got {other:?}", stringify!($pattern)),
+        }
+    };
+}
+
+type Db = Arc<dyn Store>;
+
+// Realistic, valid objects of every kind.
+
+fn advertiser(name: &str) -> Advertiser {
+    Advertiser {
+        name: name.to_owned(),
+        status: Status::Active,
+        currency: Currency::EUR,
+        time_zone: "Europe/Berlin".to_owned(),
+        domains: vec!["shop.example.com".to_owned()],
+    }
+}
+
+fn campaign(advertiser: u64, name: &str) -> Campaign {
+    Campaign {
+        advertiser_id: AdvertiserId(advertiser),
+        name: name.to_owned(),
+        status: Status::Active,
+        frequency_caps: vec![FrequencyCap {
+            count: 3,
+            window: CapWindow::from_seconds(86_400).unwrap(),
+        }],
+    }
+}
+
+fn line_item(campaign: u64, name: &str) -> LineItem {
+    LineItem {
+        campaign_id: CampaignId(campaign),
+        name: name.to_owned(),
+        status: Status::Active,
+        start: civil::date(2026, 12, 1).at(0, 0, 0, 0),
+        end: Some(civil::date(2027, 1, 1).at(0, 0, 0, 0)),
+        time_zone: "Europe/Berlin".to_owned(),
+        tier: Tier::Standard,
+        weight: 100,
+        goal: Some(Goal {
+            metric: GoalMetric::Impressions,
+            daily: Some(10_000),
+            lifetime: Some(250_000),
+        }),
+        pacing: PacingMode::Even,
+        price: Price {
+            model: PricingModel::Cpm,
+            amount_micros: Micros(2_500_000),
+            currency: Currency::EUR,
+        },
+        frequency_caps: Vec::new(),
+        targeting: Some(Targeting::All(vec![
+            Targeting::Country(vec!["DE".to_owned(), "AT".to_owned()]),
+            Targeting::DeviceType(vec![DeviceType::Phone, DeviceType::Tablet]),
+        ])),
+        rotation: RotationMode::Weighted,
+    }
+}
+
+fn creative(line_item: u64, name: &str) -> Creative {
+    Creative {
+        line_item_id: LineItemId(line_item),
+        name: name.to_owned(),
+        status: Status::Active,
+        size: Some(Size { w: 300, h: 250 }),
+        landing_url: "https://shop.example.com/winter".to_owned(),
+        weight: 100,
+        content: CreativeContent::Image {
+            image_url: "https://cdn.example.com/winter-300x250.png".to_owned(),
+            alt: "Winter sale".to_owned(),
+        },
+    }
+}
+
+fn publisher(name: &str) -> Publisher {
+    Publisher {
+        name: name.to_owned(),
+        status: Status::Active,
+    }
+}
+
+fn site(publisher: u64, name: &str) -> Site {
+    Site {
+        publisher_id: PublisherId(publisher),
+        name: name.to_owned(),
+        status: Status::Active,
+        domain: "news.example.org".to_owned(),
+    }
+}
+
+fn placement(site: u64, name: &str) -> Placement {
+    Placement {
+        site_id: SiteId(site),
+        name: name.to_owned(),
+        status: Status::Active,
+        sizes: vec![Size { w: 300, h: 250 }],
+        formats: vec![Format::Banner],
+    }
+}
+
+fn with_status<T: Object>(mut object: T, status: Status) -> T {
+    object.set_status(status);
+    object
+}
+
+fn page(limit: u32) -> ListQuery {
+    ListQuery {
+        limit,
+        ..ListQuery::default()
+    }
+}
+
+async fn create<T: Object>(store: &Db, object: T) -> Stored<T> {
+    store.create_object(&object, None).await.unwrap()
+}
+
+/// One object of every demand kind, each the child of the one before.
+struct Demand {
+    advertiser: Stored<Advertiser>,
+    campaign: Stored<Campaign>,
+    line_item: Stored<LineItem>,
+    creative: Stored<Creative>,
+}
+
+async fn demand(store: &Db, name: &str) -> Demand {
+    let advertiser = create(store, advertiser(name)).await;
+    let campaign = create(store, campaign(advertiser.meta.id, name)).await;
+    let line_item = create(store, line_item(campaign.meta.id, name)).await;
+    let creative = create(store, creative(line_item.meta.id, name)).await;
+    Demand {
+        advertiser,
+        campaign,
+        line_item,
+        creative,
+    }
+}
+
+impl Demand {
+    fn ids(&self) -> [(Kind, u64); 4] {
+        [
+            (Kind::Advertiser, self.advertiser.meta.id),
+            (Kind::Campaign, self.campaign.meta.id),
+            (Kind::LineItem, self.line_item.meta.id),
+            (Kind::Creative, self.creative.meta.id),
+        ]
+    }
+}
+
+/// One object of every supply kind, each the child of the one before.
+struct Supply {
+    publisher: Stored<Publisher>,
+    site: Stored<Site>,
+    placement: Stored<Placement>,
+}
+
+async fn supply(store: &Db, name: &str) -> Supply {
+    let publisher = create(store, publisher(name)).await;
+    let site = create(store, site(publisher.meta.id, name)).await;
+    let placement = create(store, placement(site.meta.id, name)).await;
+    Supply {
+        publisher,
+        site,
+        placement,
+    }
+}
+
+impl Supply {
+    fn ids(&self) -> [(Kind, u64); 3] {
+        [
+            (Kind::Publisher, self.publisher.meta.id),
+            (Kind::Site, self.site.meta.id),
+            (Kind::Placement, self.placement.meta.id),
+        ]
+    }
+}
+
+/// Creates `object`, then checks that get and list return exactly what was created.
+async fn round_trip<T: Object + PartialEq>(store: &Db, clock: &ManualClock, object: T) -> u64 {
+    object.validate().unwrap();
+    let created = store.create_object(&object, None).await.unwrap();
+    assert_eq!(created.object, object);
+    assert_eq!(created.meta.version, 1);
+    assert_eq!(created.meta.created_at, clock.now());
+    assert_eq!(created.meta.updated_at, clock.now());
+
+    let id = created.meta.id;
+    assert_eq!(store.get_object::<T>(id, None).await.unwrap(), created);
+    let record = store.get(T::KIND, id, None).await.unwrap();
+    assert_eq!(record.kind, T::KIND);
+    assert_eq!(record.parent_id, object.parent_id());
+    assert_eq!(record.name, object.name());
+    assert_eq!(record.status, object.status());
+    assert_eq!(
+        store.list_objects::<T>(&page(MAX_PAGE)).await.unwrap(),
+        vec![created]
+    );
+    id
+}
+
+/// Every kind survives create, get and list unchanged; ids start at 1 in every table.
+pub async fn round_trip_every_kind(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = round_trip(&store, &clock, advertiser("Acme Outdoor")).await;
+    let campaign = round_trip(&store, &clock, campaign(advertiser, "Winter 2026")).await;
+    let line_item = round_trip(&store, &clock, line_item(campaign, "DE mobile")).await;
+    let creative = round_trip(&store, &clock, creative(line_item, "MPU winter")).await;
+    let publisher = round_trip(&store, &clock, publisher("Daily News")).await;
+    let site = round_trip(&store, &clock, site(publisher, "Daily News web")).await;
+    let placement = round_trip(&store, &clock, placement(site, "Article MPU")).await;
+    assert_eq!(
+        [
+            advertiser, campaign, line_item, creative, publisher, site, placement
+        ],
+        [1; 7]
+    );
+}
+
+/// Every object is owned by the root of its side, whatever its depth.
+pub async fn owner_is_derived_from_the_root(store: Db, _clock: Arc<ManualClock>) {
+    // A first tree and spare rows shift the ids, so that an owner taken from the parent (or
+    // any id other than the root's) shows.
+    demand(&store, "First").await;
+    create(&store, campaign(1, "Spare")).await;
+    create(&store, campaign(1, "Spare")).await;
+    create(&store, line_item(1, "Spare")).await;
+    let second = demand(&store, "Second").await;
+    supply(&store, "First").await;
+    create(&store, site(1, "Spare")).await;
+    create(&store, site(1, "Spare")).await;
+    let supply = supply(&store, "Second").await;
+    assert_eq!(
+        second.ids().map(|(_, id)| id),
+        [2, 4, 3, 2],
+        "ids count per table"
+    );
+
+    for (kind, id) in second.ids() {
+        let record = store.get(kind, id, None).await.unwrap();
+        assert_eq!(record.owner_id, second.advertiser.meta.id, "{kind:?} {id}");
+    }
+    for (kind, id) in supply.ids() {
+        let record = store.get(kind, id, None).await.unwrap();
+        assert_eq!(record.owner_id, supply.publisher.meta.id, "{kind:?} {id}");
+    }
+}
+
+/// Unknown ids, including ones too large for any database, are `NotFound`.
+pub async fn missing_objects_are_not_found(store: Db, _clock: Arc<ManualClock>) {
+    let demand = demand(&store, "Acme").await;
+    let draft = Draft::of(&demand.campaign.object).unwrap();
+    for kind in Kind::ALL {
+        for id in [999, u64::MAX] {
+            assert_err!(store.get(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+            assert_err!(store.archive(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+        }
+    }
+    assert_err!(
+        store.update(Kind::Campaign, 999, 1, draft, None).await,
+        StoreError::NotFound {
+            kind: Kind::Campaign,
+            id: 999
+        }
+    );
+    for query in [
+        ListQuery {
+            after: Some(u64::MAX),
+            ..page(10)
+        },
+        ListQuery {
+            scope: Some(u64::MAX),
+            ..page(10)
+        },
+        ListQuery {
+            parent_id: Some(u64::MAX),
+            ..page(10)
+        },
+    ] {
+        assert!(store.list(Kind::Campaign, &query).await.unwrap().is_empty());
+    }
+}
+
+/// A tenant sees and touches only its own objects; everything else looks missing.
+pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
+    let a = demand(&store, "Tenant A").await;
+    let b = demand(&store, "Tenant B").await;
+    let x = supply(&store, "Tenant X").await;
+    let y = supply(&store, "Tenant Y").await;
+    let scope_a = Some(a.advertiser.meta.id);
+    let scope_x = Some(x.publisher.meta.id);
+
+    for (kind, id) in a.ids() {
+        assert_eq!(store.get(kind, id, scope_a).await.unwrap().meta.id, id);
+    }
+    for (kind, id) in b.ids() {
+        assert_err!(store.get(kind, id, scope_a).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+        assert_err!(store.archive(kind, id, scope_a).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+        let query = ListQuery {
+            scope: scope_a,
+            ..page(MAX_PAGE)
+        };
+        let listed = store.list(kind, &query).await.unwrap();
+        let owners: Vec<u64> = listed.iter().map(|record| record.owner_id).collect();
+        assert_eq!(owners, vec![a.advertiser.meta.id], "{kind:?}");
+    }
+    for (kind, id) in y.ids() {
+        assert_err!(
+            store.get(kind, id, scope_x).await,
+            StoreError::NotFound { .. }
+        );
+    }
+
+    let b_campaign = b.campaign.meta.id;
+    let renamed = Campaign {
+        name: "Taken over".to_owned(),
+        ..b.campaign.object.clone()
+    };
+    assert_err!(
+        store.update_object(b_campaign, 1, &renamed, scope_a).await,
+        StoreError::NotFound { kind: Kind::Campaign, id } if id == b_campaign
+    );
+    let untouched = store
+        .get_object::<Campaign>(b_campaign, None)
+        .await
+        .unwrap();
+    assert_eq!(untouched, b.campaign);
+
+    assert_err!(
+        store.create_object(&campaign(b.advertiser.meta.id, "Intruder"), scope_a).await,
+        StoreError::ParentNotFound { kind: Kind::Advertiser, id } if id == b.advertiser.meta.id
+    );
+    assert_err!(
+        store.create_object(&creative(b.line_item.meta.id, "Intruder"), scope_a).await,
+        StoreError::ParentNotFound { kind: Kind::LineItem, id } if id == b.line_item.meta.id
+    );
+    assert_err!(
+        store
+            .create_object(&advertiser("Another tenant"), scope_a)
+            .await,
+        StoreError::ParentNotFound {
+            kind: Kind::Advertiser,
+            ..
+        }
+    );
+    assert_err!(
+        store.placements_of(LineItemId(b.line_item.meta.id), scope_a).await,
+        StoreError::NotFound { kind: Kind::LineItem, id } if id == b.line_item.meta.id
+    );
+    // Creating in one's own scope works.
+    let own = campaign(a.advertiser.meta.id, "Own");
+    let created = store.create_object(&own, scope_a).await.unwrap();
+    assert_eq!(created.object, own);
+}
+
+/// An update naming a version other than the stored one is refused with the current version.
+pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
+    let demand = demand(&store, "Acme").await;
+    let id = demand.campaign.meta.id;
+    let first = Campaign {
+        name: "Renamed once".to_owned(),
+        ..demand.campaign.object.clone()
+    };
+    let updated = store.update_object(id, 1, &first, None).await.unwrap();
+    assert_eq!(updated.meta.version, 2);
+    assert_eq!(updated.object, first);
+
+    let second = Campaign {
+        name: "Renamed twice".to_owned(),
+        ..first.clone()
+    };
+    for stale in [1, 3] {
+        assert_err!(
+            store.update_object(id, stale, &second, None).await,
+            StoreError::VersionConflict { kind: Kind::Campaign, id: i, expected, current: 2 }
+                if i == id && expected == stale
+        );
+    }
+    assert_eq!(
+        store.get_object::<Campaign>(id, None).await.unwrap(),
+        updated
+    );
+    let record = store.get(Kind::Campaign, id, None).await.unwrap();
+    assert_eq!(record.name, "Renamed once");
+
+    let third = store.update_object(id, 2, &second, None).await.unwrap();
+    assert_eq!(third.meta.version, 3);
+}
+
+/// Archiving is idempotent and final: the status (column and body) says archived, and updates
+/// are refused.
+pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
+    let demand = demand(&store, "Acme").await;
+    let id = demand.campaign.meta.id;
+    clock.advance(SignedDuration::from_secs(60));
+    let archived = store.archive(Kind::Campaign, id, None).await.unwrap();
+    assert_eq!(archived.status, Status::Archived);
+    assert_eq!(archived.meta.version, 2);
+    assert_eq!(archived.meta.updated_at, clock.now());
+    let decoded = archived.decode::<Campaign>().unwrap();
+    assert_eq!(decoded.object.status, Status::Archived);
+    assert_eq!(
+        store.get_object::<Campaign>(id, None).await.unwrap(),
+        decoded
+    );
+
+    clock.advance(SignedDuration::from_secs(60));
+    let again = store.archive(Kind::Campaign, id, None).await.unwrap();
+    assert_eq!(again, archived);
+
+    let revived = with_status(demand.campaign.object.clone(), Status::Active);
+    assert_err!(
+        store.update_object(id, 2, &revived, None).await,
+        StoreError::Archived { kind: Kind::Campaign, id: i } if i == id
+    );
+    // Archiving a parent leaves its children as they are; the snapshot drops them.
+    let child = store
+        .get(Kind::LineItem, demand.line_item.meta.id, None)
+        .await
+        .unwrap();
+    assert_eq!(child.status, Status::Active);
+}
+
+/// A child needs a parent that exists and is not archived; a paused parent is fine.
+pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
+    assert_err!(
+        store.create_object(&campaign(999, "Orphan"), None).await,
+        StoreError::ParentNotFound {
+            kind: Kind::Advertiser,
+            id: 999
+        }
+    );
+    let orphan = Draft {
+        parent_id: None,
+        ..Draft::of(&campaign(1, "Orphan")).unwrap()
+    };
+    assert_err!(
+        store.create(Kind::Campaign, orphan, None).await,
+        StoreError::ParentNotFound {
+            kind: Kind::Advertiser,
+            ..
+        }
+    );
+
+    let paused = create(&store, with_status(publisher("Paused"), Status::Paused)).await;
+    create(&store, site(paused.meta.id, "Under paused")).await;
+
+    let demand = demand(&store, "Acme").await;
+    store
+        .archive(Kind::LineItem, demand.line_item.meta.id, None)
+        .await
+        .unwrap();
+    assert_err!(
+        store.create_object(&creative(demand.line_item.meta.id, "Late"), None).await,
+        StoreError::ParentArchived { kind: Kind::LineItem, id } if id == demand.line_item.meta.id
+    );
+    let count = store.list(Kind::Creative, &page(MAX_PAGE)).await.unwrap();
+    assert_eq!(count.len(), 1);
+}
+
+/// An update cannot move an object to another parent.
+pub async fn parent_is_immutable(store: Db, _clock: Arc<ManualClock>) {
+    let a = demand(&store, "Acme").await;
+    let b = demand(&store, "Globex").await;
+    let moved = Campaign {
+        advertiser_id: AdvertiserId(b.advertiser.meta.id),
+        ..a.campaign.object.clone()
+    };
+    let id = a.campaign.meta.id;
+    assert_err!(
+        store.update_object(id, 1, &moved, None).await,
+        StoreError::ParentImmutable { kind: Kind::Campaign, id: i } if i == id
+    );
+    assert_eq!(
+        store.get_object::<Campaign>(id, None).await.unwrap(),
+        a.campaign
+    );
+}
+
+async fn names(store: &Db, query: ListQuery) -> Vec<String> {
+    store
+        .list(Kind::Campaign, &query)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.name)
+        .collect()
+}
+
+/// Status, parent and name filters combine; paging walks the rows in id order.
+pub async fn list_filters_and_pages(store: Db, _clock: Arc<ManualClock>) {
+    let a = create(&store, advertiser("Acme")).await.meta.id;
+    let b = create(&store, advertiser("Globex")).await.meta.id;
+    for (parent, name, status) in [
+        (a, "Summer 50% off", Status::Active),
+        (a, "Summer 500 deals", Status::Paused),
+        (b, "SUMMER brand", Status::Active),
+        (a, "winter_sale", Status::Active),
+        (a, "winterXsale", Status::Active),
+    ] {
+        create(&store, with_status(campaign(parent, name), status)).await;
+    }
+    let all = names(&store, page(MAX_PAGE)).await;
+    assert_eq!(
+        all,
+        [
+            "Summer 50% off",
+            "Summer 500 deals",
+            "SUMMER brand",
+            "winter_sale",
+            "winterXsale"
+        ]
+    );
+
+    let status = |status| ListQuery {
+        status: Some(status),
+        ..page(MAX_PAGE)
+    };
+    assert_eq!(
+        names(&store, status(Status::Paused)).await,
+        ["Summer 500 deals"]
+    );
+    assert!(names(&store, status(Status::Archived)).await.is_empty());
+
+    let parent = |id| ListQuery {
+        parent_id: Some(id),
+        ..page(MAX_PAGE)
+    };
+    assert_eq!(names(&store, parent(b)).await, ["SUMMER brand"]);
+    assert_eq!(names(&store, parent(a)).await.len(), 4);
+    let roots = ListQuery {
+        parent_id: Some(a),
+        ..page(MAX_PAGE)
+    };
+    assert!(
+        store
+            .list(Kind::Advertiser, &roots)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let named = |needle: &str| ListQuery {
+        name_contains: Some(needle.to_owned()),
+        ..page(MAX_PAGE)
+    };
+    assert_eq!(
+        names(&store, named("summer")).await,
+        ["Summer 50% off", "Summer 500 deals", "SUMMER brand"]
+    );
+    // `%` and `_` are literal characters, not wildcards.
+    assert_eq!(names(&store, named("50%")).await, ["Summer 50% off"]);
+    assert_eq!(names(&store, named("r_s")).await, ["winter_sale"]);
+    assert!(names(&store, named("%%")).await.is_empty());
+    assert_eq!(names(&store, named("")).await.len(), 5);
+
+    let combined = ListQuery {
+        parent_id: Some(a),
+        status: Some(Status::Active),
+        name_contains: Some("SALE".to_owned()),
+        ..page(MAX_PAGE)
+    };
+    assert_eq!(
+        names(&store, combined).await,
+        ["winter_sale", "winterXsale"]
+    );
+
+    let mut after = None;
+    let mut pages = Vec::new();
+    loop {
+        let query = ListQuery { after, ..page(2) };
+        let rows = store.list(Kind::Campaign, &query).await.unwrap();
+        let Some(last) = rows.last() else { break };
+        after = Some(last.meta.id);
+        pages.push(rows.into_iter().map(|r| r.meta.id).collect::<Vec<_>>());
+    }
+    assert_eq!(pages, [vec![1, 2], vec![3, 4], vec![5]]);
+
+    let zero = store.list(Kind::Campaign, &page(0)).await.unwrap();
+    assert_eq!(zero.len(), 1, "a limit of 0 is raised to 1");
+}
+
+/// A list returns at most `MAX_PAGE` rows however many are asked for.
+pub async fn list_limit_is_clamped(store: Db, _clock: Arc<ManualClock>) {
+    for i in 0..=MAX_PAGE {
+        create(&store, publisher(&format!("Publisher {i}"))).await;
+    }
+    for limit in [MAX_PAGE + 1, u32::MAX] {
+        let rows = store.list(Kind::Publisher, &page(limit)).await.unwrap();
+        assert_eq!(rows.len(), MAX_PAGE as usize);
+        assert_eq!(rows.last().unwrap().meta.id, u64::from(MAX_PAGE));
+    }
+}
+
+/// Timestamps come from the injected clock, to the microsecond: `created_at` stays put,
+/// `updated_at` follows every write.
+pub async fn timestamps_come_from_the_clock(store: Db, clock: Arc<ManualClock>) {
+    let start = clock.now();
+    let created = create(&store, publisher("Daily News")).await;
+    assert_eq!(created.meta.created_at, start);
+    assert_eq!(created.meta.updated_at, start);
+
+    clock.advance(SignedDuration::from_micros(1_500_001));
+    let renamed = Publisher {
+        name: "Daily News Online".to_owned(),
+        ..created.object.clone()
+    };
+    let id = created.meta.id;
+    let updated = store.update_object(id, 1, &renamed, None).await.unwrap();
+    assert_eq!(updated.meta.created_at, start);
+    assert_eq!(updated.meta.updated_at, clock.now());
+    assert_ne!(updated.meta.updated_at, start);
+
+    clock.advance(SignedDuration::from_secs(3_600));
+    let archived = store.archive(Kind::Publisher, id, None).await.unwrap();
+    assert_eq!(archived.meta.created_at, start);
+    assert_eq!(archived.meta.updated_at, clock.now());
+    let stored = store.get(Kind::Publisher, id, None).await.unwrap();
+    assert_eq!(stored.meta, archived.meta);
+}
+
+/// Links join live line items and placements, once each; `placements_of` lists them in id
+/// order.
+pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc<ManualClock>) {
+    let demand = demand(&store, "Acme").await;
+    let supply = supply(&store, "Daily News").await;
+    let site = supply.site.meta.id;
+    let second = create(&store, placement(site, "Sidebar")).await.meta.id;
+    let archived = create(&store, placement(site, "Retired")).await.meta.id;
+    store
+        .archive(Kind::Placement, archived, None)
+        .await
+        .unwrap();
+    let li = LineItemId(demand.line_item.meta.id);
+    let first = PlacementId(supply.placement.meta.id);
+    let second = PlacementId(second);
+
+    assert!(store.link(li, second).await.unwrap());
+    assert!(store.link(li, first).await.unwrap());
+    assert!(
+        !store.link(li, first).await.unwrap(),
+        "a second link is no new link"
+    );
+    assert_eq!(
+        store.placements_of(li, None).await.unwrap(),
+        [first, second]
+    );
+    let owner = Some(demand.advertiser.meta.id);
+    assert_eq!(
+        store.placements_of(li, owner).await.unwrap(),
+        [first, second]
+    );
+
+    assert!(store.unlink(li, first).await.unwrap());
+    assert!(!store.unlink(li, first).await.unwrap());
+    assert_eq!(store.placements_of(li, None).await.unwrap(), [second]);
+
+    assert_err!(
+        store.link(li, PlacementId(999)).await,
+        StoreError::NotFound {
+            kind: Kind::Placement,
+            id: 999
+        }
+    );
+    assert_err!(
+        store.link(LineItemId(999), first).await,
+        StoreError::NotFound {
+            kind: Kind::LineItem,
+            id: 999
+        }
+    );
+    assert_err!(
+        store.link(li, PlacementId(archived)).await,
+        StoreError::NotFound { kind: Kind::Placement, id } if id == archived
+    );
+    assert_err!(
+        store.placements_of(LineItemId(999), None).await,
+        StoreError::NotFound {
+            kind: Kind::LineItem,
+            id: 999
+        }
+    );
+
+    store.archive(Kind::LineItem, li.0, None).await.unwrap();
+    assert_err!(
+        store.link(li, first).await,
+        StoreError::NotFound { kind: Kind::LineItem, id } if id == li.0
+    );
+    // An archived line item still reports its links.
+    assert_eq!(store.placements_of(li, None).await.unwrap(), [second]);
+}
+
+fn token(role: Role, owner_id: Option<u64>, seed: u8) -> NewToken {
+    NewToken {
+        role,
+        owner_id,
+        hash: [seed; 32],
+        label: format!("{} token {seed}", role.as_str()),
+    }
+}
+
+/// Tokens of every role resolve to their principal by hash; owners must match the role.
+pub async fn tokens_resolve_to_principals(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = create(&store, advertiser("Acme")).await.meta.id;
+    // Two publishers, so that the second's id names no advertiser.
+    create(&store, publisher("Daily News")).await;
+    let publisher = create(&store, publisher("Evening Post")).await.meta.id;
+
+    let mut ids = Vec::new();
+    for (role, owner_id, seed) in [
+        (Role::Admin, None, 1),
+        (Role::Advertiser, Some(advertiser), 2),
+        (Role::Publisher, Some(publisher), 3),
+    ] {
+        let new = token(role, owner_id, seed);
+        let record = store.create_token(new.clone()).await.unwrap();
+        assert_eq!(record.role, role);
+        assert_eq!(record.owner_id, owner_id);
+        assert_eq!(record.label, new.label);
+        assert_eq!(record.created_at, clock.now());
+        let principal = store.find_token(&new.hash).await.unwrap();
+        assert_eq!(
+            principal,
+            Some(Principal {
+                token_id: record.id,
+                role,
+                owner_id
+            })
+        );
+        ids.push(record.id);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "token ids are distinct");
+
+    for (role, owner) in [
+        (Role::Admin, Some(advertiser)),
+        (Role::Advertiser, None),
+        (Role::Advertiser, Some(publisher)),
+        (Role::Publisher, None),
+        (Role::Publisher, Some(999)),
+        (Role::Publisher, Some(u64::MAX)),
+    ] {
+        assert_err!(
+            store.create_token(token(role, owner, 9)).await,
+            StoreError::BadTokenOwner { role: r, owner: o } if r == role && o == owner
+        );
+    }
+    assert_eq!(store.find_token(&[9; 32]).await.unwrap(), None);
+    assert_eq!(store.find_token(&[0; 32]).await.unwrap(), None);
+}
+
+/// Every effective change to objects or links bumps the counter once; reads, tokens, failed
+/// writes and no-op writes do not.
+pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualClock>) {
+    let mut expected = store.change_counter().await.unwrap();
+    let check = async |expected: u64, what: &str| {
+        assert_eq!(store.change_counter().await.unwrap(), expected, "{what}");
+    };
+
+    let advertiser = create(&store, advertiser("Acme")).await;
+    expected += 1;
+    check(expected, "create").await;
+    let winter = create(&store, campaign(advertiser.meta.id, "Winter")).await;
+    let line_item = create(&store, line_item(winter.meta.id, "DE")).await;
+    let supply = supply(&store, "Daily News").await;
+    expected += 5;
+    check(expected, "creates").await;
+
+    let li = LineItemId(line_item.meta.id);
+    let pl = PlacementId(supply.placement.meta.id);
+    store
+        .get(Kind::Campaign, winter.meta.id, None)
+        .await
+        .unwrap();
+    store.list(Kind::Campaign, &page(10)).await.unwrap();
+    store.placements_of(li, None).await.unwrap();
+    store.catalog().await.unwrap();
+    store
+        .create_token(token(Role::Admin, None, 1))
+        .await
+        .unwrap();
+    store.find_token(&[1; 32]).await.unwrap();
+    check(expected, "reads and tokens").await;
+
+    let renamed = Campaign {
+        name: "Winter sale".to_owned(),
+        ..winter.object.clone()
+    };
+    store
+        .update_object(winter.meta.id, 1, &renamed, None)
+        .await
+        .unwrap();
+    expected += 1;
+    check(expected, "update").await;
+
+    assert!(
+        store
+            .update_object(winter.meta.id, 1, &renamed, None)
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .create_object(&campaign(999, "Orphan"), None)
+            .await
+            .is_err()
+    );
+    check(expected, "failed writes").await;
+
+    assert!(store.link(li, pl).await.unwrap());
+    expected += 1;
+    check(expected, "link").await;
+    assert!(!store.link(li, pl).await.unwrap());
+    check(expected, "duplicate link").await;
+    assert!(store.unlink(li, pl).await.unwrap());
+    expected += 1;
+    check(expected, "unlink").await;
+    assert!(!store.unlink(li, pl).await.unwrap());
+    check(expected, "unlink of no link").await;
+
+    store
+        .archive(Kind::Campaign, winter.meta.id, None)
+        .await
+        .unwrap();
+    expected += 1;
+    check(expected, "archive").await;
+    store
+        .archive(Kind::Campaign, winter.meta.id, None)
+        .await
+        .unwrap();
+    check(expected, "archive of an archived object").await;
+}
+
+/// The catalog holds exactly the active objects of every kind in id order, every link, and
+/// the change counter it was read at.
+pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<ManualClock>) {
+    let empty = store.catalog().await.unwrap();
+    assert_eq!(empty.version, store.change_counter().await.unwrap());
+    assert!(empty.advertisers.is_empty() && empty.links.is_empty());
+
+    let demand = demand(&store, "Acme").await;
+    let supply = supply(&store, "Daily News").await;
+    let advertiser = demand.advertiser.meta.id;
+    let paused = create(
+        &store,
+        with_status(campaign(advertiser, "Paused"), Status::Paused),
+    )
+    .await;
+    let second = create(&store, campaign(advertiser, "Second")).await;
+    let archived = create(&store, line_item(demand.campaign.meta.id, "Gone")).await;
+    store
+        .archive(Kind::LineItem, archived.meta.id, None)
+        .await
+        .unwrap();
+    let site = supply.site.meta.id;
+    let paused_placement = create(
+        &store,
+        with_status(placement(site, "Paused slot"), Status::Paused),
+    )
+    .await;
+    let li = LineItemId(demand.line_item.meta.id);
+    store
+        .link(li, PlacementId(paused_placement.meta.id))
+        .await
+        .unwrap();
+    store
+        .link(li, PlacementId(supply.placement.meta.id))
+        .await
+        .unwrap();
+
+    let catalog = store.catalog().await.unwrap();
+    assert_eq!(catalog.version, store.change_counter().await.unwrap());
+    assert_eq!(catalog.advertisers, [demand.advertiser]);
+    assert_eq!(catalog.campaigns, [demand.campaign, second]);
+    assert_eq!(catalog.line_items, [demand.line_item]);
+    assert_eq!(catalog.creatives, [demand.creative]);
+    assert_eq!(catalog.publishers, [supply.publisher]);
+    assert_eq!(catalog.sites, [supply.site]);
+    assert_eq!(catalog.placements, [supply.placement.clone()]);
+    assert_eq!(
+        catalog.links,
+        [
+            (li, PlacementId(supply.placement.meta.id)),
+            (li, PlacementId(paused_placement.meta.id)),
+        ]
+    );
+    assert!(
+        !catalog
+            .campaigns
+            .iter()
+            .any(|c| c.meta.id == paused.meta.id)
+    );
+}

@@ -1,0 +1,242 @@
+//! The conformance suite and SQLite-specific behaviour (migrations, concurrency) of
+//! `SqliteStore`.
+
+// Test code: a panic is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use marquee_model::{
+    Advertiser, AdvertiserId, Campaign, Clock, Currency, Kind, ManualClock, Status,
+};
+use marquee_store::{ListQuery, MigrationError, SqliteStore, Store, StoreError};
+use tempfile::TempDir;
+
+fn clock() -> Arc<ManualClock> {
+    // Sub-second on purpose: timestamps must survive to the microsecond.
+    Arc::new(ManualClock::new(
+        Timestamp::from_microsecond(1_780_000_000_123_456).unwrap(),
+    ))
+}
+
+fn db_path(dir: &TempDir) -> PathBuf {
+    dir.path().join("marquee.db")
+}
+
+async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let store = SqliteStore::open(&db_path(&dir), clock.clone()).unwrap();
+    (Arc::new(store), clock, dir)
+}
+
+mod conformance {
+    marquee_store::store_suite!(super::fresh_store());
+}
+
+fn raw(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}
+
+fn advertiser(name: &str) -> Advertiser {
+    Advertiser {
+        name: name.to_owned(),
+        status: Status::Active,
+        currency: Currency::USD,
+        time_zone: "America/New_York".to_owned(),
+        domains: Vec::new(),
+    }
+}
+
+fn applied_migrations(path: &Path) -> Vec<(u32, String, String, i64)> {
+    let conn = raw(path);
+    let mut stmt = conn
+        .prepare("SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version")
+        .unwrap();
+    stmt.query_map([], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn migrations_build_the_schema_on_an_empty_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let clock = clock();
+    let store = SqliteStore::open(&path, clock.clone()).unwrap();
+
+    let conn = raw(&path);
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let tables: Vec<String> = stmt
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut expected: Vec<String> = Kind::ALL.iter().map(|k| format!("{}s", k.name())).collect();
+    expected.extend(
+        [
+            "api_tokens",
+            "change_counter",
+            "line_item_placements",
+            "schema_migrations",
+        ]
+        .map(str::to_owned),
+    );
+    expected.sort();
+    assert_eq!(tables, expected);
+
+    let applied = applied_migrations(&path);
+    assert_eq!(applied.len(), 1);
+    let (version, name, sha256, applied_at) = &applied[0];
+    assert_eq!((*version, name.as_str()), (1, "initial"));
+    assert_eq!(sha256.len(), 64);
+    assert!(
+        sha256
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+    assert_eq!(*applied_at, clock.now().as_microsecond());
+
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(store.change_counter().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn reopening_keeps_data_and_applies_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let clock = clock();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, clock.clone()).unwrap());
+    let created = store
+        .create_object(&advertiser("Acme"), None)
+        .await
+        .unwrap();
+    let before = applied_migrations(&path);
+    drop(store);
+
+    clock.advance(SignedDuration::from_secs(86_400));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, clock.clone()).unwrap());
+    assert_eq!(
+        store
+            .get_object::<Advertiser>(created.meta.id, None)
+            .await
+            .unwrap(),
+        created
+    );
+    assert_eq!(store.change_counter().await.unwrap(), 1);
+    assert_eq!(applied_migrations(&path), before);
+    let next = store
+        .create_object(&advertiser("Globex"), None)
+        .await
+        .unwrap();
+    assert_eq!(next.meta.id, 2);
+}
+
+#[tokio::test]
+async fn a_changed_migration_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    drop(SqliteStore::open(&path, clock()).unwrap());
+    raw(&path)
+        .execute(
+            "UPDATE schema_migrations SET sha256 = 'f00d' WHERE version = 1",
+            [],
+        )
+        .unwrap();
+
+    let error = SqliteStore::open(&path, clock()).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            StoreError::Migration(MigrationError::Changed { version: 1, name }) if name == "initial"
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_binary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    drop(SqliteStore::open(&path, clock()).unwrap());
+    raw(&path)
+        .execute(
+            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
+             VALUES (9999, 'from_the_future', 'abc', 0)",
+            [],
+        )
+        .unwrap();
+
+    let error = SqliteStore::open(&path, clock()).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Migration(MigrationError::Unknown { version: 9999 })
+        ),
+        "{error:?}"
+    );
+}
+
+/// Readers see consistent snapshots while a writer commits: every catalog's campaigns match
+/// the counter it was read at, and the counter never goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_run_while_writing() {
+    const WRITES: u64 = 40;
+    let (store, _clock, _dir) = fresh_store().await;
+    let advertiser = store
+        .create_object(&advertiser("Acme"), None)
+        .await
+        .unwrap();
+    let owner = advertiser.meta.id;
+
+    let writer = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            for i in 0..WRITES {
+                let campaign = Campaign {
+                    advertiser_id: AdvertiserId(owner),
+                    name: format!("Campaign {i}"),
+                    status: Status::Active,
+                    frequency_caps: Vec::new(),
+                };
+                store.create_object(&campaign, None).await.unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut last = 0;
+                for _ in 0..WRITES {
+                    let catalog = store.catalog().await.unwrap();
+                    assert_eq!(catalog.campaigns.len() as u64 + 1, catalog.version);
+                    assert!(catalog.version >= last, "the counter went back");
+                    last = catalog.version;
+                    let query = ListQuery {
+                        scope: Some(owner),
+                        limit: 500,
+                        ..ListQuery::default()
+                    };
+                    let listed = store.list(Kind::Campaign, &query).await.unwrap();
+                    assert!(listed.len() as u64 + 1 >= last);
+                }
+            })
+        })
+        .collect();
+    writer.await.unwrap();
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    assert_eq!(store.change_counter().await.unwrap(), WRITES + 1);
+}
