@@ -3,9 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// Lifecycle of every object. `Archived` is final: an archived object is read-only and never
 /// reaches a snapshot.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     #[default]

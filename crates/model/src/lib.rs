@@ -15,9 +15,7 @@ mod targeting;
 mod validate;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use ids::{
-    AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId,
-};
+pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId};
 pub use kind::{Kind, Principal, Role, Side, Status};
 pub use money::{Currency, CurrencyError, Micros};
 pub use objects::{

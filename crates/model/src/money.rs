@@ -6,7 +6,17 @@ use serde::{Deserialize, Serialize};
 /// An amount of money in millionths of the currency unit (1 USD = 1,000,000 micros).
 /// Integer so that sums are exact; checked arithmetic so that overflow is an error, not a wrap.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
     JsonSchema,
 )]
 #[serde(transparent)]

@@ -127,7 +127,17 @@ pub enum Format {
 
 /// Priority tier: a higher tier wins outright over every lower one.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
@@ -190,7 +200,11 @@ impl Goal {
                 v.fail("needs a daily or a lifetime amount");
             }
             v.check_field("daily", self.daily != Some(0), "must be greater than 0");
-            v.check_field("lifetime", self.lifetime != Some(0), "must be greater than 0");
+            v.check_field(
+                "lifetime",
+                self.lifetime != Some(0),
+                "must be greater than 0",
+            );
             if let (Some(daily), Some(lifetime)) = (self.daily, self.lifetime) {
                 v.check_field(
                     "daily",

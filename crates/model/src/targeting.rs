@@ -170,9 +170,7 @@ impl Targeting {
                 v.field("device_type", |v| leaf(v, types, values, |_, _| ()))
             }
             Targeting::Os(names) => v.field("os", |v| leaf(v, names, values, plain_text)),
-            Targeting::Browser(names) => {
-                v.field("browser", |v| leaf(v, names, values, plain_text))
-            }
+            Targeting::Browser(names) => v.field("browser", |v| leaf(v, names, values, plain_text)),
             Targeting::Language(codes) => v.field("language", |v| {
                 leaf(v, codes, values, |v, c| {
                     v.check(
@@ -214,7 +212,9 @@ impl Targeting {
             Targeting::Segment(ids) => v.field("segment", |v| leaf(v, ids, values, plain_text)),
             Targeting::Ip(nets) => v.field("ip", |v| leaf(v, nets, values, |_, _| ())),
             Targeting::Size(sizes) => v.field("size", |v| leaf(v, sizes, values, Size::validate)),
-            Targeting::Format(formats) => v.field("format", |v| leaf(v, formats, values, |_, _| ())),
+            Targeting::Format(formats) => {
+                v.field("format", |v| leaf(v, formats, values, |_, _| ()))
+            }
         }
     }
 
@@ -357,17 +357,35 @@ mod tests {
             (json!({"language": ["deu"]}), "language[0]"),
             (json!({"hour": [{"from": 20, "to": 8}]}), "hour[0]"),
             (json!({"hour": [{"from": 0, "to": 25}]}), "hour[0]"),
-            (json!({"geo_radius": {"lat": 91.0, "lon": 0.0, "radius_km": 1.0}}), "geo_radius.lat"),
-            (json!({"geo_radius": {"lat": 0.0, "lon": 181.0, "radius_km": 1.0}}), "geo_radius.lon"),
-            (json!({"geo_radius": {"lat": 0.0, "lon": 0.0, "radius_km": 0.0}}), "geo_radius.radius_km"),
-            (json!({"key_value": {"key": "Bad Key", "values": ["x"]}}), "key_value.key"),
-            (json!({"key_value": {"key": "k", "values": [""]}}), "key_value.values[0]"),
+            (
+                json!({"geo_radius": {"lat": 91.0, "lon": 0.0, "radius_km": 1.0}}),
+                "geo_radius.lat",
+            ),
+            (
+                json!({"geo_radius": {"lat": 0.0, "lon": 181.0, "radius_km": 1.0}}),
+                "geo_radius.lon",
+            ),
+            (
+                json!({"geo_radius": {"lat": 0.0, "lon": 0.0, "radius_km": 0.0}}),
+                "geo_radius.radius_km",
+            ),
+            (
+                json!({"key_value": {"key": "Bad Key", "values": ["x"]}}),
+                "key_value.key",
+            ),
+            (
+                json!({"key_value": {"key": "k", "values": [""]}}),
+                "key_value.values[0]",
+            ),
             (json!({"domain": ["not a domain"]}), "domain[0]"),
             (json!({"page_url": ["ftp://example.com/"]}), "page_url[0]"),
             (json!({"placement": [0]}), "placement[0]"),
             (json!({"size": [{"w": 0, "h": 250}]}), "size[0].w"),
             (json!({"segment": ["a\u{0007}"]}), "segment[0]"),
-            (json!({"any": [{"not": {"country": ["D"]}}]}), "any[0].not.country[0]"),
+            (
+                json!({"any": [{"not": {"country": ["D"]}}]}),
+                "any[0].not.country[0]",
+            ),
         ];
         for (expr, path) in cases {
             assert_eq!(first_path(expr.clone()), path, "{expr}");
@@ -385,7 +403,10 @@ mod tests {
 
         let many: Vec<String> = (0..=MAX_VALUES).map(|i| format!("s{i}")).collect();
         let found = violations(json!({"segment": many}));
-        assert!(found.iter().any(|(_, m)| m.contains("values in all")), "{found:?}");
+        assert!(
+            found.iter().any(|(_, m)| m.contains("values in all")),
+            "{found:?}"
+        );
     }
 
     #[test]

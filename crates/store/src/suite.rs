@@ -943,13 +943,11 @@ pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<Manu
     assert_eq!(catalog.creatives, [demand.creative]);
     assert_eq!(catalog.publishers, [supply.publisher]);
     assert_eq!(catalog.sites, [supply.site]);
-    assert_eq!(catalog.placements, [supply.placement.clone()]);
+    let placement = PlacementId(supply.placement.meta.id);
+    assert_eq!(catalog.placements, [supply.placement]);
     assert_eq!(
         catalog.links,
-        [
-            (li, PlacementId(supply.placement.meta.id)),
-            (li, PlacementId(paused_placement.meta.id)),
-        ]
+        [(li, placement), (li, PlacementId(paused_placement.meta.id)),]
     );
     assert!(
         !catalog

@@ -1,0 +1,1441 @@
+//! Validation rules of every managed object, exercised through the JSON documents clients send.
+//!
+//! Each kind starts from one valid document. Every rule gets one case that changes that document
+//! with a JSON merge patch (RFC 7386: objects merge, `null` removes a field, anything else
+//! replaces) and names the exact path of the violation it must produce. The targeting rules have
+//! their own unit tests in `src/targeting.rs`; here we only check that their paths are prefixed
+//! with `targeting.`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use marquee_model::{
+    Advertiser, Campaign, CapWindow, Creative, CreativeContent, Currency, LineItem, Micros, Object,
+    Placement, Price, PricingModel, Publisher, Site, Tier,
+};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Parses `json` as a `T`, panicking with the document and the error if it does not parse.
+fn parse<T: Object>(json: Value) -> T {
+    match serde_json::from_value(json.clone()) {
+        Ok(object) => object,
+        Err(e) => panic!("{} does not parse: {e}\n{json:#}", T::KIND.name()),
+    }
+}
+
+/// The paths of all violations of `json` parsed as a `T`; empty when it is valid.
+fn violations_of<T: Object>(json: Value) -> Vec<String> {
+    match parse::<T>(json).validate() {
+        Ok(()) => Vec::new(),
+        Err(e) => e.violations.into_iter().map(|v| v.path).collect(),
+    }
+}
+
+/// The parse error of `json` as a `T`; panics if it parses.
+fn parse_error<T: Object>(json: Value) -> String {
+    match serde_json::from_value::<T>(json.clone()) {
+        Ok(object) => panic!("{json:#}\nparsed, but should not: {object:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7386) to `target`.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let Value::Object(target) = target else {
+        unreachable!("just made an object")
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// `base` with `patch` merged in.
+fn patched(base: &Value, patch: &Value) -> Value {
+    let mut doc = base.clone();
+    merge(&mut doc, patch);
+    doc
+}
+
+/// Runs `(description, patch, expected path)` cases: each patched document must have exactly
+/// one violation, at the expected path.
+fn assert_cases<T: Object>(base: &Value, cases: &[(&str, Value, &str)]) {
+    assert_eq!(
+        violations_of::<T>(base.clone()),
+        Vec::<String>::new(),
+        "base is valid"
+    );
+    for (description, patch, path) in cases {
+        let found = violations_of::<T>(patched(base, patch));
+        assert_eq!(
+            found,
+            vec![path.to_string()],
+            "{} case {description:?}: patch {patch}",
+            T::KIND.name()
+        );
+    }
+}
+
+/// Runs `(description, patch)` cases that must stay valid (the edges of each rule).
+fn assert_valid<T: Object>(base: &Value, cases: &[(&str, Value)]) {
+    for (description, patch) in cases {
+        let found = violations_of::<T>(patched(base, patch));
+        assert_eq!(
+            found,
+            Vec::<String>::new(),
+            "{} case {description:?} should be valid: patch {patch}",
+            T::KIND.name()
+        );
+    }
+}
+
+fn caps(windows: impl IntoIterator<Item = &'static str>) -> Value {
+    windows
+        .into_iter()
+        .map(|window| json!({"count": 1, "window": window}))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// One valid document per kind
+// ---------------------------------------------------------------------------------------------
+
+fn advertiser() -> Value {
+    json!({
+        "name": "Acme Shoes",
+        "status": "active",
+        "currency": "EUR",
+        "time_zone": "Europe/Berlin",
+        "domains": ["acme.example", "shop.acme.example"]
+    })
+}
+
+fn campaign() -> Value {
+    json!({
+        "advertiser_id": 1,
+        "name": "Spring sale",
+        "status": "active",
+        "frequency_caps": [{"count": 3, "window": "1d"}, {"count": 10, "window": "1w"}]
+    })
+}
+
+fn line_item() -> Value {
+    json!({
+        "campaign_id": 2,
+        "name": "Spring sale – home page",
+        "status": "active",
+        "start": "2026-03-01T00:00:00",
+        "end": "2026-04-01T00:00:00",
+        "time_zone": "Europe/Berlin",
+        "tier": "standard",
+        "weight": 100,
+        "goal": {"metric": "impressions", "daily": 10000, "lifetime": 300000},
+        "pacing": "even",
+        "price": {"model": "cpm", "amount_micros": 2500000, "currency": "EUR"},
+        "frequency_caps": [{"count": 2, "window": "1h"}, {"count": 5, "window": "1d"}],
+        "targeting": {"all": [{"country": ["DE", "AT"]}, {"device_type": ["phone"]}]},
+        "rotation": "weighted"
+    })
+}
+
+/// A creative with `content`; `size` is left out when `None`.
+fn creative_with(content: Value, size: Option<Value>) -> Value {
+    let mut doc = json!({
+        "line_item_id": 3,
+        "name": "Spring banner",
+        "status": "active",
+        "landing_url": "https://acme.example/spring",
+        "weight": 100,
+        "content": content
+    });
+    if let Some(size) = size {
+        doc["size"] = size;
+    }
+    doc
+}
+
+fn medium_rectangle() -> Option<Value> {
+    Some(json!({"w": 300, "h": 250}))
+}
+
+fn image() -> Value {
+    creative_with(
+        json!({
+            "type": "image",
+            "image_url": "https://cdn.acme.example/spring.png",
+            "alt": "Spring sale"
+        }),
+        medium_rectangle(),
+    )
+}
+
+const GOOD_HTML: &str = concat!(
+    r#"<a href="{{CLICK_URL}}" target="_blank"><img src="https://cdn.acme.example/b.png"></a>"#,
+    r#"<img src="{{IMPRESSION_URL}}&cb={{CACHE_BUSTER}}" width="1" height="1">"#
+);
+
+fn html() -> Value {
+    creative_with(
+        json!({"type": "html", "html": GOOD_HTML}),
+        medium_rectangle(),
+    )
+}
+
+fn third_party_tag() -> Value {
+    creative_with(
+        json!({
+            "type": "third_party_tag",
+            "tag": "<script src=\"https://ads.other.example/tag.js?click={{CLICK_URL_ENC}}\"></script>"
+        }),
+        medium_rectangle(),
+    )
+}
+
+fn native() -> Value {
+    creative_with(
+        json!({
+            "type": "native",
+            "title": "Spring sale",
+            "body": "Up to 50% off all shoes",
+            "sponsored_by": "Acme",
+            "image_url": "https://cdn.acme.example/native.png",
+            "icon_url": "https://cdn.acme.example/icon.png",
+            "call_to_action": "Shop now"
+        }),
+        None,
+    )
+}
+
+fn vast_xml() -> Value {
+    creative_with(
+        json!({
+            "type": "vast",
+            "xml": "<?xml version=\"1.0\"?><VAST version=\"4.2\"><Ad id=\"1\"/></VAST>",
+            "duration_secs": 30
+        }),
+        None,
+    )
+}
+
+fn vast_url() -> Value {
+    creative_with(
+        json!({
+            "type": "vast",
+            "url": "https://ads.other.example/vast.xml",
+            "duration_secs": 15
+        }),
+        None,
+    )
+}
+
+fn publisher() -> Value {
+    json!({"name": "Daily News", "status": "active"})
+}
+
+fn site() -> Value {
+    json!({
+        "publisher_id": 1,
+        "name": "Daily News web",
+        "status": "active",
+        "domain": "news.example.com"
+    })
+}
+
+fn placement() -> Value {
+    json!({
+        "site_id": 2,
+        "name": "Home page top",
+        "status": "active",
+        "sizes": [{"w": 728, "h": 90}, {"w": 970, "h": 250}],
+        "formats": ["banner", "native"]
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valid documents
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn valid_documents_parse_validate_and_round_trip() {
+    fn check<T: Object>(doc: Value) {
+        let object = parse::<T>(doc.clone());
+        assert_eq!(object.validate(), Ok(()), "{}", T::KIND.name());
+        // Every field is spelled out in the documents, so serialising gives them back exactly.
+        assert_eq!(
+            serde_json::to_value(&object).unwrap(),
+            doc,
+            "{}",
+            T::KIND.name()
+        );
+    }
+    check::<Advertiser>(advertiser());
+    check::<Campaign>(campaign());
+    check::<LineItem>(line_item());
+    check::<Creative>(image());
+    check::<Publisher>(publisher());
+    check::<Site>(site());
+    check::<Placement>(placement());
+}
+
+#[test]
+fn every_creative_type_has_a_valid_document() {
+    for doc in [
+        image(),
+        html(),
+        third_party_tag(),
+        native(),
+        vast_xml(),
+        vast_url(),
+    ] {
+        assert_eq!(
+            violations_of::<Creative>(doc.clone()),
+            Vec::<String>::new(),
+            "{doc:#}"
+        );
+    }
+    let native: Creative = parse(native());
+    assert!(matches!(native.content, CreativeContent::Native { .. }));
+    assert_eq!(native.size, None);
+}
+
+#[test]
+fn minimal_documents_get_defaults() {
+    let li: LineItem = parse(json!({
+        "campaign_id": 2,
+        "name": "Minimal",
+        "start": "2026-03-01T00:00:00",
+        "time_zone": "UTC",
+        "price": {"model": "cpc", "amount_micros": 300000, "currency": "USD"}
+    }));
+    assert_eq!(li.validate(), Ok(()));
+    assert_eq!(li.status, marquee_model::Status::Active);
+    assert_eq!(li.tier, Tier::Standard);
+    assert_eq!(li.weight, 100);
+    assert_eq!(li.end, None);
+    assert_eq!(li.goal, None);
+    assert_eq!(li.targeting, None);
+    assert!(li.frequency_caps.is_empty());
+
+    let creative: Creative = parse(json!({
+        "line_item_id": 3,
+        "name": "Minimal",
+        "landing_url": "http://acme.example/",
+        "size": {"w": 1, "h": 1},
+        "content": {"type": "image", "image_url": "https://cdn.acme.example/a.gif"}
+    }));
+    assert_eq!(creative.validate(), Ok(()));
+    assert_eq!(creative.weight, 100);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The name rule, common to all kinds
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn name_rule_applies_to_every_kind() {
+    fn check<T: Object>(base: Value) {
+        assert_cases::<T>(
+            &base,
+            &[
+                ("empty", json!({"name": ""}), "name"),
+                ("only white space", json!({"name": " \t "}), "name"),
+                ("201 characters", json!({"name": "n".repeat(201)}), "name"),
+                ("bell character", json!({"name": "Spring\u{7}sale"}), "name"),
+                ("new line", json!({"name": "Spring\nsale"}), "name"),
+            ],
+        );
+        assert_valid::<T>(
+            &base,
+            &[
+                ("200 characters", json!({"name": "n".repeat(200)})),
+                ("200 two-byte characters", json!({"name": "é".repeat(200)})),
+            ],
+        );
+    }
+    check::<Advertiser>(advertiser());
+    check::<Campaign>(campaign());
+    check::<LineItem>(line_item());
+    check::<Creative>(image());
+    check::<Publisher>(publisher());
+    check::<Site>(site());
+    check::<Placement>(placement());
+}
+
+// ---------------------------------------------------------------------------------------------
+// One table per kind
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn advertiser_rules() {
+    assert_cases::<Advertiser>(
+        &advertiser(),
+        &[
+            (
+                "unknown time zone",
+                json!({"time_zone": "Mars/Olympus_Mons"}),
+                "time_zone",
+            ),
+            ("empty time zone", json!({"time_zone": ""}), "time_zone"),
+            (
+                "upper-case domain",
+                json!({"domains": ["acme.example", "Shop.acme.example"]}),
+                "domains[1]",
+            ),
+            (
+                "single-label domain",
+                json!({"domains": ["acme"]}),
+                "domains[0]",
+            ),
+            (
+                "URL as domain",
+                json!({"domains": ["https://acme.example"]}),
+                "domains[0]",
+            ),
+            (
+                "duplicate domain",
+                json!({"domains": ["acme.example", "b.example", "acme.example"]}),
+                "domains[2]",
+            ),
+        ],
+    );
+    assert_valid::<Advertiser>(
+        &advertiser(),
+        &[
+            ("no domains", json!({"domains": []})),
+            ("UTC", json!({"time_zone": "UTC"})),
+            (
+                "hyphen and digits",
+                json!({"domains": ["my-shop2.example.co.uk"]}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn campaign_rules() {
+    assert_cases::<Campaign>(
+        &campaign(),
+        &[
+            (
+                "nine caps",
+                json!({"frequency_caps": caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m", "9m"])}),
+                "frequency_caps",
+            ),
+            (
+                "count 0",
+                json!({"frequency_caps": [{"count": 0, "window": "1d"}]}),
+                "frequency_caps[0].count",
+            ),
+            (
+                "same window spelled differently",
+                json!({"frequency_caps": [{"count": 1, "window": "1h"}, {"count": 3, "window": "24h"}, {"count": 5, "window": "1d"}]}),
+                "frequency_caps[2].window",
+            ),
+        ],
+    );
+    assert_valid::<Campaign>(
+        &campaign(),
+        &[
+            ("no caps", json!({"frequency_caps": []})),
+            (
+                "eight caps",
+                json!({"frequency_caps": caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m"])}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn line_item_rules() {
+    assert_cases::<LineItem>(
+        &line_item(),
+        &[
+            (
+                "unknown time zone",
+                json!({"time_zone": "Berlin"}),
+                "time_zone",
+            ),
+            (
+                "end before start",
+                json!({"end": "2026-02-01T00:00:00"}),
+                "end",
+            ),
+            (
+                "end equals start",
+                json!({"end": "2026-03-01T00:00:00"}),
+                "end",
+            ),
+            (
+                "flat pricing without end",
+                json!({"end": null, "price": {"model": "flat"}}),
+                "end",
+            ),
+            ("weight 0", json!({"weight": 0}), "weight"),
+            ("weight 1001", json!({"weight": 1001}), "weight"),
+            (
+                "goal with neither amount",
+                json!({"goal": {"daily": null, "lifetime": null}}),
+                "goal",
+            ),
+            ("daily 0", json!({"goal": {"daily": 0}}), "goal.daily"),
+            (
+                "lifetime 0",
+                json!({"goal": {"daily": null, "lifetime": 0}}),
+                "goal.lifetime",
+            ),
+            (
+                "daily above lifetime",
+                json!({"goal": {"daily": 300001}}),
+                "goal.daily",
+            ),
+            (
+                "negative price",
+                json!({"price": {"amount_micros": -1}}),
+                "price.amount_micros",
+            ),
+            (
+                "nine caps",
+                json!({"frequency_caps": caps(["1h", "2h", "3h", "4h", "5h", "6h", "7h", "8h", "9h"])}),
+                "frequency_caps",
+            ),
+            (
+                "count 0",
+                json!({"frequency_caps": [{"count": 2, "window": "1h"}, {"count": 0, "window": "1d"}]}),
+                "frequency_caps[1].count",
+            ),
+            (
+                "duplicate window",
+                json!({"frequency_caps": [{"count": 2, "window": "1w"}, {"count": 5, "window": "7d"}]}),
+                "frequency_caps[1].window",
+            ),
+            (
+                "targeting error",
+                json!({"targeting": {"all": [{"country": ["DE"]}, {"language": ["deu"]}]}}),
+                "targeting.all[1].language[0]",
+            ),
+            (
+                "targeting error at the root",
+                json!({"targeting": {"all": []}}),
+                "targeting.all",
+            ),
+        ],
+    );
+    assert_valid::<LineItem>(
+        &line_item(),
+        &[
+            ("open-ended CPM", json!({"end": null})),
+            ("flat with end", json!({"price": {"model": "flat"}})),
+            ("weight 1", json!({"weight": 1})),
+            ("weight 1000", json!({"weight": 1000})),
+            ("no goal", json!({"goal": null})),
+            ("lifetime only", json!({"goal": {"daily": null}})),
+            ("daily only", json!({"goal": {"lifetime": null}})),
+            ("daily equals lifetime", json!({"goal": {"daily": 300000}})),
+            ("free", json!({"price": {"amount_micros": 0}})),
+            ("no targeting", json!({"targeting": null})),
+            ("one-minute flight", json!({"end": "2026-03-01T00:01:00"})),
+        ],
+    );
+}
+
+#[test]
+fn creative_rules() {
+    let too_big = "a".repeat(100_001);
+    let cases: &[(&str, Value, Value, &str)] = &[
+        // Common fields.
+        (
+            "landing_url ftp",
+            image(),
+            json!({"landing_url": "ftp://acme.example/"}),
+            "landing_url",
+        ),
+        (
+            "landing_url mailto",
+            image(),
+            json!({"landing_url": "mailto:ads@acme.example"}),
+            "landing_url",
+        ),
+        (
+            "landing_url unparsable",
+            image(),
+            json!({"landing_url": "not a url"}),
+            "landing_url",
+        ),
+        (
+            "landing_url relative",
+            image(),
+            json!({"landing_url": "/spring"}),
+            "landing_url",
+        ),
+        ("weight 0", image(), json!({"weight": 0}), "weight"),
+        ("weight 1001", image(), json!({"weight": 1001}), "weight"),
+        // Size.
+        ("image without size", image(), json!({"size": null}), "size"),
+        ("html without size", html(), json!({"size": null}), "size"),
+        (
+            "tag without size",
+            third_party_tag(),
+            json!({"size": null}),
+            "size",
+        ),
+        ("width 0", image(), json!({"size": {"w": 0}}), "size.w"),
+        (
+            "height 10001",
+            image(),
+            json!({"size": {"h": 10001}}),
+            "size.h",
+        ),
+        (
+            "native with a bad size",
+            native(),
+            json!({"size": {"w": 10001, "h": 1}}),
+            "size.w",
+        ),
+        // Image.
+        (
+            "image_url javascript",
+            image(),
+            json!({"content": {"image_url": "javascript:alert(1)"}}),
+            "content.image_url",
+        ),
+        (
+            "image_url unparsable",
+            image(),
+            json!({"content": {"image_url": "https://"}}),
+            "content.image_url",
+        ),
+        // HTML.
+        (
+            "html empty",
+            html(),
+            json!({"content": {"html": ""}}),
+            "content.html",
+        ),
+        (
+            "html blank",
+            html(),
+            json!({"content": {"html": " \n\t "}}),
+            "content.html",
+        ),
+        (
+            "html too big",
+            html(),
+            json!({"content": {"html": too_big}}),
+            "content.html",
+        ),
+        (
+            "html unknown macro",
+            html(),
+            json!({"content": {"html": "<a href=\"{{CLICK}}\">x</a>"}}),
+            "content.html",
+        ),
+        (
+            "html lower-case macro",
+            html(),
+            json!({"content": {"html": "<a href=\"{{click_url}}\">x</a>"}}),
+            "content.html",
+        ),
+        (
+            "html unterminated macro",
+            html(),
+            json!({"content": {"html": "<a href=\"{{CLICK_URL\">x</a>"}}),
+            "content.html",
+        ),
+        // Third-party tag: the same markup rules, at content.tag.
+        (
+            "tag empty",
+            third_party_tag(),
+            json!({"content": {"tag": ""}}),
+            "content.tag",
+        ),
+        (
+            "tag too big",
+            third_party_tag(),
+            json!({"content": {"tag": too_big}}),
+            "content.tag",
+        ),
+        (
+            "tag unknown macro",
+            third_party_tag(),
+            json!({"content": {"tag": "<script>{{USER_ID}}</script>"}}),
+            "content.tag",
+        ),
+        (
+            "tag unterminated macro",
+            third_party_tag(),
+            json!({"content": {"tag": "<script>{{CACHE_BUSTER}} {{</script>"}}),
+            "content.tag",
+        ),
+        // Native.
+        (
+            "title empty",
+            native(),
+            json!({"content": {"title": ""}}),
+            "content.title",
+        ),
+        (
+            "title blank",
+            native(),
+            json!({"content": {"title": "   "}}),
+            "content.title",
+        ),
+        (
+            "title 91 characters",
+            native(),
+            json!({"content": {"title": "t".repeat(91)}}),
+            "content.title",
+        ),
+        (
+            "sponsored_by empty",
+            native(),
+            json!({"content": {"sponsored_by": ""}}),
+            "content.sponsored_by",
+        ),
+        (
+            "native image_url bad",
+            native(),
+            json!({"content": {"image_url": "data:image/png;base64,AAAA"}}),
+            "content.image_url",
+        ),
+        (
+            "native icon_url bad",
+            native(),
+            json!({"content": {"icon_url": "icon.png"}}),
+            "content.icon_url",
+        ),
+        // VAST.
+        (
+            "vast with xml and url",
+            vast_xml(),
+            json!({"content": {"url": "https://ads.other.example/vast.xml"}}),
+            "content",
+        ),
+        (
+            "vast with neither",
+            vast_xml(),
+            json!({"content": {"xml": null}}),
+            "content",
+        ),
+        (
+            "vast xml without <VAST",
+            vast_xml(),
+            json!({"content": {"xml": "<html></html>"}}),
+            "content.xml",
+        ),
+        (
+            "vast xml too big",
+            vast_xml(),
+            json!({"content": {"xml": format!("<VAST>{too_big}</VAST>")}}),
+            "content.xml",
+        ),
+        (
+            "vast url bad",
+            vast_url(),
+            json!({"content": {"url": "ftp://ads.other.example/vast.xml"}}),
+            "content.url",
+        ),
+        (
+            "vast duration 0",
+            vast_xml(),
+            json!({"content": {"duration_secs": 0}}),
+            "content.duration_secs",
+        ),
+        (
+            "vast duration 3601",
+            vast_url(),
+            json!({"content": {"duration_secs": 3601}}),
+            "content.duration_secs",
+        ),
+    ];
+    for (description, base, patch, path) in cases {
+        let found = violations_of::<Creative>(patched(base, patch));
+        assert_eq!(
+            found,
+            vec![path.to_string()],
+            "creative case {description:?}: patch {patch}"
+        );
+    }
+
+    let exactly_max = "a".repeat(100_000);
+    let all_macros: String = marquee_model::HTML_MACROS
+        .iter()
+        .map(|m| format!("{{{{{m}}}}}"))
+        .collect();
+    let valid: &[(&str, Value, Value)] = &[
+        ("weight 1", image(), json!({"weight": 1})),
+        ("weight 1000", image(), json!({"weight": 1000})),
+        (
+            "http landing_url",
+            image(),
+            json!({"landing_url": "http://acme.example/?q=1#x"}),
+        ),
+        ("size 1x1", image(), json!({"size": {"w": 1, "h": 1}})),
+        (
+            "size 10000x10000",
+            html(),
+            json!({"size": {"w": 10000, "h": 10000}}),
+        ),
+        (
+            "html of exactly the limit",
+            html(),
+            json!({"content": {"html": exactly_max}}),
+        ),
+        (
+            "every macro",
+            html(),
+            json!({"content": {"html": all_macros}}),
+        ),
+        (
+            "tag without macros",
+            third_party_tag(),
+            json!({"content": {"tag": "<div>}}</div>"}}),
+        ),
+        (
+            "title 90 characters",
+            native(),
+            json!({"content": {"title": "ü".repeat(90)}}),
+        ),
+        (
+            "native without images",
+            native(),
+            json!({"content": {"image_url": null, "icon_url": null}}),
+        ),
+        (
+            "native with a size",
+            native(),
+            json!({"size": {"w": 1200, "h": 627}}),
+        ),
+        (
+            "vast duration 1",
+            vast_xml(),
+            json!({"content": {"duration_secs": 1}}),
+        ),
+        (
+            "vast duration 3600",
+            vast_url(),
+            json!({"content": {"duration_secs": 3600}}),
+        ),
+    ];
+    for (description, base, patch) in valid {
+        let found = violations_of::<Creative>(patched(base, patch));
+        assert_eq!(
+            found,
+            Vec::<String>::new(),
+            "creative case {description:?} should be valid"
+        );
+    }
+}
+
+#[test]
+fn publisher_has_only_the_name_rule() {
+    assert_eq!(
+        violations_of::<Publisher>(publisher()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        violations_of::<Publisher>(json!({"name": "Minimal"})),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        violations_of::<Publisher>(json!({"name": ""})),
+        vec!["name"]
+    );
+}
+
+#[test]
+fn site_rules() {
+    assert_cases::<Site>(
+        &site(),
+        &[
+            (
+                "upper case",
+                json!({"domain": "News.example.com"}),
+                "domain",
+            ),
+            ("single label", json!({"domain": "localhost"}), "domain"),
+            (
+                "underscore",
+                json!({"domain": "news_site.example.com"}),
+                "domain",
+            ),
+            (
+                "URL",
+                json!({"domain": "https://news.example.com/"}),
+                "domain",
+            ),
+            (
+                "empty label",
+                json!({"domain": "news..example.com"}),
+                "domain",
+            ),
+            (
+                "leading hyphen",
+                json!({"domain": "-news.example.com"}),
+                "domain",
+            ),
+            (
+                "label of 64",
+                json!({"domain": format!("{}.example.com", "a".repeat(64))}),
+                "domain",
+            ),
+        ],
+    );
+    assert_valid::<Site>(
+        &site(),
+        &[(
+            "label of 63",
+            json!({"domain": format!("{}.example.com", "a".repeat(63))}),
+        )],
+    );
+}
+
+#[test]
+fn placement_rules() {
+    assert_cases::<Placement>(
+        &placement(),
+        &[
+            ("no formats", json!({"formats": []}), "formats"),
+            (
+                "duplicate format",
+                json!({"formats": ["banner", "native", "banner"]}),
+                "formats[2]",
+            ),
+            ("banner without sizes", json!({"sizes": []}), "sizes"),
+            (
+                "duplicate size",
+                json!({"sizes": [{"w": 728, "h": 90}, {"w": 728, "h": 90}]}),
+                "sizes[1]",
+            ),
+            (
+                "height 0",
+                json!({"sizes": [{"w": 728, "h": 0}]}),
+                "sizes[0].h",
+            ),
+            (
+                "width 10001",
+                json!({"sizes": [{"w": 728, "h": 90}, {"w": 10001, "h": 90}]}),
+                "sizes[1].w",
+            ),
+        ],
+    );
+    assert_valid::<Placement>(
+        &placement(),
+        &[
+            (
+                "video without sizes",
+                json!({"sizes": [], "formats": ["video"]}),
+            ),
+            (
+                "native and audio without sizes",
+                json!({"sizes": [], "formats": ["native", "audio"]}),
+            ),
+            (
+                "no sizes field",
+                json!({"sizes": null, "formats": ["video"]}),
+            ),
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// All violations at once
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn all_violations_are_reported_at_once() {
+    let line_item = patched(
+        &line_item(),
+        &json!({
+            "name": "",
+            "time_zone": "Nowhere/Land",
+            "end": "2026-01-01T00:00:00",
+            "weight": 0,
+            "goal": {"daily": 0, "lifetime": 0},
+            "price": {"amount_micros": -5},
+            "frequency_caps": [{"count": 0, "window": "1d"}, {"count": 1, "window": "24h"}],
+            "targeting": {"country": ["de"]}
+        }),
+    );
+    assert_eq!(
+        violations_of::<LineItem>(line_item),
+        vec![
+            "name",
+            "time_zone",
+            "end",
+            "weight",
+            "goal.daily",
+            "goal.lifetime",
+            "price.amount_micros",
+            "frequency_caps[0].count",
+            "frequency_caps[1].window",
+            "targeting.country[0]",
+        ]
+    );
+
+    let creative = patched(
+        &html(),
+        &json!({
+            "name": "\u{0}",
+            "landing_url": "javascript:void(0)",
+            "weight": 5000,
+            "size": {"w": 0, "h": 0},
+            "content": {"html": "{{A}} {{B}} {{CLICK_URL}}"}
+        }),
+    );
+    assert_eq!(
+        violations_of::<Creative>(creative),
+        vec![
+            "name",
+            "landing_url",
+            "weight",
+            "size.w",
+            "size.h",
+            "content.html",
+            "content.html"
+        ]
+    );
+
+    let vast = patched(
+        &vast_xml(),
+        &json!({"content": {"url": "x", "duration_secs": 0}}),
+    );
+    assert_eq!(
+        violations_of::<Creative>(vast),
+        vec!["content", "content.duration_secs"]
+    );
+
+    let placement = patched(
+        &placement(),
+        &json!({
+            "formats": ["banner", "banner", "video", "video"],
+            "sizes": [{"w": 0, "h": 90}, {"w": 0, "h": 90}]
+        }),
+    );
+    assert_eq!(
+        violations_of::<Placement>(placement),
+        vec![
+            "formats[1]",
+            "formats[3]",
+            "sizes[1]",
+            "sizes[0].w",
+            "sizes[1].w"
+        ]
+    );
+
+    let advertiser = patched(
+        &advertiser(),
+        &json!({"time_zone": "", "domains": ["A.example", "A.example"]}),
+    );
+    assert_eq!(
+        violations_of::<Advertiser>(advertiser),
+        vec!["time_zone", "domains[1]", "domains[0]", "domains[1]"]
+    );
+}
+
+#[test]
+fn validation_error_lists_paths_and_messages() {
+    let doc = patched(&line_item(), &json!({"weight": 0, "goal": {"daily": 0}}));
+    let err = parse::<LineItem>(doc).validate().unwrap_err();
+    assert!(
+        err.violations.iter().all(|v| !v.message.is_empty()),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.starts_with("weight: "), "{text}");
+    assert!(text.contains("; goal.daily: "), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parse-level errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn unknown_fields_are_rejected_everywhere() {
+    fn rejects<T: Object>(description: &str, base: Value, patch: Value, field: &str) {
+        let error = parse_error::<T>(patched(&base, &patch));
+        assert!(
+            error.contains("unknown field") && error.contains(field),
+            "{} {description}: {error}",
+            T::KIND.name()
+        );
+    }
+    rejects::<Advertiser>(
+        "top level",
+        advertiser(),
+        json!({"website": "x"}),
+        "website",
+    );
+    rejects::<Campaign>("top level", campaign(), json!({"budget": 1}), "budget");
+    rejects::<Campaign>(
+        "frequency cap",
+        campaign(),
+        json!({"frequency_caps": [{"count": 1, "window": "1d", "per": "user"}]}),
+        "per",
+    );
+    rejects::<LineItem>("top level", line_item(), json!({"priority": 1}), "priority");
+    rejects::<LineItem>(
+        "goal",
+        line_item(),
+        json!({"goal": {"hourly": 5}}),
+        "hourly",
+    );
+    rejects::<LineItem>(
+        "price",
+        line_item(),
+        json!({"price": {"floor": 1}}),
+        "floor",
+    );
+    rejects::<LineItem>(
+        "frequency cap",
+        line_item(),
+        json!({"frequency_caps": [{"count": 1, "window": "1d", "scope": "device"}]}),
+        "scope",
+    );
+    rejects::<Creative>("top level", image(), json!({"click_url": "x"}), "click_url");
+    rejects::<Creative>("size", image(), json!({"size": {"depth": 1}}), "depth");
+    rejects::<Creative>(
+        "image content",
+        image(),
+        json!({"content": {"width": 300}}),
+        "width",
+    );
+    rejects::<Creative>(
+        "html content",
+        html(),
+        json!({"content": {"css": "x"}}),
+        "css",
+    );
+    rejects::<Creative>(
+        "tag content",
+        third_party_tag(),
+        json!({"content": {"vendor": "x"}}),
+        "vendor",
+    );
+    rejects::<Creative>(
+        "native content",
+        native(),
+        json!({"content": {"rating": 5}}),
+        "rating",
+    );
+    rejects::<Creative>(
+        "vast content",
+        vast_xml(),
+        json!({"content": {"skippable": true}}),
+        "skippable",
+    );
+    rejects::<Creative>(
+        "field of another content type",
+        html(),
+        json!({"content": {"image_url": "https://cdn.acme.example/a.png"}}),
+        "image_url",
+    );
+    rejects::<Publisher>(
+        "top level",
+        publisher(),
+        json!({"country": "DE"}),
+        "country",
+    );
+    rejects::<Site>(
+        "top level",
+        site(),
+        json!({"url": "https://news.example.com"}),
+        "url",
+    );
+    rejects::<Placement>("top level", placement(), json!({"floor": 1}), "floor");
+    rejects::<Placement>(
+        "size",
+        placement(),
+        json!({"sizes": [{"w": 728, "h": 90, "unit": "px"}]}),
+        "unit",
+    );
+}
+
+#[test]
+fn content_type_must_be_known_and_present() {
+    let error = parse_error::<Creative>(patched(&image(), &json!({"content": {"type": "video"}})));
+    assert!(error.contains("unknown variant"), "{error}");
+    let error = parse_error::<Creative>(patched(&image(), &json!({"content": {"type": null}})));
+    assert!(error.contains("type"), "{error}");
+    let error = parse_error::<Creative>(patched(&html(), &json!({"content": {"html": null}})));
+    assert!(error.contains("missing field"), "{error}");
+}
+
+#[test]
+fn currency_must_be_three_upper_case_letters() {
+    for bad in ["eur", "Eur", "EURO", "EU", "", "E1R"] {
+        let error = parse_error::<Advertiser>(patched(&advertiser(), &json!({"currency": bad})));
+        assert!(error.contains("ISO 4217"), "{bad:?}: {error}");
+        let error =
+            parse_error::<LineItem>(patched(&line_item(), &json!({"price": {"currency": bad}})));
+        assert!(error.contains("ISO 4217"), "{bad:?}: {error}");
+    }
+    let advertiser: Advertiser = parse(patched(&advertiser(), &json!({"currency": "USD"})));
+    assert_eq!(advertiser.currency, Currency::USD);
+}
+
+#[test]
+fn bad_cap_windows_do_not_parse() {
+    for bad in [
+        "0d",
+        "1y",
+        "90s",
+        "367d",
+        "d",
+        "1.5h",
+        "",
+        "0m",
+        "53w",
+        "-1d",
+        "+1d",
+        " 1d",
+        "1d ",
+        "1D",
+        "1 d",
+        "1dd",
+        "4294967295m",
+    ] {
+        let doc = patched(
+            &campaign(),
+            &json!({"frequency_caps": [{"count": 1, "window": bad}]}),
+        );
+        let error = parse_error::<Campaign>(doc);
+        assert!(error.contains("must be a whole number"), "{bad:?}: {error}");
+        assert!(
+            serde_json::from_value::<CapWindow>(json!(bad)).is_err(),
+            "{bad:?}"
+        );
+    }
+    // Not a string at all.
+    assert!(serde_json::from_value::<CapWindow>(json!(3600)).is_err());
+}
+
+#[test]
+fn cap_windows_round_trip_in_their_largest_whole_unit() {
+    for (written, seconds, serialised) in [
+        ("1m", 60, "1m"),
+        ("90m", 5_400, "90m"),
+        ("60m", 3_600, "1h"),
+        ("1440m", 86_400, "1d"),
+        ("24h", 86_400, "1d"),
+        ("36h", 129_600, "36h"),
+        ("168h", 604_800, "1w"),
+        ("14d", 1_209_600, "2w"),
+        ("52w", 31_449_600, "52w"),
+        ("366d", 31_622_400, "366d"),
+        ("007d", 604_800, "1w"),
+    ] {
+        let window: CapWindow = serde_json::from_value(json!(written)).unwrap();
+        assert_eq!(window.seconds(), seconds, "{written}");
+        assert_eq!(
+            serde_json::to_value(window).unwrap(),
+            json!(serialised),
+            "{written}"
+        );
+        assert_eq!(window.to_string(), serialised, "{written}");
+        // And the serialised form parses back to the same window.
+        let again: CapWindow = serde_json::from_value(json!(serialised)).unwrap();
+        assert_eq!(again, window, "{written}");
+    }
+    assert_eq!(CapWindow::from_seconds(5_400).unwrap().to_string(), "90m");
+    assert!(CapWindow::from_seconds(59).is_err());
+    assert!(CapWindow::from_seconds(90).is_err());
+    assert!(CapWindow::from_seconds(366 * 86_400 + 60).is_err());
+}
+
+#[test]
+fn unknown_enum_values_do_not_parse() {
+    let cases: &[(&str, Value)] = &[
+        ("tier", json!({"tier": "gold"})),
+        ("tier in the wrong case", json!({"tier": "Standard"})),
+        ("status", json!({"status": "deleted"})),
+        ("pacing", json!({"pacing": "fast"})),
+        ("rotation", json!({"rotation": "random"})),
+        ("goal metric", json!({"goal": {"metric": "views"}})),
+        ("pricing model", json!({"price": {"model": "cpa"}})),
+    ];
+    for (description, patch) in cases {
+        let error = parse_error::<LineItem>(patched(&line_item(), patch));
+        assert!(error.contains("unknown variant"), "{description}: {error}");
+    }
+    let error = parse_error::<Placement>(patched(&placement(), &json!({"formats": ["popup"]})));
+    assert!(error.contains("unknown variant"), "{error}");
+
+    for (tier, expected) in [
+        ("house", Tier::House),
+        ("remnant", Tier::Remnant),
+        ("standard", Tier::Standard),
+        ("sponsorship", Tier::Sponsorship),
+    ] {
+        let li: LineItem = parse(patched(&line_item(), &json!({"tier": tier})));
+        assert_eq!(li.tier, expected);
+    }
+}
+
+#[test]
+fn wrong_json_types_do_not_parse() {
+    for patch in [
+        json!({"weight": -1}),
+        json!({"weight": "100"}),
+        json!({"start": "2026-03-01"}),
+        json!({"start": "2026-03-01T00:00:00Z"}),
+        json!({"end": "2026-13-01T00:00:00"}),
+        json!({"campaign_id": "2"}),
+        json!({"frequency_caps": {"count": 1, "window": "1d"}}),
+    ] {
+        assert!(
+            serde_json::from_value::<LineItem>(patched(&line_item(), &patch)).is_err(),
+            "{patch}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flight resolution
+// ---------------------------------------------------------------------------------------------
+
+fn ts(s: &str) -> jiff::Timestamp {
+    s.parse().unwrap()
+}
+
+#[test]
+fn flight_resolves_local_times_in_the_line_item_zone() {
+    // Winter (CET, +01:00) start, summer (CEST, +02:00) end.
+    let li: LineItem = parse(patched(
+        &line_item(),
+        &json!({"start": "2026-03-01T00:00:00", "end": "2026-07-01T00:00:00"}),
+    ));
+    assert_eq!(
+        li.flight(),
+        Some((ts("2026-02-28T23:00:00Z"), Some(ts("2026-06-30T22:00:00Z"))))
+    );
+
+    let open: LineItem = parse(patched(
+        &line_item(),
+        &json!({"start": "2026-06-15T12:30:00", "end": null, "time_zone": "America/New_York"}),
+    ));
+    assert_eq!(open.flight(), Some((ts("2026-06-15T16:30:00Z"), None)));
+
+    let unknown: LineItem = parse(patched(&line_item(), &json!({"time_zone": "Mars/Base"})));
+    assert_eq!(unknown.flight(), None);
+}
+
+#[test]
+fn flight_resolves_a_local_time_in_a_dst_gap() {
+    // Clocks in Berlin jump from 02:00 CET to 03:00 CEST on 2026-03-29; 02:30 never happens.
+    let li: LineItem = parse(patched(
+        &line_item(),
+        &json!({"start": "2026-03-29T02:30:00", "end": "2026-04-29T00:00:00"}),
+    ));
+    assert_eq!(li.validate(), Ok(()));
+    let (start, end) = li.flight().expect("resolves");
+    // 02:30 read with either offset: +02:00 gives 00:30Z, +01:00 gives 01:30Z.
+    assert!(
+        (ts("2026-03-29T00:30:00Z")..=ts("2026-03-29T01:30:00Z")).contains(&start),
+        "{start}"
+    );
+    assert_eq!(end, Some(ts("2026-04-28T22:00:00Z")));
+
+    // A time repeated when the clocks go back (2026-10-25, 02:00–03:00 twice) resolves too.
+    let li: LineItem = parse(patched(
+        &line_item(),
+        &json!({"start": "2026-10-25T02:30:00", "end": "2026-11-01T00:00:00"}),
+    ));
+    let (start, _) = li.flight().expect("resolves");
+    assert!(
+        (ts("2026-10-25T00:30:00Z")..=ts("2026-10-25T01:30:00Z")).contains(&start),
+        "{start}"
+    );
+}
+
+/// A line item that passes validation should have a flight that ends after it starts.
+#[test]
+#[ignore = "model bug: `end > start` is compared in local time, but a start in a DST gap resolves \
+            to an instant after an end just past the gap"]
+fn valid_flight_never_ends_before_it_starts() {
+    let li: LineItem = parse(patched(
+        &line_item(),
+        &json!({"start": "2026-03-29T02:30:00", "end": "2026-03-29T03:00:00", "goal": null}),
+    ));
+    assert_eq!(li.validate(), Ok(()));
+    let (start, end) = li.flight().expect("resolves");
+    let end = end.expect("has an end");
+    assert!(
+        end > start,
+        "validated flight resolves to start {start}, end {end}"
+    );
+}
+
+/// A line item that passes validation should have a flight that resolves.
+#[test]
+#[ignore = "model bug: validation accepts local times near the ends of the civil range that \
+            flight() cannot turn into instants, so the line item is silently dropped"]
+fn valid_flight_always_resolves() {
+    let li: LineItem = parse(patched(
+        &line_item(),
+        &json!({
+            "start": "9999-12-31T00:00:00",
+            "end": "9999-12-31T23:59:59",
+            "time_zone": "UTC",
+            "goal": null
+        }),
+    ));
+    assert_eq!(li.validate(), Ok(()));
+    assert!(li.flight().is_some(), "validated line item has no flight");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Money
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn micros_are_bare_json_integers() {
+    assert_eq!(
+        serde_json::to_value(Micros(2_500_000)).unwrap(),
+        json!(2_500_000)
+    );
+    assert_eq!(serde_json::to_string(&Micros(-1)).unwrap(), "-1");
+    assert_eq!(
+        serde_json::from_value::<Micros>(json!(2_500_000)).unwrap(),
+        Micros(2_500_000)
+    );
+    assert_eq!(
+        serde_json::from_value::<Micros>(json!(i64::MAX)).unwrap(),
+        Micros(i64::MAX)
+    );
+    for bad in [
+        json!("2500000"),
+        json!(2.5),
+        json!({"micros": 1}),
+        json!(u64::MAX),
+    ] {
+        assert!(
+            serde_json::from_value::<Micros>(bad.clone()).is_err(),
+            "{bad}"
+        );
+    }
+
+    let price = Price {
+        model: PricingModel::Cpm,
+        amount_micros: Micros(1_250_000),
+        currency: Currency::EUR,
+    };
+    assert_eq!(
+        serde_json::to_value(price).unwrap(),
+        json!({"model": "cpm", "amount_micros": 1250000, "currency": "EUR"})
+    );
+    let li: LineItem = parse(line_item());
+    assert_eq!(li.price.amount_micros, Micros(2_500_000));
+}
