@@ -96,9 +96,39 @@ fn add_object_routes<T: Object>(
     let item = format!("{collection}/{{id}}");
     let ops = openapi::object_operations::<T>();
     table
-        .route(Method::GET, &collection, objects::list::<T>, state.clone(), ops.list)
-        .route(Method::POST, &collection, objects::create::<T>, state.clone(), ops.create)
-        .route(Method::GET, &item, objects::get::<T>, state.clone(), ops.get)
-        .route(Method::PUT, &item, objects::update::<T>, state.clone(), ops.update)
-        .route(Method::DELETE, &item, objects::archive::<T>, state.clone(), ops.archive)
+        .route(
+            Method::GET,
+            &collection,
+            objects::list::<T>,
+            state.clone(),
+            ops.list,
+        )
+        .route(
+            Method::POST,
+            &collection,
+            objects::create::<T>,
+            state.clone(),
+            ops.create,
+        )
+        .route(
+            Method::GET,
+            &item,
+            objects::get::<T>,
+            state.clone(),
+            ops.get,
+        )
+        .route(
+            Method::PUT,
+            &item,
+            objects::update::<T>,
+            state.clone(),
+            ops.update,
+        )
+        .route(
+            Method::DELETE,
+            &item,
+            objects::archive::<T>,
+            state.clone(),
+            ops.archive,
+        )
 }

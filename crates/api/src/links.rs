@@ -32,16 +32,22 @@ pub async fn list(
         .store
         .placements_of(LineItemId(id), principal.scope())
         .await?;
-    Ok(Json(json!({ "line_item_id": id, "placement_ids": placements })))
+    Ok(Json(
+        json!({ "line_item_id": id, "placement_ids": placements }),
+    ))
 }
 
 fn parse_pair(line_item: &str, placement: &str) -> Result<(LineItemId, PlacementId), ApiError> {
-    let placement = placement.parse::<u64>().ok().filter(|id| *id > 0).ok_or_else(|| {
-        ApiError::bad_field(
-            "placement_id",
-            format!("{placement:?} is not a positive integer id"),
-        )
-    })?;
+    let placement = placement
+        .parse::<u64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| {
+            ApiError::bad_field(
+                "placement_id",
+                format!("{placement:?} is not a positive integer id"),
+            )
+        })?;
     Ok((LineItemId(parse_id(line_item)?), PlacementId(placement)))
 }
 

@@ -88,7 +88,9 @@ fn parse_fields(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>,
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(fields)) => Ok(fields),
         Ok(_) => Err(ApiError::bad_request("body must be a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("body is not valid JSON: {e}"))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "body is not valid JSON: {e}"
+        ))),
     }
 }
 
@@ -229,7 +231,9 @@ pub async fn list<T: Object>(
         None
     };
     let items = rows.iter().map(resource).collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(serde_json::json!({ "items": items, "next_after": next_after })))
+    Ok(Json(
+        serde_json::json!({ "items": items, "next_after": next_after }),
+    ))
 }
 
 pub async fn update<T: Object>(
@@ -258,7 +262,10 @@ pub async fn update<T: Object>(
     if let Some(body_id) = fields.get("id")
         && body_id.as_u64() != Some(id)
     {
-        return Err(ApiError::bad_field("id", "does not match the id in the path"));
+        return Err(ApiError::bad_field(
+            "id",
+            "does not match the id in the path",
+        ));
     }
     for field in READ_ONLY_FIELDS {
         fields.remove(field);

@@ -95,7 +95,12 @@ pub fn object_operations<T: Object>() -> ObjectOperations {
     let name = T::schema_name();
     let resource = schema_ref(&format!("{name}Resource"));
     let id = || vec![id_parameter("id", &format!("{} id", label(kind)))];
-    let invalid = || (422, error_response("a field breaks a rule; `fields` names each"));
+    let invalid = || {
+        (
+            422,
+            error_response("a field breaks a rule; `fields` names each"),
+        )
+    };
     let unreadable = || {
         (
             400,
@@ -142,58 +147,53 @@ pub fn object_operations<T: Object>() -> ObjectOperations {
     });
     ObjectOperations {
         list: operation(
-                format!("List {}", kind.collection()),
-                tag,
-                list_parameters,
-                None,
-                responses([(200, response("one page", page)), unreadable()]),
-            ),
+            format!("List {}", kind.collection()),
+            tag,
+            list_parameters,
+            None,
+            responses([(200, response("one page", page)), unreadable()]),
+        ),
         create: operation(
-                format!("Create a {}", label(kind)),
-                tag,
-                vec![],
-                Some(schema_ref(&name)),
-                responses([
-                    (201, response("created", resource.clone())),
-                    unreadable(),
-                    invalid(),
-                ]),
-            ),
+            format!("Create a {}", label(kind)),
+            tag,
+            vec![],
+            Some(schema_ref(&name)),
+            responses([
+                (201, response("created", resource.clone())),
+                unreadable(),
+                invalid(),
+            ]),
+        ),
         get: operation(
-                format!("Read a {}", label(kind)),
-                tag,
-                id(),
-                None,
-                responses([(200, response("the object", resource.clone())), missing()]),
-            ),
+            format!("Read a {}", label(kind)),
+            tag,
+            id(),
+            None,
+            responses([(200, response("the object", resource.clone())), missing()]),
+        ),
         update: operation(
-                format!(
-                    "Replace a {} (send the `version` you read)",
-                    label(kind)
+            format!("Replace a {} (send the `version` you read)", label(kind)),
+            tag,
+            id(),
+            Some(schema_ref(&format!("{name}Update"))),
+            responses([
+                (200, response("updated", resource.clone())),
+                unreadable(),
+                missing(),
+                (
+                    409,
+                    error_response("stale version (`current_version` says the latest) or archived"),
                 ),
-                tag,
-                id(),
-                Some(schema_ref(&format!("{name}Update"))),
-                responses([
-                    (200, response("updated", resource.clone())),
-                    unreadable(),
-                    missing(),
-                    (
-                        409,
-                        error_response(
-                            "stale version (`current_version` says the latest) or archived",
-                        ),
-                    ),
-                    invalid(),
-                ]),
-            ),
+                invalid(),
+            ]),
+        ),
         archive: operation(
-                format!("Archive a {}", label(kind)),
-                tag,
-                id(),
-                None,
-                responses([(200, response("archived", resource)), missing()]),
-            ),
+            format!("Archive a {}", label(kind)),
+            tag,
+            id(),
+            None,
+            responses([(200, response("archived", resource)), missing()]),
+        ),
     }
 }
 
@@ -214,7 +214,10 @@ pub fn link_list_operation() -> Value {
                     }}),
                 ),
             ),
-            (404, error_response("no such line item visible to this token")),
+            (
+                404,
+                error_response("no such line item visible to this token"),
+            ),
         ]),
     )
 }
@@ -227,7 +230,10 @@ pub fn link_operation(link: bool) -> Value {
     let result = if link {
         responses([
             (201, response("linked", json!({ "type": "object" }))),
-            (200, response("was already linked", json!({ "type": "object" }))),
+            (
+                200,
+                response("was already linked", json!({ "type": "object" })),
+            ),
             (404, error_response("no such line item or placement")),
         ])
     } else {
@@ -262,8 +268,14 @@ pub fn add_schemas(
             &[
                 ("id", json!({ "type": "integer", "minimum": 1 })),
                 ("version", json!({ "type": "integer", "minimum": 1 })),
-                ("created_at", json!({ "type": "string", "format": "date-time" })),
-                ("updated_at", json!({ "type": "string", "format": "date-time" })),
+                (
+                    "created_at",
+                    json!({ "type": "string", "format": "date-time" }),
+                ),
+                (
+                    "updated_at",
+                    json!({ "type": "string", "format": "date-time" }),
+                ),
             ],
         );
         let update = with_properties(

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::handler::Handler;
 use axum::http::{Method, header};
 use axum::routing::{MethodFilter, get, on};
-use axum::Router;
 use serde_json::{Map, Value, json};
 
 use crate::{ApiError, openapi};
@@ -75,14 +75,17 @@ impl RouteTable {
     /// The router, with the OpenAPI document describing exactly its routes served (and
     /// described) at [`crate::OPENAPI_PATH`], and JSON answers for unknown paths and methods.
     pub fn into_router(mut self, title: &str, version: &str) -> Router {
-        self.paths.entry(crate::OPENAPI_PATH.to_owned()).or_default().insert(
-            "get".into(),
-            openapi::public_operation(
-                "This document",
-                "meta",
-                openapi::responses([(200, json!({ "description": "OpenAPI 3 document" }))]),
-            ),
-        );
+        self.paths
+            .entry(crate::OPENAPI_PATH.to_owned())
+            .or_default()
+            .insert(
+                "get".into(),
+                openapi::public_operation(
+                    "This document",
+                    "meta",
+                    openapi::responses([(200, json!({ "description": "OpenAPI 3 document" }))]),
+                ),
+            );
         let document: Arc<str> = json!({
             "openapi": "3.0.3",
             "info": {

@@ -49,8 +49,7 @@ impl App {
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock).unwrap());
-        let router =
-            add_routes(RouteTable::new(), Arc::clone(&store)).into_router("test", "0");
+        let router = add_routes(RouteTable::new(), Arc::clone(&store)).into_router("test", "0");
         let mut app = App {
             router,
             store,
@@ -83,9 +82,8 @@ impl App {
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                Value::String(String::from_utf8_lossy(&bytes).into_owned())
-            })
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
         Reply {
             status,
@@ -94,7 +92,13 @@ impl App {
         }
     }
 
-    async fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Reply {
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = token {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -110,12 +114,15 @@ impl App {
     }
 
     async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
-        self.call(method, path, Some(&self.admin.clone()), body).await
+        self.call(method, path, Some(&self.admin.clone()), body)
+            .await
     }
 
     /// Creates as admin and returns the new id.
     async fn create(&self, collection: &str, body: Value) -> u64 {
-        let reply = self.admin("POST", &format!("/api/v1/{collection}"), Some(body)).await;
+        let reply = self
+            .admin("POST", &format!("/api/v1/{collection}"), Some(body))
+            .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
         reply.body["id"].as_u64().unwrap()
     }
@@ -160,7 +167,10 @@ struct World {
 async fn world(app: &App, name: &str) -> World {
     let advertiser = app.create("advertisers", advertiser(name)).await;
     let campaign = app
-        .create("campaigns", json!({ "advertiser_id": advertiser, "name": "Winter" }))
+        .create(
+            "campaigns",
+            json!({ "advertiser_id": advertiser, "name": "Winter" }),
+        )
         .await;
     let line_item = app.create("line-items", line_item(campaign)).await;
     let creative = app
@@ -244,11 +254,24 @@ async fn every_kind_has_five_documented_operations_and_schemas() {
     ] {
         let list = &doc["paths"][format!("/api/v1/{collection}")];
         let item = &doc["paths"][format!("/api/v1/{collection}/{{id}}")];
-        for op in [&list["get"], &list["post"], &item["get"], &item["put"], &item["delete"]] {
+        for op in [
+            &list["get"],
+            &list["post"],
+            &item["get"],
+            &item["put"],
+            &item["delete"],
+        ] {
             assert!(op.is_object(), "{collection}: missing operation");
         }
-        for name in [schema.to_owned(), format!("{schema}Resource"), format!("{schema}Update")] {
-            assert!(doc["components"]["schemas"][&name].is_object(), "schema {name}");
+        for name in [
+            schema.to_owned(),
+            format!("{schema}Resource"),
+            format!("{schema}Update"),
+        ] {
+            assert!(
+                doc["components"]["schemas"][&name].is_object(),
+                "schema {name}"
+            );
         }
         assert!(
             doc["components"]["schemas"][format!("{schema}Update")]["required"]
@@ -263,16 +286,31 @@ async fn every_kind_has_five_documented_operations_and_schemas() {
 async fn every_documented_route_is_served() {
     let app = App::new().await;
     let w = world(&app, "Acme").await;
-    app.admin("PUT", &format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement), None)
-        .await;
+    app.admin(
+        "PUT",
+        &format!(
+            "/api/v1/line-items/{}/placements/{}",
+            w.line_item, w.placement
+        ),
+        None,
+    )
+    .await;
     let doc = openapi(&app).await;
     let routes = documented_routes(&doc, 1);
-    assert!(routes.len() >= 7 * 5 + 4, "only {} routes documented", routes.len());
+    assert!(
+        routes.len() >= 7 * 5 + 4,
+        "only {} routes documented",
+        routes.len()
+    );
     for (method, path, _) in routes {
         let reply = app.admin(&method, &path, Some(json!({}))).await;
         let unrouted = reply.body["error"]["message"] == "no such route"
             || reply.status == StatusCode::METHOD_NOT_ALLOWED;
-        assert!(!unrouted, "{method} {path} is documented but not routed: {}", reply.body);
+        assert!(
+            !unrouted,
+            "{method} {path} is documented but not routed: {}",
+            reply.body
+        );
     }
     // And the router does not serve what is not documented.
     let reply = app.admin("GET", "/api/v1/line-item", None).await;
@@ -292,7 +330,11 @@ async fn every_protected_route_refuses_missing_and_unknown_tokens() {
         }
         for token in [None, Some("mq_0000"), Some("not-a-marquee-token")] {
             let reply = app.call(&method, &path, token, None).await;
-            assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{method} {path} with {token:?}");
+            assert_eq!(
+                reply.status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {token:?}"
+            );
             assert_eq!(reply.headers[header::WWW_AUTHENTICATE], "Bearer");
         }
     }
@@ -307,33 +349,76 @@ async fn roles_are_confined_to_their_side() {
 
     let forbidden = [
         (&advertiser, "GET", "/api/v1/publishers".to_owned(), None),
-        (&advertiser, "GET", format!("/api/v1/placements/{}", w.placement), None),
+        (
+            &advertiser,
+            "GET",
+            format!("/api/v1/placements/{}", w.placement),
+            None,
+        ),
         (&publisher, "GET", "/api/v1/line-items".to_owned(), None),
-        (&publisher, "DELETE", format!("/api/v1/creatives/{}", w.creative), None),
-        (&advertiser, "POST", "/api/v1/advertisers".to_owned(), Some(advertiser_body())),
-        (&publisher, "POST", "/api/v1/publishers".to_owned(), Some(json!({ "name": "P" }))),
+        (
+            &publisher,
+            "DELETE",
+            format!("/api/v1/creatives/{}", w.creative),
+            None,
+        ),
+        (
+            &advertiser,
+            "POST",
+            "/api/v1/advertisers".to_owned(),
+            Some(advertiser_body()),
+        ),
+        (
+            &publisher,
+            "POST",
+            "/api/v1/publishers".to_owned(),
+            Some(json!({ "name": "P" })),
+        ),
         (
             &advertiser,
             "PUT",
-            format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement),
+            format!(
+                "/api/v1/line-items/{}/placements/{}",
+                w.line_item, w.placement
+            ),
             None,
         ),
     ];
     for (token, method, path, body) in forbidden {
         let reply = app.call(method, &path, Some(token), body).await;
-        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{method} {path}: {}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "{method} {path}: {}",
+            reply.body
+        );
     }
     // Their own side works.
     let reply = app
-        .call("GET", &format!("/api/v1/campaigns/{}", w.campaign), Some(&advertiser), None)
+        .call(
+            "GET",
+            &format!("/api/v1/campaigns/{}", w.campaign),
+            Some(&advertiser),
+            None,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::OK);
     let reply = app
-        .call("GET", &format!("/api/v1/sites/{}", w.site), Some(&publisher), None)
+        .call(
+            "GET",
+            &format!("/api/v1/sites/{}", w.site),
+            Some(&publisher),
+            None,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::OK);
     let reply = app
-        .call("GET", &format!("/api/v1/line-items/{}/placements", w.line_item), Some(&advertiser), None)
+        .call(
+            "GET",
+            &format!("/api/v1/line-items/{}/placements", w.line_item),
+            Some(&advertiser),
+            None,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::OK);
 }
@@ -350,20 +435,49 @@ async fn another_tenants_objects_do_not_exist() {
     let token = app.token(Role::Advertiser, Some(acme.advertiser)).await;
 
     for (method, path, body) in [
-        ("GET", format!("/api/v1/advertisers/{}", globex.advertiser), None),
-        ("GET", format!("/api/v1/campaigns/{}", globex.campaign), None),
-        ("GET", format!("/api/v1/line-items/{}", globex.line_item), None),
-        ("GET", format!("/api/v1/creatives/{}", globex.creative), None),
-        ("DELETE", format!("/api/v1/campaigns/{}", globex.campaign), None),
+        (
+            "GET",
+            format!("/api/v1/advertisers/{}", globex.advertiser),
+            None,
+        ),
+        (
+            "GET",
+            format!("/api/v1/campaigns/{}", globex.campaign),
+            None,
+        ),
+        (
+            "GET",
+            format!("/api/v1/line-items/{}", globex.line_item),
+            None,
+        ),
+        (
+            "GET",
+            format!("/api/v1/creatives/{}", globex.creative),
+            None,
+        ),
+        (
+            "DELETE",
+            format!("/api/v1/campaigns/{}", globex.campaign),
+            None,
+        ),
         (
             "PUT",
             format!("/api/v1/campaigns/{}", globex.campaign),
             Some(json!({ "advertiser_id": globex.advertiser, "name": "Stolen", "version": 1 })),
         ),
-        ("GET", format!("/api/v1/line-items/{}/placements", globex.line_item), None),
+        (
+            "GET",
+            format!("/api/v1/line-items/{}/placements", globex.line_item),
+            None,
+        ),
     ] {
         let reply = app.call(method, &path, Some(&token), body).await;
-        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{method} {path}: {}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::NOT_FOUND,
+            "{method} {path}: {}",
+            reply.body
+        );
     }
     // Creating under another tenant's parent is refused like a missing parent.
     let reply = app
@@ -377,7 +491,9 @@ async fn another_tenants_objects_do_not_exist() {
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.field_paths(), ["advertiser_id"]);
     // Lists only show the tenant's own rows.
-    let reply = app.call("GET", "/api/v1/campaigns", Some(&token), None).await;
+    let reply = app
+        .call("GET", "/api/v1/campaigns", Some(&token), None)
+        .await;
     let ids: Vec<u64> = reply.body["items"]
         .as_array()
         .unwrap()
@@ -414,7 +530,10 @@ async fn a_stale_version_is_a_conflict() {
     let second = app.admin("PUT", &path, Some(body)).await;
     assert_eq!(second.status, StatusCode::CONFLICT);
     assert_eq!(second.body["error"]["current_version"], 2);
-    assert_eq!(app.admin("GET", &path, None).await.body["name"], "First edit");
+    assert_eq!(
+        app.admin("GET", &path, None).await.body["name"],
+        "First edit"
+    );
 }
 
 #[tokio::test]
@@ -447,19 +566,31 @@ async fn updates_must_name_a_version_and_may_not_move_or_archive() {
     let path = format!("/api/v1/campaigns/{}", w.campaign);
 
     let reply = app
-        .admin("PUT", &path, Some(json!({ "advertiser_id": w.advertiser, "name": "X" })))
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "advertiser_id": w.advertiser, "name": "X" })),
+        )
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.field_paths(), ["version"]);
 
     let reply = app
-        .admin("PUT", &path, Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": "1" })))
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": "1" })),
+        )
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.field_paths(), ["version"]);
 
     let reply = app
-        .admin("PUT", &path, Some(json!({ "advertiser_id": other, "name": "X", "version": 1 })))
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "advertiser_id": other, "name": "X", "version": 1 })),
+        )
         .await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.field_paths(), ["advertiser_id"]);
@@ -503,7 +634,13 @@ async fn archiving_is_final_and_idempotent() {
     assert_eq!(reply.field_paths(), ["campaign_id"]);
 
     let reply = app
-        .admin("POST", "/api/v1/advertisers", Some(json!({ "name": "A", "currency": "EUR", "time_zone": "UTC", "status": "archived" })))
+        .admin(
+            "POST",
+            "/api/v1/advertisers",
+            Some(
+                json!({ "name": "A", "currency": "EUR", "time_zone": "UTC", "status": "archived" }),
+            ),
+        )
         .await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.field_paths(), ["status"]);
@@ -520,7 +657,12 @@ async fn validation_errors_name_every_field() {
     body["targeting"] = json!({ "all": [{ "country": ["Germany"] }] });
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
     assert_eq!(reply.body["error"]["code"], "validation_failed");
     let mut paths = reply.field_paths();
     paths.sort();
@@ -545,7 +687,10 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
             json!({ "advertiser_id": w.advertiser, "name": "X", "colour": "red" }),
             "colour",
         ),
-        (json!({ "advertiser_id": "one", "name": "X" }), "advertiser_id"),
+        (
+            json!({ "advertiser_id": "one", "name": "X" }),
+            "advertiser_id",
+        ),
         (
             json!({ "advertiser_id": w.advertiser, "name": "X", "frequency_caps": [{ "count": 1, "window": "1y" }] }),
             "frequency_caps[0].window",
@@ -553,11 +698,17 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
         (json!({ "name": "X" }), "$"),
     ];
     for (body, path) in cases {
-        let reply = app.admin("POST", "/api/v1/campaigns", Some(body.clone())).await;
+        let reply = app
+            .admin("POST", "/api/v1/campaigns", Some(body.clone()))
+            .await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}");
         let named = reply.field_paths();
         assert!(
-            named.iter().any(|p| p == path) || reply.body["error"]["message"].as_str().unwrap().contains(path),
+            named.iter().any(|p| p == path)
+                || reply.body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(path),
             "{body} named {named:?}: {}",
             reply.body
         );
@@ -570,14 +721,22 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
         .unwrap();
     let reply = app.raw(request).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert!(reply.body["error"]["message"].as_str().unwrap().contains("not valid JSON"));
+    assert!(
+        reply.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
 
     let request = Request::post("/api/v1/campaigns")
         .header(header::AUTHORIZATION, format!("Bearer {}", app.admin))
         .header(header::CONTENT_TYPE, "text/plain")
         .body(Body::from("{}"))
         .unwrap();
-    assert_eq!(app.raw(request).await.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        app.raw(request).await.status,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
 
     for (path, field) in [
         ("/api/v1/campaigns/abc", "id"),
@@ -604,7 +763,8 @@ async fn lists_page_and_filter() {
     for name in ["Alpha 100%", "Beta", "Gamma", "Alphabet"] {
         ids.push(app.create("advertisers", advertiser(name)).await);
     }
-    app.admin("DELETE", &format!("/api/v1/advertisers/{}", ids[1]), None).await;
+    app.admin("DELETE", &format!("/api/v1/advertisers/{}", ids[1]), None)
+        .await;
 
     let page = |reply: Reply| -> (Vec<u64>, Value) {
         let items = reply.body["items"]
@@ -619,13 +779,20 @@ async fn lists_page_and_filter() {
     assert_eq!(first, ids[..3]);
     assert_eq!(next, json!(ids[2]));
     let (second, next) = page(
-        app.admin("GET", &format!("/api/v1/advertisers?limit=3&after={}", ids[2]), None)
-            .await,
+        app.admin(
+            "GET",
+            &format!("/api/v1/advertisers?limit=3&after={}", ids[2]),
+            None,
+        )
+        .await,
     );
     assert_eq!(second, ids[3..]);
     assert_eq!(next, Value::Null);
 
-    let (active, _) = page(app.admin("GET", "/api/v1/advertisers?status=active", None).await);
+    let (active, _) = page(
+        app.admin("GET", "/api/v1/advertisers?status=active", None)
+            .await,
+    );
     assert_eq!(active, [ids[0], ids[2], ids[3]]);
     let (alpha, _) = page(app.admin("GET", "/api/v1/advertisers?q=alpha", None).await);
     assert_eq!(alpha, [ids[0], ids[3]]);
@@ -635,10 +802,15 @@ async fn lists_page_and_filter() {
     let campaign = app
         .create("campaigns", json!({ "advertiser_id": ids[0], "name": "C" }))
         .await;
-    app.create("campaigns", json!({ "advertiser_id": ids[2], "name": "D" })).await;
+    app.create("campaigns", json!({ "advertiser_id": ids[2], "name": "D" }))
+        .await;
     let (children, _) = page(
-        app.admin("GET", &format!("/api/v1/campaigns?parent_id={}", ids[0]), None)
-            .await,
+        app.admin(
+            "GET",
+            &format!("/api/v1/campaigns?parent_id={}", ids[0]),
+            None,
+        )
+        .await,
     );
     assert_eq!(children, [campaign]);
 }
@@ -646,10 +818,15 @@ async fn lists_page_and_filter() {
 #[tokio::test]
 async fn create_answers_201_with_location() {
     let app = App::new().await;
-    let reply = app.admin("POST", "/api/v1/advertisers", Some(advertiser("Acme"))).await;
+    let reply = app
+        .admin("POST", "/api/v1/advertisers", Some(advertiser("Acme")))
+        .await;
     assert_eq!(reply.status, StatusCode::CREATED);
     let id = reply.body["id"].as_u64().unwrap();
-    assert_eq!(reply.headers[header::LOCATION], format!("/api/v1/advertisers/{id}"));
+    assert_eq!(
+        reply.headers[header::LOCATION],
+        format!("/api/v1/advertisers/{id}")
+    );
     assert_eq!(reply.body["version"], 1);
     assert_eq!(reply.body["status"], "active");
     assert_eq!(reply.body["created_at"], "2026-11-21T12:00:00Z");
@@ -659,19 +836,35 @@ async fn create_answers_201_with_location() {
 async fn links_join_line_items_and_placements() {
     let app = App::new().await;
     let w = world(&app, "Acme").await;
-    let link = format!("/api/v1/line-items/{}/placements/{}", w.line_item, w.placement);
+    let link = format!(
+        "/api/v1/line-items/{}/placements/{}",
+        w.line_item, w.placement
+    );
     let reply = app.admin("PUT", &link, None).await;
     assert_eq!(reply.status, StatusCode::CREATED);
     assert_eq!(app.admin("PUT", &link, None).await.status, StatusCode::OK);
     let listed = app
-        .admin("GET", &format!("/api/v1/line-items/{}/placements", w.line_item), None)
+        .admin(
+            "GET",
+            &format!("/api/v1/line-items/{}/placements", w.line_item),
+            None,
+        )
         .await;
     assert_eq!(listed.body["placement_ids"], json!([w.placement]));
-    assert_eq!(app.admin("DELETE", &link, None).await.status, StatusCode::NO_CONTENT);
-    assert_eq!(app.admin("DELETE", &link, None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.admin("DELETE", &link, None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.admin("DELETE", &link, None).await.status,
+        StatusCode::NOT_FOUND
+    );
 
     let missing = format!("/api/v1/line-items/{}/placements/999", w.line_item);
-    assert_eq!(app.admin("PUT", &missing, None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.admin("PUT", &missing, None).await.status,
+        StatusCode::NOT_FOUND
+    );
     let bad = format!("/api/v1/line-items/{}/placements/x", w.line_item);
     let reply = app.admin("PUT", &bad, None).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);

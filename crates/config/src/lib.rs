@@ -165,6 +165,8 @@ fn describe(error: figment::Error) -> String {
 }
 
 #[cfg(test)]
+// figment's Jail closures must return figment's own (large) error type.
+#[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
     use figment::Jail;
@@ -215,7 +217,10 @@ mod tests {
                 ("listen = \"nowhere\"", "listen"),
                 ("[snapshot]\nkeep = \"many\"", "snapshot.keep"),
                 ("[snapshot]\nkeep = 0", "snapshot.keep"),
-                ("[snapshot]\ncompile_interval_ms = 1", "snapshot.compile_interval_ms"),
+                (
+                    "[snapshot]\ncompile_interval_ms = 1",
+                    "snapshot.compile_interval_ms",
+                ),
                 ("[log]\nformat = \"xml\"", "log.format"),
                 ("colour = \"blue\"", "colour"),
             ];
@@ -227,14 +232,20 @@ mod tests {
             let error = Config::load(None, &Overrides::default())
                 .expect_err("bad env")
                 .to_string();
-            assert!(error.contains("listen") && error.contains("MARQUEE_"), "{error}");
+            assert!(
+                error.contains("listen") && error.contains("MARQUEE_"),
+                "{error}"
+            );
             Ok(())
         });
     }
 
     #[test]
     fn a_named_file_must_exist() {
-        let error = Config::load(Some(Path::new("/nonexistent/marquee.toml")), &Overrides::default());
+        let error = Config::load(
+            Some(Path::new("/nonexistent/marquee.toml")),
+            &Overrides::default(),
+        );
         assert!(matches!(error, Err(ConfigError::MissingFile(_))));
     }
 }

@@ -3,10 +3,10 @@
 
 use jiff::civil::date;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Creative, CreativeContent,
-    Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem,
-    LineItemId, Micros, Object, PacingMode, Placement, PlacementId, Price, PricingModel,
-    Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting, Tier, Weekday,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Creative, CreativeContent, Currency,
+    DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem, LineItemId,
+    Micros, Object, PacingMode, Placement, PlacementId, Price, PricingModel, Publisher,
+    PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting, Tier, Weekday,
 };
 use marquee_store::{ListQuery, Store, StoreError};
 
@@ -35,8 +35,14 @@ pub async fn is_empty(store: &dyn Store) -> Result<bool, StoreError> {
         limit: 1,
         ..ListQuery::default()
     };
-    Ok(store.list(marquee_model::Kind::Advertiser, &one).await?.is_empty()
-        && store.list(marquee_model::Kind::Publisher, &one).await?.is_empty())
+    Ok(store
+        .list(marquee_model::Kind::Advertiser, &one)
+        .await?
+        .is_empty()
+        && store
+            .list(marquee_model::Kind::Publisher, &one)
+            .await?
+            .is_empty())
 }
 
 async fn add<T: Object>(store: &dyn Store, object: T) -> Result<u64, DemoError> {
@@ -158,12 +164,22 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     };
     let news_top = add(
         store,
-        placement(news, "News leaderboard", &[(728, 90), (970, 90)], &[Format::Banner]),
+        placement(
+            news,
+            "News leaderboard",
+            &[(728, 90), (970, 90)],
+            &[Format::Banner],
+        ),
     )
     .await?;
     let news_side = add(
         store,
-        placement(news, "News sidebar rectangle", &[(300, 250)], &[Format::Banner]),
+        placement(
+            news,
+            "News sidebar rectangle",
+            &[(300, 250)],
+            &[Format::Banner],
+        ),
     )
     .await?;
     let news_mobile = add(
@@ -173,7 +189,12 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     .await?;
     let sports_top = add(
         store,
-        placement(sports, "Sports leaderboard", &[(728, 90)], &[Format::Banner]),
+        placement(
+            sports,
+            "Sports leaderboard",
+            &[(728, 90)],
+            &[Format::Banner],
+        ),
     )
     .await?;
     let sports_side = add(
@@ -238,7 +259,12 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     let promos = add(store, campaign(house, "House promotions", vec![])).await?;
 
     // Standard line item: DACH, phones and tablets, capped per day and per week.
-    let mut boots_mobile = line_item(winter, "Boots DACH mobile", Tier::Standard, cpm(4_500_000, eur));
+    let mut boots_mobile = line_item(
+        winter,
+        "Boots DACH mobile",
+        Tier::Standard,
+        cpm(4_500_000, eur),
+    );
     boots_mobile.goal = Some(Goal {
         metric: GoalMetric::Impressions,
         daily: Some(20_000),
@@ -253,7 +279,12 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     let boots_mobile = add(store, boots_mobile).await?;
 
     // Sponsorship: sports section on weekends, spend goal, front-loaded.
-    let mut boots_sports = line_item(winter, "Boots sports weekend takeover", Tier::Sponsorship, cpm(9_000_000, eur));
+    let mut boots_sports = line_item(
+        winter,
+        "Boots sports weekend takeover",
+        Tier::Sponsorship,
+        cpm(9_000_000, eur),
+    );
     boots_sports.goal = Some(Goal {
         metric: GoalMetric::Spend,
         daily: Some(500_000_000),
@@ -267,11 +298,16 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     let boots_sports = add(store, boots_sports).await?;
 
     // Standard, CPC: evening travel readers by key-value, outside the EU, one per hour.
-    let mut trips = line_item(getaways, "Evening travel readers", Tier::Standard, Price {
-        model: PricingModel::Cpc,
-        amount_micros: Micros(350_000),
-        currency: usd,
-    });
+    let mut trips = line_item(
+        getaways,
+        "Evening travel readers",
+        Tier::Standard,
+        Price {
+            model: PricingModel::Cpc,
+            amount_micros: Micros(350_000),
+            currency: usd,
+        },
+    );
     trips.time_zone = "America/New_York".into();
     trips.goal = Some(Goal {
         metric: GoalMetric::Clicks,
@@ -294,7 +330,12 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     let trips = add(store, trips).await?;
 
     // Remnant: ASAP, near Berlin only.
-    let mut berlin = line_item(getaways, "Berlin weekend deals", Tier::Remnant, cpm(800_000, usd));
+    let mut berlin = line_item(
+        getaways,
+        "Berlin weekend deals",
+        Tier::Remnant,
+        cpm(800_000, usd),
+    );
     berlin.pacing = PacingMode::Asap;
     berlin.targeting = Some(Targeting::GeoRadius(marquee_model::GeoCircle {
         lat: 52.52,
@@ -304,20 +345,63 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
     let berlin = add(store, berlin).await?;
 
     // House: fills whatever is left, no targeting.
-    let house_promo = add(store, line_item(promos, "Subscribe to the Daily Planet", Tier::House, cpm(0, eur))).await?;
+    let house_promo = add(
+        store,
+        line_item(
+            promos,
+            "Subscribe to the Daily Planet",
+            Tier::House,
+            cpm(0, eur),
+        ),
+    )
+    .await?;
 
     let boots_landing = "https://acme-outdoor.example/winter-boots";
     let trips_landing = "https://globex-travel.example/evening-deals";
     let house_landing = "https://news.dailyplanet.example/subscribe";
     let mut creatives = vec![
         image(boots_mobile, "Boots mobile banner", 320, 50, boots_landing),
-        html(boots_mobile, "Boots rectangle (HTML)", 300, 250, boots_landing, "Warm feet, all winter"),
+        html(
+            boots_mobile,
+            "Boots rectangle (HTML)",
+            300,
+            250,
+            boots_landing,
+            "Warm feet, all winter",
+        ),
         image(boots_sports, "Boots leaderboard", 728, 90, boots_landing),
-        html(boots_sports, "Boots sports rectangle (HTML)", 300, 250, boots_landing, "Built for the stands"),
+        html(
+            boots_sports,
+            "Boots sports rectangle (HTML)",
+            300,
+            250,
+            boots_landing,
+            "Built for the stands",
+        ),
         image(trips, "Travel rectangle", 300, 250, trips_landing),
-        html(trips, "Travel leaderboard (HTML)", 728, 90, trips_landing, "Tonight only: city breaks"),
-        image(berlin, "Berlin rectangle", 300, 250, "https://globex-travel.example/berlin"),
-        html(house_promo, "Subscribe leaderboard (HTML)", 728, 90, house_landing, "Subscribe for 1 EUR"),
+        html(
+            trips,
+            "Travel leaderboard (HTML)",
+            728,
+            90,
+            trips_landing,
+            "Tonight only: city breaks",
+        ),
+        image(
+            berlin,
+            "Berlin rectangle",
+            300,
+            250,
+            "https://globex-travel.example/berlin",
+        ),
+        html(
+            house_promo,
+            "Subscribe leaderboard (HTML)",
+            728,
+            90,
+            house_landing,
+            "Subscribe for 1 EUR",
+        ),
         image(house_promo, "Subscribe rectangle", 300, 250, house_landing),
     ];
     creatives[0].weight = 300;

@@ -88,7 +88,8 @@ struct TokenCreateArgs {
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
-    Role::parse(text).ok_or_else(|| format!("{text:?} is not a role; use admin, advertiser or publisher"))
+    Role::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a role; use admin, advertiser or publisher"))
 }
 
 /// A failure with the exit status it deserves.
@@ -108,7 +109,10 @@ impl<E: std::fmt::Display> From<E> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("marquee: cannot start the async runtime: {error}");
@@ -132,7 +136,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let config = load_config(&args, Overrides::default())?;
             init_logging(&config);
             open_store(&config.data_dir).await?;
-            println!("migrations applied to {}", database_path(&config.data_dir).display());
+            println!(
+                "migrations applied to {}",
+                database_path(&config.data_dir).display()
+            );
             Ok(())
         }
     }
@@ -165,7 +172,10 @@ fn database_path(data_dir: &Path) -> PathBuf {
 
 async fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>, Failure> {
     std::fs::create_dir_all(data_dir).map_err(|error| {
-        format!("cannot create data directory {}: {error}", data_dir.display())
+        format!(
+            "cannot create data directory {}: {error}",
+            data_dir.display()
+        )
     })?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = SqliteStore::open(&database_path(data_dir), clock)?;

@@ -81,7 +81,11 @@ impl Server {
 }
 
 fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    Command::new(BIN).args(args).envs(envs.iter().copied()).output().unwrap()
+    Command::new(BIN)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
 }
 
 fn token_from(line: &str) -> String {
@@ -92,7 +96,11 @@ fn token_from(line: &str) -> String {
 }
 
 async fn etag(client: &reqwest::Client, server: &Server) -> String {
-    let reply = client.get(server.url("/snapshot/latest")).send().await.unwrap();
+    let reply = client
+        .get(server.url("/snapshot/latest"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(reply.status(), 200);
     reply.headers()["etag"].to_str().unwrap().to_owned()
 }
@@ -104,7 +112,14 @@ async fn serve_demo_end_to_end() {
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();
 
-    let health: Value = client.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+    let health: Value = client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(health["status"], "ok");
     let doc: Value = client
         .get(server.url("/api/v1/openapi.json"))
@@ -168,10 +183,23 @@ async fn serve_demo_end_to_end() {
 
     // A token made by the CLI works against the running server.
     let output = run(
-        &["token", "create", "--role", "advertiser", "--owner", "1", "--data", data.path().to_str().unwrap()],
+        &[
+            "token",
+            "create",
+            "--role",
+            "advertiser",
+            "--owner",
+            "1",
+            "--data",
+            data.path().to_str().unwrap(),
+        ],
         &[],
     );
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let advertiser_token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
     let own: Value = client
         .get(server.url("/api/v1/advertisers"))
@@ -197,15 +225,24 @@ async fn serve_demo_end_to_end() {
 fn bad_configuration_exits_64_naming_the_key() {
     let data = tempfile::tempdir().unwrap();
     let data = data.path().to_str().unwrap();
-    let output = run(&["serve", "--data", data], &[("MARQUEE_SNAPSHOT__KEEP", "0")]);
+    let output = run(
+        &["serve", "--data", data],
+        &[("MARQUEE_SNAPSHOT__KEEP", "0")],
+    );
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("snapshot.keep"));
 
-    let output = run(&["serve", "--data", data, "--config", "/nonexistent.toml"], &[]);
+    let output = run(
+        &["serve", "--data", data, "--config", "/nonexistent.toml"],
+        &[],
+    );
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent.toml"));
 
-    let output = run(&["migrate", "--data", data], &[("MARQUEE_LOG__FORMAT", "xml")]);
+    let output = run(
+        &["migrate", "--data", data],
+        &[("MARQUEE_LOG__FORMAT", "xml")],
+    );
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("log.format"));
 }
@@ -216,9 +253,25 @@ fn token_create_checks_its_owner() {
     let data = data.path().to_str().unwrap();
     let output = run(&["token", "create", "--role", "admin", "--data", data], &[]);
     assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).trim().starts_with("mq_"));
+    assert!(
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .starts_with("mq_")
+    );
 
-    let output = run(&["token", "create", "--role", "advertiser", "--owner", "42", "--data", data], &[]);
+    let output = run(
+        &[
+            "token",
+            "create",
+            "--role",
+            "advertiser",
+            "--owner",
+            "42",
+            "--data",
+            data,
+        ],
+        &[],
+    );
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("owner"));
 
@@ -231,8 +284,14 @@ fn token_create_checks_its_owner() {
 fn help_describes_every_command() {
     for (args, needles) in [
         (vec!["--help"], vec!["serve", "token", "migrate"]),
-        (vec!["serve", "--help"], vec!["--listen", "--data", "--demo", "--config"]),
-        (vec!["token", "create", "--help"], vec!["--role", "--owner", "--label"]),
+        (
+            vec!["serve", "--help"],
+            vec!["--listen", "--data", "--demo", "--config"],
+        ),
+        (
+            vec!["token", "create", "--help"],
+            vec!["--role", "--owner", "--label"],
+        ),
         (vec!["migrate", "--help"], vec!["--data", "--config"]),
     ] {
         let output = run(&args, &[]);

@@ -253,7 +253,7 @@ impl CapWindow {
     const MAX_SECONDS: u32 = 366 * 86_400;
 
     pub fn from_seconds(seconds: u32) -> Result<Self, CapWindowError> {
-        if seconds < 60 || seconds > Self::MAX_SECONDS || seconds % 60 != 0 {
+        if !(60..=Self::MAX_SECONDS).contains(&seconds) || !seconds.is_multiple_of(60) {
             return Err(CapWindowError(format!("{seconds}s")));
         }
         Ok(Self { seconds })
@@ -294,7 +294,7 @@ impl std::fmt::Display for CapWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (unit, per_unit) = Self::UNITS
             .iter()
-            .find(|(_, s)| self.seconds % s == 0)
+            .find(|(_, s)| self.seconds.is_multiple_of(*s))
             .copied()
             .unwrap_or(('m', 60));
         write!(f, "{}{unit}", self.seconds / per_unit)

@@ -250,7 +250,8 @@ fn leaf<T: PartialEq + std::fmt::Debug>(
     }
 }
 
-fn plain_text(v: &mut Violations, s: &String) {
+fn plain_text(v: &mut Violations, s: &impl AsRef<str>) {
+    let s = s.as_ref();
     if s.trim().is_empty() {
         v.fail("must not be empty");
     } else if s.chars().count() > MAX_VALUE_CHARS {

@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use marquee_model::{
-    Advertiser, Campaign, CapWindow, Creative, CreativeContent, Currency, LineItem, Micros, Object,
-    Placement, Price, PricingModel, Publisher, Site, Tier,
+    Advertiser, Campaign, CapWindow, Creative, CreativeContent, Currency, HTML_MACROS, LineItem,
+    Micros, Object, Placement, Price, PricingModel, Publisher, Site, Tier,
 };
 use serde_json::{Value, json};
 
@@ -375,468 +375,212 @@ fn name_rule_applies_to_every_kind() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One table per kind
+// One table per kind: (description, merge patch, the one expected violation path)
 // ---------------------------------------------------------------------------------------------
 
 #[test]
 fn advertiser_rules() {
-    assert_cases::<Advertiser>(
-        &advertiser(),
-        &[
-            (
-                "unknown time zone",
-                json!({"time_zone": "Mars/Olympus_Mons"}),
-                "time_zone",
-            ),
-            ("empty time zone", json!({"time_zone": ""}), "time_zone"),
-            (
-                "upper-case domain",
-                json!({"domains": ["acme.example", "Shop.acme.example"]}),
-                "domains[1]",
-            ),
-            (
-                "single-label domain",
-                json!({"domains": ["acme"]}),
-                "domains[0]",
-            ),
-            (
-                "URL as domain",
-                json!({"domains": ["https://acme.example"]}),
-                "domains[0]",
-            ),
-            (
-                "duplicate domain",
-                json!({"domains": ["acme.example", "b.example", "acme.example"]}),
-                "domains[2]",
-            ),
-        ],
-    );
-    assert_valid::<Advertiser>(
-        &advertiser(),
-        &[
-            ("no domains", json!({"domains": []})),
-            ("UTC", json!({"time_zone": "UTC"})),
-            (
-                "hyphen and digits",
-                json!({"domains": ["my-shop2.example.co.uk"]}),
-            ),
-        ],
-    );
+    #[rustfmt::skip]
+    let cases = [
+        ("unknown time zone",   json!({"time_zone": "Mars/Olympus_Mons"}),                           "time_zone"),
+        ("empty time zone",     json!({"time_zone": ""}),                                            "time_zone"),
+        ("upper-case domain",   json!({"domains": ["acme.example", "Shop.acme.example"]}),           "domains[1]"),
+        ("single-label domain", json!({"domains": ["acme"]}),                                        "domains[0]"),
+        ("URL as domain",       json!({"domains": ["https://acme.example"]}),                        "domains[0]"),
+        ("duplicate domain",    json!({"domains": ["acme.example", "b.example", "acme.example"]}),   "domains[2]"),
+    ];
+    assert_cases::<Advertiser>(&advertiser(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("no domains",          json!({"domains": []})),
+        ("UTC",                 json!({"time_zone": "UTC"})),
+        ("hyphens and digits",  json!({"domains": ["my-shop2.example.co.uk"]})),
+    ];
+    assert_valid::<Advertiser>(&advertiser(), &valid);
 }
 
 #[test]
 fn campaign_rules() {
-    assert_cases::<Campaign>(
-        &campaign(),
-        &[
-            (
-                "nine caps",
-                json!({"frequency_caps": caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m", "9m"])}),
-                "frequency_caps",
-            ),
-            (
-                "count 0",
-                json!({"frequency_caps": [{"count": 0, "window": "1d"}]}),
-                "frequency_caps[0].count",
-            ),
-            (
-                "same window spelled differently",
-                json!({"frequency_caps": [{"count": 1, "window": "1h"}, {"count": 3, "window": "24h"}, {"count": 5, "window": "1d"}]}),
-                "frequency_caps[2].window",
-            ),
-        ],
-    );
-    assert_valid::<Campaign>(
-        &campaign(),
-        &[
-            ("no caps", json!({"frequency_caps": []})),
-            (
-                "eight caps",
-                json!({"frequency_caps": caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m"])}),
-            ),
-        ],
-    );
+    let nine = caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m", "9m"]);
+    let eight = caps(["1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m"]);
+    #[rustfmt::skip]
+    let cases = [
+        ("nine caps",        json!({"frequency_caps": nine}),                                "frequency_caps"),
+        ("count 0",          json!({"frequency_caps": [{"count": 0, "window": "1d"}]}),      "frequency_caps[0].count"),
+        ("same window spelled differently",
+                             json!({"frequency_caps": [{"count": 1, "window": "1h"},
+                                                       {"count": 3, "window": "24h"},
+                                                       {"count": 5, "window": "1d"}]}),      "frequency_caps[2].window"),
+    ];
+    assert_cases::<Campaign>(&campaign(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("no caps",          json!({"frequency_caps": []})),
+        ("eight caps",       json!({"frequency_caps": eight})),
+    ];
+    assert_valid::<Campaign>(&campaign(), &valid);
 }
 
 #[test]
 fn line_item_rules() {
-    assert_cases::<LineItem>(
-        &line_item(),
-        &[
-            (
-                "unknown time zone",
-                json!({"time_zone": "Berlin"}),
-                "time_zone",
-            ),
-            (
-                "end before start",
-                json!({"end": "2026-02-01T00:00:00"}),
-                "end",
-            ),
-            (
-                "end equals start",
-                json!({"end": "2026-03-01T00:00:00"}),
-                "end",
-            ),
-            (
-                "flat pricing without end",
-                json!({"end": null, "price": {"model": "flat"}}),
-                "end",
-            ),
-            ("weight 0", json!({"weight": 0}), "weight"),
-            ("weight 1001", json!({"weight": 1001}), "weight"),
-            (
-                "goal with neither amount",
-                json!({"goal": {"daily": null, "lifetime": null}}),
-                "goal",
-            ),
-            ("daily 0", json!({"goal": {"daily": 0}}), "goal.daily"),
-            (
-                "lifetime 0",
-                json!({"goal": {"daily": null, "lifetime": 0}}),
-                "goal.lifetime",
-            ),
-            (
-                "daily above lifetime",
-                json!({"goal": {"daily": 300001}}),
-                "goal.daily",
-            ),
-            (
-                "negative price",
-                json!({"price": {"amount_micros": -1}}),
-                "price.amount_micros",
-            ),
-            (
-                "nine caps",
-                json!({"frequency_caps": caps(["1h", "2h", "3h", "4h", "5h", "6h", "7h", "8h", "9h"])}),
-                "frequency_caps",
-            ),
-            (
-                "count 0",
-                json!({"frequency_caps": [{"count": 2, "window": "1h"}, {"count": 0, "window": "1d"}]}),
-                "frequency_caps[1].count",
-            ),
-            (
-                "duplicate window",
-                json!({"frequency_caps": [{"count": 2, "window": "1w"}, {"count": 5, "window": "7d"}]}),
-                "frequency_caps[1].window",
-            ),
-            (
-                "targeting error",
-                json!({"targeting": {"all": [{"country": ["DE"]}, {"language": ["deu"]}]}}),
-                "targeting.all[1].language[0]",
-            ),
-            (
-                "targeting error at the root",
-                json!({"targeting": {"all": []}}),
-                "targeting.all",
-            ),
-        ],
-    );
-    assert_valid::<LineItem>(
-        &line_item(),
-        &[
-            ("open-ended CPM", json!({"end": null})),
-            ("flat with end", json!({"price": {"model": "flat"}})),
-            ("weight 1", json!({"weight": 1})),
-            ("weight 1000", json!({"weight": 1000})),
-            ("no goal", json!({"goal": null})),
-            ("lifetime only", json!({"goal": {"daily": null}})),
-            ("daily only", json!({"goal": {"lifetime": null}})),
-            ("daily equals lifetime", json!({"goal": {"daily": 300000}})),
-            ("free", json!({"price": {"amount_micros": 0}})),
-            ("no targeting", json!({"targeting": null})),
-            ("one-minute flight", json!({"end": "2026-03-01T00:01:00"})),
-        ],
-    );
+    let nine = caps(["1h", "2h", "3h", "4h", "5h", "6h", "7h", "8h", "9h"]);
+    #[rustfmt::skip]
+    let cases = [
+        ("unknown time zone",        json!({"time_zone": "Berlin"}),                              "time_zone"),
+        ("end before start",         json!({"end": "2026-02-01T00:00:00"}),                       "end"),
+        ("end equals start",         json!({"end": "2026-03-01T00:00:00"}),                       "end"),
+        ("flat pricing without end", json!({"end": null, "price": {"model": "flat"}}),            "end"),
+        ("weight 0",                 json!({"weight": 0}),                                        "weight"),
+        ("weight 1001",              json!({"weight": 1001}),                                     "weight"),
+        ("goal with neither amount", json!({"goal": {"daily": null, "lifetime": null}}),          "goal"),
+        ("daily 0",                  json!({"goal": {"daily": 0}}),                               "goal.daily"),
+        ("lifetime 0",               json!({"goal": {"daily": null, "lifetime": 0}}),             "goal.lifetime"),
+        ("daily above lifetime",     json!({"goal": {"daily": 300_001}}),                         "goal.daily"),
+        ("negative price",           json!({"price": {"amount_micros": -1}}),                     "price.amount_micros"),
+        ("nine caps",                json!({"frequency_caps": nine}),                             "frequency_caps"),
+        ("count 0",                  json!({"frequency_caps": [{"count": 2, "window": "1h"},
+                                                               {"count": 0, "window": "1d"}]}),   "frequency_caps[1].count"),
+        ("duplicate window",         json!({"frequency_caps": [{"count": 2, "window": "1w"},
+                                                               {"count": 5, "window": "7d"}]}),   "frequency_caps[1].window"),
+        ("targeting error",          json!({"targeting": {"all": [{"country": ["DE"]},
+                                                                  {"language": ["deu"]}]}}),      "targeting.all[1].language[0]"),
+        ("targeting error at root",  json!({"targeting": {"all": []}}),                           "targeting.all"),
+    ];
+    assert_cases::<LineItem>(&line_item(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("open-ended CPM",           json!({"end": null})),
+        ("flat with end",            json!({"price": {"model": "flat"}})),
+        ("weight 1",                 json!({"weight": 1})),
+        ("weight 1000",              json!({"weight": 1000})),
+        ("no goal",                  json!({"goal": null})),
+        ("lifetime only",            json!({"goal": {"daily": null}})),
+        ("daily only",               json!({"goal": {"lifetime": null}})),
+        ("daily equals lifetime",    json!({"goal": {"daily": 300_000}})),
+        ("free",                     json!({"price": {"amount_micros": 0}})),
+        ("no targeting",             json!({"targeting": null})),
+        ("one-minute flight",        json!({"end": "2026-03-01T00:01:00"})),
+    ];
+    assert_valid::<LineItem>(&line_item(), &valid);
 }
 
 #[test]
-fn creative_rules() {
-    let too_big = "a".repeat(100_001);
-    let cases: &[(&str, Value, Value, &str)] = &[
-        // Common fields.
-        (
-            "landing_url ftp",
-            image(),
-            json!({"landing_url": "ftp://acme.example/"}),
-            "landing_url",
-        ),
-        (
-            "landing_url mailto",
-            image(),
-            json!({"landing_url": "mailto:ads@acme.example"}),
-            "landing_url",
-        ),
-        (
-            "landing_url unparsable",
-            image(),
-            json!({"landing_url": "not a url"}),
-            "landing_url",
-        ),
-        (
-            "landing_url relative",
-            image(),
-            json!({"landing_url": "/spring"}),
-            "landing_url",
-        ),
-        ("weight 0", image(), json!({"weight": 0}), "weight"),
-        ("weight 1001", image(), json!({"weight": 1001}), "weight"),
-        // Size.
-        ("image without size", image(), json!({"size": null}), "size"),
-        ("html without size", html(), json!({"size": null}), "size"),
-        (
-            "tag without size",
-            third_party_tag(),
-            json!({"size": null}),
-            "size",
-        ),
-        ("width 0", image(), json!({"size": {"w": 0}}), "size.w"),
-        (
-            "height 10001",
-            image(),
-            json!({"size": {"h": 10001}}),
-            "size.h",
-        ),
-        (
-            "native with a bad size",
-            native(),
-            json!({"size": {"w": 10001, "h": 1}}),
-            "size.w",
-        ),
-        // Image.
-        (
-            "image_url javascript",
-            image(),
-            json!({"content": {"image_url": "javascript:alert(1)"}}),
-            "content.image_url",
-        ),
-        (
-            "image_url unparsable",
-            image(),
-            json!({"content": {"image_url": "https://"}}),
-            "content.image_url",
-        ),
-        // HTML.
-        (
-            "html empty",
-            html(),
-            json!({"content": {"html": ""}}),
-            "content.html",
-        ),
-        (
-            "html blank",
-            html(),
-            json!({"content": {"html": " \n\t "}}),
-            "content.html",
-        ),
-        (
-            "html too big",
-            html(),
-            json!({"content": {"html": too_big}}),
-            "content.html",
-        ),
-        (
-            "html unknown macro",
-            html(),
-            json!({"content": {"html": "<a href=\"{{CLICK}}\">x</a>"}}),
-            "content.html",
-        ),
-        (
-            "html lower-case macro",
-            html(),
-            json!({"content": {"html": "<a href=\"{{click_url}}\">x</a>"}}),
-            "content.html",
-        ),
-        (
-            "html unterminated macro",
-            html(),
-            json!({"content": {"html": "<a href=\"{{CLICK_URL\">x</a>"}}),
-            "content.html",
-        ),
-        // Third-party tag: the same markup rules, at content.tag.
-        (
-            "tag empty",
-            third_party_tag(),
-            json!({"content": {"tag": ""}}),
-            "content.tag",
-        ),
-        (
-            "tag too big",
-            third_party_tag(),
-            json!({"content": {"tag": too_big}}),
-            "content.tag",
-        ),
-        (
-            "tag unknown macro",
-            third_party_tag(),
-            json!({"content": {"tag": "<script>{{USER_ID}}</script>"}}),
-            "content.tag",
-        ),
-        (
-            "tag unterminated macro",
-            third_party_tag(),
-            json!({"content": {"tag": "<script>{{CACHE_BUSTER}} {{</script>"}}),
-            "content.tag",
-        ),
-        // Native.
-        (
-            "title empty",
-            native(),
-            json!({"content": {"title": ""}}),
-            "content.title",
-        ),
-        (
-            "title blank",
-            native(),
-            json!({"content": {"title": "   "}}),
-            "content.title",
-        ),
-        (
-            "title 91 characters",
-            native(),
-            json!({"content": {"title": "t".repeat(91)}}),
-            "content.title",
-        ),
-        (
-            "sponsored_by empty",
-            native(),
-            json!({"content": {"sponsored_by": ""}}),
-            "content.sponsored_by",
-        ),
-        (
-            "native image_url bad",
-            native(),
-            json!({"content": {"image_url": "data:image/png;base64,AAAA"}}),
-            "content.image_url",
-        ),
-        (
-            "native icon_url bad",
-            native(),
-            json!({"content": {"icon_url": "icon.png"}}),
-            "content.icon_url",
-        ),
-        // VAST.
-        (
-            "vast with xml and url",
-            vast_xml(),
-            json!({"content": {"url": "https://ads.other.example/vast.xml"}}),
-            "content",
-        ),
-        (
-            "vast with neither",
-            vast_xml(),
-            json!({"content": {"xml": null}}),
-            "content",
-        ),
-        (
-            "vast xml without <VAST",
-            vast_xml(),
-            json!({"content": {"xml": "<html></html>"}}),
-            "content.xml",
-        ),
-        (
-            "vast xml too big",
-            vast_xml(),
-            json!({"content": {"xml": format!("<VAST>{too_big}</VAST>")}}),
-            "content.xml",
-        ),
-        (
-            "vast url bad",
-            vast_url(),
-            json!({"content": {"url": "ftp://ads.other.example/vast.xml"}}),
-            "content.url",
-        ),
-        (
-            "vast duration 0",
-            vast_xml(),
-            json!({"content": {"duration_secs": 0}}),
-            "content.duration_secs",
-        ),
-        (
-            "vast duration 3601",
-            vast_url(),
-            json!({"content": {"duration_secs": 3601}}),
-            "content.duration_secs",
-        ),
+fn creative_common_rules() {
+    #[rustfmt::skip]
+    let cases = [
+        ("landing_url ftp",        json!({"landing_url": "ftp://acme.example/"}),           "landing_url"),
+        ("landing_url mailto",     json!({"landing_url": "mailto:ads@acme.example"}),       "landing_url"),
+        ("landing_url unparsable", json!({"landing_url": "not a url"}),                     "landing_url"),
+        ("landing_url relative",   json!({"landing_url": "/spring"}),                       "landing_url"),
+        ("weight 0",               json!({"weight": 0}),                                    "weight"),
+        ("weight 1001",            json!({"weight": 1001}),                                 "weight"),
+        ("image without size",     json!({"size": null}),                                   "size"),
+        ("width 0",                json!({"size": {"w": 0}}),                               "size.w"),
+        ("height 10001",           json!({"size": {"h": 10_001}}),                          "size.h"),
+        ("image_url javascript",   json!({"content": {"image_url": "javascript:alert(1)"}}), "content.image_url"),
+        ("image_url unparsable",   json!({"content": {"image_url": "https://"}}),           "content.image_url"),
     ];
-    for (description, base, patch, path) in cases {
-        let found = violations_of::<Creative>(patched(base, patch));
-        assert_eq!(
-            found,
-            vec![path.to_string()],
-            "creative case {description:?}: patch {patch}"
-        );
-    }
+    assert_cases::<Creative>(&image(), &cases);
 
-    let exactly_max = "a".repeat(100_000);
-    let all_macros: String = marquee_model::HTML_MACROS
-        .iter()
-        .map(|m| format!("{{{{{m}}}}}"))
-        .collect();
-    let valid: &[(&str, Value, Value)] = &[
-        ("weight 1", image(), json!({"weight": 1})),
-        ("weight 1000", image(), json!({"weight": 1000})),
-        (
-            "http landing_url",
-            image(),
-            json!({"landing_url": "http://acme.example/?q=1#x"}),
-        ),
-        ("size 1x1", image(), json!({"size": {"w": 1, "h": 1}})),
-        (
-            "size 10000x10000",
-            html(),
-            json!({"size": {"w": 10000, "h": 10000}}),
-        ),
-        (
-            "html of exactly the limit",
-            html(),
-            json!({"content": {"html": exactly_max}}),
-        ),
-        (
-            "every macro",
-            html(),
-            json!({"content": {"html": all_macros}}),
-        ),
-        (
-            "tag without macros",
-            third_party_tag(),
-            json!({"content": {"tag": "<div>}}</div>"}}),
-        ),
-        (
-            "title 90 characters",
-            native(),
-            json!({"content": {"title": "ü".repeat(90)}}),
-        ),
-        (
-            "native without images",
-            native(),
-            json!({"content": {"image_url": null, "icon_url": null}}),
-        ),
-        (
-            "native with a size",
-            native(),
-            json!({"size": {"w": 1200, "h": 627}}),
-        ),
-        (
-            "vast duration 1",
-            vast_xml(),
-            json!({"content": {"duration_secs": 1}}),
-        ),
-        (
-            "vast duration 3600",
-            vast_url(),
-            json!({"content": {"duration_secs": 3600}}),
-        ),
+    #[rustfmt::skip]
+    let valid = [
+        ("weight 1",               json!({"weight": 1})),
+        ("weight 1000",            json!({"weight": 1000})),
+        ("http landing_url",       json!({"landing_url": "http://acme.example/?q=1#x"})),
+        ("size 1x1",               json!({"size": {"w": 1, "h": 1}})),
+        ("size 10000x10000",       json!({"size": {"w": 10_000, "h": 10_000}})),
     ];
-    for (description, base, patch) in valid {
-        let found = violations_of::<Creative>(patched(base, patch));
-        assert_eq!(
-            found,
-            Vec::<String>::new(),
-            "creative case {description:?} should be valid"
-        );
-    }
+    assert_valid::<Creative>(&image(), &valid);
+}
+
+#[test]
+fn creative_markup_rules() {
+    let too_big = "a".repeat(100_001);
+    #[rustfmt::skip]
+    let cases = [
+        ("html without size",      json!({"size": null}),                                              "size"),
+        ("html empty",             json!({"content": {"html": ""}}),                                   "content.html"),
+        ("html blank",             json!({"content": {"html": " \n\t "}}),                             "content.html"),
+        ("html too big",           json!({"content": {"html": too_big}}),                              "content.html"),
+        ("html unknown macro",     json!({"content": {"html": "<a href=\"{{CLICK}}\">x</a>"}}),        "content.html"),
+        ("html lower-case macro",  json!({"content": {"html": "<a href=\"{{click_url}}\">x</a>"}}),    "content.html"),
+        ("html unterminated {{",   json!({"content": {"html": "<a href=\"{{CLICK_URL\">x</a>"}}),      "content.html"),
+    ];
+    assert_cases::<Creative>(&html(), &cases);
+
+    // A third-party tag follows the same markup rules, at content.tag.
+    #[rustfmt::skip]
+    let cases = [
+        ("tag without size",       json!({"size": null}),                                              "size"),
+        ("tag empty",              json!({"content": {"tag": ""}}),                                    "content.tag"),
+        ("tag too big",            json!({"content": {"tag": too_big}}),                               "content.tag"),
+        ("tag unknown macro",      json!({"content": {"tag": "<script>{{USER_ID}}</script>"}}),        "content.tag"),
+        ("tag unterminated {{",    json!({"content": {"tag": "<script>{{CACHE_BUSTER}} {{</script>"}}), "content.tag"),
+    ];
+    assert_cases::<Creative>(&third_party_tag(), &cases);
+
+    let all_macros: String = HTML_MACROS.iter().map(|m| format!("{{{{{m}}}}}")).collect();
+    #[rustfmt::skip]
+    let valid = [
+        ("exactly 100000 bytes",   json!({"content": {"html": "a".repeat(100_000)}})),
+        ("every macro",            json!({"content": {"html": all_macros}})),
+        ("}} without {{",          json!({"content": {"html": "<div>}}</div>"}})),
+    ];
+    assert_valid::<Creative>(&html(), &valid);
+}
+
+#[test]
+fn creative_native_rules() {
+    #[rustfmt::skip]
+    let cases = [
+        ("title empty",            json!({"content": {"title": ""}}),                              "content.title"),
+        ("title blank",            json!({"content": {"title": "   "}}),                           "content.title"),
+        ("title 91 characters",    json!({"content": {"title": "t".repeat(91)}}),                  "content.title"),
+        ("sponsored_by empty",     json!({"content": {"sponsored_by": ""}}),                       "content.sponsored_by"),
+        ("image_url data URL",     json!({"content": {"image_url": "data:image/png;base64,AAAA"}}), "content.image_url"),
+        ("icon_url relative",      json!({"content": {"icon_url": "icon.png"}}),                   "content.icon_url"),
+        ("bad size",               json!({"size": {"w": 10_001, "h": 1}}),                         "size.w"),
+    ];
+    assert_cases::<Creative>(&native(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("title 90 characters",    json!({"content": {"title": "ü".repeat(90)}})),
+        ("no images",              json!({"content": {"image_url": null, "icon_url": null}})),
+        ("with a size",            json!({"size": {"w": 1200, "h": 627}})),
+    ];
+    assert_valid::<Creative>(&native(), &valid);
+}
+
+#[test]
+fn creative_vast_rules() {
+    let too_big = format!("<VAST>{}</VAST>", "a".repeat(100_000));
+    #[rustfmt::skip]
+    let cases = [
+        ("both xml and url",       json!({"content": {"url": "https://ads.other.example/v.xml"}}), "content"),
+        ("neither xml nor url",    json!({"content": {"xml": null}}),                              "content"),
+        ("xml without <VAST",      json!({"content": {"xml": "<html></html>"}}),                   "content.xml"),
+        ("xml too big",            json!({"content": {"xml": too_big}}),                           "content.xml"),
+        ("duration 0",             json!({"content": {"duration_secs": 0}}),                       "content.duration_secs"),
+        ("duration 3601",          json!({"content": {"duration_secs": 3601}}),                    "content.duration_secs"),
+    ];
+    assert_cases::<Creative>(&vast_xml(), &cases);
+
+    #[rustfmt::skip]
+    let cases = [
+        ("url not http",           json!({"content": {"url": "ftp://ads.other.example/v.xml"}}),   "content.url"),
+    ];
+    assert_cases::<Creative>(&vast_url(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("duration 1",             json!({"content": {"duration_secs": 1}})),
+        ("duration 3600",          json!({"content": {"duration_secs": 3600}})),
+    ];
+    assert_valid::<Creative>(&vast_xml(), &valid);
 }
 
 #[test]
@@ -857,97 +601,45 @@ fn publisher_has_only_the_name_rule() {
 
 #[test]
 fn site_rules() {
-    assert_cases::<Site>(
-        &site(),
-        &[
-            (
-                "upper case",
-                json!({"domain": "News.example.com"}),
-                "domain",
-            ),
-            ("single label", json!({"domain": "localhost"}), "domain"),
-            (
-                "underscore",
-                json!({"domain": "news_site.example.com"}),
-                "domain",
-            ),
-            (
-                "URL",
-                json!({"domain": "https://news.example.com/"}),
-                "domain",
-            ),
-            (
-                "empty label",
-                json!({"domain": "news..example.com"}),
-                "domain",
-            ),
-            (
-                "leading hyphen",
-                json!({"domain": "-news.example.com"}),
-                "domain",
-            ),
-            (
-                "label of 64",
-                json!({"domain": format!("{}.example.com", "a".repeat(64))}),
-                "domain",
-            ),
-        ],
-    );
-    assert_valid::<Site>(
-        &site(),
-        &[(
-            "label of 63",
-            json!({"domain": format!("{}.example.com", "a".repeat(63))}),
-        )],
-    );
+    #[rustfmt::skip]
+    let cases = [
+        ("upper case",             json!({"domain": "News.example.com"}),                         "domain"),
+        ("single label",           json!({"domain": "localhost"}),                                "domain"),
+        ("underscore",             json!({"domain": "news_site.example.com"}),                    "domain"),
+        ("URL",                    json!({"domain": "https://news.example.com/"}),                "domain"),
+        ("empty label",            json!({"domain": "news..example.com"}),                        "domain"),
+        ("leading hyphen",         json!({"domain": "-news.example.com"}),                        "domain"),
+        ("label of 64",            json!({"domain": format!("{}.example.com", "a".repeat(64))}),  "domain"),
+    ];
+    assert_cases::<Site>(&site(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("label of 63",            json!({"domain": format!("{}.example.com", "a".repeat(63))})),
+    ];
+    assert_valid::<Site>(&site(), &valid);
 }
 
 #[test]
 fn placement_rules() {
-    assert_cases::<Placement>(
-        &placement(),
-        &[
-            ("no formats", json!({"formats": []}), "formats"),
-            (
-                "duplicate format",
-                json!({"formats": ["banner", "native", "banner"]}),
-                "formats[2]",
-            ),
-            ("banner without sizes", json!({"sizes": []}), "sizes"),
-            (
-                "duplicate size",
-                json!({"sizes": [{"w": 728, "h": 90}, {"w": 728, "h": 90}]}),
-                "sizes[1]",
-            ),
-            (
-                "height 0",
-                json!({"sizes": [{"w": 728, "h": 0}]}),
-                "sizes[0].h",
-            ),
-            (
-                "width 10001",
-                json!({"sizes": [{"w": 728, "h": 90}, {"w": 10001, "h": 90}]}),
-                "sizes[1].w",
-            ),
-        ],
-    );
-    assert_valid::<Placement>(
-        &placement(),
-        &[
-            (
-                "video without sizes",
-                json!({"sizes": [], "formats": ["video"]}),
-            ),
-            (
-                "native and audio without sizes",
-                json!({"sizes": [], "formats": ["native", "audio"]}),
-            ),
-            (
-                "no sizes field",
-                json!({"sizes": null, "formats": ["video"]}),
-            ),
-        ],
-    );
+    #[rustfmt::skip]
+    let cases = [
+        ("no formats",             json!({"formats": []}),                                          "formats"),
+        ("duplicate format",       json!({"formats": ["banner", "native", "banner"]}),              "formats[2]"),
+        ("banner without sizes",   json!({"sizes": []}),                                            "sizes"),
+        ("duplicate size",         json!({"sizes": [{"w": 728, "h": 90}, {"w": 728, "h": 90}]}),    "sizes[1]"),
+        ("height 0",               json!({"sizes": [{"w": 728, "h": 0}]}),                          "sizes[0].h"),
+        ("width 10001",            json!({"sizes": [{"w": 728, "h": 90}, {"w": 10_001, "h": 90}]}), "sizes[1].w"),
+    ];
+    assert_cases::<Placement>(&placement(), &cases);
+
+    #[rustfmt::skip]
+    let valid = [
+        ("video without sizes",    json!({"sizes": [], "formats": ["video"]})),
+        ("native and audio",       json!({"sizes": [], "formats": ["native", "audio"]})),
+        ("no sizes field",         json!({"sizes": null, "formats": ["video"]})),
+    ];
+    assert_valid::<Placement>(&placement(), &valid);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -966,7 +658,7 @@ fn all_violations_are_reported_at_once() {
             "goal": {"daily": 0, "lifetime": 0},
             "price": {"amount_micros": -5},
             "frequency_caps": [{"count": 0, "window": "1d"}, {"count": 1, "window": "24h"}],
-            "targeting": {"country": ["de"]}
+            "targeting": {"all": [{"country": ["de"]}]}
         }),
     );
     assert_eq!(
@@ -981,7 +673,7 @@ fn all_violations_are_reported_at_once() {
             "price.amount_micros",
             "frequency_caps[0].count",
             "frequency_caps[1].window",
-            "targeting.country[0]",
+            "targeting.all[0].country[0]",
         ]
     );
 
@@ -1289,7 +981,6 @@ fn wrong_json_types_do_not_parse() {
     for patch in [
         json!({"weight": -1}),
         json!({"weight": "100"}),
-        json!({"start": "2026-03-01"}),
         json!({"start": "2026-03-01T00:00:00Z"}),
         json!({"end": "2026-13-01T00:00:00"}),
         json!({"campaign_id": "2"}),

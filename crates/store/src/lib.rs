@@ -33,12 +33,19 @@ pub const MAX_PAGE: u32 = 500;
 /// `dyn Store` (see `typed.rs`) convert.
 ///
 /// `scope` is the owner (advertiser or publisher id) a tenant is confined to, or `None` for
-/// admins. A row outside the scope behaves exactly as a missing row.
+/// admins. A row outside the scope behaves exactly as a missing row. A scope is only an id:
+/// advertiser 5 and publisher 5 share it, so callers must also check the side
+/// (`Principal::may_access`).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Inserts a new object at version 1. Its owner is derived from its parent (a root is its
     /// own owner). Fails with `ParentNotFound` if the parent is missing or outside `scope`, and
     /// `ParentArchived` if it is archived.
+    ///
+    /// A draft of a child kind without a parent fails with `ParentNotFound` (id 0); a draft of a
+    /// root kind with a parent is `Corrupt` (`Draft::of` never makes either). A root cannot be
+    /// created with a `scope` (a tenant cannot make another tenant): `ParentNotFound` naming
+    /// the root kind and the scope.
     async fn create(
         &self,
         kind: Kind,
@@ -48,7 +55,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
 
-    /// Rows in id order after `query.after`, at most `query.limit` (capped at [`MAX_PAGE`]).
+    /// Rows in id order after `query.after`, at most `query.limit` (clamped to
+    /// `1..=`[`MAX_PAGE`]). `name_contains` is literal (`%` and `_` are no wildcards) and
+    /// case-insensitive for ASCII letters.
     async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError>;
 
     /// Replaces name, status and body if the stored version is `expected_version`, and bumps
@@ -64,6 +73,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Record, StoreError>;
 
     /// Sets the status to archived (idempotent: archiving an archived object returns it as is).
+    /// The body's `status` field is set too, so the decoded object says archived.
     async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
 
     /// Links a line item to a placement; both must exist and not be archived. Returns whether a
@@ -71,7 +81,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn link(&self, line_item: LineItemId, placement: PlacementId)
     -> Result<bool, StoreError>;
 
-    /// Returns whether a link was removed.
+    /// Returns whether a link was removed. Both ends must exist and not be archived, as for
+    /// `link`.
     async fn unlink(
         &self,
         line_item: LineItemId,

@@ -166,7 +166,7 @@ fn poisoned() -> StoreError {
     StoreError::Backend("a database connection was poisoned by a panic".into())
 }
 
-pub(crate) fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 

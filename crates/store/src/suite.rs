@@ -1,7 +1,7 @@
 //! The conformance suite every [`Store`] implementation runs, so that backends agree on
 //! semantics, not just signatures.
 //!
-//! ```ignore
+//! ```text
 //! async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TempDir) { ... }
 //! marquee_store::store_suite!(fresh_store());
 //! ```
