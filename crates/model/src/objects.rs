@@ -65,6 +65,8 @@ fn default_weight() -> u32 {
 const MAX_WEIGHT: u32 = 1_000;
 const MAX_FREQUENCY_CAPS: usize = 8;
 const MAX_MARKUP_BYTES: usize = 100_000;
+/// Years a flight may start and end in.
+const FLIGHT_YEARS: std::ops::RangeInclusive<i16> = 2000..=2200;
 
 fn weight_rule(v: &mut Violations, weight: u32) {
     v.check_field(
@@ -408,9 +410,7 @@ object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0));
 impl LineItem {
     fn check(&self, v: &mut Violations) {
         rules::time_zone(v, &self.time_zone);
-        if let Some(end) = self.end {
-            v.check_field("end", end > self.start, "must be after start");
-        }
+        self.check_flight(v);
         if self.price.model == PricingModel::Flat {
             v.check_field(
                 "end",
@@ -435,8 +435,53 @@ impl LineItem {
         }
     }
 
-    /// Start and end as instants, resolved in the line item's time zone. `None` if the zone is
-    /// unknown (validation rejects that on write).
+    /// Flights must lie in years the whole system handles, and be checked as instants: a local
+    /// start inside a daylight-saving gap moves forward, past an end that looks later locally.
+    fn check_flight(&self, v: &mut Violations) {
+        let mut in_range = true;
+        for (field, time) in [("start", Some(self.start)), ("end", self.end)] {
+            if let Some(time) = time
+                && !FLIGHT_YEARS.contains(&time.year())
+            {
+                in_range = false;
+                v.field(field, |v| {
+                    v.fail(format!(
+                        "must be in the years {} to {}",
+                        FLIGHT_YEARS.start(),
+                        FLIGHT_YEARS.end()
+                    ))
+                });
+            }
+        }
+        if !in_range {
+            return;
+        }
+        if jiff::tz::TimeZone::get(&self.time_zone).is_err() {
+            // The zone rule already failed; still compare the local times.
+            if let Some(end) = self.end {
+                v.check_field("end", end > self.start, "must be after start");
+            }
+            return;
+        }
+        match self.flight() {
+            Some((start, Some(end))) => v.check_field(
+                "end",
+                end > start,
+                format!(
+                    "must be after start (in {}, the flight resolves to {start} – {end})",
+                    self.time_zone
+                ),
+            ),
+            Some((_, None)) => {}
+            None => v.field("start", |v| {
+                v.fail(format!("cannot be placed in time zone {}", self.time_zone))
+            }),
+        }
+    }
+
+    /// Start and end as instants, resolved in the line item's time zone (a local time in a
+    /// daylight-saving gap moves forward; an ambiguous one takes the earlier instant). `None` if
+    /// the zone is unknown or a time is out of range, both of which validation rejects on write.
     pub fn flight(&self) -> Option<(jiff::Timestamp, Option<jiff::Timestamp>)> {
         let zone = jiff::tz::TimeZone::get(&self.time_zone).ok()?;
         let start = zone.to_timestamp(self.start).ok()?;

@@ -155,6 +155,10 @@ pub(crate) mod rules {
         let labels: Vec<&str> = s.split('.').collect();
         s.len() <= 253
             && labels.len() >= 2
+            // An IP address is not a host name: the top-level label has a letter.
+            && labels
+                .last()
+                .is_some_and(|tld| tld.bytes().any(|b| b.is_ascii_lowercase()))
             && labels.iter().all(|label| {
                 !label.is_empty()
                     && label.len() <= 63
@@ -221,7 +225,15 @@ mod tests {
     #[test]
     fn domains() {
         assert!(rules::is_domain("news.example.com"));
-        for bad in ["example", "Example.com", "-a.com", "a..com", "a_b.com", ""] {
+        for bad in [
+            "example",
+            "Example.com",
+            "-a.com",
+            "a..com",
+            "a_b.com",
+            "",
+            "192.168.0.1",
+        ] {
             assert!(!rules::is_domain(bad), "{bad}");
         }
     }

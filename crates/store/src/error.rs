@@ -19,7 +19,7 @@ pub enum StoreError {
     Archived { kind: Kind, id: u64 },
     #[error("{} {id} cannot move to another parent", kind.name())]
     ParentImmutable { kind: Kind, id: u64 },
-    #[error("a {} token needs an existing owner; {owner:?} is not one", role.as_str())]
+    #[error("{}", describe_bad_owner(*role, *owner))]
     BadTokenOwner { role: Role, owner: Option<u64> },
     #[error(transparent)]
     Migration(#[from] MigrationError),
@@ -41,4 +41,21 @@ pub enum MigrationError {
          it was written by a newer Marquee"
     )]
     Unknown { version: u32 },
+}
+
+fn describe_bad_owner(role: Role, owner: Option<u64>) -> String {
+    match (role, owner) {
+        (Role::Admin, _) => "an admin token has no owner; drop --owner".to_owned(),
+        (_, None) => format!(
+            "a {} token needs an owner: the id of its {}",
+            role.as_str(),
+            role.as_str()
+        ),
+        (_, Some(id)) => format!(
+            "a {} token needs an existing {} as owner; there is no {} {id}",
+            role.as_str(),
+            role.as_str(),
+            role.as_str()
+        ),
+    }
 }
