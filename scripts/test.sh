@@ -5,4 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/test-deps.sh
-cargo test --workspace --locked "$@"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over all test binaries (cargo prints one per binary, the last often a
+# doc-test run with nothing in it).
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+exit "$status"
