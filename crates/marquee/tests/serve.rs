@@ -95,6 +95,14 @@ fn token_from(line: &str) -> String {
         .to_owned()
 }
 
+async fn get_json(client: &reqwest::Client, url: &str, token: Option<&str>) -> Value {
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 async fn etag(client: &reqwest::Client, server: &Server) -> String {
     let reply = client
         .get(server.url("/snapshot/latest"))
@@ -112,44 +120,16 @@ async fn serve_demo_end_to_end() {
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();
 
-    let health: Value = client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health: Value = get_json(&client, &server.url("/healthz"), None).await;
     assert_eq!(health["status"], "ok");
-    let doc: Value = client
-        .get(server.url("/api/v1/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc: Value = get_json(&client, &server.url("/api/v1/openapi.json"), None).await;
     assert!(doc["paths"]["/api/v1/line-items"].is_object());
 
-    let advertisers: Value = client
-        .get(server.url("/api/v1/advertisers"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let advertisers: Value =
+        get_json(&client, &server.url("/api/v1/advertisers"), Some(&token)).await;
     assert_eq!(advertisers["items"].as_array().unwrap().len(), 3);
-    let line_items: Value = client
-        .get(server.url("/api/v1/line-items"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let line_items: Value =
+        get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
     assert_eq!(line_items["items"].as_array().unwrap().len(), 5);
 
     // The snapshot is served with an ETag and polls cheaply.
@@ -201,15 +181,12 @@ async fn serve_demo_end_to_end() {
         String::from_utf8_lossy(&output.stderr)
     );
     let advertiser_token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    let own: Value = client
-        .get(server.url("/api/v1/advertisers"))
-        .bearer_auth(&advertiser_token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let own: Value = get_json(
+        &client,
+        &server.url("/api/v1/advertisers"),
+        Some(&advertiser_token),
+    )
+    .await;
     assert_eq!(own["items"].as_array().unwrap().len(), 1);
 
     server.stop();
