@@ -1,0 +1,244 @@
+//! What the engine asks of its caller per line item: frequency caps and pacing controls.
+//! Both are traits so that the edge can back them with in-process state or Redis (issue 9).
+
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use jiff::Timestamp;
+use marquee_model::{CampaignId, FrequencyCap, LineItemId};
+use rustc_hash::{FxHashMap, FxHasher};
+
+/// Frequency caps: may this user see one more impression?
+pub trait FrequencyCaps {
+    /// `line_item_caps` and `campaign_caps` are the caps of the line item and of its campaign;
+    /// all must allow one more.
+    fn allows(
+        &self,
+        user: &str,
+        line_item: (LineItemId, &[FrequencyCap]),
+        campaign: (CampaignId, &[FrequencyCap]),
+        now: Timestamp,
+    ) -> bool;
+}
+
+/// Caps that never refuse (for bids without user consent, or tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCaps;
+
+impl FrequencyCaps for NoCaps {
+    fn allows(
+        &self,
+        _: &str,
+        _: (LineItemId, &[FrequencyCap]),
+        _: (CampaignId, &[FrequencyCap]),
+        _: Timestamp,
+    ) -> bool {
+        true
+    }
+}
+
+/// In-process caps: recent impression times per user and line item or campaign, in shards so
+/// that two cores rarely wait on the same lock. Each entry keeps only as many times as its
+/// largest cap counts.
+#[derive(Debug)]
+pub struct LocalCaps {
+    shards: Vec<Mutex<FxHashMap<(u64, Scope), Vec<i64>>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Scope {
+    LineItem(LineItemId),
+    Campaign(CampaignId),
+}
+
+const SHARDS: usize = 64;
+
+impl Default for LocalCaps {
+    fn default() -> Self {
+        LocalCaps {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
+        }
+    }
+}
+
+impl LocalCaps {
+    fn user_key(user: &str) -> u64 {
+        let mut hasher = FxHasher::default();
+        user.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn shard(&self, user: u64) -> &Mutex<FxHashMap<(u64, Scope), Vec<i64>>> {
+        &self.shards[(user as usize) % SHARDS]
+    }
+
+    /// Counts one impression of a line item (and its campaign) for a user.
+    pub fn record(
+        &self,
+        user: &str,
+        line_item: (LineItemId, &[FrequencyCap]),
+        campaign: (CampaignId, &[FrequencyCap]),
+        now: Timestamp,
+    ) {
+        let user = Self::user_key(user);
+        let Ok(mut shard) = self.shard(user).lock() else {
+            return;
+        };
+        for (scope, caps) in [
+            (Scope::LineItem(line_item.0), line_item.1),
+            (Scope::Campaign(campaign.0), campaign.1),
+        ] {
+            let keep = caps.iter().map(|c| c.count as usize).max().unwrap_or(0);
+            if keep == 0 {
+                continue;
+            }
+            let times = shard.entry((user, scope)).or_default();
+            times.push(now.as_second());
+            if times.len() > keep {
+                let excess = times.len() - keep;
+                times.drain(..excess);
+            }
+        }
+    }
+}
+
+fn within(times: Option<&Vec<i64>>, caps: &[FrequencyCap], now: i64) -> bool {
+    caps.iter().all(|cap| {
+        let since = now - i64::from(cap.window.seconds());
+        let seen = times.map_or(0, |t| t.iter().filter(|&&at| at > since).count());
+        seen < cap.count as usize
+    })
+}
+
+impl FrequencyCaps for LocalCaps {
+    fn allows(
+        &self,
+        user: &str,
+        line_item: (LineItemId, &[FrequencyCap]),
+        campaign: (CampaignId, &[FrequencyCap]),
+        now: Timestamp,
+    ) -> bool {
+        if line_item.1.is_empty() && campaign.1.is_empty() {
+            return true;
+        }
+        let user = Self::user_key(user);
+        // A poisoned shard only means another thread panicked mid-update; refuse rather than
+        // over-deliver.
+        let Ok(shard) = self.shard(user).lock() else {
+            return false;
+        };
+        let now = now.as_second();
+        within(
+            shard.get(&(user, Scope::LineItem(line_item.0))),
+            line_item.1,
+            now,
+        ) && within(
+            shard.get(&(user, Scope::Campaign(campaign.0))),
+            campaign.1,
+            now,
+        )
+    }
+}
+
+/// Pacing and budget state of one line item, set by the manager.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Control {
+    /// Stopped outright: budget spent, or held by the manager.
+    pub stopped: bool,
+    /// Probability (0 to 1) that the line item takes part in a request.
+    pub throttle: f32,
+    /// Multiplies the line item's price when it bids (pacing by price).
+    pub bid_multiplier: f32,
+    /// Expected click-through rate, to value CPC line items.
+    pub ctr: f32,
+}
+
+impl Control {
+    /// Full speed, no price change; CTR 0.1%, a typical display rate, until measured.
+    pub const FULL_SPEED: Control = Control {
+        stopped: false,
+        throttle: 1.0,
+        bid_multiplier: 1.0,
+        ctr: 0.001,
+    };
+}
+
+/// Where the engine reads each line item's [`Control`], by its index in the snapshot.
+pub trait Pacing {
+    fn control(&self, line_item: usize) -> Control;
+}
+
+/// Every line item at full speed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FullSpeed;
+
+impl Pacing for FullSpeed {
+    fn control(&self, _: usize) -> Control {
+        Control::FULL_SPEED
+    }
+}
+
+/// Controls in an array of atomics: the manager's updates land without a lock, and readers on
+/// every core see them on their next request.
+#[derive(Debug)]
+pub struct ControlArray {
+    slots: Vec<ControlSlot>,
+}
+
+#[derive(Debug)]
+struct ControlSlot {
+    stopped: AtomicBool,
+    throttle: AtomicU32,
+    bid_multiplier: AtomicU32,
+    ctr: AtomicU32,
+}
+
+impl ControlArray {
+    /// One slot per line item of a snapshot, all at full speed.
+    pub fn new(line_items: usize) -> ControlArray {
+        let full = Control::FULL_SPEED;
+        ControlArray {
+            slots: (0..line_items)
+                .map(|_| ControlSlot {
+                    stopped: AtomicBool::new(full.stopped),
+                    throttle: AtomicU32::new(full.throttle.to_bits()),
+                    bid_multiplier: AtomicU32::new(full.bid_multiplier.to_bits()),
+                    ctr: AtomicU32::new(full.ctr.to_bits()),
+                })
+                .collect(),
+        }
+    }
+
+    /// Sets a line item's control; out-of-range indices are ignored.
+    pub fn set(&self, line_item: usize, control: Control) {
+        let Some(slot) = self.slots.get(line_item) else {
+            return;
+        };
+        slot.stopped.store(control.stopped, Ordering::Relaxed);
+        slot.throttle.store(
+            control.throttle.clamp(0.0, 1.0).to_bits(),
+            Ordering::Relaxed,
+        );
+        slot.bid_multiplier
+            .store(control.bid_multiplier.max(0.0).to_bits(), Ordering::Relaxed);
+        slot.ctr
+            .store(control.ctr.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+    }
+}
+
+impl Pacing for ControlArray {
+    fn control(&self, line_item: usize) -> Control {
+        let Some(slot) = self.slots.get(line_item) else {
+            return Control::FULL_SPEED;
+        };
+        Control {
+            stopped: slot.stopped.load(Ordering::Relaxed),
+            throttle: f32::from_bits(slot.throttle.load(Ordering::Relaxed)),
+            bid_multiplier: f32::from_bits(slot.bid_multiplier.load(Ordering::Relaxed)),
+            ctr: f32::from_bits(slot.ctr.load(Ordering::Relaxed)),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Builders for snapshots in engine tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use marquee_model::{
+    AdvertiserId, CampaignId, CreativeId, Currency, FrequencyCap, LineItemId, Micros, PacingMode,
+    PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
+};
+use marquee_snapshot::{
+    CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
+};
+
+pub fn now() -> Timestamp {
+    // A Wednesday, 12:00 UTC.
+    "2026-11-18T12:00:00Z".parse().expect("valid")
+}
+
+pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemEntry {
+    LineItemEntry {
+        id: LineItemId(id),
+        campaign_id: CampaignId(1),
+        advertiser_id: AdvertiserId(1),
+        tier,
+        weight: 100,
+        flight_start: now().as_second() - 86_400,
+        flight_end: Some(now().as_second() + 86_400),
+        time_zone: "UTC".into(),
+        goal: None,
+        pacing: PacingMode::Even,
+        price: Price {
+            model: PricingModel::Cpm,
+            amount_micros: Micros(1_000_000),
+            currency: Currency::USD,
+        },
+        frequency_caps: Vec::new(),
+        targeting,
+        rotation: RotationMode::Weighted,
+        placements: Vec::new(),
+    }
+}
+
+pub fn banner(id: u64, line_item: u64, w: u32, h: u32) -> CreativeEntry {
+    CreativeEntry {
+        id: CreativeId(id),
+        line_item_id: LineItemId(line_item),
+        size: Some(Size { w, h }),
+        landing_url: "https://shop.example.com/".into(),
+        weight: 100,
+        content: Content::Html {
+            html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
+        },
+    }
+}
+
+/// A snapshot of these line items, each with one 300x250 banner (creative id = 1000 + line
+/// item id) unless `creatives` is given, and one campaign with `campaign_caps`.
+pub fn snapshot(
+    mut line_items: Vec<LineItemEntry>,
+    creatives: Option<Vec<CreativeEntry>>,
+    campaign_caps: Vec<FrequencyCap>,
+) -> Arc<Snapshot> {
+    line_items.sort_by_key(|li| li.id);
+    let mut creatives = creatives.unwrap_or_else(|| {
+        line_items
+            .iter()
+            .map(|li| banner(1000 + li.id.0, li.id.0, 300, 250))
+            .collect()
+    });
+    creatives.sort_by_key(|c| c.id);
+    Arc::new(Snapshot {
+        version: 1,
+        built_at: now(),
+        data: SnapshotData {
+            advertisers: Vec::new(),
+            campaigns: vec![CampaignEntry {
+                id: CampaignId(1),
+                advertiser_id: AdvertiserId(1),
+                frequency_caps: campaign_caps,
+            }],
+            line_items,
+            creatives,
+            publishers: Vec::new(),
+            sites: Vec::new(),
+            placements: Vec::new(),
+        },
+    })
+}
+
+pub const SIZES: [Size; 1] = [Size { w: 300, h: 250 }];
+
+pub fn placement(id: u64) -> PlacementId {
+    PlacementId(id)
+}

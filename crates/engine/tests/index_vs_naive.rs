@@ -1,0 +1,335 @@
+//! The index must retrieve exactly the line items the naive evaluator accepts, for random
+//! expressions, links and requests.
+
+mod common;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use marquee_engine::{Device, Engine, Geo, Request, Scratch, Slot, User};
+use marquee_model::{
+    DeviceType, Format, GeoCircle, HourRange, KeyValues, PlacementId, SiteId, Size, Targeting,
+    Tier, Weekday,
+};
+use proptest::prelude::*;
+use proptest::sample::{select, subsequence};
+
+const COUNTRIES: [&str; 4] = ["DE", "AT", "US", "FR"];
+const REGIONS: [&str; 3] = ["DE-BY", "US-CA", "FR-IDF"];
+const CITIES: [&str; 2] = ["Berlin", "Paris"];
+const OSES: [&str; 2] = ["iOS", "Android"];
+const BROWSERS: [&str; 2] = ["Chrome", "Safari"];
+const LANGUAGES: [&str; 2] = ["de", "en"];
+const SEGMENTS: [&str; 4] = ["s1", "s2", "s3", "s4"];
+const KEYS: [&str; 2] = ["section", "topic"];
+const VALUES: [&str; 3] = ["a", "b", "c"];
+const DOMAINS: [&str; 4] = [
+    "example.com",
+    "news.example.com",
+    "other.org",
+    "www.other.org",
+];
+const URLS: [&str; 3] = [
+    "https://example.com/",
+    "https://example.com/sport/",
+    "https://other.org/",
+];
+const NETS: [&str; 3] = ["10.0.0.0/8", "192.168.1.0/24", "2001:db8::/32"];
+const IPS: [&str; 4] = ["10.1.2.3", "192.168.1.7", "8.8.8.8", "2001:db8::1"];
+const SIZES: [Size; 3] = [
+    Size { w: 300, h: 250 },
+    Size { w: 728, h: 90 },
+    Size { w: 320, h: 50 },
+];
+const FORMATS: [Format; 3] = [Format::Banner, Format::Video, Format::Native];
+const DEVICES: [DeviceType; 4] = [
+    DeviceType::Desktop,
+    DeviceType::Phone,
+    DeviceType::Tablet,
+    DeviceType::Ctv,
+];
+const WEEKDAYS: [Weekday; 7] = [
+    Weekday::Mon,
+    Weekday::Tue,
+    Weekday::Wed,
+    Weekday::Thu,
+    Weekday::Fri,
+    Weekday::Sat,
+    Weekday::Sun,
+];
+const ZONES: [&str; 4] = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"];
+const POINTS: [(f64, f64); 3] = [(52.52, 13.40), (48.86, 2.35), (40.71, -74.0)];
+
+fn strings(values: &'static [&'static str]) -> impl Strategy<Value = Vec<String>> {
+    subsequence(values, 1..=values.len().min(3))
+        .prop_map(|v| v.into_iter().map(str::to_owned).collect())
+}
+
+fn leaf() -> impl Strategy<Value = Targeting> {
+    prop_oneof![
+        subsequence(vec![1u64, 2, 3, 4], 1..=2)
+            .prop_map(|ids| Targeting::Placement(ids.into_iter().map(PlacementId).collect())),
+        subsequence(vec![1u64, 2], 1..=2)
+            .prop_map(|ids| Targeting::Site(ids.into_iter().map(SiteId).collect())),
+        strings(&DOMAINS).prop_map(Targeting::Domain),
+        strings(&URLS).prop_map(Targeting::PageUrl),
+        strings(&COUNTRIES).prop_map(Targeting::Country),
+        strings(&REGIONS).prop_map(Targeting::Region),
+        strings(&CITIES).prop_map(Targeting::City),
+        (select(&POINTS[..]), 1.0f64..1500.0).prop_map(|((lat, lon), radius_km)| {
+            Targeting::GeoRadius(GeoCircle {
+                lat,
+                lon,
+                radius_km,
+            })
+        }),
+        subsequence(&DEVICES[..], 1..=2).prop_map(Targeting::DeviceType),
+        strings(&OSES).prop_map(Targeting::Os),
+        strings(&BROWSERS).prop_map(Targeting::Browser),
+        strings(&LANGUAGES).prop_map(Targeting::Language),
+        subsequence(&WEEKDAYS[..], 1..=3).prop_map(Targeting::DayOfWeek),
+        prop::collection::vec((0u8..24, 1u8..=24), 1..=2).prop_map(|ranges| {
+            Targeting::Hour(
+                ranges
+                    .into_iter()
+                    .map(|(a, b)| HourRange {
+                        from: a.min(b.saturating_sub(1)),
+                        to: b.max(a + 1),
+                    })
+                    .collect(),
+            )
+        }),
+        (select(&KEYS[..]), strings(&VALUES)).prop_map(|(key, values)| {
+            Targeting::KeyValue(KeyValues {
+                key: key.to_owned(),
+                values,
+            })
+        }),
+        strings(&SEGMENTS).prop_map(Targeting::Segment),
+        subsequence(&NETS[..], 1..=2)
+            .prop_map(|nets| Targeting::Ip(nets.iter().map(|n| n.parse().expect("net")).collect())),
+        subsequence(&SIZES[..], 1..=2).prop_map(Targeting::Size),
+        subsequence(&FORMATS[..], 1..=2).prop_map(Targeting::Format),
+    ]
+}
+
+fn expression() -> impl Strategy<Value = Targeting> {
+    leaf().prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 1..=4).prop_map(Targeting::All),
+            prop::collection::vec(inner.clone(), 1..=4).prop_map(Targeting::Any),
+            inner.prop_map(|t| Targeting::Not(Box::new(t))),
+        ]
+    })
+}
+
+#[derive(Debug, Clone)]
+struct LineItemSpec {
+    targeting: Option<Targeting>,
+    zone: &'static str,
+    links: Vec<u64>,
+}
+
+fn line_item_spec() -> impl Strategy<Value = LineItemSpec> {
+    (
+        prop::option::weighted(0.9, expression()),
+        select(&ZONES[..]),
+        prop_oneof![
+            3 => Just(Vec::new()),
+            1 => subsequence(vec![1u64, 2, 3, 4], 1..=3),
+        ],
+    )
+        .prop_map(|(targeting, zone, links)| LineItemSpec {
+            targeting,
+            zone,
+            links,
+        })
+}
+
+/// Owned request data; `Request` borrows from it.
+#[derive(Debug, Clone)]
+struct RequestSpec {
+    now: i64,
+    placement: Option<u64>,
+    site: Option<u64>,
+    domain: Option<&'static str>,
+    url: Option<String>,
+    country: Option<&'static str>,
+    region: Option<&'static str>,
+    city: Option<&'static str>,
+    point: Option<(f64, f64)>,
+    device: Option<DeviceType>,
+    os: Option<&'static str>,
+    browser: Option<&'static str>,
+    language: Option<&'static str>,
+    ip: Option<IpAddr>,
+    segments: Vec<&'static str>,
+    key_values: Vec<(&'static str, &'static str)>,
+    sizes: Vec<Size>,
+    formats: Vec<Format>,
+}
+
+fn maybe<T: Clone + std::fmt::Debug + 'static>(
+    values: &'static [T],
+) -> impl Strategy<Value = Option<T>> {
+    prop::option::weighted(0.8, select(values))
+}
+
+fn request_spec() -> impl Strategy<Value = RequestSpec> {
+    let a = (
+        0i64..14 * 86_400,
+        prop::option::weighted(0.8, 1u64..=5),
+        prop::option::weighted(0.8, 1u64..=3),
+        maybe(&[
+            "a.news.example.com",
+            "example.com",
+            "www.other.org",
+            "elsewhere.net",
+        ]),
+        maybe(&[
+            "https://example.com/sport/x",
+            "https://example.com/",
+            "https://other.org/a",
+            "https://nowhere.net/",
+        ]),
+        maybe(&["DE", "AT", "US", "FR", "JP"]),
+        maybe(&REGIONS),
+        maybe(&CITIES),
+    );
+    let b = (
+        prop::option::weighted(0.8, (select(&POINTS[..]), -3.0f64..3.0)),
+        maybe(&DEVICES),
+        maybe(&OSES),
+        maybe(&BROWSERS),
+        maybe(&LANGUAGES),
+        maybe(&IPS),
+        subsequence(&SEGMENTS[..], 0..=3),
+        prop::collection::vec((select(&KEYS[..]), select(&VALUES[..])), 0..=3),
+        subsequence(&SIZES[..], 0..=2),
+        subsequence(&FORMATS[..], 0..=2),
+    );
+    (a, b).prop_map(
+        |(
+            (offset, placement, site, domain, url, country, region, city),
+            (point, device, os, browser, language, ip, segments, key_values, sizes, formats),
+        )| RequestSpec {
+            now: 1_767_225_600 + offset,
+            placement,
+            site,
+            domain,
+            url: url.map(str::to_owned),
+            country,
+            region,
+            city,
+            point: point.map(|((lat, lon), jitter)| (lat + jitter, lon + jitter)),
+            device,
+            os,
+            browser,
+            language,
+            ip: ip.map(|ip| ip.parse().expect("ip")),
+            segments,
+            key_values,
+            sizes,
+            formats,
+        },
+    )
+}
+
+fn engine_of(specs: &[LineItemSpec]) -> Engine {
+    let line_items = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let mut li = common::line_item(i as u64 + 1, Tier::Standard, spec.targeting.clone());
+            li.time_zone = spec.zone.to_owned();
+            li.placements = spec.links.iter().copied().map(PlacementId).collect();
+            li
+        })
+        .collect();
+    Engine::new(common::snapshot(line_items, None, Vec::new()))
+}
+
+fn request_of(spec: &RequestSpec) -> Request<'_> {
+    Request {
+        now: Timestamp::from_second(spec.now).expect("valid"),
+        placement: spec.placement.map(PlacementId),
+        site: spec.site.map(SiteId),
+        slot: Slot {
+            sizes: &spec.sizes,
+            formats: &spec.formats,
+            floor: None,
+        },
+        domain: spec.domain,
+        page_url: spec.url.as_deref(),
+        device: Device {
+            device_type: spec.device,
+            os: spec.os,
+            browser: spec.browser,
+            language: spec.language,
+            ip: spec.ip,
+        },
+        geo: Geo {
+            country: spec.country,
+            region: spec.region,
+            city: spec.city,
+            point: spec.point,
+        },
+        user: User {
+            id: None,
+            segments: &spec.segments,
+        },
+        key_values: &spec.key_values,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn index_agrees_with_the_naive_evaluator(
+        line_items in prop::collection::vec(line_item_spec(), 1..40),
+        requests in prop::collection::vec(request_spec(), 1..12),
+    ) {
+        let engine = engine_of(&line_items);
+        let mut scratch = Scratch::default();
+        for spec in &requests {
+            let request = request_of(spec);
+            let mut indexed = engine.matching(&request, &mut scratch).to_vec();
+            indexed.sort_unstable();
+            let naive = engine.matching_naively(&request);
+            prop_assert_eq!(indexed, naive, "request {:?}", spec);
+        }
+    }
+}
+
+#[test]
+fn a_huge_expression_falls_back_to_whole_evaluation() {
+    // 5^5 conjunctions in DNF: far past the expansion limit.
+    let any = |k: usize| {
+        Targeting::Any(
+            (0..5)
+                .map(|v| Targeting::Segment(vec![format!("k{k}v{v}")]))
+                .collect(),
+        )
+    };
+    let expr = Targeting::All((0..5).map(any).collect());
+    let engine = engine_of(&[LineItemSpec {
+        targeting: Some(expr),
+        zone: "UTC",
+        links: vec![2],
+    }]);
+    let mut scratch = Scratch::default();
+    let segments_hit: Vec<String> = (0..5).map(|k| format!("k{k}v3")).collect();
+    let hit: Vec<&str> = segments_hit.iter().map(String::as_str).collect();
+    let mut request = Request::at(common::now());
+    request.placement = Some(PlacementId(2));
+    request.user.segments = &hit;
+    assert_eq!(engine.matching(&request, &mut scratch), &[0]);
+    request.user.segments = &hit[..4];
+    assert!(engine.matching(&request, &mut scratch).is_empty());
+    request.user.segments = &hit;
+    request.placement = Some(PlacementId(3));
+    assert!(engine.matching(&request, &mut scratch).is_empty());
+    let _ = Arc::clone(engine.snapshot());
+}
