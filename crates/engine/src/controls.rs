@@ -43,8 +43,11 @@ impl FrequencyCaps for NoCaps {
 /// largest cap counts.
 #[derive(Debug)]
 pub struct LocalCaps {
-    shards: Vec<Mutex<FxHashMap<(u64, Scope), Vec<i64>>>>,
+    shards: Vec<Mutex<Shard>>,
 }
+
+/// Impression times (unix seconds) per (user hash, scope).
+type Shard = FxHashMap<(u64, Scope), Vec<i64>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Scope {
@@ -71,7 +74,7 @@ impl LocalCaps {
         hasher.finish()
     }
 
-    fn shard(&self, user: u64) -> &Mutex<FxHashMap<(u64, Scope), Vec<i64>>> {
+    fn shard(&self, user: u64) -> &Mutex<Shard> {
         &self.shards[(user as usize) % SHARDS]
     }
 

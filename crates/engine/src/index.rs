@@ -200,19 +200,19 @@ impl Index {
     fn attr(&mut self, attr: Attr) -> u32 {
         let next = u32::try_from(self.attr_ids.len()).unwrap_or(u32::MAX);
         let id = *self.attr_ids.entry(attr).or_insert(next);
-        if id == next {
-            if let Attr::Hour(zone) | Attr::DayOfWeek(zone) = attr {
-                let slot = match self.zone_attrs.iter().position(|z| z.0 == zone) {
-                    Some(slot) => slot,
-                    None => {
-                        self.zone_attrs.push((zone, None, None));
-                        self.zone_attrs.len() - 1
-                    }
-                };
-                match attr {
-                    Attr::Hour(_) => self.zone_attrs[slot].1 = Some(id),
-                    _ => self.zone_attrs[slot].2 = Some(id),
+        if id == next
+            && let Attr::Hour(zone) | Attr::DayOfWeek(zone) = attr
+        {
+            let slot = match self.zone_attrs.iter().position(|z| z.0 == zone) {
+                Some(slot) => slot,
+                None => {
+                    self.zone_attrs.push((zone, None, None));
+                    self.zone_attrs.len() - 1
                 }
+            };
+            match attr {
+                Attr::Hour(_) => self.zone_attrs[slot].1 = Some(id),
+                _ => self.zone_attrs[slot].2 = Some(id),
             }
         }
         id

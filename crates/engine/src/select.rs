@@ -205,7 +205,8 @@ fn check<R: Rng>(
         let campaign_caps = engine.line_item_campaigns[i]
             .map(|c| data.campaigns[c as usize].frequency_caps.as_slice())
             .unwrap_or(&[]);
-        let capped = !(li.frequency_caps.is_empty() && campaign_caps.is_empty())
+        let has_caps = !li.frequency_caps.is_empty() || !campaign_caps.is_empty();
+        let capped = has_caps
             && !context.caps.allows(
                 user,
                 (li.id, &li.frequency_caps),

@@ -1,5 +1,6 @@
 //! The index must retrieve exactly the line items the naive evaluator accepts, for random
 //! expressions, links and requests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,0 +1,409 @@
+//! Selection: tiers, weights, value, creative fit, caps, pacing, floors, dates, explain mode.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{banner, line_item, now, snapshot};
+use marquee_engine::{
+    Context, Control, ControlArray, Decision, Elimination, Engine, Floor, FrequencyCaps, FullSpeed,
+    LocalCaps, NoCaps, Outcome, Request, Scratch, Slot, Verdict,
+};
+use marquee_model::{
+    CapWindow, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size, Targeting, Tier,
+};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+struct Harness {
+    engine: Engine,
+    rng: SmallRng,
+    scratch: Scratch,
+}
+
+impl Harness {
+    fn new(engine: Engine) -> Harness {
+        Harness {
+            engine,
+            rng: SmallRng::seed_from_u64(7),
+            scratch: Scratch::default(),
+        }
+    }
+
+    fn decide_with(
+        &mut self,
+        request: &Request<'_>,
+        caps: &dyn FrequencyCaps,
+        pacing: &dyn marquee_engine::Pacing,
+    ) -> Option<Decision> {
+        let mut context = Context {
+            rng: &mut self.rng,
+            caps,
+            pacing,
+            scratch: &mut self.scratch,
+        };
+        self.engine.decide(request, &mut context)
+    }
+
+    fn decide(&mut self, request: &Request<'_>) -> Option<Decision> {
+        self.decide_with(request, &NoCaps, &FullSpeed)
+    }
+
+    fn explain(
+        &mut self,
+        request: &Request<'_>,
+        caps: &dyn FrequencyCaps,
+        pacing: &dyn marquee_engine::Pacing,
+    ) -> (Option<Decision>, Vec<Verdict>) {
+        let mut context = Context {
+            rng: &mut self.rng,
+            caps,
+            pacing,
+            scratch: &mut self.scratch,
+        };
+        self.engine.explain(request, &mut context)
+    }
+}
+
+fn request() -> Request<'static> {
+    let mut request = Request::at(now());
+    request.slot = Slot {
+        sizes: &common::SIZES,
+        formats: &[],
+        floor: None,
+    };
+    request.geo.country = Some("DE");
+    request
+}
+
+fn cap(count: u32, window: &str) -> FrequencyCap {
+    FrequencyCap {
+        count,
+        window: CapWindow::try_from(window.to_owned()).expect("valid window"),
+    }
+}
+
+#[test]
+fn a_higher_tier_wins_outright() {
+    let mut standard = line_item(1, Tier::Standard, None);
+    standard.weight = 1000;
+    let sponsorship = {
+        let mut li = line_item(2, Tier::Sponsorship, None);
+        li.weight = 1;
+        li
+    };
+    let remnant = line_item(3, Tier::Remnant, None);
+    let mut h = Harness::new(Engine::new(snapshot(
+        vec![standard, sponsorship, remnant],
+        None,
+        vec![],
+    )));
+    for _ in 0..200 {
+        let decision = h.decide(&request()).expect("a decision");
+        assert_eq!(decision.line_item, LineItemId(2));
+        assert_eq!(decision.tier, Tier::Sponsorship);
+    }
+}
+
+#[test]
+fn reserved_tiers_share_by_weight() {
+    let mut heavy = line_item(1, Tier::Standard, None);
+    heavy.weight = 300;
+    let light = line_item(2, Tier::Standard, None);
+    let mut h = Harness::new(Engine::new(snapshot(vec![heavy, light], None, vec![])));
+    let runs = 8_000;
+    let heavy_wins = (0..runs)
+        .filter(|_| h.decide(&request()).expect("decision").line_item == LineItemId(1))
+        .count();
+    let share = heavy_wins as f64 / runs as f64;
+    assert!((0.72..0.78).contains(&share), "heavy share {share}");
+}
+
+#[test]
+fn remnant_goes_to_the_highest_value() {
+    let mut cheap = line_item(1, Tier::Remnant, None);
+    cheap.weight = 1000;
+    let mut dear = line_item(2, Tier::Remnant, None);
+    dear.price.amount_micros = Micros(3_000_000);
+    // A CPC line item is valued at price × CTR × 1000: 1.00 × 0.001 × 1000 = 1.00 CPM.
+    let mut cpc = line_item(3, Tier::Remnant, None);
+    cpc.price.model = PricingModel::Cpc;
+    let mut h = Harness::new(Engine::new(snapshot(vec![cheap, dear, cpc], None, vec![])));
+    for _ in 0..100 {
+        let decision = h.decide(&request()).expect("decision");
+        assert_eq!(decision.line_item, LineItemId(2));
+        assert_eq!(decision.bid_cpm, Micros(3_000_000));
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_decisions() {
+    let build = || {
+        let line_items = (1..=10)
+            .map(|id| line_item(id, Tier::Standard, None))
+            .collect();
+        Harness::new(Engine::new(snapshot(line_items, None, vec![])))
+    };
+    let (mut a, mut b) = (build(), build());
+    let first: Vec<_> = (0..50).map(|_| a.decide(&request())).collect();
+    let second: Vec<_> = (0..50).map(|_| b.decide(&request())).collect();
+    assert_eq!(first, second);
+    let distinct: std::collections::HashSet<_> =
+        first.iter().map(|d| d.map(|d| d.line_item)).collect();
+    assert!(distinct.len() > 3, "the draw does vary: {distinct:?}");
+}
+
+#[test]
+fn creatives_must_fit_the_slot_and_rotate_by_weight() {
+    let li = line_item(1, Tier::Standard, None);
+    let mut heavy = banner(10, 1, 300, 250);
+    heavy.weight = 900;
+    let light = banner(11, 1, 300, 250);
+    let leaderboard = banner(12, 1, 728, 90);
+    let mut h = Harness::new(Engine::new(snapshot(
+        vec![li],
+        Some(vec![heavy, light, leaderboard]),
+        vec![],
+    )));
+    let picks: Vec<u64> = (0..2_000)
+        .map(|_| h.decide(&request()).expect("decision").creative.0)
+        .collect();
+    assert!(!picks.contains(&12), "a 728x90 creative in a 300x250 slot");
+    let heavy_share = picks.iter().filter(|&&c| c == 10).count() as f64 / picks.len() as f64;
+    assert!(
+        (0.86..0.94).contains(&heavy_share),
+        "heavy creative share {heavy_share}"
+    );
+
+    let mut wide = request();
+    let sizes = [Size { w: 728, h: 90 }];
+    wide.slot.sizes = &sizes;
+    assert_eq!(h.decide(&wide).expect("decision").creative.0, 12);
+    let mut video = request();
+    video.slot.formats = &[marquee_model::Format::Video];
+    assert_eq!(h.decide(&video), None);
+}
+
+#[test]
+fn local_caps_count_impressions_in_their_window() {
+    let mut li = line_item(1, Tier::Standard, None);
+    li.frequency_caps = vec![cap(2, "1h")];
+    let engine = Engine::new(snapshot(vec![li.clone()], None, vec![cap(3, "1d")]));
+    let mut h = Harness::new(engine);
+    let caps = LocalCaps::default();
+    let mut req = request();
+    req.user.id = Some("user-1");
+    let record = |at: jiff::Timestamp| {
+        caps.record(
+            "user-1",
+            (li.id, &li.frequency_caps),
+            (li.campaign_id, &[cap(3, "1d")]),
+            at,
+        )
+    };
+    assert!(h.decide_with(&req, &caps, &FullSpeed).is_some());
+    record(now());
+    record(now());
+    assert_eq!(
+        h.decide_with(&req, &caps, &FullSpeed),
+        None,
+        "2 per hour reached"
+    );
+    // An hour later the line item cap allows again, but the campaign's 3 per day is next.
+    req.now = now() + jiff::SignedDuration::from_secs(3_601);
+    assert!(h.decide_with(&req, &caps, &FullSpeed).is_some());
+    record(req.now);
+    assert_eq!(
+        h.decide_with(&req, &caps, &FullSpeed),
+        None,
+        "3 per day reached"
+    );
+    // Another user is not affected.
+    req.user.id = Some("user-2");
+    assert!(h.decide_with(&req, &caps, &FullSpeed).is_some());
+}
+
+#[test]
+fn throttles_and_multipliers_come_from_the_control_array() {
+    let li = line_item(1, Tier::Standard, None);
+    let mut h = Harness::new(Engine::new(snapshot(vec![li], None, vec![])));
+    let controls = ControlArray::new(1);
+    controls.set(
+        0,
+        Control {
+            throttle: 0.25,
+            bid_multiplier: 0.5,
+            ..Control::FULL_SPEED
+        },
+    );
+    let served = (0..4_000)
+        .filter_map(|_| h.decide_with(&request(), &NoCaps, &controls))
+        .inspect(|d| assert_eq!(d.bid_cpm, Micros(500_000)))
+        .count();
+    let share = served as f64 / 4_000.0;
+    assert!((0.22..0.28).contains(&share), "served share {share}");
+    controls.set(
+        0,
+        Control {
+            stopped: true,
+            ..Control::FULL_SPEED
+        },
+    );
+    assert_eq!(h.decide_with(&request(), &NoCaps, &controls), None);
+}
+
+#[test]
+fn explain_names_the_first_rule_that_eliminated_each_line_item() {
+    let sponsor = |id| line_item(id, Tier::Sponsorship, None);
+    let mut line_items = vec![
+        sponsor(1),
+        line_item(2, Tier::Standard, None),
+        line_item(
+            3,
+            Tier::Sponsorship,
+            Some(Targeting::Country(vec!["FR".into()])),
+        ),
+        sponsor(4),
+        {
+            let mut li = sponsor(5);
+            li.flight_start = now().as_second() + 3_600;
+            li
+        },
+        sponsor(6),
+        {
+            let mut li = sponsor(7);
+            li.frequency_caps = vec![cap(1, "1d")];
+            li
+        },
+        sponsor(8),
+        {
+            let mut li = sponsor(9);
+            li.price.amount_micros = Micros(100_000);
+            li
+        },
+        sponsor(10),
+        line_item(
+            11,
+            Tier::Sponsorship,
+            Some(Targeting::Not(Box::new(Targeting::Country(vec![
+                "DE".into(),
+            ])))),
+        ),
+        {
+            let mut li = sponsor(12);
+            li.placements = vec![marquee_model::PlacementId(9)];
+            li
+        },
+    ];
+    line_items.sort_by_key(|li| li.id);
+    let mut creatives: Vec<_> = line_items
+        .iter()
+        .filter(|li| li.id.0 != 6)
+        .map(|li| banner(1000 + li.id.0, li.id.0, 300, 250))
+        .collect();
+    creatives.push(banner(1006, 6, 728, 90));
+    let engine = Engine::new(snapshot(line_items.clone(), Some(creatives), vec![]));
+    let mut h = Harness::new(engine);
+
+    let controls = ControlArray::new(line_items.len());
+    let index = |id| {
+        h.engine
+            .line_item_index(LineItemId(id))
+            .expect("in snapshot")
+    };
+    controls.set(
+        index(4),
+        Control {
+            stopped: true,
+            ..Control::FULL_SPEED
+        },
+    );
+    controls.set(
+        index(8),
+        Control {
+            throttle: 0.0,
+            ..Control::FULL_SPEED
+        },
+    );
+    let caps = LocalCaps::default();
+    let capped = &line_items[6];
+    caps.record(
+        "u",
+        (capped.id, &capped.frequency_caps),
+        (capped.campaign_id, &[]),
+        now(),
+    );
+
+    let mut req = request();
+    req.user.id = Some("u");
+    req.slot.floor = Some(Floor {
+        cpm: Micros(500_000),
+        currency: Currency::USD,
+    });
+    let (decision, verdicts) = h.explain(&req, &caps, &controls);
+    let outcome = |id: u64| {
+        verdicts
+            .iter()
+            .find(|v| v.line_item == LineItemId(id))
+            .map(|v| v.outcome.clone())
+            .expect("every line item has a verdict")
+    };
+    let eliminated = |e| Outcome::Eliminated(e);
+    assert_eq!(verdicts.len(), line_items.len());
+    assert_eq!(outcome(2), eliminated(Elimination::OutrankedByTier));
+    assert_eq!(
+        outcome(3),
+        eliminated(Elimination::Targeting("country".into()))
+    );
+    assert_eq!(outcome(4), eliminated(Elimination::Stopped));
+    assert_eq!(outcome(5), eliminated(Elimination::Dates));
+    assert_eq!(outcome(6), eliminated(Elimination::Creative));
+    assert_eq!(outcome(7), eliminated(Elimination::FrequencyCap));
+    assert_eq!(outcome(8), eliminated(Elimination::Pacing));
+    assert_eq!(outcome(9), eliminated(Elimination::Floor));
+    assert_eq!(
+        outcome(11),
+        eliminated(Elimination::Targeting("not country".into()))
+    );
+    assert_eq!(
+        outcome(12),
+        eliminated(Elimination::Targeting("placement (not linked)".into()))
+    );
+    let winner = decision.expect("a winner").line_item;
+    assert!(winner == LineItemId(1) || winner == LineItemId(10));
+    let loser = if winner == LineItemId(1) { 10 } else { 1 };
+    assert_eq!(outcome(winner.0), Outcome::Won);
+    assert_eq!(outcome(loser), eliminated(Elimination::NotChosen));
+
+    // Explain changes nothing about the decision: same seed, same winner.
+    let mut again = Harness::new(Engine::new(h.engine.snapshot().clone()));
+    let mut context = Context {
+        rng: &mut again.rng,
+        caps: &caps,
+        pacing: &controls,
+        scratch: &mut again.scratch,
+    };
+    let plain = again.engine.decide(&req, &mut context);
+    let mut fresh = Harness::new(Engine::new(h.engine.snapshot().clone()));
+    let (explained, _) = fresh.explain(&req, &caps, &controls);
+    assert_eq!(plain, explained);
+}
+
+#[test]
+fn a_floor_in_another_currency_is_not_met() {
+    let li = line_item(1, Tier::Standard, None);
+    let mut h = Harness::new(Engine::new(snapshot(vec![li], None, vec![])));
+    let mut req = request();
+    req.slot.floor = Some(Floor {
+        cpm: Micros(1),
+        currency: Currency::EUR,
+    });
+    assert_eq!(h.decide(&req), None);
+    req.slot.floor = Some(Floor {
+        cpm: Micros(1_000_000),
+        currency: Currency::USD,
+    });
+    assert!(
+        h.decide(&req).is_some(),
+        "a bid equal to the floor meets it"
+    );
+}
