@@ -1,21 +1,26 @@
-//! The targeting index: the conjunction algorithm of Whang et al., "Indexing Boolean
+//! The targeting index: a conjunction index in the manner of Whang et al., "Indexing Boolean
 //! Expressions" (VLDB 2009), so that matching a request reads only the posting lists of the
 //! request's own attribute values.
 //!
 //! Build: each line item's expression (conjoined with "placement is one of the linked ones"
-//! when it has links) is put in disjunctive normal form. Each conjunction keeps at most one
-//! positive ("∈") literal per attribute in the index; its size K is the number of those. Every
-//! negative ("∉") literal is indexed too. Literals the index cannot take (URL prefixes, IP
-//! networks, geo radius, a second positive literal on an attribute, day/hour outside the
-//! line item's zone) stay as residuals, checked after retrieval with the naive evaluator.
-//! Conjunction ids are assigned in order of K, so each posting list (sorted by id, ∉ before ∈)
-//! holds each K as one contiguous run.
+//! when it has links) is put in disjunctive normal form. Every literal "attribute ∈ values" or
+//! "attribute ∉ values" over an indexable attribute becomes a list of term ids (one term per
+//! attribute and value; day and hour per time zone; each key-value key an attribute of its
+//! own). Literals the index cannot take (URL prefixes, IP networks, geo radius) stay residuals,
+//! checked with the naive evaluator. Each conjunction is posted under the terms of ONE of its ∈
+//! literals, the one least likely to hold (naming the smallest share of its attribute's values);
+//! a conjunction without ∈ literals goes to a list read for every request.
 //!
-//! Match: for each K, one cursor per request attribute (the union of its values' lists; a
-//! multi-valued attribute such as segments counts once per conjunction). A conjunction matches
-//! when K cursors stand on it with ∈ entries and none with ∉. K = 0 conjunctions carry an ∈
-//! entry in the always-present list Z. An expression too large for DNF becomes one conjunction
-//! in Z whose whole expression is a residual, so correctness never depends on the index.
+//! Match: mark the request's terms, read the posting lists of those terms only, and verify
+//! each conjunction found: every ∈ literal has a marked term, no ∉ literal has one, every
+//! residual holds. An expression too large for DNF becomes one conjunction whose whole
+//! expression is a residual, so correctness never depends on the index.
+//!
+//! Whang et al. count matched ∈ literals per conjunction over K-partitioned lists instead of
+//! verifying; built that way here first, the traversal walked the dense lists (a device type
+//! every line item names, a popular country) and cost 312 µs per request at 100,000 line items
+//! against 8 µs at 1,000 (perf: 57% in cursor skipping). Anchoring on the most selective
+//! literal reads only short lists where targeting is selective.
 
 use std::ops::Range;
 
@@ -28,13 +33,9 @@ use crate::request::{Request, domain_suffixes};
 /// A DNF with more conjunctions than this is not expanded (see module docs).
 const MAX_CONJUNCTIONS: usize = 64;
 const MAX_LITERALS: usize = 32;
-/// Marks the end of a posting list.
-const END: u64 = u64::MAX;
 
-/// Attributes with fixed ids; day/hour per zone and key-values per key get ids after these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Attr {
-    Z,
     Placement,
     Site,
     Domain,
@@ -77,13 +78,15 @@ pub(crate) struct IndexInput<'s> {
 
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    /// Posting entries `(conjunction id << 1) | (1 for ∈, 0 for ∉)`, one list per term.
-    postings: Vec<u64>,
-    lists: Vec<Range<usize>>,
-    /// First conjunction id of each K, plus one past the last.
-    k_start: Vec<u32>,
-    conj_line_item: Vec<u32>,
-    conj_residuals: Vec<Range<u32>>,
+    /// The conjunctions posted under each term (its anchor list), as a range of `programs`.
+    lists: Vec<Range<u32>>,
+    /// Conjunctions with no ∈ literal, verified for every request, as a range of `programs`.
+    unanchored: Range<u32>,
+    /// Conjunctions as small programs, each anchor list's one after another, so that reading
+    /// a list is one sequential scan (a conjunction anchored on several terms is copied under
+    /// each). A program is: its length, line item, first residual, residual count, literal
+    /// count, then per literal a header (bit 31: positive; low bits: term count) and its terms.
+    programs: Vec<u32>,
     residuals: Vec<Residual>,
     attr_ids: FxHashMap<Attr, u32>,
     int_terms: FxHashMap<(u32, u64), u32>,
@@ -91,33 +94,42 @@ pub(crate) struct Index {
     key_attrs: FxHashMap<Box<str>, u32>,
     /// Zones with day or hour literals in the index: (zone, hour attr, day attr).
     zone_attrs: Vec<(u16, Option<u32>, Option<u32>)>,
-    z_term: u32,
     term_count: u32,
 }
+
+const POSITIVE: u32 = 1 << 31;
 
 /// Per-request working memory, reused across requests by one worker.
 #[derive(Debug, Default)]
 pub struct Scratch {
-    terms: Vec<(u32, u32)>,
-    parts: Vec<Part>,
-    cursors: Vec<Cursor>,
+    /// The request's terms.
+    terms: Vec<u32>,
+    /// `term_stamp[t] == epoch` when the request has term `t`.
+    term_stamp: Vec<u32>,
+    /// `line_item_stamp[i] == epoch` when line item `i` matched already.
+    line_item_stamp: Vec<u32>,
+    epoch: u32,
     pub(crate) matched: Vec<u32>,
     pub(crate) survivors: Vec<(u32, marquee_model::Micros)>,
-    stamp: Vec<u32>,
-    epoch: u32,
     pub(crate) zone_local: Vec<Option<LocalTime>>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Part {
-    pos: usize,
-    end: usize,
-}
-
-#[derive(Debug, Clone)]
-struct Cursor {
-    parts: Range<usize>,
-    current: u64,
+impl Scratch {
+    /// Starts a request: a new epoch invalidates every stamp at once.
+    fn begin(&mut self, terms: usize, line_items: usize) {
+        if self.term_stamp.len() < terms {
+            self.term_stamp.resize(terms, 0);
+        }
+        if self.line_item_stamp.len() < line_items {
+            self.line_item_stamp.resize(line_items, 0);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.term_stamp.iter_mut().for_each(|s| *s = 0);
+            self.line_item_stamp.iter_mut().for_each(|s| *s = 0);
+            self.epoch = 1;
+        }
+    }
 }
 
 /// A literal during building.
@@ -129,8 +141,7 @@ struct Literal<'s> {
 
 struct BuiltConj<'s> {
     line_item: u32,
-    positives: Vec<(Attr, Vec<Value<'s>>)>,
-    negatives: Vec<(Attr, Vec<Value<'s>>)>,
+    literals: Vec<(bool, Attr, Vec<Value<'s>>)>,
     residuals: Vec<Residual>,
 }
 
@@ -142,58 +153,96 @@ impl Index {
             let line_item = u32::try_from(line_item).unwrap_or(u32::MAX);
             add_line_item(&mut conjs, &mut keys, line_item, input);
         }
-        // Ids in order of K, so each K is one run in every posting list.
-        conjs.sort_by_key(|c: &BuiltConj<'_>| c.positives.len());
         let mut index = Index::default();
-        index.z_term = index.term(Attr::Z, Value::Int(0));
-        let mut entries: Vec<Vec<u64>> = vec![Vec::new()];
-        let max_k = conjs.last().map_or(0, |c| c.positives.len());
-        index.k_start = vec![0; max_k + 2];
-        for (id, conj) in conjs.into_iter().enumerate() {
-            let id = u32::try_from(id).unwrap_or(u32::MAX);
-            let k = conj.positives.len();
-            for start in &mut index.k_start[k + 1..] {
-                *start = id + 1;
-            }
-            let mut push = |index: &mut Index, attr: Attr, value: Value<'_>, positive: bool| {
-                let term = index.term(attr, value) as usize;
-                if entries.len() <= term {
-                    entries.resize_with(term + 1, Vec::new);
-                }
-                entries[term].push((u64::from(id) << 1) | u64::from(positive));
-            };
-            if k == 0 {
-                push(&mut index, Attr::Z, Value::Int(0), true);
-            }
-            for (attr, values) in conj.positives {
-                for value in values {
-                    push(&mut index, attr, value, true);
-                }
-            }
-            for (attr, values) in conj.negatives {
-                for value in values {
-                    push(&mut index, attr, value, false);
-                }
-            }
-            index.conj_line_item.push(conj.line_item);
-            let first = u32::try_from(index.residuals.len()).unwrap_or(u32::MAX);
-            index.residuals.extend(conj.residuals);
-            let last = u32::try_from(index.residuals.len()).unwrap_or(u32::MAX);
-            index.conj_residuals.push(first..last);
+        // Each literal as (positive, attribute id, term ids).
+        let conj_terms: Vec<Vec<(bool, u32, Vec<u32>)>> = conjs
+            .iter()
+            .map(|conj| {
+                conj.literals
+                    .iter()
+                    .map(|(positive, attr, values)| {
+                        let terms = values
+                            .iter()
+                            .map(|value| index.term(*attr, value.clone()))
+                            .collect();
+                        (*positive, index.attr(*attr), terms)
+                    })
+                    .collect()
+            })
+            .collect();
+        // How many values each attribute takes in the index: a literal naming v of n values is
+        // estimated to hold for a share v / n of requests.
+        let mut values_per_attr: FxHashMap<u32, u32> = FxHashMap::default();
+        for &(attr, _) in index.int_terms.keys() {
+            *values_per_attr.entry(attr).or_default() += 1;
+        }
+        for (attr, terms) in &index.str_terms {
+            *values_per_attr.entry(*attr).or_default() += to_u32(terms.len());
         }
         for (key, number) in keys {
             if let Some(attr) = index.attr_ids.get(&Attr::KeyValue(number)) {
                 index.key_attrs.insert(key.into(), *attr);
             }
         }
-        entries.resize_with(index.term_count as usize, Vec::new);
-        for mut list in entries {
-            list.sort_unstable();
-            list.dedup();
-            let start = index.postings.len();
-            index.postings.extend(list);
-            index.lists.push(start..index.postings.len());
+        let mut anchored: Vec<Vec<u32>> = vec![Vec::new(); index.term_count as usize];
+        let mut unanchored = Vec::new();
+        // Every program once, back to back, before they are laid out per anchor list.
+        let mut programs: Vec<u32> = Vec::new();
+        let mut starts: Vec<u32> = Vec::with_capacity(conj_terms.len());
+        for (conj, literals) in conjs.into_iter().zip(conj_terms) {
+            let id = to_u32(starts.len());
+            starts.push(to_u32(programs.len()));
+            // Post under the ∈ literal least likely to hold, so few requests retrieve it.
+            let share = |attr: &u32, terms: &Vec<u32>| {
+                terms.len() as f64
+                    / f64::from(values_per_attr.get(attr).copied().unwrap_or(1).max(1))
+            };
+            let anchor = literals
+                .iter()
+                .filter(|(positive, _, _)| *positive)
+                .min_by(|a, b| share(&a.1, &a.2).total_cmp(&share(&b.1, &b.2)));
+            match anchor {
+                Some((_, _, terms)) => {
+                    for &term in terms {
+                        anchored[term as usize].push(id);
+                    }
+                }
+                None => unanchored.push(id),
+            }
+            let residual_first = to_u32(index.residuals.len());
+            let residual_count = to_u32(conj.residuals.len());
+            index.residuals.extend(conj.residuals);
+            let start = programs.len();
+            programs.extend([
+                0,
+                conj.line_item,
+                residual_first,
+                residual_count,
+                to_u32(literals.len()),
+            ]);
+            for (positive, _, terms) in literals {
+                programs.push(to_u32(terms.len()) | if positive { POSITIVE } else { 0 });
+                programs.extend(terms);
+            }
+            programs[start] = to_u32(programs.len() - start);
         }
+        let lay_out = |index: &mut Index, ids: &mut Vec<u32>| {
+            // A conjunction is posted once per term even if a value repeats.
+            ids.dedup();
+            let start = to_u32(index.programs.len());
+            for &id in ids.iter() {
+                let start = starts[id as usize] as usize;
+                let program = &programs[start..start + programs[start] as usize];
+                index.programs.extend_from_slice(program);
+            }
+            start..to_u32(index.programs.len())
+        };
+        index.unanchored = lay_out(&mut index, &mut unanchored);
+        for mut ids in anchored {
+            let range = lay_out(&mut index, &mut ids);
+            index.lists.push(range);
+        }
+        index.programs.shrink_to_fit();
         index
     }
 
@@ -236,18 +285,18 @@ impl Index {
         term
     }
 
-    fn find_int(&self, attr: Attr, value: u64) -> Option<(u32, u32)> {
+    fn find_int(&self, attr: Attr, value: u64) -> Option<u32> {
         let attr = *self.attr_ids.get(&attr)?;
-        self.int_terms.get(&(attr, value)).map(|t| (attr, *t))
+        self.int_terms.get(&(attr, value)).copied()
     }
 
-    fn find_str(&self, attr: Attr, value: &str) -> Option<(u32, u32)> {
+    fn find_str(&self, attr: Attr, value: &str) -> Option<u32> {
         let attr = *self.attr_ids.get(&attr)?;
         self.find_str_in(attr, value)
     }
 
-    fn find_str_in(&self, attr: u32, value: &str) -> Option<(u32, u32)> {
-        self.str_terms.get(&attr)?.get(value).map(|t| (attr, *t))
+    fn find_str_in(&self, attr: u32, value: &str) -> Option<u32> {
+        self.str_terms.get(&attr)?.get(value).copied()
     }
 
     /// Fills `scratch.matched` with the indices of the line items whose expression matches,
@@ -256,36 +305,35 @@ impl Index {
         scratch.matched.clear();
         scratch.zone_local.clear();
         scratch.zone_local.resize(ctx.zones.len(), None);
+        scratch.begin(self.term_count as usize, ctx.line_item_zones.len());
         self.request_terms(ctx, scratch);
-        if scratch.stamp.len() < ctx.line_item_zones.len() {
-            scratch.stamp.resize(ctx.line_item_zones.len(), 0);
-        }
-        scratch.epoch = scratch.epoch.wrapping_add(1);
-        if scratch.epoch == 0 {
-            scratch.stamp.iter_mut().for_each(|s| *s = 0);
-            scratch.epoch = 1;
-        }
-        for k in (0..self.k_start.len().saturating_sub(1)).rev() {
-            let ids = self.k_start[k]..self.k_start[k + 1];
-            if ids.is_empty() {
-                continue;
-            }
-            self.open_cursors(scratch, &ids);
-            self.run_partition(ctx, scratch, k.max(1));
+        self.scan(ctx, scratch, self.unanchored.clone());
+        for i in 0..scratch.terms.len() {
+            let list = self.lists[scratch.terms[i] as usize].clone();
+            self.scan(ctx, scratch, list);
         }
     }
 
-    /// The request's (attribute, term) pairs, sorted by attribute.
+    /// Verifies every conjunction in a range of programs.
+    fn scan(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch, range: Range<u32>) {
+        let (mut at, end) = (range.start as usize, range.end as usize);
+        while at < end {
+            let program = &self.programs[at..at + self.programs[at] as usize];
+            self.verify(ctx, scratch, program);
+            at += program.len();
+        }
+    }
+
+    /// Collects and marks the request's terms.
     fn request_terms(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch) {
         let r = ctx.request;
         let mut terms = std::mem::take(&mut scratch.terms);
         terms.clear();
-        let mut add = |found: Option<(u32, u32)>| {
-            if let Some(pair) = found {
-                terms.push(pair);
+        let mut add = |found: Option<u32>| {
+            if let Some(term) = found {
+                terms.push(term);
             }
         };
-        add(self.find_int(Attr::Z, 0));
         add(r
             .placement
             .and_then(|p| self.find_int(Attr::Placement, p.0)));
@@ -326,122 +374,39 @@ impl Index {
         for &(zone, hour_attr, day_attr) in &self.zone_attrs {
             let local = ctx.local_time(zone, scratch);
             if let Some(attr) = hour_attr {
-                add(self
-                    .int_terms
-                    .get(&(attr, u64::from(local.hour)))
-                    .map(|t| (attr, *t)));
+                add(self.int_terms.get(&(attr, u64::from(local.hour))).copied());
             }
             if let Some(attr) = day_attr {
-                add(self
-                    .int_terms
-                    .get(&(attr, local.weekday as u64))
-                    .map(|t| (attr, *t)));
+                add(self.int_terms.get(&(attr, local.weekday as u64)).copied());
             }
         }
         terms.sort_unstable();
         terms.dedup();
+        for &term in &terms {
+            scratch.term_stamp[term as usize] = scratch.epoch;
+        }
         scratch.terms = terms;
     }
 
-    /// One cursor per request attribute over the partition's id range.
-    fn open_cursors(&self, scratch: &mut Scratch, ids: &Range<u32>) {
-        scratch.parts.clear();
-        scratch.cursors.clear();
-        let low = u64::from(ids.start) << 1;
-        let high = u64::from(ids.end) << 1;
-        let mut i = 0;
-        while i < scratch.terms.len() {
-            let attr = scratch.terms[i].0;
-            let first_part = scratch.parts.len();
-            while i < scratch.terms.len() && scratch.terms[i].0 == attr {
-                let list = self.lists[scratch.terms[i].1 as usize].clone();
-                let slice = &self.postings[list.clone()];
-                let pos = list.start + slice.partition_point(|&e| e < low);
-                let end = list.start + slice.partition_point(|&e| e < high);
-                if pos < end {
-                    scratch.parts.push(Part { pos, end });
-                }
-                i += 1;
-            }
-            if scratch.parts.len() > first_part {
-                let mut cursor = Cursor {
-                    parts: first_part..scratch.parts.len(),
-                    current: END,
-                };
-                cursor.current = self.head(&scratch.parts, &cursor);
-                scratch.cursors.push(cursor);
-            }
-        }
-    }
-
-    fn head(&self, parts: &[Part], cursor: &Cursor) -> u64 {
-        parts[cursor.parts.clone()]
-            .iter()
-            .filter(|p| p.pos < p.end)
-            .map(|p| self.postings[p.pos])
-            .min()
-            .unwrap_or(END)
-    }
-
-    /// Moves cursor `c` to its first entry at or after `key`.
-    fn skip_to(&self, scratch: &mut Scratch, c: usize, key: u64) {
-        let mut cursor = scratch.cursors[c].clone();
-        if cursor.current >= key {
-            return;
-        }
-        for part in &mut scratch.parts[cursor.parts.clone()] {
-            if part.pos < part.end && self.postings[part.pos] < key {
-                part.pos = gallop(&self.postings, part.pos, part.end, key);
-            }
-        }
-        cursor.current = self.head(&scratch.parts, &cursor);
-        scratch.cursors[c] = cursor;
-    }
-
-    fn run_partition(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch, need: usize) {
-        if scratch.cursors.len() < need {
-            return;
-        }
-        loop {
-            scratch.cursors.sort_unstable_by_key(|c| c.current);
-            let kth = scratch.cursors[need - 1].current;
-            if kth == END {
+    /// Checks one conjunction's program against the request; records its line item once.
+    fn verify(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch, program: &[u32]) {
+        let line_item = program[1] as usize;
+        let (residual_first, residual_count) = (program[2] as usize, program[3] as usize);
+        let mut at = 5;
+        for _ in 0..program[4] {
+            let header = program[at];
+            let count = (header & !POSITIVE) as usize;
+            let present = program[at + 1..at + 1 + count]
+                .iter()
+                .any(|&t| scratch.term_stamp[t as usize] == scratch.epoch);
+            if present != (header & POSITIVE != 0) {
                 return;
             }
-            let first = scratch.cursors[0].current;
-            let next = if first >> 1 == kth >> 1 {
-                if first & 1 == 0 {
-                    // The request has a value this conjunction excludes.
-                    let key = ((first >> 1) + 1) << 1;
-                    for c in 0..scratch.cursors.len() {
-                        if scratch.cursors[c].current >> 1 == first >> 1 {
-                            self.skip_to(scratch, c, key);
-                        }
-                    }
-                    continue;
-                }
-                self.accept(ctx, scratch, kth >> 1);
-                ((kth >> 1) + 1) << 1
-            } else {
-                kth & !1
-            };
-            for c in 0..need {
-                self.skip_to(scratch, c, next);
-            }
+            at += 1 + count;
         }
-    }
-
-    /// Checks a retrieved conjunction's residuals and records its line item once.
-    fn accept(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch, conj: u64) {
-        let conj = conj as usize;
-        let line_item = self.conj_line_item[conj] as usize;
-        if scratch.stamp[line_item] == scratch.epoch {
-            return;
-        }
-        let range = &self.conj_residuals[conj];
-        let residuals = &self.residuals[range.start as usize..range.end as usize];
-        if !residuals.is_empty() {
+        if residual_count > 0 {
             let local = ctx.local_time(ctx.line_item_zones[line_item], scratch);
+            let residuals = &self.residuals[residual_first..residual_first + residual_count];
             let holds = residuals.iter().all(|residual| {
                 leaf_matches(&residual.expr, ctx.request, local) == residual.positive
             });
@@ -449,19 +414,21 @@ impl Index {
                 return;
             }
         }
-        scratch.stamp[line_item] = scratch.epoch;
+        // Checked last: the stamp array is large and most conjunctions fail before this.
+        if scratch.line_item_stamp[line_item] == scratch.epoch {
+            return;
+        }
+        scratch.line_item_stamp[line_item] = scratch.epoch;
         scratch.matched.push(line_item as u32);
     }
 
     /// Bytes held by the index, for the benchmarks' memory figures.
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.postings.capacity() * size_of::<u64>()
-            + self.lists.capacity() * size_of::<Range<usize>>()
-            + self.conj_line_item.capacity() * size_of::<u32>()
-            + self.conj_residuals.capacity() * size_of::<Range<u32>>()
+        self.lists.capacity() * size_of::<Range<u32>>()
+            + self.programs.capacity() * size_of::<u32>()
             + self.residuals.capacity() * size_of::<Residual>()
-            + (self.int_terms.capacity() * (size_of::<(u32, u64)>() + size_of::<u32>()))
+            + self.int_terms.capacity() * (size_of::<(u32, u64)>() + size_of::<u32>())
             + self
                 .str_terms
                 .values()
@@ -493,20 +460,6 @@ impl MatchContext<'_, '_> {
     }
 }
 
-/// First position in `list[pos..end]` whose entry is at least `key`, by exponential search.
-fn gallop(list: &[u64], pos: usize, end: usize, key: u64) -> usize {
-    let mut step = 1;
-    let mut low = pos;
-    let mut high = pos + 1;
-    while high < end && list[high] < key {
-        low = high;
-        high = (high + step).min(end);
-        step *= 2;
-    }
-    let high = high.min(end);
-    low + list[low..high].partition_point(|&e| e < key)
-}
-
 fn size_key(size: &marquee_model::Size) -> u64 {
     (u64::from(size.w) << 32) | u64::from(size.h)
 }
@@ -528,12 +481,12 @@ fn add_line_item<'s>(
         Some(expr) => dnf(expr, true),
     };
     let Some(dnf) = dnf else {
-        // Too large to expand: one conjunction, retrieved through Z (or the links) and
-        // evaluated whole.
+        // Too large to expand: one conjunction, retrieved through its links (or for every
+        // request) and evaluated whole.
         let mut conj = BuiltConj::new(line_item);
         if let Some(placements) = link {
-            conj.positives
-                .push((Attr::Placement, placement_values(placements)));
+            conj.literals
+                .push((true, Attr::Placement, placement_values(placements)));
         }
         if let Some(expr) = input.targeting {
             conj.residuals.push(Residual {
@@ -547,8 +500,8 @@ fn add_line_item<'s>(
     for literals in dnf {
         let mut conj = BuiltConj::new(line_item);
         if let Some(placements) = link {
-            conj.positives
-                .push((Attr::Placement, placement_values(placements)));
+            conj.literals
+                .push((true, Attr::Placement, placement_values(placements)));
         }
         for literal in literals {
             conj.add(literal, input.zone, keys);
@@ -565,8 +518,7 @@ impl<'s> BuiltConj<'s> {
     fn new(line_item: u32) -> Self {
         BuiltConj {
             line_item,
-            positives: Vec::new(),
-            negatives: Vec::new(),
+            literals: Vec::new(),
             residuals: Vec::new(),
         }
     }
@@ -579,20 +531,7 @@ impl<'s> BuiltConj<'s> {
             });
             return;
         };
-        if !literal.positive {
-            self.negatives.push((attr, values));
-            return;
-        }
-        // One positive literal per attribute is indexed; a second is checked after retrieval
-        // (for a multi-valued attribute both must hold, which one posting cursor cannot say).
-        if self.positives.iter().any(|(a, _)| *a == attr) {
-            self.residuals.push(Residual {
-                expr: literal.expr.clone(),
-                positive: true,
-            });
-            return;
-        }
-        self.positives.push((attr, values));
+        self.literals.push((literal.positive, attr, values));
     }
 }
 
@@ -709,4 +648,9 @@ fn dnf(expr: &Targeting, positive: bool) -> Option<Vec<Vec<Literal<'_>>>> {
             positive,
         }]]),
     }
+}
+
+/// Counts in this index are bounded by snapshot sizes, far below u32::MAX.
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
