@@ -503,6 +503,7 @@ pub const HTML_MACROS: &[&str] = &[
     "LINE_ITEM_ID",
     "PLACEMENT_ID",
     "IMPRESSION_URL",
+    "TIMESTAMP",
 ];
 
 /// What a creative shows.

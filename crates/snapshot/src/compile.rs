@@ -169,6 +169,7 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             landing_url: c.landing_url.clone(),
             weight: c.weight,
             content: Content::from(&c.content),
+            ad_code: crate::render::ad_code(s.meta.id, c),
         })
     }));
 

@@ -68,6 +68,8 @@ pub struct CreativeEntry {
     pub landing_url: String,
     pub weight: u32,
     pub content: Content,
+    /// The iframe document, prepared for the edge to fill; `None` for video.
+    pub ad_code: Option<crate::AdCode>,
 }
 
 /// What a creative shows. Mirrors [`CreativeContent`], which is internally tagged for JSON and

@@ -18,7 +18,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic: the bytes `4D 51 53 4E 41 50 00 00` (`"MQSNAP\0\0"`) |
-//! | 8 | 4 | format version, u32: `1` |
+//! | 8 | 4 | format version, u32: `2` |
 //! | 12 | 4 | flags, u32: `0` (no flags are defined) |
 //! | 16 | 8 | snapshot version, u64: the store's change counter |
 //! | 24 | 8 | build time, i64: microseconds since 1970-01-01T00:00:00Z |
@@ -72,7 +72,10 @@
 //! Price          = model: enum { Cpm, Cpc, Flat }, amount_micros: i64, currency: string
 //! Rotation       = enum { Even, Weighted, OptimizedCtr }
 //! Creative       = id: u64, line_item_id: u64, size: Size?, landing_url: string,
-//!                  weight: u32, content: Content
+//!                  weight: u32, content: Content, ad_code: AdCode?
+//! AdCode         = parts: [enum { 0 Text(string), 1 Hole(Hole) }]
+//! Hole           = enum { ClickUrl, ClickUrlEncoded, ImpressionUrl, CacheBuster,
+//!                         PlacementId, Timestamp }
 //! Content        = enum {
 //!                    0 Image { image_url: string, alt: string },
 //!                    1 Html { html: string },
@@ -108,6 +111,7 @@ mod compile;
 mod data;
 mod dir;
 mod format;
+mod render;
 
 pub use compile::{CompileStats, compile, compile_with_stats};
 pub use data::{
@@ -116,3 +120,4 @@ pub use data::{
 };
 pub use dir::{DirError, SnapshotDir};
 pub use format::{FORMAT_VERSION, HEADER_LEN, Header, LoadError, MAGIC, Snapshot};
+pub use render::{AdCode, Hole, Part, ad_code, escape_html};

@@ -177,6 +177,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             content: Content::Html {
                 html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
             },
+            ad_code: None,
         });
     }
     Arc::new(Snapshot {

@@ -51,6 +51,7 @@ pub fn banner(id: u64, line_item: u64, w: u32, h: u32) -> CreativeEntry {
         content: Content::Html {
             html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
         },
+        ad_code: None,
     }
 }
 

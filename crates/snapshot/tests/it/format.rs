@@ -3,9 +3,9 @@ use marquee_model::{
     Price, PricingModel, PublisherId, RotationMode, SiteId, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, FORMAT_VERSION, HEADER_LEN, Header,
-    LineItemEntry, LoadError, MAGIC, PlacementEntry, PublisherEntry, SiteEntry, Snapshot,
-    SnapshotData, compile,
+    AdCode, AdvertiserEntry, CampaignEntry, Content, CreativeEntry, FORMAT_VERSION, HEADER_LEN,
+    Header, Hole, LineItemEntry, LoadError, MAGIC, Part, PlacementEntry, PublisherEntry, SiteEntry,
+    Snapshot, SnapshotData, compile,
 };
 
 use crate::fixture::*;
@@ -118,8 +118,8 @@ fn a_flipped_format_version_byte_is_an_unsupported_format() {
     bytes[8] ^= 0x80;
     match Snapshot::decode(&bytes) {
         Err(LoadError::UnsupportedFormat { found, supported }) => {
-            assert_eq!(found, 0x81);
-            assert_eq!(supported, 1);
+            assert_eq!(found, FORMAT_VERSION ^ 0x80);
+            assert_eq!(supported, FORMAT_VERSION);
         }
         other => panic!("expected an unsupported format, got {other:?}"),
     }
@@ -128,25 +128,23 @@ fn a_flipped_format_version_byte_is_an_unsupported_format() {
 #[test]
 fn an_unknown_format_version_is_refused_even_with_a_correct_checksum() {
     let mut bytes = encoded();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let next = FORMAT_VERSION + 1;
+    bytes[8..12].copy_from_slice(&next.to_le_bytes());
     reseal(&mut bytes);
     assert!(matches!(
         Header::parse(&bytes),
-        Err(LoadError::UnsupportedFormat {
-            found: 2,
-            supported: 1
-        })
+        Err(LoadError::UnsupportedFormat { found, supported })
+            if found == next && supported == FORMAT_VERSION
     ));
     let err = Snapshot::decode(&bytes).expect_err("refused");
     assert!(matches!(
         err,
-        LoadError::UnsupportedFormat {
-            found: 2,
-            supported: 1
-        }
+        LoadError::UnsupportedFormat { found, supported }
+            if found == next && supported == FORMAT_VERSION
     ));
     assert!(
-        err.to_string().contains("version 2 is not supported"),
+        err.to_string()
+            .contains(&format!("version {next} is not supported")),
         "{err}"
     );
 }
@@ -304,6 +302,9 @@ fn golden_snapshot() -> Snapshot {
                 landing_url: "h".into(),
                 weight: 1,
                 content: Content::Html { html: "x".into() },
+                ad_code: Some(AdCode {
+                    parts: vec![Part::Text("<x>".into()), Part::Hole(Hole::ClickUrl)],
+                }),
             }],
             publishers: vec![PublisherEntry { id: PublisherId(5) }],
             sites: vec![SiteEntry {
@@ -334,6 +335,7 @@ fn golden_bytes_pin_the_format() {
         &[0, 1, 2, 19, 1, 0, 10, 0, 0, 0, 8], // no caps, Some(Not(Ip([V4 10.0.0.0/8])))
         &[1, 1, 6],                   // rotation Weighted, placements [6]
         &[1, 4, 3, 1, 172, 2, 250, 1, 1, b'h', 1, 1, 1, b'x'], // creatives
+        &[1, 2, 0, 3, b'<', b'x', b'>', 1, 0], // ad code: Some([Text("<x>"), Hole(ClickUrl)])
         &[1, 5],                      // publishers
         &[1, 5, 5, 4, b's', b'.', b'd', b'e'], // sites
         &[1, 6, 5, 0, 1, 2],          // placements

@@ -1,0 +1,244 @@
+//! Ad code prepared when the snapshot is compiled: each servable creative becomes the HTML
+//! document of its iframe, as literal text with holes. The edge fills the holes per request by
+//! appending strings; it runs no template engine.
+
+use marquee_model::{Creative, CreativeContent};
+use serde::{Deserialize, Serialize};
+
+/// Literal text with holes, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdCode {
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Part {
+    Text(String),
+    Hole(Hole),
+}
+
+/// A per-request value. Every value the edge puts in a hole is safe in HTML text and in a
+/// double-quoted attribute (URLs it builds, numbers, percent-encoded text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Hole {
+    /// The signed click redirect.
+    ClickUrl,
+    /// The same, percent-encoded, for creatives that pass it on as a parameter.
+    ClickUrlEncoded,
+    /// The signed impression beacon.
+    ImpressionUrl,
+    CacheBuster,
+    PlacementId,
+    /// Unix seconds of the request.
+    Timestamp,
+}
+
+impl AdCode {
+    /// Whether the code already loads the impression beacon itself.
+    fn has(&self, hole: Hole) -> bool {
+        self.parts.contains(&Part::Hole(hole))
+    }
+
+    fn text(&mut self, text: &str) {
+        match self.parts.last_mut() {
+            Some(Part::Text(last)) => last.push_str(text),
+            _ => self.parts.push(Part::Text(text.to_owned())),
+        }
+    }
+
+    fn hole(&mut self, hole: Hole) {
+        self.parts.push(Part::Hole(hole));
+    }
+
+    /// Appends creative markup, turning `{{MACROS}}` into holes or, for values known now
+    /// (ids), into text. Validation has refused unknown macros; any left stay as written.
+    fn markup(&mut self, markup: &str, creative_id: u64, line_item_id: u64) {
+        let mut rest = markup;
+        while let Some(open) = rest.find("{{") {
+            self.text(&rest[..open]);
+            let after = &rest[open + 2..];
+            let Some(close) = after.find("}}") else {
+                self.text(&rest[open..]);
+                return;
+            };
+            let name = &after[..close];
+            match name {
+                "CLICK_URL" => self.hole(Hole::ClickUrl),
+                "CLICK_URL_ENC" => self.hole(Hole::ClickUrlEncoded),
+                "IMPRESSION_URL" => self.hole(Hole::ImpressionUrl),
+                "CACHE_BUSTER" => self.hole(Hole::CacheBuster),
+                "PLACEMENT_ID" => self.hole(Hole::PlacementId),
+                "TIMESTAMP" => self.hole(Hole::Timestamp),
+                "CREATIVE_ID" => self.text(&creative_id.to_string()),
+                "LINE_ITEM_ID" => self.text(&line_item_id.to_string()),
+                _ => self.text(&rest[open..open + 2 + close + 2]),
+            }
+            rest = &after[close + 2..];
+        }
+        self.text(rest);
+    }
+}
+
+/// Escapes text for HTML content and double-quoted attributes.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\">\
+<style>html,body{margin:0;padding:0;overflow:hidden}a img{border:0;display:block}</style>\
+</head><body>";
+const TAIL: &str = "</body></html>";
+
+/// The iframe document of a creative, or `None` for creatives that are not display ads
+/// (VAST video goes out through the bidder).
+pub fn ad_code(creative_id: u64, creative: &Creative) -> Option<AdCode> {
+    let line_item_id = creative.line_item_id.0;
+    let mut code = AdCode { parts: Vec::new() };
+    code.text(HEAD);
+    match &creative.content {
+        CreativeContent::Image { image_url, alt } => {
+            let (w, h) = creative.size.map_or((0, 0), |s| (s.w, s.h));
+            code.text("<a href=\"");
+            code.hole(Hole::ClickUrl);
+            code.text(&format!(
+                "\" target=\"_blank\" rel=\"noopener noreferrer\"><img src=\"{}\" width=\"{w}\" height=\"{h}\" alt=\"{}\"></a>",
+                escape_html(image_url),
+                escape_html(alt)
+            ));
+        }
+        CreativeContent::Html { html } => code.markup(html, creative_id, line_item_id),
+        CreativeContent::ThirdPartyTag { tag } => code.markup(tag, creative_id, line_item_id),
+        CreativeContent::Native {
+            title,
+            body,
+            sponsored_by,
+            image_url,
+            icon_url,
+            call_to_action,
+        } => {
+            code.text("<a href=\"");
+            code.hole(Hole::ClickUrl);
+            code.text("\" target=\"_blank\" rel=\"noopener noreferrer\" style=\"display:block;font:14px sans-serif;color:#111;text-decoration:none\">");
+            for (url, class) in [(image_url, "image"), (icon_url, "icon")] {
+                if let Some(url) = url {
+                    code.text(&format!(
+                        "<img class=\"{class}\" src=\"{}\" alt=\"\" style=\"max-width:100%\">",
+                        escape_html(url)
+                    ));
+                }
+            }
+            code.text(&format!(
+                "<strong>{}</strong><p>{}</p><small>{}</small>",
+                escape_html(title),
+                escape_html(body),
+                escape_html(sponsored_by)
+            ));
+            if let Some(cta) = call_to_action {
+                code.text(&format!("<span class=\"cta\">{}</span>", escape_html(cta)));
+            }
+            code.text("</a>");
+        }
+        CreativeContent::Vast { .. } => return None,
+    }
+    if !code.has(Hole::ImpressionUrl) {
+        code.text("<img src=\"");
+        code.hole(Hole::ImpressionUrl);
+        code.text("\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\">");
+    }
+    code.text(TAIL);
+    Some(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use marquee_model::{LineItemId, Size, Status};
+
+    fn creative(content: CreativeContent) -> Creative {
+        Creative {
+            line_item_id: LineItemId(7),
+            name: "c".into(),
+            status: Status::Active,
+            size: Some(Size { w: 300, h: 250 }),
+            landing_url: "https://shop.example.com/".into(),
+            weight: 100,
+            content,
+        }
+    }
+
+    fn fill(code: &AdCode) -> String {
+        code.parts
+            .iter()
+            .map(|part| match part {
+                Part::Text(t) => t.clone(),
+                Part::Hole(h) => format!("[{h:?}]"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn html_macros_become_holes_or_ids() {
+        let code = ad_code(
+            42,
+            &creative(CreativeContent::Html {
+                html: "<a href=\"{{CLICK_URL}}\">{{CREATIVE_ID}}/{{LINE_ITEM_ID}}</a>{{CACHE_BUSTER}}{{TIMESTAMP}}{{PLACEMENT_ID}}".into(),
+            }),
+        )
+        .expect("servable");
+        let filled = fill(&code);
+        assert!(
+            filled.contains("<a href=\"[ClickUrl]\">42/7</a>[CacheBuster][Timestamp][PlacementId]"),
+            "{filled}"
+        );
+        assert!(filled.ends_with("<img src=\"[ImpressionUrl]\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\"></body></html>"));
+    }
+
+    #[test]
+    fn a_creative_firing_its_own_impression_gets_no_second_pixel() {
+        let code = ad_code(
+            1,
+            &creative(CreativeContent::ThirdPartyTag {
+                tag: "<script src=\"https://ads.example.net/t.js?imp={{IMPRESSION_URL}}&click={{CLICK_URL_ENC}}\"></script>".into(),
+            }),
+        )
+        .expect("servable");
+        assert_eq!(fill(&code).matches("[ImpressionUrl]").count(), 1);
+    }
+
+    #[test]
+    fn image_fields_are_escaped() {
+        let code = ad_code(
+            1,
+            &creative(CreativeContent::Image {
+                image_url: "https://cdn.example.com/a.png?x=1&y=\"2\"".into(),
+                alt: "<script>alert(1)</script>".into(),
+            }),
+        )
+        .expect("servable");
+        let filled = fill(&code);
+        assert!(filled.contains("src=\"https://cdn.example.com/a.png?x=1&amp;y=&quot;2&quot;\""));
+        assert!(filled.contains("alt=\"&lt;script&gt;alert(1)&lt;/script&gt;\""));
+        assert!(!filled.contains("<script>"));
+    }
+
+    #[test]
+    fn video_is_not_display_code() {
+        let vast = creative(CreativeContent::Vast {
+            xml: None,
+            url: Some("https://ads.example.net/vast.xml".into()),
+            duration_secs: 15,
+        });
+        assert_eq!(ad_code(1, &vast), None);
+    }
+}
