@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use jiff::Timestamp;
 use marquee_model::{CampaignId, FrequencyCap, LineItemId};
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHashMap;
 
 /// Frequency caps: may this user see one more impression?
 pub trait FrequencyCaps {
@@ -38,15 +38,26 @@ impl FrequencyCaps for NoCaps {
     }
 }
 
+/// A stable 64-bit key for a user id: equal ids give equal keys on every edge of one build
+/// (SipHash with fixed keys), and never 0, which means "no user".
+pub fn user_key(id: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut hasher);
+    hasher.finish().max(1)
+}
+
 /// In-process caps: recent impression times per user and line item or campaign, in shards so
 /// that two cores rarely wait on the same lock. Each entry keeps only as many times as its
-/// largest cap counts.
+/// largest cap counts, and a shard holds at most `capacity / SHARDS` entries: when full, the
+/// eighth with the oldest last impression is evicted (those users may see the ad again early;
+/// memory stays bounded).
 #[derive(Debug)]
 pub struct LocalCaps {
     shards: Vec<Mutex<Shard>>,
+    per_shard: usize,
 }
 
-/// Impression times (unix seconds) per (user hash, scope).
+/// Impression times (unix seconds, oldest first) per (user key, scope).
 type Shard = FxHashMap<(u64, Scope), Vec<i64>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,35 +69,46 @@ enum Scope {
 const SHARDS: usize = 64;
 
 impl Default for LocalCaps {
+    /// Room for a million (user, line item or campaign) entries.
     fn default() -> Self {
-        LocalCaps {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(FxHashMap::default()))
-                .collect(),
-        }
+        LocalCaps::with_capacity(1 << 20)
     }
 }
 
 impl LocalCaps {
-    fn user_key(user: &str) -> u64 {
-        let mut hasher = FxHasher::default();
-        user.hash(&mut hasher);
-        hasher.finish()
+    pub fn with_capacity(entries: usize) -> LocalCaps {
+        LocalCaps {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
+            per_shard: (entries / SHARDS).max(8),
+        }
     }
 
     fn shard(&self, user: u64) -> &Mutex<Shard> {
         &self.shards[(user as usize) % SHARDS]
     }
 
-    /// Counts one impression of a line item (and its campaign) for a user.
+    /// Entries held, all shards together.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.len()))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Counts one impression of a line item (and its campaign) for a user key.
     pub fn record(
         &self,
-        user: &str,
+        user: u64,
         line_item: (LineItemId, &[FrequencyCap]),
         campaign: (CampaignId, &[FrequencyCap]),
         now: Timestamp,
     ) {
-        let user = Self::user_key(user);
         let Ok(mut shard) = self.shard(user).lock() else {
             return;
         };
@@ -98,6 +120,9 @@ impl LocalCaps {
             if keep == 0 {
                 continue;
             }
+            if shard.len() >= self.per_shard && !shard.contains_key(&(user, scope)) {
+                evict_oldest(&mut shard, self.per_shard / 8);
+            }
             let times = shard.entry((user, scope)).or_default();
             times.push(now.as_second());
             if times.len() > keep {
@@ -105,6 +130,21 @@ impl LocalCaps {
                 times.drain(..excess);
             }
         }
+    }
+}
+
+/// Removes the `count` entries (at least one) whose last impression is oldest.
+fn evict_oldest(shard: &mut Shard, count: usize) {
+    let mut last_seen: Vec<(i64, (u64, Scope))> = shard
+        .iter()
+        .map(|(key, times)| (times.last().copied().unwrap_or(i64::MIN), *key))
+        .collect();
+    let count = count.clamp(1, last_seen.len().max(1));
+    if last_seen.len() > count {
+        last_seen.select_nth_unstable_by_key(count - 1, |(at, _)| *at);
+    }
+    for (_, key) in last_seen.into_iter().take(count) {
+        shard.remove(&key);
     }
 }
 
@@ -127,7 +167,7 @@ impl FrequencyCaps for LocalCaps {
         if line_item.1.is_empty() && campaign.1.is_empty() {
             return true;
         }
-        let user = Self::user_key(user);
+        let user = user_key(user);
         // A poisoned shard only means another thread panicked mid-update; refuse rather than
         // over-deliver.
         let Ok(shard) = self.shard(user).lock() else {

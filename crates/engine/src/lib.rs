@@ -22,7 +22,9 @@ use std::sync::Arc;
 use marquee_model::{CreativeId, LineItemId, Micros, Tier};
 use marquee_snapshot::Snapshot;
 
-pub use controls::{Control, ControlArray, FrequencyCaps, FullSpeed, LocalCaps, NoCaps, Pacing};
+pub use controls::{
+    Control, ControlArray, FrequencyCaps, FullSpeed, LocalCaps, NoCaps, Pacing, user_key,
+};
 pub use expr::LocalTime;
 pub use index::Scratch;
 pub use request::{Device, Floor, Geo, Request, Slot, User};

@@ -6,7 +6,7 @@ mod common;
 use common::{banner, line_item, now, snapshot};
 use marquee_engine::{
     Context, Control, ControlArray, Decision, Elimination, Engine, Floor, FrequencyCaps, FullSpeed,
-    LocalCaps, NoCaps, Outcome, Request, Scratch, Slot, Verdict,
+    LocalCaps, NoCaps, Outcome, Request, Scratch, Slot, Verdict, user_key,
 };
 use marquee_model::{
     CapWindow, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size, Targeting, Tier,
@@ -194,7 +194,7 @@ fn local_caps_count_impressions_in_their_window() {
     req.user.id = Some("user-1");
     let record = |at: jiff::Timestamp| {
         caps.record(
-            "user-1",
+            user_key("user-1"),
             (li.id, &li.frequency_caps),
             (li.campaign_id, &[cap(3, "1d")]),
             at,
@@ -327,7 +327,7 @@ fn explain_names_the_first_rule_that_eliminated_each_line_item() {
     let caps = LocalCaps::default();
     let capped = &line_items[6];
     caps.record(
-        "u",
+        user_key("u"),
         (capped.id, &capped.frequency_caps),
         (capped.campaign_id, &[]),
         now(),
@@ -406,4 +406,28 @@ fn a_floor_in_another_currency_is_not_met() {
         h.decide(&req).is_some(),
         "a bid equal to the floor meets it"
     );
+}
+
+#[test]
+fn local_caps_stay_bounded_and_keep_recent_users() {
+    let caps = LocalCaps::with_capacity(64 * 16);
+    let li_caps = [cap(1, "1d")];
+    let line_item = (LineItemId(1), &li_caps[..]);
+    let campaign = (marquee_model::CampaignId(1), &[][..]);
+    let user = |n: u64| format!("user-{n}");
+    for n in 0..20_000u64 {
+        let at = now() + jiff::SignedDuration::from_secs(n as i64);
+        caps.record(user_key(&user(n)), line_item, campaign, at);
+    }
+    assert!(caps.len() <= 64 * 16, "{} entries", caps.len());
+    // The most recent users are remembered: their cap of one per day holds.
+    let later = now() + jiff::SignedDuration::from_secs(20_001);
+    for n in 19_990..20_000u64 {
+        assert!(
+            !caps.allows(&user(n), line_item, campaign, later),
+            "user {n} forgotten"
+        );
+    }
+    // A user never seen is allowed.
+    assert!(caps.allows("someone-new", line_item, campaign, later));
 }
