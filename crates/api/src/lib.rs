@@ -15,6 +15,7 @@ mod links;
 mod objects;
 pub mod openapi;
 mod routes;
+mod tags;
 
 use std::sync::Arc;
 
@@ -28,11 +29,14 @@ pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use error::ApiError;
 pub use objects::resource;
 pub use routes::RouteTable;
+pub use tags::tags;
 
 /// Shared state of the API handlers.
 #[derive(Debug, Clone)]
 pub struct ApiState {
     pub store: Arc<dyn Store>,
+    /// Public base URL of the edges, for generated ad tags.
+    pub ad_url: Arc<str>,
 }
 
 impl HasStore for ApiState {
@@ -44,9 +48,13 @@ impl HasStore for ApiState {
 /// Path of the served OpenAPI document.
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
-/// Adds every `/api/v1` route to `table`.
-pub fn add_routes(mut table: RouteTable, store: Arc<dyn Store>) -> RouteTable {
-    let state = ApiState { store };
+/// Adds every `/api/v1` route to `table`. `ad_url` is the edges' public base URL, used in the
+/// generated ad tags.
+pub fn add_routes(mut table: RouteTable, store: Arc<dyn Store>, ad_url: &str) -> RouteTable {
+    let state = ApiState {
+        store,
+        ad_url: ad_url.into(),
+    };
     let mut generator = SchemaGenerator::new(SchemaSettings::openapi3());
     let mut names = Vec::new();
     table = add_object_routes::<Advertiser>(table, &state, &mut generator, &mut names);
@@ -79,8 +87,15 @@ pub fn add_routes(mut table: RouteTable, store: Arc<dyn Store>) -> RouteTable {
             Method::DELETE,
             link,
             links::unlink,
-            state,
+            state.clone(),
             openapi::link_operation(false),
+        )
+        .route(
+            Method::GET,
+            "/api/v1/placements/{id}/tags",
+            tags::get,
+            state,
+            openapi::tags_operation(),
         )
 }
 

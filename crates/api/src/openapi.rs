@@ -222,6 +222,34 @@ pub fn link_list_operation() -> Value {
     )
 }
 
+pub fn tags_operation() -> Value {
+    operation(
+        "Ad tags of a placement (async JavaScript, iframe, image)".into(),
+        "placements",
+        vec![id_parameter("id", "placement id")],
+        None,
+        responses([
+            (
+                200,
+                response(
+                    "the tags, as HTML to paste into a page",
+                    json!({ "type": "object", "properties": {
+                        "placement_id": { "type": "integer" },
+                        "async": { "type": "string" },
+                        "iframe": { "type": "string" },
+                        "image": { "type": "string" },
+                        "note": { "type": "string" }
+                    }}),
+                ),
+            ),
+            (
+                404,
+                error_response("no such placement visible to this token"),
+            ),
+        ]),
+    )
+}
+
 pub fn link_operation(link: bool) -> Value {
     let parameters = vec![
         id_parameter("id", "line item id"),

@@ -49,7 +49,12 @@ impl App {
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock).unwrap());
-        let router = add_routes(RouteTable::new(), Arc::clone(&store)).into_router("test", "0");
+        let router = add_routes(
+            RouteTable::new(),
+            Arc::clone(&store),
+            "https://ads.example.com",
+        )
+        .into_router("test", "0");
         let mut app = App {
             router,
             store,
@@ -869,4 +874,37 @@ async fn links_join_line_items_and_placements() {
     let reply = app.admin("PUT", &bad, None).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.field_paths(), ["placement_id"]);
+}
+
+#[tokio::test]
+async fn placements_have_tags_for_the_edge() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let reply = app
+        .admin(
+            "GET",
+            &format!("/api/v1/placements/{}/tags", w.placement),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let asynchronous = reply.body["async"].as_str().unwrap();
+    assert!(asynchronous.contains(&format!("data-placement=\"{}\"", w.placement)));
+    assert!(asynchronous.contains("src=\"https://ads.example.com/tag.js\""));
+    assert!(asynchronous.contains("width:728px;height:90px"));
+    let iframe = reply.body["iframe"].as_str().unwrap();
+    assert!(iframe.contains("sandbox=\"allow-scripts"));
+    assert!(iframe.contains(&format!("/ad?placement={}&amp;format=html", w.placement)));
+    assert!(reply.body["image"].as_str().unwrap().contains("format=img"));
+    // Advertisers have no business with placements.
+    let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let reply = app
+        .call(
+            "GET",
+            &format!("/api/v1/placements/{}/tags", w.placement),
+            Some(&advertiser),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
 }

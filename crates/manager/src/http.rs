@@ -14,7 +14,8 @@ use serde_json::json;
 use crate::Manager;
 
 /// Every route the manager serves, documented at `/api/v1/openapi.json`.
-pub fn router(manager: &Arc<Manager>) -> axum::Router {
+/// `ad_url` is the edges' public base URL, for the generated ad tags.
+pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
     let table = RouteTable::new()
         .route(
             Method::GET,
@@ -45,7 +46,7 @@ pub fn router(manager: &Arc<Manager>) -> axum::Router {
                 ]),
             ),
         );
-    marquee_api::add_routes(table, Arc::clone(manager.store()))
+    marquee_api::add_routes(table, Arc::clone(manager.store()), ad_url)
         .into_router("Marquee", env!("CARGO_PKG_VERSION"))
 }
 
