@@ -20,6 +20,56 @@ pub struct Config {
     pub demo: bool,
     pub snapshot: SnapshotConfig,
     pub log: LogConfig,
+    pub edge: EdgeSection,
+    pub events: EventsSection,
+    pub tracking: TrackingSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeSection {
+    /// Base URL under which browsers reach the edge (for tags and tracking URLs); empty means
+    /// `http://` plus the listen address.
+    pub public_url: String,
+    /// Whether the edge may set a first-party user id cookie (only with consent).
+    pub cookies: bool,
+    /// A request header carrying the client's country code, set by a CDN in front; empty for
+    /// none.
+    pub country_header: String,
+    /// What to answer when no ad may serve: `empty`, or a passback URL (`https://…`).
+    pub fallback: String,
+    /// How long tracking links stay valid, in seconds (60 to 3600).
+    pub token_lifetime_secs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSection {
+    /// `group`: fsync every `group_commit_ms`; `strict`: impressions, clicks and conversions are
+    /// durable before the response is sent.
+    pub durability: DurabilityMode,
+    pub group_commit_ms: u64,
+    /// Segment files roll at this size (MiB) or age (seconds).
+    pub segment_max_mb: u64,
+    pub segment_max_age_secs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilityMode {
+    Group,
+    Strict,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackingSection {
+    /// Keys that sign and verify tracking links, each `ID:hex:…` or `ID:base64:…` (ID 0–255,
+    /// at least 32 bytes). Empty: a key is generated on first start and kept in the data
+    /// directory.
+    pub keys: Vec<String>,
+    /// The id of the key that signs; the others only verify (rotation).
+    pub signing_key: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +109,23 @@ impl Default for Config {
             log: LogConfig {
                 level: "info".into(),
                 format: LogFormat::Text,
+            },
+            edge: EdgeSection {
+                public_url: String::new(),
+                cookies: true,
+                country_header: String::new(),
+                fallback: "empty".into(),
+                token_lifetime_secs: 3_600,
+            },
+            events: EventsSection {
+                durability: DurabilityMode::Group,
+                group_commit_ms: 5,
+                segment_max_mb: 64,
+                segment_max_age_secs: 60,
+            },
+            tracking: TrackingSection {
+                keys: Vec::new(),
+                signing_key: 1,
             },
         }
     }
@@ -127,6 +194,51 @@ impl Config {
             return Err(ConfigError::OutOfRange {
                 key: "log.level",
                 message: "must not be empty".into(),
+            });
+        }
+        if !(60..=3_600).contains(&self.edge.token_lifetime_secs) {
+            return Err(ConfigError::OutOfRange {
+                key: "edge.token_lifetime_secs",
+                message: format!(
+                    "is {}; it must be between 60 and 3600",
+                    self.edge.token_lifetime_secs
+                ),
+            });
+        }
+        let fallback = self.edge.fallback.as_str();
+        if fallback != "empty"
+            && !(fallback.starts_with("https://") || fallback.starts_with("http://"))
+        {
+            return Err(ConfigError::OutOfRange {
+                key: "edge.fallback",
+                message: format!("is {fallback:?}; it must be `empty` or an http(s) URL"),
+            });
+        }
+        if !(1..=1_000).contains(&self.events.group_commit_ms) {
+            return Err(ConfigError::OutOfRange {
+                key: "events.group_commit_ms",
+                message: format!(
+                    "is {}; it must be between 1 and 1000",
+                    self.events.group_commit_ms
+                ),
+            });
+        }
+        if !(1..=4_096).contains(&self.events.segment_max_mb) {
+            return Err(ConfigError::OutOfRange {
+                key: "events.segment_max_mb",
+                message: format!(
+                    "is {}; it must be between 1 and 4096",
+                    self.events.segment_max_mb
+                ),
+            });
+        }
+        if !(1..=86_400).contains(&self.events.segment_max_age_secs) {
+            return Err(ConfigError::OutOfRange {
+                key: "events.segment_max_age_secs",
+                message: format!(
+                    "is {}; it must be between 1 and 86400",
+                    self.events.segment_max_age_secs
+                ),
             });
         }
         if self.data_dir.as_os_str().is_empty() {
@@ -223,6 +335,15 @@ mod tests {
                 ),
                 ("[log]\nformat = \"xml\"", "log.format"),
                 ("colour = \"blue\"", "colour"),
+                ("[edge]\nfallback = \"ftp://x\"", "edge.fallback"),
+                (
+                    "[edge]\ntoken_lifetime_secs = 5",
+                    "edge.token_lifetime_secs",
+                ),
+                ("[events]\ndurability = \"sometimes\"", "events.durability"),
+                ("[events]\ngroup_commit_ms = 0", "events.group_commit_ms"),
+                ("[events]\nsegment_max_mb = 0", "events.segment_max_mb"),
+                ("[tracking]\nsigning_key = 300", "tracking.signing_key"),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
