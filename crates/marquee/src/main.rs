@@ -8,10 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use marquee_config::{Config, LogFormat, Overrides};
+use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
+use marquee_edge::{Edge, EdgeConfig, Fallback};
+use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{Manager, ManagerOptions, demo};
 use marquee_model::{Clock, Role, SystemClock};
 use marquee_store::{NewToken, SqliteStore, Store};
+use marquee_tracking::KeyRing;
 
 /// Exit status for bad configuration or usage (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
@@ -41,6 +44,9 @@ enum Command {
     Token(TokenCommand),
     /// Apply database migrations and exit.
     Migrate(CommonArgs),
+    /// Measure: load generator (`run`) and the hello-world reference server (`reference`).
+    #[command(subcommand)]
+    Bench(marquee_bench::BenchCommand),
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +138,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Token(TokenCommand::Create(args)) => create_token(args).await,
+        Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
             init_logging(&config);
@@ -245,23 +252,162 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         );
     }
 
+    let public_url = if config.edge.public_url.is_empty() {
+        format!("http://{address}")
+    } else {
+        config.edge.public_url.clone()
+    };
+    let edge = Arc::new(open_edge(&config, &public_url)?);
+    if edge
+        .holder
+        .install_local_copy(&edge.config.data_dir)
+        .is_some()
+    {
+        tracing::info!("serving the last good snapshot until the manager publishes");
+    }
+
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop({
+    let until_stopped = move || {
         let mut stopped = stopped.clone();
         async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         }
-    }));
-    let app = marquee_manager::router(&manager);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = stop.send(true);
-        })
-        .await?;
+    };
+    let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
+    let follower = tokio::spawn(follow_snapshots(
+        manager.subscribe(),
+        Arc::clone(&edge),
+        until_stopped(),
+    ));
+    let app = marquee_manager::router(&manager, &public_url);
+    let shutdown = Box::pin(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    marquee_edge::serve(listener, Arc::clone(&edge), Some(app), shutdown).await?;
     compile_loop.await?;
-    tracing::info!("stopped");
+    follower.await?;
+    edge.log.flush_and_close()?;
+    tracing::info!("stopped; event log flushed");
     Ok(())
+}
+
+/// Installs every snapshot the manager publishes into the in-process edge.
+async fn follow_snapshots(
+    mut published: tokio::sync::watch::Receiver<Option<Arc<marquee_manager::Published>>>,
+    edge: Arc<Edge>,
+    stopped: impl Future<Output = ()>,
+) {
+    tokio::pin!(stopped);
+    loop {
+        let latest = published.borrow_and_update().clone();
+        if let Some(latest) = latest
+            && edge.holder.version() != Some(latest.header.version)
+        {
+            let edge = Arc::clone(&edge);
+            // Building the index takes a while for large snapshots: off the async workers.
+            let _ = tokio::task::spawn_blocking(move || edge.accept_snapshot(&latest.bytes)).await;
+        }
+        tokio::select! {
+            () = &mut stopped => return,
+            changed = published.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// The edge of `marquee serve`: its event log, tracking keys and settings.
+fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
+    let events = &config.events;
+    let durability = match events.durability {
+        DurabilityMode::Group => Durability::Group {
+            interval: Duration::from_millis(events.group_commit_ms),
+        },
+        DurabilityMode::Strict => Durability::Strict {
+            interval: Duration::from_millis(events.group_commit_ms),
+        },
+    };
+    let log = EventLog::open(
+        config.data_dir.join("events"),
+        marquee_eventlog::Config {
+            durability,
+            segment_max_bytes: events.segment_max_mb * 1024 * 1024,
+            segment_max_age: Duration::from_secs(events.segment_max_age_secs),
+            ..marquee_eventlog::Config::default()
+        },
+    )?;
+    let keys = tracking_keys(config)?;
+    let fallback = match config.edge.fallback.as_str() {
+        "empty" => Fallback::Empty,
+        url => Fallback::Passback(url.to_owned()),
+    };
+    Ok(Edge::new(
+        EdgeConfig {
+            public_url: public_url.to_owned(),
+            token_lifetime: Duration::from_secs(u64::from(config.edge.token_lifetime_secs)),
+            fallback,
+            cookies: config.edge.cookies,
+            country_header: Some(config.edge.country_header.clone()).filter(|h| !h.is_empty()),
+            data_dir: config.data_dir.join("edge"),
+        },
+        Arc::new(log),
+        keys,
+    ))
+}
+
+/// Tracking keys from the configuration, or the data directory's own key (made on first
+/// start), so that tracking links stay valid across restarts.
+fn tracking_keys(config: &Config) -> Result<KeyRing, Failure> {
+    let configured: Vec<String> = if config.tracking.keys.is_empty() {
+        vec![local_tracking_key(&config.data_dir)?]
+    } else {
+        config.tracking.keys.clone()
+    };
+    let mut parsed = Vec::new();
+    for entry in &configured {
+        let (id, secret) = entry
+            .split_once(':')
+            .and_then(|(id, secret)| Some((id.parse::<u8>().ok()?, secret)))
+            .ok_or_else(|| Failure {
+                status: EXIT_CONFIG,
+                message: "invalid configuration: `tracking.keys`: each entry is ID:hex:… or ID:base64:… with ID from 0 to 255".into(),
+            })?;
+        parsed.push((id, secret));
+    }
+    let signing = if config.tracking.keys.is_empty() {
+        1
+    } else {
+        config.tracking.signing_key
+    };
+    KeyRing::from_config(signing, parsed).map_err(|error| Failure {
+        status: EXIT_CONFIG,
+        message: format!("invalid configuration: `tracking.keys`: {error}"),
+    })
+}
+
+fn local_tracking_key(data_dir: &Path) -> Result<String, Failure> {
+    let path = data_dir.join("tracking.key");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().to_owned());
+    }
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret)
+        .map_err(|error| format!("no randomness for a tracking key: {error}"))?;
+    let entry = format!("1:hex:{}", hex::encode(secret));
+    write_private(&path, &entry)
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    Ok(entry)
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
 }
 
 /// Loads the demo into an empty database and returns a new admin token for it.

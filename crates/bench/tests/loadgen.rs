@@ -1,0 +1,369 @@
+//! The load generator and the reference server against small servers on loopback. Every test
+//! is bounded by a request count or well under two seconds of load.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use marquee_bench::load::{self, Plan};
+use marquee_bench::reference::ReferenceServer;
+use marquee_bench::report::Report;
+use marquee_bench::{BenchError, RunArgs, svg};
+use tokio::net::TcpListener;
+
+/// The command line of `marquee bench run`, as the binary flattens it.
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+async fn plan(args: &[&str]) -> Result<Plan, BenchError> {
+    let cli = Cli::parse_from(std::iter::once("run").chain(args.iter().copied()));
+    marquee_bench::cli::plan(&cli.run).await
+}
+
+async fn run(args: &[&str]) -> Report {
+    load::run(&plan(args).await.unwrap()).await.unwrap()
+}
+
+/// What the test server does before answering "ok".
+#[derive(Debug, Clone, Copy)]
+enum Behaviour {
+    Immediate,
+    Delay(Duration),
+    /// The request with this number (from 1) waits this long; the others answer at once.
+    StallOnce(usize, Duration),
+}
+
+/// A server that counts connections that carried requests, counts requests and keeps the
+/// bodies it received.
+struct TestServer {
+    url: String,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+    received: Arc<Mutex<Vec<(String, String, Bytes)>>>,
+}
+
+async fn test_server(behaviour: Behaviour) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let server = TestServer {
+        url: format!("http://{addr}"),
+        connections: Arc::clone(&connections),
+        requests: Arc::clone(&requests),
+        received: Arc::clone(&received),
+    };
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (connections, requests, received) = (
+                Arc::clone(&connections),
+                Arc::clone(&requests),
+                Arc::clone(&received),
+            );
+            let counted = Arc::new(AtomicBool::new(false));
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    if !counted.swap(true, Ordering::SeqCst) {
+                        connections.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let number = requests.fetch_add(1, Ordering::SeqCst) + 1;
+                    let received = Arc::clone(&received);
+                    async move {
+                        let method = request.method().to_string();
+                        let path = request.uri().to_string();
+                        let body = request.into_body().collect().await.unwrap().to_bytes();
+                        received.lock().unwrap().push((method, path, body));
+                        match behaviour {
+                            Behaviour::Immediate => {}
+                            Behaviour::Delay(delay) => tokio::time::sleep(delay).await,
+                            Behaviour::StallOnce(at, stall) if at == number => {
+                                tokio::time::sleep(stall).await;
+                            }
+                            Behaviour::StallOnce(..) => {}
+                        }
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    server
+}
+
+fn nanos(value: Duration) -> u64 {
+    u64::try_from(value.as_nanos()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn percentiles_match_a_known_delay() {
+    let server = test_server(Behaviour::Delay(Duration::from_millis(20))).await;
+    let report = run(&[&server.url, "-c", "4", "-n", "80", "-q"]).await;
+    assert_eq!(report.responses, 80);
+    assert_eq!(report.statuses.get(&200), Some(&80));
+    assert_eq!(report.bids, 80, "200 with a body counts as a bid");
+    assert_eq!(report.errors_total, 0);
+    let l = report.latency;
+    assert!(
+        (19.5..30.0).contains(&l.p50_ms),
+        "p50 {} ms for a 20 ms server",
+        l.p50_ms
+    );
+    assert!(l.min_ms >= 19.5, "min {} ms", l.min_ms);
+    assert!(l.p99_ms < 60.0, "p99 {} ms", l.p99_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_shows_a_stall_that_closed_loop_hides() {
+    let stall = Duration::from_millis(300);
+    let slow = nanos(Duration::from_millis(100));
+
+    // Open loop, 200 req/s on one connection: every request due during the stall waits for
+    // it, and its latency counts from when it was due.
+    let server = test_server(Behaviour::StallOnce(5, stall)).await;
+    let open = run(&[&server.url, "-c", "1", "-r", "200", "-d", "1s", "-q"]).await;
+    let open_slow = open.histogram.count_between(slow, u64::MAX);
+    assert!(
+        open_slow >= 20,
+        "open loop: only {open_slow} of {} requests took over 100 ms",
+        open.responses
+    );
+    assert!(open.latency.max_ms >= 290.0, "max {}", open.latency.max_ms);
+
+    // Closed loop: the connection simply waits, and only the stalled request looks slow.
+    let server = test_server(Behaviour::StallOnce(5, stall)).await;
+    let closed = run(&[&server.url, "-c", "1", "-n", "200", "-q"]).await;
+    assert_eq!(closed.histogram.count_between(slow, u64::MAX), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_count_is_exact() {
+    let server = test_server(Behaviour::Immediate).await;
+    let report = run(&[&server.url, "-c", "8", "-t", "2", "-n", "1000", "-q"]).await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1000);
+    assert_eq!(report.requests, 1000);
+    assert_eq!(report.responses, 1000);
+    assert_eq!(report.threads, 2);
+    let server = test_server(Behaviour::Immediate).await;
+    let report = run(&[&server.url, "-c", "3", "-r", "2000", "-n", "77", "-q"]).await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 77);
+    assert_eq!(report.responses, 77);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_reuses_connections_and_no_keep_alive_does_not() {
+    let server = test_server(Behaviour::Immediate).await;
+    run(&[&server.url, "-c", "4", "-n", "200", "-q"]).await;
+    assert_eq!(server.connections.load(Ordering::SeqCst), 4);
+
+    let server = test_server(Behaviour::Immediate).await;
+    let report = run(&[&server.url, "-c", "4", "-n", "200", "--no-keep-alive", "-q"]).await;
+    assert_eq!(server.connections.load(Ordering::SeqCst), 200);
+    assert_eq!(report.responses, 200);
+    assert!(!report.keep_alive);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrtb_requests_get_fresh_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("request.json"),
+        r#"{"id":"r1","imp":[{"id":"1","banner":{"w":300,"h":250}},{"id":"2"}],"tmax":100}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("response.json"),
+        r#"{"id":"r1","seatbid":[]}"#,
+    )
+    .unwrap();
+    let server = test_server(Behaviour::Immediate).await;
+    let url = format!("{}/openrtb2/bid", server.url);
+    let folder = dir.path().to_str().unwrap();
+    let report = run(&[&url, "--openrtb", folder, "-c", "2", "-n", "50", "-q"]).await;
+    assert_eq!(report.responses, 50);
+    let received = server.received.lock().unwrap();
+    let mut request_ids = std::collections::HashSet::new();
+    let mut imp_ids = std::collections::HashSet::new();
+    for (method, path, body) in received.iter() {
+        assert_eq!(method, "POST");
+        assert_eq!(path, "/openrtb2/bid");
+        let request: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(request["tmax"], 100);
+        assert_eq!(request["imp"][0]["banner"]["w"], 300);
+        request_ids.insert(request["id"].as_str().unwrap().to_owned());
+        for imp in request["imp"].as_array().unwrap() {
+            imp_ids.insert(imp["id"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(request_ids.len(), 50, "every request has its own id");
+    assert_eq!(imp_ids.len(), 100, "every impression has its own id");
+    assert!(!request_ids.contains("r1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_model_sends_ad_requests_beacons_and_clicks() {
+    let server = test_server(Behaviour::Immediate).await;
+    run(&[
+        &server.url,
+        "--session",
+        "--seed",
+        "5",
+        "-c",
+        "2",
+        "-n",
+        "300",
+        "-q",
+    ])
+    .await;
+    let received = server.received.lock().unwrap();
+    let count = |prefix: &str| {
+        received
+            .iter()
+            .filter(|(method, path, _)| method == "GET" && path.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(
+        count("/ad?placement=") + count("/imp?") + count("/click?"),
+        300
+    );
+    assert!(count("/ad?placement=") > count("/imp?") / 2);
+    assert!(count("/imp?") > count("/click?"));
+}
+
+#[tokio::test]
+async fn non_loopback_targets_are_refused() {
+    for url in ["http://10.1.2.3:8080/", "http://192.0.2.7/"] {
+        let error = plan(&[url]).await.unwrap_err();
+        assert!(matches!(error, BenchError::NotLoopback { .. }), "{error}");
+        assert!(error.to_string().contains("--allow-remote"), "{error}");
+    }
+    let other = plan(&["http://10.1.2.3:8080/", "--allow-remote", "10.9.9.9"]).await;
+    assert!(matches!(other, Err(BenchError::NotLoopback { .. })));
+    // Naming the address allows it; `plan` only resolves, it sends nothing.
+    let named = plan(&["http://10.1.2.3:8080/", "--allow-remote", "10.1.2.3"]).await;
+    assert_eq!(named.unwrap().target.addr.to_string(), "10.1.2.3:8080");
+    for url in [
+        "http://127.0.0.1:9/",
+        "http://[::1]:9/",
+        "http://localhost:9/",
+    ] {
+        plan(&[url]).await.unwrap();
+    }
+    assert!(matches!(
+        plan(&["https://127.0.0.1/"]).await,
+        Err(BenchError::Usage(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_answers_exact_sizes() {
+    let server = ReferenceServer::bind("127.0.0.1:0".parse().unwrap(), 5000, 600)
+        .await
+        .unwrap();
+    let url = format!("http://{}/", server.local_addr().unwrap());
+    let task = tokio::spawn(server.serve());
+    let get = run(&[&url, "-c", "2", "-n", "20", "-q"]).await;
+    assert_eq!(get.statuses.get(&200), Some(&20));
+    assert_eq!(get.bytes_received, 20 * 5000);
+    let body = "x".repeat(1500);
+    let post = run(&[&url, "--body", &body, "-c", "2", "-n", "20", "-q"]).await;
+    assert_eq!(post.statuses.get(&200), Some(&20));
+    assert_eq!(post.bytes_received, 20 * 600);
+    let delete = run(&[&url, "-X", "DELETE", "-n", "1", "-q"]).await;
+    assert_eq!(delete.statuses.get(&405), Some(&1));
+    assert_eq!(delete.non_2xx, 1);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn svg_and_json_are_well_formed() {
+    let server = test_server(Behaviour::Immediate).await;
+    let report = run(&[&server.url, "-c", "2", "-r", "400", "-d", "1200ms", "-q"]).await;
+    assert!(!report.timeline.is_empty());
+    let chart = svg::run_chart(&report);
+    assert_well_formed(&chart);
+    assert!(chart.contains("<polyline"));
+    let json: serde_json::Value = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["mode"], "open");
+    assert!(json["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["statuses"]["200"], report.responses);
+
+    let plan = plan(&[&server.url, "-c", "2", "-d", "300ms", "-q"])
+        .await
+        .unwrap();
+    let steps = load::sweep(&plan, &[100.0, 300.0], Duration::from_millis(10))
+        .await
+        .unwrap();
+    assert_eq!(steps.len(), 2);
+    assert!(steps[1].report.responses > steps[0].report.responses);
+    assert_well_formed(&svg::sweep_chart(&steps));
+    // Nothing to draw still makes a valid document.
+    assert_well_formed(&svg::render(&[svg::Panel {
+        title: "empty <chart> & co".into(),
+        x_label: "x".into(),
+        y_label: "y".into(),
+        series: vec![],
+    }]));
+}
+
+/// Checks that the document is one `<svg>` element whose tags nest properly, and that every
+/// `&` in it starts an entity.
+fn assert_well_formed(document: &str) {
+    assert!(document.starts_with("<svg "), "{document}");
+    assert!(document.trim_end().ends_with("</svg>"));
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = document;
+    let mut roots = 0;
+    while let Some(start) = rest.find('<') {
+        let text = &rest[..start];
+        for (i, _) in text.match_indices('&') {
+            let entity = &text[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;"]
+                    .iter()
+                    .any(|e| entity.starts_with(e)),
+                "bare & in {text:?}"
+            );
+        }
+        let end = start + rest[start..].find('>').expect("unclosed tag");
+        let tag = &rest[start + 1..end];
+        assert!(!tag.contains('<'), "< inside a tag: {tag:?}");
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(
+                open.pop().as_deref(),
+                Some(name.trim()),
+                "mismatched </{name}>"
+            );
+        } else {
+            if open.is_empty() {
+                roots += 1;
+            }
+            if !tag.ends_with('/') {
+                let name = tag.split_whitespace().next().expect("empty tag");
+                open.push(name.to_owned());
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    assert!(open.is_empty(), "unclosed {open:?}");
+    assert_eq!(roots, 1, "one root element");
+}

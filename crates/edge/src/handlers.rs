@@ -1,0 +1,735 @@
+//! The edge's HTTP endpoints: ad requests (`/ad`, `/ad.json`), tracking (`/t/i`, `/t/c`,
+//! `/t/v`) and the async tag loader (`/tag.js`).
+
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use jiff::Timestamp;
+use marquee_engine::{Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key};
+use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_model::{DeviceType, PlacementId};
+use marquee_snapshot::{CreativeEntry, SnapshotData};
+use marquee_tracking::{Claims, Kind};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::query::{self, AdFormat, AdQuery};
+use crate::render::{self, Values};
+use crate::{Edge, Fallback, Loaded, Stats};
+
+pub(crate) type Body = Full<Bytes>;
+
+/// The 1×1 transparent GIF answered by beacons.
+const PIXEL: &[u8] = &[
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
+];
+const TAG_JS: &str = include_str!("tag.js");
+const USER_COOKIE: &str = "mq_uid";
+/// Added to a landing URL: the conversion token the advertiser's page may send back.
+const CONVERSION_PARAMETER: &str = "mq_conv";
+
+/// Per worker thread: the engine's scratch memory, a random generator and a text buffer, so
+/// the hot path allocates little and shares nothing across cores.
+struct Worker {
+    scratch: Scratch,
+    rng: SmallRng,
+    text: String,
+}
+
+thread_local! {
+    static WORKER: RefCell<Worker> = RefCell::new(Worker {
+        scratch: Scratch::default(),
+        rng: SmallRng::seed_from_u64(seed()),
+        text: String::with_capacity(8 * 1024),
+    });
+}
+
+/// A per-thread seed from the OS, or from the clock and thread if the OS has none to give.
+fn seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::thread::current().id().hash(&mut hasher);
+    Timestamp::now().as_nanosecond().hash(&mut hasher);
+    hasher.finish()
+}
+
+fn response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn redirect(location: &str) -> Response<Body> {
+    let mut answer = response(StatusCode::FOUND, "text/plain; charset=utf-8", Bytes::new());
+    match HeaderValue::from_str(location) {
+        Ok(value) => {
+            answer.headers_mut().insert(header::LOCATION, value);
+            answer
+        }
+        Err(_) => response(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "no such ad\n",
+        ),
+    }
+}
+
+fn bad_request(stats: &Stats, message: String) -> Response<Body> {
+    Stats::bump(&stats.bad_requests);
+    response(
+        StatusCode::BAD_REQUEST,
+        "text/plain; charset=utf-8",
+        message + "\n",
+    )
+}
+
+fn pixel() -> Response<Body> {
+    response(StatusCode::OK, "image/gif", Bytes::from_static(PIXEL))
+}
+
+pub(crate) fn not_found() -> Response<Body> {
+    response(
+        StatusCode::NOT_FOUND,
+        "text/plain; charset=utf-8",
+        "not found\n",
+    )
+}
+
+pub(crate) fn tag_js() -> Response<Body> {
+    response(
+        StatusCode::OK,
+        "application/javascript; charset=utf-8",
+        Bytes::from_static(TAG_JS.as_bytes()),
+    )
+}
+
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+        .filter(|value| {
+            !value.is_empty()
+                && value.len() <= 64
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// Device type, OS and browser from the User-Agent, coarsely: enough for targeting by family.
+fn device(
+    headers: &HeaderMap,
+) -> (
+    Option<DeviceType>,
+    Option<&'static str>,
+    Option<&'static str>,
+) {
+    let Some(ua) = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return (None, None, None);
+    };
+    let device = if ua.contains("iPad") || (ua.contains("Android") && !ua.contains("Mobile")) {
+        DeviceType::Tablet
+    } else if ua.contains("Mobile") || ua.contains("iPhone") {
+        DeviceType::Phone
+    } else if ua.contains("SmartTV") || ua.contains("SMART-TV") || ua.contains("CrKey") {
+        DeviceType::Ctv
+    } else {
+        DeviceType::Desktop
+    };
+    let os = [
+        ("iPhone", "iOS"),
+        ("iPad", "iOS"),
+        ("Android", "Android"),
+        ("Windows", "Windows"),
+        ("Mac OS X", "macOS"),
+        ("Linux", "Linux"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| ua.contains(needle))
+    .map(|(_, os)| os);
+    let browser = [
+        ("Edg/", "Edge"),
+        ("Firefox/", "Firefox"),
+        ("Chrome/", "Chrome"),
+        ("Safari/", "Safari"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| ua.contains(needle))
+    .map(|(_, browser)| browser);
+    (Some(device), os, browser)
+}
+
+fn country<'h>(edge: &Edge, headers: &'h HeaderMap) -> Option<&'h str> {
+    let name = edge.config.country_header.as_deref()?;
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
+}
+
+/// One served ad, ready to answer in any format.
+struct Served<'s> {
+    placement: PlacementId,
+    decision: Decision,
+    creative: &'s CreativeEntry,
+    /// The impression claims of the decision (its nonce identifies it).
+    claims: Claims,
+    /// What an impression is worth (see [`amount`]).
+    amount: i64,
+    /// Start and end of the filled HTML in the worker's text buffer.
+    html: std::ops::Range<usize>,
+}
+
+/// The user id for this request, and whether a cookie must be set for it.
+fn identify(
+    edge: &Edge,
+    query: &AdQuery<'_>,
+    headers: &HeaderMap,
+    rng: &mut SmallRng,
+) -> (Option<String>, bool) {
+    if !query.may_identify() {
+        return (None, false);
+    }
+    if let Some(uid) = query
+        .user_id
+        .as_deref()
+        .filter(|u| !u.is_empty() && u.len() <= 128)
+    {
+        return (Some(uid.to_owned()), false);
+    }
+    if let Some(uid) = cookie(headers, USER_COOKIE) {
+        return (Some(uid.to_owned()), false);
+    }
+    if !edge.config.cookies {
+        return (None, false);
+    }
+    (
+        Some(format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())),
+        true,
+    )
+}
+
+/// `GET /ad` and `GET /ad.json`.
+pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool) -> Response<Body> {
+    Stats::bump(&edge.stats.ad_requests);
+    let query = match query::parse(query_text) {
+        Ok(query) => query,
+        Err(error) => return bad_request(&edge.stats, error.to_string()),
+    };
+    if query.placements.is_empty() {
+        return bad_request(&edge.stats, "query parameter `placement`: required".into());
+    }
+    if !json && query.placements.len() > 1 {
+        return bad_request(
+            &edge.stats,
+            "query parameter `placement`: one per /ad request; use /ad.json for several".into(),
+        );
+    }
+    let Some(loaded) = edge.holder.current() else {
+        return fallback(edge, query.format, json);
+    };
+    WORKER.with(|worker| {
+        let mut worker = worker.borrow_mut();
+        let worker = &mut *worker;
+        let (user_id, set_cookie) = identify(edge, &query, headers, &mut worker.rng);
+        worker.text.clear();
+        // The image tag's two requests (image, click) must reach the same decision: both draw
+        // from a generator seeded by the placement and cache buster they share.
+        let seeded = matches!(query.format, Some(AdFormat::Img | AdFormat::Click))
+            .then(|| query.cache_buster.as_deref())
+            .flatten()
+            .map(|cb| {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                (&query.placements, cb).hash(&mut hasher);
+                std::mem::replace(&mut worker.rng, SmallRng::seed_from_u64(hasher.finish()))
+            });
+        let now = Timestamp::now();
+        let mut served = Vec::with_capacity(query.placements.len());
+        for &placement in &query.placements {
+            if let Some(ad) = serve_one(
+                edge,
+                &loaded,
+                &query,
+                headers,
+                user_id.as_deref(),
+                placement,
+                now,
+                worker,
+            ) {
+                served.push(ad);
+            }
+        }
+        if let Some(own) = seeded {
+            worker.rng = own;
+        }
+        let mut answer = if json {
+            json_answer(&served, &worker.text)
+        } else {
+            match served.first() {
+                Some(ad) => single_answer(
+                    edge,
+                    ad,
+                    &worker.text,
+                    query.format,
+                    query.element.as_deref(),
+                ),
+                None => fallback(edge, query.format, false),
+            }
+        };
+        if set_cookie
+            && let Some(uid) = user_id
+            && let Ok(value) = HeaderValue::from_str(&format!(
+                "{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite=Lax; HttpOnly"
+            ))
+        {
+            answer.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        answer
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_one<'s>(
+    edge: &Edge,
+    loaded: &'s Loaded,
+    query: &AdQuery<'_>,
+    headers: &HeaderMap,
+    user_id: Option<&str>,
+    placement: PlacementId,
+    now: Timestamp,
+    worker: &mut Worker,
+) -> Option<Served<'s>> {
+    let data: &'s SnapshotData = &loaded.engine.snapshot().data;
+    let entry = data.placement(placement)?;
+    let domain = data.site(entry.site_id).map(|site| site.domain.as_str());
+    let key_values: Vec<(&str, &str)> = query
+        .key_values
+        .iter()
+        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+        .collect();
+    let (device_type, os, browser) = device(headers);
+    let sizes = if query.sizes.is_empty() {
+        &entry.sizes[..]
+    } else {
+        &query.sizes[..]
+    };
+    let request = Request {
+        now,
+        placement: Some(placement),
+        site: Some(entry.site_id),
+        slot: Slot {
+            sizes,
+            formats: &entry.formats,
+            floor: None,
+        },
+        domain,
+        page_url: query.page_url.as_deref(),
+        device: Device {
+            device_type,
+            os,
+            browser,
+            language: None,
+            ip: None,
+        },
+        geo: Geo {
+            country: country(edge, headers),
+            ..Geo::default()
+        },
+        user: User {
+            id: user_id,
+            segments: &[],
+        },
+        key_values: &key_values,
+    };
+    let mut context = Context {
+        rng: &mut worker.rng,
+        caps: &edge.caps,
+        pacing: &loaded.controls,
+        scratch: &mut worker.scratch,
+    };
+    let Some(decision) = loaded.engine.decide(&request, &mut context) else {
+        Stats::bump(&edge.stats.fallbacks);
+        return None;
+    };
+    Stats::bump(&edge.stats.decisions);
+    let creative = data.creative(decision.creative)?;
+    let code = creative.ad_code.as_ref()?;
+    let claims = Claims {
+        kind: Kind::Impression,
+        line_item: decision.line_item.0,
+        creative: decision.creative.0,
+        placement: placement.0,
+        user: user_id.map_or(0, user_key),
+        issued_at: now.as_second(),
+        lifetime: u32::try_from(edge.config.token_lifetime.as_secs()).unwrap_or(u32::MAX),
+        nonce: worker.rng.next_u64(),
+    };
+    let base = edge.config.public_url.trim_end_matches('/');
+    let impression_url = format!("{base}/t/i?t={}", edge.keys.sign(&claims));
+    let click_url = format!(
+        "{base}/t/c?t={}",
+        edge.keys.sign(&Claims {
+            kind: Kind::Click,
+            ..claims
+        })
+    );
+    let generated_buster;
+    let cache_buster = match render::safe_cache_buster(query.cache_buster.as_deref()) {
+        Some(cb) => cb,
+        None => {
+            generated_buster = (worker.rng.next_u32() % 1_000_000_000).to_string();
+            &generated_buster
+        }
+    };
+    let start = worker.text.len();
+    render::fill(
+        code,
+        &Values {
+            click_url: &click_url,
+            impression_url: &impression_url,
+            cache_buster,
+            placement: placement.0,
+            timestamp: now.as_second(),
+        },
+        &mut worker.text,
+    );
+    log(
+        edge,
+        event(
+            EventKind::Decision,
+            &claims,
+            now,
+            country(edge, headers),
+            device_type,
+            0,
+        ),
+    );
+    let amount = amount(data, &claims, EventKind::Impression);
+    Some(Served {
+        placement,
+        decision,
+        creative,
+        claims,
+        amount,
+        html: start..worker.text.len(),
+    })
+}
+
+fn single_answer(
+    edge: &Edge,
+    ad: &Served<'_>,
+    text: &str,
+    format: Option<AdFormat>,
+    element: Option<&str>,
+) -> Response<Body> {
+    let html = &text[ad.html.clone()];
+    match format.unwrap_or(AdFormat::Html) {
+        AdFormat::Html => response(StatusCode::OK, "text/html; charset=utf-8", html.to_owned()),
+        AdFormat::Js => {
+            let (w, h) = ad.creative.size.map_or((0, 0), |s| (s.w, s.h));
+            let mut js = String::with_capacity(html.len() + 512);
+            js.push_str("(function(){var h=");
+            render::json_string(html, &mut js);
+            js.push_str(";var f=document.createElement('iframe');f.setAttribute('sandbox','allow-scripts allow-popups allow-popups-to-escape-sandbox');f.style.border='0';");
+            js.push_str(&format!("f.width={w};f.height={h};f.srcdoc=h;var t="));
+            match element {
+                Some(id) => {
+                    js.push_str("document.getElementById(");
+                    render::json_string(id, &mut js);
+                    js.push_str(");");
+                }
+                None => js.push_str("null;"),
+            }
+            js.push_str("var s=document.currentScript;if(t){t.appendChild(f);}else if(s&&s.parentNode){s.parentNode.insertBefore(f,s);}})();");
+            response(StatusCode::OK, "application/javascript; charset=utf-8", js)
+        }
+        AdFormat::Img => match &ad.creative.content {
+            marquee_snapshot::Content::Image { image_url, .. } => {
+                // The image tag cannot fire a beacon: serving the image is the impression.
+                count_untokened(edge, EventKind::Impression, ad);
+                redirect(image_url)
+            }
+            _ => pixel(),
+        },
+        AdFormat::Click => {
+            count_untokened(edge, EventKind::Click, ad);
+            let now = Timestamp::now();
+            redirect(&landing_with_conversion(
+                edge,
+                &ad.claims,
+                &ad.creative.landing_url,
+                now,
+            ))
+        }
+    }
+}
+
+fn json_answer(served: &[Served<'_>], text: &str) -> Response<Body> {
+    use std::fmt::Write;
+    let mut json = String::with_capacity(text.len() + 128 * served.len() + 16);
+    json.push_str("{\"ads\":[");
+    for (i, ad) in served.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        let (w, h) = ad.creative.size.map_or((0, 0), |s| (s.w, s.h));
+        let _ = write!(
+            json,
+            "{{\"placement\":{},\"line_item\":{},\"creative\":{},\"width\":{w},\"height\":{h},\"html\":",
+            ad.placement, ad.decision.line_item, ad.decision.creative
+        );
+        render::json_string(&text[ad.html.clone()], &mut json);
+        json.push('}');
+    }
+    json.push_str("]}");
+    response(StatusCode::OK, "application/json", json)
+}
+
+fn fallback(edge: &Edge, format: Option<AdFormat>, json: bool) -> Response<Body> {
+    if json {
+        return response(
+            StatusCode::OK,
+            "application/json",
+            Bytes::from_static(b"{\"ads\":[]}"),
+        );
+    }
+    match (&edge.config.fallback, format.unwrap_or(AdFormat::Html)) {
+        (Fallback::Passback(url), AdFormat::Html | AdFormat::Img) => redirect(url),
+        (_, AdFormat::Js) => response(
+            StatusCode::OK,
+            "application/javascript; charset=utf-8",
+            Bytes::new(),
+        ),
+        (_, AdFormat::Click) => not_found(),
+        (_, AdFormat::Img) => pixel(),
+        (Fallback::Empty, AdFormat::Html) => {
+            response(StatusCode::OK, "text/html; charset=utf-8", Bytes::new())
+        }
+    }
+}
+
+fn event(
+    kind: EventKind,
+    claims: &Claims,
+    now: Timestamp,
+    country: Option<&str>,
+    device: Option<DeviceType>,
+    amount_micros: i64,
+) -> Event {
+    let country = country.map_or([0, 0], |c| {
+        let b = c.as_bytes();
+        [b[0], b[1]]
+    });
+    Event {
+        kind,
+        time_micros: now.as_microsecond(),
+        line_item: claims.line_item,
+        creative: claims.creative,
+        placement: claims.placement,
+        user: claims.user,
+        country,
+        device: device.map_or(0, |d| d as u8 + 1),
+        amount_micros,
+        event_id: u128::from(claims.nonce),
+    }
+}
+
+/// Appends a non-billing event; a failure is counted, never fails the answer.
+fn log(edge: &Edge, event: Event) {
+    if let Err(error) = edge.log.append(&event) {
+        Stats::bump(&edge.stats.log_errors);
+        tracing::warn!(%error, "event not logged");
+    }
+}
+
+/// Verifies a tracking token; counts the invalid ones.
+fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims> {
+    let token = url::form_urlencoded::parse(query_text.as_bytes())
+        .find(|(key, _)| key == "t")
+        .map(|(_, value)| value)?;
+    match edge.keys.verify_kind(&token, kind, now) {
+        Ok(claims) => Some(claims),
+        Err(error) => {
+            Stats::bump(&edge.stats.invalid_tokens);
+            tracing::debug!(%error, ?kind, "tracking token refused");
+            None
+        }
+    }
+}
+
+/// What an event of this kind is worth, in micros of the line item's currency: for an
+/// impression the CPM rate (spend is the sum of rates / 1000, divided once when aggregated, so
+/// no impression is rounded), for a click the CPC price.
+fn amount(data: &SnapshotData, claims: &Claims, kind: EventKind) -> i64 {
+    use marquee_model::PricingModel;
+    let Some(li) = data.line_item(marquee_model::LineItemId(claims.line_item)) else {
+        return 0;
+    };
+    match (kind, li.price.model) {
+        (EventKind::Impression, PricingModel::Cpm) | (EventKind::Click, PricingModel::Cpc) => {
+            li.price.amount_micros.0
+        }
+        _ => 0,
+    }
+}
+
+/// `GET /t/i`, `/t/c`, `/t/v`: count the event once if its token holds, then answer.
+pub(crate) async fn track(
+    edge: &Edge,
+    kind: Kind,
+    query_text: &str,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let now = Timestamp::now();
+    let claims = verify(edge, query_text, kind, now.as_second());
+    let loaded = edge.holder.current();
+    if let Some(claims) = &claims {
+        let (seen, counter, event_kind) = match kind {
+            Kind::Impression => (
+                &edge.impressions_seen,
+                &edge.stats.impressions,
+                EventKind::Impression,
+            ),
+            Kind::Click => (&edge.clicks_seen, &edge.stats.clicks, EventKind::Click),
+            Kind::Conversion => (
+                &edge.conversions_seen,
+                &edge.stats.conversions,
+                EventKind::Conversion,
+            ),
+        };
+        if seen.first_time(claims.nonce, claims.expires_at(), now.as_second()) {
+            let amount = loaded
+                .as_ref()
+                .map_or(0, |l| amount(&l.engine.snapshot().data, claims, event_kind));
+            let (device_type, _, _) = device(headers);
+            let event = event(
+                event_kind,
+                claims,
+                now,
+                country(edge, headers),
+                device_type,
+                amount,
+            );
+            // In strict mode this waits for the fsync that covers the event.
+            match edge.log.commit(&event).await {
+                Ok(()) => Stats::bump(counter),
+                Err(error) => {
+                    Stats::bump(&edge.stats.log_errors);
+                    tracing::error!(%error, ?kind, "billing event not logged");
+                }
+            }
+            if kind == Kind::Impression
+                && let Some(loaded) = &loaded
+            {
+                record_impression(edge, loaded, claims, now);
+            }
+        } else {
+            Stats::bump(&edge.stats.repeats);
+        }
+    }
+    match kind {
+        Kind::Impression | Kind::Conversion => pixel(),
+        Kind::Click => click_redirect(edge, loaded.as_deref(), claims.as_ref(), now),
+    }
+}
+
+/// Counts the impression against the user's frequency caps.
+fn record_impression(edge: &Edge, loaded: &Loaded, claims: &Claims, now: Timestamp) {
+    if claims.user == 0 {
+        return;
+    }
+    let data = &loaded.engine.snapshot().data;
+    let Some(li) = data.line_item(marquee_model::LineItemId(claims.line_item)) else {
+        return;
+    };
+    let campaign_caps = data
+        .campaign(li.campaign_id)
+        .map_or(&[][..], |c| &c.frequency_caps[..]);
+    edge.caps.record(
+        claims.user,
+        (li.id, &li.frequency_caps),
+        (li.campaign_id, campaign_caps),
+        now,
+    );
+}
+
+/// Sends a click to its creative's landing URL, with a conversion token appended; nothing in
+/// the request can name another destination.
+fn click_redirect(
+    edge: &Edge,
+    loaded: Option<&Loaded>,
+    claims: Option<&Claims>,
+    now: Timestamp,
+) -> Response<Body> {
+    let landing = claims.and_then(|claims| {
+        let creative = loaded?
+            .engine
+            .snapshot()
+            .data
+            .creative(marquee_model::CreativeId(claims.creative))?;
+        Some((claims, creative.landing_url.as_str()))
+    });
+    let Some((claims, landing)) = landing else {
+        return response(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "this ad is no longer available\n",
+        );
+    };
+    redirect(&landing_with_conversion(edge, claims, landing, now))
+}
+
+/// The landing URL with a conversion token the advertiser's page can send back to `/t/v`.
+fn landing_with_conversion(edge: &Edge, claims: &Claims, landing: &str, now: Timestamp) -> String {
+    let conversion = edge.keys.sign(&Claims {
+        kind: Kind::Conversion,
+        issued_at: now.as_second(),
+        ..*claims
+    });
+    let separator = if landing.contains('?') { '&' } else { '?' };
+    format!("{landing}{separator}{CONVERSION_PARAMETER}={conversion}")
+}
+
+/// Counts an impression or click of the image tag, which carries no token: the decision is
+/// made again from the same seed, and its nonce dedupes repeated fetches.
+fn count_untokened(edge: &Edge, kind: EventKind, ad: &Served<'_>) {
+    let seen = match kind {
+        EventKind::Click => &edge.clicks_seen,
+        _ => &edge.impressions_seen,
+    };
+    let now = Timestamp::now();
+    if !seen.first_time(ad.claims.nonce, ad.claims.expires_at(), now.as_second()) {
+        Stats::bump(&edge.stats.repeats);
+        return;
+    }
+    let counter = match kind {
+        EventKind::Click => &edge.stats.clicks,
+        _ => &edge.stats.impressions,
+    };
+    Stats::bump(counter);
+    log(edge, event(kind, &ad.claims, now, None, None, ad.amount));
+}

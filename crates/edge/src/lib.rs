@@ -1,0 +1,118 @@
+//! The edge: answers ad requests and tracking calls from the snapshot in memory, and appends
+//! every event to the local log. On its hot path it does no I/O but its socket and the log
+//! append, takes no lock shared across cores (the snapshot is read through an atomic pointer,
+//! working memory is per thread), and fills prepared ad code instead of rendering templates.
+//!
+//! Invariants:
+//! - A request is answered from one snapshot from start to end, even when a swap happens in
+//!   between; a bad snapshot never replaces a good one.
+//! - A tracking call is counted only if its token verifies (key, MAC, expiry, kind) and its
+//!   decision was not counted before; the browser gets the same answer either way.
+//! - A click goes only to the landing URL of the creative its signed token names.
+
+mod handlers;
+pub mod holder;
+pub mod query;
+mod render;
+mod server;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use marquee_engine::LocalCaps;
+use marquee_eventlog::EventLog;
+use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
+
+pub use holder::{Holder, InstallError, Loaded};
+pub use server::{Shutdown, serve};
+
+/// What the edge answers when no line item may serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fallback {
+    /// An empty answer (an empty document, no ad in JSON, a transparent pixel).
+    Empty,
+    /// Send the browser to another ad server's tag.
+    Passback(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// Base URL under which browsers reach this edge, for tracking URLs: `https://ads.example.com`.
+    pub public_url: String,
+    /// How long tracking tokens stay valid.
+    pub token_lifetime: Duration,
+    pub fallback: Fallback,
+    /// Whether the edge may set a first-party user id cookie (still only with consent).
+    pub cookies: bool,
+    /// A request header carrying the client's country (ISO 3166-1 alpha-2), set by a CDN or
+    /// load balancer in front.
+    pub country_header: Option<String>,
+    /// Where the last good snapshot is kept.
+    pub data_dir: PathBuf,
+}
+
+/// Counts the edge keeps; exported as metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub ad_requests: AtomicU64,
+    pub decisions: AtomicU64,
+    pub fallbacks: AtomicU64,
+    pub bad_requests: AtomicU64,
+    pub impressions: AtomicU64,
+    pub clicks: AtomicU64,
+    pub conversions: AtomicU64,
+    /// Tracking calls whose token was malformed, forged, altered, expired or of another kind.
+    pub invalid_tokens: AtomicU64,
+    /// Tracking calls for a decision already counted.
+    pub repeats: AtomicU64,
+    /// Events the log refused (disk full, I/O error).
+    pub log_errors: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One edge: its snapshot, its log, its keys and its counters.
+#[derive(Debug)]
+pub struct Edge {
+    pub config: EdgeConfig,
+    pub holder: Holder,
+    pub log: Arc<EventLog>,
+    pub keys: KeyRing,
+    pub caps: LocalCaps,
+    pub stats: Stats,
+    impressions_seen: ReplayGuard,
+    clicks_seen: ReplayGuard,
+    conversions_seen: ReplayGuard,
+}
+
+impl Edge {
+    /// Installs a snapshot and keeps a copy on disk for the next start. Slow for large
+    /// snapshots (it builds the index): call it off the async workers.
+    pub fn accept_snapshot(&self, bytes: &[u8]) -> Result<u64, InstallError> {
+        let version = self.holder.install(bytes)?;
+        if let Err(error) = holder::save_local_copy(&self.config.data_dir, bytes) {
+            tracing::warn!(%error, "cannot keep a local copy of the snapshot");
+        }
+        Ok(version)
+    }
+
+    pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
+        Edge {
+            config,
+            holder: Holder::default(),
+            log,
+            keys,
+            caps: LocalCaps::default(),
+            stats: Stats::default(),
+            impressions_seen: ReplayGuard::new(ReplayConfig::default()),
+            clicks_seen: ReplayGuard::new(ReplayConfig::default()),
+            conversions_seen: ReplayGuard::new(ReplayConfig::default()),
+        }
+    }
+}

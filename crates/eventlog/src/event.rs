@@ -1,0 +1,235 @@
+//! The event record: a fixed little-endian layout, encoded without allocating.
+
+/// The record format version written by this crate, the first byte of every payload.
+pub const RECORD_VERSION: u8 = 1;
+
+/// Payload length of a version-1 record in bytes.
+pub const PAYLOAD_LEN: usize = 69;
+
+/// What happened. Codes are stable on disk; `0` is never a kind, so a zeroed payload is
+/// rejected.
+///
+/// Codes 5–8 are reserved for the bidder's events (5 bid, 6 win, 7 billing, 8 loss). The enum
+/// is `non_exhaustive` so adding them is not a breaking change; a reader that meets a code it
+/// does not know reports [`DecodeError::UnknownKind`] instead of guessing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[repr(u8)]
+pub enum Kind {
+    /// An ad decision was made (a creative chosen for a placement).
+    Decision = 1,
+    /// The impression beacon fired.
+    Impression = 2,
+    /// The click redirect was followed.
+    Click = 3,
+    /// The conversion pixel fired.
+    Conversion = 4,
+}
+
+impl Kind {
+    /// Every kind this version knows, in code order.
+    pub const ALL: [Kind; 4] = [
+        Kind::Decision,
+        Kind::Impression,
+        Kind::Click,
+        Kind::Conversion,
+    ];
+
+    /// The on-disk code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind with this on-disk code, if this version knows it.
+    pub fn from_code(code: u8) -> Option<Kind> {
+        match code {
+            1 => Some(Kind::Decision),
+            2 => Some(Kind::Impression),
+            3 => Some(Kind::Click),
+            4 => Some(Kind::Conversion),
+            _ => None,
+        }
+    }
+
+    /// Whether money or a goal counts on this event, so that strict durability makes it durable
+    /// before the response is sent.
+    pub fn is_billing(self) -> bool {
+        match self {
+            Kind::Impression | Kind::Click | Kind::Conversion => true,
+            Kind::Decision => false,
+        }
+    }
+}
+
+/// One event as the edge saw it. Values are raw: the manager sanitises them in bulk, so
+/// nothing here is validated beyond the layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Event {
+    pub kind: Kind,
+    /// Microseconds since 1970-01-01T00:00:00Z.
+    pub time_micros: i64,
+    pub line_item: u64,
+    pub creative: u64,
+    /// `0` = none.
+    pub placement: u64,
+    /// A hash of the user's key; `0` = none.
+    pub user: u64,
+    /// ISO 3166-1 alpha-2 in ASCII, or `[0, 0]` when unknown.
+    pub country: [u8; 2],
+    pub device: u8,
+    /// Money in micros: the spend for billing events, `0` otherwise.
+    pub amount_micros: i64,
+    /// The decision id / tracking-token nonce; the manager deduplicates on it.
+    pub event_id: u128,
+}
+
+/// Why a payload with a valid frame is not an [`Event`] this version can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("empty payload")]
+    Empty,
+    #[error("record format version {0} is not supported (this reader knows {RECORD_VERSION})")]
+    UnsupportedVersion(u8),
+    #[error("payload of {actual} bytes, version {RECORD_VERSION} records have {PAYLOAD_LEN}")]
+    Length { actual: usize },
+    #[error("unknown event kind {0}")]
+    UnknownKind(u8),
+}
+
+// Field offsets in a version-1 payload (see the crate docs for the table).
+const VERSION: usize = 0;
+const KIND: usize = 1;
+const DEVICE: usize = 2;
+const COUNTRY: usize = 3;
+const TIME: usize = 5;
+const LINE_ITEM: usize = 13;
+const CREATIVE: usize = 21;
+const PLACEMENT: usize = 29;
+const USER: usize = 37;
+const AMOUNT: usize = 45;
+const EVENT_ID: usize = 53;
+
+impl Event {
+    /// The version-1 payload.
+    pub fn encode(&self) -> [u8; PAYLOAD_LEN] {
+        let mut out = [0u8; PAYLOAD_LEN];
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Writes the version-1 payload into `out`; a fixed array so the offsets cannot overrun.
+    pub(crate) fn encode_into(&self, out: &mut [u8; PAYLOAD_LEN]) {
+        out[VERSION] = RECORD_VERSION;
+        out[KIND] = self.kind.code();
+        out[DEVICE] = self.device;
+        out[COUNTRY..TIME].copy_from_slice(&self.country);
+        out[TIME..LINE_ITEM].copy_from_slice(&self.time_micros.to_le_bytes());
+        out[LINE_ITEM..CREATIVE].copy_from_slice(&self.line_item.to_le_bytes());
+        out[CREATIVE..PLACEMENT].copy_from_slice(&self.creative.to_le_bytes());
+        out[PLACEMENT..USER].copy_from_slice(&self.placement.to_le_bytes());
+        out[USER..AMOUNT].copy_from_slice(&self.user.to_le_bytes());
+        out[AMOUNT..EVENT_ID].copy_from_slice(&self.amount_micros.to_le_bytes());
+        out[EVENT_ID..PAYLOAD_LEN].copy_from_slice(&self.event_id.to_le_bytes());
+    }
+
+    /// Reads a payload. The version is checked first, because another version may lay out
+    /// (and size) the rest differently.
+    pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
+        let version = *payload.first().ok_or(DecodeError::Empty)?;
+        if version != RECORD_VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        let p: &[u8; PAYLOAD_LEN] = payload.try_into().map_err(|_| DecodeError::Length {
+            actual: payload.len(),
+        })?;
+        let kind = Kind::from_code(p[KIND]).ok_or(DecodeError::UnknownKind(p[KIND]))?;
+        Ok(Event {
+            kind,
+            device: p[DEVICE],
+            country: [p[COUNTRY], p[COUNTRY + 1]],
+            time_micros: i64::from_le_bytes(array(p, TIME)),
+            line_item: u64::from_le_bytes(array(p, LINE_ITEM)),
+            creative: u64::from_le_bytes(array(p, CREATIVE)),
+            placement: u64::from_le_bytes(array(p, PLACEMENT)),
+            user: u64::from_le_bytes(array(p, USER)),
+            amount_micros: i64::from_le_bytes(array(p, AMOUNT)),
+            event_id: u128::from_le_bytes(array(p, EVENT_ID)),
+        })
+    }
+}
+
+/// `N` bytes of the payload from `at`. Every call site passes a constant offset with
+/// `at + N <= PAYLOAD_LEN`, so the copy cannot go out of bounds.
+fn array<const N: usize>(p: &[u8; PAYLOAD_LEN], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&p[at..at + N]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(kind: Kind) -> Event {
+        Event {
+            kind,
+            time_micros: -1_234_567,
+            line_item: u64::MAX,
+            creative: 2,
+            placement: 0,
+            user: 0xDEAD_BEEF_0BAD_F00D,
+            country: *b"DE",
+            device: 3,
+            amount_micros: i64::MIN,
+            event_id: u128::MAX - 7,
+        }
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        for kind in Kind::ALL {
+            let event = sample(kind);
+            assert_eq!(Event::decode(&event.encode()), Ok(event));
+            assert_eq!(Kind::from_code(kind.code()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn layout_is_little_endian_at_the_documented_offsets() {
+        let bytes = sample(Kind::Click).encode();
+        assert_eq!(bytes[0], 1);
+        assert_eq!(bytes[1], 3);
+        assert_eq!(bytes[2], 3);
+        assert_eq!(&bytes[3..5], b"DE");
+        assert_eq!(&bytes[5..13], &(-1_234_567i64).to_le_bytes());
+        assert_eq!(&bytes[53..69], &(u128::MAX - 7).to_le_bytes());
+    }
+
+    #[test]
+    fn unknown_kinds_and_versions_are_typed_errors() {
+        let mut bytes = sample(Kind::Decision).encode();
+        for code in [0u8, 5, 8, 255] {
+            bytes[1] = code;
+            assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
+        }
+        bytes[0] = 2;
+        assert_eq!(
+            Event::decode(&bytes),
+            Err(DecodeError::UnsupportedVersion(2))
+        );
+        assert_eq!(Event::decode(&[]), Err(DecodeError::Empty));
+        let good = sample(Kind::Decision).encode();
+        assert_eq!(
+            Event::decode(&good[..PAYLOAD_LEN - 1]),
+            Err(DecodeError::Length { actual: 68 })
+        );
+    }
+
+    #[test]
+    fn billing_kinds() {
+        assert!(!Kind::Decision.is_billing());
+        assert!(Kind::Impression.is_billing());
+        assert!(Kind::Click.is_billing());
+        assert!(Kind::Conversion.is_billing());
+    }
+}

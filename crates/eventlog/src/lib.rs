@@ -1,0 +1,84 @@
+//! The edge's event log: every decision, impression, click and conversion as a compact binary
+//! record in segmented, append-only, CRC-framed files, which the manager reads and aggregates.
+//!
+//! - [`Event`]: the fixed-layout record; [`Event::to_frame`] / [`parse_frame`] its framing.
+//! - [`EventLog`]: open a directory ([`Config`]), [`append`](EventLog::append) from any thread
+//!   (one shard per thread, so appends do not contend), [`commit`](EventLog::commit) /
+//!   [`append_durable`](EventLog::append_durable) to wait for durability (group commit),
+//!   [`flush_and_close`](EventLog::flush_and_close) on shutdown.
+//! - Reading for the manager: [`segments`](EventLog::segments), [`read`](EventLog::read) from
+//!   (shard, segment, offset), [`delete_through`](EventLog::delete_through).
+//!
+//! Records are raw: nothing is sanitised on append (the manager does it in bulk), and ids are
+//! plain `u64`s so this crate depends on no other workspace crate.
+//!
+//! # On-disk format, version 1
+//!
+//! A log directory holds `LOCK` (an advisory lock held while a log has it open) and one
+//! directory per shard, `shard-{k}` (`k` from 0, decimal). A shard directory holds segments
+//! named `{segment:020}.log`, the segment id in 20 decimal digits; ids start at 1 and grow by
+//! one, never reused. All integers are little-endian.
+//!
+//! A segment is a 28-byte header followed by records back to back, nothing else:
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | magic: `4D 51 45 56 4C 4F 47 00` (`"MQEVLOG\0"`) |
+//! | 8 | 4 | segment format version, u32: `1` |
+//! | 12 | 4 | shard, u32 |
+//! | 16 | 8 | segment id, u64 (equal to the file name's) |
+//! | 24 | 4 | CRC-32 of bytes 0..24 |
+//!
+//! A record (frame) is `length u32 | payload | crc u32`: the payload's length in bytes
+//! (1..=4096 accepted), the payload, and the CRC-32 of the length's 4 bytes followed by the
+//! payload. CRC-32 is CRC-32/ISO-HDLC (zlib's; `"123456789"` gives `0xCBF43926`). The first
+//! record starts at offset 28; a segment's readable end is always a record boundary.
+//!
+//! The payload's first byte is the record format version, which decides the rest. Version 1
+//! is 69 bytes (so a frame is 77):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 1 | record format version: `1` |
+//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion; reserved: 5 bid, 6 win, 7 billing, 8 loss; 0 never |
+//! | 2 | 1 | device type, u8 |
+//! | 3 | 2 | country: two ASCII letters, or `00 00` |
+//! | 5 | 8 | time, i64: microseconds since 1970-01-01T00:00:00Z |
+//! | 13 | 8 | line item id, u64 |
+//! | 21 | 8 | creative id, u64 |
+//! | 29 | 8 | placement id, u64 (0 = none) |
+//! | 37 | 8 | user key hash, u64 (0 = none) |
+//! | 45 | 8 | amount in micros, i64 (spend on billing events) |
+//! | 53 | 16 | event id, u128 (decision id / tracking-token nonce; the dedupe key) |
+//!
+//! Reading a frame checks the length bounds, that the whole frame is there, then the CRC. A
+//! frame that fails is damage: at the tail of the last segment when the log opens, it and
+//! everything after it is cut off (a torn write); anywhere else a reader reports it as
+//! [`ReadEnd::Corrupt`]. An intact frame whose payload has another version, another length,
+//! or a kind this version does not know is *rejected* ([`DecodeError`]), counted, and skipped:
+//! the length prefix keeps the records after it readable.
+//!
+//! # Durability
+//!
+//! Appends go to the shard's memory buffer. Each shard's flusher thread writes the buffer to
+//! the shard's open segment and fsyncs it every [`Durability`] interval (5 ms by default),
+//! earlier when the buffer passes 1 MiB or someone waits for durability. A segment file's
+//! directory entry is fsynced with its first records. A segment rolls before a write would take it past
+//! `segment_max_bytes`, and closes when older than `segment_max_age` even if idle; a closed
+//! segment is fsynced and never written again. Opening a log scans each shard's last segment,
+//! cuts a torn tail and starts a new segment, so every existing segment is closed.
+
+mod error;
+mod event;
+mod flusher;
+mod frame;
+mod log;
+mod reader;
+mod segment;
+
+pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, ReadError};
+pub use event::{DecodeError, Event, Kind, PAYLOAD_LEN, RECORD_VERSION};
+pub use frame::{FRAME_LEN, FRAME_OVERHEAD, FrameError, MAX_PAYLOAD_LEN, parse_frame};
+pub use log::{Config, Counters, Durability, Durable, EventLog, MAX_SHARDS, Receipt};
+pub use reader::{Budget, Corrupt, ReadBatch, ReadEnd, Rejected, SegmentInfo};
+pub use segment::{SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SEGMENT_VERSION};

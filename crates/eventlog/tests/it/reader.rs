@@ -1,0 +1,302 @@
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+
+use marquee_eventlog::{
+    Budget, Config, DecodeError, DeleteError, Event, EventLog, FRAME_LEN, FrameError, Kind,
+    ReadEnd, ReadError, Rejected, SEGMENT_HEADER_LEN,
+};
+
+use crate::common::*;
+
+fn at(n: usize) -> u64 {
+    SEGMENT_HEADER_LEN + (n * FRAME_LEN) as u64
+}
+
+fn records(max_records: usize) -> Budget {
+    Budget {
+        max_records,
+        ..Budget::default()
+    }
+}
+
+/// A frame around any payload, with a correct CRC.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn closed_log(dir: &std::path::Path, written: &[Event], config: Config) -> EventLog {
+    let log = EventLog::open(dir, config).unwrap();
+    for e in written {
+        log.append(e).unwrap();
+    }
+    log.flush_and_close().unwrap();
+    log
+}
+
+#[test]
+fn reading_resumes_from_an_offset_in_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = events(0, 10);
+    let log = closed_log(dir.path(), &written, config());
+
+    let first = log.read(0, 1, 0, records(4)).unwrap();
+    assert_eq!(first.events, written[..4]);
+    assert_eq!(first.next_offset, at(4));
+    assert_eq!(first.end, ReadEnd::Budget);
+
+    let second = log.read(0, 1, first.next_offset, records(4)).unwrap();
+    assert_eq!(second.events, written[4..8]);
+
+    let third = log.read(0, 1, second.next_offset, records(4)).unwrap();
+    assert_eq!(third.events, written[8..]);
+    assert_eq!(third.next_offset, at(10));
+    assert_eq!(third.end, ReadEnd::Closed);
+
+    // Any record boundary works, including the end.
+    let from_seven = log.read(0, 1, at(7), Budget::default()).unwrap();
+    assert_eq!(from_seven.events, written[7..]);
+    let at_end = log.read(0, 1, at(10), Budget::default()).unwrap();
+    assert!(at_end.events.is_empty());
+    assert_eq!(at_end.end, ReadEnd::Closed);
+
+    // The byte budget counts whole frames, and at least one is always returned.
+    let bytes = |max_bytes| Budget {
+        max_bytes,
+        ..Budget::default()
+    };
+    assert_eq!(
+        log.read(0, 1, 0, bytes(2 * FRAME_LEN + 1)).unwrap().events,
+        written[..2]
+    );
+    assert_eq!(log.read(0, 1, 0, bytes(1)).unwrap().events, written[..1]);
+}
+
+#[test]
+fn the_open_segment_is_readable_up_to_its_durable_tail_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), slow(group)).unwrap();
+    let written = events(0, 4);
+    for e in &written[..3] {
+        log.append(e).unwrap();
+    }
+    // Buffered, not flushed: nothing is visible yet.
+    assert!(log.segments(0).unwrap().is_empty());
+
+    block_on(log.append_durable(&written[3])).unwrap();
+    let segments = log.segments(0).unwrap();
+    assert_eq!(segments.len(), 1);
+    assert_eq!(segments[0].len, at(4));
+    assert!(!segments[0].closed);
+    let batch = log.read(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(batch.events, written);
+    assert_eq!(batch.end, ReadEnd::Tail);
+
+    log.append(&event(Kind::Click, 50)).unwrap();
+    let unflushed = log
+        .read(0, 1, batch.next_offset, Budget::default())
+        .unwrap();
+    assert!(unflushed.events.is_empty(), "not yet durable, not readable");
+    assert_eq!(unflushed.end, ReadEnd::Tail);
+
+    log.flush_and_close().unwrap();
+    let rest = log
+        .read(0, 1, batch.next_offset, Budget::default())
+        .unwrap();
+    assert_eq!(rest.events, vec![event(Kind::Click, 50)]);
+    assert_eq!(rest.end, ReadEnd::Closed);
+}
+
+#[test]
+fn unknown_kinds_and_versions_are_rejected_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = events(0, 2);
+    drop(closed_log(dir.path(), &written, config()));
+
+    let mut unknown_kind = event(Kind::Decision, 7).encode();
+    unknown_kind[1] = 9;
+    let mut newer = event(Kind::Decision, 8).encode().to_vec();
+    newer[0] = 2;
+    newer.extend_from_slice(b"a longer future layout");
+    let path = segment_file(dir.path(), 0, 1);
+    let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(&frame(&unknown_kind)).unwrap();
+    file.write_all(&frame(&newer)).unwrap();
+    file.write_all(&event(Kind::Click, 3).to_frame()).unwrap();
+    drop(file);
+
+    // Intact frames survive recovery whatever their payload.
+    let log = EventLog::open(dir.path(), config()).unwrap();
+    assert_eq!(log.counters().truncated_bytes, 0);
+    let batch = log.read(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(
+        batch.events,
+        vec![written[0], written[1], event(Kind::Click, 3)]
+    );
+    assert_eq!(
+        batch.rejected,
+        vec![
+            Rejected {
+                offset: at(2),
+                error: DecodeError::UnknownKind(9)
+            },
+            Rejected {
+                offset: at(3),
+                error: DecodeError::UnsupportedVersion(2)
+            },
+        ]
+    );
+    assert_eq!(batch.end, ReadEnd::Closed);
+    assert_eq!(
+        batch.next_offset,
+        fs::metadata(&path).unwrap().len(),
+        "rejected records are consumed"
+    );
+    assert_eq!(log.counters().read_rejected, 2);
+}
+
+#[test]
+fn damage_inside_a_closed_segment_is_reported_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = events(0, 6);
+    let config = Config {
+        segment_max_bytes: at(3),
+        ..config()
+    };
+    drop(closed_log(dir.path(), &written, config.clone()));
+    // Segment 1 is not the last one, so recovery leaves it alone.
+    let path = segment_file(dir.path(), 0, 1);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[at(1) as usize + 10] ^= 0xFF;
+    fs::write(&path, bytes).unwrap();
+
+    let log = EventLog::open(dir.path(), config).unwrap();
+    let batch = log.read(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(batch.events, written[..1]);
+    assert_eq!(batch.next_offset, at(1));
+    match batch.end {
+        ReadEnd::Corrupt(c) => {
+            assert_eq!(c.offset, at(1));
+            assert!(matches!(c.error, FrameError::CrcMismatch { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Reading from there reports the same damage; the next segment is fine.
+    let again = log
+        .read(0, 1, batch.next_offset, Budget::default())
+        .unwrap();
+    assert!(again.events.is_empty());
+    assert_eq!(again.end, batch.end);
+    assert_eq!(
+        log.read(0, 2, 0, Budget::default()).unwrap().events,
+        written[3..]
+    );
+}
+
+#[test]
+fn bad_read_requests_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = closed_log(dir.path(), &events(0, 2), config());
+    assert!(matches!(
+        log.read(1, 1, 0, Budget::default()),
+        Err(ReadError::UnknownShard {
+            shard: 1,
+            shards: 1
+        })
+    ));
+    assert!(matches!(
+        log.read(0, 2, 0, Budget::default()),
+        Err(ReadError::NoSegment {
+            shard: 0,
+            segment: 2
+        })
+    ));
+    assert!(matches!(
+        log.read(0, 1, at(3), Budget::default()),
+        Err(ReadError::OffsetPastEnd { end, .. }) if end == at(2)
+    ));
+    assert!(matches!(
+        log.segments(5),
+        Err(ReadError::UnknownShard { .. })
+    ));
+}
+
+#[test]
+fn delete_through_never_deletes_the_open_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(
+        dir.path(),
+        Config {
+            segment_max_bytes: at(2),
+            ..slow(group)
+        },
+    )
+    .unwrap();
+    let written = events(0, 7);
+    for e in &written[..6] {
+        log.append(e).unwrap();
+    }
+    block_on(log.append_durable(&written[6])).unwrap();
+    let segments = log.segments(0).unwrap();
+    let summary: Vec<(u64, bool)> = segments.iter().map(|s| (s.id, s.closed)).collect();
+    assert_eq!(summary, vec![(1, true), (2, true), (3, true), (4, false)]);
+
+    assert!(matches!(
+        log.delete_through(0, 4),
+        Err(DeleteError::NotClosed {
+            shard: 0,
+            segment: 4
+        })
+    ));
+    assert!(matches!(
+        log.delete_through(0, 9),
+        Err(DeleteError::NotClosed { .. })
+    ));
+    assert_eq!(
+        log.segments(0).unwrap().len(),
+        4,
+        "a refusal deletes nothing"
+    );
+
+    assert_eq!(log.delete_through(0, 2).unwrap(), 2);
+    let ids: Vec<u64> = log.segments(0).unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(ids, vec![3, 4]);
+    assert_eq!(log.delete_through(0, 2).unwrap(), 0, "idempotent");
+    assert!(matches!(
+        log.read(0, 1, 0, Budget::default()),
+        Err(ReadError::NoSegment { .. })
+    ));
+    assert_eq!(
+        log.read(0, 4, 0, Budget::default()).unwrap().events,
+        written[6..]
+    );
+
+    // Once closed, the last one may go too.
+    log.flush_and_close().unwrap();
+    assert_eq!(log.delete_through(0, 4).unwrap(), 2);
+    assert!(log.segments(0).unwrap().is_empty());
+}
+
+#[test]
+fn an_open_segment_cut_short_from_outside_is_reported_not_looped_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), slow(group)).unwrap();
+    for e in &events(0, 3) {
+        log.append(e).unwrap();
+    }
+    block_on(log.append_durable(&event(Kind::Click, 3))).unwrap();
+    let file = OpenOptions::new()
+        .write(true)
+        .open(segment_file(dir.path(), 0, 1))
+        .unwrap();
+    file.set_len(at(2)).unwrap();
+    let batch = log.read(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(batch.events, events(0, 2));
+    match batch.end {
+        ReadEnd::Corrupt(c) => assert_eq!(c.offset, at(2)),
+        other => panic!("{other:?}"),
+    }
+}
