@@ -1,107 +1,12 @@
 //! The binary end to end: `marquee serve --demo`, tokens, snapshots, config errors, help.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::time::Duration;
 
+use common::{Server, get_json, run, token_from};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_marquee");
-
-struct Server {
-    child: Child,
-    base: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(data: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .args(extra)
-            .env("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "50")
-            .env("MARQUEE_LOG__LEVEL", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        let base = first
-            .trim()
-            .strip_prefix("marquee listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_owned();
-        let (lines, stderr) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Server {
-            child,
-            base,
-            stderr,
-        }
-    }
-
-    /// Waits for a stderr line containing `needle` and returns it.
-    fn stderr_line(&self, needle: &str) -> String {
-        loop {
-            let line = self
-                .stderr
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|_| panic!("no stderr line with {needle:?}"));
-            if line.contains(needle) {
-                return line;
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn stop(mut self) {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "graceful stop exited with {status}");
-    }
-}
-
-fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .envs(envs.iter().copied())
-        .output()
-        .unwrap()
-}
-
-fn token_from(line: &str) -> String {
-    line.split_whitespace()
-        .find(|word| word.starts_with("mq_"))
-        .expect("a token on the line")
-        .to_owned()
-}
-
-async fn get_json(client: &reqwest::Client, url: &str, token: Option<&str>) -> Value {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    request.send().await.unwrap().json().await.unwrap()
-}
 
 async fn etag(client: &reqwest::Client, server: &Server) -> String {
     let reply = client
