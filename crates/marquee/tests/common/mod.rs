@@ -108,3 +108,31 @@ pub async fn get_json(client: &reqwest::Client, url: &str, token: Option<&str>) 
     }
     request.send().await.unwrap().json().await.unwrap()
 }
+
+/// Every event in a stopped server's log (`DATA/events`), shard by shard in log order.
+pub fn logged_events(data: &Path) -> Vec<marquee_eventlog::Event> {
+    use marquee_eventlog::{Budget, EventLog, ReadEnd};
+    // Opening runs recovery, as a restart would; then everything is closed and readable.
+    let log = EventLog::open(data.join("events"), marquee_eventlog::Config::default())
+        .expect("open the event log");
+    let mut events = Vec::new();
+    for shard in 0..log.shards() {
+        for segment in log.segments(shard).expect("list segments") {
+            let mut offset = 0;
+            loop {
+                let batch = log
+                    .read(shard, segment.id, offset, Budget::default())
+                    .expect("read segment");
+                events.extend(batch.events);
+                offset = batch.next_offset;
+                match batch.end {
+                    ReadEnd::Budget => continue,
+                    ReadEnd::Corrupt(damage) => panic!("damaged log: {damage:?}"),
+                    ReadEnd::Tail | ReadEnd::Closed => break,
+                }
+            }
+        }
+    }
+    log.flush_and_close().expect("close the event log");
+    events
+}

@@ -1,0 +1,370 @@
+//! The edge through the real binary: tracking counted once and only with valid tokens, clicks
+//! going only to the creative's landing URL, caps, bad requests and fallbacks.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Server, logged_events, token_from};
+use marquee_eventlog::Kind as EventKind;
+use marquee_tracking::{Claims, KeyRing};
+use serde_json::Value;
+
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+/// "News mobile banner" in the demo: "Boots DACH mobile" (standard tier, capped 3 a day) and
+/// the house promotion are linked to it.
+const NEWS_MOBILE: u64 = 3;
+const NEWS_SIDEBAR: u64 = 2;
+
+fn start(data: &Path) -> Server {
+    Server::start_with(
+        data,
+        &["--demo"],
+        &[("MARQUEE_EDGE__COUNTRY_HEADER", "x-country")],
+    )
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// One ad from `/ad.json`: (line item, creative, impression URL, click URL).
+async fn ad(
+    client: &reqwest::Client,
+    server: &Server,
+    placement: u64,
+    uid: &str,
+) -> Option<(u64, u64, String, String)> {
+    let answer: Value = client
+        .get(server.url(&format!("/ad.json?p={placement}&uid={uid}")))
+        .header("user-agent", IPHONE)
+        .header("x-country", "DE")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ad = answer["ads"].as_array().unwrap().first()?.clone();
+    let html = ad["html"].as_str().unwrap();
+    let url = |marker: &str| {
+        let start = html
+            .find(marker)
+            .unwrap_or_else(|| panic!("no {marker} in {html}"));
+        let rest = &html[start..];
+        let end = rest.find('"').unwrap();
+        rest[..end].to_owned()
+    };
+    let base = &server.base;
+    Some((
+        ad["line_item"].as_u64().unwrap(),
+        ad["creative"].as_u64().unwrap(),
+        url(&format!("{base}/t/i?t=")),
+        url(&format!("{base}/t/c?t=")),
+    ))
+}
+
+fn token_of(url: &str) -> &str {
+    url.split("t=").nth(1).unwrap()
+}
+
+fn keys(data: &Path) -> KeyRing {
+    let entry = std::fs::read_to_string(data.join("tracking.key")).unwrap();
+    let (id, secret) = entry.trim().split_once(':').unwrap();
+    KeyRing::from_config(id.parse().unwrap(), [(id.parse().unwrap(), secret)]).unwrap()
+}
+
+/// Fetches without following redirects, as from a German visitor (the CDN's country header).
+async fn status(client: &reqwest::Client, url: &str) -> (u16, Option<String>) {
+    let reply = client
+        .get(url)
+        .header("x-country", "DE")
+        .send()
+        .await
+        .unwrap();
+    let location = reply
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_owned());
+    (reply.status().as_u16(), location)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracking_counts_valid_tokens_once() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    server.stderr_line("demo admin token");
+    let client = client();
+    let (line_item, creative, impression, click) = ad(&client, &server, NEWS_SIDEBAR, "u1")
+        .await
+        .expect("an ad");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let keys = keys(data.path());
+    let valid = keys.verify(token_of(&impression), now).unwrap();
+
+    // Repeats of the same impression count once.
+    for _ in 0..3 {
+        assert_eq!(status(&client, &impression).await.0, 200);
+    }
+    // Forged, altered, expired, foreign-key and wrong-kind tokens are answered but not counted.
+    let mut altered = token_of(&impression).to_owned();
+    let last = altered.pop().unwrap();
+    altered.push(if last == 'A' { 'B' } else { 'A' });
+    let expired = keys.sign(&Claims {
+        issued_at: now - 7_200,
+        lifetime: 3_600,
+        nonce: 77,
+        ..valid
+    });
+    let foreign = KeyRing::new(1, [(1u8, &[7u8; 32][..])])
+        .unwrap()
+        .sign(&Claims { nonce: 78, ..valid });
+    let wrong_kind = token_of(&click).to_owned();
+    for token in [
+        altered.as_str(),
+        expired.as_str(),
+        foreign.as_str(),
+        wrong_kind.as_str(),
+        "garbage",
+        "",
+    ] {
+        let (code, _) = status(&client, &server.url(&format!("/t/i?t={token}"))).await;
+        assert_eq!(code, 200, "a beacon always answers the browser");
+    }
+    server.stop();
+
+    let impressions: Vec<_> = logged_events(data.path())
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Impression)
+        .collect();
+    assert_eq!(impressions.len(), 1, "{impressions:?}");
+    assert_eq!(impressions[0].event_id, u128::from(valid.nonce));
+    assert_eq!(
+        (impressions[0].line_item, impressions[0].creative),
+        (line_item, creative)
+    );
+    assert_eq!(&impressions[0].country, b"DE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_go_only_to_the_landing_url_and_count_once() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = client();
+    let (_, creative, _, click) = ad(&client, &server, NEWS_SIDEBAR, "u2")
+        .await
+        .expect("an ad");
+    let landing: Value = client
+        .get(server.url(&format!("/api/v1/creatives/{creative}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let landing = landing["landing_url"].as_str().unwrap().to_owned();
+
+    let (code, location) = status(&client, &click).await;
+    assert_eq!(code, 302);
+    let location = location.unwrap();
+    assert!(location.starts_with(&landing), "{location} vs {landing}");
+    assert!(location.contains("mq_conv="));
+
+    // The usual tricks: extra destination parameters are ignored, a destination without a
+    // valid token goes nowhere, header injection and altered tokens are refused.
+    let evil = "https%3A%2F%2Fevil.example%2F";
+    for url in [
+        format!("{click}&url={evil}"),
+        format!("{click}&redirect={evil}&landing={evil}"),
+        format!("{}&t=x", click.replace("t=", "url=https://evil.example&t=")),
+    ] {
+        let (code, location) = status(&client, &url).await;
+        assert_eq!(code, 302, "{url}");
+        assert!(location.unwrap().starts_with(&landing), "{url}");
+    }
+    // Alter one character of the token (its creative id), keeping it well-formed.
+    let mut tampered = click.clone().into_bytes();
+    let at = click.find("t=").unwrap() + 2 + 30;
+    tampered[at] = if tampered[at] == b'B' { b'C' } else { b'B' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    for url in [
+        server.url(&format!("/t/c?url={evil}")),
+        server.url("/t/c?t=%0d%0aLocation:%20https://evil.example"),
+        tampered,
+        server.url("/t/c"),
+    ] {
+        let (code, location) = status(&client, &url).await;
+        assert_eq!((code, location), (404, None), "{url}");
+    }
+
+    // The conversion token handed to the landing page counts once too.
+    let conversion = location.split("mq_conv=").nth(1).unwrap().to_owned();
+    for _ in 0..2 {
+        let url = server.url(&format!("/t/v?t={conversion}"));
+        assert_eq!(status(&client, &url).await.0, 200);
+    }
+    server.stop();
+    let events = logged_events(data.path());
+    let count = |kind| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(
+        count(EventKind::Click),
+        1,
+        "the click was followed four times, counted once"
+    );
+    assert_eq!(count(EventKind::Conversion), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frequency_caps_count_impressions_not_decisions() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    server.stderr_line("demo admin token");
+    let client = client();
+    // "Boots DACH mobile" (line item 1) is capped at 3 a day. Decisions alone do not count.
+    for _ in 0..5 {
+        let (line_item, ..) = ad(&client, &server, NEWS_MOBILE, "capped")
+            .await
+            .expect("an ad");
+        assert_eq!(
+            line_item, 1,
+            "the standard line item outranks the house one"
+        );
+    }
+    for _ in 0..3 {
+        let (line_item, _, impression, _) =
+            ad(&client, &server, NEWS_MOBILE, "capped").await.unwrap();
+        assert_eq!(line_item, 1);
+        assert_eq!(status(&client, &impression).await.0, 200);
+    }
+    for _ in 0..5 {
+        // Nothing else fits a 320x50 slot in the demo, so the answer is the (empty) fallback.
+        let served = ad(&client, &server, NEWS_MOBILE, "capped").await;
+        assert!(
+            served.is_none_or(|(line_item, ..)| line_item != 1),
+            "capped after three impressions"
+        );
+    }
+    // Another user is not capped.
+    let (line_item, ..) = ad(&client, &server, NEWS_MOBILE, "fresh").await.unwrap();
+    assert_eq!(line_item, 1);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_ad_requests_are_named_and_misses_fall_back() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    server.stderr_line("demo admin token");
+    let client = client();
+    for (query, name) in [
+        ("", "placement"),
+        ("placement=abc", "placement"),
+        ("placement=2&size=big", "size"),
+        ("placement=2&format=pdf", "format"),
+        ("placement=2,3", "placement"),
+    ] {
+        let reply = client
+            .get(server.url(&format!("/ad?{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 400, "{query}");
+        assert!(reply.text().await.unwrap().contains(name), "{query}");
+    }
+    // An unknown placement answers the (empty) fallback, fast and cacheless.
+    let reply = client
+        .get(server.url("/ad?placement=999"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert_eq!(reply.headers()["cache-control"], "no-store");
+    assert!(reply.headers().get("server").is_none());
+    assert_eq!(reply.text().await.unwrap(), "");
+    let json: Value = client
+        .get(server.url("/ad.json?p=999"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["ads"], serde_json::json!([]));
+
+    // A served ad: minimal headers, correct type and length.
+    let reply = client
+        .get(server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=js")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert_eq!(
+        reply.headers()["content-type"],
+        "application/javascript; charset=utf-8"
+    );
+    let length: usize = reply.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = reply.text().await.unwrap();
+    assert_eq!(length, body.len());
+    assert!(
+        body.contains("srcdoc") && body.contains("allow-scripts"),
+        "{body}"
+    );
+    server.stop();
+}
+
+/// The image tag: the image redirects to the creative's picture, the click to its landing page,
+/// and both count once per cache buster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    server.stderr_line("demo admin token");
+    let client = client();
+    for cb in ["101", "202", "303"] {
+        let image = status(
+            &client,
+            &server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=img&cb={cb}")),
+        )
+        .await;
+        let click = status(
+            &client,
+            &server.url(&format!(
+                "/ad?placement={NEWS_SIDEBAR}&format=click&cb={cb}"
+            )),
+        )
+        .await;
+        assert_eq!((image.0, click.0), (302, 302));
+        // Without geo or device, only the house promotion's image fits this placement.
+        assert_eq!(image.1.unwrap(), "https://cdn.example.com/demo/300x250.png");
+        let click = click.1.unwrap();
+        assert!(
+            click.starts_with("https://news.dailyplanet.example/subscribe?mq_conv="),
+            "{click}"
+        );
+        // An e-mail client fetching the image again does not count twice.
+        let again = status(
+            &client,
+            &server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=img&cb={cb}")),
+        )
+        .await;
+        assert_eq!(again.0, 302);
+    }
+    server.stop();
+    let events = logged_events(data.path());
+    let count = |kind| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count(EventKind::Impression), 3);
+    assert_eq!(count(EventKind::Click), 3);
+}
