@@ -12,6 +12,7 @@
 
 mod handlers;
 pub mod holder;
+pub mod poll;
 pub mod query;
 mod render;
 mod server;

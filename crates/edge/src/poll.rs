@@ -1,0 +1,113 @@
+//! Following a remote manager: poll `GET /snapshot/latest` with `If-None-Match` and swap in
+//! what changed. A manager that is away costs nothing but a logged warning: the edge keeps
+//! serving its current snapshot (or the copy it kept on disk).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header::{ETAG, IF_NONE_MATCH};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::Edge;
+
+/// Largest snapshot accepted over HTTP (a 100,000 line-item snapshot is about 30 MB).
+const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PollError {
+    #[error("manager URL {0:?} is not a valid http URL")]
+    Url(String),
+    #[error("manager unreachable: {0}")]
+    Unreachable(String),
+    #[error("manager answered {0}")]
+    Status(StatusCode),
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polled {
+    Unchanged,
+    /// Swapped in this snapshot version.
+    Installed(u64),
+    /// The manager has no snapshot yet.
+    NoneYet,
+}
+
+/// Polls `manager` (e.g. `http://10.0.0.5:8080`) every `interval` until `stop` resolves.
+pub async fn follow(
+    edge: Arc<Edge>,
+    manager: String,
+    interval: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {
+                if let Err(error) = poll_once(&edge, &client, &manager).await {
+                    tracing::warn!(%error, "snapshot poll failed; serving the current snapshot");
+                }
+            }
+        }
+    }
+}
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+/// One poll: asks for the latest snapshot unless it has the current ETag.
+pub async fn poll_once(
+    edge: &Arc<Edge>,
+    client: &HttpClient,
+    manager: &str,
+) -> Result<Polled, PollError> {
+    let uri: Uri = format!("{}/snapshot/latest", manager.trim_end_matches('/'))
+        .parse()
+        .map_err(|_| PollError::Url(manager.to_owned()))?;
+    let mut request = Request::get(uri);
+    if let Some(loaded) = edge.holder.current() {
+        request = request.header(IF_NONE_MATCH, loaded.etag.as_str());
+    }
+    let request = request
+        .body(Empty::new())
+        .map_err(|_| PollError::Url(manager.to_owned()))?;
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| PollError::Unreachable(e.to_string()))?;
+    match response.status() {
+        StatusCode::NOT_MODIFIED => return Ok(Polled::Unchanged),
+        StatusCode::SERVICE_UNAVAILABLE => return Ok(Polled::NoneYet),
+        StatusCode::OK => {}
+        other => return Err(PollError::Status(other)),
+    }
+    let offered = response
+        .headers()
+        .get(ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = Limited::new(response.into_body(), MAX_SNAPSHOT_BYTES)
+        .collect()
+        .await
+        .map_err(|e| PollError::Unreachable(e.to_string()))?
+        .to_bytes();
+    if offered.is_some()
+        && offered.as_deref() == edge.holder.current().as_deref().map(|l| l.etag.as_str())
+    {
+        return Ok(Polled::Unchanged);
+    }
+    let edge = Arc::clone(edge);
+    // Building the index takes a while for large snapshots: off the async workers.
+    let installed = tokio::task::spawn_blocking(move || edge.accept_snapshot(&body))
+        .await
+        .map_err(|e| PollError::Unreachable(e.to_string()))?;
+    // A rejected snapshot is logged and counted by the holder; keep polling.
+    Ok(installed.map_or(Polled::Unchanged, Polled::Installed))
+}

@@ -1,0 +1,145 @@
+//! Following a manager over HTTP: ETag polling, swaps, rejection of bad snapshots, serving on
+//! while the manager is away, and the local copy at restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{Empty, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use marquee_edge::poll::{PollError, Polled, poll_once};
+use marquee_edge::{Edge, EdgeConfig, Fallback};
+use marquee_eventlog::EventLog;
+use marquee_snapshot::{Snapshot, SnapshotData};
+use marquee_tracking::KeyRing;
+
+fn snapshot(version: u64) -> (Bytes, String) {
+    let snapshot = Snapshot {
+        version,
+        built_at: "2026-11-21T12:00:00Z".parse().unwrap(),
+        data: SnapshotData::default(),
+    };
+    let (header, bytes) = snapshot.encode_with_header();
+    (Bytes::from(bytes), header.etag())
+}
+
+fn edge(dir: &std::path::Path) -> Arc<Edge> {
+    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    Arc::new(Edge::new(
+        EdgeConfig {
+            public_url: "http://127.0.0.1".into(),
+            token_lifetime: Duration::from_secs(600),
+            fallback: Fallback::Empty,
+            cookies: false,
+            country_header: None,
+            data_dir: dir.join("edge"),
+        },
+        Arc::new(log),
+        keys,
+    ))
+}
+
+/// A stand-in manager serving whatever `published` holds, with ETags.
+async fn manager(published: Arc<Mutex<(Bytes, String)>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let published = Arc::clone(&published);
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let (bytes, etag) = published.lock().unwrap().clone();
+                let unchanged = request
+                    .headers()
+                    .get("if-none-match")
+                    .is_some_and(|v| v.to_str().unwrap() == etag);
+                let response = if unchanged {
+                    Response::builder()
+                        .status(StatusCode::NOT_MODIFIED)
+                        .body(Full::new(Bytes::new()))
+                } else {
+                    Response::builder()
+                        .header("etag", etag)
+                        .body(Full::new(bytes))
+                };
+                async move { Ok::<_, Infallible>(response.unwrap()) }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn polls_swap_reject_and_survive_an_absent_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path());
+    let published = Arc::new(Mutex::new(snapshot(1)));
+    let url = manager(Arc::clone(&published)).await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+
+    assert_eq!(
+        poll_once(&edge, &client, &url).await.unwrap(),
+        Polled::Installed(1)
+    );
+    assert_eq!(
+        poll_once(&edge, &client, &url).await.unwrap(),
+        Polled::Unchanged
+    );
+
+    *published.lock().unwrap() = snapshot(2);
+    assert_eq!(
+        poll_once(&edge, &client, &url).await.unwrap(),
+        Polled::Installed(2)
+    );
+    assert_eq!(edge.holder.swaps(), 2);
+
+    // A corrupted snapshot is rejected and counted; version 2 keeps serving.
+    let (mut bytes, etag) = snapshot(3);
+    let mut corrupt = bytes.to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    bytes = Bytes::from(corrupt);
+    *published.lock().unwrap() = (bytes, etag);
+    assert_eq!(
+        poll_once(&edge, &client, &url).await.unwrap(),
+        Polled::Unchanged
+    );
+    assert_eq!(edge.holder.rejected(), 1);
+    assert_eq!(edge.holder.version(), Some(2));
+
+    // A manager that is away is an error to log, not an outage.
+    let gone = "http://127.0.0.1:9";
+    assert!(matches!(
+        poll_once(&edge, &client, gone).await,
+        Err(PollError::Unreachable(_))
+    ));
+    assert_eq!(edge.holder.version(), Some(2));
+
+    // A restarted edge starts from the copy it kept.
+    drop(edge);
+    let restarted = edge_again(dir.path());
+    assert_eq!(
+        restarted
+            .holder
+            .install_local_copy(&dir.path().join("edge")),
+        Some(2)
+    );
+}
+
+fn edge_again(dir: &std::path::Path) -> Arc<Edge> {
+    let other = dir.join("second");
+    std::fs::create_dir_all(&other).unwrap();
+    edge(&other)
+}
