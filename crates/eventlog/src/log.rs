@@ -428,11 +428,13 @@ impl EventLog {
             lock(&shard.wake).shutdown = true;
             shard.wake_cond.notify_one();
         }
-        let handles = std::mem::take(&mut *lock(&self.flushers));
+        // Joined under the lock, so a concurrent caller returns only once everything is flushed.
+        let mut flushers = lock(&self.flushers);
         let mut panicked = false;
-        for handle in handles {
+        for handle in flushers.drain(..) {
             panicked |= handle.join().is_err();
         }
+        drop(flushers);
         if panicked {
             return Err(CloseError::FlusherPanicked);
         }
@@ -477,18 +479,12 @@ impl EventLog {
         }
         c
     }
-
-    /// The configuration the log was opened with.
-    pub fn config(&self) -> &Config {
-        &self.inner.config
-    }
 }
 
 impl Drop for EventLog {
     fn drop(&mut self) {
-        if !lock(&self.flushers).is_empty()
-            && let Err(e) = self.flush_and_close()
-        {
+        let running = !lock(&self.flushers).is_empty();
+        if running && let Err(e) = self.flush_and_close() {
             error!(error = %e, "event log closed with a failure");
         }
     }

@@ -178,3 +178,14 @@ fn a_failed_fsync_or_write_stops_the_shard_and_tells_every_waiter() {
         Err(CloseError::Failed { shard: 0, .. })
     ));
 }
+
+#[test]
+fn the_log_and_its_futures_can_cross_threads() {
+    // Compile-time: an async handler holding a `Durable` across `.await` must be `Send`, and
+    // the log is shared between worker threads.
+    fn send_static<T: Send + 'static>() {}
+    fn sync<T: Sync>() {}
+    send_static::<marquee_eventlog::Durable>();
+    send_static::<EventLog>();
+    sync::<EventLog>();
+}
