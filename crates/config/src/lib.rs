@@ -175,36 +175,37 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        if !(10..=60_000).contains(&self.snapshot.compile_interval_ms) {
-            return Err(ConfigError::OutOfRange {
-                key: "snapshot.compile_interval_ms",
-                message: format!(
-                    "is {}; it must be between 10 and 60000",
-                    self.snapshot.compile_interval_ms
-                ),
-            });
-        }
-        if !(1..=100).contains(&self.snapshot.keep) {
-            return Err(ConfigError::OutOfRange {
-                key: "snapshot.keep",
-                message: format!("is {}; it must be between 1 and 100", self.snapshot.keep),
-            });
-        }
-        if self.log.level.trim().is_empty() {
-            return Err(ConfigError::OutOfRange {
-                key: "log.level",
-                message: "must not be empty".into(),
-            });
-        }
-        if !(60..=3_600).contains(&self.edge.token_lifetime_secs) {
-            return Err(ConfigError::OutOfRange {
-                key: "edge.token_lifetime_secs",
-                message: format!(
-                    "is {}; it must be between 60 and 3600",
-                    self.edge.token_lifetime_secs
-                ),
-            });
-        }
+        in_range(
+            "snapshot.compile_interval_ms",
+            self.snapshot.compile_interval_ms,
+            10,
+            60_000,
+        )?;
+        in_range("snapshot.keep", self.snapshot.keep as u64, 1, 100)?;
+        in_range(
+            "edge.token_lifetime_secs",
+            u64::from(self.edge.token_lifetime_secs),
+            60,
+            3_600,
+        )?;
+        in_range(
+            "events.group_commit_ms",
+            self.events.group_commit_ms,
+            1,
+            1_000,
+        )?;
+        in_range(
+            "events.segment_max_mb",
+            self.events.segment_max_mb,
+            1,
+            4_096,
+        )?;
+        in_range(
+            "events.segment_max_age_secs",
+            self.events.segment_max_age_secs,
+            1,
+            86_400,
+        )?;
         let fallback = self.edge.fallback.as_str();
         if fallback != "empty"
             && !(fallback.starts_with("https://") || fallback.starts_with("http://"))
@@ -214,41 +215,29 @@ impl Config {
                 message: format!("is {fallback:?}; it must be `empty` or an http(s) URL"),
             });
         }
-        if !(1..=1_000).contains(&self.events.group_commit_ms) {
-            return Err(ConfigError::OutOfRange {
-                key: "events.group_commit_ms",
-                message: format!(
-                    "is {}; it must be between 1 and 1000",
-                    self.events.group_commit_ms
-                ),
-            });
-        }
-        if !(1..=4_096).contains(&self.events.segment_max_mb) {
-            return Err(ConfigError::OutOfRange {
-                key: "events.segment_max_mb",
-                message: format!(
-                    "is {}; it must be between 1 and 4096",
-                    self.events.segment_max_mb
-                ),
-            });
-        }
-        if !(1..=86_400).contains(&self.events.segment_max_age_secs) {
-            return Err(ConfigError::OutOfRange {
-                key: "events.segment_max_age_secs",
-                message: format!(
-                    "is {}; it must be between 1 and 86400",
-                    self.events.segment_max_age_secs
-                ),
-            });
-        }
-        if self.data_dir.as_os_str().is_empty() {
-            return Err(ConfigError::OutOfRange {
-                key: "data_dir",
-                message: "must not be empty".into(),
-            });
+        for (key, empty) in [
+            ("log.level", self.log.level.trim().is_empty()),
+            ("data_dir", self.data_dir.as_os_str().is_empty()),
+        ] {
+            if empty {
+                return Err(ConfigError::OutOfRange {
+                    key,
+                    message: "must not be empty".into(),
+                });
+            }
         }
         Ok(())
     }
+}
+
+fn in_range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError::OutOfRange {
+        key,
+        message: format!("is {value}; it must be between {min} and {max}"),
+    })
 }
 
 /// Every error figment found, each naming its key and where the value came from.
