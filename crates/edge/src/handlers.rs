@@ -103,6 +103,21 @@ fn pixel() -> Response<Body> {
     response(StatusCode::OK, "image/gif", Bytes::from_static(PIXEL))
 }
 
+/// Lets the publisher's page read an `/ad.json` answer: `tag.js` fetches it from another
+/// origin, with credentials (the user cookie), so the origin is echoed rather than `*`.
+pub(crate) fn allow_origin(request: &HeaderMap, answer: &mut Response<Body>) {
+    let Some(origin) = request.get(header::ORIGIN) else {
+        return;
+    };
+    let headers = answer.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+}
+
 pub(crate) fn not_found() -> Response<Body> {
     response(
         StatusCode::NOT_FOUND,
@@ -300,10 +315,17 @@ pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool)
                 None => fallback(edge, query.format, false),
             }
         };
+        // The tag's request comes from the publisher's page, another site: a cookie must be
+        // `SameSite=None`, which browsers accept only with `Secure`, so only over https.
+        let same_site = if edge.config.public_url.starts_with("https://") {
+            "None; Secure"
+        } else {
+            "Lax"
+        };
         if set_cookie
             && let Some(uid) = user_id
             && let Ok(value) = HeaderValue::from_str(&format!(
-                "{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite=Lax; HttpOnly"
+                "{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite={same_site}; HttpOnly"
             ))
         {
             answer.headers_mut().insert(header::SET_COOKIE, value);

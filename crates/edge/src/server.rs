@@ -32,7 +32,11 @@ async fn dispatch(
     let query = request.uri().query().unwrap_or("");
     let edge_answer = match (request.method(), request.uri().path()) {
         (&Method::GET, "/ad") => Some(handlers::ad(&edge, query, request.headers(), false)),
-        (&Method::GET, "/ad.json") => Some(handlers::ad(&edge, query, request.headers(), true)),
+        (&Method::GET, "/ad.json") => {
+            let mut answer = handlers::ad(&edge, query, request.headers(), true);
+            handlers::allow_origin(request.headers(), &mut answer);
+            Some(answer)
+        }
         (&Method::GET, "/t/i") => {
             Some(handlers::track(&edge, Kind::Impression, query, request.headers()).await)
         }

@@ -242,6 +242,20 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
     let address = listener.local_addr()?;
+    let public_url = if config.edge.public_url.is_empty() {
+        format!("http://{address}")
+    } else {
+        config.edge.public_url.clone()
+    };
+    let edge = Arc::new(open_edge(&config, &public_url)?);
+    // Ready before announcing: the published snapshot, or the copy kept from the last run.
+    let installed = match manager.latest() {
+        Some(latest) => edge.accept_snapshot(&latest.bytes).ok(),
+        None => edge.holder.install_local_copy(&edge.config.data_dir),
+    };
+    if installed.is_none() {
+        tracing::warn!("no snapshot yet: ad requests get the fallback until one is published");
+    }
     // The first line on stdout is the address, for scripts and tests that start on port 0.
     println!("marquee listening on http://{address}");
     tracing::info!(%address, data_dir = %config.data_dir.display(), "serving");
@@ -250,20 +264,6 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             "demo admin token (shown once): {token}\n\
              try: curl -H 'Authorization: Bearer {token}' http://{address}/api/v1/line-items"
         );
-    }
-
-    let public_url = if config.edge.public_url.is_empty() {
-        format!("http://{address}")
-    } else {
-        config.edge.public_url.clone()
-    };
-    let edge = Arc::new(open_edge(&config, &public_url)?);
-    if edge
-        .holder
-        .install_local_copy(&edge.config.data_dir)
-        .is_some()
-    {
-        tracing::info!("serving the last good snapshot until the manager publishes");
     }
 
     let (stop, stopped) = tokio::sync::watch::channel(false);

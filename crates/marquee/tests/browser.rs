@@ -1,0 +1,589 @@
+//! The ad server end to end in a real browser (issue 4's "done when"): `marquee serve --demo`,
+//! a publisher page carrying the async tags of two demo placements (so `tag.js` is included
+//! twice), loaded in headless Chromium; the ads render in sandboxed iframes, each impression
+//! is logged once (a repeated beacon included), and a click goes through the click redirect
+//! to the creative's landing URL and is logged once (a second click on the same ad included).
+//!
+//! The browser is driven by `tests/browser/e2e.mjs` (Node, playwright-core, Debian's
+//! Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only loopback is contacted: the page is
+//! served by a small HTTP server in this test (as `localhost`, so the page and the edge at
+//! `127.0.0.1` are different sites, as a publisher and its ad server are); the demo's landing
+//! pages and creative images live on `*.example` hosts, which the driver intercepts (landing
+//! requests aborted, images answered with a stand-in picture).
+//!
+//! Run it alone:
+//!
+//! ```text
+//! scripts/test-deps.sh                                   # chromium, node, tests/browser/node_modules
+//! cargo test -p marquee --test browser -- --nocapture
+//! BROWSER_TEST_KEEP=1 cargo test -p marquee --test browser -- --nocapture   # keep the temp dir
+//! ```
+//!
+//! It fails (it never skips) when Chromium, Node or the Node dependencies are missing. On a
+//! failure the temporary directory is kept and its path printed: it holds the data directory
+//! (event log) and the page screenshot (`browser/page.png`, or `browser/failure.png`). The
+//! browser runs with a fresh profile there, removed when it closes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Server, get_json, logged_events, token_from};
+use marquee_eventlog::{Event, Kind as EventKind};
+use serde_json::Value;
+
+/// The demo placements on the page, leaderboard first; the ad in the sidebar is clicked.
+const SIDEBAR: &str = "News sidebar rectangle";
+const LEADERBOARD: &str = "News leaderboard";
+/// How long the browser half may take before it is stopped.
+const BROWSER_DEADLINE: Duration = Duration::from_secs(40);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What the test needs outside Rust; returns Chromium's path. Missing pieces fail the test:
+/// CI installs them first.
+fn require_browser_tools(root: &Path) -> PathBuf {
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    assert!(
+        chromium.is_file(),
+        "Chromium is missing at {} (Debian package `chromium`): run scripts/test-deps.sh",
+        chromium.display()
+    );
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node is missing or broken ({node:?}): run scripts/test-deps.sh"
+    );
+    let driver = root.join("tests/browser/node_modules/playwright-core/package.json");
+    assert!(
+        driver.is_file(),
+        "playwright-core is not installed in tests/browser: run scripts/test-deps.sh (npm ci there)"
+    );
+    chromium
+}
+
+/// The temporary directory, kept (and its path printed) when the test fails or
+/// `BROWSER_TEST_KEEP` is set.
+struct Scratch(Option<tempfile::TempDir>);
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if (std::thread::panicking() || std::env::var_os("BROWSER_TEST_KEEP").is_some())
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!("browser test: kept {}", dir.keep().display());
+        }
+    }
+}
+
+/// The server, killed if the test ends without stopping it.
+struct Running(Option<Server>);
+
+impl Running {
+    fn get(&self) -> &Server {
+        self.0.as_ref().unwrap()
+    }
+
+    /// Graceful stop (SIGTERM): the edge flushes its event log.
+    fn stop(mut self) {
+        self.0.take().unwrap().stop();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut server) = self.0.take() {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+        }
+    }
+}
+
+/// A child process, stopped if still running when dropped: SIGTERM first (the driver closes
+/// its browser on it), SIGKILL after a grace period.
+struct Driver(Child);
+
+impl Driver {
+    fn terminate(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Serves `page` at every path but `/favicon.ico` on a loopback port, from a thread that
+/// lives as long as the test process. Returns the port.
+fn serve_page(page: String) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&head);
+            let path = line.split_whitespace().nth(1).unwrap_or("/");
+            let (status, body) = if path == "/favicon.ico" {
+                ("404 Not Found", "")
+            } else {
+                ("200 OK", page.as_str())
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n\
+                 Content-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Runs the driver and returns its JSON result; panics with what it saw when it fails.
+fn run_driver(
+    root: &Path,
+    chromium: &Path,
+    page_url: &str,
+    edge: &str,
+    out: &Path,
+    click: u64,
+) -> Value {
+    let child = Command::new("node")
+        .arg(root.join("tests/browser/e2e.mjs"))
+        .arg(page_url)
+        .args(["--edge", edge, "--click", &click.to_string()])
+        .arg("--out")
+        .arg(out)
+        // Playwright's fresh browser profile goes there too.
+        .env("TMPDIR", out)
+        .env("CHROMIUM", chromium)
+        .args(["--timeout-ms", "25000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let mut driver = Driver(child);
+    let mut stdout = driver.0.stdout.take().unwrap();
+    let mut stderr = driver.0.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let until = Instant::now() + BROWSER_DEADLINE;
+    let status = loop {
+        if let Some(status) = driver.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > until {
+            driver.terminate();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = out_reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    let Some(status) = status else {
+        panic!(
+            "the browser driver did not finish within {BROWSER_DEADLINE:?} and was stopped\n\
+             stdout: {stdout}\nstderr: {stderr}"
+        );
+    };
+    let result: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the browser driver printed no JSON ({status})\nstdout: {stdout}\nstderr: {stderr}"
+            )
+        });
+    if !status.success() || result.get("error").is_some() {
+        panic!(
+            "the browser test failed ({status}): {}\nwhat the driver saw:\n{}\nstderr: {stderr}",
+            result["error"],
+            serde_json::to_string_pretty(&result).unwrap()
+        );
+    }
+    result
+}
+
+fn str_of<'v>(value: &'v Value, what: &str) -> &'v str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: expected a string, got {value}"))
+}
+
+fn u64_of(value: &Value, what: &str) -> u64 {
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("{what}: expected a number, got {value}"))
+}
+
+/// The events of one kind, by placement.
+fn by_placement(events: &[Event], kind: EventKind) -> HashMap<u64, Vec<Event>> {
+    let mut map: HashMap<u64, Vec<Event>> = HashMap::new();
+    for event in events.iter().filter(|e| e.kind == kind) {
+        map.entry(event.placement).or_default().push(*event);
+    }
+    map
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_tag_in_headless_chromium() {
+    let started = Instant::now();
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = Scratch(Some(
+        tempfile::Builder::new()
+            .prefix("marquee-browser-")
+            .tempdir()
+            .unwrap(),
+    ));
+    let data = scratch.path().join("data");
+    let out = scratch.path().join("browser");
+    std::fs::create_dir_all(&out).unwrap();
+
+    let server = Running(Some(Server::start_with(&data, &["--demo"], &[])));
+    let base = server.get().base.clone();
+    // The edge has its snapshot before the server announces its address.
+    let token = token_from(&server.get().stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+
+    // The publisher page: the async tags of two placements, as the API hands them out.
+    let placements = get_json(
+        &client,
+        &server.get().url("/api/v1/placements"),
+        Some(&token),
+    )
+    .await;
+    let id_of = |name: &str| {
+        placements["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| u64_of(&p["id"], "placement id"))
+            .unwrap_or_else(|| panic!("no demo placement {name:?} in {placements}"))
+    };
+    let (sidebar, leaderboard) = (id_of(SIDEBAR), id_of(LEADERBOARD));
+    let mut tags = Vec::new();
+    for id in [leaderboard, sidebar] {
+        let answer = get_json(
+            &client,
+            &server.get().url(&format!("/api/v1/placements/{id}/tags")),
+            Some(&token),
+        )
+        .await;
+        let tag = str_of(&answer["async"], "async tag").to_owned();
+        assert!(
+            tag.contains(&format!("src=\"{base}/tag.js\"")),
+            "the async tag does not load {base}/tag.js: {tag}"
+        );
+        tags.push(tag);
+    }
+    let page = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>Daily Planet: an article</title></head>\n\
+         <body style=\"font:16px sans-serif;margin:16px\">\n<h1>Daily Planet</h1>\n{}\n\
+         <p>An article with a leaderboard above and a rectangle below; each ad tag includes tag.js.</p>\n{}\n\
+         </body></html>\n",
+        tags[0], tags[1]
+    );
+    let page_url = format!("http://localhost:{}/article.html", serve_page(page));
+
+    // The browser half.
+    let result = run_driver(&root, &chromium, &page_url, &base, &out, sidebar);
+    let browser_ms = result["elapsed_ms"].as_u64().unwrap_or(0);
+
+    // One /ad.json request filled both slots, though tag.js ran twice.
+    let exchanges = result["ad_json"].as_array().unwrap();
+    assert_eq!(
+        exchanges.len(),
+        1,
+        "expected one /ad.json request: {exchanges:#?}"
+    );
+    let exchange = &exchanges[0];
+    assert_eq!(exchange["status"], 200, "/ad.json: {exchange:#}");
+    let ads = exchange["body"]["ads"]
+        .as_array()
+        .expect("/ad.json answered ads");
+    assert_eq!(ads.len(), 2, "an ad for each placement: {ads:#?}");
+    let ad_for = |placement: u64| {
+        ads.iter()
+            .find(|ad| ad["placement"] == placement)
+            .unwrap_or_else(|| panic!("no ad for placement {placement} in {ads:#?}"))
+    };
+
+    // Each slot: filled once, by a sandboxed srcdoc iframe of the creative's size holding the
+    // ad (a click link through the edge and a picture or markup) and its impression beacon.
+    let slots = result["slots"].as_array().unwrap();
+    assert_eq!(slots.len(), 2, "{slots:#?}");
+    for slot in slots {
+        let placement = u64_of(&slot["placement"], "slot placement");
+        let ad = ad_for(placement);
+        let what = format!("placement {placement}");
+        assert_eq!(slot["state"], "filled", "{what}: {slot:#}");
+        assert_eq!(slot["iframes"], 1, "{what}: one iframe per slot: {slot:#}");
+        let iframe = &slot["iframe"];
+        let sandbox: Vec<&str> = str_of(&iframe["sandbox"], "sandbox")
+            .split_whitespace()
+            .collect();
+        for needed in [
+            "allow-scripts",
+            "allow-popups",
+            "allow-popups-to-escape-sandbox",
+        ] {
+            assert!(
+                sandbox.contains(&needed),
+                "{what}: sandbox lacks {needed}: {sandbox:?}"
+            );
+        }
+        for forbidden in ["allow-same-origin", "allow-top-navigation"] {
+            assert!(
+                !sandbox.contains(&forbidden),
+                "{what}: sandbox has {forbidden}: {sandbox:?}"
+            );
+        }
+        assert_eq!(iframe["has_srcdoc"], true, "{what}: {iframe:#}");
+        assert_eq!(iframe["width"], ad["width"], "{what}: {iframe:#} vs {ad:#}");
+        assert_eq!(
+            iframe["height"], ad["height"],
+            "{what}: {iframe:#} vs {ad:#}"
+        );
+        let doc = &slot["ad"];
+        assert_eq!(doc["url"], "about:srcdoc", "{what}: {doc:#}");
+        assert_eq!(
+            doc["origin"], "null",
+            "{what}: the ad must run in an opaque origin: {doc:#}"
+        );
+        let links = doc["links"].as_array().unwrap();
+        assert!(
+            links
+                .iter()
+                .any(|l| str_of(&l["href"], "href").starts_with(&format!("{base}/t/c?t="))),
+            "{what}: no click link through {base}/t/c: {doc:#}"
+        );
+        let images = doc["images"].as_array().unwrap();
+        let picture = images.iter().any(|i| {
+            i["loaded"] == true
+                && !str_of(&i["src"], "src").starts_with(&format!("{base}/t/i?"))
+                && i["width"].as_u64() > Some(1)
+        });
+        let markup = !str_of(&doc["text"], "text").is_empty();
+        assert!(picture || markup, "{what}: the ad shows nothing: {doc:#}");
+        assert!(
+            images
+                .iter()
+                .any(|i| str_of(&i["src"], "src").starts_with(&format!("{base}/t/i?t="))),
+            "{what}: no impression beacon: {doc:#}"
+        );
+    }
+
+    // The beacons: each ad's fired and answered; the repeated one answered the same.
+    let beacons = result["beacons"].as_array().unwrap();
+    let repeated = str_of(&result["repeat_impression"]["url"], "repeated beacon");
+    for beacon in beacons {
+        assert_eq!(beacon["status"], 200, "beacon answered: {beacon:#}");
+    }
+    assert_eq!(beacons.len(), 3, "two beacons and one repeat: {beacons:#?}");
+    assert_eq!(
+        beacons.iter().filter(|b| b["url"] == repeated).count(),
+        2,
+        "the repeated beacon was requested twice: {beacons:#?}"
+    );
+    assert_eq!(
+        result["repeat_impression"]["natural_width"], 1,
+        "a 1x1 pixel"
+    );
+
+    // The clicks: the edge's 302 to the creative's landing URL with the conversion token, whose
+    // request the browser then made (and the driver aborted).
+    let clicked = ad_for(sidebar);
+    let creative = u64_of(&clicked["creative"], "creative");
+    let landing = str_of(
+        &get_json(
+            &client,
+            &server.get().url(&format!("/api/v1/creatives/{creative}")),
+            Some(&token),
+        )
+        .await["landing_url"],
+        "landing_url",
+    )
+    .to_owned();
+    let separator = if landing.contains('?') { '&' } else { '?' };
+    let clicks = result["clicks"].as_array().unwrap();
+    assert_eq!(clicks.len(), 2, "{clicks:#?}");
+    for click in clicks {
+        assert!(
+            str_of(&click["click_url"], "click url").starts_with(&format!("{base}/t/c?t=")),
+            "{click:#}"
+        );
+        assert_eq!(click["status"], 302, "the click redirect: {click:#}");
+        let location = str_of(&click["location"], "Location");
+        let conversion = location
+            .strip_prefix(&format!("{landing}{separator}mq_conv="))
+            .unwrap_or_else(|| panic!("Location {location:?} is not {landing:?} + mq_conv"));
+        assert!(
+            !conversion.is_empty()
+                && conversion
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "conversion token {conversion:?}"
+        );
+        assert_eq!(
+            click["next_url"], location,
+            "the browser followed the redirect: {click:#}"
+        );
+        assert_eq!(
+            click["next_action"], "aborted",
+            "the landing request was intercepted: {click:#}"
+        );
+        assert_eq!(
+            click["popup"], true,
+            "the click opened a new page: {click:#}"
+        );
+    }
+    // Nothing but loopback was contacted: requests to other hosts were answered with a
+    // stand-in picture (creative images) or aborted (landing pages) inside the browser.
+    for request in result["network"].as_array().unwrap() {
+        let url = str_of(&request["url"], "request url");
+        let loopback = ["http://127.0.0.1:", "http://localhost:"]
+            .iter()
+            .any(|prefix| url.starts_with(prefix));
+        let expected = match str_of(&request["action"], "action") {
+            "continued" => loopback,
+            "stand-in image" => url.starts_with("https://cdn.example.com/"),
+            "aborted" => url.starts_with(&landing),
+            _ => false,
+        };
+        assert!(expected, "unexpected request: {request:#}");
+    }
+
+    // The screenshot.
+    let shot = PathBuf::from(str_of(&result["screenshot"], "screenshot"));
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is not a PNG",
+        shot.display()
+    );
+
+    // The event log, after a graceful stop: one decision, one impression per ad, one click.
+    server.stop();
+    let events = logged_events(&data);
+    let decisions = by_placement(&events, EventKind::Decision);
+    let impressions = by_placement(&events, EventKind::Impression);
+    let clicks = by_placement(&events, EventKind::Click);
+    for placement in [leaderboard, sidebar] {
+        let ad = ad_for(placement);
+        let (line_item, creative) = (
+            u64_of(&ad["line_item"], "line_item"),
+            u64_of(&ad["creative"], "creative"),
+        );
+        let decided = decisions.get(&placement).map_or(&[][..], Vec::as_slice);
+        assert_eq!(
+            decided.len(),
+            1,
+            "placement {placement}: decisions {decided:#?}"
+        );
+        let decision = decided[0];
+        assert_eq!(
+            (decision.line_item, decision.creative),
+            (line_item, creative)
+        );
+        let shown = impressions.get(&placement).map_or(&[][..], Vec::as_slice);
+        assert_eq!(
+            shown.len(),
+            1,
+            "placement {placement}: one impression event, whatever the beacon repeats: {shown:#?}"
+        );
+        let impression = shown[0];
+        assert_eq!(
+            (
+                impression.line_item,
+                impression.creative,
+                impression.event_id
+            ),
+            (line_item, creative, decision.event_id),
+            "placement {placement}: the impression is the decision's"
+        );
+    }
+    let clicked_events: Vec<Event> = clicks.values().flatten().copied().collect();
+    assert_eq!(
+        clicked_events.len(),
+        1,
+        "one click event for two clicks on one ad: {clicked_events:#?}"
+    );
+    let click = clicked_events[0];
+    let decision = decisions[&sidebar][0];
+    assert_eq!(
+        (
+            click.placement,
+            click.line_item,
+            click.creative,
+            click.event_id
+        ),
+        (
+            sidebar,
+            decision.line_item,
+            decision.creative,
+            decision.event_id
+        ),
+        "the click is the clicked ad's decision"
+    );
+    assert!(
+        events.iter().all(|e| e.kind != EventKind::Conversion),
+        "no conversion: the landing page never loaded"
+    );
+    eprintln!(
+        "browser test: passed in {:?} (browser {browser_ms} ms); screenshot {} (kept with BROWSER_TEST_KEEP=1)",
+        started.elapsed(),
+        shot.display()
+    );
+}
