@@ -232,7 +232,7 @@ for line in open(runs_file):
     r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] else 0.0
     flags = []
     if r["cpu_share"] < 0.95:
-        flags.append("not CPU-bound (%.0f%% of a core)" % (100 * r["cpu_share"]))
+        flags.append("not CPU-bound (%.1f%% of a core)" % (100 * r["cpu_share"]))
     if r["errors"] or r["non_2xx"]:
         flags.append("%d errors, %d non-2xx" % (r["errors"], r["non_2xx"]))
     if r["no_bids"]:
@@ -242,7 +242,7 @@ for line in open(runs_file):
 
 print("\n%-5s %-9s %10s %9s %9s %7s %11s  %s" % ("pair", "server", "req/s", "p50 ms", "p99 ms", "cpu", "req/cpu-s", "flags"))
 for r in records:
-    print("%-5d %-9s %10.0f %9.3f %9.3f %6.0f%% %11.0f  %s" % (
+    print("%-5d %-9s %10.0f %9.3f %9.3f %6.1f%% %11.0f  %s" % (
         r["pair"], r["role"], r["rps"], r["p50_ms"], r["p99_ms"], 100 * r["cpu_share"],
         r["req_per_cpu_s"], "; ".join(r["flags"])))
 

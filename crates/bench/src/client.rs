@@ -3,8 +3,8 @@
 //! per request. hyper's client connection, tried first, drove the reference at about 75% of
 //! what `wrk` reached on the same core (its request/response objects, header maps and the
 //! channel to its connection task cost more than the server's work), so the server was not
-//! CPU-bound and ratios were pulled toward 1. This client is at parity with `wrk`
-//! (`docs/benchmarks.md`).
+//! CPU-bound and ratios were pulled toward 1. This client measured 0.97–1.03 of `wrk`'s rate
+//! on the same core (`docs/benchmarks.md`).
 //!
 //! It understands what a load generator needs: status, `Content-Length`, chunked bodies,
 //! bodies delimited by close, bodiless statuses, `Connection: close` and HTTP/1.0 answers.
