@@ -155,6 +155,11 @@ pub enum ConfigError {
 /// Environment variable prefix.
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
+/// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
+const SECTIONS: [&str; 8] = [
+    "listen", "data_dir", "demo", "snapshot", "log", "edge", "events", "tracking",
+];
+
 impl Config {
     /// Loads defaults ← `file` ← environment ← `overrides`, then validates.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
@@ -166,7 +171,15 @@ impl Config {
             figment = figment.merge(Toml::file_exact(file));
         }
         let config: Config = figment
-            .merge(Env::prefixed(ENV_PREFIX).split("__"))
+            .merge(
+                Env::prefixed(ENV_PREFIX)
+                    .split("__")
+                    // Other tools' `MARQUEE_*` variables (MARQUEE_BIN in scripts) are not ours.
+                    .filter(|key| {
+                        let section = key.as_str().split('.').next().unwrap_or("");
+                        SECTIONS.contains(&section)
+                    }),
+            )
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| ConfigError::Invalid(describe(e)))?;
@@ -338,6 +351,9 @@ mod tests {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
                 assert!(error.contains(key), "{toml:?} gave {error:?}");
             }
+            // Variables of other tools that share the prefix are ignored.
+            jail.set_env("MARQUEE_BIN", "/usr/bin/marquee");
+            assert!(Config::load(None, &Overrides::default()).is_ok());
             jail.set_env("MARQUEE_LISTEN", "not-an-address");
             let error = Config::load(None, &Overrides::default())
                 .expect_err("bad env")
