@@ -176,7 +176,9 @@ impl Config {
                     .split("__")
                     // Other tools' `MARQUEE_*` variables (MARQUEE_BIN in scripts) are not ours.
                     .filter(|key| {
-                        let section = key.as_str().split('.').next().unwrap_or("");
+                        let key = key.as_str().to_ascii_lowercase();
+                        let section = key.split('.').next().unwrap_or("");
+                        let section = section.split("__").next().unwrap_or("");
                         SECTIONS.contains(&section)
                     }),
             )
