@@ -40,6 +40,16 @@ pub struct EdgeSection {
     pub fallback: String,
     /// How long tracking links stay valid, in seconds (60 to 3600).
     pub token_lifetime_secs: u32,
+    /// Ad requests in progress at once; beyond it a request gets the fallback at once instead
+    /// of waiting. 0 switches shedding off.
+    pub max_in_flight: u64,
+    /// How long an ad request may take, in milliseconds; work past it is abandoned with the
+    /// fallback.
+    pub deadline_ms: u64,
+    /// How long a client may take to send a request's headers, in milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// The largest request head (request line and headers) accepted, in bytes; beyond it, 431.
+    pub max_header_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +126,10 @@ impl Default for Config {
                 country_header: String::new(),
                 fallback: "empty".into(),
                 token_lifetime_secs: 3_600,
+                max_in_flight: 1_024,
+                deadline_ms: 50,
+                header_read_timeout_ms: 10_000,
+                max_header_bytes: 16_384,
             },
             events: EventsSection {
                 durability: DurabilityMode::Group,
@@ -202,6 +216,20 @@ impl Config {
             u64::from(self.edge.token_lifetime_secs),
             60,
             3_600,
+        )?;
+        in_range("edge.max_in_flight", self.edge.max_in_flight, 0, 1_000_000)?;
+        in_range("edge.deadline_ms", self.edge.deadline_ms, 1, 10_000)?;
+        in_range(
+            "edge.header_read_timeout_ms",
+            self.edge.header_read_timeout_ms,
+            100,
+            300_000,
+        )?;
+        in_range(
+            "edge.max_header_bytes",
+            self.edge.max_header_bytes,
+            8_192,
+            1_048_576,
         )?;
         in_range(
             "events.group_commit_ms",
@@ -344,6 +372,14 @@ mod tests {
                     "[edge]\ntoken_lifetime_secs = 5",
                     "edge.token_lifetime_secs",
                 ),
+                ("[edge]\nmax_in_flight = 2000000", "edge.max_in_flight"),
+                ("[edge]\nmax_in_flight = -1", "edge.max_in_flight"),
+                ("[edge]\ndeadline_ms = 0", "edge.deadline_ms"),
+                (
+                    "[edge]\nheader_read_timeout_ms = 5",
+                    "edge.header_read_timeout_ms",
+                ),
+                ("[edge]\nmax_header_bytes = 1024", "edge.max_header_bytes"),
                 ("[events]\ndurability = \"sometimes\"", "events.durability"),
                 ("[events]\ngroup_commit_ms = 0", "events.group_commit_ms"),
                 ("[events]\nsegment_max_mb = 0", "events.segment_max_mb"),

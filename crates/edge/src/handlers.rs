@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -17,6 +18,7 @@ use marquee_tracking::{Claims, Kind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::metrics::Outcome;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
 use crate::{Edge, Fallback, Loaded, Stats};
@@ -124,6 +126,31 @@ pub(crate) fn not_found() -> Response<Body> {
         "text/plain; charset=utf-8",
         "not found\n",
     )
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub(crate) fn metrics(edge: &Edge) -> Response<Body> {
+    response(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        crate::metrics::render(edge),
+    )
+}
+
+/// `GET /readyz`: 200 once a snapshot is loaded (ads can be served), 503 before.
+pub(crate) fn readyz(edge: &Edge) -> Response<Body> {
+    match edge.holder.version() {
+        Some(version) => response(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            format!("ready: snapshot {version}\n"),
+        ),
+        None => response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain; charset=utf-8",
+            "not ready: no snapshot loaded\n",
+        ),
+    }
 }
 
 pub(crate) fn tag_js() -> Response<Body> {
@@ -248,24 +275,68 @@ fn identify(
     )
 }
 
-/// `GET /ad` and `GET /ad.json`.
-pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool) -> Response<Body> {
+/// The format a shed request asked for, found without parsing the whole query: the fallback
+/// must still be of the right kind (a pixel for an image tag, a script for the js tag).
+fn format_only(query_text: &str) -> Option<AdFormat> {
+    query_text
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("format="))
+        .and_then(|value| match value {
+            "html" => Some(AdFormat::Html),
+            "js" => Some(AdFormat::Js),
+            "img" => Some(AdFormat::Img),
+            "click" => Some(AdFormat::Click),
+            _ => None,
+        })
+}
+
+/// An ad request that could not start (`max_in_flight` in progress): the fallback, at once.
+pub(crate) fn ad_shed(edge: &Edge, query_text: &str, json: bool) -> Response<Body> {
+    Stats::bump(&edge.stats.ad_requests);
+    Stats::bump(&edge.stats.shed);
+    fallback(edge, format_only(query_text), json)
+}
+
+/// `GET /ad` and `GET /ad.json`. Work still to do at `deadline` is abandoned: the answer is
+/// the fallback (a placement already decided keeps its logged decision, which is not billed).
+pub(crate) fn ad(
+    edge: &Edge,
+    query_text: &str,
+    headers: &HeaderMap,
+    json: bool,
+    deadline: Instant,
+) -> (Response<Body>, Outcome) {
     Stats::bump(&edge.stats.ad_requests);
     let query = match query::parse(query_text) {
         Ok(query) => query,
-        Err(error) => return bad_request(&edge.stats, error.to_string()),
+        Err(error) => {
+            return (
+                bad_request(&edge.stats, error.to_string()),
+                Outcome::ClientError,
+            );
+        }
     };
     if query.placements.is_empty() {
-        return bad_request(&edge.stats, "query parameter `placement`: required".into());
+        return (
+            bad_request(&edge.stats, "query parameter `placement`: required".into()),
+            Outcome::ClientError,
+        );
     }
     if !json && query.placements.len() > 1 {
-        return bad_request(
-            &edge.stats,
-            "query parameter `placement`: one per /ad request; use /ad.json for several".into(),
+        return (
+            bad_request(
+                &edge.stats,
+                "query parameter `placement`: one per /ad request; use /ad.json for several".into(),
+            ),
+            Outcome::ClientError,
         );
     }
     let Some(loaded) = edge.holder.current() else {
-        return fallback(edge, query.format, json);
+        return (fallback(edge, query.format, json), Outcome::Fallback);
+    };
+    let late = |edge: &Edge| {
+        Stats::bump(&edge.stats.late);
+        (fallback(edge, query.format, json), Outcome::Late)
     };
     WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
@@ -285,6 +356,12 @@ pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool)
         let now = Timestamp::now();
         let mut served = Vec::with_capacity(query.placements.len());
         for &placement in &query.placements {
+            if Instant::now() >= deadline {
+                if let Some(own) = seeded {
+                    worker.rng = own;
+                }
+                return late(edge);
+            }
             if let Some(ad) = serve_one(
                 edge,
                 &loaded,
@@ -301,6 +378,11 @@ pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool)
         if let Some(own) = seeded {
             worker.rng = own;
         }
+        let outcome = if served.is_empty() {
+            Outcome::Fallback
+        } else {
+            Outcome::Ok
+        };
         let mut answer = if json {
             json_answer(&served, &worker.text)
         } else {
@@ -330,7 +412,7 @@ pub(crate) fn ad(edge: &Edge, query_text: &str, headers: &HeaderMap, json: bool)
         {
             answer.headers_mut().insert(header::SET_COOKIE, value);
         }
-        answer
+        (answer, outcome)
     })
 }
 

@@ -9,9 +9,13 @@
 //! - A tracking call is counted only if its token verifies (key, MAC, expiry, kind) and its
 //!   decision was not counted before; the browser gets the same answer either way.
 //! - A click goes only to the landing URL of the creative its signed token names.
+//! - An ad request that cannot start now (`max_in_flight` in progress) is answered at once
+//!   with the fallback, never queued; one past its deadline is abandoned with the fallback.
 
 mod handlers;
 pub mod holder;
+pub mod metrics;
+pub mod overload;
 pub mod poll;
 pub mod query;
 mod render;
@@ -27,6 +31,8 @@ use marquee_eventlog::EventLog;
 use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
 
 pub use holder::{Holder, InstallError, Loaded};
+pub use metrics::{Endpoint, Metrics, Outcome};
+pub use overload::{Admitted, Gate, Limits};
 pub use server::{Shutdown, serve};
 
 /// What the edge answers when no line item may serve.
@@ -52,6 +58,8 @@ pub struct EdgeConfig {
     pub country_header: Option<String>,
     /// Where the last good snapshot is kept.
     pub data_dir: PathBuf,
+    /// Overload protection, deadlines and request limits.
+    pub limits: Limits,
 }
 
 /// Counts the edge keeps; exported as metrics.
@@ -70,6 +78,10 @@ pub struct Stats {
     pub repeats: AtomicU64,
     /// Events the log refused (disk full, I/O error).
     pub log_errors: AtomicU64,
+    /// Ad requests answered with the fallback at once because `max_in_flight` were in progress.
+    pub shed: AtomicU64,
+    /// Ad requests abandoned at their deadline.
+    pub late: AtomicU64,
 }
 
 impl Stats {
@@ -87,12 +99,22 @@ pub struct Edge {
     pub keys: KeyRing,
     pub caps: LocalCaps,
     pub stats: Stats,
+    /// Requests by endpoint and outcome, latencies.
+    pub metrics: Metrics,
+    /// The bound on ad requests in progress.
+    pub gate: Gate,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
 }
 
 impl Edge {
+    /// A place for one more ad request, or `None` when `max_in_flight` are in progress. The
+    /// server takes one per ad request; tests may hold one to saturate the edge.
+    pub fn try_admit(&self) -> Option<Admitted<'_>> {
+        self.gate.try_enter()
+    }
+
     /// Installs a snapshot and keeps a copy on disk for the next start. Slow for large
     /// snapshots (it builds the index): call it off the async workers.
     pub fn accept_snapshot(&self, bytes: &[u8]) -> Result<u64, InstallError> {
@@ -105,6 +127,8 @@ impl Edge {
 
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
+            gate: Gate::new(config.limits.max_in_flight),
+            metrics: Metrics::default(),
             config,
             holder: Holder::default(),
             log,

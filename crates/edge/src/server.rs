@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
 use http_body_util::{BodyExt, Either};
@@ -18,6 +19,7 @@ use tower::ServiceExt;
 
 use crate::Edge;
 use crate::handlers::{self, Body};
+use crate::metrics::{Endpoint, Outcome};
 
 /// Resolves when the server should stop accepting and drain.
 pub type Shutdown = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -29,39 +31,88 @@ async fn dispatch(
     fallback: Option<Router>,
     request: Request<Incoming>,
 ) -> Result<Answer, Infallible> {
+    let started = Instant::now();
+    let (endpoint, answer) = answer(&edge, fallback, request, started).await;
+    let (answer, outcome) = answer;
+    edge.metrics.record(endpoint, outcome, started.elapsed());
+    Ok(answer)
+}
+
+/// Ad requests go through the gate: one that cannot start now gets the fallback at once.
+fn ad_request(
+    edge: &Edge,
+    request: &Request<Incoming>,
+    json: bool,
+    started: Instant,
+) -> (Response<Body>, Outcome) {
     let query = request.uri().query().unwrap_or("");
-    let edge_answer = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/ad") => Some(handlers::ad(&edge, query, request.headers(), false)),
-        (&Method::GET, "/ad.json") => {
-            let mut answer = handlers::ad(&edge, query, request.headers(), true);
-            handlers::allow_origin(request.headers(), &mut answer);
-            Some(answer)
-        }
-        (&Method::GET, "/t/i") => {
-            Some(handlers::track(&edge, Kind::Impression, query, request.headers()).await)
-        }
-        (&Method::GET, "/t/c") => {
-            Some(handlers::track(&edge, Kind::Click, query, request.headers()).await)
-        }
-        (&Method::GET, "/t/v") => {
-            Some(handlers::track(&edge, Kind::Conversion, query, request.headers()).await)
-        }
-        (&Method::GET | &Method::HEAD, "/tag.js") => Some(handlers::tag_js()),
-        _ => None,
+    let (mut answer, outcome) = match edge.try_admit() {
+        Some(_admitted) => handlers::ad(
+            edge,
+            query,
+            request.headers(),
+            json,
+            started + edge.config.limits.deadline,
+        ),
+        None => (handlers::ad_shed(edge, query, json), Outcome::Shed),
     };
-    if let Some(answer) = edge_answer {
-        return Ok(answer.map(Either::Left));
+    if json {
+        handlers::allow_origin(request.headers(), &mut answer);
     }
-    let Some(router) = fallback else {
-        return Ok(handlers::not_found().map(Either::Left));
+    (answer, outcome)
+}
+
+fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {
+    let outcome = Outcome::from_status(answer.status());
+    (answer.map(Either::Left), outcome)
+}
+
+async fn answer(
+    edge: &Edge,
+    fallback: Option<Router>,
+    request: Request<Incoming>,
+    started: Instant,
+) -> (Endpoint, (Answer, Outcome)) {
+    let query = request.uri().query().unwrap_or("");
+    let (endpoint, answer) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/ad") => {
+            let (answer, outcome) = ad_request(edge, &request, false, started);
+            return (Endpoint::Ad, (answer.map(Either::Left), outcome));
+        }
+        (&Method::GET, "/ad.json") => {
+            let (answer, outcome) = ad_request(edge, &request, true, started);
+            return (Endpoint::AdJson, (answer.map(Either::Left), outcome));
+        }
+        (&Method::GET, "/t/i") => (
+            Endpoint::Impression,
+            handlers::track(edge, Kind::Impression, query, request.headers()).await,
+        ),
+        (&Method::GET, "/t/c") => (
+            Endpoint::Click,
+            handlers::track(edge, Kind::Click, query, request.headers()).await,
+        ),
+        (&Method::GET, "/t/v") => (
+            Endpoint::Conversion,
+            handlers::track(edge, Kind::Conversion, query, request.headers()).await,
+        ),
+        (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, handlers::tag_js()),
+        (&Method::GET, "/metrics") => (Endpoint::Probe, handlers::metrics(edge)),
+        (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, handlers::readyz(edge)),
+        _ => {
+            let Some(router) = fallback else {
+                return (Endpoint::Manager, edge_answer(handlers::not_found()));
+            };
+            let request = request.map(|body| axum::body::Body::new(body.map_err(axum::Error::new)));
+            // An axum router never fails: its error type is Infallible.
+            let response = match router.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let outcome = Outcome::from_status(response.status());
+            return (Endpoint::Manager, (response.map(Either::Right), outcome));
+        }
     };
-    let request = request.map(|body| axum::body::Body::new(body.map_err(axum::Error::new)));
-    // An axum router never fails: its error type is Infallible.
-    let response = match router.oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    };
-    Ok(response.map(Either::Right))
+    (endpoint, edge_answer(answer))
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits for open connections to
@@ -88,13 +139,17 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let limits = edge.config.limits.clone();
         let edge = Arc::clone(&edge);
         let fallback = fallback.clone();
         let service =
             service_fn(move |request| dispatch(Arc::clone(&edge), fallback.clone(), request));
         let connection = http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(std::time::Duration::from_secs(10))
+            // A client that does not finish its headers in time loses its connection.
+            .header_read_timeout(limits.header_read_timeout)
+            // A longer request head is answered 431 (hyper's own minimum is 8 KiB).
+            .max_buf_size(limits.max_header_bytes.max(8192))
             .serve_connection(TokioIo::new(stream), service);
         let watched = graceful.watch(connection);
         tokio::spawn(async move {

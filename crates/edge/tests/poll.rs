@@ -39,6 +39,7 @@ fn edge(dir: &std::path::Path) -> Arc<Edge> {
             cookies: false,
             country_header: None,
             data_dir: dir.join("edge"),
+            limits: marquee_edge::Limits::default(),
         },
         Arc::new(log),
         keys,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
-use marquee_edge::{Edge, EdgeConfig, Fallback};
+use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
 use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{Manager, ManagerOptions, demo};
 use marquee_model::{Clock, Role, SystemClock};
@@ -348,6 +348,13 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
             cookies: config.edge.cookies,
             country_header: Some(config.edge.country_header.clone()).filter(|h| !h.is_empty()),
             data_dir: config.data_dir.join("edge"),
+            limits: Limits {
+                max_in_flight: usize::try_from(config.edge.max_in_flight).unwrap_or(usize::MAX),
+                deadline: Duration::from_millis(config.edge.deadline_ms),
+                header_read_timeout: Duration::from_millis(config.edge.header_read_timeout_ms),
+                max_header_bytes: usize::try_from(config.edge.max_header_bytes)
+                    .unwrap_or(usize::MAX),
+            },
         },
         Arc::new(log),
         keys,

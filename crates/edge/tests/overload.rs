@@ -1,0 +1,314 @@
+//! Overload and operability of the edge's server: shedding answers at once when the edge is
+//! saturated, deadlines abandon work, request head limits and the slow-client timeout hold,
+//! `/readyz` follows the snapshot, `/metrics` parses and its counts move. No test measures
+//! time: saturation is a held place in the gate, a passed deadline is a zero deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use marquee_edge::{Edge, EdgeConfig, Endpoint, Fallback, Limits, Outcome};
+use marquee_eventlog::EventLog;
+use marquee_snapshot::{Snapshot, SnapshotData};
+use marquee_tracking::KeyRing;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn snapshot(version: u64) -> Vec<u8> {
+    Snapshot {
+        version,
+        built_at: "2026-11-21T12:00:00Z".parse().unwrap(),
+        data: SnapshotData::default(),
+    }
+    .encode_with_header()
+    .1
+}
+
+fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
+    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    Arc::new(Edge::new(
+        EdgeConfig {
+            public_url: "http://127.0.0.1".into(),
+            token_lifetime: Duration::from_secs(600),
+            fallback: Fallback::Empty,
+            cookies: false,
+            country_header: None,
+            data_dir: dir.join("edge"),
+            limits,
+        },
+        Arc::new(log),
+        keys,
+    ))
+}
+
+/// Serves `edge` on a free loopback port until the test ends.
+async fn start(edge: &Arc<Edge>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let edge = Arc::clone(edge);
+    tokio::spawn(marquee_edge::serve(
+        listener,
+        edge,
+        None,
+        Box::pin(std::future::pending()),
+    ));
+    address
+}
+
+struct Answer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+/// Sends raw request bytes on a new connection and reads until the server closes it.
+async fn raw(address: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    bytes
+}
+
+async fn get(address: SocketAddr, path: &str) -> Answer {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
+    let bytes = raw(address, request.as_bytes()).await;
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8(bytes[..split].to_vec()).unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    Answer {
+        status,
+        head,
+        body: bytes[split + 4..].to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn a_saturated_edge_answers_ad_requests_at_once_with_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            max_in_flight: 1,
+            ..Limits::default()
+        },
+    );
+    edge.accept_snapshot(&snapshot(1)).unwrap();
+    let address = start(&edge).await;
+
+    // A request in progress holds the only place: the next ones are shed, not queued behind it.
+    let held = edge.try_admit().expect("a free place");
+    let html = get(address, "/ad?placement=1").await;
+    assert_eq!(html.status, 200);
+    assert!(html.body.is_empty(), "the empty fallback");
+    let img = get(address, "/ad?placement=1&format=img").await;
+    assert!(img.head.contains("image/gif"), "{}", img.head);
+    assert!(img.body.starts_with(b"GIF89a"));
+    let json = get(address, "/ad.json?placement=1").await;
+    assert_eq!(json.body, b"{\"ads\":[]}");
+    // Beacons are never shed: they carry billing events.
+    assert_eq!(get(address, "/t/i?t=x").await.status, 200);
+    assert_eq!(
+        edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+    assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Shed), 2);
+    assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Shed), 1);
+
+    // Once the place is free, requests start again (and find no ad in an empty snapshot).
+    drop(held);
+    get(address, "/ad?placement=1").await;
+    assert_eq!(
+        edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+    assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Fallback), 1);
+    assert_eq!(edge.gate.in_flight(), 0, "every place came back");
+}
+
+#[tokio::test]
+async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            deadline: Duration::ZERO,
+            ..Limits::default()
+        },
+    );
+    edge.accept_snapshot(&snapshot(1)).unwrap();
+    let address = start(&edge).await;
+    let answer = get(address, "/ad.json?placement=1,2").await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body, b"{\"ads\":[]}");
+    let answer = get(address, "/ad?placement=1&format=js").await;
+    assert!(answer.head.contains("javascript"), "{}", answer.head);
+    assert_eq!(
+        edge.stats.late.load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Late), 1);
+    assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Late), 1);
+    // Nothing was decided, so nothing was logged.
+    assert_eq!(edge.log.counters().appended, 0);
+    // A bad request is still a 400, not a late fallback.
+    assert_eq!(get(address, "/ad?placement=x").await.status, 400);
+}
+
+#[tokio::test]
+async fn readyz_follows_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path(), Limits::default());
+    let address = start(&edge).await;
+    let before = get(address, "/readyz").await;
+    assert_eq!(before.status, 503);
+    edge.accept_snapshot(&snapshot(7)).unwrap();
+    let after = get(address, "/readyz").await;
+    assert_eq!(after.status, 200);
+    assert_eq!(after.body, b"ready: snapshot 7\n");
+}
+
+/// Parses the text format: `name{labels} value` samples, `# HELP` / `# TYPE` comments.
+fn parse_metrics(text: &str) -> HashMap<String, f64> {
+    let mut samples = HashMap::new();
+    let mut typed = std::collections::HashSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            typed.insert(name.to_owned());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line:?}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line:?}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| typed.contains(*base))
+            .unwrap_or(name);
+        assert!(typed.contains(family), "{name} has no # TYPE before it");
+        if let Some(labels) = series.strip_prefix(name)
+            && !labels.is_empty()
+        {
+            assert!(labels.starts_with('{') && labels.ends_with('}'), "{line:?}");
+        }
+        assert!(
+            samples.insert(series.to_owned(), value).is_none(),
+            "{series} twice"
+        );
+    }
+    samples
+}
+
+#[tokio::test]
+async fn metrics_parse_and_their_counts_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path(), Limits::default());
+    let address = start(&edge).await;
+    let before = parse_metrics(&String::from_utf8(get(address, "/metrics").await.body).unwrap());
+    assert_eq!(before["marquee_snapshot_loaded"], 0.0);
+    assert!(!before.contains_key("marquee_snapshot_version"));
+
+    edge.accept_snapshot(&snapshot(3)).unwrap();
+    for _ in 0..3 {
+        get(address, "/ad?placement=1").await;
+    }
+    get(address, "/ad?placement=bad").await;
+    get(address, "/t/c?t=forged").await;
+    let metrics = get(address, "/metrics").await;
+    assert!(metrics.head.contains("text/plain; version=0.0.4"));
+    let after = parse_metrics(&String::from_utf8(metrics.body).unwrap());
+    let ad = |outcome: &str| {
+        after[&format!("marquee_edge_requests_total{{endpoint=\"ad\",outcome=\"{outcome}\"}}")]
+    };
+    assert_eq!(ad("fallback"), 3.0);
+    assert_eq!(ad("client_error"), 1.0);
+    assert_eq!(
+        after["marquee_edge_request_duration_seconds_count{endpoint=\"ad\"}"],
+        4.0
+    );
+    assert_eq!(
+        after["marquee_edge_request_duration_seconds_bucket{endpoint=\"ad\",le=\"+Inf\"}"],
+        4.0
+    );
+    assert_eq!(after["marquee_edge_invalid_tokens_total"], 1.0);
+    assert_eq!(after["marquee_edge_bad_requests_total"], 1.0);
+    assert_eq!(after["marquee_snapshot_loaded"], 1.0);
+    assert_eq!(after["marquee_snapshot_version"], 3.0);
+    assert_eq!(after["marquee_snapshot_swaps_total"], 1.0);
+    assert!(after["marquee_snapshot_age_seconds"] > 0.0);
+    // The first scrape is counted as a probe by the second.
+    assert!(after["marquee_edge_requests_total{endpoint=\"probe\",outcome=\"ok\"}"] >= 1.0);
+    assert_eq!(after["marquee_edge_max_in_flight"], 1024.0);
+    assert_eq!(after["marquee_edge_in_flight"], 0.0);
+    assert!(after.contains_key("marquee_eventlog_fsyncs_total"));
+}
+
+#[tokio::test]
+async fn an_oversized_request_head_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            max_header_bytes: 8_192,
+            ..Limits::default()
+        },
+    );
+    let address = start(&edge).await;
+    let padding = "a".repeat(10_000);
+    let request = format!("GET /ad?placement=1 HTTP/1.1\r\nHost: edge\r\nX-Pad: {padding}\r\n\r\n");
+    let answer = raw(address, request.as_bytes()).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 431"),
+        "{:?}",
+        String::from_utf8_lossy(&answer[..answer.len().min(80)])
+    );
+    // A head within the limit is served.
+    let ok = format!(
+        "GET /readyz HTTP/1.1\r\nHost: edge\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
+        &padding[..4_000]
+    );
+    assert!(
+        raw(address, ok.as_bytes())
+            .await
+            .starts_with(b"HTTP/1.1 503")
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_finish_its_headers_is_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            header_read_timeout: Duration::from_millis(100),
+            ..Limits::default()
+        },
+    );
+    let address = start(&edge).await;
+    // Half a request head, then silence: the server closes the connection (`raw` fails the
+    // test if it is still open after 10 s).
+    let answer = raw(address, b"GET /ad?placement=1 HTTP/1.1\r\nHost: ed").await;
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+}
