@@ -219,6 +219,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     };
     let config = load_config(&args.common, overrides)?;
     init_logging(&config);
+    let signalled = shutdown_signal();
     let store = open_store(&config.data_dir).await?;
     let demo_token = if config.demo {
         load_demo(&*store).await?
@@ -281,7 +282,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     ));
     let app = marquee_manager::router(&manager, &public_url);
     let shutdown = Box::pin(async move {
-        shutdown_signal().await;
+        signalled.await;
         let _ = stop.send(true);
     });
     marquee_edge::serve(listener, Arc::clone(&edge), Some(app), shutdown).await?;
@@ -440,26 +441,37 @@ async fn load_demo(store: &dyn Store) -> Result<Option<String>, Failure> {
     Ok(Some(token))
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves when the registered signal arrives, or never without one.
+#[cfg(unix)]
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM. Registers for both at once, when called, so that a signal
+/// arriving while the server starts still stops it gracefully (with its log flushed).
+fn shutdown_signal() -> impl Future<Output = ()> {
+    #[cfg(unix)]
+    let mut signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        [SignalKind::interrupt(), SignalKind::terminate()].map(|kind| signal(kind).ok())
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let [interrupt, terminate] = &mut signals;
+            tokio::select! {
+                () = received(interrupt.as_mut()) => {},
+                () = received(terminate.as_mut()) => {},
+            }
+        }
+        #[cfg(not(unix))]
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
     }
 }

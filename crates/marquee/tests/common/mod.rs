@@ -136,3 +136,72 @@ pub fn logged_events(data: &Path) -> Vec<marquee_eventlog::Event> {
     log.flush_and_close().expect("close the event log");
     events
 }
+
+impl Server {
+    /// The stderr lines that arrived since the last call (or `stderr_line`), without waiting.
+    pub fn stderr_so_far(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+/// A server that is SIGKILLed and reaped when dropped unless it was stopped or killed first, so
+/// a failing test leaves no process behind.
+pub struct Guard(Option<Server>);
+
+impl Guard {
+    pub fn new(server: Server) -> Guard {
+        Guard(Some(server))
+    }
+
+    pub fn server(&self) -> &Server {
+        self.0.as_ref().expect("the server is still running")
+    }
+
+    /// `kill -9`, and reap it.
+    pub fn kill(&mut self) {
+        let mut server = self.0.take().expect("the server is still running");
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+    }
+
+    /// SIGTERM, and check that it exited cleanly (see [`Server::stop`]).
+    pub fn stop(&mut self) {
+        self.0.take().expect("the server is still running").stop();
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(server) = &mut self.0 {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+        }
+    }
+}
+
+/// The impression token (`…/t/i?t=TOKEN`) in an ad's HTML.
+pub fn impression_token(html: &str) -> Option<&str> {
+    let start = html.find("/t/i?t=")? + "/t/i?t=".len();
+    let rest = &html[start..];
+    let end = rest.find(['"', '\'', '&']).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// Requests `/ad?placement=1` until an ad is served (the edge installs its first snapshot just
+/// after the listener opens), for at most 10 s.
+pub async fn wait_for_ad(client: &reqwest::Client, base: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Ok(response) = client
+            .get(format!("{base}/ad?placement=1&format=html"))
+            .send()
+            .await
+            && let Ok(body) = response.text().await
+            && impression_token(&body).is_some()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no ad served within 10 s");
+}
