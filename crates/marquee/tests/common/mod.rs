@@ -144,8 +144,8 @@ impl Server {
     }
 }
 
-/// A server that is SIGKILLed and reaped when dropped unless it was stopped or killed first, so
-/// a failing test leaves no process behind.
+/// A server that can be killed or stopped once from a shared place (a dropped `Server` is
+/// killed anyway).
 pub struct Guard(Option<Server>);
 
 impl Guard {
@@ -170,11 +170,13 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
+/// A server still running when dropped (a failing test) is SIGKILLed and reaped, so no test
+/// leaves a process behind.
+impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(server) = &mut self.0 {
-            let _ = server.child.kill();
-            let _ = server.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
