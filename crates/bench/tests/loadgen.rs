@@ -122,14 +122,17 @@ async fn percentiles_match_a_known_delay() {
     assert_eq!(report.statuses.get(&200), Some(&80));
     assert_eq!(report.bids, 80, "200 with a body counts as a bid");
     assert_eq!(report.errors_total, 0);
+    // No answer can beat the server's delay; the upper bounds only catch a wrong unit or
+    // scale (seconds, or connection set-up counted in), since a busy machine (parallel tests,
+    // CI) stretches real latencies well past the delay.
     let l = report.latency;
+    assert!(l.min_ms >= 19.5, "min {} ms", l.min_ms);
     assert!(
-        (19.5..30.0).contains(&l.p50_ms),
+        (19.5..200.0).contains(&l.p50_ms),
         "p50 {} ms for a 20 ms server",
         l.p50_ms
     );
-    assert!(l.min_ms >= 19.5, "min {} ms", l.min_ms);
-    assert!(l.p99_ms < 60.0, "p99 {} ms", l.p99_ms);
+    assert!(l.p99_ms < 1_000.0, "p99 {} ms", l.p99_ms);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
