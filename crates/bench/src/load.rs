@@ -275,6 +275,9 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     });
     tokio::pin!(joined);
     tokio::select! {
+        // Checked first: a short run's workers may pass the barrier and finish before this
+        // task is polled again, and then both branches are ready.
+        biased;
         _ = shared.ready.wait() => {}
         _ = &mut joined => {
             return Err(BenchError::Runtime("the workers stopped before the start".into()));
