@@ -1,0 +1,1 @@
+//! OpenRTB 2.6 bid requests and responses.

@@ -1,0 +1,1 @@
+//! Bulk aggregation of edge events into report rows.
