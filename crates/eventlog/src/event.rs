@@ -9,9 +9,8 @@ pub const PAYLOAD_LEN: usize = 69;
 /// What happened. Codes are stable on disk; `0` is never a kind, so a zeroed payload is
 /// rejected.
 ///
-/// Codes 5–8 are reserved for the bidder's events (5 bid, 6 win, 7 billing, 8 loss). The enum
-/// is `non_exhaustive` so adding them is not a breaking change; a reader that meets a code it
-/// does not know reports [`DecodeError::UnknownKind`] instead of guessing.
+/// The enum is `non_exhaustive` so adding kinds is not a breaking change; a reader that meets a
+/// code it does not know reports [`DecodeError::UnknownKind`] instead of guessing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[repr(u8)]
@@ -24,15 +23,32 @@ pub enum Kind {
     Click = 3,
     /// The conversion pixel fired.
     Conversion = 4,
+    /// A bid was sent to an exchange; `amount_micros` is the bid price (CPM).
+    Bid = 5,
+    /// The exchange's win notice arrived; `amount_micros` is the clearing price (CPM).
+    Win = 6,
+    /// The exchange's billing notice arrived: the one bidder event that spends and counts
+    /// towards goals and caps; `amount_micros` is the clearing price (CPM).
+    Billing = 7,
+    /// The exchange's loss notice arrived; `creative` holds the OpenRTB loss reason code.
+    Loss = 8,
+    /// A request (an imp of a bid request, or an ad request) got no ad; `line_item` is 0 and
+    /// `creative` holds the no-bid reason code.
+    NoBid = 9,
 }
 
 impl Kind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Decision,
         Kind::Impression,
         Kind::Click,
         Kind::Conversion,
+        Kind::Bid,
+        Kind::Win,
+        Kind::Billing,
+        Kind::Loss,
+        Kind::NoBid,
     ];
 
     /// The on-disk code.
@@ -47,6 +63,11 @@ impl Kind {
             2 => Some(Kind::Impression),
             3 => Some(Kind::Click),
             4 => Some(Kind::Conversion),
+            5 => Some(Kind::Bid),
+            6 => Some(Kind::Win),
+            7 => Some(Kind::Billing),
+            8 => Some(Kind::Loss),
+            9 => Some(Kind::NoBid),
             _ => None,
         }
     }
@@ -55,8 +76,8 @@ impl Kind {
     /// before the response is sent.
     pub fn is_billing(self) -> bool {
         match self {
-            Kind::Impression | Kind::Click | Kind::Conversion => true,
-            Kind::Decision => false,
+            Kind::Impression | Kind::Click | Kind::Conversion | Kind::Billing => true,
+            Kind::Decision | Kind::Bid | Kind::Win | Kind::Loss | Kind::NoBid => false,
         }
     }
 }
@@ -208,7 +229,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(Kind::Decision).encode();
-        for code in [0u8, 5, 8, 255] {
+        for code in [0u8, 10, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }

@@ -40,7 +40,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 1 | record format version: `1` |
-//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion; reserved: 5 bid, 6 win, 7 billing, 8 loss; 0 never |
+//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid; 0 never |
 //! | 2 | 1 | device type, u8 |
 //! | 3 | 2 | country: two ASCII letters, or `00 00` |
 //! | 5 | 8 | time, i64: microseconds since 1970-01-01T00:00:00Z |
