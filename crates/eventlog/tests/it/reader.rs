@@ -117,7 +117,7 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
     drop(closed_log(dir.path(), &written, config()));
 
     let mut unknown_kind = event(Kind::Decision, 7).encode();
-    unknown_kind[1] = 9;
+    unknown_kind[1] = 200;
     let mut newer = event(Kind::Decision, 8).encode().to_vec();
     newer[0] = 2;
     newer.extend_from_slice(b"a longer future layout");
@@ -141,7 +141,7 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
         vec![
             Rejected {
                 offset: at(2),
-                error: DecodeError::UnknownKind(9)
+                error: DecodeError::UnknownKind(200)
             },
             Rejected {
                 offset: at(3),
