@@ -1,0 +1,759 @@
+//! The OpenRTB 2.6 bid request, borrowed from the body, with 2.5 requests moved into 2.6 form.
+//!
+//! Strings are `Cow<'a, str>`: borrowed from the body unless they contain escapes. `ext`
+//! objects stay raw (`&'a RawValue`) for whoever needs them. Unknown fields are skipped. Only
+//! what a bidder reads is modelled; the rest of the request is accepted and ignored.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::de;
+use crate::enums::{
+    AdPosition, AgentType, ApiFramework, AuctionType, BannerAdType, CreativeAttribute, DeviceType,
+    Linearity, LocationType, MarkupType, Protocol, StartDelay, VideoPlacement, VideoPlcmt,
+};
+use crate::error::{JsonError, ParseError, RequestError};
+use crate::native::{NativeError, NativeRequest};
+
+/// Largest width or height (pixels) a request may give; anything above is a broken request.
+pub const MAX_DIMENSION: u32 = 16_384;
+
+/// A bid request (OpenRTB 2.6 §3.2.1). Build it with [`BidRequest::parse`].
+#[derive(Clone, Debug, Deserialize)]
+pub struct BidRequest<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub imp: Vec<Imp<'a>>,
+    #[serde(default, borrow)]
+    pub site: Option<Site<'a>>,
+    #[serde(default, borrow)]
+    pub app: Option<App<'a>>,
+    #[serde(default, borrow)]
+    pub device: Option<Device<'a>>,
+    #[serde(default, borrow)]
+    pub user: Option<User<'a>>,
+    /// Auction type; default second price.
+    #[serde(default)]
+    pub at: AuctionType,
+    /// Milliseconds the exchange waits for the answer, network included.
+    #[serde(default)]
+    pub tmax: Option<u32>,
+    /// Buyer seats allowed to bid (empty: any).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub wseat: Vec<Cow<'a, str>>,
+    /// Buyer seats blocked.
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub bseat: Vec<Cow<'a, str>>,
+    /// The exchange can verify that all imps are offered together.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub allimps: bool,
+    /// Currencies allowed for bids (empty: the exchange's default).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub cur: Vec<Cow<'a, str>>,
+    /// Allowed creative languages (ISO-639-1).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub wlang: Vec<Cow<'a, str>>,
+    /// Blocked advertiser categories.
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub bcat: Vec<Cow<'a, str>>,
+    /// Blocked advertiser domains.
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub badv: Vec<Cow<'a, str>>,
+    /// Blocked app bundles or store ids.
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub bapp: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub source: Option<Source<'a>>,
+    #[serde(default, borrow)]
+    pub regs: Option<Regs<'a>>,
+    /// Test mode: the exchange will not bill.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub test: bool,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+    /// The OpenRTB 3.0 envelope, only to say so when one is sent here.
+    #[serde(default, rename = "openrtb", borrow)]
+    openrtb3: Option<&'a RawValue>,
+}
+
+/// An impression offered for sale (§3.2.4).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Imp<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub banner: Option<Banner<'a>>,
+    #[serde(default, borrow)]
+    pub video: Option<Video<'a>>,
+    #[serde(default, borrow)]
+    pub audio: Option<Audio<'a>>,
+    #[serde(default, borrow)]
+    pub native: Option<Native<'a>>,
+    #[serde(default, borrow)]
+    pub pmp: Option<Pmp<'a>>,
+    /// `bidfloor` in micros of `bidfloorcur` (CPM), read exactly, rounded up past 6 decimals.
+    #[serde(default, rename = "bidfloor", deserialize_with = "de::floor_micros")]
+    pub bidfloor_micros: i64,
+    /// Currency of the floor; default `USD`.
+    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow")]
+    pub bidfloorcur: Cow<'a, str>,
+    /// Creative assets and markup must use `https` only.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub secure: bool,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub tagid: Option<Cow<'a, str>>,
+    /// Interstitial or full screen.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub instl: bool,
+    /// Seconds that may pass between the auction and the impression.
+    #[serde(default)]
+    pub exp: Option<u32>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+/// A size in `banner.format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Format {
+    #[serde(default)]
+    pub w: u32,
+    #[serde(default)]
+    pub h: u32,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Banner<'a> {
+    /// Allowed sizes; when present, `w`/`h` are only the preferred one.
+    #[serde(default)]
+    pub format: Vec<Format>,
+    #[serde(default)]
+    pub w: Option<u32>,
+    #[serde(default)]
+    pub h: Option<u32>,
+    /// Blocked banner types.
+    #[serde(default)]
+    pub btype: Vec<BannerAdType>,
+    /// Blocked creative attributes.
+    #[serde(default)]
+    pub battr: Vec<CreativeAttribute>,
+    #[serde(default)]
+    pub pos: Option<AdPosition>,
+    #[serde(default)]
+    pub api: Vec<ApiFramework>,
+    /// Allowed MIME types (empty: any).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub mimes: Vec<Cow<'a, str>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Video<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub mimes: Vec<Cow<'a, str>>,
+    /// Seconds.
+    #[serde(default)]
+    pub minduration: Option<u32>,
+    /// Seconds.
+    #[serde(default)]
+    pub maxduration: Option<u32>,
+    #[serde(default)]
+    pub protocols: Vec<Protocol>,
+    #[serde(default)]
+    pub w: Option<u32>,
+    #[serde(default)]
+    pub h: Option<u32>,
+    /// 2.6 placement subtype; filled from `placement` when only that was sent.
+    #[serde(default)]
+    pub plcmt: Option<VideoPlcmt>,
+    /// 2.5 placement type, as sent.
+    #[serde(default)]
+    pub placement: Option<VideoPlacement>,
+    #[serde(default)]
+    pub linearity: Option<Linearity>,
+    #[serde(default)]
+    pub startdelay: Option<StartDelay>,
+    #[serde(default)]
+    pub battr: Vec<CreativeAttribute>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Audio<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub mimes: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    pub minduration: Option<u32>,
+    #[serde(default)]
+    pub maxduration: Option<u32>,
+    #[serde(default)]
+    pub protocols: Vec<Protocol>,
+    #[serde(default)]
+    pub battr: Vec<CreativeAttribute>,
+}
+
+/// `imp.native`: the Native Ads request travels as a JSON string; see
+/// [`Native::parse_request`].
+#[derive(Clone, Debug, Deserialize)]
+pub struct Native<'a> {
+    #[serde(borrow, deserialize_with = "de::cow")]
+    pub request: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub ver: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub battr: Vec<CreativeAttribute>,
+}
+
+impl Native<'_> {
+    /// Parses the Native 1.0–1.2 request carried in `request`.
+    pub fn parse_request(&self) -> Result<NativeRequest<'_>, NativeError> {
+        NativeRequest::parse(&self.request)
+    }
+}
+
+/// Private marketplace (§3.2.11).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Pmp<'a> {
+    /// Only bids on the listed deals are accepted.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub private_auction: bool,
+    #[serde(default, borrow)]
+    pub deals: Vec<Deal<'a>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Deal<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    /// Micros of `bidfloorcur`, read like `imp.bidfloor`.
+    #[serde(default, rename = "bidfloor", deserialize_with = "de::floor_micros")]
+    pub bidfloor_micros: i64,
+    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow")]
+    pub bidfloorcur: Cow<'a, str>,
+    /// Overrides the request's `at` for this deal.
+    #[serde(default)]
+    pub at: Option<AuctionType>,
+    /// Seats allowed on this deal (empty: any).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub wseat: Vec<Cow<'a, str>>,
+    /// Advertiser domains allowed on this deal (empty: any).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub wadomain: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Publisher<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Site<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub domain: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub page: Option<Cow<'a, str>>,
+    #[serde(default, rename = "ref", borrow, deserialize_with = "de::opt_cow")]
+    pub referrer: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub cat: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub publisher: Option<Publisher<'a>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub keywords: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct App<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub bundle: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub domain: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub storeurl: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub cat: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub publisher: Option<Publisher<'a>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Geo<'a> {
+    /// ISO-3166-1 alpha-3.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub country: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub region: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub city: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub lat: Option<f64>,
+    #[serde(default)]
+    pub lon: Option<f64>,
+    #[serde(default, rename = "type")]
+    pub location_type: Option<LocationType>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Device<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub ua: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub ip: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub ipv6: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub devicetype: Option<DeviceType>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub os: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub osv: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub language: Option<Cow<'a, str>>,
+    /// Advertising id of the device (apps).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub ifa: Option<Cow<'a, str>>,
+    /// Do Not Track.
+    #[serde(default, deserialize_with = "de::opt_flag")]
+    pub dnt: Option<bool>,
+    /// Limit Ad Tracking.
+    #[serde(default, deserialize_with = "de::opt_flag")]
+    pub lmt: Option<bool>,
+    #[serde(default, borrow)]
+    pub geo: Option<Geo<'a>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Segment<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+}
+
+/// `user.data`: a data provider's segments.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Data<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub segment: Vec<Segment<'a>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Uid<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    #[serde(default)]
+    pub atype: Option<AgentType>,
+}
+
+/// `user.eids`: ids from one source (2.6; `user.ext.eids` in 2.5).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Eid<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub source: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub uids: Vec<Uid<'a>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct User<'a> {
+    /// The exchange's user id.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub id: Option<Cow<'a, str>>,
+    /// Our user id as the exchange mapped it (user sync).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub buyeruid: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub yob: Option<i32>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub gender: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub keywords: Option<Cow<'a, str>>,
+    /// TCF consent string (2.6; `user.ext.consent` in 2.5).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub consent: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub eids: Vec<Eid<'a>>,
+    #[serde(default, borrow)]
+    pub geo: Option<Geo<'a>>,
+    #[serde(default, borrow)]
+    pub data: Vec<Data<'a>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct SupplyChainNode<'a> {
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub asi: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub sid: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub rid: Option<Cow<'a, str>>,
+    /// The node is involved in the flow of payment.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub hp: bool,
+}
+
+/// `source.schain` (2.6; `source.ext.schain` in 2.5).
+#[derive(Clone, Debug, Deserialize)]
+pub struct SupplyChain<'a> {
+    /// The chain holds every node back to the owner of the site or app.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub complete: bool,
+    #[serde(default, borrow, deserialize_with = "de::cow")]
+    pub ver: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub nodes: Vec<SupplyChainNode<'a>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Source<'a> {
+    /// Transaction id, common to every bidder of this auction.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub tid: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub schain: Option<SupplyChain<'a>>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Regs<'a> {
+    /// Children's Online Privacy Protection Act applies.
+    #[serde(default, deserialize_with = "de::flag")]
+    pub coppa: bool,
+    /// GDPR applies (`None`: unknown). 2.6 place of `regs.ext.gdpr`.
+    #[serde(default, deserialize_with = "de::opt_flag")]
+    pub gdpr: Option<bool>,
+    /// CCPA string. 2.6 place of `regs.ext.us_privacy`.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub us_privacy: Option<Cow<'a, str>>,
+    /// Global Privacy Platform string.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub gpp: Option<Cow<'a, str>>,
+    /// GPP sections in force.
+    #[serde(default)]
+    pub gpp_sid: Vec<i32>,
+    #[serde(default, borrow)]
+    pub ext: Option<&'a RawValue>,
+}
+
+/// What 2.5 keeps in `regs.ext`.
+#[derive(Deserialize)]
+struct RegsExt<'a> {
+    #[serde(default, deserialize_with = "de::opt_flag")]
+    gdpr: Option<bool>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    us_privacy: Option<Cow<'a, str>>,
+}
+
+/// What 2.5 keeps in `user.ext`.
+#[derive(Deserialize)]
+struct UserExt<'a> {
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    consent: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    eids: Vec<Eid<'a>>,
+}
+
+/// What 2.5 keeps in `source.ext`.
+#[derive(Deserialize)]
+struct SourceExt<'a> {
+    #[serde(default, borrow)]
+    schain: Option<SupplyChain<'a>>,
+}
+
+impl<'a> BidRequest<'a> {
+    /// Parses a bid request body (already decoded, see [`crate::decode_body`]): JSON into the
+    /// 2.6 shape, 2.5 `ext` fields moved to their 2.6 places, then the structural checks.
+    pub fn parse(body: &'a [u8]) -> Result<BidRequest<'a>, ParseError> {
+        let mut request: BidRequest<'a> = crate::error::from_slice(body)?;
+        request.upgrade_2_5()?;
+        request.normalise_currencies();
+        request.validate()?;
+        Ok(request)
+    }
+
+    /// The imp with this id.
+    pub fn imp_by_id(&self, id: &str) -> Option<&Imp<'a>> {
+        self.imp.iter().find(|imp| imp.id == id)
+    }
+
+    /// Whether bids may be made in `currency` (any when the request lists none).
+    pub fn allows_currency(&self, currency: &str) -> bool {
+        self.cur.is_empty() || self.cur.iter().any(|c| c == currency)
+    }
+
+    /// Whether `seat` may bid: listed in `wseat` when that is given, absent from `bseat`.
+    pub fn allows_seat(&self, seat: &str) -> bool {
+        (self.wseat.is_empty() || self.wseat.iter().any(|s| s == seat))
+            && !self.bseat.iter().any(|s| s == seat)
+    }
+
+    /// COPPA applies.
+    pub fn coppa(&self) -> bool {
+        self.regs.as_ref().is_some_and(|r| r.coppa)
+    }
+
+    /// Moves the 2.5 `ext` fields to their 2.6 places; a value already in the 2.6 place wins.
+    fn upgrade_2_5(&mut self) -> Result<(), JsonError> {
+        if let Some(regs) = &mut self.regs
+            && let Some(ext) = regs.ext
+        {
+            let moved: RegsExt<'a> = parse_ext(ext, "regs.ext")?;
+            if regs.gdpr.is_none() {
+                regs.gdpr = moved.gdpr;
+            }
+            if regs.us_privacy.is_none() {
+                regs.us_privacy = moved.us_privacy;
+            }
+        }
+        if let Some(user) = &mut self.user
+            && let Some(ext) = user.ext
+        {
+            let moved: UserExt<'a> = parse_ext(ext, "user.ext")?;
+            if user.consent.is_none() {
+                user.consent = moved.consent;
+            }
+            if user.eids.is_empty() {
+                user.eids = moved.eids;
+            }
+        }
+        if let Some(source) = &mut self.source
+            && let Some(ext) = source.ext
+            && source.schain.is_none()
+        {
+            let moved: SourceExt<'a> = parse_ext(ext, "source.ext")?;
+            source.schain = moved.schain;
+        }
+        for imp in &mut self.imp {
+            if let Some(video) = &mut imp.video
+                && video.plcmt.is_none()
+            {
+                video.plcmt = video.placement.and_then(VideoPlacement::to_plcmt);
+            }
+        }
+        Ok(())
+    }
+
+    /// Currency codes upper-cased, so that comparisons elsewhere can be exact. Allocates only
+    /// for a code sent in lower case.
+    fn normalise_currencies(&mut self) {
+        fn upper(code: &mut Cow<'_, str>) {
+            if code.bytes().any(|b| b.is_ascii_lowercase()) {
+                *code = Cow::Owned(code.to_ascii_uppercase());
+            }
+        }
+        self.cur.iter_mut().for_each(upper);
+        for imp in &mut self.imp {
+            upper(&mut imp.bidfloorcur);
+            if let Some(pmp) = &mut imp.pmp {
+                pmp.deals.iter_mut().for_each(|d| upper(&mut d.bidfloorcur));
+            }
+        }
+    }
+
+    /// The structural checks a bidder relies on.
+    fn validate(&self) -> Result<(), RequestError> {
+        if self.openrtb3.is_some() && self.id.is_empty() {
+            return Err(RequestError::OpenRtb3);
+        }
+        if self.id.is_empty() {
+            return Err(RequestError::MissingId);
+        }
+        if self.imp.is_empty() {
+            return Err(RequestError::NoImps);
+        }
+        for (index, code) in self.cur.iter().enumerate() {
+            check_currency(code, || format!("cur[{index}]"))?;
+        }
+        let mut seen = HashSet::with_capacity(self.imp.len());
+        for (index, imp) in self.imp.iter().enumerate() {
+            if imp.id.is_empty() {
+                return Err(RequestError::EmptyImpId { index });
+            }
+            if !seen.insert(imp.id.as_ref()) {
+                return Err(RequestError::DuplicateImpId {
+                    index,
+                    id: imp.id.to_string(),
+                });
+            }
+            imp.validate(index)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Imp<'a> {
+    /// Whether the imp offers this media type.
+    pub fn offers(&self, media: MarkupType) -> bool {
+        match media {
+            MarkupType::BANNER => self.banner.is_some(),
+            MarkupType::VIDEO => self.video.is_some(),
+            MarkupType::AUDIO => self.audio.is_some(),
+            MarkupType::NATIVE => self.native.is_some(),
+            _ => false,
+        }
+    }
+
+    /// The media type when the imp offers exactly one.
+    pub fn single_media(&self) -> Option<MarkupType> {
+        let mut offered = [
+            MarkupType::BANNER,
+            MarkupType::VIDEO,
+            MarkupType::AUDIO,
+            MarkupType::NATIVE,
+        ]
+        .into_iter()
+        .filter(|&m| self.offers(m));
+        match (offered.next(), offered.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
+    /// Banner sizes a creative may have: every `format` entry with a size, and `w`×`h` when
+    /// both are given. Empty when the banner names no size (flexible or interstitial).
+    pub fn banner_sizes(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let banner = self.banner.as_ref();
+        let formats = banner
+            .into_iter()
+            .flat_map(|b| b.format.iter())
+            .filter(|f| f.w > 0 && f.h > 0)
+            .map(|f| (f.w, f.h));
+        let preferred = banner
+            .and_then(|b| Some((b.w?, b.h?)))
+            .filter(|&(w, h)| w > 0 && h > 0);
+        formats.chain(preferred)
+    }
+
+    /// The deal with this id in the imp's marketplace.
+    pub fn deal(&self, id: &str) -> Option<&Deal<'a>> {
+        self.pmp.as_ref()?.deals.iter().find(|d| d.id == id)
+    }
+
+    /// Only deal bids are accepted.
+    pub fn is_private_auction(&self) -> bool {
+        self.pmp.as_ref().is_some_and(|p| p.private_auction)
+    }
+
+    /// The floor that applies to a bid: the deal's when the bid names one of this imp's
+    /// deals, the imp's otherwise. `(micros, currency)`.
+    pub fn floor_for(&self, deal_id: Option<&str>) -> (i64, &str) {
+        match deal_id.and_then(|id| self.deal(id)) {
+            Some(deal) => (deal.bidfloor_micros, &deal.bidfloorcur),
+            None => (self.bidfloor_micros, &self.bidfloorcur),
+        }
+    }
+
+    fn validate(&self, index: usize) -> Result<(), RequestError> {
+        check_currency(&self.bidfloorcur, || format!("imp[{index}].bidfloorcur"))?;
+        if let Some(banner) = &self.banner {
+            check_size(banner.w, banner.h, || format!("imp[{index}].banner"))?;
+            for (f, format) in banner.format.iter().enumerate() {
+                check_size(Some(format.w), Some(format.h), || {
+                    format!("imp[{index}].banner.format[{f}]")
+                })?;
+            }
+        }
+        if let Some(video) = &self.video {
+            check_size(video.w, video.h, || format!("imp[{index}].video"))?;
+            check_durations(video.minduration, video.maxduration, || {
+                format!("imp[{index}].video")
+            })?;
+        }
+        if let Some(audio) = &self.audio {
+            check_durations(audio.minduration, audio.maxduration, || {
+                format!("imp[{index}].audio")
+            })?;
+        }
+        if let Some(pmp) = &self.pmp {
+            let mut seen = HashSet::with_capacity(pmp.deals.len());
+            for (d, deal) in pmp.deals.iter().enumerate() {
+                let path = || format!("imp[{index}].pmp.deals[{d}]");
+                if deal.id.is_empty() {
+                    return Err(RequestError::EmptyDealId { path: path() });
+                }
+                if !seen.insert(deal.id.as_ref()) {
+                    return Err(RequestError::DuplicateDealId {
+                        path: path(),
+                        id: deal.id.to_string(),
+                    });
+                }
+                check_currency(&deal.bidfloorcur, || format!("{}.bidfloorcur", path()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Width and height: both given or neither (0 counts as not given: flexible sizes), each at
+/// most [`MAX_DIMENSION`].
+fn check_size(
+    w: Option<u32>,
+    h: Option<u32>,
+    path: impl Fn() -> String,
+) -> Result<(), RequestError> {
+    let w = w.unwrap_or(0);
+    let h = h.unwrap_or(0);
+    if w > MAX_DIMENSION || h > MAX_DIMENSION || (w == 0) != (h == 0) {
+        return Err(RequestError::InvalidSize { path: path(), w, h });
+    }
+    Ok(())
+}
+
+fn check_durations(
+    min: Option<u32>,
+    max: Option<u32>,
+    path: impl Fn() -> String,
+) -> Result<(), RequestError> {
+    match (min, max) {
+        (Some(min), Some(max)) if max > 0 && min > max => Err(RequestError::DurationRange {
+            path: path(),
+            min,
+            max,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// ISO 4217: three letters (upper case after normalisation).
+fn check_currency(code: &str, path: impl Fn() -> String) -> Result<(), RequestError> {
+    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Ok(());
+    }
+    Err(RequestError::InvalidCurrency {
+        path: path(),
+        code: code.chars().take(16).collect(),
+    })
+}
+
+/// Parses a raw `ext` object into `T`, errors located under `prefix`.
+fn parse_ext<'a, T: Deserialize<'a>>(ext: &'a RawValue, prefix: &str) -> Result<T, JsonError> {
+    crate::error::from_slice(ext.get().as_bytes()).map_err(|e| JsonError {
+        path: join_path(prefix, &e.path),
+        message: e.message,
+    })
+}
+
+fn join_path(prefix: &str, path: &str) -> String {
+    if path == "." {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}.{path}")
+    }
+}

@@ -1,0 +1,274 @@
+//! The bid response: small, written by hand without intermediate allocations, with prices held
+//! as integer micros and written as exact decimals.
+//!
+//! Strings are `Cow<'a, str>` so that the edge can borrow creative fields from its snapshot
+//! and own only what it builds per bid (URLs, markup); `BidResponse<'static>` is fully owned.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::de;
+use crate::decimal;
+use crate::enums::{CreativeAttribute, MarkupType, NoBidReason};
+use crate::error::JsonError;
+use crate::json;
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct BidResponse<'a> {
+    /// The request's id.
+    #[serde(borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub seatbid: Vec<SeatBid<'a>>,
+    /// Bidder's id for this response (logging, `${AUCTION_BID_ID}`).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub bidid: Option<Cow<'a, str>>,
+    /// Currency of every price here; absent means USD.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub cur: Option<Cow<'a, str>>,
+    /// Why there is no bid.
+    #[serde(default)]
+    pub nbr: Option<NoBidReason>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct SeatBid<'a> {
+    #[serde(default, borrow)]
+    pub bid: Vec<Bid<'a>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub seat: Option<Cow<'a, str>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct Bid<'a> {
+    #[serde(borrow, deserialize_with = "de::cow")]
+    pub id: Cow<'a, str>,
+    #[serde(borrow, deserialize_with = "de::cow")]
+    pub impid: Cow<'a, str>,
+    /// CPM in micros of the response currency; written as an exact decimal.
+    #[serde(rename = "price", deserialize_with = "de::price_micros")]
+    pub price_micros: i64,
+    /// Markup (HTML, VAST, native JSON). Without it the markup is fetched from `nurl`.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub adm: Option<Cow<'a, str>>,
+    /// Win notice.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub nurl: Option<Cow<'a, str>>,
+    /// Billing notice.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub burl: Option<Cow<'a, str>>,
+    /// Loss notice.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub lurl: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub adid: Option<Cow<'a, str>>,
+    /// Advertiser domains (for `badv`).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub adomain: Vec<Cow<'a, str>>,
+    /// App bundle or store id being advertised (for `bapp`).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub bundle: Option<Cow<'a, str>>,
+    /// Sample image for quality checks.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub iurl: Option<Cow<'a, str>>,
+    /// Campaign id.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub cid: Option<Cow<'a, str>>,
+    /// Creative id.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub crid: Option<Cow<'a, str>>,
+    /// Content categories of the creative (for `bcat`).
+    #[serde(default, borrow, deserialize_with = "de::cow_vec")]
+    pub cat: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    pub attr: Vec<CreativeAttribute>,
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub dealid: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub w: Option<u32>,
+    #[serde(default)]
+    pub h: Option<u32>,
+    #[serde(default)]
+    pub mtype: Option<MarkupType>,
+    /// Seconds the bidder is willing to wait between auction and impression.
+    #[serde(default)]
+    pub exp: Option<u32>,
+}
+
+impl<'a> BidResponse<'a> {
+    /// A response without bids that says why (for exchanges that want a body; others take an
+    /// HTTP 204).
+    pub fn no_bid(request_id: impl Into<Cow<'a, str>>, reason: NoBidReason) -> Self {
+        BidResponse {
+            id: request_id.into(),
+            nbr: Some(reason),
+            ..BidResponse::default()
+        }
+    }
+
+    /// Parses a response body (what a gateway receives, or a test reads back).
+    pub fn parse(body: &'a [u8]) -> Result<BidResponse<'a>, JsonError> {
+        crate::error::from_slice(body)
+    }
+
+    /// Every bid with its seat.
+    pub fn bids(&self) -> impl Iterator<Item = (Option<&str>, &Bid<'a>)> {
+        self.seatbid
+            .iter()
+            .flat_map(|s| s.bid.iter().map(move |b| (s.seat.as_deref(), b)))
+    }
+
+    /// The response currency (`USD` when absent).
+    pub fn currency(&self) -> &str {
+        self.cur.as_deref().unwrap_or("USD")
+    }
+
+    /// Appends the response as JSON. Absent and empty fields are left out.
+    pub fn write_json(&self, out: &mut String) {
+        out.push_str("{\"id\":");
+        json::write_str(out, &self.id);
+        out.push_str(",\"seatbid\":[");
+        for (i, seat) in self.seatbid.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            seat.write_json(out);
+        }
+        out.push(']');
+        write_opt_str(out, "bidid", self.bidid.as_deref());
+        write_opt_str(out, "cur", self.cur.as_deref());
+        if let Some(nbr) = self.nbr {
+            out.push_str(",\"nbr\":");
+            json::write_i64(out, i64::from(nbr.0));
+        }
+        out.push('}');
+    }
+
+    /// [`Self::write_json`] into a new string.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(256 + 1024 * self.seatbid.len());
+        self.write_json(&mut out);
+        out
+    }
+}
+
+impl SeatBid<'_> {
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"bid\":[");
+        for (i, bid) in self.bid.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            bid.write_json(out);
+        }
+        out.push(']');
+        write_opt_str(out, "seat", self.seat.as_deref());
+        out.push('}');
+    }
+}
+
+impl Bid<'_> {
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"id\":");
+        json::write_str(out, &self.id);
+        out.push_str(",\"impid\":");
+        json::write_str(out, &self.impid);
+        out.push_str(",\"price\":");
+        decimal::write_micros(self.price_micros, out);
+        write_opt_str(out, "adm", self.adm.as_deref());
+        write_opt_str(out, "nurl", self.nurl.as_deref());
+        write_opt_str(out, "burl", self.burl.as_deref());
+        write_opt_str(out, "lurl", self.lurl.as_deref());
+        write_opt_str(out, "adid", self.adid.as_deref());
+        if !self.adomain.is_empty() {
+            out.push_str(",\"adomain\":");
+            json::write_str_array(out, self.adomain.iter().map(|d| d.as_ref()));
+        }
+        write_opt_str(out, "bundle", self.bundle.as_deref());
+        write_opt_str(out, "iurl", self.iurl.as_deref());
+        write_opt_str(out, "cid", self.cid.as_deref());
+        write_opt_str(out, "crid", self.crid.as_deref());
+        if !self.cat.is_empty() {
+            out.push_str(",\"cat\":");
+            json::write_str_array(out, self.cat.iter().map(|c| c.as_ref()));
+        }
+        if !self.attr.is_empty() {
+            out.push_str(",\"attr\":[");
+            for (i, attr) in self.attr.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json::write_i64(out, i64::from(attr.0));
+            }
+            out.push(']');
+        }
+        write_opt_str(out, "dealid", self.dealid.as_deref());
+        write_opt_int(out, "w", self.w.map(i64::from));
+        write_opt_int(out, "h", self.h.map(i64::from));
+        write_opt_int(out, "mtype", self.mtype.map(|m| i64::from(m.0)));
+        write_opt_int(out, "exp", self.exp.map(i64::from));
+        out.push('}');
+    }
+}
+
+fn write_opt_str(out: &mut String, key: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        out.push_str(",\"");
+        out.push_str(key);
+        out.push_str("\":");
+        json::write_str(out, value);
+    }
+}
+
+fn write_opt_int(out: &mut String, key: &str, value: Option<i64>) {
+    if let Some(value) = value {
+        out.push_str(",\"");
+        out.push_str(key);
+        out.push_str("\":");
+        json::write_i64(out, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_exact_prices_and_reads_them_back() {
+        let response = BidResponse {
+            id: "req \"1\"".into(),
+            seatbid: vec![SeatBid {
+                seat: Some("marquee".into()),
+                bid: vec![Bid {
+                    id: "b1".into(),
+                    impid: "1".into(),
+                    price_micros: 1_250_000,
+                    adm: Some("<div class=\"ad\">\n</div>".into()),
+                    nurl: Some("https://x.test/win?p=${AUCTION_PRICE}".into()),
+                    adomain: vec!["brand.test".into()],
+                    cat: vec!["IAB1".into()],
+                    attr: vec![CreativeAttribute::TEXT_ONLY],
+                    crid: Some("c9".into()),
+                    w: Some(300),
+                    h: Some(250),
+                    mtype: Some(MarkupType::BANNER),
+                    ..Bid::default()
+                }],
+            }],
+            bidid: Some("r1".into()),
+            cur: Some("EUR".into()),
+            nbr: None,
+        };
+        let text = response.to_json();
+        assert!(text.contains("\"price\":1.25,"), "{text}");
+        let back = BidResponse::parse(text.as_bytes());
+        assert_eq!(back, Ok(response));
+    }
+
+    #[test]
+    fn no_bid_names_the_reason() {
+        let text = BidResponse::no_bid("abc", NoBidReason::INSUFFICIENT_AUCTION_TIME).to_json();
+        assert_eq!(text, r#"{"id":"abc","seatbid":[],"nbr":15}"#);
+    }
+}
