@@ -80,5 +80,5 @@ pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, Re
 pub use event::{DecodeError, Event, Kind, PAYLOAD_LEN, RECORD_VERSION};
 pub use frame::{FRAME_LEN, FRAME_OVERHEAD, FrameError, MAX_PAYLOAD_LEN, parse_frame};
 pub use log::{Config, Counters, Durability, Durable, EventLog, MAX_SHARDS, Receipt};
-pub use reader::{Budget, Corrupt, ReadBatch, ReadEnd, Rejected, SegmentInfo};
+pub use reader::{Budget, Corrupt, FrameBatch, ReadBatch, ReadEnd, Rejected, SegmentInfo};
 pub use segment::{SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SEGMENT_VERSION};

@@ -58,6 +58,28 @@ pub struct ReadBatch {
     pub end: ReadEnd,
 }
 
+/// Intact frames read from one segment, undecoded ([`EventLog::read_frames`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameBatch {
+    /// Whole frames (`length | payload | crc`) back to back, as on disk.
+    pub frames: Vec<u8>,
+    /// How many frames `frames` holds.
+    pub records: usize,
+    /// Where the next read of this segment starts.
+    pub next_offset: u64,
+    /// Why the batch ended.
+    pub end: ReadEnd,
+}
+
+/// What [`EventLog::scan`] read: the window and how far its intact frames reach.
+struct Scan {
+    buf: Vec<u8>,
+    /// Bytes of `buf` that are whole, intact frames within the budget.
+    consumed: usize,
+    next_offset: u64,
+    end: ReadEnd,
+}
+
 /// Why a [`ReadBatch`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadEnd {
@@ -148,6 +170,64 @@ impl EventLog {
         offset: u64,
         budget: Budget,
     ) -> Result<ReadBatch, ReadError> {
+        let mut events = Vec::new();
+        let mut rejected = Vec::new();
+        let scan = self.scan(
+            shard,
+            segment,
+            offset,
+            budget,
+            |payload, at| match Event::decode(payload) {
+                Ok(event) => events.push(event),
+                Err(error) => rejected.push(Rejected { offset: at, error }),
+            },
+        )?;
+        if !rejected.is_empty() {
+            self.inner
+                .read_rejected
+                .fetch_add(rejected.len() as u64, Relaxed);
+        }
+        Ok(ReadBatch {
+            events,
+            rejected,
+            next_offset: scan.next_offset,
+            end: scan.end,
+        })
+    }
+
+    /// Like [`read`](Self::read), but returns the intact frames as they are on disk, undecoded:
+    /// what an edge serves to a remote manager, which decodes (and counts what it cannot
+    /// decode) itself. Every frame's length and CRC were checked; the bytes are whole frames
+    /// back to back, ending at `next_offset`.
+    pub fn read_frames(
+        &self,
+        shard: usize,
+        segment: u64,
+        offset: u64,
+        budget: Budget,
+    ) -> Result<FrameBatch, ReadError> {
+        let mut records = 0;
+        let scan = self.scan(shard, segment, offset, budget, |_, _| records += 1)?;
+        let mut frames = scan.buf;
+        frames.truncate(scan.consumed);
+        Ok(FrameBatch {
+            frames,
+            records,
+            next_offset: scan.next_offset,
+            end: scan.end,
+        })
+    }
+
+    /// Reads a window of one segment from `offset` and walks its intact frames within
+    /// `budget`, calling `visit` with each payload and its frame's file offset.
+    fn scan(
+        &self,
+        shard: usize,
+        segment: u64,
+        offset: u64,
+        budget: Budget,
+        mut visit: impl FnMut(&[u8], u64),
+    ) -> Result<Scan, ReadError> {
         let s = self.shard(shard)?;
         let (open, next) = visible(s);
         let missing = || ReadError::NoSegment { shard, segment };
@@ -202,32 +282,23 @@ impl EventLog {
         // that is reported as corrupt below.
         let window_end = start + window as u64;
 
-        let mut batch = ReadBatch {
-            events: Vec::new(),
-            rejected: Vec::new(),
-            next_offset: start,
-            end: ReadEnd::Budget,
-        };
+        let mut end_reason = ReadEnd::Budget;
         let mut pos = 0;
-        while pos < buf.len() && batch.events.len() + batch.rejected.len() < budget.max_records {
+        let mut records = 0;
+        while pos < buf.len() && records < budget.max_records {
             match parse_frame(&buf[pos..]) {
                 Ok((payload, len)) => {
                     if pos > 0 && pos + len > budget.max_bytes {
                         break;
                     }
-                    match Event::decode(payload) {
-                        Ok(event) => batch.events.push(event),
-                        Err(error) => batch.rejected.push(Rejected {
-                            offset: start + pos as u64,
-                            error,
-                        }),
-                    }
+                    visit(payload, start + pos as u64);
+                    records += 1;
                     pos += len;
                 }
                 // Cut by the window, not by the segment's readable end: the budget stops here.
                 Err(FrameError::Truncated { .. }) if got == window && window_end < end => break,
                 Err(error) => {
-                    batch.end = ReadEnd::Corrupt(Corrupt {
+                    end_reason = ReadEnd::Corrupt(Corrupt {
                         offset: start + pos as u64,
                         error,
                     });
@@ -235,31 +306,31 @@ impl EventLog {
                 }
             }
         }
-        batch.next_offset = start + pos as u64;
-        if batch.end == ReadEnd::Budget && pos == got && got < window {
+        let next_offset = start + pos as u64;
+        if end_reason == ReadEnd::Budget && pos == got && got < window {
             // The file ended before its readable length: report it rather than return empty
             // batches from here forever.
-            batch.end = ReadEnd::Corrupt(Corrupt {
-                offset: batch.next_offset,
+            end_reason = ReadEnd::Corrupt(Corrupt {
+                offset: next_offset,
                 error: FrameError::Truncated {
                     available: 0,
                     needed: FRAME_OVERHEAD,
                 },
             });
         }
-        if batch.next_offset == end && batch.end == ReadEnd::Budget {
-            batch.end = if closed {
+        if next_offset == end && end_reason == ReadEnd::Budget {
+            end_reason = if closed {
                 ReadEnd::Closed
             } else {
                 ReadEnd::Tail
             };
         }
-        if !batch.rejected.is_empty() {
-            self.inner
-                .read_rejected
-                .fetch_add(batch.rejected.len() as u64, Relaxed);
-        }
-        Ok(batch)
+        Ok(Scan {
+            buf,
+            consumed: pos,
+            next_offset,
+            end: end_reason,
+        })
     }
 
     /// Deletes the shard's segments up to and including `segment` once the manager has

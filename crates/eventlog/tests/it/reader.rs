@@ -300,3 +300,39 @@ fn an_open_segment_cut_short_from_outside_is_reported_not_looped_on() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn read_frames_returns_the_intact_frames_as_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = events(0, 5);
+    drop(closed_log(dir.path(), &written, config()));
+    let mut unknown_kind = event(Kind::Decision, 9).encode();
+    unknown_kind[1] = 200;
+    let path = segment_file(dir.path(), 0, 1);
+    let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(&frame(&unknown_kind)).unwrap();
+    drop(file);
+    let log = EventLog::open(dir.path(), config()).unwrap();
+
+    // Frames this reader cannot decode are passed on too: the remote reader counts them.
+    let whole = log.read_frames(0, 1, 0, Budget::default()).unwrap();
+    let mut expected: Vec<u8> = written.iter().flat_map(|e| e.to_frame()).collect();
+    expected.extend_from_slice(&frame(&unknown_kind));
+    assert_eq!(whole.frames, expected);
+    assert_eq!(whole.records, 6);
+    assert_eq!(whole.end, ReadEnd::Closed);
+    assert_eq!(whole.next_offset, fs::metadata(&path).unwrap().len());
+    assert_eq!(
+        log.counters().read_rejected,
+        0,
+        "nothing decoded, nothing rejected"
+    );
+
+    // Same budget and offsets as `read`.
+    let part = log.read_frames(0, 1, at(1), records(2)).unwrap();
+    let decoded = log.read(0, 1, at(1), records(2)).unwrap();
+    assert_eq!(part.frames, expected[FRAME_LEN..3 * FRAME_LEN]);
+    assert_eq!(part.next_offset, decoded.next_offset);
+    assert_eq!(part.end, ReadEnd::Budget);
+    assert_eq!(part.end, decoded.end);
+}

@@ -1,0 +1,599 @@
+//! One aggregation run's work in memory: decode raw frames in bulk, sanitise, drop repeats,
+//! and sum what is left by minute × line item × creative × placement × country × device, with
+//! unique-user sketches per line item and day. Nothing here touches a database; the result,
+//! [`Deltas`], is written by the store in a constant number of statements.
+
+use jiff::Timestamp;
+use marquee_eventlog::{Event, FrameError, Kind, parse_frame};
+use rustc_hash::FxHashMap;
+
+use crate::counters::Counters;
+use crate::dims::Dimensions;
+use crate::hll::Hll;
+use crate::seen::{Pending, Seen};
+
+/// Bucket widths in seconds.
+pub const MINUTE: i64 = 60;
+pub const HOUR: i64 = 3_600;
+pub const DAY: i64 = 86_400;
+
+/// The largest amount one event may carry: 1,000,000 currency units per mille (or per click).
+/// Anything above is a corrupt or hostile record, and refusing it keeps sums far from overflow.
+pub const MAX_AMOUNT_MICROS: i64 = 1_000_000_000_000;
+
+/// Device type codes as the edge writes them: `0` unknown, then the model's `DeviceType` in
+/// declaration order plus one.
+pub const DEVICES: [&str; 6] = ["", "desktop", "phone", "tablet", "ctv", "other"];
+
+/// The acceptance window for event times, relative to the run's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Now, seconds since the epoch.
+    pub now_secs: i64,
+    /// Events older than this are dropped (see the manager's dedupe retention).
+    pub max_age_secs: i64,
+    /// Events stamped further ahead than this (clock skew between edges and manager) are
+    /// dropped.
+    pub max_future_secs: i64,
+}
+
+/// Why a record was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Invalid {
+    /// An intact frame this version cannot read: unknown kind, format version or length.
+    Undecodable,
+    TooOld,
+    InFuture,
+    UnknownLineItem,
+    /// Unknown, or belonging to another line item than the event's.
+    UnknownCreative,
+    UnknownPlacement,
+    /// Negative, or above [`MAX_AMOUNT_MICROS`].
+    BadAmount,
+}
+
+impl Invalid {
+    pub const ALL: [Invalid; 7] = [
+        Invalid::Undecodable,
+        Invalid::TooOld,
+        Invalid::InFuture,
+        Invalid::UnknownLineItem,
+        Invalid::UnknownCreative,
+        Invalid::UnknownPlacement,
+        Invalid::BadAmount,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Invalid::Undecodable => "undecodable",
+            Invalid::TooOld => "too_old",
+            Invalid::InFuture => "in_future",
+            Invalid::UnknownLineItem => "unknown_line_item",
+            Invalid::UnknownCreative => "unknown_creative",
+            Invalid::UnknownPlacement => "unknown_placement",
+            Invalid::BadAmount => "bad_amount",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Dropped records by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InvalidCounts([u64; 7]);
+
+impl InvalidCounts {
+    pub fn get(&self, reason: Invalid) -> u64 {
+        self.0[reason.index()]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    fn bump(&mut self, reason: Invalid) {
+        self.0[reason.index()] += 1;
+    }
+
+    pub fn add(&mut self, other: &InvalidCounts) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// The dimensions of one aggregate row. `bucket` is the bucket's start in seconds since the
+/// epoch (UTC); `country` is two ASCII capitals or `[0, 0]` for unknown; `device` a
+/// [`DEVICES`] index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowKey {
+    pub line_item: u64,
+    pub bucket: i64,
+    pub creative: u64,
+    pub placement: u64,
+    pub country: [u8; 2],
+    pub device: u8,
+}
+
+impl RowKey {
+    /// The country as text, empty when unknown.
+    pub fn country_str(&self) -> &str {
+        std::str::from_utf8(&self.country)
+            .ok()
+            .filter(|c| *c != "\0\0")
+            .unwrap_or("")
+    }
+
+    fn rebucket(mut self, width: i64) -> RowKey {
+        self.bucket -= self.bucket.rem_euclid(width);
+        self
+    }
+}
+
+/// A unique-users sketch: one line item, one day in its advertiser's time zone, as the
+/// number `yyyymmdd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SketchKey {
+    pub line_item: u64,
+    pub day: i32,
+}
+
+/// What one chunk of frames held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkSummary {
+    pub records: usize,
+    /// The latest event time in the chunk (µs), for the source's watermark; `None` if it held
+    /// no decodable event.
+    pub max_time_micros: Option<i64>,
+}
+
+/// A run's aggregation in progress. Feed it chunks with [`frames`](Self::frames) (or events
+/// with [`event`](Self::event)), then take the [`Deltas`].
+#[derive(Debug)]
+pub struct Ingest<'a> {
+    dims: &'a Dimensions,
+    seen: &'a Seen,
+    rules: Rules,
+    pending: Pending,
+    minutes: FxHashMap<RowKey, Counters>,
+    users: FxHashMap<SketchKey, Hll>,
+    /// (zone, minute) → local day, so that time zone arithmetic runs once per minute.
+    days: FxHashMap<(u16, i64), i32>,
+    invalid: InvalidCounts,
+    duplicates: u64,
+    accepted: u64,
+    payloads: Vec<(usize, usize)>,
+}
+
+/// A run's result, ready for the store.
+#[derive(Debug, Default)]
+pub struct Deltas {
+    /// Sorted by key, as are `hours` and `days`.
+    pub minutes: Vec<(RowKey, Counters)>,
+    /// The same counts in UTC hour buckets.
+    pub hours: Vec<(RowKey, Counters)>,
+    /// The same counts in UTC day buckets.
+    pub days: Vec<(RowKey, Counters)>,
+    /// This run's sketches, to be merged into the stored ones.
+    pub sketches: Vec<(SketchKey, Hll)>,
+    /// The ids counted by this run (to store, and to apply to [`Seen`] after commit).
+    pub seen: Pending,
+    /// Totals per line item (for pacing).
+    pub per_line_item: FxHashMap<u64, Counters>,
+    pub accepted: u64,
+    pub duplicates: u64,
+    pub invalid: InvalidCounts,
+}
+
+impl<'a> Ingest<'a> {
+    pub fn new(dims: &'a Dimensions, seen: &'a Seen, rules: Rules) -> Ingest<'a> {
+        Ingest {
+            dims,
+            seen,
+            rules,
+            pending: Pending::default(),
+            minutes: FxHashMap::default(),
+            users: FxHashMap::default(),
+            days: FxHashMap::default(),
+            invalid: InvalidCounts::default(),
+            duplicates: 0,
+            accepted: 0,
+            payloads: Vec::new(),
+        }
+    }
+
+    /// Aggregates a chunk of whole frames. Every frame is checked before any is counted: a
+    /// chunk with a damaged frame is refused whole (nothing counted), so its source can be
+    /// read again from the same offset.
+    pub fn frames(&mut self, bytes: &[u8]) -> Result<ChunkSummary, FrameError> {
+        self.payloads.clear();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let (payload, len) = parse_frame(&bytes[pos..])?;
+            self.payloads.push((pos + 4, payload.len()));
+            pos += len;
+        }
+        let mut summary = ChunkSummary {
+            records: self.payloads.len(),
+            max_time_micros: None,
+        };
+        let payloads = std::mem::take(&mut self.payloads);
+        for &(start, len) in &payloads {
+            match Event::decode(&bytes[start..start + len]) {
+                Ok(event) => {
+                    summary.max_time_micros = Some(
+                        summary
+                            .max_time_micros
+                            .map_or(event.time_micros, |t| t.max(event.time_micros)),
+                    );
+                    self.event(&event);
+                }
+                Err(_) => self.invalid.bump(Invalid::Undecodable),
+            }
+        }
+        self.payloads = payloads;
+        Ok(summary)
+    }
+
+    /// Sanitises, dedupes and counts one event.
+    pub fn event(&mut self, event: &Event) {
+        match self.key(event) {
+            Ok(key) => {
+                let secs = event.time_micros.div_euclid(1_000_000);
+                if event.event_id != 0
+                    && self
+                        .seen
+                        .check_and_add(&mut self.pending, event.event_id, event.kind, secs)
+                {
+                    self.duplicates += 1;
+                    return;
+                }
+                self.minutes
+                    .entry(key)
+                    .or_default()
+                    .record(event.kind, event.amount_micros);
+                if event.user != 0
+                    && matches!(event.kind, Kind::Impression | Kind::Billing)
+                    && let Some(li) = self.dims.line_item(key.line_item)
+                {
+                    let day = self.local_day(li.zone, key.bucket);
+                    self.users
+                        .entry(SketchKey {
+                            line_item: key.line_item,
+                            day,
+                        })
+                        .or_default()
+                        .insert(event.user);
+                }
+                self.accepted += 1;
+            }
+            Err(reason) => self.invalid.bump(reason),
+        }
+    }
+
+    /// The row an event counts in, or why it is dropped.
+    fn key(&self, e: &Event) -> Result<RowKey, Invalid> {
+        let secs = e.time_micros.div_euclid(1_000_000);
+        if secs < self.rules.now_secs.saturating_sub(self.rules.max_age_secs) {
+            return Err(Invalid::TooOld);
+        }
+        if secs
+            > self
+                .rules
+                .now_secs
+                .saturating_add(self.rules.max_future_secs)
+        {
+            return Err(Invalid::InFuture);
+        }
+        if !(0..=MAX_AMOUNT_MICROS).contains(&e.amount_micros) {
+            return Err(Invalid::BadAmount);
+        }
+        // A no-bid names no line item; a loss's and a no-bid's `creative` is a reason code.
+        let line_item = match (e.kind, e.line_item) {
+            (Kind::NoBid, 0) => 0,
+            (_, id) if self.dims.line_item(id).is_some() => id,
+            _ => return Err(Invalid::UnknownLineItem),
+        };
+        let creative = match e.kind {
+            Kind::Loss | Kind::NoBid => 0,
+            _ if e.creative == 0 => 0,
+            _ if self.dims.creative(e.creative) == Some(line_item) => e.creative,
+            _ => return Err(Invalid::UnknownCreative),
+        };
+        if e.placement != 0 && self.dims.placement(e.placement).is_none() {
+            return Err(Invalid::UnknownPlacement);
+        }
+        let country = if e.country.iter().all(u8::is_ascii_uppercase) {
+            e.country
+        } else {
+            [0, 0]
+        };
+        let device = if usize::from(e.device) < DEVICES.len() {
+            e.device
+        } else {
+            0
+        };
+        Ok(RowKey {
+            line_item,
+            bucket: secs - secs.rem_euclid(MINUTE),
+            creative,
+            placement: e.placement,
+            country,
+            device,
+        })
+    }
+
+    fn local_day(&mut self, zone: u16, minute: i64) -> i32 {
+        let dims = self.dims;
+        *self
+            .days
+            .entry((zone, minute))
+            .or_insert_with(|| local_day(dims.zone(zone), minute))
+    }
+
+    /// Ends the run: sorted minute rows, their hour and day roll-ups, sketches and counts.
+    pub fn finish(self) -> Deltas {
+        let mut per_line_item: FxHashMap<u64, Counters> = FxHashMap::default();
+        for (key, counters) in &self.minutes {
+            per_line_item
+                .entry(key.line_item)
+                .or_default()
+                .add(counters);
+        }
+        let roll = |width: i64| {
+            let mut rolled: FxHashMap<RowKey, Counters> = FxHashMap::default();
+            for (key, counters) in &self.minutes {
+                rolled.entry(key.rebucket(width)).or_default().add(counters);
+            }
+            sorted(rolled)
+        };
+        let hours = roll(HOUR);
+        let days = roll(DAY);
+        let mut sketches: Vec<(SketchKey, Hll)> = self.users.into_iter().collect();
+        sketches.sort_unstable_by_key(|(key, _)| *key);
+        Deltas {
+            minutes: sorted(self.minutes),
+            hours,
+            days,
+            sketches,
+            seen: self.pending,
+            per_line_item,
+            accepted: self.accepted,
+            duplicates: self.duplicates,
+            invalid: self.invalid,
+        }
+    }
+}
+
+fn sorted(rows: FxHashMap<RowKey, Counters>) -> Vec<(RowKey, Counters)> {
+    let mut rows: Vec<(RowKey, Counters)> = rows.into_iter().collect();
+    rows.sort_unstable_by_key(|(key, _)| *key);
+    rows
+}
+
+/// The local date of an instant (seconds since the epoch) as `yyyymmdd`.
+pub fn local_day(zone: &jiff::tz::TimeZone, secs: i64) -> i32 {
+    let date = Timestamp::from_second(secs)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_zoned(zone.clone())
+        .date();
+    i32::from(date.year()) * 10_000 + i32::from(date.month()) * 100 + i32::from(date.day())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_790_000_000; // 2026-09-21T14:13:20Z
+
+    fn dims() -> Dimensions {
+        Dimensions::builder()
+            .advertiser(1, "America/New_York", "USD")
+            .campaign(10, 1)
+            .line_item(100, 10)
+            .line_item(200, 10)
+            .creative(1000, 100)
+            .creative(2000, 200)
+            .site(5, 50)
+            .placement(7, 5)
+            .build()
+    }
+
+    fn rules() -> Rules {
+        Rules {
+            now_secs: NOW,
+            max_age_secs: 3_600,
+            max_future_secs: 300,
+        }
+    }
+
+    fn event(kind: Kind, id: u128, secs: i64) -> Event {
+        Event {
+            kind,
+            time_micros: secs * 1_000_000 + 123,
+            line_item: 100,
+            creative: 1000,
+            placement: 7,
+            user: 42,
+            country: *b"DE",
+            device: 2,
+            amount_micros: if kind == Kind::Impression {
+                2_000_000
+            } else {
+                0
+            },
+            event_id: id,
+        }
+    }
+
+    fn frames(events: &[Event]) -> Vec<u8> {
+        events.iter().flat_map(|e| e.to_frame()).collect()
+    }
+
+    #[test]
+    fn events_are_summed_per_minute_and_rolled_up() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW - 100;
+        let summary = ingest
+            .frames(&frames(&[
+                event(Kind::Decision, 1, t),
+                event(Kind::Impression, 1, t + 1),
+                event(Kind::Impression, 2, t - 60),
+                event(Kind::Click, 1, t + 2),
+            ]))
+            .unwrap();
+        assert_eq!(summary.records, 4);
+        assert_eq!(summary.max_time_micros, Some((t + 2) * 1_000_000 + 123));
+        let deltas = ingest.finish();
+        assert_eq!(deltas.accepted, 4);
+        assert_eq!(deltas.minutes.len(), 2, "two minutes");
+        let minute = t - t.rem_euclid(60);
+        let (key, counters) = deltas
+            .minutes
+            .iter()
+            .find(|(k, _)| k.bucket == minute)
+            .unwrap();
+        assert_eq!(key.country_str(), "DE");
+        assert_eq!(
+            (counters.decisions, counters.impressions, counters.clicks),
+            (1, 1, 1)
+        );
+        assert_eq!(deltas.hours.len(), 1);
+        assert_eq!(deltas.hours[0].1.impressions, 2);
+        assert_eq!(deltas.hours[0].0.bucket % 3_600, 0);
+        assert_eq!(deltas.days[0].0.bucket % 86_400, 0);
+        assert_eq!(deltas.per_line_item[&100].spend_micros(), 4_000);
+        // One user, one day (in New York: 2026-09-21).
+        assert_eq!(deltas.sketches.len(), 1);
+        assert_eq!(deltas.sketches[0].0.day, 20_260_921);
+        assert_eq!(deltas.sketches[0].1.estimate(), 1);
+    }
+
+    #[test]
+    fn invalid_records_are_dropped_and_counted_by_reason() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW;
+        let mut bad_kind = event(Kind::Decision, 9, t).encode();
+        bad_kind[1] = 99;
+        let mut bytes = frames(&[
+            event(Kind::Impression, 1, t - 7_200),
+            event(Kind::Impression, 2, t + 3_600),
+            Event {
+                line_item: 555,
+                ..event(Kind::Impression, 3, t)
+            },
+            Event {
+                creative: 2000,
+                ..event(Kind::Impression, 4, t)
+            },
+            Event {
+                placement: 8,
+                ..event(Kind::Impression, 5, t)
+            },
+            Event {
+                amount_micros: -1,
+                ..event(Kind::Impression, 6, t)
+            },
+            Event {
+                country: [b'd', 0xFF],
+                device: 77,
+                ..event(Kind::Impression, 7, t)
+            },
+            // A no-bid has no line item and a reason code for a creative.
+            Event {
+                line_item: 0,
+                creative: 8,
+                ..event(Kind::NoBid, 8, t)
+            },
+        ]);
+        let mut framed = (bad_kind.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(&bad_kind);
+        framed.extend_from_slice(&crc32fast_hash(&framed).to_le_bytes());
+        bytes.extend_from_slice(&framed);
+        ingest.frames(&bytes).unwrap();
+        let deltas = ingest.finish();
+        for reason in Invalid::ALL {
+            assert_eq!(deltas.invalid.get(reason), 1, "{reason:?}");
+        }
+        assert_eq!(deltas.accepted, 2);
+        let sanitised = deltas
+            .minutes
+            .iter()
+            .find(|(k, _)| k.line_item == 100)
+            .unwrap()
+            .0;
+        assert_eq!((sanitised.country, sanitised.device), ([0, 0], 0));
+        let no_bid = deltas
+            .minutes
+            .iter()
+            .find(|(k, _)| k.line_item == 0)
+            .unwrap();
+        assert_eq!((no_bid.0.creative, no_bid.1.no_bids), (0, 1));
+    }
+
+    #[test]
+    fn repeats_count_once_within_a_run_and_across_runs() {
+        let dims = dims();
+        let mut seen = Seen::default();
+        let t = NOW;
+        let mut first = Ingest::new(&dims, &seen, rules());
+        for e in [
+            event(Kind::Impression, 1, t),
+            event(Kind::Impression, 1, t + 1),
+            event(Kind::Impression, 0, t),
+            event(Kind::Impression, 0, t),
+        ] {
+            first.event(&e);
+        }
+        let deltas = first.finish();
+        assert_eq!(
+            (deltas.accepted, deltas.duplicates),
+            (3, 1),
+            "id 0 is never deduped"
+        );
+        seen.apply(deltas.seen);
+        let mut second = Ingest::new(&dims, &seen, rules());
+        second.event(&event(Kind::Impression, 1, t + 2));
+        second.event(&event(Kind::Click, 1, t + 2));
+        let deltas = second.finish();
+        assert_eq!((deltas.accepted, deltas.duplicates), (1, 1));
+    }
+
+    #[test]
+    fn a_damaged_chunk_is_refused_whole() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let mut bytes = frames(&[event(Kind::Impression, 1, NOW), event(Kind::Click, 1, NOW)]);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        assert!(matches!(
+            ingest.frames(&bytes),
+            Err(FrameError::CrcMismatch { .. })
+        ));
+        assert_eq!(ingest.finish().accepted, 0);
+    }
+
+    fn crc32fast_hash(bytes: &[u8]) -> u32 {
+        // The frame CRC (CRC-32/ISO-HDLC), bitwise: tests need no extra dependency.
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+}

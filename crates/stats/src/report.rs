@@ -1,0 +1,501 @@
+//! Reports: which stored rows to read for a request, and how to turn them into rows in the
+//! reader's time zone, grouped by the dimensions asked for.
+//!
+//! Stored buckets are UTC minutes, hours and days. A report converts each bucket's start to
+//! the report's zone: a minute or an hour keeps its start instant (in a zone whose offset is
+//! not a whole number of hours, such as Asia/Kolkata, an hour bucket therefore starts at
+//! :30 local time); a day is the local date of each hour bucket's start, read from hour rows
+//! (UTC day rows serve only reports in UTC). So local days are exact in every zone whose
+//! offset is whole hours, and off by the odd half hour at each end of the day elsewhere.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use rustc_hash::FxHashMap;
+
+use crate::counters::Counters;
+use crate::dims::Dimensions;
+use crate::hll::Hll;
+use crate::ingest::{DAY, HOUR, MINUTE, SketchKey, local_day};
+
+/// Bucket width of a report's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    Minute,
+    Hour,
+    Day,
+}
+
+impl Granularity {
+    pub fn parse(text: &str) -> Option<Granularity> {
+        match text {
+            "minute" => Some(Granularity::Minute),
+            "hour" => Some(Granularity::Hour),
+            "day" => Some(Granularity::Day),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Minute => "minute",
+            Granularity::Hour => "hour",
+            Granularity::Day => "day",
+        }
+    }
+
+    /// Width of the stored bucket in seconds.
+    pub fn seconds(self) -> i64 {
+        match self {
+            Granularity::Minute => MINUTE,
+            Granularity::Hour => HOUR,
+            Granularity::Day => DAY,
+        }
+    }
+}
+
+/// What a report can group by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dimension {
+    Advertiser,
+    Campaign,
+    LineItem,
+    Creative,
+    Publisher,
+    Site,
+    Placement,
+    Country,
+    Device,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 9] = [
+        Dimension::Advertiser,
+        Dimension::Campaign,
+        Dimension::LineItem,
+        Dimension::Creative,
+        Dimension::Publisher,
+        Dimension::Site,
+        Dimension::Placement,
+        Dimension::Country,
+        Dimension::Device,
+    ];
+
+    pub fn parse(text: &str) -> Option<Dimension> {
+        Dimension::ALL.into_iter().find(|d| d.as_str() == text)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Advertiser => "advertiser",
+            Dimension::Campaign => "campaign",
+            Dimension::LineItem => "line_item",
+            Dimension::Creative => "creative",
+            Dimension::Publisher => "publisher",
+            Dimension::Site => "site",
+            Dimension::Placement => "placement",
+            Dimension::Country => "country",
+            Dimension::Device => "device",
+        }
+    }
+
+    /// Whether this dimension describes demand (advertiser side).
+    pub fn is_demand(self) -> bool {
+        matches!(
+            self,
+            Dimension::Advertiser | Dimension::Campaign | Dimension::LineItem | Dimension::Creative
+        )
+    }
+}
+
+/// Which stored rows a report reads: one SELECT over one table, grouped by the bucket and the
+/// stored columns flagged here (the others come back as 0 or empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowQuery {
+    /// The table: minute, hour or day rows.
+    pub table: Granularity,
+    /// Bucket starts in `[from, to)`, seconds since the epoch.
+    pub from: i64,
+    pub to: i64,
+    /// Only these line items (`None`: all).
+    pub line_items: Option<Vec<u64>>,
+    /// Only these placements (`None`: all).
+    pub placements: Option<Vec<u64>>,
+    /// Only these countries (two capitals, or empty for unknown).
+    pub countries: Option<Vec<String>>,
+    /// Only these device codes.
+    pub devices: Option<Vec<u8>>,
+    pub by_line_item: bool,
+    pub by_creative: bool,
+    pub by_placement: bool,
+    pub by_country: bool,
+    pub by_device: bool,
+}
+
+/// One row read by a [`RowQuery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRow {
+    pub bucket: i64,
+    pub line_item: u64,
+    pub creative: u64,
+    pub placement: u64,
+    pub country: String,
+    pub device: u8,
+    pub counters: Counters,
+}
+
+/// A report request after parsing and authorisation.
+#[derive(Debug, Clone)]
+pub struct ReportSpec {
+    pub granularity: Granularity,
+    pub zone: TimeZone,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// In the order asked for.
+    pub group_by: Vec<Dimension>,
+    pub line_items: Option<Vec<u64>>,
+    pub placements: Option<Vec<u64>>,
+    pub countries: Option<Vec<String>>,
+    pub devices: Option<Vec<u8>>,
+}
+
+/// A dimension's value in a report row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    Id(u64),
+    Text(&'static str),
+    Country(String),
+}
+
+/// One report row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRow {
+    /// The bucket's start in the report's zone.
+    pub start: jiff::Zoned,
+    /// One value per `group_by` dimension, in order.
+    pub values: Vec<Value>,
+    pub counters: Counters,
+    /// Estimated unique users, when the row is a day and groups by demand no finer than line
+    /// item (sketches are per line item and day).
+    pub unique_users: Option<u64>,
+}
+
+/// A finished report.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub rows: Vec<ReportRow>,
+    pub totals: Counters,
+    /// All users over the range and line items in scope (a merge of their daily sketches).
+    pub unique_users: Option<u64>,
+}
+
+impl ReportSpec {
+    /// The stored table this report reads.
+    pub fn table(&self) -> Granularity {
+        match self.granularity {
+            Granularity::Day if is_utc(&self.zone) => Granularity::Day,
+            Granularity::Day => Granularity::Hour,
+            other => other,
+        }
+    }
+
+    /// The one SELECT this report needs.
+    pub fn row_query(&self) -> RowQuery {
+        let table = self.table();
+        let width = table.seconds();
+        let from = self.from.as_second();
+        let has = |dims: &[Dimension]| self.group_by.iter().any(|d| dims.contains(d));
+        RowQuery {
+            table,
+            from: from - from.rem_euclid(width),
+            to: self.to.as_second(),
+            line_items: self.line_items.clone(),
+            placements: self.placements.clone(),
+            countries: self.countries.clone(),
+            devices: self.devices.clone(),
+            by_line_item: has(&[
+                Dimension::LineItem,
+                Dimension::Campaign,
+                Dimension::Advertiser,
+            ]),
+            by_creative: has(&[Dimension::Creative]),
+            by_placement: has(&[Dimension::Placement, Dimension::Site, Dimension::Publisher]),
+            by_country: has(&[Dimension::Country]),
+            by_device: has(&[Dimension::Device]),
+        }
+    }
+
+    /// Whether per-row unique users can be given: day rows grouped by nothing finer than a
+    /// line item on the demand side, and nothing on the supply side.
+    fn rows_have_users(&self) -> bool {
+        self.granularity == Granularity::Day
+            && self.group_by.iter().all(|d| {
+                matches!(
+                    d,
+                    Dimension::LineItem | Dimension::Campaign | Dimension::Advertiser
+                )
+            })
+    }
+
+    /// The local days the range touches, as `yyyymmdd`, for reading sketches.
+    pub fn days(&self) -> (i32, i32) {
+        let last = (self.to.as_second() - 1).max(self.from.as_second());
+        (
+            local_day(&self.zone, self.from.as_second()),
+            local_day(&self.zone, last),
+        )
+    }
+
+    /// Turns stored rows (and the sketches of the range's days) into the report.
+    pub fn shape(
+        &self,
+        dims: &Dimensions,
+        rows: &[StoredRow],
+        sketches: &[(SketchKey, Hll)],
+    ) -> Report {
+        let mut grouped: BTreeMap<(i64, Vec<Value>), Counters> = BTreeMap::new();
+        let mut totals = Counters::default();
+        let mut day_starts: FxHashMap<i64, i64> = FxHashMap::default();
+        for row in rows {
+            let start = self.bucket_start(row.bucket, &mut day_starts);
+            let values = self.group_by.iter().map(|&d| value(dims, row, d)).collect();
+            grouped
+                .entry((start, values))
+                .or_default()
+                .add(&row.counters);
+            totals.add(&row.counters);
+        }
+
+        let users_by_row = self.rows_have_users().then(|| {
+            let mut merged: FxHashMap<(i32, Vec<Value>), Hll> = FxHashMap::default();
+            for (key, sketch) in sketches {
+                let row = StoredRow {
+                    bucket: 0,
+                    line_item: key.line_item,
+                    creative: 0,
+                    placement: 0,
+                    country: String::new(),
+                    device: 0,
+                    counters: Counters::default(),
+                };
+                let values = self
+                    .group_by
+                    .iter()
+                    .map(|&d| value(dims, &row, d))
+                    .collect();
+                merged.entry((key.day, values)).or_default().merge(sketch);
+            }
+            merged
+        });
+        let mut all_users = Hll::new();
+        for (_, sketch) in sketches {
+            all_users.merge(sketch);
+        }
+
+        let rows = grouped
+            .into_iter()
+            .map(|((start, values), counters)| {
+                let start = Timestamp::from_second(start)
+                    .unwrap_or(Timestamp::UNIX_EPOCH)
+                    .to_zoned(self.zone.clone());
+                let unique_users = users_by_row.as_ref().map(|merged| {
+                    let day = local_day(&self.zone, start.timestamp().as_second());
+                    merged.get(&(day, values.clone())).map_or(0, Hll::estimate)
+                });
+                ReportRow {
+                    start,
+                    values,
+                    counters,
+                    unique_users,
+                }
+            })
+            .collect();
+        let demand_only = !self.group_by.iter().any(|d| {
+            matches!(
+                d,
+                Dimension::Placement | Dimension::Site | Dimension::Publisher
+            )
+        }) && self.placements.is_none();
+        Report {
+            rows,
+            totals,
+            unique_users: demand_only.then(|| all_users.estimate()),
+        }
+    }
+
+    /// The start (seconds) of the report bucket a stored bucket falls in.
+    fn bucket_start(&self, stored: i64, day_starts: &mut FxHashMap<i64, i64>) -> i64 {
+        match self.granularity {
+            Granularity::Minute | Granularity::Hour => stored,
+            Granularity::Day if is_utc(&self.zone) => stored,
+            Granularity::Day => *day_starts
+                .entry(stored)
+                .or_insert_with(|| local_day_start(&self.zone, stored)),
+        }
+    }
+}
+
+/// Whether a zone is UTC, however it was named.
+pub fn is_utc(zone: &TimeZone) -> bool {
+    *zone == TimeZone::UTC
+        || matches!(
+            zone.iana_name(),
+            Some("UTC" | "Etc/UTC" | "Etc/UCT" | "UCT")
+        )
+}
+
+/// The start of the local day containing the instant, in seconds.
+fn local_day_start(zone: &TimeZone, secs: i64) -> i64 {
+    Timestamp::from_second(secs)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_zoned(zone.clone())
+        .start_of_day()
+        .map_or(secs, |start| start.timestamp().as_second())
+}
+
+fn value(dims: &Dimensions, row: &StoredRow, dimension: Dimension) -> Value {
+    let line_item = dims.line_item(row.line_item);
+    let placement = dims.placement(row.placement);
+    match dimension {
+        Dimension::Advertiser => Value::Id(line_item.map_or(0, |l| l.advertiser)),
+        Dimension::Campaign => Value::Id(line_item.map_or(0, |l| l.campaign)),
+        Dimension::LineItem => Value::Id(row.line_item),
+        Dimension::Creative => Value::Id(row.creative),
+        Dimension::Publisher => Value::Id(placement.map_or(0, |p| p.publisher)),
+        Dimension::Site => Value::Id(placement.map_or(0, |p| p.site)),
+        Dimension::Placement => Value::Id(row.placement),
+        Dimension::Country => Value::Country(row.country.clone()),
+        Dimension::Device => Value::Text(
+            crate::ingest::DEVICES
+                .get(usize::from(row.device))
+                .copied()
+                .unwrap_or(""),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims() -> Dimensions {
+        Dimensions::builder()
+            .advertiser(1, "Europe/Berlin", "EUR")
+            .campaign(10, 1)
+            .line_item(100, 10)
+            .line_item(101, 10)
+            .site(5, 50)
+            .placement(7, 5)
+            .build()
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn spec(granularity: Granularity, zone: &str, group_by: Vec<Dimension>) -> ReportSpec {
+        ReportSpec {
+            granularity,
+            zone: TimeZone::get(zone).unwrap(),
+            from: at("2026-03-28T23:00:00Z"),
+            to: at("2026-03-30T22:00:00Z"),
+            group_by,
+            line_items: None,
+            placements: None,
+            countries: None,
+            devices: None,
+        }
+    }
+
+    fn row(bucket: &str, line_item: u64, impressions: i64) -> StoredRow {
+        StoredRow {
+            bucket: at(bucket).as_second(),
+            line_item,
+            creative: 0,
+            placement: 7,
+            country: "DE".into(),
+            device: 1,
+            counters: Counters {
+                impressions,
+                ..Counters::default()
+            },
+        }
+    }
+
+    #[test]
+    fn local_days_follow_the_zone_across_a_dst_change() {
+        // Berlin moves to summer time on 2026-03-29: that day has 23 hours.
+        let spec = spec(Granularity::Day, "Europe/Berlin", vec![Dimension::Campaign]);
+        assert_eq!(spec.table(), Granularity::Hour);
+        let q = spec.row_query();
+        assert!(q.by_line_item && !q.by_placement && !q.by_country);
+        let rows = [
+            row("2026-03-28T23:00:00Z", 100, 1), // 00:00 on the 29th in Berlin
+            row("2026-03-29T21:00:00Z", 101, 2), // 23:00 CEST on the 29th
+            row("2026-03-29T22:00:00Z", 100, 4), // 00:00 CEST on the 30th
+        ];
+        let mut sketch = Hll::new();
+        sketch.insert(9);
+        let sketches = [(
+            SketchKey {
+                line_item: 100,
+                day: 20_260_329,
+            },
+            sketch,
+        )];
+        let report = spec.shape(&dims(), &rows, &sketches);
+        assert_eq!(report.rows.len(), 2);
+        assert_eq!(
+            report.rows[0].start.to_string(),
+            "2026-03-29T00:00:00+01:00[Europe/Berlin]"
+        );
+        assert_eq!(report.rows[0].counters.impressions, 3);
+        assert_eq!(report.rows[0].values, vec![Value::Id(10)]);
+        assert_eq!(report.rows[0].unique_users, Some(1));
+        assert_eq!(
+            report.rows[1].start.to_string(),
+            "2026-03-30T00:00:00+02:00[Europe/Berlin]"
+        );
+        assert_eq!(report.rows[1].unique_users, Some(0));
+        assert_eq!(report.totals.impressions, 7);
+        assert_eq!(report.unique_users, Some(1));
+        assert_eq!(spec.days(), (20_260_329, 20_260_330));
+    }
+
+    #[test]
+    fn hours_keep_their_instant_and_supply_rows_have_no_users() {
+        let spec = spec(
+            Granularity::Hour,
+            "Asia/Kolkata",
+            vec![Dimension::Publisher, Dimension::Device],
+        );
+        let q = spec.row_query();
+        assert!(q.by_placement && q.by_device && !q.by_line_item);
+        let report = spec.shape(&dims(), &[row("2026-03-29T10:00:00Z", 100, 1)], &[]);
+        assert_eq!(
+            report.rows[0].start.to_string(),
+            "2026-03-29T15:30:00+05:30[Asia/Kolkata]"
+        );
+        assert_eq!(
+            report.rows[0].values,
+            vec![Value::Id(50), Value::Text("desktop")]
+        );
+        assert_eq!(report.rows[0].unique_users, None);
+        assert_eq!(report.unique_users, None);
+    }
+
+    #[test]
+    fn utc_days_read_day_rows_and_ranges_align_to_stored_buckets() {
+        let mut spec = spec(Granularity::Day, "UTC", vec![]);
+        assert_eq!(spec.table(), Granularity::Day);
+        spec.from = at("2026-03-29T10:30:00Z");
+        assert_eq!(
+            spec.row_query().from,
+            at("2026-03-29T00:00:00Z").as_second()
+        );
+        assert_eq!(Granularity::parse("hour"), Some(Granularity::Hour));
+        assert_eq!(Dimension::parse("line_item"), Some(Dimension::LineItem));
+        assert_eq!(Dimension::parse("planet"), None);
+    }
+}
