@@ -1,1 +1,27 @@
-//! Pacing and budget leases.
+//! Pacing and budget leases, as a pure library: no I/O, no clock (every instant is a
+//! parameter), no shared state beyond what the caller holds.
+//!
+//! - [`TrafficProfile`]: expected traffic per local hour, the measure goal curves are drawn in.
+//! - [`Schedule`]: a line item's goal curves per pacing mode (even, front-loaded, ASAP) in its
+//!   time zone, and the budget of the current period.
+//! - [`Pacer`]: the controller; per round and line item, [`Delivery`] so far in,
+//!   [`PacingOutput`] (stopped, throttle in ppm, bid multiplier per mille) out.
+//! - [`LeaseBook`] (manager) and [`Lease`] (edge): budgets split into slices edges bill against
+//!   without asking, with a stated bound on overspend.
+//!
+//! The README gives the method, its tuning and stability limits, and the overspend bound.
+
+mod controller;
+mod error;
+mod lease;
+mod profile;
+mod schedule;
+
+pub use controller::{Delivery, Pacer, PacerConfig, PacingOutput, PacingState, PacingStatus};
+pub use error::{ConfigError, LeaseError, ProfileError, ScheduleError};
+pub use lease::{
+    Billable, BookState, BudgetSpec, BudgetUsage, Charge, EdgeId, Expiry, Lease, LeaseBook,
+    LeaseConfig, LeaseGrant, Renewal,
+};
+pub use profile::TrafficProfile;
+pub use schedule::{BudgetPeriod, FLIGHT_PERIOD, Period, Schedule, Targets};

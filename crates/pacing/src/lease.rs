@@ -1,0 +1,833 @@
+//! Budget leases: the manager's [`LeaseBook`] hands each edge a slice of a line item's budget;
+//! the edge's [`Lease`] counts what it bills against that slice and stops the line item when the
+//! slice is used.
+//!
+//! Accounting is by cumulative counters. An edge's lease counts everything the edge has billed
+//! for the line item since the edge started (an edge that restarts is a new [`EdgeId`]); a grant
+//! is a *ceiling* on that counter, never a delta, so a lost or repeated message cannot hand out
+//! money twice. The book keeps, per budget period, each edge's counter at the period's start
+//! (its baseline) and makes sure that the ceilings it has handed out, less the baselines, never
+//! add up to more than the period's limit.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use jiff::{SignedDuration, Timestamp};
+use marquee_model::{GoalMetric, LineItemId, Price, PricingModel};
+use serde::{Deserialize, Serialize};
+
+use crate::{ConfigError, LeaseError};
+
+/// One edge process. A restarted edge takes a new id: its counters start again from zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EdgeId(pub u64);
+
+/// The event an edge charges a lease on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Billable {
+    /// The impression beacon, or an exchange's billing notice.
+    Impression,
+    Click,
+}
+
+/// What one billable event costs a line item's lease, in its goal's metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Charge {
+    pub on: Billable,
+    pub amount: u64,
+}
+
+impl Charge {
+    /// The charge for a goal metric and price: one per impression or click for count goals; for
+    /// spend, the CPM rate ÷ 1000 rounded up per impression (never less than the aggregation
+    /// counts, so a lease cannot under-count) or the CPC price per click. `None` for spend goals
+    /// of flat-priced line items, which are paid for the flight and spend nothing per event.
+    pub fn for_goal(metric: GoalMetric, price: &Price) -> Option<Charge> {
+        let amount = u64::try_from(price.amount_micros.0).unwrap_or(0);
+        let charge = |on, amount| Some(Charge { on, amount });
+        match (metric, price.model) {
+            (GoalMetric::Impressions, _) => charge(Billable::Impression, 1),
+            (GoalMetric::Clicks, _) => charge(Billable::Click, 1),
+            (GoalMetric::Spend, PricingModel::Cpm) => {
+                charge(Billable::Impression, amount.div_ceil(1_000))
+            }
+            (GoalMetric::Spend, PricingModel::Cpc) => charge(Billable::Click, amount),
+            (GoalMetric::Spend, PricingModel::Flat) => None,
+        }
+    }
+}
+
+/// How the book sizes and times leases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseConfig {
+    /// How often an edge renews each lease; a slice is sized to last this long.
+    pub renew_every: SignedDuration,
+    /// How long a grant is good for at the edge (by the edge's clock). At least `renew_every`,
+    /// so that a live edge renews before its lease runs out.
+    pub lease_duration: SignedDuration,
+    /// Allowance for clock skew and transit: the book reclaims a lease this long after it
+    /// expired at the edge.
+    pub grace: SignedDuration,
+    /// A slice is the edge's recent rate × `renew_every` × this, so a growing edge is not
+    /// starved before its next renewal.
+    pub headroom: f64,
+    /// Smallest slice, in billable events (× the budget's unit).
+    pub min_slice_units: u64,
+    /// Largest slice, as a share of what the period has left for the edge: slices shrink as the
+    /// budget runs out, which keeps the unreported part of a lost edge small.
+    pub max_share: f64,
+    /// Time constant of the per-edge rate estimate.
+    pub rate_window: SignedDuration,
+    /// An edge silent this long after its lease was reclaimed is forgotten; if it comes back,
+    /// its whole counter counts against the current period (the safe side).
+    pub forget_after: SignedDuration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            renew_every: SignedDuration::from_secs(5),
+            lease_duration: SignedDuration::from_secs(15),
+            grace: SignedDuration::from_secs(5),
+            headroom: 2.0,
+            min_slice_units: 10,
+            max_share: 0.5,
+            rate_window: SignedDuration::from_secs(30),
+            forget_after: SignedDuration::from_hours(24),
+        }
+    }
+}
+
+impl LeaseConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if !self.renew_every.is_positive() {
+            return Err(ConfigError::new("renew_every", "must be longer than zero"));
+        }
+        if self.lease_duration < self.renew_every {
+            return Err(ConfigError::new(
+                "lease_duration",
+                "must be at least renew_every",
+            ));
+        }
+        if self.grace.is_negative() {
+            return Err(ConfigError::new("grace", "must not be negative"));
+        }
+        if !(self.headroom.is_finite() && self.headroom >= 1.0) {
+            return Err(ConfigError::new(
+                "headroom",
+                "must be a factor of at least 1",
+            ));
+        }
+        if self.min_slice_units == 0 {
+            return Err(ConfigError::new("min_slice_units", "must be at least 1"));
+        }
+        if !(self.max_share > 0.0 && self.max_share <= 1.0) {
+            return Err(ConfigError::new("max_share", "must be in (0, 1]"));
+        }
+        if !self.rate_window.is_positive() {
+            return Err(ConfigError::new("rate_window", "must be longer than zero"));
+        }
+        if self.forget_after <= self.lease_duration + self.grace {
+            return Err(ConfigError::new(
+                "forget_after",
+                "must be longer than lease_duration + grace",
+            ));
+        }
+        Ok(())
+    }
+
+    fn slice(&self, rate: f64, unit: u64, available: u64) -> u64 {
+        let desired = rate * self.renew_every.as_secs_f64() * self.headroom;
+        let floor = self.min_slice_units.saturating_mul(unit.max(1)) as f64;
+        let cap = available as f64 * self.max_share;
+        let slice = floor.max(desired.min(cap));
+        // A float-to-integer cast saturates; `available` bounds the result either way.
+        (slice.ceil() as u64).min(available)
+    }
+}
+
+/// A line item's budget for the current period, as the wiring computes it each round
+/// ([`crate::Schedule::budget`] and [`Charge::for_goal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetSpec {
+    /// Names the period; a new key starts a new period ([`crate::BudgetPeriod::key`]).
+    pub period: i64,
+    /// Most the period may bill, in the goal's metric.
+    pub limit: u64,
+    /// What one billable event costs ([`Charge::amount`]); sizes the smallest slice.
+    pub unit: u64,
+}
+
+/// What an edge sends to renew (or first ask for) its lease on one line item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewal {
+    pub edge: EdgeId,
+    pub line_item: LineItemId,
+    /// Everything this edge has billed for the line item since it started.
+    pub consumed: u64,
+    /// The ceiling the edge holds now (0 before its first grant).
+    pub held_ceiling: u64,
+}
+
+/// The book's answer: the edge may bill up to `ceiling` in total until `expires_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGrant {
+    pub line_item: LineItemId,
+    /// Ceiling on the edge's cumulative counter.
+    pub ceiling: u64,
+    /// After this instant (edge clock) the edge takes no more decisions on the lease.
+    pub expires_at: Timestamp,
+    /// When the edge should renew at the latest.
+    pub renew_at: Timestamp,
+    /// The edge renews early when less than this is left of the ceiling.
+    pub low_water: u64,
+}
+
+/// A lease the book reclaimed because its edge stopped renewing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expiry {
+    pub line_item: LineItemId,
+    pub edge: EdgeId,
+    /// The part of the ceiling the edge had not reported as used: handed out again, so the
+    /// period may overspend by up to this much if the edge did use it.
+    pub unreported: u64,
+}
+
+/// Where a line item's budget stands, for the controller's view, metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetUsage {
+    pub period: i64,
+    pub limit: u64,
+    /// Billed in this period, as edges reported it.
+    pub used: u64,
+    /// What edges may bill in this period without renewing: used plus outstanding slices.
+    pub committed: u64,
+    /// Sum of [`Expiry::unreported`] in this period: the overspend term for lost edges.
+    pub unreported_reclaimed: u64,
+    /// Edges holding a lease that has not been reclaimed.
+    pub live_edges: usize,
+}
+
+/// The book's state: plain data for the manager to persist (before it answers the renewals that
+/// changed it, so that a restarted manager never forgets a ceiling it handed out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BookState {
+    budgets: BTreeMap<LineItemId, Budget>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Budget {
+    spec: BudgetSpec,
+    accounts: BTreeMap<EdgeId, Account>,
+    unreported_reclaimed: u64,
+}
+
+/// One edge's standing with one budget. Its ceiling the book must assume is the larger of the
+/// last granted and the one the edge said it holds (a grant may be lost on the way); for a
+/// reclaimed lease both are set to the last report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Account {
+    /// The edge's counter at the start of this period (its last report before it).
+    baseline: u64,
+    reported: u64,
+    reported_at: Timestamp,
+    /// Billable units per second, smoothed.
+    rate: f64,
+    granted: u64,
+    held: u64,
+    expires_at: Timestamp,
+    /// When the lease was reclaimed or returned; `None` while live.
+    closed_at: Option<Timestamp>,
+}
+
+impl Account {
+    fn new(now: Timestamp) -> Account {
+        Account {
+            baseline: 0,
+            reported: 0,
+            reported_at: now,
+            rate: 0.0,
+            granted: 0,
+            held: 0,
+            expires_at: now,
+            closed_at: None,
+        }
+    }
+
+    fn used(&self) -> u64 {
+        self.reported.saturating_sub(self.baseline)
+    }
+
+    fn committed(&self) -> u64 {
+        self.granted
+            .max(self.held)
+            .max(self.reported)
+            .saturating_sub(self.baseline)
+    }
+
+    /// Takes in a report; the counter may only grow.
+    fn report(
+        &mut self,
+        renewal: &Renewal,
+        now: Timestamp,
+        rate_window: SignedDuration,
+    ) -> Result<(), LeaseError> {
+        if renewal.consumed < self.reported {
+            return Err(LeaseError::ConsumptionWentBack {
+                edge: renewal.edge,
+                line_item: renewal.line_item,
+                reported: self.reported,
+                consumed: renewal.consumed,
+            });
+        }
+        let elapsed = now.duration_since(self.reported_at).as_secs_f64();
+        if elapsed > 0.0 {
+            let instant = (renewal.consumed - self.reported) as f64 / elapsed;
+            let weight = 1.0 - (-elapsed / rate_window.as_secs_f64()).exp();
+            self.rate += (instant - self.rate) * weight;
+        }
+        self.reported = renewal.consumed;
+        self.reported_at = now;
+        self.held = renewal.held_ceiling;
+        Ok(())
+    }
+
+    fn close(&mut self, now: Timestamp) -> u64 {
+        let unreported = self.granted.max(self.held).saturating_sub(self.reported);
+        self.granted = self.reported;
+        self.held = self.reported;
+        self.closed_at = Some(now);
+        unreported
+    }
+}
+
+/// The manager's side: every budgeted line item's limit and the leases edges hold on it.
+#[derive(Debug, Clone)]
+pub struct LeaseBook {
+    config: LeaseConfig,
+    state: BookState,
+}
+
+impl LeaseBook {
+    pub fn new(config: LeaseConfig) -> Result<LeaseBook, ConfigError> {
+        LeaseBook::restore(config, BookState::default())
+    }
+
+    /// A book from persisted state.
+    pub fn restore(config: LeaseConfig, state: BookState) -> Result<LeaseBook, ConfigError> {
+        config.check()?;
+        Ok(LeaseBook { config, state })
+    }
+
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// The state to persist.
+    pub fn state(&self) -> &BookState {
+        &self.state
+    }
+
+    /// Sets a line item's budget for the current period; call it every round. A new period key
+    /// starts the period over: each edge's last report becomes its baseline, and what it still
+    /// holds counts against the new period.
+    pub fn set_budget(&mut self, line_item: LineItemId, spec: BudgetSpec) {
+        let budget = self
+            .state
+            .budgets
+            .entry(line_item)
+            .or_insert_with(|| Budget {
+                spec,
+                accounts: BTreeMap::new(),
+                unreported_reclaimed: 0,
+            });
+        if budget.spec.period != spec.period {
+            for account in budget.accounts.values_mut() {
+                account.baseline = account.reported;
+            }
+            budget.unreported_reclaimed = 0;
+        }
+        budget.spec = spec;
+    }
+
+    /// Drops a line item's budget (no goal any more, or ended); its edges' renewals then fail
+    /// with [`LeaseError::NoBudget`].
+    pub fn remove_budget(&mut self, line_item: LineItemId) -> bool {
+        self.state.budgets.remove(&line_item).is_some()
+    }
+
+    /// Renews (or first grants) an edge's lease: takes in its report and answers with a new
+    /// ceiling, its counter plus a slice of what is left, sized to its recent rate.
+    pub fn renew(&mut self, renewal: &Renewal, now: Timestamp) -> Result<LeaseGrant, LeaseError> {
+        let config = &self.config;
+        let budget = self
+            .state
+            .budgets
+            .get_mut(&renewal.line_item)
+            .ok_or(LeaseError::NoBudget(renewal.line_item))?;
+        let others: u64 = budget
+            .accounts
+            .iter()
+            .filter(|(edge, _)| **edge != renewal.edge)
+            .map(|(_, account)| account.committed())
+            .sum();
+        let account = budget
+            .accounts
+            .entry(renewal.edge)
+            .or_insert_with(|| Account::new(now));
+        account.report(renewal, now, config.rate_window)?;
+        let available = budget
+            .spec
+            .limit
+            .saturating_sub(others)
+            .saturating_sub(account.used());
+        let slice = config.slice(account.rate, budget.spec.unit, available);
+        account.granted = account.reported.saturating_add(slice);
+        account.expires_at = now.saturating_add(config.lease_duration).unwrap_or(now);
+        account.closed_at = None;
+        Ok(LeaseGrant {
+            line_item: renewal.line_item,
+            ceiling: account.granted,
+            expires_at: account.expires_at,
+            renew_at: now.saturating_add(config.renew_every).unwrap_or(now),
+            low_water: slice / 2,
+        })
+    }
+
+    /// An edge gives its lease back (it is shutting down): the unused part returns at once.
+    pub fn release(&mut self, renewal: &Renewal, now: Timestamp) -> Result<(), LeaseError> {
+        let config = &self.config;
+        let account = self
+            .state
+            .budgets
+            .get_mut(&renewal.line_item)
+            .ok_or(LeaseError::NoBudget(renewal.line_item))?
+            .accounts
+            .get_mut(&renewal.edge)
+            .ok_or(LeaseError::NoLease {
+                edge: renewal.edge,
+                line_item: renewal.line_item,
+            })?;
+        account.report(renewal, now, config.rate_window)?;
+        account.close(now);
+        Ok(())
+    }
+
+    /// Reclaims the leases of edges that stopped renewing (expired at the edge, plus the grace),
+    /// and forgets edges silent for `forget_after`. Call it every round.
+    pub fn expire(&mut self, now: Timestamp) -> Vec<Expiry> {
+        let config = &self.config;
+        let mut expired = Vec::new();
+        for (line_item, budget) in &mut self.state.budgets {
+            budget.accounts.retain(|_, account| {
+                account.closed_at.is_none_or(|closed| {
+                    closed.saturating_add(config.forget_after).unwrap_or(closed) > now
+                })
+            });
+            for (edge, account) in &mut budget.accounts {
+                let reclaim_at = account
+                    .expires_at
+                    .saturating_add(config.grace)
+                    .unwrap_or(account.expires_at);
+                if account.closed_at.is_some() || now < reclaim_at {
+                    continue;
+                }
+                let unreported = account.close(now);
+                budget.unreported_reclaimed =
+                    budget.unreported_reclaimed.saturating_add(unreported);
+                expired.push(Expiry {
+                    line_item: *line_item,
+                    edge: *edge,
+                    unreported,
+                });
+            }
+        }
+        expired
+    }
+
+    pub fn usage(&self, line_item: LineItemId) -> Option<BudgetUsage> {
+        let budget = self.state.budgets.get(&line_item)?;
+        let accounts = budget.accounts.values();
+        Some(BudgetUsage {
+            period: budget.spec.period,
+            limit: budget.spec.limit,
+            used: accounts.clone().map(Account::used).sum(),
+            committed: accounts.clone().map(Account::committed).sum(),
+            unreported_reclaimed: budget.unreported_reclaimed,
+            live_edges: accounts.filter(|a| a.closed_at.is_none()).count(),
+        })
+    }
+}
+
+/// The edge's side of one line item's lease: lock-free counters every core reads and adds to.
+/// Decisions ask [`Lease::has_room`]; billing events [`Lease::spend`]. One task per edge applies
+/// grants, in the order it received them.
+#[derive(Debug)]
+pub struct Lease {
+    ceiling: AtomicU64,
+    consumed: AtomicU64,
+    /// Microseconds since the epoch.
+    expires_at: AtomicI64,
+    renew_at: AtomicI64,
+    low_water: AtomicU64,
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease::new()
+    }
+}
+
+impl Lease {
+    /// A lease with nothing granted yet: no room until the first grant.
+    pub fn new() -> Lease {
+        Lease {
+            ceiling: AtomicU64::new(0),
+            consumed: AtomicU64::new(0),
+            expires_at: AtomicI64::new(i64::MIN),
+            renew_at: AtomicI64::new(i64::MIN),
+            low_water: AtomicU64::new(0),
+        }
+    }
+
+    /// May the line item take part in a decision whose billing would cost `amount`? False once
+    /// the slice cannot cover it, or the grant has expired by this edge's clock.
+    #[inline]
+    pub fn has_room(&self, amount: u64, now: Timestamp) -> bool {
+        now.as_microsecond() < self.expires_at.load(Ordering::Relaxed)
+            && self.consumed.load(Ordering::Relaxed).saturating_add(amount)
+                <= self.ceiling.load(Ordering::Relaxed)
+    }
+
+    /// Counts a billing event. Always counted, even past the ceiling: the money is spent once the
+    /// ad was shown. Returns whether room is left.
+    #[inline]
+    pub fn spend(&self, amount: u64) -> bool {
+        let after = self
+            .consumed
+            .fetch_add(amount, Ordering::Relaxed)
+            .saturating_add(amount);
+        after < self.ceiling.load(Ordering::Relaxed)
+    }
+
+    /// Everything billed on this lease since the edge started.
+    pub fn consumed(&self) -> u64 {
+        self.consumed.load(Ordering::Relaxed)
+    }
+
+    /// Takes a grant from the book.
+    pub fn apply(&self, grant: &LeaseGrant) {
+        self.low_water.store(grant.low_water, Ordering::Relaxed);
+        self.renew_at
+            .store(grant.renew_at.as_microsecond(), Ordering::Relaxed);
+        self.ceiling.store(grant.ceiling, Ordering::Relaxed);
+        self.expires_at
+            .store(grant.expires_at.as_microsecond(), Ordering::Relaxed);
+    }
+
+    /// The report to send with a renewal.
+    pub fn renewal(&self, edge: EdgeId, line_item: LineItemId) -> Renewal {
+        Renewal {
+            edge,
+            line_item,
+            consumed: self.consumed(),
+            held_ceiling: self.ceiling.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Time to renew: the grant asked for it, or little is left of the slice.
+    pub fn needs_renewal(&self, now: Timestamp) -> bool {
+        let left = self
+            .ceiling
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.consumed());
+        now.as_microsecond() >= self.renew_at.load(Ordering::Relaxed)
+            || left < self.low_water.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use marquee_model::{Currency, Micros};
+
+    use super::*;
+
+    const LINE: LineItemId = LineItemId(7);
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_780_000_000 + second).unwrap()
+    }
+
+    fn book(limit: u64) -> LeaseBook {
+        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book.set_budget(
+            LINE,
+            BudgetSpec {
+                period: 1,
+                limit,
+                unit: 1,
+            },
+        );
+        book
+    }
+
+    fn renewal(edge: u64, consumed: u64, held_ceiling: u64) -> Renewal {
+        Renewal {
+            edge: EdgeId(edge),
+            line_item: LINE,
+            consumed,
+            held_ceiling,
+        }
+    }
+
+    #[test]
+    fn a_first_grant_is_the_floor_and_slices_follow_the_rate() {
+        let mut book = book(1_000_000);
+        let first = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        assert_eq!(first.ceiling, 10);
+        assert_eq!(first.expires_at, at(15));
+        assert_eq!(first.renew_at, at(5));
+        // 100 per second for a while: slices approach 100 × 5 s × 2.
+        let mut ceiling = first.ceiling;
+        for round in 1..=60 {
+            let grant = book
+                .renew(&renewal(1, round * 500, ceiling), at(round as i64 * 5))
+                .unwrap();
+            ceiling = grant.ceiling;
+        }
+        let slice = ceiling - 60 * 500;
+        assert!((990..=1_000).contains(&slice), "{slice}");
+    }
+
+    #[test]
+    fn slices_shrink_as_the_budget_runs_out_and_never_exceed_it() {
+        let mut book = book(1_000);
+        let mut ceilings = [0; 4];
+        let mut consumed = [0; 4];
+        for round in 0..50 {
+            for edge in 0..4 {
+                // Each edge uses all it holds.
+                consumed[edge] = ceilings[edge];
+                let grant = book
+                    .renew(
+                        &renewal(edge as u64, consumed[edge], ceilings[edge]),
+                        at(round),
+                    )
+                    .unwrap();
+                ceilings[edge] = grant.ceiling;
+                let usage = book.usage(LINE).unwrap();
+                assert!(usage.committed <= 1_000, "{usage:?}");
+            }
+        }
+        assert_eq!(ceilings.iter().sum::<u64>(), 1_000);
+    }
+
+    #[test]
+    fn a_lost_grant_keeps_counting_the_larger_ceiling() {
+        let mut book = book(100);
+        // Edge 1 says it still holds 50 (an answer that lowered its ceiling was lost): the book
+        // must assume it may bill up to 50.
+        book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        book.renew(&renewal(1, 0, 50), at(1)).unwrap();
+        let usage = book.usage(LINE).unwrap();
+        assert!(usage.committed >= 50);
+        let other = book.renew(&renewal(2, 0, 0), at(1)).unwrap();
+        assert!(other.ceiling <= 50, "{other:?}");
+    }
+
+    #[test]
+    fn silent_edges_are_reclaimed_after_expiry_and_grace() {
+        let mut book = book(1_000);
+        let grant = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        assert!(book.expire(at(19)).is_empty());
+        let expired = book.expire(at(20));
+        assert_eq!(
+            expired,
+            vec![Expiry {
+                line_item: LINE,
+                edge: EdgeId(1),
+                unreported: grant.ceiling
+            }]
+        );
+        let usage = book.usage(LINE).unwrap();
+        assert_eq!(usage.committed, 0);
+        assert_eq!(usage.unreported_reclaimed, grant.ceiling);
+        assert_eq!(usage.live_edges, 0);
+        // Coming back, it reports what it used meanwhile and renews as usual.
+        book.renew(&renewal(1, 8, grant.ceiling), at(30)).unwrap();
+        assert_eq!(book.usage(LINE).unwrap().used, 8);
+        // Forgotten a day after its lease closed.
+        book.release(&renewal(1, 8, 8), at(31)).unwrap();
+        book.expire(at(31 + 86_400));
+        assert_eq!(book.usage(LINE).unwrap().live_edges, 0);
+        assert_eq!(book.usage(LINE).unwrap().used, 0);
+    }
+
+    #[test]
+    fn a_new_period_counts_from_each_edges_last_report() {
+        let mut book = book(100);
+        let grant = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        book.renew(&renewal(1, 10, grant.ceiling), at(5)).unwrap();
+        book.set_budget(
+            LINE,
+            BudgetSpec {
+                period: 2,
+                limit: 100,
+                unit: 1,
+            },
+        );
+        let usage = book.usage(LINE).unwrap();
+        assert_eq!(usage.used, 0);
+        // What the edge still holds from yesterday counts against today.
+        assert!(usage.committed > 0);
+        let grant = book
+            .renew(&renewal(1, 15, usage.committed + 10), at(10))
+            .unwrap();
+        assert_eq!(book.usage(LINE).unwrap().used, 5);
+        assert!(grant.ceiling - 10 <= 100);
+    }
+
+    #[test]
+    fn reports_are_checked() {
+        let mut book = book(100);
+        book.renew(&renewal(1, 5, 0), at(0)).unwrap();
+        assert_eq!(
+            book.renew(&renewal(1, 4, 10), at(1)),
+            Err(LeaseError::ConsumptionWentBack {
+                edge: EdgeId(1),
+                line_item: LINE,
+                reported: 5,
+                consumed: 4
+            })
+        );
+        let unknown = Renewal {
+            line_item: LineItemId(99),
+            ..renewal(1, 0, 0)
+        };
+        assert_eq!(
+            book.renew(&unknown, at(1)),
+            Err(LeaseError::NoBudget(LineItemId(99)))
+        );
+        assert_eq!(
+            book.release(&renewal(3, 0, 0), at(1)),
+            Err(LeaseError::NoLease {
+                edge: EdgeId(3),
+                line_item: LINE
+            })
+        );
+    }
+
+    #[test]
+    fn the_edge_lease_stops_at_the_ceiling_and_at_expiry() {
+        let lease = Lease::new();
+        assert!(!lease.has_room(0, at(0)));
+        assert!(lease.needs_renewal(at(0)));
+        lease.apply(&LeaseGrant {
+            line_item: LINE,
+            ceiling: 10,
+            expires_at: at(15),
+            renew_at: at(5),
+            low_water: 3,
+        });
+        assert!(lease.has_room(10, at(1)));
+        assert!(!lease.has_room(11, at(1)));
+        assert!(!lease.needs_renewal(at(1)));
+        assert!(lease.spend(6));
+        assert!(!lease.needs_renewal(at(1)) && lease.has_room(4, at(1)));
+        assert!(!lease.spend(5)); // 11 of 10: counted anyway
+        assert_eq!(lease.consumed(), 11);
+        assert!(!lease.has_room(0, at(1)));
+        assert!(lease.needs_renewal(at(1)));
+        lease.apply(&LeaseGrant {
+            line_item: LINE,
+            ceiling: 20,
+            expires_at: at(15),
+            renew_at: at(5),
+            low_water: 3,
+        });
+        assert!(lease.has_room(9, at(14)));
+        assert!(!lease.has_room(0, at(15)));
+        assert_eq!(lease.renewal(EdgeId(4), LINE), renewal(4, 11, 20));
+    }
+
+    #[test]
+    fn concurrent_spends_are_all_counted() {
+        let lease = std::sync::Arc::new(Lease::new());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let lease = lease.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        lease.spend(3);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(lease.consumed(), 120_000);
+    }
+
+    #[test]
+    fn charges_per_goal_and_price() {
+        let price = |model, amount| Price {
+            model,
+            amount_micros: Micros(amount),
+            currency: Currency::try_from("EUR".to_owned()).unwrap(),
+        };
+        assert_eq!(
+            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Cpm, 2_500_001)),
+            Some(Charge {
+                on: Billable::Impression,
+                amount: 2_501
+            })
+        );
+        assert_eq!(
+            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Cpc, 400_000)),
+            Some(Charge {
+                on: Billable::Click,
+                amount: 400_000
+            })
+        );
+        assert_eq!(
+            Charge::for_goal(GoalMetric::Impressions, &price(PricingModel::Cpc, 400_000)),
+            Some(Charge {
+                on: Billable::Impression,
+                amount: 1
+            })
+        );
+        assert_eq!(
+            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Flat, 9)),
+            None
+        );
+    }
+
+    #[test]
+    fn configuration_errors_name_the_field() {
+        let bad = LeaseConfig {
+            lease_duration: SignedDuration::from_secs(1),
+            ..LeaseConfig::default()
+        };
+        assert_eq!(LeaseBook::new(bad).unwrap_err().field, "lease_duration");
+        let bad = LeaseConfig {
+            max_share: 0.0,
+            ..LeaseConfig::default()
+        };
+        assert_eq!(LeaseBook::new(bad).unwrap_err().field, "max_share");
+    }
+
+    #[test]
+    fn state_is_plain_data() {
+        let mut book = book(500);
+        book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        book.renew(&renewal(2, 0, 0), at(1)).unwrap();
+        let text = serde_json::to_string(book.state()).unwrap();
+        let state: BookState = serde_json::from_str(&text).unwrap();
+        let restored = LeaseBook::restore(LeaseConfig::default(), state).unwrap();
+        assert_eq!(restored.state(), book.state());
+        assert_eq!(restored.usage(LINE), book.usage(LINE));
+    }
+}
