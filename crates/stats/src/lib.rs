@@ -29,6 +29,8 @@ pub use ingest::{
     ChunkSummary, DAY, DEVICES, Deltas, HOUR, Ingest, Invalid, InvalidCounts, MAX_AMOUNT_MICROS,
     MINUTE, RowKey, Rules, SketchKey, local_day,
 };
+/// The event kinds, as the log defines them.
+pub use marquee_eventlog::Kind as EventKind;
 pub use report::{
     Dimension, Granularity, Report, ReportRow, ReportSpec, RowQuery, StoredRow, Value, is_utc,
 };

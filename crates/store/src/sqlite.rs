@@ -6,6 +6,7 @@
 //! is a bound parameter.
 
 mod migrate;
+mod stats;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -36,6 +36,10 @@ mod conformance {
     marquee_store::store_suite!(super::fresh_store());
 }
 
+mod stats_conformance {
+    marquee_store::stats_suite!(super::fresh_store());
+}
+
 fn raw(path: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).unwrap()
 }
@@ -86,6 +90,12 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             "change_counter",
             "line_item_placements",
             "schema_migrations",
+            "stats_checkpoints",
+            "stats_day",
+            "stats_hour",
+            "stats_minute",
+            "stats_seen",
+            "stats_users",
         ]
         .map(str::to_owned),
     );
@@ -93,9 +103,9 @@ async fn migrations_build_the_schema_on_an_empty_database() {
     assert_eq!(tables, expected);
 
     let applied = applied_migrations(&path);
-    assert_eq!(applied.len(), 1);
-    let (version, name, sha256, applied_at) = &applied[0];
-    assert_eq!((*version, name.as_str()), (1, "initial"));
+    let names: Vec<(u32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
+    assert_eq!(names, vec![(1, "initial"), (2, "stats")]);
+    let (_, _, sha256, applied_at) = &applied[0];
     assert_eq!(sha256.len(), 64);
     assert!(
         sha256
@@ -208,6 +218,8 @@ async fn reads_run_while_writing() {
                     name: format!("Campaign {i}"),
                     status: Status::Active,
                     frequency_caps: Vec::new(),
+                    categories: Vec::new(),
+                    app_bundle: None,
                 };
                 store.create_object(&campaign, None).await.unwrap();
             }

@@ -18,11 +18,18 @@ struct Migration {
 
 /// Every migration this binary knows, in version order. A released entry is never edited (the
 /// checksum check would refuse every database it was applied to); changes go in a new one.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "stats",
+        sql: include_str!("../../migrations/sqlite/0002_stats.sql"),
+    },
+];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
 pub(super) fn migrate(conn: &mut Connection, clock: &dyn Clock) -> Result<(), StoreError> {

@@ -1,0 +1,638 @@
+//! [`StatsStore`] on SQLite. A run's rows travel as one JSON array per table, expanded by
+//! `json_each` inside one `INSERT … SELECT … ON CONFLICT DO UPDATE`, so a run executes the
+//! same statements whatever it holds (see [`commit_run_in`] for the list).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use marquee_stats::{
+    COLUMNS, Counters, DAY, Dimensions, DimensionsBuilder, HOUR, Hll, MINUTE, RowKey, RowQuery,
+    Seen, SketchKey, StoredRow,
+};
+use rusqlite::types::Value;
+use rusqlite::{Connection, Transaction, params, params_from_iter};
+
+use super::{SqliteStore, backend};
+use crate::StoreError;
+use crate::stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
+
+/// Runs statements and counts them: every statement of a run goes through here, so the count
+/// reported is the count executed.
+struct Counted<'a> {
+    conn: &'a Connection,
+    statements: u32,
+}
+
+impl Counted<'_> {
+    fn execute(&mut self, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+        self.statements += 1;
+        self.conn
+            .prepare(sql)
+            .and_then(|mut stmt| stmt.execute(params))
+            .map_err(backend)
+    }
+}
+
+fn stats_table(granularity: marquee_stats::Granularity) -> &'static str {
+    match granularity {
+        marquee_stats::Granularity::Minute => "stats_minute",
+        marquee_stats::Granularity::Hour => "stats_hour",
+        marquee_stats::Granularity::Day => "stats_day",
+    }
+}
+
+/// The upsert adding a JSON array of rows (`[line_item, bucket, creative, placement,
+/// country, device, counters…]`) into `table`.
+fn upsert_rows_sql(table: &str) -> String {
+    let keys = "line_item, bucket_start, creative, placement, country, device";
+    let columns = COLUMNS.join(", ");
+    let values = (0..6 + COLUMNS.len())
+        .map(|i| format!("value ->> {i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let updates = COLUMNS
+        .iter()
+        .map(|c| format!("{c} = {c} + excluded.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
+    format!(
+        "INSERT INTO {table} ({keys}, {columns}) SELECT {values} FROM json_each(?1) WHERE true \
+         ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+    )
+}
+
+fn sql_i64(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("{what} {value} is above i64::MAX").into()))
+}
+
+/// `[[line_item, bucket, creative, placement, "CC", device, counters…], …]`.
+fn rows_json(rows: &[(RowKey, Counters)]) -> Result<String, StoreError> {
+    let mut out = String::with_capacity(rows.len() * 64 + 2);
+    out.push('[');
+    for (i, (key, counters)) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // Only two capitals are ever written as a country, so no escaping is needed.
+        let country = if key.country.iter().all(u8::is_ascii_uppercase) {
+            key.country_str()
+        } else {
+            ""
+        };
+        // Writing to a String cannot fail.
+        let _ = write!(
+            out,
+            "[{},{},{},{},\"{country}\",{}",
+            sql_i64(key.line_item, "line item")?,
+            key.bucket,
+            sql_i64(key.creative, "creative")?,
+            sql_i64(key.placement, "placement")?,
+            key.device
+        );
+        for value in counters.values() {
+            let _ = write!(out, ",{value}");
+        }
+        out.push(']');
+    }
+    out.push(']');
+    Ok(out)
+}
+
+/// The statements of one run, always the same eleven in the same order:
+/// `BEGIN`, three upserts (minute, hour, day), the sketch SELECT and upsert, the checkpoint
+/// upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
+/// counted by [`SqliteStore::commit_run`]).
+fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
+    let mut sql = Counted {
+        conn: tx,
+        statements: 0,
+    };
+    for (table, rows) in [
+        ("stats_minute", &run.minutes),
+        ("stats_hour", &run.hours),
+        ("stats_day", &run.days),
+    ] {
+        sql.execute(&upsert_rows_sql(table), [rows_json(rows)?])?;
+    }
+
+    let sketches_changed = merge_sketches(&mut sql, &run.sketches)?;
+
+    let mut checkpoints = Vec::with_capacity(run.checkpoints.len());
+    for c in &run.checkpoints {
+        checkpoints.push(serde_json::json!([
+            c.source,
+            c.shard,
+            sql_i64(c.segment, "segment")?,
+            sql_i64(c.offset, "offset")?,
+            c.max_event_time_micros,
+        ]));
+    }
+    sql.execute(
+        "INSERT INTO stats_checkpoints (source, shard, segment, offset, max_event_time, updated_at) \
+         SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, ?2 \
+         FROM json_each(?1) WHERE true \
+         ON CONFLICT (source, shard) DO UPDATE SET segment = excluded.segment, \
+         offset = excluded.offset, max_event_time = excluded.max_event_time, \
+         updated_at = excluded.updated_at",
+        params![
+            serde_json::Value::Array(checkpoints).to_string(),
+            run.now.as_microsecond()
+        ],
+    )?;
+
+    sql.execute(
+        "INSERT INTO stats_seen (max_time, entries) SELECT ?1, ?2 WHERE length(?2) > 0",
+        params![run.seen_max_time, run.seen_entries],
+    )?;
+    sql.execute(
+        "DELETE FROM stats_seen WHERE max_time < ?1",
+        [run.seen_cutoff_secs],
+    )?;
+    sql.execute(
+        "DELETE FROM stats_minute WHERE bucket_start < ?1",
+        [run.minute_cutoff_secs],
+    )?;
+    Ok(RunWritten {
+        statements: sql.statements,
+        sketches_changed,
+    })
+}
+
+/// One SELECT of the stored sketches the run touches, the merge in memory, and one upsert of
+/// those that changed. The sketches travel as one BLOB of concatenated stored forms, each
+/// row naming its offset and length in it.
+fn merge_sketches(
+    sql: &mut Counted<'_>,
+    sketches: &[(SketchKey, Hll)],
+) -> Result<usize, StoreError> {
+    let mut keys = String::from("[");
+    for (i, (key, _)) in sketches.iter().enumerate() {
+        if i > 0 {
+            keys.push(',');
+        }
+        let _ = write!(
+            keys,
+            "[{},{}]",
+            sql_i64(key.line_item, "line item")?,
+            key.day
+        );
+    }
+    keys.push(']');
+    let mut stored: HashMap<SketchKey, Hll> = HashMap::with_capacity(sketches.len());
+    sql.statements += 1;
+    let mut stmt = sql
+        .conn
+        .prepare(
+            "SELECT u.line_item, u.day, u.sketch FROM json_each(?1) AS j \
+             JOIN stats_users AS u ON u.line_item = j.value ->> 0 AND u.day = j.value ->> 1",
+        )
+        .map_err(backend)?;
+    let mut rows = stmt.query([keys]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let key = SketchKey {
+            line_item: row.get(0).map_err(backend)?,
+            day: row.get(1).map_err(backend)?,
+        };
+        let bytes: Vec<u8> = row.get(2).map_err(backend)?;
+        let sketch = Hll::from_bytes(&bytes).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "unique-users sketch of line item {} day {}: {e}",
+                key.line_item, key.day
+            ))
+        })?;
+        stored.insert(key, sketch);
+    }
+    drop(rows);
+    drop(stmt);
+
+    let mut blob = Vec::new();
+    let mut index = String::from("[");
+    let mut changed = 0;
+    for (key, sketch) in sketches {
+        let merged = match stored.remove(key) {
+            Some(mut known) => {
+                if !known.merge(sketch) {
+                    continue;
+                }
+                known
+            }
+            None if sketch.is_empty() => continue,
+            None => sketch.clone(),
+        };
+        let bytes = merged.to_bytes();
+        if changed > 0 {
+            index.push(',');
+        }
+        let _ = write!(
+            index,
+            "[{},{},{},{}]",
+            sql_i64(key.line_item, "line item")?,
+            key.day,
+            blob.len() + 1,
+            bytes.len()
+        );
+        blob.extend_from_slice(&bytes);
+        changed += 1;
+    }
+    index.push(']');
+    sql.execute(
+        "INSERT INTO stats_users (line_item, day, sketch) \
+         SELECT value ->> 0, value ->> 1, substr(?2, value ->> 2, value ->> 3) \
+         FROM json_each(?1) WHERE true \
+         ON CONFLICT (line_item, day) DO UPDATE SET sketch = excluded.sketch",
+        params![index, blob],
+    )?;
+    Ok(changed)
+}
+
+fn dimensions_in(conn: &Connection) -> Result<Dimensions, StoreError> {
+    let mut builder = Dimensions::builder();
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, coalesce(body ->> '$.time_zone', 'UTC'), \
+             coalesce(body ->> '$.currency', '') FROM advertisers",
+        )
+        .map_err(backend)?;
+    let mut rows = stmt.query([]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let id: u64 = row.get(0).map_err(backend)?;
+        let zone: String = row.get(1).map_err(backend)?;
+        let currency: String = row.get(2).map_err(backend)?;
+        builder.advertiser(id, &zone, &currency);
+    }
+    for (table, add) in [
+        (
+            "campaigns",
+            DimensionsBuilder::campaign
+                as fn(&mut DimensionsBuilder, u64, u64) -> &mut DimensionsBuilder,
+        ),
+        ("line_items", DimensionsBuilder::line_item),
+        ("creatives", DimensionsBuilder::creative),
+        ("sites", DimensionsBuilder::site),
+        ("placements", DimensionsBuilder::placement),
+    ] {
+        let mut stmt = conn
+            .prepare(&format!("SELECT id, parent_id FROM {table}"))
+            .map_err(backend)?;
+        let mut rows = stmt.query([]).map_err(backend)?;
+        while let Some(row) = rows.next().map_err(backend)? {
+            add(
+                &mut builder,
+                row.get(0).map_err(backend)?,
+                row.get(1).map_err(backend)?,
+            );
+        }
+    }
+    Ok(builder.build())
+}
+
+fn collection_state_in(conn: &Connection) -> Result<CollectionState, StoreError> {
+    let mut state = CollectionState::default();
+    let mut stmt = conn
+        .prepare(
+            "SELECT source, shard, segment, offset, max_event_time FROM stats_checkpoints \
+             ORDER BY source, shard",
+        )
+        .map_err(backend)?;
+    let mut rows = stmt.query([]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        state.checkpoints.push(Checkpoint {
+            source: row.get(0).map_err(backend)?,
+            shard: row.get(1).map_err(backend)?,
+            segment: row.get(2).map_err(backend)?,
+            offset: row.get(3).map_err(backend)?,
+            max_event_time_micros: row.get(4).map_err(backend)?,
+        });
+    }
+    let mut seen = Seen::default();
+    let mut stmt = conn
+        .prepare("SELECT run, entries FROM stats_seen ORDER BY run")
+        .map_err(backend)?;
+    let mut rows = stmt.query([]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let run: i64 = row.get(0).map_err(backend)?;
+        let entries: Vec<u8> = row.get(1).map_err(backend)?;
+        seen.load(&entries)
+            .map_err(|e| StoreError::Corrupt(format!("dedupe entries of run {run}: {e}")))?;
+    }
+    state.seen = seen;
+    Ok(state)
+}
+
+fn counters_from(row: &rusqlite::Row<'_>, first: usize) -> Result<Counters, StoreError> {
+    let mut values = [0i64; 11];
+    for (i, value) in values.iter_mut().enumerate() {
+        *value = row.get(first + i).map_err(backend)?;
+    }
+    Ok(Counters::from_values(values))
+}
+
+fn sums() -> String {
+    COLUMNS
+        .iter()
+        .map(|c| format!("SUM({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn id_list(ids: &[u64]) -> Result<String, StoreError> {
+    let ids = ids
+        .iter()
+        .map(|&id| sql_i64(id, "id"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()))
+}
+
+fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+    let grouped = [
+        ("line_item", q.by_line_item, "0"),
+        ("creative", q.by_creative, "0"),
+        ("placement", q.by_placement, "0"),
+        ("country", q.by_country, "''"),
+        ("device", q.by_device, "0"),
+    ];
+    let select = grouped
+        .iter()
+        .map(|&(column, on, none)| if on { column } else { none })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let group = grouped.iter().filter(|(_, on, _)| *on).fold(
+        String::from("bucket_start"),
+        |mut acc, (column, _, _)| {
+            acc.push_str(", ");
+            acc.push_str(column);
+            acc
+        },
+    );
+    let mut params: Vec<Value> = vec![Value::Integer(q.from), Value::Integer(q.to)];
+    let mut filters = String::new();
+    let mut filter = |column: &str, list: String| {
+        params.push(Value::Text(list));
+        let _ = write!(
+            filters,
+            " AND {column} IN (SELECT value FROM json_each(?{}))",
+            params.len()
+        );
+    };
+    if let Some(ids) = &q.line_items {
+        filter("line_item", id_list(ids)?);
+    }
+    if let Some(ids) = &q.placements {
+        filter("placement", id_list(ids)?);
+    }
+    if let Some(countries) = &q.countries {
+        filter(
+            "country",
+            serde_json::to_string(countries).unwrap_or_else(|_| "[]".into()),
+        );
+    }
+    if let Some(devices) = &q.devices {
+        filter(
+            "device",
+            serde_json::to_string(devices).unwrap_or_else(|_| "[]".into()),
+        );
+    }
+    let sql = format!(
+        "SELECT bucket_start, {select}, {} FROM {} \
+         WHERE bucket_start >= ?1 AND bucket_start < ?2{filters} GROUP BY {group}",
+        sums(),
+        stats_table(q.table),
+    );
+    let mut stmt = conn.prepare(&sql).map_err(backend)?;
+    let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        out.push(StoredRow {
+            bucket: row.get(0).map_err(backend)?,
+            line_item: row.get(1).map_err(backend)?,
+            creative: row.get(2).map_err(backend)?,
+            placement: row.get(3).map_err(backend)?,
+            country: row.get(4).map_err(backend)?,
+            device: row.get(5).map_err(backend)?,
+            counters: counters_from(row, 6)?,
+        });
+    }
+    Ok(out)
+}
+
+fn sketches_in(
+    conn: &Connection,
+    line_items: Option<&[u64]>,
+    first_day: i32,
+    last_day: i32,
+) -> Result<Vec<(SketchKey, Hll)>, StoreError> {
+    let mut params: Vec<Value> = vec![
+        Value::Integer(i64::from(first_day)),
+        Value::Integer(i64::from(last_day)),
+    ];
+    let mut sql = String::from(
+        "SELECT line_item, day, sketch FROM stats_users WHERE day >= ?1 AND day <= ?2",
+    );
+    if let Some(ids) = line_items {
+        params.push(Value::Text(id_list(ids)?));
+        sql.push_str(" AND line_item IN (SELECT value FROM json_each(?3))");
+    }
+    let mut stmt = conn.prepare(&sql).map_err(backend)?;
+    let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        let key = SketchKey {
+            line_item: row.get(0).map_err(backend)?,
+            day: row.get(1).map_err(backend)?,
+        };
+        let bytes: Vec<u8> = row.get(2).map_err(backend)?;
+        let sketch = Hll::from_bytes(&bytes).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "unique-users sketch of line item {} day {}: {e}",
+                key.line_item, key.day
+            ))
+        })?;
+        out.push((key, sketch));
+    }
+    Ok(out)
+}
+
+/// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,
+/// then minutes. Each part is a list of `[from, to)` bucket-start ranges.
+fn delivery_parts(since: i64, until: i64) -> [(&'static str, Vec<(i64, i64)>); 3] {
+    let floor = |t: i64, w: i64| t - t.rem_euclid(w);
+    let ceil = |t: i64, w: i64| floor(t + w - 1, w);
+    let since = floor(since, MINUTE);
+    let until = ceil(until, MINUTE).max(since);
+    let (day_from, day_to) = (ceil(since, DAY), floor(until, DAY));
+    let (hour_from, hour_to) = (ceil(since, HOUR), floor(until, HOUR));
+    let mut days = Vec::new();
+    let mut hours = Vec::new();
+    let mut minutes = Vec::new();
+    if day_from < day_to {
+        days.push((day_from, day_to));
+        hours.push((hour_from, day_from));
+        hours.push((day_to, hour_to));
+    } else if hour_from < hour_to {
+        hours.push((hour_from, hour_to));
+    }
+    if hour_from < hour_to {
+        minutes.push((since, hour_from));
+        minutes.push((hour_to, until));
+    } else {
+        minutes.push((since, until));
+    }
+    let keep = |parts: Vec<(i64, i64)>| parts.into_iter().filter(|(a, b)| a < b).collect();
+    [
+        ("stats_day", keep(days)),
+        ("stats_hour", keep(hours)),
+        ("stats_minute", keep(minutes)),
+    ]
+}
+
+fn delivery_in(
+    conn: &Connection,
+    line_items: Option<&[u64]>,
+    since: i64,
+    until: i64,
+) -> Result<HashMap<u64, Counters>, StoreError> {
+    let mut totals: HashMap<u64, Counters> = HashMap::new();
+    let list = line_items.map(id_list).transpose()?;
+    for (table, ranges) in delivery_parts(since, until) {
+        if ranges.is_empty() {
+            continue;
+        }
+        let mut params: Vec<Value> = Vec::new();
+        let mut clauses = Vec::new();
+        for (from, to) in ranges {
+            params.push(Value::Integer(from));
+            params.push(Value::Integer(to));
+            clauses.push(format!(
+                "(bucket_start >= ?{} AND bucket_start < ?{})",
+                params.len() - 1,
+                params.len()
+            ));
+        }
+        let mut sql = format!(
+            "SELECT line_item, {} FROM {table} WHERE ({})",
+            sums(),
+            clauses.join(" OR ")
+        );
+        if let Some(list) = &list {
+            params.push(Value::Text(list.clone()));
+            let _ = write!(
+                sql,
+                " AND line_item IN (SELECT value FROM json_each(?{}))",
+                params.len()
+            );
+        }
+        sql.push_str(" GROUP BY line_item");
+        let mut stmt = conn.prepare(&sql).map_err(backend)?;
+        let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
+        while let Some(row) = rows.next().map_err(backend)? {
+            let line_item: u64 = row.get(0).map_err(backend)?;
+            totals
+                .entry(line_item)
+                .or_default()
+                .add(&counters_from(row, 1)?);
+        }
+    }
+    Ok(totals)
+}
+
+#[async_trait]
+impl StatsStore for SqliteStore {
+    async fn dimensions(&self) -> Result<Dimensions, StoreError> {
+        self.read(|tx| dimensions_in(tx)).await
+    }
+
+    async fn collection_state(&self) -> Result<CollectionState, StoreError> {
+        self.read(|tx| collection_state_in(tx)).await
+    }
+
+    async fn commit_run(&self, run: RunWrite) -> Result<RunWritten, StoreError> {
+        let written = self.write(move |tx, _| commit_run_in(tx, &run)).await?;
+        // BEGIN IMMEDIATE and COMMIT, issued by `write`.
+        Ok(RunWritten {
+            statements: written.statements + 2,
+            ..written
+        })
+    }
+
+    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+        self.read(move |tx| report_rows_in(tx, &query)).await
+    }
+
+    async fn sketches(
+        &self,
+        line_items: Option<Vec<u64>>,
+        first_day: i32,
+        last_day: i32,
+    ) -> Result<Vec<(SketchKey, Hll)>, StoreError> {
+        self.read(move |tx| sketches_in(tx, line_items.as_deref(), first_day, last_day))
+            .await
+    }
+
+    async fn delivery(
+        &self,
+        line_items: Option<Vec<u64>>,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<HashMap<u64, Counters>, StoreError> {
+        self.read(move |tx| {
+            delivery_in(
+                tx,
+                line_items.as_deref(),
+                since.as_second(),
+                until.as_second(),
+            )
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_is_split_into_whole_days_hours_and_minutes() {
+        let t = |text: &str| text.parse::<Timestamp>().unwrap().as_second();
+        let [days, hours, minutes] =
+            delivery_parts(t("2026-01-01T22:30:10Z"), t("2026-01-03T01:15:00Z"));
+        assert_eq!(
+            days.1,
+            vec![(t("2026-01-02T00:00:00Z"), t("2026-01-03T00:00:00Z"))]
+        );
+        assert_eq!(
+            hours.1,
+            vec![
+                (t("2026-01-01T23:00:00Z"), t("2026-01-02T00:00:00Z")),
+                (t("2026-01-03T00:00:00Z"), t("2026-01-03T01:00:00Z")),
+            ]
+        );
+        assert_eq!(
+            minutes.1,
+            vec![
+                (t("2026-01-01T22:30:00Z"), t("2026-01-01T23:00:00Z")),
+                (t("2026-01-03T01:00:00Z"), t("2026-01-03T01:15:00Z")),
+            ]
+        );
+        // Within one hour: minutes only.
+        let [days, hours, minutes] =
+            delivery_parts(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:06:30Z"));
+        assert!(days.1.is_empty() && hours.1.is_empty());
+        assert_eq!(
+            minutes.1,
+            vec![(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:07:00Z"))]
+        );
+    }
+
+    #[test]
+    fn upserts_name_every_counter() {
+        let sql = upsert_rows_sql("stats_hour");
+        for column in COLUMNS {
+            assert!(sql.contains(&format!("{column} = {column} + excluded.{column}")));
+        }
+        assert!(sql.contains("value ->> 16"));
+    }
+}

@@ -1,0 +1,109 @@
+//! The aggregates' side of the store: what an aggregation run writes, what reports and pacing
+//! read. A backend implements [`StatsStore`]; every [`Store`](crate::Store) is one.
+//!
+//! The contract that matters most: [`StatsStore::commit_run`] writes a run's aggregates,
+//! sketches, dedupe entries and source checkpoints in **one transaction** with a number of
+//! statements that does not depend on how many events or rows the run holds. Rows travel as
+//! one bound parameter per table (a JSON array in SQLite), never as one statement per row or
+//! per chunk of rows.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use marquee_stats::{Counters, Dimensions, Hll, RowKey, RowQuery, Seen, SketchKey, StoredRow};
+
+use crate::StoreError;
+
+/// How far one shard of one source (an edge's log) has been read: the position of the next
+/// unread byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The edge's name (`local` for `marquee serve`'s own log).
+    pub source: String,
+    pub shard: u32,
+    pub segment: u64,
+    pub offset: u64,
+    /// The latest event time read from this shard so far (µs), for the dedupe watermark.
+    pub max_event_time_micros: i64,
+}
+
+/// What the manager restores at start.
+#[derive(Debug, Clone, Default)]
+pub struct CollectionState {
+    pub checkpoints: Vec<Checkpoint>,
+    /// Every stored dedupe entry, merged.
+    pub seen: Seen,
+}
+
+/// One aggregation run, ready to commit.
+#[derive(Debug, Clone, Default)]
+pub struct RunWrite {
+    /// Added to the stored counters of the same key (UTC minute, hour and day buckets).
+    pub minutes: Vec<(RowKey, Counters)>,
+    pub hours: Vec<(RowKey, Counters)>,
+    pub days: Vec<(RowKey, Counters)>,
+    /// Merged into the stored sketch of the same key.
+    pub sketches: Vec<(SketchKey, Hll)>,
+    /// The run's dedupe entries in their stored form (`Pending::encode`) and their latest
+    /// event second.
+    pub seen_entries: Vec<u8>,
+    pub seen_max_time: i64,
+    /// Dedupe rows whose latest event second is below this are deleted.
+    pub seen_cutoff_secs: i64,
+    /// Minute rows whose bucket starts below this are deleted (retention).
+    pub minute_cutoff_secs: i64,
+    /// The positions reached, one per shard read.
+    pub checkpoints: Vec<Checkpoint>,
+    /// When the run committed (for `updated_at`).
+    pub now: Timestamp,
+}
+
+/// What a committed run wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunWritten {
+    /// SQL statements executed, `BEGIN` and `COMMIT` included.
+    pub statements: u32,
+    /// Sketches whose stored form changed.
+    pub sketches_changed: usize,
+}
+
+/// The aggregates in the manager's database.
+#[async_trait]
+pub trait StatsStore: Send + Sync {
+    /// Every advertiser, campaign, line item, creative, site and placement, whatever its
+    /// status, with its parent, and each advertiser's time zone and currency.
+    async fn dimensions(&self) -> Result<Dimensions, StoreError>;
+
+    /// The checkpoints of every source and the dedupe entries still stored.
+    async fn collection_state(&self) -> Result<CollectionState, StoreError>;
+
+    /// Writes one run in one transaction: adds the counters, merges the sketches (one
+    /// SELECT of the touched ones, merged in memory, one upsert), stores the dedupe entries,
+    /// moves the checkpoints, prunes dedupe rows and minute rows past their cutoffs. The
+    /// number of statements is the same for every run.
+    async fn commit_run(&self, run: RunWrite) -> Result<RunWritten, StoreError>;
+
+    /// Stored rows summed by bucket and the query's grouping columns, in one SELECT.
+    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError>;
+
+    /// The sketches of the line items (all when `None`) for local days `first..=last`
+    /// (`yyyymmdd`).
+    async fn sketches(
+        &self,
+        line_items: Option<Vec<u64>>,
+        first_day: i32,
+        last_day: i32,
+    ) -> Result<Vec<(SketchKey, Hll)>, StoreError>;
+
+    /// Delivery per line item (all when `None`) from `since` to `until`, to the minute: whole
+    /// UTC days come from day rows, whole hours from hour rows, the rest from minute rows.
+    /// `since` is rounded down to its minute, `until` up; a part older than the minute
+    /// retention reads as zero, so keep `since` within it or hour-aligned.
+    async fn delivery(
+        &self,
+        line_items: Option<Vec<u64>>,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<HashMap<u64, Counters>, StoreError>;
+}

@@ -1,0 +1,487 @@
+//! The conformance suite of [`StatsStore`], in the style of [`suite`](crate::suite): every
+//! backend runs the same cases.
+//!
+//! ```text
+//! marquee_store::stats_suite!(fresh_store());
+//! ```
+//!
+//! Objects are created through [`Store::create`] with minimal bodies (only the fields the
+//! aggregates read), so these cases do not depend on the model's other fields.
+
+// Test code: a panic is how a case fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use marquee_model::{Kind, ManualClock, Status};
+use marquee_stats::{
+    Counters, Dimension, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow,
+};
+
+use crate::{Checkpoint, Draft, RunWrite, Store};
+
+/// Expands into one `#[tokio::test]` per stats conformance case.
+#[macro_export]
+macro_rules! stats_suite {
+    ($factory:expr) => {
+        $crate::stats_suite!(@cases ($factory)
+            runs_add_counters_and_move_checkpoints,
+            statements_per_run_do_not_grow_with_rows,
+            sketches_merge_across_runs,
+            dedupe_entries_survive_and_are_pruned,
+            minute_retention_keeps_hours_and_days,
+            reports_group_and_filter_in_one_select,
+            delivery_combines_days_hours_and_minutes,
+            dimensions_hold_every_status,
+        );
+    };
+    (@cases ($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (store, clock, _guard) = $factory.await;
+                $crate::stats_suite::$case(store, clock).await;
+            }
+        )*
+    };
+}
+
+type Db = Arc<dyn Store>;
+
+fn at(text: &str) -> i64 {
+    text.parse::<Timestamp>().unwrap().as_second()
+}
+
+fn key(line_item: u64, bucket: i64) -> RowKey {
+    RowKey {
+        line_item,
+        bucket,
+        creative: line_item * 10,
+        placement: 7,
+        country: *b"DE",
+        device: 2,
+    }
+}
+
+fn counts(impressions: i64, clicks: i64, cpm_micros: i64) -> Counters {
+    Counters {
+        impressions,
+        clicks,
+        cpm_micros,
+        ..Counters::default()
+    }
+}
+
+/// A run adding `counters` to one minute (and its hour and day).
+fn run_at(line_item: u64, minute: i64, counters: Counters) -> RunWrite {
+    let hour = minute - minute.rem_euclid(3_600);
+    let day = minute - minute.rem_euclid(86_400);
+    RunWrite {
+        minutes: vec![(key(line_item, minute), counters)],
+        hours: vec![(key(line_item, hour), counters)],
+        days: vec![(key(line_item, day), counters)],
+        now: Timestamp::from_second(minute).unwrap(),
+        ..RunWrite::default()
+    }
+}
+
+fn all(table: Granularity) -> RowQuery {
+    RowQuery {
+        table,
+        from: 0,
+        to: i64::MAX,
+        line_items: None,
+        placements: None,
+        countries: None,
+        devices: None,
+        by_line_item: true,
+        by_creative: true,
+        by_placement: true,
+        by_country: true,
+        by_device: true,
+    }
+}
+
+fn checkpoint(shard: u32, segment: u64, offset: u64) -> Checkpoint {
+    Checkpoint {
+        source: "edge \"a\"".into(),
+        shard,
+        segment,
+        offset,
+        max_event_time_micros: 5,
+    }
+}
+
+pub async fn runs_add_counters_and_move_checkpoints(store: Db, _clock: Arc<ManualClock>) {
+    let minute = at("2026-12-01T10:05:00Z");
+    let mut first = run_at(1, minute, counts(3, 1, 4_500));
+    first.checkpoints = vec![checkpoint(0, 1, 100), checkpoint(1, 4, 28)];
+    store.commit_run(first).await.unwrap();
+    let mut second = run_at(1, minute, counts(2, 0, 3_000));
+    second.checkpoints = vec![checkpoint(0, 2, 28)];
+    store.commit_run(second).await.unwrap();
+
+    for table in [Granularity::Minute, Granularity::Hour, Granularity::Day] {
+        let rows = store.report_rows(all(table)).await.unwrap();
+        assert_eq!(rows.len(), 1, "{table:?}");
+        let row = &rows[0];
+        assert_eq!(row.counters, counts(5, 1, 7_500), "{table:?}");
+        assert_eq!(
+            (row.line_item, row.creative, row.placement, row.device),
+            (1, 10, 7, 2)
+        );
+        assert_eq!(row.country, "DE");
+        assert_eq!(row.bucket % table.seconds(), 0);
+    }
+    let state = store.collection_state().await.unwrap();
+    assert_eq!(
+        state.checkpoints,
+        vec![checkpoint(0, 2, 28), checkpoint(1, 4, 28)]
+    );
+}
+
+pub async fn statements_per_run_do_not_grow_with_rows(store: Db, _clock: Arc<ManualClock>) {
+    let minute = at("2026-12-01T10:00:00Z");
+    let empty = store.commit_run(RunWrite::default()).await.unwrap();
+    let one = store
+        .commit_run(run_at(1, minute, counts(1, 0, 0)))
+        .await
+        .unwrap();
+    let mut many = RunWrite::default();
+    let mut sketch = Hll::new();
+    sketch.insert(1);
+    for i in 0..20_000u64 {
+        let bucket = minute + 60 * (i % 50) as i64;
+        many.minutes
+            .push((key(1 + i % 400, bucket), counts(1, 0, 0)));
+        many.hours.push((key(1 + i, minute), counts(1, 0, 0)));
+        many.days.push((key(1 + i, minute), counts(1, 0, 0)));
+    }
+    many.minutes.sort_unstable_by_key(|(k, _)| *k);
+    many.minutes.dedup_by_key(|(k, _)| *k);
+    for i in 0..2_000u64 {
+        many.sketches.push((
+            SketchKey {
+                line_item: i,
+                day: 20_261_201,
+            },
+            sketch.clone(),
+        ));
+        many.checkpoints.push(checkpoint(i as u32, 1, 28));
+    }
+    many.seen_entries = vec![0; 26 * 10_000];
+    many.seen_max_time = minute;
+    let many = store.commit_run(many).await.unwrap();
+    assert_eq!(empty.statements, one.statements);
+    assert_eq!(one.statements, many.statements);
+    assert_eq!(many.sketches_changed, 2_000);
+    let rows = store.report_rows(all(Granularity::Hour)).await.unwrap();
+    assert_eq!(rows.len(), 20_000);
+}
+
+pub async fn sketches_merge_across_runs(store: Db, _clock: Arc<ManualClock>) {
+    let sketch = |from: u64, to: u64| {
+        let mut hll = Hll::new();
+        for user in from..to {
+            hll.insert(user);
+        }
+        hll
+    };
+    let day = |line_item, day| SketchKey { line_item, day };
+    let with = |sketches: Vec<(SketchKey, Hll)>| RunWrite {
+        sketches,
+        ..RunWrite::default()
+    };
+    store
+        .commit_run(with(vec![
+            (day(1, 20_261_201), sketch(0, 100)),
+            (day(2, 20_261_201), sketch(0, 10)),
+        ]))
+        .await
+        .unwrap();
+    let written = store
+        .commit_run(with(vec![
+            (day(1, 20_261_201), sketch(50, 150)),
+            (day(1, 20_261_202), sketch(0, 5)),
+            (day(2, 20_261_201), sketch(0, 10)),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        written.sketches_changed, 2,
+        "an unchanged sketch is not rewritten"
+    );
+
+    let stored = store
+        .sketches(Some(vec![1]), 20_261_201, 20_261_201)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    let estimate = stored[0].1.estimate();
+    assert!((145..=155).contains(&estimate), "{estimate}");
+    let all_days = store.sketches(None, 20_261_101, 20_261_231).await.unwrap();
+    assert_eq!(all_days.len(), 3);
+}
+
+pub async fn dedupe_entries_survive_and_are_pruned(store: Db, _clock: Arc<ManualClock>) {
+    use marquee_stats::{EventKind, Pending, Seen};
+    let base = Seen::default();
+    let mut first = Pending::default();
+    base.check_and_add(&mut first, 11, EventKind::Impression, 1_000);
+    base.check_and_add(&mut first, 12, EventKind::Click, 1_000);
+    let mut second = Pending::default();
+    base.check_and_add(&mut second, 13, EventKind::Impression, 5_000);
+    for pending in [first, second] {
+        let (seen_entries, seen_max_time) = pending.encode();
+        store
+            .commit_run(RunWrite {
+                seen_entries,
+                seen_max_time,
+                ..RunWrite::default()
+            })
+            .await
+            .unwrap();
+    }
+    let restored = store.collection_state().await.unwrap().seen;
+    assert_eq!(restored.len(), 3);
+    for (id, kind) in [
+        (11, EventKind::Impression),
+        (12, EventKind::Click),
+        (13, EventKind::Impression),
+    ] {
+        assert!(
+            restored.check_and_add(&mut Pending::default(), id, kind, 0),
+            "{id}"
+        );
+    }
+    // A run with nothing new stores no row; a cutoff drops runs entirely older than it.
+    store
+        .commit_run(RunWrite {
+            seen_cutoff_secs: 2_000,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let restored = store.collection_state().await.unwrap().seen;
+    assert_eq!(restored.len(), 1);
+}
+
+pub async fn minute_retention_keeps_hours_and_days(store: Db, _clock: Arc<ManualClock>) {
+    let old = at("2026-12-01T10:00:00Z");
+    let new = at("2026-12-08T10:00:00Z");
+    store
+        .commit_run(run_at(1, old, counts(1, 0, 0)))
+        .await
+        .unwrap();
+    let mut later = run_at(1, new, counts(1, 0, 0));
+    later.minute_cutoff_secs = new - 86_400;
+    store.commit_run(later).await.unwrap();
+    let minutes = store.report_rows(all(Granularity::Minute)).await.unwrap();
+    assert_eq!(minutes.len(), 1);
+    assert_eq!(minutes[0].bucket, new);
+    assert_eq!(
+        store
+            .report_rows(all(Granularity::Hour))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        store
+            .report_rows(all(Granularity::Day))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<ManualClock>) {
+    let minute = at("2026-12-01T10:00:00Z");
+    let mut run = RunWrite::default();
+    for (line_item, placement, country, device, impressions) in [
+        (1u64, 7u64, *b"DE", 1u8, 1i64),
+        (1, 8, *b"FR", 2, 2),
+        (2, 7, *b"DE", 2, 4),
+        (3, 8, [0, 0], 0, 8),
+    ] {
+        let key = RowKey {
+            line_item,
+            bucket: minute,
+            creative: line_item * 10,
+            placement,
+            country,
+            device,
+        };
+        run.hours.push((key, counts(impressions, 0, 0)));
+    }
+    run.hours.sort_unstable_by_key(|(k, _)| *k);
+    store.commit_run(run).await.unwrap();
+
+    let query = |f: &dyn Fn(&mut RowQuery)| {
+        let mut q = all(Granularity::Hour);
+        q.by_line_item = false;
+        q.by_creative = false;
+        q.by_placement = false;
+        q.by_country = false;
+        q.by_device = false;
+        f(&mut q);
+        q
+    };
+    let total = |rows: &[StoredRow]| rows.iter().map(|r| r.counters.impressions).sum::<i64>();
+
+    let rows = store.report_rows(query(&|_| {})).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(total(&rows), 15);
+    assert_eq!((rows[0].line_item, rows[0].country.as_str()), (0, ""));
+
+    let rows = store
+        .report_rows(query(&|q| q.by_country = true))
+        .await
+        .unwrap();
+    let mut countries: Vec<(String, i64)> = rows
+        .iter()
+        .map(|r| (r.country.clone(), r.counters.impressions))
+        .collect();
+    countries.sort();
+    assert_eq!(
+        countries,
+        vec![("".into(), 8), ("DE".into(), 5), ("FR".into(), 2)]
+    );
+
+    let rows = store
+        .report_rows(query(&|q| {
+            q.line_items = Some(vec![1, 2]);
+            q.placements = Some(vec![7]);
+        }))
+        .await
+        .unwrap();
+    assert_eq!(total(&rows), 5);
+    let rows = store
+        .report_rows(query(&|q| {
+            q.countries = Some(vec!["".into()]);
+            q.devices = Some(vec![0]);
+        }))
+        .await
+        .unwrap();
+    assert_eq!(total(&rows), 8);
+    let rows = store
+        .report_rows(query(&|q| q.from = minute + 3_600))
+        .await
+        .unwrap();
+    assert!(rows.is_empty());
+    // The grouping dimensions the report spec asks for map onto these columns.
+    assert_eq!(Dimension::parse("device"), Some(Dimension::Device));
+}
+
+pub async fn delivery_combines_days_hours_and_minutes(store: Db, _clock: Arc<ManualClock>) {
+    // One impression in each of: a whole day, a whole hour, a minute at either end.
+    for minute in [
+        "2026-12-01T22:30:00Z",
+        "2026-12-01T23:10:00Z",
+        "2026-12-02T12:00:00Z",
+        "2026-12-03T00:20:00Z",
+        "2026-12-03T01:05:00Z",
+    ] {
+        store
+            .commit_run(run_at(4, at(minute), counts(1, 0, 2_000)))
+            .await
+            .unwrap();
+    }
+    let ts = |text: &str| text.parse::<Timestamp>().unwrap();
+    let delivered = store
+        .delivery(
+            Some(vec![4]),
+            ts("2026-12-01T22:30:00Z"),
+            ts("2026-12-03T01:06:00Z"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(delivered[&4].impressions, 5);
+    assert_eq!(delivered[&4].spend_micros(), 10);
+    let part = store
+        .delivery(None, ts("2026-12-01T22:31:00Z"), ts("2026-12-03T01:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(part[&4].impressions, 3);
+    let none = store
+        .delivery(
+            Some(vec![5]),
+            ts("2026-12-01T00:00:00Z"),
+            ts("2026-12-04T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
+    let draft = |parent: Option<u64>, body: &str| Draft {
+        parent_id: parent,
+        name: "x".into(),
+        status: Status::Active,
+        body: body.into(),
+    };
+    let advertiser = store
+        .create(
+            Kind::Advertiser,
+            draft(None, r#"{"time_zone":"Asia/Kolkata","currency":"INR"}"#),
+            None,
+        )
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let campaign = store
+        .create(Kind::Campaign, draft(Some(advertiser), "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let line_item = store
+        .create(Kind::LineItem, draft(Some(campaign), "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let creative = store
+        .create(Kind::Creative, draft(Some(line_item), "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let publisher = store
+        .create(Kind::Publisher, draft(None, "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let site = store
+        .create(Kind::Site, draft(Some(publisher), "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let placement = store
+        .create(Kind::Placement, draft(Some(site), "{}"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    store
+        .archive(Kind::LineItem, line_item, None)
+        .await
+        .unwrap();
+
+    let dims = store.dimensions().await.unwrap();
+    let li = dims
+        .line_item(line_item)
+        .expect("archived line items still count");
+    assert_eq!((li.campaign, li.advertiser), (campaign, advertiser));
+    assert_eq!(dims.zone_name(li.zone), "Asia/Kolkata");
+    assert_eq!(dims.advertiser(advertiser).unwrap().currency, "INR");
+    assert_eq!(dims.creative(creative), Some(line_item));
+    assert_eq!(dims.placement(placement).unwrap().publisher, publisher);
+}
