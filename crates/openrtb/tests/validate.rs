@@ -1,0 +1,417 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Each response rule: a bid that passes, and the change that breaks it.
+
+use std::borrow::Cow;
+
+use marquee_openrtb::{
+    Bid, BidRequest, BidResponse, CreativeAttribute, CurrencyConverter, LossReason, MarkupType,
+    NoConversion, Rule, SeatBid, Violation, validate_response,
+};
+
+const REQUEST: &str = r#"{
+  "id": "auction-1",
+  "cur": ["USD", "EUR"],
+  "wseat": ["marquee", "other"],
+  "bseat": ["other"],
+  "bcat": ["IAB25", "IAB7-39"],
+  "badv": ["blocked.example"],
+  "bapp": ["com.blocked.app"],
+  "imp": [
+    {"id": "banner", "bidfloor": 1.0, "banner": {"w": 300, "h": 250, "format": [{"w": 728, "h": 90}], "battr": [8]}},
+    {"id": "eur", "bidfloor": 2.0, "bidfloorcur": "EUR", "banner": {}},
+    {"id": "deal", "bidfloor": 0.5, "banner": {"w": 300, "h": 250},
+     "pmp": {"private_auction": 1, "deals": [
+       {"id": "gold", "bidfloor": 3.0, "wseat": ["marquee"], "wadomain": ["brand.example"]},
+       {"id": "open", "bidfloor": 0.75}]}},
+    {"id": "secure", "secure": 1, "banner": {}},
+    {"id": "multi", "banner": {}, "video": {"mimes": ["video/mp4"], "battr": [6]}}
+  ]
+}"#;
+
+fn request() -> BidRequest<'static> {
+    BidRequest::parse(REQUEST.as_bytes()).unwrap()
+}
+
+/// A bid on the banner imp that breaks no rule.
+fn good_bid() -> Bid<'static> {
+    Bid {
+        id: "b1".into(),
+        impid: "banner".into(),
+        price_micros: 1_500_000,
+        adm: Some("<a href=\"https://brand.example\">ad</a>".into()),
+        nurl: Some("https://edge.test/win?p=${AUCTION_PRICE}".into()),
+        burl: Some("https://edge.test/bill?p=${AUCTION_PRICE}".into()),
+        adomain: vec!["brand.example".into()],
+        cat: vec!["IAB1".into()],
+        crid: Some("c1".into()),
+        w: Some(300),
+        h: Some(250),
+        mtype: Some(MarkupType::BANNER),
+        ..Bid::default()
+    }
+}
+
+fn response(bids: Vec<Bid<'static>>) -> BidResponse<'static> {
+    BidResponse {
+        id: "auction-1".into(),
+        seatbid: vec![SeatBid {
+            bid: bids,
+            seat: Some("marquee".into()),
+        }],
+        cur: Some("USD".into()),
+        ..BidResponse::default()
+    }
+}
+
+/// The rules one bid breaks (after applying `change` to a good one).
+fn rules_for(change: impl FnOnce(&mut Bid<'static>)) -> Vec<Rule> {
+    let mut bid = good_bid();
+    change(&mut bid);
+    rules_of(&response(vec![bid]), &NoConversion)
+}
+
+fn rules_of(response: &BidResponse<'_>, converter: &dyn CurrencyConverter) -> Vec<Rule> {
+    match validate_response(&request(), response, converter) {
+        Ok(()) => Vec::new(),
+        Err(violations) => violations.into_iter().map(|v| v.rule).collect(),
+    }
+}
+
+#[test]
+fn a_good_bid_passes() {
+    assert_eq!(rules_for(|_| {}), vec![]);
+    // Every listed banner size, the preferred one included.
+    assert_eq!(rules_for(|b| (b.w, b.h) = (Some(728), Some(90))), vec![]);
+    // The banner imp offers only banner, so mtype may be left out.
+    assert_eq!(rules_for(|b| b.mtype = None), vec![]);
+    // At the floor exactly.
+    assert_eq!(rules_for(|b| b.price_micros = 1_000_000), vec![]);
+    // nurl alone is markup enough (fetched on win).
+    assert_eq!(rules_for(|b| b.adm = None), vec![]);
+}
+
+#[test]
+fn floor() {
+    assert_eq!(
+        rules_for(|b| b.price_micros = 999_999),
+        vec![Rule::BelowFloor {
+            price_micros: 999_999,
+            floor_micros: 1_000_000,
+            currency: "USD".into()
+        }]
+    );
+    assert_eq!(
+        rules_for(|b| b.price_micros = 0),
+        vec![Rule::NonPositivePrice { price_micros: 0 }]
+    );
+    assert_eq!(
+        rules_for(|b| b.price_micros = -5),
+        vec![Rule::NonPositivePrice { price_micros: -5 }]
+    );
+}
+
+#[test]
+fn floor_in_another_currency() {
+    let eur_bid = |price_micros| Bid {
+        id: "e".into(),
+        impid: "eur".into(),
+        price_micros,
+        w: None,
+        h: None,
+        ..good_bid()
+    };
+    // 1 EUR = 1.1 USD, rounded up as a floor conversion should be.
+    let rates = |micros: i64, from: &str, to: &str| match (from, to) {
+        (a, b) if a == b => Some(micros),
+        ("EUR", "USD") => Some((micros * 11 + 9) / 10),
+        _ => None,
+    };
+    assert_eq!(
+        rules_of(&response(vec![eur_bid(2_200_000)]), &rates),
+        vec![]
+    );
+    assert_eq!(
+        rules_of(&response(vec![eur_bid(2_199_999)]), &rates),
+        vec![Rule::BelowFloor {
+            price_micros: 2_199_999,
+            floor_micros: 2_200_000,
+            currency: "USD".into()
+        }]
+    );
+    // A floor the caller cannot convert fails closed.
+    assert_eq!(
+        rules_of(&response(vec![eur_bid(100_000_000)]), &NoConversion),
+        vec![Rule::FloorNotConvertible {
+            from: "EUR".into(),
+            to: "USD".into()
+        }]
+    );
+    // Bidding in the floor's currency needs no rate.
+    let mut in_euros = response(vec![eur_bid(2_000_000)]);
+    in_euros.cur = Some("EUR".into());
+    assert_eq!(rules_of(&in_euros, &NoConversion), vec![]);
+}
+
+#[test]
+fn deals_and_private_auctions() {
+    let on_deal = |dealid: Option<&'static str>, price_micros| {
+        rules_for(move |b| {
+            b.impid = "deal".into();
+            b.dealid = dealid.map(Cow::Borrowed);
+            b.price_micros = price_micros;
+        })
+    };
+    assert_eq!(on_deal(Some("gold"), 3_000_000), vec![]);
+    // The deal's floor, not the imp's.
+    assert!(matches!(
+        on_deal(Some("gold"), 2_999_999)[..],
+        [Rule::BelowFloor {
+            floor_micros: 3_000_000,
+            ..
+        }]
+    ));
+    assert_eq!(on_deal(Some("open"), 750_000), vec![]);
+    assert_eq!(
+        on_deal(Some("nope"), 5_000_000),
+        vec![
+            Rule::UnknownDeal {
+                dealid: "nope".into()
+            },
+            Rule::PrivateAuctionNeedsDeal
+        ]
+    );
+    assert_eq!(
+        on_deal(None, 5_000_000),
+        vec![Rule::PrivateAuctionNeedsDeal]
+    );
+    // A deal id on an imp without that deal.
+    assert_eq!(
+        rules_for(|b| b.dealid = Some("gold".into())),
+        vec![Rule::UnknownDeal {
+            dealid: "gold".into()
+        }]
+    );
+    // The gold deal allows one seat and one advertiser.
+    let mut other_seat = response(vec![Bid {
+        impid: "deal".into(),
+        dealid: Some("gold".into()),
+        price_micros: 3_000_000,
+        ..good_bid()
+    }]);
+    other_seat.seatbid[0].seat = Some("third".into());
+    let rules = rules_of(&other_seat, &NoConversion);
+    assert!(rules.contains(&Rule::DealSeatNotAllowed {
+        seat: "third".into()
+    }));
+    assert_eq!(
+        rules_for(|b| {
+            b.impid = "deal".into();
+            b.dealid = Some("gold".into());
+            b.price_micros = 3_000_000;
+            b.adomain = vec!["else.example".into()];
+        }),
+        vec![Rule::DealAdvertiserNotAllowed]
+    );
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(
+        rules_for(|b| (b.w, b.h) = (Some(320), Some(50))),
+        vec![Rule::SizeNotAllowed { w: 320, h: 50 }]
+    );
+    assert_eq!(rules_for(|b| b.h = None), vec![Rule::SizeMissing]);
+    // An imp that names no size takes any.
+    assert_eq!(
+        rules_for(|b| {
+            b.impid = "secure".into();
+            (b.w, b.h) = (Some(1), Some(1));
+        }),
+        vec![]
+    );
+}
+
+#[test]
+fn blocked_categories_advertisers_apps_and_attributes() {
+    assert_eq!(
+        rules_for(|b| b.cat = vec!["IAB1".into(), "IAB25-3".into()]),
+        vec![Rule::BlockedCategory {
+            cat: "IAB25-3".into()
+        }]
+    );
+    assert_eq!(rules_for(|b| b.cat = vec!["IAB7-3".into()]), vec![]);
+    assert_eq!(
+        rules_for(|b| b.adomain = vec!["shop.Blocked.example".into()]),
+        vec![Rule::BlockedAdvertiser {
+            domain: "shop.Blocked.example".into()
+        }]
+    );
+    assert_eq!(
+        rules_for(|b| b.bundle = Some("com.blocked.app".into())),
+        vec![Rule::BlockedApp {
+            bundle: "com.blocked.app".into()
+        }]
+    );
+    assert_eq!(
+        rules_for(|b| b.bundle = Some("com.fine.app".into())),
+        vec![]
+    );
+    assert_eq!(
+        rules_for(|b| b.attr = vec![CreativeAttribute::TEXT_ONLY, CreativeAttribute::POP]),
+        vec![Rule::BlockedAttribute {
+            attr: CreativeAttribute::POP
+        }]
+    );
+}
+
+#[test]
+fn media_types() {
+    assert_eq!(
+        rules_for(|b| b.mtype = Some(MarkupType::VIDEO)),
+        vec![Rule::MarkupTypeNotOffered {
+            mtype: MarkupType::VIDEO
+        }]
+    );
+    let on_multi = |mtype| {
+        rules_for(move |b| {
+            b.impid = "multi".into();
+            b.mtype = mtype;
+            b.attr = vec![CreativeAttribute::VIDEO_AUTO_PLAY];
+        })
+    };
+    assert_eq!(on_multi(None), vec![Rule::MarkupTypeMissing]);
+    // The video's battr applies to a video bid, not to a banner bid.
+    assert_eq!(
+        on_multi(Some(MarkupType::VIDEO)),
+        vec![Rule::BlockedAttribute {
+            attr: CreativeAttribute::VIDEO_AUTO_PLAY
+        }]
+    );
+    assert_eq!(on_multi(Some(MarkupType::BANNER)), vec![]);
+}
+
+#[test]
+fn secure_imps_take_no_http_urls() {
+    let on_secure = |change: fn(&mut Bid<'static>)| {
+        rules_for(move |b| {
+            b.impid = "secure".into();
+            change(b);
+        })
+    };
+    assert_eq!(on_secure(|_| {}), vec![]);
+    assert_eq!(
+        on_secure(|b| b.adm = Some("<img src='HTTP://cdn.example/x.gif'>".into())),
+        vec![Rule::InsecureUrl { field: "adm" }]
+    );
+    assert_eq!(
+        on_secure(|b| {
+            b.nurl = Some("http://edge.test/win".into());
+            b.lurl = Some("http://edge.test/loss".into());
+        }),
+        vec![
+            Rule::InsecureUrl { field: "nurl" },
+            Rule::InsecureUrl { field: "lurl" }
+        ]
+    );
+    // The same URLs are fine where the imp is not secure.
+    assert_eq!(
+        rules_for(|b| b.nurl = Some("http://edge.test/win".into())),
+        vec![]
+    );
+}
+
+#[test]
+fn markup_ids_and_imps() {
+    assert_eq!(
+        rules_for(|b| {
+            b.adm = None;
+            b.nurl = Some(String::new().into());
+        }),
+        vec![Rule::NoMarkup]
+    );
+    assert_eq!(rules_for(|b| b.id = "".into()), vec![Rule::EmptyBidId]);
+    assert_eq!(
+        rules_for(|b| b.impid = "ghost".into()),
+        vec![Rule::UnknownImp]
+    );
+    let twice = response(vec![
+        good_bid(),
+        Bid {
+            id: "b2".into(),
+            ..good_bid()
+        },
+    ]);
+    assert_eq!(rules_of(&twice, &NoConversion), vec![Rule::SecondBidForImp]);
+    let same_id = response(vec![
+        good_bid(),
+        Bid {
+            impid: "secure".into(),
+            ..good_bid()
+        },
+    ]);
+    assert_eq!(
+        rules_of(&same_id, &NoConversion),
+        vec![Rule::DuplicateBidId]
+    );
+}
+
+#[test]
+fn response_level_rules() {
+    let mut wrong = response(vec![good_bid()]);
+    wrong.id = "other".into();
+    wrong.cur = Some("GBP".into());
+    wrong.seatbid[0].seat = Some("other".into());
+    let violations = validate_response(&request(), &wrong, &NoConversion).unwrap_err();
+    let rules: Vec<&Rule> = violations.iter().map(|v| &v.rule).collect();
+    assert_eq!(
+        rules[..3],
+        [
+            &Rule::ResponseId {
+                expected: "auction-1".into(),
+                found: "other".into()
+            },
+            &Rule::CurrencyNotAllowed {
+                currency: "GBP".into()
+            },
+            &Rule::SeatNotAllowed {
+                seat: "other".into()
+            },
+        ]
+    );
+    assert_eq!(violations[0].bid_id, None);
+    assert_eq!(
+        violations[1].to_string(),
+        "response: currency GBP is not among the request's `cur`"
+    );
+    // Without a seat, a request with wseat refuses the bid.
+    let mut no_seat = response(vec![good_bid()]);
+    no_seat.seatbid[0].seat = None;
+    assert_eq!(
+        rules_of(&no_seat, &NoConversion),
+        vec![Rule::SeatNotAllowed { seat: "".into() }]
+    );
+    // An empty response is valid (a no-bid).
+    assert_eq!(rules_of(&response(vec![]), &NoConversion), vec![]);
+}
+
+#[test]
+fn violations_name_the_bid_and_map_to_loss_reasons() {
+    let mut bid = good_bid();
+    bid.price_micros = 500_000;
+    let violations: Vec<Violation> =
+        validate_response(&request(), &response(vec![bid]), &NoConversion).unwrap_err();
+    assert_eq!(violations[0].bid_id.as_deref(), Some("b1"));
+    assert_eq!(violations[0].imp_id.as_deref(), Some("banner"));
+    assert_eq!(
+        violations[0].to_string(),
+        "bid \"b1\" for imp \"banner\": price 0.5 is below the floor 1 USD"
+    );
+    assert_eq!(
+        violations[0].rule.loss_reason(),
+        LossReason::BELOW_AUCTION_FLOOR
+    );
+    assert_eq!(
+        Rule::SizeMissing.loss_reason(),
+        LossReason::CREATIVE_FILTERED_SIZE
+    );
+}
