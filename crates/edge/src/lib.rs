@@ -14,6 +14,7 @@
 
 mod handlers;
 pub mod holder;
+pub mod log_service;
 pub mod metrics;
 pub mod overload;
 pub mod poll;
@@ -22,8 +23,8 @@ mod render;
 mod server;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use marquee_engine::LocalCaps;
@@ -103,6 +104,8 @@ pub struct Edge {
     pub metrics: Metrics,
     /// The bound on ad requests in progress.
     pub gate: Gate,
+    /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
+    pub log_access: OnceLock<log_service::LogAccess>,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -128,6 +131,7 @@ impl Edge {
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
             gate: Gate::new(config.limits.max_in_flight),
+            log_access: OnceLock::new(),
             metrics: Metrics::default(),
             config,
             holder: Holder::default(),

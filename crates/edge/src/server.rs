@@ -19,6 +19,7 @@ use tower::ServiceExt;
 
 use crate::Edge;
 use crate::handlers::{self, Body};
+use crate::log_service;
 use crate::metrics::{Endpoint, Outcome};
 
 /// Resolves when the server should stop accepting and drain.
@@ -96,8 +97,14 @@ async fn answer(
             handlers::track(edge, Kind::Conversion, query, request.headers()).await,
         ),
         (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, handlers::tag_js()),
-        (&Method::GET, "/metrics") => (Endpoint::Probe, handlers::metrics(edge)),
+        (&Method::GET, "/metrics") => (
+            Endpoint::Probe,
+            with_manager_metrics(handlers::metrics(edge), fallback).await,
+        ),
         (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, handlers::readyz(edge)),
+        (_, path) if path.starts_with("/log/") && edge.log_access.get().is_some() => {
+            (Endpoint::Probe, log_service::answer(edge, &request).await)
+        }
         _ => {
             let Some(router) = fallback else {
                 return (Endpoint::Manager, edge_answer(handlers::not_found()));
@@ -113,6 +120,33 @@ async fn answer(
         }
     };
     (endpoint, edge_answer(answer))
+}
+
+/// The edge's metrics followed by the manager's (its router's `/metrics`), so that one scrape
+/// of `marquee serve` sees both.
+async fn with_manager_metrics(edge: Response<Body>, fallback: Option<Router>) -> Response<Body> {
+    let Some(router) = fallback else {
+        return edge;
+    };
+    let request = Request::get("/metrics").body(axum::body::Body::empty());
+    let Ok(request) = request else {
+        return edge;
+    };
+    let manager = match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    if !manager.status().is_success() {
+        return edge;
+    }
+    let Ok(manager) = manager.into_body().collect().await else {
+        return edge;
+    };
+    let (parts, body) = edge.into_parts();
+    let Ok(mine) = body.collect().await;
+    let mut text = mine.to_bytes().to_vec();
+    text.extend_from_slice(&manager.to_bytes());
+    Response::from_parts(parts, Body::new(bytes::Bytes::from(text)))
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits for open connections to

@@ -7,7 +7,8 @@
 //!   [`append_durable`](EventLog::append_durable) to wait for durability (group commit),
 //!   [`flush_and_close`](EventLog::flush_and_close) on shutdown.
 //! - Reading for the manager: [`segments`](EventLog::segments), [`read`](EventLog::read) from
-//!   (shard, segment, offset), [`delete_through`](EventLog::delete_through).
+//!   (shard, segment, offset) (decoded, or [`read_frames`](EventLog::read_frames) as on disk),
+//!   [`delete_through`](EventLog::delete_through); [`wire`]: the same over HTTP.
 //!
 //! Records are raw: nothing is sanitised on append (the manager does it in bulk), and ids are
 //! plain `u64`s so this crate depends on no other workspace crate.
@@ -75,6 +76,7 @@ mod frame;
 mod log;
 mod reader;
 mod segment;
+pub mod wire;
 
 pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, ReadError};
 pub use event::{DecodeError, Event, Kind, PAYLOAD_LEN, RECORD_VERSION};
