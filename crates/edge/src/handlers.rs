@@ -10,9 +10,11 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
-use marquee_engine::{Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key};
+use marquee_engine::{
+    Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
+};
 use marquee_eventlog::{Event, Kind as EventKind};
-use marquee_model::{DeviceType, PlacementId};
+use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, PlacementId};
 use marquee_snapshot::{CreativeEntry, SnapshotData};
 use marquee_tracking::{Claims, Kind};
 use rand::rngs::SmallRng;
@@ -416,6 +418,9 @@ pub(crate) fn ad(
     })
 }
 
+/// Ad requests carry no floor and no bid currency, so their decisions convert nothing.
+static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
+
 #[allow(clippy::too_many_arguments)]
 fn serve_one<'s>(
     edge: &Edge,
@@ -444,12 +449,14 @@ fn serve_one<'s>(
     let visitor_country = country(edge, headers);
     let request = Request {
         now,
+        channel: Channel::Direct,
         placement: Some(placement),
         site: Some(entry.site_id),
         slot: Slot {
             sizes,
             formats: &entry.formats,
             floor: None,
+            ..Slot::default()
         },
         domain,
         page_url: query.page_url.as_deref(),
@@ -469,11 +476,14 @@ fn serve_one<'s>(
             segments: &[],
         },
         key_values: &key_values,
+        blocked: Blocked::default(),
+        bid_currency: None,
     };
     let mut context = Context {
         rng: &mut worker.rng,
         caps: &edge.caps,
         pacing: &loaded.controls,
+        rates: &AD_REQUEST_RATES,
         scratch: &mut worker.scratch,
     };
     let Some(decision) = loaded.engine.decide(&request, &mut context) else {

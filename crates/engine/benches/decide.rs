@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use marquee_engine::{Context, Engine, FullSpeed, NoCaps, Request, Scratch, Slot, User};
+use marquee_model::{Currency, CurrencyRates};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use workload::Inventory;
@@ -40,11 +41,11 @@ fn decide(c: &mut Criterion) {
                 .enumerate()
                 .map(|(i, r)| {
                     let mut request = Request::at(workload::now());
+                    request.channel = inventory.channel();
                     request.placement = r.placement;
                     request.slot = Slot {
                         sizes: &sizes,
-                        formats: &[],
-                        floor: None,
+                        ..Slot::default()
                     };
                     request.geo.country = Some(&r.country);
                     request.device.device_type = Some(r.device);
@@ -68,6 +69,7 @@ fn decide(c: &mut Criterion) {
                 engine.index_heap_bytes() as f64 / 1e6
             );
             let mut rng = SmallRng::seed_from_u64(3);
+            let rates = CurrencyRates::new(Currency::USD);
             let mut next = 0;
             group.bench_with_input(
                 BenchmarkId::new(inventory.name(), line_items),
@@ -78,6 +80,7 @@ fn decide(c: &mut Criterion) {
                             rng: &mut rng,
                             caps: &NoCaps,
                             pacing: &FullSpeed,
+                            rates: &rates,
                             scratch: &mut scratch,
                         };
                         next = (next + 1) % requests.len();

@@ -186,17 +186,19 @@ impl FrequencyCaps for LocalCaps {
     }
 }
 
-/// Pacing and budget state of one line item, set by the manager.
+/// Pacing and budget state of one line item, set by the manager. Money-bearing factors are
+/// integers, so a bid is computed without floats.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Control {
     /// Stopped outright: budget spent, or held by the manager.
     pub stopped: bool,
     /// Probability (0 to 1) that the line item takes part in a request.
     pub throttle: f32,
-    /// Multiplies the line item's price when it bids (pacing by price).
-    pub bid_multiplier: f32,
-    /// Expected click-through rate, to value CPC line items.
-    pub ctr: f32,
+    /// Multiplies the line item's value when it bids (pacing by price), in thousandths:
+    /// 1000 bids the value unchanged, 800 bids 80% of it.
+    pub bid_multiplier_permille: u32,
+    /// Expected click-through rate in millionths, to value CPC line items: 1000 is 0.1%.
+    pub ctr_ppm: u32,
 }
 
 impl Control {
@@ -204,9 +206,11 @@ impl Control {
     pub const FULL_SPEED: Control = Control {
         stopped: false,
         throttle: 1.0,
-        bid_multiplier: 1.0,
-        ctr: 0.001,
+        bid_multiplier_permille: 1_000,
+        ctr_ppm: 1_000,
     };
+    /// The largest multiplier accepted: ten times the value.
+    pub const MAX_BID_MULTIPLIER_PERMILLE: u32 = 10_000;
 }
 
 /// Where the engine reads each line item's [`Control`], by its index in the snapshot.
@@ -235,8 +239,8 @@ pub struct ControlArray {
 struct ControlSlot {
     stopped: AtomicBool,
     throttle: AtomicU32,
-    bid_multiplier: AtomicU32,
-    ctr: AtomicU32,
+    bid_multiplier_permille: AtomicU32,
+    ctr_ppm: AtomicU32,
 }
 
 impl ControlArray {
@@ -248,14 +252,15 @@ impl ControlArray {
                 .map(|_| ControlSlot {
                     stopped: AtomicBool::new(full.stopped),
                     throttle: AtomicU32::new(full.throttle.to_bits()),
-                    bid_multiplier: AtomicU32::new(full.bid_multiplier.to_bits()),
-                    ctr: AtomicU32::new(full.ctr.to_bits()),
+                    bid_multiplier_permille: AtomicU32::new(full.bid_multiplier_permille),
+                    ctr_ppm: AtomicU32::new(full.ctr_ppm),
                 })
                 .collect(),
         }
     }
 
-    /// Sets a line item's control; out-of-range indices are ignored.
+    /// Sets a line item's control; out-of-range indices are ignored, out-of-range values
+    /// clamped (throttle to 0–1, multiplier to at most ten times, CTR to at most 100%).
     pub fn set(&self, line_item: usize, control: Control) {
         let Some(slot) = self.slots.get(line_item) else {
             return;
@@ -265,10 +270,14 @@ impl ControlArray {
             control.throttle.clamp(0.0, 1.0).to_bits(),
             Ordering::Relaxed,
         );
-        slot.bid_multiplier
-            .store(control.bid_multiplier.max(0.0).to_bits(), Ordering::Relaxed);
-        slot.ctr
-            .store(control.ctr.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+        slot.bid_multiplier_permille.store(
+            control
+                .bid_multiplier_permille
+                .min(Control::MAX_BID_MULTIPLIER_PERMILLE),
+            Ordering::Relaxed,
+        );
+        slot.ctr_ppm
+            .store(control.ctr_ppm.min(1_000_000), Ordering::Relaxed);
     }
 }
 
@@ -280,8 +289,8 @@ impl Pacing for ControlArray {
         Control {
             stopped: slot.stopped.load(Ordering::Relaxed),
             throttle: f32::from_bits(slot.throttle.load(Ordering::Relaxed)),
-            bid_multiplier: f32::from_bits(slot.bid_multiplier.load(Ordering::Relaxed)),
-            ctr: f32::from_bits(slot.ctr.load(Ordering::Relaxed)),
+            bid_multiplier_permille: slot.bid_multiplier_permille.load(Ordering::Relaxed),
+            ctr_ppm: slot.ctr_ppm.load(Ordering::Relaxed),
         }
     }
 }

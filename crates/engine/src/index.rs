@@ -11,10 +11,23 @@
 //! literals, the one least likely to hold (naming the smallest share of its attribute's values);
 //! a conjunction without ∈ literals goes to a list read for every request.
 //!
+//! Channels and deals are literals too: a conjunction for our own placements carries
+//! "placement ∈ links" or, without links, "access is direct"; one for exchanges carries "deal ∈
+//! the line item's deals" or, without deals, "access is open auction", a term an exchange
+//! request has only when its imp is not a private auction. Exchange requests never carry our
+//! placement or site (the engine clears them), so a link admits ad requests only. Deal literals are always the anchor: a deal id
+//! appears only in the requests that offer it.
+//!
+//! Each anchor list is laid out by tier, highest first, with a checkpoint every
+//! [`MARK_STRIDE`] programs, so that selection can match one tier at a time and stop early.
+//!
 //! Match: mark the request's terms, read the posting lists of those terms only, and verify
 //! each conjunction found: every ∈ literal has a marked term, no ∉ literal has one, every
 //! residual holds. An expression too large for DNF becomes one conjunction whose whole
-//! expression is a residual, so correctness never depends on the index.
+//! expression is a residual, so correctness never depends on the index. Matching one tier may
+//! stop after a number of matches (the candidate cap); it then starts at a random checkpoint
+//! of the tier's lists and wraps around, so that the line items cut off differ from request
+//! to request.
 //!
 //! Whang et al. count matched ∈ literals per conjunction over K-partitioned lists instead of
 //! verifying; built that way here first, the traversal walked the dense lists (a device type
@@ -22,9 +35,7 @@
 //! against 8 µs at 1,000 (perf: 57% in cursor skipping). Anchoring on the most selective
 //! literal reads only short lists where targeting is selective.
 
-use std::ops::Range;
-
-use marquee_model::{Format, Targeting};
+use marquee_model::{Channel, Format, Targeting, Tier};
 use rustc_hash::FxHashMap;
 
 use crate::expr::{LocalTime, leaf_matches};
@@ -33,9 +44,32 @@ use crate::request::{Request, domain_suffixes};
 /// A DNF with more conjunctions than this is not expanded (see module docs).
 const MAX_CONJUNCTIONS: usize = 64;
 const MAX_LITERALS: usize = 32;
+/// Programs between two checkpoints of a list: where a capped scan may start.
+pub(crate) const MARK_STRIDE: u32 = 8;
+/// Tiers, each a part of every list.
+pub(crate) const TIER_COUNT: usize = 4;
+
+/// The part of every list that holds a tier's conjunctions: 0 for sponsorship, 3 for house.
+pub(crate) fn tier_slot(tier: Tier) -> usize {
+    match tier {
+        Tier::Sponsorship => 0,
+        Tier::Standard => 1,
+        Tier::Remnant => 2,
+        Tier::House => 3,
+    }
+}
+
+/// Values of [`Attr::Access`].
+const DIRECT: u64 = 0;
+const OPEN_AUCTION: u64 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Attr {
+    /// How the request may be bought: our tags ([`DIRECT`]) or an exchange's open auction
+    /// ([`OPEN_AUCTION`]).
+    Access,
+    /// A deal an exchange offers.
+    Deal,
     Placement,
     Site,
     Domain,
@@ -72,16 +106,30 @@ struct Residual {
 pub(crate) struct IndexInput<'s> {
     pub targeting: Option<&'s Targeting>,
     pub placements: &'s [marquee_model::PlacementId],
+    pub channels: &'s [Channel],
+    pub deals: &'s [String],
+    pub tier: Tier,
     /// Index of the line item's zone in the engine's zone list.
     pub zone: u16,
 }
 
+/// A tier's part of one list: its programs, and its checkpoints in `Index::marks`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Segment {
+    start: u32,
+    end: u32,
+    first_mark: u32,
+    marks: u32,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    /// The conjunctions posted under each term (its anchor list), as a range of `programs`.
-    lists: Vec<Range<u32>>,
-    /// Conjunctions with no ∈ literal, verified for every request, as a range of `programs`.
-    unanchored: Range<u32>,
+    /// The conjunctions posted under each term (its anchor list), per tier.
+    lists: Vec<[Segment; TIER_COUNT]>,
+    /// Conjunctions with no ∈ literal, verified for every request, per tier.
+    unanchored: [Segment; TIER_COUNT],
+    /// Offsets in `programs` of every `MARK_STRIDE`-th program of each segment.
+    marks: Vec<u32>,
     /// Conjunctions as small programs, each anchor list's one after another, so that reading
     /// a list is one sequential scan (a conjunction anchored on several terms is copied under
     /// each). A program is: its length, line item, first residual, residual count, literal
@@ -110,7 +158,7 @@ pub struct Scratch {
     line_item_stamp: Vec<u32>,
     epoch: u32,
     pub(crate) matched: Vec<u32>,
-    pub(crate) survivors: Vec<(u32, marquee_model::Micros)>,
+    pub(crate) survivors: Vec<(u32, crate::select::Bid)>,
     pub(crate) zone_local: Vec<Option<LocalTime>>,
 }
 
@@ -141,6 +189,7 @@ struct Literal<'s> {
 
 struct BuiltConj<'s> {
     line_item: u32,
+    tier: usize,
     literals: Vec<(bool, Attr, Vec<Value<'s>>)>,
     residuals: Vec<Residual>,
 }
@@ -189,11 +238,23 @@ impl Index {
         // Every program once, back to back, before they are laid out per anchor list.
         let mut programs: Vec<u32> = Vec::new();
         let mut starts: Vec<u32> = Vec::with_capacity(conj_terms.len());
+        let mut tiers: Vec<usize> = Vec::with_capacity(conj_terms.len());
+        let deal_attr = index.attr_ids.get(&Attr::Deal).copied();
+        let access_attr = index.attr_ids.get(&Attr::Access).copied();
         for (conj, literals) in conjs.into_iter().zip(conj_terms) {
             let id = to_u32(starts.len());
             starts.push(to_u32(programs.len()));
-            // Post under the ∈ literal least likely to hold, so few requests retrieve it.
+            tiers.push(conj.tier);
+            // Post under the ∈ literal least likely to hold, so few requests retrieve it. A
+            // deal is offered by few requests whatever the number of deals; access holds for
+            // every request of its channel.
             let share = |attr: &u32, terms: &Vec<u32>| {
+                if Some(*attr) == deal_attr {
+                    return 0.0;
+                }
+                if Some(*attr) == access_attr {
+                    return 1.0;
+                }
                 terms.len() as f64
                     / f64::from(values_per_attr.get(attr).copied().unwrap_or(1).max(1))
             };
@@ -229,20 +290,39 @@ impl Index {
         let lay_out = |index: &mut Index, ids: &mut Vec<u32>| {
             // A conjunction is posted once per term even if a value repeats.
             ids.dedup();
-            let start = to_u32(index.programs.len());
-            for &id in ids.iter() {
-                let start = starts[id as usize] as usize;
-                let program = &programs[start..start + programs[start] as usize];
-                index.programs.extend_from_slice(program);
+            // Highest tier first; within a tier, in line item order.
+            ids.sort_by_key(|&id| tiers[id as usize]);
+            let mut segments = [Segment::default(); TIER_COUNT];
+            let mut ids = ids.iter().peekable();
+            for (slot, segment) in segments.iter_mut().enumerate() {
+                segment.start = to_u32(index.programs.len());
+                segment.first_mark = to_u32(index.marks.len());
+                let mut count = 0;
+                while let Some(&&id) = ids.peek() {
+                    if tiers[id as usize] != slot {
+                        break;
+                    }
+                    ids.next();
+                    if count % MARK_STRIDE == 0 {
+                        index.marks.push(to_u32(index.programs.len()));
+                    }
+                    count += 1;
+                    let start = starts[id as usize] as usize;
+                    let program = &programs[start..start + programs[start] as usize];
+                    index.programs.extend_from_slice(program);
+                }
+                segment.end = to_u32(index.programs.len());
+                segment.marks = to_u32(index.marks.len()) - segment.first_mark;
             }
-            start..to_u32(index.programs.len())
+            segments
         };
         index.unanchored = lay_out(&mut index, &mut unanchored);
         for mut ids in anchored {
-            let range = lay_out(&mut index, &mut ids);
-            index.lists.push(range);
+            let segments = lay_out(&mut index, &mut ids);
+            index.lists.push(segments);
         }
         index.programs.shrink_to_fit();
+        index.marks.shrink_to_fit();
         index
     }
 
@@ -299,29 +379,91 @@ impl Index {
         self.str_terms.get(&attr)?.get(value).copied()
     }
 
-    /// Fills `scratch.matched` with the indices of the line items whose expression matches,
-    /// each once, in no particular order.
-    pub(crate) fn matching(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch) {
+    /// Starts a request: marks its terms. Every line item counts as unmatched until a
+    /// `match_tier` of this request finds it.
+    pub(crate) fn begin(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch) {
         scratch.matched.clear();
         scratch.zone_local.clear();
         scratch.zone_local.resize(ctx.zones.len(), None);
         scratch.begin(self.term_count as usize, ctx.line_item_zones.len());
         self.request_terms(ctx, scratch);
-        self.scan(ctx, scratch, self.unanchored.clone());
-        for i in 0..scratch.terms.len() {
-            let list = self.lists[scratch.terms[i] as usize].clone();
-            self.scan(ctx, scratch, list);
+    }
+
+    /// Fills `scratch.matched` with the indices of the line items whose expression matches,
+    /// each once, in no particular order.
+    pub(crate) fn matching(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch) {
+        self.begin(ctx, scratch);
+        for slot in 0..TIER_COUNT {
+            self.match_tier(ctx, scratch, slot, usize::MAX, 0);
         }
     }
 
-    /// Verifies every conjunction in a range of programs.
-    fn scan(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch, range: Range<u32>) {
-        let (mut at, end) = (range.start as usize, range.end as usize);
+    /// Appends to `scratch.matched` the line items of one tier (by [`tier_slot`]) that match
+    /// the request begun, until `scratch.matched` holds `cap` of them. The scan starts at the
+    /// checkpoint `draw` picks among all of the tier's checkpoints in the request's lists, and
+    /// wraps around; with a cap no smaller than the matches, it finds them all.
+    pub(crate) fn match_tier(
+        &self,
+        ctx: &MatchContext<'_, '_>,
+        scratch: &mut Scratch,
+        slot: usize,
+        cap: usize,
+        draw: u64,
+    ) {
+        let terms = std::mem::take(&mut scratch.terms);
+        let segment = |k: usize| match k {
+            0 => self.unanchored[slot],
+            _ => self.lists[terms[k - 1] as usize][slot],
+        };
+        let count = terms.len() + 1;
+        let total: u64 = (0..count).map(|k| u64::from(segment(k).marks)).sum();
+        if total > 0 {
+            let mut pick = draw % total;
+            let mut first = 0;
+            for k in 0..count {
+                let marks = u64::from(segment(k).marks);
+                if pick < marks {
+                    first = k;
+                    break;
+                }
+                pick -= marks;
+            }
+            let start = segment(first);
+            let resume = self.marks[(u64::from(start.first_mark) + pick) as usize];
+            let others = (first + 1..count)
+                .chain(0..first)
+                .map(|k| (segment(k).start, segment(k).end));
+            let ranges = std::iter::once((resume, start.end))
+                .chain(others)
+                .chain(std::iter::once((start.start, resume)));
+            for (from, to) in ranges {
+                if !self.scan(ctx, scratch, from, to, cap) {
+                    break;
+                }
+            }
+        }
+        scratch.terms = terms;
+    }
+
+    /// Verifies the programs from offset `from` to `to`; false once `cap` matches are in.
+    fn scan(
+        &self,
+        ctx: &MatchContext<'_, '_>,
+        scratch: &mut Scratch,
+        from: u32,
+        to: u32,
+        cap: usize,
+    ) -> bool {
+        let (mut at, end) = (from as usize, to as usize);
         while at < end {
+            if scratch.matched.len() >= cap {
+                return false;
+            }
             let program = &self.programs[at..at + self.programs[at] as usize];
             self.verify(ctx, scratch, program);
             at += program.len();
         }
+        scratch.matched.len() < cap
     }
 
     /// Collects and marks the request's terms.
@@ -334,6 +476,17 @@ impl Index {
                 terms.push(term);
             }
         };
+        match r.channel {
+            Channel::Direct => add(self.find_int(Attr::Access, DIRECT)),
+            Channel::Exchange => {
+                if !r.slot.private_auction {
+                    add(self.find_int(Attr::Access, OPEN_AUCTION));
+                }
+                for deal in r.slot.deals {
+                    add(self.find_str(Attr::Deal, deal.id));
+                }
+            }
+        }
         add(r
             .placement
             .and_then(|p| self.find_int(Attr::Placement, p.0)));
@@ -425,7 +578,8 @@ impl Index {
     /// Bytes held by the index, for the benchmarks' memory figures.
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.lists.capacity() * size_of::<Range<u32>>()
+        self.lists.capacity() * size_of::<[Segment; TIER_COUNT]>()
+            + self.marks.capacity() * size_of::<u32>()
             + self.programs.capacity() * size_of::<u32>()
             + self.residuals.capacity() * size_of::<Residual>()
             + self.int_terms.capacity() * (size_of::<(u32, u64)>() + size_of::<u32>())
@@ -475,54 +629,75 @@ fn add_line_item<'s>(
     line_item: u32,
     input: &IndexInput<'s>,
 ) {
-    let link = (!input.placements.is_empty()).then_some(input.placements);
     let dnf = match input.targeting {
         None => Some(vec![Vec::new()]),
         Some(expr) => dnf(expr, true),
     };
-    let Some(dnf) = dnf else {
-        // Too large to expand: one conjunction, retrieved through its links (or for every
-        // request) and evaluated whole.
-        let mut conj = BuiltConj::new(line_item);
-        if let Some(placements) = link {
-            conj.literals
-                .push((true, Attr::Placement, placement_values(placements)));
+    let tier = tier_slot(input.tier);
+    for (i, &channel) in input.channels.iter().enumerate() {
+        if input.channels[..i].contains(&channel) {
+            continue;
         }
-        if let Some(expr) = input.targeting {
-            conj.residuals.push(Residual {
-                expr: expr.clone(),
-                positive: true,
-            });
+        let start = || {
+            let mut conj = BuiltConj {
+                line_item,
+                tier,
+                literals: Vec::new(),
+                residuals: Vec::new(),
+            };
+            conj.literals.extend(channel_literals(channel, input));
+            conj
+        };
+        let Some(dnf) = &dnf else {
+            // Too large to expand: one conjunction, retrieved through its channel literals
+            // and evaluated whole.
+            let mut conj = start();
+            if let Some(expr) = input.targeting {
+                conj.residuals.push(Residual {
+                    expr: expr.clone(),
+                    positive: true,
+                });
+            }
+            conjs.push(conj);
+            continue;
+        };
+        for literals in dnf {
+            let mut conj = start();
+            for literal in literals {
+                conj.add(*literal, input.zone, keys);
+            }
+            conjs.push(conj);
         }
-        conjs.push(conj);
-        return;
-    };
-    for literals in dnf {
-        let mut conj = BuiltConj::new(line_item);
-        if let Some(placements) = link {
-            conj.literals
-                .push((true, Attr::Placement, placement_values(placements)));
-        }
-        for literal in literals {
-            conj.add(literal, input.zone, keys);
-        }
-        conjs.push(conj);
     }
 }
 
-fn placement_values<'s>(placements: &[marquee_model::PlacementId]) -> Vec<Value<'s>> {
-    placements.iter().map(|p| Value::Int(p.0)).collect()
+/// The literals that let a line item into a channel: for our tags, the placement is linked
+/// (or, without links, access is direct); for exchanges, one of its deals is offered, or
+/// without deals, the imp is open to all bidders.
+fn channel_literals<'s>(
+    channel: Channel,
+    input: &IndexInput<'s>,
+) -> Vec<(bool, Attr, Vec<Value<'s>>)> {
+    match channel {
+        // Exchange requests have no placement of ours, so a link says "direct" already.
+        Channel::Direct if input.placements.is_empty() => {
+            vec![(true, Attr::Access, vec![Value::Int(DIRECT)])]
+        }
+        Channel::Direct => {
+            let linked = input.placements.iter().map(|p| Value::Int(p.0)).collect();
+            vec![(true, Attr::Placement, linked)]
+        }
+        Channel::Exchange if input.deals.is_empty() => {
+            vec![(true, Attr::Access, vec![Value::Int(OPEN_AUCTION)])]
+        }
+        Channel::Exchange => {
+            let deals = input.deals.iter().map(|d| Value::Str(d)).collect();
+            vec![(true, Attr::Deal, deals)]
+        }
+    }
 }
 
 impl<'s> BuiltConj<'s> {
-    fn new(line_item: u32) -> Self {
-        BuiltConj {
-            line_item,
-            literals: Vec::new(),
-            residuals: Vec::new(),
-        }
-    }
-
     fn add(&mut self, literal: Literal<'s>, zone: u16, keys: &mut Keys<'s>) {
         let Some((attr, values)) = indexable(literal.expr, zone, keys) else {
             self.residuals.push(Residual {

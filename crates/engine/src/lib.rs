@@ -8,7 +8,11 @@
 //!   and request; property tests check it. Correctness never depends on which path ran.
 //! - Explain mode runs the same code as the hot path with an observer that records
 //!   eliminations; with the silent observer that code compiles away.
-//! - A higher tier wins outright: lower tiers are not even checked once a tier has a winner.
+//! - A higher tier wins outright: lower tiers are not even matched once a tier has a winner.
+//!   Within a tier, at most [`MAX_CANDIDATES_PER_TIER`] matching line items are examined,
+//!   starting at a random point of the tier's posting lists.
+//! - Money is integer micros throughout: bids, floors and currency conversion
+//!   ([`marquee_model::CurrencyRates`]) never go through floats.
 
 mod controls;
 pub mod expr;
@@ -19,7 +23,9 @@ mod select;
 use std::ops::Range;
 use std::sync::Arc;
 
-use marquee_model::{CreativeId, LineItemId, Micros, Tier};
+use marquee_model::{
+    Channel, CreativeId, Currency, CurrencyRates, Format, LineItemId, Micros, Size, Tier,
+};
 use marquee_snapshot::Snapshot;
 
 pub use controls::{
@@ -27,8 +33,11 @@ pub use controls::{
 };
 pub use expr::LocalTime;
 pub use index::Scratch;
-pub use request::{Device, Floor, Geo, Request, Slot, User};
-pub use select::{Elimination, Outcome, Verdict};
+pub use request::{
+    Blocked, Deal, Device, Floor, Geo, ImageNeed, MediaRules, NativeNeeds, Request, Slot, TextNeed,
+    User,
+};
+pub use select::{Elimination, MAX_CANDIDATES_PER_TIER, Outcome, Verdict};
 
 use index::{Index, IndexInput, MatchContext};
 
@@ -38,8 +47,18 @@ pub struct Decision {
     pub line_item: LineItemId,
     pub creative: CreativeId,
     pub tier: Tier,
-    /// The line item's value as CPM, times its bid multiplier, in its price currency.
+    /// The bid as CPM: the line item's value (its CPM price, or CPC price × expected CTR ×
+    /// 1000) times its bid multiplier, converted into `currency` and rounded down.
     pub bid_cpm: Micros,
+    /// The request's bid currency, or the line item's price currency when it names none.
+    pub currency: Currency,
+    /// The deal the bid is for, as a position in `request.slot.deals`; `None` for the open
+    /// auction (and for ad requests).
+    pub deal: Option<usize>,
+    /// What the creative fills (OpenRTB `mtype`: banner 1, video 2, audio 3, native 4).
+    pub format: Format,
+    /// The creative's size; `None` for creatives without one (native, video, audio).
+    pub size: Option<Size>,
 }
 
 /// Everything a decision needs besides the request; the caller owns and reuses it.
@@ -47,6 +66,8 @@ pub struct Context<'a, R> {
     pub rng: &'a mut R,
     pub caps: &'a dyn FrequencyCaps,
     pub pacing: &'a dyn Pacing,
+    /// Converts line items' prices and floors into the bid currency.
+    pub rates: &'a CurrencyRates,
     pub scratch: &'a mut Scratch,
 }
 
@@ -71,6 +92,8 @@ pub struct Engine {
     creatives_by_line_item: Vec<u32>,
     /// Index of each line item's campaign in the snapshot.
     line_item_campaigns: Vec<Option<u32>>,
+    /// Index of each line item's advertiser in the snapshot.
+    line_item_advertisers: Vec<Option<u32>>,
 }
 
 impl Engine {
@@ -126,6 +149,16 @@ impl Engine {
                     .map(to_u32)
             })
             .collect();
+        let line_item_advertisers = data
+            .line_items
+            .iter()
+            .map(|li| {
+                data.advertisers
+                    .binary_search_by_key(&li.advertiser_id, |a| a.id)
+                    .ok()
+                    .map(to_u32)
+            })
+            .collect();
         let inputs: Vec<IndexInput<'_>> = data
             .line_items
             .iter()
@@ -133,6 +166,9 @@ impl Engine {
             .map(|(li, zone)| IndexInput {
                 targeting: li.targeting.as_ref(),
                 placements: &li.placements,
+                channels: &li.channels,
+                deals: &li.deals,
+                tier: li.tier,
                 zone: *zone,
             })
             .collect();
@@ -146,6 +182,7 @@ impl Engine {
             creative_ranges,
             creatives_by_line_item,
             line_item_campaigns,
+            line_item_advertisers,
         }
     }
 
@@ -168,8 +205,8 @@ impl Engine {
         request: &Request<'_>,
         context: &mut Context<'_, R>,
     ) -> Option<Decision> {
-        self.matching(request, context.scratch);
-        select::select(self, request, context, &mut select::Silent)
+        let request = request.on_its_channel();
+        select::select(self, &request, context, &mut select::Silent)
     }
 
     /// The same decision, plus for every line item in the snapshot the first rule that
@@ -179,16 +216,18 @@ impl Engine {
         request: &Request<'_>,
         context: &mut Context<'_, R>,
     ) -> (Option<Decision>, Vec<Verdict>) {
-        self.matching(request, context.scratch);
-        let mut recorder = select::Recorder::new(self, request, context.scratch);
-        let decision = select::select(self, request, context, &mut recorder);
-        (decision, recorder.finish(self))
+        let request = request.on_its_channel();
+        let mut recorder = select::Recorder::new(self, &request);
+        let decision = select::select(self, &request, context, &mut recorder);
+        (decision, recorder.finish(self, decision.map(|d| d.tier)))
     }
 
-    /// Indices of the line items whose targeting (and placement links) match, through the
-    /// index; left in `scratch`, returned for convenience.
+    /// Indices of the line items whose channel, deals, links and targeting accept the request
+    /// (all tiers, no candidate cap), through the index; left in `scratch`, returned for
+    /// convenience.
     pub fn matching<'s>(&self, request: &Request<'_>, scratch: &'s mut Scratch) -> &'s [u32] {
-        let ctx = self.match_context(request);
+        let request = request.on_its_channel();
+        let ctx = self.match_context(&request);
         self.index.matching(&ctx, scratch);
         &scratch.matched
     }
@@ -196,35 +235,57 @@ impl Engine {
     /// The same set as [`Engine::matching`], by evaluating every line item naively; for tests
     /// and explain mode.
     pub fn matching_naively(&self, request: &Request<'_>) -> Vec<u32> {
+        let request = request.on_its_channel();
         (0..self.snapshot.data.line_items.len())
-            .filter(|&i| self.targeting_blame(request, i).is_none())
+            .filter(|&i| self.blame(&request, i).is_none())
             .map(to_u32)
             .collect()
     }
 
-    /// Why a line item's targeting or links reject the request, or `None` if they accept it.
-    pub(crate) fn targeting_blame(
-        &self,
-        request: &Request<'_>,
-        line_item: usize,
-    ) -> Option<String> {
+    /// Why a line item does not take part in the request (its channels, deals, placement
+    /// links or targeting), or `None` if it does. `request` is already on its channel.
+    pub(crate) fn blame(&self, request: &Request<'_>, line_item: usize) -> Option<Elimination> {
         let li = &self.snapshot.data.line_items[line_item];
-        if !li.placements.is_empty()
-            && !request
-                .placement
-                .is_some_and(|p| li.placements.contains(&p))
-        {
-            return Some("placement (not linked)".to_owned());
+        if !li.channels.contains(&request.channel) {
+            return Some(Elimination::Channel);
+        }
+        match request.channel {
+            Channel::Direct => {
+                if !li.placements.is_empty()
+                    && !request
+                        .placement
+                        .is_some_and(|p| li.placements.contains(&p))
+                {
+                    return Some(Elimination::Targeting("placement (not linked)".to_owned()));
+                }
+            }
+            Channel::Exchange => {
+                let admitted = if li.deals.is_empty() {
+                    !request.slot.private_auction
+                } else {
+                    request
+                        .slot
+                        .deals
+                        .iter()
+                        .any(|offered| li.deals.iter().any(|d| d == offered.id))
+                };
+                if !admitted {
+                    return Some(Elimination::Deal);
+                }
+            }
         }
         let expr = li.targeting.as_ref()?;
         let local = LocalTime::of(
             request.now,
             &self.zones[usize::from(self.line_item_zones[line_item])],
         );
-        expr::blame(expr, request, local)
+        expr::blame(expr, request, local).map(Elimination::Targeting)
     }
 
-    fn match_context<'e, 'r>(&'e self, request: &'e Request<'r>) -> MatchContext<'e, 'r> {
+    pub(crate) fn match_context<'e, 'r>(
+        &'e self,
+        request: &'e Request<'r>,
+    ) -> MatchContext<'e, 'r> {
         MatchContext {
             request,
             zones: &self.zones,

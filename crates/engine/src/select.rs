@@ -1,30 +1,67 @@
-//! Selection among the line items the index retrieved: status, dates, creative fit, caps,
-//! pacing and floors per line item; tiers, weights and value between them; then a creative.
+//! Selection among the line items the index retrieved, one tier at a time: status, dates,
+//! blocked advertisers and apps, creative fit, caps, pacing and price per line item; weights
+//! and value between them; then a creative.
 
-use marquee_model::{Format, LineItemId, Micros, PricingModel, RotationMode, Tier};
+use marquee_model::{
+    Channel, Currency, Format, LineItemId, Micros, PricingModel, RotationMode, Rounding, Size, Tier,
+};
 use marquee_snapshot::{Content, CreativeEntry, LineItemEntry};
 use rand::Rng;
 
 use crate::controls::Control;
-use crate::{Context, Decision, Engine, Request, Scratch};
+use crate::index::tier_slot;
+use crate::request::{
+    Floor, ImageNeed, MediaRules, NativeNeeds, TextNeed, category_blocked, domain_blocked,
+};
+use crate::{Context, Decision, Engine, Request};
+
+/// Matching line items examined per tier at most. A tier with more matches is sampled: the
+/// index scan starts at a random point and stops after this many, so the cost of a decision
+/// stays bounded when thousands of broadly targeted line items match (exchange traffic, where
+/// nothing narrows by placement). Reserved tiers still share by weight in expectation; in
+/// remnant and house, the highest value of 64 random candidates is above 98% of them.
+pub const MAX_CANDIDATES_PER_TIER: usize = 64;
 
 /// Why a line item did not win.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Elimination {
+    /// It does not take this kind of traffic (our tags or exchanges): see its channels.
+    Channel,
+    /// Exchange traffic: the imp offers none of its deals, or it has no deals and the imp is a
+    /// private auction.
+    Deal,
     /// Its targeting or placement links reject the request; names the deciding attribute.
     Targeting(String),
     /// Stopped by its control data (budget spent or held by the manager).
     Stopped,
     /// The request falls outside its flight.
     Dates,
-    /// None of its creatives fits the slot's sizes and formats.
+    /// The request blocks its advertiser's domain (`badv`).
+    BlockedAdvertiser,
+    /// The request blocks the app its campaign advertises (`bapp`).
+    BlockedApp,
+    /// None of its creatives fits the slot's formats and sizes.
     Creative,
+    /// Its video or audio creatives fit the format but not the media rules (types,
+    /// duration, protocols).
+    Media,
+    /// Its native creatives lack an asset the imp requires, or one is too long or too small.
+    Native,
+    /// The imp needs https and none of its fitting creatives is https-only.
+    Secure,
+    /// Every fitting creative is in a blocked category (`bcat`).
+    BlockedCategory,
     /// The user reached a frequency cap of the line item or its campaign.
     FrequencyCap,
     /// Pacing left it out of this request.
     Pacing,
-    /// Its bid is under the floor, or priced in another currency.
+    /// Its price or the floor cannot be converted into the bid currency (no rate).
+    Currency,
+    /// Its bid is under the floor (the deal's, or the imp's), or zero on an exchange.
     Floor,
+    /// It matched, but its tier had more candidates than are examined and it was not among
+    /// them (see [`MAX_CANDIDATES_PER_TIER`]).
+    NotExamined,
     /// A line item of a higher tier won.
     OutrankedByTier,
     /// Another line item of its tier was chosen.
@@ -42,6 +79,15 @@ pub enum Outcome {
 pub struct Verdict {
     pub line_item: LineItemId,
     pub outcome: Outcome,
+}
+
+/// A survivor's bid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bid {
+    pub cpm: Micros,
+    pub currency: Currency,
+    /// Position of the deal in the slot's deals.
+    pub deal: Option<usize>,
 }
 
 /// Receives eliminations; the silent one costs nothing.
@@ -63,34 +109,32 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Starts with the targeting verdict of every line item the index did not retrieve.
-    pub(crate) fn new(engine: &Engine, request: &Request<'_>, scratch: &Scratch) -> Recorder {
+    /// Starts with the verdict of every line item that does not take part at all (channel,
+    /// deals, links, targeting), evaluated naively.
+    pub(crate) fn new(engine: &Engine, request: &Request<'_>) -> Recorder {
         let count = engine.snapshot.data.line_items.len();
-        let mut retrieved = vec![false; count];
-        for &i in &scratch.matched {
-            retrieved[i as usize] = true;
-        }
         let outcomes = (0..count)
-            .map(|i| {
-                if retrieved[i] {
-                    return None;
-                }
-                let blame = engine
-                    .targeting_blame(request, i)
-                    .unwrap_or_else(|| "index and evaluator disagree".to_owned());
-                Some(Outcome::Eliminated(Elimination::Targeting(blame)))
-            })
+            .map(|i| engine.blame(request, i).map(Outcome::Eliminated))
             .collect();
         Recorder { outcomes }
     }
 
-    pub(crate) fn finish(self, engine: &Engine) -> Vec<Verdict> {
+    /// Line items that matched but were never examined lost to a higher tier's winner, or were
+    /// left out by the candidate cap.
+    pub(crate) fn finish(self, engine: &Engine, winning_tier: Option<Tier>) -> Vec<Verdict> {
         self.outcomes
             .into_iter()
             .zip(&engine.snapshot.data.line_items)
             .map(|(outcome, li)| Verdict {
                 line_item: li.id,
-                outcome: outcome.unwrap_or(Outcome::Eliminated(Elimination::NotChosen)),
+                outcome: outcome.unwrap_or_else(|| {
+                    let outranked = winning_tier.is_some_and(|winner| li.tier < winner);
+                    Outcome::Eliminated(if outranked {
+                        Elimination::OutrankedByTier
+                    } else {
+                        Elimination::NotExamined
+                    })
+                }),
             })
             .collect()
     }
@@ -112,82 +156,76 @@ const TIERS: [Tier; 4] = [
     Tier::House,
 ];
 
+/// Matches and checks one tier at a time, highest first, and stops at the first tier with a
+/// survivor: its winner takes the request.
 pub(crate) fn select<R: Rng, O: Observer>(
     engine: &Engine,
     request: &Request<'_>,
     context: &mut Context<'_, R>,
     observer: &mut O,
 ) -> Option<Decision> {
-    let matched = std::mem::take(&mut context.scratch.matched);
-    let decision = select_from(engine, request, context, observer, &matched);
-    context.scratch.matched = matched;
-    decision
-}
-
-fn select_from<R: Rng, O: Observer>(
-    engine: &Engine,
-    request: &Request<'_>,
-    context: &mut Context<'_, R>,
-    observer: &mut O,
-    matched: &[u32],
-) -> Option<Decision> {
+    let ctx = engine.match_context(request);
+    engine.index.begin(&ctx, context.scratch);
     let line_items = &engine.snapshot.data.line_items;
     let mut survivors = std::mem::take(&mut context.scratch.survivors);
     let mut decision = None;
     for tier in TIERS {
-        if decision.is_some() {
-            if O::ACTIVE {
-                for &i in matched
-                    .iter()
-                    .filter(|&&i| line_items[i as usize].tier == tier)
-                {
-                    observer.note(i, Outcome::Eliminated(Elimination::OutrankedByTier));
-                }
-            }
-            continue;
-        }
+        let draw = context.rng.next_u64();
+        context.scratch.matched.clear();
+        engine.index.match_tier(
+            &ctx,
+            context.scratch,
+            tier_slot(tier),
+            MAX_CANDIDATES_PER_TIER,
+            draw,
+        );
+        let candidates = std::mem::take(&mut context.scratch.matched);
         survivors.clear();
-        for &i in matched
-            .iter()
-            .filter(|&&i| line_items[i as usize].tier == tier)
-        {
+        for &i in &candidates {
             match check(engine, request, context, i as usize) {
                 Ok(bid) => survivors.push((i, bid)),
                 Err(why) => observer.note(i, Outcome::Eliminated(why)),
             }
         }
-        let Some(winner) = choose(tier, &survivors, line_items, context.rng) else {
+        context.scratch.matched = candidates;
+        let Some((winner, bid)) = choose(tier, &survivors, line_items, context.rng) else {
             continue;
         };
-        for &(i, _) in &survivors {
-            let outcome = if i == winner.0 {
-                Outcome::Won
-            } else {
-                Outcome::Eliminated(Elimination::NotChosen)
-            };
-            observer.note(i, outcome);
+        if O::ACTIVE {
+            for &(i, _) in &survivors {
+                let outcome = if i == winner {
+                    Outcome::Won
+                } else {
+                    Outcome::Eliminated(Elimination::NotChosen)
+                };
+                observer.note(i, outcome);
+            }
         }
-        let li = &line_items[winner.0 as usize];
-        decision = pick_creative(engine, request, winner.0 as usize, context.rng).map(|creative| {
-            Decision {
+        let li = &line_items[winner as usize];
+        decision =
+            pick_creative(engine, request, winner as usize, context.rng).map(|creative| Decision {
                 line_item: li.id,
                 creative: creative.id,
                 tier,
-                bid_cpm: winner.1,
-            }
-        });
+                bid_cpm: bid.cpm,
+                currency: bid.currency,
+                deal: bid.deal,
+                format: creative.format,
+                size: creative.size,
+            });
+        break;
     }
     context.scratch.survivors = survivors;
     decision
 }
 
-/// The per-line-item rules, in order; the bid (value as CPM times multiplier) if all pass.
+/// The per-line-item rules, in order; the bid if all pass.
 fn check<R: Rng>(
     engine: &Engine,
     request: &Request<'_>,
     context: &mut Context<'_, R>,
     i: usize,
-) -> Result<Micros, Elimination> {
+) -> Result<Bid, Elimination> {
     let data = &engine.snapshot.data;
     let li = &data.line_items[i];
     let control = context.pacing.control(i);
@@ -198,9 +236,8 @@ fn check<R: Rng>(
     if now < li.flight_start || li.flight_end.is_some_and(|end| now >= end) {
         return Err(Elimination::Dates);
     }
-    if !engine.creatives(i).any(|c| fits(c, request)) {
-        return Err(Elimination::Creative);
-    }
+    blocked_by_request(engine, request, i)?;
+    best_creative_fit(engine, request, i)?;
     if let Some(user) = request.user.id {
         let campaign_caps = engine.line_item_campaigns[i]
             .map(|c| data.campaigns[c as usize].frequency_caps.as_slice())
@@ -220,28 +257,252 @@ fn check<R: Rng>(
     if control.throttle < 1.0 && unit(context.rng) >= control.throttle {
         return Err(Elimination::Pacing);
     }
-    let bid = scale(value_cpm(li, &control), control.bid_multiplier);
-    if let Some(floor) = request.slot.floor
-        && (floor.currency != li.price.currency || bid < floor.cpm)
-    {
-        return Err(Elimination::Floor);
-    }
-    Ok(bid)
+    price(request, context.rates, li, &control)
 }
 
-/// What one impression of the line item is worth, as CPM in its currency. Flat-priced line
-/// items are paid already, so worth nothing more per impression.
+/// The request's blocks that apply to the whole line item: its advertiser's domains (`badv`)
+/// and its campaign's app (`bapp`).
+fn blocked_by_request(engine: &Engine, request: &Request<'_>, i: usize) -> Result<(), Elimination> {
+    let data = &engine.snapshot.data;
+    let blocked = &request.blocked;
+    if !blocked.advertisers.is_empty()
+        && let Some(advertiser) = engine.line_item_advertisers[i]
+        && data.advertisers[advertiser as usize]
+            .domains
+            .iter()
+            .any(|domain| {
+                blocked
+                    .advertisers
+                    .iter()
+                    .any(|b| domain_blocked(domain, b))
+            })
+    {
+        return Err(Elimination::BlockedAdvertiser);
+    }
+    if !blocked.apps.is_empty()
+        && let Some(campaign) = engine.line_item_campaigns[i]
+        && let Some(bundle) = &data.campaigns[campaign as usize].app_bundle
+        && blocked.apps.iter().any(|app| app == bundle)
+    {
+        return Err(Elimination::BlockedApp);
+    }
+    Ok(())
+}
+
+/// Ok if some creative of the line item may serve; otherwise the reason of the creative that
+/// came furthest through [`creative_fit`]'s checks.
+fn best_creative_fit(engine: &Engine, request: &Request<'_>, i: usize) -> Result<(), Elimination> {
+    let mut furthest: Option<Elimination> = None;
+    for creative in engine.creatives(i) {
+        match creative_fit(creative, request) {
+            Ok(()) => return Ok(()),
+            Err(why) => {
+                if furthest
+                    .as_ref()
+                    .is_none_or(|f| creative_stage(&why) > creative_stage(f))
+                {
+                    furthest = Some(why);
+                }
+            }
+        }
+    }
+    Err(furthest.unwrap_or(Elimination::Creative))
+}
+
+/// How far a creative got before failing, for [`best_creative_fit`].
+fn creative_stage(why: &Elimination) -> u8 {
+    match why {
+        Elimination::Media | Elimination::Native => 1,
+        Elimination::Secure => 2,
+        Elimination::BlockedCategory => 3,
+        _ => 0,
+    }
+}
+
+/// Whether a creative may fill the slot, checked in order: format and size, media rules or
+/// native assets, https, blocked categories.
+pub(crate) fn creative_fit(
+    creative: &CreativeEntry,
+    request: &Request<'_>,
+) -> Result<(), Elimination> {
+    let slot = &request.slot;
+    if !request.formats().contains(&creative.format) {
+        return Err(Elimination::Creative);
+    }
+    let content = &creative.content;
+    match creative.format {
+        Format::Banner => {
+            let sized = slot.sizes.is_empty()
+                || creative.size.is_some_and(|size| slot.sizes.contains(&size));
+            if !sized {
+                return Err(Elimination::Creative);
+            }
+        }
+        Format::Video if !media_fits(content, &slot.video) => return Err(Elimination::Media),
+        Format::Audio if !media_fits(content, &slot.audio) => return Err(Elimination::Media),
+        Format::Native if !native_fits(content, &slot.native) => return Err(Elimination::Native),
+        Format::Video | Format::Audio | Format::Native => {}
+    }
+    if slot.secure && !creative.secure {
+        return Err(Elimination::Secure);
+    }
+    let categories = request.blocked.categories;
+    if !categories.is_empty()
+        && creative
+            .categories
+            .iter()
+            .any(|category| categories.iter().any(|b| category_blocked(category, b)))
+    {
+        return Err(Elimination::BlockedCategory);
+    }
+    Ok(())
+}
+
+fn media_fits(content: &Content, rules: &MediaRules<'_>) -> bool {
+    let Content::Vast {
+        duration_secs,
+        mimes,
+        protocols,
+        ..
+    } = content
+    else {
+        return false;
+    };
+    let mime = rules.mimes.is_empty()
+        || mimes
+            .iter()
+            .any(|m| rules.mimes.iter().any(|r| r.eq_ignore_ascii_case(m)));
+    let duration = if rules.durations.is_empty() {
+        rules.min_duration.is_none_or(|min| *duration_secs >= min)
+            && rules.max_duration.is_none_or(|max| *duration_secs <= max)
+    } else {
+        rules.durations.contains(duration_secs)
+    };
+    let protocol =
+        rules.protocols.is_empty() || protocols.iter().any(|p| rules.protocols.contains(p));
+    mime && duration && protocol
+}
+
+fn native_fits(content: &Content, needs: &NativeNeeds) -> bool {
+    let Content::Native {
+        title,
+        body,
+        sponsored_by,
+        image_url,
+        icon_url,
+        call_to_action,
+        image_size,
+        icon_size,
+    } = content
+    else {
+        return false;
+    };
+    has_text(Some(title), needs.title)
+        && has_text(Some(body), needs.body)
+        && has_text(Some(sponsored_by), needs.sponsored_by)
+        && has_text(call_to_action.as_ref(), needs.call_to_action)
+        && has_image(image_url.is_some(), *image_size, needs.main_image)
+        && has_image(icon_url.is_some(), *icon_size, needs.icon)
+}
+
+fn has_text(text: Option<&String>, need: Option<TextNeed>) -> bool {
+    let Some(need) = need else {
+        return true;
+    };
+    text.filter(|t| !t.is_empty()).is_some_and(|t| {
+        need.max_chars
+            .is_none_or(|max| t.chars().count() <= max as usize)
+    })
+}
+
+fn has_image(present: bool, size: Option<Size>, need: Option<ImageNeed>) -> bool {
+    let Some(need) = need else {
+        return true;
+    };
+    let any_size = need.min_w == 0 && need.min_h == 0;
+    present && (any_size || size.is_some_and(|s| s.w >= need.min_w && s.h >= need.min_h))
+}
+
+/// The bid in the request's currency, for the deal it is made on. A line item with deals bids
+/// on the first offered deal of its own whose floor (the deal's, else the imp's) it meets;
+/// one without deals bids against the imp's floor.
+fn price(
+    request: &Request<'_>,
+    rates: &marquee_model::CurrencyRates,
+    li: &LineItemEntry,
+    control: &Control,
+) -> Result<Bid, Elimination> {
+    let value = permille(value_cpm(li, control), control.bid_multiplier_permille);
+    let currency = request.bid_currency.unwrap_or(li.price.currency);
+    let cpm = rates
+        .convert(value, li.price.currency, currency, Rounding::Down)
+        .ok_or(Elimination::Currency)?;
+    let exchange = request.channel == Channel::Exchange;
+    if exchange && cpm <= Micros::ZERO {
+        return Err(Elimination::Floor);
+    }
+    let meets = |floor: Option<Floor>| -> Result<(), Elimination> {
+        let Some(floor) = floor else {
+            return Ok(());
+        };
+        // Rounded up: a bid that meets the converted floor meets the floor itself.
+        let floor = rates
+            .convert(floor.cpm, floor.currency, currency, Rounding::Up)
+            .ok_or(Elimination::Currency)?;
+        if cpm < floor {
+            return Err(Elimination::Floor);
+        }
+        Ok(())
+    };
+    let slot = &request.slot;
+    if !exchange || li.deals.is_empty() {
+        meets(slot.floor)?;
+        return Ok(Bid {
+            cpm,
+            currency,
+            deal: None,
+        });
+    }
+    let mut why = Elimination::Deal;
+    for (position, offered) in slot.deals.iter().enumerate() {
+        if !li.deals.iter().any(|d| d == offered.id) {
+            continue;
+        }
+        match meets(offered.floor.or(slot.floor)) {
+            Ok(()) => {
+                return Ok(Bid {
+                    cpm,
+                    currency,
+                    deal: Some(position),
+                });
+            }
+            Err(e) => why = e,
+        }
+    }
+    Err(why)
+}
+
+/// What one impression of the line item is worth, as CPM in its currency: the CPM price, or
+/// the CPC price times the expected CTR times 1000. Flat-priced line items are paid already,
+/// so worth nothing more per impression.
 fn value_cpm(li: &LineItemEntry, control: &Control) -> Micros {
     match li.price.model {
         PricingModel::Cpm => li.price.amount_micros,
-        PricingModel::Cpc => scale(li.price.amount_micros, control.ctr * 1000.0),
+        // price × (ctr_ppm / 10^6) × 1000
+        PricingModel::Cpc => ratio(li.price.amount_micros, control.ctr_ppm, 1_000),
         PricingModel::Flat => Micros::ZERO,
     }
 }
 
-fn scale(amount: Micros, factor: f32) -> Micros {
-    // Rounded to whole micros; f64 keeps amounts up to 2^53 micros exact.
-    Micros((amount.0 as f64 * f64::from(factor)).round() as i64)
+/// `amount` × `permille` / 1000, rounded down.
+fn permille(amount: Micros, permille: u32) -> Micros {
+    ratio(amount, permille, 1_000)
+}
+
+/// `amount` × `numerator` / `denominator`, rounded down, saturating.
+fn ratio(amount: Micros, numerator: u32, denominator: i128) -> Micros {
+    let exact = (i128::from(amount.0) * i128::from(numerator)).div_euclid(denominator);
+    Micros(i64::try_from(exact).unwrap_or(if exact < 0 { i64::MIN } else { i64::MAX }))
 }
 
 /// A uniform draw in [0, 1).
@@ -249,20 +510,20 @@ fn unit<R: Rng>(rng: &mut R) -> f32 {
     (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
 }
 
-/// Reserved tiers (sponsorship, standard) share by weight; the others go to the highest value,
+/// Reserved tiers (sponsorship, standard) share by weight; the others go to the highest bid,
 /// ties shared by weight.
 fn choose<R: Rng>(
     tier: Tier,
-    survivors: &[(u32, Micros)],
+    survivors: &[(u32, Bid)],
     line_items: &[LineItemEntry],
     rng: &mut R,
-) -> Option<(u32, Micros)> {
+) -> Option<(u32, Bid)> {
     let best = match tier {
         Tier::Sponsorship | Tier::Standard => None,
-        Tier::Remnant | Tier::House => survivors.iter().map(|s| s.1).max(),
+        Tier::Remnant | Tier::House => survivors.iter().map(|s| s.1.cpm).max(),
     };
-    let eligible = |s: &&(u32, Micros)| best.is_none_or(|b| s.1 == b);
-    let weight = |s: &(u32, Micros)| u64::from(line_items[s.0 as usize].weight.max(1));
+    let eligible = |s: &&(u32, Bid)| best.is_none_or(|b| s.1.cpm == b);
+    let weight = |s: &(u32, Bid)| u64::from(line_items[s.0 as usize].weight.max(1));
     let total: u64 = survivors.iter().filter(eligible).map(weight).sum();
     if total == 0 {
         return None;
@@ -278,31 +539,7 @@ fn choose<R: Rng>(
     None
 }
 
-/// The format a creative fills.
-fn format_of(content: &Content) -> Format {
-    match content {
-        Content::Image { .. } | Content::Html { .. } | Content::ThirdPartyTag { .. } => {
-            Format::Banner
-        }
-        Content::Native { .. } => Format::Native,
-        Content::Vast { .. } => Format::Video,
-    }
-}
-
-pub(crate) fn fits(creative: &CreativeEntry, request: &Request<'_>) -> bool {
-    let format = format_of(&creative.content);
-    if !request.formats().contains(&format) {
-        return false;
-    }
-    if format != Format::Banner || request.slot.sizes.is_empty() {
-        return true;
-    }
-    creative
-        .size
-        .is_some_and(|size| request.slot.sizes.contains(&size))
-}
-
-/// A fitting creative by the line item's rotation: evenly, or by weight.
+/// A creative that may serve, by the line item's rotation: evenly, or by weight.
 fn pick_creative<'e, R: Rng>(
     engine: &'e Engine,
     request: &Request<'_>,
@@ -316,26 +553,20 @@ fn pick_creative<'e, R: Rng>(
         RotationMode::Even => 1,
         RotationMode::Weighted | RotationMode::OptimizedCtr => u64::from(c.weight.max(1)),
     };
-    let total: u64 = engine
-        .creatives(line_item)
-        .filter(|c| fits(c, request))
-        .map(weight)
-        .sum();
+    let fits = |c: &&CreativeEntry| creative_fit(c, request).is_ok();
+    let total: u64 = engine.creatives(line_item).filter(fits).map(weight).sum();
     if total == 0 {
         return None;
     }
     let mut draw = rng.next_u64() % total;
-    engine
-        .creatives(line_item)
-        .filter(|c| fits(c, request))
-        .find(|c| {
-            let w = weight(c);
-            if draw < w {
-                return true;
-            }
-            draw -= w;
-            false
-        })
+    engine.creatives(line_item).filter(fits).find(|c| {
+        let w = weight(c);
+        if draw < w {
+            return true;
+        }
+        draw -= w;
+        false
+    })
 }
 
 impl Engine {

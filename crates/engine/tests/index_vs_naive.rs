@@ -8,10 +8,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use marquee_engine::{Device, Engine, Geo, Request, Scratch, Slot, User};
+use marquee_engine::{Blocked, Deal, Device, Engine, Geo, Request, Scratch, Slot, User};
 use marquee_model::{
-    DeviceType, Format, GeoCircle, HourRange, KeyValues, PlacementId, SiteId, Size, Targeting,
-    Tier, Weekday,
+    Channel, DeviceType, Format, GeoCircle, HourRange, KeyValues, PlacementId, SiteId, Size,
+    Targeting, Tier, Weekday,
 };
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
@@ -60,6 +60,18 @@ const WEEKDAYS: [Weekday; 7] = [
     Weekday::Sun,
 ];
 const ZONES: [&str; 4] = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"];
+const DEALS: [&str; 3] = ["D1", "D2", "D3"];
+const TIERS: [Tier; 4] = [
+    Tier::Sponsorship,
+    Tier::Standard,
+    Tier::Remnant,
+    Tier::House,
+];
+const CHANNELS: [&[Channel]; 3] = [
+    &[Channel::Direct],
+    &[Channel::Exchange],
+    &[Channel::Direct, Channel::Exchange],
+];
 const POINTS: [(f64, f64); 3] = [(52.52, 13.40), (48.86, 2.35), (40.71, -74.0)];
 
 fn strings(values: &'static [&'static str]) -> impl Strategy<Value = Vec<String>> {
@@ -130,6 +142,9 @@ struct LineItemSpec {
     targeting: Option<Targeting>,
     zone: &'static str,
     links: Vec<u64>,
+    tier: Tier,
+    channels: &'static [Channel],
+    deals: Vec<&'static str>,
 }
 
 fn line_item_spec() -> impl Strategy<Value = LineItemSpec> {
@@ -140,17 +155,31 @@ fn line_item_spec() -> impl Strategy<Value = LineItemSpec> {
             3 => Just(Vec::new()),
             1 => subsequence(vec![1u64, 2, 3, 4], 1..=3),
         ],
+        select(&TIERS[..]),
+        select(&CHANNELS[..]),
+        prop_oneof![
+            2 => Just(Vec::new()),
+            1 => subsequence(&DEALS[..], 1..=2),
+        ],
     )
-        .prop_map(|(targeting, zone, links)| LineItemSpec {
-            targeting,
-            zone,
-            links,
-        })
+        .prop_map(
+            |(targeting, zone, links, tier, channels, deals)| LineItemSpec {
+                targeting,
+                zone,
+                links,
+                tier,
+                channels,
+                deals,
+            },
+        )
 }
 
 /// Owned request data; `Request` borrows from it.
 #[derive(Debug, Clone)]
 struct RequestSpec {
+    channel: Channel,
+    private_auction: bool,
+    deals: Vec<Deal<'static>>,
     now: i64,
     placement: Option<u64>,
     site: Option<u64>,
@@ -210,11 +239,23 @@ fn request_spec() -> impl Strategy<Value = RequestSpec> {
         subsequence(&SIZES[..], 0..=2),
         subsequence(&FORMATS[..], 0..=2),
     );
-    (a, b).prop_map(
+    let c = (
+        select(&[Channel::Direct, Channel::Exchange][..]),
+        any::<bool>(),
+        subsequence(&DEALS[..], 0..=2),
+    );
+    (a, b, c).prop_map(
         |(
             (offset, placement, site, domain, url, country, region, city),
             (point, device, os, browser, language, ip, segments, key_values, sizes, formats),
+            (channel, private_auction, deals),
         )| RequestSpec {
+            channel,
+            private_auction,
+            deals: deals
+                .into_iter()
+                .map(|id| Deal { id, floor: None })
+                .collect(),
             now: 1_767_225_600 + offset,
             placement,
             site,
@@ -242,9 +283,11 @@ fn engine_of(specs: &[LineItemSpec]) -> Engine {
         .iter()
         .enumerate()
         .map(|(i, spec)| {
-            let mut li = common::line_item(i as u64 + 1, Tier::Standard, spec.targeting.clone());
+            let mut li = common::line_item(i as u64 + 1, spec.tier, spec.targeting.clone());
             li.time_zone = spec.zone.to_owned();
             li.placements = spec.links.iter().copied().map(PlacementId).collect();
+            li.channels = spec.channels.to_vec();
+            li.deals = spec.deals.iter().map(|d| (*d).to_owned()).collect();
             li
         })
         .collect();
@@ -254,12 +297,15 @@ fn engine_of(specs: &[LineItemSpec]) -> Engine {
 fn request_of(spec: &RequestSpec) -> Request<'_> {
     Request {
         now: Timestamp::from_second(spec.now).expect("valid"),
+        channel: spec.channel,
         placement: spec.placement.map(PlacementId),
         site: spec.site.map(SiteId),
         slot: Slot {
             sizes: &spec.sizes,
             formats: &spec.formats,
-            floor: None,
+            deals: &spec.deals,
+            private_auction: spec.private_auction,
+            ..Slot::default()
         },
         domain: spec.domain,
         page_url: spec.url.as_deref(),
@@ -281,6 +327,8 @@ fn request_of(spec: &RequestSpec) -> Request<'_> {
             segments: &spec.segments,
         },
         key_values: &spec.key_values,
+        blocked: Blocked::default(),
+        bid_currency: None,
     }
 }
 
@@ -319,6 +367,9 @@ fn a_huge_expression_falls_back_to_whole_evaluation() {
         targeting: Some(expr),
         zone: "UTC",
         links: vec![2],
+        tier: Tier::Standard,
+        channels: &[Channel::Direct],
+        deals: Vec::new(),
     }]);
     let mut scratch = Scratch::default();
     let segments_hit: Vec<String> = (0..5).map(|k| format!("k{k}v3")).collect();

@@ -9,7 +9,8 @@ use marquee_engine::{
     LocalCaps, NoCaps, Outcome, Request, Scratch, Slot, Verdict, user_key,
 };
 use marquee_model::{
-    CapWindow, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size, Targeting, Tier,
+    CapWindow, Currency, CurrencyRates, FrequencyCap, LineItemId, Micros, PricingModel, Size,
+    Targeting, Tier,
 };
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -18,6 +19,7 @@ struct Harness {
     engine: Engine,
     rng: SmallRng,
     scratch: Scratch,
+    rates: CurrencyRates,
 }
 
 impl Harness {
@@ -26,6 +28,7 @@ impl Harness {
             engine,
             rng: SmallRng::seed_from_u64(7),
             scratch: Scratch::default(),
+            rates: CurrencyRates::new(Currency::USD),
         }
     }
 
@@ -39,6 +42,7 @@ impl Harness {
             rng: &mut self.rng,
             caps,
             pacing,
+            rates: &self.rates,
             scratch: &mut self.scratch,
         };
         self.engine.decide(request, &mut context)
@@ -58,6 +62,7 @@ impl Harness {
             rng: &mut self.rng,
             caps,
             pacing,
+            rates: &self.rates,
             scratch: &mut self.scratch,
         };
         self.engine.explain(request, &mut context)
@@ -68,8 +73,7 @@ fn request() -> Request<'static> {
     let mut request = Request::at(now());
     request.slot = Slot {
         sizes: &common::SIZES,
-        formats: &[],
-        floor: None,
+        ..Slot::default()
     };
     request.geo.country = Some("DE");
     request
@@ -231,7 +235,7 @@ fn throttles_and_multipliers_come_from_the_control_array() {
         0,
         Control {
             throttle: 0.25,
-            bid_multiplier: 0.5,
+            bid_multiplier_permille: 500,
             ..Control::FULL_SPEED
         },
     );
@@ -380,6 +384,7 @@ fn explain_names_the_first_rule_that_eliminated_each_line_item() {
         rng: &mut again.rng,
         caps: &caps,
         pacing: &controls,
+        rates: &again.rates,
         scratch: &mut again.scratch,
     };
     let plain = again.engine.decide(&req, &mut context);
@@ -389,7 +394,7 @@ fn explain_names_the_first_rule_that_eliminated_each_line_item() {
 }
 
 #[test]
-fn a_floor_in_another_currency_is_not_met() {
+fn a_floor_in_another_currency_is_converted_or_not_met() {
     let li = line_item(1, Tier::Standard, None);
     let mut h = Harness::new(Engine::new(snapshot(vec![li], None, vec![])));
     let mut req = request();
@@ -397,7 +402,23 @@ fn a_floor_in_another_currency_is_not_met() {
         cpm: Micros(1),
         currency: Currency::EUR,
     });
-    assert_eq!(h.decide(&req), None);
+    assert_eq!(h.decide(&req), None, "no rate for EUR: no bid");
+    h.rates.set(Currency::EUR, "0.92").expect("valid rate");
+    // 0.92 EUR is 1.00 USD: the line item's 1.00 USD meets it exactly; a micro more does not.
+    req.slot.floor = Some(Floor {
+        cpm: Micros(920_000),
+        currency: Currency::EUR,
+    });
+    let decision = h.decide(&req).expect("meets the converted floor");
+    assert_eq!(
+        (decision.bid_cpm, decision.currency),
+        (Micros(1_000_000), Currency::USD)
+    );
+    req.slot.floor = Some(Floor {
+        cpm: Micros(920_001),
+        currency: Currency::EUR,
+    });
+    assert_eq!(h.decide(&req), None, "0.920001 EUR rounds up past 1.00 USD");
     req.slot.floor = Some(Floor {
         cpm: Micros(1_000_000),
         currency: Currency::USD,

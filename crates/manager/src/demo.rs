@@ -3,9 +3,9 @@
 
 use jiff::civil::date;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Creative, CreativeContent, Currency,
-    DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem, LineItemId,
-    Micros, Object, PacingMode, Placement, PlacementId, Price, PricingModel, Publisher,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Creative, CreativeContent,
+    Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem,
+    LineItemId, Micros, Object, PacingMode, Placement, PlacementId, Price, PricingModel, Publisher,
     PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting, Tier, Weekday,
 };
 use marquee_store::{ListQuery, Store, StoreError};
@@ -81,6 +81,7 @@ fn image(line_item: u64, name: &str, w: u32, h: u32, landing: &str) -> Creative 
             image_url: format!("https://cdn.example.com/demo/{w}x{h}.png"),
             alt: name.into(),
         },
+        categories: Vec::new(),
     }
 }
 
@@ -99,6 +100,7 @@ fn html(line_item: u64, name: &str, w: u32, h: u32, landing: &str, headline: &st
                  {headline}</a><img src=\"{{{{IMPRESSION_URL}}}}\" width=\"1\" height=\"1\" alt=\"\">"
             ),
         },
+        categories: Vec::new(),
     }
 }
 
@@ -118,6 +120,8 @@ fn line_item(campaign: u64, name: &str, tier: Tier, price: Price) -> LineItem {
         frequency_caps: Vec::new(),
         targeting: None,
         rotation: RotationMode::Even,
+        channels: vec![Channel::Direct],
+        deals: Vec::new(),
     }
 }
 
@@ -249,6 +253,8 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
         name: name.into(),
         status: Status::Active,
         frequency_caps: caps,
+        categories: Vec::new(),
+        app_bundle: None,
     };
     let winter = add(
         store,

@@ -10,6 +10,7 @@ mod ids;
 mod kind;
 mod money;
 mod objects;
+mod rates;
 mod stored;
 mod targeting;
 mod validate;
@@ -19,10 +20,11 @@ pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, Pub
 pub use kind::{Kind, Principal, Role, Side, Status};
 pub use money::{Currency, CurrencyError, Micros};
 pub use objects::{
-    Advertiser, Campaign, CapWindow, CapWindowError, Creative, CreativeContent, Format,
+    Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
     FrequencyCap, Goal, GoalMetric, HTML_MACROS, LineItem, Object, PacingMode, Placement, Price,
     PricingModel, Publisher, RotationMode, Site, Size, Tier,
 };
+pub use rates::{CurrencyRates, RateError, Rounding};
 pub use stored::{Catalog, Meta, Stored};
 pub use targeting::{DeviceType, GeoCircle, HourRange, KeyValues, Targeting, Weekday};
 pub use validate::{ValidationError, Violation, Violations};

@@ -65,6 +65,11 @@ fn default_weight() -> u32 {
 const MAX_WEIGHT: u32 = 1_000;
 const MAX_FREQUENCY_CAPS: usize = 8;
 const MAX_MARKUP_BYTES: usize = 100_000;
+const MAX_DEALS: usize = 100;
+const MAX_CATEGORIES: usize = 20;
+const MAX_MIMES: usize = 20;
+/// OpenRTB (AdCOM) creative subtypes for audio and video: 1 VAST 1.0 … 14 VAST 4.2 Wrapper.
+const PROTOCOLS: std::ops::RangeInclusive<u16> = 1..=14;
 /// Years a flight may start and end in.
 const FLIGHT_YEARS: std::ops::RangeInclusive<i16> = 2000..=2200;
 
@@ -74,6 +79,19 @@ fn weight_rule(v: &mut Violations, weight: u32) {
         (1..=MAX_WEIGHT).contains(&weight),
         format!("must be between 1 and {MAX_WEIGHT}"),
     );
+}
+
+fn categories_rule(v: &mut Violations, categories: &[String]) {
+    v.field("categories", |v| {
+        v.check(
+            categories.len() <= MAX_CATEGORIES,
+            format!("at most {MAX_CATEGORIES} categories are allowed"),
+        );
+        rules::unique(v, categories);
+        for (i, category) in categories.iter().enumerate() {
+            v.index(i, |v| rules::iab_category(v, category));
+        }
+    });
 }
 
 fn caps_rule(v: &mut Violations, caps: &[FrequencyCap]) {
@@ -149,6 +167,23 @@ pub enum Tier {
     #[default]
     Standard,
     Sponsorship,
+}
+
+/// Where a line item's demand comes from: our own placements or exchanges' auctions.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// Ad requests from Marquee's own tags, for the placements the line item is linked to (or
+    /// every placement when it has no links).
+    Direct,
+    /// OpenRTB bid requests from exchanges, where the line item bids its price.
+    Exchange,
+}
+
+fn default_channels() -> Vec<Channel> {
+    vec![Channel::Direct]
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -363,12 +398,24 @@ pub struct Campaign {
     pub status: Status,
     #[serde(default)]
     pub frequency_caps: Vec<FrequencyCap>,
+    /// IAB content categories of what the campaign advertises (OpenRTB `cat`), such as
+    /// `IAB2-3`; a creative may name its own instead.
+    #[serde(default)]
+    pub categories: Vec<String>,
+    /// The app the campaign advertises, by its store bundle or id (matched against OpenRTB
+    /// `bapp`, sent as the bid's `bundle`).
+    #[serde(default)]
+    pub app_bundle: Option<String>,
 }
 object!(Campaign, Kind::Campaign, |s| Some(s.advertiser_id.0));
 
 impl Campaign {
     fn check(&self, v: &mut Violations) {
         caps_rule(v, &self.frequency_caps);
+        categories_rule(v, &self.categories);
+        if let Some(bundle) = &self.app_bundle {
+            v.field("app_bundle", |v| rules::app_bundle(v, bundle));
+        }
     }
 }
 
@@ -404,6 +451,13 @@ pub struct LineItem {
     pub targeting: Option<Targeting>,
     #[serde(default)]
     pub rotation: RotationMode,
+    /// Where it takes part: `direct` (our placements), `exchange` (bid requests), or both.
+    #[serde(default = "default_channels")]
+    pub channels: Vec<Channel>,
+    /// Exchange deal ids it buys. With deals, it bids only into impressions that offer one of
+    /// them (and the bid names that deal); without, only in open auctions.
+    #[serde(default)]
+    pub deals: Vec<String>,
 }
 object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0));
 
@@ -433,6 +487,32 @@ impl LineItem {
         if let Some(targeting) = &self.targeting {
             v.field("targeting", |v| targeting.validate(v));
         }
+        self.check_channels(v);
+    }
+
+    fn check_channels(&self, v: &mut Violations) {
+        let on_exchange = self.channels.contains(&Channel::Exchange);
+        v.field("channels", |v| {
+            v.check(!self.channels.is_empty(), "must list at least one channel");
+            rules::unique(v, &self.channels);
+            if on_exchange && self.price.model == PricingModel::Flat {
+                v.fail("exchange bids need a CPM or CPC price; flat pricing has no price per impression");
+            }
+        });
+        v.field("deals", |v| {
+            v.check(
+                self.deals.len() <= MAX_DEALS,
+                format!("at most {MAX_DEALS} deals are allowed"),
+            );
+            v.check(
+                self.deals.is_empty() || on_exchange,
+                "deals are bought on exchanges: add exchange to channels",
+            );
+            rules::unique(v, &self.deals);
+            for (i, deal) in self.deals.iter().enumerate() {
+                v.index(i, |v| rules::deal_id(v, deal));
+            }
+        });
     }
 
     /// Flights must lie in years the whole system handles, and be checked as instants: a local
@@ -531,15 +611,54 @@ pub enum CreativeContent {
         icon_url: Option<String>,
         #[serde(default)]
         call_to_action: Option<String>,
+        /// Pixel size of the main image, so that an exchange's minimum sizes can be checked.
+        #[serde(default)]
+        image_size: Option<Size>,
+        /// Pixel size of the icon.
+        #[serde(default)]
+        icon_size: Option<Size>,
     },
-    /// A VAST 4 video ad, inline XML or a wrapper URL (exactly one).
+    /// A VAST video ad, or an audio ad (VAST or DAAST whose media files are all `audio/*`):
+    /// inline XML or a wrapper URL (exactly one).
     Vast {
         #[serde(default)]
         xml: Option<String>,
         #[serde(default)]
         url: Option<String>,
         duration_secs: u32,
+        /// MIME types of its media files, such as `video/mp4` or `audio/mpeg`.
+        #[serde(default)]
+        mimes: Vec<String>,
+        /// OpenRTB protocols the markup conforms to: 2 VAST 2.0, 3 VAST 3.0, 5 VAST 2.0 Wrapper,
+        /// 6 VAST 3.0 Wrapper, 7 VAST 4.0, 8 VAST 4.0 Wrapper, 9 DAAST 1.0, 11–14 VAST 4.1–4.2
+        /// (AdCOM "Creative Subtypes - Audio/Video").
+        #[serde(default)]
+        protocols: Vec<u16>,
     },
+}
+
+impl CreativeContent {
+    /// The kind of slot this content fills: HTML, images and tags are banners; VAST is video,
+    /// or audio when it names media types and all of them are `audio/*`.
+    pub fn format(&self) -> Format {
+        match self {
+            CreativeContent::Image { .. }
+            | CreativeContent::Html { .. }
+            | CreativeContent::ThirdPartyTag { .. } => Format::Banner,
+            CreativeContent::Native { .. } => Format::Native,
+            CreativeContent::Vast { mimes, .. } => {
+                if !mimes.is_empty() && mimes.iter().all(|m| is_audio_mime(m)) {
+                    Format::Audio
+                } else {
+                    Format::Video
+                }
+            }
+        }
+    }
+}
+
+fn is_audio_mime(mime: &str) -> bool {
+    mime.starts_with("audio/")
 }
 
 /// An ad: belongs to one line item.
@@ -559,6 +678,9 @@ pub struct Creative {
     #[serde(default = "default_weight")]
     pub weight: u32,
     pub content: CreativeContent,
+    /// IAB content categories of this creative (OpenRTB `cat`); empty means the campaign's.
+    #[serde(default)]
+    pub categories: Vec<String>,
 }
 object!(Creative, Kind::Creative, |s| Some(s.line_item_id.0));
 
@@ -578,7 +700,71 @@ impl Creative {
             None => {}
         }
         v.field("content", |v| self.content.check(v));
+        categories_rule(v, &self.categories);
     }
+
+    /// Whether everything the creative loads or links to is https, as far as a simple scan can
+    /// tell: the landing, image, icon and VAST URLs must be https, and markup (HTML, tags, VAST
+    /// XML) must contain no `http:` outside `xmlns` attributes (namespace names, never fetched).
+    /// Conservative: text that merely mentions `http:` makes a creative not secure.
+    pub fn https_only(&self) -> bool {
+        let https = |url: &str| {
+            url.get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        };
+        if !https(&self.landing_url) {
+            return false;
+        }
+        match &self.content {
+            CreativeContent::Image { image_url, .. } => https(image_url),
+            CreativeContent::Html { html } => markup_is_https_only(html),
+            CreativeContent::ThirdPartyTag { tag } => markup_is_https_only(tag),
+            CreativeContent::Native {
+                image_url,
+                icon_url,
+                ..
+            } => [image_url, icon_url]
+                .into_iter()
+                .flatten()
+                .all(|url| https(url)),
+            CreativeContent::Vast { xml, url, .. } => {
+                xml.as_deref().is_none_or(markup_is_https_only) && url.as_deref().is_none_or(https)
+            }
+        }
+    }
+}
+
+/// No `http:` in `markup` except as the value of an `xmlns` attribute.
+fn markup_is_https_only(markup: &str) -> bool {
+    let lower = markup.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("http:") {
+        let at = from + found;
+        if !in_xmlns_attribute(&lower[..at]) {
+            return false;
+        }
+        from = at + "http:".len();
+    }
+    true
+}
+
+/// Whether the text before a URL ends with `xmlns="` or `xmlns:prefix="` (either quote).
+fn in_xmlns_attribute(before: &str) -> bool {
+    let Some(before) = before
+        .strip_suffix('"')
+        .or_else(|| before.strip_suffix('\''))
+    else {
+        return false;
+    };
+    let Some(before) = before.trim_end().strip_suffix('=') else {
+        return false;
+    };
+    let name_start = before
+        .trim_end()
+        .rfind(|c: char| c.is_ascii_whitespace() || c == '<')
+        .map_or(0, |i| i + 1);
+    let name = &before.trim_end()[name_start..];
+    name == "xmlns" || name.starts_with("xmlns:")
 }
 
 impl CreativeContent {
@@ -594,6 +780,8 @@ impl CreativeContent {
                 sponsored_by,
                 image_url,
                 icon_url,
+                image_size,
+                icon_size,
                 ..
             } => {
                 v.check_field(
@@ -611,17 +799,35 @@ impl CreativeContent {
                         v.field(field, |v| rules::http_url(v, url));
                     }
                 }
+                for (field, size, url, url_field) in [
+                    ("image_size", image_size, image_url, "image_url"),
+                    ("icon_size", icon_size, icon_url, "icon_url"),
+                ] {
+                    if let Some(size) = size {
+                        v.field(field, |v| {
+                            Size::validate(v, size);
+                            if url.is_none() {
+                                v.fail(format!("is the size of {url_field}, which is not set"));
+                            }
+                        });
+                    }
+                }
             }
             CreativeContent::Vast {
                 xml,
                 url,
                 duration_secs,
+                mimes,
+                protocols,
             } => {
                 match (xml, url) {
                     (Some(xml), None) => v.check_field(
                         "xml",
-                        xml.len() <= MAX_MARKUP_BYTES && xml.contains("<VAST"),
-                        format!("must be a VAST document of at most {MAX_MARKUP_BYTES} bytes"),
+                        xml.len() <= MAX_MARKUP_BYTES
+                            && (xml.contains("<VAST") || xml.contains("<DAAST")),
+                        format!(
+                            "must be a VAST or DAAST document of at most {MAX_MARKUP_BYTES} bytes"
+                        ),
                     ),
                     (None, Some(url)) => v.field("url", |v| rules::http_url(v, url)),
                     _ => v.fail("needs exactly one of xml and url"),
@@ -631,6 +837,40 @@ impl CreativeContent {
                     (1..=3_600).contains(duration_secs),
                     "must be between 1 and 3600",
                 );
+                v.field("mimes", |v| {
+                    v.check(
+                        (1..=MAX_MIMES).contains(&mimes.len()),
+                        format!("must list 1 to {MAX_MIMES} media types, such as video/mp4"),
+                    );
+                    rules::unique(v, mimes);
+                    for (i, mime) in mimes.iter().enumerate() {
+                        v.index(i, |v| rules::mime(v, mime));
+                    }
+                    let audio = mimes.iter().filter(|m| is_audio_mime(m)).count();
+                    v.check(
+                        audio == 0 || audio == mimes.len(),
+                        "must be all audio/* (an audio ad) or none (a video ad)",
+                    );
+                });
+                v.field("protocols", |v| {
+                    v.check(
+                        !protocols.is_empty(),
+                        "must list at least one OpenRTB protocol, such as 3 (VAST 3.0) or 7 (VAST 4.0)",
+                    );
+                    rules::unique(v, protocols);
+                    for (i, protocol) in protocols.iter().enumerate() {
+                        v.index(i, |v| {
+                            v.check(
+                                PROTOCOLS.contains(protocol),
+                                format!(
+                                    "{protocol} is not an OpenRTB audio/video protocol ({} to {})",
+                                    PROTOCOLS.start(),
+                                    PROTOCOLS.end()
+                                ),
+                            )
+                        });
+                    }
+                });
             }
         }
     }
@@ -725,5 +965,135 @@ impl Placement {
                 v.index(i, |v| Size::validate(v, size));
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creative(landing_url: &str, content: CreativeContent) -> Creative {
+        Creative {
+            line_item_id: LineItemId(1),
+            name: "c".into(),
+            status: Status::Active,
+            size: Some(Size { w: 300, h: 250 }),
+            landing_url: landing_url.into(),
+            weight: 100,
+            content,
+            categories: Vec::new(),
+        }
+    }
+
+    fn html(markup: &str) -> Creative {
+        creative(
+            "https://shop.example.com/",
+            CreativeContent::Html {
+                html: markup.into(),
+            },
+        )
+    }
+
+    fn vast(xml: &str, mimes: &[&str]) -> CreativeContent {
+        CreativeContent::Vast {
+            xml: Some(xml.into()),
+            url: None,
+            duration_secs: 15,
+            mimes: mimes.iter().map(|m| (*m).to_owned()).collect(),
+            protocols: vec![7],
+        }
+    }
+
+    #[test]
+    fn https_only_needs_every_url_to_be_https() {
+        let image = |landing: &str, image: &str| {
+            creative(
+                landing,
+                CreativeContent::Image {
+                    image_url: image.into(),
+                    alt: String::new(),
+                },
+            )
+        };
+        assert!(image("https://a.example/", "HTTPS://cdn.example/x.png").https_only());
+        assert!(!image("http://a.example/", "https://cdn.example/x.png").https_only());
+        assert!(!image("https://a.example/", "http://cdn.example/x.png").https_only());
+
+        assert!(
+            html("<a href=\"{{CLICK_URL}}\"><img src=\"https://cdn.example/b.png\"></a>")
+                .https_only()
+        );
+        assert!(
+            html("<img src=\"//cdn.example/b.png\">").https_only(),
+            "protocol-relative"
+        );
+        assert!(!html("<img src=\"http://cdn.example/b.png\">").https_only());
+        assert!(!html("<script>load('HTTP://cdn.example/t.js')</script>").https_only());
+        assert!(!html("<script>var u = \"http:\\/\\/cdn.example\";</script>").https_only());
+
+        let native = |icon: Option<&str>| {
+            creative(
+                "https://a.example/",
+                CreativeContent::Native {
+                    title: "T".into(),
+                    body: String::new(),
+                    sponsored_by: "S".into(),
+                    image_url: Some("https://cdn.example/n.png".into()),
+                    icon_url: icon.map(str::to_owned),
+                    call_to_action: None,
+                    image_size: None,
+                    icon_size: None,
+                },
+            )
+        };
+        assert!(native(None).https_only());
+        assert!(!native(Some("http://cdn.example/i.png")).https_only());
+    }
+
+    #[test]
+    fn namespace_names_do_not_make_vast_insecure() {
+        let secure = r#"<VAST version="4.2" xmlns="http://www.iab.com/VAST"
+            xmlns:xsi='http://www.w3.org/2001/XMLSchema-instance'><Ad><InLine>
+            <MediaFile type="video/mp4"><![CDATA[https://cdn.example/v.mp4]]></MediaFile>
+            </InLine></Ad></VAST>"#;
+        let doc = creative("https://a.example/", vast(secure, &["video/mp4"]));
+        assert!(doc.https_only());
+        let insecure = secure.replace("https://cdn", "http://cdn");
+        let doc = creative("https://a.example/", vast(&insecure, &["video/mp4"]));
+        assert!(!doc.https_only());
+        // An attribute that merely ends in "xmlns" is not a namespace declaration.
+        let doc = creative(
+            "https://a.example/",
+            vast(
+                r#"<VAST notxmlns="http://x.example/"></VAST>"#,
+                &["video/mp4"],
+            ),
+        );
+        assert!(!doc.https_only());
+        let wrapper = creative(
+            "https://a.example/",
+            CreativeContent::Vast {
+                xml: None,
+                url: Some("http://ads.example/v.xml".into()),
+                duration_secs: 15,
+                mimes: vec!["video/mp4".into()],
+                protocols: vec![3],
+            },
+        );
+        assert!(!wrapper.https_only());
+    }
+
+    #[test]
+    fn vast_with_only_audio_media_is_audio() {
+        assert_eq!(
+            vast("<VAST/>", &["audio/mp4", "audio/mpeg"]).format(),
+            Format::Audio
+        );
+        assert_eq!(vast("<VAST/>", &["video/mp4"]).format(), Format::Video);
+        assert_eq!(vast("<VAST/>", &[]).format(), Format::Video);
+        assert_eq!(
+            CreativeContent::Html { html: "x".into() }.format(),
+            Format::Banner
+        );
     }
 }

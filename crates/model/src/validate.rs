@@ -196,6 +196,68 @@ pub(crate) mod rules {
         });
     }
 
+    /// An IAB content category of taxonomy 1.0, OpenRTB's default: `IAB1` to `IAB26`, or a
+    /// subcategory such as `IAB2-3`.
+    pub fn is_iab_category(s: &str) -> bool {
+        let Some(code) = s.strip_prefix("IAB") else {
+            return false;
+        };
+        let number = |part: &str, max: u32| {
+            !part.is_empty()
+                && part.len() <= 2
+                && !part.starts_with('0')
+                && part.bytes().all(|b| b.is_ascii_digit())
+                && part.parse::<u32>().is_ok_and(|n| (1..=max).contains(&n))
+        };
+        match code.split_once('-') {
+            Some((tier1, tier2)) => number(tier1, 26) && number(tier2, 99),
+            None => number(code, 26),
+        }
+    }
+
+    pub fn iab_category(v: &mut Violations, s: &str) {
+        v.check(
+            is_iab_category(s),
+            format!("{s:?} is not an IAB content category such as IAB2 or IAB2-3"),
+        );
+    }
+
+    /// An exchange's deal id: 1 to 128 visible ASCII characters.
+    pub fn deal_id(v: &mut Violations, s: &str) {
+        v.check(
+            (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic()),
+            format!("{s:?} must be 1 to 128 visible ASCII characters (no spaces)"),
+        );
+    }
+
+    /// An app store bundle or id, such as `com.example.game` or `628677149`.
+    pub fn app_bundle(v: &mut Violations, s: &str) {
+        v.check(
+            (1..=255).contains(&s.len())
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')),
+            format!(
+                "{s:?} must be an app bundle or store id: 1 to 255 letters, digits, '.', '_' or '-'"
+            ),
+        );
+    }
+
+    /// A media type such as `video/mp4`: lower-case `type/subtype`.
+    pub fn mime(v: &mut Violations, s: &str) {
+        let part = |p: &str| {
+            !p.is_empty()
+                && p.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'+' | b'-')
+                })
+        };
+        v.check(
+            s.len() <= 100
+                && s.split_once('/')
+                    .is_some_and(|(t, sub)| part(t) && part(sub)),
+            format!("{s:?} is not a lower-case media type such as video/mp4"),
+        );
+    }
+
     /// Fails on the second and later occurrence of a value in `items`.
     pub fn unique<T: PartialEq + std::fmt::Debug>(v: &mut Violations, items: &[T]) {
         for (i, item) in items.iter().enumerate() {

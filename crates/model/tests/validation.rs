@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use marquee_model::{
-    Advertiser, Campaign, CapWindow, Creative, CreativeContent, Currency, HTML_MACROS, LineItem,
-    Micros, Object, Placement, Price, PricingModel, Publisher, Site, Tier,
+    Advertiser, Campaign, CapWindow, Channel, Creative, CreativeContent, Currency, Format,
+    HTML_MACROS, LineItem, Micros, Object, Placement, Price, PricingModel, Publisher, Site, Tier,
 };
 use serde_json::{Value, json};
 
@@ -128,7 +128,9 @@ fn campaign() -> Value {
         "advertiser_id": 1,
         "name": "Spring sale",
         "status": "active",
-        "frequency_caps": [{"count": 3, "window": "1d"}, {"count": 10, "window": "1w"}]
+        "frequency_caps": [{"count": 3, "window": "1d"}, {"count": 10, "window": "1w"}],
+        "categories": ["IAB22", "IAB22-4"],
+        "app_bundle": "com.acme.shoes"
     })
 }
 
@@ -147,7 +149,9 @@ fn line_item() -> Value {
         "price": {"model": "cpm", "amount_micros": 2500000, "currency": "EUR"},
         "frequency_caps": [{"count": 2, "window": "1h"}, {"count": 5, "window": "1d"}],
         "targeting": {"all": [{"country": ["DE", "AT"]}, {"device_type": ["phone"]}]},
-        "rotation": "weighted"
+        "rotation": "weighted",
+        "channels": ["direct", "exchange"],
+        "deals": ["AB-Agency1-0001", "1452f.eadb4.7aaa"]
     })
 }
 
@@ -159,7 +163,8 @@ fn creative_with(content: Value, size: Option<Value>) -> Value {
         "status": "active",
         "landing_url": "https://acme.example/spring",
         "weight": 100,
-        "content": content
+        "content": content,
+        "categories": ["IAB22-4"]
     });
     if let Some(size) = size {
         doc["size"] = size;
@@ -213,7 +218,9 @@ fn native() -> Value {
             "sponsored_by": "Acme",
             "image_url": "https://cdn.acme.example/native.png",
             "icon_url": "https://cdn.acme.example/icon.png",
-            "call_to_action": "Shop now"
+            "call_to_action": "Shop now",
+            "image_size": {"w": 1200, "h": 627},
+            "icon_size": {"w": 80, "h": 80}
         }),
         None,
     )
@@ -224,7 +231,9 @@ fn vast_xml() -> Value {
         json!({
             "type": "vast",
             "xml": "<?xml version=\"1.0\"?><VAST version=\"4.2\"><Ad id=\"1\"/></VAST>",
-            "duration_secs": 30
+            "duration_secs": 30,
+            "mimes": ["video/mp4", "video/webm"],
+            "protocols": [7, 13]
         }),
         None,
     )
@@ -235,7 +244,9 @@ fn vast_url() -> Value {
         json!({
             "type": "vast",
             "url": "https://ads.other.example/vast.xml",
-            "duration_secs": 15
+            "duration_secs": 15,
+            "mimes": ["audio/mpeg"],
+            "protocols": [3]
         }),
         None,
     )
@@ -328,6 +339,12 @@ fn minimal_documents_get_defaults() {
     assert_eq!(li.goal, None);
     assert_eq!(li.targeting, None);
     assert!(li.frequency_caps.is_empty());
+    assert_eq!(
+        li.channels,
+        vec![Channel::Direct],
+        "direct only unless told"
+    );
+    assert!(li.deals.is_empty());
 
     let creative: Creative = parse(json!({
         "line_item_id": 3,
@@ -338,6 +355,48 @@ fn minimal_documents_get_defaults() {
     }));
     assert_eq!(creative.validate(), Ok(()));
     assert_eq!(creative.weight, 100);
+    assert!(creative.categories.is_empty());
+
+    let campaign: Campaign = parse(json!({"advertiser_id": 1, "name": "Minimal"}));
+    assert!(campaign.categories.is_empty());
+    assert_eq!(campaign.app_bundle, None);
+}
+
+#[test]
+fn objects_stored_before_the_bidder_fields_still_load() {
+    // A VAST creative written before media types and protocols existed loads (the snapshot
+    // then offers it only to requests that constrain neither); writing it again needs them.
+    let old_vast: Creative = parse(json!({
+        "line_item_id": 3,
+        "name": "Old video",
+        "landing_url": "https://acme.example/",
+        "content": {"type": "vast", "url": "https://ads.other.example/v.xml", "duration_secs": 15}
+    }));
+    let CreativeContent::Vast {
+        mimes, protocols, ..
+    } = &old_vast.content
+    else {
+        panic!("not VAST: {old_vast:?}");
+    };
+    assert!(mimes.is_empty() && protocols.is_empty());
+    assert_eq!(old_vast.content.format(), Format::Video);
+    let paths: Vec<String> = old_vast
+        .validate()
+        .unwrap_err()
+        .violations
+        .into_iter()
+        .map(|v| v.path)
+        .collect();
+    assert_eq!(paths, ["content.mimes", "content.protocols"]);
+
+    let old_native: Creative = parse(json!({
+        "line_item_id": 3,
+        "name": "Old native",
+        "landing_url": "https://acme.example/",
+        "content": {"type": "native", "title": "T", "sponsored_by": "S",
+                    "image_url": "https://cdn.acme.example/n.png"}
+    }));
+    assert_eq!(old_native.validate(), Ok(()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,6 +471,17 @@ fn campaign_rules() {
                              json!({"frequency_caps": [{"count": 1, "window": "1h"},
                                                        {"count": 3, "window": "24h"},
                                                        {"count": 5, "window": "1d"}]}),      "frequency_caps[2].window"),
+        ("category IAB27",   json!({"categories": ["IAB27"]}),                               "categories[0]"),
+        ("category IAB0",    json!({"categories": ["IAB1", "IAB0"]}),                        "categories[1]"),
+        ("category IAB01",   json!({"categories": ["IAB01"]}),                               "categories[0]"),
+        ("subcategory 0",    json!({"categories": ["IAB1-0"]}),                              "categories[0]"),
+        ("lower-case iab",   json!({"categories": ["iab1"]}),                                "categories[0]"),
+        ("no number",        json!({"categories": ["IAB"]}),                                 "categories[0]"),
+        ("trailing hyphen",  json!({"categories": ["IAB1-"]}),                               "categories[0]"),
+        ("duplicate",        json!({"categories": ["IAB1", "IAB1"]}),                        "categories[1]"),
+        ("21 categories",    json!({"categories": (1..=21).map(|i| format!("IAB1-{i}")).collect::<Vec<_>>()}), "categories"),
+        ("bundle with space", json!({"app_bundle": "com.acme shoes"}),                       "app_bundle"),
+        ("empty bundle",     json!({"app_bundle": ""}),                                      "app_bundle"),
     ];
     assert_cases::<Campaign>(&campaign(), &cases);
 
@@ -419,6 +489,10 @@ fn campaign_rules() {
     let valid = [
         ("no caps",          json!({"frequency_caps": []})),
         ("eight caps",       json!({"frequency_caps": eight})),
+        ("IAB26-99",         json!({"categories": ["IAB26-99", "IAB1"]})),
+        ("no categories",    json!({"categories": []})),
+        ("store id bundle",  json!({"app_bundle": "628677149"})),
+        ("no bundle",        json!({"app_bundle": null})),
     ];
     assert_valid::<Campaign>(&campaign(), &valid);
 }
@@ -431,7 +505,8 @@ fn line_item_rules() {
         ("unknown time zone",        json!({"time_zone": "Berlin"}),                              "time_zone"),
         ("end before start",         json!({"end": "2026-02-01T00:00:00"}),                       "end"),
         ("end equals start",         json!({"end": "2026-03-01T00:00:00"}),                       "end"),
-        ("flat pricing without end", json!({"end": null, "price": {"model": "flat"}}),            "end"),
+        ("flat pricing without end", json!({"end": null, "price": {"model": "flat"},
+                                            "channels": ["direct"], "deals": []}),               "end"),
         ("weight 0",                 json!({"weight": 0}),                                        "weight"),
         ("weight 1001",              json!({"weight": 1001}),                                     "weight"),
         ("goal with neither amount", json!({"goal": {"daily": null, "lifetime": null}}),          "goal"),
@@ -447,13 +522,27 @@ fn line_item_rules() {
         ("targeting error",          json!({"targeting": {"all": [{"country": ["DE"]},
                                                                   {"language": ["deu"]}]}}),      "targeting.all[1].language[0]"),
         ("targeting error at root",  json!({"targeting": {"all": []}}),                           "targeting.all"),
+        ("no channel",               json!({"channels": [], "deals": []}),                        "channels"),
+        ("duplicate channel",          json!({"channels": ["direct", "exchange", "direct"]}),       "channels[2]"),
+        ("flat pricing on exchange", json!({"price": {"model": "flat"}}),                         "channels"),
+        ("deals without exchange",   json!({"channels": ["direct"]}),                             "deals"),
+        ("deal id with a space",     json!({"deals": ["AB Agency"]}),                             "deals[0]"),
+        ("deal id empty",            json!({"deals": ["D1", ""]}),                                "deals[1]"),
+        ("deal id of 129 bytes",     json!({"deals": ["d".repeat(129)]}),                         "deals[0]"),
+        ("duplicate deal",           json!({"deals": ["D1", "D1"]}),                              "deals[1]"),
+        ("101 deals",                json!({"deals": (0..101).map(|i| format!("D{i}")).collect::<Vec<_>>()}), "deals"),
     ];
     assert_cases::<LineItem>(&line_item(), &cases);
 
     #[rustfmt::skip]
     let valid = [
         ("open-ended CPM",           json!({"end": null})),
-        ("flat with end",            json!({"price": {"model": "flat"}})),
+        ("flat with end",            json!({"price": {"model": "flat"}, "channels": ["direct"],
+                                            "deals": []})),
+        ("exchange only",            json!({"channels": ["exchange"]})),
+        ("exchange, open auction",   json!({"deals": []})),
+        ("deal id of 128 bytes",     json!({"deals": ["d".repeat(128)]})),
+        ("CPC on exchange",          json!({"price": {"model": "cpc"}})),
         ("weight 1",                 json!({"weight": 1})),
         ("weight 1000",              json!({"weight": 1000})),
         ("no goal",                  json!({"goal": null})),
@@ -482,6 +571,7 @@ fn creative_common_rules() {
         ("height 10001",           json!({"size": {"h": 10_001}}),                          "size.h"),
         ("image_url javascript",   json!({"content": {"image_url": "javascript:alert(1)"}}), "content.image_url"),
         ("image_url unparsable",   json!({"content": {"image_url": "https://"}}),           "content.image_url"),
+        ("bad category",           json!({"categories": ["IAB22-4", "Shoes"]}),             "categories[1]"),
     ];
     assert_cases::<Creative>(&image(), &cases);
 
@@ -543,13 +633,17 @@ fn creative_native_rules() {
         ("image_url data URL",     json!({"content": {"image_url": "data:image/png;base64,AAAA"}}), "content.image_url"),
         ("icon_url relative",      json!({"content": {"icon_url": "icon.png"}}),                   "content.icon_url"),
         ("bad size",               json!({"size": {"w": 10_001, "h": 1}}),                         "size.w"),
+        ("image size without image", json!({"content": {"image_url": null}}),                      "content.image_size"),
+        ("icon size 0 wide",       json!({"content": {"icon_size": {"w": 0}}}),                    "content.icon_size.w"),
     ];
     assert_cases::<Creative>(&native(), &cases);
 
     #[rustfmt::skip]
     let valid = [
         ("title 90 characters",    json!({"content": {"title": "ü".repeat(90)}})),
-        ("no images",              json!({"content": {"image_url": null, "icon_url": null}})),
+        ("no images",              json!({"content": {"image_url": null, "icon_url": null,
+                                                      "image_size": null, "icon_size": null}})),
+        ("images of unknown size", json!({"content": {"image_size": null, "icon_size": null}})),
         ("with a size",            json!({"size": {"w": 1200, "h": 627}})),
     ];
     assert_valid::<Creative>(&native(), &valid);
@@ -566,6 +660,15 @@ fn creative_vast_rules() {
         ("xml too big",            json!({"content": {"xml": too_big}}),                           "content.xml"),
         ("duration 0",             json!({"content": {"duration_secs": 0}}),                       "content.duration_secs"),
         ("duration 3601",          json!({"content": {"duration_secs": 3601}}),                    "content.duration_secs"),
+        ("no mimes",               json!({"content": {"mimes": []}}),                              "content.mimes"),
+        ("upper-case mime",        json!({"content": {"mimes": ["Video/MP4"]}}),                   "content.mimes[0]"),
+        ("mime without subtype",   json!({"content": {"mimes": ["video/mp4", "video"]}}),          "content.mimes[1]"),
+        ("duplicate mime",         json!({"content": {"mimes": ["video/mp4", "video/mp4"]}}),      "content.mimes[1]"),
+        ("audio and video mixed",  json!({"content": {"mimes": ["video/mp4", "audio/mp4"]}}),      "content.mimes"),
+        ("no protocols",           json!({"content": {"protocols": []}}),                          "content.protocols"),
+        ("protocol 15",            json!({"content": {"protocols": [7, 15]}}),                     "content.protocols[1]"),
+        ("protocol 0",             json!({"content": {"protocols": [0]}}),                         "content.protocols[0]"),
+        ("duplicate protocol",     json!({"content": {"protocols": [7, 7]}}),                      "content.protocols[1]"),
     ];
     assert_cases::<Creative>(&vast_xml(), &cases);
 
@@ -579,6 +682,10 @@ fn creative_vast_rules() {
     let valid = [
         ("duration 1",             json!({"content": {"duration_secs": 1}})),
         ("duration 3600",          json!({"content": {"duration_secs": 3600}})),
+        ("DAAST document",         json!({"content": {"xml": "<DAAST version=\"1.0\"></DAAST>",
+                                                      "mimes": ["audio/mp4"], "protocols": [9]}})),
+        ("VPAID mime",             json!({"content": {"mimes": ["application/javascript"]}})),
+        ("protocol 14",            json!({"content": {"protocols": [14]}})),
     ];
     assert_valid::<Creative>(&vast_xml(), &valid);
 }

@@ -8,10 +8,11 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::civil::date;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Creative, CreativeContent,
-    Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem,
-    LineItemId, Meta, Micros, PacingMode, Placement, PlacementId, Price, PricingModel, Publisher,
-    PublisherId, RotationMode, Site, SiteId, Size, Status, Stored, Targeting, Tier,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Channel, Creative,
+    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange,
+    KeyValues, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId, Price,
+    PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Stored,
+    Targeting, Tier,
 };
 use marquee_snapshot::{Snapshot, compile};
 
@@ -130,6 +131,8 @@ fn catalog(line_items: u64) -> Catalog {
                 name: format!("Campaign {id}"),
                 status: Status::Active,
                 frequency_caps: cap(10, "1d"),
+                categories: vec![format!("IAB{}", 1 + id % 26)],
+                app_bundle: None,
             },
         ));
     }
@@ -214,6 +217,13 @@ fn catalog(line_items: u64) -> Catalog {
                 frequency_caps: cap(3, "1d"),
                 targeting: Some(targeting),
                 rotation: RotationMode::Weighted,
+                // Half of the line items also bid on exchanges.
+                channels: if id % 2 == 0 {
+                    vec![Channel::Direct, Channel::Exchange]
+                } else {
+                    vec![Channel::Direct]
+                },
+                deals: Vec::new(),
             },
         ));
         for k in 0..2 {
@@ -231,6 +241,7 @@ fn catalog(line_items: u64) -> Catalog {
                         image_url: format!("https://cdn.example.com/c/{creative}.png"),
                         alt: String::new(),
                     },
+                    categories: Vec::new(),
                 },
             ));
         }

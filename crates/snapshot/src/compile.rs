@@ -76,6 +76,8 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             id: CampaignId(s.meta.id),
             advertiser_id: s.object.advertiser_id,
             frequency_caps: s.object.frequency_caps.clone(),
+            categories: s.object.categories.clone(),
+            app_bundle: s.object.app_bundle.clone(),
         })
     }));
 
@@ -138,6 +140,8 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             targeting: li.targeting.clone(),
             rotation: li.rotation,
             placements: Vec::new(),
+            channels: li.channels.clone(),
+            deals: li.deals.clone(),
         })
     }));
 
@@ -158,10 +162,19 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
 
     let creatives = sorted(catalog.creatives.iter().filter_map(|s| {
         let c = &s.object;
-        if find(&line_items, c.line_item_id).is_none() {
+        let Some(line_item) = find(&line_items, c.line_item_id) else {
             stats.creatives_orphaned += 1;
             return None;
-        }
+        };
+        // A kept line item's campaign is kept too, so the lookup always succeeds.
+        let campaign_categories = find(&campaigns, line_item.campaign_id)
+            .map(|campaign| campaign.categories.as_slice())
+            .unwrap_or_default();
+        let categories = if c.categories.is_empty() {
+            campaign_categories
+        } else {
+            &c.categories
+        };
         Some(CreativeEntry {
             id: CreativeId(s.meta.id),
             line_item_id: c.line_item_id,
@@ -170,6 +183,9 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             weight: c.weight,
             content: Content::from(&c.content),
             ad_code: crate::render::ad_code(s.meta.id, c),
+            format: c.content.format(),
+            secure: c.https_only(),
+            categories: categories.to_vec(),
         })
     }));
 

@@ -2,9 +2,9 @@
 //! ascending, so lookups binary-search.
 
 use marquee_model::{
-    AdvertiserId, CampaignId, CreativeContent, CreativeId, Currency, Format, FrequencyCap, Goal,
-    LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size, Targeting,
-    Tier,
+    AdvertiserId, CampaignId, Channel, CreativeContent, CreativeId, Currency, Format, FrequencyCap,
+    Goal, LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size,
+    Targeting, Tier,
 };
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,11 @@ pub struct CampaignEntry {
     pub id: CampaignId,
     pub advertiser_id: AdvertiserId,
     pub frequency_caps: Vec<FrequencyCap>,
+    /// IAB content categories; creatives without their own inherit them (already resolved
+    /// into [`CreativeEntry::categories`]).
+    pub categories: Vec<String>,
+    /// The advertised app's bundle (OpenRTB `bundle`, checked against `bapp`).
+    pub app_bundle: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +63,10 @@ pub struct LineItemEntry {
     pub rotation: RotationMode,
     /// Linked placements that are in the snapshot, strictly ascending.
     pub placements: Vec<PlacementId>,
+    /// Where it takes part: our placements, exchanges' bid requests, or both.
+    pub channels: Vec<Channel>,
+    /// Exchange deal ids it buys; empty for the open auction only.
+    pub deals: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,8 +77,15 @@ pub struct CreativeEntry {
     pub landing_url: String,
     pub weight: u32,
     pub content: Content,
-    /// The iframe document, prepared for the edge to fill; `None` for video.
+    /// The iframe document, prepared for the edge to fill; `None` for video and audio.
     pub ad_code: Option<crate::AdCode>,
+    /// What it fills: banner (image, HTML, tag), native, video, or audio (VAST with only
+    /// `audio/*` media).
+    pub format: Format,
+    /// Whether everything it loads or links to is https (see `Creative::https_only`).
+    pub secure: bool,
+    /// IAB content categories: its own, or its campaign's when it names none.
+    pub categories: Vec<String>,
 }
 
 /// What a creative shows. Mirrors [`CreativeContent`], which is internally tagged for JSON and
@@ -93,11 +109,15 @@ pub enum Content {
         image_url: Option<String>,
         icon_url: Option<String>,
         call_to_action: Option<String>,
+        image_size: Option<Size>,
+        icon_size: Option<Size>,
     },
     Vast {
         xml: Option<String>,
         url: Option<String>,
         duration_secs: u32,
+        mimes: Vec<String>,
+        protocols: Vec<u16>,
     },
 }
 
@@ -114,6 +134,8 @@ impl From<&CreativeContent> for Content {
                 image_url,
                 icon_url,
                 call_to_action,
+                image_size,
+                icon_size,
             } => Content::Native {
                 title,
                 body,
@@ -121,15 +143,21 @@ impl From<&CreativeContent> for Content {
                 image_url,
                 icon_url,
                 call_to_action,
+                image_size,
+                icon_size,
             },
             CreativeContent::Vast {
                 xml,
                 url,
                 duration_secs,
+                mimes,
+                protocols,
             } => Content::Vast {
                 xml,
                 url,
                 duration_secs,
+                mimes,
+                protocols,
             },
         }
     }

@@ -11,14 +11,14 @@
 //! (decode rejects anything else); targeting stays data ([`marquee_model::Targeting`]) for the
 //! edge to index at load time.
 //!
-//! # File format, version 1
+//! # File format, version 3
 //!
 //! A file is a 44-byte header followed by the payload. All header integers are little-endian.
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic: the bytes `4D 51 53 4E 41 50 00 00` (`"MQSNAP\0\0"`) |
-//! | 8 | 4 | format version, u32: `2` |
+//! | 8 | 4 | format version, u32: `3` |
 //! | 12 | 4 | flags, u32: `0` (no flags are defined) |
 //! | 16 | 8 | snapshot version, u64: the store's change counter |
 //! | 24 | 8 | build time, i64: microseconds since 1970-01-01T00:00:00Z |
@@ -42,8 +42,8 @@
 //! format](https://postcard.jamesmunns.com/wire-format): no field names or tags, fields in
 //! declaration order. Encodings used:
 //!
-//! - `u8`: one byte. `u32`, `u64`: unsigned LEB128 varint. `i64`: zigzag
-//!   (`(n << 1) ^ (n >> 63)`), then varint. `f64`: 8 bytes IEEE 754 little-endian.
+//! - `u8`: one byte; `bool`: one byte, 0 or 1. `u16`, `u32`, `u64`: unsigned LEB128 varint.
+//!   `i64`: zigzag (`(n << 1) ^ (n >> 63)`), then varint. `f64`: 8 bytes IEEE 754 little-endian.
 //! - string: varint byte length, then UTF-8. `Vec<T>`: varint count, then the elements.
 //!   `Option<T>`: byte `0` (none) or byte `1` then the value. A struct: its fields in order.
 //! - enum: varint variant index (from 0, in the order listed here), then the variant's fields
@@ -59,20 +59,24 @@
 //!                  creatives: [Creative], publishers: [Publisher], sites: [Site],
 //!                  placements: [Placement]
 //! Advertiser     = id: u64, currency: string, domains: [string]
-//! Campaign       = id: u64, advertiser_id: u64, frequency_caps: [FrequencyCap]
+//! Campaign       = id: u64, advertiser_id: u64, frequency_caps: [FrequencyCap],
+//!                  categories: [string], app_bundle: string?
 //! FrequencyCap   = count: u32, window: string
 //! LineItem       = id: u64, campaign_id: u64, advertiser_id: u64, tier: Tier, weight: u32,
 //!                  flight_start: i64 (unix seconds), flight_end: i64? (unix seconds, exclusive),
 //!                  time_zone: string (IANA), goal: Goal?, pacing: Pacing, price: Price,
 //!                  frequency_caps: [FrequencyCap], targeting: Targeting?, rotation: Rotation,
-//!                  placements: [u64] (strictly ascending)
+//!                  placements: [u64] (strictly ascending), channels: [Channel],
+//!                  deals: [string]
+//! Channel        = enum { Direct, Exchange }
 //! Tier           = enum { House, Remnant, Standard, Sponsorship }
 //! Goal           = metric: enum { Impressions, Clicks, Spend }, daily: u64?, lifetime: u64?
 //! Pacing         = enum { Even, Asap, FrontLoaded }
 //! Price          = model: enum { Cpm, Cpc, Flat }, amount_micros: i64, currency: string
 //! Rotation       = enum { Even, Weighted, OptimizedCtr }
 //! Creative       = id: u64, line_item_id: u64, size: Size?, landing_url: string,
-//!                  weight: u32, content: Content, ad_code: AdCode?
+//!                  weight: u32, content: Content, ad_code: AdCode?, format: Format,
+//!                  secure: bool, categories: [string]
 //! AdCode         = parts: [enum { 0 Text(string), 1 Hole(Hole) }]
 //! Hole           = enum { ClickUrl, ClickUrlEncoded, ImpressionUrl, CacheBuster,
 //!                         PlacementId, Timestamp }
@@ -82,8 +86,10 @@
 //!                    2 ThirdPartyTag { tag: string },
 //!                    3 Native { title: string, body: string, sponsored_by: string,
 //!                               image_url: string?, icon_url: string?,
-//!                               call_to_action: string? },
-//!                    4 Vast { xml: string?, url: string?, duration_secs: u32 } }
+//!                               call_to_action: string?, image_size: Size?,
+//!                               icon_size: Size? },
+//!                    4 Vast { xml: string?, url: string?, duration_secs: u32,
+//!                             mimes: [string], protocols: [u16] } }
 //! Publisher      = id: u64
 //! Site           = id: u64, publisher_id: u64, domain: string
 //! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format]

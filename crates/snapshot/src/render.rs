@@ -126,6 +126,7 @@ pub fn ad_code(creative_id: u64, creative: &Creative) -> Option<AdCode> {
             image_url,
             icon_url,
             call_to_action,
+            ..
         } => {
             code.text("<a href=\"");
             code.hole(Hole::ClickUrl);
@@ -174,6 +175,7 @@ mod tests {
             landing_url: "https://shop.example.com/".into(),
             weight: 100,
             content,
+            categories: Vec::new(),
         }
     }
 
@@ -238,6 +240,8 @@ mod tests {
             xml: None,
             url: Some("https://ads.example.net/vast.xml".into()),
             duration_secs: 15,
+            mimes: vec!["video/mp4".into()],
+            protocols: vec![3],
         });
         assert_eq!(ad_code(1, &vast), None);
     }

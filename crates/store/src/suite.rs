@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, civil};
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Clock as _, Creative,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock as _, Creative,
     CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, Kind, LineItem,
     LineItemId, ManualClock, Micros, Object, PacingMode, Placement, PlacementId, Price,
     PricingModel, Principal, Publisher, PublisherId, Role, RotationMode, Site, SiteId, Size,
@@ -93,6 +93,8 @@ fn campaign(advertiser: u64, name: &str) -> Campaign {
             count: 3,
             window: CapWindow::from_seconds(86_400).unwrap(),
         }],
+        categories: Vec::new(),
+        app_bundle: None,
     }
 }
 
@@ -123,6 +125,8 @@ fn line_item(campaign: u64, name: &str) -> LineItem {
             Targeting::DeviceType(vec![DeviceType::Phone, DeviceType::Tablet]),
         ])),
         rotation: RotationMode::Weighted,
+        channels: vec![Channel::Direct],
+        deals: Vec::new(),
     }
 }
 
@@ -138,6 +142,7 @@ fn creative(line_item: u64, name: &str) -> Creative {
             image_url: "https://cdn.example.com/winter-300x250.png".to_owned(),
             alt: "Winter sale".to_owned(),
         },
+        categories: Vec::new(),
     }
 }
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_model::{
-    AdvertiserId, CampaignId, CreativeId, Currency, DeviceType, HourRange, KeyValues, LineItemId,
-    Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
+    AdvertiserId, CampaignId, Channel, CreativeId, Currency, DeviceType, Format, HourRange,
+    KeyValues, LineItemId, Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode,
+    Size, Targeting, Tier,
 };
 use marquee_snapshot::{
     CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
@@ -34,7 +35,8 @@ pub enum Inventory {
     Growing,
     /// 1,000 placements whatever the line item count.
     Fixed,
-    /// No placement links (bidding on exchange traffic).
+    /// No placement links: line items that bid on exchange traffic (channel `exchange`),
+    /// measured with bid requests.
     Unlinked,
 }
 
@@ -44,6 +46,14 @@ impl Inventory {
             Inventory::Growing => (line_items as u64 / 10).max(1),
             Inventory::Fixed => 1_000,
             Inventory::Unlinked => 0,
+        }
+    }
+
+    /// The channel its line items take part in and its requests come from.
+    pub fn channel(self) -> Channel {
+        match self {
+            Inventory::Growing | Inventory::Fixed => Channel::Direct,
+            Inventory::Unlinked => Channel::Exchange,
         }
     }
 
@@ -167,6 +177,8 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             targeting: (!leaves.is_empty()).then_some(Targeting::All(leaves)),
             rotation: RotationMode::Weighted,
             placements: linked,
+            channels: vec![inventory.channel()],
+            deals: Vec::new(),
         });
         creatives.push(CreativeEntry {
             id: CreativeId(i + 1),
@@ -178,6 +190,9 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
                 html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
             },
             ad_code: None,
+            format: Format::Banner,
+            secure: true,
+            categories: Vec::new(),
         });
     }
     Arc::new(Snapshot {
@@ -189,6 +204,8 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
                 id: CampaignId(1),
                 advertiser_id: AdvertiserId(1),
                 frequency_caps: Vec::new(),
+                categories: Vec::new(),
+                app_bundle: None,
             }],
             line_items: entries,
             creatives,

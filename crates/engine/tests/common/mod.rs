@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_model::{
-    AdvertiserId, CampaignId, CreativeId, Currency, FrequencyCap, LineItemId, Micros, PacingMode,
-    PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
+    AdvertiserId, CampaignId, Channel, CreativeId, Currency, Format, FrequencyCap, LineItemId,
+    Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
+    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
 };
 
 pub fn now() -> Timestamp {
@@ -38,6 +38,16 @@ pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemE
         targeting,
         rotation: RotationMode::Weighted,
         placements: Vec::new(),
+        channels: vec![Channel::Direct],
+        deals: Vec::new(),
+    }
+}
+
+/// A line item that bids on exchanges only (no placement links apply there).
+pub fn exchange_line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemEntry {
+    LineItemEntry {
+        channels: vec![Channel::Exchange],
+        ..line_item(id, tier, targeting)
     }
 }
 
@@ -52,6 +62,64 @@ pub fn banner(id: u64, line_item: u64, w: u32, h: u32) -> CreativeEntry {
             html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
         },
         ad_code: None,
+        format: Format::Banner,
+        secure: true,
+        categories: Vec::new(),
+    }
+}
+
+/// A VAST creative of `duration` seconds; audio when every media type is `audio/*`.
+pub fn vast(
+    id: u64,
+    line_item: u64,
+    duration: u32,
+    mimes: &[&str],
+    protocols: &[u16],
+) -> CreativeEntry {
+    let audio = mimes.iter().all(|m| m.starts_with("audio/"));
+    CreativeEntry {
+        id: CreativeId(id),
+        line_item_id: LineItemId(line_item),
+        size: None,
+        landing_url: "https://shop.example.com/".into(),
+        weight: 100,
+        content: Content::Vast {
+            xml: None,
+            url: Some("https://ads.example.com/vast.xml".into()),
+            duration_secs: duration,
+            mimes: mimes.iter().map(|m| (*m).to_owned()).collect(),
+            protocols: protocols.to_vec(),
+        },
+        ad_code: None,
+        format: if audio { Format::Audio } else { Format::Video },
+        secure: true,
+        categories: Vec::new(),
+    }
+}
+
+/// A native creative with every asset: a 40-character title, a body, a sponsor, a 1200×627
+/// image and an 80×80 icon, and a call to action.
+pub fn native(id: u64, line_item: u64) -> CreativeEntry {
+    CreativeEntry {
+        id: CreativeId(id),
+        line_item_id: LineItemId(line_item),
+        size: None,
+        landing_url: "https://shop.example.com/".into(),
+        weight: 100,
+        content: Content::Native {
+            title: "Forty characters of title, exactly here".into(),
+            body: "Warm boots for cold days.".into(),
+            sponsored_by: "Shop".into(),
+            image_url: Some("https://cdn.example.com/main.png".into()),
+            icon_url: Some("https://cdn.example.com/icon.png".into()),
+            call_to_action: Some("Buy now".into()),
+            image_size: Some(Size { w: 1200, h: 627 }),
+            icon_size: Some(Size { w: 80, h: 80 }),
+        },
+        ad_code: None,
+        format: Format::Native,
+        secure: true,
+        categories: Vec::new(),
     }
 }
 
@@ -74,11 +142,17 @@ pub fn snapshot(
         version: 1,
         built_at: now(),
         data: SnapshotData {
-            advertisers: Vec::new(),
+            advertisers: vec![AdvertiserEntry {
+                id: AdvertiserId(1),
+                currency: Currency::USD,
+                domains: vec!["shop.example.com".into()],
+            }],
             campaigns: vec![CampaignEntry {
                 id: CampaignId(1),
                 advertiser_id: AdvertiserId(1),
                 frequency_caps: campaign_caps,
+                categories: Vec::new(),
+                app_bundle: Some("com.example.shop".into()),
             }],
             line_items,
             creatives,

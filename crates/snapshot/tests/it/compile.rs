@@ -1,5 +1,6 @@
 use marquee_model::{
-    AdvertiserId, CampaignId, Catalog, CreativeId, LineItemId, PlacementId, PublisherId, SiteId,
+    AdvertiserId, CampaignId, Catalog, Channel, CreativeId, Format, LineItemId, PlacementId,
+    PublisherId, SiteId,
 };
 use marquee_snapshot::{CompileStats, Content, Snapshot, compile, compile_with_stats};
 
@@ -287,4 +288,62 @@ fn build_time_is_kept_to_the_microsecond() {
     let built_at = jiff::Timestamp::from_nanosecond(1_700_000_000_123_456_789).expect("valid");
     let snapshot = compile(&minimal(), built_at);
     assert_eq!(snapshot.built_at.as_nanosecond(), 1_700_000_000_123_456_000);
+}
+
+#[test]
+fn bidder_fields_are_carried_and_resolved() {
+    let snapshot = compile(&rich(), now());
+    let data = &snapshot.data;
+    let campaign = data.campaign(CampaignId(10)).expect("kept");
+    assert_eq!(campaign.categories, vec!["IAB2".to_owned()]);
+    assert_eq!(campaign.app_bundle.as_deref(), Some("com.example.app"));
+
+    let li = data.line_item(LineItemId(101)).expect("kept");
+    assert_eq!(li.channels, vec![Channel::Direct, Channel::Exchange]);
+    assert_eq!(li.deals, vec!["AB-Agency1-0001".to_owned()]);
+
+    let creative = |id| data.creative(CreativeId(id)).expect("kept");
+    // A creative's own categories win; one without inherits its campaign's.
+    assert_eq!(creative(1001).categories, vec!["IAB3-1".to_owned()]);
+    assert_eq!(creative(1002).categories, vec!["IAB2".to_owned()]);
+    let formats: Vec<Format> = (1000..=1004).map(|id| creative(id).format).collect();
+    assert_eq!(
+        formats,
+        [
+            Format::Banner,
+            Format::Banner,
+            Format::Banner,
+            Format::Native,
+            Format::Video
+        ]
+    );
+    assert!(matches!(&creative(1003).content,
+        Content::Native { image_size: Some(size), .. } if size.w == 1200));
+    assert!(matches!(&creative(1004).content,
+        Content::Vast { mimes, protocols, .. } if mimes == &["video/mp4"] && protocols == &[7, 8]));
+    // The image, tag and native creatives load only https; the HTML one's markup has no
+    // URL at all, and the landing page is https.
+    assert!((1000..=1004).all(|id| creative(id).secure));
+}
+
+#[test]
+fn secure_is_computed_from_every_url_the_creative_uses() {
+    let mut catalog = minimal();
+    let mut insecure_image = creative(1001, 100);
+    insecure_image.object.content = marquee_model::CreativeContent::Image {
+        image_url: "http://cdn.example.com/a.png".into(),
+        alt: String::new(),
+    };
+    let mut insecure_landing = creative(1002, 100);
+    insecure_landing.object.landing_url = "http://brand.example.com/".into();
+    let mut insecure_tag = creative(1003, 100);
+    insecure_tag.object.content = marquee_model::CreativeContent::ThirdPartyTag {
+        tag: "<script src=\"HTTP://ads.example.com/t.js\"></script>".into(),
+    };
+    catalog
+        .creatives
+        .extend([insecure_image, insecure_landing, insecure_tag]);
+    let snapshot = compile(&catalog, now());
+    let secure: Vec<bool> = snapshot.data.creatives.iter().map(|c| c.secure).collect();
+    assert_eq!(secure, [true, false, false, false]);
 }

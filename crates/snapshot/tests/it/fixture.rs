@@ -3,11 +3,11 @@
 use jiff::Timestamp;
 use jiff::civil::DateTime;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Creative, CreativeContent,
-    Currency, DeviceType, Format, FrequencyCap, GeoCircle, Goal, GoalMetric, HourRange, KeyValues,
-    LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId, Price, PricingModel,
-    Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Stored, Targeting, Tier,
-    Weekday,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Catalog, Channel, Creative,
+    CreativeContent, Currency, DeviceType, Format, FrequencyCap, GeoCircle, Goal, GoalMetric,
+    HourRange, KeyValues, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId,
+    Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Stored,
+    Targeting, Tier, Weekday,
 };
 
 /// The build time every test compiles at unless it says otherwise.
@@ -52,6 +52,8 @@ pub fn campaign(id: u64, advertiser: u64) -> Stored<Campaign> {
             name: format!("campaign {id}"),
             status: Status::Active,
             frequency_caps: vec![cap(3, "1d")],
+            categories: vec!["IAB2".into()],
+            app_bundle: None,
         },
     )
 }
@@ -90,6 +92,8 @@ pub fn line_item(id: u64, campaign: u64) -> Stored<LineItem> {
             frequency_caps: vec![],
             targeting: Some(Targeting::Country(vec!["DE".into()])),
             rotation: RotationMode::Even,
+            channels: vec![Channel::Direct],
+            deals: Vec::new(),
         },
     )
 }
@@ -108,6 +112,7 @@ pub fn creative(id: u64, line_item: u64) -> Stored<Creative> {
                 image_url: format!("https://cdn.example.com/{id}.png"),
                 alt: String::new(),
             },
+            categories: Vec::new(),
         },
     )
 }
@@ -218,7 +223,10 @@ pub fn rich() -> Catalog {
         Targeting::Size(vec![Size { w: 728, h: 90 }]),
         Targeting::Format(vec![Format::Video, Format::Audio]),
     ]));
+    li.object.channels = vec![Channel::Direct, Channel::Exchange];
+    li.object.deals = vec!["AB-Agency1-0001".into()];
     catalog.line_items.push(li);
+    catalog.campaigns[0].object.app_bundle = Some("com.example.app".into());
 
     let contents = [
         CreativeContent::Html {
@@ -234,11 +242,15 @@ pub fn rich() -> Catalog {
             image_url: Some("https://cdn.example.com/n.png".into()),
             icon_url: None,
             call_to_action: Some("Buy".into()),
+            image_size: Some(Size { w: 1200, h: 627 }),
+            icon_size: None,
         },
         CreativeContent::Vast {
             xml: Some("<VAST version=\"4.0\"></VAST>".into()),
             url: None,
             duration_secs: 30,
+            mimes: vec!["video/mp4".into()],
+            protocols: vec![7, 8],
         },
     ];
     for (i, content) in contents.into_iter().enumerate() {
@@ -246,6 +258,9 @@ pub fn rich() -> Catalog {
         c.object.content = content;
         c.object.size = None;
         c.object.weight = 7;
+        if i == 0 {
+            c.object.categories = vec!["IAB3-1".into()];
+        }
         catalog.creatives.push(c);
     }
     let mut video = placement(101, 10);

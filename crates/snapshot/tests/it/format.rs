@@ -1,6 +1,7 @@
 use marquee_model::{
-    AdvertiserId, CampaignId, CreativeId, Currency, LineItemId, Micros, PacingMode, PlacementId,
-    Price, PricingModel, PublisherId, RotationMode, SiteId, Size, Targeting, Tier,
+    AdvertiserId, CampaignId, Channel, CreativeId, Currency, Format, LineItemId, Micros,
+    PacingMode, PlacementId, Price, PricingModel, PublisherId, RotationMode, SiteId, Size,
+    Targeting, Tier,
 };
 use marquee_snapshot::{
     AdCode, AdvertiserEntry, CampaignEntry, Content, CreativeEntry, FORMAT_VERSION, HEADER_LEN,
@@ -271,6 +272,8 @@ fn golden_snapshot() -> Snapshot {
                 id: CampaignId(2),
                 advertiser_id: AdvertiserId(1),
                 frequency_caps: vec![cap(3, "1d")],
+                categories: vec!["IAB2".into()],
+                app_bundle: Some("a.b".into()),
             }],
             line_items: vec![LineItemEntry {
                 id: LineItemId(3),
@@ -294,6 +297,8 @@ fn golden_snapshot() -> Snapshot {
                 ])))),
                 rotation: RotationMode::Weighted,
                 placements: vec![PlacementId(6)],
+                channels: vec![Channel::Direct, Channel::Exchange],
+                deals: vec!["D1".into()],
             }],
             creatives: vec![CreativeEntry {
                 id: CreativeId(4),
@@ -305,6 +310,9 @@ fn golden_snapshot() -> Snapshot {
                 ad_code: Some(AdCode {
                     parts: vec![Part::Text("<x>".into()), Part::Hole(Hole::ClickUrl)],
                 }),
+                format: Format::Banner,
+                secure: true,
+                categories: vec!["IAB3-1".into()],
             }],
             publishers: vec![PublisherEntry { id: PublisherId(5) }],
             sites: vec![SiteEntry {
@@ -316,7 +324,7 @@ fn golden_snapshot() -> Snapshot {
                 id: PlacementId(6),
                 site_id: SiteId(5),
                 sizes: vec![],
-                formats: vec![marquee_model::Format::Native],
+                formats: vec![Format::Native],
             }],
         },
     }
@@ -328,14 +336,17 @@ fn golden_bytes_pin_the_format() {
     let payload: &[&[u8]] = &[
         &[1, 1, 3, b'E', b'U', b'R', 1, 4, b'a', b'.', b'd', b'e'], // advertisers
         &[1, 2, 1, 1, 3, 2, b'1', b'd'],                            // campaigns
+        &[1, 4, b'I', b'A', b'B', b'2', 1, 3, b'a', b'.', b'b'],    // categories, app bundle
         &[1, 3, 2, 1],                                              // line item ids
         &[3, 100, 1, 1, 128, 1],      // tier, weight, start -1, end Some(64)
         &[3, b'U', b'T', b'C', 0, 1], // zone, no goal, pacing Asap
         &[1, 172, 2, 3, b'U', b'S', b'D'], // price: Cpc, 150 µ, USD
         &[0, 1, 2, 19, 1, 0, 10, 0, 0, 0, 8], // no caps, Some(Not(Ip([V4 10.0.0.0/8])))
         &[1, 1, 6],                   // rotation Weighted, placements [6]
+        &[2, 0, 1, 1, 2, b'D', b'1'], // channels [Direct, Exchange], deals ["D1"]
         &[1, 4, 3, 1, 172, 2, 250, 1, 1, b'h', 1, 1, 1, b'x'], // creatives
         &[1, 2, 0, 3, b'<', b'x', b'>', 1, 0], // ad code: Some([Text("<x>"), Hole(ClickUrl)])
+        &[0, 1, 1, 6, b'I', b'A', b'B', b'3', b'-', b'1'], // Banner, secure, categories
         &[1, 5],                      // publishers
         &[1, 5, 5, 4, b's', b'.', b'd', b'e'], // sites
         &[1, 6, 5, 0, 1, 2],          // placements
