@@ -3,71 +3,14 @@
 
 mod common;
 
-use common::{banner, line_item, now, snapshot};
+use common::{Harness, banner, line_item, now, snapshot};
 use marquee_engine::{
-    Context, Control, ControlArray, Decision, Elimination, Engine, Floor, FrequencyCaps, FullSpeed,
-    LocalCaps, NoCaps, Outcome, Request, Scratch, Slot, Verdict, user_key,
+    Context, Control, ControlArray, Elimination, Engine, Floor, FrequencyCaps, FullSpeed,
+    LocalCaps, NoCaps, Outcome, Request, Slot, user_key,
 };
 use marquee_model::{
-    CapWindow, Currency, CurrencyRates, FrequencyCap, LineItemId, Micros, PricingModel, Size,
-    Targeting, Tier,
+    CapWindow, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size, Targeting, Tier,
 };
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-
-struct Harness {
-    engine: Engine,
-    rng: SmallRng,
-    scratch: Scratch,
-    rates: CurrencyRates,
-}
-
-impl Harness {
-    fn new(engine: Engine) -> Harness {
-        Harness {
-            engine,
-            rng: SmallRng::seed_from_u64(7),
-            scratch: Scratch::default(),
-            rates: CurrencyRates::new(Currency::USD),
-        }
-    }
-
-    fn decide_with(
-        &mut self,
-        request: &Request<'_>,
-        caps: &dyn FrequencyCaps,
-        pacing: &dyn marquee_engine::Pacing,
-    ) -> Option<Decision> {
-        let mut context = Context {
-            rng: &mut self.rng,
-            caps,
-            pacing,
-            rates: &self.rates,
-            scratch: &mut self.scratch,
-        };
-        self.engine.decide(request, &mut context)
-    }
-
-    fn decide(&mut self, request: &Request<'_>) -> Option<Decision> {
-        self.decide_with(request, &NoCaps, &FullSpeed)
-    }
-
-    fn explain(
-        &mut self,
-        request: &Request<'_>,
-        caps: &dyn FrequencyCaps,
-        pacing: &dyn marquee_engine::Pacing,
-    ) -> (Option<Decision>, Vec<Verdict>) {
-        let mut context = Context {
-            rng: &mut self.rng,
-            caps,
-            pacing,
-            rates: &self.rates,
-            scratch: &mut self.scratch,
-        };
-        self.engine.explain(request, &mut context)
-    }
-}
 
 fn request() -> Request<'static> {
     let mut request = Request::at(now());

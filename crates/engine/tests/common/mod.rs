@@ -4,6 +4,10 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use marquee_engine::{
+    Context, Decision, Engine, FrequencyCaps, FullSpeed, NoCaps, Pacing, Request, Scratch, Verdict,
+};
+use marquee_model::CurrencyRates;
 use marquee_model::{
     AdvertiserId, CampaignId, Channel, CreativeId, Currency, Format, FrequencyCap, LineItemId,
     Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
@@ -11,6 +15,8 @@ use marquee_model::{
 use marquee_snapshot::{
     AdvertiserEntry, CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
 };
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
 
 pub fn now() -> Timestamp {
     // A Wednesday, 12:00 UTC.
@@ -107,7 +113,7 @@ pub fn native(id: u64, line_item: u64) -> CreativeEntry {
         landing_url: "https://shop.example.com/".into(),
         weight: 100,
         content: Content::Native {
-            title: "Forty characters of title, exactly here".into(),
+            title: "Forty characters of title, exactly here.".into(),
             body: "Warm boots for cold days.".into(),
             sponsored_by: "Shop".into(),
             image_url: Some("https://cdn.example.com/main.png".into()),
@@ -167,4 +173,60 @@ pub const SIZES: [Size; 1] = [Size { w: 300, h: 250 }];
 
 pub fn placement(id: u64) -> PlacementId {
     PlacementId(id)
+}
+
+/// An engine with everything a decision needs: a seeded generator, scratch and rates (USD
+/// only until a test sets more).
+pub struct Harness {
+    pub engine: Engine,
+    pub rng: SmallRng,
+    pub scratch: Scratch,
+    pub rates: CurrencyRates,
+}
+
+impl Harness {
+    pub fn new(engine: Engine) -> Harness {
+        Harness {
+            engine,
+            rng: SmallRng::seed_from_u64(7),
+            scratch: Scratch::default(),
+            rates: CurrencyRates::new(Currency::USD),
+        }
+    }
+
+    pub fn decide_with(
+        &mut self,
+        request: &Request<'_>,
+        caps: &dyn FrequencyCaps,
+        pacing: &dyn Pacing,
+    ) -> Option<Decision> {
+        let mut context = Context {
+            rng: &mut self.rng,
+            caps,
+            pacing,
+            rates: &self.rates,
+            scratch: &mut self.scratch,
+        };
+        self.engine.decide(request, &mut context)
+    }
+
+    pub fn decide(&mut self, request: &Request<'_>) -> Option<Decision> {
+        self.decide_with(request, &NoCaps, &FullSpeed)
+    }
+
+    pub fn explain(
+        &mut self,
+        request: &Request<'_>,
+        caps: &dyn FrequencyCaps,
+        pacing: &dyn Pacing,
+    ) -> (Option<Decision>, Vec<Verdict>) {
+        let mut context = Context {
+            rng: &mut self.rng,
+            caps,
+            pacing,
+            rates: &self.rates,
+            scratch: &mut self.scratch,
+        };
+        self.engine.explain(request, &mut context)
+    }
 }
