@@ -1,4 +1,5 @@
-//! The manager's HTTP surface: the management API plus health and snapshot distribution.
+//! The manager's HTTP surface: the management API plus health, metrics and snapshot
+//! distribution.
 
 use std::sync::Arc;
 
@@ -30,6 +31,20 @@ pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
         )
         .route(
             Method::GET,
+            "/metrics",
+            metrics,
+            Arc::clone(manager),
+            public_operation(
+                "Aggregation metrics in the Prometheus text format (in `marquee serve`, after the edge's)",
+                "meta",
+                responses([(
+                    200,
+                    json!({ "description": "metrics", "content": { "text/plain": {} } }),
+                )]),
+            ),
+        )
+        .route(
+            Method::GET,
             "/snapshot/latest",
             latest_snapshot,
             Arc::clone(manager),
@@ -52,6 +67,21 @@ pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
 
 async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
+}
+
+async fn metrics(State(manager): State<Arc<Manager>>) -> Response {
+    let text = manager
+        .aggregator()
+        .map(|aggregator| aggregator.render_metrics())
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn latest_snapshot(State(manager): State<Arc<Manager>>, headers: HeaderMap) -> Response {

@@ -1,16 +1,22 @@
 //! The manager: owns the store, compiles a snapshot whenever the store's change counter moves,
-//! publishes it to a directory and over HTTP, and serves the management API.
+//! publishes it to a directory and over HTTP, serves the management API, and collects and
+//! aggregates the edges' event logs ([`Aggregator`], reading [`LogSource`]s).
 //!
 //! Invariants:
 //! - A snapshot is compiled only when the change counter differs from the published version;
 //!   the published version is the counter the catalog was read at.
 //! - Publishing is atomic on disk (the snapshot crate renames into place) and in memory (a
 //!   `watch` channel swaps an `Arc`), so readers see the old or the new snapshot, never a mix.
+//! - Every event logged counts exactly once: an aggregation run commits its aggregates with
+//!   the log positions they came from in one transaction, with a constant number of
+//!   statements, and edges delete only segments committed past (see [`aggregator`]).
 
+pub mod aggregator;
 pub mod demo;
 mod http;
+pub mod sources;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +25,9 @@ use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
 use tokio::sync::watch;
 
+pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary};
 pub use http::router;
+pub use sources::{HttpLogSource, LocalLogSource, LogSource};
 
 /// The latest published snapshot, ready to serve.
 #[derive(Debug)]
@@ -66,6 +74,8 @@ pub struct Manager {
     dir: SnapshotDir,
     compile_interval: Duration,
     latest: watch::Sender<Option<Arc<Published>>>,
+    /// The event aggregation, once attached; its metrics are served at `/metrics`.
+    aggregator: OnceLock<Arc<Aggregator>>,
 }
 
 impl Manager {
@@ -89,11 +99,23 @@ impl Manager {
             dir,
             compile_interval: options.compile_interval,
             latest,
+            aggregator: OnceLock::new(),
         }))
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Attaches the event aggregation (once), so that `/metrics` reports it.
+    pub fn attach_aggregator(&self, aggregator: Arc<Aggregator>) {
+        if self.aggregator.set(aggregator).is_err() {
+            tracing::warn!("an aggregator is already attached; keeping the first");
+        }
+    }
+
+    pub fn aggregator(&self) -> Option<&Arc<Aggregator>> {
+        self.aggregator.get()
     }
 
     /// The latest published snapshot, if any.

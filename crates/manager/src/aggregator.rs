@@ -1,0 +1,890 @@
+//! The aggregation run: collect new log bytes from every edge, aggregate them in bulk, and
+//! commit the aggregates together with the positions they were read up to.
+//!
+//! Exactly once: a run's counters, sketches, dedupe entries and source checkpoints are one
+//! transaction ([`StatsStore::commit_run`]). A crash before the commit loses nothing (the next
+//! run reads the same bytes again from the stored checkpoints); after it, nothing is read
+//! twice. In-memory state (positions, the dedupe set) changes only after a commit, and any
+//! failed run reloads it from the database. Edges delete segments only after the commit that
+//! moved every checkpoint past them ([`LogSource::ack`]), so a lost acknowledgement only delays
+//! a deletion.
+//!
+//! Dedupe retention (the watermark): an event id must be remembered while a repeat of it can
+//! still be logged and accepted. A repeat needs an unexpired tracking token, so it is logged at
+//! most one token lifetime after the original, on some edge. Each shard's watermark is how far
+//! its log has been read: "now" once caught up with its tail, else the latest event time read
+//! there; both less the allowed clock skew. Ids older than the lowest watermark, less a token
+//! lifetime and the skew, can never meet a repeat again and are forgotten. Events older than
+//! `max_event_age` are dropped (counted), which bounds the set while an edge is away.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use marquee_eventlog::wire::WireEnd;
+use marquee_eventlog::{SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_model::Clock;
+use marquee_stats::{Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, Rules, Seen};
+use marquee_store::{Checkpoint, RunWrite, Store, StoreError};
+
+use crate::sources::{Chunk, LogSource, SourceError};
+
+/// The most one read asks a source for.
+const MAX_CHUNK_BYTES: usize = 8 << 20;
+
+/// How the aggregation runs.
+#[derive(Debug, Clone)]
+pub struct AggregationOptions {
+    /// Time between runs (a run that stopped at its byte budget is followed at once).
+    pub interval: Duration,
+    /// The most log bytes one run reads, over all sources.
+    pub max_run_bytes: usize,
+    /// Events older than this when read are dropped.
+    pub max_event_age: Duration,
+    /// How far edge clocks may be from the manager's: events further in the future are
+    /// dropped, and the dedupe window is widened by it.
+    pub max_clock_skew: Duration,
+    /// The edges' tracking-token lifetime: how late a repeat can come.
+    pub token_lifetime: Duration,
+    /// How long minute rows are kept (hours and days are kept).
+    pub minute_retention: Duration,
+    /// Whether consumed segments are acknowledged (and so deleted by the edge).
+    pub delete_consumed: bool,
+}
+
+impl Default for AggregationOptions {
+    fn default() -> Self {
+        AggregationOptions {
+            interval: Duration::from_secs(1),
+            max_run_bytes: 64 << 20,
+            max_event_age: Duration::from_secs(24 * 3_600),
+            max_clock_skew: Duration::from_secs(300),
+            token_lifetime: Duration::from_secs(3_600),
+            minute_retention: Duration::from_secs(7 * 86_400),
+            delete_consumed: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AggregationError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("aggregation task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// What one committed run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunReport {
+    /// SQL statements the commit executed.
+    pub statements: u32,
+    /// Log bytes and records read.
+    pub bytes: u64,
+    pub records: u64,
+    pub accepted: u64,
+    pub duplicates: u64,
+    pub invalid: InvalidCounts,
+    /// Minute rows written.
+    pub rows: usize,
+    /// Stopped at the byte budget: run again at once.
+    pub more: bool,
+    pub elapsed: Duration,
+}
+
+/// What listeners see after each committed run.
+#[derive(Debug)]
+pub struct RunSummary<'a> {
+    pub now: jiff::Timestamp,
+    /// This run's additions per line item, ascending by line item.
+    pub per_line_item: &'a [(u64, Counters)],
+}
+
+type Listener = Box<dyn Fn(&RunSummary<'_>) + Send + Sync>;
+
+/// Where one shard of one source has been read to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    segment: u64,
+    offset: u64,
+    /// The latest event time read (µs), `None` before the first event.
+    max_time_micros: Option<i64>,
+}
+
+type ShardKey = (String, u32);
+
+#[derive(Debug, Default)]
+struct State {
+    loaded: bool,
+    seen: Seen,
+    positions: HashMap<ShardKey, Position>,
+    /// The last segment acknowledged per shard, since this process started.
+    acked: HashMap<ShardKey, u64>,
+    dims: Arc<Dimensions>,
+    dims_counter: Option<u64>,
+}
+
+/// One chunk read, with where it came from.
+#[derive(Debug)]
+struct Planned {
+    segment: u64,
+    closed: bool,
+    segment_len: u64,
+    chunk: Chunk,
+}
+
+/// One shard's reads in a run.
+#[derive(Debug)]
+struct ShardRead {
+    key: ShardKey,
+    source: usize,
+    /// The stored position, and where reading starts (after a gap, the first listed segment).
+    stored: Option<Position>,
+    start: Position,
+    chunks: Vec<Planned>,
+    listed: Vec<SegmentInfo>,
+    caught_up: bool,
+    lost_segments: u64,
+}
+
+/// One shard after ingestion.
+#[derive(Debug)]
+struct ShardDone {
+    key: ShardKey,
+    source: usize,
+    position: Position,
+    moved: bool,
+    caught_up: bool,
+    backlog_bytes: u64,
+}
+
+/// Counters and gauges exported at `/metrics`.
+#[derive(Debug, Default)]
+struct Metrics {
+    runs: AtomicU64,
+    failures: AtomicU64,
+    statements: AtomicU64,
+    bytes: AtomicU64,
+    records: AtomicU64,
+    events: AtomicU64,
+    duplicates: AtomicU64,
+    invalid: [AtomicU64; Invalid::ALL.len()],
+    source_errors: AtomicU64,
+    lost_segments: AtomicU64,
+    corrupt_skipped: AtomicU64,
+    lag_seconds: AtomicI64,
+    backlog_bytes: AtomicU64,
+    last_run_micros: AtomicU64,
+    throughput: AtomicU64,
+    seen_ids: AtomicU64,
+}
+
+/// Collects from every source and commits aggregates; see the module docs.
+pub struct Aggregator {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    sources: Vec<Arc<dyn LogSource>>,
+    options: AggregationOptions,
+    state: tokio::sync::Mutex<State>,
+    metrics: Metrics,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+impl std::fmt::Debug for Aggregator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aggregator")
+            .field("sources", &self.sources)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+impl Aggregator {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sources: Vec<Arc<dyn LogSource>>,
+        options: AggregationOptions,
+    ) -> Aggregator {
+        Aggregator {
+            store,
+            clock,
+            sources,
+            options,
+            state: tokio::sync::Mutex::new(State::default()),
+            metrics: Metrics::default(),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Calls `listener` after every committed run with its additions per line item (pacing
+    /// keeps its running totals this way; [`StatsStore::delivery`](marquee_store::StatsStore)
+    /// gives the totals from the database at start).
+    pub fn on_commit(&self, listener: impl Fn(&RunSummary<'_>) + Send + Sync + 'static) {
+        if let Ok(mut listeners) = self.listeners.lock() {
+            listeners.push(Box::new(listener));
+        }
+    }
+
+    /// Runs every `interval` (at once again after a run that hit its byte budget) until
+    /// `shutdown` resolves; a run in progress is finished first. Failures are logged and the
+    /// next run starts from the database's state.
+    pub async fn run_loop(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut next = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep_until(next) => {}
+            }
+            let started = tokio::time::Instant::now();
+            next = started + self.options.interval;
+            match self.run_once().await {
+                Ok(report) if report.more => next = tokio::time::Instant::now(),
+                Ok(_) => {}
+                Err(error) => tracing::error!(%error, "aggregation run failed; retrying"),
+            }
+        }
+    }
+
+    /// Runs until a run ends below its byte budget: everything readable now is counted.
+    pub async fn drain(&self) -> Result<(), AggregationError> {
+        while self.run_once().await?.more {}
+        Ok(())
+    }
+
+    /// One run: read, aggregate, commit, acknowledge.
+    pub async fn run_once(&self) -> Result<RunReport, AggregationError> {
+        let started = Instant::now();
+        let mut state = self.state.lock().await;
+        let result = self.run_locked(&mut state, started).await;
+        match &result {
+            Ok(report) => {
+                self.metrics.runs.fetch_add(1, Relaxed);
+                self.metrics
+                    .statements
+                    .store(u64::from(report.statements), Relaxed);
+            }
+            Err(_) => {
+                self.metrics.failures.fetch_add(1, Relaxed);
+                // Whatever was in memory may be ahead of or behind the database now.
+                state.loaded = false;
+            }
+        }
+        result
+    }
+
+    async fn load(&self, state: &mut State) -> Result<(), AggregationError> {
+        let stored = self.store.collection_state().await?;
+        state.positions = stored
+            .checkpoints
+            .into_iter()
+            .map(|c| {
+                (
+                    (c.source, c.shard),
+                    Position {
+                        segment: c.segment,
+                        offset: c.offset,
+                        max_time_micros: (c.max_event_time_micros != i64::MIN)
+                            .then_some(c.max_event_time_micros),
+                    },
+                )
+            })
+            .collect();
+        state.seen = stored.seen;
+        state.acked.clear();
+        state.loaded = true;
+        Ok(())
+    }
+
+    async fn refresh_dims(&self, state: &mut State) -> Result<(), AggregationError> {
+        let counter = self.store.change_counter().await?;
+        if state.dims_counter != Some(counter) {
+            state.dims = Arc::new(self.store.dimensions().await?);
+            state.dims_counter = Some(counter);
+        }
+        Ok(())
+    }
+
+    async fn run_locked(
+        &self,
+        state: &mut State,
+        started: Instant,
+    ) -> Result<RunReport, AggregationError> {
+        if !state.loaded {
+            self.load(state).await?;
+        }
+        self.refresh_dims(state).await?;
+        let now = self.clock.now();
+        let now_secs = now.as_second();
+
+        let mut budget = self.options.max_run_bytes;
+        let mut reads = Vec::new();
+        let mut failed_sources = Vec::new();
+        for (index, source) in self.sources.iter().enumerate() {
+            match self
+                .read_source(index, source.as_ref(), &state.positions, &mut budget)
+                .await
+            {
+                Ok(mut shards) => reads.append(&mut shards),
+                Err(error) => {
+                    self.metrics.source_errors.fetch_add(1, Relaxed);
+                    tracing::warn!(%error, "cannot read an edge's log this run");
+                    failed_sources.push(index);
+                }
+            }
+        }
+        let more = budget == 0;
+
+        let rules = Rules {
+            now_secs,
+            max_age_secs: secs(self.options.max_event_age),
+            max_future_secs: secs(self.options.max_clock_skew),
+        };
+        let seen = std::mem::take(&mut state.seen);
+        let dims = Arc::clone(&state.dims);
+        let (seen, deltas, shards, stats) = tokio::task::spawn_blocking(move || {
+            let mut ingest = Ingest::new(&dims, &seen, rules);
+            let mut total = ShardStats::default();
+            let shards: Vec<ShardDone> = reads
+                .into_iter()
+                .map(|read| {
+                    let (done, stats) = ingest_shard(&mut ingest, read);
+                    total.bytes += stats.bytes;
+                    total.records += stats.records;
+                    total.corrupt += stats.corrupt;
+                    total.lost += stats.lost;
+                    done
+                })
+                .collect();
+            let deltas = ingest.finish();
+            (seen, deltas, shards, total)
+        })
+        .await?;
+        state.seen = seen;
+
+        let (watermark, lag) = self.watermark(state, &shards, &failed_sources, now_secs);
+        let skew = secs(self.options.max_clock_skew);
+        let seen_cutoff =
+            watermark.max(now_secs - rules.max_age_secs) - secs(self.options.token_lifetime) - skew;
+        let minute_cutoff = {
+            let cutoff = now_secs - secs(self.options.minute_retention);
+            cutoff - cutoff.rem_euclid(60)
+        };
+        let checkpoints: Vec<Checkpoint> = shards
+            .iter()
+            .filter(|s| s.moved)
+            .map(|s| Checkpoint {
+                source: s.key.0.clone(),
+                shard: s.key.1,
+                segment: s.position.segment,
+                offset: s.position.offset,
+                max_event_time_micros: s.position.max_time_micros.unwrap_or(i64::MIN),
+            })
+            .collect();
+        let Deltas {
+            minutes,
+            hours,
+            days,
+            sketches,
+            seen: pending,
+            per_line_item,
+            accepted,
+            duplicates,
+            invalid,
+        } = deltas;
+        let rows = minutes.len();
+        let (seen_entries, seen_max_time) = pending.encode();
+        let written = self
+            .store
+            .commit_run(RunWrite {
+                minutes,
+                hours,
+                days,
+                sketches,
+                seen_entries,
+                seen_max_time,
+                seen_cutoff_secs: seen_cutoff,
+                minute_cutoff_secs: minute_cutoff,
+                checkpoints,
+                now,
+            })
+            .await?;
+
+        // Committed: now memory may follow.
+        state.seen.apply(pending);
+        state.seen.prune(seen_cutoff);
+        for shard in &shards {
+            state.positions.insert(shard.key.clone(), shard.position);
+        }
+        let mut per_line_item: Vec<(u64, Counters)> = per_line_item.into_iter().collect();
+        per_line_item.sort_unstable_by_key(|(id, _)| *id);
+        if let Ok(listeners) = self.listeners.lock() {
+            let summary = RunSummary {
+                now,
+                per_line_item: &per_line_item,
+            };
+            for listener in listeners.iter() {
+                listener(&summary);
+            }
+        }
+        if self.options.delete_consumed {
+            self.acknowledge(state, &shards).await;
+        }
+
+        let elapsed = started.elapsed();
+        let ShardStats {
+            bytes,
+            records,
+            corrupt,
+            lost,
+        } = stats;
+        let m = &self.metrics;
+        m.bytes.fetch_add(bytes, Relaxed);
+        m.records.fetch_add(records, Relaxed);
+        m.events.fetch_add(accepted, Relaxed);
+        m.duplicates.fetch_add(duplicates, Relaxed);
+        for (counter, reason) in m.invalid.iter().zip(Invalid::ALL) {
+            counter.fetch_add(invalid.get(reason), Relaxed);
+        }
+        m.corrupt_skipped.fetch_add(corrupt, Relaxed);
+        m.lost_segments.fetch_add(lost, Relaxed);
+        m.lag_seconds.store(lag, Relaxed);
+        m.backlog_bytes
+            .store(shards.iter().map(|s| s.backlog_bytes).sum(), Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        m.last_run_micros.store(micros, Relaxed);
+        if records > 0 {
+            m.throughput
+                .store(records * 1_000_000 / micros.max(1), Relaxed);
+        }
+        m.seen_ids.store(state.seen.len() as u64, Relaxed);
+        Ok(RunReport {
+            statements: written.statements,
+            bytes,
+            records,
+            accepted,
+            duplicates,
+            invalid,
+            rows,
+            more,
+            elapsed,
+        })
+    }
+
+    /// Lists a source's segments and reads each shard from its position within `budget`.
+    async fn read_source(
+        &self,
+        index: usize,
+        source: &dyn LogSource,
+        positions: &HashMap<ShardKey, Position>,
+        budget: &mut usize,
+    ) -> Result<Vec<ShardRead>, SourceError> {
+        let mut by_shard: BTreeMap<u32, Vec<SegmentInfo>> = BTreeMap::new();
+        for listed in source.segments().await? {
+            by_shard
+                .entry(listed.shard)
+                .or_default()
+                .push(listed.segment);
+        }
+        let mut reads = Vec::with_capacity(by_shard.len());
+        for (shard, mut listed) in by_shard {
+            listed.sort_unstable_by_key(|s| s.id);
+            let key = (source.name().to_owned(), shard);
+            let stored = positions.get(&key).copied();
+            let read = self
+                .read_shard(index, source, key, stored, listed, budget)
+                .await;
+            reads.push(read);
+        }
+        Ok(reads)
+    }
+
+    async fn read_shard(
+        &self,
+        source_index: usize,
+        source: &dyn LogSource,
+        key: ShardKey,
+        stored: Option<Position>,
+        listed: Vec<SegmentInfo>,
+        budget: &mut usize,
+    ) -> ShardRead {
+        let mut start = stored.unwrap_or(Position {
+            segment: 0,
+            offset: 0,
+            max_time_micros: None,
+        });
+        let mut lost_segments = 0;
+        // Segments below the position were consumed (their deletion may still be pending).
+        let remaining: Vec<SegmentInfo> = listed
+            .iter()
+            .copied()
+            .filter(|s| s.id >= start.segment)
+            .collect();
+        if let Some(first) = remaining.first()
+            && first.id > start.segment
+        {
+            if stored.is_some() {
+                // Unread segments the edge deleted (its disk limit): their events are lost.
+                lost_segments = first.id - start.segment;
+                tracing::error!(
+                    source = %key.0,
+                    shard = key.1,
+                    from = start.segment,
+                    to = first.id - 1,
+                    "unread segments are gone from the edge; their events are lost"
+                );
+            }
+            start = Position {
+                segment: first.id,
+                offset: 0,
+                ..start
+            };
+        }
+        let mut read = ShardRead {
+            key,
+            source: source_index,
+            stored,
+            start,
+            chunks: Vec::new(),
+            listed,
+            caught_up: false,
+            lost_segments,
+        };
+        let shard = read.key.1;
+        'segments: for segment in remaining {
+            let mut offset = if segment.id == start.segment {
+                start.offset
+            } else {
+                0
+            };
+            loop {
+                if *budget == 0 {
+                    return read;
+                }
+                let want = (*budget).min(MAX_CHUNK_BYTES);
+                let chunk = match source.read(shard, segment.id, offset, want).await {
+                    Ok(chunk) => chunk,
+                    Err(error) => {
+                        tracing::warn!(%error, "log read failed; retrying next run");
+                        return read;
+                    }
+                };
+                *budget = budget.saturating_sub(chunk.frames.len());
+                offset = chunk.next_offset;
+                let end = chunk.end;
+                read.chunks.push(Planned {
+                    segment: segment.id,
+                    closed: segment.closed,
+                    segment_len: segment.len,
+                    chunk,
+                });
+                match end {
+                    WireEnd::Budget => {}
+                    WireEnd::Tail => break 'segments,
+                    WireEnd::Closed => continue 'segments,
+                    WireEnd::Corrupt if segment.closed => continue 'segments,
+                    // Damage in the open segment: stay there (and say so) until it closes.
+                    WireEnd::Corrupt => return read,
+                }
+            }
+        }
+        read.caught_up = true;
+        read
+    }
+
+    /// The lowest shard watermark (seconds) and the largest lag behind a tail (seconds).
+    fn watermark(
+        &self,
+        state: &State,
+        shards: &[ShardDone],
+        failed_sources: &[usize],
+        now_secs: i64,
+    ) -> (i64, i64) {
+        let skew = secs(self.options.max_clock_skew);
+        let oldest_kept = now_secs - secs(self.options.max_event_age);
+        let behind = |position: Option<&Position>| {
+            position
+                .and_then(|p| p.max_time_micros)
+                .map_or(oldest_kept, |t| t.div_euclid(1_000_000))
+        };
+        let mut watermark = now_secs;
+        let mut lag = 0;
+        for shard in shards {
+            let at = if shard.caught_up {
+                now_secs
+            } else {
+                behind(Some(&shard.position))
+            };
+            watermark = watermark.min(at - skew);
+            lag = lag.max(now_secs - at);
+        }
+        // Sources not reached this run hold the watermark where they were left.
+        for &index in failed_sources {
+            let name = self.sources[index].name();
+            for (key, position) in &state.positions {
+                if key.0 == name {
+                    let at = behind(Some(position));
+                    watermark = watermark.min(at - skew);
+                    lag = lag.max(now_secs - at);
+                }
+            }
+        }
+        (watermark, lag.max(0))
+    }
+
+    /// Tells each source which segments are fully counted. Failures are retried next run.
+    async fn acknowledge(&self, state: &mut State, shards: &[ShardDone]) {
+        for shard in shards {
+            let done = shard.position.segment.saturating_sub(1);
+            let acked = state.acked.get(&shard.key).copied().unwrap_or(0);
+            if done == 0 || done <= acked {
+                continue;
+            }
+            match self.sources[shard.source].ack(shard.key.1, done).await {
+                Ok(()) => {
+                    state.acked.insert(shard.key.clone(), done);
+                }
+                Err(error) => tracing::warn!(%error, "acknowledgement failed; retrying next run"),
+            }
+        }
+    }
+
+    /// The aggregation metrics in the Prometheus text format (names in
+    /// `docs/operations.md`).
+    pub fn render_metrics(&self) -> String {
+        let m = &self.metrics;
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        let get = |a: &AtomicU64| a.load(Relaxed).to_string();
+        metric(
+            "marquee_aggregation_runs_total",
+            "counter",
+            "Aggregation runs committed.",
+            get(&m.runs),
+        );
+        metric(
+            "marquee_aggregation_failures_total",
+            "counter",
+            "Aggregation runs that failed (and were retried from the database's state).",
+            get(&m.failures),
+        );
+        metric(
+            "marquee_aggregation_statements",
+            "gauge",
+            "SQL statements the last run's commit executed (constant by design).",
+            get(&m.statements),
+        );
+        metric(
+            "marquee_aggregation_read_bytes_total",
+            "counter",
+            "Event log bytes read.",
+            get(&m.bytes),
+        );
+        metric(
+            "marquee_aggregation_records_total",
+            "counter",
+            "Event log records read.",
+            get(&m.records),
+        );
+        metric(
+            "marquee_aggregation_events_total",
+            "counter",
+            "Events counted (valid and first seen); rate() gives events per second.",
+            get(&m.events),
+        );
+        metric(
+            "marquee_aggregation_duplicates_total",
+            "counter",
+            "Events dropped as repeats of an event id already counted.",
+            get(&m.duplicates),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP marquee_aggregation_invalid_total Records dropped by sanitising, by reason.\n\
+             # TYPE marquee_aggregation_invalid_total counter"
+        );
+        for (counter, reason) in m.invalid.iter().zip(Invalid::ALL) {
+            let _ = writeln!(
+                out,
+                "marquee_aggregation_invalid_total{{reason=\"{}\"}} {}",
+                reason.label(),
+                counter.load(Relaxed)
+            );
+        }
+        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        metric(
+            "marquee_aggregation_source_errors_total",
+            "counter",
+            "Edges whose log could not be listed in a run.",
+            get(&m.source_errors),
+        );
+        metric(
+            "marquee_aggregation_lost_segments_total",
+            "counter",
+            "Unread segments an edge deleted (its disk limit) before they were counted.",
+            get(&m.lost_segments),
+        );
+        metric(
+            "marquee_aggregation_corrupt_segments_total",
+            "counter",
+            "Closed segments whose damaged rest was skipped.",
+            get(&m.corrupt_skipped),
+        );
+        metric(
+            "marquee_aggregation_lag_seconds",
+            "gauge",
+            "How far behind the newest logged events the counts are (0 when caught up).",
+            m.lag_seconds.load(Relaxed).to_string(),
+        );
+        metric(
+            "marquee_aggregation_backlog_bytes",
+            "gauge",
+            "Log bytes listed but not yet read after the last run.",
+            get(&m.backlog_bytes),
+        );
+        metric(
+            "marquee_aggregation_last_run_seconds",
+            "gauge",
+            "Wall time of the last run.",
+            format!("{:.6}", m.last_run_micros.load(Relaxed) as f64 / 1e6),
+        );
+        metric(
+            "marquee_aggregation_throughput_events_per_second",
+            "gauge",
+            "Records processed per second of the last run that read any.",
+            get(&m.throughput),
+        );
+        metric(
+            "marquee_aggregation_seen_ids",
+            "gauge",
+            "Event ids remembered for dedupe.",
+            get(&m.seen_ids),
+        );
+        out
+    }
+}
+
+/// Ingests one shard's chunks in order; returns where the shard now stands and what it read.
+/// A chunk that fails to parse stops the shard there.
+fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardStats) {
+    let ShardRead {
+        key,
+        source,
+        stored,
+        start,
+        chunks,
+        listed,
+        mut caught_up,
+        lost_segments,
+    } = read;
+    let mut position = start;
+    let mut bytes = 0u64;
+    let mut records = 0u64;
+    let mut corrupt = 0u64;
+    for planned in chunks {
+        match ingest.frames(&planned.chunk.frames) {
+            Ok(summary) => {
+                bytes += planned.chunk.frames.len() as u64;
+                records += summary.records as u64;
+                if let Some(t) = summary.max_time_micros {
+                    position.max_time_micros =
+                        Some(position.max_time_micros.map_or(t, |m| m.max(t)));
+                }
+                let next_segment = Position {
+                    segment: planned.segment + 1,
+                    offset: 0,
+                    ..position
+                };
+                position = match planned.chunk.end {
+                    WireEnd::Closed => next_segment,
+                    WireEnd::Corrupt if planned.closed => {
+                        corrupt += 1;
+                        tracing::error!(
+                            source = %key.0,
+                            shard = key.1,
+                            segment = planned.segment,
+                            offset = planned.chunk.next_offset,
+                            lost_bytes = planned.segment_len.saturating_sub(planned.chunk.next_offset),
+                            "damaged record in a closed segment; skipping the rest of it"
+                        );
+                        next_segment
+                    }
+                    _ => Position {
+                        segment: planned.segment,
+                        offset: planned.chunk.next_offset,
+                        ..position
+                    },
+                };
+            }
+            Err(error) => {
+                tracing::warn!(
+                    source = %key.0,
+                    shard = key.1,
+                    segment = planned.segment,
+                    %error,
+                    "damaged frames in an answer; reading them again next run"
+                );
+                caught_up = false;
+                break;
+            }
+        }
+    }
+    let backlog_bytes = listed
+        .iter()
+        .map(|s| {
+            if s.id > position.segment {
+                s.len.saturating_sub(SEGMENT_HEADER_LEN)
+            } else if s.id == position.segment {
+                s.len
+                    .saturating_sub(position.offset.max(SEGMENT_HEADER_LEN))
+            } else {
+                0
+            }
+        })
+        .sum();
+    let done = ShardDone {
+        moved: Some(position) != stored,
+        key,
+        source,
+        position,
+        caught_up,
+        backlog_bytes,
+    };
+    (
+        done,
+        ShardStats {
+            bytes,
+            records,
+            corrupt,
+            lost: lost_segments,
+        },
+    )
+}
+
+/// What one shard's ingestion read and skipped.
+#[derive(Debug, Clone, Copy, Default)]
+struct ShardStats {
+    bytes: u64,
+    records: u64,
+    /// Closed segments whose damaged rest was skipped.
+    corrupt: u64,
+    /// Unread segments found deleted.
+    lost: u64,
+}

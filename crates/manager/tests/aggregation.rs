@@ -1,0 +1,464 @@
+//! The aggregation run against a real SQLite store and in-memory or on-disk logs: exactly
+//! once across restarts at any point, repeats counted once, a constant number of statements
+//! whatever the run holds, acknowledgements only after commits.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use jiff::Timestamp;
+use marquee_eventlog::wire::WireEnd;
+use marquee_eventlog::{Event, EventLog, Kind, SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_manager::sources::{Chunk, Listed, SourceError};
+use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource};
+use marquee_model::{Kind as ObjectKind, ManualClock, Status};
+use marquee_stats::{Counters, Granularity, RowQuery};
+use marquee_store::{Draft, SqliteStore, Store};
+use tempfile::TempDir;
+
+const NOW: &str = "2026-12-01T12:00:00Z";
+
+/// An edge's log in memory: segments of frames, some closed; reads can be made to fail.
+#[derive(Debug, Default)]
+struct MemorySource {
+    name: String,
+    shards: Mutex<BTreeMap<u32, Vec<(u64, Vec<u8>, bool)>>>,
+    /// Segment ids are never reused, even once every segment was deleted.
+    next_id: Mutex<BTreeMap<u32, u64>>,
+    acks: Mutex<Vec<(u32, u64)>>,
+    fail_reads: Mutex<usize>,
+}
+
+impl MemorySource {
+    fn named(name: &str) -> Arc<MemorySource> {
+        Arc::new(MemorySource {
+            name: name.into(),
+            ..MemorySource::default()
+        })
+    }
+
+    fn push_segment(&self, shard: u32, events: &[Event], closed: bool) {
+        let mut shards = self.shards.lock().unwrap();
+        let segments = shards.entry(shard).or_default();
+        let mut next = self.next_id.lock().unwrap();
+        let id = next.entry(shard).or_insert(1);
+        let id = std::mem::replace(id, *id + 1);
+        let mut bytes = vec![0u8; SEGMENT_HEADER_LEN as usize];
+        for e in events {
+            bytes.extend_from_slice(&e.to_frame());
+        }
+        segments.push((id, bytes, closed));
+    }
+
+    fn close_all(&self) {
+        for segments in self.shards.lock().unwrap().values_mut() {
+            for s in segments.iter_mut() {
+                s.2 = true;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LogSource for MemorySource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn segments(&self) -> Result<Vec<Listed>, SourceError> {
+        let shards = self.shards.lock().unwrap();
+        Ok(shards
+            .iter()
+            .flat_map(|(&shard, segments)| {
+                segments.iter().map(move |(id, bytes, closed)| Listed {
+                    shard,
+                    segment: SegmentInfo {
+                        id: *id,
+                        len: bytes.len() as u64,
+                        closed: *closed,
+                    },
+                })
+            })
+            .collect())
+    }
+
+    async fn read(
+        &self,
+        shard: u32,
+        segment: u64,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Chunk, SourceError> {
+        {
+            let mut fail = self.fail_reads.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(SourceError::Read {
+                    source_name: "memory".into(),
+                    message: "injected".into(),
+                });
+            }
+        }
+        let shards = self.shards.lock().unwrap();
+        let Some((_, bytes, closed)) = shards
+            .get(&shard)
+            .and_then(|s| s.iter().find(|s| s.0 == segment))
+        else {
+            return Err(SourceError::Missing {
+                source_name: "memory".into(),
+                shard,
+                segment,
+            });
+        };
+        let start = (offset as usize).max(SEGMENT_HEADER_LEN as usize);
+        let frame = marquee_eventlog::FRAME_LEN;
+        let available = (bytes.len() - start) / frame;
+        let take = available.min((max_bytes / frame).max(1));
+        let end = start + take * frame;
+        let wire_end = match (end == bytes.len(), *closed) {
+            (false, _) => WireEnd::Budget,
+            (true, true) => WireEnd::Closed,
+            (true, false) => WireEnd::Tail,
+        };
+        Ok(Chunk {
+            frames: Bytes::copy_from_slice(&bytes[start..end]),
+            next_offset: end as u64,
+            end: wire_end,
+        })
+    }
+
+    async fn ack(&self, shard: u32, segment: u64) -> Result<(), SourceError> {
+        self.acks.lock().unwrap().push((shard, segment));
+        let mut shards = self.shards.lock().unwrap();
+        if let Some(segments) = shards.get_mut(&shard) {
+            segments.retain(|s| s.0 > segment);
+        }
+        Ok(())
+    }
+}
+
+struct World {
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    line_items: Vec<u64>,
+    creatives: Vec<u64>,
+    placements: Vec<u64>,
+    _dir: TempDir,
+}
+
+async fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap());
+    let create = |kind, parent: Option<u64>, body: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            let draft = Draft {
+                parent_id: parent,
+                name: "x".into(),
+                status: Status::Active,
+                body: body.into(),
+            };
+            store.create(kind, draft, None).await.unwrap().meta.id
+        }
+    };
+    let advertiser = create(
+        ObjectKind::Advertiser,
+        None,
+        r#"{"time_zone":"Europe/Berlin","currency":"EUR"}"#,
+    )
+    .await;
+    let campaign = create(ObjectKind::Campaign, Some(advertiser), "{}").await;
+    let mut line_items = Vec::new();
+    let mut creatives = Vec::new();
+    for _ in 0..4 {
+        let li = create(ObjectKind::LineItem, Some(campaign), "{}").await;
+        line_items.push(li);
+        creatives.push(create(ObjectKind::Creative, Some(li), "{}").await);
+    }
+    let publisher = create(ObjectKind::Publisher, None, "{}").await;
+    let site = create(ObjectKind::Site, Some(publisher), "{}").await;
+    let mut placements = Vec::new();
+    for _ in 0..3 {
+        placements.push(create(ObjectKind::Placement, Some(site), "{}").await);
+    }
+    World {
+        store,
+        clock,
+        line_items,
+        creatives,
+        placements,
+        _dir: dir,
+    }
+}
+
+impl World {
+    /// Event `n`: spread over line items, placements, countries, devices and the last hour.
+    fn event(&self, n: u64, kind: Kind) -> Event {
+        let li = (n % self.line_items.len() as u64) as usize;
+        let now = NOW.parse::<Timestamp>().unwrap().as_second();
+        Event {
+            kind,
+            time_micros: (now - 3_000 + (n % 2_900) as i64) * 1_000_000,
+            line_item: self.line_items[li],
+            creative: self.creatives[li],
+            placement: self.placements[(n % 3) as usize],
+            user: n % 997 + 1,
+            country: [b"DE", b"FR", b"US"][(n / 7 % 3) as usize].to_owned(),
+            device: (n % 6) as u8,
+            amount_micros: if kind == Kind::Impression {
+                1_500_000
+            } else {
+                0
+            },
+            event_id: u128::from(n) + 1,
+        }
+    }
+
+    fn aggregator(&self, source: Arc<dyn LogSource>, max_run_bytes: usize) -> Aggregator {
+        Aggregator::new(
+            Arc::clone(&self.store),
+            self.clock.clone(),
+            vec![source],
+            AggregationOptions {
+                max_run_bytes,
+                ..AggregationOptions::default()
+            },
+        )
+    }
+
+    /// Every stored minute row, keyed by all dimensions.
+    async fn minutes(&self) -> HashMap<(u64, i64, u64, u64, String, u8), Counters> {
+        let rows = self
+            .store
+            .report_rows(RowQuery {
+                table: Granularity::Minute,
+                from: 0,
+                to: i64::MAX,
+                line_items: None,
+                placements: None,
+                countries: None,
+                devices: None,
+                by_line_item: true,
+                by_creative: true,
+                by_placement: true,
+                by_country: true,
+                by_device: true,
+            })
+            .await
+            .unwrap();
+        rows.into_iter()
+            .map(|r| {
+                (
+                    (
+                        r.line_item,
+                        r.bucket,
+                        r.creative,
+                        r.placement,
+                        r.country,
+                        r.device,
+                    ),
+                    r.counters,
+                )
+            })
+            .collect()
+    }
+}
+
+/// The expected minute rows: each (event id, kind) once.
+fn direct_count(events: &[Event]) -> HashMap<(u64, i64, u64, u64, String, u8), Counters> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: HashMap<_, Counters> = HashMap::new();
+    for e in events {
+        if !seen.insert((e.event_id, e.kind.code())) {
+            continue;
+        }
+        let secs = e.time_micros / 1_000_000;
+        let key = (
+            e.line_item,
+            secs - secs % 60,
+            e.creative,
+            e.placement,
+            String::from_utf8(e.country.to_vec()).unwrap(),
+            e.device,
+        );
+        out.entry(key).or_default().record(e.kind, e.amount_micros);
+    }
+    out
+}
+
+#[tokio::test]
+async fn restarts_between_any_runs_count_every_event_once() {
+    let w = world().await;
+    let source = MemorySource::named("memory");
+    let mut logged = Vec::new();
+    let mut n = 0;
+    for round in 0..6u32 {
+        for shard in 0..2 {
+            let events: Vec<Event> = (0..150)
+                .map(|_| {
+                    n += 1;
+                    let kind = [Kind::Decision, Kind::Impression, Kind::Click][n as usize % 3];
+                    w.event(n, kind)
+                })
+                .collect();
+            // Repeats of earlier ids (an edge restarted and a beacon came again).
+            let repeats: Vec<Event> = logged.iter().rev().step_by(37).take(5).copied().collect();
+            let mut segment = events.clone();
+            segment.extend_from_slice(&repeats);
+            source.push_segment(shard, &segment, round < 5);
+            logged.extend(segment);
+        }
+        // A fresh aggregator (a restart) every round, small runs, a failed read now and then.
+        let aggregator = w.aggregator(source.clone(), 3_000 + 1_000 * round as usize);
+        for step in 0..4 {
+            if step == 2 {
+                *source.fail_reads.lock().unwrap() = 1;
+            }
+            aggregator.run_once().await.unwrap();
+        }
+    }
+    source.close_all();
+    let aggregator = w.aggregator(source.clone(), 1 << 20);
+    aggregator.drain().await.unwrap();
+
+    let expected = direct_count(&logged);
+    let got = w.minutes().await;
+    assert_eq!(got.len(), expected.len());
+    assert_eq!(got, expected, "nothing lost, nothing twice");
+    // Every closed segment was acknowledged, and only after it was committed.
+    let acks = source.acks.lock().unwrap().clone();
+    assert!(acks.contains(&(0, 6)) && acks.contains(&(1, 6)), "{acks:?}");
+    assert!(source.segments().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn statements_per_run_are_the_same_for_a_thousand_and_a_million_events() {
+    let w = world().await;
+    let mut statements = Vec::new();
+    for count in [1_000u64, 1_000_000] {
+        let source = MemorySource::named(&format!("edge-{count}"));
+        let events: Vec<Event> = (0..count)
+            .map(|n| w.event(count * 10 + n, Kind::Impression))
+            .collect();
+        source.push_segment(0, &events, true);
+        let aggregator = w.aggregator(source.clone(), 128 << 20);
+        let report = aggregator.run_once().await.unwrap();
+        assert_eq!(report.records, count);
+        assert_eq!(report.accepted, count);
+        assert!(!report.more);
+        statements.push(report.statements);
+        let metrics = aggregator.render_metrics();
+        assert!(
+            metrics.contains(&format!(
+                "marquee_aggregation_statements {}",
+                report.statements
+            )),
+            "{metrics}"
+        );
+    }
+    println!("statements per run: {statements:?} for 1,000 and 1,000,000 events");
+    assert_eq!(statements[0], statements[1]);
+}
+
+#[tokio::test]
+async fn invalid_and_old_events_are_dropped_and_counted() {
+    let w = world().await;
+    let source = MemorySource::named("memory");
+    let good = w.event(1, Kind::Impression);
+    let too_old = Event {
+        time_micros: good.time_micros - 2 * 86_400 * 1_000_000,
+        event_id: 2,
+        ..good
+    };
+    let unknown = Event {
+        line_item: 999_999,
+        event_id: 3,
+        ..good
+    };
+    source.push_segment(0, &[good, too_old, unknown, good], true);
+    let aggregator = w.aggregator(source.clone(), 1 << 20);
+    let report = aggregator.run_once().await.unwrap();
+    assert_eq!((report.accepted, report.duplicates), (1, 1));
+    assert_eq!(report.invalid.total(), 2);
+    let metrics = aggregator.render_metrics();
+    for line in [
+        "marquee_aggregation_invalid_total{reason=\"too_old\"} 1",
+        "marquee_aggregation_invalid_total{reason=\"unknown_line_item\"} 1",
+        "marquee_aggregation_duplicates_total 1",
+        "marquee_aggregation_events_total 1",
+        "marquee_aggregation_lag_seconds 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn listeners_get_each_runs_delivery_per_line_item() {
+    let w = world().await;
+    let source = MemorySource::named("memory");
+    let seen: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
+    let aggregator = w.aggregator(source.clone(), 1 << 20);
+    let sink = Arc::clone(&seen);
+    aggregator.on_commit(move |run| {
+        sink.lock()
+            .unwrap()
+            .extend(run.per_line_item.iter().map(|(id, c)| (*id, c.impressions)));
+    });
+    let events: Vec<Event> = (0..8).map(|n| w.event(n, Kind::Impression)).collect();
+    source.push_segment(0, &events, false);
+    aggregator.run_once().await.unwrap();
+    let mut got = seen.lock().unwrap().clone();
+    got.sort_unstable();
+    let expected: Vec<(u64, i64)> = w.line_items.iter().map(|&id| (id, 2)).collect();
+    assert_eq!(got, expected);
+    // Delivery from the database agrees.
+    let now: Timestamp = NOW.parse().unwrap();
+    let delivered = w
+        .store
+        .delivery(None, now - Duration::from_secs(7_200), now)
+        .await
+        .unwrap();
+    assert_eq!(delivered[&w.line_items[0]].impressions, 2);
+    assert_eq!(delivered[&w.line_items[0]].spend_micros(), 3_000);
+}
+
+#[tokio::test]
+async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(
+        EventLog::open(
+            dir.path(),
+            marquee_eventlog::Config {
+                shards: 2,
+                segment_max_bytes: 28 + 77 * 10,
+                ..marquee_eventlog::Config::default()
+            },
+        )
+        .unwrap(),
+    );
+    let events: Vec<Event> = (0..95).map(|n| w.event(n, Kind::Decision)).collect();
+    for e in &events {
+        log.append(e).unwrap();
+    }
+    log.flush_and_close().unwrap();
+    let source = Arc::new(LocalLogSource::new("local", Arc::clone(&log)));
+    let aggregator = w.aggregator(source, 1 << 20);
+    let report = aggregator.run_once().await.unwrap();
+    assert_eq!(report.accepted, 95);
+    assert_eq!(w.minutes().await, direct_count(&events));
+    // All closed and consumed: deleted, except what the acknowledgement may not cover.
+    let left: usize = (0..log.shards())
+        .map(|s| log.segments(s).unwrap().len())
+        .sum();
+    assert_eq!(left, 0);
+    // A second run finds nothing new and counts nothing twice.
+    let again = aggregator.run_once().await.unwrap();
+    assert_eq!(again.records, 0);
+    assert_eq!(w.minutes().await, direct_count(&events));
+}
