@@ -21,11 +21,14 @@ use tempfile::TempDir;
 
 const NOW: &str = "2026-12-01T12:00:00Z";
 
+/// One in-memory segment: id, bytes (header and frames), closed.
+type Segment = (u64, Vec<u8>, bool);
+
 /// An edge's log in memory: segments of frames, some closed; reads can be made to fail.
 #[derive(Debug, Default)]
 struct MemorySource {
     name: String,
-    shards: Mutex<BTreeMap<u32, Vec<(u64, Vec<u8>, bool)>>>,
+    shards: Mutex<BTreeMap<u32, Vec<Segment>>>,
     /// Segment ids are never reused, even once every segment was deleted.
     next_id: Mutex<BTreeMap<u32, u64>>,
     acks: Mutex<Vec<(u32, u64)>>,
