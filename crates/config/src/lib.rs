@@ -23,6 +23,41 @@ pub struct Config {
     pub edge: EdgeSection,
     pub events: EventsSection,
     pub tracking: TrackingSection,
+    pub aggregation: AggregationSection,
+    pub reports: ReportsSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregationSection {
+    /// Time between aggregation runs, in milliseconds.
+    pub interval_ms: u64,
+    /// The most event log data one run reads (MiB); a run that reaches it is followed at once.
+    pub max_run_mb: u64,
+    /// Events older than this (hours) when the manager reads them are dropped, counted.
+    pub max_event_age_hours: u64,
+    /// How far edge clocks may be ahead of or behind the manager's (seconds).
+    pub max_clock_skew_secs: u64,
+    /// How long per-minute rows are kept (days); hour and day rows are kept.
+    pub minute_retention_days: u64,
+    /// Whether edges delete segments once the manager has counted them.
+    pub delete_consumed: bool,
+    /// Remote edges to collect from, each `NAME=URL` (`edge-2=http://10.0.0.7:8080`). The
+    /// name keys the stored checkpoints: keep it stable.
+    pub edges: Vec<String>,
+    /// Shared secret: an edge serves its log at `/log/…` only with it set, and only to callers
+    /// sending it; the manager sends it to the edges above. Empty: not served.
+    pub token: String,
+    /// The most disk an edge's event log may use (MiB) while the manager is away; past it the
+    /// oldest closed segments are deleted, and their events lost.
+    pub log_disk_limit_mb: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportsSection {
+    /// The most rows one report may answer; a larger one is refused with advice to narrow it.
+    pub max_rows: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +176,18 @@ impl Default for Config {
                 keys: Vec::new(),
                 signing_key: 1,
             },
+            aggregation: AggregationSection {
+                interval_ms: 1_000,
+                max_run_mb: 64,
+                max_event_age_hours: 24,
+                max_clock_skew_secs: 300,
+                minute_retention_days: 7,
+                delete_consumed: true,
+                edges: Vec::new(),
+                token: String::new(),
+                log_disk_limit_mb: 10_240,
+            },
+            reports: ReportsSection { max_rows: 100_000 },
         }
     }
 }
@@ -170,8 +217,17 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 8] = [
-    "listen", "data_dir", "demo", "snapshot", "log", "edge", "events", "tracking",
+const SECTIONS: [&str; 10] = [
+    "listen",
+    "data_dir",
+    "demo",
+    "snapshot",
+    "log",
+    "edge",
+    "events",
+    "tracking",
+    "aggregation",
+    "reports",
 ];
 
 impl Config {
@@ -249,6 +305,8 @@ impl Config {
             1,
             86_400,
         )?;
+        self.aggregation.validate()?;
+        in_range("reports.max_rows", self.reports.max_rows, 1, 10_000_000)?;
         let fallback = self.edge.fallback.as_str();
         if fallback != "empty"
             && !(fallback.starts_with("https://") || fallback.starts_with("http://"))
@@ -271,6 +329,83 @@ impl Config {
         }
         Ok(())
     }
+}
+
+impl AggregationSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        in_range("aggregation.interval_ms", self.interval_ms, 10, 60_000)?;
+        in_range("aggregation.max_run_mb", self.max_run_mb, 1, 1_024)?;
+        in_range(
+            "aggregation.max_event_age_hours",
+            self.max_event_age_hours,
+            1,
+            24 * 366,
+        )?;
+        in_range(
+            "aggregation.max_clock_skew_secs",
+            self.max_clock_skew_secs,
+            0,
+            3_600,
+        )?;
+        in_range(
+            "aggregation.minute_retention_days",
+            self.minute_retention_days,
+            1,
+            3_660,
+        )?;
+        in_range(
+            "aggregation.log_disk_limit_mb",
+            self.log_disk_limit_mb,
+            1,
+            100_000_000,
+        )?;
+        if !self.token.is_empty() && self.token.len() < 16 {
+            return Err(ConfigError::OutOfRange {
+                key: "aggregation.token",
+                message: "must be at least 16 characters (or empty to not serve the log)".into(),
+            });
+        }
+        if !self.edges.is_empty() && self.token.is_empty() {
+            return Err(ConfigError::OutOfRange {
+                key: "aggregation.token",
+                message: "must be set to collect from `aggregation.edges`".into(),
+            });
+        }
+        let mut names = Vec::new();
+        for entry in &self.edges {
+            let (name, _) = parse_edge(entry).ok_or_else(|| ConfigError::OutOfRange {
+                key: "aggregation.edges",
+                message: format!(
+                    "entry {entry:?} is not NAME=URL with NAME of letters, digits, `-`, `_`, `.` \
+                     (not `local`) and an http:// URL"
+                ),
+            })?;
+            if names.contains(&name) {
+                return Err(ConfigError::OutOfRange {
+                    key: "aggregation.edges",
+                    message: format!("edge name {name:?} appears twice"),
+                });
+            }
+            names.push(name);
+        }
+        Ok(())
+    }
+
+    /// The remote edges as `(name, url)`; entries were checked at load.
+    pub fn remote_edges(&self) -> Vec<(&str, &str)> {
+        self.edges.iter().filter_map(|e| parse_edge(e)).collect()
+    }
+}
+
+/// `NAME=URL`: a name other than `local` (the in-process edge's) and an http URL.
+fn parse_edge(entry: &str) -> Option<(&str, &str)> {
+    let (name, url) = entry.split_once('=')?;
+    let name_ok = !name.is_empty()
+        && name != "local"
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    (name_ok && url.starts_with("http://") && url.len() > "http://".len()).then_some((name, url))
 }
 
 fn in_range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
@@ -384,6 +519,30 @@ mod tests {
                 ("[events]\ngroup_commit_ms = 0", "events.group_commit_ms"),
                 ("[events]\nsegment_max_mb = 0", "events.segment_max_mb"),
                 ("[tracking]\nsigning_key = 300", "tracking.signing_key"),
+                ("[aggregation]\ninterval_ms = 0", "aggregation.interval_ms"),
+                ("[aggregation]\nmax_run_mb = 0", "aggregation.max_run_mb"),
+                (
+                    "[aggregation]\nminute_retention_days = 0",
+                    "aggregation.minute_retention_days",
+                ),
+                ("[aggregation]\ntoken = \"short\"", "aggregation.token"),
+                (
+                    "[aggregation]\nedges = [\"e1=http://10.0.0.1:8080\"]",
+                    "aggregation.token",
+                ),
+                (
+                    "[aggregation]\ntoken = \"0123456789abcdef\"\nedges = [\"local=http://x\"]",
+                    "aggregation.edges",
+                ),
+                (
+                    "[aggregation]\ntoken = \"0123456789abcdef\"\nedges = [\"e1=ftp://x\"]",
+                    "aggregation.edges",
+                ),
+                (
+                    "[aggregation]\ntoken = \"0123456789abcdef\"\nedges = [\"e1=http://a\", \"e1=http://b\"]",
+                    "aggregation.edges",
+                ),
+                ("[reports]\nmax_rows = 0", "reports.max_rows"),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
@@ -399,6 +558,23 @@ mod tests {
             assert!(
                 error.contains("listen") && error.contains("MARQUEE_"),
                 "{error}"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn remote_edges_are_named_urls() {
+        Jail::expect_with(|jail| {
+            let config = load_in(
+                jail,
+                "[aggregation]\ntoken = \"0123456789abcdef\"\n\
+                 edges = [\"edge-2=http://10.0.0.7:8080\", \"b.3=http://h\"]\n",
+            )
+            .map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.aggregation.remote_edges(),
+                vec![("edge-2", "http://10.0.0.7:8080"), ("b.3", "http://h")]
             );
             Ok(())
         });
