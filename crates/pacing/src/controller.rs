@@ -364,8 +364,13 @@ impl Pacer {
     }
 }
 
-/// Delivery per traffic unit that brings `delivered` onto the curve of `amount` over `period`
-/// by `at + horizon` (or the period's end, if sooner).
+/// Span over which the curve's slope is read: short enough to follow a curved (front-loaded)
+/// plan, long enough to average over the rounds.
+const SLOPE_SPAN: SignedDuration = SignedDuration::from_mins(15);
+
+/// Delivery per traffic unit the curve of `amount` over `period` asks for at `at`: the curve's
+/// own rate over the next [`SLOPE_SPAN`], plus the gap between the curve and `delivered` spread
+/// over the catch-up `horizon` (both cut at the period's end). Negative means ahead: pause.
 fn curve_need(
     schedule: &Schedule,
     profile: &TrafficProfile,
@@ -375,15 +380,20 @@ fn curve_need(
     at: Timestamp,
     horizon: SignedDuration,
 ) -> Need {
-    let until = at
-        .checked_add(horizon)
-        .map_or(period.end, |t| t.min(period.end));
-    let traffic = profile.weight(schedule.zone(), at, until);
-    if traffic <= 0.0 {
+    let until = |span: SignedDuration| {
+        at.checked_add(span)
+            .map_or(period.end, |t| t.min(period.end))
+    };
+    let (slope_end, catch_up_end) = (until(SLOPE_SPAN), until(horizon));
+    let slope_traffic = profile.weight(schedule.zone(), at, slope_end);
+    let catch_up_traffic = profile.weight(schedule.zone(), at, catch_up_end);
+    if slope_traffic <= 0.0 || catch_up_traffic <= 0.0 {
         return Need::Unbounded;
     }
-    let planned = amount as f64 * schedule.planned_share(period, until, profile);
-    Need::PerTraffic((planned - delivered as f64).max(0.0) / traffic)
+    let planned = |t| amount as f64 * schedule.planned_share(period, t, profile);
+    let planned_now = planned(at);
+    let slope = (planned(slope_end) - planned_now) / slope_traffic;
+    Need::PerTraffic(slope + (planned_now - delivered as f64) / catch_up_traffic)
 }
 
 #[cfg(test)]

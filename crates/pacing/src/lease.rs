@@ -80,6 +80,11 @@ pub struct LeaseConfig {
     pub max_share: f64,
     /// Time constant of the per-edge rate estimate.
     pub rate_window: SignedDuration,
+    /// Billing still on its way when an edge stops: the book holds back the live edges' summed
+    /// rate × this (the largest seen in the period, so the margin is not handed out once the
+    /// edges stop and their rates fade) from the last slices, so that what arrives late lands
+    /// inside the limit. Set it above the usual decision-to-billing delay; 0 turns it off.
+    pub in_flight_allowance: SignedDuration,
     /// An edge silent this long after its lease was reclaimed is forgotten; if it comes back,
     /// its whole counter counts against the current period (the safe side).
     pub forget_after: SignedDuration,
@@ -95,6 +100,7 @@ impl Default for LeaseConfig {
             min_slice_units: 10,
             max_share: 0.5,
             rate_window: SignedDuration::from_secs(30),
+            in_flight_allowance: SignedDuration::from_secs(10),
             forget_after: SignedDuration::from_hours(24),
         }
     }
@@ -129,6 +135,12 @@ impl LeaseConfig {
         if !self.rate_window.is_positive() {
             return Err(ConfigError::new("rate_window", "must be longer than zero"));
         }
+        if self.in_flight_allowance.is_negative() {
+            return Err(ConfigError::new(
+                "in_flight_allowance",
+                "must not be negative",
+            ));
+        }
         if self.forget_after <= self.lease_duration + self.grace {
             return Err(ConfigError::new(
                 "forget_after",
@@ -158,6 +170,9 @@ pub struct BudgetSpec {
     pub limit: u64,
     /// What one billable event costs ([`Charge::amount`]); sizes the smallest slice.
     pub unit: u64,
+    /// When the period ends (`None`: with the flight, which has no end). From then on the book
+    /// grants nothing until [`LeaseBook::set_budget`] names the next period.
+    pub ends_at: Option<Timestamp>,
 }
 
 /// What an edge sends to renew (or first ask for) its lease on one line item.
@@ -222,6 +237,14 @@ struct Budget {
     spec: BudgetSpec,
     accounts: BTreeMap<EdgeId, Account>,
     unreported_reclaimed: u64,
+    /// Held back for billing in flight: the largest margin computed in this period.
+    margin: u64,
+}
+
+impl Budget {
+    fn ended(&self, now: Timestamp) -> bool {
+        self.spec.ends_at.is_some_and(|end| now >= end)
+    }
 }
 
 /// One edge's standing with one budget. Its ceiling the book must assume is the larger of the
@@ -231,6 +254,9 @@ struct Budget {
 struct Account {
     /// The edge's counter at the start of this period (its last report before it).
     baseline: u64,
+    /// Its last report before the period ended, once a report after the end came in: the next
+    /// period's baseline.
+    closing: Option<u64>,
     reported: u64,
     reported_at: Timestamp,
     /// Billable units per second, smoothed.
@@ -246,6 +272,7 @@ impl Account {
     fn new(now: Timestamp) -> Account {
         Account {
             baseline: 0,
+            closing: None,
             reported: 0,
             reported_at: now,
             rate: 0.0,
@@ -267,11 +294,13 @@ impl Account {
             .saturating_sub(self.baseline)
     }
 
-    /// Takes in a report; the counter may only grow.
+    /// Takes in a report; the counter may only grow. `ended`: the period is over, so the last
+    /// report before this one is the next period's baseline.
     fn report(
         &mut self,
         renewal: &Renewal,
         now: Timestamp,
+        ended: bool,
         rate_window: SignedDuration,
     ) -> Result<(), LeaseError> {
         if renewal.consumed < self.reported {
@@ -281,6 +310,9 @@ impl Account {
                 reported: self.reported,
                 consumed: renewal.consumed,
             });
+        }
+        if ended && self.closing.is_none() {
+            self.closing = Some(self.reported);
         }
         let elapsed = now.duration_since(self.reported_at).as_secs_f64();
         if elapsed > 0.0 {
@@ -330,9 +362,11 @@ impl LeaseBook {
         &self.state
     }
 
-    /// Sets a line item's budget for the current period; call it every round. A new period key
-    /// starts the period over: each edge's last report becomes its baseline, and what it still
-    /// holds counts against the new period.
+    /// Sets a line item's budget for the current period; call it every round, and promptly when
+    /// a period ends. A new period key starts the period over: each edge's last report before
+    /// the old period ended becomes its baseline (so whatever it billed after that counts
+    /// against the new period, the safe side), and what it still holds counts against the new
+    /// period too.
     pub fn set_budget(&mut self, line_item: LineItemId, spec: BudgetSpec) {
         let budget = self
             .state
@@ -342,12 +376,14 @@ impl LeaseBook {
                 spec,
                 accounts: BTreeMap::new(),
                 unreported_reclaimed: 0,
+                margin: 0,
             });
         if budget.spec.period != spec.period {
             for account in budget.accounts.values_mut() {
-                account.baseline = account.reported;
+                account.baseline = account.closing.take().unwrap_or(account.reported);
             }
             budget.unreported_reclaimed = 0;
+            budget.margin = 0;
         }
         budget.spec = spec;
     }
@@ -367,22 +403,38 @@ impl LeaseBook {
             .budgets
             .get_mut(&renewal.line_item)
             .ok_or(LeaseError::NoBudget(renewal.line_item))?;
-        let others: u64 = budget
-            .accounts
-            .iter()
-            .filter(|(edge, _)| **edge != renewal.edge)
-            .map(|(_, account)| account.committed())
-            .sum();
+        let mut others = 0u64;
+        // Billing on its way from live edges, per second; the margin held back for it is this
+        // rate × the allowance.
+        let mut others_rate = 0.0;
+        for (edge, account) in &budget.accounts {
+            if *edge == renewal.edge {
+                continue;
+            }
+            others = others.saturating_add(account.committed());
+            if account.closed_at.is_none() {
+                others_rate += account.rate;
+            }
+        }
+        let ended = budget.ended(now);
         let account = budget
             .accounts
             .entry(renewal.edge)
             .or_insert_with(|| Account::new(now));
-        account.report(renewal, now, config.rate_window)?;
-        let available = budget
-            .spec
-            .limit
-            .saturating_sub(others)
-            .saturating_sub(account.used());
+        account.report(renewal, now, ended, config.rate_window)?;
+        let available = if ended {
+            0
+        } else {
+            let rate = others_rate + account.rate;
+            let margin = (rate * config.in_flight_allowance.as_secs_f64()).ceil() as u64;
+            budget.margin = budget.margin.max(margin);
+            budget
+                .spec
+                .limit
+                .saturating_sub(budget.margin)
+                .saturating_sub(others)
+                .saturating_sub(account.used())
+        };
         let slice = config.slice(account.rate, budget.spec.unit, available);
         account.granted = account.reported.saturating_add(slice);
         account.expires_at = now.saturating_add(config.lease_duration).unwrap_or(now);
@@ -399,18 +451,20 @@ impl LeaseBook {
     /// An edge gives its lease back (it is shutting down): the unused part returns at once.
     pub fn release(&mut self, renewal: &Renewal, now: Timestamp) -> Result<(), LeaseError> {
         let config = &self.config;
-        let account = self
+        let budget = self
             .state
             .budgets
             .get_mut(&renewal.line_item)
-            .ok_or(LeaseError::NoBudget(renewal.line_item))?
+            .ok_or(LeaseError::NoBudget(renewal.line_item))?;
+        let ended = budget.ended(now);
+        let account = budget
             .accounts
             .get_mut(&renewal.edge)
             .ok_or(LeaseError::NoLease {
                 edge: renewal.edge,
                 line_item: renewal.line_item,
             })?;
-        account.report(renewal, now, config.rate_window)?;
+        account.report(renewal, now, ended, config.rate_window)?;
         account.close(now);
         Ok(())
     }
@@ -561,13 +615,18 @@ mod tests {
     }
 
     fn book(limit: u64) -> LeaseBook {
-        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book_with(LeaseConfig::default(), limit)
+    }
+
+    fn book_with(config: LeaseConfig, limit: u64) -> LeaseBook {
+        let mut book = LeaseBook::new(config).unwrap();
         book.set_budget(
             LINE,
             BudgetSpec {
                 period: 1,
                 limit,
                 unit: 1,
+                ends_at: Some(at(10_000)),
             },
         );
         book
@@ -603,7 +662,11 @@ mod tests {
 
     #[test]
     fn slices_shrink_as_the_budget_runs_out_and_never_exceed_it() {
-        let mut book = book(1_000);
+        let no_margin = LeaseConfig {
+            in_flight_allowance: SignedDuration::ZERO,
+            ..LeaseConfig::default()
+        };
+        let mut book = book_with(no_margin, 1_000);
         let mut ceilings = [0; 4];
         let mut consumed = [0; 4];
         for round in 0..50 {
@@ -622,6 +685,30 @@ mod tests {
             }
         }
         assert_eq!(ceilings.iter().sum::<u64>(), 1_000);
+    }
+
+    #[test]
+    fn the_last_slices_leave_room_for_billing_in_flight() {
+        let mut book = book(100_000);
+        let (mut ceiling, mut consumed) = (0, 0);
+        // Billing 100 per second while it has room: the book keeps 100 × 10 s back for what is
+        // still on its way when the edge stops.
+        for round in 0..300 {
+            consumed = (consumed + 500).min(ceiling);
+            ceiling = book
+                .renew(&renewal(1, consumed, ceiling), at(round * 5))
+                .unwrap()
+                .ceiling;
+        }
+        let margin = 100_000 - ceiling;
+        assert!((990..=1_010).contains(&margin), "{margin}");
+        // Stopped, its rate fades, but the margin stays held back for the rest of the period.
+        for round in 300..400 {
+            let grant = book
+                .renew(&renewal(1, ceiling, ceiling), at(round * 5))
+                .unwrap();
+            assert_eq!(grant.ceiling, ceiling);
+        }
     }
 
     #[test]
@@ -666,27 +753,34 @@ mod tests {
     }
 
     #[test]
-    fn a_new_period_counts_from_each_edges_last_report() {
+    fn a_new_period_counts_from_each_edges_last_report_before_the_end() {
         let mut book = book(100);
-        let grant = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
-        book.renew(&renewal(1, 10, grant.ceiling), at(5)).unwrap();
+        let first = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        let second = book.renew(&renewal(1, 10, first.ceiling), at(5)).unwrap();
+        assert_eq!(second.ceiling, 20);
+        // Past the end nothing more is granted: the ceiling comes down to the counter.
+        let closed = book
+            .renew(&renewal(1, 12, second.ceiling), at(10_000))
+            .unwrap();
+        assert_eq!(closed.ceiling, 12);
         book.set_budget(
             LINE,
             BudgetSpec {
                 period: 2,
                 limit: 100,
                 unit: 1,
+                ends_at: Some(at(20_000)),
             },
         );
+        // The 2 billed after the last report before the end count against the new period, and
+        // so does the 20 the edge may still hold if it missed the lowered ceiling.
         let usage = book.usage(LINE).unwrap();
-        assert_eq!(usage.used, 0);
-        // What the edge still holds from yesterday counts against today.
-        assert!(usage.committed > 0);
+        assert_eq!((usage.used, usage.committed), (2, 10));
         let grant = book
-            .renew(&renewal(1, 15, usage.committed + 10), at(10))
+            .renew(&renewal(1, 15, closed.ceiling), at(10_001))
             .unwrap();
         assert_eq!(book.usage(LINE).unwrap().used, 5);
-        assert!(grant.ceiling - 10 <= 100);
+        assert!(grant.ceiling > 15 && grant.ceiling - 10 <= 100);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct BudgetPeriod {
     pub key: i64,
     /// Most the period may deliver, in the goal's metric.
     pub limit: u64,
+    /// When the period ends: the end of the local day, or of the flight (`None` if it has none).
+    pub ends_at: Option<Timestamp>,
 }
 
 /// The key of a whole-flight budget period.
@@ -195,6 +197,7 @@ impl Schedule {
             return Ok(self.goal.lifetime.map(|lifetime| BudgetPeriod {
                 key: FLIGHT_PERIOD,
                 limit: lifetime,
+                ends_at: self.end,
             }));
         };
         let before_today = delivery.lifetime.saturating_sub(delivery.today);
@@ -204,7 +207,11 @@ impl Schedule {
         let date = delivery.at.to_zoned(self.zone.clone()).date();
         let key =
             i64::from(date.year()) * 10_000 + i64::from(date.month()) * 100 + i64::from(date.day());
-        Ok(Some(BudgetPeriod { key, limit }))
+        Ok(Some(BudgetPeriod {
+            key,
+            limit,
+            ends_at: Some(self.day(delivery.at)?.end),
+        }))
     }
 }
 
@@ -350,12 +357,14 @@ mod tests {
         let budget = schedule.budget(&delivery).unwrap().unwrap();
         assert_eq!(budget.key, 20_261_026);
         assert_eq!(budget.limit, 800);
+        assert_eq!(budget.ends_at, Some(at("2026-10-26T23:00:00Z")));
         let lifetime_only = berlin(PacingMode::Even, goal(None, Some(2_500)));
         assert_eq!(
             lifetime_only.budget(&delivery).unwrap(),
             Some(BudgetPeriod {
                 key: FLIGHT_PERIOD,
-                limit: 2_500
+                limit: 2_500,
+                ends_at: Some(at("2026-10-27T23:00:00Z")),
             })
         );
         let after = Delivery {

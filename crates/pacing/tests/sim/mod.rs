@@ -1,0 +1,367 @@
+//! A deterministic simulation of one line item served by several edges, second by second:
+//! synthetic traffic with a daily curve (Poisson arrivals), the edges' throttle draws and lease
+//! checks, billing events that arrive a random delay after the decision, a manager that sees
+//! billing through an aggregation lag, runs the controller every round, keeps the budget book,
+//! and answers renewals. Edges can be cut off from the manager (they keep serving on what they
+//! hold, and their logs are collected after) or restart under a new id. Time is simulated, the
+//! generator seeded: a run is a pure function of its scenario.
+
+use std::collections::BTreeMap;
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use marquee_model::{Goal, GoalMetric, LineItemId, PacingMode};
+use marquee_pacing::{
+    BudgetSpec, Delivery, EdgeId, Lease, LeaseBook, LeaseConfig, Pacer, PacerConfig, PacingOutput,
+    Schedule, TrafficProfile,
+};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+pub const LINE: LineItemId = LineItemId(1);
+
+/// Relative traffic per local hour: quiet nights, a morning rise, an evening peak.
+pub const DAILY_CURVE: [f64; 24] = [
+    0.30, 0.20, 0.15, 0.15, 0.20, 0.35, 0.60, 0.90, 1.10, 1.20, 1.25, 1.30, 1.35, 1.30, 1.25, 1.30,
+    1.40, 1.50, 1.60, 1.70, 1.60, 1.30, 0.90, 0.50,
+];
+
+/// The profile the controller is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Wall-clock time: the controller knows nothing of the daily curve.
+    Uniform,
+    /// The true daily curve, as a learner would have it after some days.
+    Learned,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub zone: &'static str,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub mode: PacingMode,
+    /// Spend goal, micros.
+    pub daily: Option<u64>,
+    pub lifetime: Option<u64>,
+    /// Micros per impression.
+    pub cost: u64,
+    /// Eligible requests per second, all edges together, averaged over the day.
+    pub requests_per_second: f64,
+    /// Each edge's share of the traffic.
+    pub edge_shares: Vec<f64>,
+    /// Share of decisions whose impression is billed.
+    pub fill: f64,
+    /// Billing comes 1 to this many seconds after the decision (uniform).
+    pub max_billing_delay: usize,
+    /// The manager sees billing this many seconds late.
+    pub aggregation_lag: i64,
+    /// Seconds between controller rounds.
+    pub control_every: i64,
+    pub profile: Profile,
+    /// (edge, from second, to second): the edge cannot reach the manager.
+    pub partitions: Vec<(usize, i64, i64)>,
+    /// (edge, second): the edge restarts with a new id and an empty lease.
+    pub restarts: Vec<(usize, i64)>,
+    pub seed: u64,
+}
+
+impl Scenario {
+    pub fn new(zone: &'static str, start: &str, end: &str, mode: PacingMode) -> Scenario {
+        Scenario {
+            zone,
+            start: start.parse().unwrap(),
+            end: end.parse().unwrap(),
+            mode,
+            daily: None,
+            lifetime: None,
+            cost: 2_000,
+            requests_per_second: 8.0,
+            edge_shares: vec![1.0],
+            fill: 0.95,
+            max_billing_delay: 5,
+            aggregation_lag: 2,
+            control_every: 60,
+            profile: Profile::Learned,
+            partitions: Vec::new(),
+            restarts: Vec::new(),
+            seed: 1,
+        }
+    }
+
+    pub fn schedule(&self) -> Schedule {
+        let goal = Goal {
+            metric: GoalMetric::Spend,
+            daily: self.daily,
+            lifetime: self.lifetime,
+        };
+        Schedule::new(self.zone, self.start, Some(self.end), self.mode, goal).unwrap()
+    }
+
+    fn reachable(&self, edge: usize, second: i64) -> bool {
+        !self
+            .partitions
+            .iter()
+            .any(|&(e, from, to)| e == edge && (from..to).contains(&second))
+    }
+}
+
+/// One simulated minute.
+#[derive(Debug, Clone, Copy)]
+pub struct Minute {
+    pub start: Timestamp,
+    /// Local day of the start (`yyyymmdd`).
+    pub day: i64,
+    pub eligible: u64,
+    pub admitted: u64,
+    /// Decisions the lease refused.
+    pub refused: u64,
+    /// Billed so far in the local day / since the start, at the minute's end (event time).
+    pub billed_today: u64,
+    pub billed_total: u64,
+    pub output: PacingOutput,
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Billed per local day (`yyyymmdd`), by the billing event's time.
+    pub billed_by_day: BTreeMap<i64, u64>,
+    pub billed_total: u64,
+    /// The last limit the book was given per budget period.
+    pub limits: BTreeMap<i64, u64>,
+    /// The book's unreported-reclaimed total per period, at its largest.
+    pub unreported: BTreeMap<i64, u64>,
+    /// Per edge, the most decisions it admitted in one second.
+    pub max_rate: Vec<u64>,
+    pub max_billing_delay: u64,
+    pub cost: u64,
+    pub expiries: usize,
+    pub minutes: Vec<Minute>,
+}
+
+impl Outcome {
+    /// The stated bound for a period: its limit, plus what was reclaimed from silent edges
+    /// without a report, plus each edge's fastest rate × the longest billing delay × the cost
+    /// of one billable event.
+    pub fn bound(&self, period: i64) -> u64 {
+        let in_flight: u64 = self.max_rate.iter().sum::<u64>() * self.max_billing_delay * self.cost;
+        self.limits[&period] + self.unreported.get(&period).copied().unwrap_or(0) + in_flight
+    }
+
+    pub fn in_flight_term(&self) -> u64 {
+        self.max_rate.iter().sum::<u64>() * self.max_billing_delay * self.cost
+    }
+}
+
+struct Edge {
+    id: EdgeId,
+    lease: Lease,
+    control: Option<PacingOutput>,
+    next_renewal: i64,
+    /// Billing events due, by second modulo the wheel's length.
+    wheel: Vec<u64>,
+    /// Billed seconds not yet collected by the manager: (second, local day, amount).
+    uncollected: Vec<(i64, i64, u64)>,
+    max_rate: u64,
+}
+
+fn day_key(zone: &TimeZone, at: Timestamp) -> i64 {
+    date_key(at.to_zoned(zone.clone()).date())
+}
+
+pub fn date_key(date: jiff::civil::Date) -> i64 {
+    i64::from(date.year()) * 10_000 + i64::from(date.month()) * 100 + i64::from(date.day())
+}
+
+fn poisson(rng: &mut SmallRng, mean: f64) -> u64 {
+    let limit = (-mean).exp();
+    let mut product: f64 = rng.random();
+    let mut count = 0;
+    while product > limit {
+        product *= rng.random::<f64>();
+        count += 1;
+    }
+    count
+}
+
+pub fn run(scenario: &Scenario) -> Outcome {
+    let zone = TimeZone::get(scenario.zone).unwrap();
+    let schedule = scenario.schedule();
+    let profile = match scenario.profile {
+        Profile::Uniform => TrafficProfile::UNIFORM,
+        Profile::Learned => TrafficProfile::from_hourly(DAILY_CURVE).unwrap(),
+    };
+    let pacer = Pacer::new(PacerConfig::default()).unwrap();
+    let mut pacing = pacer.start();
+    let lease_config = LeaseConfig::default();
+    let renew_every = lease_config.renew_every.as_secs();
+    let mut book = LeaseBook::new(lease_config).unwrap();
+    let mut rng = SmallRng::seed_from_u64(scenario.seed);
+    let curve_mean = DAILY_CURVE.iter().sum::<f64>() / 24.0;
+    let wheel_len = scenario.max_billing_delay + 1;
+    let mut edges: Vec<Edge> = (0..scenario.edge_shares.len())
+        .map(|i| Edge {
+            id: EdgeId(i as u64),
+            lease: Lease::new(),
+            control: None,
+            next_renewal: 0,
+            wheel: vec![0; wheel_len],
+            uncollected: Vec::new(),
+            max_rate: 0,
+        })
+        .collect();
+    let mut next_id = edges.len() as u64;
+    let mut outcome = Outcome {
+        max_billing_delay: scenario.max_billing_delay as u64,
+        cost: scenario.cost,
+        ..Outcome::default()
+    };
+    let mut visible_by_day: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut visible_total = 0u64;
+    let mut control: Option<PacingOutput> = None;
+    let mut period_end: Option<Timestamp> = None;
+    let mut minute: Option<Minute> = None;
+    let (mut hour, mut today) = (0, 0);
+    let flight_seconds = scenario.end.duration_since(scenario.start).as_secs();
+    let last_second = flight_seconds + scenario.max_billing_delay as i64;
+
+    for second in 0..=last_second {
+        let now = scenario.start + SignedDuration::from_secs(second);
+        let serving = second < flight_seconds;
+        // Local hours begin on UTC quarter hours in every zone the simulations use (offsets are
+        // whole quarters of an hour), so the local clock is read once per quarter hour.
+        if second % 900 == 0 {
+            let zoned = now.to_zoned(zone.clone());
+            (hour, today) = (zoned.hour() as usize, date_key(zoned.date()));
+        }
+
+        // The manager: reclaim silent leases; every round, collect and decide.
+        outcome.expiries += book.expire(now).len();
+        for &(edge, _) in scenario.restarts.iter().filter(|(_, at)| *at == second) {
+            let restarted = &mut edges[edge];
+            restarted.id = EdgeId(next_id);
+            next_id += 1;
+            restarted.lease = Lease::new();
+            restarted.control = None;
+            restarted.next_renewal = second;
+        }
+        let round = second % scenario.control_every == 0;
+        let period_over = period_end.is_some_and(|end| now >= end);
+        if serving && (round || period_over) {
+            let as_of = second - scenario.aggregation_lag;
+            for (i, edge) in edges.iter_mut().enumerate() {
+                if !scenario.reachable(i, second) {
+                    continue;
+                }
+                edge.uncollected.retain(|&(at, day, amount)| {
+                    if at > as_of {
+                        return true;
+                    }
+                    *visible_by_day.entry(day).or_default() += amount;
+                    visible_total += amount;
+                    false
+                });
+            }
+            let seen = |at: Timestamp| Delivery {
+                at,
+                today: visible_by_day
+                    .get(&day_key(&zone, at))
+                    .copied()
+                    .unwrap_or(0),
+                lifetime: visible_total,
+            };
+            if round && as_of >= 0 {
+                let delivery = seen(scenario.start + SignedDuration::from_secs(as_of));
+                control = Some(
+                    pacer
+                        .update(&schedule, &profile, &mut pacing, delivery)
+                        .unwrap(),
+                );
+            }
+            if let Some(period) = schedule.budget(&seen(now)).unwrap() {
+                book.set_budget(
+                    LINE,
+                    BudgetSpec {
+                        period: period.key,
+                        limit: period.limit,
+                        unit: scenario.cost,
+                        ends_at: period.ends_at,
+                    },
+                );
+                outcome.limits.insert(period.key, period.limit);
+                period_end = period.ends_at;
+            }
+        }
+        if let Some(usage) = book.usage(LINE) {
+            let worst = outcome.unreported.entry(usage.period).or_default();
+            *worst = (*worst).max(usage.unreported_reclaimed);
+        }
+
+        // Edges renew (control rides along with the grant), serve, then bill.
+        let rate = scenario.requests_per_second * DAILY_CURVE[hour] / curve_mean;
+        let current = minute.get_or_insert(Minute {
+            start: now,
+            day: today,
+            eligible: 0,
+            admitted: 0,
+            refused: 0,
+            billed_today: 0,
+            billed_total: 0,
+            output: control.unwrap_or(PacingOutput {
+                status: marquee_pacing::PacingStatus::NotStarted,
+                stopped: true,
+                throttle_ppm: 0,
+                bid_multiplier_permille: 1_000,
+            }),
+        });
+        for (i, edge) in edges.iter_mut().enumerate() {
+            let due = second >= edge.next_renewal || edge.lease.needs_renewal(now);
+            if serving && due && scenario.reachable(i, second) {
+                match book.renew(&edge.lease.renewal(edge.id, LINE), now) {
+                    Ok(grant) => edge.lease.apply(&grant),
+                    Err(marquee_pacing::LeaseError::NoBudget(_)) => {}
+                    Err(error) => panic!("{error}"),
+                }
+                edge.control = control;
+                edge.next_renewal = second + renew_every;
+            }
+            if serving && let Some(output) = edge.control.filter(|c| !c.stopped) {
+                let throttle = f64::from(output.throttle_ppm) / 1_000_000.0;
+                let mut admitted = 0;
+                for _ in 0..poisson(&mut rng, rate * scenario.edge_shares[i]) {
+                    current.eligible += 1;
+                    if rng.random::<f64>() >= throttle {
+                        continue;
+                    }
+                    if !edge.lease.has_room(scenario.cost, now) {
+                        current.refused += 1;
+                        continue;
+                    }
+                    admitted += 1;
+                    if rng.random::<f64>() < scenario.fill {
+                        let delay = rng.random_range(1..=scenario.max_billing_delay);
+                        edge.wheel[(second as usize + delay) % wheel_len] += 1;
+                    }
+                }
+                current.admitted += admitted;
+                edge.max_rate = edge.max_rate.max(admitted);
+            }
+            let slot = second as usize % wheel_len;
+            let billed = std::mem::take(&mut edge.wheel[slot]) * scenario.cost;
+            if billed > 0 {
+                edge.lease.spend(billed);
+                edge.uncollected.push((second, today, billed));
+                *outcome.billed_by_day.entry(today).or_default() += billed;
+                outcome.billed_total += billed;
+            }
+        }
+        if (second + 1) % 60 == 0 {
+            let mut done = minute.take().unwrap();
+            done.billed_today = outcome.billed_by_day.get(&today).copied().unwrap_or(0);
+            done.billed_total = outcome.billed_total;
+            outcome.minutes.push(done);
+        }
+    }
+    outcome.max_rate = edges.iter().map(|e| e.max_rate).collect();
+    outcome
+}
