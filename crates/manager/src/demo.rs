@@ -429,9 +429,232 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
                 .await?;
         }
     }
+    let exchange_line_items = load_exchange_demand(store).await?;
     Ok(DemoSummary {
-        advertisers: 3,
-        line_items: 5,
+        advertisers: 4,
+        line_items: 5 + exchange_line_items,
         placements: placements.len(),
     })
+}
+
+/// An advertiser that buys on exchanges only: line items and creatives that bid on the
+/// OpenRTB samples in `shared/openrtb/` (banners of the usual and DOOH sizes, VAST video of 20
+/// and 30 seconds, DAAST audio, a native ad with the assets the Native 1.2 samples require, and
+/// deals the samples offer). Every URL is https, so secure imps take them too. Returns the
+/// number of line items.
+async fn load_exchange_demand(store: &dyn Store) -> Result<usize, DemoError> {
+    let usd = Currency::USD;
+    let northwind = add(
+        store,
+        Advertiser {
+            name: "Northwind Gadgets".into(),
+            status: Status::Active,
+            currency: usd,
+            time_zone: "America/Chicago".into(),
+            domains: vec!["northwind-gadgets.example".into()],
+        },
+    )
+    .await?;
+    let exchange_campaign = |name: &str, categories: &[&str], app: Option<&str>| Campaign {
+        advertiser_id: AdvertiserId(northwind),
+        name: name.into(),
+        status: Status::Active,
+        frequency_caps: Vec::new(),
+        categories: categories.iter().map(|c| (*c).to_owned()).collect(),
+        app_bundle: app.map(str::to_owned),
+    };
+    // Technology & Computing: none of the samples' bcat lists name it.
+    let always_on = add(
+        store,
+        exchange_campaign("Exchange always-on", &["IAB19"], None),
+    )
+    .await?;
+    let app_install = add(
+        store,
+        exchange_campaign(
+            "Northwind app installs",
+            &["IAB19-6"],
+            Some("com.northwind.gadgets"),
+        ),
+    )
+    .await?;
+
+    // Open auctions go to the highest bid (remnant); deals come first (standard).
+    let bidder = |campaign: u64, name: &str, tier: Tier, cpm_micros: i64, deals: &[&str]| {
+        let mut li = line_item(campaign, name, tier, cpm(cpm_micros, usd));
+        li.time_zone = "America/Chicago".into();
+        li.channels = vec![Channel::Exchange];
+        li.deals = deals.iter().map(|d| (*d).to_owned()).collect();
+        li
+    };
+    let banners = add(
+        store,
+        bidder(
+            always_on,
+            "Open exchange banners",
+            Tier::Remnant,
+            1_200_000,
+            &[],
+        ),
+    )
+    .await?;
+    let screens = add(
+        store,
+        bidder(always_on, "DOOH screens", Tier::Remnant, 8_000_000, &[]),
+    )
+    .await?;
+    let video = add(
+        store,
+        bidder(always_on, "Video pre-roll", Tier::Remnant, 6_000_000, &[]),
+    )
+    .await?;
+    let video_deals = add(
+        store,
+        bidder(
+            always_on,
+            "Video deals",
+            Tier::Standard,
+            7_000_000,
+            &["V123", "1452f.eadb4.7aaa"],
+        ),
+    )
+    .await?;
+    let audio = add(
+        store,
+        bidder(always_on, "Audio spots", Tier::Remnant, 3_000_000, &[]),
+    )
+    .await?;
+    let banner_deals = add(
+        store,
+        bidder(
+            always_on,
+            "Agency private marketplace",
+            Tier::Standard,
+            3_000_000,
+            &["AB-Agency1-0001", "XY-Agency2-0001"],
+        ),
+    )
+    .await?;
+    let native = add(
+        store,
+        bidder(
+            app_install,
+            "Native app installs",
+            Tier::Remnant,
+            2_500_000,
+            &[],
+        ),
+    )
+    .await?;
+
+    let landing = "https://northwind-gadgets.example/spring";
+    let mut creatives = Vec::new();
+    for (w, h) in [(300, 250), (728, 90), (320, 50), (160, 600)] {
+        creatives.push(image(banners, &format!("Northwind {w}x{h}"), w, h, landing));
+    }
+    for (w, h) in [(1080, 1920), (720, 1366)] {
+        creatives.push(image(
+            screens,
+            &format!("Northwind screen {w}x{h}"),
+            w,
+            h,
+            landing,
+        ));
+    }
+    for line_item in [video, video_deals] {
+        for seconds in [20, 30] {
+            creatives.push(vast_video(line_item, seconds, landing));
+        }
+    }
+    creatives.push(daast_audio(audio, 30, landing));
+    creatives.push(image(
+        banner_deals,
+        "Northwind deal rectangle",
+        300,
+        250,
+        landing,
+    ));
+    creatives.push(Creative {
+        line_item_id: LineItemId(native),
+        name: "Northwind app native".into(),
+        status: Status::Active,
+        size: None,
+        landing_url: "https://northwind-gadgets.example/app".into(),
+        weight: 100,
+        content: CreativeContent::Native {
+            title: "The Northwind app: every gadget, one tap away".into(),
+            body: "Track orders, get deals first and pay in one tap. Free on iOS and Android."
+                .into(),
+            sponsored_by: "Northwind Gadgets".into(),
+            image_url: Some("https://cdn.example.com/demo/northwind-app-1200x627.png".into()),
+            icon_url: Some("https://cdn.example.com/demo/northwind-icon-80x80.png".into()),
+            call_to_action: Some("Install".into()),
+            image_size: Some(Size { w: 1200, h: 627 }),
+            icon_size: Some(Size { w: 80, h: 80 }),
+        },
+        categories: Vec::new(),
+    });
+    for creative in creatives {
+        add(store, creative).await?;
+    }
+    Ok(7)
+}
+
+/// An inline VAST 3.0 video ad with one MP4 file.
+fn vast_video(line_item: u64, seconds: u32, landing: &str) -> Creative {
+    let xml = format!(
+        "<VAST version=\"3.0\"><Ad id=\"northwind-{seconds}s\"><InLine>\
+         <AdSystem>Marquee demo</AdSystem><AdTitle>Northwind {seconds} s</AdTitle>\
+         <Creatives><Creative><Linear><Duration>00:00:{seconds:02}</Duration>\
+         <VideoClicks><ClickThrough><![CDATA[{landing}]]></ClickThrough></VideoClicks>\
+         <MediaFiles><MediaFile delivery=\"progressive\" type=\"video/mp4\" width=\"1280\" \
+         height=\"720\"><![CDATA[https://cdn.example.com/demo/northwind-{seconds}s.mp4]]>\
+         </MediaFile></MediaFiles></Linear></Creative></Creatives></InLine></Ad></VAST>"
+    );
+    Creative {
+        line_item_id: LineItemId(line_item),
+        name: format!("Northwind video {seconds} s"),
+        status: Status::Active,
+        size: None,
+        landing_url: landing.into(),
+        weight: 100,
+        content: CreativeContent::Vast {
+            xml: Some(xml),
+            url: None,
+            duration_secs: seconds,
+            mimes: vec!["video/mp4".into()],
+            protocols: vec![3],
+        },
+        categories: Vec::new(),
+    }
+}
+
+/// An inline DAAST 1.0 audio ad with one MP4 audio file.
+fn daast_audio(line_item: u64, seconds: u32, landing: &str) -> Creative {
+    let xml = format!(
+        "<DAAST version=\"1.0\"><Ad id=\"northwind-audio-{seconds}s\"><InLine>\
+         <AdSystem>Marquee demo</AdSystem><AdTitle>Northwind audio {seconds} s</AdTitle>\
+         <Category>IAB19</Category><Creatives><Creative><Linear>\
+         <Duration>00:00:{seconds:02}</Duration><AudioInteractions><ClickThrough>\
+         <![CDATA[{landing}]]></ClickThrough></AudioInteractions><MediaFiles>\
+         <MediaFile delivery=\"progressive\" type=\"audio/mp4\" bitrate=\"128\">\
+         <![CDATA[https://cdn.example.com/demo/northwind-{seconds}s.m4a]]></MediaFile>\
+         </MediaFiles></Linear></Creative></Creatives></InLine></Ad></DAAST>"
+    );
+    Creative {
+        line_item_id: LineItemId(line_item),
+        name: format!("Northwind audio {seconds} s"),
+        status: Status::Active,
+        size: None,
+        landing_url: landing.into(),
+        weight: 100,
+        content: CreativeContent::Vast {
+            xml: Some(xml),
+            url: None,
+            duration_secs: seconds,
+            mimes: vec!["audio/mp4".into()],
+            protocols: vec![9],
+        },
+        categories: Vec::new(),
+    }
 }

@@ -32,10 +32,10 @@ async fn serve_demo_end_to_end() {
 
     let advertisers: Value =
         get_json(&client, &server.url("/api/v1/advertisers"), Some(&token)).await;
-    assert_eq!(advertisers["items"].as_array().unwrap().len(), 3);
+    assert_eq!(advertisers["items"].as_array().unwrap().len(), 4);
     let line_items: Value =
         get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
-    assert_eq!(line_items["items"].as_array().unwrap().len(), 5);
+    assert_eq!(line_items["items"].as_array().unwrap().len(), 12);
 
     // The snapshot is served with an ETag and polls cheaply.
     let first = etag(&client, &server).await;
