@@ -81,7 +81,14 @@ impl RequestError {
 /// Deserialises `T` from JSON. The fast path is plain serde_json; only a failure pays for a
 /// second pass that records the path to the error.
 pub(crate) fn from_slice<'a, T: Deserialize<'a>>(input: &'a [u8]) -> Result<T, JsonError> {
-    serde_json::from_slice(input).map_err(|first| locate::<T>(input, &first))
+    // Checking UTF-8 once over the whole input (vectorised) and parsing it as `str` costs less
+    // than serde_json checking every string it meets; invalid UTF-8 falls to the slice parser,
+    // which locates it.
+    let parsed = match std::str::from_utf8(input) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(input),
+    };
+    parsed.map_err(|first| locate::<T>(input, &first))
 }
 
 fn locate<'a, T: Deserialize<'a>>(input: &'a [u8], first: &serde_json::Error) -> JsonError {
