@@ -1,5 +1,5 @@
-//! The management API: JSON over HTTP under `/api/v1/`, for every managed object and the links
-//! between line items and placements.
+//! The management API: JSON over HTTP under `/api/v1/`, for every managed object, the links
+//! between line items and placements, and delivery reports (`/api/v1/reports`, JSON or CSV).
 //!
 //! Invariants:
 //! - Every route is added through [`RouteTable`] together with its OpenAPI operation, so the
@@ -14,6 +14,7 @@ mod error;
 mod links;
 mod objects;
 pub mod openapi;
+mod reports;
 mod routes;
 mod tags;
 
@@ -28,6 +29,7 @@ use schemars::generate::SchemaSettings;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use error::ApiError;
 pub use objects::resource;
+pub use reports::ReportsState;
 pub use routes::RouteTable;
 pub use tags::tags;
 
@@ -48,9 +50,35 @@ impl HasStore for ApiState {
 /// Path of the served OpenAPI document.
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
-/// Adds every `/api/v1` route to `table`. `ad_url` is the edges' public base URL, used in the
-/// generated ad tags.
-pub fn add_routes(mut table: RouteTable, store: Arc<dyn Store>, ad_url: &str) -> RouteTable {
+/// Settings of the API beyond the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiOptions {
+    /// The most rows one report may answer (`reports.max_rows`).
+    pub report_max_rows: usize,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            report_max_rows: 100_000,
+        }
+    }
+}
+
+/// Adds every `/api/v1` route to `table` with default [`ApiOptions`]. `ad_url` is the edges'
+/// public base URL, used in the generated ad tags.
+pub fn add_routes(table: RouteTable, store: Arc<dyn Store>, ad_url: &str) -> RouteTable {
+    add_routes_with(table, store, ad_url, ApiOptions::default())
+}
+
+/// Adds every `/api/v1` route to `table`.
+pub fn add_routes_with(
+    mut table: RouteTable,
+    store: Arc<dyn Store>,
+    ad_url: &str,
+    options: ApiOptions,
+) -> RouteTable {
+    let reports = ReportsState::new(Arc::clone(&store), options.report_max_rows);
     let state = ApiState {
         store,
         ad_url: ad_url.into(),
@@ -96,6 +124,13 @@ pub fn add_routes(mut table: RouteTable, store: Arc<dyn Store>, ad_url: &str) ->
             tags::get,
             state,
             openapi::tags_operation(),
+        )
+        .route(
+            Method::GET,
+            "/api/v1/reports",
+            reports::get,
+            reports,
+            reports::operation_doc(),
         )
 }
 

@@ -1,0 +1,685 @@
+//! `GET /api/v1/reports`: delivery by time and dimensions, in JSON or CSV.
+//!
+//! Roles: an admin sees everything; an advertiser token only its own line items (and their
+//! rows); a publisher token only rows served on its own placements, grouped by supply-side
+//! dimensions. An id outside the caller's scope answers exactly as a missing one (404).
+//!
+//! Time zone: `tz` when given; otherwise the advertiser's (an advertiser token, or an admin's
+//! `advertiser=` or line items of one advertiser); otherwise UTC. `from` and `to` are local
+//! dates (`2026-12-01`), local times (`2026-12-01T08:00`) or instants (`…Z`, `…+01:00`);
+//! `to` is exclusive and defaults to now. See `docs/reporting.md`.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::{Uri, header};
+use axum::response::{IntoResponse, Response};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, civil};
+use marquee_model::{Principal, Role};
+use marquee_stats::{
+    Counters, DEVICES, Dimension, Dimensions, Granularity, Report, ReportSpec, Value as DimValue,
+};
+use marquee_store::Store;
+use serde_json::{Map, Value, json};
+
+use crate::openapi::{operation, response, responses, schema_ref};
+use crate::{ApiError, Caller, HasStore};
+
+/// The query parameters this route knows.
+const PARAMETERS: [&str; 11] = [
+    "from",
+    "to",
+    "granularity",
+    "group_by",
+    "line_item",
+    "advertiser",
+    "placement",
+    "country",
+    "device",
+    "tz",
+    "format",
+];
+
+/// The longest range per granularity, in days: minute rows answer short ranges only.
+fn max_days(granularity: Granularity) -> i64 {
+    match granularity {
+        Granularity::Minute => 31,
+        Granularity::Hour | Granularity::Day => 3_660,
+    }
+}
+
+/// The catalog view and the change counter it was read at.
+type CachedDimensions = Option<(u64, Arc<Dimensions>)>;
+
+/// State of the reports route: the store, a catalog view cached by change counter, limits.
+#[derive(Debug, Clone)]
+pub struct ReportsState {
+    pub store: Arc<dyn Store>,
+    pub max_rows: usize,
+    dims: Arc<Mutex<CachedDimensions>>,
+}
+
+impl ReportsState {
+    pub fn new(store: Arc<dyn Store>, max_rows: usize) -> ReportsState {
+        ReportsState {
+            store,
+            max_rows,
+            dims: Arc::default(),
+        }
+    }
+
+    /// The catalog view, read again only when the change counter moved.
+    async fn dimensions(&self) -> Result<Arc<Dimensions>, ApiError> {
+        let counter = self.store.change_counter().await?;
+        if let Ok(cached) = self.dims.lock()
+            && let Some((at, dims)) = cached.as_ref()
+            && *at == counter
+        {
+            return Ok(Arc::clone(dims));
+        }
+        let dims = Arc::new(self.store.dimensions().await?);
+        if let Ok(mut cached) = self.dims.lock() {
+            *cached = Some((counter, Arc::clone(&dims)));
+        }
+        Ok(dims)
+    }
+}
+
+impl HasStore for ReportsState {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Csv,
+}
+
+/// The parsed query, before scoping.
+#[derive(Debug, Default)]
+struct Params {
+    from: Option<String>,
+    to: Option<String>,
+    granularity: Option<String>,
+    group_by: Vec<Dimension>,
+    line_items: Option<Vec<u64>>,
+    advertiser: Option<u64>,
+    placements: Option<Vec<u64>>,
+    countries: Option<Vec<String>>,
+    devices: Option<Vec<u8>>,
+    tz: Option<String>,
+    format: Option<String>,
+}
+
+fn ids(field: &str, text: &str) -> Result<Vec<u64>, ApiError> {
+    text.split(',')
+        .map(|part| match part.trim().parse::<u64>() {
+            Ok(id) if id > 0 => Ok(id),
+            _ => Err(ApiError::bad_field(
+                field,
+                format!("{part:?} is not a positive integer id (ids are comma-separated)"),
+            )),
+        })
+        .collect()
+}
+
+fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
+    let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
+    let mut p = Params::default();
+    for (key, value) in pairs {
+        if !PARAMETERS.contains(&key.as_str()) {
+            return Err(ApiError::bad_field(
+                key,
+                format!("unknown parameter; known: {}", PARAMETERS.join(", ")),
+            ));
+        }
+        match key.as_str() {
+            "from" => p.from = Some(value),
+            "to" => p.to = Some(value),
+            "granularity" => p.granularity = Some(value),
+            "group_by" => {
+                for name in value.split(',').filter(|n| !n.is_empty()) {
+                    let dimension = Dimension::parse(name).ok_or_else(|| {
+                        ApiError::bad_field(
+                            "group_by",
+                            format!(
+                                "{name:?} is not a dimension; use {}",
+                                Dimension::ALL.map(Dimension::as_str).join(", ")
+                            ),
+                        )
+                    })?;
+                    if !p.group_by.contains(&dimension) {
+                        p.group_by.push(dimension);
+                    }
+                }
+            }
+            "line_item" => p.line_items = Some(ids("line_item", &value)?),
+            "advertiser" => {
+                let [id] = ids("advertiser", &value)?[..] else {
+                    return Err(ApiError::bad_field("advertiser", "takes one id"));
+                };
+                p.advertiser = Some(id);
+            }
+            "placement" => p.placements = Some(ids("placement", &value)?),
+            "country" => {
+                let mut countries = Vec::new();
+                for code in value.split(',') {
+                    let code = code.trim();
+                    if code == "unknown" {
+                        countries.push(String::new());
+                    } else if code.len() == 2 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
+                        countries.push(code.to_ascii_uppercase());
+                    } else {
+                        return Err(ApiError::bad_field(
+                            "country",
+                            format!("{code:?} is not a two-letter country code or `unknown`"),
+                        ));
+                    }
+                }
+                p.countries = Some(countries);
+            }
+            "device" => {
+                let mut devices = Vec::new();
+                for name in value.split(',') {
+                    let name = name.trim();
+                    let code = if name == "unknown" {
+                        Some(0)
+                    } else {
+                        DEVICES.iter().position(|d| !d.is_empty() && *d == name)
+                    };
+                    let code = code.ok_or_else(|| {
+                        ApiError::bad_field(
+                            "device",
+                            format!(
+                                "{name:?} is not a device type; use desktop, phone, tablet, ctv, other or unknown"
+                            ),
+                        )
+                    })?;
+                    // DEVICES has six entries.
+                    devices.push(code as u8);
+                }
+                p.devices = Some(devices);
+            }
+            "tz" => p.tz = Some(value),
+            "format" => p.format = Some(value),
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// `2026-12-01`, `2026-12-01T08:00[:00]` (local, in `zone`) or an instant with an offset.
+fn parse_time(field: &str, text: &str, zone: &TimeZone) -> Result<Timestamp, ApiError> {
+    if let Ok(instant) = text.parse::<Timestamp>() {
+        return Ok(instant);
+    }
+    let local = text.parse::<civil::DateTime>().ok().or_else(|| {
+        text.parse::<civil::Date>()
+            .ok()
+            .map(|d| d.to_datetime(civil::Time::midnight()))
+    });
+    let bad = || {
+        ApiError::bad_field(
+            field,
+            format!(
+                "{text:?} is not a date (2026-12-01), a local time (2026-12-01T08:00) or an instant (2026-12-01T07:00:00Z)"
+            ),
+        )
+    };
+    let local = local.ok_or_else(bad)?;
+    zone.to_timestamp(local).map_err(|_| bad())
+}
+
+fn not_found(what: &str, id: u64) -> ApiError {
+    ApiError::NotFound(format!("no {what} with id {id}"))
+}
+
+/// Which line items and placements the caller may see and asked for; `None` means all.
+struct Scope {
+    line_items: Option<Vec<u64>>,
+    placements: Option<Vec<u64>>,
+    /// The advertiser whose zone and currency apply, when there is exactly one.
+    advertiser: Option<u64>,
+}
+
+fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, ApiError> {
+    let owner = principal.scope();
+    match principal.role {
+        Role::Publisher => {
+            if let Some(d) = p.group_by.iter().find(|d| d.is_demand()) {
+                return Err(ApiError::Forbidden(format!(
+                    "a publisher's reports group by placement, site, publisher, country and device, not {}",
+                    d.as_str()
+                )));
+            }
+            if p.line_items.is_some() || p.advertiser.is_some() {
+                return Err(ApiError::Forbidden(
+                    "a publisher's reports cannot filter by line item or advertiser".into(),
+                ));
+            }
+            let own = dims.placements_of(owner.unwrap_or(0));
+            let placements = match &p.placements {
+                Some(asked) => {
+                    if let Some(&id) = asked.iter().find(|id| !own.contains(id)) {
+                        return Err(not_found("placement", id));
+                    }
+                    asked.clone()
+                }
+                None => own,
+            };
+            Ok(Scope {
+                line_items: None,
+                placements: Some(placements),
+                advertiser: None,
+            })
+        }
+        Role::Advertiser | Role::Admin => {
+            let advertiser = match (owner, p.advertiser) {
+                (Some(own), Some(asked)) if asked != own => {
+                    return Err(not_found("advertiser", asked));
+                }
+                (Some(own), _) => Some(own),
+                (None, Some(asked)) => {
+                    dims.advertiser(asked)
+                        .ok_or_else(|| not_found("advertiser", asked))?;
+                    Some(asked)
+                }
+                (None, None) => None,
+            };
+            let line_items = match (&p.line_items, advertiser) {
+                (Some(asked), _) => {
+                    for &id in asked {
+                        let visible = dims
+                            .line_item(id)
+                            .is_some_and(|li| advertiser.is_none_or(|a| li.advertiser == a));
+                        if !visible {
+                            return Err(not_found("line item", id));
+                        }
+                    }
+                    Some(asked.clone())
+                }
+                (None, Some(advertiser)) => Some(dims.line_items_of(advertiser)),
+                (None, None) => None,
+            };
+            // Line items of one advertiser name its zone even without `advertiser=`.
+            let advertiser = advertiser.or_else(|| {
+                let ids = line_items.as_ref()?;
+                let mut owners = ids
+                    .iter()
+                    .filter_map(|&id| dims.line_item(id))
+                    .map(|li| li.advertiser);
+                let first = owners.next()?;
+                owners.all(|a| a == first).then_some(first)
+            });
+            if let Some(placements) = &p.placements
+                && let Some(&id) = placements.iter().find(|&&id| dims.placement(id).is_none())
+            {
+                return Err(not_found("placement", id));
+            }
+            Ok(Scope {
+                line_items,
+                placements: p.placements.clone(),
+                advertiser,
+            })
+        }
+    }
+}
+
+pub async fn get(
+    State(state): State<ReportsState>,
+    Caller(principal): Caller,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let p = parse_params(&uri)?;
+    let format = match p.format.as_deref() {
+        None | Some("json") => Format::Json,
+        Some("csv") => Format::Csv,
+        Some(other) => {
+            return Err(ApiError::bad_field(
+                "format",
+                format!("{other:?} is not a format; use json or csv"),
+            ));
+        }
+    };
+    let granularity = match p.granularity.as_deref() {
+        None => Granularity::Hour,
+        Some(text) => Granularity::parse(text).ok_or_else(|| {
+            ApiError::bad_field(
+                "granularity",
+                format!("{text:?} is not a granularity; use minute, hour or day"),
+            )
+        })?,
+    };
+    let dims = state.dimensions().await?;
+    let scope = scope(&principal, &p, &dims)?;
+    let (zone, zone_name) = match &p.tz {
+        Some(name) => (
+            TimeZone::get(name).map_err(|_| {
+                ApiError::bad_field("tz", format!("{name:?} is not an IANA time zone"))
+            })?,
+            name.clone(),
+        ),
+        None => match scope.advertiser.and_then(|a| dims.advertiser(a)) {
+            Some(advertiser) => (
+                dims.zone(advertiser.zone).clone(),
+                dims.zone_name(advertiser.zone).to_owned(),
+            ),
+            None => (TimeZone::UTC, "UTC".to_owned()),
+        },
+    };
+    let from_text = p
+        .from
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_field("from", "is required: a date, local time or instant"))?;
+    let from = parse_time("from", from_text, &zone)?;
+    let to = match p.to.as_deref() {
+        Some(text) => parse_time("to", text, &zone)?,
+        None => Timestamp::now(),
+    };
+    if to <= from {
+        return Err(ApiError::bad_field("to", "must be after from"));
+    }
+    let days = (to.as_second() - from.as_second()) / 86_400;
+    if days > max_days(granularity) {
+        return Err(ApiError::bad_field(
+            "to",
+            format!(
+                "the range is {days} days; {} granularity allows at most {}",
+                granularity.as_str(),
+                max_days(granularity)
+            ),
+        ));
+    }
+    let spec = ReportSpec {
+        granularity,
+        zone,
+        from,
+        to,
+        group_by: p.group_by.clone(),
+        line_items: scope.line_items.clone(),
+        placements: scope.placements.clone(),
+        countries: p.countries.clone(),
+        devices: p.devices.clone(),
+    };
+    let rows = state.store.report_rows(spec.row_query()).await?;
+    let supply_scoped = scope.placements.is_some()
+        || spec.group_by.iter().any(|d| {
+            matches!(
+                d,
+                Dimension::Placement | Dimension::Site | Dimension::Publisher
+            )
+        });
+    let sketches = if supply_scoped {
+        Vec::new()
+    } else {
+        let (first, last) = spec.days();
+        state
+            .store
+            .sketches(scope.line_items.clone(), first, last)
+            .await?
+    };
+    let report = spec.shape(&dims, &rows, &sketches);
+    if report.rows.len() > state.max_rows {
+        return Err(ApiError::bad_field(
+            "granularity",
+            format!(
+                "the report has {} rows, more than the {} allowed; narrow the range, use a coarser granularity or group by fewer dimensions",
+                report.rows.len(),
+                state.max_rows
+            ),
+        ));
+    }
+    let currency = scope
+        .advertiser
+        .and_then(|a| dims.advertiser(a))
+        .map(|a| a.currency.clone());
+    Ok(match format {
+        Format::Json => json_report(&spec, &zone_name, currency, &report).into_response(),
+        Format::Csv => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"report.csv\"",
+                ),
+            ],
+            csv_report(&spec, &report),
+        )
+            .into_response(),
+    })
+}
+
+/// Spend in currency units with six decimals, from integer micros.
+fn spend(micros: i64) -> String {
+    marquee_model::Micros(micros).to_string()
+}
+
+fn metrics(counters: &Counters, unique_users: Option<u64>) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("requests".into(), json!(counters.requests()));
+    m.insert("decisions".into(), json!(counters.decisions));
+    m.insert("bids".into(), json!(counters.bids));
+    m.insert("wins".into(), json!(counters.wins));
+    m.insert("billings".into(), json!(counters.billings));
+    m.insert("impressions".into(), json!(counters.impressions));
+    m.insert("clicks".into(), json!(counters.clicks));
+    m.insert("ctr".into(), json!(counters.ctr()));
+    m.insert("conversions".into(), json!(counters.conversions));
+    m.insert("spend_micros".into(), json!(counters.spend_micros()));
+    m.insert("spend".into(), json!(spend(counters.spend_micros())));
+    m.insert("unique_users".into(), json!(unique_users));
+    m
+}
+
+fn dim_value(value: &DimValue) -> Value {
+    match value {
+        DimValue::Id(id) => json!(id),
+        DimValue::Text(text) => json!(text),
+        DimValue::Country(code) => json!(code),
+    }
+}
+
+fn json_report(
+    spec: &ReportSpec,
+    zone_name: &str,
+    currency: Option<String>,
+    report: &Report,
+) -> axum::Json<Value> {
+    let local = |t: Timestamp| {
+        t.to_zoned(spec.zone.clone())
+            .strftime("%Y-%m-%dT%H:%M:%S%:z")
+            .to_string()
+    };
+    let rows: Vec<Value> = report
+        .rows
+        .iter()
+        .map(|row| {
+            let mut object = Map::new();
+            object.insert("time".into(), json!(local(row.start.timestamp())));
+            for (dimension, value) in spec.group_by.iter().zip(&row.values) {
+                object.insert(dimension.as_str().into(), dim_value(value));
+            }
+            object.extend(metrics(&row.counters, row.unique_users));
+            Value::Object(object)
+        })
+        .collect();
+    axum::Json(json!({
+        "time_zone": zone_name,
+        "granularity": spec.granularity.as_str(),
+        "from": local(spec.from),
+        "to": local(spec.to),
+        "group_by": spec.group_by.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+        "currency": currency,
+        "rows": rows,
+        "totals": Value::Object(metrics(&report.totals, report.unique_users)),
+    }))
+}
+
+fn csv_report(spec: &ReportSpec, report: &Report) -> String {
+    const METRICS: &str = "requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users";
+    let mut out = String::from("time");
+    for dimension in &spec.group_by {
+        out.push(',');
+        out.push_str(dimension.as_str());
+    }
+    let _ = writeln!(out, ",{METRICS}");
+    for row in &report.rows {
+        out.push_str(&row.start.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
+        for value in &row.values {
+            // Ids, country codes and device names: never a comma or a quote.
+            match value {
+                DimValue::Id(id) => {
+                    let _ = write!(out, ",{id}");
+                }
+                DimValue::Text(text) => {
+                    let _ = write!(out, ",{text}");
+                }
+                DimValue::Country(code) => {
+                    let _ = write!(out, ",{code}");
+                }
+            }
+        }
+        let c = &row.counters;
+        let _ = writeln!(
+            out,
+            ",{},{},{},{},{},{},{},{},{},{},{}",
+            c.requests(),
+            c.decisions,
+            c.bids,
+            c.wins,
+            c.billings,
+            c.impressions,
+            c.clicks,
+            c.ctr().map_or(String::new(), |ctr| format!("{ctr:.6}")),
+            c.conversions,
+            spend(c.spend_micros()),
+            row.unique_users.map_or(String::new(), |u| u.to_string()),
+        );
+    }
+    out
+}
+
+/// The OpenAPI operation of `GET /api/v1/reports`.
+pub fn operation_doc() -> Value {
+    let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": name == "from", "description": description, "schema": schema });
+    let text = json!({ "type": "string" });
+    let metric_properties = json!({
+        "requests": { "type": "integer", "description": "decisions + bids + no-bids" },
+        "decisions": { "type": "integer" },
+        "bids": { "type": "integer" },
+        "wins": { "type": "integer" },
+        "billings": { "type": "integer" },
+        "impressions": { "type": "integer" },
+        "clicks": { "type": "integer" },
+        "ctr": { "type": "number", "nullable": true, "description": "clicks per impression" },
+        "conversions": { "type": "integer" },
+        "spend_micros": { "type": "integer" },
+        "spend": { "type": "string", "description": "spend in currency units, six decimals" },
+        "unique_users": { "type": "integer", "nullable": true, "description": "HyperLogLog estimate; day rows grouped by nothing finer than line item, and totals" }
+    });
+    operation(
+        "Delivery report: metrics by time and dimensions, in the advertiser's time zone".into(),
+        "reports",
+        vec![
+            param(
+                "from",
+                "start (inclusive): a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`",
+                text.clone(),
+            ),
+            param(
+                "to",
+                "end (exclusive), same forms; default now",
+                text.clone(),
+            ),
+            param(
+                "granularity",
+                "row width",
+                json!({ "type": "string", "enum": ["minute", "hour", "day"], "default": "hour" }),
+            ),
+            param(
+                "group_by",
+                "comma-separated dimensions",
+                json!({ "type": "string", "example": "line_item,country" }),
+            ),
+            param(
+                "line_item",
+                "only these line items (comma-separated ids)",
+                text.clone(),
+            ),
+            param(
+                "advertiser",
+                "only this advertiser's line items (its time zone applies)",
+                json!({ "type": "integer" }),
+            ),
+            param(
+                "placement",
+                "only these placements (comma-separated ids)",
+                text.clone(),
+            ),
+            param(
+                "country",
+                "only these countries (comma-separated ISO codes, `unknown`)",
+                text.clone(),
+            ),
+            param(
+                "device",
+                "only these device types (desktop, phone, tablet, ctv, other, unknown)",
+                text.clone(),
+            ),
+            param(
+                "tz",
+                "IANA time zone overriding the advertiser's (default UTC without one)",
+                text,
+            ),
+            param(
+                "format",
+                "answer format",
+                json!({ "type": "string", "enum": ["json", "csv"], "default": "json" }),
+            ),
+        ],
+        None,
+        responses([
+            (
+                200,
+                json!({
+                    "description": "the report",
+                    "content": {
+                        "application/json": { "schema": {
+                            "type": "object",
+                            "properties": {
+                                "time_zone": { "type": "string" },
+                                "granularity": { "type": "string" },
+                                "from": { "type": "string" },
+                                "to": { "type": "string" },
+                                "group_by": { "type": "array", "items": { "type": "string" } },
+                                "currency": { "type": "string", "nullable": true },
+                                "rows": { "type": "array", "items": { "type": "object", "properties": metric_properties.clone() } },
+                                "totals": { "type": "object", "properties": metric_properties }
+                            }
+                        }},
+                        "text/csv": { "schema": { "type": "string" } }
+                    }
+                }),
+            ),
+            (
+                400,
+                response(
+                    "a parameter is missing or malformed (named in `fields`)",
+                    schema_ref("Error"),
+                ),
+            ),
+            (
+                404,
+                response(
+                    "an advertiser, line item or placement not visible to this token",
+                    schema_ref("Error"),
+                ),
+            ),
+        ]),
+    )
+}

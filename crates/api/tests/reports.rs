@@ -1,0 +1,395 @@
+//! `GET /api/v1/reports` against a real SQLite store holding aggregates: grouping, time zones,
+//! roles and tenancy, CSV, and errors that name the parameter.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use marquee_api::{RouteTable, add_routes, hash_token};
+use marquee_model::{Kind, ManualClock, Role, Status};
+use marquee_stats::{Counters, Hll, RowKey, SketchKey};
+use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
+use serde_json::Value;
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+struct App {
+    router: Router,
+    store: Arc<dyn Store>,
+    /// Advertiser 1 (Berlin) has line items a1, a2; advertiser 2 (New York) has b1.
+    a: u64,
+    a1: u64,
+    a2: u64,
+    b: u64,
+    b1: u64,
+    publisher: u64,
+    p1: u64,
+    p2: u64,
+    _dir: TempDir,
+}
+
+async fn create(store: &Arc<dyn Store>, kind: Kind, parent: Option<u64>, body: &str) -> u64 {
+    let draft = Draft {
+        parent_id: parent,
+        name: format!("{kind:?}"),
+        status: Status::Active,
+        body: body.into(),
+    };
+    store.create(kind, draft, None).await.unwrap().meta.id
+}
+
+fn at(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>().unwrap().as_second()
+}
+
+fn row(
+    line_item: u64,
+    bucket: &str,
+    placement: u64,
+    country: &[u8; 2],
+    impressions: i64,
+) -> (RowKey, Counters) {
+    (
+        RowKey {
+            line_item,
+            bucket: at(bucket),
+            creative: 0,
+            placement,
+            country: *country,
+            device: 1,
+        },
+        Counters {
+            decisions: impressions * 2,
+            impressions,
+            clicks: impressions / 2,
+            cpm_micros: impressions * 2_000_000,
+            ..Counters::default()
+        },
+    )
+}
+
+impl App {
+    async fn new() -> App {
+        let dir = TempDir::new().unwrap();
+        let clock = Arc::new(ManualClock::new("2026-12-03T12:00:00Z".parse().unwrap()));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("r.db"), clock).unwrap());
+        let a = create(
+            &store,
+            Kind::Advertiser,
+            None,
+            r#"{"time_zone":"Europe/Berlin","currency":"EUR"}"#,
+        )
+        .await;
+        let b = create(
+            &store,
+            Kind::Advertiser,
+            None,
+            r#"{"time_zone":"America/New_York","currency":"USD"}"#,
+        )
+        .await;
+        let ca = create(&store, Kind::Campaign, Some(a), "{}").await;
+        let cb = create(&store, Kind::Campaign, Some(b), "{}").await;
+        let a1 = create(&store, Kind::LineItem, Some(ca), "{}").await;
+        let a2 = create(&store, Kind::LineItem, Some(ca), "{}").await;
+        let b1 = create(&store, Kind::LineItem, Some(cb), "{}").await;
+        let publisher = create(&store, Kind::Publisher, None, "{}").await;
+        let other_publisher = create(&store, Kind::Publisher, None, "{}").await;
+        let site = create(&store, Kind::Site, Some(publisher), "{}").await;
+        let other_site = create(&store, Kind::Site, Some(other_publisher), "{}").await;
+        let p1 = create(&store, Kind::Placement, Some(site), "{}").await;
+        let p2 = create(&store, Kind::Placement, Some(other_site), "{}").await;
+
+        // Hour rows in UTC: 23:00 on the 1st is midnight on the 2nd in Berlin.
+        let mut hours = vec![
+            row(a1, "2026-12-01T10:00:00Z", p1, b"DE", 10),
+            row(a1, "2026-12-01T23:00:00Z", p1, b"DE", 20),
+            row(a2, "2026-12-01T23:00:00Z", p2, b"FR", 40),
+            row(b1, "2026-12-01T10:00:00Z", p1, b"US", 80),
+        ];
+        hours.sort_unstable_by_key(|(k, _)| *k);
+        // A run writes every width; UTC day rows here are the hours' sums.
+        let mut days: Vec<(RowKey, Counters)> = Vec::new();
+        for (key, counters) in &hours {
+            let day = RowKey {
+                bucket: key.bucket - key.bucket.rem_euclid(86_400),
+                ..*key
+            };
+            match days.iter_mut().find(|(k, _)| *k == day) {
+                Some((_, sum)) => sum.add(counters),
+                None => days.push((day, *counters)),
+            }
+        }
+        days.sort_unstable_by_key(|(k, _)| *k);
+        let mut minutes = vec![row(a1, "2026-12-01T10:07:00Z", p1, b"DE", 10)];
+        minutes.sort_unstable_by_key(|(k, _)| *k);
+        let mut users = Hll::new();
+        for user in 0..30 {
+            users.insert(user);
+        }
+        store
+            .commit_run(RunWrite {
+                minutes,
+                hours,
+                days,
+                sketches: vec![(
+                    SketchKey {
+                        line_item: a1,
+                        day: 20_261_202,
+                    },
+                    users,
+                )],
+                ..RunWrite::default()
+            })
+            .await
+            .unwrap();
+        let router = add_routes(
+            RouteTable::new(),
+            Arc::clone(&store),
+            "https://ads.example.com",
+        )
+        .into_router("test", "0");
+        App {
+            router,
+            store,
+            a,
+            a1,
+            a2,
+            b,
+            b1,
+            publisher,
+            p1,
+            p2,
+            _dir: dir,
+        }
+    }
+
+    async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
+        let token = format!("mq_{role:?}_{owner_id:?}");
+        self.store
+            .create_token(NewToken {
+                role,
+                owner_id,
+                hash: hash_token(&token),
+                label: "t".into(),
+            })
+            .await
+            .unwrap();
+        token
+    }
+
+    async fn get(&self, token: &str, query: &str) -> (StatusCode, String, String) {
+        let request = Request::get(format!("/api/v1/reports?{query}"))
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            content_type,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
+    }
+
+    async fn json(&self, token: &str, query: &str) -> Value {
+        let (status, _, body) = self.get(token, query).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn an_advertiser_sees_its_own_days_in_its_time_zone() {
+    let app = App::new().await;
+    let token = app.token(Role::Advertiser, Some(app.a)).await;
+    let report = app
+        .json(
+            &token,
+            "from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item",
+        )
+        .await;
+    assert_eq!(report["time_zone"], "Europe/Berlin");
+    assert_eq!(report["currency"], "EUR");
+    assert_eq!(report["from"], "2026-12-01T00:00:00+01:00");
+    let rows = report["rows"].as_array().unwrap();
+    let summary: Vec<(String, u64, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["time"].as_str().unwrap().to_owned(),
+                r["line_item"].as_u64().unwrap(),
+                r["impressions"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("2026-12-01T00:00:00+01:00".into(), app.a1, 10),
+            ("2026-12-02T00:00:00+01:00".into(), app.a1, 20),
+            ("2026-12-02T00:00:00+01:00".into(), app.a2, 40),
+        ],
+        "another advertiser's line item never shows"
+    );
+    let a1_on_2nd = &rows[1];
+    assert_eq!(a1_on_2nd["unique_users"], 30);
+    assert_eq!(a1_on_2nd["requests"], 40);
+    assert_eq!(a1_on_2nd["clicks"], 10);
+    assert_eq!(a1_on_2nd["ctr"], 0.5);
+    assert_eq!(a1_on_2nd["spend_micros"], 40_000);
+    assert_eq!(a1_on_2nd["spend"], "0.040000");
+    assert_eq!(report["totals"]["impressions"], 70);
+    assert_eq!(report["totals"]["unique_users"], 30);
+
+    // Its own advertiser id is fine; another's, or another's line item, is missing.
+    let own = app
+        .json(
+            &token,
+            &format!("from=2026-12-01&to=2026-12-04&advertiser={}", app.a),
+        )
+        .await;
+    assert_eq!(own["totals"]["impressions"], 70);
+    for query in [
+        format!("from=2026-12-01&advertiser={}", app.b),
+        format!("from=2026-12-01&line_item={}", app.b1),
+    ] {
+        let (status, _, body) = app.get(&token, &query).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{query}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn an_admin_groups_and_filters_anything_in_any_zone() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    let all = app
+        .json(
+            &admin,
+            "from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&group_by=advertiser,country",
+        )
+        .await;
+    assert_eq!(all["time_zone"], "UTC");
+    assert_eq!(
+        all["currency"],
+        Value::Null,
+        "several advertisers, several currencies"
+    );
+    assert_eq!(all["totals"]["impressions"], 150);
+    let rows = all["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["advertiser"] == app.b && r["country"] == "US" && r["impressions"] == 80)
+    );
+
+    // One advertiser's line items bring its zone; `tz` overrides.
+    let ny = app
+        .json(
+            &admin,
+            &format!("from=2026-12-01&to=2026-12-02&line_item={}", app.b1),
+        )
+        .await;
+    assert_eq!(ny["time_zone"], "America/New_York");
+    assert_eq!(ny["rows"][0]["time"], "2026-12-01T05:00:00-05:00");
+    let kolkata = app
+        .json(
+            &admin,
+            &format!(
+                "from=2026-12-01&to=2026-12-02&line_item={}&tz=Asia/Kolkata",
+                app.b1
+            ),
+        )
+        .await;
+    assert_eq!(kolkata["rows"][0]["time"], "2026-12-01T15:30:00+05:30");
+
+    // Minutes, filtered by country and device.
+    let minutes = app
+        .json(&admin, "from=2026-12-01T10:00:00Z&to=2026-12-01T11:00:00Z&granularity=minute&country=de&device=desktop")
+        .await;
+    assert_eq!(minutes["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(minutes["rows"][0]["time"], "2026-12-01T10:07:00+00:00");
+    let none = app
+        .json(
+            &admin,
+            "from=2026-12-01T10:00:00Z&to=2026-12-01T11:00:00Z&granularity=minute&device=phone",
+        )
+        .await;
+    assert_eq!(none["rows"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_publisher_sees_only_its_placements_by_supply_dimensions() {
+    let app = App::new().await;
+    let token = app.token(Role::Publisher, Some(app.publisher)).await;
+    let report = app.json(&token, "from=2026-12-01T00:00:00Z&to=2026-12-03T00:00:00Z&granularity=day&group_by=placement,site").await;
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["placement"] == app.p1));
+    assert_eq!(report["totals"]["impressions"], 110);
+    assert_eq!(report["totals"]["unique_users"], Value::Null);
+    let (status, _, _) = app.get(&token, "from=2026-12-01&group_by=line_item").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = app
+        .get(&token, &format!("from=2026-12-01&placement={}", app.p2))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn csv_has_a_header_and_one_line_per_row() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    let (status, content_type, body) = app
+        .get(&admin, &format!("from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item&advertiser={}&format=csv", app.a))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(content_type.starts_with("text/csv"), "{content_type}");
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(
+        lines[0],
+        "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users"
+    );
+    assert_eq!(lines.len(), 4);
+    assert_eq!(
+        lines[2],
+        format!(
+            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30",
+            app.a1
+        )
+    );
+}
+
+#[tokio::test]
+async fn bad_parameters_are_named() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    for (query, field) in [
+        ("", "from"),
+        ("from=yesterday", "from"),
+        ("from=2026-12-02&to=2026-12-01", "to"),
+        ("from=2026-12-01&granularity=week", "granularity"),
+        ("from=2026-12-01&group_by=planet", "group_by"),
+        ("from=2026-12-01&line_item=x", "line_item"),
+        ("from=2026-12-01&country=Germany", "country"),
+        ("from=2026-12-01&device=toaster", "device"),
+        ("from=2026-12-01&tz=Mars/Olympus", "tz"),
+        ("from=2026-12-01&format=xml", "format"),
+        ("from=2026-12-01&colour=blue", "colour"),
+        ("from=2026-01-01&to=2026-12-01&granularity=minute", "to"),
+    ] {
+        let (status, _, body) = app.get(&admin, query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["fields"][0]["path"], field, "{query}: {body}");
+    }
+    let (status, _, _) = app.get(&admin, "from=2026-12-01&advertiser=999").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
