@@ -8,15 +8,20 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use marquee_api::RouteTable;
+use marquee_api::{ApiOptions, RouteTable};
 use marquee_api::openapi::{public_operation, response, responses};
 use serde_json::json;
 
 use crate::Manager;
 
-/// Every route the manager serves, documented at `/api/v1/openapi.json`.
-/// `ad_url` is the edges' public base URL, for the generated ad tags.
+/// Every route the manager serves, documented at `/api/v1/openapi.json`, with default API
+/// options. `ad_url` is the edges' public base URL, for the generated ad tags.
 pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
+    router_with(manager, ad_url, ApiOptions::default())
+}
+
+/// [`router`] with the API's options (report limits).
+pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axum::Router {
     let table = RouteTable::new()
         .route(
             Method::GET,
@@ -61,7 +66,7 @@ pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
                 ]),
             ),
         );
-    marquee_api::add_routes(table, Arc::clone(manager.store()), ad_url)
+    marquee_api::add_routes_with(table, Arc::clone(manager.store()), ad_url, api)
         .into_router("Marquee", env!("CARGO_PKG_VERSION"))
 }
 

@@ -26,7 +26,7 @@ use marquee_store::{Store, StoreError};
 use tokio::sync::watch;
 
 pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary};
-pub use http::router;
+pub use http::{router, router_with};
 pub use sources::{HttpLogSource, LocalLogSource, LogSource};
 
 /// The latest published snapshot, ready to serve.

@@ -11,7 +11,10 @@ use clap::{Args, Parser, Subcommand};
 use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
 use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
 use marquee_eventlog::{Durability, EventLog};
-use marquee_manager::{Manager, ManagerOptions, demo};
+use marquee_manager::{
+    AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, Manager,
+    ManagerOptions, demo,
+};
 use marquee_model::{Clock, Role, SystemClock};
 use marquee_store::{NewToken, SqliteStore, Store};
 use marquee_tracking::KeyRing;
@@ -280,7 +283,22 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Arc::clone(&edge),
         until_stopped(),
     ));
-    let app = marquee_manager::router(&manager, &public_url);
+    let aggregator = open_aggregator(&config, &store, &edge);
+    manager.attach_aggregator(Arc::clone(&aggregator));
+    let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
+    let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
+        Arc::clone(&edge.log),
+        config.aggregation.log_disk_limit_mb.saturating_mul(1 << 20),
+        Duration::from_secs(10),
+        until_stopped(),
+    ));
+    let app = marquee_manager::router_with(
+        &manager,
+        &public_url,
+        marquee_api::ApiOptions {
+            report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+        },
+    );
     let shutdown = Box::pin(async move {
         signalled.await;
         let _ = stop.send(true);
@@ -288,7 +306,13 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     marquee_edge::serve(listener, Arc::clone(&edge), Some(app), shutdown).await?;
     compile_loop.await?;
     follower.await?;
+    aggregation.await?;
+    disk_limit.await?;
     edge.log.flush_and_close()?;
+    // Count what the last moments logged, so a graceful stop leaves nothing uncounted.
+    if let Err(error) = aggregator.drain().await {
+        tracing::error!(%error, "final aggregation run failed; the next start counts the rest");
+    }
     tracing::info!("stopped; event log flushed");
     Ok(())
 }
@@ -314,6 +338,39 @@ async fn follow_snapshots(
             changed = published.changed() => if changed.is_err() { return },
         }
     }
+}
+
+/// The aggregation of `marquee serve`: the in-process edge's log (as `local`) and the remote
+/// edges configured, and the edge's log served to other managers when a secret is set.
+fn open_aggregator(config: &Config, store: &Arc<dyn Store>, edge: &Arc<Edge>) -> Arc<Aggregator> {
+    let a = &config.aggregation;
+    let mut sources: Vec<Arc<dyn LogSource>> =
+        vec![Arc::new(LocalLogSource::new("local", Arc::clone(&edge.log)))];
+    for (name, url) in a.remote_edges() {
+        sources.push(Arc::new(HttpLogSource::new(name, url, &a.token)));
+    }
+    if !a.token.is_empty() {
+        // Set once, before serving: it cannot already be set.
+        let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
+            token: a.token.clone(),
+        });
+    }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    Arc::new(Aggregator::new(
+        Arc::clone(store),
+        clock,
+        sources,
+        AggregationOptions {
+            interval: Duration::from_millis(a.interval_ms),
+            max_run_bytes: usize::try_from(a.max_run_mb.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
+            max_event_age: Duration::from_secs(a.max_event_age_hours.saturating_mul(3_600)),
+            max_clock_skew: Duration::from_secs(a.max_clock_skew_secs),
+            token_lifetime: Duration::from_secs(u64::from(config.edge.token_lifetime_secs)),
+            minute_retention: Duration::from_secs(a.minute_retention_days.saturating_mul(86_400)),
+            delete_consumed: a.delete_consumed,
+        },
+    ))
 }
 
 /// The edge of `marquee serve`: its event log, tracking keys and settings.
