@@ -1,16 +1,17 @@
 //! The pacing controller: per line item, from delivery so far and the goal curve, a throttle
 //! (share of eligible requests to take) and a bid multiplier.
 //!
-//! Method: a model-based rate controller with curve feedback. The plant is "delivery per unit
-//! of expected traffic is `c × throttle`" with `c` unknown and drifting; the controller
-//! 1. estimates `c` as a ratio of exponentially forgotten sums (deliveries over throttle ×
-//!    traffic weight), which stays unbiased at small counts where a mean of per-round ratios
-//!    would not;
-//! 2. computes the delivery per traffic unit needed to be back on the goal curve one catch-up
-//!    horizon from now — the planned increment plus the current shortfall spread over the
-//!    horizon, so the cumulative error, not a rate error, is what it corrects (integral action
-//!    without an integrator that could wind up);
-//! 3. sets throttle = needed ÷ `c`, rising by at most `max_step_up` per round.
+//! Method: an estimate-and-invert rate controller with feedback on the cumulative error. The
+//! plant is "delivery per unit of expected traffic is `c × throttle`", `c` unknown and
+//! drifting. Each round the controller
+//! 1. estimates `c` as a ratio of exponentially forgotten sums (deliveries ÷ throttle × traffic
+//!    weight), which stays sound at small counts where a mean of per-round ratios would not (a
+//!    round with no delivery is evidence, not a division by zero);
+//! 2. computes the delivery per traffic unit the goal curve asks for: the curve's own slope over
+//!    the next 15 minutes (feed-forward) plus the gap between the curve and delivery so far,
+//!    spread over the catch-up horizon. Correcting the cumulative gap, not a rate error, is the
+//!    integral action, and the gap is a measured quantity, so there is no integrator to wind up;
+//! 3. sets throttle = asked ÷ `c`, rising by at most `max_step_up` per round.
 //!
 //! When even full throttle is not enough, the bid multiplier (1 upward, to `max_bid_permille`)
 //! integrates the remaining ratio by at most `bid_step` per round; it moves only while the

@@ -222,6 +222,7 @@ fn a_budget_shared_by_four_edges_is_paced_and_reached_within_the_bound() {
     assert!(outcome.expiries >= 2);
     for (day, plan) in planned_by_day(&scenario, &outcome) {
         let billed = outcome.billed_by_day[&day] as f64;
+        eprintln!("shared, even {day}: billed {billed}, planned {plan:.0}");
         assert!(
             (billed - plan).abs() / plan <= 0.05,
             "{day}: billed {billed}, planned {plan}"
