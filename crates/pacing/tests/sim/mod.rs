@@ -12,8 +12,8 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use marquee_model::{Goal, GoalMetric, LineItemId, PacingMode};
 use marquee_pacing::{
-    BudgetSpec, Delivery, EdgeId, Lease, LeaseBook, LeaseConfig, Pacer, PacerConfig, PacingOutput,
-    Schedule, TrafficProfile,
+    BudgetSpec, Delivery, EdgeId, Lease, LeaseBook, LeaseConfig, LeaseError, Pacer, PacerConfig,
+    PacingOutput, PacingState, PacingStatus, Schedule, TrafficProfile,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -144,29 +144,14 @@ impl Outcome {
     /// without a report, plus each edge's fastest rate × the longest billing delay × the cost
     /// of one billable event.
     pub fn bound(&self, period: i64) -> u64 {
-        let in_flight: u64 = self.max_rate.iter().sum::<u64>() * self.max_billing_delay * self.cost;
-        self.limits[&period] + self.unreported.get(&period).copied().unwrap_or(0) + in_flight
+        self.limits[&period]
+            + self.unreported.get(&period).copied().unwrap_or(0)
+            + self.in_flight_term()
     }
 
     pub fn in_flight_term(&self) -> u64 {
         self.max_rate.iter().sum::<u64>() * self.max_billing_delay * self.cost
     }
-}
-
-struct Edge {
-    id: EdgeId,
-    lease: Lease,
-    control: Option<PacingOutput>,
-    next_renewal: i64,
-    /// Billing events due, by second modulo the wheel's length.
-    wheel: Vec<u64>,
-    /// Billed seconds not yet collected by the manager: (second, local day, amount).
-    uncollected: Vec<(i64, i64, u64)>,
-    max_rate: u64,
-}
-
-fn day_key(zone: &TimeZone, at: Timestamp) -> i64 {
-    date_key(at.to_zoned(zone.clone()).date())
 }
 
 pub fn date_key(date: jiff::civil::Date) -> i64 {
@@ -184,31 +169,193 @@ fn poisson(rng: &mut SmallRng, mean: f64) -> u64 {
     count
 }
 
-pub fn run(scenario: &Scenario) -> Outcome {
-    let zone = TimeZone::get(scenario.zone).unwrap();
-    let schedule = scenario.schedule();
-    let profile = match scenario.profile {
-        Profile::Uniform => TrafficProfile::UNIFORM,
-        Profile::Learned => TrafficProfile::from_hourly(DAILY_CURVE).unwrap(),
-    };
-    let pacer = Pacer::new(PacerConfig::default()).unwrap();
-    let mut pacing = pacer.start();
-    let lease_config = LeaseConfig::default();
-    let renew_every = lease_config.renew_every.as_secs();
-    let mut book = LeaseBook::new(lease_config).unwrap();
-    let mut rng = SmallRng::seed_from_u64(scenario.seed);
-    let curve_mean = DAILY_CURVE.iter().sum::<f64>() / 24.0;
-    let wheel_len = scenario.max_billing_delay + 1;
-    let mut edges: Vec<Edge> = (0..scenario.edge_shares.len())
-        .map(|i| Edge {
-            id: EdgeId(i as u64),
+/// The manager: what the aggregation has collected, the controller, the lease book.
+struct Manager {
+    zone: TimeZone,
+    schedule: Schedule,
+    profile: TrafficProfile,
+    pacer: Pacer,
+    pacing: PacingState,
+    book: LeaseBook,
+    /// Billing collected from the edges' logs, by local day, and in total.
+    collected_by_day: BTreeMap<i64, u64>,
+    collected: u64,
+    control: Option<PacingOutput>,
+    period_end: Option<Timestamp>,
+}
+
+impl Manager {
+    fn new(scenario: &Scenario) -> Manager {
+        let pacer = Pacer::new(PacerConfig::default()).unwrap();
+        Manager {
+            zone: TimeZone::get(scenario.zone).unwrap(),
+            schedule: scenario.schedule(),
+            profile: match scenario.profile {
+                Profile::Uniform => TrafficProfile::UNIFORM,
+                Profile::Learned => TrafficProfile::from_hourly(DAILY_CURVE).unwrap(),
+            },
+            pacing: pacer.start(),
+            pacer,
+            book: LeaseBook::new(LeaseConfig::default()).unwrap(),
+            collected_by_day: BTreeMap::new(),
+            collected: 0,
+            control: None,
+            period_end: None,
+        }
+    }
+
+    /// What the aggregation has seen at `at`.
+    fn delivery(&self, at: Timestamp) -> Delivery {
+        let day = date_key(at.to_zoned(self.zone.clone()).date());
+        Delivery {
+            at,
+            today: self.collected_by_day.get(&day).copied().unwrap_or(0),
+            lifetime: self.collected,
+        }
+    }
+
+    /// Collects the reachable edges' billing up to the aggregation lag, runs the controller
+    /// if it is a round, and sets the current period's budget.
+    fn round(
+        &mut self,
+        scenario: &Scenario,
+        second: i64,
+        edges: &mut [Edge],
+        outcome: &mut Outcome,
+    ) {
+        let as_of = second - scenario.aggregation_lag;
+        for (i, edge) in edges.iter_mut().enumerate() {
+            if !scenario.reachable(i, second) {
+                continue;
+            }
+            edge.uncollected.retain(|&(at, day, amount)| {
+                if at > as_of {
+                    return true;
+                }
+                *self.collected_by_day.entry(day).or_default() += amount;
+                self.collected += amount;
+                false
+            });
+        }
+        if second % scenario.control_every == 0 && as_of >= 0 {
+            let seen = self.delivery(scenario.start + SignedDuration::from_secs(as_of));
+            let output = self
+                .pacer
+                .update(&self.schedule, &self.profile, &mut self.pacing, seen);
+            self.control = Some(output.unwrap());
+        }
+        let now = scenario.start + SignedDuration::from_secs(second);
+        if let Some(period) = self.schedule.budget(&self.delivery(now)).unwrap() {
+            let spec = BudgetSpec {
+                period: period.key,
+                limit: period.limit,
+                unit: scenario.cost,
+                ends_at: period.ends_at,
+            };
+            self.book.set_budget(LINE, spec);
+            outcome.limits.insert(period.key, period.limit);
+            self.period_end = period.ends_at;
+        }
+    }
+}
+
+struct Edge {
+    id: EdgeId,
+    lease: Lease,
+    control: Option<PacingOutput>,
+    next_renewal: i64,
+    /// Billing events due, by second modulo the wheel's length.
+    wheel: Vec<u64>,
+    /// Billed seconds the manager has not collected yet: (second, local day, amount).
+    uncollected: Vec<(i64, i64, u64)>,
+    max_rate: u64,
+}
+
+impl Edge {
+    fn new(id: u64, wheel_len: usize) -> Edge {
+        Edge {
+            id: EdgeId(id),
             lease: Lease::new(),
             control: None,
             next_renewal: 0,
             wheel: vec![0; wheel_len],
             uncollected: Vec::new(),
             max_rate: 0,
-        })
+        }
+    }
+
+    /// Renews the lease when due; the latest control rides along with the grant.
+    fn sync(&mut self, manager: &mut Manager, second: i64, now: Timestamp, renew_every: i64) {
+        if second < self.next_renewal && !self.lease.needs_renewal(now) {
+            return;
+        }
+        match manager.book.renew(&self.lease.renewal(self.id, LINE), now) {
+            Ok(grant) => self.lease.apply(&grant),
+            Err(LeaseError::NoBudget(_)) => {}
+            Err(error) => panic!("{error}"),
+        }
+        self.control = manager.control;
+        self.next_renewal = second + renew_every;
+    }
+
+    /// Serves one second of `requests` eligible requests: throttle draw, lease check, and a
+    /// billing event later for the share that is filled.
+    fn serve(
+        &mut self,
+        scenario: &Scenario,
+        rng: &mut SmallRng,
+        second: i64,
+        now: Timestamp,
+        requests: u64,
+        minute: &mut Minute,
+    ) {
+        let Some(output) = self.control.filter(|c| !c.stopped) else {
+            return;
+        };
+        let throttle = f64::from(output.throttle_ppm) / 1_000_000.0;
+        let mut admitted = 0;
+        for _ in 0..requests {
+            minute.eligible += 1;
+            if rng.random::<f64>() >= throttle {
+                continue;
+            }
+            if !self.lease.has_room(scenario.cost, now) {
+                minute.refused += 1;
+                continue;
+            }
+            admitted += 1;
+            if rng.random::<f64>() < scenario.fill {
+                let delay = rng.random_range(1..=scenario.max_billing_delay);
+                let slot = (second as usize + delay) % self.wheel.len();
+                self.wheel[slot] += 1;
+            }
+        }
+        minute.admitted += admitted;
+        self.max_rate = self.max_rate.max(admitted);
+    }
+
+    /// Billing events due this second: charged to the lease, logged for the manager.
+    fn bill(&mut self, scenario: &Scenario, second: i64, today: i64, outcome: &mut Outcome) {
+        let slot = second as usize % self.wheel.len();
+        let billed = std::mem::take(&mut self.wheel[slot]) * scenario.cost;
+        if billed == 0 {
+            return;
+        }
+        self.lease.spend(billed);
+        self.uncollected.push((second, today, billed));
+        *outcome.billed_by_day.entry(today).or_default() += billed;
+        outcome.billed_total += billed;
+    }
+}
+
+pub fn run(scenario: &Scenario) -> Outcome {
+    let mut manager = Manager::new(scenario);
+    let renew_every = manager.book.config().renew_every.as_secs();
+    let mut rng = SmallRng::seed_from_u64(scenario.seed);
+    let curve_mean = DAILY_CURVE.iter().sum::<f64>() / 24.0;
+    let wheel_len = scenario.max_billing_delay + 1;
+    let mut edges: Vec<Edge> = (0..scenario.edge_shares.len())
+        .map(|i| Edge::new(i as u64, wheel_len))
         .collect();
     let mut next_id = edges.len() as u64;
     let mut outcome = Outcome {
@@ -216,89 +363,39 @@ pub fn run(scenario: &Scenario) -> Outcome {
         cost: scenario.cost,
         ..Outcome::default()
     };
-    let mut visible_by_day: BTreeMap<i64, u64> = BTreeMap::new();
-    let mut visible_total = 0u64;
-    let mut control: Option<PacingOutput> = None;
-    let mut period_end: Option<Timestamp> = None;
-    let mut minute: Option<Minute> = None;
-    let (mut hour, mut today) = (0, 0);
     let flight_seconds = scenario.end.duration_since(scenario.start).as_secs();
-    let last_second = flight_seconds + scenario.max_billing_delay as i64;
-
-    for second in 0..=last_second {
+    let (mut hour, mut today) = (0, 0);
+    let mut minute = None;
+    // Past the flight's end, only the billing still on its way is played out.
+    for second in 0..=flight_seconds + scenario.max_billing_delay as i64 {
         let now = scenario.start + SignedDuration::from_secs(second);
         let serving = second < flight_seconds;
         // Local hours begin on UTC quarter hours in every zone the simulations use (offsets are
         // whole quarters of an hour), so the local clock is read once per quarter hour.
         if second % 900 == 0 {
-            let zoned = now.to_zoned(zone.clone());
+            let zoned = now.to_zoned(manager.zone.clone());
             (hour, today) = (zoned.hour() as usize, date_key(zoned.date()));
         }
-
-        // The manager: reclaim silent leases; every round, collect and decide.
-        outcome.expiries += book.expire(now).len();
+        outcome.expiries += manager.book.expire(now).len();
         for &(edge, _) in scenario.restarts.iter().filter(|(_, at)| *at == second) {
-            let restarted = &mut edges[edge];
-            restarted.id = EdgeId(next_id);
-            next_id += 1;
-            restarted.lease = Lease::new();
-            restarted.control = None;
-            restarted.next_renewal = second;
-        }
-        let round = second % scenario.control_every == 0;
-        let period_over = period_end.is_some_and(|end| now >= end);
-        if serving && (round || period_over) {
-            let as_of = second - scenario.aggregation_lag;
-            for (i, edge) in edges.iter_mut().enumerate() {
-                if !scenario.reachable(i, second) {
-                    continue;
-                }
-                edge.uncollected.retain(|&(at, day, amount)| {
-                    if at > as_of {
-                        return true;
-                    }
-                    *visible_by_day.entry(day).or_default() += amount;
-                    visible_total += amount;
-                    false
-                });
-            }
-            let seen = |at: Timestamp| Delivery {
-                at,
-                today: visible_by_day
-                    .get(&day_key(&zone, at))
-                    .copied()
-                    .unwrap_or(0),
-                lifetime: visible_total,
+            edges[edge] = Edge {
+                wheel: std::mem::take(&mut edges[edge].wheel),
+                uncollected: std::mem::take(&mut edges[edge].uncollected),
+                max_rate: edges[edge].max_rate,
+                ..Edge::new(next_id, wheel_len)
             };
-            if round && as_of >= 0 {
-                let delivery = seen(scenario.start + SignedDuration::from_secs(as_of));
-                control = Some(
-                    pacer
-                        .update(&schedule, &profile, &mut pacing, delivery)
-                        .unwrap(),
-                );
-            }
-            if let Some(period) = schedule.budget(&seen(now)).unwrap() {
-                book.set_budget(
-                    LINE,
-                    BudgetSpec {
-                        period: period.key,
-                        limit: period.limit,
-                        unit: scenario.cost,
-                        ends_at: period.ends_at,
-                    },
-                );
-                outcome.limits.insert(period.key, period.limit);
-                period_end = period.ends_at;
-            }
+            edges[edge].next_renewal = second;
+            next_id += 1;
         }
-        if let Some(usage) = book.usage(LINE) {
+        let period_over = manager.period_end.is_some_and(|end| now >= end);
+        if serving && (second % scenario.control_every == 0 || period_over) {
+            manager.round(scenario, second, &mut edges, &mut outcome);
+        }
+        if let Some(usage) = manager.book.usage(LINE) {
             let worst = outcome.unreported.entry(usage.period).or_default();
             *worst = (*worst).max(usage.unreported_reclaimed);
         }
 
-        // Edges renew (control rides along with the grant), serve, then bill.
-        let rate = scenario.requests_per_second * DAILY_CURVE[hour] / curve_mean;
         let current = minute.get_or_insert(Minute {
             start: now,
             day: today,
@@ -307,56 +404,27 @@ pub fn run(scenario: &Scenario) -> Outcome {
             refused: 0,
             billed_today: 0,
             billed_total: 0,
-            output: control.unwrap_or(PacingOutput {
-                status: marquee_pacing::PacingStatus::NotStarted,
+            output: manager.control.unwrap_or(PacingOutput {
+                status: PacingStatus::NotStarted,
                 stopped: true,
                 throttle_ppm: 0,
                 bid_multiplier_permille: 1_000,
             }),
         });
+        let rate = scenario.requests_per_second * DAILY_CURVE[hour] / curve_mean;
         for (i, edge) in edges.iter_mut().enumerate() {
-            let due = second >= edge.next_renewal || edge.lease.needs_renewal(now);
-            if serving && due && scenario.reachable(i, second) {
-                match book.renew(&edge.lease.renewal(edge.id, LINE), now) {
-                    Ok(grant) => edge.lease.apply(&grant),
-                    Err(marquee_pacing::LeaseError::NoBudget(_)) => {}
-                    Err(error) => panic!("{error}"),
+            if serving {
+                if scenario.reachable(i, second) {
+                    edge.sync(&mut manager, second, now, renew_every);
                 }
-                edge.control = control;
-                edge.next_renewal = second + renew_every;
+                let requests = poisson(&mut rng, rate * scenario.edge_shares[i]);
+                edge.serve(scenario, &mut rng, second, now, requests, current);
             }
-            if serving && let Some(output) = edge.control.filter(|c| !c.stopped) {
-                let throttle = f64::from(output.throttle_ppm) / 1_000_000.0;
-                let mut admitted = 0;
-                for _ in 0..poisson(&mut rng, rate * scenario.edge_shares[i]) {
-                    current.eligible += 1;
-                    if rng.random::<f64>() >= throttle {
-                        continue;
-                    }
-                    if !edge.lease.has_room(scenario.cost, now) {
-                        current.refused += 1;
-                        continue;
-                    }
-                    admitted += 1;
-                    if rng.random::<f64>() < scenario.fill {
-                        let delay = rng.random_range(1..=scenario.max_billing_delay);
-                        edge.wheel[(second as usize + delay) % wheel_len] += 1;
-                    }
-                }
-                current.admitted += admitted;
-                edge.max_rate = edge.max_rate.max(admitted);
-            }
-            let slot = second as usize % wheel_len;
-            let billed = std::mem::take(&mut edge.wheel[slot]) * scenario.cost;
-            if billed > 0 {
-                edge.lease.spend(billed);
-                edge.uncollected.push((second, today, billed));
-                *outcome.billed_by_day.entry(today).or_default() += billed;
-                outcome.billed_total += billed;
-            }
+            edge.bill(scenario, second, today, &mut outcome);
         }
-        if (second + 1) % 60 == 0 {
-            let mut done = minute.take().unwrap();
+        if (second + 1) % 60 == 0
+            && let Some(mut done) = minute.take()
+        {
             done.billed_today = outcome.billed_by_day.get(&today).copied().unwrap_or(0);
             done.billed_total = outcome.billed_total;
             outcome.minutes.push(done);
