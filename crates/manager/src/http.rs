@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use marquee_api::{ApiOptions, RouteTable};
 use marquee_api::openapi::{public_operation, response, responses};
+use marquee_api::{ApiOptions, RouteTable};
 use serde_json::json;
 
 use crate::Manager;

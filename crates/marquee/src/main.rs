@@ -344,8 +344,10 @@ async fn follow_snapshots(
 /// edges configured, and the edge's log served to other managers when a secret is set.
 fn open_aggregator(config: &Config, store: &Arc<dyn Store>, edge: &Arc<Edge>) -> Arc<Aggregator> {
     let a = &config.aggregation;
-    let mut sources: Vec<Arc<dyn LogSource>> =
-        vec![Arc::new(LocalLogSource::new("local", Arc::clone(&edge.log)))];
+    let mut sources: Vec<Arc<dyn LogSource>> = vec![Arc::new(LocalLogSource::new(
+        "local",
+        Arc::clone(&edge.log),
+    ))];
     for (name, url) in a.remote_edges() {
         sources.push(Arc::new(HttpLogSource::new(name, url, &a.token)));
     }
