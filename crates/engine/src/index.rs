@@ -106,7 +106,7 @@ struct Residual {
 pub(crate) struct IndexInput<'s> {
     pub targeting: Option<&'s Targeting>,
     pub placements: &'s [marquee_model::PlacementId],
-    pub channels: &'s [Channel],
+    pub channels: marquee_snapshot::Channels,
     pub deals: &'s [String],
     pub tier: Tier,
     /// Index of the line item's zone in the engine's zone list.
@@ -634,10 +634,7 @@ fn add_line_item<'s>(
         Some(expr) => dnf(expr, true),
     };
     let tier = tier_slot(input.tier);
-    for (i, &channel) in input.channels.iter().enumerate() {
-        if input.channels[..i].contains(&channel) {
-            continue;
-        }
+    for channel in input.channels.iter() {
         let start = || {
             let mut conj = BuiltConj {
                 line_item,

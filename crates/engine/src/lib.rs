@@ -166,7 +166,7 @@ impl Engine {
             .map(|(li, zone)| IndexInput {
                 targeting: li.targeting.as_ref(),
                 placements: &li.placements,
-                channels: &li.channels,
+                channels: li.channels,
                 deals: &li.deals,
                 tier: li.tier,
                 zone: *zone,
@@ -246,7 +246,7 @@ impl Engine {
     /// links or targeting), or `None` if it does. `request` is already on its channel.
     pub(crate) fn blame(&self, request: &Request<'_>, line_item: usize) -> Option<Elimination> {
         let li = &self.snapshot.data.line_items[line_item];
-        if !li.channels.contains(&request.channel) {
+        if !li.channels.contains(request.channel) {
             return Some(Elimination::Channel);
         }
         match request.channel {

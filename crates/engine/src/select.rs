@@ -293,8 +293,9 @@ fn blocked_by_request(engine: &Engine, request: &Request<'_>, i: usize) -> Resul
 /// came furthest through [`creative_fit`]'s checks.
 fn best_creative_fit(engine: &Engine, request: &Request<'_>, i: usize) -> Result<(), Elimination> {
     let mut furthest: Option<Elimination> = None;
+    let inherited = engine.campaign_categories(i);
     for creative in engine.creatives(i) {
-        match creative_fit(creative, request) {
+        match creative_fit(creative, inherited, request) {
             Ok(()) => return Ok(()),
             Err(why) => {
                 if furthest
@@ -320,9 +321,10 @@ fn creative_stage(why: &Elimination) -> u8 {
 }
 
 /// Whether a creative may fill the slot, checked in order: format and size, media rules or
-/// native assets, https, blocked categories.
-pub(crate) fn creative_fit(
+/// native assets, https, blocked categories (its own, or else `inherited` from its campaign).
+fn creative_fit(
     creative: &CreativeEntry,
+    inherited: &[String],
     request: &Request<'_>,
 ) -> Result<(), Elimination> {
     let slot = &request.slot;
@@ -346,12 +348,16 @@ pub(crate) fn creative_fit(
     if slot.secure && !creative.secure {
         return Err(Elimination::Secure);
     }
-    let categories = request.blocked.categories;
-    if !categories.is_empty()
-        && creative
-            .categories
+    let blocked = request.blocked.categories;
+    let categories = if creative.categories.is_empty() {
+        inherited
+    } else {
+        &creative.categories
+    };
+    if !blocked.is_empty()
+        && categories
             .iter()
-            .any(|category| categories.iter().any(|b| category_blocked(category, b)))
+            .any(|category| blocked.iter().any(|b| category_blocked(category, b)))
     {
         return Err(Elimination::BlockedCategory);
     }
@@ -384,25 +390,19 @@ fn media_fits(content: &Content, rules: &MediaRules<'_>) -> bool {
 }
 
 fn native_fits(content: &Content, needs: &NativeNeeds) -> bool {
-    let Content::Native {
-        title,
-        body,
-        sponsored_by,
-        image_url,
-        icon_url,
-        call_to_action,
-        image_size,
-        icon_size,
-    } = content
-    else {
+    let Content::Native(native) = content else {
         return false;
     };
-    has_text(Some(title), needs.title)
-        && has_text(Some(body), needs.body)
-        && has_text(Some(sponsored_by), needs.sponsored_by)
-        && has_text(call_to_action.as_ref(), needs.call_to_action)
-        && has_image(image_url.is_some(), *image_size, needs.main_image)
-        && has_image(icon_url.is_some(), *icon_size, needs.icon)
+    has_text(Some(&native.title), needs.title)
+        && has_text(Some(&native.body), needs.body)
+        && has_text(Some(&native.sponsored_by), needs.sponsored_by)
+        && has_text(native.call_to_action.as_ref(), needs.call_to_action)
+        && has_image(
+            native.image_url.is_some(),
+            native.image_size,
+            needs.main_image,
+        )
+        && has_image(native.icon_url.is_some(), native.icon_size, needs.icon)
 }
 
 fn has_text(text: Option<&String>, need: Option<TextNeed>) -> bool {
@@ -553,7 +553,8 @@ fn pick_creative<'e, R: Rng>(
         RotationMode::Even => 1,
         RotationMode::Weighted | RotationMode::OptimizedCtr => u64::from(c.weight.max(1)),
     };
-    let fits = |c: &&CreativeEntry| creative_fit(c, request).is_ok();
+    let inherited = engine.campaign_categories(line_item);
+    let fits = |c: &&CreativeEntry| creative_fit(c, inherited, request).is_ok();
     let total: u64 = engine.creatives(line_item).filter(fits).map(weight).sum();
     if total == 0 {
         return None;
@@ -570,6 +571,13 @@ fn pick_creative<'e, R: Rng>(
 }
 
 impl Engine {
+    /// The categories of the line item's campaign, which creatives without their own inherit.
+    fn campaign_categories(&self, line_item: usize) -> &[String] {
+        self.line_item_campaigns[line_item].map_or(&[], |c| {
+            &self.snapshot.data.campaigns[c as usize].categories
+        })
+    }
+
     /// The creatives of the line item at snapshot index `line_item`.
     pub(crate) fn creatives(&self, line_item: usize) -> impl Iterator<Item = &CreativeEntry> {
         let range = self.creative_ranges[line_item].clone();

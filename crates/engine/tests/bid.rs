@@ -16,8 +16,13 @@ use marquee_model::{
     Channel, CreativeId, Currency, Format, LineItemId, Micros, PlacementId, PricingModel, Size,
     Tier,
 };
+use marquee_snapshot::Channels;
 
 const USD: Currency = Currency::USD;
+const BOTH: Channels = Channels {
+    direct: true,
+    exchange: true,
+};
 
 fn usd(cpm: i64) -> Option<Floor> {
     Some(Floor {
@@ -58,7 +63,7 @@ fn line_items_take_part_only_in_their_channels() {
     let direct = line_item(1, Tier::Standard, None);
     let exchange = exchange_line_item(2, Tier::Standard, None);
     let mut both = line_item(3, Tier::Standard, None);
-    both.channels = vec![Channel::Direct, Channel::Exchange];
+    both.channels = BOTH;
     both.placements = vec![PlacementId(9)];
     let mut h = Harness::new(Engine::new(snapshot(
         vec![direct, exchange, both],
@@ -254,7 +259,7 @@ fn the_bid_is_the_value_times_the_multiplier_in_integers() {
 #[test]
 fn a_zero_bid_is_no_bid_on_an_exchange() {
     let mut free = line_item(1, Tier::House, None);
-    free.channels = vec![Channel::Direct, Channel::Exchange];
+    free.channels = BOTH;
     free.price.amount_micros = Micros::ZERO;
     let mut h = Harness::new(Engine::new(snapshot(vec![free], None, vec![])));
     let verdicts = explain(&mut h, &bid_request());
@@ -304,6 +309,30 @@ fn blocked_advertisers_apps_and_categories_eliminate() {
         outcome(&verdicts, 1),
         eliminated(Elimination::BlockedCategory)
     );
+}
+
+#[test]
+fn creatives_without_categories_inherit_their_campaigns() {
+    let li = exchange_line_item(1, Tier::Standard, None);
+    let mut own = banner(10, 1, 300, 250);
+    own.categories = vec!["IAB3".into()];
+    let inheriting = banner(11, 1, 300, 250);
+    let mut snapshot = snapshot(vec![li], Some(vec![own, inheriting]), vec![]);
+    std::sync::Arc::get_mut(&mut snapshot)
+        .unwrap()
+        .data
+        .campaigns[0]
+        .categories = vec!["IAB22-1".into()];
+    let mut h = Harness::new(Engine::new(snapshot));
+    let mut request = bid_request();
+    request.blocked.categories = &["IAB22"];
+    for _ in 0..50 {
+        assert_eq!(h.decide(&request).expect("bids").creative, CreativeId(10));
+    }
+    request.blocked.categories = &["IAB3"];
+    for _ in 0..50 {
+        assert_eq!(h.decide(&request).expect("bids").creative, CreativeId(11));
+    }
 }
 
 #[test]
@@ -427,14 +456,9 @@ fn video_and_audio_creatives_meet_the_media_rules() {
 fn native_creatives_need_the_required_assets() {
     let li = exchange_line_item(1, Tier::Standard, None);
     let mut without_icon = native(11, 2);
-    if let marquee_snapshot::Content::Native {
-        icon_url,
-        icon_size,
-        ..
-    } = &mut without_icon.content
-    {
-        *icon_url = None;
-        *icon_size = None;
+    if let marquee_snapshot::Content::Native(assets) = &mut without_icon.content {
+        assets.icon_url = None;
+        assets.icon_size = None;
     }
     let other = exchange_line_item(2, Tier::Standard, None);
     let mut h = Harness::new(Engine::new(snapshot(

@@ -286,7 +286,7 @@ fn engine_of(specs: &[LineItemSpec]) -> Engine {
             let mut li = common::line_item(i as u64 + 1, spec.tier, spec.targeting.clone());
             li.time_zone = spec.zone.to_owned();
             li.placements = spec.links.iter().copied().map(PlacementId).collect();
-            li.channels = spec.channels.to_vec();
+            li.channels = spec.channels.into();
             li.deals = spec.deals.iter().map(|d| (*d).to_owned()).collect();
             li
         })

@@ -7,8 +7,8 @@ use marquee_model::{
 
 use crate::Snapshot;
 use crate::data::{
-    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, Keyed, LineItemEntry, PlacementEntry,
-    PublisherEntry, SiteEntry, SnapshotData, find,
+    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, Keyed, LineItemEntry,
+    PlacementEntry, PublisherEntry, SiteEntry, SnapshotData, find,
 };
 
 /// What [`compile_with_stats`] left out, and why, for the manager to log.
@@ -140,7 +140,7 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             targeting: li.targeting.clone(),
             rotation: li.rotation,
             placements: Vec::new(),
-            channels: li.channels.clone(),
+            channels: Channels::from(li.channels.as_slice()),
             deals: li.deals.clone(),
         })
     }));
@@ -162,19 +162,10 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
 
     let creatives = sorted(catalog.creatives.iter().filter_map(|s| {
         let c = &s.object;
-        let Some(line_item) = find(&line_items, c.line_item_id) else {
+        if find(&line_items, c.line_item_id).is_none() {
             stats.creatives_orphaned += 1;
             return None;
-        };
-        // A kept line item's campaign is kept too, so the lookup always succeeds.
-        let campaign_categories = find(&campaigns, line_item.campaign_id)
-            .map(|campaign| campaign.categories.as_slice())
-            .unwrap_or_default();
-        let categories = if c.categories.is_empty() {
-            campaign_categories
-        } else {
-            &c.categories
-        };
+        }
         Some(CreativeEntry {
             id: CreativeId(s.meta.id),
             line_item_id: c.line_item_id,
@@ -185,7 +176,7 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             ad_code: crate::render::ad_code(s.meta.id, c),
             format: c.content.format(),
             secure: c.https_only(),
-            categories: categories.to_vec(),
+            categories: c.categories.clone(),
         })
     }));
 

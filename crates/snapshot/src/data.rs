@@ -33,8 +33,7 @@ pub struct CampaignEntry {
     pub id: CampaignId,
     pub advertiser_id: AdvertiserId,
     pub frequency_caps: Vec<FrequencyCap>,
-    /// IAB content categories; creatives without their own inherit them (already resolved
-    /// into [`CreativeEntry::categories`]).
+    /// IAB content categories of its creatives that name none of their own.
     pub categories: Vec<String>,
     /// The advertised app's bundle (OpenRTB `bundle`, checked against `bapp`).
     pub app_bundle: Option<String>,
@@ -64,9 +63,42 @@ pub struct LineItemEntry {
     /// Linked placements that are in the snapshot, strictly ascending.
     pub placements: Vec<PlacementId>,
     /// Where it takes part: our placements, exchanges' bid requests, or both.
-    pub channels: Vec<Channel>,
+    pub channels: Channels,
     /// Exchange deal ids it buys; empty for the open auction only.
     pub deals: Vec<String>,
+}
+
+/// The channels of a line item, two flags rather than the model's list: no allocation per
+/// line item in a snapshot of many.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channels {
+    pub direct: bool,
+    pub exchange: bool,
+}
+
+impl Channels {
+    pub fn contains(self, channel: Channel) -> bool {
+        match channel {
+            Channel::Direct => self.direct,
+            Channel::Exchange => self.exchange,
+        }
+    }
+
+    /// The channels set, direct first.
+    pub fn iter(self) -> impl Iterator<Item = Channel> {
+        [Channel::Direct, Channel::Exchange]
+            .into_iter()
+            .filter(move |c| self.contains(*c))
+    }
+}
+
+impl From<&[Channel]> for Channels {
+    fn from(list: &[Channel]) -> Channels {
+        Channels {
+            direct: list.contains(&Channel::Direct),
+            exchange: list.contains(&Channel::Exchange),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +116,9 @@ pub struct CreativeEntry {
     pub format: Format,
     /// Whether everything it loads or links to is https (see `Creative::https_only`).
     pub secure: bool,
-    /// IAB content categories: its own, or its campaign's when it names none.
+    /// Its own IAB content categories; empty means its campaign's (see
+    /// [`SnapshotData::categories_of`]). Not copied here, so compiling allocates nothing for
+    /// the common case of categories set per campaign.
     pub categories: Vec<String>,
 }
 
@@ -102,16 +136,8 @@ pub enum Content {
     ThirdPartyTag {
         tag: String,
     },
-    Native {
-        title: String,
-        body: String,
-        sponsored_by: String,
-        image_url: Option<String>,
-        icon_url: Option<String>,
-        call_to_action: Option<String>,
-        image_size: Option<Size>,
-        icon_size: Option<Size>,
-    },
+    /// Boxed: the largest variant by far, it would otherwise size every creative's content.
+    Native(Box<NativeContent>),
     Vast {
         xml: Option<String>,
         url: Option<String>,
@@ -119,6 +145,24 @@ pub enum Content {
         mimes: Vec<String>,
         protocols: Vec<u16>,
     },
+}
+
+/// The assets of a native ad (OpenRTB Native 1.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeContent {
+    pub title: String,
+    /// The description (`data` type 2); may be empty.
+    pub body: String,
+    /// The sponsor's name (`data` type 1).
+    pub sponsored_by: String,
+    /// The main image (`img` type 3) and its size.
+    pub image_url: Option<String>,
+    /// The icon (`img` type 1) and its size.
+    pub icon_url: Option<String>,
+    /// The call to action (`data` type 12).
+    pub call_to_action: Option<String>,
+    pub image_size: Option<Size>,
+    pub icon_size: Option<Size>,
 }
 
 impl From<&CreativeContent> for Content {
@@ -136,7 +180,7 @@ impl From<&CreativeContent> for Content {
                 call_to_action,
                 image_size,
                 icon_size,
-            } => Content::Native {
+            } => Content::Native(Box::new(NativeContent {
                 title,
                 body,
                 sponsored_by,
@@ -145,7 +189,7 @@ impl From<&CreativeContent> for Content {
                 call_to_action,
                 image_size,
                 icon_size,
-            },
+            })),
             CreativeContent::Vast {
                 xml,
                 url,
@@ -257,6 +301,17 @@ impl SnapshotData {
 
     pub fn placement(&self, id: PlacementId) -> Option<&PlacementEntry> {
         find(&self.placements, id)
+    }
+
+    /// The IAB categories of a creative (OpenRTB `cat`): its own, or its campaign's when it
+    /// names none.
+    pub fn categories_of<'s>(&'s self, creative: &'s CreativeEntry) -> &'s [String] {
+        if !creative.categories.is_empty() {
+            return &creative.categories;
+        }
+        self.line_item(creative.line_item_id)
+            .and_then(|li| self.campaign(li.campaign_id))
+            .map_or(&[], |campaign| campaign.categories.as_slice())
     }
 
     /// The name of the first list that is not strictly ascending by id, if any. A reader checks

@@ -66,9 +66,9 @@
 //!                  flight_start: i64 (unix seconds), flight_end: i64? (unix seconds, exclusive),
 //!                  time_zone: string (IANA), goal: Goal?, pacing: Pacing, price: Price,
 //!                  frequency_caps: [FrequencyCap], targeting: Targeting?, rotation: Rotation,
-//!                  placements: [u64] (strictly ascending), channels: [Channel],
+//!                  placements: [u64] (strictly ascending), channels: Channels,
 //!                  deals: [string]
-//! Channel        = enum { Direct, Exchange }
+//! Channels       = direct: bool, exchange: bool
 //! Tier           = enum { House, Remnant, Standard, Sponsorship }
 //! Goal           = metric: enum { Impressions, Clicks, Spend }, daily: u64?, lifetime: u64?
 //! Pacing         = enum { Even, Asap, FrontLoaded }
@@ -84,12 +84,12 @@
 //!                    0 Image { image_url: string, alt: string },
 //!                    1 Html { html: string },
 //!                    2 ThirdPartyTag { tag: string },
-//!                    3 Native { title: string, body: string, sponsored_by: string,
-//!                               image_url: string?, icon_url: string?,
-//!                               call_to_action: string?, image_size: Size?,
-//!                               icon_size: Size? },
+//!                    3 Native(NativeContent),
 //!                    4 Vast { xml: string?, url: string?, duration_secs: u32,
 //!                             mimes: [string], protocols: [u16] } }
+//! NativeContent  = title: string, body: string, sponsored_by: string, image_url: string?,
+//!                  icon_url: string?, call_to_action: string?, image_size: Size?,
+//!                  icon_size: Size?
 //! Publisher      = id: u64
 //! Site           = id: u64, publisher_id: u64, domain: string
 //! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format]
@@ -121,8 +121,8 @@ mod render;
 
 pub use compile::{CompileStats, compile, compile_with_stats};
 pub use data::{
-    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, LineItemEntry, PlacementEntry,
-    PublisherEntry, SiteEntry, SnapshotData,
+    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
+    PlacementEntry, PublisherEntry, SiteEntry, SnapshotData,
 };
 pub use dir::{DirError, SnapshotDir};
 pub use format::{FORMAT_VERSION, HEADER_LEN, Header, LoadError, MAGIC, Snapshot};

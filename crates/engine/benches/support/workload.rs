@@ -12,7 +12,7 @@ use marquee_model::{
     Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
+    CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -177,7 +177,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             targeting: (!leaves.is_empty()).then_some(Targeting::All(leaves)),
             rotation: RotationMode::Weighted,
             placements: linked,
-            channels: vec![inventory.channel()],
+            channels: Channels::from(&[inventory.channel()][..]),
             deals: Vec::new(),
         });
         creatives.push(CreativeEntry {

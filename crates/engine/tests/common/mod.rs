@@ -13,7 +13,8 @@ use marquee_model::{
     Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    AdvertiserEntry, CampaignEntry, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
+    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
+    Snapshot, SnapshotData,
 };
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -44,7 +45,7 @@ pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemE
         targeting,
         rotation: RotationMode::Weighted,
         placements: Vec::new(),
-        channels: vec![Channel::Direct],
+        channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
     }
 }
@@ -52,7 +53,7 @@ pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemE
 /// A line item that bids on exchanges only (no placement links apply there).
 pub fn exchange_line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemEntry {
     LineItemEntry {
-        channels: vec![Channel::Exchange],
+        channels: Channels::from(&[Channel::Exchange][..]),
         ..line_item(id, tier, targeting)
     }
 }
@@ -112,7 +113,7 @@ pub fn native(id: u64, line_item: u64) -> CreativeEntry {
         size: None,
         landing_url: "https://shop.example.com/".into(),
         weight: 100,
-        content: Content::Native {
+        content: Content::Native(Box::new(NativeContent {
             title: "Forty characters of title, exactly here.".into(),
             body: "Warm boots for cold days.".into(),
             sponsored_by: "Shop".into(),
@@ -121,7 +122,7 @@ pub fn native(id: u64, line_item: u64) -> CreativeEntry {
             call_to_action: Some("Buy now".into()),
             image_size: Some(Size { w: 1200, h: 627 }),
             icon_size: Some(Size { w: 80, h: 80 }),
-        },
+        })),
         ad_code: None,
         format: Format::Native,
         secure: true,

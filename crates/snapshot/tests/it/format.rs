@@ -1,12 +1,11 @@
 use marquee_model::{
-    AdvertiserId, CampaignId, Channel, CreativeId, Currency, Format, LineItemId, Micros,
-    PacingMode, PlacementId, Price, PricingModel, PublisherId, RotationMode, SiteId, Size,
-    Targeting, Tier,
+    AdvertiserId, CampaignId, CreativeId, Currency, Format, LineItemId, Micros, PacingMode,
+    PlacementId, Price, PricingModel, PublisherId, RotationMode, SiteId, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    AdCode, AdvertiserEntry, CampaignEntry, Content, CreativeEntry, FORMAT_VERSION, HEADER_LEN,
-    Header, Hole, LineItemEntry, LoadError, MAGIC, Part, PlacementEntry, PublisherEntry, SiteEntry,
-    Snapshot, SnapshotData, compile,
+    AdCode, AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, FORMAT_VERSION,
+    HEADER_LEN, Header, Hole, LineItemEntry, LoadError, MAGIC, Part, PlacementEntry,
+    PublisherEntry, SiteEntry, Snapshot, SnapshotData, compile,
 };
 
 use crate::fixture::*;
@@ -297,7 +296,10 @@ fn golden_snapshot() -> Snapshot {
                 ])))),
                 rotation: RotationMode::Weighted,
                 placements: vec![PlacementId(6)],
-                channels: vec![Channel::Direct, Channel::Exchange],
+                channels: Channels {
+                    direct: true,
+                    exchange: true,
+                },
                 deals: vec!["D1".into()],
             }],
             creatives: vec![CreativeEntry {
@@ -343,7 +345,7 @@ fn golden_bytes_pin_the_format() {
         &[1, 172, 2, 3, b'U', b'S', b'D'], // price: Cpc, 150 µ, USD
         &[0, 1, 2, 19, 1, 0, 10, 0, 0, 0, 8], // no caps, Some(Not(Ip([V4 10.0.0.0/8])))
         &[1, 1, 6],                   // rotation Weighted, placements [6]
-        &[2, 0, 1, 1, 2, b'D', b'1'], // channels [Direct, Exchange], deals ["D1"]
+        &[1, 1, 1, 2, b'D', b'1'],    // channels direct and exchange, deals ["D1"]
         &[1, 4, 3, 1, 172, 2, 250, 1, 1, b'h', 1, 1, 1, b'x'], // creatives
         &[1, 2, 0, 3, b'<', b'x', b'>', 1, 0], // ad code: Some([Text("<x>"), Hole(ClickUrl)])
         &[0, 1, 1, 6, b'I', b'A', b'B', b'3', b'-', b'1'], // Banner, secure, categories
