@@ -104,7 +104,10 @@ async fn migrations_build_the_schema_on_an_empty_database() {
 
     let applied = applied_migrations(&path);
     let names: Vec<(u32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
-    assert_eq!(names, vec![(1, "initial"), (2, "stats")]);
+    assert_eq!(
+        names,
+        vec![(1, "initial"), (2, "stats"), (3, "stats_minute_lean")]
+    );
     let (_, _, sha256, applied_at) = &applied[0];
     assert_eq!(sha256.len(), 64);
     assert!(

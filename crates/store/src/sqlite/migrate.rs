@@ -29,6 +29,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "stats",
         sql: include_str!("../../migrations/sqlite/0002_stats.sql"),
     },
+    Migration {
+        version: 3,
+        name: "stats_minute_lean",
+        sql: include_str!("../../migrations/sqlite/0003_stats_minute_lean.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
