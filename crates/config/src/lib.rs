@@ -2,6 +2,7 @@
 //! (nested keys joined with `__`, e.g. `MARQUEE_SNAPSHOT__KEEP=5`), then command-line flags.
 //! Everything is validated at start; an error names the key and what is wrong.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,161 @@ pub struct Config {
     pub tracking: TrackingSection,
     pub aggregation: AggregationSection,
     pub reports: ReportsSection,
+    pub bidder: BidderSection,
+    /// Per-exchange settings, `[exchanges.NAME]`, for bid requests to `/openrtb2/bid/NAME`;
+    /// every key left out is taken from `[bidder]`.
+    pub exchanges: BTreeMap<String, ExchangeSection>,
+    pub currency: CurrencySection,
+}
+
+/// The OpenRTB bidder: settings for `/openrtb2/bid` and the defaults of every exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BidderSection {
+    /// Our seat id (`seatbid.seat`, matched against `wseat`/`bseat`).
+    pub seat: String,
+    /// The currency we bid in when the request allows it (`cur`).
+    pub currency: String,
+    /// Price decryption keys for `${AUCTION_PRICE}`, base64 (empty: prices come plain).
+    pub price_encryption_key: String,
+    pub price_integrity_key: String,
+    /// Taken off `tmax` for the network between the exchange and us, in milliseconds.
+    pub latency_margin_ms: u64,
+    /// The time to answer when a request has no `tmax`, in milliseconds.
+    pub default_tmax_ms: u64,
+    /// The largest bid request body accepted, in bytes (sent and after gzip).
+    pub max_body_bytes: u64,
+    /// Bids written to the event log, per thousand (1000: all; sampling saves disk, nothing
+    /// else: wins, billing and losses are always logged).
+    pub log_bids_per_mille: u32,
+    /// Answer a no-bid with a JSON body carrying `nbr` instead of an empty 204.
+    pub no_bid_reason: bool,
+    /// The exchange's user sync URL `/sync/out` redirects to; `{uid}` is replaced by our user
+    /// id. Empty: no outgoing sync.
+    pub sync_url: String,
+}
+
+/// One exchange's settings; each one left out is `[bidder]`'s.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_encryption_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_integrity_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_margin_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_tmax_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bids_per_mille: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_bid_reason: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_url: Option<String>,
+}
+
+impl BidderSection {
+    /// An exchange's settings: its own where given, `[bidder]`'s otherwise.
+    pub fn for_exchange(&self, exchange: &ExchangeSection) -> BidderSection {
+        let pick = |own: &Option<String>, default: &String| own.clone().unwrap_or(default.clone());
+        BidderSection {
+            seat: pick(&exchange.seat, &self.seat),
+            currency: pick(&exchange.currency, &self.currency),
+            price_encryption_key: pick(&exchange.price_encryption_key, &self.price_encryption_key),
+            price_integrity_key: pick(&exchange.price_integrity_key, &self.price_integrity_key),
+            latency_margin_ms: exchange.latency_margin_ms.unwrap_or(self.latency_margin_ms),
+            default_tmax_ms: exchange.default_tmax_ms.unwrap_or(self.default_tmax_ms),
+            max_body_bytes: exchange.max_body_bytes.unwrap_or(self.max_body_bytes),
+            log_bids_per_mille: exchange
+                .log_bids_per_mille
+                .unwrap_or(self.log_bids_per_mille),
+            no_bid_reason: exchange.no_bid_reason.unwrap_or(self.no_bid_reason),
+            sync_url: pick(&exchange.sync_url, &self.sync_url),
+        }
+    }
+
+    fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+        // The section is `bidder` or `exchanges.NAME`: keys are built, so errors carry text.
+        let bad = |name: &str, message: String| {
+            Err(ConfigError::Invalid(format!("`{prefix}.{name}` {message}")))
+        };
+        let range = |name: &str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                return Ok(());
+            }
+            bad(
+                name,
+                format!("is {value}; it must be between {min} and {max}"),
+            )
+        };
+        if self.seat.is_empty() {
+            return bad("seat", "must not be empty".into());
+        }
+        if !is_currency(&self.currency) {
+            return bad(
+                "currency",
+                format!(
+                    "is {:?}; it must be three upper-case letters",
+                    self.currency
+                ),
+            );
+        }
+        if self.price_encryption_key.is_empty() != self.price_integrity_key.is_empty() {
+            return bad(
+                "price_integrity_key",
+                "and price_encryption_key must be given together".into(),
+            );
+        }
+        range("latency_margin_ms", self.latency_margin_ms, 0, 1_000)?;
+        range("default_tmax_ms", self.default_tmax_ms, 10, 10_000)?;
+        range("max_body_bytes", self.max_body_bytes, 1_024, 16_777_216)?;
+        range(
+            "log_bids_per_mille",
+            u64::from(self.log_bids_per_mille),
+            0,
+            1_000,
+        )?;
+        let url_ok = self.sync_url.is_empty()
+            || self.sync_url.starts_with("https://")
+            || self.sync_url.starts_with("http://");
+        if !url_ok {
+            return bad(
+                "sync_url",
+                format!("is {:?}; it must be an http(s) URL", self.sync_url),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Exchange rates for floors and bids in other currencies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurrencySection {
+    /// The currency the rates are against.
+    pub base: String,
+    /// Units of each currency one unit of `base` buys, as decimal text: `{ EUR = "0.92" }`.
+    pub rates: BTreeMap<String, String>,
+}
+
+fn is_currency(code: &str) -> bool {
+    code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// An exchange's name: letters, digits, `-`, `_` (it is a path segment).
+fn is_exchange_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,6 +344,23 @@ impl Default for Config {
                 log_disk_limit_mb: 10_240,
             },
             reports: ReportsSection { max_rows: 100_000 },
+            bidder: BidderSection {
+                seat: "marquee".into(),
+                currency: "USD".into(),
+                price_encryption_key: String::new(),
+                price_integrity_key: String::new(),
+                latency_margin_ms: 10,
+                default_tmax_ms: 100,
+                max_body_bytes: 65_536,
+                log_bids_per_mille: 1_000,
+                no_bid_reason: false,
+                sync_url: String::new(),
+            },
+            exchanges: BTreeMap::new(),
+            currency: CurrencySection {
+                base: "USD".into(),
+                rates: BTreeMap::new(),
+            },
         }
     }
 }
@@ -217,7 +390,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 13] = [
     "listen",
     "data_dir",
     "demo",
@@ -228,6 +401,9 @@ const SECTIONS: [&str; 10] = [
     "tracking",
     "aggregation",
     "reports",
+    "bidder",
+    "exchanges",
+    "currency",
 ];
 
 impl Config {
@@ -307,6 +483,28 @@ impl Config {
         )?;
         self.aggregation.validate()?;
         in_range("reports.max_rows", self.reports.max_rows, 1, 10_000_000)?;
+        self.bidder.validate("bidder")?;
+        for (name, exchange) in &self.exchanges {
+            if !is_exchange_name(name) {
+                return Err(ConfigError::OutOfRange {
+                    key: "exchanges",
+                    message: format!("name {name:?} must be 1 to 64 letters, digits, `-` or `_`"),
+                });
+            }
+            self.bidder
+                .for_exchange(exchange)
+                .validate(&format!("exchanges.{name}"))?;
+        }
+        for (key, code) in std::iter::once(("currency.base", &self.currency.base))
+            .chain(self.currency.rates.keys().map(|c| ("currency.rates", c)))
+        {
+            if !is_currency(code) {
+                return Err(ConfigError::OutOfRange {
+                    key,
+                    message: format!("currency {code:?} must be three upper-case letters"),
+                });
+            }
+        }
         let fallback = self.edge.fallback.as_str();
         if fallback != "empty"
             && !(fallback.starts_with("https://") || fallback.starts_with("http://"))
@@ -543,6 +741,23 @@ mod tests {
                     "aggregation.edges",
                 ),
                 ("[reports]\nmax_rows = 0", "reports.max_rows"),
+                ("[bidder]\nseat = \"\"", "bidder.seat"),
+                ("[bidder]\ncurrency = \"usd\"", "bidder.currency"),
+                ("[bidder]\ndefault_tmax_ms = 1", "bidder.default_tmax_ms"),
+                (
+                    "[bidder]\nprice_encryption_key = \"AAAA\"",
+                    "bidder.price_integrity_key",
+                ),
+                (
+                    "[exchanges.x1]\nlog_bids_per_mille = 1001",
+                    "exchanges.x1.log_bids_per_mille",
+                ),
+                (
+                    "[exchanges.x1]\nsync_url = \"ftp://x\"",
+                    "exchanges.x1.sync_url",
+                ),
+                ("[exchanges.\"a b\"]\nseat = \"s\"", "exchanges"),
+                ("[currency]\nrates = { eur = \"0.9\" }", "currency.rates"),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();

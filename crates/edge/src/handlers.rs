@@ -34,20 +34,20 @@ const PIXEL: &[u8] = &[
     0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
 ];
 const TAG_JS: &str = include_str!("tag.js");
-const USER_COOKIE: &str = "mq_uid";
+pub(crate) const USER_COOKIE: &str = "mq_uid";
 /// Added to a landing URL: the conversion token the advertiser's page may send back.
 const CONVERSION_PARAMETER: &str = "mq_conv";
 
 /// Per worker thread: the engine's scratch memory, a random generator and a text buffer, so
 /// the hot path allocates little and shares nothing across cores.
-struct Worker {
-    scratch: Scratch,
-    rng: SmallRng,
+pub(crate) struct Worker {
+    pub(crate) scratch: Scratch,
+    pub(crate) rng: SmallRng,
     text: String,
 }
 
 thread_local! {
-    static WORKER: RefCell<Worker> = RefCell::new(Worker {
+    pub(crate) static WORKER: RefCell<Worker> = RefCell::new(Worker {
         scratch: Scratch::default(),
         rng: SmallRng::seed_from_u64(seed()),
         text: String::with_capacity(8 * 1024),
@@ -66,7 +66,7 @@ fn seed() -> u64 {
     hasher.finish()
 }
 
-fn response(
+pub(crate) fn response(
     status: StatusCode,
     content_type: &'static str,
     body: impl Into<Bytes>,
@@ -79,7 +79,7 @@ fn response(
     response
 }
 
-fn redirect(location: &str) -> Response<Body> {
+pub(crate) fn redirect(location: &str) -> Response<Body> {
     let mut answer = response(StatusCode::FOUND, "text/plain; charset=utf-8", Bytes::new());
     match HeaderValue::from_str(location) {
         Ok(value) => {
@@ -103,7 +103,7 @@ fn bad_request(stats: &Stats, message: String) -> Response<Body> {
     )
 }
 
-fn pixel() -> Response<Body> {
+pub(crate) fn pixel() -> Response<Body> {
     response(StatusCode::OK, "image/gif", Bytes::from_static(PIXEL))
 }
 
@@ -163,7 +163,7 @@ pub(crate) fn tag_js() -> Response<Body> {
     )
 }
 
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -399,23 +399,26 @@ pub(crate) fn ad(
                 None => fallback(edge, query.format, false),
             }
         };
-        // The tag's request comes from the publisher's page, another site: a cookie must be
-        // `SameSite=None`, which browsers accept only with `Secure`, so only over https.
-        let same_site = if edge.config.public_url.starts_with("https://") {
-            "None; Secure"
-        } else {
-            "Lax"
-        };
         if set_cookie
             && let Some(uid) = user_id
-            && let Ok(value) = HeaderValue::from_str(&format!(
-                "{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite={same_site}; HttpOnly"
-            ))
+            && let Ok(value) = HeaderValue::from_str(&user_cookie(edge, &uid))
         {
             answer.headers_mut().insert(header::SET_COOKIE, value);
         }
         (answer, outcome)
     })
+}
+
+/// The `Set-Cookie` value for our user id.
+pub(crate) fn user_cookie(edge: &Edge, uid: &str) -> String {
+    // The tag's request comes from the publisher's page, another site: a cookie must be
+    // `SameSite=None`, which browsers accept only with `Secure`, so only over https.
+    let same_site = if edge.config.public_url.starts_with("https://") {
+        "None; Secure"
+    } else {
+        "Lax"
+    };
+    format!("{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite={same_site}; HttpOnly")
 }
 
 /// Ad requests carry no floor and no bid currency, so their decisions convert nothing.
@@ -555,7 +558,7 @@ fn serve_one<'s>(
 }
 
 /// A tracking URL with its token signed straight into it: one allocation.
-fn tracking_url(edge: &Edge, path: &str, claims: &Claims) -> String {
+pub(crate) fn tracking_url(edge: &Edge, path: &str, claims: &Claims) -> String {
     let base = edge.config.public_url.trim_end_matches('/');
     let mut url = String::with_capacity(base.len() + path.len() + marquee_tracking::TOKEN_LEN);
     url.push_str(base);
@@ -684,7 +687,7 @@ fn event(
 }
 
 /// Appends a non-billing event; a failure is counted, never fails the answer.
-fn log(edge: &Edge, event: Event) {
+pub(crate) fn log(edge: &Edge, event: Event) {
     if let Err(error) = edge.log.append(&event) {
         Stats::bump(&edge.stats.log_errors);
         tracing::warn!(%error, "event not logged");
@@ -708,9 +711,13 @@ fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims>
 
 /// What an event of this kind is worth, in micros of the line item's currency: for an
 /// impression the CPM rate (spend is the sum of rates / 1000, divided once when aggregated, so
-/// no impression is rounded), for a click the CPC price.
+/// no impression is rounded), for a click the CPC price. Nothing for an exchange bid's tokens
+/// (no placement): what it costs is the clearing price its billing notice brings.
 fn amount(data: &SnapshotData, claims: &Claims, kind: EventKind) -> i64 {
     use marquee_model::PricingModel;
+    if claims.placement == 0 {
+        return 0;
+    }
     let Some(li) = data.line_item(marquee_model::LineItemId(claims.line_item)) else {
         return 0;
     };
@@ -767,10 +774,12 @@ pub(crate) async fn track(
                     tracing::error!(%error, ?kind, "billing event not logged");
                 }
             }
+            // An exchange bid's impression (no placement) counts towards caps on billing.
             if kind == Kind::Impression
+                && claims.placement != 0
                 && let Some(loaded) = &loaded
             {
-                record_impression(edge, loaded, claims, now);
+                record_delivery(edge, loaded, claims.user, claims.line_item, now);
             }
         } else {
             Stats::bump(&edge.stats.repeats);
@@ -782,20 +791,27 @@ pub(crate) async fn track(
     }
 }
 
-/// Counts the impression against the user's frequency caps.
-fn record_impression(edge: &Edge, loaded: &Loaded, claims: &Claims, now: Timestamp) {
-    if claims.user == 0 {
+/// Counts a delivery (an impression, or an exchange's billing notice) against the user's
+/// frequency caps.
+pub(crate) fn record_delivery(
+    edge: &Edge,
+    loaded: &Loaded,
+    user: u64,
+    line_item: u64,
+    now: Timestamp,
+) {
+    if user == 0 {
         return;
     }
     let data = &loaded.engine.snapshot().data;
-    let Some(li) = data.line_item(marquee_model::LineItemId(claims.line_item)) else {
+    let Some(li) = data.line_item(marquee_model::LineItemId(line_item)) else {
         return;
     };
     let campaign_caps = data
         .campaign(li.campaign_id)
         .map_or(&[][..], |c| &c.frequency_caps[..]);
     edge.caps.record(
-        claims.user,
+        user,
         (li.id, &li.frequency_caps),
         (li.campaign_id, campaign_caps),
         now,

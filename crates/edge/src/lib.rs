@@ -12,15 +12,18 @@
 //! - An ad request that cannot start now (`max_in_flight` in progress) is answered at once
 //!   with the fallback, never queued; one past its deadline is abandoned with the fallback.
 
+pub mod bidder;
 mod handlers;
 pub mod holder;
 pub mod log_service;
 pub mod metrics;
+pub mod notice;
 pub mod overload;
 pub mod poll;
 pub mod query;
 mod render;
 mod server;
+pub mod sync;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +34,7 @@ use marquee_engine::LocalCaps;
 use marquee_eventlog::EventLog;
 use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
 
+pub use bidder::{BidderConfig, Exchange};
 pub use holder::{Holder, InstallError, Loaded};
 pub use metrics::{Endpoint, Metrics, Outcome};
 pub use overload::{Admitted, Gate, Limits};
@@ -104,6 +108,8 @@ pub struct Edge {
     pub metrics: Metrics,
     /// The bound on ad requests in progress.
     pub gate: Gate,
+    /// The OpenRTB bidder: settings, user matches, notice dedupe, counters.
+    pub bidder: bidder::Bidder,
     /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
     pub log_access: OnceLock<log_service::LogAccess>,
     impressions_seen: ReplayGuard,
@@ -128,8 +134,15 @@ impl Edge {
         Ok(version)
     }
 
+    /// The bidder's settings (exchanges, currency rates); the defaults otherwise.
+    pub fn with_bidder(mut self, config: BidderConfig) -> Edge {
+        self.bidder = bidder::Bidder::new(config);
+        self
+    }
+
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
+            bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(config.limits.max_in_flight),
             log_access: OnceLock::new(),
             metrics: Metrics::default(),

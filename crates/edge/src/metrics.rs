@@ -17,19 +17,28 @@ pub enum Endpoint {
     Click,
     Conversion,
     TagJs,
+    /// `/openrtb2/bid`, `/openrtb2/bid/{exchange}`.
+    Bid,
+    /// `/openrtb2/win`, `/openrtb2/bill`, `/openrtb2/loss`.
+    Notice,
+    /// `/sync`, `/sync/out`.
+    Sync,
     /// `/metrics`, `/readyz`.
     Probe,
     /// Everything handed to the manager's router (API, `/healthz`, `/snapshot/latest`).
     Manager,
 }
 
-const ENDPOINTS: [(Endpoint, &str); 8] = [
+const ENDPOINTS: [(Endpoint, &str); 11] = [
     (Endpoint::Ad, "ad"),
     (Endpoint::AdJson, "ad_json"),
     (Endpoint::Impression, "impression"),
     (Endpoint::Click, "click"),
     (Endpoint::Conversion, "conversion"),
     (Endpoint::TagJs, "tag_js"),
+    (Endpoint::Bid, "bid"),
+    (Endpoint::Notice, "notice"),
+    (Endpoint::Sync, "sync"),
     (Endpoint::Probe, "probe"),
     (Endpoint::Manager, "manager"),
 ];
@@ -39,7 +48,8 @@ const ENDPOINTS: [(Endpoint, &str); 8] = [
 pub enum Outcome {
     /// Answered as asked: an ad, a counted or repeated beacon, a page.
     Ok,
-    /// An ad request answered with the fallback: nothing may serve, or no snapshot yet.
+    /// An ad request answered with the fallback, or a bid request with no bid: nothing may
+    /// serve, or no snapshot yet.
     Fallback,
     /// Not started: too many requests in progress; answered at once with the fallback.
     Shed,
@@ -298,6 +308,8 @@ pub(crate) fn render(edge: &Edge) -> String {
     ] {
         counter(&mut out, name, help, value);
     }
+
+    crate::bidder::render_metrics(edge, &mut out);
 
     let holder = &edge.holder;
     let current = holder.current();

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use crate::Edge;
+use crate::bidder::{self, NoticeKind};
 use crate::handlers::{self, Body};
 use crate::log_service;
 use crate::metrics::{Endpoint, Outcome};
@@ -63,6 +64,46 @@ fn ad_request(
     (answer, outcome)
 }
 
+/// `POST /openrtb2/bid[/{exchange}]`: through the gate (full: 204 at once), the body read
+/// within its size limit and the exchange's default `tmax`, then decided.
+async fn bid_request(
+    edge: &Edge,
+    request: Request<Incoming>,
+    started: Instant,
+) -> (Response<Body>, Outcome) {
+    let name = match request.uri().path().strip_prefix("/openrtb2/bid") {
+        Some("") => None,
+        Some(rest) => Some(rest.strip_prefix('/').unwrap_or(rest)),
+        None => return (handlers::not_found(), Outcome::ClientError),
+    };
+    let Some(exchange) = edge.bidder.exchange(name) else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let Some(_admitted) = edge.try_admit() else {
+        return bidder::shed(edge);
+    };
+    let encoding = request
+        .headers()
+        .get(hyper::header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = http_body_util::Limited::new(request.into_body(), exchange.max_body_bytes);
+    let read_by = tokio::time::Instant::from_std(started + exchange.default_tmax);
+    let body = match tokio::time::timeout_at(read_by, body.collect()).await {
+        Err(_) => return bidder::late(edge),
+        Ok(Err(error)) => {
+            let (status, label) = if error.is::<http_body_util::LengthLimitError>() {
+                (hyper::StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+            } else {
+                (hyper::StatusCode::BAD_REQUEST, "body_read")
+            };
+            return bidder::bad_bid_request(edge, status, label, format!("body: {error}"));
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    bidder::bid(edge, exchange, &body, encoding.as_deref(), started)
+}
+
 fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {
     let outcome = Outcome::from_status(answer.status());
     (answer.map(Either::Left), outcome)
@@ -95,6 +136,30 @@ async fn answer(
         (&Method::GET, "/t/v") => (
             Endpoint::Conversion,
             handlers::track(edge, Kind::Conversion, query, request.headers()).await,
+        ),
+        (&Method::POST, path) if path.starts_with("/openrtb2/bid") => {
+            let (answer, outcome) = bid_request(edge, request, started).await;
+            return (Endpoint::Bid, (answer.map(Either::Left), outcome));
+        }
+        (&Method::GET, "/openrtb2/win") => (
+            Endpoint::Notice,
+            bidder::notice(edge, NoticeKind::Win, query).await,
+        ),
+        (&Method::GET, "/openrtb2/bill") => (
+            Endpoint::Notice,
+            bidder::notice(edge, NoticeKind::Billing, query).await,
+        ),
+        (&Method::GET, "/openrtb2/loss") => (
+            Endpoint::Notice,
+            bidder::notice(edge, NoticeKind::Loss, query).await,
+        ),
+        (&Method::GET, "/sync") => (
+            Endpoint::Sync,
+            bidder::sync_in(edge, query, request.headers()),
+        ),
+        (&Method::GET, "/sync/out") => (
+            Endpoint::Sync,
+            bidder::sync_out(edge, query, request.headers()),
         ),
         (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, handlers::tag_js()),
         (&Method::GET, "/metrics") => (

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
-use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
+use marquee_edge::{BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits};
 use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{
     AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, Manager,
@@ -418,7 +418,73 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         },
         Arc::new(log),
         keys,
-    ))
+    )
+    .with_bidder(bidder_config(config)?))
+}
+
+fn config_error(message: String) -> Failure {
+    Failure {
+        status: EXIT_CONFIG,
+        message: format!("invalid configuration: {message}"),
+    }
+}
+
+/// The bidder's settings: `[bidder]`, each `[exchanges.NAME]` over it, `[currency]` rates.
+/// Values the config crate cannot check (keys, rates) are checked here, naming the key.
+fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
+    use marquee_model::{Currency, CurrencyRates};
+    let exchange = |name: &str, section: &marquee_config::BidderSection| {
+        let key = if name.is_empty() {
+            "bidder".to_owned()
+        } else {
+            format!("exchanges.{name}")
+        };
+        let crypto = if section.price_encryption_key.is_empty() {
+            None
+        } else {
+            Some(
+                marquee_openrtb::PriceCrypto::from_base64(
+                    &section.price_encryption_key,
+                    &section.price_integrity_key,
+                )
+                .map_err(|e| config_error(format!("`{key}.price_encryption_key`: {e}")))?,
+            )
+        };
+        Ok::<_, Failure>(Exchange {
+            name: name.to_owned(),
+            seat: section.seat.clone(),
+            currency: Currency::try_from(section.currency.as_str())
+                .map_err(|e| config_error(format!("`{key}.currency`: {e}")))?,
+            crypto,
+            latency_margin: Duration::from_millis(section.latency_margin_ms),
+            default_tmax: Duration::from_millis(section.default_tmax_ms),
+            max_body_bytes: usize::try_from(section.max_body_bytes).unwrap_or(usize::MAX),
+            log_bids_per_mille: section.log_bids_per_mille,
+            no_bid_reason: section.no_bid_reason,
+            sync_url: Some(section.sync_url.clone()).filter(|u| !u.is_empty()),
+        })
+    };
+    let base = Currency::try_from(config.currency.base.as_str())
+        .map_err(|e| config_error(format!("`currency.base`: {e}")))?;
+    let mut rates = CurrencyRates::new(base);
+    for (code, rate) in &config.currency.rates {
+        let currency = Currency::try_from(code.as_str())
+            .map_err(|e| config_error(format!("`currency.rates`: {e}")))?;
+        rates
+            .set(currency, rate)
+            .map_err(|e| config_error(format!("`currency.rates.{code}`: {e}")))?;
+    }
+    let exchanges = config
+        .exchanges
+        .iter()
+        .map(|(name, section)| exchange(name, &config.bidder.for_exchange(section)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(BidderConfig {
+        default: exchange("", &config.bidder)?,
+        exchanges,
+        rates,
+        ..BidderConfig::default()
+    })
 }
 
 /// Tracking keys from the configuration, or the data directory's own key (made on first

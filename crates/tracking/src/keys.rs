@@ -17,7 +17,8 @@ type HmacSha256 = Hmac<Sha256>;
 const VERSION: u8 = 1;
 /// Version, key id, claims: what the MAC covers.
 const SIGNED_LEN: usize = 2 + CLAIMS_LEN;
-const MAC_LEN: usize = 16;
+/// Length of a MAC, in bytes: tokens and [`KeyRing::mac`] keep the first 16 bytes of HMAC-SHA256.
+pub const MAC_LEN: usize = 16;
 const RAW_LEN: usize = SIGNED_LEN + MAC_LEN;
 
 /// Length of every token, in characters: 71 bytes as unpadded base64.
@@ -243,6 +244,44 @@ impl KeyRing {
             });
         }
         Ok(claims)
+    }
+
+    /// The id of the key that signs.
+    pub fn signing_id(&self) -> u8 {
+        self.signing_id
+    }
+
+    /// A MAC over `message` with the signing key, for tokens of another layout (the bidder's
+    /// notice tokens), and the id of the key that made it, to store beside it. The caller's
+    /// layout must never equal a tracking token's signed bytes (version `1`, 55 bytes): start
+    /// it with another version byte.
+    pub fn mac(&self, message: &[u8]) -> (u8, [u8; MAC_LEN]) {
+        let tag = self
+            .signing
+            .clone()
+            .chain_update(message)
+            .finalize()
+            .into_bytes();
+        let mut out = [0u8; MAC_LEN];
+        out.copy_from_slice(&tag[..MAC_LEN]);
+        (self.signing_id, out)
+    }
+
+    /// Checks a [`mac`](Self::mac) in constant time with the key `key_id` names.
+    pub fn verify_mac(&self, key_id: u8, message: &[u8], tag: &[u8]) -> Result<(), TokenError> {
+        let key = self
+            .keys
+            .iter()
+            .find(|(id, _)| *id == key_id)
+            .map(|(_, mac)| mac)
+            .ok_or(TokenError::UnknownKey(key_id))?;
+        if tag.len() != MAC_LEN {
+            return Err(TokenError::BadMac);
+        }
+        key.clone()
+            .chain_update(message)
+            .verify_truncated_left(tag)
+            .map_err(|_| TokenError::BadMac)
     }
 
     /// [`verify`](Self::verify), and the token must be of `expected` kind: the tracking endpoint

@@ -86,5 +86,7 @@ mod keys;
 mod replay;
 
 pub use claims::{Claims, Kind};
-pub use keys::{CLOCK_SKEW_SECS, KeyError, KeyRing, MIN_KEY_LEN, Malformed, TOKEN_LEN, TokenError};
+pub use keys::{
+    CLOCK_SKEW_SECS, KeyError, KeyRing, MAC_LEN, MIN_KEY_LEN, Malformed, TOKEN_LEN, TokenError,
+};
 pub use replay::{ReplayConfig, ReplayGuard};

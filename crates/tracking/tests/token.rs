@@ -415,3 +415,33 @@ fn debug_shows_ids_not_secrets() {
     let debug = format!("{ring:?}");
     assert_eq!(debug, "KeyRing { signing_id: 2, key_ids: [1, 2] }");
 }
+
+#[test]
+fn macs_of_other_layouts_verify_with_the_key_that_made_them_only() {
+    let old = ring(1, &[(1, KEY_1)]);
+    let rotated = ring(2, &[(1, KEY_1), (2, KEY_2)]);
+    let message = b"\x4e notice claims";
+    let (id, tag) = old.mac(message);
+    assert_eq!(id, 1);
+    assert_eq!(rotated.verify_mac(id, message, &tag), Ok(()));
+    assert_eq!(
+        rotated.verify_mac(2, message, &tag),
+        Err(TokenError::BadMac),
+        "another key"
+    );
+    assert_eq!(
+        rotated.verify_mac(id, b"\x4e notice claimz", &tag),
+        Err(TokenError::BadMac)
+    );
+    assert_eq!(
+        rotated.verify_mac(id, message, &tag[..15]),
+        Err(TokenError::BadMac)
+    );
+    assert_eq!(
+        ring(2, &[(2, KEY_2)]).verify_mac(1, message, &tag),
+        Err(TokenError::UnknownKey(1))
+    );
+    let (id, new_tag) = rotated.mac(message);
+    assert_eq!(id, 2);
+    assert_ne!(new_tag, tag);
+}
