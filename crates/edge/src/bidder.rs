@@ -641,6 +641,10 @@ pub(crate) fn bid(
                 return None;
             }
             let view = ImpView::new(imp, &exchange.seat);
+            // Nothing we can fill (an empty slot would mean "banner" to the engine).
+            if view.formats.is_empty() {
+                continue;
+            }
             let imp_request = Request {
                 slot: view.slot(imp),
                 ..template

@@ -135,6 +135,56 @@ async fn a_saturated_edge_answers_ad_requests_at_once_with_the_fallback() {
     assert_eq!(edge.gate.in_flight(), 0, "every place came back");
 }
 
+async fn post(address: SocketAddr, path: &str, body: &str) -> Answer {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let bytes = raw(address, request.as_bytes()).await;
+    let head = String::from_utf8_lossy(&bytes).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    Answer {
+        status,
+        head,
+        body: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_saturated_edge_answers_bid_requests_at_once_with_no_bid() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            max_in_flight: 1,
+            ..Limits::default()
+        },
+    );
+    edge.accept_snapshot(&snapshot(1)).unwrap();
+    let address = start(&edge).await;
+    let request = r#"{"id":"a1","imp":[{"id":"1","banner":{"w":300,"h":250}}]}"#;
+
+    let held = edge.try_admit().expect("a free place");
+    let shed = post(address, "/openrtb2/bid", request).await;
+    assert_eq!(shed.status, 204, "{}", shed.head);
+    // Notices are never shed: billing spends.
+    assert_eq!(get(address, "/openrtb2/bill?t=x").await.status, 200);
+    assert_eq!(edge.metrics.requests(Endpoint::Bid, Outcome::Shed), 1);
+    assert_eq!(
+        edge.bidder
+            .stats
+            .shed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // With the place free, the request is read and decided (nothing to bid on: 204 too).
+    drop(held);
+    assert_eq!(post(address, "/openrtb2/bid", request).await.status, 204);
+    assert_eq!(edge.metrics.requests(Endpoint::Bid, Outcome::Fallback), 1);
+    assert_eq!(edge.gate.in_flight(), 0, "every place came back");
+}
+
 #[tokio::test]
 async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,888 @@
+//! The OpenRTB bidder end to end, against `marquee serve --demo` (Northwind Gadgets buys on
+//! exchanges): every sample request answered, every bid valid, each request-level rule, the
+//! notices counted once and only when signed, user sync feeding frequency caps.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::{Server, logged_events, token_from};
+use marquee_eventlog::Kind;
+use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
+use marquee_openrtb::{BidRequest, BidResponse, PriceCrypto, validate_response};
+use serde_json::{Value, json};
+
+const PUBLIC: &str = "https://ads.example.com";
+const E_KEY: [u8; 32] = [7; 32];
+const I_KEY: [u8; 32] = [9; 32];
+
+fn testdata(path: &str) -> PathBuf {
+    [
+        env!("CARGO_MANIFEST_DIR"),
+        "..",
+        "openrtb",
+        "testdata",
+        path,
+    ]
+    .iter()
+    .collect()
+}
+
+fn sample(path: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(testdata(path)).unwrap()).unwrap()
+}
+
+fn rates() -> CurrencyRates {
+    let mut rates = CurrencyRates::new(Currency::USD);
+    rates.set(Currency::EUR, "0.92").unwrap();
+    rates
+        .set(Currency::try_from("GBP").unwrap(), "0.79")
+        .unwrap();
+    rates
+}
+
+/// The demo (its event log kept after aggregation, for `logged_events`), https tracking URLs,
+/// price keys, rates, and three exchanges: `agency` (whose
+/// seat the pmp sample's deals admit), `partner` (user sync), `nbr` (no-bid bodies).
+fn start(dir: &Path) -> Server {
+    let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
+    let config = dir.join("marquee.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[edge]\npublic_url = \"{PUBLIC}\"\n\
+             [aggregation]\ndelete_consumed = false\n\
+             [bidder]\nprice_encryption_key = \"{}\"\nprice_integrity_key = \"{}\"\n\
+             [exchanges.agency]\nseat = \"Agency1\"\n\
+             [exchanges.partner]\nsync_url = \"https://partner.example/match?buyer={{uid}}\"\n\
+             [exchanges.nbr]\nno_bid_reason = true\n\
+             [currency]\nrates = {{ EUR = \"0.92\", GBP = \"0.79\" }}\n",
+            b64(&E_KEY),
+            b64(&I_KEY)
+        ),
+    )
+    .unwrap();
+    let data = dir.join("data");
+    Server::start(&data, &["--demo", "--config", config.to_str().unwrap()])
+}
+
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Answer {
+    fn response(&self) -> BidResponse<'_> {
+        BidResponse::parse(self.body.as_bytes()).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    fn bids(&self) -> Vec<Value> {
+        if self.status != 200 {
+            return Vec::new();
+        }
+        let v: Value = serde_json::from_str(&self.body).unwrap();
+        v["seatbid"]
+            .as_array()
+            .map(|s| {
+                s.iter()
+                    .flat_map(|sb| sb["bid"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+async fn post_bytes(client: &reqwest::Client, url: &str, body: Vec<u8>, gzip: bool) -> Answer {
+    let mut request = client.post(url).header("content-type", "application/json");
+    if gzip {
+        request = request.header("content-encoding", "gzip");
+    }
+    let response = request.body(body).send().await.unwrap();
+    Answer {
+        status: response.status().as_u16(),
+        body: response.text().await.unwrap(),
+    }
+}
+
+async fn post(client: &reqwest::Client, server: &Server, path: &str, body: &Value) -> Answer {
+    post_bytes(
+        client,
+        &server.url(path),
+        serde_json::to_vec(body).unwrap(),
+        false,
+    )
+    .await
+}
+
+/// Asserts a 200 answer validates against its request (with the configured rates).
+fn assert_valid(request_body: &[u8], answer: &Answer, what: &str) {
+    assert_eq!(answer.status, 200, "{what}: {}", answer.body);
+    let request = BidRequest::parse(request_body).unwrap();
+    let response = answer.response();
+    let rates = rates();
+    let convert = |micros: i64, from: &str, to: &str| {
+        rates
+            .convert(
+                Micros(micros),
+                Currency::try_from(from).ok()?,
+                Currency::try_from(to).ok()?,
+                Rounding::Up,
+            )
+            .map(|m| m.0)
+    };
+    if let Err(violations) = validate_response(&request, &response, &convert) {
+        panic!("{what}: {violations:?}");
+    }
+    assert!(response.bids().count() > 0, "{what}: no bid in a 200");
+}
+
+/// Waits until the demo snapshot bids (the edge installs it just after the listener opens).
+async fn wait_for_bids(client: &reqwest::Client, server: &Server, request: &Value) {
+    for _ in 0..500 {
+        if post(client, server, "/openrtb2/bid", request).await.status == 200 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no bid within 10 s for {request}");
+}
+
+fn banner() -> Value {
+    sample("iab-2.6/iab-2.6-req-1-simple-banner.json")
+}
+
+/// A bid request around one native request (the Native 1.2 samples come alone).
+fn native_request(native: &Value) -> Value {
+    let mut request = banner();
+    request["imp"][0] = json!({
+        "id": "n1",
+        "native": { "request": native.to_string(), "ver": "1.2" }
+    });
+    request
+}
+
+fn audio_request() -> Value {
+    let mut request = banner();
+    request["imp"][0] = json!({ "id": "a1", "audio": sample("bsm/audio.json") });
+    request
+}
+
+/// The request files of `testdata/` and whether each is well-formed.
+fn request_files() -> Vec<(String, bool)> {
+    let mut files = Vec::new();
+    for dir in ["iab-2.6", "bsm", "marquee", "spec-samples"] {
+        for entry in std::fs::read_dir(testdata(dir)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let is_request = name.contains("-req-")
+                || name.contains("request.json")
+                || name.starts_with("breq.")
+                || name.starts_with("openrtb2__bid-request__")
+                || name.starts_with("openrtb3__request")
+                || (dir == "marquee" && name.ends_with(".json"));
+            let native_alone = name.starts_with("native");
+            if is_request && !native_alone {
+                files.push((format!("{dir}/{name}"), !name.starts_with("openrtb3")));
+            }
+        }
+    }
+    // Malformed JSON as published: a request body like any other to the bidder.
+    files.push((
+        "iab-2.6/iab-2.6-impl-7.9.6.4-dooh-video-response.AS-PUBLISHED-invalid-json.txt".into(),
+        false,
+    ));
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_is_answered_and_every_bid_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let client = reqwest::Client::new();
+    wait_for_bids(&client, &server, &banner()).await;
+
+    let files = request_files();
+    assert!(files.len() >= 27, "{files:?}");
+    let mut bid_on = Vec::new();
+    for (file, valid) in &files {
+        let body = std::fs::read(testdata(file)).unwrap();
+        let answer = post_bytes(&client, &server.url("/openrtb2/bid"), body.clone(), false).await;
+        if !valid {
+            assert_eq!(answer.status, 400, "{file}: {}", answer.body);
+            assert!(!answer.body.is_empty(), "{file}: a 400 says why");
+            continue;
+        }
+        assert!(
+            matches!(answer.status, 200 | 204),
+            "{file}: {} {}",
+            answer.status,
+            answer.body
+        );
+        if answer.status == 200 {
+            assert_valid(&body, &answer, file);
+            bid_on.push(file.clone());
+        }
+    }
+    // Banner, DOOH in GBP (a converted bid), video, 2.5 moved into 2.6 with an EUR floor.
+    for expected in [
+        "iab-2.6/iab-2.6-req-1-simple-banner.json",
+        "iab-2.6/iab-2.6-impl-7.9.6.1-dooh-banner-request.json",
+        "iab-2.6/iab-2.6-req-4-video.json",
+        "bsm/breq.video.json",
+        "marquee/moves-2.5.json",
+        "marquee/moves-2.6.json",
+        "spec-samples/openrtb2__bid-request__2.5__mobile.json",
+    ] {
+        assert!(bid_on.iter().any(|f| f == expected), "no bid on {expected}");
+    }
+
+    // The pmp sample's deals admit only the seats Agency1/Agency2: through the exchange whose
+    // seat is Agency1, the private auction gets a deal bid.
+    let pmp = std::fs::read(testdata("iab-2.6/iab-2.6-req-5-pmp-direct-deal.json")).unwrap();
+    let answer = post_bytes(
+        &client,
+        &server.url("/openrtb2/bid/agency"),
+        pmp.clone(),
+        false,
+    )
+    .await;
+    assert_valid(&pmp, &answer, "pmp through agency");
+    assert_eq!(answer.bids()[0]["dealid"], "AB-Agency1-0001");
+    let answer = post_bytes(&client, &server.url("/openrtb2/bid"), pmp, false).await;
+    assert_eq!(answer.status, 204, "our own seat is not admitted");
+
+    // Native (each Native 1.2 sample) and audio.
+    for native in [
+        "spec-samples/native1__request__v1.2__content-context.json",
+        "spec-samples/native1__request__v1.2__social-context.json",
+        "bsm/native__request__request1.json",
+    ] {
+        let request = native_request(&sample(native));
+        let body = serde_json::to_vec(&request).unwrap();
+        let answer = post_bytes(&client, &server.url("/openrtb2/bid"), body.clone(), false).await;
+        assert_valid(&body, &answer, native);
+        let bid = &answer.bids()[0];
+        assert_eq!(bid["mtype"], 4, "{native}");
+        let adm: Value = serde_json::from_str(bid["adm"].as_str().unwrap()).unwrap();
+        assert!(adm.to_string().contains("Northwind"), "{native}: {adm}");
+    }
+    let audio = serde_json::to_vec(&audio_request()).unwrap();
+    let answer = post_bytes(&client, &server.url("/openrtb2/bid"), audio.clone(), false).await;
+    assert_valid(&audio, &answer, "audio");
+    assert_eq!(answer.bids()[0]["mtype"], 3);
+    assert!(
+        answer.bids()[0]["adm"]
+            .as_str()
+            .unwrap()
+            .starts_with("<DAAST")
+    );
+
+    // A gzip body is read like a plain one.
+    let plain = serde_json::to_vec(&banner()).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    let answer = post_bytes(
+        &client,
+        &server.url("/openrtb2/bid"),
+        gz.finish().unwrap(),
+        true,
+    )
+    .await;
+    assert_valid(&plain, &answer, "gzip");
+    // Not gzip at all, too large, not JSON, unknown exchange.
+    let answer = post_bytes(&client, &server.url("/openrtb2/bid"), plain.clone(), true).await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    let answer = post_bytes(
+        &client,
+        &server.url("/openrtb2/bid"),
+        vec![b' '; 70_000],
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, 413);
+    let answer = post_bytes(
+        &client,
+        &server.url("/openrtb2/bid"),
+        b"{\"id\":".to_vec(),
+        false,
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    let answer = post_bytes(&client, &server.url("/openrtb2/bid/nowhere"), plain, false).await;
+    assert_eq!(answer.status, 404);
+
+    // A no-bid body where the exchange asks for one.
+    let mut nothing = banner();
+    nothing["imp"][0]["bidfloor"] = json!(100);
+    let answer = post(&client, &server, "/openrtb2/bid/nbr", &nothing).await;
+    assert_eq!(answer.status, 200);
+    let response = answer.response();
+    assert!(
+        response.nbr.is_some() && response.bids().count() == 0,
+        "{}",
+        answer.body
+    );
+
+    let metrics = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "marquee_bidder_bad_requests_total{reason=\"malformed_json\"}",
+        "marquee_bidder_bad_requests_total{reason=\"too_large\"}",
+        "marquee_bidder_bad_requests_total{reason=\"gzip\"}",
+        "marquee_edge_requests_total{endpoint=\"bid\",outcome=\"ok\"}",
+        "marquee_edge_requests_total{endpoint=\"bid\",outcome=\"fallback\"}",
+        // No bid of ours ever failed the response checks.
+        "marquee_bidder_invalid_bids_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    server.stop();
+}
+
+/// A request mutated by `change` is answered with a bid (`true`) or 204 (`false`).
+async fn bids_when(
+    client: &reqwest::Client,
+    server: &Server,
+    path: &str,
+    base: &Value,
+    change: impl FnOnce(&mut Value),
+) -> Option<Value> {
+    let mut request = base.clone();
+    change(&mut request);
+    let answer = post(client, server, path, &request).await;
+    match answer.status {
+        200 => {
+            assert_valid(&serde_json::to_vec(&request).unwrap(), &answer, path);
+            answer.bids().into_iter().next()
+        }
+        204 => None,
+        status => panic!("{status}: {}", answer.body),
+    }
+}
+
+/// Extra exchange demand made through the API, on sizes the demo does not use: an http
+/// (not secure) banner at 468x60, a segment-targeted banner at 970x250 and a banner capped at
+/// once a day at 320x480.
+async fn extra_demand(client: &reqwest::Client, server: &Server, token: &str) {
+    let create = |path: &'static str, body: Value| {
+        let request = client
+            .post(server.url(&format!("/api/v1/{path}")))
+            .bearer_auth(token)
+            .json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(status, 201, "{path}: {body}");
+            body["id"].as_u64().unwrap()
+        }
+    };
+    let northwind = 4; // the demo's fourth advertiser
+    let campaign = |name: &str, caps: Value| json!({ "advertiser_id": northwind, "name": name, "frequency_caps": caps, "categories": ["IAB19"] });
+    let line_item = |campaign: u64, name: &str, targeting: Value| {
+        json!({
+            "campaign_id": campaign, "name": name, "start": "2026-01-01T00:00:00",
+            "time_zone": "UTC", "tier": "standard", "channels": ["exchange"],
+            "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
+            "targeting": targeting
+        })
+    };
+    let creative = |line_item: u64, w: u32, h: u32, image: &str| {
+        json!({
+            "line_item_id": line_item, "name": format!("{w}x{h}"), "size": { "w": w, "h": h },
+            "landing_url": "https://northwind-gadgets.example/extra",
+            "content": { "type": "html", "html": format!("<a href=\"{{{{CLICK_URL}}}}\"><img src=\"{image}\"></a>") }
+        })
+    };
+    let plain = create("campaigns", campaign("Extra", json!([]))).await;
+    let capped = create(
+        "campaigns",
+        campaign("Capped", json!([{ "count": 1, "window": "1d" }])),
+    )
+    .await;
+    let insecure = create("line-items", line_item(plain, "Insecure", Value::Null)).await;
+    create(
+        "creatives",
+        creative(insecure, 468, 60, "http://cdn.example.com/468x60.png"),
+    )
+    .await;
+    let segment = create(
+        "line-items",
+        line_item(plain, "Sports fans", json!({ "segment": ["sports-fans"] })),
+    )
+    .await;
+    create(
+        "creatives",
+        creative(segment, 970, 250, "https://cdn.example.com/970x250.png"),
+    )
+    .await;
+    let once = create("line-items", line_item(capped, "Once a day", Value::Null)).await;
+    create(
+        "creatives",
+        creative(once, 320, 480, "https://cdn.example.com/320x480.png"),
+    )
+    .await;
+}
+
+fn sized(w: u32, h: u32) -> Value {
+    let mut request = banner();
+    request["imp"][0]["banner"] = json!({ "w": w, "h": h });
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_rule_allows_and_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    extra_demand(&client, &server, &token).await;
+    let with_segment = {
+        let mut request = sized(970, 250);
+        request["user"]["data"] = json!([{ "id": "dmp", "segment": [{ "id": "sports-fans" }] }]);
+        request
+    };
+    wait_for_bids(&client, &server, &with_segment).await;
+    let base = banner();
+    let bid = "/openrtb2/bid";
+    let c = &client;
+    let s = &server;
+
+    // Floor: the open banner line item bids 1.20 USD.
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["imp"][0]["bidfloor"] = json!(1.2))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["imp"][0]["bidfloor"] = json!(1.21))
+            .await
+            .is_none()
+    );
+    // A floor in EUR is converted: 1.10 EUR is 1.19565… USD, 1.11 EUR 1.2065… USD.
+    let eur = |floor: f64| {
+        move |r: &mut Value| {
+            r["imp"][0]["bidfloor"] = json!(floor);
+            r["imp"][0]["bidfloorcur"] = json!("EUR");
+        }
+    };
+    assert!(bids_when(c, s, bid, &base, eur(1.10)).await.is_some());
+    assert!(bids_when(c, s, bid, &base, eur(1.11)).await.is_none());
+
+    // Deals: ours gets a deal bid (3.00, the deal line item's price) over its floor; a private
+    // auction of another buyer's deal, or of ours with a floor above our price, gets nothing.
+    let deal = |id: &'static str, floor: f64, private: u8| {
+        move |r: &mut Value| {
+            r["imp"][0]["pmp"] =
+                json!({ "private_auction": private, "deals": [{ "id": id, "bidfloor": floor }] });
+        }
+    };
+    let won = bids_when(c, s, bid, &base, deal("AB-Agency1-0001", 2.5, 0))
+        .await
+        .unwrap();
+    assert_eq!(
+        (won["dealid"].as_str(), won["price"].as_f64()),
+        (Some("AB-Agency1-0001"), Some(3.0))
+    );
+    let open = bids_when(c, s, bid, &base, deal("SOMEONE-ELSE", 2.5, 0))
+        .await
+        .unwrap();
+    assert!(
+        open.get("dealid").is_none(),
+        "the open auction still takes our open bid"
+    );
+    assert!(
+        bids_when(c, s, bid, &base, deal("AB-Agency1-0001", 2.5, 1))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, deal("SOMEONE-ELSE", 2.5, 1))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, deal("AB-Agency1-0001", 3.5, 1))
+            .await
+            .is_none()
+    );
+    // A deal whose wseat leaves us out is not ours to bid on.
+    assert!(
+        bids_when(c, s, bid, &base, |r| {
+            r["imp"][0]["pmp"] = json!({ "private_auction": 1, "deals": [{ "id": "AB-Agency1-0001", "wseat": ["Agency1"] }] });
+        })
+        .await
+        .is_none()
+    );
+
+    // Blocked categories, advertisers, apps.
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["bcat"] = json!(["IAB25", "IAB26"]))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["bcat"] = json!(["IAB19"]))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["badv"] = json!(["other.example"]))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["badv"] =
+            json!(["northwind-gadgets.example"]))
+        .await
+        .is_none()
+    );
+    let native = native_request(&sample(
+        "spec-samples/native1__request__v1.2__content-context.json",
+    ));
+    assert!(
+        bids_when(c, s, bid, &native, |r| r["bapp"] = json!(["com.other.app"]))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &native, |r| r["bapp"] =
+            json!(["com.northwind.gadgets"]))
+        .await
+        .is_none()
+    );
+
+    // Seats.
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["wseat"] = json!(["marquee"]))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["wseat"] = json!(["other"]))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["bseat"] = json!(["marquee"]))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(c, s, "/openrtb2/bid/agency", &base, |r| r["wseat"] =
+            json!(["Agency1"]))
+        .await
+        .is_some()
+    );
+
+    // Secure: the 468x60 creative loads its image over http.
+    let insecure = sized(468, 60);
+    assert!(
+        bids_when(c, s, bid, &insecure, |r| r["imp"][0]["secure"] = json!(0))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &insecure, |r| r["imp"][0]["secure"] = json!(1))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["imp"][0]["secure"] = json!(1))
+            .await
+            .is_some()
+    );
+
+    // User data: the segment line item needs the user's segments, which COPPA and GDPR without
+    // consent take away.
+    assert!(bids_when(c, s, bid, &with_segment, |_| {}).await.is_some());
+    assert!(
+        bids_when(c, s, bid, &with_segment, |r| r["regs"] =
+            json!({ "coppa": 1 }))
+        .await
+        .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &with_segment, |r| r["regs"] =
+            json!({ "gdpr": 1 }))
+        .await
+        .is_none()
+    );
+    assert!(
+        bids_when(c, s, bid, &with_segment, |r| {
+            r["regs"] = json!({ "gdpr": 1 });
+            r["user"]["consent"] = json!("CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA");
+        })
+        .await
+        .is_some()
+    );
+
+    // Test requests bid like any other (their events are not logged: see the notices test).
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["test"] = json!(1))
+            .await
+            .is_some()
+    );
+
+    // tmax: less than the latency margin (10 ms) leaves no time.
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["tmax"] = json!(500))
+            .await
+            .is_some()
+    );
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["tmax"] = json!(5))
+            .await
+            .is_none()
+    );
+
+    // Currency: one we have no rate for.
+    assert!(
+        bids_when(c, s, bid, &base, |r| r["cur"] = json!(["JPY"]))
+            .await
+            .is_none()
+    );
+    let in_eur = bids_when(c, s, bid, &base, |r| r["cur"] = json!(["EUR"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        in_eur["price"].as_f64(),
+        Some(1.104),
+        "1.20 USD at 0.92, rounded down"
+    );
+    server.stop();
+}
+
+/// The notice URL of a bid (`nurl`, `burl`, `lurl`) aimed at the test server, with the
+/// exchange's substitutions.
+fn notice(server: &Server, url: &str, request: &Value, price: &str) -> String {
+    url.replace(PUBLIC, &server.base)
+        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
+        .replace(
+            "${AUCTION_IMP_ID}",
+            request["imp"][0]["id"].as_str().unwrap(),
+        )
+        .replace("${AUCTION_PRICE}", price)
+        .replace("${AUCTION_LOSS}", "102")
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> u16 {
+    client.get(url).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_count_once_and_only_when_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let client = reqwest::Client::new();
+    let request = banner();
+    wait_for_bids(&client, &server, &request).await;
+
+    let answer = post(&client, &server, "/openrtb2/bid", &request).await;
+    let bid = answer.bids().remove(0);
+    let burl = bid["burl"].as_str().unwrap();
+    assert!(
+        burl.starts_with("https://ads.example.com/openrtb2/bill?t="),
+        "{burl}"
+    );
+    // Billing retried three times counts once.
+    for _ in 0..3 {
+        assert_eq!(
+            get(&client, &notice(&server, burl, &request, "0.95")).await,
+            200
+        );
+    }
+    // The win notice brings the price encrypted with the exchange's keys.
+    let encrypted = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(1_050_000, [3; 16]);
+    let nurl = bid["nurl"].as_str().unwrap();
+    assert_eq!(
+        get(&client, &notice(&server, nurl, &request, &encrypted)).await,
+        200
+    );
+
+    // Forged: another token, an altered one, a notice for another auction.
+    let second = post(&client, &server, "/openrtb2/bid", &request)
+        .await
+        .bids()
+        .remove(0);
+    let lurl = second["lurl"].as_str().unwrap();
+    let forged_token = "A".repeat(115);
+    let (_, query) = burl.split_once("t=").unwrap();
+    let token = &query[..115];
+    let mut altered = token.to_owned().into_bytes();
+    altered[60] = if altered[60] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    for url in [
+        burl.replace(token, &forged_token),
+        burl.replace(token, &altered),
+    ] {
+        assert_eq!(
+            get(&client, &notice(&server, &url, &request, "0.95")).await,
+            200
+        );
+    }
+    let mut other_auction = request.clone();
+    other_auction["id"] = json!("another-auction");
+    let other = notice(
+        &server,
+        second["burl"].as_str().unwrap(),
+        &other_auction,
+        "0.95",
+    );
+    assert_eq!(get(&client, &other).await, 200);
+    // The second bid lost.
+    assert_eq!(
+        get(&client, &notice(&server, lurl, &request, "")).await,
+        200
+    );
+
+    // A test request's notices are answered and not counted.
+    let mut test = request.clone();
+    test["test"] = json!(1);
+    let test_bid = post(&client, &server, "/openrtb2/bid", &test)
+        .await
+        .bids()
+        .remove(0);
+    assert_eq!(
+        get(
+            &client,
+            &notice(&server, test_bid["burl"].as_str().unwrap(), &test, "1")
+        )
+        .await,
+        200
+    );
+    server.stop();
+
+    let events = logged_events(&dir.path().join("data"));
+    let id =
+        |bid: &Value| u128::from(u64::from_str_radix(bid["id"].as_str().unwrap(), 16).unwrap());
+    let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
+    let billings: Vec<_> = of(Kind::Billing).collect();
+    assert_eq!(billings.len(), 1, "{billings:?}");
+    assert_eq!(billings[0].event_id, id(&bid));
+    assert_eq!(
+        billings[0].amount_micros, 950_000,
+        "the clearing price, CPM"
+    );
+    let wins: Vec<_> = of(Kind::Win).collect();
+    assert_eq!(wins.len(), 1);
+    assert_eq!(wins[0].amount_micros, 1_050_000, "decrypted");
+    let losses: Vec<_> = of(Kind::Loss).collect();
+    assert_eq!(losses.len(), 1);
+    assert_eq!((losses[0].event_id, losses[0].creative), (id(&second), 102));
+    let bids: Vec<_> = of(Kind::Bid).map(|e| e.event_id).collect();
+    assert!(bids.contains(&id(&bid)) && bids.contains(&id(&second)));
+    assert!(
+        !bids.contains(&id(&test_bid)),
+        "test requests are not logged"
+    );
+    assert!(
+        events.iter().all(|e| e.event_id != id(&test_bid)),
+        "nothing of the test bid"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    extra_demand(&client, &server, &token).await;
+    let capped = sized(320, 480);
+    wait_for_bids(&client, &server, &capped).await;
+    let partner = "/openrtb2/bid/partner";
+    let as_user =
+        |buyeruid: &'static str| move |r: &mut Value| r["user"]["buyeruid"] = json!(buyeruid);
+
+    // The partner's user EX-1 is our user OURS-1; EX-2 too (another device of theirs).
+    for theirs in ["EX-1", "EX-2"] {
+        let synced = client
+            .get(server.url(&format!("/sync?exchange=partner&uid={theirs}")))
+            .header("cookie", "mq_uid=OURS-1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(synced.status(), 200);
+    }
+    // Without consent where GDPR applies, nothing is recorded.
+    let refused = client
+        .get(server.url("/sync?exchange=partner&uid=EX-3&gdpr=1"))
+        .header("cookie", "mq_uid=OURS-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 200);
+    // The reverse: our id sent to the partner's match URL.
+    let out = client
+        .get(server.url("/sync/out?exchange=partner"))
+        .header("cookie", "mq_uid=OURS-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 302);
+    assert_eq!(
+        out.headers()["location"],
+        "https://partner.example/match?buyer=OURS-1"
+    );
+
+    // EX-1 sees the capped line item once it is billed; EX-2, the same user of ours, is then
+    // capped; EX-3 (not matched) is another user.
+    let first = bids_when(&client, &server, partner, &capped, as_user("EX-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(
+            &client,
+            &notice(&server, first["burl"].as_str().unwrap(), &capped, "2")
+        )
+        .await,
+        200
+    );
+    assert!(
+        bids_when(&client, &server, partner, &capped, as_user("EX-2"))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(&client, &server, partner, &capped, as_user("OURS-1"))
+            .await
+            .is_none()
+    );
+    assert!(
+        bids_when(&client, &server, partner, &capped, as_user("EX-3"))
+            .await
+            .is_some()
+    );
+    // A win alone does not count towards caps.
+    let other = bids_when(&client, &server, partner, &capped, as_user("EX-9"))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(
+            &client,
+            &notice(&server, other["nurl"].as_str().unwrap(), &capped, "2")
+        )
+        .await,
+        200
+    );
+    assert!(
+        bids_when(&client, &server, partner, &capped, as_user("EX-9"))
+            .await
+            .is_some()
+    );
+    server.stop();
+}
