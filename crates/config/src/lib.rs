@@ -166,7 +166,8 @@ impl BidderSection {
 pub struct CurrencySection {
     /// The currency the rates are against.
     pub base: String,
-    /// Units of each currency one unit of `base` buys, as decimal text: `{ EUR = "0.92" }`.
+    /// Units of each currency one unit of `base` buys, as decimal text: `{ EUR = "0.92" }`
+    /// (codes in any case).
     pub rates: BTreeMap<String, String>,
 }
 
@@ -495,10 +496,14 @@ impl Config {
                 .for_exchange(exchange)
                 .validate(&format!("exchanges.{name}"))?;
         }
-        for (key, code) in std::iter::once(("currency.base", &self.currency.base))
-            .chain(self.currency.rates.keys().map(|c| ("currency.rates", c)))
-        {
-            if !is_currency(code) {
+        // Rate keys are taken in any case: environment variables reach them lower-cased.
+        for (key, code) in std::iter::once(("currency.base", self.currency.base.clone())).chain(
+            self.currency
+                .rates
+                .keys()
+                .map(|c| ("currency.rates", c.to_ascii_uppercase())),
+        ) {
+            if !is_currency(&code) {
                 return Err(ConfigError::OutOfRange {
                     key,
                     message: format!("currency {code:?} must be three upper-case letters"),
@@ -757,7 +762,7 @@ mod tests {
                     "exchanges.x1.sync_url",
                 ),
                 ("[exchanges.\"a b\"]\nseat = \"s\"", "exchanges"),
-                ("[currency]\nrates = { eur = \"0.9\" }", "currency.rates"),
+                ("[currency]\nrates = { EURO = \"0.9\" }", "currency.rates"),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
@@ -773,6 +778,30 @@ mod tests {
             assert!(
                 error.contains("listen") && error.contains("MARQUEE_"),
                 "{error}"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn exchanges_take_what_they_leave_out_from_the_bidder() {
+        Jail::expect_with(|jail| {
+            jail.set_env("MARQUEE_EXCHANGES__ADX__SEAT", "s2");
+            jail.set_env("MARQUEE_CURRENCY__RATES__EUR", "\"0.92\"");
+            let config = load_in(
+                jail,
+                "[bidder]\nseat = \"s1\"\nlatency_margin_ms = 15\n\
+                 [exchanges.adx]\nno_bid_reason = true\n",
+            )
+            .map_err(|e| e.to_string())?;
+            let adx = config.bidder.for_exchange(&config.exchanges["adx"]);
+            assert_eq!(adx.seat, "s2");
+            assert!(adx.no_bid_reason);
+            assert_eq!(adx.latency_margin_ms, 15, "from [bidder]");
+            assert_eq!(adx.currency, "USD", "the default");
+            assert_eq!(
+                config.currency.rates["eur"], "0.92",
+                "as the environment names it"
             );
             Ok(())
         });

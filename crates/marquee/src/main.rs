@@ -468,7 +468,7 @@ fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
         .map_err(|e| config_error(format!("`currency.base`: {e}")))?;
     let mut rates = CurrencyRates::new(base);
     for (code, rate) in &config.currency.rates {
-        let currency = Currency::try_from(code.as_str())
+        let currency = Currency::try_from(code.to_ascii_uppercase())
             .map_err(|e| config_error(format!("`currency.rates`: {e}")))?;
         rates
             .set(currency, rate)
