@@ -133,6 +133,7 @@ impl App {
         store
             .commit_run(RunWrite {
                 minutes,
+                line_item_hours: marquee_stats::line_item_totals(&hours),
                 hours,
                 days,
                 sketches: vec![(

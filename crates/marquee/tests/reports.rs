@@ -98,7 +98,7 @@ async fn an_impression_shows_in_reports_within_two_seconds() {
         .unwrap();
     assert!(metrics.contains("marquee_edge_"), "edge metrics present");
     assert!(
-        metrics.contains("marquee_aggregation_statements 11"),
+        metrics.contains("marquee_aggregation_statements 12"),
         "{metrics}"
     );
     server.stop();

@@ -177,6 +177,8 @@ pub struct Deltas {
     pub hours: Vec<(RowKey, Counters)>,
     /// The same counts in UTC day buckets.
     pub days: Vec<(RowKey, Counters)>,
+    /// Hourly totals per line item: keys with only `line_item` and `bucket` set.
+    pub line_item_hours: Vec<(RowKey, Counters)>,
     /// This run's sketches, to be merged into the stored ones.
     pub sketches: Vec<(SketchKey, Hll)>,
     /// The ids counted by this run (to store, and to apply to [`Seen`] after commit).
@@ -352,12 +354,14 @@ impl<'a> Ingest<'a> {
         };
         let hours = roll(HOUR);
         let days = roll(DAY);
+        let line_item_hours = line_item_totals(&hours);
         let mut sketches: Vec<(SketchKey, Hll)> = self.users.into_iter().collect();
         sketches.sort_unstable_by_key(|(key, _)| *key);
         Deltas {
             minutes: sorted(self.minutes),
             hours,
             days,
+            line_item_hours,
             sketches,
             seen: self.pending,
             per_line_item,
@@ -366,6 +370,23 @@ impl<'a> Ingest<'a> {
             invalid: self.invalid,
         }
     }
+}
+
+/// Rows summed per line item and bucket (the other dimensions zeroed), sorted.
+pub fn line_item_totals(rows: &[(RowKey, Counters)]) -> Vec<(RowKey, Counters)> {
+    let mut totals: FxHashMap<RowKey, Counters> = FxHashMap::default();
+    for (key, counters) in rows {
+        let total = RowKey {
+            line_item: key.line_item,
+            bucket: key.bucket,
+            creative: 0,
+            placement: 0,
+            country: [0, 0],
+            device: 0,
+        };
+        totals.entry(total).or_default().add(counters);
+    }
+    sorted(totals)
 }
 
 fn sorted(rows: FxHashMap<RowKey, Counters>) -> Vec<(RowKey, Counters)> {
@@ -464,6 +485,9 @@ mod tests {
             (1, 1, 1)
         );
         assert_eq!(deltas.hours.len(), 1);
+        assert_eq!(deltas.line_item_hours.len(), 1);
+        assert_eq!(deltas.line_item_hours[0].1.impressions, 2);
+        assert_eq!(deltas.line_item_hours[0].0.placement, 0);
         assert_eq!(deltas.hours[0].1.impressions, 2);
         assert_eq!(deltas.hours[0].0.bucket % 3_600, 0);
         assert_eq!(deltas.days[0].0.bucket % 86_400, 0);

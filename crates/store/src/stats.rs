@@ -43,6 +43,8 @@ pub struct RunWrite {
     pub minutes: Vec<(RowKey, Counters)>,
     pub hours: Vec<(RowKey, Counters)>,
     pub days: Vec<(RowKey, Counters)>,
+    /// Hourly totals per line item (only `line_item` and `bucket` of the key are stored).
+    pub line_item_hours: Vec<(RowKey, Counters)>,
     /// Merged into the stored sketch of the same key.
     pub sketches: Vec<(SketchKey, Hll)>,
     /// The run's dedupe entries in their stored form (`Pending::encode`) and their latest

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use marquee_model::{Kind, ManualClock, Status};
 use marquee_stats::{
-    Counters, Dimension, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow,
+    Counters, Dimension, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow, line_item_totals,
 };
 
 use crate::{Checkpoint, Draft, RunWrite, Store};
@@ -77,9 +77,11 @@ fn counts(impressions: i64, clicks: i64, cpm_micros: i64) -> Counters {
 fn run_at(line_item: u64, minute: i64, counters: Counters) -> RunWrite {
     let hour = minute - minute.rem_euclid(3_600);
     let day = minute - minute.rem_euclid(86_400);
+    let hours = vec![(key(line_item, hour), counters)];
     RunWrite {
         minutes: vec![(key(line_item, minute), counters)],
-        hours: vec![(key(line_item, hour), counters)],
+        line_item_hours: line_item_totals(&hours),
+        hours,
         days: vec![(key(line_item, day), counters)],
         now: Timestamp::from_second(minute).unwrap(),
         ..RunWrite::default()
@@ -160,6 +162,7 @@ pub async fn statements_per_run_do_not_grow_with_rows(store: Db, _clock: Arc<Man
     }
     many.minutes.sort_unstable_by_key(|(k, _)| *k);
     many.minutes.dedup_by_key(|(k, _)| *k);
+    many.line_item_hours = line_item_totals(&many.hours);
     for i in 0..2_000u64 {
         many.sketches.push((
             SketchKey {
@@ -318,6 +321,7 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
         run.hours.push((key, counts(impressions, 0, 0)));
     }
     run.hours.sort_unstable_by_key(|(k, _)| *k);
+    run.line_item_hours = line_item_totals(&run.hours);
     store.commit_run(run).await.unwrap();
 
     let query = |f: &dyn Fn(&mut RowQuery)| {

@@ -93,6 +93,7 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             "stats_checkpoints",
             "stats_day",
             "stats_hour",
+            "stats_hour_line_item",
             "stats_minute",
             "stats_seen",
             "stats_users",
@@ -106,7 +107,12 @@ async fn migrations_build_the_schema_on_an_empty_database() {
     let names: Vec<(u32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
     assert_eq!(
         names,
-        vec![(1, "initial"), (2, "stats"), (3, "stats_minute_lean")]
+        vec![
+            (1, "initial"),
+            (2, "stats"),
+            (3, "stats_minute_lean"),
+            (4, "stats_hour_line_item")
+        ]
     );
     let (_, _, sha256, applied_at) = &applied[0];
     assert_eq!(sha256.len(), 64);

@@ -34,6 +34,16 @@ const MIGRATIONS: &[Migration] = &[
         name: "stats_minute_lean",
         sql: include_str!("../../migrations/sqlite/0003_stats_minute_lean.sql"),
     },
+    Migration {
+        version: 4,
+        name: "stats_hour_line_item",
+        sql: include_str!("../../migrations/sqlite/0004_stats_hour_line_item.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "pacing_state",
+        sql: include_str!("../../migrations/sqlite/0005_pacing_state.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_stats::{
-    COLUMNS, Counters, DAY, Dimensions, DimensionsBuilder, HOUR, Hll, MINUTE, RowKey, RowQuery,
-    Seen, SketchKey, StoredRow,
+    COLUMNS, Counters, DAY, Dimensions, DimensionsBuilder, Granularity, HOUR, Hll, MINUTE, RowKey,
+    RowQuery, Seen, SketchKey, StoredRow,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, Transaction, params, params_from_iter};
@@ -37,20 +37,31 @@ impl Counted<'_> {
     }
 }
 
-fn stats_table(granularity: marquee_stats::Granularity) -> &'static str {
+fn stats_table(granularity: Granularity) -> &'static str {
     match granularity {
-        marquee_stats::Granularity::Minute => "stats_minute",
-        marquee_stats::Granularity::Hour => "stats_hour",
-        marquee_stats::Granularity::Day => "stats_day",
+        Granularity::Minute => "stats_minute",
+        Granularity::Hour => "stats_hour",
+        Granularity::Day => "stats_day",
     }
 }
 
-/// The upsert adding a JSON array of rows (`[line_item, bucket, creative, placement,
-/// country, device, counters…]`) into `table`.
-fn upsert_rows_sql(table: &str) -> String {
-    let keys = "line_item, bucket_start, creative, placement, country, device";
+/// The key columns of the full stats tables, in [`RowKey`] order.
+const FULL_KEYS: &[&str] = &[
+    "line_item",
+    "bucket_start",
+    "creative",
+    "placement",
+    "country",
+    "device",
+];
+/// The key columns of `stats_hour_line_item`.
+const LINE_ITEM_KEYS: &[&str] = &["line_item", "bucket_start"];
+
+/// The upsert adding a JSON array of rows (`[key columns…, counters…]`) into `table`.
+fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
+    let keys_list = keys.join(", ");
     let columns = COLUMNS.join(", ");
-    let values = (0..6 + COLUMNS.len())
+    let values = (0..keys.len() + COLUMNS.len())
         .map(|i| format!("value ->> {i}"))
         .collect::<Vec<_>>()
         .join(", ");
@@ -61,8 +72,8 @@ fn upsert_rows_sql(table: &str) -> String {
         .join(", ");
     // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
     format!(
-        "INSERT INTO {table} ({keys}, {columns}) SELECT {values} FROM jsonb_each(jsonb(?1)) WHERE true \
-         ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+        "INSERT INTO {table} ({keys_list}, {columns}) SELECT {values} FROM jsonb_each(jsonb(?1)) \
+         WHERE true ON CONFLICT ({keys_list}) DO UPDATE SET {updates}"
     )
 }
 
@@ -71,8 +82,9 @@ fn sql_i64(value: u64, what: &str) -> Result<i64, StoreError> {
         .map_err(|_| StoreError::Backend(format!("{what} {value} is above i64::MAX").into()))
 }
 
-/// `[[line_item, bucket, creative, placement, "CC", device, counters…], …]`.
-fn rows_json(rows: &[(RowKey, Counters)]) -> Result<String, StoreError> {
+/// `[[line_item, bucket, creative, placement, "CC", device, counters…], …]`, or only
+/// `[line_item, bucket, counters…]` rows without `full`.
+fn rows_json(rows: &[(RowKey, Counters)], full: bool) -> Result<String, StoreError> {
     let mut out = String::with_capacity(rows.len() * 64 + 2);
     out.push('[');
     for (i, (key, counters)) in rows.iter().enumerate() {
@@ -88,13 +100,19 @@ fn rows_json(rows: &[(RowKey, Counters)]) -> Result<String, StoreError> {
         // Writing to a String cannot fail.
         let _ = write!(
             out,
-            "[{},{},{},{},\"{country}\",{}",
+            "[{},{}",
             sql_i64(key.line_item, "line item")?,
-            key.bucket,
-            sql_i64(key.creative, "creative")?,
-            sql_i64(key.placement, "placement")?,
-            key.device
+            key.bucket
         );
+        if full {
+            let _ = write!(
+                out,
+                ",{},{},\"{country}\",{}",
+                sql_i64(key.creative, "creative")?,
+                sql_i64(key.placement, "placement")?,
+                key.device
+            );
+        }
         for value in counters.values() {
             let _ = write!(out, ",{value}");
         }
@@ -104,21 +122,23 @@ fn rows_json(rows: &[(RowKey, Counters)]) -> Result<String, StoreError> {
     Ok(out)
 }
 
-/// The statements of one run, always the same eleven in the same order:
-/// `BEGIN`, three upserts (minute, hour, day), the sketch SELECT and upsert, the checkpoint
-/// upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
-/// counted by [`SqliteStore::commit_run`]).
+/// The statements of one run, always the same twelve in the same order:
+/// `BEGIN`, four upserts (minute, hour, hour per line item, day), the sketch SELECT and
+/// upsert, the checkpoint upsert, the dedupe insert and prune, the minute prune, `COMMIT`
+/// (the first and last are counted by [`SqliteStore::commit_run`]).
 fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
     let mut sql = Counted {
         conn: tx,
         statements: 0,
     };
-    for (table, rows) in [
-        ("stats_minute", &run.minutes),
-        ("stats_hour", &run.hours),
-        ("stats_day", &run.days),
+    for (table, keys, rows) in [
+        ("stats_minute", FULL_KEYS, &run.minutes),
+        ("stats_hour", FULL_KEYS, &run.hours),
+        ("stats_hour_line_item", LINE_ITEM_KEYS, &run.line_item_hours),
+        ("stats_day", FULL_KEYS, &run.days),
     ] {
-        sql.execute(&upsert_rows_sql(table), [rows_json(rows)?])?;
+        let full = keys.len() == FULL_KEYS.len();
+        sql.execute(&upsert_rows_sql(table, keys), [rows_json(rows, full)?])?;
     }
 
     let sketches_changed = merge_sketches(&mut sql, &run.sketches)?;
@@ -350,6 +370,18 @@ fn id_list(ids: &[u64]) -> Result<String, StoreError> {
 }
 
 fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+    // Hourly totals per line item answer any hourly query without supply, country or device
+    // detail, from a small fraction of the rows.
+    let per_line_item = q.table == Granularity::Hour
+        && !(q.by_creative || q.by_placement || q.by_country || q.by_device)
+        && q.placements.is_none()
+        && q.countries.is_none()
+        && q.devices.is_none();
+    let table = if per_line_item {
+        "stats_hour_line_item"
+    } else {
+        stats_table(q.table)
+    };
     let grouped = [
         ("line_item", q.by_line_item, "0"),
         ("creative", q.by_creative, "0"),
@@ -402,7 +434,7 @@ fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, Sto
         "SELECT bucket_start, {select}, {} FROM {} \
          WHERE bucket_start >= ?1 AND bucket_start < ?2{filters} GROUP BY {group}",
         sums(),
-        stats_table(q.table),
+        table,
     );
     let mut stmt = conn.prepare(&sql).map_err(backend)?;
     let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
@@ -486,7 +518,7 @@ fn delivery_parts(since: i64, until: i64) -> [(&'static str, Vec<(i64, i64)>); 3
     let keep = |parts: Vec<(i64, i64)>| parts.into_iter().filter(|(a, b)| a < b).collect();
     [
         ("stats_day", keep(days)),
-        ("stats_hour", keep(hours)),
+        ("stats_hour_line_item", keep(hours)),
         ("stats_minute", keep(minutes)),
     ]
 }
@@ -631,7 +663,7 @@ mod tests {
 
     #[test]
     fn upserts_name_every_counter() {
-        let sql = upsert_rows_sql("stats_hour");
+        let sql = upsert_rows_sql("stats_hour", FULL_KEYS);
         for column in COLUMNS {
             assert!(sql.contains(&format!("{column} = {column} + excluded.{column}")));
         }
