@@ -1,7 +1,7 @@
 //! Aggregation throughput: events aggregated per second of manager CPU (brief §4: at least
 //! 1,000,000), over the whole path: reading segments of a real event log from disk, CRC,
 //! decode, sanitise against the demo catalog, dedupe, aggregate, HyperLogLog, and the SQLite
-//! commit (eleven statements per run).
+//! commit (twelve statements per run).
 //!
 //! ```text
 //! cargo bench -p marquee-manager --bench aggregation
