@@ -140,7 +140,12 @@ mod tests {
         for bad in ["0 1 x closed", "0 1 2", "0 1 2 ajar", "0 1 2 open extra"] {
             assert_eq!(parse_segments(bad).unwrap_err().line, 1, "{bad}");
         }
-        for end in [WireEnd::Budget, WireEnd::Tail, WireEnd::Closed, WireEnd::Corrupt] {
+        for end in [
+            WireEnd::Budget,
+            WireEnd::Tail,
+            WireEnd::Closed,
+            WireEnd::Corrupt,
+        ] {
             assert_eq!(parse_end(end_label(end)), Some(end));
         }
         assert_eq!(parse_end("later"), None);
