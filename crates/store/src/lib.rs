@@ -12,6 +12,7 @@
 //!   compiled in is refused.
 
 mod error;
+mod pacing;
 mod record;
 mod sqlite;
 mod stats;
@@ -23,6 +24,7 @@ mod typed;
 
 pub use error::{MigrationError, StoreError};
 pub use marquee_model::{Catalog, Meta, Stored};
+pub use pacing::PacingStore;
 pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
 pub use sqlite::SqliteStore;
 pub use stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
@@ -42,7 +44,7 @@ pub const MAX_PAGE: u32 = 500;
 /// advertiser 5 and publisher 5 share it, so callers must also check the side
 /// (`Principal::may_access`).
 #[async_trait]
-pub trait Store: StatsStore + Send + Sync + std::fmt::Debug {
+pub trait Store: StatsStore + PacingStore + Send + Sync + std::fmt::Debug {
     /// Inserts a new object at version 1. Its owner is derived from its parent (a root is its
     /// own owner). Fails with `ParentNotFound` if the parent is missing or outside `scope`, and
     /// `ParentArchived` if it is archived.

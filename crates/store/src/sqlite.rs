@@ -6,6 +6,7 @@
 //! is a bound parameter.
 
 mod migrate;
+mod pacing;
 mod stats;
 
 use std::path::Path;
