@@ -132,6 +132,23 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
         );
     }
 
+    // Bad calls are named; an open segment cannot be acknowledged.
+    for (method, path, status, says) in [
+        ("GET", "/log/read?shard=0", 400, "segment: missing"),
+        ("GET", "/log/read?shard=0&segment=x", 400, "segment: \"x\""),
+        ("GET", "/log/read?shard=7&segment=1", 404, "no shard 7"),
+        ("POST", "/log/ack?shard=0&segment=999999", 409, "not closed"),
+    ] {
+        let request = match method {
+            "GET" => client.get(edge.url(path)),
+            _ => client.post(edge.url(path)),
+        };
+        let answer = request.bearer_auth(SECRET).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{method} {path}");
+        let text = answer.text().await.unwrap();
+        assert!(text.contains(says), "{method} {path}: {text}");
+    }
+
     let manager_dir = tempfile::tempdir().unwrap();
     let edges = format!("[\"edge-b={}\"]", edge.base);
     let manager = Server::start_with(
