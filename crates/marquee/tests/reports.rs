@@ -109,13 +109,13 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
     const SECRET: &str = "remote-edge-secret-0123";
     let edge_dir = tempfile::tempdir().unwrap();
     // The edge: serves its log with the secret. (`marquee serve` also aggregates its own log;
-    // keeping its segments leaves the deleting to the remote manager's acknowledgements.)
+    // it keeps its segments, as every test server does, so the deleting is left to the
+    // remote manager's acknowledgements.)
     let edge = Server::start_with(
         edge_dir.path(),
         &["--demo"],
         &[
             ("MARQUEE_AGGREGATION__TOKEN", SECRET),
-            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
             ("MARQUEE_EVENTS__SEGMENT_MAX_AGE_SECS", "1"),
         ],
     );
@@ -157,6 +157,7 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
         &[
             ("MARQUEE_AGGREGATION__TOKEN", SECRET),
             ("MARQUEE_AGGREGATION__EDGES", &edges),
+            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "true"),
             ("MARQUEE_AGGREGATION__INTERVAL_MS", "100"),
         ],
     );

@@ -30,6 +30,8 @@ impl Server {
             .args(extra)
             .env("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "50")
             .env("MARQUEE_LOG__LEVEL", "info")
+            // Keep aggregated segments, so tests can read the whole log (`logged_events`).
+            .env("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false")
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
