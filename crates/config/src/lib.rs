@@ -26,6 +26,7 @@ pub struct Config {
     pub tracking: TrackingSection,
     pub aggregation: AggregationSection,
     pub reports: ReportsSection,
+    pub pacing: PacingSection,
     pub bidder: BidderSection,
     /// Per-exchange settings, `[exchanges.NAME]`, for bid requests to `/openrtb2/bid/NAME`;
     /// every key left out is taken from `[bidder]`.
@@ -210,6 +211,30 @@ pub struct AggregationSection {
     pub log_disk_limit_mb: u64,
 }
 
+/// Pacing rounds on the manager, budget leases, and the edge's sync with the manager.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacingSection {
+    /// Time between controller rounds (ms); a round also runs as a budget period ends.
+    pub interval_ms: u64,
+    /// Ceiling of the bid multiplier, per mille (1000 turns bid pacing off).
+    pub max_bid_permille: u32,
+    /// Throttle of a line item with no measurements yet, per million (a small goal on a busy
+    /// site must not burn its first minutes).
+    pub initial_throttle_ppm: u32,
+    /// How often an edge renews each lease (ms); a slice is sized to last this long.
+    pub lease_renew_ms: u64,
+    /// How long a grant is good for at the edge (ms); at least `lease_renew_ms`.
+    pub lease_duration_ms: u64,
+    /// How long after expiry the manager reclaims a silent edge's lease (ms): above the worst
+    /// clock skew.
+    pub lease_grace_ms: u64,
+    /// Billing in flight the manager holds budget back for (ms of the edges' rate).
+    pub in_flight_allowance_ms: u64,
+    /// How often an edge syncs with the manager (ms): renewals and controls.
+    pub sync_interval_ms: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportsSection {
@@ -345,6 +370,16 @@ impl Default for Config {
                 log_disk_limit_mb: 10_240,
             },
             reports: ReportsSection { max_rows: 100_000 },
+            pacing: PacingSection {
+                interval_ms: 10_000,
+                max_bid_permille: 1_200,
+                initial_throttle_ppm: 50_000,
+                lease_renew_ms: 5_000,
+                lease_duration_ms: 15_000,
+                lease_grace_ms: 5_000,
+                in_flight_allowance_ms: 10_000,
+                sync_interval_ms: 1_000,
+            },
             bidder: BidderSection {
                 seat: "marquee".into(),
                 currency: "USD".into(),
@@ -391,7 +426,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 14] = [
     "listen",
     "data_dir",
     "demo",
@@ -402,6 +437,7 @@ const SECTIONS: [&str; 13] = [
     "tracking",
     "aggregation",
     "reports",
+    "pacing",
     "bidder",
     "exchanges",
     "currency",
@@ -484,6 +520,7 @@ impl Config {
         )?;
         self.aggregation.validate()?;
         in_range("reports.max_rows", self.reports.max_rows, 1, 10_000_000)?;
+        self.pacing.validate()?;
         self.bidder.validate("bidder")?;
         for (name, exchange) in &self.exchanges {
             if !is_exchange_name(name) {
@@ -531,6 +568,39 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl PacingSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        in_range("pacing.interval_ms", self.interval_ms, 100, 600_000)?;
+        in_range(
+            "pacing.max_bid_permille",
+            u64::from(self.max_bid_permille),
+            1_000,
+            10_000,
+        )?;
+        in_range(
+            "pacing.initial_throttle_ppm",
+            u64::from(self.initial_throttle_ppm),
+            1,
+            1_000_000,
+        )?;
+        in_range("pacing.lease_renew_ms", self.lease_renew_ms, 100, 600_000)?;
+        in_range(
+            "pacing.lease_duration_ms",
+            self.lease_duration_ms,
+            self.lease_renew_ms,
+            3_600_000,
+        )?;
+        in_range("pacing.lease_grace_ms", self.lease_grace_ms, 0, 600_000)?;
+        in_range(
+            "pacing.in_flight_allowance_ms",
+            self.in_flight_allowance_ms,
+            0,
+            600_000,
+        )?;
+        in_range("pacing.sync_interval_ms", self.sync_interval_ms, 50, 60_000)
     }
 }
 
@@ -746,6 +816,12 @@ mod tests {
                     "aggregation.edges",
                 ),
                 ("[reports]\nmax_rows = 0", "reports.max_rows"),
+                ("[pacing]\ninterval_ms = 0", "pacing.interval_ms"),
+                (
+                    "[pacing]\nlease_renew_ms = 5000\nlease_duration_ms = 1000",
+                    "pacing.lease_duration_ms",
+                ),
+                ("[pacing]\nsync_interval_ms = 0", "pacing.sync_interval_ms"),
                 ("[bidder]\nseat = \"\"", "bidder.seat"),
                 ("[bidder]\ncurrency = \"usd\"", "bidder.currency"),
                 ("[bidder]\ndefault_tmax_ms = 1", "bidder.default_tmax_ms"),

@@ -649,10 +649,11 @@ pub(crate) fn bid(
                 slot: view.slot(imp),
                 ..template
             };
+            let paced = edge.pacing.view(&loaded, now);
             let mut context = Context {
                 rng: &mut worker.rng,
                 caps: &edge.caps,
-                pacing: &loaded.controls,
+                pacing: &paced,
                 rates,
                 scratch: &mut worker.scratch,
             };
@@ -1159,6 +1160,8 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
             }
             if let Some(loaded) = &loaded {
                 handlers::record_delivery(edge, loaded, claims.user, claims.line_item, now);
+                let on = marquee_pacing::Billable::Impression;
+                edge.pacing.bill(loaded, claims.line_item, on, Some(amount));
             }
         }
         NoticeKind::Loss => {

@@ -482,10 +482,11 @@ fn serve_one<'s>(
         blocked: Blocked::default(),
         bid_currency: None,
     };
+    let paced = edge.pacing.view(loaded, now);
     let mut context = Context {
         rng: &mut worker.rng,
         caps: &edge.caps,
-        pacing: &loaded.controls,
+        pacing: &paced,
         rates: &AD_REQUEST_RATES,
         scratch: &mut worker.scratch,
     };
@@ -781,6 +782,9 @@ pub(crate) async fn track(
             {
                 record_delivery(edge, loaded, claims.user, claims.line_item, now);
             }
+            if let Some(loaded) = &loaded {
+                bill(edge, loaded, claims, kind);
+            }
         } else {
             Stats::bump(&edge.stats.repeats);
         }
@@ -873,4 +877,23 @@ fn count_untokened(edge: &Edge, kind: EventKind, ad: &Served<'_>) {
     };
     Stats::bump(counter);
     log(edge, event(kind, &ad.claims, now, None, None, ad.amount));
+    if let Some(loaded) = edge.holder.current() {
+        let kind = match kind {
+            EventKind::Click => Kind::Click,
+            _ => Kind::Impression,
+        };
+        bill(edge, &loaded, &ad.claims, kind);
+    }
+}
+
+/// Charges a counted impression or click to the line item's budget lease. An exchange bid's
+/// impression (no placement) is charged by its billing notice instead.
+fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
+    use marquee_pacing::Billable;
+    let on = match kind {
+        Kind::Impression if claims.placement != 0 => Billable::Impression,
+        Kind::Click => Billable::Click,
+        _ => return,
+    };
+    edge.pacing.bill(loaded, claims.line_item, on, None);
 }

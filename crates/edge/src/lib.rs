@@ -19,6 +19,7 @@ pub mod log_service;
 pub mod metrics;
 pub mod notice;
 pub mod overload;
+pub mod pacing;
 pub mod poll;
 pub mod query;
 mod render;
@@ -112,6 +113,8 @@ pub struct Edge {
     pub bidder: bidder::Bidder,
     /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
     pub log_access: OnceLock<log_service::LogAccess>,
+    /// Pacing controls and budget leases (see [`pacing`]).
+    pub pacing: pacing::EdgePacing,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -128,6 +131,9 @@ impl Edge {
     /// snapshots (it builds the index): call it off the async workers.
     pub fn accept_snapshot(&self, bytes: &[u8]) -> Result<u64, InstallError> {
         let version = self.holder.install(bytes)?;
+        if let Some(loaded) = self.holder.current() {
+            self.pacing.attach(&loaded);
+        }
         if let Err(error) = holder::save_local_copy(&self.config.data_dir, bytes) {
             tracing::warn!(%error, "cannot keep a local copy of the snapshot");
         }
@@ -145,6 +151,7 @@ impl Edge {
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(config.limits.max_in_flight),
             log_access: OnceLock::new(),
+            pacing: pacing::EdgePacing::default(),
             metrics: Metrics::default(),
             config,
             holder: Holder::default(),

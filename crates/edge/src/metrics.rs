@@ -310,6 +310,7 @@ pub(crate) fn render(edge: &Edge) -> String {
     }
 
     crate::bidder::render_metrics(edge, &mut out);
+    crate::pacing::render_metrics(edge, &mut out);
 
     let holder = &edge.holder;
     let current = holder.current();

@@ -40,7 +40,7 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
             metrics,
             Arc::clone(manager),
             public_operation(
-                "Aggregation metrics in the Prometheus text format (in `marquee serve`, after the edge's)",
+                "Aggregation and pacing metrics in the Prometheus text format (in `marquee serve`, after the edge's)",
                 "meta",
                 responses([(
                     200,
@@ -68,6 +68,70 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
         );
     marquee_api::add_routes_with(table, Arc::clone(manager.store()), ad_url, api)
         .into_router("Marquee", env!("CARGO_PKG_VERSION"))
+        .merge(internal_routes(manager))
+}
+
+/// Edge-to-manager routes, outside the public API document: authenticated by the shared
+/// secret, not by API tokens.
+fn internal_routes(manager: &Arc<Manager>) -> axum::Router {
+    axum::Router::new()
+        .route("/internal/v1/sync", axum::routing::post(sync))
+        .with_state(Arc::clone(manager))
+}
+
+/// `POST /internal/v1/sync`: an edge's lease renewals in, grants and controls out (JSON,
+/// `marquee_pacing::SyncRequest` and `SyncResponse`), with `Authorization: Bearer <secret>`.
+async fn sync(
+    State(manager): State<Arc<Manager>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(pacing) = manager.pacing() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "pacing is not running\n").into_response();
+    };
+    let secret = &pacing.options().secret;
+    if secret.is_empty() {
+        return (
+            StatusCode::FORBIDDEN,
+            "remote sync is off: set aggregation.token on the manager and the edge\n",
+        )
+            .into_response();
+    }
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if !sent.is_some_and(|sent| same_secret(sent.trim().as_bytes(), secret.as_bytes())) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "sync needs `Authorization: Bearer <aggregation.token>`\n",
+        )
+            .into_response();
+    }
+    let request: marquee_pacing::SyncRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("sync request unreadable: {error}\n"),
+            )
+                .into_response();
+        }
+    };
+    match pacing.sync(request).await {
+        Ok(response) => Json(response).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "sync failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "sync failed\n").into_response()
+        }
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(sent: &[u8], expected: &[u8]) -> bool {
+    sent.len() == expected.len()
+        && sent.iter().zip(expected).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -75,10 +139,13 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 async fn metrics(State(manager): State<Arc<Manager>>) -> Response {
-    let text = manager
+    let mut text = manager
         .aggregator()
         .map(|aggregator| aggregator.render_metrics())
         .unwrap_or_default();
+    if let Some(pacing) = manager.pacing() {
+        text.push_str(&pacing.render_metrics().await);
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -14,6 +14,7 @@
 pub mod aggregator;
 pub mod demo;
 mod http;
+pub mod pacing;
 pub mod sources;
 
 use std::sync::{Arc, OnceLock};
@@ -27,6 +28,7 @@ use tokio::sync::watch;
 
 pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary};
 pub use http::{router, router_with};
+pub use pacing::{Pacing, PacingError, PacingOptions, RoundReport};
 pub use sources::{HttpLogSource, LocalLogSource, LogSource};
 
 /// The latest published snapshot, ready to serve.
@@ -76,6 +78,8 @@ pub struct Manager {
     latest: watch::Sender<Option<Arc<Published>>>,
     /// The event aggregation, once attached; its metrics are served at `/metrics`.
     aggregator: OnceLock<Arc<Aggregator>>,
+    /// Pacing and budget leases, once attached: `/metrics` and `/internal/v1/sync`.
+    pacing: OnceLock<Arc<Pacing>>,
 }
 
 impl Manager {
@@ -100,6 +104,7 @@ impl Manager {
             compile_interval: options.compile_interval,
             latest,
             aggregator: OnceLock::new(),
+            pacing: OnceLock::new(),
         }))
     }
 
@@ -116,6 +121,17 @@ impl Manager {
 
     pub fn aggregator(&self) -> Option<&Arc<Aggregator>> {
         self.aggregator.get()
+    }
+
+    /// Attaches pacing (once), so that `/metrics` and `/internal/v1/sync` serve it.
+    pub fn attach_pacing(&self, pacing: Arc<Pacing>) {
+        if self.pacing.set(pacing).is_err() {
+            tracing::warn!("pacing is already attached; keeping the first");
+        }
+    }
+
+    pub fn pacing(&self) -> Option<&Arc<Pacing>> {
+        self.pacing.get()
     }
 
     /// The latest published snapshot, if any.

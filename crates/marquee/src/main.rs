@@ -283,6 +283,22 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Arc::clone(&edge),
         until_stopped(),
     ));
+    let pacing = open_pacing(&config, &store).await?;
+    manager.attach_pacing(Arc::clone(&pacing));
+    let sync_client: Arc<dyn marquee_edge::pacing::SyncClient> =
+        Arc::new(InProcessSync(Arc::clone(&pacing)));
+    // Controls and leases in place before the first request: a budgeted line item serves
+    // from its first grant on.
+    if let Err(error) = marquee_edge::pacing::sync_once(&edge, &*sync_client).await {
+        tracing::warn!(%error, "first pacing sync failed");
+    }
+    let pacing_loop = tokio::spawn(Arc::clone(&pacing).run_loop(until_stopped()));
+    let edge_sync = tokio::spawn(marquee_edge::pacing::run_sync(
+        Arc::clone(&edge),
+        sync_client,
+        Duration::from_millis(config.pacing.sync_interval_ms),
+        until_stopped(),
+    ));
     let aggregator = open_aggregator(&config, &store, &edge);
     manager.attach_aggregator(Arc::clone(&aggregator));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
@@ -308,6 +324,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     follower.await?;
     aggregation.await?;
     disk_limit.await?;
+    pacing_loop.await?;
+    edge_sync.await?;
     edge.log.flush_and_close()?;
     // Count what the last moments logged, so a graceful stop leaves nothing uncounted.
     if let Err(error) = aggregator.drain().await {
@@ -337,6 +355,67 @@ async fn follow_snapshots(
             () = &mut stopped => return,
             changed = published.changed() => if changed.is_err() { return },
         }
+    }
+}
+
+/// The manager's pacing, restored from the store, after one round (so that the edge's first
+/// sync finds budgets).
+async fn open_pacing(
+    config: &Config,
+    store: &Arc<dyn Store>,
+) -> Result<Arc<marquee_manager::Pacing>, Failure> {
+    let p = &config.pacing;
+    let millis = |ms: u64| jiff::SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX));
+    let options = marquee_manager::PacingOptions {
+        interval: Duration::from_millis(p.interval_ms),
+        pacer: marquee_pacing::PacerConfig {
+            max_bid_permille: p.max_bid_permille,
+            initial_throttle: f64::from(p.initial_throttle_ppm) / 1_000_000.0,
+            ..marquee_pacing::PacerConfig::default()
+        },
+        leases: marquee_pacing::LeaseConfig {
+            renew_every: millis(p.lease_renew_ms),
+            lease_duration: millis(p.lease_duration_ms),
+            grace: millis(p.lease_grace_ms),
+            in_flight_allowance: millis(p.in_flight_allowance_ms),
+            ..marquee_pacing::LeaseConfig::default()
+        },
+        secret: config.aggregation.token.clone(),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pacing = marquee_manager::Pacing::open(Arc::clone(store), clock, options)
+        .await
+        .map_err(|error| Failure {
+            status: EXIT_CONFIG,
+            message: error.to_string(),
+        })?;
+    if let Err(error) = pacing.round().await {
+        tracing::error!(%error, "first pacing round failed");
+    }
+    Ok(Arc::new(pacing))
+}
+
+/// The in-process edge's sync: the manager's code path without HTTP.
+struct InProcessSync(Arc<marquee_manager::Pacing>);
+
+impl marquee_edge::pacing::SyncClient for InProcessSync {
+    fn sync(
+        &self,
+        request: marquee_pacing::SyncRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<
+                    Output = Result<marquee_pacing::SyncResponse, marquee_edge::pacing::SyncError>,
+                > + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            self.0
+                .sync(request)
+                .await
+                .map_err(|error| marquee_edge::pacing::SyncError(error.to_string()))
+        })
     }
 }
 

@@ -30,6 +30,9 @@ impl Server {
             .args(extra)
             .env("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "50")
             .env("MARQUEE_LOG__LEVEL", "info")
+            // The demo's line items with goals start at full speed (tests about pacing set
+            // their own values).
+            .env("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000")
             // Keep aggregated segments, so tests can read the whole log (`logged_events`).
             .env("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false")
             .envs(envs.iter().copied())

@@ -1,0 +1,421 @@
+//! Pacing on the edge: the manager's controls applied to the snapshot's [`ControlArray`], and
+//! one budget [`Lease`] per line item with a goal, checked in the decision path and charged on
+//! billing events. A sync task ([`run_sync`]) renews the leases and fetches the controls once
+//! per interval through a [`SyncClient`] (in process in `marquee serve`).
+//!
+//! Invariants:
+//! - Controls are keyed by line item id; they are re-applied to every snapshot swapped in, so
+//!   a swap never resets a line item to full speed for longer than the gap between the swap
+//!   and [`EdgePacing::attach`], and during that gap line items with a goal are held (the
+//!   safe side).
+//! - A line item with a goal and a per-event charge takes part in a decision only while its
+//!   lease has room for one more charge before its grant expires; it starts without room.
+//! - The decision path reads atomics only (one `arc-swap` load per request); the lease map's
+//!   lock is taken by the sync task and by billing only during the gap after a swap.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, Guard};
+use jiff::Timestamp;
+use marquee_engine::{Control, ControlArray, Pacing};
+use marquee_model::LineItemId;
+use marquee_pacing::{Billable, Charge, ControlEntry, EdgeId, Lease, SyncRequest, SyncResponse};
+use marquee_snapshot::LineItemEntry;
+
+use crate::Edge;
+use crate::holder::Loaded;
+
+/// A failed sync; the edge keeps its controls and its leases run out.
+#[derive(Debug, thiserror::Error)]
+#[error("sync with the manager failed: {0}")]
+pub struct SyncError(pub String);
+
+/// How the edge reaches the manager's sync.
+pub trait SyncClient: Send + Sync {
+    fn sync(
+        &self,
+        request: SyncRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<SyncResponse, SyncError>> + Send + '_>>;
+}
+
+/// A budgeted line item at its position in one snapshot.
+#[derive(Debug)]
+struct Slot {
+    lease: Arc<Lease>,
+    charge: Charge,
+}
+
+/// The leases by snapshot position, for the snapshot of `version`.
+#[derive(Debug, Default)]
+struct Slots {
+    version: Option<u64>,
+    by_position: Vec<Option<Slot>>,
+}
+
+/// The edge's pacing state.
+#[derive(Debug)]
+pub struct EdgePacing {
+    edge: EdgeId,
+    /// Every lease this process holds, by line item; kept across snapshots (counters are
+    /// cumulative per process).
+    leases: Mutex<HashMap<LineItemId, (Arc<Lease>, Charge)>>,
+    /// The last control set from the manager and its version.
+    controls: Mutex<(u64, HashMap<LineItemId, ControlEntry>)>,
+    slots: ArcSwap<Slots>,
+}
+
+impl Default for EdgePacing {
+    fn default() -> Self {
+        EdgePacing::new(EdgeId(random_id()))
+    }
+}
+
+/// A random edge id: a restarted edge is a new one to the lease book.
+fn random_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    // Without OS randomness, the start time still differs from the last process's.
+    if getrandom::fill(&mut bytes).is_err() {
+        return Timestamp::now().as_nanosecond() as u64;
+    }
+    u64::from_le_bytes(bytes).max(1)
+}
+
+impl EdgePacing {
+    pub fn new(edge: EdgeId) -> EdgePacing {
+        EdgePacing {
+            edge,
+            leases: Mutex::new(HashMap::new()),
+            controls: Mutex::new((0, HashMap::new())),
+            slots: ArcSwap::from_pointee(Slots::default()),
+        }
+    }
+
+    pub fn edge_id(&self) -> EdgeId {
+        self.edge
+    }
+
+    /// The view the engine reads controls through for one request.
+    pub fn view<'a>(&self, loaded: &'a Loaded, now: Timestamp) -> PacedControls<'a> {
+        PacedControls {
+            controls: &loaded.controls,
+            line_items: &loaded.engine.snapshot().data.line_items,
+            version: loaded.engine.snapshot().version,
+            slots: self.slots.load(),
+            now,
+        }
+    }
+
+    /// Makes a snapshot's leases and controls current: a lease for each line item with a goal
+    /// and a per-event charge (new ones without room), the stored controls applied.
+    pub fn attach(&self, loaded: &Loaded) {
+        let snapshot = loaded.engine.snapshot();
+        let Ok(mut leases) = self.leases.lock() else {
+            return;
+        };
+        let by_position = snapshot
+            .data
+            .line_items
+            .iter()
+            .map(|li| {
+                let charge = Charge::for_goal(li.goal?.metric, &li.price)?;
+                let (lease, held) = leases
+                    .entry(li.id)
+                    .or_insert_with(|| (Arc::new(Lease::new()), charge));
+                // A price change takes effect for the next charges.
+                *held = charge;
+                Some(Slot {
+                    lease: Arc::clone(lease),
+                    charge,
+                })
+            })
+            .collect();
+        drop(leases);
+        if let Ok(controls) = self.controls.lock() {
+            apply_controls(loaded, &controls.1, &HashMap::new());
+        }
+        self.slots.store(Arc::new(Slots {
+            version: Some(snapshot.version),
+            by_position,
+        }));
+    }
+
+    /// Charges a billing event to the line item's lease, if it has one charged on `on`.
+    /// `clearing_micros` is an exchange's clearing CPM (in the line item's currency) for a
+    /// spend goal's billing notice; `None` charges the lease's own amount.
+    pub fn bill(
+        &self,
+        loaded: &Loaded,
+        line_item: u64,
+        on: Billable,
+        clearing_micros: Option<i64>,
+    ) {
+        let id = LineItemId(line_item);
+        let data = &loaded.engine.snapshot().data;
+        let charge_of = |lease: &Lease, charge: Charge| {
+            if charge.on != on {
+                return;
+            }
+            let spend_goal = data
+                .line_item(id)
+                .and_then(|li| li.goal)
+                .is_some_and(|g| g.metric == marquee_model::GoalMetric::Spend);
+            let amount = match clearing_micros {
+                Some(clearing) if spend_goal => {
+                    u64::try_from(clearing).unwrap_or(0).div_ceil(1_000)
+                }
+                _ => charge.amount,
+            };
+            lease.spend(amount);
+        };
+        let slots = self.slots.load();
+        if slots.version == Some(loaded.engine.snapshot().version) {
+            let position = data.line_items.binary_search_by_key(&id, |li| li.id);
+            if let Ok(position) = position
+                && let Some(Some(slot)) = slots.by_position.get(position)
+            {
+                charge_of(&slot.lease, slot.charge);
+            }
+            return;
+        }
+        // Between a swap and its attach: the map holds every lease.
+        let found = self
+            .leases
+            .lock()
+            .ok()
+            .and_then(|leases| leases.get(&id).map(|(l, c)| (Arc::clone(l), *c)));
+        if let Some((lease, charge)) = found {
+            charge_of(&lease, charge);
+        }
+    }
+
+    /// The request for the next sync: the leases due for renewal.
+    pub fn request(&self, now: Timestamp) -> SyncRequest {
+        let control_version = self.controls.lock().map_or(0, |c| c.0);
+        let renewals = self
+            .leases
+            .lock()
+            .map(|leases| {
+                leases
+                    .iter()
+                    .filter(|(_, (lease, _))| lease.needs_renewal(now))
+                    .map(|(id, (lease, _))| lease.renewal(self.edge, *id))
+                    .collect()
+            })
+            .unwrap_or_default();
+        SyncRequest {
+            edge: self.edge,
+            control_version,
+            renewals,
+            releases: Vec::new(),
+        }
+    }
+
+    /// Applies the manager's answer: grants in order, then the control set if one came.
+    pub fn apply(&self, loaded: Option<&Loaded>, response: SyncResponse) {
+        if let Ok(leases) = self.leases.lock() {
+            for grant in &response.grants {
+                if let Some((lease, _)) = leases.get(&grant.line_item) {
+                    lease.apply(grant);
+                }
+            }
+        }
+        let Some(entries) = response.controls else {
+            return;
+        };
+        let Ok(mut controls) = self.controls.lock() else {
+            return;
+        };
+        let fresh: HashMap<LineItemId, ControlEntry> =
+            entries.into_iter().map(|e| (e.line_item, e)).collect();
+        if let Some(loaded) = loaded {
+            apply_controls(loaded, &fresh, &controls.1);
+        }
+        *controls = (response.control_version, fresh);
+    }
+}
+
+/// Writes `fresh` into the snapshot's control array; line items only in `previous` go back to
+/// full speed.
+fn apply_controls(
+    loaded: &Loaded,
+    fresh: &HashMap<LineItemId, ControlEntry>,
+    previous: &HashMap<LineItemId, ControlEntry>,
+) {
+    let line_items = &loaded.engine.snapshot().data.line_items;
+    let position = |id: LineItemId| line_items.binary_search_by_key(&id, |li| li.id).ok();
+    for id in previous.keys().filter(|id| !fresh.contains_key(id)) {
+        if let Some(i) = position(*id) {
+            let ctr_ppm = loaded.controls.control(i).ctr_ppm;
+            loaded.controls.set(
+                i,
+                Control {
+                    ctr_ppm,
+                    ..Control::FULL_SPEED
+                },
+            );
+        }
+    }
+    for entry in fresh.values() {
+        if let Some(i) = position(entry.line_item) {
+            let ctr_ppm = loaded.controls.control(i).ctr_ppm;
+            loaded.controls.set(
+                i,
+                Control {
+                    stopped: entry.stopped,
+                    throttle: (f64::from(entry.throttle_ppm) / 1_000_000.0) as f32,
+                    bid_multiplier_permille: entry.bid_multiplier_permille,
+                    ctr_ppm,
+                },
+            );
+        }
+    }
+}
+
+/// The engine's view of controls for one request: the manager's control, and stopped when the
+/// line item's lease has no room.
+#[derive(Debug)]
+pub struct PacedControls<'a> {
+    controls: &'a ControlArray,
+    line_items: &'a [LineItemEntry],
+    version: u64,
+    slots: Guard<Arc<Slots>>,
+    now: Timestamp,
+}
+
+impl Pacing for PacedControls<'_> {
+    fn control(&self, line_item: usize) -> Control {
+        let control = self.controls.control(line_item);
+        if control.stopped {
+            return control;
+        }
+        let stopped = Control {
+            stopped: true,
+            ..control
+        };
+        if self.slots.version != Some(self.version) {
+            // Not attached yet: hold what may need a lease.
+            let goal = self.line_items.get(line_item).and_then(|li| li.goal);
+            return if goal.is_some() { stopped } else { control };
+        }
+        match self.slots.by_position.get(line_item) {
+            Some(Some(slot)) if !slot.lease.has_room(slot.charge.amount, self.now) => stopped,
+            _ => control,
+        }
+    }
+}
+
+/// One sync: attach a newly swapped snapshot, send the renewals due, apply the answer.
+pub async fn sync_once(edge: &Edge, client: &dyn SyncClient) -> Result<(), SyncError> {
+    let loaded = edge.holder.current();
+    if let Some(loaded) = &loaded
+        && edge.pacing.slots.load().version != Some(loaded.engine.snapshot().version)
+    {
+        edge.pacing.attach(loaded);
+    }
+    let request = edge.pacing.request(Timestamp::now());
+    let response = client.sync(request).await?;
+    // The snapshot now current: one may have been swapped in while the call was away.
+    edge.pacing
+        .apply(edge.holder.current().as_deref(), response);
+    Ok(())
+}
+
+/// Syncs every `interval` until `stop`. Failures are logged; leases then expire and budgeted
+/// line items stop, the rest keep their last controls.
+pub async fn run_sync(
+    edge: Arc<Edge>,
+    client: Arc<dyn SyncClient>,
+    interval: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {
+                if let Err(error) = sync_once(&edge, &*client).await {
+                    tracing::warn!(%error, "pacing sync failed");
+                }
+            }
+        }
+    }
+}
+
+/// The edge's pacing metrics: the control set held and, per line item with a goal, what its
+/// lease has consumed and whether it has room now.
+pub(crate) fn render_metrics(edge: &Edge, out: &mut String) {
+    use std::fmt::Write as _;
+    let pacing = &edge.pacing;
+    let now = Timestamp::now();
+    if let Ok(controls) = pacing.controls.lock() {
+        let _ = writeln!(
+            out,
+            "# HELP marquee_edge_pacing_control_version Version of the control set applied.\n\
+             # TYPE marquee_edge_pacing_control_version gauge\n\
+             marquee_edge_pacing_control_version {}",
+            controls.0
+        );
+        let mut entries: Vec<&ControlEntry> = controls.1.values().collect();
+        entries.sort_by_key(|e| e.line_item);
+        let _ = writeln!(
+            out,
+            "# HELP marquee_edge_pacing_throttle_ppm Throttle the manager set, per million.\n\
+             # TYPE marquee_edge_pacing_throttle_ppm gauge"
+        );
+        for entry in &entries {
+            let _ = writeln!(
+                out,
+                "marquee_edge_pacing_throttle_ppm{{line_item=\"{}\"}} {}",
+                entry.line_item, entry.throttle_ppm
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP marquee_edge_pacing_stopped 1 when the manager stopped the line item.\n\
+             # TYPE marquee_edge_pacing_stopped gauge"
+        );
+        for entry in &entries {
+            let _ = writeln!(
+                out,
+                "marquee_edge_pacing_stopped{{line_item=\"{}\"}} {}",
+                entry.line_item,
+                u8::from(entry.stopped)
+            );
+        }
+    }
+    let Ok(leases) = pacing.leases.lock() else {
+        return;
+    };
+    let mut leases: Vec<_> = leases.iter().collect();
+    leases.sort_by_key(|(id, _)| **id);
+    let _ = writeln!(
+        out,
+        "# HELP marquee_edge_lease_consumed Billed on the line item's lease since the edge started.\n\
+         # TYPE marquee_edge_lease_consumed counter"
+    );
+    for (id, (lease, _)) in &leases {
+        let _ = writeln!(
+            out,
+            "marquee_edge_lease_consumed{{line_item=\"{id}\"}} {}",
+            lease.consumed()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP marquee_edge_lease_room 1 while the lease has room for one more charge.\n\
+         # TYPE marquee_edge_lease_room gauge"
+    );
+    for (id, (lease, charge)) in &leases {
+        let _ = writeln!(
+            out,
+            "marquee_edge_lease_room{{line_item=\"{id}\"}} {}",
+            u8::from(lease.has_room(charge.amount, now))
+        );
+    }
+}

@@ -1,0 +1,563 @@
+//! Pacing and budgets, the manager's side: every round (`interval`, and as soon as a budget
+//! period ends) each line item with a goal gets a controller update from its delivery in the
+//! stats store and its budget in the [`LeaseBook`]; edges call [`Pacing::sync`] (in process, or
+//! `POST /internal/v1/sync`) to renew their leases and fetch the controls.
+//!
+//! Invariants:
+//! - Time comes from the injected clock only.
+//! - The book is persisted (with the controller states) before a sync that changed it is
+//!   answered, so a restarted manager never forgets a ceiling it granted.
+//! - Only line items with a goal have a control, a budget, or a metric series.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use marquee_model::{Clock, GoalMetric, LineItemId};
+use marquee_pacing::{
+    BookState, BudgetSpec, Charge, ControlEntry, Delivery, LeaseBook, LeaseConfig, LeaseError,
+    Pacer, PacerConfig, PacingState, Schedule, SyncRequest, SyncResponse, TrafficProfile,
+};
+use marquee_stats::Counters;
+use marquee_store::{Store, StoreError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+/// The name the state is stored under in the store's pacing table.
+const STATE_NAME: &str = "manager";
+
+/// Shortest wait between rounds, so that a period ending now cannot make the loop spin.
+const MIN_WAIT: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone)]
+pub struct PacingOptions {
+    /// Time between controller rounds.
+    pub interval: Duration,
+    pub pacer: PacerConfig,
+    pub leases: LeaseConfig,
+    /// What remote edges send as `Authorization: Bearer` to `/internal/v1/sync`; empty turns
+    /// the HTTP endpoint off (the in-process edge needs no secret).
+    pub secret: String,
+}
+
+impl Default for PacingOptions {
+    fn default() -> Self {
+        PacingOptions {
+            interval: Duration::from_secs(10),
+            pacer: PacerConfig::default(),
+            leases: LeaseConfig::default(),
+            secret: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PacingError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("pacing settings: {0}")]
+    Config(#[from] marquee_pacing::ConfigError),
+    #[error("pacing state: {0}")]
+    State(#[from] serde_json::Error),
+}
+
+/// What is persisted, as one JSON document.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Persisted {
+    book: BookState,
+    states: BTreeMap<LineItemId, PacingState>,
+    controls: BTreeMap<LineItemId, ControlEntry>,
+    control_version: u64,
+}
+
+/// A line item with a goal, resolved once per catalog version.
+#[derive(Debug)]
+struct Goaled {
+    id: LineItemId,
+    schedule: Schedule,
+    flight_start: Timestamp,
+    metric: GoalMetric,
+    /// `None` for spend goals of flat-priced line items: paced, but no lease.
+    charge: Option<Charge>,
+}
+
+#[derive(Debug)]
+struct State {
+    book: LeaseBook,
+    states: BTreeMap<LineItemId, PacingState>,
+    controls: BTreeMap<LineItemId, ControlEntry>,
+    control_version: u64,
+    goals: Vec<Goaled>,
+    /// The catalog version `goals` was read at.
+    catalog_version: Option<u64>,
+}
+
+impl State {
+    fn persisted(&self) -> Persisted {
+        Persisted {
+            book: self.book.state().clone(),
+            states: self.states.clone(),
+            controls: self.controls.clone(),
+            control_version: self.control_version,
+        }
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundReport {
+    /// Line items with a goal.
+    pub paced: usize,
+    /// Of those, with a budget now.
+    pub budgeted: usize,
+    pub control_version: u64,
+    /// The earliest end of a budget period, when the next round must run at the latest.
+    pub next_period_end: Option<Timestamp>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    rounds: AtomicU64,
+    round_errors: AtomicU64,
+    syncs: AtomicU64,
+    grants: AtomicU64,
+    unbudgeted: AtomicU64,
+    expiries: AtomicU64,
+}
+
+/// The pacing loop and the lease book behind the sync endpoint.
+#[derive(Debug)]
+pub struct Pacing {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    pacer: Pacer,
+    options: PacingOptions,
+    state: Mutex<State>,
+    counts: Counts,
+}
+
+impl Pacing {
+    /// Restores the book and the controller states from the store (fresh ones the first time).
+    pub async fn open(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        options: PacingOptions,
+    ) -> Result<Pacing, PacingError> {
+        let pacer = Pacer::new(options.pacer.clone())?;
+        let persisted: Persisted = match store.pacing_state(STATE_NAME).await? {
+            Some(body) => serde_json::from_str(&body)?,
+            None => Persisted::default(),
+        };
+        let book = LeaseBook::restore(options.leases.clone(), persisted.book)?;
+        Ok(Pacing {
+            store,
+            clock,
+            pacer,
+            options,
+            state: Mutex::new(State {
+                book,
+                states: persisted.states,
+                controls: persisted.controls,
+                control_version: persisted.control_version,
+                goals: Vec::new(),
+                catalog_version: None,
+            }),
+            counts: Counts::default(),
+        })
+    }
+
+    pub fn options(&self) -> &PacingOptions {
+        &self.options
+    }
+
+    /// One round: controller update and budget for every line item with a goal, reclaiming
+    /// silent edges' leases, then the state persisted.
+    pub async fn round(&self) -> Result<RoundReport, PacingError> {
+        let result = self.try_round().await;
+        self.counts.rounds.fetch_add(1, Ordering::Relaxed);
+        if result.is_err() {
+            self.counts.round_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    async fn try_round(&self) -> Result<RoundReport, PacingError> {
+        let mut state = self.state.lock().await;
+        self.refresh_goals(&mut state).await?;
+        let now = self.clock.now();
+        let deliveries = self.deliveries(&state.goals, now).await?;
+        let state = &mut *state;
+        let mut controls = BTreeMap::new();
+        let mut next_period_end: Option<Timestamp> = None;
+        let mut budgeted = 0;
+        for goaled in &state.goals {
+            let id = goaled.id;
+            let delivery = deliveries.get(&id).copied().unwrap_or(Delivery {
+                at: now,
+                today: 0,
+                lifetime: 0,
+            });
+            let pacing_state = state.states.entry(id).or_insert_with(|| self.pacer.start());
+            match self.pacer.update(
+                &goaled.schedule,
+                &TrafficProfile::UNIFORM,
+                pacing_state,
+                delivery,
+            ) {
+                Ok(output) => {
+                    controls.insert(id, ControlEntry::new(id, &output));
+                }
+                Err(error) => tracing::warn!(line_item = id.0, %error, "cannot pace line item"),
+            }
+            let period = goaled.schedule.budget(&delivery).ok().flatten();
+            match (period, goaled.charge) {
+                (Some(period), Some(charge)) => {
+                    state.book.set_budget(
+                        id,
+                        BudgetSpec {
+                            period: period.key,
+                            limit: period.limit,
+                            unit: charge.amount,
+                            ends_at: period.ends_at,
+                        },
+                    );
+                    budgeted += 1;
+                    if let Some(end) = period.ends_at {
+                        next_period_end = Some(next_period_end.map_or(end, |e| e.min(end)));
+                    }
+                }
+                _ => {
+                    state.book.remove_budget(id);
+                }
+            }
+        }
+        // Line items that lost their goal (or left the catalog): no state, budget or control.
+        let gone: Vec<LineItemId> = state
+            .states
+            .keys()
+            .filter(|id| !state.goals.iter().any(|g| g.id == **id))
+            .copied()
+            .collect();
+        for id in gone {
+            state.states.remove(&id);
+            state.book.remove_budget(id);
+        }
+        for expiry in state.book.expire(now) {
+            self.counts.expiries.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                line_item = expiry.line_item.0,
+                edge = expiry.edge.0,
+                unreported = expiry.unreported,
+                "lease of a silent edge reclaimed"
+            );
+        }
+        if controls != state.controls {
+            state.controls = controls;
+            state.control_version += 1;
+        }
+        self.persist(state).await?;
+        Ok(RoundReport {
+            paced: state.goals.len(),
+            budgeted,
+            control_version: state.control_version,
+            next_period_end,
+        })
+    }
+
+    /// Re-reads the line items with a goal when the catalog changed.
+    async fn refresh_goals(&self, state: &mut State) -> Result<(), PacingError> {
+        let counter = self.store.change_counter().await?;
+        if state.catalog_version == Some(counter) {
+            return Ok(());
+        }
+        let catalog = self.store.catalog().await?;
+        state.goals = catalog
+            .line_items
+            .iter()
+            .filter_map(|stored| {
+                let line_item = &stored.object;
+                let goal = line_item.goal?;
+                let id = LineItemId(stored.meta.id);
+                let (flight_start, _) = line_item.flight()?;
+                match Schedule::for_line_item(line_item) {
+                    Ok(schedule) => Some(Goaled {
+                        id,
+                        schedule,
+                        flight_start,
+                        metric: goal.metric,
+                        charge: Charge::for_goal(goal.metric, &line_item.price),
+                    }),
+                    Err(error) => {
+                        tracing::warn!(line_item = id.0, %error, "line item not paced");
+                        None
+                    }
+                }
+            })
+            .collect();
+        state.catalog_version = Some(catalog.version);
+        Ok(())
+    }
+
+    /// Delivery of each line item today (its local day) and over its flight, up to `now`: one
+    /// query per distinct start instant (line items sharing a zone share their day's start).
+    async fn deliveries(
+        &self,
+        goals: &[Goaled],
+        now: Timestamp,
+    ) -> Result<HashMap<LineItemId, Delivery>, PacingError> {
+        let mut by_since: BTreeMap<Timestamp, Vec<u64>> = BTreeMap::new();
+        for goaled in goals {
+            if let Ok(day) = goaled.schedule.day(now) {
+                by_since.entry(day.start).or_default().push(goaled.id.0);
+            }
+            by_since
+                .entry(goaled.flight_start)
+                .or_default()
+                .push(goaled.id.0);
+        }
+        let mut counted: HashMap<(Timestamp, u64), Counters> = HashMap::new();
+        for (since, ids) in by_since {
+            if since >= now {
+                continue;
+            }
+            let rows = self.store.delivery(Some(ids), since, now).await?;
+            counted.extend(rows.into_iter().map(|(id, c)| ((since, id), c)));
+        }
+        let amount = |metric, since, id: LineItemId| {
+            counted
+                .get(&(since, id.0))
+                .map_or(0, |c| delivered(metric, c))
+        };
+        Ok(goals
+            .iter()
+            .map(|g| {
+                let today = g
+                    .schedule
+                    .day(now)
+                    .map_or(0, |day| amount(g.metric, day.start, g.id));
+                let delivery = Delivery {
+                    at: now,
+                    today,
+                    lifetime: amount(g.metric, g.flight_start, g.id),
+                };
+                (g.id, delivery)
+            })
+            .collect())
+    }
+
+    async fn persist(&self, state: &State) -> Result<(), PacingError> {
+        let body = serde_json::to_string(&state.persisted())?;
+        self.store.save_pacing_state(STATE_NAME, body).await?;
+        Ok(())
+    }
+
+    /// Answers an edge: releases, then renewals (each renewal is taken as the requesting
+    /// edge's), persisting the book before answering; the control set if the edge's differs.
+    pub async fn sync(&self, request: SyncRequest) -> Result<SyncResponse, PacingError> {
+        self.counts.syncs.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.state.lock().await;
+        let now = self.clock.now();
+        let edge = request.edge;
+        let mut changed = false;
+        for release in &request.releases {
+            let release = marquee_pacing::Renewal { edge, ..*release };
+            match state.book.release(&release, now) {
+                Ok(()) => changed = true,
+                Err(error) => tracing::debug!(%error, "lease release ignored"),
+            }
+        }
+        let mut response = SyncResponse {
+            control_version: state.control_version,
+            ..SyncResponse::default()
+        };
+        for renewal in &request.renewals {
+            let renewal = marquee_pacing::Renewal { edge, ..*renewal };
+            match state.book.renew(&renewal, now) {
+                Ok(grant) => {
+                    changed = true;
+                    response.grants.push(grant);
+                }
+                Err(error) => {
+                    if !matches!(error, LeaseError::NoBudget(_)) {
+                        tracing::warn!(%error, "lease renewal refused");
+                    }
+                    response.unbudgeted.push(renewal.line_item);
+                }
+            }
+        }
+        if changed {
+            self.persist(&state).await?;
+        }
+        self.counts
+            .grants
+            .fetch_add(response.grants.len() as u64, Ordering::Relaxed);
+        self.counts
+            .unbudgeted
+            .fetch_add(response.unbudgeted.len() as u64, Ordering::Relaxed);
+        if request.control_version != state.control_version {
+            response.controls = Some(state.controls.values().copied().collect());
+        }
+        Ok(response)
+    }
+
+    /// Rounds every `interval`, and as soon as a budget period ends, until `shutdown`.
+    pub async fn run_loop(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let next_end = match self.round().await {
+                Ok(report) => report.next_period_end,
+                Err(error) => {
+                    tracing::error!(%error, "pacing round failed; edges keep the last controls");
+                    None
+                }
+            };
+            let now = self.clock.now();
+            let until_end = next_end
+                .and_then(|end| Duration::try_from(now.duration_until(end)).ok())
+                .unwrap_or(self.options.interval);
+            let wait = until_end.min(self.options.interval).max(MIN_WAIT);
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Prometheus text: loop counters, and per line item with a goal its control and lease
+    /// state.
+    pub async fn render_metrics(&self) -> String {
+        let state = self.state.lock().await;
+        let mut out = String::new();
+        let counts = [
+            (
+                "marquee_pacing_rounds_total",
+                "Pacing rounds run.",
+                &self.counts.rounds,
+            ),
+            (
+                "marquee_pacing_round_errors_total",
+                "Pacing rounds that failed.",
+                &self.counts.round_errors,
+            ),
+            (
+                "marquee_pacing_syncs_total",
+                "Edge sync calls answered.",
+                &self.counts.syncs,
+            ),
+            (
+                "marquee_lease_grants_total",
+                "Lease grants handed to edges.",
+                &self.counts.grants,
+            ),
+            (
+                "marquee_lease_unbudgeted_total",
+                "Renewals answered without a grant (no budget now).",
+                &self.counts.unbudgeted,
+            ),
+            (
+                "marquee_lease_expiries_total",
+                "Leases reclaimed from silent edges.",
+                &self.counts.expiries,
+            ),
+        ];
+        for (name, help, counter) in counts {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP marquee_pacing_control_version Version of the control set edges fetch.\n\
+             # TYPE marquee_pacing_control_version gauge\nmarquee_pacing_control_version {}",
+            state.control_version
+        );
+        type Series = (&'static str, &'static str, fn(&ControlEntry) -> u64);
+        let control_series: [Series; 3] = [
+            (
+                "marquee_pacing_throttle_ppm",
+                "Share of eligible requests a line item takes part in, per million.",
+                |c| u64::from(c.throttle_ppm),
+            ),
+            (
+                "marquee_pacing_bid_multiplier_permille",
+                "Bid multiplier of a line item, per mille.",
+                |c| u64::from(c.bid_multiplier_permille),
+            ),
+            (
+                "marquee_pacing_stopped",
+                "1 when a line item is stopped (outside its flight or goal reached).",
+                |c| u64::from(c.stopped),
+            ),
+        ];
+        for (name, help, value) in control_series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for control in state.controls.values() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{line_item=\"{}\"}} {}",
+                    control.line_item,
+                    value(control)
+                );
+            }
+        }
+        type Usage = (
+            &'static str,
+            &'static str,
+            fn(&marquee_pacing::BudgetUsage) -> u64,
+        );
+        let lease_series: [Usage; 5] = [
+            (
+                "marquee_lease_limit",
+                "Budget of the current period, in the goal's metric.",
+                |u| u.limit,
+            ),
+            (
+                "marquee_lease_used",
+                "Billed in the current period as edges reported it.",
+                |u| u.used,
+            ),
+            (
+                "marquee_lease_committed",
+                "Used plus outstanding slices: what edges may bill without renewing.",
+                |u| u.committed,
+            ),
+            (
+                "marquee_lease_unreported_reclaimed",
+                "Unreported parts of leases reclaimed from silent edges this period.",
+                |u| u.unreported_reclaimed,
+            ),
+            (
+                "marquee_lease_live_edges",
+                "Edges holding a live lease.",
+                |u| u.live_edges as u64,
+            ),
+        ];
+        let usages: Vec<_> = state
+            .goals
+            .iter()
+            .filter_map(|g| Some((g.id, state.book.usage(g.id)?)))
+            .collect();
+        for (name, help, value) in lease_series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (id, usage) in &usages {
+                let _ = writeln!(out, "{name}{{line_item=\"{id}\"}} {}", value(usage));
+            }
+        }
+        out
+    }
+}
+
+/// Delivery in a goal's metric, as the leases charge it (spend: Σ CPM ÷ 1000 + CPC).
+fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {
+    let amount = match metric {
+        GoalMetric::Impressions => counters.impressions,
+        GoalMetric::Clicks => counters.clicks,
+        GoalMetric::Spend => counters.spend_micros(),
+    };
+    u64::try_from(amount).unwrap_or(0)
+}

@@ -1,0 +1,214 @@
+//! The manager's pacing against a real SQLite store holding the demo data, with a manual
+//! clock: rounds read delivery from the stats store and stop a line item at its goal, the sync
+//! grants leases within the budget and sends controls only when they changed, the book survives
+//! a restart, and silent edges' leases are reclaimed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use marquee_manager::{Pacing, PacingOptions, demo};
+use marquee_model::{Clock, LineItemId, ManualClock};
+use marquee_pacing::{EdgeId, Renewal, SyncRequest};
+use marquee_stats::{Counters, RowKey};
+use marquee_store::{RunWrite, SqliteStore, Store};
+use tempfile::TempDir;
+
+/// A Tuesday noon in Berlin's winter (UTC+1).
+const NOW: &str = "2026-12-01T12:00:00Z";
+
+struct Setup {
+    _dir: TempDir,
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    /// "Boots DACH mobile": impressions, 20,000 a day, 1,000,000 over the flight, even.
+    boots: LineItemId,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(
+            &dir.path().join("m.db"),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        )
+        .unwrap(),
+    );
+    demo::load(&*store).await.unwrap();
+    let catalog = store.catalog().await.unwrap();
+    let boots = catalog
+        .line_items
+        .iter()
+        .find(|li| li.object.name == "Boots DACH mobile")
+        .map(|li| LineItemId(li.meta.id))
+        .unwrap();
+    Setup {
+        _dir: dir,
+        store,
+        clock,
+        boots,
+    }
+}
+
+async fn open(setup: &Setup) -> Pacing {
+    Pacing::open(
+        Arc::clone(&setup.store),
+        Arc::clone(&setup.clock) as Arc<dyn Clock>,
+        PacingOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+fn renewal(line_item: LineItemId, consumed: u64, held_ceiling: u64) -> Renewal {
+    Renewal {
+        edge: EdgeId(7),
+        line_item,
+        consumed,
+        held_ceiling,
+    }
+}
+
+fn request(control_version: u64, renewals: Vec<Renewal>) -> SyncRequest {
+    SyncRequest {
+        edge: EdgeId(7),
+        control_version,
+        renewals,
+        releases: Vec::new(),
+    }
+}
+
+/// Commits `impressions` of a line item at `at` as an aggregation run would (minute, hour,
+/// line item hour and day rows).
+async fn deliver(store: &dyn Store, line_item: LineItemId, impressions: i64, at: Timestamp) {
+    let counters = Counters {
+        impressions,
+        ..Counters::default()
+    };
+    let key = |width: i64| RowKey {
+        line_item: line_item.0,
+        bucket: at.as_second() - at.as_second().rem_euclid(width),
+        creative: 0,
+        placement: 0,
+        country: [0, 0],
+        device: 0,
+    };
+    store
+        .commit_run(RunWrite {
+            minutes: vec![(key(60), counters)],
+            hours: vec![(key(3_600), counters)],
+            line_item_hours: vec![(key(3_600), counters)],
+            days: vec![(key(86_400), counters)],
+            now: at,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_round_paces_goals_and_stops_a_line_item_at_its_daily_goal() {
+    let setup = setup().await;
+    let pacing = open(&setup).await;
+    let first = pacing.round().await.unwrap();
+    // The demo has three line items with a goal; boots_sports is a weekend sponsorship but
+    // its flight runs, so all three have a budget today.
+    assert_eq!(first.paced, 3);
+    assert_eq!(first.budgeted, 3);
+    assert!(
+        first.next_period_end.is_some(),
+        "daily budgets end at midnight"
+    );
+
+    let answer = pacing.sync(request(0, vec![])).await.unwrap();
+    let controls = answer.controls.expect("a first sync gets the control set");
+    let boots = controls
+        .iter()
+        .find(|c| c.line_item == setup.boots)
+        .unwrap();
+    assert!(!boots.stopped);
+    // A new line item starts low (5%, one step up of at most 4× per round), not at full speed.
+    assert!((1..=200_000).contains(&boots.throttle_ppm), "{boots:?}");
+
+    // The whole daily goal delivered an hour ago: the next round stops it.
+    let an_hour_ago = setup.clock.now() - SignedDuration::from_hours(1);
+    deliver(&*setup.store, setup.boots, 20_000, an_hour_ago).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    let second = pacing.round().await.unwrap();
+    assert!(second.control_version > answer.control_version);
+    let answer = pacing
+        .sync(request(answer.control_version, vec![]))
+        .await
+        .unwrap();
+    let controls = answer.controls.expect("the control set changed");
+    let boots = controls
+        .iter()
+        .find(|c| c.line_item == setup.boots)
+        .unwrap();
+    assert!(boots.stopped, "goal reached: {boots:?}");
+    let metrics = pacing.render_metrics().await;
+    let stopped = format!("marquee_pacing_stopped{{line_item=\"{}\"}} 1", setup.boots);
+    assert!(metrics.contains(&stopped), "{metrics}");
+
+    let unchanged = pacing
+        .sync(request(answer.control_version, vec![]))
+        .await
+        .unwrap();
+    assert_eq!(unchanged.controls, None, "nothing changed, nothing sent");
+}
+
+#[tokio::test]
+async fn grants_stay_within_the_budget_survive_a_restart_and_silent_edges_are_reclaimed() {
+    let setup = setup().await;
+    let pacing = open(&setup).await;
+    pacing.round().await.unwrap();
+    let answer = pacing
+        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
+        .await
+        .unwrap();
+    assert_eq!(answer.grants.len(), 1);
+    let grant = answer.grants[0];
+    assert!(grant.ceiling > 0 && grant.ceiling <= 20_000, "{grant:?}");
+    assert_eq!(
+        grant.expires_at,
+        setup.clock.now() + SignedDuration::from_secs(15)
+    );
+
+    // A line item without a goal has no budget.
+    let house = pacing
+        .sync(request(0, vec![renewal(LineItemId(999_999), 0, 0)]))
+        .await
+        .unwrap();
+    assert_eq!(house.unbudgeted, vec![LineItemId(999_999)]);
+
+    // A restarted manager remembers the grant: the edge's report lands on its account.
+    drop(pacing);
+    let pacing = open(&setup).await;
+    let metrics = pacing.render_metrics().await;
+    let committed = format!(
+        "marquee_lease_committed{{line_item=\"{}\"}} {}",
+        setup.boots, grant.ceiling
+    );
+    // Metrics list line items once a round has resolved the goals.
+    pacing.round().await.unwrap();
+    let metrics_after = pacing.render_metrics().await;
+    assert!(
+        metrics_after.contains(&committed),
+        "{metrics}\n---\n{metrics_after}"
+    );
+
+    // The edge goes silent: after expiry and grace the lease is reclaimed.
+    setup.clock.advance(SignedDuration::from_secs(21));
+    pacing.round().await.unwrap();
+    let metrics = pacing.render_metrics().await;
+    assert!(
+        metrics.contains("marquee_lease_expiries_total 1"),
+        "{metrics}"
+    );
+    let live = format!(
+        "marquee_lease_live_edges{{line_item=\"{}\"}} 0",
+        setup.boots
+    );
+    assert!(metrics.contains(&live), "{metrics}");
+}
