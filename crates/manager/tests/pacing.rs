@@ -18,7 +18,7 @@ use tempfile::TempDir;
 const NOW: &str = "2026-12-01T12:00:00Z";
 
 struct Setup {
-    _dir: TempDir,
+    dir: TempDir,
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
     /// "Boots DACH mobile": impressions, 20,000 a day, 1,000,000 over the flight, even.
@@ -44,7 +44,7 @@ async fn setup() -> Setup {
         .map(|li| LineItemId(li.meta.id))
         .unwrap();
     Setup {
-        _dir: dir,
+        dir,
         store,
         clock,
         boots,
@@ -211,4 +211,89 @@ async fn grants_stay_within_the_budget_survive_a_restart_and_silent_edges_are_re
         setup.boots
     );
     assert!(metrics.contains(&live), "{metrics}");
+}
+
+/// `POST /internal/v1/sync` through the manager's router: the shared secret is required, a
+/// bad body is a 400 naming the problem, and a good one is answered like the in-process call.
+#[tokio::test]
+async fn the_sync_endpoint_needs_the_secret() {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode, header};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let setup = setup().await;
+    let manager = marquee_manager::Manager::open(
+        Arc::clone(&setup.store),
+        Arc::clone(&setup.clock) as Arc<dyn Clock>,
+        marquee_manager::ManagerOptions {
+            snapshot_dir: setup.dir.path().join("snapshots"),
+            keep: 2,
+            compile_interval: std::time::Duration::from_secs(1),
+        },
+    )
+    .await
+    .unwrap();
+    let router = marquee_manager::router(&manager, "http://ads.example");
+    let post = |secret: Option<&str>, body: String| {
+        let mut request = Request::post("/internal/v1/sync");
+        if let Some(secret) = secret {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {secret}"));
+        }
+        request.body(Body::from(body)).unwrap()
+    };
+    let body = serde_json::to_string(&request(0, vec![renewal(setup.boots, 0, 0)])).unwrap();
+
+    let answer = router
+        .clone()
+        .oneshot(post(None, body.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no pacing yet"
+    );
+
+    let pacing = Pacing::open(
+        Arc::clone(&setup.store),
+        Arc::clone(&setup.clock) as Arc<dyn Clock>,
+        PacingOptions {
+            secret: "0123456789abcdef".into(),
+            ..PacingOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    pacing.round().await.unwrap();
+    manager.attach_pacing(Arc::new(pacing));
+
+    for secret in [None, Some("wrong-secret-0000")] {
+        let answer = router
+            .clone()
+            .oneshot(post(secret, body.clone()))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{secret:?}");
+    }
+    let answer = router
+        .clone()
+        .oneshot(post(Some("0123456789abcdef"), "{\"edge\":1}".into()))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let text = answer.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("control_version"), "{text}");
+
+    let answer = router
+        .oneshot(post(Some("0123456789abcdef"), body))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+    let response: marquee_pacing::SyncResponse = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(response.grants.len(), 1);
+    assert_eq!(response.grants[0].line_item, setup.boots);
+    assert!(response.controls.is_some());
 }
