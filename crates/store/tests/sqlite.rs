@@ -89,6 +89,7 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             "api_tokens",
             "change_counter",
             "line_item_placements",
+            "pacing_state",
             "schema_migrations",
             "stats_checkpoints",
             "stats_day",
@@ -111,7 +112,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (1, "initial"),
             (2, "stats"),
             (3, "stats_minute_lean"),
-            (4, "stats_hour_line_item")
+            (4, "stats_hour_line_item"),
+            (5, "pacing_state")
         ]
     );
     let (_, _, sha256, applied_at) = &applied[0];
