@@ -635,7 +635,8 @@ pub(crate) fn bid(
     let decided = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
-        let mut bids: Vec<(Bid<'_>, Decision)> = Vec::with_capacity(request.imp.len());
+        let mut bids: Vec<Bid<'_>> = Vec::with_capacity(request.imp.len());
+        let mut decisions: Vec<Decision> = Vec::with_capacity(request.imp.len());
         for imp in &request.imp {
             if Instant::now() >= deadline {
                 return None;
@@ -661,12 +662,13 @@ pub(crate) fn bid(
                 continue;
             };
             if let Some(bid) = make_bid(&auction, imp, &view, &decision, worker) {
-                bids.push((bid, decision));
+                bids.push(bid);
+                decisions.push(decision);
             }
         }
-        Some(bids)
+        Some((bids, decisions))
     });
-    let Some(mut bids) = decided else {
+    let Some((bids, mut decisions)) = decided else {
         return late_bid(edge, exchange, &request, now);
     };
 
@@ -685,46 +687,62 @@ pub(crate) fn bid(
             .map(|m| m.0)
     };
     response.seatbid.push(SeatBid {
-        bid: bids.iter().map(|(bid, _)| bid.clone()).collect(),
+        bid: bids,
         seat: Some(Cow::Borrowed(&exchange.seat)),
     });
+    // Imps whose bid failed the checks.
+    let mut dropped: Vec<String> = Vec::new();
     if let Err(violations) = validate_response(&request, &response, &converter) {
         for violation in &violations {
             tracing::warn!(%violation, "bid dropped: it fails the response checks");
         }
-        let before = bids.len();
-        bids.retain(|(bid, _)| {
-            !violations
-                .iter()
-                .any(|v| v.bid_id.as_deref() == Some(bid.id.as_ref()))
-        });
-        for _ in bids.len()..before {
-            Stats::bump(&stats.invalid_bids);
-            log_no_bid(&auction, no_bid_code::INVALID_BID, device_code);
-        }
-        response.seatbid[0].bid = bids.iter().map(|(bid, _)| bid.clone()).collect();
         // A violation not tied to one bid (the response as a whole) leaves nothing to send.
-        if violations.iter().any(|v| v.bid_id.is_none()) {
-            response.seatbid[0].bid.clear();
-        }
+        let whole = violations.iter().any(|v| v.bid_id.is_none());
+        let bids = &mut response.seatbid[0].bid;
+        let keep: Vec<bool> = bids
+            .iter()
+            .map(|bid| {
+                !whole
+                    && !violations
+                        .iter()
+                        .any(|v| v.bid_id.as_deref() == Some(bid.id.as_ref()))
+            })
+            .collect();
+        dropped = bids
+            .iter()
+            .zip(&keep)
+            .filter(|(_, keep)| !**keep)
+            .map(|(bid, _)| bid.impid.to_string())
+            .collect();
+        let mut kept = keep.iter();
+        bids.retain(|_| kept.next().copied().unwrap_or(false));
+        let mut kept = keep.iter();
+        decisions.retain(|_| kept.next().copied().unwrap_or(false));
+        stats
+            .invalid_bids
+            .fetch_add(dropped.len() as u64, Ordering::Relaxed);
     }
     if Instant::now() >= deadline {
         return late_bid(edge, exchange, &request, now);
     }
-    if response.seatbid[0].bid.is_empty() {
-        return no_bid(edge, exchange, &request, no_bid_code::NO_MATCH, now);
-    }
-    // Imps without a bid are logged as no-bids; bids as sampled.
+    // Imps without a bid are logged as no-bids, each with its reason; bids as sampled.
     for imp in &request.imp {
-        if !response.seatbid[0].bid.iter().any(|b| b.impid == imp.id) {
-            log_no_bid(&auction, no_bid_code::NO_MATCH, device_code);
+        if response.seatbid[0].bid.iter().any(|b| b.impid == imp.id) {
+            continue;
         }
+        let reason = if dropped.iter().any(|d| *d == imp.id) {
+            no_bid_code::INVALID_BID
+        } else {
+            no_bid_code::NO_MATCH
+        };
+        log_no_bid(&auction, reason, device_code);
     }
-    for bid in &response.seatbid[0].bid {
+    if response.seatbid[0].bid.is_empty() {
+        return no_bid_answer(edge, exchange, &request, no_bid_code::NO_MATCH);
+    }
+    for (bid, decision) in response.seatbid[0].bid.iter().zip(&decisions) {
         Stats::bump(&stats.bids);
-        if let Some((_, decision)) = bids.iter().find(|(b, _)| b.id == bid.id) {
-            log_bid(&auction, bid, decision, device_code);
-        }
+        log_bid(&auction, bid, decision, device_code);
     }
     let mut json = String::with_capacity(2048);
     response.write_json(&mut json);
@@ -1006,8 +1024,7 @@ fn late_bid(
     (answer, Outcome::Late)
 }
 
-/// No bid for the whole request: every imp logged as a no-bid with `reason`, then 204 (or a
-/// body with `nbr` where the exchange asks for one).
+/// No bid for the whole request: every imp logged as a no-bid with `reason`, then the answer.
 fn no_bid(
     edge: &Edge,
     exchange: &Exchange,
@@ -1015,7 +1032,6 @@ fn no_bid(
     reason: u64,
     now: Timestamp,
 ) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.no_bids);
     if !request.test {
         for _ in &request.imp {
             let id = WORKER.with(|w| w.borrow_mut().rng.next_u64());
@@ -1028,6 +1044,17 @@ fn no_bid(
             );
         }
     }
+    no_bid_answer(edge, exchange, request, reason)
+}
+
+/// The no-bid answer: 204, or a body with `nbr` where the exchange asks for one.
+fn no_bid_answer(
+    edge: &Edge,
+    exchange: &Exchange,
+    request: &BidRequest<'_>,
+    reason: u64,
+) -> (Response<Body>, Outcome) {
+    Stats::bump(&edge.bidder.stats.no_bids);
     if !exchange.no_bid_reason {
         return (no_content(), Outcome::Fallback);
     }

@@ -49,6 +49,10 @@ fn rates() -> CurrencyRates {
 /// price keys, rates, and three exchanges: `agency` (whose
 /// seat the pmp sample's deals admit), `partner` (user sync), `nbr` (no-bid bodies).
 fn start(dir: &Path) -> Server {
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &Path, envs: &[(&str, &str)]) -> Server {
     let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
     let config = dir.join("marquee.toml");
     std::fs::write(
@@ -67,7 +71,11 @@ fn start(dir: &Path) -> Server {
     )
     .unwrap();
     let data = dir.join("data");
-    Server::start(&data, &["--demo", "--config", config.to_str().unwrap()])
+    Server::start_with(
+        &data,
+        &["--demo", "--config", config.to_str().unwrap()],
+        envs,
+    )
 }
 
 struct Answer {
@@ -885,4 +893,50 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
             .is_some()
     );
     server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bid_failing_the_response_checks_is_dropped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    // Notice URLs on plain http cannot go to a secure imp: the engine picks an https creative,
+    // the response check then finds `http:` in `nurl`.
+    let server = start_with(
+        dir.path(),
+        &[("MARQUEE_EDGE__PUBLIC_URL", "http://ads.example.com")],
+    );
+    let client = reqwest::Client::new();
+    let request = banner();
+    wait_for_bids(&client, &server, &request).await;
+    let mut secure = request.clone();
+    secure["imp"][0]["secure"] = json!(1);
+    assert_eq!(
+        post(&client, &server, "/openrtb2/bid", &secure)
+            .await
+            .status,
+        204
+    );
+    let metrics = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("marquee_bidder_invalid_bids_total 1"),
+        "{metrics}"
+    );
+    server.stop();
+    let no_bids: Vec<u64> = logged_events(&dir.path().join("data"))
+        .into_iter()
+        // Reason 1: a request of `wait_for_bids` that came before the snapshot.
+        .filter(|e| e.kind == Kind::NoBid && e.creative != 1)
+        .map(|e| e.creative)
+        .collect();
+    assert_eq!(
+        no_bids,
+        vec![503],
+        "the imp logged once, with the invalid-bid reason"
+    );
 }
