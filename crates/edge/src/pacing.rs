@@ -27,7 +27,7 @@ use marquee_pacing::{Billable, Charge, ControlEntry, EdgeId, Lease, SyncRequest,
 use marquee_snapshot::LineItemEntry;
 
 use crate::Edge;
-use crate::holder::Loaded;
+use crate::holder::{Holder, Loaded};
 
 /// A failed sync; the edge keeps its controls and its leases run out.
 #[derive(Debug, thiserror::Error)]
@@ -214,8 +214,10 @@ impl EdgePacing {
         }
     }
 
-    /// Applies the manager's answer: grants in order, then the control set if one came.
-    pub fn apply(&self, loaded: Option<&Loaded>, response: SyncResponse) {
+    /// Applies the manager's answer: grants in order, then the control set if one came, to the
+    /// snapshot current once the control lock is held (so a concurrent [`attach`](Self::attach)
+    /// either sees the new set or is followed by it).
+    pub fn apply(&self, holder: &Holder, response: SyncResponse) {
         if let Ok(leases) = self.leases.lock() {
             for grant in &response.grants {
                 if let Some((lease, _)) = leases.get(&grant.line_item) {
@@ -231,8 +233,8 @@ impl EdgePacing {
         };
         let fresh: HashMap<LineItemId, ControlEntry> =
             entries.into_iter().map(|e| (e.line_item, e)).collect();
-        if let Some(loaded) = loaded {
-            apply_controls(loaded, &fresh, &controls.1);
+        if let Some(loaded) = holder.current() {
+            apply_controls(&loaded, &fresh, &controls.1);
         }
         *controls = (response.control_version, fresh);
     }
@@ -318,9 +320,7 @@ pub async fn sync_once(edge: &Edge, client: &dyn SyncClient) -> Result<(), SyncE
     }
     let request = edge.pacing.request(Timestamp::now());
     let response = client.sync(request).await?;
-    // The snapshot now current: one may have been swapped in while the call was away.
-    edge.pacing
-        .apply(edge.holder.current().as_deref(), response);
+    edge.pacing.apply(&edge.holder, response);
     Ok(())
 }
 

@@ -386,7 +386,10 @@ async fn open_pacing(
     let pacing = marquee_manager::Pacing::open(Arc::clone(store), clock, options)
         .await
         .map_err(|error| Failure {
-            status: EXIT_CONFIG,
+            status: match error {
+                marquee_manager::PacingError::Config(_) => EXIT_CONFIG,
+                _ => 1,
+            },
             message: error.to_string(),
         })?;
     if let Err(error) = pacing.round().await {
