@@ -21,8 +21,8 @@ pub use kind::{Kind, Principal, Role, Side, Status};
 pub use money::{Currency, CurrencyError, Micros};
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
-    FrequencyCap, Goal, GoalMetric, HTML_MACROS, LineItem, Object, PacingMode, Placement, Price,
-    PricingModel, Publisher, RotationMode, Site, Size, Tier,
+    FrequencyCap, Goal, GoalMetric, HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem,
+    Object, PacingMode, Placement, Price, PricingModel, Publisher, RotationMode, Site, Size, Tier,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use stored::{Catalog, Meta, Stored};

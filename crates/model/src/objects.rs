@@ -586,6 +586,27 @@ pub const HTML_MACROS: &[&str] = &[
     "TIMESTAMP",
 ];
 
+/// Live statistics an HTML creative or third-party tag may show, written `{{STAT:NAME}}`. The
+/// manager renders their current values (whole numbers, or a percentage with two decimals)
+/// into the prepared ad code and re-renders them as they change; the edge never computes them.
+/// "Today" is the line item's day in its time zone.
+pub const LIVE_STATISTICS: &[&str] = &[
+    // The creative's line item's impressions today.
+    "IMPRESSIONS_TODAY",
+    // Its clicks today.
+    "CLICKS_TODAY",
+    // Clicks per impression today, in percent with two decimals (`1.25`).
+    "CTR_TODAY",
+    // The line item's place (1 = first) among the line items of its campaign by clicks today,
+    // ties broken by impressions today, then by the lower id.
+    "RANK",
+    // How many line items that ranking has.
+    "RANK_OF",
+];
+
+/// The prefix of a live statistic's name in markup: `{{STAT:IMPRESSIONS_TODAY}}`.
+pub const LIVE_STATISTIC_PREFIX: &str = "STAT:";
+
 /// What a creative shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -876,7 +897,7 @@ impl CreativeContent {
     }
 }
 
-/// Markup must be non-empty, bounded, and use only known `{{MACROS}}`.
+/// Markup must be non-empty, bounded, and use only known `{{MACROS}}` and `{{STAT:NAMES}}`.
 fn markup_rule(v: &mut Violations, markup: &str) {
     if markup.trim().is_empty() {
         v.fail("must not be empty");
@@ -894,7 +915,18 @@ fn markup_rule(v: &mut Violations, markup: &str) {
             return;
         };
         let name = &after[..close];
-        if !HTML_MACROS.contains(&name) {
+        if let Some(statistic) = name.strip_prefix(LIVE_STATISTIC_PREFIX) {
+            if !LIVE_STATISTICS.contains(&statistic) {
+                v.fail(format!(
+                    "uses unknown live statistic {{{{{name}}}}}; known: {}",
+                    LIVE_STATISTICS
+                        .iter()
+                        .map(|s| format!("{LIVE_STATISTIC_PREFIX}{s}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        } else if !HTML_MACROS.contains(&name) {
             v.fail(format!(
                 "uses unknown macro {{{{{name}}}}}; known: {}",
                 HTML_MACROS.join(", ")

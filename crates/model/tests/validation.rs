@@ -10,7 +10,8 @@
 
 use marquee_model::{
     Advertiser, Campaign, CapWindow, Channel, Creative, CreativeContent, Currency, Format,
-    HTML_MACROS, LineItem, Micros, Object, Placement, Price, PricingModel, Publisher, Site, Tier,
+    HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem, Micros, Object, Placement,
+    Price, PricingModel, Publisher, Site, Tier,
 };
 use serde_json::{Value, json};
 
@@ -598,6 +599,8 @@ fn creative_markup_rules() {
         ("html unknown macro",     json!({"content": {"html": "<a href=\"{{CLICK}}\">x</a>"}}),        "content.html"),
         ("html lower-case macro",  json!({"content": {"html": "<a href=\"{{click_url}}\">x</a>"}}),    "content.html"),
         ("html unterminated {{",   json!({"content": {"html": "<a href=\"{{CLICK_URL\">x</a>"}}),      "content.html"),
+        ("html unknown statistic", json!({"content": {"html": "<b>{{STAT:VISITS}}</b>"}}),             "content.html"),
+        ("html statistic as macro", json!({"content": {"html": "<b>{{IMPRESSIONS_TODAY}}</b>"}}),      "content.html"),
     ];
     assert_cases::<Creative>(&html(), &cases);
 
@@ -609,17 +612,38 @@ fn creative_markup_rules() {
         ("tag too big",            json!({"content": {"tag": too_big}}),                               "content.tag"),
         ("tag unknown macro",      json!({"content": {"tag": "<script>{{USER_ID}}</script>"}}),        "content.tag"),
         ("tag unterminated {{",    json!({"content": {"tag": "<script>{{CACHE_BUSTER}} {{</script>"}}), "content.tag"),
+        ("tag unknown statistic",  json!({"content": {"tag": "<script>{{STAT:rank}}</script>"}}),     "content.tag"),
     ];
     assert_cases::<Creative>(&third_party_tag(), &cases);
 
     let all_macros: String = HTML_MACROS.iter().map(|m| format!("{{{{{m}}}}}")).collect();
+    let all_statistics: String = LIVE_STATISTICS
+        .iter()
+        .map(|s| format!("{{{{{LIVE_STATISTIC_PREFIX}{s}}}}}"))
+        .collect();
     #[rustfmt::skip]
     let valid = [
         ("exactly 100000 bytes",   json!({"content": {"html": "a".repeat(100_000)}})),
         ("every macro",            json!({"content": {"html": all_macros}})),
+        ("every live statistic",   json!({"content": {"html": all_statistics}})),
         ("}} without {{",          json!({"content": {"html": "<div>}}</div>"}})),
     ];
     assert_valid::<Creative>(&html(), &valid);
+}
+
+#[test]
+fn an_unknown_live_statistic_is_named_with_the_known_ones() {
+    let creative = parse::<Creative>(patched(
+        &html(),
+        &json!({"content": {"html": "<b>{{STAT:VISITS_TODAY}}</b>"}}),
+    ));
+    let error = creative.validate().expect_err("unknown statistic");
+    let message = &error.violations[0].message;
+    assert!(
+        message.contains("unknown live statistic {{STAT:VISITS_TODAY}}")
+            && message.contains("STAT:IMPRESSIONS_TODAY"),
+        "{message}"
+    );
 }
 
 #[test]
