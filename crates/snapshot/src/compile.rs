@@ -10,6 +10,7 @@ use crate::data::{
     AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, Keyed, LineItemEntry,
     PlacementEntry, PublisherEntry, SiteEntry, SnapshotData, find,
 };
+use crate::render::LiveTable;
 
 /// What [`compile_with_stats`] left out, and why, for the manager to log.
 ///
@@ -45,12 +46,19 @@ impl CompileStats {
 }
 
 /// Compiles the objects of `catalog` an edge may serve at or after `built_at`. Pure: no I/O, no
-/// clock. See [`compile_with_stats`] for the rules.
+/// clock. See [`compile_live`] for the rules.
 pub fn compile(catalog: &Catalog, built_at: Timestamp) -> Snapshot {
     compile_with_stats(catalog, built_at).0
 }
 
-/// Compiles `catalog` and reports what it dropped.
+/// Compiles `catalog` and reports what it dropped. Live statistics render as zero; see
+/// [`compile_live`].
+pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, CompileStats) {
+    compile_live(catalog, built_at, &LiveTable::new())
+}
+
+/// Compiles `catalog` with each creative's live statistics rendered from `live` (by creative
+/// id; a creative missing from it renders zeros), and reports what it dropped.
 ///
 /// An object enters only if it and all its ancestors are in the catalog (which holds only
 /// objects whose own status is active). Line items whose flight ended at or before `built_at`
@@ -58,7 +66,11 @@ pub fn compile(catalog: &Catalog, built_at: Timestamp) -> Snapshot {
 /// are dropped; links to dropped line items or placements are dropped. Line items that have not
 /// started yet are kept: the edge checks the flight per request. The snapshot version is
 /// `catalog.version`; `built_at` is kept to the microsecond, the header's precision.
-pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, CompileStats) {
+pub fn compile_live(
+    catalog: &Catalog,
+    built_at: Timestamp,
+    live: &LiveTable,
+) -> (Snapshot, CompileStats) {
     let mut stats = CompileStats::default();
 
     let advertisers = sorted(catalog.advertisers.iter().map(|s| AdvertiserEntry {
@@ -173,7 +185,11 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
             landing_url: c.landing_url.clone(),
             weight: c.weight,
             content: Content::from(&c.content),
-            ad_code: crate::render::ad_code(s.meta.id, c),
+            ad_code: crate::render::ad_code_live(
+                s.meta.id,
+                c,
+                live.get(&s.meta.id).copied().unwrap_or_default(),
+            ),
             format: c.content.format(),
             secure: c.https_only(),
             categories: c.categories.clone(),

@@ -20,7 +20,7 @@
 //! | 0 | 8 | magic: the bytes `4D 51 53 4E 41 50 00 00` (`"MQSNAP\0\0"`) |
 //! | 8 | 4 | format version, u32: `3` |
 //! | 12 | 4 | flags, u32: `0` (no flags are defined) |
-//! | 16 | 8 | snapshot version, u64: the store's change counter |
+//! | 16 | 8 | snapshot version, u64: grows with every publish; the manager writes the store's change counter × 2³² + its live-statistics revision (see `marquee_manager::live`) |
 //! | 24 | 8 | build time, i64: microseconds since 1970-01-01T00:00:00Z |
 //! | 32 | 8 | payload length in bytes, u64 |
 //! | 40 | 4 | checksum, u32: CRC-32 over bytes 0..40 followed by the payload |
@@ -119,11 +119,14 @@ mod dir;
 mod format;
 mod render;
 
-pub use compile::{CompileStats, compile, compile_with_stats};
+pub use compile::{CompileStats, compile, compile_live, compile_with_stats};
 pub use data::{
     AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
     PlacementEntry, PublisherEntry, SiteEntry, SnapshotData,
 };
 pub use dir::{DirError, SnapshotDir};
 pub use format::{FORMAT_VERSION, HEADER_LEN, Header, LoadError, MAGIC, Snapshot};
-pub use render::{AdCode, Hole, Part, ad_code, escape_html};
+pub use render::{
+    AdCode, Hole, LiveTable, LiveValues, Part, ad_code, ad_code_live, escape_html,
+    uses_live_statistics,
+};

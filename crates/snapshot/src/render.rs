@@ -2,8 +2,57 @@
 //! document of its iframe, as literal text with holes. The edge fills the holes per request by
 //! appending strings; it runs no template engine.
 
-use marquee_model::{Creative, CreativeContent};
+use std::collections::HashMap;
+
+use marquee_model::{Creative, CreativeContent, LIVE_STATISTIC_PREFIX};
 use serde::{Deserialize, Serialize};
+
+/// The live statistics of one creative at one moment, rendered as text into its ad code where
+/// the markup says `{{STAT:NAME}}` (names in [`marquee_model::LIVE_STATISTICS`]). Every value
+/// renders as digits (and one dot), so it is safe anywhere in HTML.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveValues {
+    pub impressions_today: u64,
+    pub clicks_today: u64,
+    /// Clicks per impression today in hundredths of a percent (`125` renders `1.25`).
+    pub ctr_today_basis_points: u64,
+    /// 1 for the first; 0 when the line item is not ranked.
+    pub rank: u32,
+    pub rank_of: u32,
+}
+
+impl LiveValues {
+    /// The text of statistic `name` (without the `STAT:` prefix), or `None` for an unknown
+    /// name.
+    pub fn text(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "IMPRESSIONS_TODAY" => self.impressions_today.to_string(),
+            "CLICKS_TODAY" => self.clicks_today.to_string(),
+            "CTR_TODAY" => format!(
+                "{}.{:02}",
+                self.ctr_today_basis_points / 100,
+                self.ctr_today_basis_points % 100
+            ),
+            "RANK" => self.rank.to_string(),
+            "RANK_OF" => self.rank_of.to_string(),
+            _ => return None,
+        })
+    }
+}
+
+/// Live values by creative id, for [`compile_live`](crate::compile_live).
+pub type LiveTable = HashMap<u64, LiveValues>;
+
+/// Whether a creative's markup uses any `{{STAT:NAME}}` variable, so that the manager keeps
+/// its values current.
+pub fn uses_live_statistics(creative: &Creative) -> bool {
+    let markup = match &creative.content {
+        CreativeContent::Html { html } => html,
+        CreativeContent::ThirdPartyTag { tag } => tag,
+        _ => return false,
+    };
+    markup.contains(&format!("{{{{{LIVE_STATISTIC_PREFIX}"))
+}
 
 /// Literal text with holes, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +100,9 @@ impl AdCode {
     }
 
     /// Appends creative markup, turning `{{MACROS}}` into holes or, for values known now
-    /// (ids), into text. Validation has refused unknown macros; any left stay as written.
-    fn markup(&mut self, markup: &str, creative_id: u64, line_item_id: u64) {
+    /// (ids, live statistics), into text. Validation has refused unknown macros; any left stay
+    /// as written. A live statistic without values yet renders as zero.
+    fn markup(&mut self, markup: &str, creative_id: u64, line_item_id: u64, live: LiveValues) {
         let mut rest = markup;
         while let Some(open) = rest.find("{{") {
             self.text(&rest[..open]);
@@ -71,7 +121,13 @@ impl AdCode {
                 "TIMESTAMP" => self.hole(Hole::Timestamp),
                 "CREATIVE_ID" => self.text(&creative_id.to_string()),
                 "LINE_ITEM_ID" => self.text(&line_item_id.to_string()),
-                _ => self.text(&rest[open..open + 2 + close + 2]),
+                _ => match name
+                    .strip_prefix(LIVE_STATISTIC_PREFIX)
+                    .and_then(|statistic| live.text(statistic))
+                {
+                    Some(value) => self.text(&value),
+                    None => self.text(&rest[open..open + 2 + close + 2]),
+                },
             }
             rest = &after[close + 2..];
         }
@@ -101,8 +157,14 @@ const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\">\
 const TAIL: &str = "</body></html>";
 
 /// The iframe document of a creative, or `None` for creatives that are not display ads
-/// (VAST video goes out through the bidder).
+/// (VAST video goes out through the bidder). Live statistics render as zero; see
+/// [`ad_code_live`].
 pub fn ad_code(creative_id: u64, creative: &Creative) -> Option<AdCode> {
+    ad_code_live(creative_id, creative, LiveValues::default())
+}
+
+/// The same with the creative's live statistics rendered from `live`.
+pub fn ad_code_live(creative_id: u64, creative: &Creative, live: LiveValues) -> Option<AdCode> {
     let line_item_id = creative.line_item_id.0;
     let mut code = AdCode { parts: Vec::new() };
     code.text(HEAD);
@@ -117,8 +179,8 @@ pub fn ad_code(creative_id: u64, creative: &Creative) -> Option<AdCode> {
                 escape_html(alt)
             ));
         }
-        CreativeContent::Html { html } => code.markup(html, creative_id, line_item_id),
-        CreativeContent::ThirdPartyTag { tag } => code.markup(tag, creative_id, line_item_id),
+        CreativeContent::Html { html } => code.markup(html, creative_id, line_item_id, live),
+        CreativeContent::ThirdPartyTag { tag } => code.markup(tag, creative_id, line_item_id, live),
         CreativeContent::Native {
             title,
             body,
@@ -204,6 +266,37 @@ mod tests {
             "{filled}"
         );
         assert!(filled.ends_with("<img src=\"[ImpressionUrl]\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\"></body></html>"));
+    }
+
+    #[test]
+    fn live_statistics_render_as_numbers() {
+        let html = creative(CreativeContent::Html {
+            html: "{{STAT:IMPRESSIONS_TODAY}} seen, {{STAT:CLICKS_TODAY}} clicks, \
+                   {{STAT:CTR_TODAY}}%, #{{STAT:RANK}} of {{STAT:RANK_OF}}"
+                .into(),
+        });
+        assert!(uses_live_statistics(&html));
+        let live = LiveValues {
+            impressions_today: 1234,
+            clicks_today: 5,
+            ctr_today_basis_points: 40,
+            rank: 2,
+            rank_of: 3,
+        };
+        let filled = fill(&ad_code_live(9, &html, live).expect("servable"));
+        assert!(
+            filled.contains("1234 seen, 5 clicks, 0.40%, #2 of 3"),
+            "{filled}"
+        );
+        let filled = fill(&ad_code(9, &html).expect("servable"));
+        assert!(
+            filled.contains("0 seen, 0 clicks, 0.00%, #0 of 0"),
+            "{filled}"
+        );
+        let plain = creative(CreativeContent::Html {
+            html: "<b>{{CLICK_URL}}</b>".into(),
+        });
+        assert!(!uses_live_statistics(&plain));
     }
 
     #[test]
