@@ -3,8 +3,10 @@
 //! aggregates the edges' event logs ([`Aggregator`], reading [`LogSource`]s).
 //!
 //! Invariants:
-//! - A snapshot is compiled only when the change counter differs from the published version;
-//!   the published version is the counter the catalog was read at.
+//! - A snapshot is compiled only when the change counter differs from the published version's
+//!   catalog part, or when a live statistic rendered into ad code changed ([`live`]), at most
+//!   once per refresh; the published version is the counter the catalog was read at × 2³² plus
+//!   the live-statistics revision.
 //! - Publishing is atomic on disk (the snapshot crate renames into place) and in memory (a
 //!   `watch` channel swaps an `Arc`), so readers see the old or the new snapshot, never a mix.
 //! - Every event logged counts exactly once: an aggregation run commits its aggregates with
@@ -14,6 +16,7 @@
 pub mod aggregator;
 pub mod demo;
 mod http;
+pub mod live;
 pub mod pacing;
 pub mod sources;
 
@@ -24,10 +27,11 @@ use bytes::Bytes;
 use marquee_model::Clock;
 use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
-use tokio::sync::watch;
+use tokio::sync::{Mutex, watch};
 
 pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary};
 pub use http::{router, router_with};
+pub use live::{LiveOptions, LiveStatus};
 pub use pacing::{Pacing, PacingError, PacingOptions, RoundReport};
 pub use sources::{HttpLogSource, LocalLogSource, LogSource};
 
@@ -80,6 +84,10 @@ pub struct Manager {
     aggregator: OnceLock<Arc<Aggregator>>,
     /// Pacing and budget leases, once attached: `/metrics` and `/internal/v1/sync`.
     pacing: OnceLock<Arc<Pacing>>,
+    live_options: LiveOptions,
+    /// Live statistics and the catalog they compile from; held through a refresh, so that
+    /// refreshes never overlap.
+    live: Mutex<live::LiveState>,
 }
 
 impl Manager {
@@ -89,6 +97,16 @@ impl Manager {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         options: ManagerOptions,
+    ) -> Result<Arc<Manager>, ManagerError> {
+        Self::open_with_live(store, clock, options, LiveOptions::default()).await
+    }
+
+    /// The same with the re-render intervals of live statistics.
+    pub async fn open_with_live(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        options: ManagerOptions,
+        live_options: LiveOptions,
     ) -> Result<Arc<Manager>, ManagerError> {
         let dir = SnapshotDir::new(options.snapshot_dir).with_keep(options.keep);
         let on_disk = tokio::task::spawn_blocking({
@@ -105,6 +123,8 @@ impl Manager {
             latest,
             aggregator: OnceLock::new(),
             pacing: OnceLock::new(),
+            live_options,
+            live: Mutex::new(live::LiveState::default()),
         }))
     }
 
@@ -144,28 +164,70 @@ impl Manager {
         self.latest.subscribe()
     }
 
-    /// Compiles and publishes a snapshot if the store changed since the last one.
+    /// Compiles and publishes a snapshot if the store changed since the last one, or if a
+    /// live statistic due for a render changed (see [`live`]).
     pub async fn refresh(&self) -> Result<Refresh, ManagerError> {
+        let mut live = self.live.lock().await;
         let counter = self.store.change_counter().await?;
-        let published = self.latest().map(|p| p.header.version);
-        if published == Some(counter) {
-            return Ok(Refresh::Unchanged { version: counter });
-        }
-        let catalog = self.store.catalog().await?;
-        let built_at = self.clock.now();
+        let latest = self.latest();
+        let published = latest.as_ref().map(|p| p.header.version);
+        let catalog_moved = published.map(live::catalog_version) != Some(counter);
+        let catalog = match live.catalog() {
+            Some(catalog) if !catalog_moved => Arc::clone(catalog),
+            _ => {
+                let catalog = Arc::new(self.store.catalog().await?);
+                live.set_catalog(Arc::clone(&catalog));
+                catalog
+            }
+        };
+        let now = self.clock.now();
+        let values_changed = live
+            .render_due(&*self.store, &self.live_options, now)
+            .await?;
+        let version = match published {
+            Some(published) if !catalog_moved => {
+                // 2³² revisions are 136 years of renders a second; past them values wait for
+                // the next catalog change rather than overflow into the counter.
+                if !values_changed || live::revision(published) == u32::MAX {
+                    return Ok(Refresh::Unchanged { version: published });
+                }
+                published + 1
+            }
+            _ => live::version(counter, 0),
+        };
+        let values = live.values().clone();
+        live.count_compile();
+        // A live re-render that produced the bytes already published (the first render after a
+        // restart) is not published again.
+        let unchanged_payload = (!catalog_moved)
+            .then(|| latest.map(|p| p.bytes.slice(marquee_snapshot::HEADER_LEN..)))
+            .flatten();
         let dir = self.dir.clone();
         // Compiling 100,000 line items takes a while: keep it off the async workers.
-        let (published, stats) = tokio::task::spawn_blocking(move || {
-            let (snapshot, stats) = marquee_snapshot::compile_with_stats(&catalog, built_at);
+        let compiled = tokio::task::spawn_blocking(move || {
+            let (mut snapshot, stats) = marquee_snapshot::compile_live(&catalog, now, &values);
+            snapshot.version = version;
             let (header, bytes) = snapshot.encode_with_header();
+            if unchanged_payload
+                .is_some_and(|old| bytes.get(marquee_snapshot::HEADER_LEN..) == Some(&old[..]))
+            {
+                return Ok(None);
+            }
             dir.publish(&bytes, &header)?;
-            Ok::<_, DirError>((published_from(header, bytes), stats))
+            Ok::<_, DirError>(Some((published_from(header, bytes), stats)))
         })
         .await??;
+        let Some((published, stats)) = compiled else {
+            return Ok(Refresh::Unchanged {
+                version: published.unwrap_or(version),
+            });
+        };
         let version = published.header.version;
         let bytes = published.bytes.len();
         tracing::info!(
             version,
+            catalog_version = live::catalog_version(version),
+            live_revision = live::revision(version),
             bytes,
             dropped = stats.total(),
             ?stats,
@@ -173,6 +235,16 @@ impl Manager {
         );
         self.latest.send_replace(Some(Arc::new(published)));
         Ok(Refresh::Published { version, bytes })
+    }
+
+    /// How many snapshots have been compiled since the manager opened (published or not).
+    pub async fn compiles(&self) -> u64 {
+        self.live.lock().await.compiles()
+    }
+
+    /// The live-statistics state of a creative, once it has been rendered.
+    pub async fn live_status(&self, creative: u64) -> Option<LiveStatus> {
+        self.live.lock().await.status(creative)
     }
 
     /// Refreshes every `compile_interval` until `shutdown` resolves. Errors are logged and

@@ -17,7 +17,8 @@ const CHECKED_HEADER_LEN: usize = 40;
 /// A compiled snapshot: immutable once built; share it behind an `Arc`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
-    /// The store's change counter the snapshot was compiled at.
+    /// Grows with every publish. `compile` sets the store's change counter; the manager
+    /// publishes it × 2³² plus its live-statistics revision (`marquee_manager::live`).
     pub version: u64,
     /// When it was compiled, to the microsecond.
     pub built_at: Timestamp,
