@@ -67,7 +67,8 @@ pub enum ManagerError {
 /// What one refresh did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refresh {
-    /// The change counter equals the published version; nothing compiled.
+    /// Nothing new to publish: the counter is the published version's and no live value
+    /// changed (or the recompiled bytes equal the published ones). `version` is the published one.
     Unchanged { version: u64 },
     /// A new snapshot was compiled and published.
     Published { version: u64, bytes: usize },

@@ -616,7 +616,8 @@ pub enum CreativeContent {
         #[serde(default)]
         alt: String,
     },
-    /// HTML served in a sandboxed iframe; may use the macros in [`HTML_MACROS`].
+    /// HTML served in a sandboxed iframe; may use the macros in [`HTML_MACROS`] and the live
+    /// statistics in [`LIVE_STATISTICS`].
     Html { html: String },
     /// Markup from an outside ad server; may use the same macros.
     ThirdPartyTag { tag: String },
