@@ -73,7 +73,11 @@ async fn bid_request(
 ) -> (Response<Body>, Outcome) {
     let name = match request.uri().path().strip_prefix("/openrtb2/bid") {
         Some("") => None,
-        Some(rest) => Some(rest.strip_prefix('/').unwrap_or(rest)),
+        Some(rest) => match rest.strip_prefix('/') {
+            Some(name) => Some(name),
+            // `/openrtb2/bidder` and the like are not bid endpoints.
+            None => return (handlers::not_found(), Outcome::ClientError),
+        },
         None => return (handlers::not_found(), Outcome::ClientError),
     };
     let Some(exchange) = edge.bidder.exchange(name) else {

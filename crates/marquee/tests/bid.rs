@@ -320,8 +320,16 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
     )
     .await;
     assert_eq!(answer.status, 400);
-    let answer = post_bytes(&client, &server.url("/openrtb2/bid/nowhere"), plain, false).await;
+    let answer = post_bytes(
+        &client,
+        &server.url("/openrtb2/bid/nowhere"),
+        plain.clone(),
+        false,
+    )
+    .await;
     assert_eq!(answer.status, 404);
+    let answer = post_bytes(&client, &server.url("/openrtb2/bidagency"), plain, false).await;
+    assert_eq!(answer.status, 404, "not the agency exchange");
 
     // A no-bid body where the exchange asks for one.
     let mut nothing = banner();
