@@ -218,6 +218,7 @@ impl Manager {
             Ok::<_, DirError>(Some((published_from(header, bytes), stats)))
         })
         .await??;
+        live.mark_published();
         let Some((published, stats)) = compiled else {
             return Ok(Refresh::Unchanged {
                 version: published.unwrap_or(version),

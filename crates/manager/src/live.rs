@@ -123,6 +123,9 @@ pub(crate) struct LiveState {
     due: HashMap<u64, Timestamp>,
     renders: HashMap<u64, u64>,
     compiles: u64,
+    /// A value changed that no published snapshot shows yet (a failed compile or publish
+    /// leaves it set, so the next refresh tries again).
+    unpublished: bool,
 }
 
 /// One creative's live state, for tests and operators.
@@ -147,6 +150,11 @@ impl LiveState {
 
     pub(crate) fn count_compile(&mut self) {
         self.compiles += 1;
+    }
+
+    /// The values are in the latest snapshot.
+    pub(crate) fn mark_published(&mut self) {
+        self.unpublished = false;
     }
 
     pub(crate) fn compiles(&self) -> u64 {
@@ -205,8 +213,8 @@ impl LiveState {
     }
 
     /// Reads the values of every creative due at `now` and sets its next render time. Returns
-    /// whether a value changed (or a creative got its first values), that is whether the
-    /// snapshot must be compiled again.
+    /// whether a value changed (or a creative got its first values) since the latest published
+    /// snapshot, that is whether the snapshot must be compiled again.
     pub(crate) async fn render_due(
         &mut self,
         store: &dyn Store,
@@ -220,7 +228,7 @@ impl LiveState {
             .cloned()
             .collect();
         if due.is_empty() {
-            return Ok(false);
+            return Ok(self.unpublished);
         }
         let today = self.today(store, &due, now).await?;
         let traffic = self.traffic(store, &due, now).await?;
@@ -235,7 +243,8 @@ impl LiveState {
                 .insert(creative.id, now.saturating_add(interval).unwrap_or(now));
             *self.renders.entry(creative.id).or_default() += 1;
         }
-        Ok(changed)
+        self.unpublished |= changed;
+        Ok(self.unpublished)
     }
 
     /// Today's delivery (each line item's day in its time zone) of every line item ranked
