@@ -72,6 +72,21 @@ impl Kind {
         }
     }
 
+    /// Whether the event answers an outside callback (a beacon, a redirect, an exchange's
+    /// notice) that may arrive more than once, so a reader must deduplicate it by `event_id`.
+    /// The others are logged once per request by the edge itself.
+    pub fn may_repeat(self) -> bool {
+        match self {
+            Kind::Impression
+            | Kind::Click
+            | Kind::Conversion
+            | Kind::Win
+            | Kind::Billing
+            | Kind::Loss => true,
+            Kind::Decision | Kind::Bid | Kind::NoBid => false,
+        }
+    }
+
     /// Whether money or a goal counts on this event, so that strict durability makes it durable
     /// before the response is sent.
     pub fn is_billing(self) -> bool {

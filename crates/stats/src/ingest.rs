@@ -245,7 +245,9 @@ impl<'a> Ingest<'a> {
         match self.key(event) {
             Ok(key) => {
                 let secs = event.time_micros.div_euclid(1_000_000);
+                // Only callbacks can repeat; deduping the rest would only grow the seen set.
                 if event.event_id != 0
+                    && event.kind.may_repeat()
                     && self
                         .seen
                         .check_and_add(&mut self.pending, event.event_id, event.kind, secs)
@@ -588,6 +590,26 @@ mod tests {
         second.event(&event(Kind::Click, 1, t + 2));
         let deltas = second.finish();
         assert_eq!((deltas.accepted, deltas.duplicates), (1, 1));
+    }
+
+    #[test]
+    fn only_callback_kinds_are_deduped() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        for kind in Kind::ALL {
+            let id = u128::from(kind.code());
+            ingest.event(&event(kind, id, NOW));
+            ingest.event(&event(kind, id, NOW));
+        }
+        let deltas = ingest.finish();
+        let repeating = Kind::ALL.iter().filter(|k| k.may_repeat()).count() as u64;
+        assert_eq!(deltas.duplicates, repeating);
+        assert_eq!(
+            deltas.seen.len() as u64,
+            repeating,
+            "only callbacks are remembered"
+        );
     }
 
     #[test]
