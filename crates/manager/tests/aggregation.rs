@@ -272,12 +272,13 @@ impl World {
     }
 }
 
-/// The expected minute rows: each (event id, kind) once; events without an id (0) each.
+/// The expected minute rows: each (event id, kind) once for kinds that may repeat; events
+/// without an id (0) and the edge's own once-per-request kinds each.
 fn direct_count(events: &[Event]) -> HashMap<(u64, i64, u64, u64, String, u8), Counters> {
     let mut seen = std::collections::HashSet::new();
     let mut out: HashMap<_, Counters> = HashMap::new();
     for e in events {
-        if e.event_id != 0 && !seen.insert((e.event_id, e.kind.code())) {
+        if e.event_id != 0 && e.kind.may_repeat() && !seen.insert((e.event_id, e.kind.code())) {
             continue;
         }
         let secs = e.time_micros / 1_000_000;

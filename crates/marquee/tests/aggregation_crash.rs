@@ -114,12 +114,13 @@ async fn client_loop(base: String, old: Vec<String>, until: Instant) -> Vec<Stri
 
 type RowKey = (u64, i64, u64, u64, String, u8);
 
-/// Every event of the logs, each (event id, kind) once, summed per minute row.
+/// Every event of the logs, summed per minute row; kinds that may repeat count once per
+/// (event id, kind).
 fn direct_count(events: &[Event]) -> HashMap<RowKey, Counters> {
     let mut seen = HashSet::new();
     let mut rows: HashMap<RowKey, Counters> = HashMap::new();
     for e in events {
-        if !seen.insert((e.event_id, e.kind.code())) {
+        if e.event_id != 0 && e.kind.may_repeat() && !seen.insert((e.event_id, e.kind.code())) {
             continue;
         }
         let secs = e.time_micros.div_euclid(1_000_000);
