@@ -9,7 +9,8 @@ scripts/test-deps.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+# --no-fail-fast: one failing binary must not hide the results of the others.
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line over all test binaries (cargo prints one per binary, the last often a
