@@ -160,6 +160,8 @@ pub struct Scratch {
     pub(crate) matched: Vec<u32>,
     pub(crate) survivors: Vec<(u32, crate::select::Bid)>,
     pub(crate) zone_local: Vec<Option<LocalTime>>,
+    /// Per tier, the non-empty segments of the request's lists, which its scan reads.
+    segments: [Vec<Segment>; TIER_COUNT],
 }
 
 impl Scratch {
@@ -387,6 +389,19 @@ impl Index {
         scratch.zone_local.resize(ctx.zones.len(), None);
         scratch.begin(self.term_count as usize, ctx.line_item_zones.len());
         self.request_terms(ctx, scratch);
+        // Most terms have nothing in a given tier: one pass sorts out what each tier reads.
+        for segments in &mut scratch.segments {
+            segments.clear();
+        }
+        let lists = std::iter::once(&self.unanchored)
+            .chain(scratch.terms.iter().map(|&t| &self.lists[t as usize]));
+        for list in lists {
+            for (slot, segment) in list.iter().enumerate() {
+                if segment.marks > 0 {
+                    scratch.segments[slot].push(*segment);
+                }
+            }
+        }
     }
 
     /// Fills `scratch.matched` with the indices of the line items whose expression matches,
@@ -400,8 +415,9 @@ impl Index {
 
     /// Appends to `scratch.matched` the line items of one tier (by [`tier_slot`]) that match
     /// the request begun, until `scratch.matched` holds `cap` of them. The scan starts at the
-    /// checkpoint `draw` picks among all of the tier's checkpoints in the request's lists, and
-    /// wraps around; with a cap no smaller than the matches, it finds them all.
+    /// checkpoint `draw` picks among all of the tier's checkpoints in the request's lists (the
+    /// non-empty segments `begin` collected), and wraps around; with a cap no smaller than the
+    /// matches, it finds them all.
     pub(crate) fn match_tier(
         &self,
         ctx: &MatchContext<'_, '_>,
@@ -410,29 +426,27 @@ impl Index {
         cap: usize,
         draw: u64,
     ) {
-        let terms = std::mem::take(&mut scratch.terms);
-        let segment = |k: usize| match k {
-            0 => self.unanchored[slot],
-            _ => self.lists[terms[k - 1] as usize][slot],
-        };
-        let count = terms.len() + 1;
-        let total: u64 = (0..count).map(|k| u64::from(segment(k).marks)).sum();
+        let segments = std::mem::take(&mut scratch.segments[slot]);
+        let total: u64 = segments.iter().map(|s| u64::from(s.marks)).sum();
         if total > 0 {
             let mut pick = draw % total;
-            let mut first = 0;
-            for k in 0..count {
-                let marks = u64::from(segment(k).marks);
-                if pick < marks {
-                    first = k;
-                    break;
-                }
-                pick -= marks;
-            }
-            let start = segment(first);
+            let first = segments
+                .iter()
+                .position(|s| {
+                    let marks = u64::from(s.marks);
+                    if pick < marks {
+                        return true;
+                    }
+                    pick -= marks;
+                    false
+                })
+                .unwrap_or(0);
+            let start = segments[first];
             let resume = self.marks[(u64::from(start.first_mark) + pick) as usize];
-            let others = (first + 1..count)
-                .chain(0..first)
-                .map(|k| (segment(k).start, segment(k).end));
+            let others = segments[first + 1..]
+                .iter()
+                .chain(&segments[..first])
+                .map(|s| (s.start, s.end));
             let ranges = std::iter::once((resume, start.end))
                 .chain(others)
                 .chain(std::iter::once((start.start, resume)));
@@ -442,7 +456,7 @@ impl Index {
                 }
             }
         }
-        scratch.terms = terms;
+        scratch.segments[slot] = segments;
     }
 
     /// Verifies the programs from offset `from` to `to`; false once `cap` matches are in.
