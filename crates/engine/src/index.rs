@@ -162,6 +162,8 @@ pub struct Scratch {
     pub(crate) zone_local: Vec<Option<LocalTime>>,
     /// Per tier, the non-empty segments of the request's lists, which its scan reads.
     segments: [Vec<Segment>; TIER_COUNT],
+    /// What this request's blocks decided per advertiser and campaign, worked out once.
+    pub(crate) blocks: crate::select::BlockMemo,
 }
 
 impl Scratch {
@@ -177,8 +179,14 @@ impl Scratch {
         if self.epoch == 0 {
             self.term_stamp.iter_mut().for_each(|s| *s = 0);
             self.line_item_stamp.iter_mut().for_each(|s| *s = 0);
+            self.blocks.clear();
             self.epoch = 1;
         }
+    }
+
+    /// The current request's stamp: never 0 once a request has begun.
+    pub(crate) fn epoch(&self) -> u32 {
+        self.epoch
     }
 }
 

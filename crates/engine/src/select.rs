@@ -13,7 +13,7 @@ use crate::index::tier_slot;
 use crate::request::{
     Floor, ImageNeed, MediaRules, NativeNeeds, TextNeed, category_blocked, domain_blocked,
 };
-use crate::{Context, Decision, Engine, Request};
+use crate::{Context, Decision, Engine, Request, Scratch};
 
 /// Matching line items examined per tier at most. A tier with more matches is sampled: the
 /// index scan starts at a random point and stops after this many, so the cost of a decision
@@ -79,6 +79,42 @@ pub enum Outcome {
 pub struct Verdict {
     pub line_item: LineItemId,
     pub outcome: Outcome,
+}
+
+/// Verdicts of a request's blocks per advertiser (`badv`) and campaign (`bapp`, and `bcat` on
+/// the categories its creatives inherit), each stamped with the request's epoch: worked out
+/// for the first candidate of an advertiser or campaign, looked up for the others.
+#[derive(Debug, Default)]
+pub(crate) struct BlockMemo {
+    advertisers: Vec<(u32, bool)>,
+    campaign_apps: Vec<(u32, bool)>,
+    campaign_categories: Vec<(u32, bool)>,
+}
+
+impl BlockMemo {
+    /// Forgets everything (when the epoch wraps around).
+    pub(crate) fn clear(&mut self) {
+        self.advertisers.clear();
+        self.campaign_apps.clear();
+        self.campaign_categories.clear();
+    }
+}
+
+/// The verdict at `index` for this epoch, computed on first use.
+fn remembered(
+    memo: &mut Vec<(u32, bool)>,
+    epoch: u32,
+    index: usize,
+    compute: impl FnOnce() -> bool,
+) -> bool {
+    if memo.len() <= index {
+        memo.resize(index + 1, (0, false));
+    }
+    let slot = &mut memo[index];
+    if slot.0 != epoch {
+        *slot = (epoch, compute());
+    }
+    slot.1
 }
 
 /// A survivor's bid.
@@ -202,17 +238,23 @@ pub(crate) fn select<R: Rng, O: Observer>(
             }
         }
         let li = &line_items[winner as usize];
-        decision =
-            pick_creative(engine, request, winner as usize, context.rng).map(|creative| Decision {
-                line_item: li.id,
-                creative: creative.id,
-                tier,
-                bid_cpm: bid.cpm,
-                currency: bid.currency,
-                deal: bid.deal,
-                format: creative.format,
-                size: creative.size,
-            });
+        decision = pick_creative(
+            engine,
+            request,
+            context.scratch,
+            winner as usize,
+            context.rng,
+        )
+        .map(|creative| Decision {
+            line_item: li.id,
+            creative: creative.id,
+            tier,
+            bid_cpm: bid.cpm,
+            currency: bid.currency,
+            deal: bid.deal,
+            format: creative.format,
+            size: creative.size,
+        });
         break;
     }
     context.scratch.survivors = survivors;
@@ -236,8 +278,8 @@ fn check<R: Rng>(
     if now < li.flight_start || li.flight_end.is_some_and(|end| now >= end) {
         return Err(Elimination::Dates);
     }
-    blocked_by_request(engine, request, i)?;
-    best_creative_fit(engine, request, i)?;
+    blocked_by_request(engine, request, context.scratch, i)?;
+    best_creative_fit(engine, request, context.scratch, i)?;
     if let Some(user) = request.user.id {
         let campaign_caps = engine.line_item_campaigns[i]
             .map(|c| data.campaigns[c as usize].frequency_caps.as_slice())
@@ -262,27 +304,49 @@ fn check<R: Rng>(
 
 /// The request's blocks that apply to the whole line item: its advertiser's domains (`badv`)
 /// and its campaign's app (`bapp`).
-fn blocked_by_request(engine: &Engine, request: &Request<'_>, i: usize) -> Result<(), Elimination> {
+fn blocked_by_request(
+    engine: &Engine,
+    request: &Request<'_>,
+    scratch: &mut Scratch,
+    i: usize,
+) -> Result<(), Elimination> {
     let data = &engine.snapshot.data;
     let blocked = &request.blocked;
+    let epoch = scratch.epoch();
     if !blocked.advertisers.is_empty()
         && let Some(advertiser) = engine.line_item_advertisers[i]
-        && data.advertisers[advertiser as usize]
-            .domains
-            .iter()
-            .any(|domain| {
-                blocked
-                    .advertisers
+        && remembered(
+            &mut scratch.blocks.advertisers,
+            epoch,
+            advertiser as usize,
+            || {
+                data.advertisers[advertiser as usize]
+                    .domains
                     .iter()
-                    .any(|b| domain_blocked(domain, b))
-            })
+                    .any(|domain| {
+                        blocked
+                            .advertisers
+                            .iter()
+                            .any(|b| domain_blocked(domain, b))
+                    })
+            },
+        )
     {
         return Err(Elimination::BlockedAdvertiser);
     }
     if !blocked.apps.is_empty()
         && let Some(campaign) = engine.line_item_campaigns[i]
-        && let Some(bundle) = &data.campaigns[campaign as usize].app_bundle
-        && blocked.apps.iter().any(|app| app == bundle)
+        && remembered(
+            &mut scratch.blocks.campaign_apps,
+            epoch,
+            campaign as usize,
+            || {
+                data.campaigns[campaign as usize]
+                    .app_bundle
+                    .as_ref()
+                    .is_some_and(|bundle| blocked.apps.iter().any(|app| app == bundle))
+            },
+        )
     {
         return Err(Elimination::BlockedApp);
     }
@@ -291,11 +355,16 @@ fn blocked_by_request(engine: &Engine, request: &Request<'_>, i: usize) -> Resul
 
 /// Ok if some creative of the line item may serve; otherwise the reason of the creative that
 /// came furthest through [`creative_fit`]'s checks.
-fn best_creative_fit(engine: &Engine, request: &Request<'_>, i: usize) -> Result<(), Elimination> {
+fn best_creative_fit(
+    engine: &Engine,
+    request: &Request<'_>,
+    scratch: &mut Scratch,
+    i: usize,
+) -> Result<(), Elimination> {
     let mut furthest: Option<Elimination> = None;
-    let inherited = engine.campaign_categories(i);
+    let mut inherited_blocked = || engine.campaign_categories_blocked(request, scratch, i);
     for creative in engine.creatives(i) {
-        match creative_fit(creative, inherited, request) {
+        match creative_fit(creative, request, &mut inherited_blocked) {
             Ok(()) => return Ok(()),
             Err(why) => {
                 if furthest
@@ -321,11 +390,12 @@ fn creative_stage(why: &Elimination) -> u8 {
 }
 
 /// Whether a creative may fill the slot, checked in order: format and size, media rules or
-/// native assets, https, blocked categories (its own, or else `inherited` from its campaign).
+/// native assets, https, blocked categories (its own, or else its campaign's, which
+/// `inherited_blocked` answers).
 fn creative_fit(
     creative: &CreativeEntry,
-    inherited: &[String],
     request: &Request<'_>,
+    inherited_blocked: &mut impl FnMut() -> bool,
 ) -> Result<(), Elimination> {
     let slot = &request.slot;
     if !request.formats().contains(&creative.format) {
@@ -349,19 +419,24 @@ fn creative_fit(
         return Err(Elimination::Secure);
     }
     let blocked = request.blocked.categories;
-    let categories = if creative.categories.is_empty() {
-        inherited
+    if blocked.is_empty() {
+        return Ok(());
+    }
+    let category_blocked = if creative.categories.is_empty() {
+        inherited_blocked()
     } else {
-        &creative.categories
+        any_category_blocked(&creative.categories, blocked)
     };
-    if !blocked.is_empty()
-        && categories
-            .iter()
-            .any(|category| blocked.iter().any(|b| category_blocked(category, b)))
-    {
+    if category_blocked {
         return Err(Elimination::BlockedCategory);
     }
     Ok(())
+}
+
+fn any_category_blocked(categories: &[String], blocked: &[&str]) -> bool {
+    categories
+        .iter()
+        .any(|category| blocked.iter().any(|b| category_blocked(category, b)))
 }
 
 fn media_fits(content: &Content, rules: &MediaRules<'_>) -> bool {
@@ -499,9 +574,13 @@ fn permille(amount: Micros, permille: u32) -> Micros {
     ratio(amount, permille, 1_000)
 }
 
-/// `amount` × `numerator` / `denominator`, rounded down, saturating.
-fn ratio(amount: Micros, numerator: u32, denominator: i128) -> Micros {
-    let exact = (i128::from(amount.0) * i128::from(numerator)).div_euclid(denominator);
+/// `amount` × `numerator` / `denominator`, rounded down, saturating. In 64 bits when the
+/// product fits (always, for prices of this world), else in 128.
+fn ratio(amount: Micros, numerator: u32, denominator: i64) -> Micros {
+    if let Some(product) = amount.0.checked_mul(i64::from(numerator)) {
+        return Micros(product.div_euclid(denominator));
+    }
+    let exact = (i128::from(amount.0) * i128::from(numerator)).div_euclid(i128::from(denominator));
     Micros(i64::try_from(exact).unwrap_or(if exact < 0 { i64::MIN } else { i64::MAX }))
 }
 
@@ -543,6 +622,7 @@ fn choose<R: Rng>(
 fn pick_creative<'e, R: Rng>(
     engine: &'e Engine,
     request: &Request<'_>,
+    scratch: &mut Scratch,
     line_item: usize,
     rng: &mut R,
 ) -> Option<&'e CreativeEntry> {
@@ -553,9 +633,13 @@ fn pick_creative<'e, R: Rng>(
         RotationMode::Even => 1,
         RotationMode::Weighted | RotationMode::OptimizedCtr => u64::from(c.weight.max(1)),
     };
-    let inherited = engine.campaign_categories(line_item);
-    let fits = |c: &&CreativeEntry| creative_fit(c, inherited, request).is_ok();
-    let total: u64 = engine.creatives(line_item).filter(fits).map(weight).sum();
+    let mut inherited_blocked = || engine.campaign_categories_blocked(request, scratch, line_item);
+    let mut fits = |c: &&CreativeEntry| creative_fit(c, request, &mut inherited_blocked).is_ok();
+    let total: u64 = engine
+        .creatives(line_item)
+        .filter(&mut fits)
+        .map(weight)
+        .sum();
     if total == 0 {
         return None;
     }
@@ -571,11 +655,29 @@ fn pick_creative<'e, R: Rng>(
 }
 
 impl Engine {
-    /// The categories of the line item's campaign, which creatives without their own inherit.
-    fn campaign_categories(&self, line_item: usize) -> &[String] {
-        self.line_item_campaigns[line_item].map_or(&[], |c| {
-            &self.snapshot.data.campaigns[c as usize].categories
-        })
+    /// Whether the request blocks a category of the line item's campaign, which its creatives
+    /// without categories of their own inherit; worked out once per request and campaign.
+    fn campaign_categories_blocked(
+        &self,
+        request: &Request<'_>,
+        scratch: &mut Scratch,
+        line_item: usize,
+    ) -> bool {
+        let Some(campaign) = self.line_item_campaigns[line_item] else {
+            return false;
+        };
+        let epoch = scratch.epoch();
+        remembered(
+            &mut scratch.blocks.campaign_categories,
+            epoch,
+            campaign as usize,
+            || {
+                any_category_blocked(
+                    &self.snapshot.data.campaigns[campaign as usize].categories,
+                    request.blocked.categories,
+                )
+            },
+        )
     }
 
     /// The creatives of the line item at snapshot index `line_item`.
