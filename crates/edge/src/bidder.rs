@@ -803,11 +803,10 @@ fn make_bid<'r>(
         );
         token
     };
+    let base = edge.config.public_url.trim_end_matches('/');
     let notice_url = |path: &str, extra: &str| {
-        format!(
-            "{}{path}?t={token}&auction=${{AUCTION_ID}}&imp=${{AUCTION_IMP_ID}}&p=${{AUCTION_PRICE}}{extra}",
-            edge.config.public_url.trim_end_matches('/')
-        )
+        const MACROS: &str = "&auction=${AUCTION_ID}&imp=${AUCTION_IMP_ID}&p=${AUCTION_PRICE}";
+        [base, path, "?t=", &token, MACROS, extra].concat()
     };
     let size = (decision.format == Format::Banner)
         .then_some(decision.size)
