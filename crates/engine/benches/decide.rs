@@ -1,5 +1,6 @@
 //! Decision time per request and index build time, for 1,000, 10,000 and 100,000 line items
-//! under three inventory shapes (see `workload.rs`). Run:
+//! under three inventory shapes (see `workload.rs`), and one bid request's imp against 1,000
+//! and 100,000 exchange line items shaped like the bid path's benchmark (`bid`). Run:
 //! `cargo bench -p marquee-engine --bench decide`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,8 +11,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use marquee_engine::{Context, Engine, FullSpeed, NoCaps, Request, Scratch, Slot, User};
-use marquee_model::{Currency, CurrencyRates};
+use marquee_engine::{
+    Blocked, Context, Deal, Engine, Floor, FullSpeed, NoCaps, Request, Scratch, Slot, User,
+};
+use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, Format, Micros, Size};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use workload::Inventory;
@@ -93,6 +96,73 @@ fn decide(c: &mut Criterion) {
     group.finish();
 }
 
+/// One imp like `crates/openrtb/testdata/marquee/bench-request.json`'s, mapped as the bidder
+/// maps it: a secure 728×90 banner taking three sizes, a 0.85 USD floor, the deal at 2.50 USD,
+/// `bcat` and `badv`, a known country, device type and page domain, a user id.
+fn bid(c: &mut Criterion) {
+    let mut group = c.benchmark_group("bid");
+    group.measurement_time(Duration::from_secs(3));
+    group.warm_up_time(Duration::from_secs(1));
+    let sizes = [
+        Size { w: 728, h: 90 },
+        Size { w: 970, h: 90 },
+        Size { w: 468, h: 60 },
+    ];
+    let deals = [Deal {
+        id: workload::BID_DEAL,
+        floor: Some(Floor {
+            cpm: Micros(2_500_000),
+            currency: Currency::USD,
+        }),
+    }];
+    let mut request = Request::at(workload::now());
+    request.channel = Channel::Exchange;
+    request.slot = Slot {
+        sizes: &sizes,
+        formats: &[Format::Banner],
+        floor: Some(Floor {
+            cpm: Micros(850_000),
+            currency: Currency::USD,
+        }),
+        deals: &deals,
+        secure: true,
+        ..Slot::default()
+    };
+    request.domain = Some("site3.example.com");
+    request.geo.country = Some("AB");
+    request.device.device_type = Some(DeviceType::Desktop);
+    request.user.id = Some("mq-01HF8Z3K9Q");
+    request.blocked = Blocked {
+        categories: &["IAB25", "IAB26", "IAB7-39"],
+        advertisers: &["competitor.example", "blocked-brand.example"],
+        apps: &[],
+    };
+    request.bid_currency = Some(Currency::USD);
+    let rates = CurrencyRates::new(Currency::USD);
+    for line_items in [1_000, 100_000] {
+        let engine = Engine::new(workload::bid_snapshot(line_items, 1));
+        let mut scratch = Scratch::default();
+        eprintln!(
+            "bid/{line_items}: {} line items match",
+            engine.matching(&request, &mut scratch).len()
+        );
+        let mut rng = SmallRng::seed_from_u64(3);
+        group.bench_function(BenchmarkId::from_parameter(line_items), |b| {
+            b.iter(|| {
+                let mut context = Context {
+                    rng: &mut rng,
+                    caps: &NoCaps,
+                    pacing: &FullSpeed,
+                    rates: &rates,
+                    scratch: &mut scratch,
+                };
+                black_box(engine.decide(&request, &mut context))
+            })
+        });
+    }
+    group.finish();
+}
+
 fn build(c: &mut Criterion) {
     let mut group = c.benchmark_group("build_index");
     group.sample_size(10);
@@ -114,5 +184,5 @@ fn build(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, build);
+criterion_group!(benches, decide, bid, build);
 criterion_main!(benches);

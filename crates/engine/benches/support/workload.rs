@@ -12,7 +12,8 @@ use marquee_model::{
     Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, Snapshot, SnapshotData,
+    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, Snapshot,
+    SnapshotData,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -260,3 +261,121 @@ pub fn resident_bytes() -> u64 {
         .unwrap_or(0);
     pages * 4096
 }
+
+/// Exchange line items like `bench/bid-line-items.sh` makes for the bid path's measurement:
+/// a third target 1–4 of 30 countries, a quarter a device type, a fifth a page domain, the
+/// rest nothing; one banner each among seven sizes; mostly remnant; one in twenty buys the
+/// deal [`BID_DEAL`]; 50 campaigns with one category each, one advertiser.
+pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
+    const CATEGORIES: [&str; 10] = [
+        "IAB1", "IAB2", "IAB3", "IAB5", "IAB8", "IAB9", "IAB13", "IAB17", "IAB19", "IAB20",
+    ];
+    const BANNERS: [(u32, u32); 7] = [
+        (300, 250),
+        (728, 90),
+        (160, 600),
+        (320, 50),
+        (970, 90),
+        (468, 60),
+        (300, 600),
+    ];
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let campaigns = (1..=50u64)
+        .map(|id| CampaignEntry {
+            id: CampaignId(id),
+            advertiser_id: AdvertiserId(1),
+            frequency_caps: Vec::new(),
+            categories: vec![CATEGORIES[(id as usize - 1) % CATEGORIES.len()].into()],
+            app_bundle: None,
+        })
+        .collect();
+    let mut entries = Vec::with_capacity(line_items);
+    let mut creatives = Vec::with_capacity(line_items);
+    for i in 0..line_items as u64 {
+        let kind: f64 = rng.random();
+        let targeting = if kind < 0.35 {
+            let n = rng.random_range(1..=4);
+            Some(Targeting::Country(
+                (0..n).map(|_| country(rng.random_range(0..30))).collect(),
+            ))
+        } else if kind < 0.6 {
+            Some(Targeting::DeviceType(vec![
+                DEVICES[rng.random_range(0..DEVICES.len())],
+            ]))
+        } else if kind < 0.8 {
+            Some(Targeting::Domain(vec![format!(
+                "site{}.example.com",
+                rng.random_range(0..8)
+            )]))
+        } else {
+            None
+        };
+        entries.push(LineItemEntry {
+            id: LineItemId(i + 1),
+            campaign_id: CampaignId(1 + i % 50),
+            advertiser_id: AdvertiserId(1),
+            tier: if rng.random_range(0..10) < 8 {
+                Tier::Remnant
+            } else {
+                Tier::Standard
+            },
+            weight: 100,
+            flight_start: now().as_second() - 86_400,
+            flight_end: None,
+            time_zone: "UTC".into(),
+            goal: None,
+            pacing: PacingMode::Even,
+            price: Price {
+                model: PricingModel::Cpm,
+                amount_micros: Micros(rng.random_range(1..=50) * 100_000),
+                currency: Currency::USD,
+            },
+            frequency_caps: Vec::new(),
+            targeting,
+            rotation: RotationMode::Even,
+            placements: Vec::new(),
+            channels: Channels::from(&[Channel::Exchange][..]),
+            deals: if i % 20 == 0 {
+                vec![BID_DEAL.into()]
+            } else {
+                Vec::new()
+            },
+        });
+        let (w, h) = BANNERS[rng.random_range(0..BANNERS.len())];
+        creatives.push(CreativeEntry {
+            id: CreativeId(i + 1),
+            line_item_id: LineItemId(i + 1),
+            size: Some(Size { w, h }),
+            landing_url: "https://bench-brand.example/".into(),
+            weight: 100,
+            content: Content::Image {
+                image_url: "https://cdn.example.com/bench.png".into(),
+                alt: "Bench".into(),
+            },
+            ad_code: None,
+            format: Format::Banner,
+            secure: true,
+            categories: Vec::new(),
+        });
+    }
+    Arc::new(Snapshot {
+        version: 1,
+        built_at: now(),
+        data: SnapshotData {
+            advertisers: vec![AdvertiserEntry {
+                id: AdvertiserId(1),
+                currency: Currency::USD,
+                domains: vec!["bench-brand.example".into()],
+            }],
+            campaigns,
+            line_items: entries,
+            creatives,
+            publishers: Vec::new(),
+            sites: Vec::new(),
+            placements: Vec::new(),
+        },
+    })
+}
+
+/// The deal of `crates/openrtb/testdata/marquee/bench-request.json`.
+pub const BID_DEAL: &str = "DEAL-2026-0042";
