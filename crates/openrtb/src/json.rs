@@ -13,10 +13,14 @@ pub(crate) fn write_str(out: &mut String, value: &str) {
         if let Some(word) = bytes
             .get(i..i + 8)
             .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            && !needs_escape(u64::from_le_bytes(word))
         {
-            i += 8;
-            continue;
+            let found = escape_mask(u64::from_le_bytes(word));
+            if found == 0 {
+                i += 8;
+                continue;
+            }
+            // The lowest flagged byte is exact (see `escape_mask`): jump to it.
+            i += (found.trailing_zeros() / 8) as usize;
         }
         let byte = bytes[i];
         let escape = match byte {
@@ -48,17 +52,17 @@ pub(crate) fn write_str(out: &mut String, value: &str) {
     out.push('"');
 }
 
-/// Whether any of the eight bytes in `word` is `"`, `\` or below 0x20 (exact: the classic
-/// "has a zero byte" and "has a byte less than n" bit tricks, which never report a byte that
-/// is not there when only their "any" is used).
-fn needs_escape(word: u64) -> bool {
+/// The high bit of each byte of `word` (little-endian) that is `"`, `\` or below 0x20, by the
+/// classic "has a zero byte" and "has a byte less than n" bit tricks. A borrow can also flag a
+/// byte above a flagged one, never one below, so the lowest flag is exact and 0 means none.
+fn escape_mask(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
     below_space
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
+        | zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
 }
 
 pub(crate) fn write_u64(out: &mut String, value: u64) {
@@ -131,6 +135,24 @@ mod tests {
                 write_str(&mut out, &value);
                 let back: String = serde_json::from_str(&out).unwrap_or_default();
                 assert_eq!(back, value, "{out}");
+            }
+        }
+    }
+
+    #[test]
+    fn two_escapes_in_one_word_round_trip() {
+        let near = [
+            '"', '\\', '\n', '\u{0}', '\u{1}', '\u{1f}', ' ', '!', '#', '[', ']', 'a', 'é',
+        ];
+        for first in near {
+            for second in near {
+                for gap in 0..9 {
+                    let value = format!("ab{first}{}{second}cdefgh", "x".repeat(gap));
+                    let mut out = String::new();
+                    write_str(&mut out, &value);
+                    let back: String = serde_json::from_str(&out).unwrap_or_default();
+                    assert_eq!(back, value, "{out}");
+                }
             }
         }
     }
