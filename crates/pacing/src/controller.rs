@@ -126,11 +126,6 @@ impl PacingOutput {
         (f64::from(self.throttle_ppm) / Self::PPM) as f32
     }
 
-    /// The bid multiplier as the engine's factor.
-    pub fn bid_multiplier(&self) -> f32 {
-        (f64::from(self.bid_multiplier_permille) / Self::PERMILLE) as f32
-    }
-
     fn new(status: PacingStatus, throttle: f64, bid: f64) -> PacingOutput {
         PacingOutput {
             status,
