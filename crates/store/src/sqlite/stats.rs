@@ -215,17 +215,7 @@ fn merge_sketches(
         .map_err(backend)?;
     let mut rows = stmt.query([keys]).map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
-        let key = SketchKey {
-            line_item: row.get(0).map_err(backend)?,
-            day: row.get(1).map_err(backend)?,
-        };
-        let bytes: Vec<u8> = row.get(2).map_err(backend)?;
-        let sketch = Hll::from_bytes(&bytes).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "unique-users sketch of line item {} day {}: {e}",
-                key.line_item, key.day
-            ))
-        })?;
+        let (key, sketch) = sketch_from(row)?;
         stored.insert(key, sketch);
     }
     drop(rows);
@@ -474,20 +464,25 @@ fn sketches_in(
     let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(backend)? {
-        let key = SketchKey {
-            line_item: row.get(0).map_err(backend)?,
-            day: row.get(1).map_err(backend)?,
-        };
-        let bytes: Vec<u8> = row.get(2).map_err(backend)?;
-        let sketch = Hll::from_bytes(&bytes).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "unique-users sketch of line item {} day {}: {e}",
-                key.line_item, key.day
-            ))
-        })?;
-        out.push((key, sketch));
+        out.push(sketch_from(row)?);
     }
     Ok(out)
+}
+
+/// A `stats_users` row selected as `line_item, day, sketch`.
+fn sketch_from(row: &rusqlite::Row<'_>) -> Result<(SketchKey, Hll), StoreError> {
+    let key = SketchKey {
+        line_item: row.get(0).map_err(backend)?,
+        day: row.get(1).map_err(backend)?,
+    };
+    let bytes: Vec<u8> = row.get(2).map_err(backend)?;
+    let sketch = Hll::from_bytes(&bytes).map_err(|e| {
+        StoreError::Corrupt(format!(
+            "unique-users sketch of line item {} day {}: {e}",
+            key.line_item, key.day
+        ))
+    })?;
+    Ok((key, sketch))
 }
 
 /// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,
