@@ -875,18 +875,22 @@ fn markup(
     worker: &mut Worker,
 ) -> Option<String> {
     let edge = auction.edge;
-    let impression_url = handlers::tracking_url(edge, "/t/i?t=", claims);
-    let click_url = handlers::tracking_url(
-        edge,
-        "/t/c?t=",
-        &Claims {
+    // Signed only for the markups that carry them: VAST goes out as stored.
+    let tracking_urls = || {
+        let impression_url = handlers::tracking_url(edge, "/t/i?t=", claims);
+        let click = Claims {
             kind: Kind::Click,
             ..*claims
-        },
-    );
+        };
+        (
+            impression_url,
+            handlers::tracking_url(edge, "/t/c?t=", &click),
+        )
+    };
     match &creative.content {
         Content::Native(native) => {
             let request = view.native.as_ref()?;
+            let (impression_url, click_url) = tracking_urls();
             fn image(url: Option<&str>, size: Option<Size>) -> Option<NativeImage<'_>> {
                 url.map(|url| NativeImage {
                     url,
@@ -918,6 +922,7 @@ fn markup(
         Content::Vast { .. } => None,
         Content::Image { .. } | Content::Html { .. } | Content::ThirdPartyTag { .. } => {
             let code = creative.ad_code.as_ref()?;
+            let (impression_url, click_url) = tracking_urls();
             let cache_buster = (worker.rng.next_u32() % 1_000_000_000).to_string();
             let mut out = String::with_capacity(1024);
             render::fill(
