@@ -14,9 +14,12 @@ use marquee_model::{
     Clock, Creative, CreativeContent, LineItem, LineItemId, ManualClock, PlacementId, Size, Status,
 };
 use marquee_snapshot::{Part, Snapshot};
-use marquee_stats::{Counters, RowKey};
-use marquee_store::{RunWrite, SqliteStore, Store};
+use marquee_stats::Counters;
+use marquee_store::{SqliteStore, Store};
 use tempfile::TempDir;
+
+mod support;
+use support::commit;
 
 /// A Tuesday noon in Berlin's winter (UTC+1).
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -118,36 +121,6 @@ async fn setup() -> Setup {
     }
 }
 
-/// Commits `counters` of a line item on a placement at `at` as an aggregation run would
-/// (minute, hour, line item hour and day rows).
-async fn commit(
-    store: &dyn Store,
-    line_item: u64,
-    placement: u64,
-    counters: Counters,
-    at: Timestamp,
-) {
-    let key = |width: i64| RowKey {
-        line_item,
-        bucket: at.as_second() - at.as_second().rem_euclid(width),
-        creative: 0,
-        placement,
-        country: [0, 0],
-        device: 0,
-    };
-    store
-        .commit_run(RunWrite {
-            minutes: vec![(key(60), counters)],
-            hours: vec![(key(3_600), counters)],
-            line_item_hours: vec![(key(3_600), counters)],
-            days: vec![(key(86_400), counters)],
-            now: at,
-            ..RunWrite::default()
-        })
-        .await
-        .unwrap();
-}
-
 /// The text of a creative's ad code in the latest published snapshot.
 fn ad_text(manager: &Manager, creative: u64) -> String {
     let published = manager.latest().unwrap();
@@ -168,15 +141,8 @@ fn ad_text(manager: &Manager, creative: u64) -> String {
         .collect()
 }
 
-fn advance(setup: &Setup, seconds: i64) {
-    setup.clock.advance(SignedDuration::from_secs(seconds));
-}
-
-#[tokio::test]
-async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
-    let setup = setup().await;
-    let now = setup.clock.now();
-    // 36,000 requests an hour on the busy placement: 100 requests take 10 s.
+/// Commits 36,000 requests an hour on the busy placement at `at`: 100 requests take 10 s.
+async fn busy_traffic(setup: &Setup, at: Timestamp) {
     let traffic = Counters {
         decisions: 36_000,
         ..Counters::default()
@@ -186,9 +152,20 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
         setup.busy_line_item,
         setup.busy_placement,
         traffic,
-        now,
+        at,
     )
     .await;
+}
+
+fn advance(setup: &Setup, seconds: i64) {
+    setup.clock.advance(SignedDuration::from_secs(seconds));
+}
+
+#[tokio::test]
+async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
+    let setup = setup().await;
+    let now = setup.clock.now();
+    busy_traffic(&setup, now).await;
 
     let first = setup.manager.refresh().await.unwrap();
     let Refresh::Published { version, .. } = first else {
@@ -269,18 +246,7 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
 async fn quiet_creatives_are_rendered_less_often_and_unchanged_values_compile_nothing() {
     let setup = setup().await;
     let now = setup.clock.now();
-    let traffic = Counters {
-        decisions: 36_000,
-        ..Counters::default()
-    };
-    commit(
-        &*setup.store,
-        setup.busy_line_item,
-        setup.busy_placement,
-        traffic,
-        now,
-    )
-    .await;
+    busy_traffic(&setup, now).await;
     assert!(matches!(
         setup.manager.refresh().await.unwrap(),
         Refresh::Published { .. }

@@ -10,9 +10,11 @@ use jiff::{SignedDuration, Timestamp};
 use marquee_manager::{Pacing, PacingOptions, demo};
 use marquee_model::{Clock, LineItemId, ManualClock};
 use marquee_pacing::{EdgeId, Renewal, SyncRequest};
-use marquee_stats::{Counters, RowKey};
-use marquee_store::{RunWrite, SqliteStore, Store};
+use marquee_stats::Counters;
+use marquee_store::{SqliteStore, Store};
 use tempfile::TempDir;
+
+mod support;
 
 /// A Tuesday noon in Berlin's winter (UTC+1).
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -86,25 +88,7 @@ async fn deliver(store: &dyn Store, line_item: LineItemId, impressions: i64, at:
         impressions,
         ..Counters::default()
     };
-    let key = |width: i64| RowKey {
-        line_item: line_item.0,
-        bucket: at.as_second() - at.as_second().rem_euclid(width),
-        creative: 0,
-        placement: 0,
-        country: [0, 0],
-        device: 0,
-    };
-    store
-        .commit_run(RunWrite {
-            minutes: vec![(key(60), counters)],
-            hours: vec![(key(3_600), counters)],
-            line_item_hours: vec![(key(3_600), counters)],
-            days: vec![(key(86_400), counters)],
-            now: at,
-            ..RunWrite::default()
-        })
-        .await
-        .unwrap();
+    support::commit(store, line_item.0, 0, counters, at).await;
 }
 
 #[tokio::test]
