@@ -480,70 +480,47 @@ async fn load_exchange_demand(store: &dyn Store) -> Result<usize, DemoError> {
     .await?;
 
     // Open auctions go to the highest bid (remnant); deals come first (standard).
-    let bidder = |campaign: u64, name: &str, tier: Tier, cpm_micros: i64, deals: &[&str]| {
-        let mut li = line_item(campaign, name, tier, cpm(cpm_micros, usd));
-        li.time_zone = "America/Chicago".into();
-        li.channels = vec![Channel::Exchange];
-        li.deals = deals.iter().map(|d| (*d).to_owned()).collect();
-        li
-    };
-    let banners = add(
-        store,
-        bidder(
-            always_on,
-            "Open exchange banners",
-            Tier::Remnant,
-            1_200_000,
-            &[],
-        ),
+    let add_bidder =
+        async |campaign: u64, name: &str, tier: Tier, cpm_micros: i64, deals: &[&str]| {
+            let mut li = line_item(campaign, name, tier, cpm(cpm_micros, usd));
+            li.time_zone = "America/Chicago".into();
+            li.channels = vec![Channel::Exchange];
+            li.deals = deals.iter().map(|d| (*d).to_owned()).collect();
+            add(store, li).await
+        };
+    let banners = add_bidder(
+        always_on,
+        "Open exchange banners",
+        Tier::Remnant,
+        1_200_000,
+        &[],
     )
     .await?;
-    let screens = add(
-        store,
-        bidder(always_on, "DOOH screens", Tier::Remnant, 8_000_000, &[]),
+    let screens = add_bidder(always_on, "DOOH screens", Tier::Remnant, 8_000_000, &[]).await?;
+    let video = add_bidder(always_on, "Video pre-roll", Tier::Remnant, 6_000_000, &[]).await?;
+    let video_deals = add_bidder(
+        always_on,
+        "Video deals",
+        Tier::Standard,
+        7_000_000,
+        &["V123", "1452f.eadb4.7aaa"],
     )
     .await?;
-    let video = add(
-        store,
-        bidder(always_on, "Video pre-roll", Tier::Remnant, 6_000_000, &[]),
+    let audio = add_bidder(always_on, "Audio spots", Tier::Remnant, 3_000_000, &[]).await?;
+    let banner_deals = add_bidder(
+        always_on,
+        "Agency private marketplace",
+        Tier::Standard,
+        3_000_000,
+        &["AB-Agency1-0001", "XY-Agency2-0001"],
     )
     .await?;
-    let video_deals = add(
-        store,
-        bidder(
-            always_on,
-            "Video deals",
-            Tier::Standard,
-            7_000_000,
-            &["V123", "1452f.eadb4.7aaa"],
-        ),
-    )
-    .await?;
-    let audio = add(
-        store,
-        bidder(always_on, "Audio spots", Tier::Remnant, 3_000_000, &[]),
-    )
-    .await?;
-    let banner_deals = add(
-        store,
-        bidder(
-            always_on,
-            "Agency private marketplace",
-            Tier::Standard,
-            3_000_000,
-            &["AB-Agency1-0001", "XY-Agency2-0001"],
-        ),
-    )
-    .await?;
-    let native = add(
-        store,
-        bidder(
-            app_install,
-            "Native app installs",
-            Tier::Remnant,
-            2_500_000,
-            &[],
-        ),
+    let native = add_bidder(
+        app_install,
+        "Native app installs",
+        Tier::Remnant,
+        2_500_000,
+        &[],
     )
     .await?;
 
@@ -611,22 +588,8 @@ fn vast_video(line_item: u64, seconds: u32, landing: &str) -> Creative {
          height=\"720\"><![CDATA[https://cdn.example.com/demo/northwind-{seconds}s.mp4]]>\
          </MediaFile></MediaFiles></Linear></Creative></Creatives></InLine></Ad></VAST>"
     );
-    Creative {
-        line_item_id: LineItemId(line_item),
-        name: format!("Northwind video {seconds} s"),
-        status: Status::Active,
-        size: None,
-        landing_url: landing.into(),
-        weight: 100,
-        content: CreativeContent::Vast {
-            xml: Some(xml),
-            url: None,
-            duration_secs: seconds,
-            mimes: vec!["video/mp4".into()],
-            protocols: vec![3],
-        },
-        categories: Vec::new(),
-    }
+    let name = format!("Northwind video {seconds} s");
+    inline_linear(line_item, name, landing, xml, seconds, "video/mp4", 3)
 }
 
 /// An inline DAAST 1.0 audio ad with one MP4 audio file.
@@ -641,9 +604,23 @@ fn daast_audio(line_item: u64, seconds: u32, landing: &str) -> Creative {
          <![CDATA[https://cdn.example.com/demo/northwind-{seconds}s.m4a]]></MediaFile>\
          </MediaFiles></Linear></Creative></Creatives></InLine></Ad></DAAST>"
     );
+    let name = format!("Northwind audio {seconds} s");
+    inline_linear(line_item, name, landing, xml, seconds, "audio/mp4", 9)
+}
+
+/// A creative carrying inline VAST-family XML (VAST video or DAAST audio) of one media file.
+fn inline_linear(
+    line_item: u64,
+    name: String,
+    landing: &str,
+    xml: String,
+    seconds: u32,
+    mime: &str,
+    protocol: u16,
+) -> Creative {
     Creative {
         line_item_id: LineItemId(line_item),
-        name: format!("Northwind audio {seconds} s"),
+        name,
         status: Status::Active,
         size: None,
         landing_url: landing.into(),
@@ -652,8 +629,8 @@ fn daast_audio(line_item: u64, seconds: u32, landing: &str) -> Creative {
             xml: Some(xml),
             url: None,
             duration_secs: seconds,
-            mimes: vec!["audio/mp4".into()],
-            protocols: vec![9],
+            mimes: vec![mime.to_owned()],
+            protocols: vec![protocol],
         },
         categories: Vec::new(),
     }
