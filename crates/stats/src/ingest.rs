@@ -541,7 +541,7 @@ mod tests {
         ]);
         let mut framed = (bad_kind.len() as u32).to_le_bytes().to_vec();
         framed.extend_from_slice(&bad_kind);
-        framed.extend_from_slice(&crc32fast_hash(&framed).to_le_bytes());
+        framed.extend_from_slice(&crc32fast::hash(&framed).to_le_bytes());
         bytes.extend_from_slice(&framed);
         ingest.frames(&bytes).unwrap();
         let deltas = ingest.finish();
@@ -625,21 +625,5 @@ mod tests {
             Err(FrameError::CrcMismatch { .. })
         ));
         assert_eq!(ingest.finish().accepted, 0);
-    }
-
-    fn crc32fast_hash(bytes: &[u8]) -> u32 {
-        // The frame CRC (CRC-32/ISO-HDLC), bitwise: tests need no extra dependency.
-        let mut crc = !0u32;
-        for &b in bytes {
-            crc ^= u32::from(b);
-            for _ in 0..8 {
-                crc = if crc & 1 != 0 {
-                    (crc >> 1) ^ 0xEDB8_8320
-                } else {
-                    crc >> 1
-                };
-            }
-        }
-        !crc
     }
 }
