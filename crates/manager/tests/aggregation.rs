@@ -15,7 +15,8 @@ use marquee_eventlog::{Event, EventLog, Kind, SEGMENT_HEADER_LEN, SegmentInfo};
 use marquee_manager::sources::{Chunk, Listed, SourceError};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource};
 use marquee_model::{Kind as ObjectKind, ManualClock, Status};
-use marquee_stats::{Counters, Granularity, RowQuery};
+use marquee_stats::Counters;
+use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
 use marquee_store::{Draft, SqliteStore, Store};
 use tempfile::TempDir;
 
@@ -234,65 +235,9 @@ impl World {
         )
     }
 
-    /// Every stored minute row, keyed by all dimensions.
-    async fn minutes(&self) -> HashMap<(u64, i64, u64, u64, String, u8), Counters> {
-        let rows = self
-            .store
-            .report_rows(RowQuery {
-                table: Granularity::Minute,
-                from: 0,
-                to: i64::MAX,
-                line_items: None,
-                placements: None,
-                countries: None,
-                devices: None,
-                by_line_item: true,
-                by_creative: true,
-                by_placement: true,
-                by_country: true,
-                by_device: true,
-            })
-            .await
-            .unwrap();
-        rows.into_iter()
-            .map(|r| {
-                (
-                    (
-                        r.line_item,
-                        r.bucket,
-                        r.creative,
-                        r.placement,
-                        r.country,
-                        r.device,
-                    ),
-                    r.counters,
-                )
-            })
-            .collect()
+    async fn minutes(&self) -> HashMap<MinuteKey, Counters> {
+        all_minute_rows(self.store.as_ref()).await
     }
-}
-
-/// The expected minute rows: each (event id, kind) once for kinds that may repeat; events
-/// without an id (0) and the edge's own once-per-request kinds each.
-fn direct_count(events: &[Event]) -> HashMap<(u64, i64, u64, u64, String, u8), Counters> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out: HashMap<_, Counters> = HashMap::new();
-    for e in events {
-        if e.event_id != 0 && e.kind.may_repeat() && !seen.insert((e.event_id, e.kind.code())) {
-            continue;
-        }
-        let secs = e.time_micros / 1_000_000;
-        let key = (
-            e.line_item,
-            secs - secs % 60,
-            e.creative,
-            e.placement,
-            String::from_utf8(e.country.to_vec()).unwrap(),
-            e.device,
-        );
-        out.entry(key).or_default().record(e.kind, e.amount_micros);
-    }
-    out
 }
 
 #[tokio::test]
@@ -339,7 +284,7 @@ async fn restarts_between_any_runs_count_every_event_once() {
     let aggregator = w.aggregator(source.clone(), 1 << 20);
     aggregator.drain().await.unwrap();
 
-    let expected = direct_count(&logged);
+    let expected = direct_minute_count(&logged);
     let got = w.minutes().await;
     let differing = expected
         .iter()
@@ -468,7 +413,7 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     let aggregator = w.aggregator(source, 1 << 20);
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.accepted, 95);
-    assert_eq!(w.minutes().await, direct_count(&events));
+    assert_eq!(w.minutes().await, direct_minute_count(&events));
     // All closed and consumed: deleted, except what the acknowledgement may not cover.
     let left: usize = (0..log.shards())
         .map(|s| log.segments(s).unwrap().len())
@@ -477,5 +422,5 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     // A second run finds nothing new and counts nothing twice.
     let again = aggregator.run_once().await.unwrap();
     assert_eq!(again.records, 0);
-    assert_eq!(w.minutes().await, direct_count(&events));
+    assert_eq!(w.minutes().await, direct_minute_count(&events));
 }

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{Guard, Server, impression_token, logged_events, wait_for_ad};
 use marquee_eventlog::Event;
 use marquee_model::ManualClock;
-use marquee_stats::{Counters, Granularity, RowQuery};
-use marquee_store::{SqliteStore, StatsStore};
+use marquee_stats::Counters;
+use marquee_store::SqliteStore;
+use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
 
 const ROUNDS: usize = 20;
 const CLIENTS: usize = 3;
@@ -112,71 +113,10 @@ async fn client_loop(base: String, old: Vec<String>, until: Instant) -> Vec<Stri
     fired
 }
 
-type RowKey = (u64, i64, u64, u64, String, u8);
-
-/// Every event of the logs, summed per minute row; kinds that may repeat count once per
-/// (event id, kind).
-fn direct_count(events: &[Event]) -> HashMap<RowKey, Counters> {
-    let mut seen = HashSet::new();
-    let mut rows: HashMap<RowKey, Counters> = HashMap::new();
-    for e in events {
-        if e.event_id != 0 && e.kind.may_repeat() && !seen.insert((e.event_id, e.kind.code())) {
-            continue;
-        }
-        let secs = e.time_micros.div_euclid(1_000_000);
-        let country = if e.country.iter().all(u8::is_ascii_uppercase) {
-            String::from_utf8(e.country.to_vec()).unwrap()
-        } else {
-            String::new()
-        };
-        let key = (
-            e.line_item,
-            secs - secs.rem_euclid(60),
-            e.creative,
-            e.placement,
-            country,
-            e.device,
-        );
-        rows.entry(key).or_default().record(e.kind, e.amount_micros);
-    }
-    rows
-}
-
-async fn stored_minutes(data: &Path) -> HashMap<RowKey, Counters> {
+async fn stored_minutes(data: &Path) -> HashMap<MinuteKey, Counters> {
     let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
     let store = SqliteStore::open(&data.join("marquee.db"), clock).unwrap();
-    let rows = store
-        .report_rows(RowQuery {
-            table: Granularity::Minute,
-            from: 0,
-            to: i64::MAX,
-            line_items: None,
-            placements: None,
-            countries: None,
-            devices: None,
-            by_line_item: true,
-            by_creative: true,
-            by_placement: true,
-            by_country: true,
-            by_device: true,
-        })
-        .await
-        .unwrap();
-    rows.into_iter()
-        .map(|r| {
-            (
-                (
-                    r.line_item,
-                    r.bucket,
-                    r.creative,
-                    r.placement,
-                    r.country,
-                    r.device,
-                ),
-                r.counters,
-            )
-        })
-        .collect()
+    all_minute_rows(&store).await
 }
 
 /// Events of every kind in a row.
@@ -271,7 +211,7 @@ async fn kill_9_at_random_points_counts_every_logged_event_once() {
     last.stop();
 
     let events = logged_events(data);
-    let expected = direct_count(&events);
+    let expected = direct_minute_count(&events);
     let got = stored_minutes(data).await;
     let distinct: i64 = expected.values().map(event_count).sum();
     let counted: i64 = got.values().map(event_count).sum();

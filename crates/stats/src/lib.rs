@@ -30,7 +30,7 @@ pub use ingest::{
     MINUTE, RowKey, Rules, SketchKey, line_item_totals, local_day,
 };
 /// The event kinds, as the log defines them.
-pub use marquee_eventlog::Kind as EventKind;
+pub use marquee_eventlog::{Event, Kind as EventKind};
 pub use report::{
     Dimension, Granularity, Report, ReportRow, ReportSpec, RowQuery, StoredRow, Value, is_utc,
 };

@@ -11,15 +11,83 @@
 // Test code: a panic is how a case fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_model::{Kind, ManualClock, Status};
 use marquee_stats::{
-    Counters, Dimension, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow, line_item_totals,
+    Counters, Dimension, Event, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow,
+    line_item_totals,
 };
 
-use crate::{Checkpoint, Draft, RunWrite, Store};
+use crate::{Checkpoint, Draft, RunWrite, StatsStore, Store};
+
+/// A minute row's whole key: line item, minute, creative, placement, country, device.
+pub type MinuteKey = (u64, i64, u64, u64, String, u8);
+
+/// Every stored minute row, for tests that compare the aggregates with the logs.
+pub async fn all_minute_rows(store: &dyn StatsStore) -> HashMap<MinuteKey, Counters> {
+    let rows = store
+        .report_rows(RowQuery {
+            table: Granularity::Minute,
+            from: 0,
+            to: i64::MAX,
+            line_items: None,
+            placements: None,
+            countries: None,
+            devices: None,
+            by_line_item: true,
+            by_creative: true,
+            by_placement: true,
+            by_country: true,
+            by_device: true,
+        })
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|r| {
+            let key = (
+                r.line_item,
+                r.bucket,
+                r.creative,
+                r.placement,
+                r.country,
+                r.device,
+            );
+            (key, r.counters)
+        })
+        .collect()
+}
+
+/// The minute rows the events should produce, counted directly (not through the ingest code
+/// under test): kinds that may repeat once per (event id, kind); id 0 and the edge's
+/// once-per-request kinds each time.
+pub fn direct_minute_count(events: &[Event]) -> HashMap<MinuteKey, Counters> {
+    let mut seen = HashSet::new();
+    let mut rows: HashMap<MinuteKey, Counters> = HashMap::new();
+    for e in events {
+        if e.event_id != 0 && e.kind.may_repeat() && !seen.insert((e.event_id, e.kind.code())) {
+            continue;
+        }
+        let secs = e.time_micros.div_euclid(1_000_000);
+        let country = if e.country.iter().all(u8::is_ascii_uppercase) {
+            String::from_utf8(e.country.to_vec()).unwrap()
+        } else {
+            String::new()
+        };
+        let key = (
+            e.line_item,
+            secs - secs.rem_euclid(60),
+            e.creative,
+            e.placement,
+            country,
+            e.device,
+        );
+        rows.entry(key).or_default().record(e.kind, e.amount_micros);
+    }
+    rows
+}
 
 /// Expands into one `#[tokio::test]` per stats conformance case.
 #[macro_export]
