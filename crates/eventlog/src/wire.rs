@@ -47,14 +47,16 @@ pub fn end_label(end: WireEnd) -> &'static str {
     }
 }
 
+/// The inverse of [`end_label`].
 pub fn parse_end(label: &str) -> Option<WireEnd> {
-    match label {
-        "budget" => Some(WireEnd::Budget),
-        "tail" => Some(WireEnd::Tail),
-        "closed" => Some(WireEnd::Closed),
-        "corrupt" => Some(WireEnd::Corrupt),
-        _ => None,
-    }
+    [
+        WireEnd::Budget,
+        WireEnd::Tail,
+        WireEnd::Closed,
+        WireEnd::Corrupt,
+    ]
+    .into_iter()
+    .find(|&end| end_label(end) == label)
 }
 
 /// The `/log/segments` body for every shard's segments.
