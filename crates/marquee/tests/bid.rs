@@ -365,7 +365,7 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
     server.stop();
 }
 
-/// A request mutated by `change` is answered with a bid (`true`) or 204 (`false`).
+/// The first bid answering a request mutated by `change` (checked valid), `None` on a 204.
 async fn bids_when(
     client: &reqwest::Client,
     server: &Server,
@@ -384,6 +384,21 @@ async fn bids_when(
         204 => None,
         status => panic!("{status}: {}", answer.body),
     }
+}
+
+/// Asserts that a request mutated by `change` gets a bid (`bids`) or a 204.
+async fn assert_bids(
+    client: &reqwest::Client,
+    server: &Server,
+    path: &str,
+    base: &Value,
+    bids: bool,
+    change: impl FnOnce(&mut Value),
+) {
+    let mut request = base.clone();
+    change(&mut request);
+    let bid = bids_when(client, server, path, &request, |_| {}).await;
+    assert_eq!(bid.is_some(), bids, "{path}: {request}");
 }
 
 /// Extra exchange demand made through the API, on sizes the demo does not use: an http
@@ -475,16 +490,14 @@ async fn each_request_rule_allows_and_refuses() {
     let s = &server;
 
     // Floor: the open banner line item bids 1.20 USD.
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["imp"][0]["bidfloor"] = json!(1.2))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["imp"][0]["bidfloor"] = json!(1.21))
-            .await
-            .is_none()
-    );
+    assert_bids(c, s, bid, &base, true, |r| {
+        r["imp"][0]["bidfloor"] = json!(1.2)
+    })
+    .await;
+    assert_bids(c, s, bid, &base, false, |r| {
+        r["imp"][0]["bidfloor"] = json!(1.21)
+    })
+    .await;
     // A floor in EUR is converted: 1.10 EUR is 1.19565… USD, 1.11 EUR 1.2065… USD.
     let eur = |floor: f64| {
         move |r: &mut Value| {
@@ -492,8 +505,8 @@ async fn each_request_rule_allows_and_refuses() {
             r["imp"][0]["bidfloorcur"] = json!("EUR");
         }
     };
-    assert!(bids_when(c, s, bid, &base, eur(1.10)).await.is_some());
-    assert!(bids_when(c, s, bid, &base, eur(1.11)).await.is_none());
+    assert_bids(c, s, bid, &base, true, eur(1.10)).await;
+    assert_bids(c, s, bid, &base, false, eur(1.11)).await;
 
     // Deals: ours gets a deal bid (3.00, the deal line item's price) over its floor; a private
     // auction of another buyer's deal, or of ours with a floor above our price, gets nothing.
@@ -517,157 +530,89 @@ async fn each_request_rule_allows_and_refuses() {
         open.get("dealid").is_none(),
         "the open auction still takes our open bid"
     );
-    assert!(
-        bids_when(c, s, bid, &base, deal("AB-Agency1-0001", 2.5, 1))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, deal("SOMEONE-ELSE", 2.5, 1))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, deal("AB-Agency1-0001", 3.5, 1))
-            .await
-            .is_none()
-    );
+    assert_bids(c, s, bid, &base, true, deal("AB-Agency1-0001", 2.5, 1)).await;
+    assert_bids(c, s, bid, &base, false, deal("SOMEONE-ELSE", 2.5, 1)).await;
+    assert_bids(c, s, bid, &base, false, deal("AB-Agency1-0001", 3.5, 1)).await;
     // A deal whose wseat leaves us out is not ours to bid on.
-    assert!(
-        bids_when(c, s, bid, &base, |r| {
-            r["imp"][0]["pmp"] = json!({ "private_auction": 1, "deals": [{ "id": "AB-Agency1-0001", "wseat": ["Agency1"] }] });
-        })
-        .await
-        .is_none()
-    );
+    assert_bids(c, s, bid, &base, false, |r| {
+        let deal = json!({ "id": "AB-Agency1-0001", "wseat": ["Agency1"] });
+        r["imp"][0]["pmp"] = json!({ "private_auction": 1, "deals": [deal] });
+    })
+    .await;
 
     // Blocked categories, advertisers, apps.
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["bcat"] = json!(["IAB25", "IAB26"]))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["bcat"] = json!(["IAB19"]))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["badv"] = json!(["other.example"]))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["badv"] =
-            json!(["northwind-gadgets.example"]))
-        .await
-        .is_none()
-    );
+    assert_bids(c, s, bid, &base, true, |r| {
+        r["bcat"] = json!(["IAB25", "IAB26"])
+    })
+    .await;
+    assert_bids(c, s, bid, &base, false, |r| r["bcat"] = json!(["IAB19"])).await;
+    assert_bids(c, s, bid, &base, true, |r| {
+        r["badv"] = json!(["other.example"])
+    })
+    .await;
+    assert_bids(c, s, bid, &base, false, |r| {
+        r["badv"] = json!(["northwind-gadgets.example"])
+    })
+    .await;
     let native = native_request(&sample(
         "spec-samples/native1__request__v1.2__content-context.json",
     ));
-    assert!(
-        bids_when(c, s, bid, &native, |r| r["bapp"] = json!(["com.other.app"]))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &native, |r| r["bapp"] =
-            json!(["com.northwind.gadgets"]))
-        .await
-        .is_none()
-    );
+    assert_bids(c, s, bid, &native, true, |r| {
+        r["bapp"] = json!(["com.other.app"])
+    })
+    .await;
+    assert_bids(c, s, bid, &native, false, |r| {
+        r["bapp"] = json!(["com.northwind.gadgets"])
+    })
+    .await;
 
     // Seats.
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["wseat"] = json!(["marquee"]))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["wseat"] = json!(["other"]))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["bseat"] = json!(["marquee"]))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(c, s, "/openrtb2/bid/agency", &base, |r| r["wseat"] =
-            json!(["Agency1"]))
-        .await
-        .is_some()
-    );
+    assert_bids(c, s, bid, &base, true, |r| r["wseat"] = json!(["marquee"])).await;
+    assert_bids(c, s, bid, &base, false, |r| r["wseat"] = json!(["other"])).await;
+    assert_bids(c, s, bid, &base, false, |r| r["bseat"] = json!(["marquee"])).await;
+    assert_bids(c, s, "/openrtb2/bid/agency", &base, true, |r| {
+        r["wseat"] = json!(["Agency1"])
+    })
+    .await;
 
     // Secure: the 468x60 creative loads its image over http.
     let insecure = sized(468, 60);
-    assert!(
-        bids_when(c, s, bid, &insecure, |r| r["imp"][0]["secure"] = json!(0))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &insecure, |r| r["imp"][0]["secure"] = json!(1))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["imp"][0]["secure"] = json!(1))
-            .await
-            .is_some()
-    );
+    assert_bids(c, s, bid, &insecure, true, |r| {
+        r["imp"][0]["secure"] = json!(0)
+    })
+    .await;
+    assert_bids(c, s, bid, &insecure, false, |r| {
+        r["imp"][0]["secure"] = json!(1)
+    })
+    .await;
+    assert_bids(c, s, bid, &base, true, |r| r["imp"][0]["secure"] = json!(1)).await;
 
     // User data: the segment line item needs the user's segments, which COPPA and GDPR without
     // consent take away.
-    assert!(bids_when(c, s, bid, &with_segment, |_| {}).await.is_some());
-    assert!(
-        bids_when(c, s, bid, &with_segment, |r| r["regs"] =
-            json!({ "coppa": 1 }))
-        .await
-        .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &with_segment, |r| r["regs"] =
-            json!({ "gdpr": 1 }))
-        .await
-        .is_none()
-    );
-    assert!(
-        bids_when(c, s, bid, &with_segment, |r| {
-            r["regs"] = json!({ "gdpr": 1 });
-            r["user"]["consent"] = json!("CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA");
-        })
-        .await
-        .is_some()
-    );
+    assert_bids(c, s, bid, &with_segment, true, |_| {}).await;
+    assert_bids(c, s, bid, &with_segment, false, |r| {
+        r["regs"] = json!({ "coppa": 1 })
+    })
+    .await;
+    assert_bids(c, s, bid, &with_segment, false, |r| {
+        r["regs"] = json!({ "gdpr": 1 })
+    })
+    .await;
+    assert_bids(c, s, bid, &with_segment, true, |r| {
+        r["regs"] = json!({ "gdpr": 1 });
+        r["user"]["consent"] = json!("CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA");
+    })
+    .await;
 
     // Test requests bid like any other (their events are not logged: see the notices test).
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["test"] = json!(1))
-            .await
-            .is_some()
-    );
+    assert_bids(c, s, bid, &base, true, |r| r["test"] = json!(1)).await;
 
     // tmax: less than the latency margin (10 ms) leaves no time.
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["tmax"] = json!(500))
-            .await
-            .is_some()
-    );
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["tmax"] = json!(5))
-            .await
-            .is_none()
-    );
+    assert_bids(c, s, bid, &base, true, |r| r["tmax"] = json!(500)).await;
+    assert_bids(c, s, bid, &base, false, |r| r["tmax"] = json!(5)).await;
 
     // Currency: one we have no rate for.
-    assert!(
-        bids_when(c, s, bid, &base, |r| r["cur"] = json!(["JPY"]))
-            .await
-            .is_none()
-    );
+    assert_bids(c, s, bid, &base, false, |r| r["cur"] = json!(["JPY"])).await;
     let in_eur = bids_when(c, s, bid, &base, |r| r["cur"] = json!(["EUR"]))
         .await
         .unwrap();
@@ -868,21 +813,9 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
         .await,
         200
     );
-    assert!(
-        bids_when(&client, &server, partner, &capped, as_user("EX-2"))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(&client, &server, partner, &capped, as_user("OURS-1"))
-            .await
-            .is_none()
-    );
-    assert!(
-        bids_when(&client, &server, partner, &capped, as_user("EX-3"))
-            .await
-            .is_some()
-    );
+    assert_bids(&client, &server, partner, &capped, false, as_user("EX-2")).await;
+    assert_bids(&client, &server, partner, &capped, false, as_user("OURS-1")).await;
+    assert_bids(&client, &server, partner, &capped, true, as_user("EX-3")).await;
     // A win alone does not count towards caps.
     let other = bids_when(&client, &server, partner, &capped, as_user("EX-9"))
         .await
@@ -895,11 +828,7 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
         .await,
         200
     );
-    assert!(
-        bids_when(&client, &server, partner, &capped, as_user("EX-9"))
-            .await
-            .is_some()
-    );
+    assert_bids(&client, &server, partner, &capped, true, as_user("EX-9")).await;
     server.stop();
 }
 
