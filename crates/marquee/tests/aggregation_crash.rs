@@ -12,13 +12,12 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Guard, Server, impression_token, logged_events, wait_for_ad};
-use marquee_eventlog::Event;
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
 use marquee_store::SqliteStore;
