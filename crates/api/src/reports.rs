@@ -529,7 +529,7 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
     }
     let _ = writeln!(out, ",{METRICS}");
     for row in &report.rows {
-        out.push_str(&row.start.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
+        let _ = write!(out, "{}", row.start.strftime("%Y-%m-%dT%H:%M:%S%:z"));
         for value in &row.values {
             // Ids, country codes and device names: never a comma or a quote.
             match value {
