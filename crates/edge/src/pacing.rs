@@ -159,12 +159,14 @@ impl EdgePacing {
             if charge.on != on {
                 return;
             }
-            let spend_goal = data
-                .line_item(id)
-                .and_then(|li| li.goal)
-                .is_some_and(|g| g.metric == marquee_model::GoalMetric::Spend);
+            // Only a clearing price needs the goal looked up; most events carry none.
+            let spend_goal = || {
+                data.line_item(id)
+                    .and_then(|li| li.goal)
+                    .is_some_and(|g| g.metric == marquee_model::GoalMetric::Spend)
+            };
             let amount = match clearing_micros {
-                Some(clearing) if spend_goal => {
+                Some(clearing) if spend_goal() => {
                     u64::try_from(clearing).unwrap_or(0).div_ceil(1_000)
                 }
                 _ => charge.amount,
