@@ -1242,15 +1242,17 @@ fn in_line_item_currency(
         .map_or(clearing, |m| m.0)
 }
 
+/// The value of the first query parameter `name`.
+fn param<'q>(query: &'q [(Cow<'_, str>, Cow<'_, str>)], name: &str) -> Option<&'q str> {
+    query
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_ref())
+}
+
 /// Whether the sync call may identify the user: with consent where GDPR applies.
 fn sync_consent(query: &[(Cow<'_, str>, Cow<'_, str>)]) -> bool {
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_ref())
-    };
-    value("gdpr") != Some("1") || value("gdpr_consent").is_some_and(|c| !c.is_empty())
+    param(query, "gdpr") != Some("1") || param(query, "gdpr_consent").is_some_and(|c| !c.is_empty())
 }
 
 /// Our user id from the cookie, or a new one (to set) when cookies are allowed.
@@ -1279,20 +1281,16 @@ fn set_user_cookie(edge: &Edge, answer: &mut Response<Body>, uid: &str) {
 pub(crate) fn sync_in(edge: &Edge, query: &str, headers: &HeaderMap) -> Response<Body> {
     let params: Vec<(Cow<'_, str>, Cow<'_, str>)> =
         url::form_urlencoded::parse(query.as_bytes()).collect();
-    let value = |name: &str| {
-        params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_ref())
-    };
-    let Some(exchange) = value("exchange").and_then(|name| edge.bidder.exchange(Some(name))) else {
+    let Some(exchange) =
+        param(&params, "exchange").and_then(|name| edge.bidder.exchange(Some(name)))
+    else {
         return handlers::response(
             StatusCode::BAD_REQUEST,
             "text/plain; charset=utf-8",
             "query parameter `exchange`: not a configured exchange\n",
         );
     };
-    let Some(theirs) = value("uid").filter(|u| !u.is_empty() && u.len() <= 256) else {
+    let Some(theirs) = param(&params, "uid").filter(|u| !u.is_empty() && u.len() <= 256) else {
         return handlers::response(
             StatusCode::BAD_REQUEST,
             "text/plain; charset=utf-8",
@@ -1319,10 +1317,8 @@ pub(crate) fn sync_in(edge: &Edge, query: &str, headers: &HeaderMap) -> Response
 pub(crate) fn sync_out(edge: &Edge, query: &str, headers: &HeaderMap) -> Response<Body> {
     let params: Vec<(Cow<'_, str>, Cow<'_, str>)> =
         url::form_urlencoded::parse(query.as_bytes()).collect();
-    let target = params
-        .iter()
-        .find(|(k, _)| k == "exchange")
-        .and_then(|(_, name)| edge.bidder.exchange(Some(name)))
+    let target = param(&params, "exchange")
+        .and_then(|name| edge.bidder.exchange(Some(name)))
         .and_then(|e| e.sync_url.as_deref());
     let Some(target) = target else {
         return handlers::not_found();
