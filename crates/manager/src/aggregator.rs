@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use marquee_eventlog::wire::WireEnd;
 use marquee_eventlog::{SEGMENT_HEADER_LEN, SegmentInfo};
 use marquee_model::Clock;
-use marquee_stats::{Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, Rules, Seen};
+use marquee_stats::{
+    Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, MINUTE, Rules, Seen,
+};
 use marquee_store::{Checkpoint, RunWrite, Store, StoreError};
 
 use crate::sources::{Chunk, LogSource, SourceError};
@@ -375,7 +377,7 @@ impl Aggregator {
             watermark.max(now_secs - rules.max_age_secs) - secs(self.options.token_lifetime) - skew;
         let minute_cutoff = {
             let cutoff = now_secs - secs(self.options.minute_retention);
-            cutoff - cutoff.rem_euclid(60)
+            cutoff - cutoff.rem_euclid(MINUTE)
         };
         let checkpoints: Vec<Checkpoint> = shards
             .iter()
