@@ -270,7 +270,7 @@ fn apply_controls(
                 i,
                 Control {
                     stopped: entry.stopped,
-                    throttle: (f64::from(entry.throttle_ppm) / 1_000_000.0) as f32,
+                    throttle: entry.throttle(),
                     bid_multiplier_permille: entry.bid_multiplier_permille,
                     ctr_ppm,
                 },

@@ -117,13 +117,18 @@ pub struct PacingOutput {
     pub bid_multiplier_permille: u32,
 }
 
+/// A throttle in parts per million as the engine's probability.
+pub(crate) fn throttle_from_ppm(throttle_ppm: u32) -> f32 {
+    (f64::from(throttle_ppm) / PacingOutput::PPM) as f32
+}
+
 impl PacingOutput {
     const PPM: f64 = 1_000_000.0;
     const PERMILLE: f64 = 1_000.0;
 
     /// The throttle as the engine's probability.
     pub fn throttle(&self) -> f32 {
-        (f64::from(self.throttle_ppm) / Self::PPM) as f32
+        throttle_from_ppm(self.throttle_ppm)
     }
 
     fn new(status: PacingStatus, throttle: f64, bid: f64) -> PacingOutput {

@@ -38,6 +38,11 @@ impl ControlEntry {
             bid_multiplier_permille: output.bid_multiplier_permille,
         }
     }
+
+    /// The throttle as the engine's probability.
+    pub fn throttle(&self) -> f32 {
+        crate::controller::throttle_from_ppm(self.throttle_ppm)
+    }
 }
 
 /// The manager's answer.
