@@ -9,7 +9,7 @@
 //!   answered, so a restarted manager never forgets a ceiling it granted.
 //! - Only line items with a goal have a control, a budget, or a metric series.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -235,10 +235,11 @@ impl Pacing {
             }
         }
         // Line items that lost their goal (or left the catalog): no state, budget or control.
+        let goaled: HashSet<LineItemId> = state.goals.iter().map(|g| g.id).collect();
         let gone: Vec<LineItemId> = state
             .states
             .keys()
-            .filter(|id| !state.goals.iter().any(|g| g.id == **id))
+            .filter(|id| !goaled.contains(id))
             .copied()
             .collect();
         for id in gone {
