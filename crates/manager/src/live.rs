@@ -207,6 +207,7 @@ impl LiveState {
         let kept: HashSet<u64> = self.creatives.iter().map(|c| c.id).collect();
         self.values.retain(|id, _| kept.contains(id));
         self.due.retain(|id, _| kept.contains(id));
+        self.renders.retain(|id, _| kept.contains(id));
         self.line_items = line_items;
         self.campaigns = campaigns;
         self.catalog = Some(catalog);
