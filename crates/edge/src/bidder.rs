@@ -632,6 +632,8 @@ pub(crate) fn bid(
     };
     let device_code = template.device.device_type.map_or(0, |d| d as u8 + 1);
 
+    // One pacing view for all imps of the request.
+    let paced = edge.pacing.view(&loaded, now);
     let decided = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
@@ -650,7 +652,6 @@ pub(crate) fn bid(
                 slot: view.slot(imp),
                 ..template
             };
-            let paced = edge.pacing.view(&loaded, now);
             let mut context = Context {
                 rng: &mut worker.rng,
                 caps: &edge.caps,
