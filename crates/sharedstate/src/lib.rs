@@ -1,0 +1,1 @@
+//! State shared by edges through Redis (issue 9): frequency caps and budget counters.
