@@ -106,7 +106,10 @@ impl From<StoreError> for ApiError {
                 message: error.to_string(),
                 current_version: None,
             },
-            StoreError::BadTokenOwner { .. } => ApiError::bad_request(error.to_string()),
+            StoreError::BadTokenOwner { .. }
+            | StoreError::BadUserOwner { .. }
+            | StoreError::UserNameTaken { .. }
+            | StoreError::UnknownUser { .. } => ApiError::bad_request(error.to_string()),
             StoreError::Migration(_) | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(error.to_string())
             }

@@ -19,8 +19,14 @@ pub enum StoreError {
     Archived { kind: Kind, id: u64 },
     #[error("{} {id} cannot move to another parent", kind.name())]
     ParentImmutable { kind: Kind, id: u64 },
-    #[error("{}", describe_bad_owner(*role, *owner))]
+    #[error("{}", describe_bad_owner("token", *role, *owner))]
     BadTokenOwner { role: Role, owner: Option<u64> },
+    #[error("{}", describe_bad_owner("user", *role, *owner))]
+    BadUserOwner { role: Role, owner: Option<u64> },
+    #[error("a user named {name:?} already exists")]
+    UserNameTaken { name: String },
+    #[error("no user with id {id}")]
+    UnknownUser { id: u64 },
     #[error(transparent)]
     Migration(#[from] MigrationError),
     #[error("stored data is corrupt: {0}")]
@@ -43,16 +49,17 @@ pub enum MigrationError {
     Unknown { version: u32 },
 }
 
-fn describe_bad_owner(role: Role, owner: Option<u64>) -> String {
+/// `what` is the thing bound to the owner: "token" or "user".
+fn describe_bad_owner(what: &str, role: Role, owner: Option<u64>) -> String {
     match (role, owner) {
-        (Role::Admin, _) => "an admin token has no owner; drop --owner".to_owned(),
+        (Role::Admin, _) => format!("an admin {what} has no owner; drop --owner"),
         (_, None) => format!(
-            "a {} token needs an owner: the id of its {}",
+            "a {} {what} needs an owner: the id of its {}",
             role.as_str(),
             role.as_str()
         ),
         (_, Some(id)) => format!(
-            "a {} token needs an existing {} as owner; there is no {} {id}",
+            "a {} {what} needs an existing {} as owner; there is no {} {id}",
             role.as_str(),
             role.as_str(),
             role.as_str()

@@ -21,6 +21,7 @@ pub mod stats_suite;
 #[cfg(feature = "test-suite")]
 pub mod suite;
 mod typed;
+mod users;
 
 pub use error::{MigrationError, StoreError};
 pub use marquee_model::{Catalog, Meta, Stored};
@@ -28,6 +29,7 @@ pub use pacing::PacingStore;
 pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
 pub use sqlite::SqliteStore;
 pub use stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
+pub use users::{NewSession, NewUser, SessionRecord, UserRecord, UserStore};
 
 use async_trait::async_trait;
 use marquee_model::{Kind, LineItemId, PlacementId, Principal};
@@ -36,7 +38,7 @@ use marquee_model::{Kind, LineItemId, PlacementId, Principal};
 pub const MAX_PAGE: u32 = 500;
 
 /// The manager's database: managed objects, links and tokens here, aggregates through the
-/// [`StatsStore`] supertrait. Object bodies are the JSON of the model types; the typed helpers on
+/// [`StatsStore`] supertrait, dashboard users and sessions through [`UserStore`]. Object bodies are the JSON of the model types; the typed helpers on
 /// `dyn Store` (see `typed.rs`) convert.
 ///
 /// `scope` is the owner (advertiser or publisher id) a tenant is confined to, or `None` for
@@ -44,7 +46,7 @@ pub const MAX_PAGE: u32 = 500;
 /// advertiser 5 and publisher 5 share it, so callers must also check the side
 /// (`Principal::may_access`).
 #[async_trait]
-pub trait Store: StatsStore + PacingStore + Send + Sync + std::fmt::Debug {
+pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::Debug {
     /// Inserts a new object at version 1. Its owner is derived from its parent (a root is its
     /// own owner). Fails with `ParentNotFound` if the parent is missing or outside `scope`, and
     /// `ParentArchived` if it is archived.

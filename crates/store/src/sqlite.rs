@@ -8,6 +8,7 @@
 mod migrate;
 mod pacing;
 mod stats;
+mod users;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -537,14 +538,7 @@ fn create_token_in(
     token: NewToken,
     now: Timestamp,
 ) -> Result<TokenRecord, StoreError> {
-    let owner_exists = |kind, id| find(tx, kind, id, None).map(|found| found.is_some());
-    let valid = match (token.role, token.owner_id) {
-        (Role::Admin, None) => true,
-        (Role::Advertiser, Some(owner)) => owner_exists(Kind::Advertiser, owner)?,
-        (Role::Publisher, Some(owner)) => owner_exists(Kind::Publisher, owner)?,
-        _ => false,
-    };
-    if !valid {
+    if !owner_fits_role(tx, token.role, token.owner_id)? {
         return Err(StoreError::BadTokenOwner {
             role: token.role,
             owner: token.owner_id,
@@ -571,6 +565,22 @@ fn create_token_in(
         label: token.label,
         created_at: now,
     })
+}
+
+/// Whether `owner` is what `role` needs: none for an admin, an existing advertiser or publisher
+/// for the tenant roles. Shared by tokens and dashboard users.
+fn owner_fits_role(
+    tx: &Transaction<'_>,
+    role: Role,
+    owner: Option<u64>,
+) -> Result<bool, StoreError> {
+    let owner_exists = |kind, id| find(tx, kind, id, None).map(|found| found.is_some());
+    match (role, owner) {
+        (Role::Admin, None) => Ok(true),
+        (Role::Advertiser, Some(owner)) => owner_exists(Kind::Advertiser, owner),
+        (Role::Publisher, Some(owner)) => owner_exists(Kind::Publisher, owner),
+        _ => Ok(false),
+    }
 }
 
 fn find_token_in(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {

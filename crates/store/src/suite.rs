@@ -25,7 +25,7 @@ use marquee_model::{
     Status, Stored, Targeting, Tier,
 };
 
-use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Store, StoreError};
+use crate::{Draft, ListQuery, MAX_PAGE, NewSession, NewToken, NewUser, Store, StoreError};
 
 /// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
 #[macro_export]
@@ -45,6 +45,8 @@ macro_rules! store_suite {
             timestamps_come_from_the_clock,
             links_connect_live_line_items_and_placements,
             tokens_resolve_to_principals,
+            users_are_found_by_name,
+            sessions_resolve_to_their_user,
             change_counter_counts_only_mutations,
             catalog_holds_active_rows_and_all_links,
         );
@@ -819,6 +821,125 @@ pub async fn tokens_resolve_to_principals(store: Db, clock: Arc<ManualClock>) {
     }
     assert_eq!(store.find_token(&[9; 32]).await.unwrap(), None);
     assert_eq!(store.find_token(&[0; 32]).await.unwrap(), None);
+}
+
+fn user(name: &str, role: Role, owner_id: Option<u64>) -> NewUser {
+    NewUser {
+        name: name.to_owned(),
+        role,
+        owner_id,
+        password_hash: format!("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA${name}"),
+    }
+}
+
+/// Users of every role are stored and found by their exact name; names are unique and owners
+/// must match the role, as for tokens. Users change nothing a snapshot depends on.
+pub async fn users_are_found_by_name(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = create(&store, advertiser("Acme")).await.meta.id;
+    create(&store, publisher("Daily News")).await;
+    let publisher = create(&store, publisher("Evening Post")).await.meta.id;
+    let counter = store.change_counter().await.unwrap();
+
+    let mut ids = Vec::new();
+    for new in [
+        user("root", Role::Admin, None),
+        user("acme-ops", Role::Advertiser, Some(advertiser)),
+        user("post-ops", Role::Publisher, Some(publisher)),
+    ] {
+        let record = store.create_user(new.clone()).await.unwrap();
+        assert_eq!(
+            (record.name.as_str(), record.role, record.owner_id),
+            (new.name.as_str(), new.role, new.owner_id)
+        );
+        assert_eq!(record.password_hash, new.password_hash);
+        assert_eq!(record.created_at, clock.now());
+        assert_eq!(
+            store.find_user(&new.name).await.unwrap(),
+            Some(record.clone())
+        );
+        ids.push(record.id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "user ids are distinct");
+    assert_eq!(
+        store.find_user("ROOT").await.unwrap(),
+        None,
+        "names are exact"
+    );
+    assert_eq!(store.find_user("nobody").await.unwrap(), None);
+
+    assert_err!(
+        store.create_user(user("root", Role::Admin, None)).await,
+        StoreError::UserNameTaken { name } if name == "root"
+    );
+    for (role, owner) in [
+        (Role::Admin, Some(advertiser)),
+        (Role::Advertiser, None),
+        (Role::Advertiser, Some(publisher)),
+        (Role::Publisher, Some(999)),
+    ] {
+        assert_err!(
+            store.create_user(user("someone", role, owner)).await,
+            StoreError::BadUserOwner { role: r, owner: o } if r == role && o == owner
+        );
+    }
+    assert_eq!(store.find_user("someone").await.unwrap(), None);
+    assert_eq!(store.change_counter().await.unwrap(), counter);
+}
+
+/// A session resolves to its user with its CSRF token and times until it is deleted; creating
+/// one clears sessions that expired; a session needs an existing user.
+pub async fn sessions_resolve_to_their_user(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = create(&store, advertiser("Acme")).await.meta.id;
+    let alice = store
+        .create_user(user("alice", Role::Advertiser, Some(advertiser)))
+        .await
+        .unwrap();
+    let started = clock.now();
+    let hour = SignedDuration::from_hours(1);
+    let first = NewSession {
+        hash: [1; 32],
+        user_id: alice.id,
+        csrf_token: "csrf-one".to_owned(),
+        expires_at: started + hour,
+    };
+    store.create_session(first.clone()).await.unwrap();
+    let found = store.find_session(&[1; 32]).await.unwrap().unwrap();
+    assert_eq!(found.user, alice);
+    assert_eq!(found.csrf_token, "csrf-one");
+    assert_eq!(found.created_at, started);
+    assert_eq!(found.expires_at, started + hour);
+    assert_eq!(store.find_session(&[2; 32]).await.unwrap(), None);
+
+    // Past its expiry the session is still returned (the caller judges expiry) until another
+    // session is created, which removes it.
+    clock.advance(hour * 2);
+    assert!(store.find_session(&[1; 32]).await.unwrap().is_some());
+    store
+        .create_session(NewSession {
+            hash: [2; 32],
+            csrf_token: "csrf-two".to_owned(),
+            expires_at: clock.now() + hour,
+            ..first.clone()
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.find_session(&[1; 32]).await.unwrap(), None);
+
+    assert!(store.delete_session(&[2; 32]).await.unwrap());
+    assert!(!store.delete_session(&[2; 32]).await.unwrap());
+    assert_eq!(store.find_session(&[2; 32]).await.unwrap(), None);
+
+    assert_err!(
+        store
+            .create_session(NewSession {
+                hash: [3; 32],
+                user_id: alice.id + 100,
+                ..first
+            })
+            .await,
+        StoreError::UnknownUser { id } if id == alice.id + 100
+    );
 }
 
 /// Every effective change to objects or links bumps the counter once; reads, tokens, failed

@@ -98,6 +98,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             "stats_minute",
             "stats_seen",
             "stats_users",
+            "user_sessions",
+            "users",
         ]
         .map(str::to_owned),
     );
@@ -113,7 +115,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (2, "stats"),
             (3, "stats_minute_lean"),
             (4, "stats_hour_line_item"),
-            (5, "pacing_state")
+            (5, "pacing_state"),
+            (6, "users")
         ]
     );
     let (_, _, sha256, applied_at) = &applied[0];

@@ -44,6 +44,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "pacing_state",
         sql: include_str!("../../migrations/sqlite/0005_pacing_state.sql"),
     },
+    Migration {
+        version: 6,
+        name: "users",
+        sql: include_str!("../../migrations/sqlite/0006_users.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
