@@ -75,6 +75,11 @@ pub struct RunArgs {
     /// A request without a complete answer after this long counts as a timeout error.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Open loop: a request that no connection could send within this long of its intended
+    /// time is not sent and counts as unsent, as an exchange skips a bidder whose connections
+    /// are all busy instead of queueing for it. Default: every request is sent, however late.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_wait: Option<Duration>,
     /// Allow this non-loopback IP address as a target (repeat for several). Load never
     /// leaves the machine otherwise.
     #[arg(long, value_name = "IP")]
@@ -225,6 +230,7 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
         requests: args.requests,
         keep_alive,
         timeout: args.timeout,
+        max_wait: args.max_wait,
         seed,
         progress: !args.quiet,
     })

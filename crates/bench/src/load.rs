@@ -50,6 +50,8 @@ pub struct Plan {
     pub requests: Option<u64>,
     pub keep_alive: bool,
     pub timeout: Duration,
+    /// Open loop: requests not sent within this long of their intended time are skipped.
+    pub max_wait: Option<Duration>,
     pub seed: u64,
     /// Print a progress line to stderr once a second.
     pub progress: bool,
@@ -88,6 +90,7 @@ struct Shared {
     addr: SocketAddr,
     keep_alive: bool,
     timeout: Duration,
+    max_wait: Option<Duration>,
     rate: Option<f64>,
     duration: Option<Duration>,
     limit: u64,
@@ -133,6 +136,8 @@ struct Shard {
     no_bids: u64,
     bytes: u64,
     errors: [u64; ErrorKind::ALL.len()],
+    /// Requests skipped because no connection was free within `max_wait`.
+    unsent: u64,
     last_done: Option<Instant>,
 }
 
@@ -147,6 +152,7 @@ impl Shard {
             no_bids: 0,
             bytes: 0,
             errors: [0; ErrorKind::ALL.len()],
+            unsent: 0,
             last_done: None,
         })
     }
@@ -227,6 +233,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
         addr: plan.target.addr,
         keep_alive: plan.keep_alive,
         timeout: plan.timeout,
+        max_wait: plan.max_wait,
         rate: plan.rate,
         duration: plan.duration,
         limit: plan.requests.unwrap_or(u64::MAX),
@@ -405,7 +412,7 @@ fn build_report(
     shards: &[Arc<Mutex<Shard>>],
 ) -> Report {
     let mut statuses = std::collections::BTreeMap::new();
-    let (mut bids, mut no_bids, mut bytes) = (0, 0, 0);
+    let (mut bids, mut no_bids, mut bytes, mut unsent) = (0, 0, 0, 0);
     let mut errors = [0u64; ErrorKind::ALL.len()];
     let mut last_done = start;
     for shard in shards {
@@ -420,6 +427,7 @@ fn build_report(
         bids += shard.bids;
         no_bids += shard.no_bids;
         bytes += shard.bytes;
+        unsent += shard.unsent;
         for (total, count) in errors.iter_mut().zip(shard.errors) {
             *total += count;
         }
@@ -468,6 +476,7 @@ fn build_report(
             .map(|kind| (kind.name(), errors[kind.index()]))
             .collect(),
         errors_total,
+        unsent,
         non_2xx: responses - ok,
         bytes_received: bytes,
         timeline: reporter.timeline,
@@ -487,6 +496,10 @@ async fn connection(shared: Arc<Shared>, shard: Arc<Mutex<Shard>>, mut generator
     while let Some(due) = shared.claim(start) {
         if let Some(due) = due {
             pace(due).await;
+            if shared.max_wait.is_some_and(|wait| due.elapsed() > wait) {
+                lock(&shard).unsent += 1;
+                continue;
+            }
         }
         let sent = Instant::now();
         // From the intended time when late (the queue counts), from the actual send when the

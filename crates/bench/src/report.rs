@@ -117,6 +117,8 @@ pub struct Report {
     pub no_bids: u64,
     pub errors: BTreeMap<&'static str, u64>,
     pub errors_total: u64,
+    /// Open loop with `--max-wait`: requests not sent because no connection was free in time.
+    pub unsent: u64,
     pub non_2xx: u64,
     pub bytes_received: u64,
     pub timeline: Vec<Tick>,
@@ -154,9 +156,10 @@ impl Report {
         row(
             "requests",
             format!(
-                "{} sent, {} answered",
+                "{} sent, {} answered, {} unsent (no free connection in time)",
                 group(self.requests),
-                group(self.responses)
+                group(self.responses),
+                group(self.unsent)
             ),
         );
         row(

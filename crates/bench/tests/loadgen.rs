@@ -370,3 +370,32 @@ fn assert_well_formed(document: &str) {
     assert!(open.is_empty(), "unclosed {open:?}");
     assert_eq!(roots, 1, "one root element");
 }
+
+/// One connection to a server that takes 20 ms per answer, offered 400 requests per second:
+/// it can send one request in eight, and with `--max-wait` the others are skipped, not sent
+/// late. Every intended request is either sent or counted unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_wait_skips_what_no_connection_could_send_in_time() {
+    let server = test_server(Behaviour::Delay(Duration::from_millis(20))).await;
+    let report = run(&[
+        &server.url,
+        "-c",
+        "1",
+        "--rate",
+        "400",
+        "-n",
+        "80",
+        "--max-wait",
+        "2ms",
+        "-q",
+    ])
+    .await;
+    assert_eq!(report.requests + report.unsent, 80);
+    assert!(report.unsent >= 40, "unsent {}", report.unsent);
+    assert_eq!(report.requests, report.responses);
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst) as u64,
+        report.requests,
+        "skipped requests never reach the server"
+    );
+}

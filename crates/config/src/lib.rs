@@ -260,6 +260,9 @@ pub struct EdgeSection {
     /// Ad requests in progress at once; beyond it a request gets the fallback at once instead
     /// of waiting. 0 switches shedding off.
     pub max_in_flight: u64,
+    /// Past this wait (milliseconds) between a request being ready and a worker starting it,
+    /// requests get the fallback (or a 204) at once. 0 switches this signal off.
+    pub max_queue_delay_ms: u64,
     /// How long an ad request may take, in milliseconds; work past it is abandoned with the
     /// fallback.
     pub deadline_ms: u64,
@@ -344,6 +347,7 @@ impl Default for Config {
                 fallback: "empty".into(),
                 token_lifetime_secs: 3_600,
                 max_in_flight: 1_024,
+                max_queue_delay_ms: 10,
                 deadline_ms: 50,
                 header_read_timeout_ms: 10_000,
                 max_header_bytes: 16_384,
@@ -488,6 +492,12 @@ impl Config {
         )?;
         in_range("edge.max_in_flight", self.edge.max_in_flight, 0, 1_000_000)?;
         in_range("edge.deadline_ms", self.edge.deadline_ms, 1, 10_000)?;
+        in_range(
+            "edge.max_queue_delay_ms",
+            self.edge.max_queue_delay_ms,
+            0,
+            10_000,
+        )?;
         in_range(
             "edge.header_read_timeout_ms",
             self.edge.header_read_timeout_ms,

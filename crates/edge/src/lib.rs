@@ -9,8 +9,9 @@
 //! - A tracking call is counted only if its token verifies (key, MAC, expiry, kind) and its
 //!   decision was not counted before; the browser gets the same answer either way.
 //! - A click goes only to the landing URL of the creative its signed token names.
-//! - An ad request that cannot start now (`max_in_flight` in progress) is answered at once
-//!   with the fallback, never queued; one past its deadline is abandoned with the fallback.
+//! - An ad or bid request that cannot start now (`max_in_flight` in progress, or the workers
+//!   behind by more than `max_queue_delay`) is answered at once with the fallback or a 204,
+//!   never queued; one past its deadline is abandoned with the fallback.
 
 pub mod bidder;
 mod handlers;
@@ -84,7 +85,8 @@ pub struct Stats {
     pub repeats: AtomicU64,
     /// Events the log refused (disk full, I/O error).
     pub log_errors: AtomicU64,
-    /// Ad requests answered with the fallback at once because `max_in_flight` were in progress.
+    /// Ad requests answered with the fallback at once because `max_in_flight` were in progress
+    /// or the workers were behind.
     pub shed: AtomicU64,
     /// Ad requests abandoned at their deadline.
     pub late: AtomicU64,
@@ -121,7 +123,8 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// A place for one more ad request, or `None` when `max_in_flight` are in progress. The
+    /// A place for one more ad request, or `None` when `max_in_flight` are in progress or the
+    /// workers are behind by more than `max_queue_delay`. The
     /// server takes one per ad request; tests may hold one to saturate the edge.
     pub fn try_admit(&self) -> Option<Admitted<'_>> {
         self.gate.try_enter()
@@ -149,7 +152,7 @@ impl Edge {
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
             bidder: bidder::Bidder::new(BidderConfig::default()),
-            gate: Gate::new(config.limits.max_in_flight),
+            gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),
             pacing: pacing::EdgePacing::default(),
             metrics: Metrics::default(),

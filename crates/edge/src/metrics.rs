@@ -268,6 +268,12 @@ pub(crate) fn render(edge: &Edge) -> String {
     );
     gauge(
         &mut out,
+        "marquee_edge_queue_delay_seconds",
+        "How late the runtime ran a task due now, at the last probe (requests are shed past edge.max_queue_delay_ms).",
+        edge.gate.queue_delay().as_secs_f64(),
+    );
+    gauge(
+        &mut out,
         "marquee_edge_max_in_flight",
         "The configured bound on ad requests in progress (0: none).",
         edge.gate.max().unwrap_or(0),

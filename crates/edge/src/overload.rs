@@ -1,16 +1,29 @@
-//! Overload protection: a bound on the ad (later: bid) requests in progress, answered at once
-//! with the fallback (or a 204 no-bid) when it is reached, and a deadline per request.
+//! Overload protection: requests that cannot start now are answered at once with the fallback
+//! (or a 204 no-bid) instead of waiting, and every request has a deadline.
 //!
-//! The bound is one process-wide atomic counter, not one per worker thread. A request may
-//! await (strict durability, a bid's outgoing call later) and tokio moves a woken task to
-//! whichever worker is free, so a per-thread counter would be incremented on one core and
-//! decremented on another; the bound that protects memory and deadlines is the process's total
-//! anyway. Its cost is one `fetch_add` and one `fetch_sub` on a shared cache line per admitted
-//! request: tens of nanoseconds when the cores contend, against about 13 µs of work per ad
-//! request.
+//! Two signals say "cannot start now":
+//! - **In flight**: a bound on requests in progress. It fills only when requests await (strict
+//!   durability, an outgoing call); an ad request never awaits, so it holds at most one place per
+//!   worker thread.
+//! - **Queue delay**: how long a task that became ready waits before a worker runs it. A probe
+//!   task asks the runtime to wake it every millisecond and records how late it ran; requests
+//!   waiting on ready connections wait about as long. Past `max_queue_delay` the worker is
+//!   behind, and every request it reads gets the cheap answer until the probe sees it caught
+//!   up. This is the signal that catches a backlog of requests that never await.
+//!
+//! The in-flight bound is one process-wide atomic counter, not one per worker thread. A request may
+//! await and tokio moves a woken task to whichever worker is free, so a per-thread counter would
+//! be incremented on one core and decremented on another; the bound that protects memory and
+//! deadlines is the process's total anyway. Its cost is one `fetch_add` and one `fetch_sub` on a
+//! shared cache line per admitted request: tens of nanoseconds when the cores contend, against
+//! about 13 µs of work per ad request. The queue delay is one more relaxed load of a line the
+//! probe writes once a millisecond.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the queue-delay probe asks to be woken.
+const PROBE_PERIOD: Duration = Duration::from_millis(1);
 
 /// Limits that keep the edge answering in time when it is offered more than it can take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +31,9 @@ pub struct Limits {
     /// Ad requests in progress at once; a request beyond it gets the fallback at once. `0`:
     /// no bound (shedding off).
     pub max_in_flight: usize,
+    /// Past this wait between a task becoming ready and a worker running it, requests get the
+    /// cheap answer at once. `None`: this signal off.
+    pub max_queue_delay: Option<Duration>,
     /// How long an ad request may take, counted from when the edge starts it; work past it is
     /// abandoned with the fallback.
     pub deadline: Duration,
@@ -31,6 +47,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_in_flight: 1024,
+            max_queue_delay: Some(Duration::from_millis(10)),
             deadline: Duration::from_millis(50),
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
@@ -38,11 +55,15 @@ impl Default for Limits {
     }
 }
 
-/// The counter of requests in progress.
+/// The counter of requests in progress and the last measured queue delay.
 #[derive(Debug)]
 pub struct Gate {
     in_flight: AtomicUsize,
     max: usize,
+    /// The probe's last measurement, in microseconds.
+    queue_delay_micros: AtomicU64,
+    /// `u64::MAX` when the signal is off.
+    max_queue_delay_micros: u64,
 }
 
 /// A request's place in the gate; dropping it frees the place.
@@ -53,16 +74,22 @@ pub struct Admitted<'g> {
 }
 
 impl Gate {
-    pub fn new(max: usize) -> Gate {
+    pub fn new(limits: &Limits) -> Gate {
+        let max = limits.max_in_flight;
         Gate {
             in_flight: AtomicUsize::new(0),
             max: if max == 0 { usize::MAX } else { max },
+            queue_delay_micros: AtomicU64::new(0),
+            max_queue_delay_micros: limits.max_queue_delay.map_or(u64::MAX, micros),
         }
     }
 
-    /// A place for one more request, or `None` when the bound is reached (the caller answers
-    /// at once instead of waiting).
+    /// A place for one more request, or `None` when the bound is reached or the workers are
+    /// behind (the caller answers at once instead of waiting).
     pub fn try_enter(&self) -> Option<Admitted<'_>> {
+        if self.queue_delay_micros.load(Ordering::Relaxed) > self.max_queue_delay_micros {
+            return None;
+        }
         // Optimistic increment: one atomic operation on the common path.
         let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
         if before >= self.max {
@@ -80,6 +107,31 @@ impl Gate {
     pub fn max(&self) -> Option<usize> {
         (self.max != usize::MAX).then_some(self.max)
     }
+
+    /// The queue delay the probe measured last.
+    pub fn queue_delay(&self) -> Duration {
+        Duration::from_micros(self.queue_delay_micros.load(Ordering::Relaxed))
+    }
+
+    /// Measures the queue delay until dropped: asks to be woken every millisecond and records
+    /// how late it ran, the smaller of the last two measurements. One late wake-up alone is
+    /// the thread losing its core for a moment (another process, a page fault); a backlog
+    /// makes every wake-up late. Run it on the runtime that serves requests.
+    pub async fn probe_queue_delay(&self) {
+        let mut previous = Duration::ZERO;
+        loop {
+            let due = Instant::now() + PROBE_PERIOD;
+            tokio::time::sleep_until(due.into()).await;
+            let late = Instant::now().saturating_duration_since(due);
+            self.queue_delay_micros
+                .store(micros(late.min(previous)), Ordering::Relaxed);
+            previous = late;
+        }
+    }
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Drop for Admitted<'_> {
@@ -94,7 +146,10 @@ mod tests {
 
     #[test]
     fn the_bound_holds_and_places_come_back() {
-        let gate = Gate::new(2);
+        let gate = Gate::new(&Limits {
+            max_in_flight: 2,
+            ..Limits::default()
+        });
         let a = gate.try_enter();
         let b = gate.try_enter();
         assert!(a.is_some() && b.is_some());
@@ -108,9 +163,43 @@ mod tests {
 
     #[test]
     fn zero_means_unbounded() {
-        let gate = Gate::new(0);
+        let gate = Gate::new(&Limits {
+            max_in_flight: 0,
+            ..Limits::default()
+        });
         let places: Vec<_> = (0..10_000).map_while(|_| gate.try_enter()).collect();
         assert_eq!(places.len(), 10_000);
         assert_eq!(gate.max(), None);
+    }
+
+    /// A worker blocked 30 ms at a time: the probe, due meanwhile, runs late each time, and the
+    /// gate turns requests away; once the worker is free again, the gate opens.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_worker_behind_closes_the_gate_until_it_catches_up() {
+        let gate = std::sync::Arc::new(Gate::new(&Limits::default()));
+        let probe = tokio::spawn({
+            let gate = std::sync::Arc::clone(&gate);
+            async move { gate.probe_queue_delay().await }
+        });
+        let mut closed = false;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(30));
+            tokio::task::yield_now().await;
+            if gate.try_enter().is_none() {
+                closed = true;
+                break;
+            }
+        }
+        assert!(closed, "a blocked worker closes the gate");
+        assert!(gate.queue_delay() >= Duration::from_millis(10));
+        let reopened = async {
+            while gate.try_enter().is_none() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), reopened)
+            .await
+            .expect("the gate opens once the worker keeps up");
+        probe.abort();
     }
 }

@@ -227,6 +227,10 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let probe = tokio::spawn({
+        let edge = Arc::clone(&edge);
+        async move { edge.gate.probe_queue_delay().await }
+    });
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -263,5 +267,6 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+    probe.abort();
     Ok(())
 }

@@ -185,6 +185,88 @@ async fn a_saturated_edge_answers_bid_requests_at_once_with_no_bid() {
     assert_eq!(edge.gate.in_flight(), 0, "every place came back");
 }
 
+/// Blocking GET on a new connection, for a client outside the server's runtime.
+fn blocking_get(address: SocketAddr, path: &str) -> Vec<u8> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    bytes
+}
+
+/// The edge alone on a single-threaded runtime whose only worker is kept busy 30 ms at a time
+/// (the stand-in for a backlog of ready requests): with the in-flight bound off, the queue
+/// delay alone sheds requests; once the worker is free again, they are served.
+#[test]
+fn a_worker_behind_its_queue_sheds_requests_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(
+        dir.path(),
+        Limits {
+            max_in_flight: 0,
+            ..Limits::default()
+        },
+    );
+    edge.accept_snapshot(&snapshot(1)).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let _server = {
+        let (edge, busy) = (Arc::clone(&edge), Arc::clone(&busy));
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                tokio::spawn(async move {
+                    while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(30));
+                        tokio::task::yield_now().await;
+                    }
+                });
+                let listener = TcpListener::from_std(listener).unwrap();
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    marquee_edge::serve(listener, edge, None, Box::pin(std::future::pending())),
+                )
+                .await;
+            });
+        })
+    };
+    let shed = || edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed);
+
+    let mut answered = 0;
+    while shed() == 0 && answered < 100 {
+        let answer = blocking_get(address, "/ad.json?placement=1");
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        assert!(answer.ends_with(b"{\"ads\":[]}"), "the fallback");
+        answered += 1;
+    }
+    assert!(shed() > 0, "a worker behind its queue sheds");
+    assert!(edge.metrics.requests(Endpoint::AdJson, Outcome::Shed) > 0);
+
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    let started = edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback);
+    for _ in 0..1_000 {
+        blocking_get(address, "/ad.json?placement=1");
+        if edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback) > started {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback) > started,
+        "once the worker keeps up, requests start again"
+    );
+}
+
 #[tokio::test]
 async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
     let dir = tempfile::tempdir().unwrap();
@@ -308,6 +390,7 @@ async fn metrics_parse_and_their_counts_move() {
     assert!(after["marquee_edge_requests_total{endpoint=\"probe\",outcome=\"ok\"}"] >= 1.0);
     assert_eq!(after["marquee_edge_max_in_flight"], 1024.0);
     assert_eq!(after["marquee_edge_in_flight"], 0.0);
+    assert!(after.contains_key("marquee_edge_queue_delay_seconds"));
     assert!(after.contains_key("marquee_eventlog_fsyncs_total"));
 }
 

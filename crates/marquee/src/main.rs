@@ -492,6 +492,8 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
             data_dir: config.data_dir.join("edge"),
             limits: Limits {
                 max_in_flight: usize::try_from(config.edge.max_in_flight).unwrap_or(usize::MAX),
+                max_queue_delay: Some(Duration::from_millis(config.edge.max_queue_delay_ms))
+                    .filter(|delay| !delay.is_zero()),
                 deadline: Duration::from_millis(config.edge.deadline_ms),
                 header_read_timeout: Duration::from_millis(config.edge.header_read_timeout_ms),
                 max_header_bytes: usize::try_from(config.edge.max_header_bytes)
