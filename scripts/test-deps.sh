@@ -54,3 +54,30 @@ if [ ! -d "$browser/node_modules/playwright-core" ] ||
   echo "test-deps: npm ci in $browser" >&2
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+
+# Redis for the shared-state tests (crates/sharedstate, the multi-node test): Debian's
+# `redis-server`, one instance on 127.0.0.1:$redis_port, daemonized, without persistence (no
+# RDB, no AOF), started only when it does not answer yet. Tests reach it at
+# redis://127.0.0.1:56379 unless MARQUEE_TEST_REDIS_URL names another server (then nothing is
+# started here). The tests that stop and resume a server start their own from the same binary.
+redis_port=56379
+redis_dir=/var/tmp/marquee-test-redis
+if ! need redis-server || ! need redis-cli; then
+  echo "test-deps: installing redis-server (Debian) for the shared-state tests" >&2
+  apt_install redis-server redis-tools
+fi
+if [ -z "${MARQUEE_TEST_REDIS_URL:-}" ] &&
+  [ "$(redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null)" != "PONG" ]; then
+  mkdir -p "$redis_dir"
+  redis-server --bind 127.0.0.1 --port "$redis_port" --daemonize yes --save '' \
+    --appendonly no --dir "$redis_dir" --pidfile "$redis_dir/redis.pid" \
+    --logfile "$redis_dir/redis.log"
+  for _ in $(seq 50); do
+    [ "$(redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null)" = "PONG" ] && break
+    sleep 0.1
+  done
+  if [ "$(redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null)" != "PONG" ]; then
+    echo "test-deps: redis-server did not start on 127.0.0.1:$redis_port (see $redis_dir/redis.log)" >&2
+    exit 1
+  fi
+fi

@@ -1,1 +1,29 @@
 //! State shared by edges through Redis (issue 9): frequency caps and budget counters.
+//!
+//! Every check-and-count is one atomic round trip: a Lua script, loaded once and called by
+//! its hash (`EVALSHA`), over keys that one hash tag puts in one Redis Cluster slot (see
+//! [`keys`]). In front of Redis sit a bounded cache of caps known full (true until their time
+//! runs out, whatever other edges do) and a write-behind queue (counts and budget charges sent
+//! in one pipeline every flush interval). Behind it all a circuit breaker: when Redis is slow
+//! or down, callers get [`CapAnswer::Unavailable`] at once or within their time budget, decide
+//! from local state, and the metrics say so.
+//!
+//! Invariants:
+//! - No call waits past the deadline it is given, nor past the configured timeout.
+//! - A cap counts in Redis only if every rule of the call had room (unless forced, for
+//!   deliveries that already happened); concurrent calls from any number of edges never let
+//!   more than the limit through in a window.
+//! - Cap windows slide on the injected [`Clock`](marquee_model::Clock)'s time; key TTLs (one
+//!   window after the last count) only collect garbage.
+//! - Redis failures never surface as errors: they are answers (`Unavailable`) and metrics.
+
+mod breaker;
+mod cache;
+pub mod keys;
+mod state;
+
+pub use breaker::BreakerState;
+pub use keys::Scope;
+pub use state::{
+    BudgetAnswer, CapAnswer, CapRule, Fallback, SharedConfig, SharedState, SharedStateError,
+};

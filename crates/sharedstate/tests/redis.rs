@@ -1,0 +1,474 @@
+//! The shared state against a real Redis: the instance scripts/test-deps.sh starts
+//! (redis://127.0.0.1:56379, or MARQUEE_TEST_REDIS_URL), and for the outage tests servers of
+//! their own started from the same `redis-server` binary, paused and stopped at will.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use marquee_model::{Clock, ManualClock, SystemClock};
+use marquee_sharedstate::keys::{self, key_slot};
+use marquee_sharedstate::{
+    BreakerState, BudgetAnswer, CapAnswer, CapRule, Fallback, Scope, SharedConfig, SharedState,
+};
+
+fn redis_url() -> String {
+    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:56379".into())
+}
+
+/// A plain connection to the test server, for looking at what the scripts wrote.
+async fn inspect() -> redis::aio::MultiplexedConnection {
+    let url = redis_url();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    {
+        Ok(Ok(connection)) => connection,
+        _ => panic!(
+            "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
+        ),
+    }
+}
+
+/// A user key no other test run uses.
+fn fresh_user() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(Timestamp::now().as_nanosecond() as u128);
+    hasher.finish()
+}
+
+fn patient(url: &str) -> SharedConfig {
+    SharedConfig {
+        timeout: Duration::from_secs(2),
+        ..SharedConfig::new(url)
+    }
+}
+
+fn later(by: Duration) -> Instant {
+    Instant::now() + by
+}
+
+fn rule(line_item: u64, window_seconds: u32, limit: u32) -> CapRule {
+    CapRule {
+        scope: Scope::LineItem(line_item),
+        window_seconds,
+        limit,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
+    inspect().await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let edges = [
+        SharedState::new(patient(&redis_url()), clock.clone()).unwrap(),
+        SharedState::new(patient(&redis_url()), clock).unwrap(),
+    ];
+    let user = fresh_user();
+    let rules = [
+        rule(11, 3600, 7),
+        CapRule {
+            scope: Scope::Campaign(5),
+            window_seconds: 86_400,
+            limit: 50,
+        },
+    ];
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let edge = edges[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            edge.check_and_count(user, &rules, later(Duration::from_secs(5)))
+                .await
+        }));
+    }
+    let mut allowed = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            CapAnswer::Allowed => allowed += 1,
+            CapAnswer::Refused => {}
+            CapAnswer::Unavailable(why) => panic!("Redis did not decide: {why:?}"),
+        }
+    }
+    assert_eq!(allowed, 7);
+    // The campaign cap counted only the allowed ones: a refused call counts nowhere.
+    let mut redis = inspect().await;
+    let campaign: u64 = redis::cmd("ZCARD")
+        .arg(keys::cap_key(user, Scope::Campaign(5), 86_400))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(campaign, 7);
+}
+
+#[tokio::test]
+async fn one_users_keys_share_a_cluster_slot_and_expire_with_their_window() {
+    let mut redis = inspect().await;
+    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let rules = [
+        rule(21, 60, 3),
+        rule(21, 3600, 10),
+        CapRule {
+            scope: Scope::Campaign(9),
+            window_seconds: 86_400,
+            limit: 20,
+        },
+    ];
+    let answer = shared
+        .check_and_count(user, &rules, later(Duration::from_secs(5)))
+        .await;
+    assert_eq!(answer, CapAnswer::Allowed);
+    let pattern = format!("mq:{{u:{user:016x}}}:*");
+    let mut found: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    found.sort();
+    let mut expected = vec![
+        format!("mq:{{u:{user:016x}}}:cap:li:21:60"),
+        format!("mq:{{u:{user:016x}}}:cap:li:21:3600"),
+        format!("mq:{{u:{user:016x}}}:cap:ca:9:86400"),
+    ];
+    expected.sort();
+    assert_eq!(found, expected);
+    let slot = key_slot(&found[0]);
+    assert!(found.iter().all(|k| key_slot(k) == slot));
+    for (key, window) in [
+        (&expected[0], 86_400),
+        (&expected[1], 3600),
+        (&expected[2], 60),
+    ] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(
+            ttl > 0 && ttl <= window * 1000,
+            "{key}: TTL {ttl} ms, window {window} s"
+        );
+    }
+}
+
+#[tokio::test]
+async fn windows_slide_on_the_injected_clock() {
+    inspect().await;
+    let clock = Arc::new(ManualClock::new(Timestamp::now()));
+    let shared = SharedState::new(patient(&redis_url()), clock.clone()).unwrap();
+    let user = fresh_user();
+    let rules = [rule(31, 60, 2)];
+    let check = || shared.check_and_count(user, &rules, later(Duration::from_secs(5)));
+    assert_eq!(check().await, CapAnswer::Allowed);
+    clock.advance(SignedDuration::from_secs(20));
+    assert_eq!(check().await, CapAnswer::Allowed);
+    assert_eq!(check().await, CapAnswer::Refused);
+    assert!(shared.known_full(user, &rules), "the refusal is cached");
+    // 59 s after the first count it is still in the window; at 60 s it has left it.
+    clock.advance(SignedDuration::from_secs(39));
+    assert!(shared.known_full(user, &rules));
+    assert_eq!(check().await, CapAnswer::Refused);
+    clock.advance(SignedDuration::from_secs(1));
+    assert!(!shared.known_full(user, &rules));
+    assert_eq!(check().await, CapAnswer::Allowed);
+    assert_eq!(
+        check().await,
+        CapAnswer::Refused,
+        "the second count is still in"
+    );
+    clock.advance(SignedDuration::from_secs(61));
+    assert_eq!(check().await, CapAnswer::Allowed);
+}
+
+#[tokio::test]
+async fn queued_counts_and_charges_reach_redis_in_one_flush() {
+    let mut redis = inspect().await;
+    let config = SharedConfig {
+        // Only the explicit flush below sends.
+        flush_interval: Duration::from_secs(3600),
+        ..patient(&redis_url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let line_item = fresh_user();
+    let rules = [rule(41, 3600, 2)];
+    for _ in 0..3 {
+        shared.count_later(user, &rules);
+    }
+    shared.charge_later(line_item, 250);
+    shared.charge_later(line_item, 750);
+    assert_eq!(shared.queued(), 4);
+    assert_eq!(shared.spent(line_item), Some(1000), "queued charges count");
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    let counted: u64 = redis::cmd("ZCARD")
+        .arg(keys::cap_key(user, Scope::LineItem(41), 3600))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(
+        counted, 3,
+        "forced counts pass the limit: they already happened"
+    );
+    assert!(
+        shared.known_full(user, &rules),
+        "the flush taught the cache"
+    );
+    assert_eq!(shared.spent(line_item), Some(1000));
+    let deadline = later(Duration::from_secs(5));
+    assert_eq!(
+        shared.charge_within(line_item, 500, 1200, deadline).await,
+        BudgetAnswer::Refused(1000)
+    );
+    assert_eq!(
+        shared.charge_within(line_item, 200, 1200, deadline).await,
+        BudgetAnswer::Charged(1200)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn budget_charges_race_within_their_limit() {
+    inspect().await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let edges = [
+        SharedState::new(patient(&redis_url()), clock.clone()).unwrap(),
+        SharedState::new(patient(&redis_url()), clock).unwrap(),
+    ];
+    let line_item = fresh_user();
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let edge = edges[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            edge.charge_within(line_item, 3, 100, later(Duration::from_secs(5)))
+                .await
+        }));
+    }
+    let mut charged = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            BudgetAnswer::Charged(_) => charged += 1,
+            BudgetAnswer::Refused(total) => assert!(total + 3 > 100),
+            BudgetAnswer::Unavailable(why) => panic!("Redis did not decide: {why:?}"),
+        }
+    }
+    assert_eq!(charged, 33);
+}
+
+/// A `redis-server` of the test's own on a free loopback port, without persistence.
+struct OwnServer {
+    child: Child,
+    port: u16,
+}
+
+impl OwnServer {
+    fn start_on(port: u16) -> OwnServer {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run scripts/test-deps.sh, which installs it");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not start on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        OwnServer { child, port }
+    }
+
+    fn start() -> OwnServer {
+        OwnServer::start_on(free_port())
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn stop(mut self) -> u16 {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.port
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn impatient(url: &str) -> SharedConfig {
+    SharedConfig {
+        timeout: Duration::from_millis(50),
+        failures_to_open: 2,
+        open_for: Duration::from_millis(300),
+        flush_interval: Duration::from_secs(3600),
+        ..SharedConfig::new(url)
+    }
+}
+
+/// Calls until the answer is not `Unavailable`, for at most `within`.
+async fn until_redis_decides(
+    shared: &SharedState,
+    user: u64,
+    rules: &[CapRule],
+    within: Duration,
+) -> CapAnswer {
+    let started = Instant::now();
+    loop {
+        let answer = shared
+            .check_and_count(user, rules, later(Duration::from_millis(100)))
+            .await;
+        if !matches!(answer, CapAnswer::Unavailable(_)) || started.elapsed() > within {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn nothing_listening_opens_the_breaker_and_every_answer_comes_in_time() {
+    let shared = SharedState::new(
+        impatient(&format!("redis://127.0.0.1:{}", free_port())),
+        Arc::new(SystemClock),
+    )
+    .unwrap();
+    let rules = [rule(51, 60, 1)];
+    let mut reasons = Vec::new();
+    for _ in 0..4 {
+        let started = Instant::now();
+        let answer = shared
+            .check_and_count(1, &rules, later(Duration::from_millis(40)))
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_millis(40 + 200),
+            "answered after {:?}",
+            started.elapsed()
+        );
+        let CapAnswer::Unavailable(reason) = answer else {
+            panic!("nothing listens, yet {answer:?}");
+        };
+        reasons.push(reason);
+    }
+    assert!(matches!(reasons[0], Fallback::Error | Fallback::Timeout));
+    assert_eq!(reasons[2..], [Fallback::BreakerOpen, Fallback::BreakerOpen]);
+    assert_eq!(shared.breaker_state(), BreakerState::Open);
+    let mut metrics = String::new();
+    shared.render_metrics(&mut metrics);
+    assert!(
+        metrics.contains("marquee_redis_breaker_state 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("marquee_redis_fallbacks{reason=\"breaker_open\"} 2\n"));
+}
+
+#[tokio::test]
+async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
+    let server = OwnServer::start();
+    let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let rules = [rule(61, 3600, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    server.signal("-STOP");
+    for _ in 0..3 {
+        let started = Instant::now();
+        let answer = shared
+            .check_and_count(user, &rules, later(Duration::from_millis(30)))
+            .await;
+        assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(30 + 200),
+            "the deadline was 30 ms, the answer took {:?}",
+            started.elapsed()
+        );
+        // Local state served it: the count waits for Redis.
+        shared.count_later(user, &rules);
+    }
+    assert_eq!(shared.breaker_state(), BreakerState::Open);
+    assert!(
+        !shared.flush().await,
+        "nothing is sent while the server is paused"
+    );
+    assert_eq!(shared.queued(), 3);
+    server.signal("-CONT");
+    assert_eq!(
+        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    assert_eq!(shared.breaker_state(), BreakerState::Closed);
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    // Two counted directly, three while paused: the cap of five is full.
+    assert_eq!(
+        shared
+            .check_and_count(user, &rules, later(Duration::from_secs(1)))
+            .await,
+        CapAnswer::Refused
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_server_is_found_again_and_gets_the_script_back() {
+    let server = OwnServer::start();
+    let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
+    let rules = [rule(71, 3600, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, 1, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    let port = server.stop();
+    for _ in 0..3 {
+        let answer = shared
+            .check_and_count(1, &rules, later(Duration::from_millis(100)))
+            .await;
+        assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
+    }
+    assert_eq!(shared.breaker_state(), BreakerState::Open);
+    // A new process: empty, and without the script, which EVALSHA must load again.
+    let _server = OwnServer::start_on(port);
+    assert_eq!(
+        until_redis_decides(&shared, 1, &rules, Duration::from_secs(10)).await,
+        CapAnswer::Allowed
+    );
+    assert_eq!(shared.breaker_state(), BreakerState::Closed);
+}
+
+#[tokio::test]
+async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
+    inspect().await;
+    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let answer = shared
+        .check_and_count(fresh_user(), &[rule(81, 60, 1)], Instant::now())
+        .await;
+    assert_eq!(answer, CapAnswer::Unavailable(Fallback::NoTime));
+    assert_eq!(shared.breaker_state(), BreakerState::Closed);
+}
