@@ -1,0 +1,274 @@
+//! The auction, pure: every bid checked against the request, then per imp the best valid bid
+//! wins at a first or second price. No I/O, no clock; the same answers and bids give the same
+//! outcome whatever order the answers came in.
+//!
+//! Prices are compared in the answer currency after each bidder's price adjustment ("adjusted
+//! micros"), converted rounding down (a bid never counts for more than it offers); floors are
+//! converted rounding up. Ranking: tier (deal bids first when `deals_first`), adjusted price
+//! (high first), bidder name, bid id. The prices a bidder is told (`${AUCTION_PRICE}`,
+//! `${AUCTION_MIN_TO_WIN}`) are put back into its currency and before its adjustment, rounding
+//! up, the clearing price never above its bid.
+
+use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
+use marquee_openrtb::{Bid, BidRequest, BidResponse, LossReason, validate_response};
+
+use crate::config::AuctionKind;
+
+/// One bidder's answer, parsed.
+#[derive(Debug)]
+pub(crate) struct Entry<'b> {
+    /// The bidder's registry name (ties go to the name first in order).
+    pub name: &'b str,
+    pub price_permille: u32,
+    pub response: BidResponse<'b>,
+    /// Which of the request's imps (by index) it was sent.
+    pub sent: Vec<bool>,
+}
+
+/// What became of one bid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Result {
+    Won {
+        /// What the winner pays, in the answer currency (adjusted micros).
+        clearing: i64,
+        /// The same in the bidder's currency and terms: its `${AUCTION_PRICE}`.
+        price_to_bidder: i64,
+    },
+    Lost {
+        reason: LossReason,
+        /// The winner's clearing price in the bidder's terms (none when nothing won or the
+        /// bid was invalid).
+        price: Option<i64>,
+        /// The lowest bid that would have won, in the bidder's terms (likewise).
+        min_to_win: Option<i64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// Index of the entry and of the bid in `response.bids()` order.
+    pub entry: usize,
+    pub bid: usize,
+    /// Index of the imp in the request (none for a bid naming no imp it was sent).
+    pub imp: Option<usize>,
+    pub result: Result,
+}
+
+/// The rules of one auction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules<'c> {
+    pub kind: AuctionKind,
+    pub deals_first: bool,
+    pub currency: Currency,
+    pub rates: &'c CurrencyRates,
+}
+
+struct Candidate<'b> {
+    entry: usize,
+    bid: usize,
+    imp: usize,
+    tier: u8,
+    adjusted: i64,
+    floor: i64,
+    name: &'b str,
+    bid_id: &'b str,
+}
+
+/// Runs the auction: one [`Outcome`] per bid of every entry, winners first.
+pub(crate) fn run(
+    request: &BidRequest<'_>,
+    entries: &[Entry<'_>],
+    rules: Rules<'_>,
+) -> Vec<Outcome> {
+    let rates = rules.rates;
+    let converter = |micros: i64, from: &str, to: &str| {
+        let from = Currency::try_from(from).ok()?;
+        let to = Currency::try_from(to).ok()?;
+        rates
+            .convert(Micros(micros), from, to, Rounding::Up)
+            .map(|m| m.0)
+    };
+    let mut outcomes = Vec::new();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    for (e, entry) in entries.iter().enumerate() {
+        let violations = validate_response(request, &entry.response, &converter).err();
+        let violations = violations.unwrap_or_default();
+        let whole = violations.iter().find(|v| v.bid_id.is_none());
+        let currency = Currency::try_from(entry.response.currency()).ok();
+        for (b, (_, bid)) in entry.response.bids().enumerate() {
+            let imp = request.imp.iter().position(|imp| imp.id == bid.impid);
+            let mut lost = |reason: LossReason| {
+                outcomes.push(Outcome {
+                    entry: e,
+                    bid: b,
+                    imp,
+                    result: Result::Lost {
+                        reason,
+                        price: None,
+                        min_to_win: None,
+                    },
+                })
+            };
+            let own = violations
+                .iter()
+                .find(|v| v.bid_id.as_deref() == Some(bid.id.as_ref()));
+            if let Some(violation) = whole.or(own) {
+                lost(violation.rule.loss_reason());
+                continue;
+            }
+            let Some(imp) = imp.filter(|&i| entry.sent.get(i).copied().unwrap_or(false)) else {
+                lost(LossReason::INVALID_BID_RESPONSE);
+                continue;
+            };
+            let Some(currency) = currency else {
+                lost(LossReason::INVALID_BID_RESPONSE);
+                continue;
+            };
+            let Some(adjusted) = adjust(bid.price_micros, entry.price_permille)
+                .and_then(|p| rates.convert(Micros(p), currency, rules.currency, Rounding::Down))
+            else {
+                lost(LossReason::INVALID_BID_RESPONSE);
+                continue;
+            };
+            let (floor, floor_currency) = request.imp[imp].floor_for(bid.dealid.as_deref());
+            let floor = Currency::try_from(floor_currency)
+                .ok()
+                .and_then(|c| rates.convert(Micros(floor), c, rules.currency, Rounding::Up));
+            let Some(Micros(floor)) = floor else {
+                lost(LossReason::BELOW_AUCTION_FLOOR);
+                continue;
+            };
+            // The adjustment may take a bid that met the floor as sent below it.
+            if adjusted.0 < floor || adjusted.0 <= 0 {
+                lost(LossReason::BELOW_AUCTION_FLOOR);
+                continue;
+            }
+            candidates.push(Candidate {
+                entry: e,
+                bid: b,
+                imp,
+                tier: u8::from(!(rules.deals_first && bid.dealid.is_some())),
+                adjusted: adjusted.0,
+                floor,
+                name: entry.name,
+                bid_id: &bid.id,
+            });
+        }
+    }
+    candidates.sort_by(|a, b| {
+        (
+            a.imp,
+            a.tier,
+            std::cmp::Reverse(a.adjusted),
+            a.name,
+            a.bid_id,
+        )
+            .cmp(&(
+                b.imp,
+                b.tier,
+                std::cmp::Reverse(b.adjusted),
+                b.name,
+                b.bid_id,
+            ))
+    });
+    let bid_of = |c: &Candidate<'_>| -> Option<(&Bid<'_>, &Entry<'_>)> {
+        let entry = entries.get(c.entry)?;
+        Some((entry.response.bids().nth(c.bid)?.1, entry))
+    };
+    let mut rest = Vec::new();
+    for group in candidates.chunk_by(|a, b| a.imp == b.imp) {
+        let winner = &group[0];
+        let runner_up = group
+            .get(1)
+            .filter(|c| c.tier == winner.tier)
+            .map(|c| c.adjusted);
+        let clearing = match rules.kind {
+            AuctionKind::FirstPrice => winner.adjusted,
+            AuctionKind::SecondPrice { increment_micros } => runner_up
+                .unwrap_or(0)
+                .max(winner.floor)
+                .saturating_add(increment_micros)
+                .min(winner.adjusted),
+        };
+        let Some((bid, entry)) = bid_of(winner) else {
+            continue;
+        };
+        let price_to_bidder = to_bidder(clearing, entry, rules)
+            .unwrap_or(bid.price_micros)
+            .min(bid.price_micros);
+        outcomes.push(Outcome {
+            entry: winner.entry,
+            bid: winner.bid,
+            imp: Some(winner.imp),
+            result: Result::Won {
+                clearing,
+                price_to_bidder,
+            },
+        });
+        for loser in &group[1..] {
+            let Some((_, entry)) = bid_of(loser) else {
+                continue;
+            };
+            let reason = if loser.tier > winner.tier {
+                LossReason::LOST_TO_DEAL_BID
+            } else {
+                LossReason::LOST_TO_HIGHER_BID
+            };
+            rest.push(Outcome {
+                entry: loser.entry,
+                bid: loser.bid,
+                imp: Some(loser.imp),
+                result: Result::Lost {
+                    reason,
+                    price: to_bidder(clearing, entry, rules),
+                    min_to_win: to_bidder(winner.adjusted.saturating_add(1), entry, rules),
+                },
+            });
+        }
+    }
+    // Winners first, then the losers to the winners, then the invalid bids.
+    let invalid = std::mem::take(&mut outcomes);
+    let (won, invalid): (Vec<_>, Vec<_>) = invalid
+        .into_iter()
+        .partition(|o| matches!(o.result, Result::Won { .. }));
+    let mut ordered = won;
+    ordered.extend(rest);
+    ordered.extend(invalid);
+    ordered
+}
+
+/// `price` × `permille` / 1000, rounded down.
+fn adjust(price: i64, permille: u32) -> Option<i64> {
+    i64::try_from(i128::from(price) * i128::from(permille) / 1000).ok()
+}
+
+/// An amount in the answer currency, in `entry`'s currency and before its adjustment, rounded
+/// up.
+fn to_bidder(amount: i64, entry: &Entry<'_>, rules: Rules<'_>) -> Option<i64> {
+    let currency = Currency::try_from(entry.response.currency()).ok()?;
+    let converted = rules
+        .rates
+        .convert(Micros(amount), rules.currency, currency, Rounding::Up)?;
+    let permille = i128::from(entry.price_permille.max(1));
+    let unadjusted = (i128::from(converted.0) * 1000 + permille - 1) / permille;
+    i64::try_from(unadjusted).ok()
+}
+
+/// Counts per entry, for metrics: (valid bids, wins).
+pub(crate) fn tally(entries: usize, outcomes: &[Outcome]) -> Vec<(u64, u64)> {
+    let mut counts = vec![(0, 0); entries];
+    for outcome in outcomes {
+        let Some(slot) = counts.get_mut(outcome.entry) else {
+            continue;
+        };
+        match outcome.result {
+            Result::Won { .. } => *slot = (slot.0 + 1, slot.1 + 1),
+            Result::Lost {
+                reason: LossReason::LOST_TO_HIGHER_BID | LossReason::LOST_TO_DEAL_BID,
+                ..
+            } => slot.0 += 1,
+            Result::Lost { .. } => {}
+        }
+    }
+    counts
+}
