@@ -55,6 +55,50 @@ if [ ! -d "$browser/node_modules/playwright-core" ] ||
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
+# PostgreSQL for the PostgreSQL store's tests (crates/store/tests/postgres.rs, and anything that
+# runs a manager on PostgreSQL): Debian's server package, and a throwaway cluster of its own in
+# $pg_data, listening on 127.0.0.1:$pg_port only, superuser `marquee` trusted on loopback. The
+# server refuses to run as root, so as root the cluster belongs to the `postgres` system user
+# the package creates. Tests reach it at postgres://marquee@127.0.0.1:55432/postgres unless
+# MARQUEE_TEST_POSTGRES_URL names another server (then nothing is started here).
+pg_port=55432
+pg_data=/var/tmp/marquee-test-pg
+pg_bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1; }
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+if [ -z "${MARQUEE_TEST_POSTGRES_URL:-}" ]; then
+  pg_bin=$(pg_bin_dir)
+  if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/pg_ctl" ]; then
+    echo "test-deps: installing postgresql (Debian) for the PostgreSQL store's tests" >&2
+    apt_install postgresql
+    pg_bin=$(pg_bin_dir)
+  fi
+  if [ ! -s "$pg_data/PG_VERSION" ]; then
+    echo "test-deps: creating the test PostgreSQL cluster in $pg_data" >&2
+    mkdir -p "$pg_data"
+    if [ "$(id -u)" -eq 0 ]; then
+      chown postgres: "$pg_data"
+    fi
+    chmod 700 "$pg_data"
+    as_pg "$pg_bin/initdb" -D "$pg_data" -U marquee --auth=trust -E UTF8 --no-locale >/dev/null
+    cat >>"$pg_data/postgresql.conf" <<CONF
+# marquee test cluster (scripts/test-deps.sh)
+listen_addresses = '127.0.0.1'
+port = $pg_port
+unix_socket_directories = '$pg_data'
+max_connections = 300
+CONF
+  fi
+  if ! as_pg "$pg_bin/pg_ctl" -D "$pg_data" status >/dev/null 2>&1; then
+    as_pg "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w -t 60 start >/dev/null
+  fi
+fi
+
 # Redis for the shared-state tests (crates/sharedstate, the multi-node test): Debian's
 # `redis-server`, one instance on 127.0.0.1:$redis_port, daemonized, without persistence (no
 # RDB, no AOF), started only when it does not answer yet. Tests reach it at

@@ -13,19 +13,24 @@
 
 mod error;
 mod pacing;
+mod postgres;
 mod record;
+mod shared;
 mod sqlite;
 mod stats;
 #[cfg(feature = "test-suite")]
 pub mod stats_suite;
 #[cfg(feature = "test-suite")]
 pub mod suite;
+#[cfg(feature = "test-suite")]
+pub mod test_postgres;
 mod typed;
 mod users;
 
 pub use error::{MigrationError, StoreError};
 pub use marquee_model::{Catalog, Meta, Stored};
 pub use pacing::PacingStore;
+pub use postgres::PostgresStore;
 pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
 pub use sqlite::SqliteStore;
 pub use stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};

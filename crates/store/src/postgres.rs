@@ -1,0 +1,794 @@
+//! PostgreSQL store: the same [`Store`] on a PostgreSQL server, through a pool of
+//! `tokio-postgres` connections (`deadpool-postgres`), for deployments where the manager's
+//! database is a server of its own.
+//!
+//! The schema mirrors SQLite's (see `migrations/postgres/`): one table per kind with the same
+//! columns, so one generic code path serves all kinds. Table names come only from [`Kind`];
+//! every value is a bound parameter. Every write of objects, links, tokens or users starts by
+//! locking the change counter's row: that orders those writes as SQLite's single writer does,
+//! so the clock is read in commit order and the check-then-write steps (parent alive, version
+//! current, name free) see no concurrent change. Reads run in a read-only `REPEATABLE READ`
+//! transaction: one consistent snapshot, never waiting for a writer.
+//!
+//! Connections are plain TCP (no TLS): reach the server over a private network or a local
+//! socket.
+
+/// Runs `$body` (an expression using `tx` and `now`) in a write transaction and commits it.
+macro_rules! in_write {
+    ($store:expr, |$tx:ident, $now:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let ($tx, $now) = $crate::postgres::begin_write(&mut client, $store.clock.as_ref()).await?;
+        let value = $body;
+        $tx.commit().await.map_err($crate::postgres::pg)?;
+        Ok(value)
+    }};
+}
+
+/// Runs `$body` (an expression using `tx`) in a read-only transaction.
+macro_rules! in_read {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = $crate::postgres::begin_read(&mut client).await?;
+        let value = $body;
+        $tx.commit().await.map_err($crate::postgres::pg)?;
+        Ok(value)
+    }};
+}
+
+mod migrate;
+mod pacing;
+mod stats;
+mod users;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use jiff::Timestamp;
+use marquee_model::{
+    Catalog, Clock, Kind, LineItemId, Meta, Object as ModelObject, PlacementId, Principal, Role,
+    Status, Stored,
+};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{IsolationLevel, NoTls, Row};
+
+use crate::shared::{like_pattern, sql_id, table, with_status};
+use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
+
+/// Connections the pool opens at most; the manager's loops and API handlers share them.
+const POOL_SIZE: usize = 8;
+/// How long a caller waits for a free connection, and a new connection for the server.
+const POOL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The columns of every object table, in the order [`read_record`] expects.
+const COLUMNS: &str =
+    "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
+
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+/// The manager's database on a PostgreSQL server.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    clock: Arc<dyn Clock>,
+}
+
+impl PostgresStore {
+    /// Connects to the server at `url` (`postgres://user:password@host:port/database`, or the
+    /// key-value form libpq accepts) and applies pending migrations, under an advisory lock so
+    /// that managers starting at once apply each migration once.
+    pub async fn connect(url: &str, clock: Arc<dyn Clock>) -> Result<PostgresStore, StoreError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::Backend(format!("invalid PostgreSQL URL: {}", pg_message(&e)).into())
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(POOL_TIMEOUT);
+        }
+        let target = describe(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(POOL_TIMEOUT))
+            .create_timeout(Some(POOL_TIMEOUT))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Backend(format!("PostgreSQL pool: {e}").into()))?;
+        let store = PostgresStore { pool, clock };
+        let mut client = store.client().await.map_err(|e| {
+            StoreError::Backend(format!("cannot connect to PostgreSQL at {target}: {e}").into())
+        })?;
+        migrate::migrate(&mut client, store.clock.as_ref()).await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| {
+            let message = match e {
+                deadpool_postgres::PoolError::Backend(e) => pg_message(&e),
+                other => other.to_string(),
+            };
+            StoreError::Backend(message.into())
+        })
+    }
+}
+
+/// `host:port/database` of a connection configuration, without credentials, for messages.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let database = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or_default();
+    format!("{host}:{port}/{database}")
+}
+
+/// A driver error with its cause: tokio-postgres's own text is only the error's category
+/// ("db error"), the server's message is in its source.
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(source) => format!("{e}: {source}"),
+        None => e.to_string(),
+    }
+}
+
+fn pg(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Backend(pg_message(&e).into())
+}
+
+/// Starts a write transaction of objects, links, tokens or users: locks the change counter's
+/// row, which queues such writes one after another, and reads the clock under that lock so
+/// that timestamps follow commit order.
+async fn begin_write<'a>(
+    client: &'a mut Object,
+    clock: &dyn Clock,
+) -> Result<(Tx<'a>, Timestamp), StoreError> {
+    let tx = client.transaction().await.map_err(pg)?;
+    let lock = tx
+        .prepare_cached("SELECT value FROM change_counter WHERE id = 1 FOR UPDATE")
+        .await
+        .map_err(pg)?;
+    tx.query_one(&lock, &[]).await.map_err(pg)?;
+    Ok((tx, clock.now()))
+}
+
+/// Starts a read-only transaction: one consistent snapshot for all its statements.
+async fn begin_read(client: &mut Object) -> Result<Tx<'_>, StoreError> {
+    client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg)
+}
+
+/// Runs `sql` (prepared once per connection) and returns its rows.
+async fn query(
+    tx: &Tx<'_>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let statement = tx.prepare_cached(sql).await.map_err(pg)?;
+    tx.query(&statement, params).await.map_err(pg)
+}
+
+/// Runs `sql` (prepared once per connection) and returns the number of rows it changed.
+async fn execute(
+    tx: &Tx<'_>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, StoreError> {
+    let statement = tx.prepare_cached(sql).await.map_err(pg)?;
+    tx.execute(&statement, params).await.map_err(pg)
+}
+
+/// A stored id or count as the model's `u64`; a negative one is corruption.
+fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    column: usize,
+) -> Result<T, StoreError> {
+    row.try_get(column).map_err(pg)
+}
+
+fn read_record(kind: Kind, row: &Row) -> Result<Record, StoreError> {
+    let id = to_u64(get(row, 0)?, "id")?;
+    let corrupt = |what: String| StoreError::Corrupt(format!("{} {id}: {what}", kind.name()));
+    let status: String = get(row, 4)?;
+    let status = Status::parse(&status).ok_or_else(|| corrupt(format!("status {status:?}")))?;
+    let timestamp = |column: usize| -> Result<Timestamp, StoreError> {
+        Timestamp::from_microsecond(get(row, column)?).map_err(|e| corrupt(e.to_string()))
+    };
+    let parent_id: Option<i64> = get(row, 1)?;
+    Ok(Record {
+        kind,
+        meta: Meta {
+            id,
+            version: to_u64(get(row, 5)?, "version")?,
+            created_at: timestamp(6)?,
+            updated_at: timestamp(7)?,
+        },
+        parent_id: parent_id.map(|p| to_u64(p, "parent id")).transpose()?,
+        owner_id: to_u64(get(row, 2)?, "owner id")?,
+        name: get(row, 3)?,
+        status,
+        body: get(row, 8)?,
+    })
+}
+
+async fn query_records(
+    tx: &Tx<'_>,
+    kind: Kind,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Record>, StoreError> {
+    query(tx, sql, params)
+        .await?
+        .iter()
+        .map(|row| read_record(kind, row))
+        .collect()
+}
+
+/// The object with this id, if it exists and is in `scope`.
+async fn find(
+    tx: &Tx<'_>,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+) -> Result<Option<Record>, StoreError> {
+    let Some(id) = sql_id(id) else {
+        return Ok(None);
+    };
+    let scope = match scope.map(sql_id) {
+        Some(None) => return Ok(None),
+        scope => scope.flatten(),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {} WHERE id = $1 AND ($2::int8 IS NULL OR owner_id = $2)",
+        table(kind)
+    );
+    Ok(query_records(tx, kind, &sql, &[&id, &scope]).await?.pop())
+}
+
+/// Like [`find`], but a missing object is `NotFound`.
+async fn require(
+    tx: &Tx<'_>,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+) -> Result<Record, StoreError> {
+    find(tx, kind, id, scope)
+        .await?
+        .ok_or(StoreError::NotFound { kind, id })
+}
+
+async fn bump_change_counter(tx: &Tx<'_>) -> Result<(), StoreError> {
+    execute(
+        tx,
+        "UPDATE change_counter SET value = value + 1 WHERE id = 1",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn read_change_counter(tx: &Tx<'_>) -> Result<u64, StoreError> {
+    let rows = query(tx, "SELECT value FROM change_counter WHERE id = 1", &[]).await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Corrupt("the change counter row is missing".to_owned()))?;
+    to_u64(get(row, 0)?, "change counter")
+}
+
+/// The owner a new object gets: its parent's, checked to exist in scope and not be archived.
+/// `None` for a root, which owns itself once it has an id.
+async fn new_owner(
+    tx: &Tx<'_>,
+    kind: Kind,
+    draft: &Draft,
+    scope: Option<u64>,
+) -> Result<Option<u64>, StoreError> {
+    match (kind.parent(), draft.parent_id) {
+        (Some(parent_kind), Some(parent_id)) => {
+            let parent = find(tx, parent_kind, parent_id, scope).await?.ok_or(
+                StoreError::ParentNotFound {
+                    kind: parent_kind,
+                    id: parent_id,
+                },
+            )?;
+            if parent.status == Status::Archived {
+                return Err(StoreError::ParentArchived {
+                    kind: parent_kind,
+                    id: parent_id,
+                });
+            }
+            Ok(Some(parent.owner_id))
+        }
+        (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
+            kind: parent_kind,
+            id: 0,
+        }),
+        (None, Some(parent_id)) => Err(StoreError::Corrupt(format!(
+            "a {} has no parent, but the draft names {parent_id}",
+            kind.name()
+        ))),
+        // A scoped caller is confined to its own root and cannot make another.
+        (None, None) => match scope {
+            Some(scope) => Err(StoreError::ParentNotFound { kind, id: scope }),
+            None => Ok(None),
+        },
+    }
+}
+
+async fn create_in(
+    tx: &Tx<'_>,
+    kind: Kind,
+    draft: Draft,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let owner = new_owner(tx, kind, &draft, scope).await?;
+    let table = table(kind);
+    // Found above, so they fit.
+    let parent = draft.parent_id.and_then(sql_id);
+    let owner_param = owner.and_then(sql_id);
+    let micros = now.as_microsecond();
+    // A root owns itself: its owner is its own id, drawn first so one statement inserts it.
+    let rows = query(
+        tx,
+        &format!(
+            "WITH new AS (SELECT nextval(pg_get_serial_sequence('{table}', 'id')) AS id)
+             INSERT INTO {table}
+                 (id, parent_id, owner_id, name, status, version, created_at, updated_at, body)
+             OVERRIDING SYSTEM VALUE
+             SELECT id, $1, coalesce($2, id), $3, $4, 1, $5, $5, $6 FROM new
+             RETURNING id, owner_id"
+        ),
+        &[
+            &parent,
+            &owner_param,
+            &draft.name,
+            &draft.status.as_str(),
+            &micros,
+            &draft.body,
+        ],
+    )
+    .await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Corrupt(format!("no id returned by {table}")))?;
+    let id = to_u64(get(row, 0)?, "id")?;
+    let owner_id = to_u64(get(row, 1)?, "owner id")?;
+    bump_change_counter(tx).await?;
+    Ok(Record {
+        kind,
+        meta: Meta {
+            id,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+        parent_id: draft.parent_id,
+        owner_id,
+        name: draft.name,
+        status: draft.status,
+        body: draft.body,
+    })
+}
+
+/// Writes name, status and body of `current` as its next version.
+async fn write_next_version(
+    tx: &Tx<'_>,
+    current: Record,
+    name: String,
+    status: Status,
+    body: String,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let version = current.meta.version + 1;
+    let stored_version = i64::try_from(version)
+        .map_err(|_| StoreError::Corrupt(format!("version {version} above i64::MAX")))?;
+    let id = sql_id(current.meta.id)
+        .ok_or_else(|| StoreError::Corrupt(format!("id {} above i64::MAX", current.meta.id)))?;
+    execute(
+        tx,
+        &format!(
+            "UPDATE {} SET name = $1, status = $2, body = $3, version = $4, updated_at = $5
+             WHERE id = $6",
+            table(current.kind)
+        ),
+        &[
+            &name,
+            &status.as_str(),
+            &body,
+            &stored_version,
+            &now.as_microsecond(),
+            &id,
+        ],
+    )
+    .await?;
+    bump_change_counter(tx).await?;
+    Ok(Record {
+        meta: Meta {
+            version,
+            updated_at: now,
+            ..current.meta
+        },
+        name,
+        status,
+        body,
+        ..current
+    })
+}
+
+async fn update_in(
+    tx: &Tx<'_>,
+    kind: Kind,
+    id: u64,
+    expected_version: u64,
+    draft: Draft,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let current = require(tx, kind, id, scope).await?;
+    if current.status == Status::Archived {
+        return Err(StoreError::Archived { kind, id });
+    }
+    if draft.parent_id != current.parent_id {
+        return Err(StoreError::ParentImmutable { kind, id });
+    }
+    if current.meta.version != expected_version {
+        return Err(StoreError::VersionConflict {
+            kind,
+            id,
+            expected: expected_version,
+            current: current.meta.version,
+        });
+    }
+    write_next_version(tx, current, draft.name, draft.status, draft.body, now).await
+}
+
+async fn archive_in(
+    tx: &Tx<'_>,
+    kind: Kind,
+    id: u64,
+    scope: Option<u64>,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let current = require(tx, kind, id, scope).await?;
+    if current.status == Status::Archived {
+        return Ok(current);
+    }
+    // The body carries the status too, and it is what callers decode.
+    let body = with_status(&current, Status::Archived)?;
+    let name = current.name.clone();
+    write_next_version(tx, current, name, Status::Archived, body, now).await
+}
+
+async fn list_in(tx: &Tx<'_>, kind: Kind, q: &ListQuery) -> Result<Vec<Record>, StoreError> {
+    let mut sql = format!("SELECT {COLUMNS} FROM {} WHERE true", table(kind));
+    let mut ids: Vec<i64> = Vec::new();
+    let mut clauses = Vec::new();
+    for (column, op, id) in [
+        ("owner_id", "=", q.scope),
+        ("parent_id", "=", q.parent_id),
+        ("id", ">", q.after),
+    ] {
+        if let Some(id) = id {
+            let Some(id) = sql_id(id) else {
+                return Ok(Vec::new());
+            };
+            ids.push(id);
+            clauses.push((column, op));
+        }
+    }
+    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+    for ((column, op), id) in clauses.iter().zip(&ids) {
+        params.push(id);
+        sql.push_str(&format!(" AND {column} {op} ${}", params.len()));
+    }
+    let status = q.status.map(Status::as_str);
+    if let Some(status) = &status {
+        params.push(status);
+        sql.push_str(&format!(" AND status = ${}", params.len()));
+    }
+    // Case-insensitive for ASCII letters only, as SQLite's LIKE; other characters match
+    // exactly whatever the database's collation.
+    let pattern = q
+        .name_contains
+        .as_deref()
+        .map(|needle| like_pattern(&needle.to_ascii_lowercase()));
+    if let Some(pattern) = &pattern {
+        params.push(pattern);
+        sql.push_str(&format!(
+            " AND translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') \
+             LIKE ${} ESCAPE '\\'",
+            params.len()
+        ));
+    }
+    let limit = i64::from(q.limit.clamp(1, MAX_PAGE));
+    params.push(&limit);
+    sql.push_str(&format!(" ORDER BY id LIMIT ${}", params.len()));
+    query_records(tx, kind, &sql, &params).await
+}
+
+/// Links and unlinks need both ends to exist and not be archived (archived objects are final).
+async fn require_linkable(tx: &Tx<'_>, kind: Kind, id: u64) -> Result<i64, StoreError> {
+    match find(tx, kind, id, None).await? {
+        Some(record) if record.status != Status::Archived => {
+            sql_id(id).ok_or(StoreError::NotFound { kind, id })
+        }
+        _ => Err(StoreError::NotFound { kind, id }),
+    }
+}
+
+async fn require_link_ends(
+    tx: &Tx<'_>,
+    line_item: LineItemId,
+    placement: PlacementId,
+) -> Result<(i64, i64), StoreError> {
+    Ok((
+        require_linkable(tx, Kind::LineItem, line_item.0).await?,
+        require_linkable(tx, Kind::Placement, placement.0).await?,
+    ))
+}
+
+/// Whether `owner` is what `role` needs: none for an admin, an existing advertiser or publisher
+/// for the tenant roles. Shared by tokens and dashboard users.
+async fn owner_fits_role(tx: &Tx<'_>, role: Role, owner: Option<u64>) -> Result<bool, StoreError> {
+    let kind = match (role, owner) {
+        (Role::Admin, None) => return Ok(true),
+        (Role::Advertiser, Some(_)) => Kind::Advertiser,
+        (Role::Publisher, Some(_)) => Kind::Publisher,
+        _ => return Ok(false),
+    };
+    match owner {
+        Some(owner) => Ok(find(tx, kind, owner, None).await?.is_some()),
+        None => Ok(false),
+    }
+}
+
+async fn create_token_in(
+    tx: &Tx<'_>,
+    token: NewToken,
+    now: Timestamp,
+) -> Result<TokenRecord, StoreError> {
+    if !owner_fits_role(tx, token.role, token.owner_id).await? {
+        return Err(StoreError::BadTokenOwner {
+            role: token.role,
+            owner: token.owner_id,
+        });
+    }
+    let owner = token.owner_id.and_then(sql_id);
+    let rows = query(
+        tx,
+        "INSERT INTO api_tokens (token_hash, role, owner_id, label, created_at)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        &[
+            &&token.hash[..],
+            &token.role.as_str(),
+            &owner,
+            &token.label,
+            &now.as_microsecond(),
+        ],
+    )
+    .await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Corrupt("no id returned by api_tokens".to_owned()))?;
+    Ok(TokenRecord {
+        id: to_u64(get(row, 0)?, "token id")?,
+        role: token.role,
+        owner_id: token.owner_id,
+        label: token.label,
+        created_at: now,
+    })
+}
+
+async fn find_token_in(tx: &Tx<'_>, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
+    let rows = query(
+        tx,
+        "SELECT id, role, owner_id FROM api_tokens WHERE token_hash = $1",
+        &[&&hash[..]],
+    )
+    .await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let token_id = to_u64(get(row, 0)?, "token id")?;
+    let role: String = get(row, 1)?;
+    let role = Role::parse(&role)
+        .ok_or_else(|| StoreError::Corrupt(format!("api token {token_id}: role {role:?}")))?;
+    let owner_id: Option<i64> = get(row, 2)?;
+    Ok(Some(Principal {
+        token_id,
+        role,
+        owner_id: owner_id.map(|o| to_u64(o, "owner id")).transpose()?,
+    }))
+}
+
+/// Every active object of type `T`, in id order.
+async fn active<T: ModelObject>(tx: &Tx<'_>) -> Result<Vec<Stored<T>>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
+        table(T::KIND)
+    );
+    query_records(tx, T::KIND, &sql, &[])
+        .await?
+        .iter()
+        .map(Record::decode)
+        .collect()
+}
+
+async fn links(tx: &Tx<'_>) -> Result<Vec<(LineItemId, PlacementId)>, StoreError> {
+    query(
+        tx,
+        "SELECT line_item_id, placement_id FROM line_item_placements
+         ORDER BY line_item_id, placement_id",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|row| {
+        Ok((
+            LineItemId(to_u64(get(row, 0)?, "line item id")?),
+            PlacementId(to_u64(get(row, 1)?, "placement id")?),
+        ))
+    })
+    .collect()
+}
+
+async fn catalog_in(tx: &Tx<'_>) -> Result<Catalog, StoreError> {
+    Ok(Catalog {
+        version: read_change_counter(tx).await?,
+        advertisers: active(tx).await?,
+        campaigns: active(tx).await?,
+        line_items: active(tx).await?,
+        creatives: active(tx).await?,
+        publishers: active(tx).await?,
+        sites: active(tx).await?,
+        placements: active(tx).await?,
+        links: links(tx).await?,
+    })
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create(
+        &self,
+        kind: Kind,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        in_write!(self, |tx, now| create_in(&tx, kind, draft, scope, now)
+            .await?)
+    }
+
+    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+        in_read!(self, |tx| require(&tx, kind, id, scope).await?)
+    }
+
+    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+        in_read!(self, |tx| list_in(&tx, kind, query).await?)
+    }
+
+    async fn update(
+        &self,
+        kind: Kind,
+        id: u64,
+        expected_version: u64,
+        draft: Draft,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        in_write!(self, |tx, now| update_in(
+            &tx,
+            kind,
+            id,
+            expected_version,
+            draft,
+            scope,
+            now
+        )
+        .await?)
+    }
+
+    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+        in_write!(self, |tx, now| archive_in(&tx, kind, id, scope, now)
+            .await?)
+    }
+
+    async fn link(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+    ) -> Result<bool, StoreError> {
+        in_write!(self, |tx, now| {
+            let (line_item, placement) = require_link_ends(&tx, line_item, placement).await?;
+            let inserted = execute(
+                &tx,
+                "INSERT INTO line_item_placements (line_item_id, placement_id, created_at)
+                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&line_item, &placement, &now.as_microsecond()],
+            )
+            .await?
+                == 1;
+            if inserted {
+                bump_change_counter(&tx).await?;
+            }
+            inserted
+        })
+    }
+
+    async fn unlink(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+    ) -> Result<bool, StoreError> {
+        in_write!(self, |tx, _now| {
+            let (line_item, placement) = require_link_ends(&tx, line_item, placement).await?;
+            let deleted = execute(
+                &tx,
+                "DELETE FROM line_item_placements WHERE line_item_id = $1 AND placement_id = $2",
+                &[&line_item, &placement],
+            )
+            .await?
+                == 1;
+            if deleted {
+                bump_change_counter(&tx).await?;
+            }
+            deleted
+        })
+    }
+
+    async fn placements_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<PlacementId>, StoreError> {
+        in_read!(self, |tx| {
+            require(&tx, Kind::LineItem, line_item.0, scope).await?;
+            // `require` found it, so the id fits.
+            let id = sql_id(line_item.0).unwrap_or_default();
+            query(
+                &tx,
+                "SELECT placement_id FROM line_item_placements
+                 WHERE line_item_id = $1 ORDER BY placement_id",
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok(PlacementId(to_u64(get(row, 0)?, "placement id")?)))
+            .collect::<Result<Vec<_>, StoreError>>()?
+        })
+    }
+
+    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {
+        in_write!(self, |tx, now| create_token_in(&tx, token, now).await?)
+    }
+
+    async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
+        in_read!(self, |tx| find_token_in(&tx, hash).await?)
+    }
+
+    async fn change_counter(&self) -> Result<u64, StoreError> {
+        in_read!(self, |tx| read_change_counter(&tx).await?)
+    }
+
+    async fn catalog(&self) -> Result<Catalog, StoreError> {
+        in_read!(self, |tx| catalog_in(&tx).await?)
+    }
+}

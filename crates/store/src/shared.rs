@@ -1,0 +1,223 @@
+//! What both backends share: table names, id conversion, the literal LIKE pattern of
+//! `name_contains`, the body rewrite of an archive, migration checksums.
+
+use std::fmt::Write as _;
+
+use marquee_model::{Kind, Status};
+use marquee_stats::{DAY, Granularity, HOUR, MINUTE, RowQuery};
+use sha2::{Digest, Sha256};
+
+use crate::{MigrationError, Record, StoreError};
+
+pub(crate) fn table(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Advertiser => "advertisers",
+        Kind::Campaign => "campaigns",
+        Kind::LineItem => "line_items",
+        Kind::Creative => "creatives",
+        Kind::Publisher => "publishers",
+        Kind::Site => "sites",
+        Kind::Placement => "placements",
+    }
+}
+
+/// An id as both databases store it (a signed 64-bit integer). Caller-supplied ids above
+/// `i64::MAX` cannot be stored, so they match nothing rather than fail.
+pub(crate) fn sql_id(id: u64) -> Option<i64> {
+    i64::try_from(id).ok()
+}
+
+/// A LIKE pattern (escape character `\`) matching names that contain `needle` literally.
+pub(crate) fn like_pattern(needle: &str) -> String {
+    let mut pattern = String::with_capacity(needle.len() + 2);
+    pattern.push('%');
+    for c in needle.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// The record's body with its `status` field replaced.
+pub(crate) fn with_status(record: &Record, status: Status) -> Result<String, StoreError> {
+    let corrupt = |what: String| {
+        StoreError::Corrupt(format!("{} {}: {what}", record.kind.name(), record.meta.id))
+    };
+    let mut body: serde_json::Value =
+        serde_json::from_str(&record.body).map_err(|e| corrupt(e.to_string()))?;
+    let object = body
+        .as_object_mut()
+        .ok_or_else(|| corrupt("body is not a JSON object".to_owned()))?;
+    object.insert("status".to_owned(), status.as_str().into());
+    serde_json::to_string(&body).map_err(|e| corrupt(e.to_string()))
+}
+
+/// One versioned schema change, compiled into the binary. A released entry is never edited (the
+/// checksum check would refuse every database it was applied to); changes go in a new one.
+pub(crate) struct Migration {
+    pub(crate) version: u32,
+    pub(crate) name: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// Refuses a database whose applied migrations (version, checksum) differ from `known` or
+/// include one `known` lacks (written by a newer binary).
+pub(crate) fn check_applied(
+    applied: impl IntoIterator<Item = (u32, String)>,
+    known: &[Migration],
+) -> Result<(), MigrationError> {
+    for (version, sha256) in applied {
+        let migration = known
+            .iter()
+            .find(|m| m.version == version)
+            .ok_or(MigrationError::Unknown { version })?;
+        if checksum(migration.sql) != sha256 {
+            return Err(MigrationError::Changed {
+                version,
+                name: migration.name.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Lower-case hex SHA-256 of a migration's text.
+pub(crate) fn checksum(sql: &str) -> String {
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            // Writing to a String cannot fail.
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+pub(crate) fn stats_table(granularity: Granularity) -> &'static str {
+    match granularity {
+        Granularity::Minute => "stats_minute",
+        Granularity::Hour => "stats_hour",
+        Granularity::Day => "stats_day",
+    }
+}
+
+/// The key columns of the full stats tables, in [`RowKey`](marquee_stats::RowKey) order.
+pub(crate) const FULL_KEYS: &[&str] = &[
+    "line_item",
+    "bucket_start",
+    "creative",
+    "placement",
+    "country",
+    "device",
+];
+/// The key columns of `stats_hour_line_item`.
+pub(crate) const LINE_ITEM_KEYS: &[&str] = &["line_item", "bucket_start"];
+
+/// The table a report reads. Hourly totals per line item answer any hourly query without
+/// supply, country or device detail, from a small fraction of the rows.
+pub(crate) fn report_table(q: &RowQuery) -> &'static str {
+    let per_line_item = q.table == Granularity::Hour
+        && !(q.by_creative || q.by_placement || q.by_country || q.by_device)
+        && q.placements.is_none()
+        && q.countries.is_none()
+        && q.devices.is_none();
+    if per_line_item {
+        "stats_hour_line_item"
+    } else {
+        stats_table(q.table)
+    }
+}
+
+/// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,
+/// then minutes. Each part is a list of `[from, to)` bucket-start ranges.
+pub(crate) fn delivery_parts(since: i64, until: i64) -> [(&'static str, Vec<(i64, i64)>); 3] {
+    let floor = |t: i64, w: i64| t - t.rem_euclid(w);
+    let ceil = |t: i64, w: i64| floor(t + w - 1, w);
+    let since = floor(since, MINUTE);
+    let until = ceil(until, MINUTE).max(since);
+    let (day_from, day_to) = (ceil(since, DAY), floor(until, DAY));
+    let (hour_from, hour_to) = (ceil(since, HOUR), floor(until, HOUR));
+    let mut days = Vec::new();
+    let mut hours = Vec::new();
+    let mut minutes = Vec::new();
+    if day_from < day_to {
+        days.push((day_from, day_to));
+        hours.push((hour_from, day_from));
+        hours.push((day_to, hour_to));
+    } else if hour_from < hour_to {
+        hours.push((hour_from, hour_to));
+    }
+    if hour_from < hour_to {
+        minutes.push((since, hour_from));
+        minutes.push((hour_to, until));
+    } else {
+        minutes.push((since, until));
+    }
+    let keep = |parts: Vec<(i64, i64)>| parts.into_iter().filter(|(a, b)| a < b).collect();
+    [
+        ("stats_day", keep(days)),
+        ("stats_hour_line_item", keep(hours)),
+        ("stats_minute", keep(minutes)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_are_named_after_kinds() {
+        for kind in Kind::ALL {
+            assert_eq!(table(kind), format!("{}s", kind.name()));
+        }
+    }
+
+    #[test]
+    fn like_pattern_escapes_wildcards() {
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+        assert_eq!(like_pattern(""), "%%");
+    }
+
+    #[test]
+    fn checksum_is_hex_sha256() {
+        assert_eq!(
+            checksum("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn delivery_is_split_into_whole_days_hours_and_minutes() {
+        let t = |text: &str| text.parse::<jiff::Timestamp>().unwrap().as_second();
+        let [days, hours, minutes] =
+            delivery_parts(t("2026-01-01T22:30:10Z"), t("2026-01-03T01:15:00Z"));
+        assert_eq!(
+            days.1,
+            vec![(t("2026-01-02T00:00:00Z"), t("2026-01-03T00:00:00Z"))]
+        );
+        assert_eq!(
+            hours.1,
+            vec![
+                (t("2026-01-01T23:00:00Z"), t("2026-01-02T00:00:00Z")),
+                (t("2026-01-03T00:00:00Z"), t("2026-01-03T01:00:00Z")),
+            ]
+        );
+        assert_eq!(
+            minutes.1,
+            vec![
+                (t("2026-01-01T22:30:00Z"), t("2026-01-01T23:00:00Z")),
+                (t("2026-01-03T01:00:00Z"), t("2026-01-03T01:15:00Z")),
+            ]
+        );
+        // Within one hour: minutes only.
+        let [days, hours, minutes] =
+            delivery_parts(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:06:30Z"));
+        assert!(days.1.is_empty() && hours.1.is_empty());
+        assert_eq!(
+            minutes.1,
+            vec![(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:07:00Z"))]
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! Throwaway PostgreSQL databases for tests (feature `test-suite`): each [`TestDatabase`] is a
+//! new, empty database on the test server, dropped again when the value is dropped, so tests
+//! run in parallel without seeing each other's rows or migrations.
+//!
+//! The server is the one `scripts/test-deps.sh` starts, at [`DEFAULT_URL`], unless
+//! `MARQUEE_TEST_POSTGRES_URL` names another (a URL whose user may create databases). When it
+//! cannot be reached, [`TestDatabase::create`] panics with a message naming that script: a test
+//! that needs PostgreSQL fails, it is never skipped.
+
+// Test support: a panic is how a test using it fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio_postgres::NoTls;
+
+/// The server `scripts/test-deps.sh` starts.
+pub const DEFAULT_URL: &str = "postgres://marquee@127.0.0.1:55432/postgres";
+/// The environment variable naming another server.
+pub const URL_VARIABLE: &str = "MARQUEE_TEST_POSTGRES_URL";
+
+/// The URL of the test server's maintenance database (where databases are created from).
+pub fn server_url() -> String {
+    std::env::var(URL_VARIABLE)
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+/// A new empty database, dropped (connections and all) when this value is dropped.
+#[derive(Debug)]
+pub struct TestDatabase {
+    name: String,
+    url: String,
+    server: String,
+}
+
+impl TestDatabase {
+    /// Creates a database with a name unique to this process and call.
+    pub async fn create() -> TestDatabase {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let server = server_url();
+        let name = format!(
+            "marquee_test_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let client = connect(&server).await;
+        // A database left by an earlier process of the same id goes first.
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client.batch_execute(&sql).await.unwrap_or_else(|e| {
+                panic!("cannot create test database {name} on {server}: {e:?}")
+            });
+        }
+        let url = with_database(&server, &name);
+        TestDatabase { name, url, server }
+    }
+
+    /// The database's URL, for `PostgresStore::connect` or `--database`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let server = self.server.clone();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // A runtime of its own on a thread of its own: the drop may run inside or outside a
+        // runtime, and must finish before the test ends.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async { connect(&server).await.batch_execute(&sql).await })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("test database {} not dropped: {e:?}", self.name);
+        }
+    }
+}
+
+/// A client of `url`, its connection driven by a task on the current runtime.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot reach the test PostgreSQL server at {url} ({e}: {}); run \
+                 scripts/test-deps.sh to install and start it, or set {URL_VARIABLE}",
+                std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+            )
+        });
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// `url` with its database (the path after the host) replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let scheme_end = url
+        .find("://")
+        .unwrap_or_else(|| panic!("{URL_VARIABLE} must be a postgres:// URL, not {url:?}"))
+        + 3;
+    let rest = &url[scheme_end..];
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let query = rest[host_end..]
+        .find('?')
+        .map_or("", |q| &rest[host_end + q..]);
+    format!("{}{}/{name}{query}", &url[..scheme_end], &rest[..host_end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_of_a_url_is_replaced() {
+        assert_eq!(
+            with_database("postgres://marquee@127.0.0.1:55432/postgres", "t1"),
+            "postgres://marquee@127.0.0.1:55432/t1"
+        );
+        assert_eq!(
+            with_database("postgresql://u:p@h/db?sslmode=disable", "t2"),
+            "postgresql://u:p@h/t2?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://h:1", "t3"), "postgres://h:1/t3");
+        assert_eq!(
+            with_database("postgres://h?application_name=x", "t4"),
+            "postgres://h/t4?application_name=x"
+        );
+    }
+}

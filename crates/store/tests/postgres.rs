@@ -1,0 +1,294 @@
+//! The conformance suites and PostgreSQL-specific behaviour (migrations under the advisory
+//! lock, concurrent writers) of `PostgresStore`. Each test gets a database of its own on the
+//! server `scripts/test-deps.sh` starts (see `marquee_store::test_postgres`).
+
+// Test code: a panic is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use marquee_model::{
+    Advertiser, AdvertiserId, Campaign, Clock, Currency, Kind, ManualClock, Status,
+};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_store::{ListQuery, MigrationError, PostgresStore, Store, StoreError};
+use tokio_postgres::NoTls;
+
+fn clock() -> Arc<ManualClock> {
+    // Sub-second on purpose: timestamps must survive to the microsecond.
+    Arc::new(ManualClock::new(
+        Timestamp::from_microsecond(1_780_000_000_123_456).unwrap(),
+    ))
+}
+
+async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TestDatabase) {
+    let db = TestDatabase::create().await;
+    let clock = clock();
+    let store = PostgresStore::connect(db.url(), clock.clone())
+        .await
+        .unwrap();
+    (Arc::new(store), clock, db)
+}
+
+mod conformance {
+    marquee_store::store_suite!(super::fresh_store());
+}
+
+mod stats_conformance {
+    marquee_store::stats_suite!(super::fresh_store());
+}
+
+/// A plain client of the test database, for looking behind the store.
+async fn raw(db: &TestDatabase) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(db.url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+async fn applied_migrations(db: &TestDatabase) -> Vec<(i32, String, String, i64)> {
+    raw(db)
+        .await
+        .query(
+            "SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect()
+}
+
+fn advertiser(name: &str) -> Advertiser {
+    Advertiser {
+        name: name.to_owned(),
+        status: Status::Active,
+        currency: Currency::USD,
+        time_zone: "America/New_York".to_owned(),
+        domains: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn migrations_build_the_schema_on_an_empty_database() {
+    let db = TestDatabase::create().await;
+    let clock = clock();
+    let store = PostgresStore::connect(db.url(), clock.clone())
+        .await
+        .unwrap();
+    let tables: Vec<String> = raw(&db)
+        .await
+        .query(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = 'public' ORDER BY table_name",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut expected: Vec<String> = Kind::ALL.iter().map(|k| format!("{}s", k.name())).collect();
+    expected.extend(
+        [
+            "api_tokens",
+            "change_counter",
+            "line_item_placements",
+            "pacing_state",
+            "schema_migrations",
+            "stats_checkpoints",
+            "stats_day",
+            "stats_hour",
+            "stats_hour_line_item",
+            "stats_minute",
+            "stats_seen",
+            "stats_users",
+            "user_sessions",
+            "users",
+        ]
+        .map(str::to_owned),
+    );
+    expected.sort();
+    assert_eq!(tables, expected);
+
+    let applied = applied_migrations(&db).await;
+    let names: Vec<(i32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
+    assert_eq!(names, vec![(1, "initial"), (2, "users")]);
+    assert_eq!(applied[0].2.len(), 64);
+    assert_eq!(applied[0].3, clock.now().as_microsecond());
+    assert_eq!(store.change_counter().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn reconnecting_keeps_data_and_applies_nothing_twice() {
+    let db = TestDatabase::create().await;
+    let clock = clock();
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect(db.url(), clock.clone())
+            .await
+            .unwrap(),
+    );
+    let created = store
+        .create_object(&advertiser("Acme"), None)
+        .await
+        .unwrap();
+    let before = applied_migrations(&db).await;
+    drop(store);
+
+    clock.advance(SignedDuration::from_secs(86_400));
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect(db.url(), clock.clone())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        store
+            .get_object::<Advertiser>(created.meta.id, None)
+            .await
+            .unwrap(),
+        created
+    );
+    assert_eq!(store.change_counter().await.unwrap(), 1);
+    assert_eq!(applied_migrations(&db).await, before);
+}
+
+/// Two managers starting at once on an empty database: both connect, each migration is
+/// applied once (the second waits on the advisory lock, then finds it applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_migrations_apply_each_version_once() {
+    let db = TestDatabase::create().await;
+    let url = db.url().to_owned();
+    let starts: Vec<_> = (0..2)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PostgresStore::connect(&url, clock()).await })
+        })
+        .collect();
+    for start in starts {
+        start.await.unwrap().unwrap();
+    }
+    let applied = applied_migrations(&db).await;
+    assert_eq!(applied.iter().map(|m| m.0).collect::<Vec<_>>(), vec![1, 2]);
+    let counters = raw(&db)
+        .await
+        .query_one("SELECT count(*) FROM change_counter", &[])
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(counters, 1, "the initial migration ran once");
+}
+
+#[tokio::test]
+async fn a_changed_migration_is_refused() {
+    let db = TestDatabase::create().await;
+    drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
+    raw(&db)
+        .await
+        .execute(
+            "UPDATE schema_migrations SET sha256 = 'f00d' WHERE version = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let error = PostgresStore::connect(db.url(), clock()).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            StoreError::Migration(MigrationError::Changed { version: 1, name }) if name == "initial"
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_binary_is_refused() {
+    let db = TestDatabase::create().await;
+    drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
+    raw(&db)
+        .await
+        .execute(
+            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
+             VALUES (9999, 'from_the_future', 'abc', 0)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let error = PostgresStore::connect(db.url(), clock()).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Migration(MigrationError::Unknown { version: 9999 })
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_named_in_the_error() {
+    // Port 9 (discard) on loopback: nothing listens there.
+    let error = PostgresStore::connect("postgres://marquee:secret@127.0.0.1:9/app", clock())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("127.0.0.1:9/app"), "{error}");
+    assert!(!error.contains("secret"), "{error}");
+}
+
+/// Writers on several connections at once: every create bumps the counter once, ids are
+/// unique, and readers see catalogs whose campaigns match the counter they were read at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_and_readers_stay_consistent() {
+    const WRITERS: u64 = 4;
+    const WRITES: u64 = 10;
+    let (store, _clock, _db) = fresh_store().await;
+    let owner = store
+        .create_object(&advertiser("Acme"), None)
+        .await
+        .unwrap()
+        .meta
+        .id;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for i in 0..WRITES {
+                    let campaign = Campaign {
+                        advertiser_id: AdvertiserId(owner),
+                        name: format!("Campaign {w}-{i}"),
+                        status: Status::Active,
+                        frequency_caps: Vec::new(),
+                        categories: Vec::new(),
+                        app_bundle: None,
+                    };
+                    store.create_object(&campaign, None).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut last = 0;
+                for _ in 0..WRITES {
+                    let catalog = store.catalog().await.unwrap();
+                    assert_eq!(catalog.campaigns.len() as u64 + 1, catalog.version);
+                    assert!(catalog.version >= last, "the counter went back");
+                    last = catalog.version;
+                }
+            })
+        })
+        .collect();
+    for task in writers.into_iter().chain(readers) {
+        task.await.unwrap();
+    }
+    assert_eq!(store.change_counter().await.unwrap(), WRITERS * WRITES + 1);
+    let query = ListQuery {
+        scope: Some(owner),
+        limit: 500,
+        ..ListQuery::default()
+    };
+    let listed = store.list(Kind::Campaign, &query).await.unwrap();
+    assert_eq!(listed.len() as u64, WRITERS * WRITES);
+}
