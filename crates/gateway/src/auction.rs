@@ -176,6 +176,8 @@ pub(crate) fn run(
         Some((entry.response.bids().nth(c.bid)?.1, entry))
     };
     let mut rest = Vec::new();
+    // Per imp won: the clearing price and the winner's adjusted bid.
+    let mut won: Vec<(usize, i64, i64)> = Vec::new();
     for group in candidates.chunk_by(|a, b| a.imp == b.imp) {
         let winner = &group[0];
         let runner_up = group
@@ -193,6 +195,7 @@ pub(crate) fn run(
         let Some((bid, entry)) = bid_of(winner) else {
             continue;
         };
+        won.push((winner.imp, clearing, winner.adjusted));
         let price_to_bidder = to_bidder(clearing, entry, rules)
             .unwrap_or(bid.price_micros)
             .min(bid.price_micros);
@@ -226,12 +229,27 @@ pub(crate) fn run(
             });
         }
     }
+    // An invalid bid hears the same prices as a valid loser of its imp.
+    for outcome in &mut outcomes {
+        let Result::Lost {
+            price, min_to_win, ..
+        } = &mut outcome.result
+        else {
+            continue;
+        };
+        let Some(&(_, clearing, adjusted)) = won.iter().find(|w| Some(w.0) == outcome.imp) else {
+            continue;
+        };
+        let Some(entry) = entries.get(outcome.entry) else {
+            continue;
+        };
+        *price = to_bidder(clearing, entry, rules);
+        *min_to_win = to_bidder(adjusted.saturating_add(1), entry, rules);
+    }
     // Winners first, then the losers to the winners, then the invalid bids.
-    let invalid = std::mem::take(&mut outcomes);
-    let (won, invalid): (Vec<_>, Vec<_>) = invalid
+    let (mut ordered, invalid): (Vec<_>, Vec<_>) = outcomes
         .into_iter()
         .partition(|o| matches!(o.result, Result::Won { .. }));
-    let mut ordered = won;
     ordered.extend(rest);
     ordered.extend(invalid);
     ordered
@@ -271,4 +289,75 @@ pub(crate) fn tally(entries: usize, outcomes: &[Outcome]) -> Vec<(u64, u64)> {
         }
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REQUEST: &str = r#"{"id":"r","imp":[{"id":"1","banner":{"w":300,"h":250}}]}"#;
+
+    fn answer(price: &str) -> String {
+        format!(
+            r#"{{"id":"r","seatbid":[{{"bid":[{{"id":"b","impid":"1","price":{price},"adm":"x","w":300,"h":250}}]}}]}}"#
+        )
+    }
+
+    fn winner(request: &BidRequest<'_>, entries: &[Entry<'_>]) -> (usize, i64) {
+        let rates = CurrencyRates::new(Currency::USD);
+        let rules = Rules {
+            kind: AuctionKind::FirstPrice,
+            deals_first: true,
+            currency: Currency::USD,
+            rates: &rates,
+        };
+        let outcomes = run(request, entries, rules);
+        match outcomes[0].result {
+            Result::Won { clearing, .. } => (outcomes[0].entry, clearing),
+            _ => panic!("no winner: {outcomes:?}"),
+        }
+    }
+
+    #[test]
+    fn ties_go_by_name_whatever_the_order_and_adjustments_rank() {
+        let request = BidRequest::parse(REQUEST.as_bytes()).unwrap();
+        let (two, three) = (answer("2"), answer("3"));
+        let entry = |name, text: &'static str, permille| Entry {
+            name,
+            price_permille: permille,
+            response: BidResponse::parse(text.as_bytes()).unwrap(),
+            sent: vec![true],
+        };
+        let two: &'static str = Box::leak(two.into_boxed_str());
+        let three: &'static str = Box::leak(three.into_boxed_str());
+        let forward = [entry("a", two, 1000), entry("b", two, 1000)];
+        let backward = [entry("b", two, 1000), entry("a", two, 1000)];
+        assert_eq!(winner(&request, &forward), (0, 2_000_000));
+        assert_eq!(
+            winner(&request, &backward),
+            (1, 2_000_000),
+            "a, wherever it is"
+        );
+        // 3 at 600 ‰ counts as 1.8: the plain 2 wins.
+        let adjusted = [entry("a", three, 600), entry("b", two, 1000)];
+        assert_eq!(winner(&request, &adjusted), (1, 2_000_000));
+        let outcomes = run(
+            &request,
+            &[entry("a", three, 600)],
+            Rules {
+                kind: AuctionKind::FirstPrice,
+                deals_first: true,
+                currency: Currency::USD,
+                rates: &CurrencyRates::new(Currency::USD),
+            },
+        );
+        assert_eq!(
+            outcomes[0].result,
+            Result::Won {
+                clearing: 1_800_000,
+                price_to_bidder: 3_000_000
+            },
+            "the bidder is told its price before the adjustment"
+        );
+    }
 }

@@ -605,9 +605,9 @@ impl Gateway {
             let min_to_win = min_to_win.map(format_micros);
             let values = AuctionMacros {
                 loss: loss.as_deref(),
-                min_to_win: min_to_win.as_deref(),
-                // A loss without a winner has no clearing price: the macro becomes empty.
+                // A loss without a winner has no prices to tell: the macros become empty.
                 price: Some(price.as_deref().unwrap_or("")),
+                min_to_win: Some(min_to_win.as_deref().unwrap_or("")),
                 ..macros(request, entry, bid, seat, None)
             };
             let mut url = String::with_capacity(template.len() + 32);

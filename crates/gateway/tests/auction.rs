@@ -1,0 +1,439 @@
+//! The gateway against several mock bidders on loopback: all bid, some time out, one answers
+//! invalid bids, one is at its in-flight limit, deals under a private auction, second-price
+//! clearing, currency conversion, notices with their macros, 2.5 + gzip + h2c bidders, the
+//! health score. No test measures time: slow bidders are far slower than the deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Behaviour, MockBidder, deadline, gateway, request, winners};
+use marquee_gateway::{AuctionKind, BidderStats, Media, OpenRtbVersion};
+use marquee_model::{Currency, CurrencyRates};
+use marquee_openrtb::{BidRequest, BidResponse, NoConversion, validate_response};
+
+fn bidding(price: &str) -> Behaviour {
+    Behaviour {
+        price: price.into(),
+        ..Behaviour::default()
+    }
+}
+
+fn count(stats: &std::sync::atomic::AtomicU64) -> u64 {
+    BidderStats::get(stats)
+}
+
+/// The answer is a valid OpenRTB response to the request.
+fn assert_valid(request: &str, answer: &str) {
+    let request = BidRequest::parse(request.as_bytes()).unwrap();
+    let response = BidResponse::parse(answer.as_bytes()).unwrap();
+    let checked = validate_response(&request, &response, &NoConversion);
+    assert_eq!(checked, Ok(()), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_bid_the_highest_wins_and_every_bidder_hears_how_it_went() {
+    let a = MockBidder::start("alpha", bidding("1")).await;
+    let b = MockBidder::start("beta", bidding("2.5")).await;
+    let c = MockBidder::start("gamma", bidding("1.75")).await;
+    let gateway = gateway(&[&a, &b, &c], |_| {});
+    let body = request(&["1", "2"], "0.5", &[]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("a bid");
+    assert_valid(&body, &text);
+    assert_eq!(
+        winners(&text),
+        vec![
+            (
+                "beta".into(),
+                "1".into(),
+                2_500_000,
+                Some("<div>beta at 2.5</div>".into())
+            ),
+            (
+                "beta".into(),
+                "2".into(),
+                2_500_000,
+                Some("<div>beta at 2.5</div>".into())
+            ),
+        ]
+    );
+    let response = BidResponse::parse(text.as_bytes()).unwrap();
+    let (_, bid) = response.bids().next().unwrap();
+    assert_eq!(bid.nurl, None, "the gateway sends the win notice itself");
+    assert_eq!(bid.lurl, None);
+    assert_eq!(
+        bid.burl.as_deref(),
+        Some(format!("http://{}/bill?p=2.5", b.address).as_str()),
+        "billing goes to the bidder with the price filled"
+    );
+    for mock in [&a, &b, &c] {
+        assert_eq!(mock.requests(), 1);
+        let sent = mock.last_request();
+        assert_eq!(sent["id"], "auction-1");
+        assert!(sent["tmax"].as_u64().unwrap() <= 3_000, "{sent}");
+    }
+    let mut won = b.wait_notices(2).await;
+    won.sort();
+    assert_eq!(won, ["/win?imp=1&p=2.5&c=USD", "/win?imp=2&p=2.5&c=USD"]);
+    let mut lost = a.wait_notices(2).await;
+    lost.sort();
+    assert_eq!(
+        lost,
+        [
+            "/loss?imp=1&r=102&p=2.5&m=2.500001",
+            "/loss?imp=2&r=102&p=2.5&m=2.500001"
+        ],
+        "lost to a higher bid, with the clearing price and the lowest winning bid"
+    );
+    assert_eq!(c.wait_notices(2).await.len(), 2);
+    let stats = gateway.bidder_stats("beta").unwrap();
+    assert_eq!((count(&stats.requests), count(&stats.bids)), (1, 2));
+    assert_eq!(count(&stats.wins), 2);
+    assert_eq!(count(&gateway.bidder_stats("alpha").unwrap().wins), 0);
+    let mut metrics = String::new();
+    gateway.render_metrics(&mut metrics);
+    assert!(
+        metrics.contains("marquee_gateway_bidder_wins_total{bidder=\"beta\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("marquee_gateway_bidder_latency_seconds_count{bidder=\"gamma\"} 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidders_that_time_out_are_left_behind_and_their_late_answers_counted() {
+    let fast = MockBidder::start("fast", bidding("1")).await;
+    let slow = MockBidder::start(
+        "slow",
+        Behaviour {
+            price: "9".into(),
+            delay: Duration::from_millis(1_500),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let gateway = gateway(&[&fast, &slow], |c| c.late_grace = Duration::from_secs(5));
+    let body = request(&["1"], "0", &[]);
+    let started = Instant::now();
+    let answer = gateway
+        .auction(
+            body.as_bytes(),
+            "",
+            started + Duration::from_millis(400),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "the auction did not wait for the slow bidder"
+    );
+    let text = answer.response.expect("the fast bidder's bid");
+    assert_eq!(winners(&text)[0].0, "fast");
+    let stats = gateway.bidder_stats("slow").unwrap();
+    assert_eq!(count(&stats.timeouts), 1);
+    let until = Instant::now() + Duration::from_secs(10);
+    while count(&stats.late) == 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        count(&stats.late),
+        1,
+        "the answer came later and was ignored"
+    );
+    assert!(
+        slow.notices().is_empty(),
+        "no notice for an answer not taken"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_bids_lose_with_their_reason() {
+    let good = MockBidder::start("good", bidding("1")).await;
+    let cheap = MockBidder::start("cheap", bidding("0.2")).await;
+    let odd_size = MockBidder::start(
+        "oddsize",
+        Behaviour {
+            price: "5".into(),
+            size: (728, 90),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let broken = MockBidder::start(
+        "broken",
+        Behaviour {
+            body: Some("{\"id\":".into()),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let stranger = MockBidder::start(
+        "stranger",
+        Behaviour {
+            body: Some(
+                r#"{"id":"auction-1","seatbid":[{"bid":[{"id":"x","impid":"9","price":7,"adm":"a","w":300,"h":250}]}]}"#
+                    .into(),
+            ),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let gateway = gateway(&[&good, &cheap, &odd_size, &broken, &stranger], |_| {});
+    let body = request(&["1"], "0.5", &[]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_valid(&body, &text);
+    assert_eq!(winners(&text)[0].0, "good");
+    assert_eq!(
+        cheap.wait_notices(1).await,
+        ["/loss?imp=1&r=100&p=1&m=1.000001"],
+        "below the floor"
+    );
+    assert_eq!(
+        odd_size.wait_notices(1).await,
+        ["/loss?imp=1&r=203&p=1&m=1.000001"],
+        "a size the imp does not take"
+    );
+    for name in ["cheap", "oddsize", "stranger"] {
+        let stats = gateway.bidder_stats(name).unwrap();
+        assert_eq!(count(&stats.invalid_bids), 1, "{name}");
+        assert_eq!(count(&stats.bids), 0, "{name}");
+    }
+    assert_eq!(count(&gateway.bidder_stats("broken").unwrap().errors), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidder_at_its_in_flight_limit_is_skipped_at_once() {
+    let busy = MockBidder::start(
+        "busy",
+        Behaviour {
+            price: "3".into(),
+            delay: Duration::from_millis(800),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let idle = MockBidder::start("idle", bidding("1")).await;
+    let gateway = std::sync::Arc::new(gateway(&[&busy, &idle], |c| {
+        c.bidders[0].max_in_flight = 1;
+    }));
+    let body = request(&["1"], "0", &[]);
+    let first = {
+        let (gateway, body) = (std::sync::Arc::clone(&gateway), body.clone());
+        tokio::spawn(async move {
+            gateway
+                .auction(body.as_bytes(), "", deadline(), None)
+                .await
+                .unwrap()
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while busy.requests() == 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&second.response.unwrap())[0].0, "idle");
+    let stats = gateway.bidder_stats("busy").unwrap();
+    assert_eq!(count(&stats.skipped_at_limit), 1);
+    assert_eq!(busy.requests(), 1, "the second auction never called it");
+    let first = first.await.unwrap();
+    assert_eq!(winners(&first.response.unwrap())[0].0, "busy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deals_win_a_private_auction_and_rank_first_in_an_open_one() {
+    let open = MockBidder::start("open", bidding("5")).await;
+    let deal = MockBidder::start(
+        "deal",
+        Behaviour {
+            price: "1.5".into(),
+            deal: Some("D1".into()),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let gateway = gateway(&[&open, &deal], |_| {});
+    let with_deal = |private: u8| {
+        let mut body: serde_json::Value =
+            serde_json::from_str(&request(&["1"], "0.1", &[])).unwrap();
+        body["imp"][0]["pmp"] = serde_json::json!({
+            "private_auction": private,
+            "deals": [{"id": "D1", "bidfloor": 1}],
+        });
+        body.to_string()
+    };
+    let private = with_deal(1);
+    let answer = gateway
+        .auction(private.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_valid(&private, &text);
+    assert_eq!(winners(&text)[0].0, "deal");
+    assert_eq!(winners(&text)[0].2, 1_500_000);
+    assert_eq!(
+        open.wait_notices(1).await,
+        ["/loss?imp=1&r=4&p=1.5&m=1.500001"],
+        "an open bid in a private auction is invalid"
+    );
+    let public = with_deal(0);
+    let answer = gateway
+        .auction(public.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].0, "deal");
+    let notices = open.wait_notices(2).await;
+    assert!(
+        notices[1].starts_with("/loss?imp=1&r=103&"),
+        "lost to a deal: {notices:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_price_clears_at_the_next_bid_plus_the_increment() {
+    let a = MockBidder::start("a", bidding("3")).await;
+    let b = MockBidder::start("b", bidding("2")).await;
+    let gateway = gateway(&[&a, &b], |c| {
+        c.auction = AuctionKind::SecondPrice {
+            increment_micros: 10_000,
+        }
+    });
+    let body = request(&["1"], "0.5", &[]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_eq!(
+        winners(&text),
+        vec![(
+            "a".into(),
+            "1".into(),
+            2_010_000,
+            Some("<div>a at 2.01</div>".into())
+        )]
+    );
+    assert_eq!(a.wait_notices(1).await, ["/win?imp=1&p=2.01&c=USD"]);
+    assert_eq!(
+        b.wait_notices(1).await,
+        ["/loss?imp=1&r=102&p=2.01&m=3.000001"]
+    );
+    // Alone, the winner pays the floor plus the increment.
+    b.set(|b| b.status = 204);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].2, 510_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bids_in_other_currencies_are_converted_and_told_back_in_theirs() {
+    let euro = MockBidder::start(
+        "euro",
+        Behaviour {
+            price: "3".into(),
+            currency: Some("EUR".into()),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let dollar = MockBidder::start("dollar", bidding("5")).await;
+    let gateway = gateway(&[&euro, &dollar], |c| {
+        let mut rates = CurrencyRates::new(Currency::USD);
+        rates
+            .set(Currency::try_from("EUR").unwrap(), "0.5")
+            .unwrap();
+        c.rates = rates;
+    });
+    let body = request(&["1"], "1", &["USD", "EUR"]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    let response = BidResponse::parse(text.as_bytes()).unwrap();
+    assert_eq!(response.currency(), "USD");
+    assert_eq!(
+        winners(&text)[0].0,
+        "euro",
+        "3 EUR is 6 USD at 0.5 EUR per USD"
+    );
+    assert_eq!(winners(&text)[0].2, 6_000_000);
+    assert_eq!(euro.wait_notices(1).await, ["/win?imp=1&p=3&c=EUR"]);
+    assert_eq!(
+        dollar.wait_notices(1).await,
+        ["/loss?imp=1&r=102&p=6&m=6.000001"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidders_get_their_imps_version_encoding_and_protocol() {
+    let old = MockBidder::start("old", bidding("1")).await;
+    let video_only = MockBidder::start("videoonly", bidding("1")).await;
+    let h2 = MockBidder::start("htwo", bidding("2")).await;
+    let gateway = gateway(&[&old, &video_only, &h2], |c| {
+        c.bidders[0].version = OpenRtbVersion::V25;
+        c.bidders[0].gzip = true;
+        c.bidders[0].headers = vec![("x-api-key".into(), "k1".into())];
+        c.bidders[1].media = vec![Media::Video];
+        c.bidders[2].http2 = true;
+    });
+    let body = request(&["1"], "0", &[]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].0, "htwo");
+    let (sent, encoding, version) = old.record.lock().unwrap().requests[0].clone();
+    assert_eq!(encoding.as_deref(), Some("gzip"));
+    assert_eq!(version.as_deref(), Some("2.5"));
+    assert_eq!(sent["regs"], serde_json::json!({"ext": {"gdpr": 1}}));
+    assert_eq!(
+        sent["user"],
+        serde_json::json!({"ext": {"consent": "CPXXXX"}})
+    );
+    assert_eq!(video_only.requests(), 0, "no imp it takes");
+    assert_eq!(h2.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_bidder_is_throttled_then_probed_back() {
+    let flaky = MockBidder::start(
+        "flaky",
+        Behaviour {
+            status: 500,
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let gateway = gateway(&[&flaky], |c| {
+        c.health.probe_interval = Duration::from_secs(3_600);
+    });
+    let body = request(&["1"], "0", &[]);
+    for _ in 0..5 {
+        let answer = gateway
+            .auction(body.as_bytes(), "", deadline(), None)
+            .await
+            .unwrap();
+        assert!(answer.response.is_none());
+    }
+    let stats = gateway.bidder_stats("flaky").unwrap();
+    assert_eq!(count(&stats.errors), 4, "three failures, then one probe");
+    assert_eq!(count(&stats.skipped_unhealthy), 1);
+    assert!(gateway.bidders()[0].throttled);
+    gateway.set_enabled("flaky", false).unwrap();
+    assert!(!gateway.bidders()[0].enabled);
+    assert!(gateway.set_enabled("nobody", true).is_err());
+}
