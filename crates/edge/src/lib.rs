@@ -14,6 +14,7 @@
 //!   never queued; one past its deadline is abandoned with the fallback.
 
 pub mod bidder;
+mod gateway;
 mod handlers;
 pub mod holder;
 pub mod log_service;
@@ -23,6 +24,7 @@ pub mod overload;
 pub mod pacing;
 pub mod poll;
 pub mod query;
+pub mod remote;
 mod render;
 mod server;
 pub mod sync;
@@ -117,6 +119,8 @@ pub struct Edge {
     pub log_access: OnceLock<log_service::LogAccess>,
     /// Pacing controls and budget leases (see [`pacing`]).
     pub pacing: pacing::EdgePacing,
+    /// Gateway mode (`/openrtb2/auction`), set once before serving when bidders are configured.
+    pub gateway: OnceLock<marquee_gateway::Gateway>,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -154,6 +158,7 @@ impl Edge {
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),
+            gateway: OnceLock::new(),
             pacing: pacing::EdgePacing::default(),
             metrics: Metrics::default(),
             config,

@@ -53,12 +53,16 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn authorised(access: &LogAccess, request: &Request<Incoming>) -> bool {
-    request
-        .headers()
+    bearer_matches(request.headers(), &access.token)
+}
+
+/// Whether `Authorization: Bearer …` carries `token` (compared in constant time).
+pub(crate) fn bearer_matches(headers: &header::HeaderMap, token: &str) -> bool {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|sent| same_secret(sent.trim().as_bytes(), access.token.as_bytes()))
+        .is_some_and(|sent| same_secret(sent.trim().as_bytes(), token.as_bytes()))
 }
 
 /// Why a log call is refused: the status and a message naming what is wrong.

@@ -19,6 +19,8 @@ pub enum Endpoint {
     TagJs,
     /// `/openrtb2/bid`, `/openrtb2/bid/{exchange}`.
     Bid,
+    /// `/openrtb2/auction`, `/openrtb2/auction/{exchange}` (gateway mode).
+    Auction,
     /// `/openrtb2/win`, `/openrtb2/bill`, `/openrtb2/loss`.
     Notice,
     /// `/sync`, `/sync/out`.
@@ -29,7 +31,7 @@ pub enum Endpoint {
     Manager,
 }
 
-const ENDPOINTS: [(Endpoint, &str); 11] = [
+const ENDPOINTS: [(Endpoint, &str); 12] = [
     (Endpoint::Ad, "ad"),
     (Endpoint::AdJson, "ad_json"),
     (Endpoint::Impression, "impression"),
@@ -37,6 +39,7 @@ const ENDPOINTS: [(Endpoint, &str); 11] = [
     (Endpoint::Conversion, "conversion"),
     (Endpoint::TagJs, "tag_js"),
     (Endpoint::Bid, "bid"),
+    (Endpoint::Auction, "auction"),
     (Endpoint::Notice, "notice"),
     (Endpoint::Sync, "sync"),
     (Endpoint::Probe, "probe"),
@@ -141,6 +144,18 @@ impl Metrics {
     /// Requests counted so far for an endpoint and outcome.
     pub fn requests(&self, endpoint: Endpoint, outcome: Outcome) -> u64 {
         self.requests[endpoint_index(endpoint)][outcome_index(outcome)].load(Ordering::Relaxed)
+    }
+
+    /// Requests answered so far for ads, tracking and bidding, whatever their outcome (probes
+    /// and the manager's pages left out): the edge's traffic, for its heartbeat.
+    pub fn traffic_total(&self) -> u64 {
+        ENDPOINTS
+            .iter()
+            .enumerate()
+            .filter(|(_, (e, _))| !matches!(e, Endpoint::Probe | Endpoint::Manager))
+            .flat_map(|(i, _)| &self.requests[i])
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -316,6 +331,9 @@ pub(crate) fn render(edge: &Edge) -> String {
     }
 
     crate::bidder::render_metrics(edge, &mut out);
+    if let Some(gateway) = edge.gateway.get() {
+        gateway.render_metrics(&mut out);
+    }
     crate::pacing::render_metrics(edge, &mut out);
 
     let holder = &edge.holder;

@@ -216,6 +216,28 @@ impl EdgePacing {
         }
     }
 
+    /// The request that gives every lease back (the edge is stopping), each with its final
+    /// count, so the manager returns the unused part to the budget at once.
+    pub fn releases(&self) -> SyncRequest {
+        let control_version = self.controls.lock().map_or(0, |c| c.0);
+        let releases = self
+            .leases
+            .lock()
+            .map(|leases| {
+                leases
+                    .iter()
+                    .map(|(id, (lease, _))| lease.renewal(self.edge, *id))
+                    .collect()
+            })
+            .unwrap_or_default();
+        SyncRequest {
+            edge: self.edge,
+            control_version,
+            renewals: Vec::new(),
+            releases,
+        }
+    }
+
     /// Applies the manager's answer: grants in order, then the control set if one came, to the
     /// snapshot current once the control lock is held (so a concurrent [`attach`](Self::attach)
     /// either sees the new set or is followed by it).

@@ -64,28 +64,30 @@ fn ad_request(
     (answer, outcome)
 }
 
-/// `POST /openrtb2/bid[/{exchange}]`: through the gate (full: 204 at once), the body read
-/// within its size limit and the exchange's default `tmax`, then decided.
-async fn bid_request(
-    edge: &Edge,
+/// The `{exchange}` of `PREFIX` (`Some(None)`) or `PREFIX/{exchange}`; `None` for another path
+/// (`/openrtb2/bidder` and the like are not bid endpoints).
+pub(crate) fn exchange_name<'p>(path: &'p str, prefix: &str) -> Option<Option<&'p str>> {
+    match path.strip_prefix(prefix)? {
+        "" => Some(None),
+        rest => rest.strip_prefix('/').map(Some),
+    }
+}
+
+/// Why a bid request's body could not be read.
+pub(crate) enum BodyFailure {
+    /// Not all there by the exchange's default `tmax`.
+    Late,
+    /// Too large, or broken off: the status, a metrics label and the reason.
+    Bad(hyper::StatusCode, &'static str, String),
+}
+
+/// Reads a bid request's body within the exchange's size limit and default `tmax`; gives it
+/// with its `Content-Encoding`.
+pub(crate) async fn read_bid_body(
+    exchange: &bidder::Exchange,
     request: Request<Incoming>,
     started: Instant,
-) -> (Response<Body>, Outcome) {
-    let name = match request.uri().path().strip_prefix("/openrtb2/bid") {
-        Some("") => None,
-        Some(rest) => match rest.strip_prefix('/') {
-            Some(name) => Some(name),
-            // `/openrtb2/bidder` and the like are not bid endpoints.
-            None => return (handlers::not_found(), Outcome::ClientError),
-        },
-        None => return (handlers::not_found(), Outcome::ClientError),
-    };
-    let Some(exchange) = edge.bidder.exchange(name) else {
-        return (handlers::not_found(), Outcome::ClientError);
-    };
-    let Some(_admitted) = edge.try_admit() else {
-        return bidder::shed(edge);
-    };
+) -> Result<(bytes::Bytes, Option<String>), BodyFailure> {
     let encoding = request
         .headers()
         .get(hyper::header::CONTENT_ENCODING)
@@ -93,17 +95,42 @@ async fn bid_request(
         .map(str::to_owned);
     let body = http_body_util::Limited::new(request.into_body(), exchange.max_body_bytes);
     let read_by = tokio::time::Instant::from_std(started + exchange.default_tmax);
-    let body = match tokio::time::timeout_at(read_by, body.collect()).await {
-        Err(_) => return bidder::late(edge),
+    match tokio::time::timeout_at(read_by, body.collect()).await {
+        Err(_) => Err(BodyFailure::Late),
         Ok(Err(error)) => {
             let (status, label) = if error.is::<http_body_util::LengthLimitError>() {
                 (hyper::StatusCode::PAYLOAD_TOO_LARGE, "too_large")
             } else {
                 (hyper::StatusCode::BAD_REQUEST, "body_read")
             };
-            return bidder::bad_bid_request(edge, status, label, format!("body: {error}"));
+            Err(BodyFailure::Bad(status, label, format!("body: {error}")))
         }
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Ok(collected)) => Ok((collected.to_bytes(), encoding)),
+    }
+}
+
+/// `POST /openrtb2/bid[/{exchange}]`: through the gate (full: 204 at once), the body read
+/// within its size limit and the exchange's default `tmax`, then decided.
+async fn bid_request(
+    edge: &Edge,
+    request: Request<Incoming>,
+    started: Instant,
+) -> (Response<Body>, Outcome) {
+    let Some(name) = exchange_name(request.uri().path(), "/openrtb2/bid") else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let Some(exchange) = edge.bidder.exchange(name) else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let Some(_admitted) = edge.try_admit() else {
+        return bidder::shed(edge);
+    };
+    let (body, encoding) = match read_bid_body(exchange, request, started).await {
+        Ok(read) => read,
+        Err(BodyFailure::Late) => return bidder::late(edge),
+        Err(BodyFailure::Bad(status, label, reason)) => {
+            return bidder::bad_bid_request(edge, status, label, reason);
+        }
     };
     bidder::bid(edge, exchange, &body, encoding.as_deref(), started)
 }
@@ -114,7 +141,7 @@ fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {
 }
 
 async fn answer(
-    edge: &Edge,
+    edge: &Arc<Edge>,
     fallback: Option<Router>,
     request: Request<Incoming>,
     started: Instant,
@@ -144,6 +171,13 @@ async fn answer(
         (&Method::POST, path) if path.starts_with("/openrtb2/bid") => {
             let (answer, outcome) = bid_request(edge, request, started).await;
             return (Endpoint::Bid, (answer.map(Either::Left), outcome));
+        }
+        (&Method::POST, path) if path.starts_with("/openrtb2/auction") => {
+            let (answer, outcome) = crate::gateway::auction(edge, request, started).await;
+            return (Endpoint::Auction, (answer.map(Either::Left), outcome));
+        }
+        (_, path) if path.starts_with("/gateway/") => {
+            (Endpoint::Probe, crate::gateway::registry(edge, &request))
         }
         (&Method::GET, "/openrtb2/win") => (
             Endpoint::Notice,

@@ -106,6 +106,16 @@ pub struct RunSummary<'a> {
 
 type Listener = Box<dyn Fn(&RunSummary<'_>) + Send + Sync>;
 
+/// How far behind one source's log aggregation is, as of the last run that reached it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceLag {
+    /// Log bytes written (and fsynced) but not read yet.
+    pub backlog_bytes: u64,
+    /// Seconds between now and the newest event read, for shards not caught up with their
+    /// tail (0 when every shard is).
+    pub behind_secs: u64,
+}
+
 /// Where one shard of one source has been read to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Position {
@@ -187,17 +197,24 @@ struct Metrics {
 pub struct Aggregator {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    sources: Vec<Arc<dyn LogSource>>,
+    /// Configured sources, and those of edges registered since (see [`Aggregator::set_source`]);
+    /// each run works on the list as it was when the run started.
+    sources: Mutex<Vec<Arc<dyn LogSource>>>,
     options: AggregationOptions,
     state: tokio::sync::Mutex<State>,
     metrics: Metrics,
+    /// Per source after its last successful read: bytes not yet read, seconds behind its tail.
+    source_lag: Mutex<HashMap<String, SourceLag>>,
     listeners: Mutex<Vec<Listener>>,
 }
 
 impl std::fmt::Debug for Aggregator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Aggregator")
-            .field("sources", &self.sources)
+            .field(
+                "sources",
+                &self.sources.lock().map(|s| s.len()).unwrap_or(0),
+            )
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -217,12 +234,38 @@ impl Aggregator {
         Aggregator {
             store,
             clock,
-            sources,
+            sources: Mutex::new(sources),
             options,
             state: tokio::sync::Mutex::new(State::default()),
             metrics: Metrics::default(),
+            source_lag: Mutex::new(HashMap::new()),
             listeners: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Adds a source, or replaces the one of the same name (an edge that moved): from the next
+    /// run on it is read from its stored checkpoints.
+    pub fn set_source(&self, source: Arc<dyn LogSource>) {
+        let Ok(mut sources) = self.sources.lock() else {
+            return;
+        };
+        match sources.iter_mut().find(|s| s.name() == source.name()) {
+            Some(existing) => *existing = source,
+            None => sources.push(source),
+        }
+    }
+
+    /// The names of the sources read.
+    pub fn source_names(&self) -> Vec<String> {
+        self.sources
+            .lock()
+            .map(|s| s.iter().map(|s| s.name().to_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// How far behind a source's log the last run that reached it left off.
+    pub fn source_lag(&self, name: &str) -> Option<SourceLag> {
+        self.source_lag.lock().ok()?.get(name).copied()
     }
 
     /// Calls `listener` after every committed run with its additions per line item (pacing
@@ -329,7 +372,9 @@ impl Aggregator {
         let mut budget = self.options.max_run_bytes;
         let mut reads = Vec::new();
         let mut failed_sources = Vec::new();
-        for (index, source) in self.sources.iter().enumerate() {
+        let sources: Vec<Arc<dyn LogSource>> =
+            self.sources.lock().map(|s| s.clone()).unwrap_or_default();
+        for (index, source) in sources.iter().enumerate() {
             match self
                 .read_source(index, source.as_ref(), &state.positions, &mut budget)
                 .await
@@ -371,7 +416,8 @@ impl Aggregator {
         .await?;
         state.seen = seen;
 
-        let (watermark, lag) = self.watermark(state, &shards, &failed_sources, now_secs);
+        let failed_names: Vec<&str> = failed_sources.iter().map(|&i| sources[i].name()).collect();
+        let (watermark, lag) = self.watermark(state, &shards, &failed_names, now_secs);
         let skew = secs(self.options.max_clock_skew);
         let seen_cutoff =
             watermark.max(now_secs - rules.max_age_secs) - secs(self.options.token_lifetime) - skew;
@@ -439,8 +485,9 @@ impl Aggregator {
             }
         }
         if self.options.delete_consumed {
-            self.acknowledge(state, &shards).await;
+            self.acknowledge(&sources, state, &shards).await;
         }
+        self.record_source_lag(&sources, &failed_sources, &shards, now_secs);
 
         let elapsed = started.elapsed();
         let ShardStats {
@@ -608,7 +655,7 @@ impl Aggregator {
         &self,
         state: &State,
         shards: &[ShardDone],
-        failed_sources: &[usize],
+        failed_sources: &[&str],
         now_secs: i64,
     ) -> (i64, i64) {
         let skew = secs(self.options.max_clock_skew);
@@ -630,8 +677,7 @@ impl Aggregator {
             lag = lag.max(now_secs - at);
         }
         // Sources not reached this run hold the watermark where they were left.
-        for &index in failed_sources {
-            let name = self.sources[index].name();
+        for &name in failed_sources {
             for (key, position) in &state.positions {
                 if key.0 == name {
                     let at = behind(Some(position));
@@ -644,18 +690,56 @@ impl Aggregator {
     }
 
     /// Tells each source which segments are fully counted. Failures are retried next run.
-    async fn acknowledge(&self, state: &mut State, shards: &[ShardDone]) {
+    async fn acknowledge(
+        &self,
+        sources: &[Arc<dyn LogSource>],
+        state: &mut State,
+        shards: &[ShardDone],
+    ) {
         for shard in shards {
             let done = shard.position.segment.saturating_sub(1);
             let acked = state.acked.get(&shard.key).copied().unwrap_or(0);
             if done == 0 || done <= acked {
                 continue;
             }
-            match self.sources[shard.source].ack(shard.key.1, done).await {
+            match sources[shard.source].ack(shard.key.1, done).await {
                 Ok(()) => {
                     state.acked.insert(shard.key.clone(), done);
                 }
                 Err(error) => tracing::warn!(%error, "acknowledgement failed; retrying next run"),
+            }
+        }
+    }
+
+    /// Sums each source's shards read this run; sources that failed keep their last figures.
+    fn record_source_lag(
+        &self,
+        sources: &[Arc<dyn LogSource>],
+        failed: &[usize],
+        shards: &[ShardDone],
+        now_secs: i64,
+    ) {
+        let mut fresh: HashMap<usize, SourceLag> = HashMap::new();
+        for shard in shards {
+            let lag = fresh.entry(shard.source).or_default();
+            lag.backlog_bytes += shard.backlog_bytes;
+            let behind = if shard.caught_up {
+                0
+            } else {
+                shard
+                    .position
+                    .max_time_micros
+                    .map_or(0, |t| now_secs - t.div_euclid(1_000_000))
+            };
+            lag.behind_secs = lag.behind_secs.max(u64::try_from(behind).unwrap_or(0));
+        }
+        let Ok(mut recorded) = self.source_lag.lock() else {
+            return;
+        };
+        for (index, source) in sources.iter().enumerate() {
+            if !failed.contains(&index) {
+                let lag = fresh.get(&index).copied().unwrap_or_default();
+                recorded.insert(source.name().to_owned(), lag);
             }
         }
     }

@@ -12,7 +12,7 @@ use marquee_api::openapi::{public_operation, response, responses};
 use marquee_api::{ApiOptions, RouteTable};
 use serde_json::json;
 
-use crate::Manager;
+use crate::{EdgeReportError, Manager};
 
 /// Every route the manager serves, documented at `/api/v1/openapi.json`, with default API
 /// options. `ad_url` is the edges' public base URL, for the generated ad tags.
@@ -76,6 +76,10 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
 fn internal_routes(manager: &Arc<Manager>) -> axum::Router {
     axum::Router::new()
         .route("/internal/v1/sync", axum::routing::post(sync))
+        .route(
+            "/internal/v1/edges",
+            axum::routing::post(edge_heartbeat).get(list_edges),
+        )
         .with_state(Arc::clone(manager))
 }
 
@@ -89,25 +93,8 @@ async fn sync(
     let Some(pacing) = manager.pacing() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "pacing is not running\n").into_response();
     };
-    let secret = &pacing.options().secret;
-    if secret.is_empty() {
-        return (
-            StatusCode::FORBIDDEN,
-            "remote sync is off: set aggregation.token on the manager and the edge\n",
-        )
-            .into_response();
-    }
-    let sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if !sent.is_some_and(|sent| same_secret(sent.trim().as_bytes(), secret.as_bytes())) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "sync needs `Authorization: Bearer <aggregation.token>`\n",
-        )
-            .into_response();
+    if let Some(refused) = refuse_unless_secret(&headers, &pacing.options().secret) {
+        return refused;
     }
     let request: marquee_pacing::SyncRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
@@ -126,6 +113,103 @@ async fn sync(
             (StatusCode::INTERNAL_SERVER_ERROR, "sync failed\n").into_response()
         }
     }
+}
+
+/// `None` when the request carries `Authorization: Bearer <secret>`; else the refusal (403
+/// when no secret is set, so remote edges are off; 401 otherwise).
+fn refuse_unless_secret(headers: &HeaderMap, secret: &str) -> Option<Response> {
+    if secret.is_empty() {
+        return Some(
+            (
+                StatusCode::FORBIDDEN,
+                "remote edges are off: set aggregation.token on the manager and the edge\n",
+            )
+                .into_response(),
+        );
+    }
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if sent.is_some_and(|sent| same_secret(sent.trim().as_bytes(), secret.as_bytes())) {
+        return None;
+    }
+    Some(
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "edge calls need `Authorization: Bearer <aggregation.token>`\n",
+        )
+            .into_response(),
+    )
+}
+
+/// `POST /internal/v1/edges`: an edge's heartbeat (JSON `marquee_pacing::EdgeReport`), which
+/// registers it on first call; 204 once taken (and persisted, for a new edge).
+async fn edge_heartbeat(
+    State(manager): State<Arc<Manager>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = refuse_unless_secret(&headers, manager.remote_secret().unwrap_or("")) {
+        return refused;
+    }
+    let report: marquee_pacing::EdgeReport = match serde_json::from_slice(&body) {
+        Ok(report) => report,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("edge report unreadable: {error}\n"),
+            )
+                .into_response();
+        }
+    };
+    match manager.report_edge(report, false).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(EdgeReportError::Report(error)) => {
+            (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
+        }
+        Err(EdgeReportError::Off) => {
+            (StatusCode::FORBIDDEN, "remote edges are off\n").into_response()
+        }
+        Err(EdgeReportError::Store(error)) => {
+            tracing::error!(%error, "cannot register an edge");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot register the edge now\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `GET /internal/v1/edges`: the edge registry as JSON (for operators and scripts; the
+/// dashboard reads [`Manager::edges`] in process).
+async fn list_edges(State(manager): State<Arc<Manager>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse_unless_secret(&headers, manager.remote_secret().unwrap_or("")) {
+        return refused;
+    }
+    let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let edges: Vec<serde_json::Value> = manager
+        .edges()
+        .into_iter()
+        .map(|edge| {
+            json!({
+                "id": edge.id,
+                "address": edge.address,
+                "log_url": edge.log_url,
+                "snapshot_version": edge.snapshot_version,
+                "snapshot_age_ms": edge.snapshot_age.map(millis),
+                "snapshot_current": edge.snapshot_current,
+                "log_backlog_bytes": edge.log_lag.map(|l| l.backlog_bytes),
+                "log_behind_secs": edge.log_lag.map(|l| l.behind_secs),
+                "request_rate": edge.request_rate,
+                "last_seen": edge.last_seen.map(|t| t.to_string()),
+                "live": edge.live,
+            })
+        })
+        .collect();
+    Json(json!({ "edges": edges })).into_response()
 }
 
 /// Compares secrets in time independent of where they differ.

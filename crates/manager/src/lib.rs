@@ -12,9 +12,12 @@
 //! - Every event logged counts exactly once: an aggregation run commits its aggregates with
 //!   the log positions they came from in one transaction, with a constant number of
 //!   statements, and edges delete only segments committed past (see [`aggregator`]).
+//! - Edges report by heartbeat ([`edges`]); a remote edge's log is collected under its id from
+//!   its first heartbeat on, and after a restart from the persisted registry at once.
 
 pub mod aggregator;
 pub mod demo;
+pub mod edges;
 mod http;
 pub mod live;
 pub mod pacing;
@@ -29,7 +32,8 @@ use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
 use tokio::sync::{Mutex, watch};
 
-pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary};
+pub use aggregator::{AggregationOptions, Aggregator, RunReport, RunSummary, SourceLag};
+pub use edges::{EdgeRegistry, EdgeStatus, ReportError};
 pub use http::{router, router_with};
 pub use live::{LiveOptions, LiveStatus};
 pub use pacing::{Pacing, PacingError, PacingOptions, RoundReport};
@@ -62,7 +66,27 @@ pub enum ManagerError {
     Load(#[from] LoadError),
     #[error("snapshot task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("edge registry: {0}")]
+    Registry(#[from] serde_json::Error),
 }
+
+/// Why an edge's heartbeat was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeReportError {
+    /// The report is malformed (400).
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// Remote edges are not accepted: no shared secret (403).
+    #[error("remote edges are off: set aggregation.token on the manager and the edges")]
+    Off,
+    /// The registry could not be persisted (500; the edge retries).
+    #[error(transparent)]
+    Store(#[from] ManagerError),
+}
+
+/// How long without a heartbeat before an edge is listed as not live (five default
+/// heartbeats).
+const EDGE_SILENT_AFTER: Duration = Duration::from_secs(5);
 
 /// What one refresh did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +113,11 @@ pub struct Manager {
     /// Live statistics and the catalog they compile from; held through a refresh, so that
     /// refreshes never overlap.
     live: Mutex<live::LiveState>,
+    /// Every edge that reported, remote or in process.
+    edges: EdgeRegistry,
+    /// The shared secret remote edges register with and their logs are read with; unset:
+    /// remote edges are refused.
+    remote_secret: OnceLock<String>,
 }
 
 impl Manager {
@@ -118,6 +147,8 @@ impl Manager {
         let (latest, _) = watch::channel(on_disk);
         Ok(Arc::new(Manager {
             store,
+            edges: EdgeRegistry::new(Arc::clone(&clock), EDGE_SILENT_AFTER),
+            remote_secret: OnceLock::new(),
             clock,
             dir,
             compile_interval: options.compile_interval,
@@ -153,6 +184,77 @@ impl Manager {
 
     pub fn pacing(&self) -> Option<&Arc<Pacing>> {
         self.pacing.get()
+    }
+
+    /// Accepts remote edges from now on (their heartbeats must carry `secret`) and collects
+    /// from those registered before a restart at once. Attach the aggregator first.
+    pub async fn accept_remote_edges(&self, secret: String) -> Result<(), ManagerError> {
+        let known: Vec<edges::Known> = match self.store.pacing_state(edges::STATE_NAME).await? {
+            Some(body) => serde_json::from_str(&body)?,
+            None => Vec::new(),
+        };
+        self.edges.restore(&known);
+        for edge in &known {
+            self.collect_from(edge, &secret);
+        }
+        if self.remote_secret.set(secret).is_err() {
+            tracing::warn!("remote edges are already accepted; keeping the first secret");
+        }
+        Ok(())
+    }
+
+    /// The shared secret of remote edges, once [`accept_remote_edges`](Self::accept_remote_edges)
+    /// ran.
+    pub fn remote_secret(&self) -> Option<&str> {
+        self.remote_secret.get().map(String::as_str)
+    }
+
+    /// Takes an edge's heartbeat (`in_process`: the edge of `marquee serve`, id `local`). A new
+    /// remote edge, or one whose log moved, is persisted and then collected from.
+    pub async fn report_edge(
+        &self,
+        report: marquee_pacing::EdgeReport,
+        in_process: bool,
+    ) -> Result<(), EdgeReportError> {
+        let secret = match (in_process, self.remote_secret.get()) {
+            (true, _) => None,
+            (false, Some(secret)) => Some(secret),
+            (false, None) => return Err(EdgeReportError::Off),
+        };
+        let edges::Change::Collect(known) = self.edges.heartbeat(report, in_process)? else {
+            return Ok(());
+        };
+        let body = serde_json::to_string(&self.edges.known()).map_err(ManagerError::from)?;
+        self.store
+            .save_pacing_state(edges::STATE_NAME, body)
+            .await
+            .map_err(ManagerError::from)?;
+        if let Some(secret) = secret {
+            tracing::info!(edge = %known.id, log = %known.log_url, "edge registered");
+            self.collect_from(&known, secret);
+        }
+        Ok(())
+    }
+
+    fn collect_from(&self, edge: &edges::Known, secret: &str) {
+        let Some(aggregator) = self.aggregator() else {
+            tracing::warn!(edge = %edge.id, "no aggregator attached; the edge's log is not collected");
+            return;
+        };
+        aggregator.set_source(Arc::new(HttpLogSource::new(
+            edge.id.clone(),
+            &edge.log_url,
+            secret,
+        )));
+    }
+
+    /// Every edge that reported (or was registered before a restart), by id: address,
+    /// snapshot, log lag, request rate, last heartbeat.
+    pub fn edges(&self) -> Vec<EdgeStatus> {
+        let latest = self.latest().map(|p| p.header.version);
+        let aggregator = self.aggregator();
+        self.edges
+            .list(latest, |id| aggregator.and_then(|a| a.source_lag(id)))
     }
 
     /// The latest published snapshot, if any.

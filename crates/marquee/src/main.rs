@@ -12,12 +12,13 @@ use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
 use marquee_edge::{BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits};
 use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{
-    AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, Manager,
-    ManagerOptions, demo,
+    AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, demo,
 };
 use marquee_model::{Clock, Role, SystemClock};
 use marquee_store::{NewToken, SqliteStore, Store};
 use marquee_tracking::KeyRing;
+
+mod roles;
 
 /// Exit status for bad configuration or usage (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
@@ -42,6 +43,12 @@ struct Cli {
 enum Command {
     /// Run everything in one process: management API, snapshot compiler and publisher.
     Serve(ServeArgs),
+    /// Run the manager alone: management API, compiler, aggregation and pacing; edges run as
+    /// `marquee edge` and register with it (needs `aggregation.token`).
+    Manager(ServeArgs),
+    /// Run an edge alone, following a manager: `marquee edge --manager http://…` (needs
+    /// `aggregation.token`, the manager's value).
+    Edge(roles::EdgeArgs),
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -140,6 +147,8 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Manager(args) => roles::manager(args).await,
+        Command::Edge(args) => roles::edge(args).await,
         Command::Token(TokenCommand::Create(args)) => create_token(args).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::Migrate(args) => {
@@ -229,18 +238,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     } else {
         None
     };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let manager = Manager::open(
-        Arc::clone(&store),
-        clock,
-        ManagerOptions {
-            snapshot_dir: config.data_dir.join("snapshots"),
-            keep: config.snapshot.keep,
-            compile_interval: Duration::from_millis(config.snapshot.compile_interval_ms),
-        },
-    )
-    .await?;
-    manager.refresh().await?;
+    let manager = roles::open_manager(&config, &store).await?;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -299,8 +297,21 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Duration::from_millis(config.pacing.sync_interval_ms),
         until_stopped(),
     ));
-    let aggregator = open_aggregator(&config, &store, &edge);
+    let aggregator = open_aggregator(&config, &store, Some(&edge));
     manager.attach_aggregator(Arc::clone(&aggregator));
+    if !config.aggregation.token.is_empty() {
+        // Remote edges may join this one (`marquee edge --manager` pointed here).
+        manager
+            .accept_remote_edges(config.aggregation.token.clone())
+            .await?;
+    }
+    let local_heartbeat = tokio::spawn(roles::local_heartbeat(
+        Arc::clone(&manager),
+        Arc::clone(&edge),
+        public_url.clone(),
+        Duration::from_millis(config.edge.heartbeat_ms),
+        until_stopped(),
+    ));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
     let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
         Arc::clone(&edge.log),
@@ -326,6 +337,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     disk_limit.await?;
     pacing_loop.await?;
     edge_sync.await?;
+    local_heartbeat.await?;
     edge.log.flush_and_close()?;
     // Count what the last moments logged, so a graceful stop leaves nothing uncounted.
     if let Err(error) = aggregator.drain().await {
@@ -422,18 +434,28 @@ impl marquee_edge::pacing::SyncClient for InProcessSync {
     }
 }
 
-/// The aggregation of `marquee serve`: the in-process edge's log (as `local`) and the remote
-/// edges configured, and the edge's log served to other managers when a secret is set.
-fn open_aggregator(config: &Config, store: &Arc<dyn Store>, edge: &Arc<Edge>) -> Arc<Aggregator> {
+/// The aggregation: the in-process edge's log (as `local`, in `marquee serve`) and the remote
+/// edges configured (registered ones are added as they report), and the in-process edge's log
+/// served to other managers when a secret is set.
+fn open_aggregator(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    edge: Option<&Arc<Edge>>,
+) -> Arc<Aggregator> {
     let a = &config.aggregation;
-    let mut sources: Vec<Arc<dyn LogSource>> = vec![Arc::new(LocalLogSource::new(
-        "local",
-        Arc::clone(&edge.log),
-    ))];
+    let mut sources: Vec<Arc<dyn LogSource>> = Vec::new();
+    if let Some(edge) = edge {
+        sources.push(Arc::new(LocalLogSource::new(
+            marquee_manager::edges::IN_PROCESS_ID,
+            Arc::clone(&edge.log),
+        )));
+    }
     for (name, url) in a.remote_edges() {
         sources.push(Arc::new(HttpLogSource::new(name, url, &a.token)));
     }
-    if !a.token.is_empty() {
+    if let Some(edge) = edge
+        && !a.token.is_empty()
+    {
         // Set once, before serving: it cannot already be set.
         let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
             token: a.token.clone(),

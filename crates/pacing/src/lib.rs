@@ -24,6 +24,6 @@ pub use lease::{
     Billable, BookState, BudgetSpec, BudgetUsage, Charge, EdgeId, Expiry, Lease, LeaseBook,
     LeaseConfig, LeaseGrant, Renewal,
 };
-pub use message::{ControlEntry, SyncRequest, SyncResponse};
+pub use message::{ControlEntry, EdgeReport, SyncRequest, SyncResponse};
 pub use profile::TrafficProfile;
 pub use schedule::{BudgetPeriod, FLIGHT_PERIOD, Period, Schedule, Targets};

@@ -1,8 +1,10 @@
 //! The sync message between an edge and the manager (`POST /internal/v1/sync`): the edge's
 //! lease renewals and releases in, grants and the current pacing controls out. Plain data;
 //! the manager answers it in process for `marquee serve`'s own edge and over HTTP (JSON) for
-//! remote ones.
+//! remote ones. [`EdgeReport`] is the edge's heartbeat (`POST /internal/v1/edges`), which
+//! registers it with the manager's edge registry.
 
+use jiff::Timestamp;
 use marquee_model::LineItemId;
 use serde::{Deserialize, Serialize};
 
@@ -58,4 +60,43 @@ pub struct SyncResponse {
     /// Renewals for line items without a budget now (outside the flight, no goal): the edge
     /// keeps such a lease without room.
     pub unbudgeted: Vec<LineItemId>,
+}
+
+/// An edge's heartbeat: who it is, where the manager reaches it, and how it is doing. The
+/// first one registers the edge; the manager then collects its log from `log_url`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeReport {
+    /// Stable across restarts (configured, or kept in the edge's data directory): the
+    /// manager's log checkpoints are stored under it.
+    pub id: String,
+    /// Where browsers and exchanges reach the edge.
+    pub public_url: String,
+    /// Where the manager reads the edge's log (`/log/…`).
+    pub log_url: String,
+    /// This process's lease identity (a new one per start).
+    pub pacing_edge: EdgeId,
+    /// The snapshot the edge serves, and when it was built.
+    pub snapshot_version: Option<u64>,
+    pub snapshot_built_at: Option<Timestamp>,
+    /// Requests answered since the process started (ad, tracking and bid requests).
+    pub requests_total: u64,
+    /// When the edge sent the report, by its clock.
+    pub sent_at: Timestamp,
+}
+
+impl EdgeReport {
+    /// The id every edge reports under and the in-process edge of `marquee serve` has.
+    pub const IN_PROCESS_ID: &str = "local";
+
+    /// Is `id` usable as a remote edge's id: 1 to 64 ASCII letters, digits, `-`, `_` or `.`,
+    /// and not [`IN_PROCESS_ID`](Self::IN_PROCESS_ID)? (It names the edge's log checkpoints and
+    /// appears in URLs and file names.)
+    pub fn valid_id(id: &str) -> bool {
+        !id.is_empty()
+            && id.len() <= 64
+            && id != Self::IN_PROCESS_ID
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    }
 }

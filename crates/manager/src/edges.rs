@@ -1,0 +1,425 @@
+//! The edge registry: every edge that reported to this manager, fed by their heartbeats
+//! (`POST /internal/v1/edges`, an [`EdgeReport`] every `edge.heartbeat_ms`; in `marquee serve`
+//! the in-process edge reports the same way without HTTP). [`Manager::edges`](crate::Manager::edges)
+//! lists them with their snapshot, log lag and request rate.
+//!
+//! Invariants:
+//! - An edge's id is its log's name for the aggregator: checkpoints are stored under it, so an
+//!   edge restarted with the same id resumes where its log was counted.
+//! - A registered remote edge is persisted (id and addresses, through the store's named JSON
+//!   documents) before its first heartbeat is answered, so a restarted manager collects from
+//!   it again at once, before the edge's next heartbeat arrives.
+//! - Reports are data from the network: an id or URL that is not well formed is refused with
+//!   the field named, never stored.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use marquee_model::Clock;
+use marquee_pacing::EdgeReport;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregator::SourceLag;
+
+/// The name the in-process edge of `marquee serve` reports under (its log source's name).
+pub const IN_PROCESS_ID: &str = EdgeReport::IN_PROCESS_ID;
+
+/// The name the registered edges are stored under in the store's named JSON documents.
+pub(crate) const STATE_NAME: &str = "edge-registry";
+
+/// One edge as the manager sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeStatus {
+    /// Stable across the edge's restarts; its log's checkpoints are stored under it.
+    pub id: String,
+    /// Where browsers and exchanges reach the edge.
+    pub address: String,
+    /// Where the manager reads its log; `None` for the in-process edge of `marquee serve`.
+    pub log_url: Option<String>,
+    /// The snapshot the edge serves (`None`: none yet, or not heard from since the manager
+    /// started).
+    pub snapshot_version: Option<u64>,
+    /// How long ago the snapshot it serves was built, by the manager's clock.
+    pub snapshot_age: Option<Duration>,
+    /// Whether that is the snapshot the manager publishes now.
+    pub snapshot_current: bool,
+    /// How far behind the edge's log aggregation is, as of the last run that reached it.
+    pub log_lag: Option<SourceLag>,
+    /// Requests a second between its last two heartbeats.
+    pub request_rate: f64,
+    /// When its last heartbeat arrived (`None`: registered before the manager's restart and
+    /// not heard from since).
+    pub last_seen: Option<Timestamp>,
+    /// Heard from within the registry's `silent_after`.
+    pub live: bool,
+}
+
+/// Why a report was refused; names the field.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReportError {
+    #[error("`id` {0:?} must be 1 to 64 letters, digits, `-`, `_` or `.`, and not `local`")]
+    Id(String),
+    #[error("`{field}` {value:?} must be an http:// or https:// URL")]
+    Url { field: &'static str, value: String },
+}
+
+/// An edge the manager collects from, as persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Known {
+    pub id: String,
+    pub public_url: String,
+    pub log_url: String,
+}
+
+#[derive(Debug)]
+struct Entry {
+    public_url: String,
+    log_url: Option<String>,
+    last: Option<Heard>,
+    request_rate: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Heard {
+    report: EdgeReport,
+    at: Timestamp,
+}
+
+/// What a heartbeat changed, for the manager to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Nothing the aggregator or the store needs to know.
+    None,
+    /// A new remote edge, or one whose log moved: collect from there, persist the list.
+    Collect(Known),
+}
+
+/// The edges heard from; see the module docs.
+#[derive(Debug)]
+pub struct EdgeRegistry {
+    clock: Arc<dyn Clock>,
+    silent_after: Duration,
+    entries: Mutex<BTreeMap<String, Entry>>,
+}
+
+impl EdgeRegistry {
+    /// `silent_after`: how long without a heartbeat before an edge is listed as not live.
+    pub fn new(clock: Arc<dyn Clock>, silent_after: Duration) -> EdgeRegistry {
+        EdgeRegistry {
+            clock,
+            silent_after,
+            entries: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Adds edges known from before a restart, not heard from yet.
+    pub(crate) fn restore(&self, known: &[Known]) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        for k in known {
+            entries.entry(k.id.clone()).or_insert_with(|| Entry {
+                public_url: k.public_url.clone(),
+                log_url: Some(k.log_url.clone()),
+                last: None,
+                request_rate: 0.0,
+            });
+        }
+    }
+
+    /// The remote edges, as persisted.
+    pub(crate) fn known(&self) -> Vec<Known> {
+        let Ok(entries) = self.entries.lock() else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .filter_map(|(id, e)| {
+                Some(Known {
+                    id: id.clone(),
+                    public_url: e.public_url.clone(),
+                    log_url: e.log_url.clone()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes a heartbeat. `in_process` is the edge of `marquee serve` (id [`IN_PROCESS_ID`],
+    /// its log read in process); every other report must name a remote edge.
+    pub(crate) fn heartbeat(
+        &self,
+        report: EdgeReport,
+        in_process: bool,
+    ) -> Result<Change, ReportError> {
+        if in_process {
+            if report.id != IN_PROCESS_ID {
+                return Err(ReportError::Id(report.id));
+            }
+        } else {
+            validate(&report)?;
+        }
+        let now = self.clock.now();
+        let Ok(mut entries) = self.entries.lock() else {
+            return Ok(Change::None);
+        };
+        let log_url = (!in_process).then(|| report.log_url.clone());
+        let entry = entries.entry(report.id.clone()).or_insert_with(|| Entry {
+            public_url: report.public_url.clone(),
+            log_url: None,
+            last: None,
+            request_rate: 0.0,
+        });
+        let change = match &log_url {
+            Some(url) if entry.log_url.as_ref() != Some(url) => Change::Collect(Known {
+                id: report.id.clone(),
+                public_url: report.public_url.clone(),
+                log_url: url.clone(),
+            }),
+            _ => Change::None,
+        };
+        entry.request_rate = entry
+            .last
+            .as_ref()
+            .map_or(0.0, |previous| rate(&previous.report, &report));
+        entry.public_url.clone_from(&report.public_url);
+        entry.log_url = log_url;
+        entry.last = Some(Heard { report, at: now });
+        Ok(change)
+    }
+
+    /// Every edge, by id, with its log lag from `lag` and compared with the `latest` snapshot
+    /// version the manager publishes.
+    pub fn list(
+        &self,
+        latest: Option<u64>,
+        lag: impl Fn(&str) -> Option<SourceLag>,
+    ) -> Vec<EdgeStatus> {
+        let now = self.clock.now();
+        let Ok(entries) = self.entries.lock() else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .map(|(id, entry)| {
+                let report = entry.last.as_ref().map(|h| &h.report);
+                let snapshot_version = report.and_then(|r| r.snapshot_version);
+                let last_seen = entry.last.as_ref().map(|h| h.at);
+                EdgeStatus {
+                    id: id.clone(),
+                    address: entry.public_url.clone(),
+                    log_url: entry.log_url.clone(),
+                    snapshot_version,
+                    snapshot_age: report
+                        .and_then(|r| r.snapshot_built_at)
+                        .map(|built| since(built, now)),
+                    snapshot_current: snapshot_version.is_some() && snapshot_version == latest,
+                    log_lag: lag(id),
+                    request_rate: entry.request_rate,
+                    last_seen,
+                    live: last_seen.is_some_and(|seen| since(seen, now) <= self.silent_after),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Time from `then` to `now`, zero if `then` is later (clock skew).
+fn since(then: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(now.duration_since(then)).unwrap_or(Duration::ZERO)
+}
+
+/// Requests a second between two reports of one process; 0 after a restart (the counter
+/// went back) or for reports sent at the same instant.
+fn rate(previous: &EdgeReport, report: &EdgeReport) -> f64 {
+    if previous.pacing_edge != report.pacing_edge {
+        return 0.0;
+    }
+    let elapsed = since(previous.sent_at, report.sent_at).as_secs_f64();
+    let served = report
+        .requests_total
+        .saturating_sub(previous.requests_total);
+    if elapsed <= 0.0 {
+        return 0.0;
+    }
+    served as f64 / elapsed
+}
+
+fn validate(report: &EdgeReport) -> Result<(), ReportError> {
+    if !EdgeReport::valid_id(&report.id) {
+        return Err(ReportError::Id(report.id.clone()));
+    }
+    for (field, value, https_allowed) in [
+        ("public_url", &report.public_url, true),
+        ("log_url", &report.log_url, false),
+    ] {
+        let rest = value.strip_prefix("http://").or_else(|| {
+            https_allowed
+                .then(|| value.strip_prefix("https://"))
+                .flatten()
+        });
+        let well_formed = rest.is_some_and(|rest| {
+            !rest.is_empty() && value.len() <= 2_048 && value.parse::<hyper::Uri>().is_ok()
+        });
+        if !well_formed {
+            return Err(ReportError::Url {
+                field,
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use marquee_model::ManualClock;
+    use marquee_pacing::EdgeId;
+
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_780_000_000 + second).unwrap()
+    }
+
+    fn report(id: &str, process: u64, sent: i64, requests: u64) -> EdgeReport {
+        EdgeReport {
+            id: id.into(),
+            public_url: format!("http://{id}.example:8080"),
+            log_url: format!("http://{id}.internal:8080"),
+            pacing_edge: EdgeId(process),
+            snapshot_version: Some(7),
+            snapshot_built_at: Some(at(-30)),
+            requests_total: requests,
+            sent_at: at(sent),
+        }
+    }
+
+    fn registry(now: i64) -> (EdgeRegistry, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(at(now)));
+        (
+            EdgeRegistry::new(clock.clone(), Duration::from_secs(5)),
+            clock,
+        )
+    }
+
+    #[test]
+    fn a_new_edge_is_collected_once_and_again_when_its_log_moves() {
+        let (registry, _) = registry(0);
+        let first = registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
+        assert_eq!(
+            first,
+            Change::Collect(Known {
+                id: "e1".into(),
+                public_url: "http://e1.example:8080".into(),
+                log_url: "http://e1.internal:8080".into(),
+            })
+        );
+        assert_eq!(
+            registry.heartbeat(report("e1", 1, 1, 10), false).unwrap(),
+            Change::None
+        );
+        let mut moved = report("e1", 2, 2, 0);
+        moved.log_url = "http://10.0.0.9:9000".into();
+        assert!(matches!(
+            registry.heartbeat(moved, false).unwrap(),
+            Change::Collect(k) if k.log_url == "http://10.0.0.9:9000"
+        ));
+        assert_eq!(registry.known().len(), 1);
+    }
+
+    #[test]
+    fn status_has_rate_age_lag_and_liveness() {
+        let (registry, clock) = registry(0);
+        registry.heartbeat(report("e1", 1, 0, 100), false).unwrap();
+        registry.heartbeat(report("e1", 1, 2, 700), false).unwrap();
+        let lag = SourceLag {
+            backlog_bytes: 690,
+            behind_secs: 0,
+        };
+        let listed = registry.list(Some(7), |id| (id == "e1").then_some(lag));
+        assert_eq!(listed.len(), 1);
+        let e1 = &listed[0];
+        assert_eq!(e1.request_rate, 300.0);
+        assert_eq!(e1.snapshot_age, Some(Duration::from_secs(30)));
+        assert!(e1.snapshot_current && e1.live);
+        assert_eq!(e1.log_lag, Some(lag));
+        assert_eq!(e1.last_seen, Some(at(0)));
+        clock.advance(jiff::SignedDuration::from_secs(6));
+        let later = registry.list(Some(8), |_| None);
+        assert!(!later[0].live && !later[0].snapshot_current);
+    }
+
+    #[test]
+    fn a_restarted_edge_has_no_rate_until_its_second_heartbeat() {
+        let (registry, _) = registry(0);
+        registry
+            .heartbeat(report("e1", 1, 0, 5_000), false)
+            .unwrap();
+        registry.heartbeat(report("e1", 2, 1, 40), false).unwrap();
+        assert_eq!(registry.list(None, |_| None)[0].request_rate, 0.0);
+    }
+
+    #[test]
+    fn restored_edges_are_listed_unheard_and_keep_their_log() {
+        let (registry, _) = registry(0);
+        registry.restore(&[Known {
+            id: "e2".into(),
+            public_url: "http://e2:1".into(),
+            log_url: "http://e2:2".into(),
+        }]);
+        let listed = registry.list(None, |_| None);
+        assert_eq!(listed[0].last_seen, None);
+        assert!(!listed[0].live);
+        assert_eq!(listed[0].log_url.as_deref(), Some("http://e2:2"));
+        let mut same = report("e2", 1, 0, 0);
+        same.log_url = "http://e2:2".into();
+        assert_eq!(registry.heartbeat(same, false).unwrap(), Change::None);
+    }
+
+    #[test]
+    fn malformed_reports_are_refused_naming_the_field() {
+        let (registry, _) = registry(0);
+        for bad_id in ["", "local", "a b", "x/../y", &"x".repeat(65)] {
+            assert_eq!(
+                registry.heartbeat(report(bad_id, 1, 0, 0), false),
+                Err(ReportError::Id(bad_id.to_owned()))
+            );
+        }
+        let mut bad_log = report("e1", 1, 0, 0);
+        bad_log.log_url = "https://e1:8080".into();
+        assert!(matches!(
+            registry.heartbeat(bad_log, false),
+            Err(ReportError::Url {
+                field: "log_url",
+                ..
+            })
+        ));
+        let mut bad_public = report("e1", 1, 0, 0);
+        bad_public.public_url = "ftp://e1".into();
+        assert!(matches!(
+            registry.heartbeat(bad_public, false),
+            Err(ReportError::Url {
+                field: "public_url",
+                ..
+            })
+        ));
+        assert!(registry.list(None, |_| None).is_empty());
+    }
+
+    #[test]
+    fn the_in_process_edge_is_listed_without_a_log_url() {
+        let (registry, _) = registry(0);
+        assert_eq!(
+            registry
+                .heartbeat(report(IN_PROCESS_ID, 1, 0, 0), true)
+                .unwrap(),
+            Change::None
+        );
+        let listed = registry.list(Some(7), |_| None);
+        assert_eq!(listed[0].id, IN_PROCESS_ID);
+        assert_eq!(listed[0].log_url, None);
+        assert!(registry.known().is_empty());
+    }
+}

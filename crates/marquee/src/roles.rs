@@ -1,0 +1,298 @@
+//! The split roles: `marquee manager` (management API, snapshot compiler, aggregation,
+//! pacing; no edge endpoints) and `marquee edge --manager URL` (answers ads, tracking and
+//! bids from the snapshots it polls, registers by heartbeat, renews leases over HTTP, serves
+//! its log). `marquee serve` runs both in one process.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use marquee_config::{Config, Overrides};
+use marquee_edge::Edge;
+use marquee_edge::pacing::SyncClient;
+use marquee_edge::remote::{self, Addresses, IdentityError, ManagerClient};
+use marquee_manager::{Manager, ManagerOptions};
+use marquee_model::{Clock, SystemClock};
+use marquee_store::Store;
+
+use crate::{
+    CommonArgs, EXIT_CONFIG, Failure, ServeArgs, config_error, init_logging, load_config,
+    load_demo, open_aggregator, open_edge, open_pacing, open_store, shutdown_signal,
+};
+
+#[derive(Debug, Args)]
+pub(crate) struct EdgeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Address to listen on [default: 127.0.0.1:8080]; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// The manager's URL, e.g. http://10.0.0.5:8080 [default: `edge.manager_url`].
+    #[arg(long, value_name = "URL")]
+    manager: Option<String>,
+    /// This edge's id [default: `edge.id`, else one kept in the data directory].
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+}
+
+/// A stop signal every background task can wait on.
+fn stop_channel() -> (
+    tokio::sync::watch::Sender<bool>,
+    impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        Box::pin(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+    };
+    (stop, until_stopped)
+}
+
+/// The shared secret split roles need: edges register, sync and serve their logs with it.
+fn required_secret(config: &Config, role: &str) -> Result<String, Failure> {
+    if config.aggregation.token.is_empty() {
+        return Err(config_error(format!(
+            "`aggregation.token` must be set for `marquee {role}`: edges register, sync and \
+             serve their logs with it (the same value on the manager and every edge)"
+        )));
+    }
+    Ok(config.aggregation.token.clone())
+}
+
+/// The manager of `marquee serve` and `marquee manager`: opened on the snapshot directory,
+/// with a first refresh so that edges find a snapshot at once.
+pub(crate) async fn open_manager(
+    config: &Config,
+    store: &Arc<dyn Store>,
+) -> Result<Arc<Manager>, Failure> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let manager = Manager::open(
+        Arc::clone(store),
+        clock,
+        ManagerOptions {
+            snapshot_dir: config.data_dir.join("snapshots"),
+            keep: config.snapshot.keep,
+            compile_interval: Duration::from_millis(config.snapshot.compile_interval_ms),
+        },
+    )
+    .await?;
+    manager.refresh().await?;
+    Ok(manager)
+}
+
+/// Reports the in-process edge of `marquee serve` to the registry every `edge.heartbeat_ms`,
+/// so it is listed with the remote ones.
+pub(crate) async fn local_heartbeat(
+    manager: Arc<Manager>,
+    edge: Arc<Edge>,
+    public_url: String,
+    interval: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let addresses = Addresses {
+        log_url: public_url.clone(),
+        public_url,
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {
+                let report = remote::report(&edge, marquee_manager::edges::IN_PROCESS_ID, &addresses);
+                if let Err(error) = manager.report_edge(report, true).await {
+                    tracing::warn!(%error, "in-process edge heartbeat failed");
+                }
+            }
+        }
+    }
+}
+
+/// `marquee manager`: everything of `marquee serve` but the edge.
+pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
+    let overrides = Overrides {
+        listen: args.listen,
+        demo: args.demo.then_some(true),
+        ..Overrides::default()
+    };
+    let config = load_config(&args.common, overrides)?;
+    let secret = required_secret(&config, "manager")?;
+    init_logging(&config);
+    let signalled = shutdown_signal();
+    let store = open_store(&config.data_dir).await?;
+    let demo_token = if config.demo {
+        load_demo(&*store).await?
+    } else {
+        None
+    };
+    let manager = open_manager(&config, &store).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
+    let address = listener.local_addr()?;
+    let ad_url = if config.edge.public_url.is_empty() {
+        tracing::warn!(
+            "edge.public_url is not set: generated ad tags point at the manager, which serves no ads"
+        );
+        format!("http://{address}")
+    } else {
+        config.edge.public_url.clone()
+    };
+    let pacing = open_pacing(&config, &store).await?;
+    manager.attach_pacing(Arc::clone(&pacing));
+    let aggregator = open_aggregator(&config, &store, None);
+    manager.attach_aggregator(Arc::clone(&aggregator));
+    manager.accept_remote_edges(secret).await?;
+
+    // The first line on stdout is the address, for scripts and tests that start on port 0.
+    println!("marquee listening on http://{address}");
+    tracing::info!(%address, data_dir = %config.data_dir.display(), "manager serving");
+    if let Some(token) = demo_token {
+        eprintln!("demo admin token (shown once): {token}");
+    }
+    let (stop, until_stopped) = stop_channel();
+    let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
+    let pacing_loop = tokio::spawn(Arc::clone(&pacing).run_loop(until_stopped()));
+    let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
+    let app = marquee_manager::router_with(
+        &manager,
+        &ad_url,
+        marquee_api::ApiOptions {
+            report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+        },
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            signalled.await;
+            let _ = stop.send(true);
+        })
+        .await?;
+    compile_loop.await?;
+    pacing_loop.await?;
+    aggregation.await?;
+    // Count what the edges logged up to now, so a graceful stop leaves the least uncounted.
+    if let Err(error) = aggregator.drain().await {
+        tracing::error!(%error, "final aggregation run failed; the next start counts the rest");
+    }
+    tracing::info!("manager stopped");
+    Ok(())
+}
+
+/// `marquee edge`: an edge as its own process, following a manager.
+pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
+    let overrides = Overrides {
+        listen: args.listen,
+        ..Overrides::default()
+    };
+    let config = load_config(&args.common, overrides)?;
+    let secret = required_secret(&config, "edge")?;
+    let manager_url = args
+        .manager
+        .clone()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| config.edge.manager_url.clone());
+    if manager_url.is_empty() {
+        return Err(config_error(
+            "`marquee edge` needs the manager's URL: `--manager http://…` or `edge.manager_url`"
+                .into(),
+        ));
+    }
+    let client = ManagerClient::new(&manager_url, &secret)
+        .map_err(|error| config_error(format!("`--manager` / `edge.manager_url`: {error}")))?;
+    init_logging(&config);
+    let signalled = shutdown_signal();
+    let configured_id = args.id.as_deref().unwrap_or(&config.edge.id);
+    let edge_dir = config.data_dir.join("edge");
+    let id = remote::identity(&edge_dir, configured_id).map_err(|error| Failure {
+        status: match error {
+            IdentityError::Invalid(_) | IdentityError::Corrupt(..) => EXIT_CONFIG,
+            IdentityError::Io { .. } => 1,
+        },
+        message: error.to_string(),
+    })?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
+    let address = listener.local_addr()?;
+    let or_listen = |url: &str| {
+        if url.is_empty() {
+            format!("http://{address}")
+        } else {
+            url.to_owned()
+        }
+    };
+    let addresses = Addresses {
+        public_url: or_listen(&config.edge.public_url),
+        log_url: or_listen(&config.edge.log_url),
+    };
+    let edge = Arc::new(open_edge(&config, &addresses.public_url)?);
+    // Set once, before serving: it cannot already be set.
+    let _ = edge
+        .log_access
+        .set(marquee_edge::log_service::LogAccess { token: secret });
+    // Serve from the copy kept by the last run until the manager answers (it may be away).
+    if edge
+        .holder
+        .install_local_copy(&edge.config.data_dir)
+        .is_none()
+    {
+        tracing::warn!("no snapshot yet: ad requests get the fallback until the manager answers");
+    }
+    let sync_client: Arc<dyn SyncClient> = Arc::new(client.clone());
+    if let Err(error) = marquee_edge::pacing::sync_once(&edge, &*sync_client).await {
+        tracing::warn!(%error, "first pacing sync failed; budgeted line items wait for a lease");
+    }
+
+    println!("marquee listening on http://{address}");
+    tracing::info!(%address, %id, manager = %client.base(), data_dir = %config.data_dir.display(), "edge serving");
+    let (stop, until_stopped) = stop_channel();
+    let follower = tokio::spawn(marquee_edge::poll::follow(
+        Arc::clone(&edge),
+        client.base().to_owned(),
+        Duration::from_millis(config.edge.poll_interval_ms),
+        until_stopped(),
+    ));
+    let edge_sync = tokio::spawn(marquee_edge::pacing::run_sync(
+        Arc::clone(&edge),
+        Arc::clone(&sync_client),
+        Duration::from_millis(config.pacing.sync_interval_ms),
+        until_stopped(),
+    ));
+    let heartbeat = tokio::spawn(remote::run_heartbeat(
+        Arc::clone(&edge),
+        client,
+        id,
+        addresses,
+        Duration::from_millis(config.edge.heartbeat_ms),
+        until_stopped(),
+    ));
+    let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
+        Arc::clone(&edge.log),
+        config.aggregation.log_disk_limit_mb.saturating_mul(1 << 20),
+        Duration::from_secs(10),
+        until_stopped(),
+    ));
+    let shutdown = Box::pin(async move {
+        signalled.await;
+        let _ = stop.send(true);
+    });
+    marquee_edge::serve(listener, Arc::clone(&edge), None, shutdown).await?;
+    follower.await?;
+    edge_sync.await?;
+    heartbeat.await?;
+    disk_limit.await?;
+    edge.log.flush_and_close()?;
+    // Nothing is served any more: what the leases hold unused goes back to the budget now.
+    match remote::release_leases(&edge, &*sync_client).await {
+        Ok(released) => tracing::info!(released, "leases released"),
+        Err(error) => {
+            tracing::warn!(%error, "leases not released; the manager reclaims them at expiry");
+        }
+    }
+    tracing::info!("edge stopped; event log flushed");
+    Ok(())
+}
