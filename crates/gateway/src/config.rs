@@ -140,6 +140,9 @@ pub struct GatewayConfig {
     pub late_grace: Duration,
     /// Time allowed for a forwarded win or loss notice.
     pub notice_timeout: Duration,
+    /// Bearer token of the registry's management API on the edge (`/gateway/bidders`);
+    /// empty: the API is not served.
+    pub admin_token: String,
 }
 
 impl Default for GatewayConfig {
@@ -156,6 +159,7 @@ impl Default for GatewayConfig {
             max_response_bytes: 256 * 1024,
             late_grace: Duration::from_secs(1),
             notice_timeout: Duration::from_secs(2),
+            admin_token: String::new(),
         }
     }
 }

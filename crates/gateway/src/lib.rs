@@ -65,6 +65,8 @@ pub trait InternalBidder: Sync {
 /// What an auction gives the edge to send.
 #[derive(Debug, Default)]
 pub struct Auctioned {
+    /// The request's id (for a no-bid body).
+    pub request_id: String,
     /// The answer (an OpenRTB bid response); `None`: no bid, for `no_bid` reason.
     pub response: Option<String>,
     pub no_bid: Option<NoBidReason>,
@@ -231,18 +233,22 @@ impl Gateway {
     }
 
     /// Runs one auction for `json` (the decoded request body) from `exchange` (the path's
-    /// name, empty for none), answering by `deadline`.
+    /// name, empty for none), answering by `deadline(tmax)` (`tmax` in milliseconds as the
+    /// request gives it).
     pub async fn auction(
         &self,
         json: &[u8],
         exchange: &str,
-        deadline: Instant,
+        deadline: impl FnOnce(Option<u32>) -> Instant,
         internal: Option<&dyn InternalBidder>,
     ) -> Result<Auctioned, ParseError> {
         let request = BidRequest::parse(json)?;
+        let deadline = deadline(request.tmax);
         BidderStats::bump(&self.stats.auctions);
+        let request_id = request.id.to_string();
         let no_bid = |reason| {
             Ok(Auctioned {
+                request_id: request_id.clone(),
                 no_bid: Some(reason),
                 ..Auctioned::default()
             })
@@ -350,12 +356,14 @@ impl Gateway {
             Some(response) => {
                 BidderStats::bump(&self.stats.filled);
                 Ok(Auctioned {
+                    request_id,
                     response: Some(response),
                     no_bid: None,
                     internal_notices,
                 })
             }
             None => Ok(Auctioned {
+                request_id,
                 response: None,
                 no_bid: Some(NoBidReason::UNKNOWN_ERROR),
                 internal_notices,

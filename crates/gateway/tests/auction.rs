@@ -40,7 +40,7 @@ async fn all_bid_the_highest_wins_and_every_bidder_hears_how_it_went() {
     let gateway = gateway(&[&a, &b, &c], |_| {});
     let body = request(&["1", "2"], "0.5", &[]);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     let text = answer.response.expect("a bid");
@@ -123,7 +123,7 @@ async fn bidders_that_time_out_are_left_behind_and_their_late_answers_counted() 
         .auction(
             body.as_bytes(),
             "",
-            started + Duration::from_millis(400),
+            |_| started + Duration::from_millis(400),
             None,
         )
         .await
@@ -186,7 +186,7 @@ async fn invalid_bids_lose_with_their_reason() {
     let gateway = gateway(&[&good, &cheap, &odd_size, &broken, &stranger], |_| {});
     let body = request(&["1"], "0.5", &[]);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     let text = answer.response.unwrap();
@@ -230,7 +230,7 @@ async fn a_bidder_at_its_in_flight_limit_is_skipped_at_once() {
         let (gateway, body) = (std::sync::Arc::clone(&gateway), body.clone());
         tokio::spawn(async move {
             gateway
-                .auction(body.as_bytes(), "", deadline(), None)
+                .auction(body.as_bytes(), "", |_| deadline(), None)
                 .await
                 .unwrap()
         })
@@ -240,7 +240,7 @@ async fn a_bidder_at_its_in_flight_limit_is_skipped_at_once() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let second = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     assert_eq!(winners(&second.response.unwrap())[0].0, "idle");
@@ -275,7 +275,7 @@ async fn deals_win_a_private_auction_and_rank_first_in_an_open_one() {
     };
     let private = with_deal(1);
     let answer = gateway
-        .auction(private.as_bytes(), "", deadline(), None)
+        .auction(private.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     let text = answer.response.unwrap();
@@ -289,7 +289,7 @@ async fn deals_win_a_private_auction_and_rank_first_in_an_open_one() {
     );
     let public = with_deal(0);
     let answer = gateway
-        .auction(public.as_bytes(), "", deadline(), None)
+        .auction(public.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     assert_eq!(winners(&answer.response.unwrap())[0].0, "deal");
@@ -311,7 +311,7 @@ async fn second_price_clears_at_the_next_bid_plus_the_increment() {
     });
     let body = request(&["1"], "0.5", &[]);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     let text = answer.response.unwrap();
@@ -332,7 +332,7 @@ async fn second_price_clears_at_the_next_bid_plus_the_increment() {
     // Alone, the winner pays the floor plus the increment.
     b.set(|b| b.status = 204);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     assert_eq!(winners(&answer.response.unwrap())[0].2, 510_000);
@@ -359,7 +359,7 @@ async fn bids_in_other_currencies_are_converted_and_told_back_in_theirs() {
     });
     let body = request(&["1"], "1", &["USD", "EUR"]);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     let text = answer.response.unwrap();
@@ -392,7 +392,7 @@ async fn bidders_get_their_imps_version_encoding_and_protocol() {
     });
     let body = request(&["1"], "0", &[]);
     let answer = gateway
-        .auction(body.as_bytes(), "", deadline(), None)
+        .auction(body.as_bytes(), "", |_| deadline(), None)
         .await
         .unwrap();
     assert_eq!(winners(&answer.response.unwrap())[0].0, "htwo");
@@ -424,7 +424,7 @@ async fn a_failing_bidder_is_throttled_then_probed_back() {
     let body = request(&["1"], "0", &[]);
     for _ in 0..5 {
         let answer = gateway
-            .auction(body.as_bytes(), "", deadline(), None)
+            .auction(body.as_bytes(), "", |_| deadline(), None)
             .await
             .unwrap();
         assert!(answer.response.is_none());

@@ -1,0 +1,190 @@
+//! Gateway mode on the edge (see `marquee-gateway`): `POST /openrtb2/auction` and
+//! `/openrtb2/auction/{exchange}` run an auction among the configured external bidders and our
+//! own line items (the bidder of `bidder.rs`, called in process as the internal bidder), and
+//! `/gateway/bidders` is the registry's management API.
+//!
+//! The overload rules are the bid path's: through the in-flight gate (full: 204 at once), the
+//! body read within the exchange's size limit and default `tmax`, the deadline `tmax` less the
+//! exchange's latency margin.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::HeaderValue;
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use marquee_gateway::{Gateway, InternalBidder};
+use marquee_openrtb::{BidResponse, NoBidReason, decode_body};
+
+use crate::bidder::{self, Exchange, NoticeKind};
+use crate::handlers::{self, Body};
+use crate::metrics::Outcome;
+use crate::server::{self, BodyFailure};
+use crate::{Edge, log_service};
+
+/// Our own line items, bidding through the edge's bid path on the same request.
+struct OwnLineItems<'e> {
+    edge: &'e Edge,
+    exchange: &'e Exchange,
+    started: Instant,
+}
+
+impl InternalBidder for OwnLineItems<'_> {
+    fn bid(&self, json: &[u8]) -> Option<Bytes> {
+        let (response, _) = bidder::bid(self.edge, self.exchange, json, None, self.started);
+        if response.status() != StatusCode::OK {
+            return None;
+        }
+        // The answer is a `Full` body: its one frame is ready at the first poll.
+        let mut body = response.into_body();
+        match Pin::new(&mut body).poll_frame(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Some(Ok(frame))) => frame.into_data().ok(),
+            _ => None,
+        }
+    }
+}
+
+fn no_content() -> Response<Body> {
+    let mut answer = Response::new(Body::new(Bytes::new()));
+    *answer.status_mut() = StatusCode::NO_CONTENT;
+    answer
+}
+
+fn client_error(status: StatusCode, reason: String) -> (Response<Body>, Outcome) {
+    (
+        handlers::response(status, "text/plain; charset=utf-8", reason + "\n"),
+        Outcome::ClientError,
+    )
+}
+
+/// `POST /openrtb2/auction[/{exchange}]`.
+pub(crate) async fn auction(
+    edge: &Arc<Edge>,
+    request: Request<Incoming>,
+    started: Instant,
+) -> (Response<Body>, Outcome) {
+    let Some(gateway) = edge.gateway.get() else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let Some(name) = server::exchange_name(request.uri().path(), "/openrtb2/auction") else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let name = name.map(str::to_owned);
+    let Some(exchange) = edge.bidder.exchange(name.as_deref()) else {
+        return (handlers::not_found(), Outcome::ClientError);
+    };
+    let Some(_admitted) = edge.try_admit() else {
+        return (no_content(), Outcome::Shed);
+    };
+    let (body, encoding) = match server::read_bid_body(exchange, request, started).await {
+        Ok(read) => read,
+        Err(BodyFailure::Late) => return (no_content(), Outcome::Late),
+        Err(BodyFailure::Bad(status, _, reason)) => return client_error(status, reason),
+    };
+    let json = match decode_body(&body, encoding.as_deref(), exchange.max_body_bytes) {
+        Ok(json) => json,
+        Err(error) => return client_error(StatusCode::BAD_REQUEST, error.to_string()),
+    };
+    let own = OwnLineItems {
+        edge,
+        exchange,
+        started,
+    };
+    let deadline = |tmax: Option<u32>| {
+        let tmax = tmax.map_or(exchange.default_tmax, |ms| {
+            Duration::from_millis(u64::from(ms))
+        });
+        started + tmax.saturating_sub(exchange.latency_margin)
+    };
+    let auctioned = match gateway
+        .auction(&json, name.as_deref().unwrap_or(""), deadline, Some(&own))
+        .await
+    {
+        Ok(auctioned) => auctioned,
+        Err(error) => return client_error(StatusCode::BAD_REQUEST, error.to_string()),
+    };
+    for url in auctioned.internal_notices {
+        internal_notice(edge, &url);
+    }
+    let Some(text) = auctioned.response else {
+        if !exchange.no_bid_reason {
+            return (no_content(), Outcome::Fallback);
+        }
+        let reason = auctioned.no_bid.unwrap_or(NoBidReason::UNKNOWN_ERROR);
+        let text = BidResponse::no_bid(auctioned.request_id, reason).to_json();
+        let answer = handlers::response(StatusCode::OK, "application/json", text);
+        return (answer, Outcome::Fallback);
+    };
+    let mut answer = handlers::response(StatusCode::OK, "application/json", text);
+    answer
+        .headers_mut()
+        .insert("x-openrtb-version", HeaderValue::from_static("2.6"));
+    (answer, Outcome::Ok)
+}
+
+/// A win or loss notice for our own bid, handled in process as if the exchange had sent it.
+fn internal_notice(edge: &Arc<Edge>, url: &str) {
+    let Ok(uri) = url.parse::<Uri>() else {
+        return;
+    };
+    let kind = match uri.path() {
+        path if path.ends_with("/openrtb2/win") => NoticeKind::Win,
+        path if path.ends_with("/openrtb2/loss") => NoticeKind::Loss,
+        _ => return,
+    };
+    let edge = Arc::clone(edge);
+    tokio::spawn(async move {
+        let _ = bidder::notice(&edge, kind, uri.query().unwrap_or("")).await;
+    });
+}
+
+/// The registry's management API, behind `gateway.admin_token`:
+/// `GET /gateway/bidders` lists every bidder with its state and counters;
+/// `POST /gateway/bidders/{name}/enable` and `/disable` switch one until the next start.
+pub(crate) fn registry(edge: &Edge, request: &Request<Incoming>) -> Response<Body> {
+    let Some(gateway) = edge.gateway.get() else {
+        return handlers::not_found();
+    };
+    let token = gateway.config().admin_token.as_str();
+    if token.is_empty() {
+        return handlers::not_found();
+    }
+    if !log_service::bearer_matches(request.headers(), token) {
+        return handlers::response(
+            StatusCode::UNAUTHORIZED,
+            "text/plain; charset=utf-8",
+            "the gateway registry needs `Authorization: Bearer <gateway.admin_token>`\n",
+        );
+    }
+    let path = request.uri().path();
+    match (request.method(), path) {
+        (&Method::GET, "/gateway/bidders") => list(gateway),
+        (&Method::POST, path) => {
+            let switch = path.strip_prefix("/gateway/bidders/").and_then(|rest| {
+                rest.strip_suffix("/enable")
+                    .map(|name| (name, true))
+                    .or_else(|| rest.strip_suffix("/disable").map(|name| (name, false)))
+            });
+            let Some((name, enabled)) = switch else {
+                return handlers::not_found();
+            };
+            match gateway.set_enabled(name, enabled) {
+                Ok(()) => list(gateway),
+                Err(error) => handlers::response(
+                    StatusCode::NOT_FOUND,
+                    "text/plain; charset=utf-8",
+                    format!("{error}\n"),
+                ),
+            }
+        }
+        _ => handlers::not_found(),
+    }
+}
+
+fn list(gateway: &Gateway) -> Response<Body> {
+    let body = serde_json::json!({ "bidders": gateway.bidders() }).to_string();
+    handlers::response(StatusCode::OK, "application/json", body)
+}
