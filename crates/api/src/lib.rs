@@ -29,7 +29,7 @@ use schemars::generate::SchemaSettings;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use error::ApiError;
 pub use objects::resource;
-pub use reports::ReportsState;
+pub use reports::{BuiltReport, ReportsState, build_report, report_csv};
 pub use routes::RouteTable;
 pub use tags::tags;
 

@@ -330,6 +330,17 @@ fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, 
     }
 }
 
+/// A report shaped for one caller: what was asked, in which zone and currency, and the rows.
+#[derive(Debug, Clone)]
+pub struct BuiltReport {
+    pub spec: ReportSpec,
+    /// IANA name of the report's zone.
+    pub zone_name: String,
+    /// The advertiser's currency, when the report is one advertiser's.
+    pub currency: Option<String>,
+    pub report: Report,
+}
+
 pub async fn get(
     State(state): State<ReportsState>,
     Caller(principal): Caller,
@@ -346,6 +357,47 @@ pub async fn get(
             ));
         }
     };
+    let built = build(&state, &principal, p).await?;
+    Ok(match format {
+        Format::Json => {
+            json_report(&built.spec, &built.zone_name, built.currency, &built.report)
+                .into_response()
+        }
+        Format::Csv => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"report.csv\"",
+                ),
+            ],
+            csv_report(&built.spec, &built.report),
+        )
+            .into_response(),
+    })
+}
+
+/// The report the query string `uri` asks for (the parameters of `GET /api/v1/reports`, less
+/// `format`), with the same scoping and limits, for callers other than the API (the
+/// dashboard).
+pub async fn build_report(
+    state: &ReportsState,
+    principal: &Principal,
+    uri: &Uri,
+) -> Result<BuiltReport, ApiError> {
+    build(state, principal, parse_params(uri)?).await
+}
+
+/// The CSV the API answers for a report.
+pub fn report_csv(built: &BuiltReport) -> String {
+    csv_report(&built.spec, &built.report)
+}
+
+async fn build(
+    state: &ReportsState,
+    principal: &Principal,
+    p: Params,
+) -> Result<BuiltReport, ApiError> {
     let granularity = match p.granularity.as_deref() {
         None => Granularity::Hour,
         Some(text) => Granularity::parse(text).ok_or_else(|| {
@@ -356,7 +408,7 @@ pub async fn get(
         })?,
     };
     let dims = state.dimensions().await?;
-    let scope = scope(&principal, &p, &dims)?;
+    let scope = scope(principal, &p, &dims)?;
     let (zone, zone_name) = match &p.tz {
         Some(name) => (
             TimeZone::get(name).map_err(|_| {
@@ -438,19 +490,11 @@ pub async fn get(
         .advertiser
         .and_then(|a| dims.advertiser(a))
         .map(|a| a.currency.clone());
-    Ok(match format {
-        Format::Json => json_report(&spec, &zone_name, currency, &report).into_response(),
-        Format::Csv => (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"report.csv\"",
-                ),
-            ],
-            csv_report(&spec, &report),
-        )
-            .into_response(),
+    Ok(BuiltReport {
+        spec,
+        zone_name,
+        currency,
+        report,
     })
 }
 

@@ -1,1 +1,305 @@
-//! The web dashboard for ad ops (issue 8): server-rendered pages served by the manager at `/`.
+//! The web dashboard for ad ops: server-rendered pages (askama templates) served by the manager
+//! at `/`, usable without JavaScript.
+//!
+//! - Sign-in with a user name and an Argon2id password hash ([`auth`]), a session cookie
+//!   (`HttpOnly`, `SameSite=Lax`, `Secure` over https) and a CSRF token bound to the session
+//!   on every form, checked on every POST (403 without it).
+//! - Roles and tenancy exactly as the API's: the user's principal goes to the store with its
+//!   scope, so an advertiser's user sees and edits only its own objects, and an object outside
+//!   the scope answers as a missing one (404).
+//! - Object forms ([`fields`], [`targeting`]) build the model's JSON and validate it with the
+//!   model's own rules, as the API does; errors are shown at their fields.
+//! - Delivery (home, line item pacing), reports (through the API's report builder, so scoping
+//!   and numbers are the API's), charts as server-side SVG ([`chart`]), why-not-served (the
+//!   engine's explain mode on the latest snapshot) and the edges.
+//!
+//! [`router`] gives the routes; the binary merges them into the manager's router. Paths:
+//! `/`, `/login`, `/logout`, `/assets/…`, `/uploads/…`, the object collections
+//! (`/advertisers`, `/line-items`, …), `/reports`, `/reports.csv`, `/why-not-served`, `/edges`.
+
+pub mod auth;
+pub mod chart;
+pub mod fields;
+pub mod form;
+mod objects;
+mod pages;
+pub mod targeting;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use jiff::SignedDuration;
+use marquee_api::ReportsState;
+use marquee_manager::Manager;
+use marquee_model::{Clock, Kind, Side};
+use marquee_store::Store;
+
+pub use auth::{SignedIn, hash_password};
+
+/// The one stylesheet.
+const STYLESHEET: &str = include_str!("../assets/dashboard.css");
+
+/// Settings of the dashboard.
+#[derive(Debug, Clone)]
+pub struct DashboardOptions {
+    /// The edges' public base URL, for generated ad tags and uploaded images' URLs.
+    pub public_url: String,
+    /// How long a session lasts after sign-in.
+    pub session_lifetime: SignedDuration,
+    /// Where uploaded creative images are kept (served at `/uploads/…`).
+    pub uploads_dir: PathBuf,
+    /// The most rows a report may have (`reports.max_rows`).
+    pub report_max_rows: usize,
+}
+
+impl DashboardOptions {
+    /// Cookies are `Secure` when the dashboard is reached over https.
+    fn secure_cookies(&self) -> bool {
+        self.public_url.starts_with("https://")
+    }
+}
+
+/// The dashboard's shared state.
+#[derive(Debug)]
+pub struct Dashboard {
+    manager: Arc<Manager>,
+    store: Arc<dyn Store>,
+    reports: ReportsState,
+    clock: Arc<dyn Clock>,
+    options: DashboardOptions,
+}
+
+impl Dashboard {
+    pub fn new(manager: Arc<Manager>, clock: Arc<dyn Clock>, options: DashboardOptions) -> Self {
+        let store = Arc::clone(manager.store());
+        Dashboard {
+            reports: ReportsState::new(Arc::clone(&store), options.report_max_rows),
+            manager,
+            store,
+            clock,
+            options,
+        }
+    }
+}
+
+/// Every dashboard route. Merge it with the manager's router; no path clashes with the API's
+/// (`/api/…`), the edge's or the manager's own.
+pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
+    let mut router = axum::Router::new()
+        .route("/", get(pages::home))
+        .route("/login", get(pages::login_form).post(pages::login))
+        .route("/logout", post(pages::logout))
+        .route("/assets/dashboard.css", get(stylesheet))
+        .route("/uploads/{file}", get(objects::uploaded))
+        .route("/reports", get(pages::reports))
+        .route("/reports.csv", get(pages::reports_csv))
+        .route("/why-not-served", get(pages::why_not_served))
+        .route("/edges", get(pages::edges))
+        .route("/line-items/{id}/placements", post(objects::link_placement));
+    for kind in Kind::ALL {
+        let collection = format!("/{}", kind.collection());
+        router = router
+            .route(
+                &collection,
+                get(move |s, h, q| objects::list(s, h, q, kind))
+                    .post(move |s, h, b| objects::create(s, h, b, kind)),
+            )
+            .route(
+                &format!("{collection}/new"),
+                get(move |s, h, q| objects::new_form(s, h, q, kind)),
+            )
+            .route(
+                &format!("{collection}/{{id}}"),
+                get(move |s, h, p, q| objects::show(s, h, p, q, kind))
+                    .post(move |s, h, p, b| objects::update(s, h, p, b, kind)),
+            )
+            .route(
+                &format!("{collection}/{{id}}/archive"),
+                post(move |s, h, p, b| objects::archive(s, h, p, b, kind)),
+            );
+    }
+    router.with_state(dashboard)
+}
+
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        STYLESHEET,
+    )
+        .into_response()
+}
+
+/// What the navigation shows: the user and the sections its role may open.
+#[derive(Debug, Clone)]
+pub struct Nav {
+    pub user: String,
+    pub role: &'static str,
+    pub csrf: String,
+    pub active: &'static str,
+    pub demand: bool,
+    pub supply: bool,
+}
+
+impl Nav {
+    fn new(user: &SignedIn, active: &'static str) -> Nav {
+        let side = user.role.side();
+        Nav {
+            user: user.name.clone(),
+            role: user.role.as_str(),
+            csrf: user.csrf_token.clone(),
+            active,
+            demand: side.is_none_or(|s| s == Side::Demand),
+            supply: side.is_none_or(|s| s == Side::Supply),
+        }
+    }
+
+    /// `class="active"` for the current section's link.
+    pub fn class(&self, section: &str) -> &'static str {
+        if self.active == section { "active" } else { "" }
+    }
+}
+
+/// A page that stops the request: sign-in needed, forbidden, missing, bad input, failure.
+#[derive(Debug)]
+pub enum PageError {
+    SignIn,
+    Forbidden(String),
+    NotFound(String),
+    BadRequest(String),
+    Internal(String),
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, title, message) = match &self {
+            PageError::SignIn => return Redirect::to("/login").into_response(),
+            PageError::Forbidden(m) => (StatusCode::FORBIDDEN, "Not allowed", m.as_str()),
+            PageError::NotFound(m) => (StatusCode::NOT_FOUND, "Not found", m.as_str()),
+            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, "Cannot do that", m.as_str()),
+            PageError::Internal(m) => {
+                tracing::error!(error = %m, "dashboard page failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Something went wrong",
+                    "The server failed; the error is in its log.",
+                )
+            }
+        };
+        let page = MessagePage { title, message };
+        (status, html(&page)).into_response()
+    }
+}
+
+impl From<auth::AuthError> for PageError {
+    fn from(error: auth::AuthError) -> Self {
+        PageError::Internal(error.to_string())
+    }
+}
+
+impl From<marquee_store::StoreError> for PageError {
+    fn from(error: marquee_store::StoreError) -> Self {
+        use marquee_store::StoreError as E;
+        match error {
+            E::NotFound { .. } | E::ParentNotFound { .. } => PageError::NotFound(error.to_string()),
+            E::Migration(_) | E::Corrupt(_) | E::Backend(_) => {
+                PageError::Internal(error.to_string())
+            }
+            other => PageError::BadRequest(other.to_string()),
+        }
+    }
+}
+
+impl From<marquee_api::ApiError> for PageError {
+    fn from(error: marquee_api::ApiError) -> Self {
+        use marquee_api::ApiError as E;
+        match error {
+            E::Forbidden(m) => PageError::Forbidden(m),
+            E::NotFound(m) => PageError::NotFound(m),
+            E::Internal(m) => PageError::Internal(m),
+            other => PageError::BadRequest(other.to_string()),
+        }
+    }
+}
+
+/// Renders a template as an HTML response (a failure to render is a 500).
+fn html<T: Template>(page: &T) -> Response {
+    match page.render() {
+        Ok(body) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+                // Pages never run inline code they did not ship, and are never framed.
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static(
+                        "default-src 'self'; img-src 'self' https: http: data:; \
+                         style-src 'self'; script-src 'self' 'unsafe-inline'; \
+                         frame-src 'self'; frame-ancestors 'none'",
+                    ),
+                ),
+                (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "template failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "template failed\n").into_response()
+        }
+    }
+}
+
+/// The signed-in user, or the sign-in page.
+async fn require_user(dashboard: &Dashboard, headers: &HeaderMap) -> Result<SignedIn, PageError> {
+    auth::signed_in(&*dashboard.store, headers, dashboard.clock.now())
+        .await?
+        .ok_or(PageError::SignIn)
+}
+
+/// Checks a POST's CSRF token against the session's; 403 otherwise.
+fn check_csrf(user: &SignedIn, form: &form::FormData) -> Result<(), PageError> {
+    if auth::same_secret(form.get(auth::CSRF_FIELD), &user.csrf_token) {
+        return Ok(());
+    }
+    Err(PageError::Forbidden(
+        "the form's security token is missing or stale; reload the page and try again".into(),
+    ))
+}
+
+/// Whether the user's role may open objects of `kind` at all (the API's rule).
+fn may_access(user: &SignedIn, kind: Kind) -> Result<(), PageError> {
+    if user.principal().may_access(kind) {
+        return Ok(());
+    }
+    Err(PageError::Forbidden(format!(
+        "a {} user cannot open {}",
+        user.role.as_str(),
+        kind.collection()
+    )))
+}
+
+/// The id in a path, or 404.
+fn path_id(Path(id): Path<String>) -> Result<u64, PageError> {
+    id.parse::<u64>()
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| PageError::NotFound(format!("{id:?} is not an id")))
+}

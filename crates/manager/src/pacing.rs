@@ -427,6 +427,20 @@ impl Pacing {
         }
     }
 
+    /// One line item's pacing as it stands: the control edges apply (none for a line item
+    /// without a goal) and its lease book's usage of the current budget period (none before
+    /// the first round or outside the flight). For the dashboard's pacing view.
+    pub async fn line_item_state(
+        &self,
+        line_item: LineItemId,
+    ) -> (Option<ControlEntry>, Option<marquee_pacing::BudgetUsage>) {
+        let state = self.state.lock().await;
+        (
+            state.controls.get(&line_item).copied(),
+            state.book.usage(line_item),
+        )
+    }
+
     /// Prometheus text: loop counters, and per line item with a goal its control and lease
     /// state.
     pub async fn render_metrics(&self) -> String {

@@ -1,0 +1,989 @@
+//! Lists and forms of the seven managed objects, kind by kind through one code path.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use marquee_model::{
+    Advertiser, Campaign, Creative, Kind, LineItem, LineItemId, Object, Placement, PlacementId,
+    Publisher, Site, Status, Violation,
+};
+use marquee_store::{Draft, ListQuery, Record, StoreError};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::fields::{self, Errors, Widget, add_error};
+use crate::form::FormData;
+use crate::targeting::{self, ATTRIBUTES};
+use crate::{
+    Dashboard, Nav, PageError, SignedIn, check_csrf, html, may_access, path_id, require_user,
+};
+
+/// Rows per list page.
+const PAGE_ROWS: u32 = 50;
+/// Most parents offered in a form's parent list.
+const PARENT_CHOICES: u32 = 500;
+/// Blank frequency-cap rows offered below the filled ones.
+const BLANK_CAP_ROWS: usize = 2;
+/// Blank targeting rows offered below the filled ones.
+const BLANK_TARGETING_ROWS: usize = 3;
+
+/// The section title of a kind.
+pub fn title(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Advertiser => "Advertisers",
+        Kind::Campaign => "Campaigns",
+        Kind::LineItem => "Line items",
+        Kind::Creative => "Creatives",
+        Kind::Publisher => "Publishers",
+        Kind::Site => "Sites",
+        Kind::Placement => "Placements",
+    }
+}
+
+fn singular(kind: Kind) -> String {
+    kind.name().replace('_', " ")
+}
+
+/// Whether the user may create objects of `kind` (roots: admins only, as in the API).
+fn may_create(user: &SignedIn, kind: Kind) -> bool {
+    user.principal().may_access(kind) && (kind.parent().is_some() || user.is_admin())
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ListParams {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    parent: String,
+    #[serde(default)]
+    after: String,
+}
+
+pub struct ListRow {
+    pub id: u64,
+    pub name: String,
+    pub status: &'static str,
+    pub parent: Option<u64>,
+}
+
+#[derive(Template)]
+#[template(path = "list.html")]
+struct ListPage {
+    nav: Nav,
+    title: &'static str,
+    collection: &'static str,
+    parent_collection: &'static str,
+    parent_label: String,
+    q: String,
+    status: String,
+    parent: String,
+    rows: Vec<ListRow>,
+    next: Option<String>,
+    can_create: bool,
+}
+
+fn parse_optional_id(text: &str, what: &str) -> Result<Option<u64>, PageError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    text.trim()
+        .parse::<u64>()
+        .map(Some)
+        .map_err(|_| PageError::BadRequest(format!("{what} {text:?} is not an id")))
+}
+
+pub async fn list(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    Query(params): Query<ListParams>,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    may_access(&user, kind)?;
+    let status = match params.status.as_str() {
+        "" => None,
+        text => Some(
+            Status::parse(text)
+                .ok_or_else(|| PageError::BadRequest(format!("{text:?} is not a status")))?,
+        ),
+    };
+    let query = ListQuery {
+        scope: user.principal().scope(),
+        status,
+        parent_id: parse_optional_id(&params.parent, "parent")?,
+        name_contains: Some(params.q.trim().to_owned()).filter(|q| !q.is_empty()),
+        after: parse_optional_id(&params.after, "after")?,
+        limit: PAGE_ROWS,
+    };
+    let records = dashboard.store.list(kind, &query).await?;
+    let next = (records.len() == PAGE_ROWS as usize)
+        .then(|| records.last().map(|r| r.meta.id))
+        .flatten()
+        .map(|last| {
+            serde_urlencoded::to_string([
+                ("q", params.q.as_str()),
+                ("status", params.status.as_str()),
+                ("parent", params.parent.as_str()),
+                ("after", &last.to_string()),
+            ])
+            .unwrap_or_default()
+        });
+    let rows = records
+        .into_iter()
+        .map(|r| ListRow {
+            id: r.meta.id,
+            name: r.name,
+            status: r.status.as_str(),
+            parent: r.parent_id,
+        })
+        .collect();
+    let page = ListPage {
+        nav: Nav::new(&user, kind.collection()),
+        title: title(kind),
+        collection: kind.collection(),
+        parent_collection: kind.parent().map_or("", Kind::collection),
+        parent_label: kind.parent().map(singular).unwrap_or_default(),
+        q: params.q,
+        status: params.status,
+        parent: params.parent,
+        rows,
+        next,
+        can_create: may_create(&user, kind),
+    };
+    Ok(html(&page))
+}
+
+/// One choice of a select or a check box.
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+/// One field as the form shows it.
+pub struct FieldView {
+    pub name: &'static str,
+    pub label: &'static str,
+    pub help: &'static str,
+    /// `text`, `textarea`, `number`, `datetime-local`, `select`, `checks` or `fixed`.
+    pub input: &'static str,
+    pub value: String,
+    pub choices: Vec<Choice>,
+    pub errors: Vec<String>,
+    /// For the progressive script: shown only when field `.0` has value `.1` (`*`: any).
+    pub when: Option<(&'static str, &'static str)>,
+}
+
+pub struct CapRow {
+    pub count: String,
+    pub window: String,
+}
+
+pub struct TargetingRowView {
+    pub attribute: String,
+    pub exclude: bool,
+    pub values: String,
+}
+
+/// What a line item's page shows besides its form.
+pub struct LineItemExtras {
+    pub pacing: Option<crate::pages::PacingView>,
+    pub linked: Vec<(u64, String)>,
+    /// Placements an admin may link (id, label).
+    pub linkable: Vec<(u64, String)>,
+}
+
+pub struct PlacementTags {
+    pub asynchronous: String,
+    pub iframe: String,
+    pub image: String,
+}
+
+#[derive(Template)]
+#[template(path = "object.html")]
+struct ObjectPage {
+    nav: Nav,
+    title: String,
+    kind_name: String,
+    action: String,
+    id: Option<u64>,
+    version: u64,
+    archived: bool,
+    saved: bool,
+    general_errors: Vec<String>,
+    fields: Vec<FieldView>,
+    caps: Option<Vec<CapRow>>,
+    caps_errors: Vec<String>,
+    targeting: Option<Vec<TargetingRowView>>,
+    targeting_json: Option<String>,
+    targeting_errors: Vec<String>,
+    attributes: &'static [(&'static str, &'static str)],
+    multipart: bool,
+    children: Option<(&'static str, &'static str)>,
+    line_item: Option<LineItemExtras>,
+    tags: Option<PlacementTags>,
+    preview: Option<String>,
+    can_archive: bool,
+}
+
+/// Where a form's values come from: a stored object's JSON, or a posted form.
+enum Source<'a> {
+    Stored(&'a Value),
+    Posted(&'a FormData),
+}
+
+async fn parent_choices(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    parent: Kind,
+    selected: &str,
+) -> Result<Vec<Choice>, PageError> {
+    let records = dashboard
+        .store
+        .list(
+            parent,
+            &ListQuery {
+                scope: user.principal().scope(),
+                limit: PARENT_CHOICES,
+                ..ListQuery::default()
+            },
+        )
+        .await?;
+    Ok(records
+        .into_iter()
+        .filter(|r| r.status != Status::Archived)
+        .map(|r| Choice {
+            selected: r.meta.id.to_string() == selected,
+            value: r.meta.id.to_string(),
+            label: format!("{} (#{})", r.name, r.meta.id),
+        })
+        .collect())
+}
+
+/// The form's fields with their values and errors. `fixed_parent` shows the parent as text.
+async fn field_views(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    kind: Kind,
+    source: &Source<'_>,
+    fixed_parent: Option<&Record>,
+    errors: &Errors,
+) -> Result<Vec<FieldView>, PageError> {
+    let mut views = Vec::new();
+    for f in fields::fields(kind) {
+        let value = match source {
+            Source::Stored(json) => fields::display(f.widget, fields::get_path(json, f.name)),
+            Source::Posted(form) => form.get(f.name).to_owned(),
+        };
+        let checked = match source {
+            Source::Stored(json) => fields::checked(fields::get_path(json, f.name)),
+            Source::Posted(form) => form.all(f.name).into_iter().map(str::to_owned).collect(),
+        };
+        let options = |options: &[&str], with_none: bool| {
+            let none = with_none.then(|| Choice {
+                value: String::new(),
+                label: "none".into(),
+                selected: value.is_empty(),
+            });
+            none.into_iter()
+                .chain(options.iter().map(|o| Choice {
+                    value: (*o).to_owned(),
+                    label: o.replace('_', " "),
+                    selected: *o == value,
+                }))
+                .collect::<Vec<_>>()
+        };
+        let (input, choices) = match f.widget {
+            Widget::Text | Widget::OptText | Widget::List | Widget::Sizes | Widget::OptSize => {
+                ("text", Vec::new())
+            }
+            Widget::Money => ("text", Vec::new()),
+            Widget::TextArea => ("textarea", Vec::new()),
+            Widget::Number | Widget::OptNumber => ("number", Vec::new()),
+            Widget::DateTime | Widget::OptDateTime => ("datetime-local", Vec::new()),
+            Widget::Select(o) => ("select", options(o, false)),
+            Widget::OptSelect(o) => ("select", options(o, true)),
+            Widget::Checks(o) => (
+                "checks",
+                o.iter()
+                    .map(|o| Choice {
+                        value: (*o).to_owned(),
+                        label: o.replace('_', " "),
+                        selected: checked.iter().any(|c| c == o),
+                    })
+                    .collect(),
+            ),
+            Widget::Parent(parent) => match fixed_parent {
+                Some(record) => (
+                    "fixed",
+                    vec![Choice {
+                        value: record.meta.id.to_string(),
+                        label: format!("{} (#{})", record.name, record.meta.id),
+                        selected: true,
+                    }],
+                ),
+                None => (
+                    "select",
+                    parent_choices(dashboard, user, parent, &value).await?,
+                ),
+            },
+        };
+        let when = match f.when {
+            fields::When::Always => None,
+            fields::When::Equals(other, v) => Some((other, v)),
+            fields::When::NotEmpty(other) => Some((other, "*")),
+        };
+        views.push(FieldView {
+            name: f.name,
+            label: f.label,
+            help: f.help,
+            input,
+            value,
+            choices,
+            errors: errors.get(f.name).cloned().unwrap_or_default(),
+            when,
+        });
+    }
+    Ok(views)
+}
+
+fn cap_rows(source: &Source<'_>) -> Vec<CapRow> {
+    let mut rows: Vec<CapRow> = match source {
+        Source::Stored(json) => json
+            .get("frequency_caps")
+            .and_then(Value::as_array)
+            .map(|caps| {
+                caps.iter()
+                    .map(|c| CapRow {
+                        count: c.get("count").map(Value::to_string).unwrap_or_default(),
+                        window: c
+                            .get("window")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Source::Posted(form) => form
+            .all("cap_count")
+            .into_iter()
+            .zip(form.all("cap_window"))
+            .filter(|(c, w)| !c.is_empty() || !w.is_empty())
+            .map(|(c, w)| CapRow {
+                count: c.to_owned(),
+                window: w.to_owned(),
+            })
+            .collect(),
+    };
+    rows.extend((0..BLANK_CAP_ROWS).map(|_| CapRow {
+        count: String::new(),
+        window: String::new(),
+    }));
+    rows
+}
+
+fn targeting_editor(source: &Source<'_>) -> targeting::Editor {
+    match source {
+        Source::Stored(json) => targeting::editor_for(json.get("targeting")),
+        Source::Posted(form) => targeting::rows_of_form(form),
+    }
+}
+
+/// Everything the object page needs apart from the kind-specific extras.
+#[allow(clippy::too_many_arguments)]
+async fn object_page(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    kind: Kind,
+    record: Option<&Record>,
+    source: Source<'_>,
+    parent: Option<&Record>,
+    errors: &Errors,
+) -> Result<ObjectPage, PageError> {
+    let fields = field_views(dashboard, user, kind, &source, parent, errors).await?;
+    let editor = targeting_editor(&source);
+    let mut targeting_rows: Vec<TargetingRowView> = editor
+        .rows
+        .iter()
+        .map(|r| TargetingRowView {
+            attribute: r.attribute.clone(),
+            exclude: r.exclude,
+            values: r.values.clone(),
+        })
+        .filter(|r| !r.attribute.is_empty() || !r.values.is_empty())
+        .collect();
+    targeting_rows.extend((0..BLANK_TARGETING_ROWS).map(|_| TargetingRowView {
+        attribute: String::new(),
+        exclude: false,
+        values: String::new(),
+    }));
+    let error_list = |name: &str| errors.get(name).cloned().unwrap_or_default();
+    let (title, action) = match record {
+        Some(r) => (
+            format!("{} #{}: {}", singular(kind), r.meta.id, r.name),
+            format!("/{}/{}", kind.collection(), r.meta.id),
+        ),
+        None => (
+            format!("New {}", singular(kind)),
+            format!("/{}", kind.collection()),
+        ),
+    };
+    let children = match kind {
+        Kind::Advertiser => Some(("campaigns", "Campaigns")),
+        Kind::Campaign => Some(("line-items", "Line items")),
+        Kind::LineItem => Some(("creatives", "Creatives")),
+        Kind::Publisher => Some(("sites", "Sites")),
+        Kind::Site => Some(("placements", "Placements")),
+        Kind::Creative | Kind::Placement => None,
+    };
+    Ok(ObjectPage {
+        nav: Nav::new(user, kind.collection()),
+        title,
+        kind_name: singular(kind),
+        action,
+        id: record.map(|r| r.meta.id),
+        version: record.map_or(0, |r| r.meta.version),
+        archived: record.is_some_and(|r| r.status == Status::Archived),
+        saved: false,
+        general_errors: error_list("$"),
+        fields,
+        caps: fields::has_caps(kind).then(|| cap_rows(&source)),
+        caps_errors: error_list("frequency_caps"),
+        targeting: fields::has_targeting(kind).then_some(targeting_rows),
+        targeting_json: editor.json,
+        targeting_errors: error_list("targeting"),
+        attributes: ATTRIBUTES,
+        multipart: kind == Kind::Creative,
+        children: record.and(children),
+        line_item: None,
+        tags: None,
+        preview: None,
+        can_archive: record.is_some_and(|r| r.status != Status::Archived)
+            && (kind.parent().is_some() || user.is_admin()),
+    })
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct NewParams {
+    #[serde(default)]
+    parent: String,
+}
+
+pub async fn new_form(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    Query(params): Query<NewParams>,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    if !may_create(&user, kind) {
+        return Err(PageError::Forbidden(format!(
+            "a {} user cannot create {}",
+            user.role.as_str(),
+            kind.collection()
+        )));
+    }
+    let mut defaults = fields::defaults(kind);
+    if let (Some(field), Ok(Some(parent))) = (
+        kind.parent_field(),
+        parse_optional_id(&params.parent, "parent"),
+    ) && let Value::Object(map) = &mut defaults
+    {
+        map.insert(field.to_owned(), parent.into());
+    }
+    let page = object_page(
+        &dashboard,
+        &user,
+        kind,
+        None,
+        Source::Stored(&defaults),
+        None,
+        &Errors::new(),
+    )
+    .await?;
+    Ok(html(&page))
+}
+
+/// Reads a posted object form, checking the CSRF token first.
+fn read_form(user: &SignedIn, headers: &HeaderMap, body: &Bytes) -> Result<FormData, PageError> {
+    let form = FormData::parse(headers, body).map_err(|e| PageError::BadRequest(e.to_string()))?;
+    check_csrf(user, &form)?;
+    Ok(form)
+}
+
+/// The model object of `kind` the JSON describes, validated as the API validates it.
+fn draft_as<T: Object>(value: Value) -> Result<Draft, Vec<Violation>> {
+    let object: T = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        vec![Violation {
+            path: if path == "." { "$".to_owned() } else { path },
+            message: e.into_inner().to_string(),
+        }]
+    })?;
+    if object.status() == Status::Archived {
+        return Err(vec![Violation {
+            path: "status".into(),
+            message: "cannot be set to archived here; use Archive".into(),
+        }]);
+    }
+    object.validate().map_err(|e| e.violations)?;
+    Draft::of(&object).map_err(|e| {
+        vec![Violation {
+            path: "$".into(),
+            message: e.to_string(),
+        }]
+    })
+}
+
+fn draft(kind: Kind, value: Value) -> Result<Draft, Vec<Violation>> {
+    match kind {
+        Kind::Advertiser => draft_as::<Advertiser>(value),
+        Kind::Campaign => draft_as::<Campaign>(value),
+        Kind::LineItem => draft_as::<LineItem>(value),
+        Kind::Creative => draft_as::<Creative>(value),
+        Kind::Publisher => draft_as::<Publisher>(value),
+        Kind::Site => draft_as::<Site>(value),
+        Kind::Placement => draft_as::<Placement>(value),
+    }
+}
+
+/// Image types accepted for upload, with their file extension. No SVG: it can carry script.
+fn image_extension(content_type: &str) -> Option<&'static str> {
+    match content_type {
+        "image/png" => Some("png"),
+        "image/jpeg" => Some("jpg"),
+        "image/gif" => Some("gif"),
+        "image/webp" => Some("webp"),
+        _ => None,
+    }
+}
+
+/// Keeps an uploaded image under its content hash; its public URL goes into the form.
+async fn take_upload(
+    dashboard: &Dashboard,
+    form: &mut FormData,
+    errors: &mut Errors,
+) -> Result<(), PageError> {
+    let Some(upload) = form.upload.take() else {
+        return Ok(());
+    };
+    let Some(extension) = image_extension(&upload.content_type) else {
+        add_error(
+            errors,
+            "content.image_url",
+            format!(
+                "an upload must be a PNG, JPEG, GIF or WebP image, not {}",
+                upload.content_type
+            ),
+        );
+        return Ok(());
+    };
+    let name = format!("{}.{extension}", hex::encode(Sha256::digest(&upload.bytes)));
+    let dir = dashboard.options.uploads_dir.clone();
+    let path = dir.join(&name);
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| PageError::Internal(format!("{}: {e}", dir.display())))?;
+    tokio::fs::write(&path, &upload.bytes)
+        .await
+        .map_err(|e| PageError::Internal(format!("{}: {e}", path.display())))?;
+    let url = format!(
+        "{}/uploads/{name}",
+        dashboard.options.public_url.trim_end_matches('/')
+    );
+    form.fields.retain(|(k, _)| k != "content.image_url");
+    form.fields.push(("content.image_url".into(), url));
+    form.fields.retain(|(k, _)| k != "content.type");
+    form.fields.push(("content.type".into(), "image".into()));
+    Ok(())
+}
+
+/// The JSON and draft a post describes, or the errors to show.
+async fn read_object(
+    dashboard: &Dashboard,
+    kind: Kind,
+    form: &mut FormData,
+    fixed_parent: Option<u64>,
+) -> Result<Result<Draft, Errors>, PageError> {
+    let mut errors = Errors::new();
+    if kind == Kind::Creative {
+        take_upload(dashboard, form, &mut errors).await?;
+    }
+    let value = fields::form_to_json(kind, form, fixed_parent, &mut errors);
+    if !errors.is_empty() {
+        return Ok(Err(errors));
+    }
+    Ok(draft(kind, value).map_err(|violations| {
+        fields::file_violations(kind, &violations, &mut errors);
+        errors
+    }))
+}
+
+/// A store refusal that belongs next to a field (a parent that is gone, a stale version).
+fn store_errors(kind: Kind, error: StoreError) -> Result<Errors, PageError> {
+    let mut errors = Errors::new();
+    match error {
+        StoreError::ParentNotFound { .. } | StoreError::ParentArchived { .. } => {
+            add_error(
+                &mut errors,
+                kind.parent_field().unwrap_or("$"),
+                error.to_string(),
+            );
+        }
+        StoreError::VersionConflict { current, .. } => add_error(
+            &mut errors,
+            "$",
+            format!(
+                "someone changed it since you opened it (now version {current}); reload to see \
+                 the changes, then edit again"
+            ),
+        ),
+        StoreError::Archived { .. } | StoreError::ParentImmutable { .. } => {
+            add_error(&mut errors, "$", error.to_string());
+        }
+        other => return Err(other.into()),
+    }
+    Ok(errors)
+}
+
+async fn invalid_form(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    kind: Kind,
+    record: Option<&Record>,
+    form: &FormData,
+    errors: &Errors,
+) -> Result<Response, PageError> {
+    let parent = match record.and_then(|r| r.parent_id) {
+        Some(parent) => Some(parent_record(dashboard, kind, parent).await?),
+        None => None,
+    };
+    let mut page = object_page(
+        dashboard,
+        user,
+        kind,
+        record,
+        Source::Posted(form),
+        parent.as_ref(),
+        errors,
+    )
+    .await?;
+    if let Some(record) = record {
+        page.version = record.meta.version;
+    }
+    Ok((StatusCode::UNPROCESSABLE_ENTITY, html(&page)).into_response())
+}
+
+pub async fn create(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    body: Bytes,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let mut form = read_form(&user, &headers, &body)?;
+    if !may_create(&user, kind) {
+        return Err(PageError::Forbidden(format!(
+            "a {} user cannot create {}",
+            user.role.as_str(),
+            kind.collection()
+        )));
+    }
+    let errors = match read_object(&dashboard, kind, &mut form, None).await? {
+        Ok(draft) => match dashboard
+            .store
+            .create(kind, draft, user.principal().scope())
+            .await
+        {
+            Ok(record) => {
+                return Ok(Redirect::to(&format!(
+                    "/{}/{}?saved=1",
+                    kind.collection(),
+                    record.meta.id
+                ))
+                .into_response());
+            }
+            Err(error) => store_errors(kind, error)?,
+        },
+        Err(errors) => errors,
+    };
+    invalid_form(&dashboard, &user, kind, None, &form, &errors).await
+}
+
+/// The parent of an object, read without scope: the object itself was already read in scope,
+/// and a tenant's objects have parents of the same tenant.
+async fn parent_record(
+    dashboard: &Dashboard,
+    kind: Kind,
+    parent_id: u64,
+) -> Result<Record, PageError> {
+    let parent_kind = kind
+        .parent()
+        .ok_or_else(|| PageError::Internal(format!("{} has no parent kind", kind.name())))?;
+    Ok(dashboard.store.get(parent_kind, parent_id, None).await?)
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ShowParams {
+    #[serde(default)]
+    saved: Option<String>,
+}
+
+pub async fn show(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    Query(params): Query<ShowParams>,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    may_access(&user, kind)?;
+    let id = path_id(path)?;
+    // Set by the redirect after a create or update.
+    let saved = params.saved.is_some();
+    let record = dashboard
+        .store
+        .get(kind, id, user.principal().scope())
+        .await?;
+    let json: Value = serde_json::from_str(&record.body)
+        .map_err(|e| PageError::Internal(format!("{} {id}: {e}", kind.name())))?;
+    let parent = match record.parent_id {
+        Some(parent) => Some(parent_record(&dashboard, kind, parent).await?),
+        None => None,
+    };
+    let mut page = object_page(
+        &dashboard,
+        &user,
+        kind,
+        Some(&record),
+        Source::Stored(&json),
+        parent.as_ref(),
+        &Errors::new(),
+    )
+    .await?;
+    page.saved = saved;
+    match kind {
+        Kind::LineItem => {
+            page.line_item = Some(line_item_extras(&dashboard, &user, &record).await?);
+        }
+        Kind::Placement => {
+            let placement: Placement = record.decode::<Placement>()?.object;
+            let tags = marquee_api::tags(&dashboard.options.public_url, id, &placement);
+            let text = |key: &str| {
+                tags.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            page.tags = Some(PlacementTags {
+                asynchronous: text("async"),
+                iframe: text("iframe"),
+                image: text("image"),
+            });
+        }
+        Kind::Creative => page.preview = Some(preview(&record.decode::<Creative>()?.object)),
+        _ => {}
+    }
+    Ok(html(&page))
+}
+
+/// A document for the preview iframe: the creative as a browser would show it (macros left
+/// as written). Shown with `sandbox` and no same-origin, so its script cannot reach the
+/// dashboard.
+fn preview(creative: &Creative) -> String {
+    use marquee_model::CreativeContent as C;
+    let body = match &creative.content {
+        C::Image { image_url, alt } => format!(
+            "<img src=\"{}\" alt=\"{}\" style=\"max-width:100%\">",
+            crate::chart::escape(image_url),
+            crate::chart::escape(alt)
+        ),
+        C::Html { html } => html.clone(),
+        C::ThirdPartyTag { tag } => tag.clone(),
+        C::Native { title, body, .. } => format!(
+            "<strong>{}</strong><p>{}</p>",
+            crate::chart::escape(title),
+            crate::chart::escape(body)
+        ),
+        C::Vast { .. } => "<p>VAST creative: preview in a video player.</p>".to_owned(),
+    };
+    format!("<!doctype html><html><body style=\"margin:0\">{body}</body></html>")
+}
+
+async fn line_item_extras(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    record: &Record,
+) -> Result<LineItemExtras, PageError> {
+    let scope = user.principal().scope();
+    let line_item = record.decode::<LineItem>()?;
+    let linked_ids = dashboard
+        .store
+        .placements_of(LineItemId(record.meta.id), scope)
+        .await?;
+    let mut linked = Vec::new();
+    for PlacementId(id) in linked_ids {
+        // The placement belongs to a publisher: shown by id to tenants, by name to admins.
+        let label = if user.is_admin() {
+            dashboard
+                .store
+                .get(Kind::Placement, id, None)
+                .await
+                .map_or_else(|_| format!("#{id}"), |p| format!("{} (#{id})", p.name))
+        } else {
+            format!("#{id}")
+        };
+        linked.push((id, label));
+    }
+    let linkable = if user.is_admin() {
+        dashboard
+            .store
+            .list(
+                Kind::Placement,
+                &ListQuery {
+                    status: Some(Status::Active),
+                    limit: PARENT_CHOICES,
+                    ..ListQuery::default()
+                },
+            )
+            .await?
+            .into_iter()
+            .filter(|p| !linked.iter().any(|(id, _)| *id == p.meta.id))
+            .map(|p| (p.meta.id, format!("{} (#{})", p.name, p.meta.id)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(LineItemExtras {
+        pacing: crate::pages::pacing_view(dashboard, user, &line_item).await?,
+        linked,
+        linkable,
+    })
+}
+
+pub async fn update(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    body: Bytes,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let mut form = read_form(&user, &headers, &body)?;
+    may_access(&user, kind)?;
+    let id = path_id(path)?;
+    let scope = user.principal().scope();
+    let record = dashboard.store.get(kind, id, scope).await?;
+    let version = form
+        .get("version")
+        .parse::<u64>()
+        .map_err(|_| PageError::BadRequest("the form has no version".into()))?;
+    let errors = match read_object(&dashboard, kind, &mut form, record.parent_id).await? {
+        Ok(draft) => match dashboard
+            .store
+            .update(kind, id, version, draft, scope)
+            .await
+        {
+            Ok(_) => {
+                return Ok(
+                    Redirect::to(&format!("/{}/{id}?saved=1", kind.collection())).into_response(),
+                );
+            }
+            Err(error) => store_errors(kind, error)?,
+        },
+        Err(errors) => errors,
+    };
+    invalid_form(&dashboard, &user, kind, Some(&record), &form, &errors).await
+}
+
+pub async fn archive(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    body: Bytes,
+    kind: Kind,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    read_form(&user, &headers, &body)?;
+    may_access(&user, kind)?;
+    if kind.parent().is_none() && !user.is_admin() {
+        return Err(PageError::Forbidden(format!(
+            "only an admin can archive {}",
+            kind.collection()
+        )));
+    }
+    let id = path_id(path)?;
+    dashboard
+        .store
+        .archive(kind, id, user.principal().scope())
+        .await?;
+    Ok(Redirect::to(&format!("/{}/{id}", kind.collection())).into_response())
+}
+
+/// `POST /line-items/{id}/placements`: link (or with `unlink` set, unlink) a placement.
+/// Admins only, as in the API: a link joins one tenant's demand to another's supply.
+pub async fn link_placement(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let form = read_form(&user, &headers, &body)?;
+    if !user.is_admin() {
+        return Err(PageError::Forbidden(
+            "only an admin can link line items to placements".into(),
+        ));
+    }
+    let id = path_id(path)?;
+    let placement = parse_optional_id(form.get("placement"), "placement")?
+        .ok_or_else(|| PageError::BadRequest("choose a placement".into()))?;
+    let (line_item, placement) = (LineItemId(id), PlacementId(placement));
+    if form.get("unlink").is_empty() {
+        dashboard.store.link(line_item, placement).await?;
+    } else {
+        dashboard.store.unlink(line_item, placement).await?;
+    }
+    Ok(Redirect::to(&format!("/line-items/{id}#placements")).into_response())
+}
+
+/// `GET /uploads/{file}`: an uploaded creative image (public, as ads are).
+pub async fn uploaded(
+    State(dashboard): State<Arc<Dashboard>>,
+    Path(file): Path<String>,
+) -> Response {
+    let not_found = || (StatusCode::NOT_FOUND, "no such upload\n").into_response();
+    let Some((hash, extension)) = file.split_once('.') else {
+        return not_found();
+    };
+    let content_type = match extension {
+        "png" => "image/png",
+        "jpg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return not_found(),
+    };
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return not_found();
+    }
+    match tokio::fs::read(dashboard.options.uploads_dir.join(&file)).await {
+        Ok(bytes) => (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => not_found(),
+    }
+}

@@ -1,0 +1,1108 @@
+//! Sign-in, home, reports, the line item pacing view, why-not-served and edges.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp, civil};
+use marquee_api::BuiltReport;
+use marquee_engine::{Context, Engine, FullSpeed, NoCaps, Outcome, Request, Scratch};
+use marquee_model::{
+    Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, Kind, LineItem,
+    LineItemId, PlacementId, Role, Stored,
+};
+use marquee_pacing::{Schedule, TrafficProfile};
+use marquee_snapshot::Snapshot;
+use marquee_stats::{Counters, Value as DimValue};
+use marquee_store::ListQuery;
+use rand::SeedableRng as _;
+use rand::rngs::SmallRng;
+use serde::Deserialize;
+
+use crate::auth::{self, LOGIN_COOKIE, SESSION_COOKIE};
+use crate::chart::{self, Series};
+use crate::fields::format_money;
+use crate::form::FormData;
+use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_user};
+
+/// How long the sign-in form's token lives.
+const LOGIN_FORM_SECS: i64 = 1_800;
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    token: String,
+    name: String,
+    error: Option<String>,
+}
+
+fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
+    for cookie in cookies {
+        if let Ok(value) = HeaderValue::from_str(cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+fn login_page(
+    dashboard: &Dashboard,
+    name: String,
+    error: Option<String>,
+) -> Result<Response, PageError> {
+    let token = auth::random_token()?;
+    let cookie = auth::set_cookie(
+        LOGIN_COOKIE,
+        &token,
+        LOGIN_FORM_SECS,
+        dashboard.options.secure_cookies(),
+    );
+    let status = if error.is_some() {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    let page = LoginPage { token, name, error };
+    Ok(with_cookies(
+        (status, html(&page)).into_response(),
+        &[cookie],
+    ))
+}
+
+pub async fn login_form(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    if auth::signed_in(&*dashboard.store, &headers, dashboard.clock.now())
+        .await?
+        .is_some()
+    {
+        return Ok(Redirect::to("/").into_response());
+    }
+    login_page(&dashboard, String::new(), None)
+}
+
+pub async fn login(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    let form =
+        FormData::parse(&headers, &body).map_err(|e| PageError::BadRequest(e.to_string()))?;
+    let bound = auth::cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    if bound.is_empty() || !auth::same_secret(form.get(auth::CSRF_FIELD), bound) {
+        return Err(PageError::Forbidden(
+            "the sign-in form's security token is missing or stale; reload the page".into(),
+        ));
+    }
+    let name = form.get("name").to_owned();
+    // Passwords are taken as typed: no trimming.
+    let password = form
+        .fields
+        .iter()
+        .find(|(k, _)| k == "password")
+        .map_or("", |(_, v)| v.as_str());
+    let Some(user) = auth::check_password(&*dashboard.store, &name, password).await? else {
+        return login_page(
+            &dashboard,
+            name,
+            Some("Wrong user name or password.".into()),
+        );
+    };
+    let lifetime = dashboard.options.session_lifetime;
+    let session =
+        auth::start_session(&*dashboard.store, &user, dashboard.clock.now() + lifetime).await?;
+    let secure = dashboard.options.secure_cookies();
+    Ok(with_cookies(
+        Redirect::to("/").into_response(),
+        &[
+            auth::set_cookie(SESSION_COOKIE, &session, lifetime.as_secs(), secure),
+            auth::set_cookie(LOGIN_COOKIE, "", 0, secure),
+        ],
+    ))
+}
+
+pub async fn logout(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let form =
+        FormData::parse(&headers, &body).map_err(|e| PageError::BadRequest(e.to_string()))?;
+    check_csrf(&user, &form)?;
+    auth::end_session(&*dashboard.store, &headers).await?;
+    Ok(with_cookies(
+        Redirect::to("/login").into_response(),
+        &[auth::set_cookie(
+            SESSION_COOKIE,
+            "",
+            0,
+            dashboard.options.secure_cookies(),
+        )],
+    ))
+}
+
+/// Builds a report through the API's builder (same scoping, limits and numbers).
+async fn report(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    params: &[(&str, String)],
+) -> Result<BuiltReport, PageError> {
+    let query =
+        serde_urlencoded::to_string(params).map_err(|e| PageError::Internal(e.to_string()))?;
+    let uri: Uri = format!("/api/v1/reports?{query}")
+        .parse()
+        .map_err(|e: axum::http::uri::InvalidUri| PageError::BadRequest(e.to_string()))?;
+    Ok(marquee_api::build_report(&dashboard.reports, &user.principal(), &uri).await?)
+}
+
+/// The zone the user's days are counted in: its advertiser's, else UTC (as reports do).
+async fn user_zone(dashboard: &Dashboard, user: &SignedIn) -> Result<TimeZone, PageError> {
+    if user.role != Role::Advertiser {
+        return Ok(TimeZone::UTC);
+    }
+    let Some(owner) = user.owner_id else {
+        return Ok(TimeZone::UTC);
+    };
+    let advertiser: Stored<Advertiser> = dashboard
+        .store
+        .get(Kind::Advertiser, owner, None)
+        .await?
+        .decode()?;
+    Ok(TimeZone::get(&advertiser.object.time_zone).unwrap_or(TimeZone::UTC))
+}
+
+/// One figure on the home page, today against yesterday at the same time.
+pub struct Figure {
+    pub label: &'static str,
+    pub today: String,
+    pub yesterday: String,
+    /// `+12%`, `−3%`, or empty when yesterday had nothing.
+    pub change: String,
+    pub up: bool,
+}
+
+fn figure(label: &'static str, today: f64, yesterday: f64, show: impl Fn(f64) -> String) -> Figure {
+    let change = if yesterday > 0.0 {
+        let percent = (today - yesterday) / yesterday * 100.0;
+        format!(
+            "{}{:.0}%",
+            if percent >= 0.0 { "+" } else { "−" },
+            percent.abs()
+        )
+    } else {
+        String::new()
+    };
+    Figure {
+        label,
+        today: show(today),
+        yesterday: show(yesterday),
+        change,
+        up: today >= yesterday,
+    }
+}
+
+fn ctr(counters: &Counters) -> f64 {
+    counters.ctr().unwrap_or(0.0) * 100.0
+}
+
+#[derive(Template)]
+#[template(path = "home.html")]
+struct HomePage {
+    nav: Nav,
+    date: String,
+    zone: String,
+    currency: String,
+    figures: Vec<Figure>,
+    chart: String,
+}
+
+fn instant(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub async fn home(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let zone = user_zone(&dashboard, &user).await?;
+    let now = dashboard.clock.now();
+    let today = now.to_zoned(zone.clone()).date();
+    let yesterday = today
+        .yesterday()
+        .map_err(|e| PageError::Internal(e.to_string()))?;
+    let day_ago = now - SignedDuration::from_hours(24);
+    let hourly = report(
+        &dashboard,
+        &user,
+        &[
+            ("from", today.to_string()),
+            ("to", instant(now)),
+            ("granularity", "hour".into()),
+        ],
+    )
+    .await?;
+    let before = report(
+        &dashboard,
+        &user,
+        &[
+            ("from", yesterday.to_string()),
+            ("to", instant(day_ago.max(Timestamp::UNIX_EPOCH))),
+            ("granularity", "hour".into()),
+        ],
+    )
+    .await?;
+    let (t, y) = (&hourly.report.totals, &before.report.totals);
+    let count = |v: f64| format!("{v:.0}");
+    let figures = vec![
+        figure(
+            "Impressions",
+            t.impressions as f64,
+            y.impressions as f64,
+            count,
+        ),
+        figure("Clicks", t.clicks as f64, y.clicks as f64, count),
+        figure(
+            "Spend",
+            t.spend_micros() as f64,
+            y.spend_micros() as f64,
+            |v| format_money(v as i64),
+        ),
+        figure("CTR", ctr(t), ctr(y), |v| format!("{v:.2}%")),
+    ];
+    let labels: Vec<String> = (0..24).map(|h| format!("{h:02}:00")).collect();
+    let mut by_hour = vec![0.0; 24];
+    for row in &hourly.report.rows {
+        if let Some(slot) = by_hour.get_mut(usize::from(row.start.hour().unsigned_abs())) {
+            *slot += row.counters.impressions as f64;
+        }
+    }
+    let shown = usize::from(now.to_zoned(zone.clone()).hour().unsigned_abs()) + 1;
+    by_hour.truncate(shown);
+    let chart = chart::line_chart(
+        "Impressions by hour today",
+        &labels,
+        &[Series {
+            label: "impressions".into(),
+            values: by_hour,
+            dashed: false,
+        }],
+    );
+    let page = HomePage {
+        nav: Nav::new(&user, "home"),
+        date: today.to_string(),
+        zone: hourly.zone_name.clone(),
+        currency: hourly
+            .currency
+            .clone()
+            .unwrap_or_else(|| "in each line item's currency".into()),
+        figures,
+        chart,
+    };
+    Ok(html(&page))
+}
+
+/// The report form's parameters, as the API names them.
+#[derive(Debug, Deserialize, Default)]
+pub struct ReportParams {
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
+    #[serde(default)]
+    granularity: String,
+    #[serde(default)]
+    group_by: String,
+    #[serde(default)]
+    line_item: String,
+    #[serde(default)]
+    placement: String,
+    #[serde(default)]
+    country: String,
+    #[serde(default)]
+    device: String,
+    #[serde(default)]
+    tz: String,
+}
+
+impl ReportParams {
+    /// The non-empty parameters, with defaults: from yesterday, by hour.
+    fn query(&self, now: Timestamp) -> Vec<(&'static str, String)> {
+        let default_from = (now - SignedDuration::from_hours(24))
+            .to_zoned(TimeZone::UTC)
+            .date()
+            .to_string();
+        let mut query = vec![
+            (
+                "from",
+                if self.from.is_empty() {
+                    default_from
+                } else {
+                    self.from.clone()
+                },
+            ),
+            (
+                "granularity",
+                if self.granularity.is_empty() {
+                    "hour".into()
+                } else {
+                    self.granularity.clone()
+                },
+            ),
+        ];
+        for (key, value) in [
+            ("to", &self.to),
+            ("group_by", &self.group_by),
+            ("line_item", &self.line_item),
+            ("placement", &self.placement),
+            ("country", &self.country),
+            ("device", &self.device),
+            ("tz", &self.tz),
+        ] {
+            let value = value.trim();
+            if !value.is_empty() {
+                query.push((key, value.to_owned()));
+            }
+        }
+        query
+    }
+}
+
+pub struct ReportTable {
+    pub headings: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub totals: Vec<String>,
+}
+
+#[derive(Template)]
+#[template(path = "reports.html")]
+struct ReportsPage {
+    nav: Nav,
+    params: ReportParams,
+    from: String,
+    granularity: String,
+    dimensions: Vec<(&'static str, bool)>,
+    error: Option<String>,
+    zone: String,
+    currency: String,
+    table: Option<ReportTable>,
+    impressions: i64,
+    line: String,
+    bars: String,
+    csv: String,
+}
+
+fn dim_text(value: &DimValue) -> String {
+    match value {
+        DimValue::Id(id) => format!("#{id}"),
+        DimValue::Text(text) => (*text).to_owned(),
+        DimValue::Country(code) => code.clone(),
+    }
+}
+
+fn metric_cells(c: &Counters) -> Vec<String> {
+    vec![
+        c.impressions.to_string(),
+        c.clicks.to_string(),
+        c.ctr()
+            .map_or_else(String::new, |ctr| format!("{:.2}%", ctr * 100.0)),
+        format_money(c.spend_micros()),
+    ]
+}
+
+fn table(built: &BuiltReport) -> ReportTable {
+    let mut headings = vec!["time".to_owned()];
+    headings.extend(
+        built
+            .spec
+            .group_by
+            .iter()
+            .map(|d| d.as_str().replace('_', " ")),
+    );
+    headings.extend(["impressions", "clicks", "CTR", "spend"].map(String::from));
+    let rows = built
+        .report
+        .rows
+        .iter()
+        .map(|row| {
+            let mut cells = vec![row.start.strftime("%Y-%m-%d %H:%M").to_string()];
+            cells.extend(row.values.iter().map(dim_text));
+            cells.extend(metric_cells(&row.counters));
+            cells
+        })
+        .collect();
+    let mut totals = vec!["total".to_owned()];
+    totals.extend(built.spec.group_by.iter().map(|_| String::new()));
+    totals.extend(metric_cells(&built.report.totals));
+    ReportTable {
+        headings,
+        rows,
+        totals,
+    }
+}
+
+/// Impressions and clicks per time bucket (summed over the dimensions).
+fn line_chart(built: &BuiltReport) -> String {
+    let mut labels: Vec<String> = Vec::new();
+    let mut impressions: Vec<f64> = Vec::new();
+    let mut clicks: Vec<f64> = Vec::new();
+    let format = match built.spec.granularity {
+        marquee_stats::Granularity::Day => "%m-%d",
+        _ => "%m-%d %H:%M",
+    };
+    for row in &built.report.rows {
+        let label = row.start.strftime(format).to_string();
+        if labels.last() != Some(&label) {
+            labels.push(label);
+            impressions.push(0.0);
+            clicks.push(0.0);
+        }
+        if let (Some(i), Some(c)) = (impressions.last_mut(), clicks.last_mut()) {
+            *i += row.counters.impressions as f64;
+            *c += row.counters.clicks as f64;
+        }
+    }
+    chart::line_chart(
+        "Impressions and clicks over time",
+        &labels,
+        &[
+            Series {
+                label: "impressions".into(),
+                values: impressions,
+                dashed: false,
+            },
+            Series {
+                label: "clicks".into(),
+                values: clicks,
+                dashed: false,
+            },
+        ],
+    )
+}
+
+/// Impressions by the first grouping dimension, largest first (at most 12 bars).
+fn bar_chart(built: &BuiltReport) -> String {
+    if built.spec.group_by.is_empty() {
+        return String::new();
+    }
+    let mut sums: Vec<(String, f64)> = Vec::new();
+    for row in &built.report.rows {
+        let Some(value) = row.values.first() else {
+            continue;
+        };
+        let label = dim_text(value);
+        match sums.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, sum)) => *sum += row.counters.impressions as f64,
+            None => sums.push((label, row.counters.impressions as f64)),
+        }
+    }
+    sums.sort_by(|a, b| b.1.total_cmp(&a.1));
+    sums.truncate(12);
+    chart::bar_chart(
+        &format!("Impressions by {}", built.spec.group_by[0].as_str()),
+        &sums,
+    )
+}
+
+pub async fn reports(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    Query(params): Query<ReportParams>,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let query = params.query(dashboard.clock.now());
+    let csv = serde_urlencoded::to_string(&query).unwrap_or_default();
+    let result = report(&dashboard, &user, &query).await;
+    let value = |key: &str| {
+        query
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let grouped: Vec<&str> = params.group_by.split(',').map(str::trim).collect();
+    let allowed = |d: &marquee_stats::Dimension| user.role != Role::Publisher || !d.is_demand();
+    let dimensions = marquee_stats::Dimension::ALL
+        .iter()
+        .filter(|d| allowed(d))
+        .map(|d| (d.as_str(), grouped.contains(&d.as_str())))
+        .collect();
+    let mut page = ReportsPage {
+        nav: Nav::new(&user, "reports"),
+        from: value("from"),
+        granularity: value("granularity"),
+        params,
+        dimensions,
+        error: None,
+        zone: String::new(),
+        currency: String::new(),
+        table: None,
+        impressions: 0,
+        line: String::new(),
+        bars: String::new(),
+        csv,
+    };
+    match result {
+        Ok(built) => {
+            page.zone = built.zone_name.clone();
+            page.currency = built.currency.clone().unwrap_or_default();
+            page.impressions = built.report.totals.impressions;
+            page.table = Some(table(&built));
+            page.line = line_chart(&built);
+            page.bars = bar_chart(&built);
+        }
+        Err(PageError::BadRequest(message)) => page.error = Some(message),
+        Err(other) => return Err(other),
+    }
+    Ok(html(&page))
+}
+
+pub async fn reports_csv(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    Query(params): Query<ReportParams>,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    let built = report(&dashboard, &user, &params.query(dashboard.clock.now())).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"report.csv\"",
+            ),
+        ],
+        marquee_api::report_csv(&built),
+    )
+        .into_response())
+}
+
+/// A line item's pacing as its page shows it.
+pub struct PacingView {
+    /// `on pace`, `behind`, `ahead`, `stopped` or `outside its flight`.
+    pub status: &'static str,
+    /// The status as a CSS class.
+    pub status_class: String,
+    pub metric: &'static str,
+    pub period: &'static str,
+    pub delivered: String,
+    pub target: String,
+    pub goal: String,
+    pub chart: String,
+    /// Share of eligible requests it takes part in; none before the first pacing round.
+    pub throttle: Option<String>,
+    pub bid_multiplier: Option<String>,
+    pub lease: Option<LeaseView>,
+}
+
+pub struct LeaseView {
+    pub limit: String,
+    pub used: String,
+    pub committed: String,
+    pub live_edges: usize,
+}
+
+fn metric_name(metric: GoalMetric) -> &'static str {
+    match metric {
+        GoalMetric::Impressions => "impressions",
+        GoalMetric::Clicks => "clicks",
+        GoalMetric::Spend => "spend",
+    }
+}
+
+/// An amount in a goal's metric (spend in micros) as text.
+fn amount(metric: GoalMetric, value: f64) -> String {
+    match metric {
+        GoalMetric::Spend => format_money(value as i64),
+        GoalMetric::Impressions | GoalMetric::Clicks => format!("{value:.0}"),
+    }
+}
+
+fn in_metric(metric: GoalMetric, counters: &Counters) -> f64 {
+    match metric {
+        GoalMetric::Impressions => counters.impressions as f64,
+        GoalMetric::Clicks => counters.clicks as f64,
+        GoalMetric::Spend => counters.spend_micros() as f64,
+    }
+}
+
+/// Where delivery stands against its goal today: delivered per hour (cumulative) against
+/// the goal curve of the line item's pacing mode, with the controller's throttle and the
+/// budget lease as the manager holds them. `None` without a goal.
+pub async fn pacing_view(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    line_item: &Stored<LineItem>,
+) -> Result<Option<PacingView>, PageError> {
+    let Ok(schedule) = Schedule::for_line_item(&line_item.object) else {
+        return Ok(None);
+    };
+    let goal = schedule.goal();
+    let metric = goal.metric;
+    let now = dashboard.clock.now();
+    let day = match schedule.day(now) {
+        Ok(day) => day,
+        Err(error) => return Err(PageError::Internal(error.to_string())),
+    };
+    let zone = schedule.zone().clone();
+    let profile = TrafficProfile::default();
+    let daily = goal.daily.is_some();
+    let target_at = |t: Timestamp| {
+        schedule
+            .targets(t, &profile)
+            .ok()
+            .and_then(|targets| {
+                if daily {
+                    targets.today
+                } else {
+                    targets.lifetime
+                }
+            })
+            .unwrap_or(0.0)
+    };
+    let id = line_item.meta.id.to_string();
+    let zone_name = line_item.object.time_zone.clone();
+    let day_start = day.start.min(now);
+    let mut cumulative = 0.0;
+    if !daily {
+        let (flight_start, _) = line_item
+            .object
+            .flight()
+            .ok_or_else(|| PageError::Internal("flight cannot be placed".into()))?;
+        if flight_start < day_start {
+            let before = report(
+                dashboard,
+                user,
+                &[
+                    ("from", instant(flight_start)),
+                    ("to", instant(day_start)),
+                    ("granularity", "day".into()),
+                    ("line_item", id.clone()),
+                    ("tz", zone_name.clone()),
+                ],
+            )
+            .await?;
+            cumulative = in_metric(metric, &before.report.totals);
+        }
+    }
+    let hours: Vec<Timestamp> = (0..=24)
+        .map(|h| day.start + SignedDuration::from_hours(h))
+        .take_while(|t| *t <= day.end)
+        .collect();
+    let mut delivered_by_hour = vec![0.0; hours.len()];
+    if now > day_start {
+        let today = report(
+            dashboard,
+            user,
+            &[
+                ("from", instant(day_start)),
+                ("to", instant(now)),
+                ("granularity", "hour".into()),
+                ("line_item", id),
+                ("tz", zone_name),
+            ],
+        )
+        .await?;
+        for row in &today.report.rows {
+            let offset = (row.start.timestamp() - day.start).get_seconds() / 3_600;
+            if let Some(slot) = usize::try_from(offset)
+                .ok()
+                .and_then(|i| delivered_by_hour.get_mut(i))
+            {
+                *slot += in_metric(metric, &row.counters);
+            }
+        }
+    }
+    // Cumulative delivery at the end of each hour so far; the curve at every hour boundary.
+    let mut delivered = vec![cumulative];
+    for (i, t) in hours.iter().enumerate().skip(1) {
+        if *t > now + SignedDuration::from_hours(1) {
+            break;
+        }
+        cumulative += delivered_by_hour[i - 1];
+        delivered.push(cumulative);
+    }
+    let delivered_now = cumulative;
+    let target_now = target_at(now);
+    let planned: Vec<f64> = hours.iter().map(|t| target_at(*t)).collect();
+    let labels: Vec<String> = hours
+        .iter()
+        .map(|t| t.to_zoned(zone.clone()).strftime("%H:%M").to_string())
+        .collect();
+    let (control, lease) = match dashboard.manager.pacing() {
+        Some(pacing) => pacing.line_item_state(LineItemId(line_item.meta.id)).await,
+        None => (None, None),
+    };
+    let status = if control.is_some_and(|c| c.stopped) {
+        "stopped"
+    } else if !schedule.in_flight(now) {
+        "outside its flight"
+    } else if target_now < 1.0 || (0.9..=1.1).contains(&(delivered_now / target_now)) {
+        "on pace"
+    } else if delivered_now < target_now {
+        "behind"
+    } else {
+        "ahead"
+    };
+    let goal_text = match (goal.daily, goal.lifetime) {
+        (Some(d), Some(l)) => format!(
+            "{} a day, {} in all",
+            amount(metric, d as f64),
+            amount(metric, l as f64)
+        ),
+        (Some(d), None) => format!("{} a day", amount(metric, d as f64)),
+        (None, Some(l)) => format!("{} in all", amount(metric, l as f64)),
+        (None, None) => String::new(),
+    };
+    Ok(Some(PacingView {
+        status,
+        status_class: status.replace(' ', "-"),
+        metric: metric_name(metric),
+        period: if daily {
+            "today"
+        } else {
+            "since the flight started"
+        },
+        delivered: amount(metric, delivered_now),
+        target: amount(metric, target_now),
+        goal: goal_text,
+        chart: chart::line_chart(
+            &format!("Delivered {} against the goal curve", metric_name(metric)),
+            &labels,
+            &[
+                Series {
+                    label: "goal curve".into(),
+                    values: planned,
+                    dashed: true,
+                },
+                Series {
+                    label: "delivered".into(),
+                    values: delivered,
+                    dashed: false,
+                },
+            ],
+        ),
+        throttle: control.map(|c| format!("{:.1}%", f64::from(c.throttle_ppm) / 10_000.0)),
+        bid_multiplier: control
+            .map(|c| format!("{:.2}×", f64::from(c.bid_multiplier_permille) / 1_000.0)),
+        lease: lease.map(|u| LeaseView {
+            limit: amount(metric, u.limit as f64),
+            used: amount(metric, u.used as f64),
+            committed: amount(metric, u.committed as f64),
+            live_edges: u.live_edges,
+        }),
+    }))
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ExplainParams {
+    #[serde(default)]
+    placement: String,
+    #[serde(default)]
+    country: String,
+    #[serde(default)]
+    device: String,
+    #[serde(default)]
+    key_values: String,
+    #[serde(default)]
+    time: String,
+    #[serde(default)]
+    page_url: String,
+}
+
+pub struct VerdictRow {
+    pub id: u64,
+    pub name: String,
+    pub won: bool,
+    pub reason: String,
+}
+
+#[derive(Template)]
+#[template(path = "explain.html")]
+struct ExplainPage {
+    nav: Nav,
+    params: ExplainParams,
+    placements: Vec<(u64, String, bool)>,
+    devices: &'static [&'static str],
+    error: Option<String>,
+    snapshot: Option<u64>,
+    verdicts: Option<Vec<VerdictRow>>,
+    winner: Option<String>,
+}
+
+const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "other"];
+
+/// Ad requests convert nothing (no floor, no bid currency), as at the edge.
+static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
+
+/// Why a rule eliminated a line item, in words.
+fn reason(outcome: &Outcome) -> String {
+    use marquee_engine::Elimination as E;
+    let Outcome::Eliminated(elimination) = outcome else {
+        return "serves".into();
+    };
+    match elimination {
+        E::Channel => "does not take this channel".into(),
+        E::Deal => "deal rules".into(),
+        E::Targeting(attribute) => format!("targeting or placement links reject it ({attribute})"),
+        E::Stopped => "stopped by pacing (goal reached or held)".into(),
+        E::Dates => "outside its flight".into(),
+        E::BlockedAdvertiser => "advertiser blocked".into(),
+        E::BlockedApp => "app blocked".into(),
+        E::Creative => "no creative fits the placement's sizes and formats".into(),
+        E::Media => "video or audio rules".into(),
+        E::Native => "native assets".into(),
+        E::Secure => "no https creative".into(),
+        E::BlockedCategory => "category blocked".into(),
+        E::FrequencyCap => "frequency cap reached".into(),
+        E::Pacing => "left out by pacing".into(),
+        E::Currency => "no currency rate".into(),
+        E::Floor => "under the floor".into(),
+        E::NotExamined => "too many candidates in its tier; not examined".into(),
+        E::OutrankedByTier => "a higher tier won".into(),
+        E::NotChosen => "another line item of its tier was chosen".into(),
+    }
+}
+
+/// The explained decision for the test request, on the latest snapshot.
+fn explain(
+    snapshot: Snapshot,
+    params: &ExplainParams,
+    placement: u64,
+    now: Timestamp,
+) -> Result<(Option<u64>, Vec<(u64, Outcome)>), String> {
+    let engine = Engine::new(Arc::new(snapshot));
+    let data = &engine.snapshot().data;
+    let entry = data.placement(PlacementId(placement)).ok_or_else(|| {
+        format!("placement {placement} is not in the latest snapshot (paused, archived or new)")
+    })?;
+    let domain = data.site(entry.site_id).map(|s| s.domain.as_str());
+    let device_type = match params.device.as_str() {
+        "" => None,
+        text => Some(
+            serde_json::from_value::<DeviceType>(serde_json::Value::String(text.to_owned()))
+                .map_err(|_| format!("{text:?} is not a device type"))?,
+        ),
+    };
+    let pairs: Vec<(&str, &str)> = params
+        .key_values
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    let country = params.country.trim().to_ascii_uppercase();
+    let request = Request {
+        channel: Channel::Direct,
+        placement: Some(PlacementId(placement)),
+        site: Some(entry.site_id),
+        slot: marquee_engine::Slot {
+            sizes: &entry.sizes,
+            formats: &entry.formats,
+            ..marquee_engine::Slot::default()
+        },
+        domain,
+        page_url: Some(params.page_url.trim()).filter(|u| !u.is_empty()),
+        device: marquee_engine::Device {
+            device_type,
+            ..marquee_engine::Device::default()
+        },
+        geo: marquee_engine::Geo {
+            country: Some(country.as_str()).filter(|c| !c.is_empty()),
+            ..marquee_engine::Geo::default()
+        },
+        key_values: &pairs,
+        ..Request::at(now)
+    };
+    let mut rng = SmallRng::seed_from_u64(now.as_nanosecond() as u64);
+    let mut scratch = Scratch::default();
+    let mut context = Context {
+        rng: &mut rng,
+        caps: &NoCaps,
+        pacing: &FullSpeed,
+        rates: &AD_REQUEST_RATES,
+        scratch: &mut scratch,
+    };
+    let (decision, verdicts) = engine.explain(&request, &mut context);
+    Ok((
+        decision.map(|d| d.line_item.0),
+        verdicts
+            .into_iter()
+            .map(|v| (v.line_item.0, v.outcome))
+            .collect(),
+    ))
+}
+
+pub async fn why_not_served(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    Query(params): Query<ExplainParams>,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    if user.role == Role::Publisher {
+        return Err(PageError::Forbidden(
+            "why-not-served shows line items: it is for admins and advertisers".into(),
+        ));
+    }
+    let placements = dashboard
+        .store
+        .list(
+            Kind::Placement,
+            &ListQuery {
+                status: Some(marquee_model::Status::Active),
+                limit: marquee_store::MAX_PAGE,
+                ..ListQuery::default()
+            },
+        )
+        .await?
+        .into_iter()
+        .map(|p| {
+            let selected = p.meta.id.to_string() == params.placement;
+            (p.meta.id, format!("{} (#{})", p.name, p.meta.id), selected)
+        })
+        .collect();
+    let mut page = ExplainPage {
+        nav: Nav::new(&user, "why-not-served"),
+        placements,
+        devices: DEVICES,
+        error: None,
+        snapshot: None,
+        verdicts: None,
+        winner: None,
+        params,
+    };
+    if page.params.placement.is_empty() {
+        return Ok(html(&page));
+    }
+    let placement = page.params.placement.parse::<u64>().map_err(|_| {
+        PageError::BadRequest(format!("{:?} is not a placement id", page.params.placement))
+    })?;
+    let now = match page.params.time.trim() {
+        "" => dashboard.clock.now(),
+        text => text
+            .parse::<civil::DateTime>()
+            .ok()
+            .or_else(|| format!("{text}:00").parse::<civil::DateTime>().ok())
+            .and_then(|t| TimeZone::UTC.to_timestamp(t).ok())
+            .ok_or_else(|| {
+                PageError::BadRequest(format!("{text:?} is not a time such as 2026-12-01T08:00"))
+            })?,
+    };
+    let Some(published) = dashboard.manager.latest() else {
+        page.error = Some("no snapshot has been published yet".into());
+        return Ok(html(&page));
+    };
+    let snapshot = Snapshot::decode(&published.bytes)
+        .map_err(|e| PageError::Internal(format!("latest snapshot: {e}")))?;
+    page.snapshot = Some(snapshot.version);
+    let data_owner: HashMap<u64, u64> = snapshot
+        .data
+        .line_items
+        .iter()
+        .map(|li| (li.id.0, li.advertiser_id.0))
+        .collect();
+    match explain(snapshot, &page.params, placement, now) {
+        Ok((winner, verdicts)) => {
+            let names: HashMap<u64, String> = dashboard
+                .store
+                .list(
+                    Kind::LineItem,
+                    &ListQuery {
+                        scope: user.principal().scope(),
+                        limit: marquee_store::MAX_PAGE,
+                        ..ListQuery::default()
+                    },
+                )
+                .await?
+                .into_iter()
+                .map(|r| (r.meta.id, r.name))
+                .collect();
+            // An advertiser sees only its own line items, and which line item won only if
+            // it is its own.
+            let visible =
+                |id: u64| user.owner_id.is_none() || data_owner.get(&id) == user.owner_id.as_ref();
+            page.winner = winner.filter(|&id| visible(id)).map(|id| {
+                names
+                    .get(&id)
+                    .map_or_else(|| format!("#{id}"), |n| format!("{n} (#{id})"))
+            });
+            page.verdicts = Some(
+                verdicts
+                    .into_iter()
+                    .filter(|(id, _)| visible(*id))
+                    .map(|(id, outcome)| VerdictRow {
+                        id,
+                        name: names.get(&id).cloned().unwrap_or_default(),
+                        won: outcome == Outcome::Won,
+                        reason: reason(&outcome),
+                    })
+                    .collect(),
+            );
+        }
+        Err(message) => page.error = Some(message),
+    }
+    Ok(html(&page))
+}
+
+pub struct EdgeRow {
+    pub id: String,
+    pub address: String,
+    pub snapshot: String,
+    pub current: bool,
+    pub age: String,
+    pub lag: String,
+    pub rate: String,
+    pub live: bool,
+}
+
+#[derive(Template)]
+#[template(path = "edges.html")]
+struct EdgesPage {
+    nav: Nav,
+    edges: Vec<EdgeRow>,
+    published: Option<u64>,
+}
+
+pub async fn edges(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let user = require_user(&dashboard, &headers).await?;
+    if !user.is_admin() {
+        return Err(PageError::Forbidden("the edges page is for admins".into()));
+    }
+    let edges = dashboard
+        .manager
+        .edges()
+        .into_iter()
+        .map(|e| EdgeRow {
+            id: e.id,
+            address: e.address,
+            snapshot: e.snapshot_version.map_or_else(
+                || "none".into(),
+                |v| format!("{} (rev {})", v >> 32, v & 0xffff_ffff),
+            ),
+            current: e.snapshot_current,
+            age: e
+                .snapshot_age
+                .map_or_else(String::new, |a| format!("{:.0} s", a.as_secs_f64())),
+            lag: e.log_lag.map_or_else(String::new, |l| {
+                format!("{} bytes, {} s behind", l.backlog_bytes, l.behind_secs)
+            }),
+            rate: format!("{:.1}/s", e.request_rate),
+            live: e.live,
+        })
+        .collect();
+    let page = EdgesPage {
+        nav: Nav::new(&user, "edges"),
+        edges,
+        published: dashboard.manager.latest().map(|p| p.header.version >> 32),
+    };
+    Ok(html(&page))
+}

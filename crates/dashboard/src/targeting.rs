@@ -1,0 +1,313 @@
+//! Targeting edited as rows: each row is "attribute is one of / is none of these values", and
+//! the rows all have to hold (`all`). Expressions rows cannot show (`any`, nesting, a geo
+//! circle) are edited as JSON instead, so nothing the API can store is lost by the form.
+
+use marquee_model::Targeting;
+use serde_json::{Value, json};
+
+use crate::form::FormData;
+
+/// The attributes a row can target, with how their values are written.
+pub const ATTRIBUTES: &[(&str, &str)] = &[
+    ("country", "Country (DE, US)"),
+    ("region", "Region (DE-BY)"),
+    ("city", "City"),
+    ("device_type", "Device (desktop, phone, tablet, ctv, other)"),
+    ("os", "Operating system"),
+    ("browser", "Browser"),
+    ("language", "Language (de, en)"),
+    ("day_of_week", "Day of week (mon … sun)"),
+    ("hour", "Hours (9-17, 20-24)"),
+    ("key_value", "Key-value (section=sport, news)"),
+    ("segment", "Segment"),
+    ("domain", "Domain"),
+    ("page_url", "Page URL prefix"),
+    ("placement", "Placement id"),
+    ("site", "Site id"),
+    ("ip", "IP network (CIDR)"),
+    ("size", "Slot size (300x250)"),
+    ("format", "Slot format (banner, video, native, audio)"),
+];
+
+/// One row of the form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Row {
+    pub attribute: String,
+    /// Excluding: "is none of".
+    pub exclude: bool,
+    pub values: String,
+}
+
+/// What the targeting section of a form shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Editor {
+    pub rows: Vec<Row>,
+    /// Set when the expression cannot be shown as rows: its JSON.
+    pub json: Option<String>,
+}
+
+/// The rows posted with a form (`t_attr`, `t_op`, `t_values`), or the JSON text.
+pub fn rows_of_form(form: &FormData) -> Editor {
+    let json = form.get("targeting_json");
+    if !json.is_empty() {
+        return Editor {
+            rows: Vec::new(),
+            json: Some(json.to_owned()),
+        };
+    }
+    let attributes = form.all("t_attr");
+    let ops = form.all("t_op");
+    let values = form.all("t_values");
+    let rows = attributes
+        .iter()
+        .enumerate()
+        .map(|(i, attribute)| Row {
+            attribute: (*attribute).to_owned(),
+            exclude: ops.get(i) == Some(&"not_in"),
+            values: values.get(i).copied().unwrap_or("").to_owned(),
+        })
+        .collect();
+    Editor { rows, json: None }
+}
+
+fn split(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn number(text: &str, what: &str) -> Result<Value, String> {
+    text.parse::<u64>()
+        .map(|n| json!(n))
+        .map_err(|_| format!("{text:?} is not {what}"))
+}
+
+/// The JSON of one row's leaf.
+fn leaf(row: &Row) -> Result<Value, String> {
+    let attribute = row.attribute.as_str();
+    let values: Vec<&str> = split(&row.values).collect();
+    let list = match attribute {
+        "placement" | "site" => values
+            .iter()
+            .map(|v| number(v, "an id"))
+            .collect::<Result<Vec<_>, _>>()?,
+        "hour" => values
+            .iter()
+            .map(|v| {
+                let (from, to) = v
+                    .split_once('-')
+                    .ok_or_else(|| format!("{v:?} is not an hour range such as 9-17"))?;
+                Ok(json!({
+                    "from": number(from.trim(), "an hour")?,
+                    "to": number(to.trim(), "an hour")?,
+                }))
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+        "size" => values
+            .iter()
+            .map(|v| {
+                let (w, h) = v
+                    .split_once('x')
+                    .ok_or_else(|| format!("{v:?} is not a size such as 300x250"))?;
+                Ok(json!({ "w": number(w.trim(), "a width")?, "h": number(h.trim(), "a height")? }))
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+        "key_value" => {
+            let (key, first) = row
+                .values
+                .split_once('=')
+                .ok_or("write a key-value as key=value1, value2")?;
+            let values: Vec<&str> = split(first).collect();
+            return Ok(json!({ "key_value": { "key": key.trim(), "values": values } }));
+        }
+        "device_type" | "day_of_week" | "format" => values
+            .iter()
+            .map(|v| json!(v.to_ascii_lowercase()))
+            .collect(),
+        _ => values.iter().map(|v| json!(v)).collect(),
+    };
+    Ok(json!({ attribute: list }))
+}
+
+/// The expression the rows describe (`None` for no targeting), checked against the model's
+/// type; an error names the row.
+pub fn from_rows(editor: &Editor) -> Result<Option<Value>, String> {
+    if let Some(text) = &editor.json {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("targeting JSON: {e}"))?;
+        serde_json::from_value::<Targeting>(value.clone())
+            .map_err(|e| format!("targeting JSON: {e}"))?;
+        return Ok(Some(value));
+    }
+    let mut leaves = Vec::new();
+    for (i, row) in editor.rows.iter().enumerate() {
+        if row.attribute.is_empty() || row.values.trim().is_empty() {
+            continue;
+        }
+        let in_row = |e: String| format!("row {}: {e}", i + 1);
+        let value = leaf(row).map_err(in_row)?;
+        serde_json::from_value::<Targeting>(value.clone()).map_err(|e| in_row(e.to_string()))?;
+        leaves.push(if row.exclude {
+            json!({ "not": value })
+        } else {
+            value
+        });
+    }
+    Ok(match leaves.len() {
+        0 => None,
+        1 => leaves.pop(),
+        _ => Some(json!({ "all": leaves })),
+    })
+}
+
+/// Writes a leaf's values back as row text; `None` if a row cannot show it.
+fn row_of_leaf(value: &Value, exclude: bool) -> Option<Row> {
+    let (attribute, values) = value.as_object()?.iter().next()?;
+    if !ATTRIBUTES.iter().any(|(name, _)| name == attribute) {
+        return None;
+    }
+    let text = match (attribute.as_str(), values) {
+        ("key_value", Value::Object(kv)) => {
+            let key = kv.get("key")?.as_str()?;
+            let values: Vec<&str> = kv
+                .get("values")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            format!("{key}={}", values.join(", "))
+        }
+        (attribute, Value::Array(items)) => items
+            .iter()
+            .map(|item| match (attribute, item) {
+                ("hour", Value::Object(r)) => Some(format!("{}-{}", r.get("from")?, r.get("to")?)),
+                ("size", Value::Object(s)) => Some(format!("{}x{}", s.get("w")?, s.get("h")?)),
+                (_, Value::String(s)) => Some(s.clone()),
+                (_, Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?
+            .join(", "),
+        _ => return None,
+    };
+    Some(Row {
+        attribute: attribute.clone(),
+        exclude,
+        values: text,
+    })
+}
+
+fn row_of(value: &Value) -> Option<Row> {
+    match value.get("not") {
+        Some(inner) => row_of_leaf(inner, true),
+        None => row_of_leaf(value, false),
+    }
+}
+
+/// The editor for a stored expression: rows when they can show it, else its JSON.
+pub fn editor_for(targeting: Option<&Value>) -> Editor {
+    let Some(value) = targeting.filter(|v| !v.is_null()) else {
+        return Editor::default();
+    };
+    let rows = match value.get("all").and_then(Value::as_array) {
+        Some(items) => items.iter().map(row_of).collect::<Option<Vec<_>>>(),
+        None => row_of(value).map(|row| vec![row]),
+    };
+    match rows {
+        Some(rows) => Editor { rows, json: None },
+        None => Editor {
+            rows: Vec::new(),
+            json: Some(serde_json::to_string_pretty(value).unwrap_or_default()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(attribute: &str, exclude: bool, values: &str) -> Row {
+        Row {
+            attribute: attribute.into(),
+            exclude,
+            values: values.into(),
+        }
+    }
+
+    #[test]
+    fn rows_become_a_conjunction_and_back() {
+        let editor = Editor {
+            rows: vec![
+                row("country", false, "DE, AT"),
+                row("device_type", true, "Tablet"),
+                row("key_value", false, "section=sport, news"),
+                row("hour", false, "9-17"),
+                row("placement", false, "3, 4"),
+                row("os", false, ""),
+            ],
+            json: None,
+        };
+        let value = from_rows(&editor).unwrap().unwrap();
+        assert_eq!(
+            value,
+            json!({ "all": [
+                { "country": ["DE", "AT"] },
+                { "not": { "device_type": ["tablet"] } },
+                { "key_value": { "key": "section", "values": ["sport", "news"] } },
+                { "hour": [{ "from": 9, "to": 17 }] },
+                { "placement": [3, 4] },
+            ]})
+        );
+        let back = editor_for(Some(&value));
+        assert_eq!(back.json, None);
+        assert_eq!(back.rows[0], row("country", false, "DE, AT"));
+        assert_eq!(back.rows[1], row("device_type", true, "tablet"));
+        assert_eq!(back.rows[2], row("key_value", false, "section=sport, news"));
+        assert_eq!(back.rows[3], row("hour", false, "9-17"));
+        assert_eq!(back.rows[4], row("placement", false, "3, 4"));
+    }
+
+    #[test]
+    fn one_row_is_a_bare_leaf_and_no_rows_no_targeting() {
+        let one = Editor {
+            rows: vec![row("country", false, "DE")],
+            json: None,
+        };
+        assert_eq!(from_rows(&one).unwrap(), Some(json!({ "country": ["DE"] })));
+        assert_eq!(from_rows(&Editor::default()).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_values_name_their_row() {
+        let editor = Editor {
+            rows: vec![
+                row("country", false, "DE"),
+                row("device_type", false, "toaster"),
+            ],
+            json: None,
+        };
+        let error = from_rows(&editor).unwrap_err();
+        assert!(error.starts_with("row 2:"), "{error}");
+        let hour = Editor {
+            rows: vec![row("hour", false, "nine")],
+            json: None,
+        };
+        assert!(from_rows(&hour).unwrap_err().contains("hour range"));
+    }
+
+    #[test]
+    fn expressions_rows_cannot_show_are_edited_as_json() {
+        let any = json!({ "any": [{ "country": ["DE"] }, { "os": ["iOS"] }] });
+        let editor = editor_for(Some(&any));
+        assert!(editor.rows.is_empty());
+        let text = editor.json.clone().unwrap();
+        assert_eq!(from_rows(&editor).unwrap(), Some(any));
+        let broken = Editor {
+            rows: Vec::new(),
+            json: Some(text.replace("country", "planet")),
+        };
+        assert!(
+            from_rows(&broken)
+                .unwrap_err()
+                .starts_with("targeting JSON")
+        );
+    }
+}
