@@ -17,6 +17,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory holding the database, snapshots and event logs.
     pub data_dir: PathBuf,
+    pub database: DatabaseSection,
     /// Load the demo data set into an empty database.
     pub demo: bool,
     pub snapshot: SnapshotConfig,
@@ -32,6 +33,83 @@ pub struct Config {
     /// every key left out is taken from `[bidder]`.
     pub exchanges: BTreeMap<String, ExchangeSection>,
     pub currency: CurrencySection,
+}
+
+/// The manager's database.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// Empty: SQLite in `data_dir/marquee.db`. `sqlite:PATH` or a plain path: SQLite in that
+    /// file. `postgres://user:password@host:port/database` (or `postgresql://`): PostgreSQL.
+    pub url: String,
+}
+
+/// Which database [`DatabaseSection::url`] selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    Sqlite(PathBuf),
+    /// The URL as configured (with its password, if any; see [`Database::describe`]).
+    Postgres(String),
+}
+
+impl Database {
+    /// The database for messages and logs: the file, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            Database::Sqlite(path) => path.display().to_string(),
+            Database::Postgres(url) => without_password(url),
+        }
+    }
+}
+
+/// `url` with the password of its user info, if any, replaced by `***`.
+fn without_password(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
+impl DatabaseSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.url.as_str();
+        let bad = |message: String| ConfigError::OutOfRange {
+            key: "database.url",
+            message,
+        };
+        if let Some(rest) = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+        {
+            if rest.is_empty() || rest.starts_with(['/', '?']) {
+                return Err(bad("names no PostgreSQL host".into()));
+            }
+            return Ok(());
+        }
+        if url.strip_prefix("sqlite:").is_some_and(str::is_empty) {
+            return Err(bad("is `sqlite:` without a file path".into()));
+        }
+        if let Some((scheme, _)) = url.split_once("://") {
+            return Err(bad(format!(
+                "has scheme {scheme:?}; use postgres://… for PostgreSQL, or a file path \
+                 (or empty) for SQLite"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The OpenRTB bidder: settings for `/openrtb2/bid` and the defaults of every exchange.
@@ -331,6 +409,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./data"),
+            database: DatabaseSection::default(),
             demo: false,
             snapshot: SnapshotConfig {
                 compile_interval_ms: 1_000,
@@ -414,6 +493,8 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub demo: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseSection>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -430,9 +511,10 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 14] = [
+const SECTIONS: [&str; 15] = [
     "listen",
     "data_dir",
+    "database",
     "demo",
     "snapshot",
     "log",
@@ -476,7 +558,20 @@ impl Config {
         Ok(config)
     }
 
+    /// The database `database.url` selects (checked at load).
+    pub fn database(&self) -> Database {
+        let url = self.database.url.as_str();
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Database::Postgres(url.to_owned());
+        }
+        match url.strip_prefix("sqlite:").unwrap_or(url) {
+            "" => Database::Sqlite(self.data_dir.join("marquee.db")),
+            path => Database::Sqlite(PathBuf::from(path)),
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
+        self.database.validate()?;
         in_range(
             "snapshot.compile_interval_ms",
             self.snapshot.compile_interval_ms,
@@ -773,6 +868,55 @@ mod tests {
     }
 
     #[test]
+    fn database_url_selects_the_store() {
+        Jail::expect_with(|jail| {
+            let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.database(),
+                Database::Sqlite(PathBuf::from("./data/marquee.db"))
+            );
+            let config = load_in(jail, "[database]\nurl = \"sqlite:/srv/m.db\"")
+                .map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.database(),
+                Database::Sqlite(PathBuf::from("/srv/m.db"))
+            );
+            jail.set_env("MARQUEE_DATABASE__URL", "postgres://m:pw@db:5432/marquee");
+            let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            let database = config.database();
+            assert_eq!(
+                database,
+                Database::Postgres("postgres://m:pw@db:5432/marquee".into())
+            );
+            assert_eq!(database.describe(), "postgres://m:***@db:5432/marquee");
+            let flag = Overrides {
+                database: Some(DatabaseSection {
+                    url: "postgresql://db/other".into(),
+                }),
+                ..Overrides::default()
+            };
+            let config = Config::load(None, &flag).map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.database(),
+                Database::Postgres("postgresql://db/other".into())
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn passwords_are_hidden_from_descriptions() {
+        for (url, shown) in [
+            ("postgres://u:p@h/d", "postgres://u:***@h/d"),
+            ("postgres://u@h/d", "postgres://u@h/d"),
+            ("postgres://h:5432/d", "postgres://h:5432/d"),
+            ("postgres://u:p:q@h:1/d?x=@", "postgres://u:***@h:1/d?x=@"),
+        ] {
+            assert_eq!(without_password(url), shown);
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         Jail::expect_with(|jail| {
             let cases = [
@@ -798,6 +942,12 @@ mod tests {
                     "edge.header_read_timeout_ms",
                 ),
                 ("[edge]\nmax_header_bytes = 1024", "edge.max_header_bytes"),
+                ("[database]\nurl = \"mysql://db/m\"", "database.url"),
+                ("[database]\nurl = \"postgres://\"", "database.url"),
+                ("[database]\nurl = \"sqlite:\"", "database.url"),
+                ("[redis]\nurl = \"http://cache:6379\"", "redis.url"),
+                ("[redis]\ntimeout_ms = 0", "redis.timeout_ms"),
+                ("[redis]\nopen_ms = 1", "redis.open_ms"),
                 ("[events]\ndurability = \"sometimes\"", "events.durability"),
                 ("[events]\ngroup_commit_ms = 0", "events.group_commit_ms"),
                 ("[events]\nsegment_max_mb = 0", "events.segment_max_mb"),

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use marquee_config::{Config, DurabilityMode, LogFormat, Overrides};
+use marquee_config::{Config, Database, DurabilityMode, LogFormat, Overrides};
 use marquee_edge::{BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits};
 use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{
     AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, demo,
 };
 use marquee_model::{Clock, Role, SystemClock};
-use marquee_store::{NewToken, SqliteStore, Store};
+use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
 
 mod roles;
@@ -67,6 +67,10 @@ struct CommonArgs {
     /// Data directory: SQLite database, snapshots, event logs [default: ./data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// The database (`database.url`): a SQLite file [default: DIR/marquee.db], or
+    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE for PostgreSQL.
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -154,11 +158,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
             init_logging(&config);
-            open_store(&config.data_dir).await?;
-            println!(
-                "migrations applied to {}",
-                database_path(&config.data_dir).display()
-            );
+            open_store(&config).await?;
+            println!("migrations applied to {}", config.database().describe());
             Ok(())
         }
     }
@@ -166,6 +167,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 fn load_config(common: &CommonArgs, mut overrides: Overrides) -> Result<Config, Failure> {
     overrides.data_dir = common.data.clone();
+    overrides.database = common
+        .database
+        .clone()
+        .map(|url| marquee_config::DatabaseSection { url });
     Config::load(common.config.as_deref(), &overrides).map_err(|error| Failure {
         status: EXIT_CONFIG,
         message: error.to_string(),
@@ -185,26 +190,30 @@ fn init_logging(config: &Config) {
     };
 }
 
-fn database_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("marquee.db")
-}
-
-async fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>, Failure> {
-    std::fs::create_dir_all(data_dir).map_err(|error| {
-        format!(
-            "cannot create data directory {}: {error}",
-            data_dir.display()
-        )
-    })?;
+/// Opens the database `database.url` selects (SQLite in the data directory by default) and
+/// applies pending migrations. Creates the data directory, which every command needs.
+async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
+    let database = config.database();
+    let mut directories = vec![config.data_dir.as_path()];
+    if let Database::Sqlite(path) = &database {
+        directories.extend(path.parent().filter(|dir| !dir.as_os_str().is_empty()));
+    }
+    for dir in directories {
+        std::fs::create_dir_all(dir)
+            .map_err(|error| format!("cannot create directory {}: {error}", dir.display()))?;
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = SqliteStore::open(&database_path(data_dir), clock)?;
-    Ok(Arc::new(store))
+    let store: Arc<dyn Store> = match database {
+        Database::Sqlite(path) => Arc::new(SqliteStore::open(&path, clock)?),
+        Database::Postgres(url) => Arc::new(PostgresStore::connect(&url, clock).await?),
+    };
+    Ok(store)
 }
 
 async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
     let config = load_config(&args.common, Overrides::default())?;
     init_logging(&config);
-    let store = open_store(&config.data_dir).await?;
+    let store = open_store(&config).await?;
     let (token, hash) = marquee_api::generate_token()?;
     let record = store
         .create_token(NewToken {
@@ -232,7 +241,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = load_config(&args.common, overrides)?;
     init_logging(&config);
     let signalled = shutdown_signal();
-    let store = open_store(&config.data_dir).await?;
+    let store = open_store(&config).await?;
     let demo_token = if config.demo {
         load_demo(&*store).await?
     } else {

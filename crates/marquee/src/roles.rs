@@ -122,7 +122,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let secret = required_secret(&config, "manager")?;
     init_logging(&config);
     let signalled = shutdown_signal();
-    let store = open_store(&config.data_dir).await?;
+    let store = open_store(&config).await?;
     let demo_token = if config.demo {
         load_demo(&*store).await?
     } else {

@@ -100,21 +100,31 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Backend(format!("PostgreSQL pool: {e}").into()))?;
         let store = PostgresStore { pool, clock };
-        let mut client = store.client().await.map_err(|e| {
-            StoreError::Backend(format!("cannot connect to PostgreSQL at {target}: {e}").into())
+        let mut client = store.pool.get().await.map_err(|e| {
+            StoreError::Backend(
+                format!(
+                    "cannot connect to PostgreSQL at {target}: {}",
+                    pool_message(e)
+                )
+                .into(),
+            )
         })?;
         migrate::migrate(&mut client, store.clock.as_ref()).await?;
         Ok(store)
     }
 
     async fn client(&self) -> Result<Object, StoreError> {
-        self.pool.get().await.map_err(|e| {
-            let message = match e {
-                deadpool_postgres::PoolError::Backend(e) => pg_message(&e),
-                other => other.to_string(),
-            };
-            StoreError::Backend(message.into())
-        })
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Backend(pool_message(e).into()))
+    }
+}
+
+fn pool_message(e: deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_message(&e),
+        other => other.to_string(),
     }
 }
 
