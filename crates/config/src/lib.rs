@@ -33,6 +33,50 @@ pub struct Config {
     /// every key left out is taken from `[bidder]`.
     pub exchanges: BTreeMap<String, ExchangeSection>,
     pub currency: CurrencySection,
+    pub redis: RedisSection,
+}
+
+/// Redis for state shared by edges: frequency caps and budget counters. An empty `url` means
+/// none: each edge keeps them in its own memory, as `marquee serve` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSection {
+    /// `redis://[user:password@]host:port[/db]`; empty: no Redis.
+    pub url: String,
+    /// The longest one round trip may take (ms), within the request's own deadline.
+    pub timeout_ms: u64,
+    /// Entries of the cache of caps Redis reported full.
+    pub cache_entries: u64,
+    /// How often queued counts and budget charges are sent (ms).
+    pub flush_interval_ms: u64,
+    /// Queued counts beyond this are dropped (counted in `/metrics`).
+    pub queue_limit: u64,
+    /// Failures in a row (errors or timeouts) that open the circuit breaker.
+    pub failures_to_open: u32,
+    /// How long the open breaker answers from local state before it probes Redis again (ms).
+    pub open_ms: u64,
+}
+
+impl RedisSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.url.is_empty() && self.url.strip_prefix("redis://").is_none_or(str::is_empty) {
+            return Err(ConfigError::OutOfRange {
+                key: "redis.url",
+                message: format!("is {:?}; it must be a redis:// URL or empty", self.url),
+            });
+        }
+        in_range("redis.timeout_ms", self.timeout_ms, 1, 1_000)?;
+        in_range("redis.cache_entries", self.cache_entries, 1, 100_000_000)?;
+        in_range("redis.flush_interval_ms", self.flush_interval_ms, 1, 60_000)?;
+        in_range("redis.queue_limit", self.queue_limit, 1, 100_000_000)?;
+        in_range(
+            "redis.failures_to_open",
+            u64::from(self.failures_to_open),
+            1,
+            1_000,
+        )?;
+        in_range("redis.open_ms", self.open_ms, 10, 600_000)
+    }
 }
 
 /// The manager's database.
@@ -348,6 +392,19 @@ pub struct EdgeSection {
     pub header_read_timeout_ms: u64,
     /// The largest request head (request line and headers) accepted, in bytes; beyond it, 431.
     pub max_header_bytes: u64,
+    /// `marquee edge`: the manager's URL (`http://10.0.0.5:8080`); `--manager` wins over it.
+    pub manager_url: String,
+    /// `marquee edge`: this edge's id, under which the manager stores its log checkpoints;
+    /// empty: one is made on first start and kept in the data directory.
+    pub id: String,
+    /// `marquee edge`: where the manager reads this edge's log (`/log/…`); empty: `http://`
+    /// plus the listen address.
+    pub log_url: String,
+    /// `marquee edge`: how often it asks the manager for a newer snapshot (ms).
+    pub poll_interval_ms: u64,
+    /// How often an edge sends its heartbeat to the manager (ms); the manager lists an edge
+    /// silent for 5 s as not live.
+    pub heartbeat_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -430,6 +487,11 @@ impl Default for Config {
                 deadline_ms: 50,
                 header_read_timeout_ms: 10_000,
                 max_header_bytes: 16_384,
+                manager_url: String::new(),
+                id: String::new(),
+                log_url: String::new(),
+                poll_interval_ms: 250,
+                heartbeat_ms: 1_000,
             },
             events: EventsSection {
                 durability: DurabilityMode::Group,
@@ -480,6 +542,15 @@ impl Default for Config {
                 base: "USD".into(),
                 rates: BTreeMap::new(),
             },
+            redis: RedisSection {
+                url: String::new(),
+                timeout_ms: 10,
+                cache_entries: 100_000,
+                flush_interval_ms: 100,
+                queue_limit: 100_000,
+                failures_to_open: 5,
+                open_ms: 1_000,
+            },
         }
     }
 }
@@ -511,7 +582,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 15] = [
+const SECTIONS: [&str; 16] = [
     "listen",
     "data_dir",
     "database",
@@ -527,6 +598,7 @@ const SECTIONS: [&str; 15] = [
     "bidder",
     "exchanges",
     "currency",
+    "redis",
 ];
 
 impl Config {
@@ -606,6 +678,24 @@ impl Config {
             1_048_576,
         )?;
         in_range(
+            "edge.poll_interval_ms",
+            self.edge.poll_interval_ms,
+            20,
+            60_000,
+        )?;
+        in_range("edge.heartbeat_ms", self.edge.heartbeat_ms, 100, 2_000)?;
+        for (key, url) in [
+            ("edge.manager_url", &self.edge.manager_url),
+            ("edge.log_url", &self.edge.log_url),
+        ] {
+            if !url.is_empty() && url.strip_prefix("http://").is_none_or(str::is_empty) {
+                return Err(ConfigError::OutOfRange {
+                    key,
+                    message: format!("is {url:?}; it must be an http:// URL or empty"),
+                });
+            }
+        }
+        in_range(
             "events.group_commit_ms",
             self.events.group_commit_ms,
             1,
@@ -626,6 +716,7 @@ impl Config {
         self.aggregation.validate()?;
         in_range("reports.max_rows", self.reports.max_rows, 1, 10_000_000)?;
         self.pacing.validate()?;
+        self.redis.validate()?;
         self.bidder.validate("bidder")?;
         for (name, exchange) in &self.exchanges {
             if !is_exchange_name(name) {
@@ -942,9 +1033,16 @@ mod tests {
                     "edge.header_read_timeout_ms",
                 ),
                 ("[edge]\nmax_header_bytes = 1024", "edge.max_header_bytes"),
+                ("[edge]\npoll_interval_ms = 0", "edge.poll_interval_ms"),
+                ("[edge]\nheartbeat_ms = 5000", "edge.heartbeat_ms"),
+                ("[edge]\nmanager_url = \"ftp://m\"", "edge.manager_url"),
+                ("[edge]\nlog_url = \"10.0.0.1:8080\"", "edge.log_url"),
                 ("[database]\nurl = \"mysql://db/m\"", "database.url"),
                 ("[database]\nurl = \"postgres://\"", "database.url"),
                 ("[database]\nurl = \"sqlite:\"", "database.url"),
+                ("[redis]\nurl = \"http://cache:6379\"", "redis.url"),
+                ("[redis]\ntimeout_ms = 0", "redis.timeout_ms"),
+                ("[redis]\nopen_ms = 1", "redis.open_ms"),
                 ("[redis]\nurl = \"http://cache:6379\"", "redis.url"),
                 ("[redis]\ntimeout_ms = 0", "redis.timeout_ms"),
                 ("[redis]\nopen_ms = 1", "redis.open_ms"),
