@@ -40,6 +40,7 @@ use crate::handlers::{self, Body, WORKER, Worker};
 use crate::metrics::Outcome;
 use crate::notice::{self, NoticeClaims};
 use crate::render::{self, Values};
+use crate::shared::{self, EdgeCaps};
 use crate::sync::UserSyncs;
 use crate::{Edge, Loaded, Stats};
 
@@ -634,6 +635,10 @@ pub(crate) fn bid(
 
     // One pacing view for all imps of the request.
     let paced = edge.pacing.view(&loaded, now);
+    let caps = EdgeCaps {
+        local: &edge.caps,
+        shared: edge.shared.as_ref(),
+    };
     let decided = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
@@ -654,7 +659,7 @@ pub(crate) fn bid(
             };
             let mut context = Context {
                 rng: &mut worker.rng,
-                caps: &edge.caps,
+                caps: &caps,
                 pacing: &paced,
                 rates,
                 scratch: &mut worker.scratch,
@@ -1192,8 +1197,10 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
             }
             if let Some(loaded) = &loaded {
                 handlers::record_delivery(edge, loaded, claims.user, claims.line_item, now);
+                shared::count_delivery(edge, loaded, claims.user, claims.line_item);
                 let on = marquee_pacing::Billable::Impression;
-                edge.pacing.bill(loaded, claims.line_item, on, Some(amount));
+                let charged = edge.pacing.bill(loaded, claims.line_item, on, Some(amount));
+                shared::charge(edge, claims.line_item, charged);
             }
         }
         NoticeKind::Loss => {

@@ -23,6 +23,7 @@ use rand::{Rng, SeedableRng};
 use crate::metrics::Outcome;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
+use crate::shared::{self, EdgeCaps};
 use crate::{Edge, Fallback, Loaded, Stats};
 
 pub(crate) type Body = Full<Bytes>;
@@ -301,7 +302,7 @@ pub(crate) fn ad_shed(edge: &Edge, query_text: &str, json: bool) -> Response<Bod
 
 /// `GET /ad` and `GET /ad.json`. Work still to do at `deadline` is abandoned: the answer is
 /// the fallback (a placement already decided keeps its logged decision, which is not billed).
-pub(crate) fn ad(
+pub(crate) async fn ad(
     edge: &Edge,
     query_text: &str,
     headers: &HeaderMap,
@@ -340,7 +341,13 @@ pub(crate) fn ad(
         Stats::bump(&edge.stats.late);
         (fallback(edge, query.format, json), Outcome::Late)
     };
-    WORKER.with(|worker| {
+    // The image tag's click request re-derives the decision its image request counted: it
+    // must not count it again, nor see the cap that count may have filled.
+    let shared = edge
+        .shared
+        .as_ref()
+        .filter(|_| query.format != Some(AdFormat::Click));
+    let step = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
         let (user_id, set_cookie) = identify(edge, &query, headers, &mut worker.rng);
@@ -356,13 +363,17 @@ pub(crate) fn ad(
                 std::mem::replace(&mut worker.rng, SmallRng::seed_from_u64(hasher.finish()))
             });
         let now = Timestamp::now();
+        let caps = EdgeCaps {
+            local: &edge.caps,
+            shared,
+        };
         let mut served = Vec::with_capacity(query.placements.len());
         for &placement in &query.placements {
             if Instant::now() >= deadline {
                 if let Some(own) = seeded {
                     worker.rng = own;
                 }
-                return late(edge);
+                return Step::Answered(late(edge));
             }
             if let Some(ad) = serve_one(
                 edge,
@@ -372,6 +383,7 @@ pub(crate) fn ad(
                 user_id.as_deref(),
                 placement,
                 now,
+                &caps,
                 worker,
             ) {
                 served.push(ad);
@@ -380,33 +392,89 @@ pub(crate) fn ad(
         if let Some(own) = seeded {
             worker.rng = own;
         }
-        let outcome = if served.is_empty() {
-            Outcome::Fallback
-        } else {
-            Outcome::Ok
+        let data = &loaded.engine.snapshot().data;
+        let counts_pending = shared.is_some()
+            && served
+                .iter()
+                .any(|ad| shared::needs_count(data, ad.claims.user, ad.claims.line_item));
+        let decided = Decided {
+            served,
+            user_id,
+            set_cookie,
         };
-        let mut answer = if json {
-            json_answer(&served, &worker.text)
-        } else {
-            match served.first() {
-                Some(ad) => single_answer(
-                    edge,
-                    ad,
-                    &worker.text,
-                    query.format,
-                    query.element.as_deref(),
-                ),
-                None => fallback(edge, query.format, false),
-            }
-        };
-        if set_cookie
-            && let Some(uid) = user_id
-            && let Ok(value) = HeaderValue::from_str(&user_cookie(edge, &uid))
-        {
-            answer.headers_mut().insert(header::SET_COOKIE, value);
+        if counts_pending {
+            // The answer waits for Redis: the text leaves the worker's buffer.
+            return Step::Counting(decided, worker.text.clone());
         }
-        (answer, outcome)
-    })
+        Step::Answered(finish(edge, &query, json, &decided, &worker.text))
+    });
+    let (mut decided, text) = match step {
+        Step::Counting(decided, text) => (decided, text),
+        Step::Answered(answer) => return answer,
+    };
+    let Some(shared) = shared else {
+        return finish(edge, &query, json, &decided, &text);
+    };
+    let data = &loaded.engine.snapshot().data;
+    let mut kept = Vec::with_capacity(decided.served.len());
+    for ad in decided.served.drain(..) {
+        let (user, line_item) = (ad.claims.user, ad.claims.line_item);
+        if !shared::needs_count(data, user, line_item)
+            || shared::count_decision(shared, data, user, line_item, deadline).await
+        {
+            kept.push(ad);
+        } else {
+            Stats::bump(&edge.stats.shared_cap_refusals);
+            Stats::bump(&edge.stats.fallbacks);
+        }
+    }
+    decided.served = kept;
+    finish(edge, &query, json, &decided, &text)
+}
+
+/// Where an ad request stands once the engine has decided.
+enum Step<'s> {
+    Answered((Response<Body>, Outcome)),
+    /// Decisions to count in Redis before answering, and the text their HTML ranges point in.
+    Counting(Decided<'s>, String),
+}
+
+/// The decisions of one ad request, before they become its answer.
+struct Decided<'s> {
+    served: Vec<Served<'s>>,
+    user_id: Option<String>,
+    set_cookie: bool,
+}
+
+/// The answer to an ad request: its ads (or the fallback) and the user cookie if one is new.
+fn finish(
+    edge: &Edge,
+    query: &AdQuery<'_>,
+    json: bool,
+    decided: &Decided<'_>,
+    text: &str,
+) -> (Response<Body>, Outcome) {
+    let served = &decided.served;
+    let outcome = if served.is_empty() {
+        Outcome::Fallback
+    } else {
+        Outcome::Ok
+    };
+    let mut answer = if json {
+        json_answer(served, text)
+    } else {
+        match served.first() {
+            Some(ad) => single_answer(edge, ad, text, query.format, query.element.as_deref()),
+            None => fallback(edge, query.format, false),
+        }
+    };
+    if decided.set_cookie
+        && let Some(uid) = &decided.user_id
+        && let Ok(value) = HeaderValue::from_str(&user_cookie(edge, uid))
+    {
+        answer.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    (answer, outcome)
 }
 
 /// The `Set-Cookie` value for our user id.
@@ -433,6 +501,7 @@ fn serve_one<'s>(
     user_id: Option<&str>,
     placement: PlacementId,
     now: Timestamp,
+    caps: &EdgeCaps<'_>,
     worker: &mut Worker,
 ) -> Option<Served<'s>> {
     let data: &'s SnapshotData = &loaded.engine.snapshot().data;
@@ -485,7 +554,7 @@ fn serve_one<'s>(
     let paced = edge.pacing.view(loaded, now);
     let mut context = Context {
         rng: &mut worker.rng,
-        caps: &edge.caps,
+        caps,
         pacing: &paced,
         rates: &AD_REQUEST_RATES,
         scratch: &mut worker.scratch,
@@ -895,5 +964,6 @@ fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
         Kind::Click => Billable::Click,
         _ => return,
     };
-    edge.pacing.bill(loaded, claims.line_item, on, None);
+    let charged = edge.pacing.bill(loaded, claims.line_item, on, None);
+    shared::charge(edge, claims.line_item, charged);
 }

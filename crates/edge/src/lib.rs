@@ -27,6 +27,7 @@ pub mod query;
 pub mod remote;
 mod render;
 mod server;
+mod shared;
 pub mod sync;
 
 use std::path::PathBuf;
@@ -92,6 +93,9 @@ pub struct Stats {
     pub shed: AtomicU64,
     /// Ad requests abandoned at their deadline.
     pub late: AtomicU64,
+    /// Ad decisions not served because Redis found one of their frequency caps full (another
+    /// edge filled it).
+    pub shared_cap_refusals: AtomicU64,
 }
 
 impl Stats {
@@ -121,6 +125,9 @@ pub struct Edge {
     pub pacing: pacing::EdgePacing,
     /// Gateway mode (`/openrtb2/auction`), set once before serving when bidders are configured.
     pub gateway: OnceLock<marquee_gateway::Gateway>,
+    /// Caps and budget counters shared with other edges through Redis (`[redis]`); `None`
+    /// keeps them in this process only.
+    pub shared: Option<marquee_sharedstate::SharedState>,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -153,8 +160,15 @@ impl Edge {
         self
     }
 
+    /// Shares caps and budget counters with other edges through Redis.
+    pub fn with_shared_state(mut self, shared: marquee_sharedstate::SharedState) -> Edge {
+        self.shared = Some(shared);
+        self
+    }
+
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
+            shared: None,
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),

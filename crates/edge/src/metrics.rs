@@ -243,6 +243,11 @@ pub(crate) fn render(edge: &Edge) -> String {
             &stats.bad_requests,
         ),
         (
+            "marquee_edge_shared_cap_refusals_total",
+            "Ad decisions not served because Redis found a frequency cap full (filled on another edge).",
+            &stats.shared_cap_refusals,
+        ),
+        (
             "marquee_edge_impressions_total",
             "Impressions counted (valid token, first time).",
             &stats.impressions,
@@ -333,6 +338,9 @@ pub(crate) fn render(edge: &Edge) -> String {
     crate::bidder::render_metrics(edge, &mut out);
     if let Some(gateway) = edge.gateway.get() {
         gateway.render_metrics(&mut out);
+    }
+    if let Some(shared) = &edge.shared {
+        shared.render_metrics(&mut out);
     }
     crate::pacing::render_metrics(edge, &mut out);
 

@@ -143,21 +143,22 @@ impl EdgePacing {
         }));
     }
 
-    /// Charges a billing event to the line item's lease, if it has one charged on `on`.
-    /// `clearing_micros` is an exchange's clearing CPM (in the line item's currency) for a
-    /// spend goal's billing notice; `None` charges the lease's own amount.
+    /// Charges a billing event to the line item's lease, if it has one charged on `on`, and
+    /// returns the amount charged. `clearing_micros` is an exchange's clearing CPM (in the line
+    /// item's currency) for a spend goal's billing notice; `None` charges the lease's own
+    /// amount.
     pub fn bill(
         &self,
         loaded: &Loaded,
         line_item: u64,
         on: Billable,
         clearing_micros: Option<i64>,
-    ) {
+    ) -> Option<u64> {
         let id = LineItemId(line_item);
         let data = &loaded.engine.snapshot().data;
         let charge_of = |lease: &Lease, charge: Charge| {
             if charge.on != on {
-                return;
+                return None;
             }
             // Only a clearing price needs the goal looked up; most events carry none.
             let spend_goal = || {
@@ -172,6 +173,7 @@ impl EdgePacing {
                 _ => charge.amount,
             };
             lease.spend(amount);
+            Some(amount)
         };
         let slots = self.slots.load();
         if slots.version == Some(loaded.engine.snapshot().version) {
@@ -179,9 +181,9 @@ impl EdgePacing {
             if let Ok(position) = position
                 && let Some(Some(slot)) = slots.by_position.get(position)
             {
-                charge_of(&slot.lease, slot.charge);
+                return charge_of(&slot.lease, slot.charge);
             }
-            return;
+            return None;
         }
         // Between a swap and its attach: the map holds every lease.
         let found = self
@@ -189,9 +191,8 @@ impl EdgePacing {
             .lock()
             .ok()
             .and_then(|leases| leases.get(&id).map(|(l, c)| (Arc::clone(l), *c)));
-        if let Some((lease, charge)) = found {
-            charge_of(&lease, charge);
-        }
+        let (lease, charge) = found?;
+        charge_of(&lease, charge)
     }
 
     /// The request for the next sync: the leases due for renewal.

@@ -41,7 +41,7 @@ async fn dispatch(
 }
 
 /// Ad requests go through the gate: one that cannot start now gets the fallback at once.
-fn ad_request(
+async fn ad_request(
     edge: &Edge,
     request: &Request<Incoming>,
     json: bool,
@@ -49,13 +49,16 @@ fn ad_request(
 ) -> (Response<Body>, Outcome) {
     let query = request.uri().query().unwrap_or("");
     let (mut answer, outcome) = match edge.try_admit() {
-        Some(_admitted) => handlers::ad(
-            edge,
-            query,
-            request.headers(),
-            json,
-            started + edge.config.limits.deadline,
-        ),
+        Some(_admitted) => {
+            handlers::ad(
+                edge,
+                query,
+                request.headers(),
+                json,
+                started + edge.config.limits.deadline,
+            )
+            .await
+        }
         None => (handlers::ad_shed(edge, query, json), Outcome::Shed),
     };
     if json {
@@ -149,11 +152,11 @@ async fn answer(
     let query = request.uri().query().unwrap_or("");
     let (endpoint, answer) = match (request.method(), request.uri().path()) {
         (&Method::GET, "/ad") => {
-            let (answer, outcome) = ad_request(edge, &request, false, started);
+            let (answer, outcome) = ad_request(edge, &request, false, started).await;
             return (Endpoint::Ad, (answer.map(Either::Left), outcome));
         }
         (&Method::GET, "/ad.json") => {
-            let (answer, outcome) = ad_request(edge, &request, true, started);
+            let (answer, outcome) = ad_request(edge, &request, true, started).await;
             return (Endpoint::AdJson, (answer.map(Either::Left), outcome));
         }
         (&Method::GET, "/t/i") => (

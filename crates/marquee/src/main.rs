@@ -15,6 +15,7 @@ use marquee_manager::{
     AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, demo,
 };
 use marquee_model::{Clock, Role, SystemClock};
+use marquee_sharedstate::{SharedConfig, SharedState};
 use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
 
@@ -513,7 +514,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         "empty" => Fallback::Empty,
         url => Fallback::Passback(url.to_owned()),
     };
-    Ok(Edge::new(
+    let edge = Edge::new(
         EdgeConfig {
             public_url: public_url.to_owned(),
             token_lifetime: Duration::from_secs(u64::from(config.edge.token_lifetime_secs)),
@@ -534,8 +535,34 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         Arc::new(log),
         keys,
     )
-    .with_bidder(bidder_config(config)?))
+    .with_bidder(bidder_config(config)?);
+    Ok(match shared_state(config)? {
+        Some(shared) => edge.with_shared_state(shared),
+        None => edge,
+    })
 }
+
+/// The Redis shared state of `[redis]`, if a URL is set. Needs the runtime (it starts the
+/// write-behind flusher); connects on first use, so Redis may come up after the edge.
+fn shared_state(config: &Config) -> Result<Option<SharedState>, Failure> {
+    let redis = &config.redis;
+    if redis.url.is_empty() {
+        return Ok(None);
+    }
+    let shared_config = SharedConfig {
+        url: redis.url.clone(),
+        timeout: Duration::from_millis(redis.timeout_ms),
+        cache_entries: usize::try_from(redis.cache_entries).unwrap_or(usize::MAX),
+        flush_interval: Duration::from_millis(redis.flush_interval_ms),
+        queue_limit: usize::try_from(redis.queue_limit).unwrap_or(usize::MAX),
+        failures_to_open: redis.failures_to_open,
+        open_for: Duration::from_millis(redis.open_ms),
+    };
+    SharedState::new(shared_config, Arc::new(SystemClock))
+        .map(Some)
+        .map_err(|error| config_error(format!("redis.url: {error}")))
+}
+
 
 fn config_error(message: String) -> Failure {
     Failure {

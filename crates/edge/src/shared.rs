@@ -1,0 +1,129 @@
+//! The edge's use of state shared through Redis (`[redis]`, see `marquee_sharedstate`).
+//! Without it nothing here runs and caps are the process's own ([`LocalCaps`]).
+//!
+//! With it, an ad decision whose line item or campaign has frequency caps is counted in Redis
+//! before it is answered: one atomic check-and-count within the request's deadline. Refused
+//! (another edge filled the cap meanwhile), the placement gets no ad; Redis unavailable, local
+//! state has already decided (the engine consulted it) and the count is queued for Redis. The
+//! engine itself never waits: it sees [`EdgeCaps`], local caps plus the caps Redis reported
+//! full, a cache read. Deliveries that happen without a decision here (an exchange's billing
+//! notice) are queued for Redis as they come, and budget charges are added to the line item's
+//! shared counter the same way.
+
+use std::time::Instant;
+
+use jiff::Timestamp;
+use marquee_engine::{FrequencyCaps, LocalCaps, user_key};
+use marquee_model::{CampaignId, FrequencyCap, LineItemId};
+use marquee_sharedstate::{CapAnswer, CapRule, Scope, SharedState};
+use marquee_snapshot::SnapshotData;
+
+use crate::{Edge, Loaded};
+
+/// What the engine asks about caps: the local ones, and those Redis reported full.
+#[derive(Debug)]
+pub(crate) struct EdgeCaps<'a> {
+    pub(crate) local: &'a LocalCaps,
+    pub(crate) shared: Option<&'a SharedState>,
+}
+
+impl FrequencyCaps for EdgeCaps<'_> {
+    fn allows(
+        &self,
+        user: &str,
+        line_item: (LineItemId, &[FrequencyCap]),
+        campaign: (CampaignId, &[FrequencyCap]),
+        now: Timestamp,
+    ) -> bool {
+        if !self.local.allows(user, line_item, campaign, now) {
+            return false;
+        }
+        let Some(shared) = self.shared else {
+            return true;
+        };
+        let user = user_key(user);
+        let full = |scope: Scope, caps: &[FrequencyCap]| {
+            caps.iter()
+                .any(|cap| shared.known_full(user, &[rule(scope, cap)]))
+        };
+        !full(Scope::LineItem(line_item.0.0), line_item.1)
+            && !full(Scope::Campaign(campaign.0.0), campaign.1)
+    }
+}
+
+fn rule(scope: Scope, cap: &FrequencyCap) -> CapRule {
+    CapRule {
+        scope,
+        window_seconds: cap.window.seconds(),
+        limit: cap.count,
+    }
+}
+
+/// The caps of a line item and of its campaign, as shared-state rules; empty when it has none
+/// or is not in the snapshot.
+pub(crate) fn rules(data: &SnapshotData, line_item: u64) -> Vec<CapRule> {
+    let Some(li) = data.line_item(LineItemId(line_item)) else {
+        return Vec::new();
+    };
+    let campaign_caps = data
+        .campaign(li.campaign_id)
+        .map_or(&[][..], |c| &c.frequency_caps[..]);
+    li.frequency_caps
+        .iter()
+        .map(|cap| rule(Scope::LineItem(li.id.0), cap))
+        .chain(
+            campaign_caps
+                .iter()
+                .map(|cap| rule(Scope::Campaign(li.campaign_id.0), cap)),
+        )
+        .collect()
+}
+
+/// Whether a decision for `line_item` needs counting in Redis before it is answered.
+pub(crate) fn needs_count(data: &SnapshotData, user: u64, line_item: u64) -> bool {
+    user != 0
+        && data.line_item(LineItemId(line_item)).is_some_and(|li| {
+            !li.frequency_caps.is_empty()
+                || data
+                    .campaign(li.campaign_id)
+                    .is_some_and(|c| !c.frequency_caps.is_empty())
+        })
+}
+
+/// Counts a decision in Redis before it is answered. `false`: a cap is full, do not serve it.
+/// Unavailable Redis leaves the decision to local state (already taken) and queues the count.
+pub(crate) async fn count_decision(
+    shared: &SharedState,
+    data: &SnapshotData,
+    user: u64,
+    line_item: u64,
+    deadline: Instant,
+) -> bool {
+    let rules = rules(data, line_item);
+    match shared.check_and_count(user, &rules, deadline).await {
+        CapAnswer::Allowed => true,
+        CapAnswer::Refused => false,
+        CapAnswer::Unavailable(_) => {
+            shared.count_later(user, &rules);
+            true
+        }
+    }
+}
+
+/// Queues a delivery that happened without a counted decision (an exchange's billing notice).
+pub(crate) fn count_delivery(edge: &Edge, loaded: &Loaded, user: u64, line_item: u64) {
+    let Some(shared) = &edge.shared else {
+        return;
+    };
+    if user == 0 {
+        return;
+    }
+    shared.count_later(user, &rules(&loaded.engine.snapshot().data, line_item));
+}
+
+/// Adds what a billing event charged to the line item's lease to its shared budget counter.
+pub(crate) fn charge(edge: &Edge, line_item: u64, charged: Option<u64>) {
+    if let (Some(shared), Some(amount)) = (&edge.shared, charged) {
+        shared.charge_later(line_item, amount);
+    }
+}

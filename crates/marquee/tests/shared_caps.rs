@@ -1,0 +1,192 @@
+//! Frequency caps shared by edges through Redis (`[redis]`), through the real binary: three
+//! `marquee serve --demo` processes (the same demo catalog, so the same ids) on one Redis hold
+//! one user to the cap whichever edge answers; an edge whose Redis is unreachable keeps
+//! answering from local state and says so in `/metrics`. Redis is the instance
+//! scripts/test-deps.sh starts (redis://127.0.0.1:56379, or MARQUEE_TEST_REDIS_URL).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::Value;
+
+const NEWS_MOBILE: u64 = 3;
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+
+fn redis_url() -> String {
+    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:56379".into())
+}
+
+fn require_redis() {
+    let url = redis_url();
+    let address = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    assert!(
+        reachable,
+        "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
+    );
+}
+
+/// A demo server on `redis`; generous Redis timeout and deadline, so that a slow debug build
+/// never falls back to local state by accident (the fallback is the other test's subject).
+fn start(data: &std::path::Path, redis: &str) -> Server {
+    Server::start_with(
+        data,
+        &["--demo"],
+        &[
+            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+            ("MARQUEE_REDIS__URL", redis),
+            ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+        ],
+    )
+}
+
+/// The line item of the ad `/ad.json` answers for `uid`, if any.
+async fn line_item_served(client: &reqwest::Client, server: &Server, uid: &str) -> Option<u64> {
+    let answer: Value = client
+        .get(server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}")))
+        .header("user-agent", IPHONE)
+        .header("x-country", "DE")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["ads"].as_array().unwrap().first()?["line_item"].as_u64()
+}
+
+async fn metrics(client: &reqwest::Client, server: &Server) -> String {
+    client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The value of a metric line that starts with `name` (labels included).
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in the metrics"))
+        .parse()
+        .unwrap()
+}
+
+/// A user id no earlier run has used (Redis keeps caps for their window, a day here).
+fn fresh_user(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{nanos}")
+}
+
+/// Waits until the server serves an ad (it installs its first snapshot after listening).
+async fn wait_for_ads(client: &reqwest::Client, server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while line_item_served(client, server, &fresh_user("warm-up"))
+        .await
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "no ad within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
+    require_redis();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let edges: Vec<Server> = dirs.iter().map(|d| start(d.path(), &redis_url())).collect();
+    let client = reqwest::Client::new();
+    for edge in &edges {
+        wait_for_ads(&client, edge).await;
+    }
+    // "Boots DACH mobile" (line item 1) is capped at 3 a day. With Redis a decision counts
+    // when it is served, on whichever edge serves it.
+    let user = fresh_user("shared");
+    let mut capped_served = Vec::new();
+    for round in 0..12 {
+        let edge = &edges[round % 3];
+        if line_item_served(&client, edge, &user).await == Some(1) {
+            capped_served.push(round % 3);
+        }
+    }
+    assert_eq!(
+        capped_served.len(),
+        3,
+        "line item 1 served by edges {capped_served:?}"
+    );
+    let mut refusals = 0.0;
+    for edge in &edges {
+        let text = metrics(&client, edge).await;
+        assert_eq!(metric(&text, "marquee_redis_breaker_state"), 0.0);
+        for reason in ["breaker_open", "timeout", "error", "no_time"] {
+            let name = format!("marquee_redis_fallbacks{{reason=\"{reason}\"}}");
+            assert_eq!(metric(&text, &name), 0.0, "{name}");
+        }
+        refusals += metric(&text, "marquee_edge_shared_cap_refusals_total");
+        refusals += metric(&text, "marquee_redis_cache_refusals");
+    }
+    // Each of the two edges that did not serve the third ad learnt the cap was full from
+    // Redis once; after that their caches kept the line item out of their decisions.
+    assert!(refusals <= 2.0, "{refusals} refusals");
+    // Another user is not capped.
+    assert_eq!(
+        line_item_served(&client, &edges[0], &fresh_user("other")).await,
+        Some(1)
+    );
+    for edge in edges {
+        edge.stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        data.path(),
+        &["--demo"],
+        &[
+            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+            ("MARQUEE_REDIS__URL", &format!("redis://127.0.0.1:{closed}")),
+            ("MARQUEE_REDIS__FAILURES_TO_OPEN", "2"),
+            ("MARQUEE_REDIS__OPEN_MS", "60000"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    wait_for_ads(&client, &server).await;
+    for _ in 0..5 {
+        // Local caps count impressions, not decisions: every decision is served.
+        assert_eq!(
+            line_item_served(&client, &server, "offline-user").await,
+            Some(1)
+        );
+    }
+    let text = metrics(&client, &server).await;
+    assert_eq!(metric(&text, "marquee_redis_breaker_state"), 1.0);
+    assert!(metric(&text, "marquee_redis_fallbacks{reason=\"breaker_open\"}") >= 3.0);
+    assert!(metric(&text, "marquee_redis_write_behind{stage=\"queued\"}") >= 5.0);
+    server.stop();
+}
