@@ -290,7 +290,7 @@ fn may_access(user: &SignedIn, kind: Kind) -> Result<(), PageError> {
         return Ok(());
     }
     Err(PageError::Forbidden(format!(
-        "a {} user cannot open {}",
+        "{} users cannot open {}",
         user.role.as_str(),
         kind.collection()
     )))

@@ -486,7 +486,7 @@ pub async fn new_form(
     let user = require_user(&dashboard, &headers).await?;
     if !may_create(&user, kind) {
         return Err(PageError::Forbidden(format!(
-            "a {} user cannot create {}",
+            "{} users cannot create {}",
             user.role.as_str(),
             kind.collection()
         )));
@@ -692,7 +692,7 @@ pub async fn create(
     let mut form = read_form(&user, &headers, &body)?;
     if !may_create(&user, kind) {
         return Err(PageError::Forbidden(format!(
-            "a {} user cannot create {}",
+            "{} users cannot create {}",
             user.role.as_str(),
             kind.collection()
         )));

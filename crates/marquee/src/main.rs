@@ -20,6 +20,7 @@ use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
 
 mod roles;
+mod users;
 
 /// Exit status for bad configuration or usage (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
@@ -53,6 +54,9 @@ enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Manage dashboard users.
+    #[command(subcommand)]
+    User(users::UserCommand),
     /// Apply database migrations and exit.
     Migrate(CommonArgs),
     /// Measure: load generator (`run`) and the hello-world reference server (`reference`).
@@ -155,6 +159,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Manager(args) => roles::manager(args).await,
         Command::Edge(args) => roles::edge(args).await,
         Command::Token(TokenCommand::Create(args)) => create_token(args).await,
+        Command::User(command) => users::create(command).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
@@ -336,6 +341,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
         },
     );
+    let app = users::with_dashboard(app, &manager, &config, &public_url);
     let shutdown = Box::pin(async move {
         signalled.await;
         let _ = stop.send(true);
@@ -563,7 +569,6 @@ fn shared_state(config: &Config) -> Result<Option<SharedState>, Failure> {
         .map_err(|error| config_error(format!("redis.url: {error}")))
 }
 
-
 fn config_error(message: String) -> Failure {
     Failure {
         status: EXIT_CONFIG,
@@ -701,9 +706,14 @@ async fn load_demo(store: &dyn Store) -> Result<Option<String>, Failure> {
             label: "demo admin".into(),
         })
         .await?;
+    users::create_demo_user(store).await?;
     eprintln!(
-        "loaded demo data: {} advertisers, {} line items, {} placements",
-        summary.advertisers, summary.line_items, summary.placements
+        "loaded demo data: {} advertisers, {} line items, {} placements; dashboard user {:?}, password {:?}",
+        summary.advertisers,
+        summary.line_items,
+        summary.placements,
+        users::DEMO_USER,
+        users::DEMO_PASSWORD
     );
     Ok(Some(token))
 }

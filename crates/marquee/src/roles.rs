@@ -164,6 +164,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
         },
     );
+    let app = crate::users::with_dashboard(app, &manager, &config, &ad_url);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             signalled.await;

@@ -1,0 +1,540 @@
+//! The dashboard through its router, in process: sign-in (wrong password, expiry by the
+//! injected clock, the sign-in form's token), CSRF on posts, tenancy, form validation at the
+//! field, and objects created through the forms as the store then holds them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use jiff::{SignedDuration, Timestamp};
+use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
+use marquee_manager::{Manager, ManagerOptions};
+use marquee_model::{Kind, LineItem, ManualClock, Role, Targeting};
+use marquee_store::{NewUser, SqliteStore, Store};
+use tower::ServiceExt as _;
+
+const PASSWORD: &str = "correct horse battery";
+
+struct Site {
+    router: axum::Router,
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    _dir: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    location: String,
+    cookies: Vec<String>,
+    body: String,
+}
+
+impl Site {
+    async fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(
+            Timestamp::from_second(1_795_000_000).unwrap(),
+        ));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap());
+        let manager = Manager::open(
+            Arc::clone(&store),
+            clock.clone(),
+            ManagerOptions {
+                snapshot_dir: dir.path().join("snapshots"),
+                keep: 2,
+                compile_interval: Duration::from_secs(1),
+            },
+        )
+        .await
+        .unwrap();
+        let dashboard = Dashboard::new(
+            manager,
+            clock.clone(),
+            DashboardOptions {
+                public_url: "http://ads.test".into(),
+                session_lifetime: SignedDuration::from_hours(12),
+                uploads_dir: dir.path().join("uploads"),
+                report_max_rows: 10_000,
+            },
+        );
+        let site = Site {
+            router: marquee_dashboard::router(Arc::new(dashboard)),
+            store,
+            clock,
+            _dir: dir,
+        };
+        site.user("root", Role::Admin, None).await;
+        site
+    }
+
+    async fn user(&self, name: &str, role: Role, owner_id: Option<u64>) {
+        self.store
+            .create_user(NewUser {
+                name: name.into(),
+                role,
+                owner_id,
+                password_hash: hash_password(PASSWORD).unwrap(),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn send(&self, request: Request<Body>) -> Answer {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let header_text = |name| {
+            response
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let location = header_text(header::LOCATION).concat();
+        let cookies = header_text(header::SET_COOKIE);
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            location,
+            cookies,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    async fn get(&self, path: &str, cookie: &str) -> Answer {
+        self.send(
+            Request::get(path)
+                .header(header::COOKIE, cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+    }
+
+    async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
+        self.send(
+            Request::post(path)
+                .header(header::COOKIE, cookie)
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(serde_urlencoded::to_string(form).unwrap()))
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Signs in through the form; the session cookie (`name=value`) on success.
+    async fn sign_in(&self, name: &str, password: &str) -> Result<String, Answer> {
+        let form = self.get("/login", "").await;
+        let login_cookie = cookie_pair(&form.cookies[0]);
+        let token = hidden(&form.body, "csrf");
+        let answer = self
+            .post(
+                "/login",
+                &login_cookie,
+                &[("csrf", &token), ("name", name), ("password", password)],
+            )
+            .await;
+        if answer.status != StatusCode::SEE_OTHER {
+            return Err(answer);
+        }
+        Ok(cookie_pair(
+            answer
+                .cookies
+                .iter()
+                .find(|c| c.starts_with("marquee_session="))
+                .unwrap(),
+        ))
+    }
+
+    /// The CSRF token of the session, as its pages carry it.
+    async fn csrf(&self, session: &str) -> String {
+        hidden(&self.get("/", session).await.body, "csrf")
+    }
+
+    /// Posts a form with the session's CSRF token; the id the redirect names.
+    async fn create(&self, session: &str, collection: &str, form: &[(&str, &str)]) -> u64 {
+        let csrf = self.csrf(session).await;
+        let mut fields = vec![("csrf", csrf.as_str())];
+        fields.extend_from_slice(form);
+        let answer = self.post(&format!("/{collection}"), session, &fields).await;
+        assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+        id_in(&answer.location)
+    }
+}
+
+fn cookie_pair(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+/// The value of the first hidden input named `name`.
+fn hidden(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in {html}"))
+        + marker.len();
+    html[start..].split('"').next().unwrap().to_owned()
+}
+
+fn id_in(location: &str) -> u64 {
+    location
+        .trim_start_matches('/')
+        .split(['/', '?'])
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn advertiser(name: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("name", name),
+        ("status", "active"),
+        ("currency", "USD"),
+        ("time_zone", "UTC"),
+        ("domains", ""),
+    ]
+}
+
+fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("campaign_id", campaign),
+        ("name", "Winter sale"),
+        ("status", "active"),
+        ("start", "2026-11-01T00:00"),
+        ("end", "2027-01-01T00:00"),
+        ("time_zone", "Europe/Berlin"),
+        ("tier", "standard"),
+        ("weight", "100"),
+        ("price.model", "cpm"),
+        ("price.amount_micros", "2.5"),
+        ("price.currency", "USD"),
+        ("goal.metric", "impressions"),
+        ("goal.daily", "1000"),
+        ("goal.lifetime", ""),
+        ("pacing", "even"),
+        ("rotation", "even"),
+        ("channels", "direct"),
+        ("deals", ""),
+        ("cap_count", "2"),
+        ("cap_window", "1d"),
+        ("t_attr", "country"),
+        ("t_op", "in"),
+        ("t_values", "DE, AT"),
+        ("t_attr", "device_type"),
+        ("t_op", "not_in"),
+        ("t_values", "tablet"),
+    ]
+}
+
+/// Two advertisers with a campaign each; returns the campaign ids.
+async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
+    let a = site.create(admin, "advertisers", &advertiser("Acme")).await;
+    let b = site
+        .create(admin, "advertisers", &advertiser("Globex"))
+        .await;
+    let campaign = |owner: u64, name: &'static str| {
+        let owner = owner.to_string();
+        async move {
+            site.create(
+                admin,
+                "campaigns",
+                &[
+                    ("advertiser_id", owner.as_str()),
+                    ("name", name),
+                    ("status", "active"),
+                    ("categories", ""),
+                    ("app_bundle", ""),
+                    ("cap_count", ""),
+                    ("cap_window", ""),
+                ],
+            )
+            .await
+        }
+    };
+    (
+        campaign(a, "Acme winter").await,
+        campaign(b, "Globex winter").await,
+    )
+}
+
+#[tokio::test]
+async fn a_wrong_password_or_unknown_user_gets_no_session() {
+    let site = Site::new().await;
+    let wrong = site.sign_in("root", "not the password").await.unwrap_err();
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.body.contains("Wrong user name or password"));
+    assert!(
+        !wrong
+            .cookies
+            .iter()
+            .any(|c| c.starts_with("marquee_session="))
+    );
+    let unknown = site.sign_in("nobody", PASSWORD).await.unwrap_err();
+    assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+
+    let session = site.sign_in("root", PASSWORD).await.unwrap();
+    let home = site.get("/", &session).await;
+    assert_eq!(home.status, StatusCode::OK);
+    assert!(home.body.contains("Today"));
+    // Without a session every page sends the browser to the sign-in form.
+    let anonymous = site.get("/line-items", "").await;
+    assert_eq!(anonymous.status, StatusCode::SEE_OTHER);
+    assert_eq!(anonymous.location, "/login");
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_and_same_site() {
+    let site = Site::new().await;
+    let form = site.get("/login", "").await;
+    let token = hidden(&form.body, "csrf");
+    let answer = site
+        .post(
+            "/login",
+            &cookie_pair(&form.cookies[0]),
+            &[("csrf", &token), ("name", "root"), ("password", PASSWORD)],
+        )
+        .await;
+    let session = answer
+        .cookies
+        .iter()
+        .find(|c| c.starts_with("marquee_session="))
+        .unwrap();
+    assert!(session.contains("HttpOnly"));
+    assert!(session.contains("SameSite=Lax"));
+    assert!(session.contains("Max-Age=43200"));
+    assert!(!session.contains("Secure"), "plain http in this test");
+}
+
+#[tokio::test]
+async fn a_session_expires_by_the_clock() {
+    let site = Site::new().await;
+    let session = site.sign_in("root", PASSWORD).await.unwrap();
+    site.clock.advance(SignedDuration::from_hours(11));
+    assert_eq!(site.get("/", &session).await.status, StatusCode::OK);
+    site.clock.advance(SignedDuration::from_hours(1));
+    let expired = site.get("/", &session).await;
+    assert_eq!(expired.status, StatusCode::SEE_OTHER);
+    assert_eq!(expired.location, "/login");
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session() {
+    let site = Site::new().await;
+    let session = site.sign_in("root", PASSWORD).await.unwrap();
+    let csrf = site.csrf(&session).await;
+    let out = site.post("/logout", &session, &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(site.get("/", &session).await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn the_sign_in_form_needs_its_own_token() {
+    let site = Site::new().await;
+    let no_cookie = site
+        .post(
+            "/login",
+            "",
+            &[("csrf", "x"), ("name", "root"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(no_cookie.status, StatusCode::FORBIDDEN);
+    let form = site.get("/login", "").await;
+    let mismatch = site
+        .post(
+            "/login",
+            &cookie_pair(&form.cookies[0]),
+            &[("csrf", "forged"), ("name", "root"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(mismatch.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn every_post_needs_the_csrf_token_of_its_session() {
+    let site = Site::new().await;
+    let session = site.sign_in("root", PASSWORD).await.unwrap();
+    let other = site.sign_in("root", PASSWORD).await.unwrap();
+    let other_token = site.csrf(&other).await;
+    let form = advertiser("Acme");
+    let without = site.post("/advertisers", &session, &form).await;
+    assert_eq!(without.status, StatusCode::FORBIDDEN);
+    assert!(without.body.contains("security token"));
+    let mut foreign = vec![("csrf", other_token.as_str())];
+    foreign.extend_from_slice(&form);
+    assert_eq!(
+        site.post("/advertisers", &session, &foreign).await.status,
+        StatusCode::FORBIDDEN,
+        "another session's token"
+    );
+    assert!(
+        site.store
+            .list(Kind::Advertiser, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let id = site.create(&session, "advertisers", &form).await;
+    assert_eq!(
+        site.store
+            .get(Kind::Advertiser, id, None)
+            .await
+            .unwrap()
+            .name,
+        "Acme"
+    );
+}
+
+#[tokio::test]
+async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let id = site
+        .create(&admin, "line-items", &line_item_form(&campaign))
+        .await;
+    let stored: LineItem = site
+        .store
+        .get(Kind::LineItem, id, None)
+        .await
+        .unwrap()
+        .decode::<LineItem>()
+        .unwrap()
+        .object;
+    assert_eq!(stored.frequency_caps.len(), 1);
+    assert_eq!(stored.frequency_caps[0].count, 2);
+    assert_eq!(
+        stored.targeting,
+        Some(Targeting::All(vec![
+            Targeting::Country(vec!["DE".into(), "AT".into()]),
+            Targeting::Not(Box::new(Targeting::DeviceType(vec![
+                marquee_model::DeviceType::Tablet
+            ]))),
+        ]))
+    );
+    assert_eq!(stored.price.amount_micros, marquee_model::Micros(2_500_000));
+    // The page shows it back as rows, with its pacing section.
+    let page = site.get(&format!("/line-items/{id}?saved=1"), &admin).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Saved."));
+    assert!(page.body.contains("value=\"DE, AT\""));
+    assert!(page.body.contains("id=\"pacing\""));
+}
+
+#[tokio::test]
+async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let csrf = site.csrf(&admin).await;
+    let mut form = vec![("csrf", csrf.as_str())];
+    form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| {
+        if k == "end" {
+            (k, "2026-10-01T00:00")
+        } else {
+            (k, v)
+        }
+    }));
+    let answer = site.post("/line-items", &admin, &form).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let field = answer.body.find("data-field=\"end\"").unwrap();
+    let next_field = answer.body[field + 1..].find("data-field=").unwrap() + field + 1;
+    let end_field = &answer.body[field..next_field];
+    assert!(end_field.contains("field-error"), "{end_field}");
+    assert!(end_field.contains("must be after start"), "{end_field}");
+    // What was typed stays in the form.
+    assert!(answer.body.contains("value=\"Winter sale\""));
+    assert!(
+        site.store
+            .list(Kind::LineItem, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn an_advertiser_cannot_open_another_advertisers_line_item() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (acme_campaign, globex_campaign) = two_advertisers(&site, &admin).await;
+    let acme_campaign = acme_campaign.to_string();
+    let globex_campaign = globex_campaign.to_string();
+    let own = site
+        .create(&admin, "line-items", &line_item_form(&acme_campaign))
+        .await;
+    let foreign = site
+        .create(&admin, "line-items", &line_item_form(&globex_campaign))
+        .await;
+    let acme = site
+        .store
+        .get(Kind::Campaign, acme_campaign.parse().unwrap(), None)
+        .await
+        .unwrap()
+        .owner_id;
+    site.user("acme-ops", Role::Advertiser, Some(acme)).await;
+    let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
+
+    assert_eq!(
+        site.get(&format!("/line-items/{own}"), &alice).await.status,
+        StatusCode::OK
+    );
+    let refused = site.get(&format!("/line-items/{foreign}"), &alice).await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert!(!refused.body.contains("Winter sale"));
+    let list = site.get("/line-items", &alice).await;
+    assert!(list.body.contains(&format!("/line-items/{own}\"")));
+    assert!(!list.body.contains(&format!("/line-items/{foreign}\"")));
+    // Nor change it, nor reach the supply side or another advertiser's campaign in a form.
+    let csrf = site.csrf(&alice).await;
+    let mut form = vec![("csrf", csrf.as_str()), ("version", "1")];
+    form.extend(line_item_form(&globex_campaign));
+    let update = site
+        .post(&format!("/line-items/{foreign}"), &alice, &form)
+        .await;
+    assert_eq!(update.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        site.get("/placements", &alice).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let mut create = vec![("csrf", csrf.as_str())];
+    create.extend(line_item_form(&globex_campaign));
+    let made = site.post("/line-items", &alice, &create).await;
+    assert_eq!(made.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(made.body.contains("no campaign with id"));
+    assert_eq!(
+        site.get("/edges", &alice).await.status,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn reports_render_charts_and_csv_for_the_signed_in_user() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let page = site
+        .get(
+            "/reports?from=2026-11-01&granularity=day&group_by=line_item",
+            &admin,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("<svg class=\"chart\""));
+    assert!(page.body.contains("data-impressions=\"0\""));
+    let csv = site
+        .get("/reports.csv?from=2026-11-01&granularity=day", &admin)
+        .await;
+    assert_eq!(csv.status, StatusCode::OK);
+    assert!(csv.body.starts_with("time,requests,"), "{}", csv.body);
+    let bad = site.get("/reports?from=yesterday", &admin).await;
+    assert_eq!(bad.status, StatusCode::OK);
+    assert!(bad.body.contains("is not a date"));
+}

@@ -1,0 +1,141 @@
+//! Dashboard users from the command line (`marquee user create`), the demo's admin user, and
+//! the dashboard mounted on the manager's router.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use marquee_config::{Config, Overrides};
+use marquee_dashboard::{Dashboard, DashboardOptions};
+use marquee_manager::Manager;
+use marquee_model::{Role, SystemClock};
+use marquee_store::{NewUser, Store};
+
+use crate::{CommonArgs, Failure, init_logging, load_config, open_store, parse_role};
+
+/// The demo's dashboard admin; the README shows these credentials. Only `--demo` makes it.
+pub(crate) const DEMO_USER: &str = "admin";
+pub(crate) const DEMO_PASSWORD: &str = "marquee-demo";
+/// How long a dashboard sign-in lasts.
+const SESSION_HOURS: i64 = 12;
+/// Shortest password `marquee user create` accepts.
+const MIN_PASSWORD_CHARS: usize = 10;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum UserCommand {
+    /// Create a dashboard user; the password is read from standard input (one line), or asked
+    /// for without echo on a terminal. Only its Argon2id hash is stored.
+    Create(UserCreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UserCreateArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The name to sign in with.
+    #[arg(long)]
+    name: String,
+    /// What the user may do: admin, advertiser or publisher (as API tokens).
+    #[arg(long, value_parser = parse_role)]
+    role: Role,
+    /// The advertiser id (role advertiser) or publisher id (role publisher) the user is
+    /// confined to; not allowed for admin.
+    #[arg(long, value_name = "ID")]
+    owner: Option<u64>,
+}
+
+/// Runs `stty` on the terminal; echo off while a password is typed.
+fn set_echo(on: bool) {
+    let _ = std::process::Command::new("stty")
+        .arg(if on { "echo" } else { "-echo" })
+        .stdin(std::process::Stdio::inherit())
+        .status();
+}
+
+fn read_password() -> Result<String, Failure> {
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    if terminal {
+        eprint!("password for the new user: ");
+        let _ = std::io::stderr().flush();
+        set_echo(false);
+    }
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    if terminal {
+        set_echo(true);
+        eprintln!();
+    }
+    read.map_err(|e| format!("cannot read the password from standard input: {e}"))?;
+    let password = line.trim_end_matches(['\r', '\n']).to_owned();
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(Failure {
+            status: 64,
+            message: format!(
+                "the password must have at least {MIN_PASSWORD_CHARS} characters (read from standard input)"
+            ),
+        });
+    }
+    Ok(password)
+}
+
+pub(crate) async fn create(command: UserCommand) -> Result<(), Failure> {
+    let UserCommand::Create(args) = command;
+    let config = load_config(&args.common, Overrides::default())?;
+    init_logging(&config);
+    let password = read_password()?;
+    let store = open_store(&config).await?;
+    let password_hash =
+        tokio::task::spawn_blocking(move || marquee_dashboard::hash_password(&password))
+            .await
+            .map_err(|e| e.to_string())??;
+    let user = store
+        .create_user(NewUser {
+            name: args.name,
+            role: args.role,
+            owner_id: args.owner,
+            password_hash,
+        })
+        .await?;
+    eprintln!(
+        "created {} user {:?} (id {}); sign in at the dashboard, /login",
+        user.role.as_str(),
+        user.name,
+        user.id
+    );
+    Ok(())
+}
+
+/// Creates the demo's admin user (called right after the demo data is loaded).
+pub(crate) async fn create_demo_user(store: &dyn Store) -> Result<(), Failure> {
+    let password_hash = marquee_dashboard::hash_password(DEMO_PASSWORD)?;
+    store
+        .create_user(NewUser {
+            name: DEMO_USER.to_owned(),
+            role: Role::Admin,
+            owner_id: None,
+            password_hash,
+        })
+        .await?;
+    Ok(())
+}
+
+/// The manager's router with the dashboard's pages at `/`.
+pub(crate) fn with_dashboard(
+    app: axum::Router,
+    manager: &Arc<Manager>,
+    config: &Config,
+    public_url: &str,
+) -> axum::Router {
+    let dashboard = Dashboard::new(
+        Arc::clone(manager),
+        Arc::new(SystemClock),
+        DashboardOptions {
+            public_url: public_url.to_owned(),
+            session_lifetime: jiff::SignedDuration::from_hours(SESSION_HOURS),
+            uploads_dir: config.data_dir.join("uploads"),
+            report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+        },
+    );
+    app.merge(marquee_dashboard::router(Arc::new(dashboard)))
+}
