@@ -33,6 +33,8 @@ pub struct Config {
     /// every key left out is taken from `[bidder]`.
     pub exchanges: BTreeMap<String, ExchangeSection>,
     pub currency: CurrencySection,
+    #[serde(default)]
+    pub gateway: GatewaySection,
     pub redis: RedisSection,
 }
 
@@ -278,6 +280,236 @@ impl BidderSection {
                 "sync_url",
                 format!("is {:?}; it must be an http(s) URL", self.sync_url),
             );
+        }
+        Ok(())
+    }
+}
+
+/// Gateway mode (`/openrtb2/auction`): the auction rules and the external bidders. See
+/// `docs/life-of-a-gateway-auction.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewaySection {
+    /// Serve `POST /openrtb2/auction[/{exchange}]`.
+    pub enabled: bool,
+    /// `first_price` or `second_price`.
+    pub auction: String,
+    /// Added to the second price, as decimal text in the answer currency (second price only).
+    pub increment: String,
+    /// Deal bids rank above open-market bids.
+    pub deals_first: bool,
+    /// The answer's currency when the request allows it (rates from `[currency]`).
+    pub currency: String,
+    /// Kept free before the deadline for the auction and the answer, in milliseconds.
+    pub response_margin_ms: u64,
+    /// Registry name under which our own line items bid (empty: they do not).
+    pub internal_bidder: String,
+    /// Bearer token of the registry API `/gateway/bidders` (empty: not served; at least 16
+    /// characters).
+    pub admin_token: String,
+    /// The largest answer read from a bidder, in bytes.
+    pub max_response_bytes: u64,
+    /// How long a call may go on after its auction stopped waiting (its answer is then counted
+    /// as late and ignored, and its connection kept), in milliseconds.
+    pub late_grace_ms: u64,
+    /// Time allowed for a forwarded win or loss notice, in milliseconds.
+    pub notice_timeout_ms: u64,
+    /// A bidder whose health score (0–1000) falls below this is throttled to one probe per
+    /// `health_probe_interval_ms`.
+    pub health_throttle_below: u32,
+    pub health_probe_interval_ms: u64,
+    /// The external bidders, `[gateway.bidders.NAME]`.
+    pub bidders: BTreeMap<String, GatewayBidderSection>,
+}
+
+impl Default for GatewaySection {
+    fn default() -> Self {
+        GatewaySection {
+            enabled: false,
+            auction: "first_price".into(),
+            increment: "0.01".into(),
+            deals_first: true,
+            currency: "USD".into(),
+            response_margin_ms: 5,
+            internal_bidder: "marquee".into(),
+            admin_token: String::new(),
+            max_response_bytes: 262_144,
+            late_grace_ms: 1_000,
+            notice_timeout_ms: 2_000,
+            health_throttle_below: 500,
+            health_probe_interval_ms: 1_000,
+            bidders: BTreeMap::new(),
+        }
+    }
+}
+
+/// One external bidder of the gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayBidderSection {
+    /// `http://host[:port]/path`.
+    pub endpoint: String,
+    /// `2.5` or `2.6`.
+    pub openrtb: String,
+    /// HTTP/2 without TLS (h2c) instead of HTTP/1.1.
+    pub http2: bool,
+    /// Per cent of the remaining time this bidder may take.
+    pub timeout_percent: u32,
+    pub max_in_flight: u64,
+    /// Idle kept-alive connections.
+    pub pool_size: u64,
+    pub gzip: bool,
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+    /// Media types of the imps it takes (`banner`, `video`, `audio`, `native`); empty: all.
+    pub media: Vec<String>,
+    /// Exchanges whose requests it gets (`""` for `/openrtb2/auction`); empty: all.
+    pub exchanges: Vec<String>,
+    /// Its bids count at this many thousandths of their price.
+    pub price_permille: u32,
+    pub enabled: bool,
+}
+
+impl Default for GatewayBidderSection {
+    fn default() -> Self {
+        GatewayBidderSection {
+            endpoint: String::new(),
+            openrtb: "2.6".into(),
+            http2: false,
+            timeout_percent: 100,
+            max_in_flight: 64,
+            pool_size: 16,
+            gzip: false,
+            headers: BTreeMap::new(),
+            media: Vec::new(),
+            exchanges: Vec::new(),
+            price_permille: 1_000,
+            enabled: true,
+        }
+    }
+}
+
+impl GatewaySection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(self.auction.as_str(), "first_price" | "second_price") {
+            return Err(ConfigError::OutOfRange {
+                key: "gateway.auction",
+                message: format!(
+                    "is {:?}; it must be `first_price` or `second_price`",
+                    self.auction
+                ),
+            });
+        }
+        if !is_currency(&self.currency) {
+            return Err(ConfigError::OutOfRange {
+                key: "gateway.currency",
+                message: format!(
+                    "is {:?}; it must be three upper-case letters",
+                    self.currency
+                ),
+            });
+        }
+        in_range(
+            "gateway.response_margin_ms",
+            self.response_margin_ms,
+            0,
+            1_000,
+        )?;
+        in_range(
+            "gateway.max_response_bytes",
+            self.max_response_bytes,
+            1_024,
+            16_777_216,
+        )?;
+        in_range("gateway.late_grace_ms", self.late_grace_ms, 0, 60_000)?;
+        in_range(
+            "gateway.notice_timeout_ms",
+            self.notice_timeout_ms,
+            10,
+            60_000,
+        )?;
+        in_range(
+            "gateway.health_throttle_below",
+            u64::from(self.health_throttle_below),
+            0,
+            1_000,
+        )?;
+        in_range(
+            "gateway.health_probe_interval_ms",
+            self.health_probe_interval_ms,
+            10,
+            3_600_000,
+        )?;
+        if !self.admin_token.is_empty() && self.admin_token.len() < 16 {
+            return Err(ConfigError::OutOfRange {
+                key: "gateway.admin_token",
+                message: "must be at least 16 characters (or empty to not serve the registry API)"
+                    .into(),
+            });
+        }
+        if !self.internal_bidder.is_empty() && !is_exchange_name(&self.internal_bidder) {
+            return Err(ConfigError::OutOfRange {
+                key: "gateway.internal_bidder",
+                message: "must be 1 to 64 letters, digits, `-` or `_` (or empty)".into(),
+            });
+        }
+        for (name, bidder) in &self.bidders {
+            let bad = |key: &str, message: String| {
+                Err(ConfigError::Invalid(format!(
+                    "`gateway.bidders.{name}.{key}` {message}"
+                )))
+            };
+            if !is_exchange_name(name) || *name == self.internal_bidder {
+                return Err(ConfigError::Invalid(format!(
+                    "`gateway.bidders`: name {name:?} must be 1 to 64 letters, digits, `-` or \
+                     `_`, and not the internal bidder's"
+                )));
+            }
+            let rest = bidder.endpoint.strip_prefix("http://").unwrap_or("");
+            if rest.is_empty() || rest.starts_with('/') {
+                return bad(
+                    "endpoint",
+                    format!(
+                        "is {:?}; it must be an http:// URL with a host (TLS ends in front)",
+                        bidder.endpoint
+                    ),
+                );
+            }
+            if !matches!(bidder.openrtb.as_str(), "2.5" | "2.6") {
+                return bad(
+                    "openrtb",
+                    format!("is {:?}; it must be \"2.5\" or \"2.6\"", bidder.openrtb),
+                );
+            }
+            let ranges = [
+                ("timeout_percent", u64::from(bidder.timeout_percent), 1, 100),
+                ("max_in_flight", bidder.max_in_flight, 1, 1_000_000),
+                ("pool_size", bidder.pool_size, 0, 10_000),
+                (
+                    "price_permille",
+                    u64::from(bidder.price_permille),
+                    1,
+                    10_000,
+                ),
+            ];
+            for (key, value, min, max) in ranges {
+                if !(min..=max).contains(&value) {
+                    return bad(
+                        key,
+                        format!("is {value}; it must be between {min} and {max}"),
+                    );
+                }
+            }
+            if let Some(media) = bidder
+                .media
+                .iter()
+                .find(|m| !matches!(m.as_str(), "banner" | "video" | "audio" | "native"))
+            {
+                return bad(
+                    "media",
+                    format!("has {media:?}; each must be banner, video, audio or native"),
+                );
+            }
         }
         Ok(())
     }
@@ -542,6 +774,7 @@ impl Default for Config {
                 base: "USD".into(),
                 rates: BTreeMap::new(),
             },
+            gateway: GatewaySection::default(),
             redis: RedisSection {
                 url: String::new(),
                 timeout_ms: 10,
@@ -582,7 +815,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 16] = [
+const SECTIONS: [&str; 17] = [
     "listen",
     "data_dir",
     "database",
@@ -599,6 +832,7 @@ const SECTIONS: [&str; 16] = [
     "exchanges",
     "currency",
     "redis",
+    "gateway",
 ];
 
 impl Config {
@@ -716,6 +950,7 @@ impl Config {
         self.aggregation.validate()?;
         in_range("reports.max_rows", self.reports.max_rows, 1, 10_000_000)?;
         self.pacing.validate()?;
+        self.gateway.validate()?;
         self.redis.validate()?;
         self.bidder.validate("bidder")?;
         for (name, exchange) in &self.exchanges {
@@ -1097,6 +1332,28 @@ mod tests {
                 ),
                 ("[exchanges.\"a b\"]\nseat = \"s\"", "exchanges"),
                 ("[currency]\nrates = { EURO = \"0.9\" }", "currency.rates"),
+                ("[gateway]\nauction = \"vickrey\"", "gateway.auction"),
+                ("[gateway]\nadmin_token = \"short\"", "gateway.admin_token"),
+                (
+                    "[gateway.bidders.b1]\nendpoint = \"https://b.test\"",
+                    "gateway.bidders.b1.endpoint",
+                ),
+                (
+                    "[gateway.bidders.b1]\nendpoint = \"http://b.test\"\nopenrtb = \"3.0\"",
+                    "gateway.bidders.b1.openrtb",
+                ),
+                (
+                    "[gateway.bidders.b1]\nendpoint = \"http://b.test\"\nmedia = [\"radio\"]",
+                    "gateway.bidders.b1.media",
+                ),
+                (
+                    "[gateway.bidders.b1]\nendpoint = \"http://b.test\"\ntimeout_percent = 0",
+                    "gateway.bidders.b1.timeout_percent",
+                ),
+                (
+                    "[gateway.bidders.marquee]\nendpoint = \"http://b.test\"",
+                    "gateway.bidders",
+                ),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
