@@ -542,6 +542,12 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         keys,
     )
     .with_bidder(bidder_config(config)?);
+    if let Some(gateway) = gateway_config(config, &edge.bidder.config.rates)? {
+        let gateway = marquee_gateway::Gateway::new(gateway)
+            .map_err(|e| config_error(format!("`gateway.bidders`: {e}")))?;
+        // A new edge: nothing has set it yet.
+        let _ = edge.gateway.set(gateway);
+    }
     Ok(match shared_state(config)? {
         Some(shared) => edge.with_shared_state(shared),
         None => edge,
@@ -632,6 +638,86 @@ fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
         rates,
         ..BidderConfig::default()
     })
+}
+
+/// Gateway mode's settings from `[gateway]` and `[gateway.bidders.NAME]` (`None` when it is
+/// off); rates are `[currency]`'s. The config crate checked ranges and names.
+fn gateway_config(
+    config: &Config,
+    rates: &marquee_model::CurrencyRates,
+) -> Result<Option<marquee_gateway::GatewayConfig>, Failure> {
+    use marquee_gateway::{AuctionKind, BidderSpec, GatewayConfig, HealthConfig, Media};
+    let section = &config.gateway;
+    if !section.enabled {
+        return Ok(None);
+    }
+    let auction = match section.auction.as_str() {
+        "second_price" => AuctionKind::SecondPrice {
+            increment_micros: marquee_openrtb::parse_micros(
+                &section.increment,
+                marquee_openrtb::Rounding::Nearest,
+            )
+            .ok()
+            .filter(|m| *m >= 0)
+            .ok_or_else(|| {
+                config_error(format!(
+                    "`gateway.increment` is {:?}; it must be a decimal amount such as 0.01",
+                    section.increment
+                ))
+            })?,
+        },
+        _ => AuctionKind::FirstPrice,
+    };
+    let currency = marquee_model::Currency::try_from(section.currency.as_str())
+        .map_err(|e| config_error(format!("`gateway.currency`: {e}")))?;
+    let bidders = section
+        .bidders
+        .iter()
+        .map(|(name, b)| BidderSpec {
+            version: if b.openrtb == "2.5" {
+                marquee_gateway::OpenRtbVersion::V25
+            } else {
+                marquee_gateway::OpenRtbVersion::V26
+            },
+            http2: b.http2,
+            timeout_percent: b.timeout_percent,
+            max_in_flight: usize::try_from(b.max_in_flight).unwrap_or(usize::MAX),
+            pool_size: usize::try_from(b.pool_size).unwrap_or(usize::MAX),
+            gzip: b.gzip,
+            headers: b.headers.clone().into_iter().collect(),
+            media: b
+                .media
+                .iter()
+                .map(|m| match m.as_str() {
+                    "video" => Media::Video,
+                    "audio" => Media::Audio,
+                    "native" => Media::Native,
+                    _ => Media::Banner,
+                })
+                .collect(),
+            exchanges: b.exchanges.clone(),
+            price_permille: b.price_permille,
+            enabled: b.enabled,
+            ..BidderSpec::new(name, &b.endpoint)
+        })
+        .collect();
+    Ok(Some(GatewayConfig {
+        auction,
+        deals_first: section.deals_first,
+        currency,
+        rates: rates.clone(),
+        response_margin: Duration::from_millis(section.response_margin_ms),
+        internal_bidder: Some(section.internal_bidder.clone()).filter(|n| !n.is_empty()),
+        bidders,
+        health: HealthConfig {
+            throttle_below: section.health_throttle_below,
+            probe_interval: Duration::from_millis(section.health_probe_interval_ms),
+        },
+        max_response_bytes: usize::try_from(section.max_response_bytes).unwrap_or(usize::MAX),
+        late_grace: Duration::from_millis(section.late_grace_ms),
+        notice_timeout: Duration::from_millis(section.notice_timeout_ms),
+        admin_token: section.admin_token.clone(),
+    }))
 }
 
 /// Tracking keys from the configuration, or the data directory's own key (made on first

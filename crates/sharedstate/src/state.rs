@@ -462,6 +462,24 @@ impl SharedState {
             get(&c.dropped),
             self.queued(),
         );
+        let mut spent: Vec<(u64, u64)> = self
+            .inner
+            .spent
+            .lock()
+            .map(|s| s.iter().map(|(l, t)| (*l, *t)).collect())
+            .unwrap_or_default();
+        spent.sort_unstable();
+        let _ = writeln!(
+            out,
+            "# HELP marquee_redis_budget_spent A line item's shared budget counter as last seen (all edges, lease units).\n\
+             # TYPE marquee_redis_budget_spent gauge"
+        );
+        for (line_item, total) in spent {
+            let _ = writeln!(
+                out,
+                "marquee_redis_budget_spent{{line_item=\"{line_item}\"}} {total}"
+            );
+        }
     }
 
     fn now_ms(&self) -> i64 {

@@ -221,6 +221,12 @@ async fn queued_counts_and_charges_reach_redis_in_one_flush() {
         "the flush taught the cache"
     );
     assert_eq!(shared.spent(line_item), Some(1000));
+    let mut metrics = String::new();
+    shared.render_metrics(&mut metrics);
+    assert!(metrics.contains(&format!(
+        "marquee_redis_budget_spent{{line_item=\"{line_item}\"}} 1000\n"
+    )));
+    assert!(metrics.contains("marquee_redis_write_behind{stage=\"flushed\"} 3\n"));
     let deadline = later(Duration::from_secs(5));
     assert_eq!(
         shared.charge_within(line_item, 500, 1200, deadline).await,
