@@ -24,7 +24,8 @@ impl Server {
 
     /// Starts with extra environment variables (configuration).
     pub fn start_with(data: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
             .args(extra)
@@ -35,7 +36,14 @@ impl Server {
             .env("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000")
             // Keep aggregated segments, so tests can read the whole log (`logged_events`).
             .env("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false")
-            .envs(envs.iter().copied())
+            .envs(envs.iter().copied());
+        Server::spawn(command)
+    }
+
+    /// Starts `command` (any `marquee` subcommand that prints its address on the first
+    /// stdout line) and waits for that line.
+    pub fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

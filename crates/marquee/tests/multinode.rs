@@ -1,0 +1,506 @@
+//! Split roles on loopback (issue 9, item 4): one `marquee manager` and three `marquee edge`
+//! processes, clients fetching ads and firing impression beacons at every edge, and then:
+//!
+//! - a campaign change (a budget set over the API) is served by all three edges within 1 s;
+//! - the manager is killed (`kill -9`) and restarted mid-run: edges keep serving meanwhile, and
+//!   the stored aggregates equal a direct count of all three edges' logs at the end (nothing
+//!   lost, nothing counted twice);
+//! - an edge is killed and restarted on its data directory: it keeps its id (so its log is
+//!   resumed from the stored checkpoints), and no impression answered by it is missing from its
+//!   log unless it was answered within the commit window before the kill;
+//! - the shared impression budget is overspent by no more than the bound of
+//!   `docs/pacing-and-budgets.md` §6: `B + R + Σ in flight`, with `R` read from the manager's
+//!   `marquee_lease_unreported_reclaimed` and at most one decision in flight per client.
+//!
+//! The manager's database is PostgreSQL (a fresh database on the server `scripts/test-deps.sh`
+//! starts; the test fails naming that script if it is unreachable). Shared frequency caps
+//! across edges need Redis: that check belongs next to [`drive`] (fetch capped ads from every
+//! edge for one user id and count them), with `[redis]` set on the edges.
+//!
+//! `bench/multinode.sh` runs the same topology longer, in release, and prints the figures.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{BIN, Guard, Server, get_json, impression_token, logged_events, token_from};
+use marquee_eventlog::Kind as EventKind;
+use marquee_model::ManualClock;
+use marquee_stats::Counters;
+use marquee_store::PostgresStore;
+use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_tracking::{KeyRing, Kind};
+use serde_json::{Value, json};
+
+const SECRET: &str = "multinode-test-secret-0123";
+/// Every edge signs and verifies tracking links with the same key, as a deployment must when a
+/// beacon may reach another edge than the ad did.
+const TRACKING_KEY: &str = "1:hex:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+const EDGES: usize = 3;
+/// Clients per edge, each fetching an ad and firing its beacon in a loop.
+const CLIENTS_PER_EDGE: usize = 2;
+/// The impression budget set on one line item for the run.
+const BUDGET: u64 = 150;
+/// The edges' group commit interval (`events.group_commit_ms`).
+const GROUP_COMMIT_MS: u64 = 5;
+/// How long before an edge's kill an answered impression may be missing from its log: the
+/// commit interval plus scheduling on a busy two-core machine (see `crash.rs`).
+const KILL_WINDOW: Duration = Duration::from_millis(GROUP_COMMIT_MS + 250);
+const GIF: &[u8] = b"GIF89a";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn command(args: &[&str], data: &Path, envs: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env("MARQUEE_AGGREGATION__TOKEN", SECRET)
+        .env("MARQUEE_TRACKING__KEYS", format!("[\"{TRACKING_KEY}\"]"))
+        .env("MARQUEE_LOG__LEVEL", "warn")
+        .env("NO_COLOR", "1")
+        .envs(envs.iter().copied());
+    command
+}
+
+fn start_manager(data: &Path, database: &str, port: u16, demo: bool) -> Guard {
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["manager", "--listen", &listen, "--database", database];
+    if demo {
+        args.push("--demo");
+    }
+    Guard::new(Server::spawn(command(
+        &args,
+        data,
+        &[
+            ("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "100"),
+            ("MARQUEE_AGGREGATION__INTERVAL_MS", "200"),
+            // The logs stay whole, to be counted directly at the end.
+            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
+            ("MARQUEE_PACING__INTERVAL_MS", "500"),
+            ("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000"),
+            ("MARQUEE_PACING__LEASE_RENEW_MS", "500"),
+            // Longer than the manager's planned absence: edges keep serving on their leases.
+            ("MARQUEE_PACING__LEASE_DURATION_MS", "5000"),
+            ("MARQUEE_PACING__LEASE_GRACE_MS", "500"),
+            ("MARQUEE_PACING__IN_FLIGHT_ALLOWANCE_MS", "0"),
+        ],
+    )))
+}
+
+fn start_edge(data: &Path, manager: &str) -> Guard {
+    let commit = GROUP_COMMIT_MS.to_string();
+    Guard::new(Server::spawn(command(
+        &["edge", "--listen", "127.0.0.1:0", "--manager", manager],
+        data,
+        &[
+            ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
+            ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
+            ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
+            ("MARQUEE_EVENTS__GROUP_COMMIT_MS", &commit),
+        ],
+    )))
+}
+
+/// The manager's edge registry.
+async fn registry(client: &reqwest::Client, manager: &str) -> Vec<Value> {
+    let answer = get_json(
+        client,
+        &format!("{manager}/internal/v1/edges"),
+        Some(SECRET),
+    )
+    .await;
+    answer["edges"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until `want` edges are live, serve the manager's current snapshot and (with
+/// `caught_up`) have nothing left to collect.
+async fn wait_registry(client: &reqwest::Client, manager: &str, want: usize, caught_up: bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let edges = registry(client, manager).await;
+        let ready = edges
+            .iter()
+            .filter(|e| e["live"] == true && e["snapshot_current"] == true)
+            .filter(|e| !caught_up || (e["log_backlog_bytes"] == 0 && e["log_behind_secs"] == 0))
+            .count();
+        if ready == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edges not ready within 20 s: {edges:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn metric(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+async fn page(client: &reqwest::Client, url: &str) -> String {
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// One beacon answered (200 and the GIF) by an edge.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    edge: usize,
+    nonce: u64,
+    line_item: u64,
+    at: Instant,
+}
+
+/// What the clients saw.
+#[derive(Debug, Default)]
+struct Seen {
+    answered: Vec<Answered>,
+    /// Ad requests answered with an ad while the manager was down.
+    ads_without_manager: usize,
+    failures: usize,
+}
+
+/// Shared between the test and its clients: each edge's current URL, whether the manager is
+/// down, and when to stop.
+struct Traffic {
+    bases: Mutex<Vec<String>>,
+    manager_down: AtomicBool,
+    stop: AtomicBool,
+    seen: Mutex<Seen>,
+}
+
+/// The demo's placements 1 and 2 serve line item 5 (the one given a budget), 4 and 5 line item 2.
+const PLACEMENTS: [u64; 4] = [1, 4, 2, 5];
+
+/// One client of one edge: an ad at one of [`PLACEMENTS`] in turn, then its beacon, until
+/// stopped. A failed call (the edge is down) is counted and retried after a pause.
+async fn drive(traffic: Arc<Traffic>, edge: usize, client_id: usize, ring: Arc<KeyRing>) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let mut cycle = client_id;
+    while !traffic.stop.load(Ordering::Relaxed) {
+        cycle += 1;
+        let base = traffic.bases.lock().unwrap()[edge].clone();
+        let ad = async {
+            let html = client
+                .get(format!(
+                    "{base}/ad?placement={}&format=html",
+                    PLACEMENTS[cycle % PLACEMENTS.len()]
+                ))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            Some(impression_token(&html).map(str::to_owned))
+        };
+        let token = match ad.await {
+            Some(Some(token)) => token,
+            Some(None) => continue,
+            None => {
+                traffic.seen.lock().unwrap().failures += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if traffic.manager_down.load(Ordering::Relaxed) {
+            traffic.seen.lock().unwrap().ads_without_manager += 1;
+        }
+        let claims = ring
+            .verify_kind(&token, Kind::Impression, now_secs())
+            .unwrap();
+        let Ok(response) = client.get(format!("{base}/t/i?t={token}")).send().await else {
+            traffic.seen.lock().unwrap().failures += 1;
+            continue;
+        };
+        let ok = response.status() == reqwest::StatusCode::OK;
+        if ok && response.bytes().await.is_ok_and(|b| b.starts_with(GIF)) {
+            traffic.seen.lock().unwrap().answered.push(Answered {
+                edge,
+                nonce: claims.nonce,
+                line_item: claims.line_item,
+                at: Instant::now(),
+            });
+        }
+    }
+}
+
+/// Sets an impression budget on the line item first served at placement 1 (a campaign change)
+/// and returns its id.
+async fn set_budget(client: &reqwest::Client, manager: &str, edge: &str, admin: &str) -> u64 {
+    let answer: Value = client
+        .get(format!("{edge}/ad.json?placement=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let line_item = answer["ads"][0]["line_item"].as_u64().expect("an ad");
+    let url = format!("{manager}/api/v1/line-items/{line_item}");
+    let mut item = get_json(client, &url, Some(admin)).await;
+    item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
+    item["pacing"] = json!("asap");
+    let response = client
+        .put(&url)
+        .bearer_auth(admin)
+        .json(&item)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    line_item
+}
+
+/// The snapshot version an edge serves, from its `/metrics`.
+async fn served_version(client: &reqwest::Client, edge: &str) -> Option<f64> {
+    metric(
+        &page(client, &format!("{edge}/metrics")).await,
+        "marquee_snapshot_version",
+    )
+}
+
+async fn stored_minutes(database: &str) -> HashMap<MinuteKey, Counters> {
+    let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
+    let store = PostgresStore::connect(database, clock).await.unwrap();
+    all_minute_rows(&store).await
+}
+
+fn event_count(c: &Counters) -> i64 {
+    c.decisions
+        + c.bids
+        + c.wins
+        + c.billings
+        + c.losses
+        + c.no_bids
+        + c.impressions
+        + c.clicks
+        + c.conversions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let manager_dir = dir.path().join("manager");
+    let edge_dirs: Vec<PathBuf> = (0..EDGES)
+        .map(|i| dir.path().join(format!("edge-{i}")))
+        .collect();
+    let client = reqwest::Client::new();
+    let port = free_port();
+    let manager_url = format!("http://127.0.0.1:{port}");
+
+    let database = TestDatabase::create().await;
+    let mut manager = start_manager(&manager_dir, database.url(), port, true);
+    let admin = token_from(&manager.server().stderr_line("demo admin token"));
+    let mut edges: Vec<Guard> = edge_dirs
+        .iter()
+        .map(|d| start_edge(d, &manager_url))
+        .collect();
+    let bases: Vec<String> = edges.iter().map(|e| e.server().base.clone()).collect();
+    wait_registry(&client, &manager_url, EDGES, false).await;
+    let ids: Vec<String> = registry(&client, &manager_url)
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+
+    // A campaign change, timed from the API's answer to the last edge serving it.
+    let before: Vec<f64> = served_versions(&client, &bases).await;
+    let changed_at = Instant::now();
+    let budgeted = set_budget(&client, &manager_url, &bases[0], &admin).await;
+    let visible = loop {
+        let now: Vec<f64> = served_versions(&client, &bases).await;
+        if now.iter().zip(&before).all(|(n, b)| n > b) {
+            break changed_at.elapsed();
+        }
+        assert!(
+            changed_at.elapsed() < Duration::from_secs(10),
+            "the change never reached every edge: {now:?} (before {before:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!("campaign change served by all {EDGES} edges {visible:?} after the API answered");
+    assert!(
+        visible < Duration::from_secs(1),
+        "a campaign change took {visible:?} to reach every edge"
+    );
+
+    // Traffic on every edge.
+    let traffic = Arc::new(Traffic {
+        bases: Mutex::new(bases.clone()),
+        manager_down: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        seen: Mutex::new(Seen::default()),
+    });
+    let ring = Arc::new(KeyRing::from_config(1, [(1, &TRACKING_KEY[2..])]).unwrap());
+    let clients: Vec<_> = (0..EDGES * CLIENTS_PER_EDGE)
+        .map(|i| tokio::spawn(drive(Arc::clone(&traffic), i % EDGES, i, Arc::clone(&ring))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    // The manager killed mid-run: edges keep serving; it comes back on the same port.
+    manager.kill();
+    traffic.manager_down.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    traffic.manager_down.store(false, Ordering::Relaxed);
+    let mut manager = start_manager(&manager_dir, database.url(), port, false);
+    wait_registry(&client, &manager_url, EDGES, false).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // An edge killed mid-run, restarted on its data directory (a new port).
+    let victim = 1;
+    let killed_at = Instant::now();
+    edges[victim].kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    edges[victim] = start_edge(&edge_dirs[victim], &manager_url);
+    traffic.bases.lock().unwrap()[victim] = edges[victim].server().base.clone();
+    wait_registry(&client, &manager_url, EDGES, false).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    traffic.stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    // Everything collected, then a graceful stop of every process.
+    wait_registry(&client, &manager_url, EDGES, true).await;
+    let manager_page = page(&client, &format!("{manager_url}/metrics")).await;
+    let after_restart: Vec<String> = registry(&client, &manager_url)
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        after_restart, ids,
+        "the restarted edge reported under its old id"
+    );
+    for edge in &mut edges {
+        edge.stop();
+    }
+    manager.stop();
+
+    // Reports equal the sum of all edges' logs: every (event id, kind) once.
+    let mut events = Vec::new();
+    let mut logged_by_edge: Vec<HashSet<u64>> = Vec::new();
+    for d in &edge_dirs {
+        let logged = logged_events(d);
+        logged_by_edge.push(
+            logged
+                .iter()
+                .filter(|e| e.kind == EventKind::Impression)
+                .map(|e| u64::try_from(e.event_id).unwrap())
+                .collect(),
+        );
+        events.extend(logged);
+    }
+    let expected = direct_minute_count(&events);
+    let stored = stored_minutes(database.url()).await;
+    let distinct: i64 = expected.values().map(event_count).sum();
+    let counted: i64 = stored.values().map(event_count).sum();
+    let differing = expected
+        .iter()
+        .filter(|(k, v)| stored.get(*k) != Some(v))
+        .count();
+    assert!(distinct > 0);
+    assert!(
+        differing == 0 && stored.len() == expected.len(),
+        "{differing} minute rows differ: {counted} events counted, {distinct} in the logs"
+    );
+
+    // Answered impressions are logged, on the edge that answered them, except the killed
+    // edge's last commit window.
+    let seen = std::mem::take(&mut *traffic.seen.lock().unwrap());
+    let lost: Vec<&Answered> = seen
+        .answered
+        .iter()
+        .filter(|a| !logged_by_edge[a.edge].contains(&a.nonce))
+        .collect();
+    let beyond_window = lost
+        .iter()
+        .filter(|a| a.edge != victim || killed_at.saturating_duration_since(a.at) > KILL_WINDOW)
+        .count();
+
+    // The budget: billed ≤ B + R + one decision in flight per client.
+    let delivered: HashSet<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Impression && e.line_item == budgeted)
+        .map(|e| u64::try_from(e.event_id).unwrap())
+        .collect();
+    let reclaimed = metric(
+        &manager_page,
+        &format!("marquee_lease_unreported_reclaimed{{line_item=\"{budgeted}\"}}"),
+    )
+    .unwrap_or(0.0) as u64;
+    let bound = BUDGET + reclaimed + (EDGES * CLIENTS_PER_EDGE) as u64;
+    let answered_budgeted = seen
+        .answered
+        .iter()
+        .filter(|a| a.line_item == budgeted)
+        .count();
+    println!(
+        "multinode: {} s; {} records in {EDGES} logs, {distinct} distinct events, {counted} counted; \
+         {} impressions answered, {} lost ({beyond_window} beyond the killed edge's commit window); \
+         {} ads served while the manager was down; {} failed calls (edge down); \
+         budget {BUDGET}: {} delivered ({answered_budgeted} answered), bound {bound} (R = {reclaimed})",
+        started.elapsed().as_secs(),
+        events.len(),
+        seen.answered.len(),
+        lost.len(),
+        seen.ads_without_manager,
+        seen.failures,
+        delivered.len(),
+    );
+    assert_eq!(
+        beyond_window, 0,
+        "impressions lost beyond the commit window: {lost:?}"
+    );
+    assert!(
+        seen.ads_without_manager > 0,
+        "edges served no ad while the manager was down"
+    );
+    assert!(
+        delivered.len() as u64 <= bound,
+        "budget {BUDGET} overspent beyond the bound {bound}: {} delivered",
+        delivered.len()
+    );
+    assert!(
+        delivered.len() as u64 >= BUDGET / 2,
+        "the budgeted line item delivered {} of {BUDGET}: the bound was not exercised",
+        delivered.len()
+    );
+}
+
+/// The snapshot version every edge serves, in order.
+async fn served_versions(client: &reqwest::Client, bases: &[String]) -> Vec<f64> {
+    let mut versions = Vec::with_capacity(bases.len());
+    for base in bases {
+        versions.push(served_version(client, base).await.unwrap_or(0.0));
+    }
+    versions
+}
