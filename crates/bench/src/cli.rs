@@ -14,6 +14,7 @@ use hyper::{Method, Uri};
 
 use crate::BenchError;
 use crate::load::{self, Plan};
+use crate::mock_bidder::{MockBidder, MockBidderArgs};
 use crate::reference::ReferenceServer;
 use crate::report::sweep_table;
 use crate::session::SessionModel;
@@ -35,6 +36,11 @@ pub enum BenchCommand {
     /// bytes of JSON. The first stdout line is "marquee bench reference listening on
     /// http://ADDR".
     Reference(ReferenceArgs),
+    /// Stand in for an external OpenRTB bidder (gateway benchmarks): one banner bid per imp at
+    /// a fixed or random price after a delay, or at given rates no bid, an error or no answer.
+    ///
+    /// The first stdout line is "marquee bench mock-bidder listening on http://ADDR".
+    MockBidder(MockBidderArgs),
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +148,14 @@ pub struct ReferenceArgs {
 pub async fn run(command: BenchCommand) -> Result<(), BenchError> {
     match command {
         BenchCommand::Run(args) => run_load(*args).await,
+        BenchCommand::MockBidder(args) => {
+            let bidder = MockBidder::bind(args).await?;
+            let addr = bidder.local_addr()?;
+            println!("marquee bench mock-bidder listening on http://{addr}");
+            let _ = std::io::stdout().flush();
+            bidder.serve().await;
+            Ok(())
+        }
         BenchCommand::Reference(args) => {
             let server =
                 ReferenceServer::bind(args.listen, args.get_bytes, args.post_bytes).await?;

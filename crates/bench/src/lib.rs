@@ -10,6 +10,8 @@
 //!   with fresh ids per request, or ad requests from a user-session Markov chain.
 //! - [`reference`]: `marquee bench reference`, the hello-world server on the same HTTP stack
 //!   (hyper 1) that is the 100% of every ratio run (`shared/design/method.md`).
+//! - [`mock_bidder`]: `marquee bench mock-bidder`, a stand-in external bidder for gateway
+//!   benchmarks (fixed or random bids after a delay, no bids, errors, time-outs at given rates).
 //! - [`report`] and [`svg`]: the final table, JSON and hand-made SVG charts.
 //!
 //! The crate depends on no other Marquee crate: it measures servers from the outside.
@@ -17,6 +19,7 @@
 pub mod cli;
 pub mod client;
 pub mod load;
+pub mod mock_bidder;
 pub mod reference;
 pub mod report;
 pub mod session;
