@@ -78,7 +78,7 @@ pub struct GatewayStats {
 
 type Counter = (&'static str, &'static str, fn(&BidderStats) -> &AtomicU64);
 
-const COUNTERS: [Counter; 11] = [
+const COUNTERS: [Counter; 12] = [
     ("requests", "Calls sent to the bidder.", |s| &s.requests),
     ("bids", "Valid bids received from the bidder.", |s| &s.bids),
     (
@@ -115,6 +115,11 @@ const COUNTERS: [Counter; 11] = [
         "notices",
         "Win and loss notices forwarded to the bidder.",
         |s| &s.notices,
+    ),
+    (
+        "notice_errors",
+        "Notices that failed (unreadable URL, transport error, non-2xx, time-out).",
+        |s| &s.notice_errors,
     ),
 ];
 
