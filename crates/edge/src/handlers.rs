@@ -15,12 +15,15 @@ use marquee_engine::{
 };
 use marquee_eventlog::{Event, Kind as EventKind};
 use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, PlacementId};
+use marquee_sharedstate::Profile;
+use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{CreativeEntry, SnapshotData};
 use marquee_tracking::{Claims, Kind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::metrics::Outcome;
+use crate::profiles;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
@@ -259,14 +262,7 @@ fn identify(
     if !query.may_identify() {
         return (None, false);
     }
-    if let Some(uid) = query
-        .user_id
-        .as_deref()
-        .filter(|u| !u.is_empty() && u.len() <= 128)
-    {
-        return (Some(uid.to_owned()), false);
-    }
-    if let Some(uid) = cookie(headers, USER_COOKIE) {
+    if let Some(uid) = known_user(query, headers) {
         return (Some(uid.to_owned()), false);
     }
     if !edge.config.cookies {
@@ -276,6 +272,18 @@ fn identify(
         Some(format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())),
         true,
     )
+}
+
+/// The user id the request brings (`uid`, else the cookie), when it may be used.
+fn known_user<'q>(query: &'q AdQuery<'_>, headers: &'q HeaderMap) -> Option<&'q str> {
+    if !query.may_identify() {
+        return None;
+    }
+    query
+        .user_id
+        .as_deref()
+        .filter(|u| !u.is_empty() && u.len() <= 128)
+        .or_else(|| cookie(headers, USER_COOKIE))
 }
 
 /// The format a shed request asked for, found without parsing the whole query: the fallback
@@ -347,6 +355,7 @@ pub(crate) async fn ad(
         .shared
         .as_ref()
         .filter(|_| query.format != Some(AdFormat::Click));
+    let profile = profiles::lookup(edge, known_user(&query, headers), deadline).await;
     let step = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
@@ -381,6 +390,7 @@ pub(crate) async fn ad(
                 &query,
                 headers,
                 user_id.as_deref(),
+                profile.as_deref(),
                 placement,
                 now,
                 &caps,
@@ -499,6 +509,7 @@ fn serve_one<'s>(
     query: &AdQuery<'_>,
     headers: &HeaderMap,
     user_id: Option<&str>,
+    profile: Option<&Profile>,
     placement: PlacementId,
     now: Timestamp,
     caps: &EdgeCaps<'_>,
@@ -507,11 +518,25 @@ fn serve_one<'s>(
     let data: &'s SnapshotData = &loaded.engine.snapshot().data;
     let entry = data.placement(placement)?;
     let domain = data.site(entry.site_id).map(|site| site.domain.as_str());
-    let key_values: Vec<(&str, &str)> = query
+    // `u_*` key-values are the profile's attributes; the page cannot claim them.
+    let mut key_values: Vec<(&str, &str)> = query
         .key_values
         .iter()
+        .filter(|(k, _)| !k.starts_with(ATTRIBUTE_PREFIX))
         .map(|(k, v)| (k.as_ref(), v.as_ref()))
         .collect();
+    let segments: Vec<&str> = match profile {
+        Some(profile) => {
+            key_values.extend(
+                profile
+                    .key_values
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            profile.segments.iter().map(String::as_str).collect()
+        }
+        None => Vec::new(),
+    };
     let (device_type, os, browser) = device(headers);
     let sizes = if query.sizes.is_empty() {
         &entry.sizes[..]
@@ -545,7 +570,7 @@ fn serve_one<'s>(
         },
         user: User {
             id: user_id,
-            segments: &[],
+            segments: &segments,
         },
         key_values: &key_values,
         blocked: Blocked::default(),

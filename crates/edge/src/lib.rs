@@ -23,6 +23,7 @@ pub mod notice;
 pub mod overload;
 pub mod pacing;
 pub mod poll;
+mod profiles;
 pub mod query;
 pub mod remote;
 mod render;
@@ -128,6 +129,9 @@ pub struct Edge {
     /// Caps and budget counters shared with other edges through Redis (`[redis]`); `None`
     /// keeps them in this process only.
     pub shared: Option<marquee_sharedstate::SharedState>,
+    /// User profiles held in this process (the embedded default; with `[redis]` they live in
+    /// Redis). See `profiles.rs`.
+    pub profiles: marquee_sharedstate::MemoryProfiles,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -169,6 +173,7 @@ impl Edge {
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
             shared: None,
+            profiles: profiles::load(&config.data_dir),
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),

@@ -175,6 +175,10 @@ async fn answer(
             let (answer, outcome) = bid_request(edge, request, started).await;
             return (Endpoint::Bid, (answer.map(Either::Left), outcome));
         }
+        (&Method::POST, "/profiles") => (
+            Endpoint::Probe,
+            crate::profiles::upload(edge, request).await,
+        ),
         (&Method::POST, path) if path.starts_with("/openrtb2/auction") => {
             let (answer, outcome) = crate::gateway::auction(edge, request, started).await;
             return (Endpoint::Auction, (answer.map(Either::Left), outcome));

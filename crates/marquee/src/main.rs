@@ -562,13 +562,13 @@ fn shared_state(config: &Config) -> Result<Option<SharedState>, Failure> {
         return Ok(None);
     }
     let shared_config = SharedConfig {
-        url: redis.url.clone(),
         timeout: Duration::from_millis(redis.timeout_ms),
         cache_entries: usize::try_from(redis.cache_entries).unwrap_or(usize::MAX),
         flush_interval: Duration::from_millis(redis.flush_interval_ms),
         queue_limit: usize::try_from(redis.queue_limit).unwrap_or(usize::MAX),
         failures_to_open: redis.failures_to_open,
         open_for: Duration::from_millis(redis.open_ms),
+        ..SharedConfig::new(redis.url.clone())
     };
     SharedState::new(shared_config, Arc::new(SystemClock))
         .map(Some)

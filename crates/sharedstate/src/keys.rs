@@ -5,6 +5,7 @@
 //! - `mq:{u:<user key, 16 hex digits>}:cap:li:<line item id>:<window seconds>` and
 //!   `mq:{u:…}:cap:ca:<campaign id>:<window seconds>`: a sorted set of the impression times
 //!   (unix milliseconds) counted in the window, each member unique.
+//! - `mq:{u:…}:profile`: the user's profile, JSON, no TTL (replaced by the next upload).
 //! - `mq:{b:<line item id>}:spent`: what the line item's goal metric has consumed on all
 //!   edges (an integer, the same units as its lease).
 
@@ -27,6 +28,12 @@ pub fn cap_key(user: u64, scope: Scope, window_seconds: u32) -> String {
     // Writing to a String cannot fail.
     let _ = write!(key, "mq:{{u:{user:016x}}}:cap:{kind}:{id}:{window_seconds}");
     key
+}
+
+/// A user's profile (JSON of `profiles::Profile`): `mq:{u:<user>}:profile`, in the slot of the
+/// user's caps.
+pub fn profile_key(user: u64) -> String {
+    format!("mq:{{u:{user:016x}}}:profile")
 }
 
 /// A line item's shared budget counter: `mq:{b:<line item>}:spent`.

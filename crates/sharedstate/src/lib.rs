@@ -1,4 +1,5 @@
-//! State shared by edges through Redis (issue 9): frequency caps and budget counters.
+//! State shared by edges through Redis (issue 9): frequency caps, budget counters and user
+//! profiles ([`profiles`], which also holds the in-memory store of the embedded default).
 //!
 //! Every check-and-count is one atomic round trip: a Lua script, loaded once and called by
 //! its hash (`EVALSHA`), over keys that one hash tag puts in one Redis Cluster slot (see
@@ -20,10 +21,12 @@
 mod breaker;
 mod cache;
 pub mod keys;
+pub mod profiles;
 mod state;
 
 pub use breaker::BreakerState;
 pub use keys::Scope;
+pub use profiles::{MemoryProfiles, Profile};
 pub use state::{
     BudgetAnswer, CapAnswer, CapRule, Fallback, SharedConfig, SharedState, SharedStateError,
 };

@@ -12,6 +12,7 @@ use rustc_hash::FxHashMap;
 use crate::breaker::{Breaker, BreakerState};
 use crate::cache::FullCaps;
 use crate::keys::{self, Scope};
+use crate::profiles::Profile;
 
 /// Check-and-count over one user's caps, all in one slot. `ARGV`: now (unix ms), a unique
 /// member, `1` to count even when a cap is full (an impression that already happened), then a
@@ -88,6 +89,8 @@ pub struct SharedConfig {
     pub failures_to_open: u32,
     /// How long the breaker stays open before it lets a probe through.
     pub open_for: Duration,
+    /// How long a profile read from Redis (or its absence) is reused without asking again.
+    pub profile_cache_for: Duration,
 }
 
 impl SharedConfig {
@@ -101,6 +104,7 @@ impl SharedConfig {
             queue_limit: 100_000,
             failures_to_open: 5,
             open_for: Duration::from_secs(1),
+            profile_cache_for: Duration::from_secs(30),
         }
     }
 }
@@ -196,6 +200,8 @@ struct Inner {
     queue: Mutex<Queue>,
     /// The last shared total seen per line item's budget counter.
     spent: Mutex<FxHashMap<u64, u64>>,
+    /// Profiles read from Redis, and users known to have none, with when they were read.
+    profiles: ProfileCache,
     /// Makes every counted member unique: a random start, then one more per count.
     next_member: AtomicU64,
     counters: Counters,
@@ -235,6 +241,7 @@ impl SharedState {
         let inner = Arc::new(Inner {
             breaker: Breaker::new(config.failures_to_open, config.open_for, Instant::now()),
             full: FullCaps::new(config.cache_entries),
+            profiles: ProfileCache::new(config.cache_entries),
             connection,
             caps_script: Script::new(CAPS_SCRIPT),
             budget_script: Script::new(BUDGET_SCRIPT),
@@ -392,6 +399,65 @@ impl SharedState {
         }
     }
 
+    /// The profile of `user` (a user key): from the local cache while fresh, else one `GET`
+    /// within `deadline`. `Err` when Redis did not answer in time: the request goes on without
+    /// a profile.
+    pub async fn profile(
+        &self,
+        user: u64,
+        deadline: Instant,
+    ) -> Result<Option<Arc<Profile>>, Fallback> {
+        let now = Instant::now();
+        if let Some(cached) = self.inner.profiles.get(user, now) {
+            return Ok(cached);
+        }
+        let mut connection = self.inner.connection.clone();
+        let mut command = redis::cmd("GET");
+        command.arg(keys::profile_key(user));
+        let answer: Option<Vec<u8>> = self
+            .round_trip(deadline, command.query_async(&mut connection))
+            .await?;
+        let profile = answer
+            .and_then(|bytes| serde_json::from_slice::<Profile>(&bytes).ok())
+            .map(Arc::new);
+        self.inner.profiles.put(
+            user,
+            profile.clone(),
+            now + self.inner.config.profile_cache_for,
+        );
+        Ok(profile)
+    }
+
+    /// Stores profiles by user key, replacing what each user had: pipelines of 1,000 `SET`s,
+    /// each within `deadline`. Returns how many were stored before a failure, if one came.
+    pub async fn put_profiles(
+        &self,
+        profiles: &[(u64, Profile)],
+        deadline: Instant,
+    ) -> Result<usize, (usize, Fallback)> {
+        let mut stored = 0;
+        for chunk in profiles.chunks(1_000) {
+            let mut pipe = redis::pipe();
+            for (user, profile) in chunk {
+                let json = serde_json::to_vec(profile).unwrap_or_default();
+                pipe.cmd("SET")
+                    .arg(keys::profile_key(*user))
+                    .arg(json)
+                    .ignore();
+            }
+            let mut connection = self.inner.connection.clone();
+            let sent: Result<(), Fallback> = self
+                .round_trip(deadline, pipe.query_async(&mut connection))
+                .await;
+            sent.map_err(|fallback| (stored, fallback))?;
+            for (user, _) in chunk {
+                self.inner.profiles.forget(*user);
+            }
+            stored += chunk.len();
+        }
+        Ok(stored)
+    }
+
     /// Sends what is queued now (the flusher does this every `flush_interval`): one round trip
     /// for all of it. Returns whether the queue was emptied.
     pub async fn flush(&self) -> bool {
@@ -505,6 +571,55 @@ impl SharedState {
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Fallback> {
         round_trip(&self.inner, deadline, call).await
+    }
+}
+
+/// A user's profile (or its absence) as read, and until when it may be reused.
+type ProfileShard = FxHashMap<u64, (Option<Arc<Profile>>, Instant)>;
+
+/// Profiles (or their absence) read from Redis, until a time; sharded, bounded: a full shard
+/// starts over.
+#[derive(Debug)]
+struct ProfileCache {
+    shards: Vec<Mutex<ProfileShard>>,
+    per_shard: usize,
+}
+
+impl ProfileCache {
+    const SHARDS: usize = 32;
+
+    fn new(capacity: usize) -> ProfileCache {
+        ProfileCache {
+            shards: (0..Self::SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
+            per_shard: capacity.div_ceil(Self::SHARDS).max(1),
+        }
+    }
+
+    fn shard(&self, user: u64) -> &Mutex<ProfileShard> {
+        &self.shards[(user as usize) % Self::SHARDS]
+    }
+
+    fn get(&self, user: u64, now: Instant) -> Option<Option<Arc<Profile>>> {
+        let shard = self.shard(user).lock().ok()?;
+        let (profile, until) = shard.get(&user)?;
+        (*until > now).then(|| profile.clone())
+    }
+
+    fn put(&self, user: u64, profile: Option<Arc<Profile>>, until: Instant) {
+        if let Ok(mut shard) = self.shard(user).lock() {
+            if shard.len() >= self.per_shard {
+                shard.clear();
+            }
+            shard.insert(user, (profile, until));
+        }
+    }
+
+    fn forget(&self, user: u64) {
+        if let Ok(mut shard) = self.shard(user).lock() {
+            shard.remove(&user);
+        }
     }
 }
 

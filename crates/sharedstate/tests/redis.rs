@@ -11,7 +11,8 @@ use jiff::{SignedDuration, Timestamp};
 use marquee_model::{Clock, ManualClock, SystemClock};
 use marquee_sharedstate::keys::{self, key_slot};
 use marquee_sharedstate::{
-    BreakerState, BudgetAnswer, CapAnswer, CapRule, Fallback, Scope, SharedConfig, SharedState,
+    BreakerState, BudgetAnswer, CapAnswer, CapRule, Fallback, Profile, Scope, SharedConfig,
+    SharedState,
 };
 
 fn redis_url() -> String {
@@ -318,6 +319,7 @@ impl Drop for OwnServer {
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -477,4 +479,49 @@ async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
         .await;
     assert_eq!(answer, CapAnswer::Unavailable(Fallback::NoTime));
     assert_eq!(shared.breaker_state(), BreakerState::Closed);
+}
+
+#[tokio::test]
+async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
+    let mut redis = inspect().await;
+    let edges = [
+        SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap(),
+        SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap(),
+    ];
+    let user = fresh_user();
+    let deadline = later(Duration::from_secs(5));
+    assert_eq!(edges[0].profile(user, deadline).await, Ok(None));
+    let gold = Profile {
+        segments: vec!["vip".into()],
+        key_values: vec![("u_tier".into(), "gold".into())],
+    };
+    assert_eq!(
+        edges[1]
+            .put_profiles(&[(user, gold.clone())], deadline)
+            .await,
+        Ok(1)
+    );
+    let read = edges[1].profile(user, deadline).await.unwrap();
+    assert_eq!(read.as_deref(), Some(&gold));
+    // The first edge cached the absence: it learns the profile once its cache entry expires
+    // (30 s by default), not at once.
+    assert_eq!(edges[0].profile(user, deadline).await, Ok(None));
+    let key = keys::profile_key(user);
+    assert_eq!(
+        key_slot(&key),
+        key_slot(&keys::cap_key(user, Scope::LineItem(1), 60))
+    );
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // Cached: answered without a round trip, even with no time left.
+    let cached = edges[1].profile(user, Instant::now()).await.unwrap();
+    assert_eq!(cached.as_deref(), Some(&gold));
+    let fresh = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    assert_eq!(
+        fresh.profile(user, Instant::now()).await,
+        Err(Fallback::NoTime)
+    );
 }
