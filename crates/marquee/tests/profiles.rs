@@ -1,0 +1,183 @@
+//! User profiles through the real binary, embedded default (no Redis): a CSV and a JSON upload
+//! to `POST /profiles` with the report of refused rows, a line item targeted on a segment and
+//! an attribute served only to the users whose profile has both, a page unable to claim an
+//! attribute, and the profiles kept across a restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Server, get_json, token_from};
+use serde_json::{Value, json};
+
+const NEWS_MOBILE: u64 = 3;
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+const SECRET: &str = "profiles-test-secret-0123";
+
+fn start(data: &std::path::Path) -> Server {
+    Server::start_with(
+        data,
+        &["--demo"],
+        &[
+            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+            ("MARQUEE_AGGREGATION__TOKEN", SECRET),
+        ],
+    )
+}
+
+/// The line item served to `uid` at the mobile news placement, if any.
+async fn served(client: &reqwest::Client, server: &Server, uid: &str, extra: &str) -> Option<u64> {
+    let answer: Value = client
+        .get(server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}{extra}")))
+        .header("user-agent", IPHONE)
+        .header("x-country", "DE")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["ads"].as_array().unwrap().first()?["line_item"].as_u64()
+}
+
+async fn upload(
+    client: &reqwest::Client,
+    server: &Server,
+    content_type: &str,
+    body: String,
+) -> (u16, Value) {
+    let response = client
+        .post(server.url("/profiles"))
+        .bearer_auth(SECRET)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// Waits until `check` holds, for at most 10 s.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploaded_profiles_are_targeted_and_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let admin = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    eventually("an ad", || async {
+        served(&client, &server, "anyone", "").await == Some(1)
+    })
+    .await;
+
+    // Line item 1 ("Boots DACH mobile") now also needs the segment `vip` and tier gold.
+    let url = server.url("/api/v1/line-items/1");
+    let mut item = get_json(&client, &url, Some(&admin)).await;
+    let profile_rule = json!({"all": [
+        {"segment": ["vip"]},
+        {"key_value": {"key": "u_tier", "values": ["gold"]}}
+    ]});
+    item["targeting"] = match item["targeting"].take() {
+        Value::Null => profile_rule,
+        before => json!({"all": [before, profile_rule]}),
+    };
+    let response = client
+        .put(&url)
+        .bearer_auth(&admin)
+        .json(&item)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    eventually("the targeting on the edge", || async {
+        served(&client, &server, "alice", "").await.is_none()
+    })
+    .await;
+
+    let refused = client
+        .post(server.url("/profiles"))
+        .body("user,segments,attributes\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    let csv = "user,segments,attributes\n\
+               alice,vip|news,tier=gold\n\
+               bob,vip,tier=silver\n\
+               ,vip,\n\
+               carol,vip,Tier=gold\n"
+        .to_owned();
+    let (status, report) = upload(&client, &server, "text/csv", csv).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["accepted"], 2);
+    assert_eq!(report["store"], "memory");
+    let rejected = report["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 2, "{report}");
+    assert_eq!(rejected[0]["at"], "line 4");
+    assert_eq!(rejected[1]["at"], "line 5");
+    assert!(rejected[1]["reason"].as_str().unwrap().contains("\"Tier\""));
+
+    assert_eq!(served(&client, &server, "alice", "").await, Some(1));
+    assert_eq!(
+        served(&client, &server, "bob", "").await,
+        None,
+        "tier silver"
+    );
+    assert_eq!(
+        served(&client, &server, "bob", "&kv=u_tier:gold").await,
+        None,
+        "the page cannot claim an attribute"
+    );
+    assert_eq!(
+        served(&client, &server, "dave", "").await,
+        None,
+        "no profile"
+    );
+
+    let (status, report) = upload(
+        &client,
+        &server,
+        "application/json",
+        json!({"profiles": [
+            {"user": "bob", "segments": ["vip"], "attributes": {"tier": "gold"}},
+            {"user": "erin", "segments": "vip"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["accepted"], 1);
+    assert_eq!(report["rejected"][0]["at"], "profiles[1]");
+    assert_eq!(served(&client, &server, "bob", "").await, Some(1));
+
+    let (status, report) = upload(&client, &server, "text/csv", "name,x\n".into()).await;
+    assert_eq!(status, 400);
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("user,segments,attributes")
+    );
+
+    server.stop();
+    let server = start(data.path());
+    eventually("alice's profile after a restart", || async {
+        served(&client, &server, "alice", "").await == Some(1)
+    })
+    .await;
+    assert_eq!(served(&client, &server, "bob", "").await, Some(1));
+    server.stop();
+}
