@@ -49,6 +49,14 @@ fn singular(kind: Kind) -> String {
     kind.name().replace('_', " ")
 }
 
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// Whether the user may create objects of `kind` (roots: admins only, as in the API).
 fn may_create(user: &SignedIn, kind: Kind) -> bool {
     user.principal().may_access(kind) && (kind.parent().is_some() || user.is_admin())
@@ -428,7 +436,12 @@ async fn object_page(
     let error_list = |name: &str| errors.get(name).cloned().unwrap_or_default();
     let (title, action) = match record {
         Some(r) => (
-            format!("{} #{}: {}", singular(kind), r.meta.id, r.name),
+            format!(
+                "{} #{}: {}",
+                capitalized(&singular(kind)),
+                r.meta.id,
+                r.name
+            ),
             format!("/{}/{}", kind.collection(), r.meta.id),
         ),
         None => (

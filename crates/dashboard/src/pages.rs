@@ -731,7 +731,12 @@ pub async fn pacing_view(
     }
     let delivered_now = cumulative;
     let target_now = target_at(now);
-    let planned: Vec<f64> = hours.iter().map(|t| target_at(*t)).collect();
+    // The day's end belongs to the next day, whose curve starts again at 0: end just before.
+    let last_instant = day.end - SignedDuration::from_secs(1);
+    let planned: Vec<f64> = hours
+        .iter()
+        .map(|t| target_at((*t).min(last_instant)))
+        .collect();
     let labels: Vec<String> = hours
         .iter()
         .map(|t| t.to_zoned(zone.clone()).strftime("%H:%M").to_string())
@@ -871,13 +876,16 @@ fn reason(outcome: &Outcome) -> String {
     }
 }
 
+/// The line item that would serve, and each line item's outcome.
+type Explained = (Option<u64>, Vec<(u64, Outcome)>);
+
 /// The explained decision for the test request, on the latest snapshot.
 fn explain(
     snapshot: Snapshot,
     params: &ExplainParams,
     placement: u64,
     now: Timestamp,
-) -> Result<(Option<u64>, Vec<(u64, Outcome)>), String> {
+) -> Result<Explained, String> {
     let engine = Engine::new(Arc::new(snapshot));
     let data = &engine.snapshot().data;
     let entry = data.placement(PlacementId(placement)).ok_or_else(|| {

@@ -1,0 +1,280 @@
+//! The dashboard end to end in a real browser (issue 8's "done when"): `marquee serve --demo`,
+//! an advertiser user made with `marquee user create` (password on stdin), and
+//! `tests/browser/dashboard.mjs` driving headless Chromium through the pages: sign in, a
+//! validation error at its field, a line item with a targeting row and a frequency cap made
+//! through the forms, its creative, a link to a placement, the next snapshot (why-not-served
+//! says it serves there), the placement's copied async tag serving it on a publisher page,
+//! and the impression in the report chart within seconds; then a form post without the CSRF
+//! token (403) and the advertiser user refused another advertiser's line item (404).
+//!
+//! Screenshots of home, line item, report and why-not-served at 1280 and 390 pixels wide go to
+//! the temporary directory, or to `$MARQUEE_SCREENSHOTS` when set (the README's come from
+//! `MARQUEE_SCREENSHOTS=docs/screenshots`, relative to the repository).
+//!
+//! ```text
+//! scripts/test-deps.sh
+//! cargo test -p marquee --test dashboard -- --nocapture
+//! MARQUEE_SCREENSHOTS=docs/screenshots cargo test -p marquee --test dashboard
+//! ```
+//!
+//! It fails (never skips) when Chromium, Node or playwright-core is missing. On a failure the
+//! temporary directory is kept and printed (data directory, `browser/failure.png`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, Server, get_json, token_from};
+use serde_json::{Value, json};
+
+const ADMIN: (&str, &str) = ("admin", "marquee-demo");
+const TENANT: (&str, &str) = ("acme-ops", "acme-password-1");
+/// How long the browser half may take before it is stopped.
+const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Chromium's path; missing tools fail the test, naming the script that installs them.
+fn require_browser_tools(root: &Path) -> PathBuf {
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    assert!(
+        chromium.is_file(),
+        "Chromium is missing at {}: run scripts/test-deps.sh",
+        chromium.display()
+    );
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node is missing ({node:?}): run scripts/test-deps.sh"
+    );
+    assert!(
+        root.join("tests/browser/node_modules/playwright-core/package.json")
+            .is_file(),
+        "playwright-core is not installed in tests/browser: run scripts/test-deps.sh"
+    );
+    chromium
+}
+
+/// The server, killed when the test ends however it ends.
+struct Killed(Server);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+    }
+}
+
+/// `marquee user create`, the password on standard input.
+fn create_user(data: &Path, name: &str, password: &str, role: &str, owner: u64) {
+    let mut child = Command::new(BIN)
+        .args(["user", "create", "--name", name, "--role", role])
+        .args(["--owner", &owner.to_string(), "--data"])
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "marquee user create failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs the driver with a deadline; its JSON, or a panic with what it printed.
+fn run_driver(root: &Path, chromium: &Path, out: &Path, config: &Value) -> Value {
+    let mut child = Command::new("node")
+        .arg(root.join("tests/browser/dashboard.mjs"))
+        .arg(config.to_string())
+        .env("TMPDIR", out)
+        .env("CHROMIUM", chromium)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let until = Instant::now() + BROWSER_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let result: Option<Value> = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok());
+    match (status, result) {
+        (Some(status), Some(result)) if status.success() && result.get("error").is_none() => result,
+        (status, result) => panic!(
+            "the dashboard browser test failed ({status:?}): {}\nstdout: {stdout}\nstderr: {stderr}",
+            result.map_or_else(String::new, |r| serde_json::to_string_pretty(&r).unwrap())
+        ),
+    }
+}
+
+fn id_named(list: &Value, name: &str) -> u64 {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == name)
+        .and_then(|item| item["id"].as_u64())
+        .unwrap_or_else(|| panic!("no {name:?} in {list}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ad_ops_in_headless_chromium() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = tempfile::Builder::new()
+        .prefix("marquee-dashboard-")
+        .tempdir()
+        .unwrap();
+    let keep = scratch.path().to_owned();
+    let data = keep.join("data");
+    let out = keep.join("browser");
+    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
+        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
+    std::fs::create_dir_all(&screens).unwrap();
+
+    let server = Killed(Server::start_with(
+        &data,
+        &["--demo"],
+        &[("MARQUEE_AGGREGATION__INTERVAL_MS", "250")],
+    ));
+    let token = token_from(&server.0.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    let api = |path: &str| server.0.url(path);
+    let advertisers = get_json(&client, &api("/api/v1/advertisers"), Some(&token)).await;
+    let acme = id_named(&advertisers, "Acme Outdoor");
+    let globex = id_named(&advertisers, "Globex Travel");
+    let campaigns = get_json(
+        &client,
+        &api(&format!("/api/v1/campaigns?parent_id={globex}")),
+        Some(&token),
+    )
+    .await;
+    let campaign = campaigns["items"][0]["id"]
+        .as_u64()
+        .expect("a Globex campaign");
+    let placements = get_json(&client, &api("/api/v1/placements"), Some(&token)).await;
+    let placement = id_named(&placements, "News sidebar rectangle");
+    let line_items = get_json(&client, &api("/api/v1/line-items"), Some(&token)).await;
+    let paced = line_items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|li| !li["goal"].is_null())
+        .and_then(|li| li["id"].as_u64())
+        .expect("a demo line item with a goal");
+    create_user(&data, TENANT.0, TENANT.1, "advertiser", acme);
+
+    let config = json!({
+        "base": server.0.base,
+        "out": out,
+        "screens": screens,
+        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
+        "advertiser": { "name": TENANT.0, "password": TENANT.1 },
+        "campaign": campaign,
+        "placement": placement,
+        "paced": paced,
+        "timeoutMs": 15000,
+    });
+    std::fs::create_dir_all(&out).unwrap();
+    let result = std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, &config));
+    let result = match result {
+        Ok(result) => result,
+        Err(panic) => {
+            eprintln!("dashboard browser test: kept {}", scratch.keep().display());
+            std::panic::resume_unwind(panic);
+        }
+    };
+
+    let error = result["validation_error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("must be after start"),
+        "validation error at end: {result:#}"
+    );
+    let line_item = result["line_item"].as_u64().expect("a line item id");
+    assert!(
+        result["linked"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("#{placement}"))
+    );
+    assert_eq!(result["creative_preview"], 1, "{result:#}");
+    assert!(
+        result["ad_text"]
+            .as_str()
+            .unwrap()
+            .contains("Winter sale e2e"),
+        "the publisher page shows the new creative: {result:#}"
+    );
+    assert!(result["impressions"].as_u64() >= Some(1), "{result:#}");
+    assert!(result["report_svg"].as_u64() >= Some(1), "{result:#}");
+    assert_eq!(result["csrf_status"], 403, "{result:#}");
+    assert_eq!(result["foreign_status"], 404, "{result:#}");
+    let pacing = result["pacing"].as_str().unwrap_or("");
+    assert!(
+        pacing.contains("goal curve stands at"),
+        "pacing view: {pacing}"
+    );
+
+    // What the forms stored, as the API reads it.
+    let stored = get_json(
+        &client,
+        &api(&format!("/api/v1/line-items/{line_item}")),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(stored["campaign_id"], campaign);
+    assert_eq!(
+        stored["frequency_caps"],
+        json!([{ "count": 5, "window": "1d" }])
+    );
+    assert_eq!(
+        stored["targeting"],
+        json!({ "not": { "device_type": ["tablet", "ctv"] } })
+    );
+    for name in ["home", "line-item", "report", "why-not-served"] {
+        for width in [1280, 390] {
+            let shot = screens.join(format!("{name}-{width}.png"));
+            assert!(shot.is_file(), "no screenshot {}", shot.display());
+        }
+    }
+    eprintln!(
+        "dashboard browser test: browser half {} ms; steps {}",
+        result["elapsed_ms"], result["steps"]
+    );
+}

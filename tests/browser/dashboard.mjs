@@ -1,0 +1,215 @@
+// The browser half of the dashboard's end-to-end test (crates/marquee/tests/dashboard.rs runs
+// it).
+//
+//   node tests/browser/dashboard.mjs '<json>'
+//
+// The JSON names: base (the server), out (a directory for failure screenshots and the
+// browser profile), screens (where the page screenshots go), admin and advertiser ({name,
+// password}), campaign (a campaign of another advertiser than the advertiser user's),
+// placement (id of a 300x250 placement), paced (a line item with a goal, whose page is
+// shown for its pacing view) and timeoutMs.
+//
+// Drives Debian's Chromium headless through playwright-core, as an ad-ops user would: signs
+// in, gets a validation error at its field, creates a line item with a targeting row and a
+// frequency cap, a creative for it, links it to the placement, waits until why-not-served on
+// the latest snapshot says it serves there, loads a publisher page carrying the placement's
+// async tag (copied from the placement's page), then reloads the report until its chart counts
+// the impression. Then: a form post without the CSRF token (403), and the advertiser user
+// opening the line item (404). Screenshots of home, line item, report and why-not-served at
+// 1280 and 390 pixels wide.
+//
+// Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
+// <out>/failure.png shows the page.
+import http from 'node:http';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const FLAGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+const WIDE = { width: 1280, height: 900 };
+const NARROW = { width: 390, height: 844 };
+const NAME = 'Dashboard e2e winter';
+
+const config = JSON.parse(process.argv[2] ?? '{}');
+const seen = { steps: [] };
+const started = Date.now();
+const step = (what) => seen.steps.push(`${Date.now() - started}ms ${what}`);
+
+/** The UTC date `days` from today, as datetime-local text at midnight. */
+function midnight(days) {
+  const d = new Date(Date.now() + days * 86_400_000);
+  return `${d.toISOString().slice(0, 10)}T00:00`;
+}
+
+async function signIn(page, user) {
+  await page.goto(`${config.base}/login`);
+  await page.fill('#name', user.name);
+  await page.fill('#password', user.password);
+  await Promise.all([page.waitForURL(`${config.base}/`), page.click('button[type=submit]')]);
+}
+
+async function fillLineItem(page, end) {
+  await page.goto(`${config.base}/line-items/new`);
+  await page.selectOption('[name="campaign_id"]', String(config.campaign));
+  await page.fill('[name="name"]', NAME);
+  await page.fill('[name="start"]', midnight(-1));
+  await page.fill('[name="end"]', end);
+  await page.fill('[name="time_zone"]', 'UTC');
+  await page.selectOption('[name="tier"]', 'sponsorship');
+  await page.fill('[name="price.amount_micros"]', '5');
+  await page.fill('[name="price.currency"]', 'USD');
+  await page.fill('[aria-label="Cap count 1"]', '5');
+  await page.fill('[aria-label="Cap window 1"]', '1d');
+  await page.selectOption('[aria-label="Targeting attribute 1"]', 'device_type');
+  await page.selectOption('[aria-label="Targeting operator 1"]', 'not_in');
+  await page.fill('[aria-label="Targeting values 1"]', 'tablet, ctv');
+  await page.click('form.object button[type=submit]');
+  await page.waitForLoadState('domcontentloaded');
+}
+
+async function shoot(page, name) {
+  for (const [size, suffix] of [[WIDE, '1280'], [NARROW, '390']]) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: path.join(config.screens, `${name}-${suffix}.png`), fullPage: true });
+  }
+  await page.setViewportSize(WIDE);
+}
+
+async function run(browser) {
+  const admin = await browser.newContext({ viewport: WIDE });
+  const page = await admin.newPage();
+  page.setDefaultTimeout(config.timeoutMs);
+  await signIn(page, config.admin);
+  step('signed in');
+
+  // A rule broken in the form: shown at its field, nothing stored.
+  await fillLineItem(page, midnight(-2));
+  seen.validation_error = await page.textContent('[data-field="end"] .field-error');
+  step('validation error shown');
+
+  await fillLineItem(page, midnight(30));
+  await page.waitForURL(/\/line-items\/\d+\?saved=1$/);
+  seen.line_item = Number(/line-items\/(\d+)/.exec(page.url())[1]);
+  step(`line item ${seen.line_item} created`);
+
+  await page.goto(`${config.base}/creatives/new?parent=${seen.line_item}`);
+  await page.fill('[name="name"]', 'Winter sale banner');
+  await page.fill('[name="size"]', '300x250');
+  await page.fill('[name="landing_url"]', 'https://shop.example/winter');
+  await page.selectOption('[name="content.type"]', 'html');
+  await page.fill('[name="content.html"]',
+    '<div style="width:300px;height:250px;background:#0b5;color:#fff;font:24px sans-serif;' +
+    'display:flex;align-items:center;justify-content:center">Winter sale e2e</div>');
+  await Promise.all([page.waitForURL(/\/creatives\/\d+\?saved=1$/), page.click('form.object button[type=submit]')]);
+  seen.creative_preview = await page.locator('iframe.preview').count();
+  step('creative created');
+
+  await page.goto(`${config.base}/line-items/${seen.line_item}`);
+  await page.selectOption('[aria-label="Placement to link"]', String(config.placement));
+  await Promise.all([page.waitForURL(/#placements$/), page.click('#placements button:has-text("Link")')]);
+  seen.linked = await page.textContent('#placements ul');
+  step('linked');
+
+  // The next snapshot has it: explain mode on the manager's latest snapshot says it serves.
+  const explain = `${config.base}/why-not-served?placement=${config.placement}&device=desktop&country=DE`;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    await page.goto(explain);
+    seen.explain = (await page.textContent('main h2')) ?? '';
+    if (seen.explain.includes(NAME)) break;
+    if (Date.now() > deadline) throw new Error(`not in the snapshot: ${seen.explain}`);
+    await page.waitForTimeout(200);
+  }
+  step('in the snapshot');
+
+  // The placement's generated async tag, copied from its page, on a publisher's page.
+  await page.goto(`${config.base}/placements/${config.placement}`);
+  const tag = await page.inputValue('#tag-async');
+  const publisher = await admin.newPage();
+  seen.publisher = [];
+  publisher.on('console', (m) => seen.publisher.push(`console ${m.type()}: ${m.text()}`));
+  publisher.on('requestfailed', (r) => seen.publisher.push(`failed ${r.url()}: ${r.failure()?.errorText}`));
+  publisher.on('response', (r) => seen.publisher.push(`${r.status()} ${r.url()}`));
+  // A real server on loopback, reached as localhost: Chromium lets a loopback page reach the
+  // edge at 127.0.0.1, a different site from it, as a publisher and its ad server are.
+  const body = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body><h1>Article</h1>${tag}</body></html>`;
+  const server = http.createServer((_, response) => {
+    response.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+    response.end(body);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await publisher.goto(`http://localhost:${server.address().port}/article.html`);
+  const frame = publisher.frameLocator('ins.marquee iframe');
+  seen.tag = tag;
+  seen.ad_text = await frame.locator('body').textContent({ timeout: 10_000 });
+  server.close();
+  step('ad shown');
+
+  // The impression reaches the report chart.
+  const today = new Date().toISOString().slice(0, 10);
+  const report = `${config.base}/reports?from=${today}&granularity=minute&line_item=${seen.line_item}&group_by=placement`;
+  const reportDeadline = Date.now() + 15_000;
+  for (;;) {
+    await page.goto(report);
+    seen.impressions = Number(await page.getAttribute('#line-chart', 'data-impressions'));
+    if (seen.impressions >= 1) break;
+    if (Date.now() > reportDeadline) throw new Error('no impression in the report');
+    await page.waitForTimeout(300);
+  }
+  seen.report_svg = await page.locator('#line-chart svg polyline').count();
+  step('impression in the report');
+
+  // Screenshots of the four pages, wide and narrow.
+  await shoot(page, 'report');
+  await page.goto(`${config.base}/`);
+  await shoot(page, 'home');
+  // A line item with a goal, for its pacing view.
+  await page.goto(`${config.base}/line-items/${config.paced}`);
+  seen.pacing = await page.textContent('#pacing');
+  await shoot(page, 'line-item');
+  await page.goto(explain);
+  await shoot(page, 'why-not-served');
+  step('screenshots');
+
+  // A form post without the session's CSRF token (the browser's cookies, no token).
+  const forged = await admin.request.post(`${config.base}/advertisers`, {
+    form: { name: 'Forged', status: 'active', currency: 'USD', time_zone: 'UTC' },
+    maxRedirects: 0,
+  });
+  seen.csrf_status = forged.status();
+
+  // The advertiser user cannot open another advertiser's line item.
+  const tenant = await browser.newContext({ viewport: WIDE });
+  const tenantPage = await tenant.newPage();
+  tenantPage.setDefaultTimeout(config.timeoutMs);
+  await signIn(tenantPage, config.advertiser);
+  const foreign = await tenantPage.goto(`${config.base}/line-items/${seen.line_item}`);
+  seen.foreign_status = foreign.status();
+  seen.foreign_text = await tenantPage.textContent('main');
+  step('tenancy');
+  return page;
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: FLAGS,
+});
+let current = null;
+try {
+  current = await run(browser);
+  seen.elapsed_ms = Date.now() - started;
+  console.log(JSON.stringify(seen));
+} catch (error) {
+  seen.error = String(error?.stack ?? error);
+  try {
+    const pages = browser.contexts().flatMap((c) => c.pages());
+    const last = current ?? pages[pages.length - 1];
+    if (last) await last.screenshot({ path: path.join(config.out, 'failure.png'), fullPage: true });
+  } catch {}
+  console.log(JSON.stringify(seen));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
