@@ -48,14 +48,23 @@ pub async fn follow(
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
+    // Logged when the manager goes away and when it is back, not at every poll in between.
+    let mut reachable = true;
     loop {
         tokio::select! {
             () = &mut stop => return,
-            _ = tick.tick() => {
-                if let Err(error) = poll_once(&edge, &client, &manager).await {
+            _ = tick.tick() => match poll_once(&edge, &client, &manager).await {
+                Ok(_) if !reachable => {
+                    reachable = true;
+                    tracing::info!(%manager, "snapshot polls answered again");
+                }
+                Ok(_) => {}
+                Err(error) if reachable => {
+                    reachable = false;
                     tracing::warn!(%error, "snapshot poll failed; serving the current snapshot");
                 }
-            }
+                Err(error) => tracing::debug!(%error, "snapshot poll failed again"),
+            },
         }
     }
 }
