@@ -1,12 +1,18 @@
 //! Aggregation throughput: events aggregated per second of manager CPU (brief §4: at least
 //! 1,000,000), over the whole path: reading segments of a real event log from disk, CRC,
 //! decode, sanitise against the demo catalog, dedupe, aggregate, HyperLogLog, and the SQLite
-//! commit (twelve statements per run).
+//! (or PostgreSQL) commit (twelve statements per run).
 //!
 //! ```text
 //! cargo bench -p marquee-manager --bench aggregation
 //! BENCH_EVENTS=4000000 cargo bench -p marquee-manager --bench aggregation
+//! BENCH_DATABASE=postgres cargo bench -p marquee-manager --bench aggregation
 //! ```
+//!
+//! `BENCH_DATABASE=postgres` commits to PostgreSQL instead: a fresh database on the test server
+//! `scripts/test-deps.sh` starts (or `MARQUEE_TEST_POSTGRES_URL`). The server's CPU is then
+//! reported too: its processes serving the bench database, and its WAL writer, checkpointer and
+//! background writer (found by their process titles in `/proc`).
 //!
 //! The log is written first (not measured); then the aggregator drains it, and the process's
 //! CPU time (user + system, all threads, from `/proc/self/stat`) over the drain is the
@@ -26,20 +32,56 @@ use std::time::{Duration, Instant};
 use marquee_eventlog::{Config, Event, EventLog, Kind};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource};
 use marquee_model::{Clock, SystemClock};
-use marquee_store::{SqliteStore, Store};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_store::{PostgresStore, SqliteStore, Store};
 
 /// Clock ticks per second of `/proc/self/stat` (USER_HZ, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
 
 /// This process's CPU time so far (user + system, every thread).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    process_cpu("self").unwrap()
+}
+
+/// The CPU time so far of a process (`self` or a pid), if it still exists.
+fn process_cpu(pid: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which is in parentheses and may hold spaces).
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_secs_f64(ticks as f64 / TICKS_PER_SECOND)
+    let ticks: u64 = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
+    Some(Duration::from_secs_f64(ticks as f64 / TICKS_PER_SECOND))
+}
+
+/// The PostgreSQL processes working for `database` (backends, whose titles name it) or for the
+/// whole server's writes (WAL writer, checkpointer, background writer), by pid.
+fn postgres_processes(database: &str) -> Vec<String> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(title) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let title = String::from_utf8_lossy(&title);
+        let serves = title.starts_with("postgres: ")
+            && (title.contains(&format!(" {database} "))
+                || ["walwriter", "checkpointer", "background writer"]
+                    .iter()
+                    .any(|name| title.contains(name)));
+        if serves {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The summed CPU time of `pids` (those that still exist).
+fn processes_cpu(pids: &[String]) -> Duration {
+    pids.iter().filter_map(|pid| process_cpu(pid)).sum()
 }
 
 /// splitmix64.
@@ -91,8 +133,19 @@ fn main() {
 async fn bench(scenario: &str, events: u64, window_secs: u64) {
     let dir = tempfile::tempdir().unwrap();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
+    let postgres = match std::env::var("BENCH_DATABASE").as_deref() {
+        Ok("postgres") => Some(TestDatabase::create().await),
+        Ok("sqlite") | Err(_) => None,
+        Ok(other) => panic!("BENCH_DATABASE is {other:?}: sqlite (default) or postgres"),
+    };
+    let store: Arc<dyn Store> = match &postgres {
+        Some(db) => Arc::new(
+            PostgresStore::connect(db.url(), Arc::clone(&clock))
+                .await
+                .unwrap(),
+        ),
+        None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap()),
+    };
     marquee_manager::demo::load(&*store).await.unwrap();
     let catalog = store.catalog().await.unwrap();
     // (line item, creative, placement) the demo can serve.
@@ -176,6 +229,12 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
             ..AggregationOptions::default()
         },
     );
+    let server_pids = || {
+        postgres
+            .as_ref()
+            .map_or_else(Vec::new, |db| postgres_processes(db.name()))
+    };
+    let server_before = processes_cpu(&server_pids());
     let cpu_before = cpu_time();
     let wall = Instant::now();
     let mut runs = Vec::new();
@@ -189,6 +248,8 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
     }
     let wall = wall.elapsed();
     let cpu = cpu_time() - cpu_before;
+    // Backends opened during the drain count from zero; any that ended are missed.
+    let server_cpu = processes_cpu(&server_pids()).saturating_sub(server_before);
     let records: u64 = runs.iter().map(|r| r.records).sum();
     let accepted: u64 = runs.iter().map(|r| r.accepted).sum();
     let duplicates: u64 = runs.iter().map(|r| r.duplicates).sum();
@@ -251,4 +312,13 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
         records as f64 / cpu.as_secs_f64() / 1e6,
         records as f64 / wall.as_secs_f64() / 1e6,
     );
+    if postgres.is_some() {
+        let total = cpu + server_cpu;
+        println!(
+            "  PostgreSQL server CPU {:.2} s; manager + server {:.2} s: {:.2} M records per CPU-second",
+            server_cpu.as_secs_f64(),
+            total.as_secs_f64(),
+            records as f64 / total.as_secs_f64() / 1e6,
+        );
+    }
 }

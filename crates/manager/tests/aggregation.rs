@@ -17,7 +17,8 @@ use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource}
 use marquee_model::{Kind as ObjectKind, ManualClock, Status};
 use marquee_stats::Counters;
 use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
-use marquee_store::{Draft, SqliteStore, Store};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_store::{Draft, PostgresStore, SqliteStore, Store};
 use tempfile::TempDir;
 
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -151,13 +152,25 @@ struct World {
     creatives: Vec<u64>,
     placements: Vec<u64>,
     _dir: TempDir,
+    _postgres: Option<TestDatabase>,
 }
 
 async fn world() -> World {
+    world_on(None).await
+}
+
+/// The world on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
+async fn world_on(postgres: Option<TestDatabase>) -> World {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap());
+    let store: Arc<dyn Store> = match &postgres {
+        Some(db) => Arc::new(
+            PostgresStore::connect(db.url(), clock.clone())
+                .await
+                .unwrap(),
+        ),
+        None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap()),
+    };
     let create = |kind, parent: Option<u64>, body: &'static str| {
         let store = Arc::clone(&store);
         async move {
@@ -197,6 +210,7 @@ async fn world() -> World {
         creatives,
         placements,
         _dir: dir,
+        _postgres: postgres,
     }
 }
 
@@ -300,9 +314,25 @@ async fn restarts_between_any_runs_count_every_event_once() {
 
 #[tokio::test]
 async fn statements_per_run_are_the_same_for_a_thousand_and_a_million_events() {
-    let w = world().await;
+    let statements = statements_per_run(&world().await, [1_000, 1_000_000]).await;
+    println!("statements per run: {statements:?} for 1,000 and 1,000,000 events");
+    assert_eq!(statements[0], statements[1]);
+}
+
+/// The same on PostgreSQL (a database of its own on the server `scripts/test-deps.sh` starts),
+/// with 100,000 events for the larger run.
+#[tokio::test]
+async fn statements_per_run_on_postgres_are_the_same_for_a_thousand_and_100_000_events() {
+    let w = world_on(Some(TestDatabase::create().await)).await;
+    let statements = statements_per_run(&w, [1_000, 100_000]).await;
+    println!("statements per run on PostgreSQL: {statements:?} for 1,000 and 100,000 events");
+    assert_eq!(statements[0], statements[1]);
+}
+
+/// The statements of one run over `counts[i]` events, for each count.
+async fn statements_per_run(w: &World, counts: [u64; 2]) -> Vec<u32> {
     let mut statements = Vec::new();
-    for count in [1_000u64, 1_000_000] {
+    for count in counts {
         let source = MemorySource::named(&format!("edge-{count}"));
         let events: Vec<Event> = (0..count)
             .map(|n| w.event(count * 10 + n, Kind::Impression))
@@ -323,8 +353,7 @@ async fn statements_per_run_are_the_same_for_a_thousand_and_a_million_events() {
             "{metrics}"
         );
     }
-    println!("statements per run: {statements:?} for 1,000 and 1,000,000 events");
-    assert_eq!(statements[0], statements[1]);
+    statements
 }
 
 #[tokio::test]
