@@ -14,8 +14,9 @@
 //!
 //! The manager's database is PostgreSQL (a fresh database on the server `scripts/test-deps.sh`
 //! starts; the test fails naming that script if it is unreachable). Shared frequency caps
-//! across edges need Redis: that check belongs next to [`drive`] (fetch capped ads from every
-//! edge for one user id and count them), with `[redis]` set on the edges.
+//! across edges need Redis: they have their own test below
+//! (`a_frequency_cap_holds_across_edges_sharing_redis`: a manager on SQLite, three edges with
+//! `[redis]` on the server `scripts/test-deps.sh` starts, one user, the cap held over all).
 //!
 //! `bench/multinode.sh` runs the same topology longer, in release, and prints the figures.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -503,4 +504,94 @@ async fn served_versions(client: &reqwest::Client, bases: &[String]) -> Vec<f64>
         versions.push(served_version(client, base).await.unwrap_or(0.0));
     }
     versions
+}
+
+/// The Redis of scripts/test-deps.sh (or MARQUEE_TEST_REDIS_URL), checked reachable.
+fn test_redis() -> String {
+    let url = std::env::var("MARQUEE_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:56379".into());
+    let address = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap();
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    assert!(
+        reachable,
+        "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
+    );
+    url
+}
+
+/// A frequency cap of N per user held across edges sharing Redis: the demo's line item 1
+/// ("Boots DACH mobile", 3 a day) reaches one user exactly three times over twelve ad requests
+/// spread over three `marquee edge` processes. Without Redis each edge would serve it until
+/// the user's impressions reached it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frequency_cap_holds_across_edges_sharing_redis() {
+    const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+    let redis = test_redis();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manager_url = format!("http://127.0.0.1:{port}");
+    let manager_dir = dir.path().join("manager");
+    let database = manager_dir.join("marquee.db");
+    let _manager = start_manager(&manager_dir, database.to_str().unwrap(), port, true);
+    let edges: Vec<Guard> = (0..EDGES)
+        .map(|i| {
+            let data = dir.path().join(format!("edge-{i}"));
+            Guard::new(Server::spawn(command(
+                &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
+                &data,
+                &[
+                    ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
+                    ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
+                    ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+                    // Generous, so that a slow debug build never decides from local state.
+                    ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+                    ("MARQUEE_REDIS__URL", &redis),
+                    ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+                ],
+            )))
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    wait_registry(&client, &manager_url, EDGES, false).await;
+    let user = format!(
+        "multinode-{}",
+        now_secs() as u128 * 1_000_000_000 + u128::from(std::process::id())
+    );
+    let mut served_by = Vec::new();
+    for round in 0..12 {
+        let base = &edges[round % EDGES].server().base;
+        let answer: Value = client
+            .get(format!("{base}/ad.json?p=3&uid={user}"))
+            .header("user-agent", IPHONE)
+            .header("x-country", "DE")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["ads"][0]["line_item"] == 1 {
+            served_by.push(round % EDGES);
+        }
+    }
+    assert_eq!(
+        served_by.len(),
+        3,
+        "line item 1 served by edges {served_by:?}"
+    );
+    for edge in &edges {
+        let text = page(&client, &edge.server().url("/metrics")).await;
+        assert_eq!(metric(&text, "marquee_redis_breaker_state"), Some(0.0));
+        assert_eq!(
+            metric(&text, "marquee_redis_fallbacks{reason=\"timeout\"}"),
+            Some(0.0)
+        );
+    }
 }
