@@ -30,6 +30,7 @@ struct Answer {
     location: String,
     cookies: Vec<String>,
     body: String,
+    bytes: Vec<u8>,
 }
 
 impl Site {
@@ -104,6 +105,7 @@ impl Site {
             location,
             cookies,
             body: String::from_utf8_lossy(&bytes).into_owned(),
+            bytes: bytes.to_vec(),
         }
     }
 
@@ -537,4 +539,79 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     let bad = site.get("/reports?from=yesterday", &admin).await;
     assert_eq!(bad.status, StatusCode::OK);
     assert!(bad.body.contains("is not a date"));
+}
+
+#[tokio::test]
+async fn an_uploaded_image_becomes_the_creatives_picture() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let line_item = site
+        .create(&admin, "line-items", &line_item_form(&campaign))
+        .await
+        .to_string();
+    let csrf = site.csrf(&admin).await;
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
+    let mut body = Vec::new();
+    for (name, value) in [
+        ("csrf", csrf.as_str()),
+        ("line_item_id", line_item.as_str()),
+        ("name", "Uploaded banner"),
+        ("status", "active"),
+        ("size", "300x250"),
+        ("landing_url", "https://shop.example/"),
+        ("weight", "1"),
+        ("content.type", "image"),
+        ("content.image_url", ""),
+        ("content.alt", "Boots"),
+        ("categories", ""),
+    ] {
+        body.extend_from_slice(
+            format!("--B\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+                .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        b"--B\r\nContent-Disposition: form-data; name=\"image_file\"; filename=\"b.png\"\r\n\
+          Content-Type: image/png\r\n\r\n",
+    );
+    body.extend_from_slice(png);
+    body.extend_from_slice(b"\r\n--B--\r\n");
+    let answer = site
+        .send(
+            Request::post("/creatives")
+                .header(header::COOKIE, &admin)
+                .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let creative = site
+        .store
+        .get(Kind::Creative, id_in(&answer.location), None)
+        .await
+        .unwrap()
+        .decode::<marquee_model::Creative>()
+        .unwrap()
+        .object;
+    let marquee_model::CreativeContent::Image { image_url, alt } = creative.content else {
+        panic!("not an image: {:?}", creative.content);
+    };
+    assert_eq!(alt, "Boots");
+    let path = image_url
+        .strip_prefix("http://ads.test")
+        .expect("the public URL");
+    assert!(
+        path.starts_with("/uploads/") && path.ends_with(".png"),
+        "{path}"
+    );
+    let served = site.get(path, "").await;
+    assert_eq!(served.status, StatusCode::OK);
+    assert_eq!(served.bytes, png);
+    assert_eq!(
+        site.get("/uploads/..%2Fm.db", "").await.status,
+        StatusCode::NOT_FOUND
+    );
 }
