@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Gateway mode (issue 10): `marquee serve` with [gateway] in front of N mock bidders
+# (`marquee bench mock-bidder`), measured with bench/ratio.sh against the reference
+# (CPU per auction, req/s, p99), or in open loop at a fixed rate (p50/p99, per-bidder metrics).
+#
+#   bench/gateway.sh [options]
+#
+# Options (defaults in brackets):
+#   --bidders N        external mock bidders, each bidding a random 1–3 USD [1]
+#   --slow-delay D     make the last bidder answer after D (e.g. 300ms) [none]
+#   --internal         let our own line items bid too (an empty catalog: they never bid) [off]
+#   --rate R           open loop at R req/s for --duration seconds instead of ratio pairs
+#   --pairs N [3]  --duration S [5]  --warmup S [3]
+#   --json FILE        where ratio.sh / bench run writes its JSON
+#
+# Mock bidders and the load generator share CPU 0, the server has CPU 1 (the server's CPU per
+# auction is the figure to read; the bidders' own work is not in it). Uses the release binary
+# as it is (build it once with `cargo build --release -p marquee`).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+die() { echo "gateway.sh: $*" >&2; exit 2; }
+bidders=1 slow_delay="" internal=0 rate="" pairs=3 duration=5 warmup=3 json=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bidders) bidders="$2"; shift 2 ;;
+    --slow-delay) slow_delay="$2"; shift 2 ;;
+    --internal) internal=1; shift ;;
+    --rate) rate="$2"; shift 2 ;;
+    --pairs) pairs="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --json) json="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
+[[ -x "$bin" ]] || die "$bin is missing: cargo build --release -p marquee"
+body="$root/crates/openrtb/testdata/marquee/bench-request.json"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+config="$work/gateway.toml"
+{
+  echo "[gateway]"
+  echo "enabled = true"
+  if [[ "$internal" == 1 ]]; then echo 'internal_bidder = "marquee"'; else echo 'internal_bidder = ""'; fi
+  echo 'admin_token = "gateway-bench-token-0000"'
+} > "$config"
+for i in $(seq 1 "$bidders"); do
+  delay=0ms
+  [[ -n "$slow_delay" && "$i" == "$bidders" ]] && delay="$slow_delay"
+  out="$work/bidder-$i.stdout"
+  taskset -c 0 "$bin" bench mock-bidder --listen 127.0.0.1:0 --price 1-3 --seat "m$i" \
+    --delay "$delay" > "$out" 2> /dev/null &
+  pids+=("$!")
+  addr=""
+  for _ in $(seq 100); do
+    addr="$(head -n 1 "$out" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
+    [[ -n "$addr" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$addr" ]] || die "mock bidder $i did not start"
+  printf '[gateway.bidders.m%s]\nendpoint = "http://%s/bid"\nmax_in_flight = 256\n' "$i" "$addr" >> "$config"
+done
+echo "config:" >&2; sed 's/^/  /' "$config" >&2
+
+serve="$bin serve --config $config --data $work/data --listen 127.0.0.1:0"
+# The answer: one bid of about 200 bytes.
+if [[ -z "$rate" ]]; then
+  "$root/bench/ratio.sh" --no-build --candidate "env MARQUEE_EDGE__PUBLIC_URL=https://ads.example.com $serve" \
+    --path /openrtb2/auction --body-file "$body" --post-bytes 200 \
+    --pairs "$pairs" --duration "$duration" --warmup "$warmup" ${json:+--json "$json"}
+  exit 0
+fi
+
+out="$work/serve.stdout"
+MARQUEE_EDGE__PUBLIC_URL=https://ads.example.com taskset -c 1 $serve > "$out" 2> "$work/serve.stderr" &
+server=$!
+pids+=("$server")
+addr=""
+for _ in $(seq 300); do
+  addr="$(head -n 1 "$out" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
+  [[ -n "$addr" ]] && break
+  sleep 0.1
+done
+[[ -n "$addr" ]] || { cat "$work/serve.stderr" >&2; die "marquee serve did not start"; }
+ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+taskset -c 0 "$bin" bench run "http://$addr/openrtb2/auction" --openrtb "$body" -c 64 \
+  -r "$rate" -d "${warmup}s" -q > /dev/null
+before="$(ticks)"
+taskset -c 0 "$bin" bench run "http://$addr/openrtb2/auction" --openrtb "$body" -c 64 \
+  -r "$rate" -d "${duration}s" ${json:+--json "$json"}
+after="$(ticks)"
+hz="$(getconf CLK_TCK)"
+echo "server CPU during the run: $(( (after - before) * 1000 / hz )) ms for $rate req/s × ${duration} s"
+curl -s -H 'Authorization: Bearer gateway-bench-token-0000' "http://$addr/gateway/bidders"
+echo
+curl -s "http://$addr/metrics" | grep -E '^marquee_gateway_bidder_(requests|wins|timeouts|late|skipped_at_limit|skipped_unhealthy|errors)_total'
