@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use jiff::Timestamp;
 use marquee_model::{Kind, Status};
 use marquee_stats::{DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
@@ -25,6 +26,19 @@ pub(crate) fn table(kind: Kind) -> &'static str {
 /// `i64::MAX` cannot be stored, so they match nothing rather than fail.
 pub(crate) fn sql_id(id: u64) -> Option<i64> {
     i64::try_from(id).ok()
+}
+
+/// A count or id the model keeps as `u64` as both databases store it; above `i64::MAX` it
+/// cannot be stored, and the write fails naming `what`.
+pub(crate) fn sql_i64(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("{what} {value} is above i64::MAX").into()))
+}
+
+/// A stored timestamp (unix microseconds); out of range is corruption of `what`.
+pub(crate) fn timestamp(micros: i64, what: &str) -> Result<Timestamp, StoreError> {
+    Timestamp::from_microsecond(micros)
+        .map_err(|e| StoreError::Corrupt(format!("{what}: timestamp {micros}: {e}")))
 }
 
 /// A LIKE pattern (escape character `\`) matching names that contain `needle` literally.

@@ -26,6 +26,7 @@ use rusqlite::{
     params, params_from_iter,
 };
 
+use crate::shared::{like_pattern, sql_id, table, with_status};
 use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
 
 /// Reader connections; WAL lets them read while the writer writes.
@@ -171,24 +172,6 @@ fn poisoned() -> StoreError {
 
 fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
-}
-
-fn table(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Advertiser => "advertisers",
-        Kind::Campaign => "campaigns",
-        Kind::LineItem => "line_items",
-        Kind::Creative => "creatives",
-        Kind::Publisher => "publishers",
-        Kind::Site => "sites",
-        Kind::Placement => "placements",
-    }
-}
-
-/// An id as SQLite stores it. Caller-supplied ids above `i64::MAX` cannot be stored, so they
-/// match nothing rather than fail.
-fn sql_id(id: u64) -> Option<i64> {
-    i64::try_from(id).ok()
 }
 
 fn read_record(kind: Kind, row: &Row<'_>) -> Result<Record, StoreError> {
@@ -458,20 +441,6 @@ fn archive_in(
     write_next_version(tx, current, name, Status::Archived, body, now)
 }
 
-/// The record's body with its `status` field replaced.
-fn with_status(record: &Record, status: Status) -> Result<String, StoreError> {
-    let corrupt = |what: String| {
-        StoreError::Corrupt(format!("{} {}: {what}", record.kind.name(), record.meta.id))
-    };
-    let mut body: serde_json::Value =
-        serde_json::from_str(&record.body).map_err(|e| corrupt(e.to_string()))?;
-    let object = body
-        .as_object_mut()
-        .ok_or_else(|| corrupt("body is not a JSON object".to_owned()))?;
-    object.insert("status".to_owned(), status.as_str().into());
-    serde_json::to_string(&body).map_err(|e| corrupt(e.to_string()))
-}
-
 fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
     let mut sql = format!("SELECT {COLUMNS} FROM {} WHERE 1 = 1", table(kind));
     let mut args = Vec::new();
@@ -500,20 +469,6 @@ fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Recor
     sql.push_str(" ORDER BY id LIMIT ?");
     args.push(Value::Integer(i64::from(query.limit.clamp(1, MAX_PAGE))));
     query_records(conn, kind, &sql, params_from_iter(args))
-}
-
-/// A LIKE pattern matching names that contain `needle` literally.
-fn like_pattern(needle: &str) -> String {
-    let mut pattern = String::with_capacity(needle.len() + 2);
-    pattern.push('%');
-    for c in needle.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            pattern.push('\\');
-        }
-        pattern.push(c);
-    }
-    pattern.push('%');
-    pattern
 }
 
 /// Links and unlinks need both ends to exist and not be archived (archived objects are final).
@@ -767,23 +722,5 @@ impl Store for SqliteStore {
 
     async fn catalog(&self) -> Result<Catalog, StoreError> {
         self.read(|tx| catalog_in(tx)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tables_are_named_after_kinds() {
-        for kind in Kind::ALL {
-            assert_eq!(table(kind), format!("{}s", kind.name()));
-        }
-    }
-
-    #[test]
-    fn like_pattern_escapes_wildcards() {
-        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
-        assert_eq!(like_pattern(""), "%%");
     }
 }

@@ -17,7 +17,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{PostgresStore, Tx, get, pg, query, to_u64};
 use crate::StoreError;
-use crate::shared::{FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, report_table};
+use crate::shared::{FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, report_table, sql_i64};
 use crate::stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
@@ -74,11 +74,6 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
          GROUP BY {keys_list} \
          ON CONFLICT ({keys_list}) DO UPDATE SET {updates}"
     )
-}
-
-fn sql_i64(value: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(value)
-        .map_err(|_| StoreError::Backend(format!("{what} {value} is above i64::MAX").into()))
 }
 
 /// A table's rows as one vector per column.

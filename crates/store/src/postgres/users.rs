@@ -6,15 +6,10 @@ use marquee_model::Role;
 use tokio_postgres::Row;
 
 use super::{PostgresStore, Tx, execute, get, owner_fits_role, query, to_u64};
-use crate::shared::sql_id;
+use crate::shared::{sql_id, timestamp};
 use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
 
 const USER_COLUMNS: &str = "u.id, u.name, u.role, u.owner_id, u.password_hash, u.created_at";
-
-fn timestamp(micros: i64, what: &str) -> Result<Timestamp, StoreError> {
-    Timestamp::from_microsecond(micros)
-        .map_err(|e| StoreError::Corrupt(format!("{what}: timestamp {micros}: {e}")))
-}
 
 /// Reads the user columns starting at column 0 of `row`.
 fn read_user(row: &Row) -> Result<UserRecord, StoreError> {

@@ -1,23 +1,14 @@
 //! Versioned schema migrations: SQL files compiled into the binary, applied in order at open,
 //! one transaction each, and recorded with their checksum so that a changed one is noticed.
 
-use std::fmt::Write as _;
-
 use marquee_model::Clock;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use sha2::{Digest, Sha256};
 
 use super::backend;
-use crate::{MigrationError, StoreError};
+use crate::StoreError;
+use crate::shared::{self, Migration, checksum};
 
-struct Migration {
-    version: u32,
-    name: &'static str,
-    sql: &'static str,
-}
-
-/// Every migration this binary knows, in version order. A released entry is never edited (the
-/// checksum check would refuse every database it was applied to); changes go in a new one.
+/// Every migration this binary knows, in version order.
 const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -107,34 +98,14 @@ fn check_applied(conn: &Connection) -> Result<(), StoreError> {
     let mut stmt = conn
         .prepare("SELECT version, sha256 FROM schema_migrations ORDER BY version")
         .map_err(backend)?;
-    let mut rows = stmt.query([]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        let version: u32 = row.get(0).map_err(backend)?;
-        let sha256: String = row.get(1).map_err(backend)?;
-        let known = MIGRATIONS
-            .iter()
-            .find(|m| m.version == version)
-            .ok_or(MigrationError::Unknown { version })?;
-        if checksum(known.sql) != sha256 {
-            return Err(MigrationError::Changed {
-                version,
-                name: known.name.to_owned(),
-            }
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// Lower-case hex SHA-256 of a migration's text.
-fn checksum(sql: &str) -> String {
-    Sha256::digest(sql.as_bytes())
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, byte| {
-            // Writing to a String cannot fail.
-            let _ = write!(hex, "{byte:02x}");
-            hex
+    let applied = stmt
+        .query_map([], |row| {
+            Ok((row.get::<_, u32>(0)?, row.get::<_, String>(1)?))
         })
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    Ok(shared::check_applied(applied, MIGRATIONS)?)
 }
 
 #[cfg(test)]
@@ -146,13 +117,5 @@ mod tests {
         for (i, migration) in MIGRATIONS.iter().enumerate() {
             assert_eq!(migration.version as usize, i + 1, "{}", migration.name);
         }
-    }
-
-    #[test]
-    fn checksum_is_hex_sha256() {
-        assert_eq!(
-            checksum("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 }

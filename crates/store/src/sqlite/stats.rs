@@ -10,14 +10,15 @@ use std::fmt::Write as _;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_stats::{
-    COLUMNS, Counters, DAY, Dimensions, DimensionsBuilder, Granularity, HOUR, Hll, MINUTE, RowKey,
-    RowQuery, Seen, SketchKey, StoredRow,
+    COLUMNS, Counters, Dimensions, DimensionsBuilder, Hll, RowKey, RowQuery, Seen, SketchKey,
+    StoredRow,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, Transaction, params, params_from_iter};
 
 use super::{SqliteStore, backend};
 use crate::StoreError;
+use crate::shared::{FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, report_table, sql_i64};
 use crate::stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
 
 /// Runs statements and counts them: every statement of a run goes through here, so the count
@@ -37,26 +38,6 @@ impl Counted<'_> {
     }
 }
 
-fn stats_table(granularity: Granularity) -> &'static str {
-    match granularity {
-        Granularity::Minute => "stats_minute",
-        Granularity::Hour => "stats_hour",
-        Granularity::Day => "stats_day",
-    }
-}
-
-/// The key columns of the full stats tables, in [`RowKey`] order.
-const FULL_KEYS: &[&str] = &[
-    "line_item",
-    "bucket_start",
-    "creative",
-    "placement",
-    "country",
-    "device",
-];
-/// The key columns of `stats_hour_line_item`.
-const LINE_ITEM_KEYS: &[&str] = &["line_item", "bucket_start"];
-
 /// The upsert adding a JSON array of rows (`[key columns…, counters…]`) into `table`.
 fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
     let keys_list = keys.join(", ");
@@ -75,11 +56,6 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
         "INSERT INTO {table} ({keys_list}, {columns}) SELECT {values} FROM jsonb_each(jsonb(?1)) \
          WHERE true ON CONFLICT ({keys_list}) DO UPDATE SET {updates}"
     )
-}
-
-fn sql_i64(value: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(value)
-        .map_err(|_| StoreError::Backend(format!("{what} {value} is above i64::MAX").into()))
 }
 
 /// `[[line_item, bucket, creative, placement, "CC", device, counters…], …]`, or only
@@ -360,18 +336,7 @@ fn id_list(ids: &[u64]) -> Result<String, StoreError> {
 }
 
 fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
-    // Hourly totals per line item answer any hourly query without supply, country or device
-    // detail, from a small fraction of the rows.
-    let per_line_item = q.table == Granularity::Hour
-        && !(q.by_creative || q.by_placement || q.by_country || q.by_device)
-        && q.placements.is_none()
-        && q.countries.is_none()
-        && q.devices.is_none();
-    let table = if per_line_item {
-        "stats_hour_line_item"
-    } else {
-        stats_table(q.table)
-    };
+    let table = report_table(q);
     let grouped = [
         ("line_item", q.by_line_item, "0"),
         ("creative", q.by_creative, "0"),
@@ -485,39 +450,6 @@ fn sketch_from(row: &rusqlite::Row<'_>) -> Result<(SketchKey, Hll), StoreError> 
     Ok((key, sketch))
 }
 
-/// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,
-/// then minutes. Each part is a list of `[from, to)` bucket-start ranges.
-fn delivery_parts(since: i64, until: i64) -> [(&'static str, Vec<(i64, i64)>); 3] {
-    let floor = |t: i64, w: i64| t - t.rem_euclid(w);
-    let ceil = |t: i64, w: i64| floor(t + w - 1, w);
-    let since = floor(since, MINUTE);
-    let until = ceil(until, MINUTE).max(since);
-    let (day_from, day_to) = (ceil(since, DAY), floor(until, DAY));
-    let (hour_from, hour_to) = (ceil(since, HOUR), floor(until, HOUR));
-    let mut days = Vec::new();
-    let mut hours = Vec::new();
-    let mut minutes = Vec::new();
-    if day_from < day_to {
-        days.push((day_from, day_to));
-        hours.push((hour_from, day_from));
-        hours.push((day_to, hour_to));
-    } else if hour_from < hour_to {
-        hours.push((hour_from, hour_to));
-    }
-    if hour_from < hour_to {
-        minutes.push((since, hour_from));
-        minutes.push((hour_to, until));
-    } else {
-        minutes.push((since, until));
-    }
-    let keep = |parts: Vec<(i64, i64)>| parts.into_iter().filter(|(a, b)| a < b).collect();
-    [
-        ("stats_day", keep(days)),
-        ("stats_hour_line_item", keep(hours)),
-        ("stats_minute", keep(minutes)),
-    ]
-}
-
 fn delivery_in(
     conn: &Connection,
     line_items: Option<&[u64]>,
@@ -622,39 +554,6 @@ impl StatsStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn delivery_is_split_into_whole_days_hours_and_minutes() {
-        let t = |text: &str| text.parse::<Timestamp>().unwrap().as_second();
-        let [days, hours, minutes] =
-            delivery_parts(t("2026-01-01T22:30:10Z"), t("2026-01-03T01:15:00Z"));
-        assert_eq!(
-            days.1,
-            vec![(t("2026-01-02T00:00:00Z"), t("2026-01-03T00:00:00Z"))]
-        );
-        assert_eq!(
-            hours.1,
-            vec![
-                (t("2026-01-01T23:00:00Z"), t("2026-01-02T00:00:00Z")),
-                (t("2026-01-03T00:00:00Z"), t("2026-01-03T01:00:00Z")),
-            ]
-        );
-        assert_eq!(
-            minutes.1,
-            vec![
-                (t("2026-01-01T22:30:00Z"), t("2026-01-01T23:00:00Z")),
-                (t("2026-01-03T01:00:00Z"), t("2026-01-03T01:15:00Z")),
-            ]
-        );
-        // Within one hour: minutes only.
-        let [days, hours, minutes] =
-            delivery_parts(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:06:30Z"));
-        assert!(days.1.is_empty() && hours.1.is_empty());
-        assert_eq!(
-            minutes.1,
-            vec![(t("2026-01-01T10:05:00Z"), t("2026-01-01T10:07:00Z"))]
-        );
-    }
 
     #[test]
     fn upserts_name_every_counter() {

@@ -1,19 +1,14 @@
 //! [`UserStore`] on SQLite: `users` and `user_sessions` (migration 6).
 
 use async_trait::async_trait;
-use jiff::Timestamp;
 use marquee_model::Role;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{SqliteStore, backend, owner_fits_role};
+use crate::shared::timestamp;
 use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
 
 const USER_COLUMNS: &str = "u.id, u.name, u.role, u.owner_id, u.password_hash, u.created_at";
-
-fn timestamp(micros: i64, what: &str) -> Result<Timestamp, StoreError> {
-    Timestamp::from_microsecond(micros)
-        .map_err(|e| StoreError::Corrupt(format!("{what}: timestamp {micros}: {e}")))
-}
 
 /// Reads the user columns starting at column 0 of `row`.
 fn read_user(row: &Row<'_>) -> Result<UserRecord, StoreError> {
