@@ -550,6 +550,7 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
                     ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
                     ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
                     ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+                    ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
                     // Generous, so that a slow debug build never decides from local state.
                     ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
                     ("MARQUEE_REDIS__URL", &redis),
@@ -560,24 +561,49 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         .collect();
     let client = reqwest::Client::new();
     wait_registry(&client, &manager_url, EDGES, false).await;
+    // Line item 1 has a goal: each edge serves it once its lease is granted. Warm-up users are
+    // fresh ones, so the capped user's count starts at zero.
+    let serves_line_item_1 = |base: String, user: String| {
+        let client = client.clone();
+        async move {
+            let answer: Value = client
+                .get(format!("{base}/ad.json?p=3&uid={user}"))
+                .header("user-agent", IPHONE)
+                .header("x-country", "DE")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            answer["ads"][0]["line_item"] == 1
+        }
+    };
+    for (i, edge) in edges.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut attempt = 0;
+        while !serves_line_item_1(
+            edge.server().base.clone(),
+            format!("warm-up-{i}-{attempt}-{}", std::process::id()),
+        )
+        .await
+        {
+            assert!(
+                Instant::now() < deadline,
+                "edge {i} never served line item 1"
+            );
+            attempt += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let user = format!(
         "multinode-{}",
         now_secs() as u128 * 1_000_000_000 + u128::from(std::process::id())
     );
     let mut served_by = Vec::new();
     for round in 0..12 {
-        let base = &edges[round % EDGES].server().base;
-        let answer: Value = client
-            .get(format!("{base}/ad.json?p=3&uid={user}"))
-            .header("user-agent", IPHONE)
-            .header("x-country", "DE")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if answer["ads"][0]["line_item"] == 1 {
+        let base = edges[round % EDGES].server().base.clone();
+        if serves_line_item_1(base, user.clone()).await {
             served_by.push(round % EDGES);
         }
     }
