@@ -53,7 +53,10 @@ use marquee_model::{
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
-use crate::shared::{like_pattern, sql_id, table, with_status};
+use crate::shared::{
+    RoleOwner, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id, table,
+    with_status,
+};
 use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
 
 /// Connections the pool opens at most; the manager's loops and API handlers share them.
@@ -312,36 +315,11 @@ async fn new_owner(
     draft: &Draft,
     scope: Option<u64>,
 ) -> Result<Option<u64>, StoreError> {
-    match (kind.parent(), draft.parent_id) {
-        (Some(parent_kind), Some(parent_id)) => {
-            let parent = find(tx, parent_kind, parent_id, scope).await?.ok_or(
-                StoreError::ParentNotFound {
-                    kind: parent_kind,
-                    id: parent_id,
-                },
-            )?;
-            if parent.status == Status::Archived {
-                return Err(StoreError::ParentArchived {
-                    kind: parent_kind,
-                    id: parent_id,
-                });
-            }
-            Ok(Some(parent.owner_id))
-        }
-        (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
-            kind: parent_kind,
-            id: 0,
-        }),
-        (None, Some(parent_id)) => Err(StoreError::Corrupt(format!(
-            "a {} has no parent, but the draft names {parent_id}",
-            kind.name()
-        ))),
-        // A scoped caller is confined to its own root and cannot make another.
-        (None, None) => match scope {
-            Some(scope) => Err(StoreError::ParentNotFound { kind, id: scope }),
-            None => Ok(None),
-        },
-    }
+    let Some((parent_kind, parent_id)) = parent_of_new(kind, draft, scope)? else {
+        return Ok(None);
+    };
+    let parent = find(tx, parent_kind, parent_id, scope).await?;
+    owner_from_parent(parent_kind, parent_id, parent).map(Some)
 }
 
 async fn create_in(
@@ -560,15 +538,10 @@ async fn require_link_ends(
 /// Whether `owner` is what `role` needs: none for an admin, an existing advertiser or publisher
 /// for the tenant roles. Shared by tokens and dashboard users.
 async fn owner_fits_role(tx: &Tx<'_>, role: Role, owner: Option<u64>) -> Result<bool, StoreError> {
-    let kind = match (role, owner) {
-        (Role::Admin, None) => return Ok(true),
-        (Role::Advertiser, Some(_)) => Kind::Advertiser,
-        (Role::Publisher, Some(_)) => Kind::Publisher,
-        _ => return Ok(false),
-    };
-    match owner {
-        Some(owner) => Ok(find(tx, kind, owner, None).await?.is_some()),
-        None => Ok(false),
+    match role_owner(role, owner) {
+        RoleOwner::None => Ok(true),
+        RoleOwner::Existing(kind, id) => Ok(find(tx, kind, id, None).await?.is_some()),
+        RoleOwner::Invalid => Ok(false),
     }
 }
 

@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, Status};
+use marquee_model::{Kind, Role, Status};
 use marquee_stats::{DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
 
-use crate::{MigrationError, Record, StoreError};
+use crate::{Draft, MigrationError, Record, StoreError};
 
 pub(crate) fn table(kind: Kind) -> &'static str {
     match kind {
@@ -96,6 +96,65 @@ pub(crate) fn check_applied(
         }
     }
     Ok(())
+}
+
+/// The parent a new object's draft names, which the backend then looks up in `scope`; `None`
+/// for a root, which owns itself. Fails as [`Store::create`](crate::Store::create) documents
+/// for drafts that can never be created.
+pub(crate) fn parent_of_new(
+    kind: Kind,
+    draft: &Draft,
+    scope: Option<u64>,
+) -> Result<Option<(Kind, u64)>, StoreError> {
+    match (kind.parent(), draft.parent_id) {
+        (Some(parent_kind), Some(parent_id)) => Ok(Some((parent_kind, parent_id))),
+        (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
+            kind: parent_kind,
+            id: 0,
+        }),
+        (None, Some(parent_id)) => Err(StoreError::Corrupt(format!(
+            "a {} has no parent, but the draft names {parent_id}",
+            kind.name()
+        ))),
+        // A scoped caller is confined to its own root and cannot make another.
+        (None, None) => match scope {
+            Some(scope) => Err(StoreError::ParentNotFound { kind, id: scope }),
+            None => Ok(None),
+        },
+    }
+}
+
+/// The owner a new object inherits from its parent as found in scope (`None`: missing): the
+/// parent's owner, unless the parent is archived.
+pub(crate) fn owner_from_parent(
+    kind: Kind,
+    id: u64,
+    parent: Option<Record>,
+) -> Result<u64, StoreError> {
+    let parent = parent.ok_or(StoreError::ParentNotFound { kind, id })?;
+    if parent.status == Status::Archived {
+        return Err(StoreError::ParentArchived { kind, id });
+    }
+    Ok(parent.owner_id)
+}
+
+/// What the owner of a token or dashboard user must be for its role.
+pub(crate) enum RoleOwner {
+    /// Nothing: an admin without owner.
+    None,
+    /// This advertiser or publisher, which must exist.
+    Existing(Kind, u64),
+    /// Never valid: an admin with an owner, a tenant without one.
+    Invalid,
+}
+
+pub(crate) fn role_owner(role: Role, owner: Option<u64>) -> RoleOwner {
+    match (role, owner) {
+        (Role::Admin, None) => RoleOwner::None,
+        (Role::Advertiser, Some(id)) => RoleOwner::Existing(Kind::Advertiser, id),
+        (Role::Publisher, Some(id)) => RoleOwner::Existing(Kind::Publisher, id),
+        _ => RoleOwner::Invalid,
+    }
 }
 
 /// Lower-case hex SHA-256 of a migration's text.

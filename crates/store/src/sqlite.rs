@@ -26,7 +26,10 @@ use rusqlite::{
     params, params_from_iter,
 };
 
-use crate::shared::{like_pattern, sql_id, table, with_status};
+use crate::shared::{
+    RoleOwner, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id, table,
+    with_status,
+};
 use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
 
 /// Reader connections; WAL lets them read while the writer writes.
@@ -270,35 +273,11 @@ fn new_owner(
     draft: &Draft,
     scope: Option<u64>,
 ) -> Result<Option<u64>, StoreError> {
-    match (kind.parent(), draft.parent_id) {
-        (Some(parent_kind), Some(parent_id)) => {
-            let parent =
-                find(conn, parent_kind, parent_id, scope)?.ok_or(StoreError::ParentNotFound {
-                    kind: parent_kind,
-                    id: parent_id,
-                })?;
-            if parent.status == Status::Archived {
-                return Err(StoreError::ParentArchived {
-                    kind: parent_kind,
-                    id: parent_id,
-                });
-            }
-            Ok(Some(parent.owner_id))
-        }
-        (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
-            kind: parent_kind,
-            id: 0,
-        }),
-        (None, Some(parent_id)) => Err(StoreError::Corrupt(format!(
-            "a {} has no parent, but the draft names {parent_id}",
-            kind.name()
-        ))),
-        // A scoped caller is confined to its own root and cannot make another.
-        (None, None) => match scope {
-            Some(scope) => Err(StoreError::ParentNotFound { kind, id: scope }),
-            None => Ok(None),
-        },
-    }
+    let Some((parent_kind, parent_id)) = parent_of_new(kind, draft, scope)? else {
+        return Ok(None);
+    };
+    let parent = find(conn, parent_kind, parent_id, scope)?;
+    owner_from_parent(parent_kind, parent_id, parent).map(Some)
 }
 
 fn create_in(
@@ -529,12 +508,10 @@ fn owner_fits_role(
     role: Role,
     owner: Option<u64>,
 ) -> Result<bool, StoreError> {
-    let owner_exists = |kind, id| find(tx, kind, id, None).map(|found| found.is_some());
-    match (role, owner) {
-        (Role::Admin, None) => Ok(true),
-        (Role::Advertiser, Some(owner)) => owner_exists(Kind::Advertiser, owner),
-        (Role::Publisher, Some(owner)) => owner_exists(Kind::Publisher, owner),
-        _ => Ok(false),
+    match role_owner(role, owner) {
+        RoleOwner::None => Ok(true),
+        RoleOwner::Existing(kind, id) => find(tx, kind, id, None).map(|found| found.is_some()),
+        RoleOwner::Invalid => Ok(false),
     }
 }
 
