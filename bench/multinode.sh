@@ -71,7 +71,7 @@ start() {
   local name="$1"; shift
   "$bin" "$@" > "$work/$name.out" 2> "$work/$name.err" &
   echo "$!" > "$work/$name.pid"
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     if grep -q "listening on" "$work/$name.out" 2>/dev/null; then
       sed -n 's/^marquee listening on //p' "$work/$name.out" | head -1
       return
@@ -141,7 +141,9 @@ for n in "${counts[@]}"; do
   events=$(( $(metric marquee_aggregation_events_total "$page") - $(metric marquee_aggregation_events_total "$before") ))
   served=0
   for i in "${!edges[@]}"; do
-    served=$((served + $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["responses"])' "$run/load-$i.json" 2>/dev/null || echo 0)))
+    answered=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["responses"])' \
+      "$run/load-$i.json") || die "no load report from edge $i ($run/load-$i.json)"
+    served=$((served + answered))
   done
   printf '%-6s %-12s %-12s %-14s %-12s %-12s %-14s %-10s\n' "$n" "$((served / seconds))" \
     "$((events / seconds))" \
