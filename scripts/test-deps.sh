@@ -6,8 +6,8 @@
 #   `chromium` package (/usr/bin/chromium); a check for Node.js >= 20 with npm; the test's Node
 #   dependencies (playwright-core, pinned in tests/browser/package-lock.json) with `npm ci`.
 #   Playwright never downloads a browser here: the test drives Debian's Chromium.
-# Later issues add PostgreSQL and Redis here (from Debian packages), so that a fresh machine
-# needs no manual step.
+# - PostgreSQL and Redis from Debian packages, each started as a test server of its own on a
+#   fixed loopback port (sections below), so that a fresh machine needs no manual step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +63,8 @@ fi
 # MARQUEE_TEST_POSTGRES_URL names another server (then nothing is started here).
 pg_port=55432
 pg_data=/var/tmp/marquee-test-pg
-pg_bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1; }
+# The newest installed server's bin directory, or nothing (never fails: `set -e` is on).
+pg_bin_dir() { { ls -d /usr/lib/postgresql/*/bin 2>/dev/null || true; } | sort -V | tail -n1; }
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then
     runuser -u postgres -- "$@"
@@ -77,6 +78,10 @@ if [ -z "${MARQUEE_TEST_POSTGRES_URL:-}" ]; then
     echo "test-deps: installing postgresql (Debian) for the PostgreSQL store's tests" >&2
     apt_install postgresql
     pg_bin=$(pg_bin_dir)
+    if [ -z "$pg_bin" ]; then
+      echo "test-deps: the postgresql package installed no server under /usr/lib/postgresql" >&2
+      exit 1
+    fi
   fi
   if [ ! -s "$pg_data/PG_VERSION" ]; then
     echo "test-deps: creating the test PostgreSQL cluster in $pg_data" >&2
