@@ -947,6 +947,59 @@ fn explain(
     ))
 }
 
+/// The placements the test request may name: every active one, by name, for an admin; for
+/// an advertiser (who may not list the supply side, as in the API) the placements its own
+/// line items are linked to, by id.
+async fn placement_choices(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    selected: &str,
+) -> Result<Vec<(u64, String, bool)>, PageError> {
+    let choice = |id: u64, label: String| (id, label, id.to_string() == selected);
+    if user.is_admin() {
+        let placements = dashboard
+            .store
+            .list(
+                Kind::Placement,
+                &ListQuery {
+                    status: Some(marquee_model::Status::Active),
+                    limit: marquee_store::MAX_PAGE,
+                    ..ListQuery::default()
+                },
+            )
+            .await?;
+        return Ok(placements
+            .into_iter()
+            .map(|p| choice(p.meta.id, format!("{} (#{})", p.name, p.meta.id)))
+            .collect());
+    }
+    let scope = user.principal().scope();
+    let own = dashboard
+        .store
+        .list(
+            Kind::LineItem,
+            &ListQuery {
+                scope,
+                status: Some(marquee_model::Status::Active),
+                limit: marquee_store::MAX_PAGE,
+                ..ListQuery::default()
+            },
+        )
+        .await?;
+    let mut ids = std::collections::BTreeSet::new();
+    for line_item in own {
+        let linked = dashboard
+            .store
+            .placements_of(LineItemId(line_item.meta.id), scope)
+            .await?;
+        ids.extend(linked.into_iter().map(|p| p.0));
+    }
+    Ok(ids
+        .into_iter()
+        .map(|id| choice(id, format!("placement #{id}")))
+        .collect())
+}
+
 pub async fn why_not_served(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
@@ -958,23 +1011,7 @@ pub async fn why_not_served(
             "why-not-served shows line items: it is for admins and advertisers".into(),
         ));
     }
-    let placements = dashboard
-        .store
-        .list(
-            Kind::Placement,
-            &ListQuery {
-                status: Some(marquee_model::Status::Active),
-                limit: marquee_store::MAX_PAGE,
-                ..ListQuery::default()
-            },
-        )
-        .await?
-        .into_iter()
-        .map(|p| {
-            let selected = p.meta.id.to_string() == params.placement;
-            (p.meta.id, format!("{} (#{})", p.name, p.meta.id), selected)
-        })
-        .collect();
+    let placements = placement_choices(&dashboard, &user, &params.placement).await?;
     let mut page = ExplainPage {
         nav: Nav::new(&user, "why-not-served"),
         placements,

@@ -516,6 +516,50 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
         site.get("/edges", &alice).await.status,
         StatusCode::FORBIDDEN
     );
+
+    // Why-not-served offers an advertiser no publisher's placement names.
+    let publisher = site
+        .create(
+            &admin,
+            "publishers",
+            &[("name", "Daily News"), ("status", "active")],
+        )
+        .await
+        .to_string();
+    let news = site
+        .create(
+            &admin,
+            "sites",
+            &[
+                ("publisher_id", publisher.as_str()),
+                ("name", "News"),
+                ("status", "active"),
+                ("domain", "news.example"),
+            ],
+        )
+        .await
+        .to_string();
+    site.create(
+        &admin,
+        "placements",
+        &[
+            ("site_id", news.as_str()),
+            ("name", "Secret slot"),
+            ("status", "active"),
+            ("sizes", "300x250"),
+            ("formats", "banner"),
+        ],
+    )
+    .await;
+    assert!(
+        site.get("/why-not-served", &admin)
+            .await
+            .body
+            .contains("Secret slot")
+    );
+    let offered = site.get("/why-not-served", &alice).await;
+    assert_eq!(offered.status, StatusCode::OK);
+    assert!(!offered.body.contains("Secret slot"));
 }
 
 #[tokio::test]
