@@ -1,0 +1,146 @@
+//! The edge registry through the manager's router: `POST /internal/v1/edges` needs the shared
+//! secret (403 while remote edges are off, 401 without it), names what is wrong with a bad
+//! report (400), registers a good one (204) as a log source of the aggregator, and a manager
+//! reopened on the same store collects from it again before it reports.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use marquee_manager::{AggregationOptions, Aggregator, Manager, ManagerOptions};
+use marquee_model::{Clock, ManualClock};
+use marquee_pacing::{EdgeId, EdgeReport};
+use marquee_store::{SqliteStore, Store};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+const SECRET: &str = "0123456789abcdef";
+
+fn report(id: &str, requests: u64, at: Timestamp) -> EdgeReport {
+    EdgeReport {
+        id: id.into(),
+        public_url: "http://ads.example.com".into(),
+        log_url: "http://10.0.0.7:8080".into(),
+        pacing_edge: EdgeId(42),
+        snapshot_version: None,
+        snapshot_built_at: None,
+        requests_total: requests,
+        sent_at: at,
+    }
+}
+
+/// A manager on `store` with an aggregator of no configured sources attached.
+async fn manager(
+    dir: &TempDir,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+) -> (Arc<Manager>, Arc<Aggregator>) {
+    let manager = Manager::open(
+        Arc::clone(store),
+        Arc::clone(clock),
+        ManagerOptions {
+            snapshot_dir: dir.path().join("snapshots"),
+            keep: 2,
+            compile_interval: Duration::from_secs(1),
+        },
+    )
+    .await
+    .unwrap();
+    let aggregator = Arc::new(Aggregator::new(
+        Arc::clone(store),
+        Arc::clone(clock),
+        Vec::new(),
+        AggregationOptions::default(),
+    ));
+    manager.attach_aggregator(Arc::clone(&aggregator));
+    (manager, aggregator)
+}
+
+fn post(secret: Option<&str>, body: String) -> Request<Body> {
+    let mut request = Request::post("/internal/v1/edges");
+    if let Some(secret) = secret {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {secret}"));
+    }
+    request.body(Body::from(body)).unwrap()
+}
+
+async fn answer(router: &axum::Router, request: Request<Body>) -> (StatusCode, String) {
+    let answer = router.clone().oneshot(request).await.unwrap();
+    let status = answer.status();
+    let body = answer.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn edges_register_with_the_secret_and_are_collected_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Timestamp::from_second(1_780_000_000).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(start));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
+    let (first, aggregator) = manager(&dir, &store, &clock).await;
+    let router = marquee_manager::router(&first, "http://ads.example.com");
+    let good = serde_json::to_string(&report("eu-1", 0, start)).unwrap();
+
+    let (status, text) = answer(&router, post(Some(SECRET), good.clone())).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "remote edges are off: {text}"
+    );
+
+    first.accept_remote_edges(SECRET.into()).await.unwrap();
+    for secret in [None, Some("wrong-secret-0000")] {
+        let (status, _) = answer(&router, post(secret, good.clone())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{secret:?}");
+    }
+    let (status, text) = answer(&router, post(Some(SECRET), "{\"id\":\"x\"}".into())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("public_url"), "{text}");
+    let bad_id = serde_json::to_string(&report("local", 0, start)).unwrap();
+    let (status, text) = answer(&router, post(Some(SECRET), bad_id)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("`id`"), "{text}");
+    assert!(aggregator.source_names().is_empty());
+
+    let (status, text) = answer(&router, post(Some(SECRET), good)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    let later = start
+        .checked_add(jiff::SignedDuration::from_secs(2))
+        .unwrap();
+    let second = serde_json::to_string(&report("eu-1", 1_000, later)).unwrap();
+    assert_eq!(
+        answer(&router, post(Some(SECRET), second)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(aggregator.source_names(), ["eu-1"]);
+    let listed = first.edges();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, "eu-1");
+    assert_eq!(listed[0].log_url.as_deref(), Some("http://10.0.0.7:8080"));
+    assert_eq!(listed[0].request_rate, 500.0);
+    assert!(listed[0].live);
+
+    let list = Request::get("/internal/v1/edges")
+        .header(header::AUTHORIZATION, format!("Bearer {SECRET}"))
+        .body(Body::empty())
+        .unwrap();
+    let (status, text) = answer(&router, list).await;
+    assert_eq!(status, StatusCode::OK);
+    let listed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(listed["edges"][0]["id"], "eu-1");
+    assert_eq!(listed["edges"][0]["request_rate"], 500.0);
+
+    // A new manager on the same store: the edge is a source before it reports again.
+    drop(router);
+    let (reopened, aggregator) = manager(&dir, &store, &clock).await;
+    reopened.accept_remote_edges(SECRET.into()).await.unwrap();
+    assert_eq!(aggregator.source_names(), ["eu-1"]);
+    let listed = reopened.edges();
+    assert_eq!(listed[0].last_seen, None);
+    assert!(!listed[0].live);
+}
