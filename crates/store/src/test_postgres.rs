@@ -10,7 +10,7 @@
 // Test support: a panic is how a test using it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tokio_postgres::NoTls;
 
@@ -46,6 +46,10 @@ impl TestDatabase {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let client = connect(&server).await;
+        static SWEPT: AtomicBool = AtomicBool::new(false);
+        if !SWEPT.swap(true, Ordering::Relaxed) && is_loopback(&server) {
+            drop_orphans(&client).await;
+        }
         // A database left by an earlier process of the same id goes first.
         for sql in [
             format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
@@ -87,6 +91,45 @@ impl Drop for TestDatabase {
             eprintln!("test database {} not dropped: {e:?}", self.name);
         }
     }
+}
+
+/// Drops the test databases of processes that no longer run (killed before their databases
+/// were dropped), so that they do not pile up on the test server.
+async fn drop_orphans(client: &tokio_postgres::Client) {
+    let Ok(rows) = client
+        .query(
+            "SELECT datname::text FROM pg_database WHERE datname LIKE 'marquee\\_test\\_%'",
+            &[],
+        )
+        .await
+    else {
+        return;
+    };
+    for row in rows {
+        let name: String = row.get(0);
+        let pid = name.split('_').nth(2).unwrap_or_default();
+        if !pid.is_empty() && !std::path::Path::new("/proc").join(pid).exists() {
+            // Another process may be dropping it at the same moment; either way it goes.
+            let _ = client
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
+        }
+    }
+}
+
+/// Whether the server is on this machine (so a database's process id can be checked here).
+fn is_loopback(url: &str) -> bool {
+    url.parse::<tokio_postgres::Config>().is_ok_and(|config| {
+        config.get_hosts().iter().all(|host| match host {
+            tokio_postgres::config::Host::Tcp(host) => {
+                host == "localhost"
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+            tokio_postgres::config::Host::Unix(_) => true,
+        })
+    })
 }
 
 /// A client of `url`, its connection driven by a task on the current runtime.
