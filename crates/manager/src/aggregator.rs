@@ -255,6 +255,17 @@ impl Aggregator {
         }
     }
 
+    /// Stops reading a source (an edge gone for good); its checkpoints stay stored. Whether
+    /// it was read.
+    pub fn remove_source(&self, name: &str) -> bool {
+        let Ok(mut sources) = self.sources.lock() else {
+            return false;
+        };
+        let before = sources.len();
+        sources.retain(|s| s.name() != name);
+        sources.len() < before
+    }
+
     /// The names of the sources read.
     pub fn source_names(&self) -> Vec<String> {
         self.sources

@@ -129,6 +129,17 @@ impl EdgeRegistry {
         }
     }
 
+    /// Drops a remote edge; the in-process one stays. Whether it was listed.
+    pub(crate) fn remove(&self, id: &str) -> bool {
+        let Ok(mut entries) = self.entries.lock() else {
+            return false;
+        };
+        if entries.get(id).is_none_or(|e| e.log_url.is_none()) {
+            return false;
+        }
+        entries.remove(id).is_some()
+    }
+
     /// The remote edges, as persisted.
     pub(crate) fn known(&self) -> Vec<Known> {
         let Ok(entries) = self.entries.lock() else {
@@ -421,5 +432,19 @@ mod tests {
         assert_eq!(listed[0].id, IN_PROCESS_ID);
         assert_eq!(listed[0].log_url, None);
         assert!(registry.known().is_empty());
+        assert!(!registry.remove(IN_PROCESS_ID));
+    }
+
+    #[test]
+    fn a_removed_edge_is_gone_until_it_reports_again() {
+        let (registry, _) = registry(0);
+        registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
+        assert!(registry.remove("e1"));
+        assert!(!registry.remove("e1"));
+        assert!(registry.list(None, |_| None).is_empty() && registry.known().is_empty());
+        assert!(matches!(
+            registry.heartbeat(report("e1", 1, 1, 0), false).unwrap(),
+            Change::Collect(_)
+        ));
     }
 }

@@ -80,6 +80,10 @@ fn internal_routes(manager: &Arc<Manager>) -> axum::Router {
             "/internal/v1/edges",
             axum::routing::post(edge_heartbeat).get(list_edges),
         )
+        .route(
+            "/internal/v1/edges/{id}",
+            axum::routing::delete(forget_edge),
+        )
         .with_state(Arc::clone(manager))
 }
 
@@ -210,6 +214,34 @@ async fn list_edges(State(manager): State<Arc<Manager>>, headers: HeaderMap) -> 
         })
         .collect();
     Json(json!({ "edges": edges })).into_response()
+}
+
+/// `DELETE /internal/v1/edges/{id}`: forgets a remote edge gone for good (204), 404 if it is
+/// not listed.
+async fn forget_edge(
+    State(manager): State<Arc<Manager>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refuse_unless_secret(&headers, manager.remote_secret().unwrap_or("")) {
+        return refused;
+    }
+    match manager.forget_edge(&id).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => (
+            StatusCode::NOT_FOUND,
+            format!("no remote edge {id:?} is registered\n"),
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "cannot remove an edge");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot remove the edge now\n",
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Compares secrets in time independent of where they differ.

@@ -224,15 +224,34 @@ impl Manager {
         let edges::Change::Collect(known) = self.edges.heartbeat(report, in_process)? else {
             return Ok(());
         };
-        let body = serde_json::to_string(&self.edges.known()).map_err(ManagerError::from)?;
-        self.store
-            .save_pacing_state(edges::STATE_NAME, body)
-            .await
-            .map_err(ManagerError::from)?;
+        self.persist_edges().await?;
         if let Some(secret) = secret {
             tracing::info!(edge = %known.id, log = %known.log_url, "edge registered");
             self.collect_from(&known, secret);
         }
+        Ok(())
+    }
+
+    /// Forgets a remote edge gone for good: no longer listed, its log no longer read (its
+    /// checkpoints stay stored, so an edge reporting under the id again resumes). Whether it
+    /// was listed. A running edge registers again with its next heartbeat.
+    pub async fn forget_edge(&self, id: &str) -> Result<bool, ManagerError> {
+        if !self.edges.remove(id) {
+            return Ok(false);
+        }
+        self.persist_edges().await?;
+        if let Some(aggregator) = self.aggregator() {
+            aggregator.remove_source(id);
+        }
+        tracing::info!(edge = %id, "edge removed from the registry");
+        Ok(true)
+    }
+
+    async fn persist_edges(&self) -> Result<(), ManagerError> {
+        let body = serde_json::to_string(&self.edges.known())?;
+        self.store
+            .save_pacing_state(edges::STATE_NAME, body)
+            .await?;
         Ok(())
     }
 

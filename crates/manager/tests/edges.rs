@@ -1,7 +1,8 @@
 //! The edge registry through the manager's router: `POST /internal/v1/edges` needs the shared
 //! secret (403 while remote edges are off, 401 without it), names what is wrong with a bad
-//! report (400), registers a good one (204) as a log source of the aggregator, and a manager
-//! reopened on the same store collects from it again before it reports.
+//! report (400), registers a good one (204) as a log source of the aggregator, a manager
+//! reopened on the same store collects from it again before it reports, and
+//! `DELETE /internal/v1/edges/{id}` forgets it for good.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -143,4 +144,21 @@ async fn edges_register_with_the_secret_and_are_collected_after_a_restart() {
     let listed = reopened.edges();
     assert_eq!(listed[0].last_seen, None);
     assert!(!listed[0].live);
+
+    // Removed for good: no longer listed or read, and still gone after another restart.
+    let router = marquee_manager::router(&reopened, "http://ads.example.com");
+    let delete = || {
+        Request::delete("/internal/v1/edges/eu-1")
+            .header(header::AUTHORIZATION, format!("Bearer {SECRET}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(answer(&router, delete()).await.0, StatusCode::NO_CONTENT);
+    assert!(aggregator.source_names().is_empty() && reopened.edges().is_empty());
+    let (status, text) = answer(&router, delete()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(text.contains("eu-1"), "{text}");
+    let (third, aggregator) = manager(&dir, &store, &clock).await;
+    third.accept_remote_edges(SECRET.into()).await.unwrap();
+    assert!(aggregator.source_names().is_empty() && third.edges().is_empty());
 }
