@@ -845,6 +845,18 @@ impl Config {
             }
             figment = figment.merge(Toml::file_exact(file));
         }
+        Self::extract(figment, overrides)
+    }
+
+    /// Loads defaults ← `text` (a configuration file's contents) ← environment, then
+    /// validates: what [`Config::load`] does with a file, for callers that hold the text.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let figment =
+            Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text));
+        Self::extract(figment, &Overrides::default())
+    }
+
+    fn extract(figment: Figment, overrides: &Overrides) -> Result<Config, ConfigError> {
         let config: Config = figment
             .merge(
                 Env::prefixed(ENV_PREFIX)
@@ -1165,6 +1177,20 @@ mod tests {
         Jail::expect_with(|_| {
             let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
             assert_eq!(config, Config::default());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn text_loads_like_a_file_and_bad_text_is_named() {
+        Jail::expect_with(|_| {
+            let config = Config::from_toml("[snapshot]\nkeep = 7\n").map_err(|e| e.to_string())?;
+            assert_eq!(config.snapshot.keep, 7);
+            let error = Config::from_toml("[snapshot]\nkeep = \"seven\"\n")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(error.contains("keep"), "{error}");
             Ok(())
         });
     }
