@@ -621,3 +621,42 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         );
     }
 }
+
+/// The split roles refuse to start without what they need, with status 64 and the key named.
+#[test]
+fn the_roles_name_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let token = ("MARQUEE_AGGREGATION__TOKEN", SECRET);
+    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+        (&["manager", "--data", data], &[], "aggregation.token"),
+        (&["edge", "--data", data], &[token], "--manager"),
+        (
+            &["edge", "--data", data, "--manager", "ftp://10.0.0.5"],
+            &[token],
+            "--manager",
+        ),
+        (
+            &[
+                "edge",
+                "--data",
+                data,
+                "--manager",
+                "http://127.0.0.1:1",
+                "--id",
+                "local",
+            ],
+            &[token],
+            "edge.id",
+        ),
+    ];
+    for (args, envs, named) in cases {
+        let output = common::run(args, envs);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(named),
+            "{args:?} should name {named}: {stderr}"
+        );
+    }
+}
