@@ -181,3 +181,83 @@ async fn uploaded_profiles_are_targeted_and_kept() {
     assert_eq!(served(&client, &server, "bob", "").await, Some(1));
     server.stop();
 }
+
+/// With `[redis]`: an upload to one edge is written to Redis and targeted on another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
+    let redis = std::env::var("MARQUEE_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:56379".into());
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let servers: Vec<Server> = dirs
+        .iter()
+        .map(|dir| {
+            Server::start_with(
+                dir.path(),
+                &["--demo"],
+                &[
+                    ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+                    ("MARQUEE_AGGREGATION__TOKEN", SECRET),
+                    ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+                    ("MARQUEE_REDIS__URL", &redis),
+                    ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+                ],
+            )
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    // Each server has its own demo database: the same targeting is set on both.
+    for server in &servers {
+        let admin = token_from(&server.stderr_line("demo admin token"));
+        let url = server.url("/api/v1/line-items/1");
+        let mut item = get_json(&client, &url, Some(&admin)).await;
+        let rule = json!({"segment": ["redis-vip"]});
+        item["targeting"] = match item["targeting"].take() {
+            Value::Null => rule,
+            before => json!({"all": [before, rule]}),
+        };
+        let response = client
+            .put(&url)
+            .bearer_auth(&admin)
+            .json(&item)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    }
+    let user = format!("redis-user-{run}");
+    let csv = format!("user,segments,attributes\n{user},redis-vip,\n");
+    let (status, report) = upload(&client, &servers[0], "text/csv", csv).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["store"], "redis");
+    assert_eq!(report["accepted"], 1);
+    // The other edge never asked about this user before, so nothing stale is cached there.
+    // Once its snapshot has the targeting, a user without a profile gets no line item 1...
+    let other = &servers[1];
+    // (A fresh user each time: the line item's cap of 3 would otherwise hide it too.)
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    eventually("the targeting on the other edge", || async {
+        let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        served(&client, other, &format!("no-profile-{run}-{n}"), "")
+            .await
+            .is_none()
+    })
+    .await;
+    // ...and the uploaded one does.
+    assert_eq!(served(&client, other, &user, "").await, Some(1));
+    let text = client
+        .get(other.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("marquee_redis_breaker_state 0\n"), "{text}");
+    for server in servers {
+        server.stop();
+    }
+}
