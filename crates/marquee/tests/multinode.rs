@@ -622,13 +622,16 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
     }
 }
 
+/// A start that must be refused: arguments, environment, what the message names.
+type Refusal<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
 /// The split roles refuse to start without what they need, with status 64 and the key named.
 #[test]
 fn the_roles_name_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let token = ("MARQUEE_AGGREGATION__TOKEN", SECRET);
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    let cases: [Refusal; 4] = [
         (&["manager", "--data", data], &[], "aggregation.token"),
         (&["edge", "--data", data], &[token], "--manager"),
         (
