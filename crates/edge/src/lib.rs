@@ -1,6 +1,7 @@
 //! The edge: answers ad requests and tracking calls from the snapshot in memory, and appends
 //! every event to the local log. On its hot path it does no I/O but its socket and the log
-//! append, takes no lock shared across cores (the snapshot is read through an atomic pointer,
+//! append (and, with `[redis]`, Redis round trips within the request's deadline, never while the
+//! engine decides), takes no lock shared across cores (the snapshot is read through an atomic pointer,
 //! working memory is per thread), and fills prepared ad code instead of rendering templates.
 //!
 //! Invariants:
