@@ -337,7 +337,7 @@ impl Default for GatewaySection {
             late_grace_ms: 1_000,
             notice_timeout_ms: 2_000,
             health_throttle_below: 500,
-            health_probe_interval_ms: 1_000,
+            health_probe_interval_ms: 100,
             bidders: BTreeMap::new(),
         }
     }

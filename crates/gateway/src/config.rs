@@ -111,7 +111,7 @@ impl Default for HealthConfig {
     fn default() -> Self {
         HealthConfig {
             throttle_below: 500,
-            probe_interval: Duration::from_secs(1),
+            probe_interval: Duration::from_millis(100),
         }
     }
 }

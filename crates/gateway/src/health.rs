@@ -2,10 +2,12 @@
 //! recover.
 //!
 //! The score runs from 0 to 1000 and starts at 1000. A failed call (timeout, transport error,
-//! bad status, unreadable answer) takes a quarter of it away; a good call gives back a quarter
-//! of what is missing. Three failures in a row bring a healthy bidder below the default
-//! threshold of 500; from then on it gets one call (a probe) per probe interval, and one good
-//! probe brings it back above. Lock-free: two atomics, updated with compare-and-swap. Time is a
+//! bad status, unreadable answer) takes an eighth of it away; a good call gives back a quarter
+//! of what is missing. Six failures in a row bring a healthy bidder below the default
+//! threshold of 500, so a bidder failing now and then keeps its traffic; from then on it gets
+//! one call (a probe) per probe interval (100 ms by default: a short stall, which times out
+//! many calls at once, costs a healthy bidder at most that), and one good probe brings it back
+//! above. Lock-free: two atomics, updated with compare-and-swap. Time is a
 //! parameter (`now`), so tests move it by hand.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -63,7 +65,7 @@ impl Health {
     }
 
     pub fn record_failure(&self) {
-        self.update(|score| score - score.div_ceil(4));
+        self.update(|score| score - score.div_ceil(8));
     }
 
     fn update(&self, step: impl Fn(u32) -> u32) {
@@ -90,18 +92,19 @@ mod tests {
         let health = Health::new(HealthConfig::default(), origin);
         let at = |ms: u64| origin + Duration::from_millis(ms);
         assert!(health.allow(at(0)) && health.allow(at(0)));
+        for _ in 0..5 {
+            health.record_failure();
+        }
+        assert!(!health.throttled(), "five failures: {}", health.score());
         health.record_failure();
-        health.record_failure();
-        assert!(!health.throttled(), "two failures: {}", health.score());
-        health.record_failure();
-        assert!(health.throttled(), "three failures: {}", health.score());
+        assert!(health.throttled(), "six failures: {}", health.score());
         assert!(health.allow(at(10)), "the first probe");
         assert!(!health.allow(at(20)), "within the probe interval");
-        assert!(!health.allow(at(1_009)));
-        assert!(health.allow(at(1_010)), "the next interval's probe");
+        assert!(!health.allow(at(109)));
+        assert!(health.allow(at(110)), "the next interval's probe");
         health.record_success();
         assert!(!health.throttled(), "recovered: {}", health.score());
-        assert!(health.allow(at(1_011)) && health.allow(at(1_012)));
+        assert!(health.allow(at(111)) && health.allow(at(112)));
     }
 
     #[test]

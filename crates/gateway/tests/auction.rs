@@ -422,7 +422,7 @@ async fn a_failing_bidder_is_throttled_then_probed_back() {
         c.health.probe_interval = Duration::from_secs(3_600);
     });
     let body = request(&["1"], "0", &[]);
-    for _ in 0..5 {
+    for _ in 0..8 {
         let answer = gateway
             .auction(body.as_bytes(), "", |_| deadline(), None)
             .await
@@ -430,7 +430,7 @@ async fn a_failing_bidder_is_throttled_then_probed_back() {
         assert!(answer.response.is_none());
     }
     let stats = gateway.bidder_stats("flaky").unwrap();
-    assert_eq!(count(&stats.errors), 4, "three failures, then one probe");
+    assert_eq!(count(&stats.errors), 7, "six failures, then one probe");
     assert_eq!(count(&stats.skipped_unhealthy), 1);
     assert!(gateway.bidders()[0].throttled);
     gateway.set_enabled("flaky", false).unwrap();
