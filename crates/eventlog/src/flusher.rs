@@ -1,12 +1,12 @@
 //! A shard's flusher thread: takes the shard's buffer, writes it into segments (rolling by size and
 //! age), fsyncs, then publishes the durable length and wakes the waiters it covers.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::error;
 
@@ -23,8 +23,14 @@ pub(crate) struct Writer {
     /// The buffer taken from the shard, swapped back empty so neither side reallocates in
     /// steady state.
     chunk: Vec<u8>,
-    failed: bool,
+    /// When the shard last stopped on a write or fsync failure; cleared once it takes appends
+    /// again.
+    failed_at: Option<Instant>,
 }
+
+/// How long a stopped shard waits before it tries to take appends again (a full disk may have
+/// been given space back).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct OpenSegment {
@@ -61,15 +67,23 @@ impl Writer {
             next_segment,
             open: None,
             chunk: Vec::new(),
-            failed: false,
+            failed_at: None,
         }
     }
 
     fn flush(&mut self, inner: &Inner, last: bool) {
-        if self.failed {
-            return;
-        }
         let shard = &inner.shards[self.shard];
+        if let Some(at) = self.failed_at {
+            if last || at.elapsed() < RETRY_AFTER {
+                return;
+            }
+            if let Err(e) = self.restart(shard) {
+                error!(shard = self.shard, error = %e, "event log shard still stopped");
+                shard.counters.io_errors.fetch_add(1, Relaxed);
+                self.failed_at = Some(Instant::now());
+                return;
+            }
+        }
         let seq = {
             let mut appends = lock(&shard.appends);
             mem::swap(&mut appends.buf, &mut self.chunk);
@@ -169,20 +183,56 @@ impl Writer {
         });
     }
 
-    /// Stops the shard: appends fail from now on and every waiter is told. The unwritten
-    /// buffer is dropped; recovery will cut whatever part of it reached the disk torn.
+    /// Stops the shard: appends fail until [`restart`](Self::restart) succeeds, and every
+    /// waiter is told. The unwritten buffer is dropped, its records remembered as lost (their
+    /// waiters fail even once later records are durable); `restart` cuts whatever part of it
+    /// reached the disk.
     fn fail(&mut self, shard: &Shard, e: io::Error) {
         error!(shard = self.shard, error = %e, "event log shard stopped: write or fsync failed");
-        self.failed = true;
+        self.failed_at = Some(Instant::now());
         self.open = None;
         shard.counters.io_errors.fetch_add(1, Relaxed);
         let source = Arc::new(e);
-        {
+        let lost_through = {
             let mut appends = lock(&shard.appends);
             appends.failed = Some(Arc::clone(&source));
             appends.buf = Vec::new();
+            appends.seq
+        };
+        publish(shard, |p| p.lose_through(lost_through, source));
+    }
+
+    /// Makes a stopped shard take appends again: the open segment is cut back to its fsynced
+    /// length and becomes closed, and segments created since (never visible to readers) are
+    /// removed, so readers find no torn record; the next flush starts a fresh segment.
+    fn restart(&mut self, shard: &Shard) -> io::Result<()> {
+        let (open, visible) = {
+            let published = lock(&shard.published);
+            (published.open, published.next_segment)
+        };
+        if let Some(tail) = open {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(segment::segment_path(&shard.dir, tail.segment))?;
+            file.set_len(tail.len)?;
+            file.sync_all()?;
         }
-        publish(shard, |p| p.failed = Some(source));
+        // Through `next_segment` itself: a segment whose creation failed left its file behind.
+        for id in visible..=self.next_segment {
+            match std::fs::remove_file(segment::segment_path(&shard.dir, id)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        segment::sync_dir(&shard.dir)?;
+        self.next_segment = visible;
+        self.failed_at = None;
+        publish(shard, |p| {
+            p.open = None;
+            p.failed = None;
+        });
+        lock(&shard.appends).failed = None;
+        Ok(())
     }
 }
 

@@ -205,6 +205,35 @@ pub(crate) struct Published {
     pub(crate) next_segment: u64,
     pub(crate) waiters: Vec<Waiter>,
     next_waiter: u64,
+    /// Records dropped when the shard stopped on a write failure: `(after, through]` ranges of
+    /// sequence numbers, with the failure. Kept after the shard restarts, when `durable_seq`
+    /// passes them, so their waiters still fail. One range per outage: consecutive failures
+    /// with nothing made durable between them extend the last one.
+    lost: Vec<(u64, u64, Arc<io::Error>)>,
+}
+
+impl Published {
+    /// Records that the shard stopped on `source`, dropping every record through `through`
+    /// not yet durable.
+    pub(crate) fn lose_through(&mut self, through: u64, source: Arc<io::Error>) {
+        let after = self.durable_seq;
+        match self.lost.last_mut() {
+            Some(last) if last.0 == after => {
+                last.1 = through;
+                last.2 = Arc::clone(&source);
+            }
+            _ if through > after => self.lost.push((after, through, Arc::clone(&source))),
+            _ => {}
+        }
+        self.failed = Some(source);
+    }
+
+    fn lost(&self, seq: u64) -> Option<&Arc<io::Error>> {
+        self.lost
+            .iter()
+            .find(|(after, through, _)| seq > *after && seq <= *through)
+            .map(|(_, _, source)| source)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,6 +346,7 @@ impl EventLog {
                     next_segment: recovered.next_segment,
                     waiters: Vec::new(),
                     next_waiter: 0,
+                    lost: Vec::new(),
                 }),
                 wake: Mutex::new(Wake::default()),
                 wake_cond: Condvar::new(),
@@ -564,6 +594,12 @@ impl Future for Durable {
         // Checked and registered under the lock the flusher publishes under, so a wake-up
         // cannot fall between the check and the registration.
         let mut published = lock(&inner.shards[receipt.shard].published);
+        if let Some(source) = published.lost(receipt.seq) {
+            return Poll::Ready(Err(AppendError::Failed {
+                shard: receipt.shard,
+                source: Arc::clone(source),
+            }));
+        }
         if published.durable_seq >= receipt.seq {
             return Poll::Ready(Ok(()));
         }

@@ -305,8 +305,13 @@ fn event_count(c: &Counters) -> i64 {
         + c.conversions
 }
 
+/// The tests of this file run one at a time: each starts a manager and three edges, and two
+/// such topologies at once on a small machine make the kill-and-restart timings flaky.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let manager_dir = dir.path().join("manager");
@@ -532,6 +537,7 @@ fn test_redis() -> String {
 /// the user's impressions reached it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frequency_cap_holds_across_edges_sharing_redis() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
