@@ -21,6 +21,7 @@ pub mod auth;
 pub mod chart;
 pub mod fields;
 pub mod form;
+pub mod limiter;
 mod objects;
 mod pages;
 pub mod targeting;
@@ -72,6 +73,7 @@ pub struct Dashboard {
     reports: ReportsState,
     clock: Arc<dyn Clock>,
     options: DashboardOptions,
+    sign_ins: limiter::SignInLimiter,
 }
 
 impl Dashboard {
@@ -83,6 +85,7 @@ impl Dashboard {
             store,
             clock,
             options,
+            sign_ins: limiter::SignInLimiter::new(limiter::SignInLimits::default()),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! Sign-in, home, reports, the line item pacing view, why-not-served and edges.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use askama::Template;
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use jiff::tz::TimeZone;
@@ -89,6 +91,7 @@ pub async fn login_form(
 
 pub async fn login(
     State(dashboard): State<Arc<Dashboard>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
@@ -107,13 +110,33 @@ pub async fn login(
         .iter()
         .find(|(k, _)| k == "password")
         .map_or("", |(_, v)| v.as_str());
+    // The address the server accepted the connection from (no forwarded header is trusted).
+    let address = peer.map(|Extension(ConnectInfo(peer))| peer.ip());
+    let now = dashboard.clock.now();
+    if let Err(wait) = dashboard.sign_ins.check(&name, address, now) {
+        let minutes = wait.as_secs().unsigned_abs().div_ceil(60);
+        let mut page = login_page(
+            &dashboard,
+            name,
+            Some(format!(
+                "Too many failed sign-ins; try again in {minutes} minute(s)."
+            )),
+        )?;
+        *page.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        if let Ok(value) = HeaderValue::from_str(&wait.as_secs().to_string()) {
+            page.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return Ok(page);
+    }
     let Some(user) = auth::check_password(&*dashboard.store, &name, password).await? else {
+        dashboard.sign_ins.failed(&name, address, now);
         return login_page(
             &dashboard,
             name,
             Some("Wrong user name or password.".into()),
         );
     };
+    dashboard.sign_ins.succeeded(&name);
     let lifetime = dashboard.options.session_lifetime;
     let session =
         auth::start_session(&*dashboard.store, &user, dashboard.clock.now() + lifetime).await?;

@@ -3,6 +3,7 @@
 //! axum router in `marquee serve`).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,10 +32,11 @@ type Answer = Response<Either<Body, axum::body::Body>>;
 async fn dispatch(
     edge: Arc<Edge>,
     fallback: Option<Router>,
+    peer: SocketAddr,
     request: Request<Incoming>,
 ) -> Result<Answer, Infallible> {
     let started = Instant::now();
-    let (endpoint, answer) = answer(&edge, fallback, request, started).await;
+    let (endpoint, answer) = answer(&edge, fallback, peer, request, started).await;
     let (answer, outcome) = answer;
     edge.metrics.record(endpoint, outcome, started.elapsed());
     Ok(answer)
@@ -146,6 +148,7 @@ fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {
 async fn answer(
     edge: &Arc<Edge>,
     fallback: Option<Router>,
+    peer: SocketAddr,
     request: Request<Incoming>,
     started: Instant,
 ) -> (Endpoint, (Answer, Outcome)) {
@@ -219,7 +222,12 @@ async fn answer(
             let Some(router) = fallback else {
                 return (Endpoint::Manager, edge_answer(handlers::not_found()));
             };
-            let request = request.map(|body| axum::body::Body::new(body.map_err(axum::Error::new)));
+            let mut request =
+                request.map(|body| axum::body::Body::new(body.map_err(axum::Error::new)));
+            // The peer's address, for the manager's routes (sign-in rate limiting).
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             // An axum router never fails: its error type is Infallible.
             let response = match router.oneshot(request).await {
                 Ok(response) => response,
@@ -274,7 +282,7 @@ pub async fn serve(
     });
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(connection) => connection,
                 Err(error) => {
@@ -291,7 +299,7 @@ pub async fn serve(
         let edge = Arc::clone(&edge);
         let fallback = fallback.clone();
         let service =
-            service_fn(move |request| dispatch(Arc::clone(&edge), fallback.clone(), request));
+            service_fn(move |request| dispatch(Arc::clone(&edge), fallback.clone(), peer, request));
         let connection = http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             // A client that does not finish its headers in time loses its connection.

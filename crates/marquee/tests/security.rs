@@ -633,6 +633,23 @@ async fn dashboard_escapes_names_and_sign_in_is_safe() {
         assert!(page.contains("sandbox=\"allow-scripts\""), "{page}");
         assert!(!page.contains("allow-same-origin"), "{page}");
     }
+
+    // Sign-in is rate limited: after 5 wrong passwords for a name, even the right one is
+    // refused (429, with Retry-After) without being checked.
+    for _ in 0..5 {
+        let (refused, session) = sign_in(&setup, "guess").await;
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert!(session.is_none());
+    }
+    let (limited, session) = sign_in(&setup, "marquee-demo").await;
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(session.is_none());
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=900).contains(&retry), "Retry-After {retry}");
     setup.server.stop();
 }
 
