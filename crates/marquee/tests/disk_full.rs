@@ -1,0 +1,164 @@
+//! A full disk under a running edge (issue 11, fault tests): `marquee serve --demo` logs to
+//! `data/events`, a small tmpfs mounted there for the test (root only: CI runs as root). A
+//! filler file takes the space while clients keep fetching ads and firing impression beacons:
+//! every request is still answered, the events that cannot be logged are not counted and the
+//! metrics say so (`marquee_edge_log_errors_total`, `marquee_eventlog_io_errors_total`). Once
+//! the filler is removed the log restarts by itself and every beacon is counted again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Server, impression_token, wait_for_ad};
+
+/// A tmpfs mounted on `dir`, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, bytes: u64) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("running mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs failed: this test fills a disk for real and needs root \
+             (CI runs as root)"
+        );
+        Tmpfs(dir.to_owned())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+struct Edge {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Edge {
+    /// Fetches an ad and fires its impression beacon; both must be answered.
+    async fn impression(&self) {
+        let html = self
+            .client
+            .get(format!("{}/ad?placement=2&format=html", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let token = impression_token(&html).expect("an ad");
+        let response = self
+            .client
+            .get(format!("{}/t/i?t={token}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+    }
+
+    /// (impressions counted, events not logged, event log I/O errors)
+    async fn figures(&self) -> (f64, f64, f64) {
+        let page = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        (
+            metric(&page, "marquee_edge_impressions_total"),
+            metric(&page, "marquee_edge_log_errors_total"),
+            metric(&page, "marquee_eventlog_io_errors_total"),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_on_a_full_disk_keeps_answering_stops_counting_says_so_and_recovers() {
+    let data = tempfile::tempdir().unwrap();
+    let disk = Tmpfs::mount(&data.path().join("events"), 1 << 20);
+    let server = Server::start_with(
+        data.path(),
+        &["--demo"],
+        &[("MARQUEE_EVENTS__DURABILITY", "strict")],
+    );
+    let edge = Edge {
+        client: reqwest::Client::new(),
+        base: server.url(""),
+    };
+    wait_for_ad(&edge.client, &edge.base).await;
+    for _ in 0..20 {
+        edge.impression().await;
+    }
+    let before = edge.figures().await;
+    assert_eq!(
+        (before.1, before.2),
+        (0.0, 0.0),
+        "no log error before the disk fills"
+    );
+
+    let filler = disk.0.join("filler");
+    assert!(
+        std::fs::write(&filler, vec![0u8; 2 << 20]).is_err(),
+        "the filler fitted: the disk is not full"
+    );
+    let mut answered_while_full = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while edge.figures().await.1 < 20.0 {
+        edge.impression().await;
+        answered_while_full += 1;
+        assert!(Instant::now() < deadline, "no log error on a full disk");
+    }
+    let full = edge.figures().await;
+    assert!(full.2 >= 1.0, "the event log reports its I/O error");
+
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The shard restarts within a second of its failure; wait until beacons count again.
+    loop {
+        let (counted, _, _) = edge.figures().await;
+        edge.impression().await;
+        if edge.figures().await.0 > counted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "impressions never counted again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recovered = edge.figures().await;
+    for _ in 0..50 {
+        edge.impression().await;
+    }
+    let after = edge.figures().await;
+    println!(
+        "disk full: {answered_while_full} beacons answered while full, {} not counted (log errors), \
+         {} event log I/O errors; after space returned 50 of 50 counted",
+        full.1, full.2
+    );
+    assert_eq!(
+        after.0 - recovered.0,
+        50.0,
+        "every beacon counted after recovery"
+    );
+    assert_eq!(after.1, recovered.1, "no log error after recovery");
+    server.stop();
+}
