@@ -103,9 +103,28 @@ impl Database {
     pub fn describe(&self) -> String {
         match self {
             Database::Sqlite(path) => path.display().to_string(),
-            Database::Postgres(url) => without_password(url),
+            Database::Postgres(url) => without_query_password(&without_password(url)),
         }
     }
+}
+
+/// `url` with a `password=` query parameter's value, if any, replaced by `***` (libpq accepts
+/// the password there too).
+fn without_query_password(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let pairs: Vec<&str> = query
+        .split('&')
+        .map(|pair| {
+            if pair.starts_with("password=") {
+                "password=***"
+            } else {
+                pair
+            }
+        })
+        .collect();
+    format!("{base}?{}", pairs.join("&"))
 }
 
 /// `url` with the password of its user info, if any, replaced by `***`.
@@ -1266,6 +1285,11 @@ mod tests {
         ] {
             assert_eq!(without_password(url), shown);
         }
+        let database = Database::Postgres("postgres://u@h/d?sslmode=require&password=s3".into());
+        assert_eq!(
+            database.describe(),
+            "postgres://u@h/d?sslmode=require&password=***"
+        );
     }
 
     #[test]
