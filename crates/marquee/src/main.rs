@@ -308,7 +308,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let pacing_loop = tokio::spawn(Arc::clone(&pacing).run_loop(until_stopped()));
     let edge_sync = tokio::spawn(marquee_edge::pacing::run_sync(
         Arc::clone(&edge),
-        sync_client,
+        Arc::clone(&sync_client),
         Duration::from_millis(config.pacing.sync_interval_ms),
         until_stopped(),
     ));
@@ -355,6 +355,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     edge_sync.await?;
     local_heartbeat.await?;
     edge.log.flush_and_close()?;
+    roles::give_leases_back(&edge, &*sync_client).await;
     // Count what the last moments logged, so a graceful stop leaves nothing uncounted.
     if let Err(error) = aggregator.drain().await {
         tracing::error!(%error, "final aggregation run failed; the next start counts the rest");

@@ -111,6 +111,17 @@ pub(crate) async fn local_heartbeat(
     }
 }
 
+/// After the last request was answered: what the edge's leases hold unused goes back to the
+/// budget now, not at their expiry.
+pub(crate) async fn give_leases_back(edge: &Edge, client: &dyn SyncClient) {
+    match remote::release_leases(edge, client).await {
+        Ok(released) => tracing::info!(released, "leases released"),
+        Err(error) => {
+            tracing::warn!(%error, "leases not released; the manager reclaims them at expiry");
+        }
+    }
+}
+
 /// `marquee manager`: everything of `marquee serve` but the edge.
 pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let overrides = Overrides {
@@ -287,13 +298,7 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     heartbeat.await?;
     disk_limit.await?;
     edge.log.flush_and_close()?;
-    // Nothing is served any more: what the leases hold unused goes back to the budget now.
-    match remote::release_leases(&edge, &*sync_client).await {
-        Ok(released) => tracing::info!(released, "leases released"),
-        Err(error) => {
-            tracing::warn!(%error, "leases not released; the manager reclaims them at expiry");
-        }
-    }
+    give_leases_back(&edge, &*sync_client).await;
     tracing::info!("edge stopped; event log flushed");
     Ok(())
 }

@@ -193,7 +193,8 @@ struct Traffic {
     seen: Mutex<Seen>,
 }
 
-/// The demo's placements 1 and 2 serve line item 5 (the one given a budget), 4 and 5 line item 2.
+/// The demo's placements 1 and 2 serve line item 5 (no goal: it serves on while the manager is
+/// away), 4 and 5 line item 2 (the one given a budget).
 const PLACEMENTS: [u64; 4] = [1, 4, 2, 5];
 
 /// One client of one edge: an ad at one of [`PLACEMENTS`] in turn, then its beacon, until
@@ -252,22 +253,24 @@ async fn drive(traffic: Arc<Traffic>, edge: usize, client_id: usize, ring: Arc<K
     }
 }
 
-/// Sets an impression budget on the line item first served at placement 1 (a campaign change)
-/// and returns its id.
-async fn set_budget(client: &reqwest::Client, manager: &str, edge: &str, admin: &str) -> u64 {
-    let answer: Value = client
-        .get(format!("{edge}/ad.json?placement=1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let line_item = answer["ads"][0]["line_item"].as_u64().expect("an ad");
+/// The demo's line item at placements 4 and 5 (fresh database, so ids are fixed): it gets the
+/// impression budget. Its demo goal is in spend; the budget replaces it before any edge holds a
+/// lease, because a lease granted in one goal's unit is not converted when the metric changes.
+const BUDGETED: u64 = 2;
+/// The demo's line item at placements 1 and 2, without a goal.
+const UNPACED: u64 = 5;
+
+/// Changes a line item over the API: `change` edits its JSON.
+async fn update_line_item(
+    client: &reqwest::Client,
+    manager: &str,
+    admin: &str,
+    line_item: u64,
+    change: impl FnOnce(&mut Value),
+) {
     let url = format!("{manager}/api/v1/line-items/{line_item}");
     let mut item = get_json(client, &url, Some(admin)).await;
-    item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
-    item["pacing"] = json!("asap");
+    change(&mut item);
     let response = client
         .put(&url)
         .bearer_auth(admin)
@@ -276,7 +279,6 @@ async fn set_budget(client: &reqwest::Client, manager: &str, edge: &str, admin: 
         .await
         .unwrap();
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
-    line_item
 }
 
 /// The snapshot version an edge serves, from its `/metrics`.
@@ -325,6 +327,14 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     let database = TestDatabase::create().await;
     let mut manager = start_manager(&manager_dir, database.url(), port, true);
     let admin = token_from(&manager.server().stderr_line("demo admin token"));
+    update_line_item(&client, &manager_url, &admin, BUDGETED, |item| {
+        item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
+        item["pacing"] = json!("asap");
+    })
+    .await;
+    // Two pacing rounds (500 ms each) and a compile: the book holds the new budget before the
+    // first edge asks for a lease.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
     let mut edges: Vec<Guard> = edge_dirs
         .iter()
         .map(|d| start_edge(d, &manager_url))
@@ -340,7 +350,10 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     // A campaign change, timed from the API's answer to the last edge serving it.
     let before: Vec<f64> = served_versions(&client, &bases).await;
     let changed_at = Instant::now();
-    let budgeted = set_budget(&client, &manager_url, &bases[0], &admin).await;
+    update_line_item(&client, &manager_url, &admin, UNPACED, |item| {
+        item["name"] = json!("renamed while three edges serve");
+    })
+    .await;
     let visible = loop {
         let now: Vec<f64> = served_versions(&client, &bases).await;
         if now.iter().zip(&before).all(|(n, b)| n > b) {
@@ -394,7 +407,9 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     for c in clients {
         c.await.unwrap();
     }
-    // Everything collected, then a graceful stop of every process.
+    // Everything collected: the last appends fsynced (5 ms group commit), then every edge read
+    // to its tail. The manager stops first, so that its last run still reaches every edge.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     wait_registry(&client, &manager_url, EDGES, true).await;
     let manager_page = page(&client, &format!("{manager_url}/metrics")).await;
     let after_restart: Vec<String> = registry(&client, &manager_url)
@@ -406,10 +421,10 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         after_restart, ids,
         "the restarted edge reported under its old id"
     );
+    manager.stop();
     for edge in &mut edges {
         edge.stop();
     }
-    manager.stop();
 
     // Reports equal the sum of all edges' logs: every (event id, kind) once.
     let mut events = Vec::new();
@@ -455,19 +470,19 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     // The budget: billed ≤ B + R + one decision in flight per client.
     let delivered: HashSet<u64> = events
         .iter()
-        .filter(|e| e.kind == EventKind::Impression && e.line_item == budgeted)
+        .filter(|e| e.kind == EventKind::Impression && e.line_item == BUDGETED)
         .map(|e| u64::try_from(e.event_id).unwrap())
         .collect();
     let reclaimed = metric(
         &manager_page,
-        &format!("marquee_lease_unreported_reclaimed{{line_item=\"{budgeted}\"}}"),
+        &format!("marquee_lease_unreported_reclaimed{{line_item=\"{BUDGETED}\"}}"),
     )
     .unwrap_or(0.0) as u64;
     let bound = BUDGET + reclaimed + (EDGES * CLIENTS_PER_EDGE) as u64;
     let answered_budgeted = seen
         .answered
         .iter()
-        .filter(|a| a.line_item == budgeted)
+        .filter(|a| a.line_item == BUDGETED)
         .count();
     println!(
         "multinode: {} s; {} records in {EDGES} logs, {distinct} distinct events, {counted} counted; \
