@@ -72,6 +72,7 @@ pub struct ReplayGuard {
     buckets: i64,
     shard_capacity: usize,
     overflows: AtomicU64,
+    behind: AtomicU64,
 }
 
 /// A shard on its own cache lines, so that threads locking neighbouring shards do not
@@ -122,11 +123,14 @@ impl ReplayGuard {
             buckets: i64::from(buckets),
             shard_capacity: config.bucket_capacity.get().div_ceil(SHARDS),
             overflows: AtomicU64::new(0),
+            behind: AtomicU64::new(0),
         }
     }
 
     /// True the first time `nonce` is presented while its token is valid (`now < expires_at`);
-    /// false for a repeat, and for an expired token (nothing to count, nothing to remember).
+    /// false for a repeat, for an expired token (nothing to count, nothing to remember), and
+    /// when `now` is too far behind a time already seen to tell (counted in
+    /// [`behind`](Self::behind)).
     pub fn first_time(&self, nonce: u64, expires_at: i64, now: i64) -> bool {
         if expires_at <= now {
             return false;
@@ -156,6 +160,14 @@ impl ReplayGuard {
         }
         // `rem_euclid` of a positive count is in 0..buckets, so it fits and indexes the ring.
         let bucket = &mut shard.ring[epoch.rem_euclid(self.buckets) as usize];
+        if bucket.epoch > epoch {
+            // The slot already serves a later expiry window: this `now` is behind one seen
+            // before (the clock jumped forward and came back, or a thread raced a bucket
+            // boundary in a token's last minute). Whether the nonce was seen went with the
+            // slot's old set; not counting is the side that never counts twice.
+            self.behind.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         if bucket.epoch < epoch {
             // The slot's previous epoch is at least a whole ring older, so before `current`:
             // every token in it has expired.
@@ -210,6 +222,12 @@ impl ReplayGuard {
     /// Nonzero means `bucket_capacity` is too small for the traffic, or a flood.
     pub fn overflows(&self) -> u64 {
         self.overflows.load(Ordering::Relaxed)
+    }
+
+    /// Tokens not counted because the clock was behind a time already seen by more than the
+    /// window the guard still remembers (see [`first_time`](Self::first_time)).
+    pub fn behind(&self) -> u64 {
+        self.behind.load(Ordering::Relaxed)
     }
 }
 
