@@ -43,6 +43,14 @@ impl Server {
     /// Starts `command` (any `marquee` subcommand that prints its address on the first
     /// stdout line) and waits for that line.
     pub fn spawn(mut command: Command) -> Server {
+        // Tests run many processes on a small machine, where a worker 10 ms behind is normal;
+        // shedding on queue delay would turn the ads these tests count into fallbacks at
+        // random. Overload tests set it themselves (and crates/edge/tests/overload.rs,
+        // bench/overload.sh cover it).
+        let queue_delay = std::ffi::OsStr::new("MARQUEE_EDGE__MAX_QUEUE_DELAY_MS");
+        if !command.get_envs().any(|(key, _)| key == queue_delay) {
+            command.env(queue_delay, "0");
+        }
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
