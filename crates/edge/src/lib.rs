@@ -18,6 +18,7 @@ pub mod bidder;
 mod gateway;
 mod handlers;
 pub mod holder;
+mod idle_body;
 pub mod log_service;
 pub mod metrics;
 pub mod notice;

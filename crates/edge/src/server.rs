@@ -21,6 +21,7 @@ use tower::ServiceExt;
 use crate::Edge;
 use crate::bidder::{self, NoticeKind};
 use crate::handlers::{self, Body};
+use crate::idle_body::IdleTimeout;
 use crate::log_service;
 use crate::metrics::{Endpoint, Outcome};
 
@@ -222,8 +223,12 @@ async fn answer(
             let Some(router) = fallback else {
                 return (Endpoint::Manager, edge_answer(handlers::not_found()));
             };
-            let mut request =
-                request.map(|body| axum::body::Body::new(body.map_err(axum::Error::new)));
+            // The manager's routes read whole bodies: a client that holds its body back is cut
+            // after the header timeout without a frame (the head alone is covered by hyper).
+            let idle = edge.config.limits.header_read_timeout;
+            let mut request = request.map(|body| {
+                axum::body::Body::new(IdleTimeout::new(body, idle).map_err(axum::Error::new))
+            });
             // The peer's address, for the manager's routes (sign-in rate limiting).
             request
                 .extensions_mut()
