@@ -359,10 +359,8 @@ pub async fn get(
     };
     let built = build(&state, &principal, p).await?;
     Ok(match format {
-        Format::Json => {
-            json_report(&built.spec, &built.zone_name, built.currency, &built.report)
-                .into_response()
-        }
+        Format::Json => json_report(&built.spec, &built.zone_name, built.currency, &built.report)
+            .into_response(),
         Format::Csv => (
             [
                 (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
