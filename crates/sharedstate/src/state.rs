@@ -66,8 +66,9 @@ return { 1, redis.call('INCRBY', KEYS[1], amount) }
 /// they become [`Fallback`] answers.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedStateError {
-    #[error("redis url {url:?}: {reason}")]
-    Url { url: String, reason: String },
+    /// The URL itself is not repeated: it may carry a password.
+    #[error("redis.url: {reason}")]
+    Url { reason: String },
     #[error("the shared state needs a Tokio runtime (its write-behind flusher runs on it)")]
     NoRuntime,
 }
@@ -221,10 +222,7 @@ impl SharedState {
         config: SharedConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<SharedState, SharedStateError> {
-        let url_error = |reason: String| SharedStateError::Url {
-            url: config.url.clone(),
-            reason,
-        };
+        let url_error = |reason: String| SharedStateError::Url { reason };
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| SharedStateError::NoRuntime)?;
         let client = Client::open(config.url.as_str()).map_err(|e| url_error(e.to_string()))?;

@@ -525,3 +525,17 @@ async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
         Err(Fallback::NoTime)
     );
 }
+
+/// A bad URL is refused with the key named and without repeating the URL, which may carry a
+/// password (secrets never reach logs).
+#[tokio::test]
+async fn a_bad_url_is_refused_without_its_password() {
+    let error = SharedState::new(
+        SharedConfig::new("rediss+x://:s3cret-pass@host:port/zz"),
+        Arc::new(SystemClock),
+    )
+    .expect_err("an unusable URL");
+    let text = error.to_string();
+    assert!(text.starts_with("redis.url: "), "{text}");
+    assert!(!text.contains("s3cret-pass"), "{text}");
+}
