@@ -1,0 +1,175 @@
+//! Gateway mode end to end: `marquee serve --demo` with `[gateway]`, our demo line items as the
+//! internal bidder and `marquee bench mock-bidder` as an external one. The higher bid wins the
+//! auction, the internal bidder's win or loss notice is handled in process (the bidder's
+//! counters move), and the registry API switches the external bidder off.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::Server;
+use serde_json::Value;
+
+const TOKEN: &str = "gateway-e2e-admin-token";
+
+struct Mock(Child);
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `marquee bench mock-bidder` bidding `price` on every banner imp; gives its address.
+fn mock_bidder(price: &str) -> (Mock, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_marquee"))
+        .args([
+            "bench",
+            "mock-bidder",
+            "--listen",
+            "127.0.0.1:0",
+            "--price",
+            price,
+        ])
+        .args(["--seat", "mockseat"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let address = first
+        .trim()
+        .rsplit_once("listening on ")
+        .map(|(_, a)| a.to_owned())
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+    (Mock(child), address)
+}
+
+fn start(dir: &Path, mock: &str) -> Server {
+    let config = dir.join("marquee.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[edge]\npublic_url = \"https://ads.example.com\"\n\
+             [gateway]\nenabled = true\nadmin_token = \"{TOKEN}\"\n\
+             [gateway.bidders.mock]\nendpoint = \"{mock}/bid\"\n"
+        ),
+    )
+    .unwrap();
+    Server::start(
+        &dir.join("data"),
+        &["--demo", "--config", config.to_str().unwrap()],
+    )
+}
+
+fn banner() -> Value {
+    let path = [
+        env!("CARGO_MANIFEST_DIR"),
+        "..",
+        "openrtb",
+        "testdata",
+        "iab-2.6",
+        "iab-2.6-req-1-simple-banner.json",
+    ]
+    .iter()
+    .collect::<std::path::PathBuf>();
+    let mut request: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    // Time enough for a debug build on a busy machine.
+    request["tmax"] = 2_000.into();
+    request
+}
+
+async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (u16, String) {
+    let response = client.post(url).json(body).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Waits until a counter of the edge's `/metrics` reaches `value`.
+async fn wait_metric(client: &reqwest::Client, server: &Server, line: &str) {
+    for _ in 0..500 {
+        let text = client
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.lines().any(|l| l == line) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("/metrics never showed {line:?}");
+}
+
+fn seats(body: &str) -> Vec<String> {
+    let value: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    value["seatbid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seat"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_line_items_and_an_external_bidder_compete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_mock, address) = mock_bidder("500");
+    let server = start(dir.path(), &address);
+    let client = reqwest::Client::new();
+    let request = banner();
+    // The demo snapshot is installed just after the listener opens.
+    for _ in 0..500 {
+        if post(&client, &server.url("/openrtb2/bid"), &request)
+            .await
+            .0
+            == 200
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let (status, body) = post(&client, &server.url("/openrtb2/auction"), &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        seats(&body),
+        ["mockseat"],
+        "500 beats the demo's bid: {body}"
+    );
+    // Our bid lost: its loss notice went to the edge's own handler.
+    wait_metric(&client, &server, "marquee_bidder_losses_total 1").await;
+
+    let switched = client
+        .post(server.url("/gateway/bidders/mock/disable"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(switched.status().as_u16(), 200);
+    let (status, body) = post(&client, &server.url("/openrtb2/auction"), &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        seats(&body),
+        ["marquee"],
+        "alone, our line items win: {body}"
+    );
+    wait_metric(&client, &server, "marquee_bidder_wins_total 1").await;
+    wait_metric(
+        &client,
+        &server,
+        "marquee_gateway_bidder_wins_total{bidder=\"marquee\"} 1",
+    )
+    .await;
+    server.stop();
+}
