@@ -212,7 +212,12 @@ async fn snapshot_swaps_under_load_fail_no_ad_request() {
     let mut guard = Guard::new(Server::start_with(
         dir.path(),
         &["--demo"],
-        &[("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "10")],
+        &[
+            ("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "10"),
+            // About swaps, not deadlines: a loaded test machine can stall a debug-build
+            // request past the default 50 ms, which answers the fallback by design.
+            ("MARQUEE_EDGE__DEADLINE_MS", "5000"),
+        ],
     ));
     let server = guard.server();
     let token = token_from(&server.stderr_line("demo admin token"));
