@@ -1,0 +1,172 @@
+//! Redis restarted mid-run under an edge (issue 11, fault tests): `marquee serve --demo` with
+//! `[redis]` on a `redis-server` of the test's own (the binary `scripts/test-deps.sh`
+//! installs), asked for ads in a loop. Redis is killed (`kill -9`) and started again on the same
+//! port: every request is answered throughout, the breaker opens while Redis is away (the
+//! metrics say so) and closes again once it is back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+/// The demo's capped line item serves placement 3 to mobile users in Germany: its caps go
+/// through Redis.
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Redis server without persistence on `port`; killed on drop.
+struct Redis(Child);
+
+impl Redis {
+    fn start(port: u16) -> Redis {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run scripts/test-deps.sh, which installs it");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis(child)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in the metrics"))
+        .parse()
+        .unwrap()
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    answered: usize,
+}
+
+impl Client {
+    /// Asks for an ad; it must be answered with one.
+    async fn ad(&mut self) {
+        let response = self
+            .http
+            // A new user each time: the edge caches a user's state for a while.
+            .get(format!(
+                "{}/ad.json?p=3&uid=restart-{}-{}",
+                self.base,
+                std::process::id(),
+                self.answered
+            ))
+            .header("user-agent", IPHONE)
+            .header("x-country", "DE")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        self.answered += 1;
+    }
+
+    async fn breaker(&self) -> f64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metric(&text, "marquee_redis_breaker_state")
+    }
+
+    /// Asks for ads until the breaker is `closed` or not (open or half open, probing), for at
+    /// most 10 s.
+    async fn until_breaker(&mut self, closed: bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (self.breaker().await == 0.0) != closed {
+            self.ad().await;
+            if Instant::now() > deadline {
+                let text = self
+                    .http
+                    .get(format!("{}/metrics", self.base))
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                let redis: Vec<&str> = text
+                    .lines()
+                    .filter(|l| l.starts_with("marquee_redis"))
+                    .collect();
+                panic!("breaker never closed={closed}: {redis:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_keeps_answering_through_a_redis_restart_and_its_breaker_recovers() {
+    let port = free_port();
+    let redis = Redis::start(port);
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        data.path(),
+        &["--demo"],
+        &[
+            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+            ("MARQUEE_REDIS__URL", &format!("redis://127.0.0.1:{port}")),
+            ("MARQUEE_REDIS__FAILURES_TO_OPEN", "2"),
+            ("MARQUEE_REDIS__OPEN_MS", "300"),
+        ],
+    );
+    let mut client = Client {
+        http: reqwest::Client::new(),
+        base: server.url(""),
+        answered: 0,
+    };
+    common::wait_for_ad(&client.http, &client.base).await;
+    for _ in 0..20 {
+        client.ad().await;
+    }
+    assert_eq!(client.breaker().await, 0.0, "closed while Redis answers");
+
+    drop(redis);
+    client.until_breaker(false).await;
+    for _ in 0..20 {
+        client.ad().await;
+    }
+    let redis = Redis::start(port);
+    client.until_breaker(true).await;
+    for _ in 0..20 {
+        client.ad().await;
+    }
+    println!(
+        "redis restart: {} requests, all answered; breaker opened while away, closed once back",
+        client.answered
+    );
+    server.stop();
+    drop(redis);
+}
