@@ -91,7 +91,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS=10 MARQUEE_LOG__LEVEL=info \
+secret=swap-bench-secret
+MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS=10 MARQUEE_LOG__LEVEL=info MARQUEE_AGGREGATION__TOKEN=$secret \
   taskset -c "$server_cpu" "$bin" serve --demo --listen 127.0.0.1:0 --data "$work/data" \
   > "$work/server.stdout" 2> "$work/server.stderr" &
 server_pid=$!
@@ -179,7 +180,7 @@ cpu_ticks() {
   echo $(( fields[11] + fields[12] ))
 }
 swapped_in() { grep -c 'snapshot swapped in' "$work/server.stderr" || true; }
-version() { curl -s -o /dev/null -D - "$base/snapshot/latest" | tr -d '\r' | sed -n 's/^x-marquee-snapshot-version: //Ip'; }
+version() { curl -s -o /dev/null -D - -H "Authorization: Bearer $secret" "$base/snapshot/latest" | tr -d '\r' | sed -n 's/^x-marquee-snapshot-version: //Ip'; }
 
 # load URL SECONDS OUT [RATE]: one run of the load generator from the load CPU.
 load() {

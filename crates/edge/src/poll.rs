@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{ETAG, IF_NONE_MATCH};
+use hyper::header::{AUTHORIZATION, ETAG, IF_NONE_MATCH};
 use hyper::{Request, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -37,10 +37,12 @@ pub enum Polled {
     NoneYet,
 }
 
-/// Polls `manager` (e.g. `http://10.0.0.5:8080`) every `interval` until `stop` resolves.
+/// Polls `manager` (e.g. `http://10.0.0.5:8080`) every `interval` until `stop` resolves, with
+/// the shared secret (`aggregation.token`) the manager asks of edges.
 pub async fn follow(
     edge: Arc<Edge>,
     manager: String,
+    secret: String,
     interval: Duration,
     stop: impl Future<Output = ()>,
 ) {
@@ -53,7 +55,7 @@ pub async fn follow(
     loop {
         tokio::select! {
             () = &mut stop => return,
-            _ = tick.tick() => match poll_once(&edge, &client, &manager).await {
+            _ = tick.tick() => match poll_once(&edge, &client, &manager, &secret).await {
                 Ok(_) if !reachable => {
                     reachable = true;
                     tracing::info!(%manager, "snapshot polls answered again");
@@ -76,11 +78,12 @@ pub async fn poll_once(
     edge: &Arc<Edge>,
     client: &HttpClient,
     manager: &str,
+    secret: &str,
 ) -> Result<Polled, PollError> {
     let uri: Uri = format!("{}/snapshot/latest", manager.trim_end_matches('/'))
         .parse()
         .map_err(|_| PollError::Url(manager.to_owned()))?;
-    let mut request = Request::get(uri);
+    let mut request = Request::get(uri).header(AUTHORIZATION, format!("Bearer {secret}"));
     if let Some(loaded) = edge.holder.current() {
         request = request.header(IF_NONE_MATCH, loaded.etag.as_str());
     }

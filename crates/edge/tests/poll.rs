@@ -46,7 +46,10 @@ fn edge(dir: &std::path::Path) -> Arc<Edge> {
     ))
 }
 
-/// A stand-in manager serving whatever `published` holds, with ETags.
+const SECRET: &str = "a-shared-secret";
+
+/// A stand-in manager serving whatever `published` holds, with ETags, to callers with the
+/// shared secret.
 async fn manager(published: Arc<Mutex<(Bytes, String)>>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -58,11 +61,19 @@ async fn manager(published: Arc<Mutex<(Bytes, String)>>) -> String {
             let published = Arc::clone(&published);
             let service = service_fn(move |request: Request<hyper::body::Incoming>| {
                 let (bytes, etag) = published.lock().unwrap().clone();
+                let authorized = request
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v.to_str().unwrap() == format!("Bearer {SECRET}"));
                 let unchanged = request
                     .headers()
                     .get("if-none-match")
                     .is_some_and(|v| v.to_str().unwrap() == etag);
-                let response = if unchanged {
+                let response = if !authorized {
+                    Response::builder()
+                        .status(StatusCode::UNAUTHORIZED)
+                        .body(Full::new(Bytes::new()))
+                } else if unchanged {
                     Response::builder()
                         .status(StatusCode::NOT_MODIFIED)
                         .body(Full::new(Bytes::new()))
@@ -90,18 +101,25 @@ async fn polls_swap_reject_and_survive_an_absent_manager() {
     let url = manager(Arc::clone(&published)).await;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
 
+    // Without the shared secret the manager refuses, and nothing is installed.
+    assert!(matches!(
+        poll_once(&edge, &client, &url, "wrong").await,
+        Err(PollError::Status(StatusCode::UNAUTHORIZED))
+    ));
+    assert_eq!(edge.holder.version(), None);
+
     assert_eq!(
-        poll_once(&edge, &client, &url).await.unwrap(),
+        poll_once(&edge, &client, &url, SECRET).await.unwrap(),
         Polled::Installed(1)
     );
     assert_eq!(
-        poll_once(&edge, &client, &url).await.unwrap(),
+        poll_once(&edge, &client, &url, SECRET).await.unwrap(),
         Polled::Unchanged
     );
 
     *published.lock().unwrap() = snapshot(2);
     assert_eq!(
-        poll_once(&edge, &client, &url).await.unwrap(),
+        poll_once(&edge, &client, &url, SECRET).await.unwrap(),
         Polled::Installed(2)
     );
     assert_eq!(edge.holder.swaps(), 2);
@@ -114,7 +132,7 @@ async fn polls_swap_reject_and_survive_an_absent_manager() {
     bytes = Bytes::from(corrupt);
     *published.lock().unwrap() = (bytes, etag);
     assert_eq!(
-        poll_once(&edge, &client, &url).await.unwrap(),
+        poll_once(&edge, &client, &url, SECRET).await.unwrap(),
         Polled::Unchanged
     );
     assert_eq!(edge.holder.rejected(), 1);
@@ -123,7 +141,7 @@ async fn polls_swap_reject_and_survive_an_absent_manager() {
     // A manager that is away is an error to log, not an outage.
     let gone = "http://127.0.0.1:9";
     assert!(matches!(
-        poll_once(&edge, &client, gone).await,
+        poll_once(&edge, &client, gone, SECRET).await,
         Err(PollError::Unreachable(_))
     ));
     assert_eq!(edge.holder.version(), Some(2));

@@ -47,24 +47,6 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
                     json!({ "description": "metrics", "content": { "text/plain": {} } }),
                 )]),
             ),
-        )
-        .route(
-            Method::GET,
-            "/snapshot/latest",
-            latest_snapshot,
-            Arc::clone(manager),
-            public_operation(
-                "The latest compiled campaign snapshot (binary); send If-None-Match to poll cheaply",
-                "snapshots",
-                responses([
-                    (
-                        200,
-                        json!({ "description": "snapshot bytes", "content": { "application/octet-stream": {} } }),
-                    ),
-                    (304, json!({ "description": "unchanged since the ETag sent" })),
-                    (503, json!({ "description": "no snapshot compiled yet" })),
-                ]),
-            ),
         );
     marquee_api::add_routes_with(table, Arc::clone(manager.store()), ad_url, api)
         .into_router("Marquee", env!("CARGO_PKG_VERSION"))
@@ -75,6 +57,7 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
 /// secret, not by API tokens.
 fn internal_routes(manager: &Arc<Manager>) -> axum::Router {
     axum::Router::new()
+        .route("/snapshot/latest", axum::routing::get(latest_snapshot))
         .route("/internal/v1/sync", axum::routing::post(sync))
         .route(
             "/internal/v1/edges",
@@ -272,7 +255,13 @@ async fn metrics(State(manager): State<Arc<Manager>>) -> Response {
         .into_response()
 }
 
+/// `GET /snapshot/latest`: the published snapshot for remote edges, with the shared secret
+/// (it holds every campaign's prices, budgets, targeting and landing URLs); `If-None-Match`
+/// with the current ETag answers 304.
 async fn latest_snapshot(State(manager): State<Arc<Manager>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse_unless_secret(&headers, manager.remote_secret().unwrap_or("")) {
+        return refused;
+    }
     let Some(published) = manager.latest() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no snapshot compiled yet").into_response();
     };

@@ -265,6 +265,7 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     let follower = tokio::spawn(marquee_edge::poll::follow(
         Arc::clone(&edge),
         client.base().to_owned(),
+        config.aggregation.token.clone(),
         Duration::from_millis(config.edge.poll_interval_ms),
         until_stopped(),
     ));

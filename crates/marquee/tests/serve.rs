@@ -8,9 +8,13 @@ use std::time::Duration;
 use common::{Server, get_json, run, token_from};
 use serde_json::{Value, json};
 
+/// The shared secret remote edges poll `/snapshot/latest` with.
+const EDGE_SECRET: &str = "edge-secret-for-tests";
+
 async fn etag(client: &reqwest::Client, server: &Server) -> String {
     let reply = client
         .get(server.url("/snapshot/latest"))
+        .bearer_auth(EDGE_SECRET)
         .send()
         .await
         .unwrap();
@@ -21,7 +25,11 @@ async fn etag(client: &reqwest::Client, server: &Server) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_demo_end_to_end() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &["--demo"]);
+    let server = Server::start_with(
+        data.path(),
+        &["--demo"],
+        &[("MARQUEE_AGGREGATION__TOKEN", EDGE_SECRET)],
+    );
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();
 
@@ -37,10 +45,19 @@ async fn serve_demo_end_to_end() {
         get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
     assert_eq!(line_items["items"].as_array().unwrap().len(), 12);
 
-    // The snapshot is served with an ETag and polls cheaply.
+    // The snapshot goes only to callers with the edges' shared secret: it holds every
+    // campaign's prices, budgets and targeting.
+    let anonymous = client
+        .get(server.url("/snapshot/latest"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    // It is served with an ETag and polls cheaply.
     let first = etag(&client, &server).await;
     let unchanged = client
         .get(server.url("/snapshot/latest"))
+        .bearer_auth(EDGE_SECRET)
         .header("if-none-match", &first)
         .send()
         .await
@@ -97,7 +114,11 @@ async fn serve_demo_end_to_end() {
     server.stop();
 
     // A restart without changes compiles nothing: same snapshot, same ETag, no demo reload.
-    let server = Server::start(data.path(), &["--demo"]);
+    let server = Server::start_with(
+        data.path(),
+        &["--demo"],
+        &[("MARQUEE_AGGREGATION__TOKEN", EDGE_SECRET)],
+    );
     server.stderr_line("demo data not loaded");
     assert_eq!(etag(&client, &server).await, changed);
     server.stop();

@@ -139,10 +139,14 @@ async fn change_line_item(
     (item, changes)
 }
 
+/// The shared secret `/snapshot/latest` asks for.
+const EDGE_SECRET: &str = "edge-secret-for-tests";
+
 /// The published snapshot version.
 async fn published_version(client: &reqwest::Client, base: &str) -> u64 {
     let response = client
         .get(format!("{base}/snapshot/latest"))
+        .bearer_auth(EDGE_SECRET)
         .send()
         .await
         .unwrap();
@@ -217,6 +221,7 @@ async fn snapshot_swaps_under_load_fail_no_ad_request() {
             // About swaps, not deadlines: a loaded test machine can stall a debug-build
             // request past the default 50 ms, which answers the fallback by design.
             ("MARQUEE_EDGE__DEADLINE_MS", "5000"),
+            ("MARQUEE_AGGREGATION__TOKEN", EDGE_SECRET),
         ],
     ));
     let server = guard.server();
