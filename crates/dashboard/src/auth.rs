@@ -105,9 +105,7 @@ fn session_hash(session_id: &str) -> [u8; 32] {
 
 /// Compares two secrets in time independent of where they differ.
 pub fn same_secret(sent: &str, expected: &str) -> bool {
-    let (sent, expected) = (sent.as_bytes(), expected.as_bytes());
-    sent.len() == expected.len()
-        && sent.iter().zip(expected).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+    marquee_model::same_secret(sent.as_bytes(), expected.as_bytes())
 }
 
 /// The value of cookie `name` in the request, if any.

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use marquee_api::openapi::{public_operation, response, responses};
 use marquee_api::{ApiOptions, RouteTable};
+use marquee_model::same_secret;
 use serde_json::json;
 
 use crate::{EdgeReportError, Manager};
@@ -228,11 +229,6 @@ async fn forget_edge(
 }
 
 /// Compares secrets in time independent of where they differ.
-fn same_secret(sent: &[u8], expected: &[u8]) -> bool {
-    sent.len() == expected.len()
-        && sent.iter().zip(expected).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
-}
-
 async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }

@@ -11,6 +11,7 @@ mod kind;
 mod money;
 mod objects;
 mod rates;
+mod secret;
 mod stored;
 mod targeting;
 mod validate;
@@ -25,6 +26,7 @@ pub use objects::{
     Object, PacingMode, Placement, Price, PricingModel, Publisher, RotationMode, Site, Size, Tier,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
+pub use secret::same_secret;
 pub use stored::{Catalog, Meta, Stored};
 pub use targeting::{DeviceType, GeoCircle, HourRange, KeyValues, Targeting, Weekday};
 pub use validate::{ValidationError, Violation, Violations};
