@@ -134,11 +134,15 @@ async fn an_edge_on_a_full_disk_keeps_answering_stops_counting_says_so_and_recov
 
     std::fs::remove_file(&filler).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    // The shard restarts within a second of its failure; wait until beacons count again.
+    // Each shard (one per worker thread) retries every second on its own: give them all that
+    // second, then wait until a batch of beacons all count.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     loop {
         let (counted, _, _) = edge.figures().await;
-        edge.impression().await;
-        if edge.figures().await.0 > counted {
+        for _ in 0..10 {
+            edge.impression().await;
+        }
+        if edge.figures().await.0 - counted == 10.0 {
             break;
         }
         assert!(Instant::now() < deadline, "impressions never counted again");
