@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Guard, Server, impression_token, logged_events, wait_for_ad};
+use common::{Guard, Server, impression_token, logged_events, metric, wait_for_ad};
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
 use marquee_store::SqliteStore;
@@ -129,13 +129,6 @@ fn event_count(c: &Counters) -> i64 {
         + c.impressions
         + c.clicks
         + c.conversions
-}
-
-/// A metric's value from a `/metrics` page.
-fn metric(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, impression_token, wait_for_ad};
+use common::{Server, impression_token, required_metric, wait_for_ad};
 
 /// A tmpfs mounted on `dir`, unmounted on drop.
 struct Tmpfs(PathBuf);
@@ -38,13 +38,6 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
-}
-
-fn metric(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name}"))
 }
 
 struct Edge {
@@ -86,9 +79,9 @@ impl Edge {
             .await
             .unwrap();
         (
-            metric(&page, "marquee_edge_impressions_total"),
-            metric(&page, "marquee_edge_log_errors_total"),
-            metric(&page, "marquee_eventlog_io_errors_total"),
+            required_metric(&page, "marquee_edge_impressions_total"),
+            required_metric(&page, "marquee_edge_log_errors_total"),
+            required_metric(&page, "marquee_eventlog_io_errors_total"),
         )
     }
 }

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{BIN, Guard, Server, get_json, impression_token, logged_events, token_from};
+use common::{BIN, Guard, Server, get_json, impression_token, logged_events, metric, token_from};
 use marquee_eventlog::Kind as EventKind;
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
@@ -155,11 +155,6 @@ async fn wait_registry(client: &reqwest::Client, manager: &str, want: usize, cau
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn metric(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
 }
 
 async fn page(client: &reqwest::Client, url: &str) -> String {

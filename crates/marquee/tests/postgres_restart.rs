@@ -166,11 +166,9 @@ fn is_root() -> bool {
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
+/// A counter on the page, 0 until it first moves.
 fn metric(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    common::metric(page, name).unwrap_or(0.0)
 }
 
 async fn metrics(client: &reqwest::Client, base: &str) -> String {

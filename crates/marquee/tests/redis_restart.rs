@@ -10,7 +10,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{Server, required_metric};
 
 /// The demo's capped line item serves placement 3 to mobile users in Germany: its caps go
 /// through Redis.
@@ -51,14 +51,6 @@ impl Drop for Redis {
     }
 }
 
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in the metrics"))
-        .parse()
-        .unwrap()
-}
-
 struct Client {
     http: reqwest::Client,
     base: String,
@@ -96,7 +88,7 @@ impl Client {
             .text()
             .await
             .unwrap();
-        metric(&text, "marquee_redis_breaker_state")
+        required_metric(&text, "marquee_redis_breaker_state")
     }
 
     /// Asks for ads until the breaker is `closed` or not (open or half open, probing), for at

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{Server, required_metric};
 use serde_json::Value;
 
 const NEWS_MOBILE: u64 = 3;
@@ -78,15 +78,6 @@ async fn metrics(client: &reqwest::Client, server: &Server) -> String {
         .unwrap()
 }
 
-/// The value of a metric line that starts with `name` (labels included).
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in the metrics"))
-        .parse()
-        .unwrap()
-}
-
 /// A user id no earlier run has used (Redis keeps caps for their window, a day here).
 fn fresh_user(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -135,13 +126,13 @@ async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
     let mut refusals = 0.0;
     for edge in &edges {
         let text = metrics(&client, edge).await;
-        assert_eq!(metric(&text, "marquee_redis_breaker_state"), 0.0);
+        assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 0.0);
         for reason in ["breaker_open", "timeout", "error", "no_time"] {
             let name = format!("marquee_redis_fallbacks{{reason=\"{reason}\"}}");
-            assert_eq!(metric(&text, &name), 0.0, "{name}");
+            assert_eq!(required_metric(&text, &name), 0.0, "{name}");
         }
-        refusals += metric(&text, "marquee_edge_shared_cap_refusals_total");
-        refusals += metric(&text, "marquee_redis_cache_refusals");
+        refusals += required_metric(&text, "marquee_edge_shared_cap_refusals_total");
+        refusals += required_metric(&text, "marquee_redis_cache_refusals");
     }
     // Each of the two edges that did not serve the third ad learnt the cap was full from
     // Redis once; after that their caches kept the line item out of their decisions.
@@ -185,8 +176,8 @@ async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
         );
     }
     let text = metrics(&client, &server).await;
-    assert_eq!(metric(&text, "marquee_redis_breaker_state"), 1.0);
-    assert!(metric(&text, "marquee_redis_fallbacks{reason=\"breaker_open\"}") >= 3.0);
-    assert!(metric(&text, "marquee_redis_write_behind{stage=\"queued\"}") >= 5.0);
+    assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 1.0);
+    assert!(required_metric(&text, "marquee_redis_fallbacks{reason=\"breaker_open\"}") >= 3.0);
+    assert!(required_metric(&text, "marquee_redis_write_behind{stage=\"queued\"}") >= 5.0);
     server.stop();
 }

@@ -228,3 +228,15 @@ pub async fn wait_for_ad(client: &reqwest::Client, base: &str) {
     }
     panic!("no ad served within 10 s");
 }
+
+/// The value of the Prometheus series `series` (a metric name, or a name with its labels) on
+/// the metrics `page`, if it has one.
+pub fn metric(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// [`metric`] for a series the page must have.
+pub fn required_metric(page: &str, series: &str) -> f64 {
+    metric(page, series).unwrap_or_else(|| panic!("no {series} in the metrics"))
+}
