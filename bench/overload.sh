@@ -71,7 +71,7 @@ start_server "${on[@]}"
 load -d 3s >/dev/null # warm-up
 load -d 5s --json "$out/peak.json" >/dev/null
 stop_server
-peak=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['bids']/json.load(open(sys.argv[1]))['elapsed_s']))" "$out/peak.json")
+peak=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(round(r['bids']/r['elapsed_s']))" "$out/peak.json")
 rates=$(python3 -c "p=$peak; print(','.join(str(round(p*f)) for f in (0.5,0.75,1.0,1.5,2.0)))")
 echo "peak (closed loop, ads served per second): $peak; offered rates: $rates"
 
