@@ -86,6 +86,10 @@ pub struct RunArgs {
     /// are all busy instead of queueing for it. Default: every request is sent, however late.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_wait: Option<Duration>,
+    /// Count the answers that took longer than this (from the intended send time in open
+    /// loop), e.g. an OpenRTB request's tmax: an exchange drops a bid that comes later.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
     /// Allow this non-loopback IP address as a target (repeat for several). Load never
     /// leaves the machine otherwise.
     #[arg(long, value_name = "IP")]
@@ -245,6 +249,7 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
         keep_alive,
         timeout: args.timeout,
         max_wait: args.max_wait,
+        deadline: args.deadline,
         seed,
         progress: !args.quiet,
     })

@@ -25,7 +25,7 @@ use tokio::sync::Barrier;
 
 use crate::BenchError;
 use crate::client::{Answer, Connection};
-use crate::report::{ErrorKind, Latency, Report, SweepStep, Tick};
+use crate::report::{ErrorKind, Latency, Report, SweepStep, Tick, answers_over};
 use crate::target::Target;
 use crate::workload::{Generator, Workload};
 
@@ -52,6 +52,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Open loop: requests not sent within this long of their intended time are skipped.
     pub max_wait: Option<Duration>,
+    /// Answers slower than this are counted in the report.
+    pub deadline: Option<Duration>,
     pub seed: u64,
     /// Print a progress line to stderr once a second.
     pub progress: bool,
@@ -477,6 +479,9 @@ fn build_report(
             .collect(),
         errors_total,
         unsent,
+        over_deadline: plan
+            .deadline
+            .map(|deadline| answers_over(&reporter.total, deadline)),
         non_2xx: responses - ok,
         bytes_received: bytes,
         timeline: reporter.timeline,

@@ -119,6 +119,9 @@ pub struct Report {
     pub errors_total: u64,
     /// Open loop with `--max-wait`: requests not sent because no connection was free in time.
     pub unsent: u64,
+    /// With `--deadline`: answers (any status) that took longer than it, to the histogram's
+    /// resolution (0.1%).
+    pub over_deadline: Option<u64>,
     pub non_2xx: u64,
     pub bytes_received: u64,
     pub timeline: Vec<Tick>,
@@ -192,6 +195,12 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        if let Some(late) = self.over_deadline {
+            row(
+                "deadline",
+                format!("{} answers slower than the deadline", group(late)),
+            );
+        }
         row("statuses", statuses);
         row(
             "bids",
@@ -245,6 +254,13 @@ pub fn sweep_table(steps: &[SweepStep]) -> String {
     out
 }
 
+/// How many recorded latencies (nanoseconds) exceed `deadline`. Values within the histogram's
+/// resolution of it count as on time.
+pub fn answers_over(histogram: &Histogram<u64>, deadline: std::time::Duration) -> u64 {
+    let deadline_ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+    histogram.len() - histogram.count_between(0, deadline_ns)
+}
+
 /// Milliseconds with a precision that suits their size.
 pub fn ms(value: f64) -> String {
     if value < 10.0 {
@@ -282,5 +298,21 @@ mod tests {
         assert_eq!(ms(0.4567), "0.457 ms");
         assert_eq!(ms(20.04), "20.0 ms");
         assert_eq!(ms(2500.0), "2.50 s");
+    }
+
+    #[test]
+    fn answers_over_the_deadline_are_counted() {
+        let mut histogram = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+        let deadline = std::time::Duration::from_millis(120);
+        assert_eq!(answers_over(&histogram, deadline), 0);
+        for ms in [1, 50, 119, 120, 121, 300, 300, 5_000] {
+            histogram.record(ms * 1_000_000).unwrap();
+        }
+        assert_eq!(answers_over(&histogram, deadline), 4);
+        assert_eq!(answers_over(&histogram, std::time::Duration::ZERO), 8);
+        assert_eq!(
+            answers_over(&histogram, std::time::Duration::from_secs(1000)),
+            0
+        );
     }
 }
