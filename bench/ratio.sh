@@ -24,6 +24,9 @@
 #   --pairs N          [8]      --duration S   seconds per run [8]
 #   --warmup S         [5]      --connections C [64]
 #   --loadgen marquee|wrk   the load generator, the same on both sides [marquee]
+#   --busy-poll        the load generator polls instead of sleeping (`marquee bench run
+#                      --busy-poll`), so the server's core does not pay for waking it
+#                      (docs/benchmarks.md, "What the client's sleep costs the server")
 #   --json FILE        [target/bench/ratio-<time>.json]
 #   --no-build         use the existing release binary
 #
@@ -46,6 +49,7 @@ duration=8
 warmup=5
 connections=64
 loadgen=marquee
+busy_poll=()
 json_out=""
 build=1
 server_cpu=1
@@ -65,6 +69,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup="$2"; shift 2 ;;
     --connections) connections="$2"; shift 2 ;;
     --loadgen) loadgen="$2"; shift 2 ;;
+    --busy-poll) busy_poll=(--busy-poll); shift ;;
     --json) json_out="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -72,6 +77,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ "$loadgen" == marquee || "$loadgen" == wrk ]] || die "--loadgen is marquee or wrk"
+[[ "$loadgen" == marquee || ${#busy_poll[@]} -eq 0 ]] || die "--busy-poll needs --loadgen marquee"
 [[ -z "$body_file" || -f "$body_file" ]] || die "no such body file: $body_file"
 if [[ "$loadgen" == wrk ]] && ! command -v wrk > /dev/null; then
   die "wrk is not installed (apt-get install wrk)"
@@ -140,7 +146,7 @@ load() {
     local body=()
     [[ -n "$body_file" ]] && body=(--body-file "$body_file" -X POST -H "Content-Type: application/json")
     taskset -c "$loadgen_cpu" "$MARQUEE_BIN" bench run "$url" -c "$connections" -t 1 \
-      -d "${seconds}s" -q --json "$out" "${body[@]}" > /dev/null
+      -d "${seconds}s" -q --json "$out" "${body[@]}" "${busy_poll[@]}" > /dev/null
   else
     local script=()
     [[ -n "$body_file" ]] && script=(-s "$lua")
@@ -152,7 +158,7 @@ load() {
 start candidate "$candidate_cmd"; cand_pid=$started_pid; cand_addr=$started_addr
 start reference "$reference_cmd"; ref_pid=$started_pid; ref_addr=$started_addr
 echo "candidate pid $cand_pid on http://$cand_addr, reference pid $ref_pid on http://$ref_addr" >&2
-echo "load: $loadgen, $connections connections, ${duration}s runs, $pairs pairs; $(uptime)" >&2
+echo "load: $loadgen${busy_poll:+ (busy poll)}, $connections connections, ${duration}s runs, $pairs pairs; $(uptime)" >&2
 
 echo "warming each for ${warmup}s ..." >&2
 load "$cand_addr" "$warmup" "$work/warm-candidate"
@@ -178,6 +184,7 @@ for pair in $(seq "$pairs"); do
 done
 
 RATIO_CLK_TCK="$(getconf CLK_TCK)" RATIO_LOADGEN="$loadgen" RATIO_DATE="$stamp" \
+RATIO_BUSY_POLL="${#busy_poll[@]}" \
 RATIO_PAIRS="$pairs" RATIO_DURATION="$duration" RATIO_WARMUP="$warmup" \
 RATIO_CONNECTIONS="$connections" RATIO_PATH="$path" RATIO_BODY_FILE="$body_file" \
 RATIO_CANDIDATE="$candidate_cmd" RATIO_REFERENCE="$reference_cmd" \
@@ -195,7 +202,7 @@ settings = {
     "warmup_s": float(env["RATIO_WARMUP"]), "connections": int(env["RATIO_CONNECTIONS"]),
     "path": env["RATIO_PATH"], "body_file": env["RATIO_BODY_FILE"] or None,
     "candidate": env["RATIO_CANDIDATE"], "reference": env["RATIO_REFERENCE"],
-    "server_cpu": 1, "loadgen_cpu": 0,
+    "server_cpu": 1, "loadgen_cpu": 0, "busy_poll": env["RATIO_BUSY_POLL"] == "1",
 }
 
 def wrk_time(text):

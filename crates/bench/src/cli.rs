@@ -86,6 +86,14 @@ pub struct RunArgs {
     /// are all busy instead of queueing for it. Default: every request is sent, however late.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_wait: Option<Duration>,
+    /// Keep each worker thread polling its sockets instead of sleeping until an answer
+    /// arrives. On loopback the server's write wakes a sleeping client and pays for that
+    /// wake-up on its own core (an inter-processor interrupt, dear in a VM), so a slower
+    /// server, whose client sleeps more, is charged more per request; with this flag the
+    /// client never sleeps, as over a real network, where the receiver wakes on its own
+    /// machine. Costs the load generator's core(s) in full.
+    #[arg(long)]
+    pub busy_poll: bool,
     /// Count the answers that took longer than this (from the intended send time in open
     /// loop), e.g. an OpenRTB request's tmax: an exchange drops a bid that comes later.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -249,6 +257,7 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
         keep_alive,
         timeout: args.timeout,
         max_wait: args.max_wait,
+        busy_poll: args.busy_poll,
         deadline: args.deadline,
         seed,
         progress: !args.quiet,

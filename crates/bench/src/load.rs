@@ -52,6 +52,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Open loop: requests not sent within this long of their intended time are skipped.
     pub max_wait: Option<Duration>,
+    /// Worker threads poll their sockets without sleeping (see `--busy-poll`).
+    pub busy_poll: bool,
     /// Answers slower than this are counted in the report.
     pub deadline: Option<Duration>,
     pub seed: u64,
@@ -258,6 +260,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
             .map(|index| Generator::new(Arc::clone(&plan.workload), plan.seed, index))
             .collect();
         let shared = Arc::clone(&shared);
+        let busy_poll = plan.busy_poll;
         let handle = std::thread::Builder::new()
             .name(format!("bench-{thread}"))
             .spawn(move || {
@@ -270,7 +273,19 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
                             generator,
                         ));
                     }
+                    // A task that is always ready makes the runtime poll the sockets with a
+                    // zero timeout instead of sleeping in epoll_wait.
+                    let spinner = busy_poll.then(|| {
+                        tokio::spawn(async {
+                            loop {
+                                tokio::task::yield_now().await;
+                            }
+                        })
+                    });
                     while tasks.join_next().await.is_some() {}
+                    if let Some(spinner) = spinner {
+                        spinner.abort();
+                    }
                 });
             })
             .map_err(|error| BenchError::Runtime(format!("cannot start a thread: {error}")))?;

@@ -172,6 +172,43 @@ async fn request_count_is_exact() {
     assert_eq!(report.responses, 77);
 }
 
+/// The spinning task that keeps a worker polling must neither hold the run open nor change
+/// what is counted, in closed and open loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_poll_counts_the_same_and_ends() {
+    let server = test_server(Behaviour::Delay(Duration::from_millis(2))).await;
+    let report = run(&[
+        &server.url,
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "-n",
+        "300",
+        "-q",
+        "--busy-poll",
+    ])
+    .await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 300);
+    assert_eq!((report.requests, report.responses), (300, 300));
+    let server = test_server(Behaviour::Immediate).await;
+    let report = run(&[
+        &server.url,
+        "-c",
+        "2",
+        "-r",
+        "1000",
+        "-n",
+        "120",
+        "-q",
+        "--busy-poll",
+    ])
+    .await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 120);
+    assert_eq!(report.responses, 120);
+    assert_eq!(report.errors_total, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_reuses_connections_and_no_keep_alive_does_not() {
     let server = test_server(Behaviour::Immediate).await;
