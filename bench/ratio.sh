@@ -14,7 +14,7 @@
 # Options (defaults in brackets):
 #   --candidate CMD    command starting the candidate; its first stdout line must contain
 #                      "listening on http://ADDR" (port 0 is fine). $MARQUEE_BIN is the
-#                      release binary. [the reference itself]
+#                      release binary (or the MARQUEE_BIN given). [the reference itself]
 #   --reference CMD    the 100% [$MARQUEE_BIN bench reference --listen 127.0.0.1:0
 #                      --get-bytes G --post-bytes P]
 #   --get-bytes G      reference GET answer size [5000]
@@ -90,7 +90,7 @@ if [[ "$build" == 1 ]]; then
   echo "building release (LTO) ..." >&2
   cargo build --release -p marquee --quiet
 fi
-export MARQUEE_BIN="$target_dir/release/marquee"
+export MARQUEE_BIN="${MARQUEE_BIN:-$target_dir/release/marquee}"
 [[ -x "$MARQUEE_BIN" ]] || die "$MARQUEE_BIN is missing; build it or drop --no-build"
 : "${reference_cmd:=\$MARQUEE_BIN bench reference --listen 127.0.0.1:0 --get-bytes $get_bytes --post-bytes $post_bytes}"
 : "${candidate_cmd:=$reference_cmd}"
@@ -109,6 +109,7 @@ trap cleanup EXIT
 # start NAME CMD: starts a server pinned to the server CPU; sets $started_pid, $started_addr.
 start() {
   local name="$1" cmd="$2" out="$work/$1.stdout"
+  : > "$out" # exists before the server starts, for the reads below
   taskset -c "$server_cpu" bash -c "exec $cmd" > "$out" 2> "$work/$name.stderr" &
   started_pid=$!
   pids+=("$started_pid")
