@@ -5,11 +5,18 @@
 //! - **In flight**: a bound on requests in progress. It fills only when requests await (strict
 //!   durability, an outgoing call); an ad request never awaits, so it holds at most one place per
 //!   worker thread.
-//! - **Queue delay**: how long a task that became ready waits before a worker runs it. A probe
-//!   task asks the runtime to wake it every millisecond and records how late it ran; requests
-//!   waiting on ready connections wait about as long. Past `max_queue_delay` the worker is
-//!   behind, and every request it reads gets the cheap answer until the probe sees it caught
-//!   up. This is the signal that catches a backlog of requests that never await.
+//! - **Queue delay**: how long a task that became ready waits before a worker runs it. A thread
+//!   outside the runtime wakes a probe task every millisecond and the probe records how late it
+//!   ran. A wake-up from outside goes to the back of the runtime's shared queue, which is where
+//!   connections wait once more of them are ready than a worker's own queue holds (256), so the
+//!   probe waits about as long as they do. Past `max_queue_delay` the worker is behind, and
+//!   every request it reads gets the cheap answer until the probe sees it caught up. This is
+//!   the signal that catches a backlog of requests that never await.
+//!
+//!   The first probe was a timer inside the runtime. In the bid-path overload runs with 2,048
+//!   connections (docs/benchmarks.md) it read about 1 ms while answers waited up to half a
+//!   second, and the edge shed nothing; woken from outside, the probe read 10–66 ms there and
+//!   the edge shed.
 //!
 //! The in-flight bound is one process-wide atomic counter, not one per worker thread. A request may
 //! await and tokio moves a woken task to whichever worker is free, so a per-thread counter would
@@ -22,7 +29,10 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How often the queue-delay probe asks to be woken.
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+/// How often the queue-delay probe is woken.
 const PROBE_PERIOD: Duration = Duration::from_millis(1);
 
 /// Limits that keep the edge answering in time when it is offered more than it can take.
@@ -113,19 +123,40 @@ impl Gate {
         Duration::from_micros(self.queue_delay_micros.load(Ordering::Relaxed))
     }
 
-    /// Measures the queue delay until dropped: asks to be woken every millisecond and records
-    /// how late it ran, the smaller of the last two measurements. One late wake-up alone is
-    /// the thread losing its core for a moment (another process, a page fault); a backlog
-    /// makes every wake-up late. Run it on the runtime that serves requests.
+    /// Measures the queue delay until dropped: a thread of its own wakes it every millisecond
+    /// and it records how long the wake-up took to run, the smaller of the last two
+    /// measurements. One late wake-up alone is the thread losing its core for a moment
+    /// (another process, a page fault); a backlog makes every wake-up late. Run it on the
+    /// runtime that serves requests.
     pub async fn probe_queue_delay(&self) {
+        // One wake-up outstanding at most: while the probe waits in the queue, the ticks in
+        // between are dropped, and the one it finally reads carries the whole wait.
+        let (ticks, mut received) = mpsc::channel::<Instant>(1);
+        let ticker = std::thread::Builder::new()
+            .name("queue-delay-probe".into())
+            .spawn(move || tick(&ticks));
+        if let Err(error) = ticker {
+            tracing::error!(%error, "cannot start the queue-delay probe; that signal is off");
+            return;
+        }
         let mut previous = Duration::ZERO;
-        loop {
-            let due = Instant::now() + PROBE_PERIOD;
-            tokio::time::sleep_until(due.into()).await;
-            let late = Instant::now().saturating_duration_since(due);
+        while let Some(sent) = received.recv().await {
+            let late = sent.elapsed();
             self.queue_delay_micros
                 .store(micros(late.min(previous)), Ordering::Relaxed);
             previous = late;
+        }
+    }
+}
+
+/// Sends the time every [`PROBE_PERIOD`] until the probe is gone. From a thread outside the
+/// runtime, so that each wake-up queues behind the tasks already ready.
+fn tick(ticks: &mpsc::Sender<Instant>) {
+    loop {
+        std::thread::sleep(PROBE_PERIOD);
+        match ticks.try_send(Instant::now()) {
+            Ok(()) | Err(TrySendError::Full(_)) => {}
+            Err(TrySendError::Closed(_)) => return,
         }
     }
 }
@@ -201,5 +232,54 @@ mod tests {
             .await
             .expect("the gate opens once the worker keeps up");
         probe.abort();
+    }
+
+    /// Many connections with work ready, woken by the I/O driver as a server's are: 300 socket
+    /// pairs, each answering its peer after 500 µs of work, so a worker needs about 150 ms to
+    /// go round them. A connection waits that long for its turn, and so must the probe.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn ready_connections_close_the_gate() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let gate = std::sync::Arc::new(Gate::new(&Limits::default()));
+        let mut tasks = vec![tokio::spawn({
+            let gate = std::sync::Arc::clone(&gate);
+            async move { gate.probe_queue_delay().await }
+        })];
+        for _ in 0..300 {
+            let (mut server, mut client) = tokio::net::UnixStream::pair().expect("socket pair");
+            tasks.push(tokio::spawn(async move {
+                let mut byte = [0u8; 1];
+                while server.read_exact(&mut byte).await.is_ok() {
+                    let until = Instant::now() + Duration::from_micros(500);
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    if server.write_all(&byte).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+            tasks.push(tokio::spawn(async move {
+                let mut byte = [1u8; 1];
+                while client.write_all(&byte).await.is_ok() {
+                    if client.read_exact(&mut byte).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        let closed = async {
+            while gate.try_enter().is_some() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let result = tokio::time::timeout(Duration::from_secs(10), closed).await;
+        let delay = gate.queue_delay();
+        for task in &tasks {
+            task.abort();
+        }
+        result.expect("the probe waits behind the ready connections and closes the gate");
+        assert!(delay >= Duration::from_millis(10), "{delay:?}");
     }
 }
