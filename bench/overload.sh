@@ -4,7 +4,7 @@
 # own following a `marquee manager`.
 #
 #   bench/overload.sh [--path ad|bid] [--roles serve|split] [--no-build] [--connections C]
-#                     [--max-wait W] [--step S] [--deadline D] [--out DIR]
+#                     [--max-wait W] [--queue-delay Q] [--step S] [--deadline D] [--out DIR]
 #
 # --path ad   GET /ad?placement=2&format=html&uid=bench on the demo data set; goodput = ads
 #             served per second (200 answers with a body).
@@ -19,9 +19,10 @@
 #             directory each); load starts once the edge serves the manager's snapshot (the same
 #             version) and answers a request with an ad or a bid.
 #
-# The load generator (`marquee bench run`) runs on CPU 0. First a closed-loop run (shedding on)
-# finds the peak P (goodput per second); then, for each of: shedding on
-# (MARQUEE_EDGE__MAX_IN_FLIGHT=1024 MARQUEE_EDGE__MAX_QUEUE_DELAY_MS=10), shedding off (both 0),
+# The load generator (`marquee bench run`) runs on CPU 0. First a closed-loop run (shedding off:
+# what the edge can do) finds the peak P (goodput per second); then, for each of: shedding on
+# (MARQUEE_EDGE__MAX_IN_FLIGHT=1024 MARQUEE_EDGE__MAX_QUEUE_DELAY_MS=Q, Q from --queue-delay,
+# default 10), shedding off (both 0),
 # set on the edge, it offers 0.5P, 0.75P, P, 1.5P and 2P in turn, S each with a pause of 1 s,
 # the load generator acting as an exchange would: a request no connection could send within W
 # of its intended time is skipped and counted as unsent (`--max-wait`). The two settings take
@@ -39,7 +40,7 @@
 # answers (any status, from their intended send time), and how many answers took longer than D
 # (an exchange drops a bid that comes after its tmax).
 #
-# Defaults: --path ad, --roles serve, C = 256 keep-alive connections, W = 5ms, S = 3s per step,
+# Defaults: --path ad, --roles serve, C = 256 keep-alive connections, W = 5ms, Q = 10 (ms), S = 3s per step,
 # D = 120ms (the tmax of bench-request.json), DIR = target/bench/overload-<path>-<roles>-<time>.
 # MARQUEE_BIN picks the binary [target/release/marquee, built first unless --no-build].
 set -euo pipefail
@@ -50,6 +51,7 @@ path_kind=ad
 roles=serve
 connections=256
 max_wait=5ms
+queue_delay=10
 step=3s
 deadline=120ms
 out=""
@@ -61,6 +63,7 @@ while [ $# -gt 0 ]; do
     --no-build) build=0 ;;
     --connections) connections="$2"; shift ;;
     --max-wait) max_wait="$2"; shift ;;
+    --queue-delay) queue_delay="$2"; shift ;;
     --step) step="$2"; shift ;;
     --deadline) deadline="$2"; shift ;;
     --out) out="$2"; shift ;;
@@ -187,11 +190,11 @@ load() {
     --deadline "$deadline" "$@"
 }
 
-on=(MARQUEE_EDGE__MAX_IN_FLIGHT=1024 MARQUEE_EDGE__MAX_QUEUE_DELAY_MS=10)
+on=(MARQUEE_EDGE__MAX_IN_FLIGHT=1024 "MARQUEE_EDGE__MAX_QUEUE_DELAY_MS=$queue_delay")
 off=(MARQUEE_EDGE__MAX_IN_FLIGHT=0 MARQUEE_EDGE__MAX_QUEUE_DELAY_MS=0)
 
 echo "$(uptime); $path_kind path, roles $roles, $bin" | tee "$out/summary.md"
-start_edge peak "${on[@]}"
+start_edge peak "${off[@]}"
 load -d 3s >/dev/null # warm-up
 load -d 5s --json "$out/peak.json" >/dev/null
 stop_edge
