@@ -59,9 +59,11 @@ fi
 # runs a manager on PostgreSQL): Debian's server package, and a throwaway cluster of its own in
 # $pg_data, listening on 127.0.0.1:$pg_port only, superuser `marquee` trusted on loopback. The
 # server refuses to run as root, so as root the cluster belongs to the `postgres` system user
-# the package creates. Tests reach it at postgres://marquee@127.0.0.1:55432/postgres unless
+# the package creates. Tests reach it at postgres://marquee@127.0.0.1:25432/postgres unless
 # MARQUEE_TEST_POSTGRES_URL names another server (then nothing is started here).
-pg_port=55432
+# Below the kernel's ephemeral range (32768-60999 by default), so that no client socket of a
+# test or benchmark can hold the port when the server starts.
+pg_port=25432
 pg_data=/var/tmp/marquee-test-pg
 # The newest installed server's bin directory, or nothing (never fails: `set -e` is on).
 pg_bin_dir() { { ls -d /usr/lib/postgresql/*/bin 2>/dev/null || true; } | sort -V | tail -n1; }
@@ -100,16 +102,18 @@ max_connections = 300
 CONF
   fi
   if ! as_pg "$pg_bin/pg_ctl" -D "$pg_data" status >/dev/null 2>&1; then
-    as_pg "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w -t 60 start >/dev/null
+    # The port on the command line too: a cluster made before the port moved has the old one
+    # in its postgresql.conf.
+    as_pg "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -o "-p $pg_port" -w -t 60 start >/dev/null
   fi
 fi
 
 # Redis for the shared-state tests (crates/sharedstate, the multi-node test): Debian's
 # `redis-server`, one instance on 127.0.0.1:$redis_port, daemonized, without persistence (no
 # RDB, no AOF), started only when it does not answer yet. Tests reach it at
-# redis://127.0.0.1:56379 unless MARQUEE_TEST_REDIS_URL names another server (then nothing is
+# redis://127.0.0.1:26379 unless MARQUEE_TEST_REDIS_URL names another server (then nothing is
 # started here). The tests that stop and resume a server start their own from the same binary.
-redis_port=56379
+redis_port=26379 # below the ephemeral range, as pg_port
 redis_dir=/var/tmp/marquee-test-redis
 if ! need redis-server || ! need redis-cli; then
   echo "test-deps: installing redis-server (Debian) for the shared-state tests" >&2

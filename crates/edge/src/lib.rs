@@ -11,8 +11,9 @@
 //!   decision was not counted before; the browser gets the same answer either way.
 //! - A click goes only to the landing URL of the creative its signed token names.
 //! - An ad or bid request that cannot start now (`max_in_flight` in progress, or the workers
-//!   behind by more than `max_queue_delay`) is answered at once with the fallback or a 204,
-//!   never queued; one past its deadline is abandoned with the fallback.
+//!   behind by more than `max_queue_delay` and the request outside the share that still starts)
+//!   is answered at once with the fallback or a 204, never queued; one past its deadline is
+//!   abandoned with the fallback.
 
 pub mod bidder;
 mod gateway;
@@ -140,9 +141,10 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// A place for one more ad request, or `None` when `max_in_flight` are in progress or the
-    /// workers are behind by more than `max_queue_delay`. The
-    /// server takes one per ad request; tests may hold one to saturate the edge.
+    /// A place for one more ad request, or `None` when `max_in_flight` are in progress, or when
+    /// the workers are behind by more than `max_queue_delay` and this request is not in the
+    /// share that still starts. The server takes one per ad request; tests may hold one to
+    /// saturate the edge.
     pub fn try_admit(&self) -> Option<Admitted<'_>> {
         self.gate.try_enter()
     }

@@ -524,7 +524,7 @@ async fn served_versions(client: &reqwest::Client, bases: &[String]) -> Vec<f64>
 /// The Redis of scripts/test-deps.sh (or MARQUEE_TEST_REDIS_URL), checked reachable.
 fn test_redis() -> String {
     let url = std::env::var("MARQUEE_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:56379".into());
+        .unwrap_or_else(|_| "redis://127.0.0.1:26379".into());
     let address = url
         .trim_start_matches("redis://")
         .split('/')

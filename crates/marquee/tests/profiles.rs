@@ -186,7 +186,7 @@ async fn uploaded_profiles_are_targeted_and_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     let redis = std::env::var("MARQUEE_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:56379".into());
+        .unwrap_or_else(|_| "redis://127.0.0.1:26379".into());
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let servers: Vec<Server> = dirs
         .iter()

@@ -2,7 +2,7 @@
 //! `marquee serve --demo` processes (the same demo catalog, so the same ids) on one Redis hold
 //! one user to the cap whichever edge answers; an edge whose Redis is unreachable keeps
 //! answering from local state and says so in `/metrics`. Redis is the instance
-//! scripts/test-deps.sh starts (redis://127.0.0.1:56379, or MARQUEE_TEST_REDIS_URL).
+//! scripts/test-deps.sh starts (redis://127.0.0.1:26379, or MARQUEE_TEST_REDIS_URL).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -16,7 +16,7 @@ const NEWS_MOBILE: u64 = 3;
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
 
 fn redis_url() -> String {
-    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:56379".into())
+    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:26379".into())
 }
 
 fn require_redis() {

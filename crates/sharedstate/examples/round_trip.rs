@@ -15,7 +15,7 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let url = args
         .next()
-        .unwrap_or_else(|| "redis://127.0.0.1:56379".into());
+        .unwrap_or_else(|| "redis://127.0.0.1:26379".into());
     let calls: usize = args.next().map_or(20_000, |n| n.parse().unwrap());
     let config = SharedConfig {
         timeout: Duration::from_secs(1),

@@ -1,5 +1,5 @@
 //! The shared state against a real Redis: the instance scripts/test-deps.sh starts
-//! (redis://127.0.0.1:56379, or MARQUEE_TEST_REDIS_URL), and for the outage tests servers of
+//! (redis://127.0.0.1:26379, or MARQUEE_TEST_REDIS_URL), and for the outage tests servers of
 //! their own started from the same `redis-server` binary, paused and stopped at will.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +16,7 @@ use marquee_sharedstate::{
 };
 
 fn redis_url() -> String {
-    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:56379".into())
+    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:26379".into())
 }
 
 /// A plain connection to the test server, for looking at what the scripts wrote.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use tokio_postgres::NoTls;
 
 /// The server `scripts/test-deps.sh` starts.
-pub const DEFAULT_URL: &str = "postgres://marquee@127.0.0.1:55432/postgres";
+pub const DEFAULT_URL: &str = "postgres://marquee@127.0.0.1:25432/postgres";
 /// The environment variable naming another server.
 pub const URL_VARIABLE: &str = "MARQUEE_TEST_POSTGRES_URL";
 
@@ -170,8 +170,8 @@ mod tests {
     #[test]
     fn the_database_of_a_url_is_replaced() {
         assert_eq!(
-            with_database("postgres://marquee@127.0.0.1:55432/postgres", "t1"),
-            "postgres://marquee@127.0.0.1:55432/t1"
+            with_database("postgres://marquee@127.0.0.1:25432/postgres", "t1"),
+            "postgres://marquee@127.0.0.1:25432/t1"
         );
         assert_eq!(
             with_database("postgresql://u:p@h/db?sslmode=disable", "t2"),
