@@ -47,7 +47,7 @@ pub use bidder::{BidderConfig, Exchange};
 pub use holder::{Holder, InstallError, Loaded};
 pub use metrics::{Endpoint, Metrics, Outcome};
 pub use overload::{Admitted, Gate, Limits};
-pub use server::{Shutdown, serve};
+pub use server::{Shutdown, serve, serve_here};
 
 /// What the edge answers when no line item may serve.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,13 +6,18 @@
 //!   durability, an outgoing call); an ad request never awaits, so it holds at most one place per
 //!   worker thread.
 //! - **Queue delay**: how long a task that became ready waits before a worker runs it. A thread
-//!   outside the runtime wakes a probe task every millisecond and the probe records how late it
-//!   ran. A wake-up from outside goes to the back of the runtime's shared queue, which is where
-//!   connections wait once more of them are ready than a worker's own queue holds (256), so the
-//!   probe waits about as long as they do. Past `max_queue_delay` the worker is behind, and it
-//!   starts only the share `max_queue_delay / delay` of the requests it reads (a third at three
-//!   times the limit), spread evenly; the rest get the cheap answer at once. This is the signal
-//!   that catches a backlog of requests that never await.
+//!   outside the runtime makes a socket readable every millisecond, and a probe task awaiting
+//!   it records how long it took to run. Its wake-up comes from the runtime's I/O driver, as a
+//!   connection's does when a request arrives, and queues behind the same ready connections,
+//!   so the probe waits about as long as a request does. Past `max_queue_delay` the worker is
+//!   behind, and it starts only the share `max_queue_delay / delay` of the requests it reads
+//!   (a third at three times the limit), spread evenly; the rest get the cheap answer at once.
+//!   This is the signal that catches a backlog of requests that never await.
+//!
+//!   Two probes before this one were blind to that queue (docs/benchmarks.md, the bid-path
+//!   overload runs): a timer inside the runtime read about 1 ms while 2,048 connections' answers
+//!   waited up to half a second, and a wake-up sent from another thread through a channel is
+//!   taken ahead of the ready connections by a single-threaded runtime.
 //!
 //!   The share, rather than shedding everything past the limit: a client with more requests
 //!   outstanding than the cheap answers clear within the limit (2,048 connections, closed
@@ -20,25 +25,17 @@
 //!   then answered 98% of its requests with a 204 and made 1,400 bids a second where it could
 //!   make 25,000 (docs/benchmarks.md).
 //!
-//!   The first probe was a timer inside the runtime. In the bid-path overload runs with 2,048
-//!   connections (docs/benchmarks.md) it read about 1 ms while answers waited up to half a
-//!   second, and the edge shed nothing; woken from outside, the probe read 10–66 ms there and
-//!   the edge shed.
-//!
-//! The in-flight bound is one process-wide atomic counter, not one per worker thread. A request may
-//! await and tokio moves a woken task to whichever worker is free, so a per-thread counter would
-//! be incremented on one core and decremented on another; the bound that protects memory and
-//! deadlines is the process's total anyway. Its cost is one `fetch_add` and one `fetch_sub` on a
-//! shared cache line per admitted request: tens of nanoseconds when the cores contend, against
-//! about 13 µs of work per ad request. The queue delay is one more relaxed load of a line the
-//! probe writes once a millisecond.
+//! The in-flight bound is one process-wide atomic counter, not one per worker thread: the bound
+//! that protects memory and deadlines is the process's total. The queue delay is per worker
+//! (each server worker runs its own probe on its own thread). The bound costs one `fetch_add`
+//! and one `fetch_sub` on a shared cache line per admitted request: tens of nanoseconds when the
+//! cores contend, against about 13 µs of work per ad request. The queue delay is one
+//! thread-local read.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 /// How often the queue-delay probe is woken.
 const PROBE_PERIOD: Duration = Duration::from_millis(1);
@@ -106,7 +103,11 @@ impl Gate {
     /// A place for one more request, or `None` when the bound is reached or the workers are
     /// behind (the caller answers at once instead of waiting).
     pub fn try_enter(&self) -> Option<Admitted<'_>> {
-        let delay = self.queue_delay_micros.load(Ordering::Relaxed);
+        // A worker's own probe's reading when this thread is a server worker, so that one
+        // worker behind sheds its own requests only.
+        let delay = WORKER_QUEUE_DELAY_MICROS
+            .with(Cell::get)
+            .unwrap_or_else(|| self.queue_delay_micros.load(Ordering::Relaxed));
         if delay > self.max_queue_delay_micros && !admit_share(self.max_queue_delay_micros, delay) {
             return None;
         }
@@ -133,40 +134,91 @@ impl Gate {
         Duration::from_micros(self.queue_delay_micros.load(Ordering::Relaxed))
     }
 
-    /// Measures the queue delay until dropped: a thread of its own wakes it every millisecond
-    /// and it records how long the wake-up took to run, the smaller of the last two
-    /// measurements. One late wake-up alone is the thread losing its core for a moment
-    /// (another process, a page fault); a backlog makes every wake-up late. Run it on the
-    /// runtime that serves requests.
+    /// Measures the queue delay until dropped: a thread of its own makes a socket readable
+    /// every millisecond and the probe records how long it took to run, the smaller of the last
+    /// two measurements. Through a socket, so that the wake-up comes from the runtime's I/O
+    /// driver and queues exactly as a connection with a request on it does. One late wake-up
+    /// alone is the thread losing its core for a moment (another process, a page fault); a
+    /// backlog makes every wake-up late. Run it on the runtime that serves requests.
     pub async fn probe_queue_delay(&self) {
-        // One wake-up outstanding at most: while the probe waits in the queue, the ticks in
-        // between are dropped, and the one it finally reads carries the whole wait.
-        let (ticks, mut received) = mpsc::channel::<Instant>(1);
-        let ticker = std::thread::Builder::new()
-            .name("queue-delay-probe".into())
-            .spawn(move || tick(&ticks));
-        if let Err(error) = ticker {
-            tracing::error!(%error, "cannot start the queue-delay probe; that signal is off");
-            return;
-        }
+        let started = std::os::unix::net::UnixStream::pair().and_then(|(ticker, probe)| {
+            probe.set_nonblocking(true)?;
+            let probe = tokio::net::UnixStream::from_std(probe)?;
+            let clock = Arc::new(TickClock {
+                base: Instant::now(),
+                sent_nanos: AtomicU64::new(0),
+                pending: AtomicBool::new(false),
+            });
+            let ticker_clock = Arc::clone(&clock);
+            std::thread::Builder::new()
+                .name("queue-delay-probe".into())
+                .spawn(move || tick(ticker, &ticker_clock))?;
+            Ok((probe, clock))
+        });
+        let (probe, clock) = match started {
+            Ok(started) => started,
+            Err(error) => {
+                tracing::error!(%error, "cannot start the queue-delay probe; that signal is off");
+                return;
+            }
+        };
+        // On a single-threaded runtime the probe shares its thread with the requests it
+        // measures for.
+        let own_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread;
         let mut previous = Duration::ZERO;
-        while let Some(sent) = received.recv().await {
-            let late = sent.elapsed();
-            self.queue_delay_micros
-                .store(micros(late.min(previous)), Ordering::Relaxed);
+        let mut bytes = [0u8; 16];
+        loop {
+            if probe.readable().await.is_err() {
+                return;
+            }
+            match probe.try_read(&mut bytes) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return,
+            }
+            let sent = Duration::from_nanos(clock.sent_nanos.load(Ordering::Acquire));
+            let late = clock.base.elapsed().saturating_sub(sent);
+            clock.pending.store(false, Ordering::Release);
+            let reading = micros(late.min(previous));
+            self.queue_delay_micros.store(reading, Ordering::Relaxed);
+            if own_thread {
+                WORKER_QUEUE_DELAY_MICROS.with(|delay| delay.set(Some(reading)));
+            }
             previous = late;
         }
     }
 }
 
-/// Sends the time every [`PROBE_PERIOD`] until the probe is gone. From a thread outside the
-/// runtime, so that each wake-up queues behind the tasks already ready.
-fn tick(ticks: &mpsc::Sender<Instant>) {
+thread_local! {
+    /// The queue delay measured by the probe running on this thread's single-threaded
+    /// runtime, if there is one.
+    static WORKER_QUEUE_DELAY_MICROS: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// When the ticker last made the probe's socket readable.
+struct TickClock {
+    base: Instant,
+    sent_nanos: AtomicU64,
+    /// Written and not read yet: while the probe waits in the queue no new tick is sent, and
+    /// the one it finally reads carries the whole wait.
+    pending: AtomicBool,
+}
+
+/// Makes the probe's socket readable every [`PROBE_PERIOD`] until the probe is gone.
+fn tick(mut socket: std::os::unix::net::UnixStream, clock: &TickClock) {
+    use std::io::Write;
     loop {
         std::thread::sleep(PROBE_PERIOD);
-        match ticks.try_send(Instant::now()) {
-            Ok(()) | Err(TrySendError::Full(_)) => {}
-            Err(TrySendError::Closed(_)) => return,
+        if clock.pending.load(Ordering::Acquire) {
+            continue;
+        }
+        let now = u64::try_from(clock.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        clock.sent_nanos.store(now, Ordering::Release);
+        clock.pending.store(true, Ordering::Release);
+        if socket.write_all(&[1]).is_err() {
+            return;
         }
     }
 }

@@ -244,7 +244,12 @@ fn a_worker_behind_its_queue_sheds_requests_at_once() {
                 let listener = TcpListener::from_std(listener).unwrap();
                 let _ = tokio::time::timeout(
                     Duration::from_secs(30),
-                    marquee_edge::serve(listener, edge, None, Box::pin(std::future::pending())),
+                    marquee_edge::serve_here(
+                        listener,
+                        edge,
+                        None,
+                        Box::pin(std::future::pending()),
+                    ),
                 )
                 .await;
             });
