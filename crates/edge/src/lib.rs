@@ -149,6 +149,16 @@ impl Edge {
         self.gate.try_enter()
     }
 
+    /// [`Edge::try_admit`] for a bid request from `exchange`: its queue may take up to half of
+    /// the exchange's default answer time (less the network margin) before bids are shed.
+    pub fn try_admit_bid(&self, exchange: &bidder::Exchange) -> Option<Admitted<'_>> {
+        self.gate.try_enter_within(
+            exchange
+                .default_tmax
+                .saturating_sub(exchange.latency_margin),
+        )
+    }
+
     /// Installs a snapshot and keeps a copy on disk for the next start. Slow for large
     /// snapshots (it builds the index): call it off the async workers.
     pub fn accept_snapshot(&self, bytes: &[u8]) -> Result<u64, InstallError> {

@@ -103,12 +103,29 @@ impl Gate {
     /// A place for one more request, or `None` when the bound is reached or the workers are
     /// behind (the caller answers at once instead of waiting).
     pub fn try_enter(&self) -> Option<Admitted<'_>> {
+        self.enter_within(self.max_queue_delay_micros)
+    }
+
+    /// [`Gate::try_enter`] for a request with a deadline `budget` after it starts (a bid
+    /// request: `tmax` less the network margin): the queue may hold it for half of that before
+    /// requests are shed, if that is more than the limit. A fixed 10 ms made a 2,048-connection
+    /// closed loop shed half the bids it could have made in time (docs/benchmarks.md).
+    pub fn try_enter_within(&self, budget: Duration) -> Option<Admitted<'_>> {
+        let limit = if self.max_queue_delay_micros == u64::MAX {
+            u64::MAX
+        } else {
+            self.max_queue_delay_micros.max(micros(budget) / 2)
+        };
+        self.enter_within(limit)
+    }
+
+    fn enter_within(&self, limit: u64) -> Option<Admitted<'_>> {
         // A worker's own probe's reading when this thread is a server worker, so that one
         // worker behind sheds its own requests only.
         let delay = WORKER_QUEUE_DELAY_MICROS
             .with(Cell::get)
             .unwrap_or_else(|| self.queue_delay_micros.load(Ordering::Relaxed));
-        if delay > self.max_queue_delay_micros && !admit_share(self.max_queue_delay_micros, delay) {
+        if delay > limit && !admit_share(limit, delay) {
             return None;
         }
         // Optimistic increment: one atomic operation on the common path.
@@ -307,6 +324,38 @@ mod tests {
                 .expect("the requests' thread")
         });
         assert_eq!(started, 100, "a third starts at three times the limit");
+    }
+
+    /// A bid request may wait half its deadline budget, when that is more than the limit.
+    #[test]
+    fn a_deadline_budget_raises_the_limit() {
+        let gate = Gate::new(&Limits::default());
+        gate.queue_delay_micros.store(30_000, Ordering::Relaxed);
+        let started = |budget: Option<Duration>| {
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| {
+                        (0..300)
+                            .filter_map(|_| match budget {
+                                Some(budget) => gate.try_enter_within(budget),
+                                None => gate.try_enter(),
+                            })
+                            .count()
+                    })
+                    .join()
+                    .expect("the requests' thread")
+            })
+        };
+        assert_eq!(started(None), 100, "10 ms limit: a third");
+        assert_eq!(started(Some(Duration::from_millis(100))), 300, "50 ms: all");
+        assert_eq!(started(Some(Duration::from_millis(40))), 200, "20 ms: two thirds");
+        assert_eq!(started(Some(Duration::from_millis(4))), 100, "never below the limit");
+        let off = Gate::new(&Limits {
+            max_queue_delay: None,
+            ..Limits::default()
+        });
+        off.queue_delay_micros.store(30_000, Ordering::Relaxed);
+        assert!(off.try_enter_within(Duration::from_millis(4)).is_some());
     }
 
     /// A worker blocked 30 ms at a time: the probe, due meanwhile, runs late each time, and the

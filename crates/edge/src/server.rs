@@ -128,7 +128,7 @@ async fn bid_request(
     let Some(exchange) = edge.bidder.exchange(name) else {
         return (handlers::not_found(), Outcome::ClientError);
     };
-    let Some(_admitted) = edge.try_admit() else {
+    let Some(_admitted) = edge.try_admit_bid(exchange) else {
         return bidder::shed(edge);
     };
     let (body, encoding) = match read_bid_body(exchange, request, started).await {
