@@ -348,8 +348,16 @@ mod tests {
         };
         assert_eq!(started(None), 100, "10 ms limit: a third");
         assert_eq!(started(Some(Duration::from_millis(100))), 300, "50 ms: all");
-        assert_eq!(started(Some(Duration::from_millis(40))), 200, "20 ms: two thirds");
-        assert_eq!(started(Some(Duration::from_millis(4))), 100, "never below the limit");
+        assert_eq!(
+            started(Some(Duration::from_millis(40))),
+            200,
+            "20 ms: two thirds"
+        );
+        assert_eq!(
+            started(Some(Duration::from_millis(4))),
+            100,
+            "never below the limit"
+        );
         let off = Gate::new(&Limits {
             max_queue_delay: None,
             ..Limits::default()
