@@ -111,12 +111,8 @@ impl Gate {
     /// requests are shed, if that is more than the limit. A fixed 10 ms made a 2,048-connection
     /// closed loop shed half the bids it could have made in time (docs/benchmarks.md).
     pub fn try_enter_within(&self, budget: Duration) -> Option<Admitted<'_>> {
-        let limit = if self.max_queue_delay_micros == u64::MAX {
-            u64::MAX
-        } else {
-            self.max_queue_delay_micros.max(micros(budget) / 2)
-        };
-        self.enter_within(limit)
+        // With the signal off the limit is `u64::MAX`, and stays so.
+        self.enter_within(self.max_queue_delay_micros.max(micros(budget) / 2))
     }
 
     fn enter_within(&self, limit: u64) -> Option<Admitted<'_>> {

@@ -319,13 +319,15 @@ pub async fn serve(
     drop(listener);
     shutdown.await;
     drop(stop);
+    // Every worker gets its time to finish, whatever another one did (a worker that panicked
+    // dropped its sender); the first error is the answer.
+    let mut outcome = Ok(());
     for finish in finished {
-        // A worker that panicked dropped its sender; the others still get their time.
         if let Ok(Err(error)) = finish.await {
-            return Err(error);
+            outcome = outcome.and(Err(error));
         }
     }
-    Ok(())
+    outcome
 }
 
 /// One worker of [`serve`]: accepts and serves connections on the current runtime until
