@@ -76,7 +76,7 @@ pub(crate) async fn auction(
     let Some(exchange) = edge.bidder.exchange(name.as_deref()) else {
         return (handlers::not_found(), Outcome::ClientError);
     };
-    let Some(_admitted) = edge.try_admit() else {
+    let Some(_admitted) = edge.try_admit_bid(exchange) else {
         return (no_content(), Outcome::Shed);
     };
     let (body, encoding) = match server::read_bid_body(exchange, request, started).await {

@@ -149,8 +149,9 @@ impl Edge {
         self.gate.try_enter()
     }
 
-    /// [`Edge::try_admit`] for a bid request from `exchange`: its queue may take up to half of
-    /// the exchange's default answer time (less the network margin) before bids are shed.
+    /// [`Edge::try_admit`] for an OpenRTB request (bid or gateway auction) from `exchange`: its
+    /// queue may take up to half of the exchange's default answer time (less the network
+    /// margin) before requests are shed.
     pub fn try_admit_bid(&self, exchange: &bidder::Exchange) -> Option<Admitted<'_>> {
         self.gate.try_enter_within(
             exchange
