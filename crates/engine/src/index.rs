@@ -159,6 +159,8 @@ pub struct Scratch {
     epoch: u32,
     pub(crate) matched: Vec<u32>,
     pub(crate) survivors: Vec<(u32, crate::select::Bid)>,
+    /// Candidates of a tier that goes to the highest bid, with their bids, best first.
+    pub(crate) ranked: Vec<(marquee_model::Micros, u32)>,
     pub(crate) zone_local: Vec<Option<LocalTime>>,
     /// Per tier, the non-empty segments of the request's lists, which its scan reads.
     segments: [Vec<Segment>; TIER_COUNT],

@@ -217,10 +217,14 @@ pub(crate) fn select<R: Rng, O: Observer>(
         );
         let candidates = std::mem::take(&mut context.scratch.matched);
         survivors.clear();
-        for &i in &candidates {
-            match check(engine, request, context, i as usize) {
-                Ok(bid) => survivors.push((i, bid)),
-                Err(why) => observer.note(i, Outcome::Eliminated(why)),
+        if !O::ACTIVE && goes_to_highest_bid(tier) {
+            check_highest_first(engine, request, context, &candidates, &mut survivors);
+        } else {
+            for &i in &candidates {
+                match check(engine, request, context, i as usize) {
+                    Ok(bid) => survivors.push((i, bid)),
+                    Err(why) => observer.note(i, Outcome::Eliminated(why)),
+                }
             }
         }
         context.scratch.matched = candidates;
@@ -259,6 +263,50 @@ pub(crate) fn select<R: Rng, O: Observer>(
     }
     context.scratch.survivors = survivors;
     decision
+}
+
+/// Whether the tier's winner is the highest bid (ties shared by weight); see [`choose`].
+fn goes_to_highest_bid(tier: Tier) -> bool {
+    matches!(tier, Tier::Remnant | Tier::House)
+}
+
+/// The survivors [`choose`] can pick in a tier that goes to the highest bid, found without
+/// checking every candidate: candidates are checked in the order of what they would bid, and
+/// checking stops below the first survivor's bid, since no lower bid can win. The survivors are
+/// exactly the ones bidding the highest surviving bid, as checking all of them would leave
+/// among the eligible. Explained decisions check every candidate, to give each its verdict.
+fn check_highest_first<R: Rng>(
+    engine: &Engine,
+    request: &Request<'_>,
+    context: &mut Context<'_, R>,
+    candidates: &[u32],
+    survivors: &mut Vec<(u32, Bid)>,
+) {
+    let line_items = &engine.snapshot.data.line_items;
+    let mut ranked = std::mem::take(&mut context.scratch.ranked);
+    ranked.clear();
+    for &i in candidates {
+        let control = context.pacing.control(i as usize);
+        if control.stopped {
+            continue;
+        }
+        // One that cannot name a bid fails `check` at `price` anyway.
+        if let Ok((cpm, _)) = bid_cpm(request, context.rates, &line_items[i as usize], &control) {
+            ranked.push((cpm, i));
+        }
+    }
+    ranked.sort_unstable_by_key(|&(cpm, _)| std::cmp::Reverse(cpm));
+    let mut highest = None;
+    for &(cpm, i) in &ranked {
+        if highest.is_some_and(|best| cpm < best) {
+            break;
+        }
+        if let Ok(bid) = check(engine, request, context, i as usize) {
+            highest = Some(bid.cpm);
+            survivors.push((i, bid));
+        }
+    }
+    context.scratch.ranked = ranked;
 }
 
 /// The per-line-item rules, in order; the bid if all pass.
@@ -507,11 +555,7 @@ fn price(
     li: &LineItemEntry,
     control: &Control,
 ) -> Result<Bid, Elimination> {
-    let value = permille(value_cpm(li, control), control.bid_multiplier_permille);
-    let currency = request.bid_currency.unwrap_or(li.price.currency);
-    let cpm = rates
-        .convert(value, li.price.currency, currency, Rounding::Down)
-        .ok_or(Elimination::Currency)?;
+    let (cpm, currency) = bid_cpm(request, rates, li, control)?;
     let exchange = request.channel == Channel::Exchange;
     if exchange && cpm <= Micros::ZERO {
         return Err(Elimination::Floor);
@@ -557,6 +601,22 @@ fn price(
     Err(why)
 }
 
+/// What the line item bids before floors and deals: its value with the pacing multiplier, in
+/// the bid currency.
+fn bid_cpm(
+    request: &Request<'_>,
+    rates: &marquee_model::CurrencyRates,
+    li: &LineItemEntry,
+    control: &Control,
+) -> Result<(Micros, Currency), Elimination> {
+    let value = permille(value_cpm(li, control), control.bid_multiplier_permille);
+    let currency = request.bid_currency.unwrap_or(li.price.currency);
+    let cpm = rates
+        .convert(value, li.price.currency, currency, Rounding::Down)
+        .ok_or(Elimination::Currency)?;
+    Ok((cpm, currency))
+}
+
 /// What one impression of the line item is worth, as CPM in its currency: the CPM price, or
 /// the CPC price times the expected CTR times 1000. Flat-priced line items are paid already,
 /// so worth nothing more per impression.
@@ -597,9 +657,10 @@ fn choose<R: Rng>(
     line_items: &[LineItemEntry],
     rng: &mut R,
 ) -> Option<(u32, Bid)> {
-    let best = match tier {
-        Tier::Sponsorship | Tier::Standard => None,
-        Tier::Remnant | Tier::House => survivors.iter().map(|s| s.1.cpm).max(),
+    let best = if goes_to_highest_bid(tier) {
+        survivors.iter().map(|s| s.1.cpm).max()
+    } else {
+        None
     };
     let eligible = |s: &&(u32, Bid)| best.is_none_or(|b| s.1.cpm == b);
     let weight = |s: &(u32, Bid)| u64::from(line_items[s.0 as usize].weight.max(1));

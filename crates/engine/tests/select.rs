@@ -82,6 +82,66 @@ fn remnant_goes_to_the_highest_value() {
     }
 }
 
+/// Remnant decisions check the highest bids first and stop below the first survivor's bid;
+/// what wins must be what checking every candidate (as `explain` does) would pick.
+#[test]
+fn remnant_checks_the_highest_bids_first_and_shares_a_tie_by_weight() {
+    let priced = |id, dollars: i64, weight| {
+        let mut li = line_item(id, Tier::Remnant, None);
+        li.price.amount_micros = Micros(dollars * 1_000_000);
+        li.weight = weight;
+        li
+    };
+    // 1 bids most but has no creative of the slot's size; 2 is stopped; 3 and 4 tie, 3 half
+    // throttled; 5 bids less and never wins while 3 or 4 survives.
+    let line_items = vec![
+        priced(1, 9, 100),
+        priced(2, 8, 100),
+        priced(3, 4, 100),
+        priced(4, 4, 300),
+        priced(5, 3, 100),
+    ];
+    let creatives = vec![
+        banner(1001, 1, 728, 90),
+        banner(1002, 2, 300, 250),
+        banner(1003, 3, 300, 250),
+        banner(1004, 4, 300, 250),
+        banner(1005, 5, 300, 250),
+    ];
+    let mut h = Harness::new(Engine::new(snapshot(line_items, Some(creatives), vec![])));
+    let controls = ControlArray::new(5);
+    controls.set(
+        1,
+        Control {
+            stopped: true,
+            ..Control::FULL_SPEED
+        },
+    );
+    controls.set(
+        2,
+        Control {
+            throttle: 0.5,
+            ..Control::FULL_SPEED
+        },
+    );
+    let runs = 8_000;
+    let mut decided = [0usize; 6];
+    let mut explained = [0usize; 6];
+    for _ in 0..runs {
+        let decision = h.decide_with(&request(), &NoCaps, &controls).expect("a bid");
+        assert_eq!(decision.bid_cpm, Micros(4_000_000));
+        decided[decision.line_item.0 as usize] += 1;
+        let (decision, _) = h.explain(&request(), &NoCaps, &controls);
+        explained[decision.expect("a bid").line_item.0 as usize] += 1;
+    }
+    // 3 survives half the time and then gets a quarter of the tie: 1/8 of the wins.
+    for wins in [decided, explained] {
+        assert_eq!(wins[1] + wins[2] + wins[5], 0, "{wins:?}");
+        let share = wins[3] as f64 / runs as f64;
+        assert!((0.105..0.145).contains(&share), "line item 3's share {share}");
+    }
+}
+
 #[test]
 fn the_same_seed_gives_the_same_decisions() {
     let build = || {
