@@ -17,7 +17,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Guard, Server, impression_token, logged_events, metric, wait_for_ad};
+use common::{
+    Guard, Rng, Server, env_or, event_count, impression_token, logged_events, metric, metrics_page,
+    try_get_text, wait_for_ad,
+};
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
 use marquee_store::SqliteStore;
@@ -27,26 +30,6 @@ const ROUNDS: usize = 20;
 const CLIENTS: usize = 3;
 /// When the kill comes after the clients start.
 const KILL_AFTER_MS: std::ops::Range<u64> = 100..600;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-/// splitmix64, seeded: reproducible kill moments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 fn start(data: &Path) -> Guard {
     Guard::new(Server::start_with(
@@ -76,14 +59,8 @@ async fn client_loop(base: String, old: Vec<String>, until: Instant) -> Vec<Stri
     let mut cycle = 0usize;
     while Instant::now() < until {
         cycle += 1;
-        let Ok(response) = client
-            .get(format!("{base}/ad?placement={}&format=html", 1 + cycle % 2))
-            .send()
-            .await
-        else {
-            break;
-        };
-        let Ok(html) = response.text().await else {
+        let url = format!("{base}/ad?placement={}&format=html", 1 + cycle % 2);
+        let Some(html) = try_get_text(&client, &url).await else {
             break;
         };
         let Some(token) = impression_token(&html) else {
@@ -118,19 +95,6 @@ async fn stored_minutes(data: &Path) -> HashMap<MinuteKey, Counters> {
     all_minute_rows(&store).await
 }
 
-/// Events of every kind in a row.
-fn event_count(c: &Counters) -> i64 {
-    c.decisions
-        + c.bids
-        + c.wins
-        + c.billings
-        + c.losses
-        + c.no_bids
-        + c.impressions
-        + c.clicks
-        + c.conversions
-}
-
 #[tokio::test]
 async fn kill_9_at_random_points_counts_every_logged_event_once() {
     let rounds = env_or("AGGREGATION_CRASH_ROUNDS", ROUNDS);
@@ -150,9 +114,7 @@ async fn kill_9_at_random_points_counts_every_logged_event_once() {
         let mut server = start(data);
         let base = server.server().base.clone();
         wait_for_ad(&reqwest::Client::new(), &base).await;
-        let kill_after = Duration::from_millis(
-            KILL_AFTER_MS.start + rng.next() % (KILL_AFTER_MS.end - KILL_AFTER_MS.start),
-        );
+        let kill_after = Duration::from_millis(rng.in_range(KILL_AFTER_MS));
         // The old beacons now point at the restarted server's new port.
         let old: Vec<String> = previous
             .iter()
@@ -184,14 +146,7 @@ async fn kill_9_at_random_points_counts_every_logged_event_once() {
     let base = last.server().base.clone();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let page = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = metrics_page(&client, &base).await;
         let runs = metric(&page, "marquee_aggregation_runs_total").unwrap_or(0.0);
         let backlog = metric(&page, "marquee_aggregation_backlog_bytes").unwrap_or(1.0);
         if runs >= 2.0 && backlog == 0.0 {

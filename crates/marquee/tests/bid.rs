@@ -6,11 +6,11 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{Server, logged_events, token_from};
+use common::{Server, logged_events, metrics_page, openrtb_sample, openrtb_testdata, token_from};
 use marquee_eventlog::Kind;
 use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
 use marquee_openrtb::{BidRequest, BidResponse, PriceCrypto, validate_response};
@@ -19,22 +19,6 @@ use serde_json::{Value, json};
 const PUBLIC: &str = "https://ads.example.com";
 const E_KEY: [u8; 32] = [7; 32];
 const I_KEY: [u8; 32] = [9; 32];
-
-fn testdata(path: &str) -> PathBuf {
-    [
-        env!("CARGO_MANIFEST_DIR"),
-        "..",
-        "openrtb",
-        "testdata",
-        path,
-    ]
-    .iter()
-    .collect()
-}
-
-fn sample(path: &str) -> Value {
-    serde_json::from_slice(&std::fs::read(testdata(path)).unwrap()).unwrap()
-}
 
 fn rates() -> CurrencyRates {
     let mut rates = CurrencyRates::new(Currency::USD);
@@ -160,7 +144,7 @@ async fn wait_for_bids(client: &reqwest::Client, server: &Server, request: &Valu
 }
 
 fn banner() -> Value {
-    sample("iab-2.6/iab-2.6-req-1-simple-banner.json")
+    openrtb_sample("iab-2.6/iab-2.6-req-1-simple-banner.json")
 }
 
 /// A bid request around one native request (the Native 1.2 samples come alone).
@@ -175,7 +159,7 @@ fn native_request(native: &Value) -> Value {
 
 fn audio_request() -> Value {
     let mut request = banner();
-    request["imp"][0] = json!({ "id": "a1", "audio": sample("bsm/audio.json") });
+    request["imp"][0] = json!({ "id": "a1", "audio": openrtb_sample("bsm/audio.json") });
     request
 }
 
@@ -183,7 +167,7 @@ fn audio_request() -> Value {
 fn request_files() -> Vec<(String, bool)> {
     let mut files = Vec::new();
     for dir in ["iab-2.6", "bsm", "marquee", "spec-samples"] {
-        for entry in std::fs::read_dir(testdata(dir)).unwrap() {
+        for entry in std::fs::read_dir(openrtb_testdata(dir)).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
             let is_request = name.contains("-req-")
                 || name.contains("request.json")
@@ -217,7 +201,7 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
     assert!(files.len() >= 27, "{files:?}");
     let mut bid_on = Vec::new();
     for (file, valid) in &files {
-        let body = std::fs::read(testdata(file)).unwrap();
+        let body = std::fs::read(openrtb_testdata(file)).unwrap();
         let answer = post_bytes(&client, &server.url("/openrtb2/bid"), body.clone(), false).await;
         if !valid {
             assert_eq!(answer.status, 400, "{file}: {}", answer.body);
@@ -250,7 +234,10 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
 
     // The pmp sample's deals admit only the seats Agency1/Agency2: through the exchange whose
     // seat is Agency1, the private auction gets a deal bid.
-    let pmp = std::fs::read(testdata("iab-2.6/iab-2.6-req-5-pmp-direct-deal.json")).unwrap();
+    let pmp = std::fs::read(openrtb_testdata(
+        "iab-2.6/iab-2.6-req-5-pmp-direct-deal.json",
+    ))
+    .unwrap();
     let answer = post_bytes(
         &client,
         &server.url("/openrtb2/bid/agency"),
@@ -269,7 +256,7 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
         "spec-samples/native1__request__v1.2__social-context.json",
         "bsm/native__request__request1.json",
     ] {
-        let request = native_request(&sample(native));
+        let request = native_request(&openrtb_sample(native));
         let body = serde_json::to_vec(&request).unwrap();
         let answer = post_bytes(&client, &server.url("/openrtb2/bid"), body.clone(), false).await;
         assert_valid(&body, &answer, native);
@@ -343,14 +330,7 @@ async fn every_sample_is_answered_and_every_bid_is_valid() {
         answer.body
     );
 
-    let metrics = client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(&client, &server.base).await;
     for line in [
         "marquee_bidder_bad_requests_total{reason=\"malformed_json\"}",
         "marquee_bidder_bad_requests_total{reason=\"too_large\"}",
@@ -554,7 +534,7 @@ async fn each_request_rule_allows_and_refuses() {
         r["badv"] = json!(["northwind-gadgets.example"])
     })
     .await;
-    let native = native_request(&sample(
+    let native = native_request(&openrtb_sample(
         "spec-samples/native1__request__v1.2__content-context.json",
     ));
     assert_bids(c, s, bid, &native, true, |r| {
@@ -769,65 +749,51 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
     let as_user =
         |buyeruid: &'static str| move |r: &mut Value| r["user"]["buyeruid"] = json!(buyeruid);
 
-    // The partner's user EX-1 is our user OURS-1; EX-2 too (another device of theirs).
-    for theirs in ["EX-1", "EX-2"] {
-        let synced = client
-            .get(server.url(&format!("/sync?exchange=partner&uid={theirs}")))
+    // Every sync call comes from the browser of our user OURS-1.
+    let from_ours_1 = |path: &str| {
+        client
+            .get(server.url(path))
             .header("cookie", "mq_uid=OURS-1")
             .send()
+    };
+
+    // The partner's user EX-1 is our user OURS-1; EX-2 too (another device of theirs).
+    for theirs in ["EX-1", "EX-2"] {
+        let synced = from_ours_1(&format!("/sync?exchange=partner&uid={theirs}"))
             .await
             .unwrap();
         assert_eq!(synced.status(), 200);
     }
     // Without consent where GDPR applies, nothing is recorded.
-    let refused = client
-        .get(server.url("/sync?exchange=partner&uid=EX-3&gdpr=1"))
-        .header("cookie", "mq_uid=OURS-1")
-        .send()
+    let refused = from_ours_1("/sync?exchange=partner&uid=EX-3&gdpr=1")
         .await
         .unwrap();
     assert_eq!(refused.status(), 200);
     // The reverse: our id sent to the partner's match URL.
-    let out = client
-        .get(server.url("/sync/out?exchange=partner"))
-        .header("cookie", "mq_uid=OURS-1")
-        .send()
-        .await
-        .unwrap();
+    let out = from_ours_1("/sync/out?exchange=partner").await.unwrap();
     assert_eq!(out.status(), 302);
     assert_eq!(
         out.headers()["location"],
         "https://partner.example/match?buyer=OURS-1"
     );
 
+    // A bid for the partner's `user`, and its notice `kind` ("burl", "nurl") sent and answered.
+    let bid_and_notify = async |user: &'static str, kind: &str| {
+        let bid = bids_when(&client, &server, partner, &capped, as_user(user))
+            .await
+            .unwrap();
+        let url = notice(&server, bid[kind].as_str().unwrap(), &capped, "2");
+        assert_eq!(get(&client, &url).await, 200);
+    };
+
     // EX-1 sees the capped line item once it is billed; EX-2, the same user of ours, is then
     // capped; EX-3 (not matched) is another user.
-    let first = bids_when(&client, &server, partner, &capped, as_user("EX-1"))
-        .await
-        .unwrap();
-    assert_eq!(
-        get(
-            &client,
-            &notice(&server, first["burl"].as_str().unwrap(), &capped, "2")
-        )
-        .await,
-        200
-    );
+    bid_and_notify("EX-1", "burl").await;
     assert_bids(&client, &server, partner, &capped, false, as_user("EX-2")).await;
     assert_bids(&client, &server, partner, &capped, false, as_user("OURS-1")).await;
     assert_bids(&client, &server, partner, &capped, true, as_user("EX-3")).await;
     // A win alone does not count towards caps.
-    let other = bids_when(&client, &server, partner, &capped, as_user("EX-9"))
-        .await
-        .unwrap();
-    assert_eq!(
-        get(
-            &client,
-            &notice(&server, other["nurl"].as_str().unwrap(), &capped, "2")
-        )
-        .await,
-        200
-    );
+    bid_and_notify("EX-9", "nurl").await;
     assert_bids(&client, &server, partner, &capped, true, as_user("EX-9")).await;
     server.stop();
 }
@@ -852,14 +818,7 @@ async fn a_bid_failing_the_response_checks_is_dropped_and_counted() {
             .status,
         204
     );
-    let metrics = client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(&client, &server.base).await;
     assert!(
         metrics.contains("marquee_bidder_invalid_bids_total 1"),
         "{metrics}"

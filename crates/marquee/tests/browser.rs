@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, logged_events, token_from};
+use common::{Server, get_json, logged_events, repo_root, require_browser_tools, token_from};
 use marquee_eventlog::{Event, Kind as EventKind};
 use serde_json::Value;
 
@@ -43,33 +43,6 @@ const SIDEBAR: &str = "News sidebar rectangle";
 const LEADERBOARD: &str = "News leaderboard";
 /// How long the browser half may take before it is stopped.
 const BROWSER_DEADLINE: Duration = Duration::from_secs(40);
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// What the test needs outside Rust; returns Chromium's path. Missing pieces fail the test:
-/// CI installs them first.
-fn require_browser_tools(root: &Path) -> PathBuf {
-    let chromium =
-        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
-    assert!(
-        chromium.is_file(),
-        "Chromium is missing at {} (Debian package `chromium`): run scripts/test-deps.sh",
-        chromium.display()
-    );
-    let node = Command::new("node").arg("--version").output();
-    assert!(
-        node.as_ref().is_ok_and(|o| o.status.success()),
-        "node is missing or broken ({node:?}): run scripts/test-deps.sh"
-    );
-    let driver = root.join("tests/browser/node_modules/playwright-core/package.json");
-    assert!(
-        driver.is_file(),
-        "playwright-core is not installed in tests/browser: run scripts/test-deps.sh (npm ci there)"
-    );
-    chromium
-}
 
 /// The temporary directory, kept (and its path printed) when the test fails or
 /// `BROWSER_TEST_KEEP` is set.
@@ -87,29 +60,6 @@ impl Drop for Scratch {
             && let Some(dir) = self.0.take()
         {
             eprintln!("browser test: kept {}", dir.keep().display());
-        }
-    }
-}
-
-/// The server, killed if the test ends without stopping it.
-struct Running(Option<Server>);
-
-impl Running {
-    fn get(&self) -> &Server {
-        self.0.as_ref().unwrap()
-    }
-
-    /// Graceful stop (SIGTERM): the edge flushes its event log.
-    fn stop(mut self) {
-        self.0.take().unwrap().stop();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut server) = self.0.take() {
-            let _ = server.child.kill();
-            let _ = server.child.wait();
         }
     }
 }
@@ -290,19 +240,15 @@ async fn async_tag_in_headless_chromium() {
     let out = scratch.path().join("browser");
     std::fs::create_dir_all(&out).unwrap();
 
-    let server = Running(Some(Server::start_with(&data, &["--demo"], &[])));
-    let base = server.get().base.clone();
+    // Killed if the test ends without stopping it (a dropped `Server` is).
+    let server = Server::start_with(&data, &["--demo"], &[]);
+    let base = server.base.clone();
     // The edge has its snapshot before the server announces its address.
-    let token = token_from(&server.get().stderr_line("demo admin token"));
+    let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();
 
     // The publisher page: the async tags of two placements, as the API hands them out.
-    let placements = get_json(
-        &client,
-        &server.get().url("/api/v1/placements"),
-        Some(&token),
-    )
-    .await;
+    let placements = get_json(&client, &server.url("/api/v1/placements"), Some(&token)).await;
     let id_of = |name: &str| {
         placements["items"]
             .as_array()
@@ -317,7 +263,7 @@ async fn async_tag_in_headless_chromium() {
     for id in [leaderboard, sidebar] {
         let answer = get_json(
             &client,
-            &server.get().url(&format!("/api/v1/placements/{id}/tags")),
+            &server.url(&format!("/api/v1/placements/{id}/tags")),
             Some(&token),
         )
         .await;
@@ -449,7 +395,7 @@ async fn async_tag_in_headless_chromium() {
     let landing = str_of(
         &get_json(
             &client,
-            &server.get().url(&format!("/api/v1/creatives/{creative}")),
+            &server.url(&format!("/api/v1/creatives/{creative}")),
             Some(&token),
         )
         .await["landing_url"],

@@ -22,7 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Guard, Server, impression_token, logged_events, wait_for_ad};
+use common::{
+    Guard, Rng, Server, env_or, impression_token, logged_events, now_secs, serve_and_fire,
+    tracking_keys, try_get_text, wait_for_ad,
+};
 use marquee_eventlog::Kind as EventKind;
 use marquee_tracking::{KeyRing, Kind};
 
@@ -105,30 +108,6 @@ fn group_commit_ms() -> u64 {
     env_or("CRASH_TEST_GROUP_COMMIT_MS", GROUP_COMMIT_MS)
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-/// splitmix64: a small seeded generator, enough to pick kill moments reproducibly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn in_range(&mut self, range: std::ops::Range<u64>) -> u64 {
-        range.start + self.next() % (range.end - range.start)
-    }
-}
-
 /// `CRASH_TEST_SEED`, or one from the clock (printed, so a run can be replayed).
 fn seed() -> u64 {
     let clock = SystemTime::now()
@@ -162,21 +141,6 @@ fn truncated_bytes(server: &Server) -> u64 {
         .unwrap_or_else(|| panic!("no truncated_bytes in {line:?}"))
 }
 
-/// The data directory's own tracking key, as the server made it on first start.
-fn key_ring(data: &Path) -> KeyRing {
-    let entry = std::fs::read_to_string(data.join("tracking.key")).unwrap();
-    let (id, secret) = entry.trim().split_once(':').unwrap();
-    let id: u8 = id.parse().unwrap();
-    KeyRing::from_config(id, [(id, secret)]).unwrap()
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 /// One beacon fired and answered with 200 and the GIF.
 struct Answered {
     nonce: u64,
@@ -208,14 +172,8 @@ async fn client_loop(
         }
         report.cycles = cycle + 1;
         let placement = 1 + (cycle + id) % 2;
-        let Ok(response) = client
-            .get(format!("{base}/ad?placement={placement}&format=html"))
-            .send()
-            .await
-        else {
-            break;
-        };
-        let Ok(html) = response.text().await else {
+        let url = format!("{base}/ad?placement={placement}&format=html");
+        let Some(html) = try_get_text(&client, &url).await else {
             break;
         };
         let token = impression_token(&html)
@@ -326,7 +284,7 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
     let mut server = start(data, mode, "warn");
     let base = server.server().base.clone();
     wait_for_ad(&client, &base).await;
-    let ring = Arc::new(key_ring(data));
+    let ring = Arc::new(tracking_keys(data));
     let probe = (mode == "group").then(|| FsyncProbe::start(data));
 
     let clients: Vec<_> = (0..CLIENTS)
@@ -422,23 +380,9 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
 
 /// One ad and its beacon, which must be answered.
 async fn one_impression(client: &reqwest::Client, base: &str, ring: &KeyRing) -> u64 {
-    let html = client
-        .get(format!("{base}/ad?placement=2&format=html"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let token = impression_token(&html).unwrap();
-    let response = client
-        .get(format!("{base}/t/i?t={token}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let (token, response) = serve_and_fire(client, base, 2).await;
     assert!(response.bytes().await.unwrap().starts_with(GIF));
-    ring.verify_kind(token, Kind::Impression, now_secs())
+    ring.verify_kind(&token, Kind::Impression, now_secs())
         .unwrap()
         .nonce
 }

@@ -24,53 +24,17 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Server, get_json, token_from};
+use common::{BIN, Server, get_json, repo_root, require_browser_tools, token_from};
 use serde_json::{Value, json};
 
 const ADMIN: (&str, &str) = ("admin", "marquee-demo");
 const TENANT: (&str, &str) = ("acme-ops", "acme-password-1");
 /// How long the browser half may take before it is stopped.
 const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Chromium's path; missing tools fail the test, naming the script that installs them.
-fn require_browser_tools(root: &Path) -> PathBuf {
-    let chromium =
-        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
-    assert!(
-        chromium.is_file(),
-        "Chromium is missing at {}: run scripts/test-deps.sh",
-        chromium.display()
-    );
-    let node = Command::new("node").arg("--version").output();
-    assert!(
-        node.as_ref().is_ok_and(|o| o.status.success()),
-        "node is missing ({node:?}): run scripts/test-deps.sh"
-    );
-    assert!(
-        root.join("tests/browser/node_modules/playwright-core/package.json")
-            .is_file(),
-        "playwright-core is not installed in tests/browser: run scripts/test-deps.sh"
-    );
-    chromium
-}
-
-/// The server, killed when the test ends however it ends.
-struct Killed(Server);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.child.kill();
-        let _ = self.0.child.wait();
-    }
-}
 
 /// `marquee user create`, the password on standard input.
 fn create_user(data: &Path, name: &str, password: &str, role: &str, owner: u64) {
@@ -168,14 +132,15 @@ async fn ad_ops_in_headless_chromium() {
         .map_or_else(|| out.join("screens"), |dir| root.join(dir));
     std::fs::create_dir_all(&screens).unwrap();
 
-    let server = Killed(Server::start_with(
+    // Killed when the test ends, however it ends (a dropped `Server` is).
+    let server = Server::start_with(
         &data,
         &["--demo"],
         &[("MARQUEE_AGGREGATION__INTERVAL_MS", "250")],
-    ));
-    let token = token_from(&server.0.stderr_line("demo admin token"));
+    );
+    let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();
-    let api = |path: &str| server.0.url(path);
+    let api = |path: &str| server.url(path);
     let advertisers = get_json(&client, &api("/api/v1/advertisers"), Some(&token)).await;
     let acme = id_named(&advertisers, "Acme Outdoor");
     let globex = id_named(&advertisers, "Globex Travel");
@@ -201,7 +166,7 @@ async fn ad_ops_in_headless_chromium() {
     create_user(&data, TENANT.0, TENANT.1, "advertiser", acme);
 
     let config = json!({
-        "base": server.0.base,
+        "base": server.base,
         "out": out,
         "screens": screens,
         "admin": { "name": ADMIN.0, "password": ADMIN.1 },

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, impression_token, required_metric, wait_for_ad};
+use common::{Server, metrics_page, required_metric, serve_and_fire, wait_for_ad};
 
 /// A tmpfs mounted on `dir`, unmounted on drop.
 struct Tmpfs(PathBuf);
@@ -48,36 +48,12 @@ struct Edge {
 impl Edge {
     /// Fetches an ad and fires its impression beacon; both must be answered.
     async fn impression(&self) {
-        let html = self
-            .client
-            .get(format!("{}/ad?placement=2&format=html", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let token = impression_token(&html).expect("an ad");
-        let response = self
-            .client
-            .get(format!("{}/t/i?t={token}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        serve_and_fire(&self.client, &self.base, 2).await;
     }
 
     /// (impressions counted, events not logged, event log I/O errors)
     async fn figures(&self) -> (f64, f64, f64) {
-        let page = self
-            .client
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = metrics_page(&self.client, &self.base).await;
         (
             required_metric(&page, "marquee_edge_impressions_total"),
             required_metric(&page, "marquee_edge_log_errors_total"),

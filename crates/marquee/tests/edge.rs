@@ -6,12 +6,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{Server, logged_events, token_from};
+use common::{Server, get_as_german_iphone, get_json, logged_events, token_from, tracking_keys};
 use marquee_eventlog::Kind as EventKind;
 use marquee_tracking::{Claims, KeyRing};
 use serde_json::Value;
 
-const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
 /// "News mobile banner" in the demo: "Boots DACH mobile" (standard tier, capped 3 a day) and
 /// the house promotion are linked to it.
 const NEWS_MOBILE: u64 = 3;
@@ -39,13 +38,9 @@ async fn ad(
     placement: u64,
     uid: &str,
 ) -> Option<(u64, u64, String, String)> {
-    let answer: Value = client
-        .get(server.url(&format!("/ad.json?p={placement}&uid={uid}")))
-        .header("user-agent", IPHONE)
-        .header("x-country", "DE")
-        .send()
+    let url = server.url(&format!("/ad.json?p={placement}&uid={uid}"));
+    let answer: Value = get_as_german_iphone(client, &url)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -70,12 +65,6 @@ async fn ad(
 
 fn token_of(url: &str) -> &str {
     url.split("t=").nth(1).unwrap()
-}
-
-fn keys(data: &Path) -> KeyRing {
-    let entry = std::fs::read_to_string(data.join("tracking.key")).unwrap();
-    let (id, secret) = entry.trim().split_once(':').unwrap();
-    KeyRing::from_config(id.parse().unwrap(), [(id.parse().unwrap(), secret)]).unwrap()
 }
 
 /// Fetches without following redirects, as from a German visitor (the CDN's country header).
@@ -106,7 +95,7 @@ async fn tracking_counts_valid_tokens_once() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let keys = keys(data.path());
+    let keys = tracking_keys(data.path());
     let valid = keys.verify(token_of(&impression), now).unwrap();
 
     // Repeats of the same impression count once.
@@ -162,15 +151,8 @@ async fn clicks_go_only_to_the_landing_url_and_count_once() {
     let (_, creative, _, click) = ad(&client, &server, NEWS_SIDEBAR, "u2")
         .await
         .expect("an ad");
-    let landing: Value = client
-        .get(server.url(&format!("/api/v1/creatives/{creative}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let url = server.url(&format!("/api/v1/creatives/{creative}"));
+    let landing = get_json(&client, &url, Some(&token)).await;
     let landing = landing["landing_url"].as_str().unwrap().to_owned();
 
     let (code, location) = status(&client, &click).await;
@@ -265,6 +247,7 @@ async fn bad_ad_requests_are_named_and_misses_fall_back() {
     let server = start(data.path());
     server.stderr_line("demo admin token");
     let client = client();
+    let ad_request = |query: &str| client.get(server.url(&format!("/ad?{query}"))).send();
     for (query, name) in [
         ("", "placement"),
         ("placement=abc", "placement"),
@@ -272,38 +255,21 @@ async fn bad_ad_requests_are_named_and_misses_fall_back() {
         ("placement=2&format=pdf", "format"),
         ("placement=2,3", "placement"),
     ] {
-        let reply = client
-            .get(server.url(&format!("/ad?{query}")))
-            .send()
-            .await
-            .unwrap();
+        let reply = ad_request(query).await.unwrap();
         assert_eq!(reply.status(), 400, "{query}");
         assert!(reply.text().await.unwrap().contains(name), "{query}");
     }
     // An unknown placement answers the (empty) fallback, fast and cacheless.
-    let reply = client
-        .get(server.url("/ad?placement=999"))
-        .send()
-        .await
-        .unwrap();
+    let reply = ad_request("placement=999").await.unwrap();
     assert_eq!(reply.status(), 200);
     assert_eq!(reply.headers()["cache-control"], "no-store");
     assert!(reply.headers().get("server").is_none());
     assert_eq!(reply.text().await.unwrap(), "");
-    let json: Value = client
-        .get(server.url("/ad.json?p=999"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let json = get_json(&client, &server.url("/ad.json?p=999"), None).await;
     assert_eq!(json["ads"], serde_json::json!([]));
 
     // A served ad: minimal headers, correct type and length.
-    let reply = client
-        .get(server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=js")))
-        .send()
+    let reply = ad_request(&format!("placement={NEWS_SIDEBAR}&format=js"))
         .await
         .unwrap();
     assert_eq!(reply.status(), 200);
@@ -334,18 +300,13 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
     server.stderr_line("demo admin token");
     let client = client();
     for cb in ["101", "202", "303"] {
-        let image = status(
-            &client,
-            &server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=img&cb={cb}")),
-        )
-        .await;
-        let click = status(
-            &client,
-            &server.url(&format!(
-                "/ad?placement={NEWS_SIDEBAR}&format=click&cb={cb}"
-            )),
-        )
-        .await;
+        let tag = |format: &str| {
+            server.url(&format!(
+                "/ad?placement={NEWS_SIDEBAR}&format={format}&cb={cb}"
+            ))
+        };
+        let image = status(&client, &tag("img")).await;
+        let click = status(&client, &tag("click")).await;
         assert_eq!((image.0, click.0), (302, 302));
         // Without geo or device, only the house promotion's image fits this placement.
         assert_eq!(image.1.unwrap(), "https://cdn.example.com/demo/300x250.png");
@@ -355,11 +316,7 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
             "{click}"
         );
         // An e-mail client fetching the image again does not count twice.
-        let again = status(
-            &client,
-            &server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=img&cb={cb}")),
-        )
-        .await;
+        let again = status(&client, &tag("img")).await;
         assert_eq!(again.0, 302);
     }
     server.stop();

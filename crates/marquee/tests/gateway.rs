@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::Server;
+use common::{Server, metrics_page, openrtb_sample};
 use serde_json::Value;
 
 const TOKEN: &str = "gateway-e2e-admin-token";
@@ -71,17 +71,7 @@ fn start(dir: &Path, mock: &str) -> Server {
 }
 
 fn banner() -> Value {
-    let path = [
-        env!("CARGO_MANIFEST_DIR"),
-        "..",
-        "openrtb",
-        "testdata",
-        "iab-2.6",
-        "iab-2.6-req-1-simple-banner.json",
-    ]
-    .iter()
-    .collect::<std::path::PathBuf>();
-    let mut request: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut request = openrtb_sample("iab-2.6/iab-2.6-req-1-simple-banner.json");
     // Time enough for a debug build on a busy machine.
     request["tmax"] = 2_000.into();
     request
@@ -95,14 +85,7 @@ async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (u16, String
 /// Waits until a counter of the edge's `/metrics` reaches `value`.
 async fn wait_metric(client: &reqwest::Client, server: &Server, line: &str) {
     for _ in 0..500 {
-        let text = client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_page(client, &server.base).await;
         if text.lines().any(|l| l == line) {
             return;
         }

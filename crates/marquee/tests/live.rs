@@ -7,7 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, impression_token, token_from, wait_for_ad};
+use common::{
+    Server, fire_impression, get_json, impression_token, put_json, token_from, wait_for_ad,
+};
 use serde_json::Value;
 
 /// Impressions of the house line item to fire.
@@ -56,13 +58,7 @@ async fn a_live_statistic_reaches_the_edge_rendered_by_the_manager() {
 
     let mut unknown = creative.clone();
     unknown["content"]["html"] = Value::from("<b>{{STAT:VISITS_TODAY}}</b>");
-    let refused = client
-        .put(&url)
-        .bearer_auth(&token)
-        .json(&unknown)
-        .send()
-        .await
-        .unwrap();
+    let refused = put_json(&client, &url, &token, &unknown).await;
     assert_eq!(refused.status(), 422);
     let body = refused.text().await.unwrap();
     assert!(
@@ -83,12 +79,7 @@ async fn a_live_statistic_reaches_the_edge_rendered_by_the_manager() {
             continue;
         }
         let token = impression_token(&html).unwrap();
-        let beacon = client
-            .get(server.url(&format!("/t/i?t={token}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(beacon.status(), 200);
+        fire_impression(&client, &server.base, token).await;
         fired += 1;
     }
     assert_eq!(
@@ -108,13 +99,7 @@ async fn a_live_statistic_reaches_the_edge_rendered_by_the_manager() {
     creative["content"]["html"] = Value::from(
         "<a href=\"{{CLICK_URL}}\">Read by <b id=\"live\">{{STAT:IMPRESSIONS_TODAY}}</b> today</a>",
     );
-    let updated = client
-        .put(&url)
-        .bearer_auth(&token)
-        .json(&creative)
-        .send()
-        .await
-        .unwrap();
+    let updated = put_json(&client, &url, &token, &creative).await;
     assert_eq!(updated.status(), 200, "{}", updated.text().await.unwrap());
     let expected = format!("<b id=\"live\">{FIRED}</b>");
     let deadline = Instant::now() + Duration::from_secs(10);

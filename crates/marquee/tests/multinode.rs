@@ -23,19 +23,20 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use common::{BIN, Guard, Server, get_json, impression_token, logged_events, metric, token_from};
+use common::{
+    BIN, Guard, Server, event_count, free_port, get_as_german_iphone, get_json, impression_token,
+    logged_events, metric, metrics_page, now_secs, postgres_minute_rows, test_redis, token_from,
+    try_get_text, update_line_item,
+};
 use marquee_eventlog::Kind as EventKind;
-use marquee_model::ManualClock;
-use marquee_stats::Counters;
-use marquee_store::PostgresStore;
-use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
+use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
 use marquee_tracking::{KeyRing, Kind};
 use serde_json::{Value, json};
@@ -55,21 +56,6 @@ const GROUP_COMMIT_MS: u64 = 5;
 /// commit interval plus scheduling on a busy two-core machine (see `crash.rs`).
 const KILL_WINDOW: Duration = Duration::from_millis(GROUP_COMMIT_MS + 250);
 const GIF: &[u8] = b"GIF89a";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 fn command(args: &[&str], data: &Path, envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(BIN);
@@ -157,10 +143,6 @@ async fn wait_registry(client: &reqwest::Client, manager: &str, want: usize, cau
     }
 }
 
-async fn page(client: &reqwest::Client, url: &str) -> String {
-    client.get(url).send().await.unwrap().text().await.unwrap()
-}
-
 /// One beacon answered (200 and the GIF) by an edge.
 #[derive(Debug, Clone, Copy)]
 struct Answered {
@@ -204,17 +186,9 @@ async fn drive(traffic: Arc<Traffic>, edge: usize, client_id: usize, ring: Arc<K
         cycle += 1;
         let base = traffic.bases.lock().unwrap()[edge].clone();
         let ad = async {
-            let html = client
-                .get(format!(
-                    "{base}/ad?placement={}&format=html",
-                    PLACEMENTS[cycle % PLACEMENTS.len()]
-                ))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
+            let placement = PLACEMENTS[cycle % PLACEMENTS.len()];
+            let url = format!("{base}/ad?placement={placement}&format=html");
+            let html = try_get_text(&client, &url).await?;
             Some(impression_token(&html).map(str::to_owned))
         };
         let token = match ad.await {
@@ -255,51 +229,12 @@ const BUDGETED: u64 = 2;
 /// The demo's line item at placements 1 and 2, without a goal.
 const UNPACED: u64 = 5;
 
-/// Changes a line item over the API: `change` edits its JSON.
-async fn update_line_item(
-    client: &reqwest::Client,
-    manager: &str,
-    admin: &str,
-    line_item: u64,
-    change: impl FnOnce(&mut Value),
-) {
-    let url = format!("{manager}/api/v1/line-items/{line_item}");
-    let mut item = get_json(client, &url, Some(admin)).await;
-    change(&mut item);
-    let response = client
-        .put(&url)
-        .bearer_auth(admin)
-        .json(&item)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
-}
-
 /// The snapshot version an edge serves, from its `/metrics`.
 async fn served_version(client: &reqwest::Client, edge: &str) -> Option<f64> {
     metric(
-        &page(client, &format!("{edge}/metrics")).await,
+        &metrics_page(client, edge).await,
         "marquee_snapshot_version",
     )
-}
-
-async fn stored_minutes(database: &str) -> HashMap<MinuteKey, Counters> {
-    let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
-    let store = PostgresStore::connect(database, clock).await.unwrap();
-    all_minute_rows(&store).await
-}
-
-fn event_count(c: &Counters) -> i64 {
-    c.decisions
-        + c.bids
-        + c.wins
-        + c.billings
-        + c.losses
-        + c.no_bids
-        + c.impressions
-        + c.clicks
-        + c.conversions
 }
 
 /// The tests of this file run one at a time: each starts a manager and three edges, and two
@@ -406,7 +341,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     // to its tail. The manager stops first, so that its last run still reaches every edge.
     tokio::time::sleep(Duration::from_millis(300)).await;
     wait_registry(&client, &manager_url, EDGES, true).await;
-    let manager_page = page(&client, &format!("{manager_url}/metrics")).await;
+    let manager_page = metrics_page(&client, &manager_url).await;
     let after_restart: Vec<String> = registry(&client, &manager_url)
         .await
         .iter()
@@ -436,7 +371,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         events.extend(logged);
     }
     let expected = direct_minute_count(&events);
-    let stored = stored_minutes(database.url()).await;
+    let stored = postgres_minute_rows(database.url()).await;
     let distinct: i64 = expected.values().map(event_count).sum();
     let counted: i64 = stored.values().map(event_count).sum();
     let differing = expected
@@ -521,26 +456,6 @@ async fn served_versions(client: &reqwest::Client, bases: &[String]) -> Vec<f64>
     versions
 }
 
-/// The Redis of scripts/test-deps.sh (or MARQUEE_TEST_REDIS_URL), checked reachable.
-fn test_redis() -> String {
-    let url = std::env::var("MARQUEE_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:26379".into());
-    let address = url
-        .trim_start_matches("redis://")
-        .split('/')
-        .next()
-        .unwrap();
-    let reachable = std::net::ToSocketAddrs::to_socket_addrs(address)
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    assert!(
-        reachable,
-        "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
-    );
-    url
-}
-
 /// A frequency cap of N per user held across edges sharing Redis: the demo's line item 1
 /// ("Boots DACH mobile", 3 a day) reaches one user exactly three times over twelve ad requests
 /// spread over three `marquee edge` processes. Without Redis each edge would serve it until
@@ -548,7 +463,6 @@ fn test_redis() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frequency_cap_holds_across_edges_sharing_redis() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -582,16 +496,12 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
     let serves_line_item_1 = |base: String, user: String| {
         let client = client.clone();
         async move {
-            let answer: Value = client
-                .get(format!("{base}/ad.json?p=3&uid={user}"))
-                .header("user-agent", IPHONE)
-                .header("x-country", "DE")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let answer: Value =
+                get_as_german_iphone(&client, &format!("{base}/ad.json?p=3&uid={user}"))
+                    .await
+                    .json()
+                    .await
+                    .unwrap();
             answer["ads"][0]["line_item"] == 1
         }
     };
@@ -629,7 +539,7 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         "line item 1 served by edges {served_by:?}"
     );
     for edge in &edges {
-        let text = page(&client, &edge.server().url("/metrics")).await;
+        let text = metrics_page(&client, &edge.server().base).await;
         assert_eq!(metric(&text, "marquee_redis_breaker_state"), Some(0.0));
         assert_eq!(
             metric(&text, "marquee_redis_fallbacks{reason=\"timeout\"}"),

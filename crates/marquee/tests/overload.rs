@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{Server, impression_token, logged_events, wait_for_ad};
+use common::{Server, impression_token, logged_events, metrics_page, try_get_text, wait_for_ad};
 use marquee_eventlog::Kind as EventKind;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,14 +21,7 @@ async fn sigterm_under_load_loses_no_logged_event() {
 
     let ready = client.get(server.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
-    let metrics = client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(&client, &server.base).await;
     assert!(metrics.contains("marquee_edge_requests_total{endpoint=\"ad\",outcome=\"ok\"}"));
     assert!(metrics.contains("marquee_snapshot_version "));
 
@@ -43,10 +36,7 @@ async fn sigterm_under_load_loses_no_logged_event() {
         clients.push(tokio::spawn(async move {
             for n in 0..5_000 {
                 let url = format!("{base}/ad?placement=1&format=html&uid=t{task}n{n}");
-                let Ok(answer) = client.get(url).send().await else {
-                    return;
-                };
-                let Ok(html) = answer.text().await else {
+                let Some(html) = try_get_text(&client, &url).await else {
                     return;
                 };
                 let Some(token) = impression_token(&html) else {

@@ -8,41 +8,23 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, impression_token, token_from, wait_for_ad};
-use serde_json::{Value, json};
+use common::{
+    Server, fire_impression, get_json, impression_token, metrics_page, token_from,
+    update_line_item, wait_for_ad,
+};
+use serde_json::json;
 
 const BUDGET: u64 = 12;
 
 /// One ad at placement 1: its line item and, if any, its impression token.
 async fn ad(client: &reqwest::Client, server: &Server) -> Option<(u64, String)> {
-    let answer: Value = client
-        .get(server.url("/ad.json?placement=1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = get_json(client, &server.url("/ad.json?placement=1"), None).await;
     let ad = answer["ads"].get(0)?;
     let html = ad["html"].as_str()?;
     Some((
         ad["line_item"].as_u64()?,
         impression_token(html)?.to_owned(),
     ))
-}
-
-async fn fire(client: &reqwest::Client, server: &Server, token: &str) {
-    let beacon = client
-        .get(server.url(&format!("/t/i?t={token}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(beacon.status(), 200);
-}
-
-async fn metrics(client: &reqwest::Client, server: &Server) -> String {
-    let response = client.get(server.url("/metrics")).send().await.unwrap();
-    response.text().await.unwrap()
 }
 
 fn metric(text: &str, series: &str) -> Option<u64> {
@@ -67,24 +49,17 @@ async fn a_budgeted_line_item_stops_at_its_budget() {
     wait_for_ad(&client, &server.url("")).await;
     let (line_item, _) = ad(&client, &server).await.expect("an ad at placement 1");
 
-    let url = server.url(&format!("/api/v1/line-items/{line_item}"));
-    let mut item = get_json(&client, &url, Some(&admin)).await;
-    item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
-    item["pacing"] = json!("asap");
-    let response = client
-        .put(&url)
-        .bearer_auth(&admin)
-        .json(&item)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    update_line_item(&client, &server.base, &admin, line_item, |item| {
+        item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
+        item["pacing"] = json!("asap");
+    })
+    .await;
 
     // The edge holds a lease once it has the snapshot with the goal and renewed.
     let series = |name: &str| format!("{name}{{line_item=\"{line_item}\"}}");
     let leased = Instant::now() + Duration::from_secs(20);
     loop {
-        let text = metrics(&client, &server).await;
+        let text = metrics_page(&client, &server.base).await;
         if metric(&text, &series("marquee_lease_live_edges")) == Some(1) {
             break;
         }
@@ -100,7 +75,7 @@ async fn a_budgeted_line_item_stops_at_its_budget() {
     while Instant::now() < deadline && absent_since_budget < 300 {
         let served = ad(&client, &server).await;
         if let Some((_, token)) = served.filter(|(served, _)| *served == line_item) {
-            fire(&client, &server, &token).await;
+            fire_impression(&client, &server.base, &token).await;
             delivered += 1;
             absent_since_budget = 0;
         } else if delivered >= BUDGET {
@@ -116,7 +91,7 @@ async fn a_budgeted_line_item_stops_at_its_budget() {
     // The edge reports what it billed with its next renewal (every lease_renew_ms at most).
     let reported = Instant::now() + Duration::from_secs(10);
     loop {
-        let text = metrics(&client, &server).await;
+        let text = metrics_page(&client, &server.base).await;
         assert_eq!(metric(&text, &series("marquee_lease_limit")), Some(BUDGET));
         let used = metric(&text, &series("marquee_lease_used"));
         if used == Some(BUDGET) {
@@ -135,7 +110,7 @@ async fn a_budgeted_line_item_stops_at_its_budget() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut manager_stopped = None;
     loop {
-        let text = metrics(&client, &server).await;
+        let text = metrics_page(&client, &server.base).await;
         if manager_stopped.is_none() && metric(&text, &series("marquee_pacing_stopped")) == Some(1)
         {
             manager_stopped = Some(Instant::now());

@@ -9,17 +9,15 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Server, impression_token, logged_events, wait_for_ad};
-use marquee_model::ManualClock;
-use marquee_stats::Counters;
-use marquee_store::PostgresStore;
-use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
+use common::{
+    Server, event_count, free_port, logged_events, metrics_page, postgres_minute_rows,
+    serve_and_fire, wait_for_ad,
+};
+use marquee_store::stats_suite::direct_minute_count;
 
 /// A PostgreSQL cluster in a temporary directory, run by the `postgres` user when root (the
 /// server refuses root); stopped and removed on drop.
@@ -38,14 +36,6 @@ fn pg_bin() -> PathBuf {
     dirs.sort();
     dirs.pop()
         .expect("no pg_ctl under /usr/lib/postgresql: run scripts/test-deps.sh")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Cluster {
@@ -171,53 +161,16 @@ fn metric(page: &str, name: &str) -> f64 {
     common::metric(page, name).unwrap_or(0.0)
 }
 
-async fn metrics(client: &reqwest::Client, base: &str) -> String {
-    client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// Fetches ads and fires their beacons until `until`; every one must be answered. Returns the
 /// beacons fired.
 async fn client_loop(base: String, until: Instant) -> usize {
     let client = reqwest::Client::new();
     let mut fired = 0;
     while Instant::now() < until {
-        let html = client
-            .get(format!("{base}/ad?placement=2&format=html"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let token = impression_token(&html).expect("an ad while the database is away");
-        let response = client
-            .get(format!("{base}/t/i?t={token}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        serve_and_fire(&client, &base, 2).await;
         fired += 1;
     }
     fired
-}
-
-fn event_count(c: &Counters) -> i64 {
-    c.decisions
-        + c.bids
-        + c.wins
-        + c.billings
-        + c.losses
-        + c.no_bids
-        + c.impressions
-        + c.clicks
-        + c.conversions
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +199,7 @@ async fn a_postgresql_restart_mid_run_loses_and_doubles_no_aggregate() {
     cluster.stop();
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let failures_while_down = metric(
-        &metrics(&client, &base).await,
+        &metrics_page(&client, &base).await,
         "marquee_aggregation_failures_total",
     );
     cluster.start();
@@ -258,11 +211,11 @@ async fn a_postgresql_restart_mid_run_loses_and_doubles_no_aggregate() {
     // Caught up: two more successful runs and no backlog.
     let deadline = Instant::now() + Duration::from_secs(30);
     let runs_before = metric(
-        &metrics(&client, &base).await,
+        &metrics_page(&client, &base).await,
         "marquee_aggregation_runs_total",
     );
     loop {
-        let page = metrics(&client, &base).await;
+        let page = metrics_page(&client, &base).await;
         if metric(&page, "marquee_aggregation_runs_total") >= runs_before + 2.0
             && metric(&page, "marquee_aggregation_backlog_bytes") == 0.0
         {
@@ -278,9 +231,7 @@ async fn a_postgresql_restart_mid_run_loses_and_doubles_no_aggregate() {
 
     let events = logged_events(data);
     let expected = direct_minute_count(&events);
-    let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
-    let store = PostgresStore::connect(&url, clock).await.unwrap();
-    let got: HashMap<MinuteKey, Counters> = all_minute_rows(&store).await;
+    let got = postgres_minute_rows(&url).await;
     let logged: i64 = expected.values().map(event_count).sum();
     let counted: i64 = got.values().map(event_count).sum();
     let lost: i64 = expected

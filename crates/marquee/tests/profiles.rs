@@ -8,11 +8,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, token_from};
+use common::{
+    Server, line_item_for_german_iphone, metrics_page, redis_url, token_from, update_line_item,
+};
 use serde_json::{Value, json};
 
 const NEWS_MOBILE: u64 = 3;
-const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
 const SECRET: &str = "profiles-test-secret-0123";
 
 fn start(data: &std::path::Path) -> Server {
@@ -28,17 +29,24 @@ fn start(data: &std::path::Path) -> Server {
 
 /// The line item served to `uid` at the mobile news placement, if any.
 async fn served(client: &reqwest::Client, server: &Server, uid: &str, extra: &str) -> Option<u64> {
-    let answer: Value = client
-        .get(server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}{extra}")))
-        .header("user-agent", IPHONE)
-        .header("x-country", "DE")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    answer["ads"].as_array().unwrap().first()?["line_item"].as_u64()
+    let url = server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}{extra}"));
+    line_item_for_german_iphone(client, &url).await
+}
+
+/// Line item 1 ("Boots DACH mobile") is also targeted on `rule`, over the API.
+async fn target_line_item_1_also(
+    client: &reqwest::Client,
+    server: &Server,
+    admin: &str,
+    rule: Value,
+) {
+    update_line_item(client, &server.base, admin, 1, |item| {
+        item["targeting"] = match item["targeting"].take() {
+            Value::Null => rule,
+            before => json!({"all": [before, rule]}),
+        };
+    })
+    .await;
 }
 
 async fn upload(
@@ -82,25 +90,12 @@ async fn uploaded_profiles_are_targeted_and_kept() {
     })
     .await;
 
-    // Line item 1 ("Boots DACH mobile") now also needs the segment `vip` and tier gold.
-    let url = server.url("/api/v1/line-items/1");
-    let mut item = get_json(&client, &url, Some(&admin)).await;
+    // Line item 1 now also needs the segment `vip` and tier gold.
     let profile_rule = json!({"all": [
         {"segment": ["vip"]},
         {"key_value": {"key": "u_tier", "values": ["gold"]}}
     ]});
-    item["targeting"] = match item["targeting"].take() {
-        Value::Null => profile_rule,
-        before => json!({"all": [before, profile_rule]}),
-    };
-    let response = client
-        .put(&url)
-        .bearer_auth(&admin)
-        .json(&item)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    target_line_item_1_also(&client, &server, &admin, profile_rule).await;
     eventually("the targeting on the edge", || async {
         served(&client, &server, "alice", "").await.is_none()
     })
@@ -185,8 +180,7 @@ async fn uploaded_profiles_are_targeted_and_kept() {
 /// With `[redis]`: an upload to one edge is written to Redis and targeted on another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
-    let redis = std::env::var("MARQUEE_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:26379".into());
+    let redis = redis_url();
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let servers: Vec<Server> = dirs
         .iter()
@@ -212,21 +206,8 @@ async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     // Each server has its own demo database: the same targeting is set on both.
     for server in &servers {
         let admin = token_from(&server.stderr_line("demo admin token"));
-        let url = server.url("/api/v1/line-items/1");
-        let mut item = get_json(&client, &url, Some(&admin)).await;
         let rule = json!({"segment": ["redis-vip"]});
-        item["targeting"] = match item["targeting"].take() {
-            Value::Null => rule,
-            before => json!({"all": [before, rule]}),
-        };
-        let response = client
-            .put(&url)
-            .bearer_auth(&admin)
-            .json(&item)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+        target_line_item_1_also(&client, server, &admin, rule).await;
     }
     let user = format!("redis-user-{run}");
     let csv = format!("user,segments,attributes\n{user},redis-vip,\n");
@@ -248,14 +229,7 @@ async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     .await;
     // ...and the uploaded one does.
     assert_eq!(served(&client, other, &user, "").await, Some(1));
-    let text = client
-        .get(other.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_page(&client, &other.base).await;
     assert!(text.contains("marquee_redis_breaker_state 0\n"), "{text}");
     for server in servers {
         server.stop();

@@ -10,19 +10,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, required_metric};
-
-/// The demo's capped line item serves placement 3 to mobile users in Germany: its caps go
-/// through Redis.
-const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{Server, free_port, get_as_german_iphone, metrics_page, required_metric};
 
 /// A Redis server without persistence on `port`; killed on drop.
 struct Redis(Child);
@@ -58,36 +46,23 @@ struct Client {
 }
 
 impl Client {
-    /// Asks for an ad; it must be answered with one.
+    /// Asks for an ad; it must be answered with one. The demo's capped line item serves
+    /// placement 3 to mobile users in Germany: its caps go through Redis.
     async fn ad(&mut self) {
-        let response = self
-            .http
-            // A new user each time: the edge caches a user's state for a while.
-            .get(format!(
-                "{}/ad.json?p=3&uid=restart-{}-{}",
-                self.base,
-                std::process::id(),
-                self.answered
-            ))
-            .header("user-agent", IPHONE)
-            .header("x-country", "DE")
-            .send()
-            .await
-            .unwrap();
+        // A new user each time: the edge caches a user's state for a while.
+        let url = format!(
+            "{}/ad.json?p=3&uid=restart-{}-{}",
+            self.base,
+            std::process::id(),
+            self.answered
+        );
+        let response = get_as_german_iphone(&self.http, &url).await;
         assert_eq!(response.status(), reqwest::StatusCode::OK);
         self.answered += 1;
     }
 
     async fn breaker(&self) -> f64 {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_page(&self.http, &self.base).await;
         required_metric(&text, "marquee_redis_breaker_state")
     }
 
@@ -98,15 +73,7 @@ impl Client {
         while (self.breaker().await == 0.0) != closed {
             self.ad().await;
             if Instant::now() > deadline {
-                let text = self
-                    .http
-                    .get(format!("{}/metrics", self.base))
-                    .send()
-                    .await
-                    .unwrap()
-                    .text()
-                    .await
-                    .unwrap();
+                let text = metrics_page(&self.http, &self.base).await;
                 let redis: Vec<&str> = text
                     .lines()
                     .filter(|l| l.starts_with("marquee_redis"))

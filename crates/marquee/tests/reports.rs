@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, impression_token, token_from, wait_for_ad};
+use common::{Server, get_json, metrics_page, serve_and_fire, token_from, wait_for_ad};
 use serde_json::Value;
 
 /// The freshness requirement (brief §4): an event shows in reports within 2 s.
@@ -33,26 +33,6 @@ async fn impressions(client: &reqwest::Client, server: &Server, token: &str) -> 
         .unwrap_or_else(|| panic!("no totals in {report}"))
 }
 
-/// Fetches an ad from `server` and fires its impression beacon; returns when it was answered.
-async fn serve_and_fire(client: &reqwest::Client, server: &Server) -> Instant {
-    let html = client
-        .get(server.url("/ad?placement=1&format=html"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let token = impression_token(&html).expect("an ad with an impression URL");
-    let beacon = client
-        .get(server.url(&format!("/t/i?t={token}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(beacon.status(), reqwest::StatusCode::OK);
-    Instant::now()
-}
-
 #[tokio::test]
 async fn an_impression_shows_in_reports_within_two_seconds() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,7 +45,8 @@ async fn an_impression_shows_in_reports_within_two_seconds() {
     let mut delays = Vec::new();
     for _ in 0..3 {
         let expected = before + delays.len() as i64 + 1;
-        let fired = serve_and_fire(&client, &server).await;
+        serve_and_fire(&client, &server.base, 1).await;
+        let fired = Instant::now();
         let seen = loop {
             if impressions(&client, &server, &admin).await >= expected {
                 break fired.elapsed();
@@ -88,14 +69,7 @@ async fn an_impression_shows_in_reports_within_two_seconds() {
     }
 
     // The manager's metrics come with the edge's at /metrics.
-    let metrics = client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(&client, &server.base).await;
     assert!(metrics.contains("marquee_edge_"), "edge metrics present");
     assert!(
         metrics.contains("marquee_aggregation_statements 12"),
@@ -164,7 +138,8 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
     let admin = token_from(&manager.stderr_line("demo admin token"));
     wait_for_ad(&client, &edge.base).await;
     let before = impressions(&client, &manager, &admin).await;
-    let fired = serve_and_fire(&client, &edge).await;
+    serve_and_fire(&client, &edge.base, 1).await;
+    let fired = Instant::now();
     // The demo data sets are identical, so the edge's ids are the manager's.
     loop {
         if impressions(&client, &manager, &admin).await > before {
@@ -200,14 +175,7 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
     tokio::time::timeout(Duration::from_secs(15), deleted)
         .await
         .expect("consumed segments deleted after acknowledgement");
-    let metrics = client
-        .get(manager.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(&client, &manager.base).await;
     let value = |name: &str| -> Value {
         metrics
             .lines()

@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Server, get_json, run, token_from};
+use common::{Server, create_advertiser_token, get_json, get_text, token_from};
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::{Value, json};
@@ -26,19 +26,7 @@ struct Setup {
 async fn setup(data: &std::path::Path) -> Setup {
     let server = Server::start_with(data, &["--demo"], &[("MARQUEE_EDGE__PUBLIC_URL", PUBLIC)]);
     let admin = token_from(&server.stderr_line("demo admin token"));
-    let output = run(
-        &[
-            "token",
-            "create",
-            "--role",
-            "advertiser",
-            "--owner",
-            "1",
-            "--data",
-            data.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let output = create_advertiser_token(data.to_str().unwrap(), "1");
     assert!(output.status.success(), "{output:?}");
     let tenant = token_from(&String::from_utf8_lossy(&output.stdout));
     let client = reqwest::Client::builder()
@@ -144,6 +132,11 @@ async fn call(
     if let Some(body) = body {
         request = request.json(body);
     }
+    answer(request).await
+}
+
+/// Sends `request`: the status and body of its answer.
+async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, String) {
     let response = request.send().await.unwrap();
     let status = response.status();
     (status, response.text().await.unwrap())
@@ -346,16 +339,9 @@ async fn injection_strings_in_filters_are_data() {
                         [(parameter, injection)],
                     )
                     .unwrap();
-                    let response = setup
-                        .client
-                        .get(url.clone())
-                        .bearer_auth(token)
-                        .send()
-                        .await
-                        .unwrap();
+                    let request = setup.client.get(url.clone()).bearer_auth(token);
+                    let (status, text) = answer(request).await;
                     sent += 1;
-                    let status = response.status();
-                    let text = response.text().await.unwrap();
                     assert!(!status.is_server_error(), "{url} as {who}: {status} {text}");
                     if status != StatusCode::OK {
                         assert!(status.is_client_error(), "{url}: {status}");
@@ -405,16 +391,9 @@ async fn injection_strings_in_filters_are_data() {
                 let url =
                     reqwest::Url::parse_with_params(&setup.server.url("/api/v1/reports"), &query)
                         .unwrap();
-                let response = setup
-                    .client
-                    .get(url.clone())
-                    .bearer_auth(token)
-                    .send()
-                    .await
-                    .unwrap();
+                let request = setup.client.get(url.clone()).bearer_auth(token);
+                let (status, text) = answer(request).await;
                 sent += 1;
-                let status = response.status();
-                let text = response.text().await.unwrap();
                 assert!(
                     status.is_client_error() || status == StatusCode::OK,
                     "{url}: {status} {text}"
@@ -516,46 +495,42 @@ async fn copy_of(setup: &Setup, collection: &str, parent: Option<(&str, u64)>, n
     create(setup, collection, object).await
 }
 
+/// [`copy_of`] for each entry of `chain` in turn, `(collection, key of the parent's id, name)`:
+/// each object after the first is put under the one copied before it. Returns their ids.
+async fn copy_chain<const N: usize>(
+    setup: &Setup,
+    chain: [(&str, Option<&str>, String); N],
+) -> [u64; N] {
+    let mut ids = [0; N];
+    for (i, (collection, parent_key, name)) in chain.into_iter().enumerate() {
+        let parent = parent_key.map(|key| (key, ids[i - 1]));
+        ids[i] = copy_of(setup, collection, parent, &name).await;
+    }
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_escapes_names_and_sign_in_is_safe() {
     let data = tempfile::tempdir().unwrap();
     let setup = setup(data.path()).await;
     let name = |kind: &str| format!("{kind} {SCRIPT} {ATTRIBUTE}");
-    let advertiser = copy_of(&setup, "advertisers", None, &name("advertiser")).await;
-    let campaign = copy_of(
+    let [advertiser, campaign, line_item, creative] = copy_chain(
         &setup,
-        "campaigns",
-        Some(("advertiser_id", advertiser)),
-        &name("campaign"),
+        [
+            ("advertisers", None, name("advertiser")),
+            ("campaigns", Some("advertiser_id"), name("campaign")),
+            ("line-items", Some("campaign_id"), name("line item")),
+            ("creatives", Some("line_item_id"), name("creative")),
+        ],
     )
     .await;
-    let line_item = copy_of(
+    let [publisher, site, placement] = copy_chain(
         &setup,
-        "line-items",
-        Some(("campaign_id", campaign)),
-        &name("line item"),
-    )
-    .await;
-    let creative = copy_of(
-        &setup,
-        "creatives",
-        Some(("line_item_id", line_item)),
-        &name("creative"),
-    )
-    .await;
-    let publisher = copy_of(&setup, "publishers", None, &name("publisher")).await;
-    let site = copy_of(
-        &setup,
-        "sites",
-        Some(("publisher_id", publisher)),
-        &name("site"),
-    )
-    .await;
-    let placement = copy_of(
-        &setup,
-        "placements",
-        Some(("site_id", site)),
-        &name("placement"),
+        [
+            ("publishers", None, name("publisher")),
+            ("sites", Some("publisher_id"), name("site")),
+            ("placements", Some("site_id"), name("placement")),
+        ],
     )
     .await;
 
@@ -653,15 +628,7 @@ async fn no_open_redirect_on_clicks() {
     let data = tempfile::tempdir().unwrap();
     let setup = setup(data.path()).await;
     common::wait_for_ad(&setup.client, &setup.server.base).await;
-    let ad = setup
-        .client
-        .get(setup.server.url("/ad.json?placement=2"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let ad = get_text(&setup.client, &setup.server.url("/ad.json?placement=2")).await;
     let marker = "/t/c?t=";
     let start = ad.find(marker).expect("a click URL in the ad") + marker.len();
     let token: String = ad[start..]

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, get_json, run, token_from};
+use common::{Server, create_advertiser_token, get_json, run, token_from};
 use serde_json::{Value, json};
 
 /// The shared secret remote edges poll `/snapshot/latest` with.
@@ -84,19 +84,7 @@ async fn serve_demo_end_to_end() {
     assert_ne!(changed, first, "no new snapshot after a change");
 
     // A token made by the CLI works against the running server.
-    let output = run(
-        &[
-            "token",
-            "create",
-            "--role",
-            "advertiser",
-            "--owner",
-            "1",
-            "--data",
-            data.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let output = create_advertiser_token(data.path().to_str().unwrap(), "1");
     assert!(
         output.status.success(),
         "{}",
@@ -162,19 +150,7 @@ fn token_create_checks_its_owner() {
             .starts_with("mq_")
     );
 
-    let output = run(
-        &[
-            "token",
-            "create",
-            "--role",
-            "advertiser",
-            "--owner",
-            "42",
-            "--data",
-            data,
-        ],
-        &[],
-    );
+    let output = create_advertiser_token(data, "42");
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("owner"));
 

@@ -9,33 +9,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, required_metric};
-use serde_json::Value;
+use common::{
+    Server, free_port, line_item_for_german_iphone, metrics_page, required_metric, test_redis,
+};
 
 const NEWS_MOBILE: u64 = 3;
-const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
-
-fn redis_url() -> String {
-    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:26379".into())
-}
-
-fn require_redis() {
-    let url = redis_url();
-    let address = url
-        .trim_start_matches("redis://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address)
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    assert!(
-        reachable,
-        "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
-    );
-}
 
 /// A demo server on `redis`; generous Redis timeout and deadline, so that a slow debug build
 /// never falls back to local state by accident (the fallback is the other test's subject).
@@ -54,28 +32,8 @@ fn start(data: &std::path::Path, redis: &str) -> Server {
 
 /// The line item of the ad `/ad.json` answers for `uid`, if any.
 async fn line_item_served(client: &reqwest::Client, server: &Server, uid: &str) -> Option<u64> {
-    let answer: Value = client
-        .get(server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}")))
-        .header("user-agent", IPHONE)
-        .header("x-country", "DE")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    answer["ads"].as_array().unwrap().first()?["line_item"].as_u64()
-}
-
-async fn metrics(client: &reqwest::Client, server: &Server) -> String {
-    client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    let url = server.url(&format!("/ad.json?p={NEWS_MOBILE}&uid={uid}"));
+    line_item_for_german_iphone(client, &url).await
 }
 
 /// A user id no earlier run has used (Redis keeps caps for their window, a day here).
@@ -101,9 +59,9 @@ async fn wait_for_ads(client: &reqwest::Client, server: &Server) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
-    require_redis();
+    let redis = test_redis();
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let edges: Vec<Server> = dirs.iter().map(|d| start(d.path(), &redis_url())).collect();
+    let edges: Vec<Server> = dirs.iter().map(|d| start(d.path(), &redis)).collect();
     let client = reqwest::Client::new();
     for edge in &edges {
         wait_for_ads(&client, edge).await;
@@ -125,7 +83,7 @@ async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
     );
     let mut refusals = 0.0;
     for edge in &edges {
-        let text = metrics(&client, edge).await;
+        let text = metrics_page(&client, &edge.base).await;
         assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 0.0);
         for reason in ["breaker_open", "timeout", "error", "no_time"] {
             let name = format!("marquee_redis_fallbacks{{reason=\"{reason}\"}}");
@@ -149,11 +107,8 @@ async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Nobody listens there.
+    let closed = free_port();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with(
         data.path(),
@@ -175,7 +130,7 @@ async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
             Some(1)
         );
     }
-    let text = metrics(&client, &server).await;
+    let text = metrics_page(&client, &server.base).await;
     assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 1.0);
     assert!(required_metric(&text, "marquee_redis_fallbacks{reason=\"breaker_open\"}") >= 3.0);
     assert!(required_metric(&text, "marquee_redis_write_behind{stage=\"queued\"}") >= 5.0);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Guard, Server, impression_token, token_from, wait_for_ad};
+use common::{Guard, Server, get_json, impression_token, put_json, token_from, wait_for_ad};
 use serde_json::Value;
 
 /// Concurrent clients, each requesting ads back to back.
@@ -125,13 +125,7 @@ async fn change_line_item(
             break;
         }
         item["weight"] = Value::from(100 + (n % 50) as u64 * 10);
-        let response = client
-            .put(&url)
-            .bearer_auth(&token)
-            .json(&item)
-            .send()
-            .await
-            .unwrap();
+        let response = put_json(&client, &url, &token, &item).await;
         assert_eq!(response.status(), 200, "changing the line item failed");
         item = response.json().await.unwrap();
         changes += 1;
@@ -232,15 +226,12 @@ async fn snapshot_swaps_under_load_fail_no_ad_request() {
         .unwrap();
     wait_for_ad(&client, &server.base).await;
     // The house line item: it fills placements 1 and 2 whatever its weight.
-    let list = client
-        .get(server.url("/api/v1/line-items?q=Subscribe"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let list = get_json(
+        &client,
+        &server.url("/api/v1/line-items?q=Subscribe"),
+        Some(&token),
+    )
+    .await;
     let mut item = list["items"][0].clone();
     assert_eq!(item["tier"], "house");
     let first_version = published_version(&client, &server.base).await;

@@ -1,12 +1,18 @@
 //! What the binary's end-to-end tests share: starting `marquee` and talking to it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use marquee_model::ManualClock;
+use marquee_stats::Counters;
+use marquee_store::PostgresStore;
+use marquee_store::stats_suite::{MinuteKey, all_minute_rows};
+use marquee_tracking::KeyRing;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_marquee");
@@ -239,4 +245,275 @@ pub fn metric(page: &str, series: &str) -> Option<f64> {
 /// [`metric`] for a series the page must have.
 pub fn required_metric(page: &str, series: &str) -> f64 {
     metric(page, series).unwrap_or_else(|| panic!("no {series} in the metrics"))
+}
+
+/// `marquee token create` for an advertiser user (`owner`, the advertiser's id) on the data
+/// directory `data`.
+pub fn create_advertiser_token(data: &str, owner: &str) -> Output {
+    run(
+        &[
+            "token",
+            "create",
+            "--role",
+            "advertiser",
+            "--owner",
+            owner,
+            "--data",
+            data,
+        ],
+        &[],
+    )
+}
+
+/// A loopback port nobody listened on when asked (free until something binds it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Seconds since the Unix epoch (the clock of tracking tokens).
+pub fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The environment variable `name` parsed, or `default` when unset or unparsable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// splitmix64: a small seeded generator, enough to pick kill moments reproducibly.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn in_range(&mut self, range: std::ops::Range<u64>) -> u64 {
+        range.start + self.next() % (range.end - range.start)
+    }
+}
+
+/// The body of a GET of `url`.
+pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The body of a GET of `url`, or `None` when the server does not answer (it is being killed
+/// or stopped).
+pub async fn try_get_text(client: &reqwest::Client, url: &str) -> Option<String> {
+    client.get(url).send().await.ok()?.text().await.ok()
+}
+
+/// The Prometheus page of the server at `base` (in `marquee serve`, the edge's and the
+/// manager's metrics together).
+pub async fn metrics_page(client: &reqwest::Client, base: &str) -> String {
+    get_text(client, &format!("{base}/metrics")).await
+}
+
+/// PUTs `body` to `url` of the management API as `token`.
+pub async fn put_json(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &Value,
+) -> reqwest::Response {
+    client
+        .put(url)
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Changes a line item over the management API of the server at `base`: `change` edits its
+/// JSON, and the change must be accepted.
+pub async fn update_line_item(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    line_item: u64,
+    change: impl FnOnce(&mut Value),
+) {
+    let url = format!("{base}/api/v1/line-items/{line_item}");
+    let mut item = get_json(client, &url, Some(token)).await;
+    change(&mut item);
+    let response = put_json(client, &url, token, &item).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+}
+
+/// The user agent of an iPhone: the demo's "Boots DACH mobile" line item (capped 3 a day)
+/// serves mobile users in Germany only.
+pub const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 Safari/604.1";
+
+/// GETs `url` (an ad request) as a visitor on an iPhone in Germany: the country goes in the
+/// `x-country` header, which servers started with `MARQUEE_EDGE__COUNTRY_HEADER=x-country`
+/// read it from.
+pub async fn get_as_german_iphone(client: &reqwest::Client, url: &str) -> reqwest::Response {
+    client
+        .get(url)
+        .header("user-agent", IPHONE)
+        .header("x-country", "DE")
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The line item of the first ad in the `/ad.json` answer at `url` to a visitor on an iPhone in
+/// Germany ([`get_as_german_iphone`]), if any.
+pub async fn line_item_for_german_iphone(client: &reqwest::Client, url: &str) -> Option<u64> {
+    let answer: Value = get_as_german_iphone(client, url)
+        .await
+        .json()
+        .await
+        .unwrap();
+    answer["ads"].as_array().unwrap().first()?["line_item"].as_u64()
+}
+
+/// Fires the impression beacon of `token` at the edge at `base`; it must be answered with 200.
+/// Returns the answer (its body is the GIF).
+pub async fn fire_impression(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> reqwest::Response {
+    let response = client
+        .get(format!("{base}/t/i?t={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    response
+}
+
+/// Fetches an HTML ad at `placement` from the edge at `base`, which must be one, and fires its
+/// impression beacon ([`fire_impression`]). Returns the impression token and the beacon's
+/// answer.
+pub async fn serve_and_fire(
+    client: &reqwest::Client,
+    base: &str,
+    placement: u64,
+) -> (String, reqwest::Response) {
+    let html = get_text(
+        client,
+        &format!("{base}/ad?placement={placement}&format=html"),
+    )
+    .await;
+    let token = impression_token(&html)
+        .unwrap_or_else(|| panic!("no impression URL in the ad: {html:?}"))
+        .to_owned();
+    let response = fire_impression(client, base, &token).await;
+    (token, response)
+}
+
+/// The data directory's own tracking key, as the server made it on first start.
+pub fn tracking_keys(data: &Path) -> KeyRing {
+    let entry = std::fs::read_to_string(data.join("tracking.key")).unwrap();
+    let (id, secret) = entry.trim().split_once(':').unwrap();
+    let id: u8 = id.parse().unwrap();
+    KeyRing::from_config(id, [(id, secret)]).unwrap()
+}
+
+/// Events of every kind in a row.
+pub fn event_count(c: &Counters) -> i64 {
+    c.decisions
+        + c.bids
+        + c.wins
+        + c.billings
+        + c.losses
+        + c.no_bids
+        + c.impressions
+        + c.clicks
+        + c.conversions
+}
+
+/// Every stored minute row of the PostgreSQL database at `url`.
+pub async fn postgres_minute_rows(url: &str) -> HashMap<MinuteKey, Counters> {
+    let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
+    let store = PostgresStore::connect(url, clock).await.unwrap();
+    all_minute_rows(&store).await
+}
+
+/// The Redis of scripts/test-deps.sh, or `MARQUEE_TEST_REDIS_URL`.
+pub fn redis_url() -> String {
+    std::env::var("MARQUEE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:26379".into())
+}
+
+/// [`redis_url`], checked reachable: a test needing it fails naming the script that starts it.
+pub fn test_redis() -> String {
+    let url = redis_url();
+    let address = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap();
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    assert!(
+        reachable,
+        "Redis is unreachable at {url}: run scripts/test-deps.sh, which installs and starts it"
+    );
+    url
+}
+
+/// A file of the OpenRTB sample requests and responses (`crates/openrtb/testdata`).
+pub fn openrtb_testdata(path: &str) -> PathBuf {
+    [
+        env!("CARGO_MANIFEST_DIR"),
+        "..",
+        "openrtb",
+        "testdata",
+        path,
+    ]
+    .iter()
+    .collect()
+}
+
+/// The JSON of [`openrtb_testdata`] `path`.
+pub fn openrtb_sample(path: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(openrtb_testdata(path)).unwrap()).unwrap()
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What the browser tests need outside Rust; returns Chromium's path. Missing pieces fail the
+/// test, naming the script that installs them (CI runs it first).
+pub fn require_browser_tools(root: &Path) -> PathBuf {
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    assert!(
+        chromium.is_file(),
+        "Chromium is missing at {} (Debian package `chromium`): run scripts/test-deps.sh",
+        chromium.display()
+    );
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node is missing or broken ({node:?}): run scripts/test-deps.sh"
+    );
+    let driver = root.join("tests/browser/node_modules/playwright-core/package.json");
+    assert!(
+        driver.is_file(),
+        "playwright-core is not installed in tests/browser: run scripts/test-deps.sh (npm ci there)"
+    );
+    chromium
 }
