@@ -128,7 +128,9 @@ fn remnant_checks_the_highest_bids_first_and_shares_a_tie_by_weight() {
     let mut decided = [0usize; 6];
     let mut explained = [0usize; 6];
     for _ in 0..runs {
-        let decision = h.decide_with(&request(), &NoCaps, &controls).expect("a bid");
+        let decision = h
+            .decide_with(&request(), &NoCaps, &controls)
+            .expect("a bid");
         assert_eq!(decision.bid_cpm, Micros(4_000_000));
         decided[decision.line_item.0 as usize] += 1;
         let (decision, _) = h.explain(&request(), &NoCaps, &controls);
@@ -138,7 +140,41 @@ fn remnant_checks_the_highest_bids_first_and_shares_a_tie_by_weight() {
     for wins in [decided, explained] {
         assert_eq!(wins[1] + wins[2] + wins[5], 0, "{wins:?}");
         let share = wins[3] as f64 / runs as f64;
-        assert!((0.105..0.145).contains(&share), "line item 3's share {share}");
+        assert!(
+            (0.105..0.145).contains(&share),
+            "line item 3's share {share}"
+        );
+    }
+}
+
+/// Reserved decisions draw candidates by weight until one passes; the shares must be the ones
+/// of drawing among all survivors (as `explain` does), a heavy candidate that fails included.
+#[test]
+fn reserved_draws_share_by_the_weight_of_the_survivors_only() {
+    let weighted = |id, weight| {
+        let mut li = line_item(id, Tier::Standard, None);
+        li.weight = weight;
+        li
+    };
+    let line_items = vec![weighted(1, 600), weighted(2, 100), weighted(3, 300)];
+    let creatives = vec![
+        banner(1001, 1, 728, 90),
+        banner(1002, 2, 300, 250),
+        banner(1003, 3, 300, 250),
+    ];
+    let mut h = Harness::new(Engine::new(snapshot(line_items, Some(creatives), vec![])));
+    let runs = 8_000;
+    let mut decided = [0usize; 4];
+    let mut explained = [0usize; 4];
+    for _ in 0..runs {
+        decided[h.decide(&request()).expect("a decision").line_item.0 as usize] += 1;
+        let (decision, _) = h.explain(&request(), &NoCaps, &FullSpeed);
+        explained[decision.expect("a decision").line_item.0 as usize] += 1;
+    }
+    for wins in [decided, explained] {
+        assert_eq!(wins[1], 0, "{wins:?}");
+        let share = wins[3] as f64 / runs as f64;
+        assert!((0.72..0.78).contains(&share), "line item 3's share {share}");
     }
 }
 
