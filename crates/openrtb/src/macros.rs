@@ -1,5 +1,7 @@
 //! The standard auction macros (OpenRTB 2.6 §4.4) and the price a notice brings back.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
 use crate::crypto::{PriceCrypto, PriceError};
 use crate::decimal::{self, Rounding};
 
@@ -48,8 +50,17 @@ impl<'v> AuctionMacros<'v> {
     }
 }
 
-/// Appends `template` to `out` with every known macro replaced by its value. Values are
-/// inserted as given: the caller escapes them for where the template goes (URL, markup).
+/// What a macro value keeps as it is: RFC 3986's unreserved characters. Prices, currencies,
+/// UUIDs and web-safe base64 price tokens are made of these only, so they arrive unchanged.
+const KEPT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Appends `template` to `out` with every known macro replaced by its value, percent-encoded
+/// (see [`KEPT`]): ids come from exchanges and bidders, and one with `&`, `#`, a quote or `<`
+/// must not change the URL or the markup it is put into.
 pub fn expand_macros(template: &str, values: &AuctionMacros<'_>, out: &mut String) {
     out.reserve(template.len());
     let mut rest = template;
@@ -68,7 +79,7 @@ pub fn expand_macros(template: &str, values: &AuctionMacros<'_>, out: &mut Strin
             continue;
         }
         match values.value(name) {
-            Some(value) => out.push_str(value),
+            Some(value) => out.extend(utf8_percent_encode(value, KEPT)),
             None => out.push_str(&rest[start..start + 2 + end + 1]),
         }
         rest = &after[end + 1..];
@@ -131,6 +142,22 @@ mod tests {
         assert_eq!(
             expand(template, &values),
             "x?id=a&b=b&i=i&s=s&ad=ad&p=1.25&c=USD&m=0.8&l=102&w=1.3"
+        );
+    }
+
+    #[test]
+    fn values_are_percent_encoded_where_they_could_break_a_url_or_markup() {
+        let values = AuctionMacros {
+            auction_id: Some("a b&c=d#e\"<f>/ü"),
+            price: Some("YWJjMTIz-_~.9"),
+            ..AuctionMacros::default()
+        };
+        assert_eq!(
+            expand(
+                "https://x.example/w?id=${AUCTION_ID}&p=${AUCTION_PRICE}",
+                &values
+            ),
+            "https://x.example/w?id=a%20b%26c%3Dd%23e%22%3Cf%3E%2F%C3%BC&p=YWJjMTIz-_~.9"
         );
     }
 
