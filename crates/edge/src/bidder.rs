@@ -39,6 +39,7 @@ use rand::{Rng, RngExt as _};
 use crate::handlers::{self, Body, WORKER, Worker};
 use crate::metrics::Outcome;
 use crate::notice::{self, NoticeClaims};
+use crate::profiles;
 use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
 use crate::sync::UserSyncs;
@@ -561,17 +562,24 @@ pub(crate) fn bid(
     let user_id = user_data
         .then(|| our_user(&edge.bidder, exchange, &request))
         .flatten();
-    let segments: Vec<&str> = if user_data {
-        request
-            .user
-            .iter()
-            .flat_map(|u| u.data.iter())
-            .flat_map(|d| d.segment.iter())
-            .filter_map(|s| s.id.as_deref())
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // Our profile of the user (segments and attributes uploaded to `POST /profiles`) joins
+    // the segments the exchange sends in `user.data`.
+    let profile = user_data
+        .then(|| profiles::lookup_now(edge, user_id.as_deref()))
+        .flatten();
+    let mut segments: Vec<&str> = Vec::new();
+    let mut key_values: Vec<(&str, &str)> = Vec::new();
+    if user_data {
+        segments.extend(
+            request
+                .user
+                .iter()
+                .flat_map(|u| u.data.iter())
+                .flat_map(|d| d.segment.iter())
+                .filter_map(|s| s.id.as_deref()),
+        );
+        profiles::add_targeting(profile.as_deref(), &mut segments, &mut key_values);
+    }
     let categories: Vec<&str> = request.bcat.iter().map(|c| c.as_ref()).collect();
     let advertisers: Vec<&str> = request.badv.iter().map(|c| c.as_ref()).collect();
     let apps: Vec<&str> = request.bapp.iter().map(|c| c.as_ref()).collect();
@@ -614,7 +622,7 @@ pub(crate) fn bid(
             id: user_id.as_deref(),
             segments: &segments,
         },
-        key_values: &[],
+        key_values: &key_values,
         blocked: Blocked {
             categories: &categories,
             advertisers: &advertisers,

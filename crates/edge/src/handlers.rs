@@ -525,18 +525,8 @@ fn serve_one<'s>(
         .filter(|(k, _)| !k.starts_with(ATTRIBUTE_PREFIX))
         .map(|(k, v)| (k.as_ref(), v.as_ref()))
         .collect();
-    let segments: Vec<&str> = match profile {
-        Some(profile) => {
-            key_values.extend(
-                profile
-                    .key_values
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str())),
-            );
-            profile.segments.iter().map(String::as_str).collect()
-        }
-        None => Vec::new(),
-    };
+    let mut segments: Vec<&str> = Vec::new();
+    profiles::add_targeting(profile, &mut segments, &mut key_values);
     let (device_type, os, browser) = device(headers);
     let sizes = if query.sizes.is_empty() {
         &entry.sizes[..]

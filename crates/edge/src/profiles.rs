@@ -64,6 +64,51 @@ pub(crate) fn load(data_dir: &Path) -> MemoryProfiles {
     profiles
 }
 
+/// How long a bid request's background profile fetch may take at most; Redis's own timeout
+/// applies within it.
+const FETCH_WITHIN: Duration = Duration::from_secs(1);
+
+/// The profile of a bid request's user without waiting: from memory, or with Redis from this
+/// edge's cache. A user the cache does not hold goes without a profile this once, and a fetch
+/// in the background caches it for the user's next request (exchanges send the same user many
+/// times a page): an exchange's deadline leaves no room for a round trip per bid.
+pub(crate) fn lookup_now(edge: &Edge, user: Option<&str>) -> Option<Arc<Profile>> {
+    let key = user_key(user?);
+    let Some(shared) = &edge.shared else {
+        return edge.profiles.get(key);
+    };
+    if let Some(cached) = shared.cached_profile(key) {
+        return cached;
+    }
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let shared = shared.clone();
+        runtime.spawn(async move {
+            // A failure is counted by the shared state; the next request tries again.
+            let _ = shared.profile(key, Instant::now() + FETCH_WITHIN).await;
+        });
+    }
+    None
+}
+
+/// Adds what a profile targets to a request's view: its segments, and its attributes as
+/// `u_<name>` key-values.
+pub(crate) fn add_targeting<'p>(
+    profile: Option<&'p Profile>,
+    segments: &mut Vec<&'p str>,
+    key_values: &mut Vec<(&'p str, &'p str)>,
+) {
+    let Some(profile) = profile else {
+        return;
+    };
+    segments.extend(profile.segments.iter().map(String::as_str));
+    key_values.extend(
+        profile
+            .key_values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+}
+
 /// The profile of the request's user, if it has one: from memory, or from Redis within
 /// `deadline` (nothing when Redis does not answer in time).
 pub(crate) async fn lookup(

@@ -1,7 +1,9 @@
 //! User profiles through the real binary, embedded default (no Redis): a CSV and a JSON upload
 //! to `POST /profiles` with the report of refused rows, a line item targeted on a segment and
 //! an attribute served only to the users whose profile has both, a page unable to claim an
-//! attribute, and the profiles kept across a restart.
+//! attribute, and the profiles kept across a restart; bid requests targeted on the profile of
+//! the user they name; with Redis, an upload to one edge targeted on another, for ad and bid
+//! requests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,7 +11,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    Server, line_item_for_german_iphone, metrics_page, redis_url, token_from, update_line_item,
+    Server, get_json, line_item_for_german_iphone, metrics_page, openrtb_sample, redis_url,
+    token_from, update_line_item,
 };
 use serde_json::{Value, json};
 
@@ -47,6 +50,56 @@ async fn target_line_item_1_also(
         };
     })
     .await;
+}
+
+/// The demo line item that bids on exchanges' 300x250 banners.
+const EXCHANGE_BANNERS: &str = "Open exchange banners";
+
+/// The id of the line item called `name`.
+async fn line_item_named(
+    client: &reqwest::Client,
+    server: &Server,
+    admin: &str,
+    name: &str,
+) -> u64 {
+    let list = get_json(client, &server.url("/api/v1/line-items"), Some(admin)).await;
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == name)
+        .and_then(|item| item["id"].as_u64())
+        .unwrap_or_else(|| panic!("no line item {name}: {list}"))
+}
+
+/// The line item called `name` is targeted on `rule` alone, over the API.
+async fn target_line_item_named(
+    client: &reqwest::Client,
+    server: &Server,
+    admin: &str,
+    name: &str,
+    rule: Value,
+) {
+    let id = line_item_named(client, server, admin, name).await;
+    update_line_item(client, &server.base, admin, id, |item| {
+        item["targeting"] = rule;
+    })
+    .await;
+}
+
+/// The status of the answer to a bid request (a 300x250 banner) for our user `uid`, named in
+/// `user.buyeruid`.
+async fn bid_status(client: &reqwest::Client, server: &Server, uid: &str) -> u16 {
+    let mut request = openrtb_sample("iab-2.6/iab-2.6-req-1-simple-banner.json");
+    request["user"]["buyeruid"] = json!(uid);
+    client
+        .post(server.url("/openrtb2/bid"))
+        .json(&request)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 async fn upload(
@@ -177,6 +230,44 @@ async fn uploaded_profiles_are_targeted_and_kept() {
     server.stop();
 }
 
+/// Exchange traffic: the profile of the user a bid request names is targeted like an ad
+/// request's, its segments and its attributes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bid_requests_target_the_profile_of_the_user_they_name() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let admin = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    eventually("a bid", || async {
+        bid_status(&client, &server, "anyone").await == 200
+    })
+    .await;
+    let csv = "user,segments,attributes
+alice,vip,tier=gold
+bob,vip,tier=silver
+"
+    .to_owned();
+    let (status, report) = upload(&client, &server, "text/csv", csv).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["accepted"], 2);
+    let rule = json!({"all": [
+        {"segment": ["vip"]},
+        {"key_value": {"key": "u_tier", "values": ["gold"]}}
+    ]});
+    target_line_item_named(&client, &server, &admin, EXCHANGE_BANNERS, rule).await;
+    eventually("the targeting on the edge", || async {
+        bid_status(&client, &server, "dave").await == 204
+    })
+    .await;
+    assert_eq!(bid_status(&client, &server, "alice").await, 200);
+    assert_eq!(
+        bid_status(&client, &server, "bob").await,
+        204,
+        "tier silver"
+    );
+    server.stop();
+}
+
 /// With `[redis]`: an upload to one edge is written to Redis and targeted on another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
@@ -207,7 +298,8 @@ async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     for server in &servers {
         let admin = token_from(&server.stderr_line("demo admin token"));
         let rule = json!({"segment": ["redis-vip"]});
-        target_line_item_1_also(&client, server, &admin, rule).await;
+        target_line_item_1_also(&client, server, &admin, rule.clone()).await;
+        target_line_item_named(&client, server, &admin, EXCHANGE_BANNERS, rule).await;
     }
     let user = format!("redis-user-{run}");
     let csv = format!("user,segments,attributes\n{user},redis-vip,\n");
@@ -229,6 +321,25 @@ async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     .await;
     // ...and the uploaded one does.
     assert_eq!(served(&client, other, &user, "").await, Some(1));
+    // A bid request does not wait for Redis: the user's profile is in the other edge's cache
+    // now (the ad request read it), so the exchange line item bids for them, and not for a
+    // user without a profile once the targeting is there.
+    eventually("the bid targeting on the other edge", || async {
+        let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        bid_status(&client, other, &format!("no-profile-{run}-{n}")).await == 204
+    })
+    .await;
+    assert_eq!(bid_status(&client, other, &user).await, 200);
+    // A user the cache does not hold goes without a profile once; the fetch it starts lets
+    // the next bid request see it.
+    let bidder = format!("redis-bidder-{run}");
+    let csv = format!("user,segments,attributes\n{bidder},redis-vip,\n");
+    let (status, report) = upload(&client, &servers[0], "text/csv", csv).await;
+    assert_eq!(status, 200, "{report}");
+    eventually("the fetched profile on the other edge", || async {
+        bid_status(&client, other, &bidder).await == 200
+    })
+    .await;
     let text = metrics_page(&client, &other.base).await;
     assert!(text.contains("marquee_redis_breaker_state 0\n"), "{text}");
     for server in servers {

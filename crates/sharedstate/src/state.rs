@@ -397,6 +397,12 @@ impl SharedState {
         }
     }
 
+    /// The profile of `user` (a user key) if the local cache holds it, fresh, without waiting:
+    /// `None` when it does not (then [`SharedState::profile`] fetches and caches it).
+    pub fn cached_profile(&self, user: u64) -> Option<Option<Arc<Profile>>> {
+        self.inner.profiles.get(user, Instant::now())
+    }
+
     /// The profile of `user` (a user key): from the local cache while fresh, else one `GET`
     /// within `deadline`. `Err` when Redis did not answer in time: the request goes on without
     /// a profile.
