@@ -34,4 +34,4 @@ pub use marquee_eventlog::{Event, Kind as EventKind};
 pub use report::{
     Dimension, Granularity, Report, ReportRow, ReportSpec, RowQuery, StoredRow, Value, is_utc,
 };
-pub use seen::{ENTRY_LEN, Entry, Pending, Seen, SeenError, decode_entries};
+pub use seen::{ENTRY_LEN, Entry, PRUNE_STEP_SECS, Pending, Seen, SeenError, decode_entries};

@@ -34,10 +34,27 @@ fn bit(kind: Kind) -> u16 {
     1 << (kind.code() & 15)
 }
 
+/// How far the cutoff moves before the set is pruned again, in seconds. Pruning walks every
+/// entry (millions within a token lifetime on a busy server), so it runs once per minute of
+/// cutoff rather than every run; an id kept up to a minute longer only ever counts a repeat as
+/// seen, and a repeat that old carries an expired token anyway.
+pub const PRUNE_STEP_SECS: i64 = 60;
+
 /// The ids counted so far and the kinds counted for each.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Seen {
     entries: FxHashMap<u128, Entry>,
+    /// The cutoff of the last prune.
+    pruned_to: i64,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen {
+            entries: FxHashMap::default(),
+            pruned_to: i64::MIN,
+        }
+    }
 }
 
 /// Entries added or changed by one run, not yet committed: checked together with [`Seen`],
@@ -99,8 +116,13 @@ impl Seen {
         Ok(())
     }
 
-    /// Forgets ids whose latest event is older than `cutoff_secs`; returns how many.
+    /// Forgets ids whose latest event is older than `cutoff_secs` once the cutoff has moved
+    /// [`PRUNE_STEP_SECS`] past the last prune; returns how many.
     pub fn prune(&mut self, cutoff_secs: i64) -> usize {
+        if cutoff_secs < self.pruned_to.saturating_add(PRUNE_STEP_SECS) {
+            return 0;
+        }
+        self.pruned_to = cutoff_secs;
         let before = self.entries.len();
         self.entries.retain(|_, e| e.last_secs >= cutoff_secs);
         before - self.entries.len()
@@ -194,5 +216,20 @@ mod tests {
         assert!(!rebuilt.check_and_add(&mut Pending::default(), 1, Kind::Impression, 0));
         assert!(rebuilt.check_and_add(&mut Pending::default(), 2, Kind::Impression, 0));
         assert_eq!(rebuilt.load(&bytes[1..]), Err(SeenError(2 * ENTRY_LEN - 1)));
+    }
+
+    #[test]
+    fn pruning_waits_for_the_cutoff_to_move_a_step() {
+        let mut seen = Seen::default();
+        let mut run = Pending::default();
+        for (id, secs) in [(1, 100), (2, 150), (3, 300)] {
+            seen.check_and_add(&mut run, id, Kind::Click, secs);
+        }
+        seen.apply(run);
+        assert_eq!(seen.prune(120), 1, "the first prune runs at once");
+        assert_eq!(seen.prune(120 + PRUNE_STEP_SECS - 1), 0, "within a step");
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen.prune(120 + PRUNE_STEP_SECS), 1, "a step on");
+        assert!(seen.check_and_add(&mut Pending::default(), 3, Kind::Click, 0));
     }
 }
