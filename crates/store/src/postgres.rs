@@ -40,6 +40,7 @@ mod pacing;
 mod stats;
 mod users;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,15 +48,16 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, Kind, LineItemId, Meta, Object as ModelObject, PlacementId, Principal, Role,
-    Status, Stored,
+    Catalog, Clock, Kind, LineItemId, Object as ModelObject, PlacementId, Principal, Role, Status,
+    Stored,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
+use crate::shared::rows::{self, Columns, RECORD_COLUMNS};
 use crate::shared::{
-    RoleOwner, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id, table,
-    with_status,
+    RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
+    role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
 };
 use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
 
@@ -63,9 +65,6 @@ use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, Tok
 const POOL_SIZE: usize = 8;
 /// How long a caller waits for a free connection, and a new connection for the server.
 const POOL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The columns of every object table, in the order [`read_record`] expects.
-const COLUMNS: &str =
-    "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
@@ -218,29 +217,52 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     row.try_get(column).map_err(pg)
 }
 
-fn read_record(kind: Kind, row: &Row) -> Result<Record, StoreError> {
-    let id = to_u64(get(row, 0)?, "id")?;
-    let corrupt = |what: String| StoreError::Corrupt(format!("{} {id}: {what}", kind.name()));
-    let status: String = get(row, 4)?;
-    let status = Status::parse(&status).ok_or_else(|| corrupt(format!("status {status:?}")))?;
-    let timestamp = |column: usize| -> Result<Timestamp, StoreError> {
-        Timestamp::from_microsecond(get(row, column)?).map_err(|e| corrupt(e.to_string()))
-    };
-    let parent_id: Option<i64> = get(row, 1)?;
-    Ok(Record {
-        kind,
-        meta: Meta {
-            id,
-            version: to_u64(get(row, 5)?, "version")?,
-            created_at: timestamp(6)?,
-            updated_at: timestamp(7)?,
-        },
-        parent_id: parent_id.map(|p| to_u64(p, "parent id")).transpose()?,
-        owner_id: to_u64(get(row, 2)?, "owner id")?,
-        name: get(row, 3)?,
-        status,
-        body: get(row, 8)?,
-    })
+/// A small integer column as the model's unsigned type; one that does not fit is corruption,
+/// named `what`.
+fn small<'a, T, U>(row: &'a Row, column: usize, what: &str) -> Result<U, StoreError>
+where
+    T: tokio_postgres::types::FromSql<'a> + Copy + std::fmt::Display,
+    U: TryFrom<T>,
+{
+    let value: T = get(row, column)?;
+    U::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value}")))
+}
+
+// PostgreSQL has no unsigned types: ids and counts are `int8`, a device `int2`, a shard
+// `int8`; a stored value the model's type cannot hold is corruption.
+impl Columns for Row {
+    fn u64(&self, column: usize, what: &str) -> Result<u64, StoreError> {
+        to_u64(get(self, column)?, what)
+    }
+
+    fn optional_u64(&self, column: usize, what: &str) -> Result<Option<u64>, StoreError> {
+        let value: Option<i64> = get(self, column)?;
+        value.map(|v| to_u64(v, what)).transpose()
+    }
+
+    fn u8(&self, column: usize, what: &str) -> Result<u8, StoreError> {
+        small::<i16, u8>(self, column, what)
+    }
+
+    fn u32(&self, column: usize, what: &str) -> Result<u32, StoreError> {
+        small::<i64, u32>(self, column, what)
+    }
+
+    fn i32(&self, column: usize) -> Result<i32, StoreError> {
+        get(self, column)
+    }
+
+    fn i64(&self, column: usize) -> Result<i64, StoreError> {
+        get(self, column)
+    }
+
+    fn string(&self, column: usize) -> Result<String, StoreError> {
+        get(self, column)
+    }
+
+    fn bytes(&self, column: usize) -> Result<Cow<'_, [u8]>, StoreError> {
+        get(self, column).map(Cow::Borrowed)
+    }
 }
 
 async fn query_records(
@@ -252,7 +274,7 @@ async fn query_records(
     query(tx, sql, params)
         .await?
         .iter()
-        .map(|row| read_record(kind, row))
+        .map(|row| rows::record(kind, row))
         .collect()
 }
 
@@ -263,15 +285,11 @@ async fn find(
     id: u64,
     scope: Option<u64>,
 ) -> Result<Option<Record>, StoreError> {
-    let Some(id) = sql_id(id) else {
+    let Some((id, scope)) = sql_id_in_scope(id, scope) else {
         return Ok(None);
     };
-    let scope = match scope.map(sql_id) {
-        Some(None) => return Ok(None),
-        scope => scope.flatten(),
-    };
     let sql = format!(
-        "SELECT {COLUMNS} FROM {} WHERE id = $1 AND ($2::int8 IS NULL OR owner_id = $2)",
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE id = $1 AND ($2::int8 IS NULL OR owner_id = $2)",
         table(kind)
     );
     Ok(query_records(tx, kind, &sql, &[&id, &scope]).await?.pop())
@@ -304,7 +322,7 @@ async fn read_change_counter(tx: &Tx<'_>) -> Result<u64, StoreError> {
     let row = rows
         .first()
         .ok_or_else(|| StoreError::Corrupt("the change counter row is missing".to_owned()))?;
-    to_u64(get(row, 0)?, "change counter")
+    row.u64(0, "change counter")
 }
 
 /// The owner a new object gets: its parent's, checked to exist in scope and not be archived.
@@ -359,68 +377,39 @@ async fn create_in(
     let row = rows
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("no id returned by {table}")))?;
-    let id = to_u64(get(row, 0)?, "id")?;
-    let owner_id = to_u64(get(row, 1)?, "owner id")?;
+    let id = row.u64(0, "id")?;
+    let owner_id = row.u64(1, "owner id")?;
     bump_change_counter(tx).await?;
-    Ok(Record {
-        kind,
-        meta: Meta {
-            id,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        },
-        parent_id: draft.parent_id,
-        owner_id,
-        name: draft.name,
-        status: draft.status,
-        body: draft.body,
-    })
+    Ok(created_record(kind, id, owner_id, draft, now))
 }
 
-/// Writes name, status and body of `current` as its next version.
-async fn write_next_version(
-    tx: &Tx<'_>,
-    current: Record,
-    name: String,
-    status: Status,
-    body: String,
-    now: Timestamp,
-) -> Result<Record, StoreError> {
-    let version = current.meta.version + 1;
+/// Writes `next`, the next version of a stored object (name, status, body, version, update
+/// time), and returns it.
+async fn write_version(tx: &Tx<'_>, next: Record) -> Result<Record, StoreError> {
+    let version = next.meta.version;
     let stored_version = i64::try_from(version)
         .map_err(|_| StoreError::Corrupt(format!("version {version} above i64::MAX")))?;
-    let id = sql_id(current.meta.id)
-        .ok_or_else(|| StoreError::Corrupt(format!("id {} above i64::MAX", current.meta.id)))?;
+    let id = sql_id(next.meta.id)
+        .ok_or_else(|| StoreError::Corrupt(format!("id {} above i64::MAX", next.meta.id)))?;
     execute(
         tx,
         &format!(
             "UPDATE {} SET name = $1, status = $2, body = $3, version = $4, updated_at = $5
              WHERE id = $6",
-            table(current.kind)
+            table(next.kind)
         ),
         &[
-            &name,
-            &status.as_str(),
-            &body,
+            &next.name,
+            &next.status.as_str(),
+            &next.body,
             &stored_version,
-            &now.as_microsecond(),
+            &next.meta.updated_at.as_microsecond(),
             &id,
         ],
     )
     .await?;
     bump_change_counter(tx).await?;
-    Ok(Record {
-        meta: Meta {
-            version,
-            updated_at: now,
-            ..current.meta
-        },
-        name,
-        status,
-        body,
-        ..current
-    })
+    Ok(next)
 }
 
 async fn update_in(
@@ -433,21 +422,7 @@ async fn update_in(
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope).await?;
-    if current.status == Status::Archived {
-        return Err(StoreError::Archived { kind, id });
-    }
-    if draft.parent_id != current.parent_id {
-        return Err(StoreError::ParentImmutable { kind, id });
-    }
-    if current.meta.version != expected_version {
-        return Err(StoreError::VersionConflict {
-            kind,
-            id,
-            expected: expected_version,
-            current: current.meta.version,
-        });
-    }
-    write_next_version(tx, current, draft.name, draft.status, draft.body, now).await
+    write_version(tx, updated_version(current, expected_version, draft, now)?).await
 }
 
 async fn archive_in(
@@ -461,14 +436,11 @@ async fn archive_in(
     if current.status == Status::Archived {
         return Ok(current);
     }
-    // The body carries the status too, and it is what callers decode.
-    let body = with_status(&current, Status::Archived)?;
-    let name = current.name.clone();
-    write_next_version(tx, current, name, Status::Archived, body, now).await
+    write_version(tx, archived_version(current, now)?).await
 }
 
 async fn list_in(tx: &Tx<'_>, kind: Kind, q: &ListQuery) -> Result<Vec<Record>, StoreError> {
-    let mut sql = format!("SELECT {COLUMNS} FROM {} WHERE true", table(kind));
+    let mut sql = format!("SELECT {RECORD_COLUMNS} FROM {} WHERE true", table(kind));
     let mut ids: Vec<i64> = Vec::new();
     let mut clauses = Vec::new();
     for (column, op, id) in [
@@ -573,41 +545,25 @@ async fn create_token_in(
     let row = rows
         .first()
         .ok_or_else(|| StoreError::Corrupt("no id returned by api_tokens".to_owned()))?;
-    Ok(TokenRecord {
-        id: to_u64(get(row, 0)?, "token id")?,
-        role: token.role,
-        owner_id: token.owner_id,
-        label: token.label,
-        created_at: now,
-    })
+    Ok(token_record(row.u64(0, "token id")?, token, now))
 }
 
 async fn find_token_in(tx: &Tx<'_>, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
-    let rows = query(
+    query(
         tx,
         "SELECT id, role, owner_id FROM api_tokens WHERE token_hash = $1",
         &[&&hash[..]],
     )
-    .await?;
-    let Some(row) = rows.first() else {
-        return Ok(None);
-    };
-    let token_id = to_u64(get(row, 0)?, "token id")?;
-    let role: String = get(row, 1)?;
-    let role = Role::parse(&role)
-        .ok_or_else(|| StoreError::Corrupt(format!("api token {token_id}: role {role:?}")))?;
-    let owner_id: Option<i64> = get(row, 2)?;
-    Ok(Some(Principal {
-        token_id,
-        role,
-        owner_id: owner_id.map(|o| to_u64(o, "owner id")).transpose()?,
-    }))
+    .await?
+    .first()
+    .map(rows::principal)
+    .transpose()
 }
 
 /// Every active object of type `T`, in id order.
 async fn active<T: ModelObject>(tx: &Tx<'_>) -> Result<Vec<Stored<T>>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
         table(T::KIND)
     );
     query_records(tx, T::KIND, &sql, &[])
@@ -626,12 +582,7 @@ async fn links(tx: &Tx<'_>) -> Result<Vec<(LineItemId, PlacementId)>, StoreError
     )
     .await?
     .iter()
-    .map(|row| {
-        Ok((
-            LineItemId(to_u64(get(row, 0)?, "line item id")?),
-            PlacementId(to_u64(get(row, 1)?, "placement id")?),
-        ))
-    })
+    .map(rows::link)
     .collect()
 }
 
@@ -754,7 +705,7 @@ impl Store for PostgresStore {
             )
             .await?
             .iter()
-            .map(|row| Ok(PlacementId(to_u64(get(row, 0)?, "placement id")?)))
+            .map(|row| Ok(PlacementId(row.u64(0, "placement id")?)))
             .collect::<Result<Vec<_>, StoreError>>()?
         })
     }

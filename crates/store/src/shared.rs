@@ -1,14 +1,19 @@
 //! What both backends share: table names, id conversion, the literal LIKE pattern of
-//! `name_contains`, the body rewrite of an archive, migration checksums.
+//! `name_contains`, the records a write returns and the checks before it, migration checksums,
+//! the stats tables and report grouping; reading result rows in [`rows`].
+
+pub(crate) mod rows;
 
 use std::fmt::Write as _;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, Role, Status};
-use marquee_stats::{DAY, Granularity, HOUR, MINUTE, RowQuery};
+use marquee_model::{Kind, Meta, Role, Status};
+use marquee_stats::{COLUMNS, DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
 
-use crate::{Draft, MigrationError, Record, StoreError};
+use crate::{
+    Draft, MigrationError, NewToken, NewUser, Record, StoreError, TokenRecord, UserRecord,
+};
 
 pub(crate) fn table(kind: Kind) -> &'static str {
     match kind {
@@ -26,6 +31,16 @@ pub(crate) fn table(kind: Kind) -> &'static str {
 /// `i64::MAX` cannot be stored, so they match nothing rather than fail.
 pub(crate) fn sql_id(id: u64) -> Option<i64> {
     i64::try_from(id).ok()
+}
+
+/// The id and scope of a lookup as both databases store them, or `None` if either is above
+/// `i64::MAX`: no row can match then.
+pub(crate) fn sql_id_in_scope(id: u64, scope: Option<u64>) -> Option<(i64, Option<i64>)> {
+    let scope = match scope {
+        Some(scope) => Some(sql_id(scope)?),
+        None => None,
+    };
+    Some((sql_id(id)?, scope))
 }
 
 /// A count or id the model keeps as `u64` as both databases store it; above `i64::MAX` it
@@ -67,6 +82,115 @@ pub(crate) fn with_status(record: &Record, status: Status) -> Result<String, Sto
         .ok_or_else(|| corrupt("body is not a JSON object".to_owned()))?;
     object.insert("status".to_owned(), status.as_str().into());
     serde_json::to_string(&body).map_err(|e| corrupt(e.to_string()))
+}
+
+/// The record of an object just inserted with `id` and `owner_id`, at version 1.
+pub(crate) fn created_record(
+    kind: Kind,
+    id: u64,
+    owner_id: u64,
+    draft: Draft,
+    now: Timestamp,
+) -> Record {
+    Record {
+        kind,
+        meta: Meta {
+            id,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+        parent_id: draft.parent_id,
+        owner_id,
+        name: draft.name,
+        status: draft.status,
+        body: draft.body,
+    }
+}
+
+/// `current` with a new name, status and body as its next version, updated `now`.
+fn next_version(
+    current: Record,
+    name: String,
+    status: Status,
+    body: String,
+    now: Timestamp,
+) -> Record {
+    Record {
+        meta: Meta {
+            version: current.meta.version + 1,
+            updated_at: now,
+            ..current.meta
+        },
+        name,
+        status,
+        body,
+        ..current
+    }
+}
+
+/// The next version of `current` that an update with `draft` writes. Fails as
+/// [`Store::update`](crate::Store::update) documents: `Archived`, `ParentImmutable`,
+/// `VersionConflict`, checked in that order.
+pub(crate) fn updated_version(
+    current: Record,
+    expected_version: u64,
+    draft: Draft,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let (kind, id) = (current.kind, current.meta.id);
+    if current.status == Status::Archived {
+        return Err(StoreError::Archived { kind, id });
+    }
+    if draft.parent_id != current.parent_id {
+        return Err(StoreError::ParentImmutable { kind, id });
+    }
+    if current.meta.version != expected_version {
+        return Err(StoreError::VersionConflict {
+            kind,
+            id,
+            expected: expected_version,
+            current: current.meta.version,
+        });
+    }
+    Ok(next_version(
+        current,
+        draft.name,
+        draft.status,
+        draft.body,
+        now,
+    ))
+}
+
+/// The next version of `current` (not archived yet) that archiving writes.
+pub(crate) fn archived_version(current: Record, now: Timestamp) -> Result<Record, StoreError> {
+    // The body carries the status too, and it is what callers decode.
+    let body = with_status(&current, Status::Archived)?;
+    let name = current.name.clone();
+    Ok(next_version(current, name, Status::Archived, body, now))
+}
+
+/// The record of a token just stored with `id`.
+pub(crate) fn token_record(id: u64, token: NewToken, now: Timestamp) -> TokenRecord {
+    TokenRecord {
+        id,
+        role: token.role,
+        owner_id: token.owner_id,
+        label: token.label,
+        created_at: now,
+    }
+}
+
+/// The record of a user just stored with `id`.
+pub(crate) fn user_record(id: u64, user: NewUser, now: Timestamp) -> UserRecord {
+    UserRecord {
+        id,
+        name: user.name,
+        role: user.role,
+        owner_id: user.owner_id,
+        password_hash: user.password_hash,
+        created_at: now,
+    }
 }
 
 /// One versioned schema change, compiled into the binary. A released entry is never edited (the
@@ -188,6 +312,15 @@ pub(crate) const FULL_KEYS: &[&str] = &[
 /// The key columns of `stats_hour_line_item`.
 pub(crate) const LINE_ITEM_KEYS: &[&str] = &["line_item", "bucket_start"];
 
+/// The counter columns of the stats tables, each as `write` puts it, comma-separated.
+pub(crate) fn each_counter(write: impl Fn(&str) -> String) -> String {
+    COLUMNS
+        .iter()
+        .map(|column| write(column))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The table a report reads. Hourly totals per line item answer any hourly query without
 /// supply, country or device detail, from a small fraction of the rows.
 pub(crate) fn report_table(q: &RowQuery) -> &'static str {
@@ -201,6 +334,34 @@ pub(crate) fn report_table(q: &RowQuery) -> &'static str {
     } else {
         stats_table(q.table)
     }
+}
+
+/// The five dimension columns of a report's SELECT (line item, creative, placement, country,
+/// device; each the column where the query groups by it, else its entry in `zeros`, the
+/// dialect's constant of that column's type) and its GROUP BY list, `bucket_start` first.
+pub(crate) fn report_grouping(q: &RowQuery, zeros: [&str; 5]) -> (String, String) {
+    let grouped = [
+        ("line_item", q.by_line_item),
+        ("creative", q.by_creative),
+        ("placement", q.by_placement),
+        ("country", q.by_country),
+        ("device", q.by_device),
+    ];
+    let select = grouped
+        .iter()
+        .zip(zeros)
+        .map(|(&(column, on), zero)| if on { column } else { zero })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let group = grouped.iter().filter(|(_, on)| *on).fold(
+        String::from("bucket_start"),
+        |mut acc, (column, _)| {
+            acc.push_str(", ");
+            acc.push_str(column);
+            acc
+        },
+    );
+    (select, group)
 }
 
 /// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,

@@ -10,6 +10,7 @@ mod pacing;
 mod stats;
 mod users;
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -18,17 +19,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, Kind, LineItemId, Meta, Object, PlacementId, Principal, Role, Status, Stored,
+    Catalog, Clock, Kind, LineItemId, Object, PlacementId, Principal, Role, Status, Stored,
 };
 use rusqlite::types::Value;
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Params, Row, Transaction, TransactionBehavior,
-    params, params_from_iter,
+    Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior, params, params_from_iter,
 };
 
+use crate::shared::rows::{self, Columns, RECORD_COLUMNS};
 use crate::shared::{
-    RoleOwner, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id, table,
-    with_status,
+    RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
+    role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
 };
 use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
 
@@ -36,9 +37,6 @@ use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, Tok
 const READERS: usize = 2;
 /// How long a connection waits for a lock held by another process before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// The columns of every object table, in the order [`read_record`] expects.
-const COLUMNS: &str =
-    "id, parent_id, owner_id, name, status, version, created_at, updated_at, body";
 
 /// The manager's database in one SQLite file.
 #[derive(Debug)]
@@ -177,30 +175,70 @@ fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 
-fn read_record(kind: Kind, row: &Row<'_>) -> Result<Record, StoreError> {
-    let id: u64 = row.get(0).map_err(backend)?;
-    let status: String = row.get(4).map_err(backend)?;
-    let status = Status::parse(&status)
-        .ok_or_else(|| StoreError::Corrupt(format!("{} {id}: status {status:?}", kind.name())))?;
-    let timestamp = |column: usize| -> Result<Timestamp, StoreError> {
-        let micros: i64 = row.get(column).map_err(backend)?;
-        Timestamp::from_microsecond(micros)
-            .map_err(|e| StoreError::Corrupt(format!("{} {id}: {e}", kind.name())))
-    };
-    Ok(Record {
-        kind,
-        meta: Meta {
-            id,
-            version: row.get(5).map_err(backend)?,
-            created_at: timestamp(6)?,
-            updated_at: timestamp(7)?,
-        },
-        parent_id: row.get(1).map_err(backend)?,
-        owner_id: row.get(2).map_err(backend)?,
-        name: row.get(3).map_err(backend)?,
-        status,
-        body: row.get(8).map_err(backend)?,
-    })
+// SQLite's integers convert to the model's types in the driver (`fallible_uint`), so a value
+// that does not fit is the driver's error and `what` goes unused.
+impl Columns for Row<'_> {
+    fn u64(&self, column: usize, _what: &str) -> Result<u64, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn optional_u64(&self, column: usize, _what: &str) -> Result<Option<u64>, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn u8(&self, column: usize, _what: &str) -> Result<u8, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn u32(&self, column: usize, _what: &str) -> Result<u32, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn i32(&self, column: usize) -> Result<i32, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn i64(&self, column: usize) -> Result<i64, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn string(&self, column: usize) -> Result<String, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn bytes(&self, column: usize) -> Result<Cow<'_, [u8]>, StoreError> {
+        self.get(column).map(Cow::Owned).map_err(backend)
+    }
+}
+
+/// Runs `sql` and hands each row it returns to `each`.
+fn for_each_row(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    mut each: impl FnMut(&Row<'_>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare(sql).map_err(backend)?;
+    let mut rows = stmt.query(params).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        each(row)?;
+    }
+    Ok(())
+}
+
+/// The rows of `sql`, each read by `read`.
+fn query_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    mut read: impl FnMut(&Row<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for_each_row(conn, sql, params, |row| {
+        out.push(read(row)?);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 fn query_records(
@@ -209,13 +247,7 @@ fn query_records(
     sql: &str,
     params: impl Params,
 ) -> Result<Vec<Record>, StoreError> {
-    let mut stmt = conn.prepare(sql).map_err(backend)?;
-    let mut rows = stmt.query(params).map_err(backend)?;
-    let mut records = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        records.push(read_record(kind, row)?);
-    }
-    Ok(records)
+    query_rows(conn, sql, params, |row| rows::record(kind, row))
 }
 
 /// The object with this id, if it exists and is in `scope`.
@@ -225,15 +257,11 @@ fn find(
     id: u64,
     scope: Option<u64>,
 ) -> Result<Option<Record>, StoreError> {
-    let Some(id) = sql_id(id) else {
+    let Some((id, scope)) = sql_id_in_scope(id, scope) else {
         return Ok(None);
     };
-    let scope = match scope.map(sql_id) {
-        Some(None) => return Ok(None),
-        scope => scope.flatten(),
-    };
     let sql = format!(
-        "SELECT {COLUMNS} FROM {} WHERE id = ?1 AND (?2 IS NULL OR owner_id = ?2)",
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE id = ?1 AND (?2 IS NULL OR owner_id = ?2)",
         table(kind)
     );
     Ok(query_records(conn, kind, &sql, params![id, scope])?.pop())
@@ -320,60 +348,30 @@ fn create_in(
         }
     };
     bump_change_counter(tx)?;
-    Ok(Record {
-        kind,
-        meta: Meta {
-            id,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        },
-        parent_id: draft.parent_id,
-        owner_id,
-        name: draft.name,
-        status: draft.status,
-        body: draft.body,
-    })
+    Ok(created_record(kind, id, owner_id, draft, now))
 }
 
-/// Writes name, status and body of `current` as its next version.
-fn write_next_version(
-    tx: &Transaction<'_>,
-    current: Record,
-    name: String,
-    status: Status,
-    body: String,
-    now: Timestamp,
-) -> Result<Record, StoreError> {
-    let version = current.meta.version + 1;
+/// Writes `next`, the next version of a stored object (name, status, body, version, update
+/// time), and returns it.
+fn write_version(tx: &Transaction<'_>, next: Record) -> Result<Record, StoreError> {
     tx.execute(
         &format!(
             "UPDATE {} SET name = ?1, status = ?2, body = ?3, version = ?4, updated_at = ?5
              WHERE id = ?6",
-            table(current.kind)
+            table(next.kind)
         ),
         params![
-            name,
-            status.as_str(),
-            body,
-            version,
-            now.as_microsecond(),
-            current.meta.id
+            next.name,
+            next.status.as_str(),
+            next.body,
+            next.meta.version,
+            next.meta.updated_at.as_microsecond(),
+            next.meta.id
         ],
     )
     .map_err(backend)?;
     bump_change_counter(tx)?;
-    Ok(Record {
-        meta: Meta {
-            version,
-            updated_at: now,
-            ..current.meta
-        },
-        name,
-        status,
-        body,
-        ..current
-    })
+    Ok(next)
 }
 
 fn update_in(
@@ -386,21 +384,7 @@ fn update_in(
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope)?;
-    if current.status == Status::Archived {
-        return Err(StoreError::Archived { kind, id });
-    }
-    if draft.parent_id != current.parent_id {
-        return Err(StoreError::ParentImmutable { kind, id });
-    }
-    if current.meta.version != expected_version {
-        return Err(StoreError::VersionConflict {
-            kind,
-            id,
-            expected: expected_version,
-            current: current.meta.version,
-        });
-    }
-    write_next_version(tx, current, draft.name, draft.status, draft.body, now)
+    write_version(tx, updated_version(current, expected_version, draft, now)?)
 }
 
 fn archive_in(
@@ -414,14 +398,11 @@ fn archive_in(
     if current.status == Status::Archived {
         return Ok(current);
     }
-    // The body carries the status too, and it is what callers decode.
-    let body = with_status(&current, Status::Archived)?;
-    let name = current.name.clone();
-    write_next_version(tx, current, name, Status::Archived, body, now)
+    write_version(tx, archived_version(current, now)?)
 }
 
 fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
-    let mut sql = format!("SELECT {COLUMNS} FROM {} WHERE 1 = 1", table(kind));
+    let mut sql = format!("SELECT {RECORD_COLUMNS} FROM {} WHERE 1 = 1", table(kind));
     let mut args = Vec::new();
     for (clause, id) in [
         (" AND owner_id = ?", query.scope),
@@ -492,13 +473,7 @@ fn create_token_in(
     .map_err(backend)?;
     let id = u64::try_from(tx.last_insert_rowid())
         .map_err(|_| StoreError::Corrupt("negative id in api_tokens".to_owned()))?;
-    Ok(TokenRecord {
-        id,
-        role: token.role,
-        owner_id: token.owner_id,
-        label: token.label,
-        created_at: now,
-    })
+    Ok(token_record(id, token, now))
 }
 
 /// Whether `owner` is what `role` needs: none for an admin, an existing advertiser or publisher
@@ -516,30 +491,19 @@ fn owner_fits_role(
 }
 
 fn find_token_in(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
-    let row = conn
-        .query_row(
-            "SELECT id, role, owner_id FROM api_tokens WHERE token_hash = ?1",
-            [&hash[..]],
-            |row| Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?)),
-        )
-        .optional()
-        .map_err(backend)?;
-    row.map(|(token_id, role, owner_id)| {
-        let role = Role::parse(&role)
-            .ok_or_else(|| StoreError::Corrupt(format!("api token {token_id}: role {role:?}")))?;
-        Ok(Principal {
-            token_id,
-            role,
-            owner_id,
-        })
-    })
-    .transpose()
+    let mut found = query_rows(
+        conn,
+        "SELECT id, role, owner_id FROM api_tokens WHERE token_hash = ?1",
+        [&hash[..]],
+        |row| rows::principal(row),
+    )?;
+    Ok(found.pop())
 }
 
 /// Every active object of type `T`, in id order.
 fn active<T: Object>(conn: &Connection) -> Result<Vec<Stored<T>>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE status = 'active' ORDER BY id",
         table(T::KIND)
     );
     query_records(conn, T::KIND, &sql, [])?
@@ -549,18 +513,13 @@ fn active<T: Object>(conn: &Connection) -> Result<Vec<Stored<T>>, StoreError> {
 }
 
 fn links(conn: &Connection) -> Result<Vec<(LineItemId, PlacementId)>, StoreError> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT line_item_id, placement_id FROM line_item_placements
-             ORDER BY line_item_id, placement_id",
-        )
-        .map_err(backend)?;
-    stmt.query_map([], |row| {
-        Ok((LineItemId(row.get(0)?), PlacementId(row.get(1)?)))
-    })
-    .map_err(backend)?
-    .collect::<Result<_, _>>()
-    .map_err(backend)
+    query_rows(
+        conn,
+        "SELECT line_item_id, placement_id FROM line_item_placements
+         ORDER BY line_item_id, placement_id",
+        [],
+        |row| rows::link(row),
+    )
 }
 
 fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
@@ -669,16 +628,13 @@ impl Store for SqliteStore {
     ) -> Result<Vec<PlacementId>, StoreError> {
         self.read(move |tx| {
             require(tx, Kind::LineItem, line_item.0, scope)?;
-            let mut stmt = tx
-                .prepare(
-                    "SELECT placement_id FROM line_item_placements
-                     WHERE line_item_id = ?1 ORDER BY placement_id",
-                )
-                .map_err(backend)?;
-            stmt.query_map([line_item.0], |row| Ok(PlacementId(row.get(0)?)))
-                .map_err(backend)?
-                .collect::<Result<_, _>>()
-                .map_err(backend)
+            query_rows(
+                tx,
+                "SELECT placement_id FROM line_item_placements
+                 WHERE line_item_id = ?1 ORDER BY placement_id",
+                [line_item.0],
+                |row| Ok(PlacementId(row.u64(0, "placement id")?)),
+            )
         })
         .await
     }

@@ -28,23 +28,7 @@ pub type MinuteKey = (u64, i64, u64, u64, String, u8);
 
 /// Every stored minute row, for tests that compare the aggregates with the logs.
 pub async fn all_minute_rows(store: &dyn StatsStore) -> HashMap<MinuteKey, Counters> {
-    let rows = store
-        .report_rows(RowQuery {
-            table: Granularity::Minute,
-            from: 0,
-            to: i64::MAX,
-            line_items: None,
-            placements: None,
-            countries: None,
-            devices: None,
-            by_line_item: true,
-            by_creative: true,
-            by_placement: true,
-            by_country: true,
-            by_device: true,
-        })
-        .await
-        .unwrap();
+    let rows = store.report_rows(all(Granularity::Minute)).await.unwrap();
     rows.into_iter()
         .map(|r| {
             let key = (
@@ -156,6 +140,7 @@ fn run_at(line_item: u64, minute: i64, counters: Counters) -> RunWrite {
     }
 }
 
+/// Every row of `table`, grouped by every column.
 fn all(table: Granularity) -> RowQuery {
     RowQuery {
         table,
@@ -489,59 +474,32 @@ pub async fn delivery_combines_days_hours_and_minutes(store: Db, _clock: Arc<Man
     assert!(none.is_empty());
 }
 
-pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
-    let draft = |parent: Option<u64>, body: &str| Draft {
-        parent_id: parent,
+/// Creates an object whose body holds only `body` (the fields the aggregates read) and returns
+/// its id.
+async fn create(store: &Db, kind: Kind, parent_id: Option<u64>, body: &str) -> u64 {
+    let draft = Draft {
+        parent_id,
         name: "x".into(),
         status: Status::Active,
         body: body.into(),
     };
-    let advertiser = store
-        .create(
-            Kind::Advertiser,
-            draft(None, r#"{"time_zone":"Asia/Kolkata","currency":"INR"}"#),
-            None,
-        )
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let campaign = store
-        .create(Kind::Campaign, draft(Some(advertiser), "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let line_item = store
-        .create(Kind::LineItem, draft(Some(campaign), "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let creative = store
-        .create(Kind::Creative, draft(Some(line_item), "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let publisher = store
-        .create(Kind::Publisher, draft(None, "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let site = store
-        .create(Kind::Site, draft(Some(publisher), "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
-    let placement = store
-        .create(Kind::Placement, draft(Some(site), "{}"), None)
-        .await
-        .unwrap()
-        .meta
-        .id;
+    store.create(kind, draft, None).await.unwrap().meta.id
+}
+
+pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
+    let advertiser = create(
+        &store,
+        Kind::Advertiser,
+        None,
+        r#"{"time_zone":"Asia/Kolkata","currency":"INR"}"#,
+    )
+    .await;
+    let campaign = create(&store, Kind::Campaign, Some(advertiser), "{}").await;
+    let line_item = create(&store, Kind::LineItem, Some(campaign), "{}").await;
+    let creative = create(&store, Kind::Creative, Some(line_item), "{}").await;
+    let publisher = create(&store, Kind::Publisher, None, "{}").await;
+    let site = create(&store, Kind::Site, Some(publisher), "{}").await;
+    let placement = create(&store, Kind::Placement, Some(site), "{}").await;
     store
         .archive(Kind::LineItem, line_item, None)
         .await

@@ -5,22 +5,19 @@
 // Test code: a panic is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
-use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, Clock, Currency, Kind, ManualClock, Status,
+use common::{
+    CHANGE_MIGRATION_1, RECORD_MIGRATION_9999, advertiser, assert_kept, assert_refused_as_changed,
+    assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
 };
+use jiff::SignedDuration;
+use marquee_model::{Clock, Kind, ManualClock};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{ListQuery, MigrationError, PostgresStore, Store, StoreError};
+use marquee_store::{ListQuery, PostgresStore, Store};
 use tokio_postgres::NoTls;
-
-fn clock() -> Arc<ManualClock> {
-    // Sub-second on purpose: timestamps must survive to the microsecond.
-    Arc::new(ManualClock::new(
-        Timestamp::from_microsecond(1_780_000_000_123_456).unwrap(),
-    ))
-}
 
 async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TestDatabase) {
     let db = TestDatabase::create().await;
@@ -60,16 +57,6 @@ async fn applied_migrations(db: &TestDatabase) -> Vec<(i32, String, String, i64)
         .collect()
 }
 
-fn advertiser(name: &str) -> Advertiser {
-    Advertiser {
-        name: name.to_owned(),
-        status: Status::Active,
-        currency: Currency::USD,
-        time_zone: "America/New_York".to_owned(),
-        domains: Vec::new(),
-    }
-}
-
 #[tokio::test]
 async fn migrations_build_the_schema_on_an_empty_database() {
     let db = TestDatabase::create().await;
@@ -89,28 +76,7 @@ async fn migrations_build_the_schema_on_an_empty_database() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    let mut expected: Vec<String> = Kind::ALL.iter().map(|k| format!("{}s", k.name())).collect();
-    expected.extend(
-        [
-            "api_tokens",
-            "change_counter",
-            "line_item_placements",
-            "pacing_state",
-            "schema_migrations",
-            "stats_checkpoints",
-            "stats_day",
-            "stats_hour",
-            "stats_hour_line_item",
-            "stats_minute",
-            "stats_seen",
-            "stats_users",
-            "user_sessions",
-            "users",
-        ]
-        .map(str::to_owned),
-    );
-    expected.sort();
-    assert_eq!(tables, expected);
+    assert_eq!(tables, expected_tables());
 
     let applied = applied_migrations(&db).await;
     let names: Vec<(i32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
@@ -142,14 +108,7 @@ async fn reconnecting_keeps_data_and_applies_nothing_twice() {
             .await
             .unwrap(),
     );
-    assert_eq!(
-        store
-            .get_object::<Advertiser>(created.meta.id, None)
-            .await
-            .unwrap(),
-        created
-    );
-    assert_eq!(store.change_counter().await.unwrap(), 1);
+    assert_kept(store.as_ref(), &created).await;
     assert_eq!(applied_migrations(&db).await, before);
 }
 
@@ -185,20 +144,11 @@ async fn a_changed_migration_is_refused() {
     drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
     raw(&db)
         .await
-        .execute(
-            "UPDATE schema_migrations SET sha256 = 'f00d' WHERE version = 1",
-            &[],
-        )
+        .execute(CHANGE_MIGRATION_1, &[])
         .await
         .unwrap();
     let error = PostgresStore::connect(db.url(), clock()).await.unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            StoreError::Migration(MigrationError::Changed { version: 1, name }) if name == "initial"
-        ),
-        "{error:?}"
-    );
+    assert_refused_as_changed(&error);
 }
 
 #[tokio::test]
@@ -207,21 +157,11 @@ async fn a_database_from_a_newer_binary_is_refused() {
     drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
     raw(&db)
         .await
-        .execute(
-            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
-             VALUES (9999, 'from_the_future', 'abc', 0)",
-            &[],
-        )
+        .execute(RECORD_MIGRATION_9999, &[])
         .await
         .unwrap();
     let error = PostgresStore::connect(db.url(), clock()).await.unwrap_err();
-    assert!(
-        matches!(
-            error,
-            StoreError::Migration(MigrationError::Unknown { version: 9999 })
-        ),
-        "{error:?}"
-    );
+    assert_refused_as_unknown(&error);
 }
 
 #[tokio::test]
@@ -253,14 +193,7 @@ async fn concurrent_writers_and_readers_stay_consistent() {
             let store = Arc::clone(&store);
             tokio::spawn(async move {
                 for i in 0..WRITES {
-                    let campaign = Campaign {
-                        advertiser_id: AdvertiserId(owner),
-                        name: format!("Campaign {w}-{i}"),
-                        status: Status::Active,
-                        frequency_caps: Vec::new(),
-                        categories: Vec::new(),
-                        app_bundle: None,
-                    };
+                    let campaign = campaign(owner, format!("Campaign {w}-{i}"));
                     store.create_object(&campaign, None).await.unwrap();
                 }
             })
@@ -272,10 +205,7 @@ async fn concurrent_writers_and_readers_stay_consistent() {
             tokio::spawn(async move {
                 let mut last = 0;
                 for _ in 0..WRITES {
-                    let catalog = store.catalog().await.unwrap();
-                    assert_eq!(catalog.campaigns.len() as u64 + 1, catalog.version);
-                    assert!(catalog.version >= last, "the counter went back");
-                    last = catalog.version;
+                    last = check_catalog(store.as_ref(), last).await;
                 }
             })
         })

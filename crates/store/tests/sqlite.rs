@@ -4,22 +4,19 @@
 // Test code: a panic is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
-use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, Clock, Currency, Kind, ManualClock, Status,
+use common::{
+    CHANGE_MIGRATION_1, RECORD_MIGRATION_9999, advertiser, assert_kept, assert_refused_as_changed,
+    assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
 };
-use marquee_store::{ListQuery, MigrationError, SqliteStore, Store, StoreError};
+use jiff::SignedDuration;
+use marquee_model::{Clock, Kind, ManualClock};
+use marquee_store::{ListQuery, SqliteStore, Store};
 use tempfile::TempDir;
-
-fn clock() -> Arc<ManualClock> {
-    // Sub-second on purpose: timestamps must survive to the microsecond.
-    Arc::new(ManualClock::new(
-        Timestamp::from_microsecond(1_780_000_000_123_456).unwrap(),
-    ))
-}
 
 fn db_path(dir: &TempDir) -> PathBuf {
     dir.path().join("marquee.db")
@@ -42,16 +39,6 @@ mod stats_conformance {
 
 fn raw(path: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).unwrap()
-}
-
-fn advertiser(name: &str) -> Advertiser {
-    Advertiser {
-        name: name.to_owned(),
-        status: Status::Active,
-        currency: Currency::USD,
-        time_zone: "America/New_York".to_owned(),
-        domains: Vec::new(),
-    }
 }
 
 fn applied_migrations(path: &Path) -> Vec<(u32, String, String, i64)> {
@@ -83,28 +70,7 @@ async fn migrations_build_the_schema_on_an_empty_database() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    let mut expected: Vec<String> = Kind::ALL.iter().map(|k| format!("{}s", k.name())).collect();
-    expected.extend(
-        [
-            "api_tokens",
-            "change_counter",
-            "line_item_placements",
-            "pacing_state",
-            "schema_migrations",
-            "stats_checkpoints",
-            "stats_day",
-            "stats_hour",
-            "stats_hour_line_item",
-            "stats_minute",
-            "stats_seen",
-            "stats_users",
-            "user_sessions",
-            "users",
-        ]
-        .map(str::to_owned),
-    );
-    expected.sort();
-    assert_eq!(tables, expected);
+    assert_eq!(tables, expected_tables());
 
     let applied = applied_migrations(&path);
     let names: Vec<(u32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
@@ -150,14 +116,7 @@ async fn reopening_keeps_data_and_applies_nothing_twice() {
 
     clock.advance(SignedDuration::from_secs(86_400));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, clock.clone()).unwrap());
-    assert_eq!(
-        store
-            .get_object::<Advertiser>(created.meta.id, None)
-            .await
-            .unwrap(),
-        created
-    );
-    assert_eq!(store.change_counter().await.unwrap(), 1);
+    assert_kept(store.as_ref(), &created).await;
     assert_eq!(applied_migrations(&path), before);
     let next = store
         .create_object(&advertiser("Globex"), None)
@@ -171,21 +130,10 @@ async fn a_changed_migration_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     drop(SqliteStore::open(&path, clock()).unwrap());
-    raw(&path)
-        .execute(
-            "UPDATE schema_migrations SET sha256 = 'f00d' WHERE version = 1",
-            [],
-        )
-        .unwrap();
+    raw(&path).execute(CHANGE_MIGRATION_1, []).unwrap();
 
     let error = SqliteStore::open(&path, clock()).unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            StoreError::Migration(MigrationError::Changed { version: 1, name }) if name == "initial"
-        ),
-        "{error:?}"
-    );
+    assert_refused_as_changed(&error);
 }
 
 #[tokio::test]
@@ -193,22 +141,10 @@ async fn a_database_from_a_newer_binary_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     drop(SqliteStore::open(&path, clock()).unwrap());
-    raw(&path)
-        .execute(
-            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
-             VALUES (9999, 'from_the_future', 'abc', 0)",
-            [],
-        )
-        .unwrap();
+    raw(&path).execute(RECORD_MIGRATION_9999, []).unwrap();
 
     let error = SqliteStore::open(&path, clock()).unwrap_err();
-    assert!(
-        matches!(
-            error,
-            StoreError::Migration(MigrationError::Unknown { version: 9999 })
-        ),
-        "{error:?}"
-    );
+    assert_refused_as_unknown(&error);
 }
 
 /// Readers see consistent snapshots while a writer commits: every catalog's campaigns match
@@ -227,14 +163,7 @@ async fn reads_run_while_writing() {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
             for i in 0..WRITES {
-                let campaign = Campaign {
-                    advertiser_id: AdvertiserId(owner),
-                    name: format!("Campaign {i}"),
-                    status: Status::Active,
-                    frequency_caps: Vec::new(),
-                    categories: Vec::new(),
-                    app_bundle: None,
-                };
+                let campaign = campaign(owner, format!("Campaign {i}"));
                 store.create_object(&campaign, None).await.unwrap();
             }
         })
@@ -245,10 +174,7 @@ async fn reads_run_while_writing() {
             tokio::spawn(async move {
                 let mut last = 0;
                 for _ in 0..WRITES {
-                    let catalog = store.catalog().await.unwrap();
-                    assert_eq!(catalog.campaigns.len() as u64 + 1, catalog.version);
-                    assert!(catalog.version >= last, "the counter went back");
-                    last = catalog.version;
+                    last = check_catalog(store.as_ref(), last).await;
                     let query = ListQuery {
                         scope: Some(owner),
                         limit: 500,

@@ -9,16 +9,17 @@ use std::collections::hash_map::Entry;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use marquee_stats::{
-    COLUMNS, Counters, Dimensions, DimensionsBuilder, Hll, RowKey, RowQuery, SketchKey, StoredRow,
-};
+use marquee_stats::{COLUMNS, Counters, Dimensions, Hll, RowKey, RowQuery, SketchKey, StoredRow};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PostgresStore, Tx, get, pg, query, to_u64};
+use super::{PostgresStore, Tx, pg, query};
 use crate::StoreError;
-use crate::shared::{FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, report_table, sql_i64};
-use crate::stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
+use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
+use crate::shared::{
+    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_table, sql_i64,
+};
+use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -58,16 +59,8 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
         .map(|(i, t)| format!("${}::{t}", i + 1))
         .collect::<Vec<_>>()
         .join(", ");
-    let sums = COLUMNS
-        .iter()
-        .map(|c| format!("sum({c})::int8"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let updates = COLUMNS
-        .iter()
-        .map(|c| format!("{c} = {table}.{c} + excluded.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let sums = sums();
+    let updates = each_counter(|c| format!("{c} = {table}.{c} + excluded.{c}"));
     format!(
         "INSERT INTO {table} ({keys_list}, {columns}) \
          SELECT {keys_list}, {sums} FROM unnest({types}) AS r({keys_list}, {columns}) \
@@ -222,7 +215,7 @@ async fn merge_sketches(
         line_items.push(sql_i64(key.line_item, "line item")?);
         days.push(key.day);
     }
-    let rows = sql
+    let stored = sql
         .query(
             "SELECT u.line_item, u.day, u.sketch \
              FROM unnest($1::int8[], $2::int4[]) AS k(line_item, day) \
@@ -232,8 +225,8 @@ async fn merge_sketches(
         .await?;
     // Each touched key: its sketch so far, and whether it differs from the stored one.
     let mut merged: HashMap<SketchKey, (Hll, bool)> = HashMap::with_capacity(sketches.len());
-    for row in &rows {
-        let (key, sketch) = sketch_from(row)?;
+    for row in &stored {
+        let (key, sketch) = rows::sketch(row)?;
         merged.insert(key, (sketch, false));
     }
     for (key, sketch) in sketches {
@@ -269,22 +262,6 @@ async fn merge_sketches(
     Ok(bytes.len())
 }
 
-/// A `stats_users` row selected as `line_item, day, sketch`.
-fn sketch_from(row: &Row) -> Result<(SketchKey, Hll), StoreError> {
-    let key = SketchKey {
-        line_item: to_u64(get(row, 0)?, "line item")?,
-        day: get(row, 1)?,
-    };
-    let bytes: &[u8] = get(row, 2)?;
-    let sketch = Hll::from_bytes(bytes).map_err(|e| {
-        StoreError::Corrupt(format!(
-            "unique-users sketch of line item {} day {}: {e}",
-            key.line_item, key.day
-        ))
-    })?;
-    Ok((key, sketch))
-}
-
 async fn dimensions_in(tx: &Tx<'_>) -> Result<Dimensions, StoreError> {
     let mut builder = Dimensions::builder();
     for row in query(
@@ -295,77 +272,39 @@ async fn dimensions_in(tx: &Tx<'_>) -> Result<Dimensions, StoreError> {
     )
     .await?
     {
-        let zone: String = get(&row, 1)?;
-        let currency: String = get(&row, 2)?;
-        builder.advertiser(to_u64(get(&row, 0)?, "advertiser id")?, &zone, &currency);
+        rows::add_advertiser(&mut builder, &row)?;
     }
-    for (table, add) in [
-        (
-            "campaigns",
-            DimensionsBuilder::campaign
-                as fn(&mut DimensionsBuilder, u64, u64) -> &mut DimensionsBuilder,
-        ),
-        ("line_items", DimensionsBuilder::line_item),
-        ("creatives", DimensionsBuilder::creative),
-        ("sites", DimensionsBuilder::site),
-        ("placements", DimensionsBuilder::placement),
-    ] {
+    for (table, add) in CHILD_DIMENSIONS {
         for row in query(tx, &format!("SELECT id, parent_id FROM {table}"), &[]).await? {
-            add(
-                &mut builder,
-                to_u64(get(&row, 0)?, "id")?,
-                to_u64(get(&row, 1)?, "parent id")?,
-            );
+            rows::add_child(&mut builder, add, &row)?;
         }
     }
     Ok(builder.build())
 }
 
 async fn collection_state_in(tx: &Tx<'_>) -> Result<CollectionState, StoreError> {
-    let mut state = CollectionState::default();
-    for row in query(
-        tx,
-        "SELECT source, shard, segment, byte_offset, max_event_time FROM stats_checkpoints \
-         ORDER BY source, shard",
-        &[],
-    )
-    .await?
-    {
-        let shard: i64 = get(&row, 1)?;
-        state.checkpoints.push(Checkpoint {
-            source: get(&row, 0)?,
-            shard: u32::try_from(shard)
-                .map_err(|_| StoreError::Corrupt(format!("checkpoint shard {shard}")))?,
-            segment: to_u64(get(&row, 2)?, "segment")?,
-            offset: to_u64(get(&row, 3)?, "offset")?,
-            max_event_time_micros: get(&row, 4)?,
-        });
-    }
+    let mut state = CollectionState {
+        checkpoints: query(
+            tx,
+            "SELECT source, shard, segment, byte_offset, max_event_time FROM stats_checkpoints \
+             ORDER BY source, shard",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(rows::checkpoint)
+        .collect::<Result<_, _>>()?,
+        ..CollectionState::default()
+    };
     for row in query(tx, "SELECT run, entries FROM stats_seen ORDER BY run", &[]).await? {
-        let run: i64 = get(&row, 0)?;
-        let entries: &[u8] = get(&row, 1)?;
-        state
-            .seen
-            .load(entries)
-            .map_err(|e| StoreError::Corrupt(format!("dedupe entries of run {run}: {e}")))?;
+        rows::load_seen(&mut state.seen, &row)?;
     }
     Ok(state)
 }
 
-fn counters_from(row: &Row, first: usize) -> Result<Counters, StoreError> {
-    let mut values = [0i64; 11];
-    for (i, value) in values.iter_mut().enumerate() {
-        *value = get(row, first + i)?;
-    }
-    Ok(Counters::from_values(values))
-}
-
+/// Sums of the counters; PostgreSQL's `sum` of `int8` is `numeric`, cast back.
 fn sums() -> String {
-    COLUMNS
-        .iter()
-        .map(|c| format!("sum({c})::int8"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    each_counter(|c| format!("sum({c})::int8"))
 }
 
 fn id_array(ids: &[u64]) -> Result<Vec<i64>, StoreError> {
@@ -373,26 +312,8 @@ fn id_array(ids: &[u64]) -> Result<Vec<i64>, StoreError> {
 }
 
 async fn report_rows_in(tx: &Tx<'_>, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
-    let grouped = [
-        ("line_item", q.by_line_item, "0::int8"),
-        ("creative", q.by_creative, "0::int8"),
-        ("placement", q.by_placement, "0::int8"),
-        ("country", q.by_country, "''::text"),
-        ("device", q.by_device, "0::int2"),
-    ];
-    let select = grouped
-        .iter()
-        .map(|&(column, on, none)| if on { column } else { none })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let group = grouped.iter().filter(|(_, on, _)| *on).fold(
-        String::from("bucket_start"),
-        |mut acc, (column, _, _)| {
-            acc.push_str(", ");
-            acc.push_str(column);
-            acc
-        },
-    );
+    let (select, group) =
+        report_grouping(q, ["0::int8", "0::int8", "0::int8", "''::text", "0::int2"]);
     let line_items = q.line_items.as_deref().map(id_array).transpose()?;
     let placements = q.placements.as_deref().map(id_array).transpose()?;
     let devices: Option<Vec<i16>> = q
@@ -437,19 +358,7 @@ async fn report_rows_in(tx: &Tx<'_>, q: &RowQuery) -> Result<Vec<StoredRow>, Sto
     query(tx, &sql, &params)
         .await?
         .iter()
-        .map(|row| {
-            let device: i16 = get(row, 5)?;
-            Ok(StoredRow {
-                bucket: get(row, 0)?,
-                line_item: to_u64(get(row, 1)?, "line item")?,
-                creative: to_u64(get(row, 2)?, "creative")?,
-                placement: to_u64(get(row, 3)?, "placement")?,
-                country: get(row, 4)?,
-                device: u8::try_from(device)
-                    .map_err(|_| StoreError::Corrupt(format!("device code {device}")))?,
-                counters: counters_from(row, 6)?,
-            })
-        })
+        .map(rows::stored_row)
         .collect()
 }
 
@@ -468,7 +377,7 @@ async fn sketches_in(
     )
     .await?
     .iter()
-    .map(sketch_from)
+    .map(rows::sketch)
     .collect()
 }
 
@@ -494,9 +403,9 @@ async fn delivery_in(
         );
         for row in query(tx, &sql, &[&from, &to, &ids]).await? {
             totals
-                .entry(to_u64(get(&row, 0)?, "line item")?)
+                .entry(row.u64(0, "line item")?)
                 .or_default()
-                .add(&counters_from(&row, 1)?);
+                .add(&rows::counters(&row, 1)?);
         }
     }
     Ok(totals)

@@ -2,38 +2,18 @@
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use marquee_model::Role;
-use tokio_postgres::Row;
 
-use super::{PostgresStore, Tx, execute, get, owner_fits_role, query, to_u64};
-use crate::shared::{sql_id, timestamp};
+use super::{PostgresStore, Tx, execute, owner_fits_role, query};
+use crate::shared::rows::{self, Columns, USER_COLUMNS};
+use crate::shared::{sql_id, user_record};
 use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
-
-const USER_COLUMNS: &str = "u.id, u.name, u.role, u.owner_id, u.password_hash, u.created_at";
-
-/// Reads the user columns starting at column 0 of `row`.
-fn read_user(row: &Row) -> Result<UserRecord, StoreError> {
-    let id = to_u64(get(row, 0)?, "user id")?;
-    let role: String = get(row, 2)?;
-    let role = Role::parse(&role)
-        .ok_or_else(|| StoreError::Corrupt(format!("user {id}: role {role:?}")))?;
-    let owner_id: Option<i64> = get(row, 3)?;
-    Ok(UserRecord {
-        id,
-        name: get(row, 1)?,
-        role,
-        owner_id: owner_id.map(|o| to_u64(o, "owner id")).transpose()?,
-        password_hash: get(row, 4)?,
-        created_at: timestamp(get(row, 5)?, &format!("user {id}"))?,
-    })
-}
 
 async fn find_user_in(tx: &Tx<'_>, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = $1");
     query(tx, &sql, &[&name])
         .await?
         .first()
-        .map(read_user)
+        .map(rows::user)
         .transpose()
 }
 
@@ -45,18 +25,11 @@ async fn find_session_in(
         "SELECT {USER_COLUMNS}, s.csrf_token, s.created_at, s.expires_at
          FROM user_sessions s JOIN users u ON u.id = s.user_id WHERE s.session_hash = $1"
     );
-    let rows = query(tx, &sql, &[&&hash[..]]).await?;
-    let Some(row) = rows.first() else {
-        return Ok(None);
-    };
-    let user = read_user(row)?;
-    let what = format!("session of user {}", user.id);
-    Ok(Some(SessionRecord {
-        csrf_token: get(row, 6)?,
-        created_at: timestamp(get(row, 7)?, &what)?,
-        expires_at: timestamp(get(row, 8)?, &what)?,
-        user,
-    }))
+    query(tx, &sql, &[&&hash[..]])
+        .await?
+        .first()
+        .map(rows::session)
+        .transpose()
 }
 
 async fn create_user_in(
@@ -91,14 +64,7 @@ async fn create_user_in(
     let row = rows
         .first()
         .ok_or_else(|| StoreError::Corrupt("no id returned by users".to_owned()))?;
-    Ok(UserRecord {
-        id: to_u64(get(row, 0)?, "user id")?,
-        name: user.name,
-        role: user.role,
-        owner_id: user.owner_id,
-        password_hash: user.password_hash,
-        created_at: now,
-    })
+    Ok(user_record(row.u64(0, "user id")?, user, now))
 }
 
 async fn create_session_in(

@@ -9,17 +9,17 @@ use std::fmt::Write as _;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use marquee_stats::{
-    COLUMNS, Counters, Dimensions, DimensionsBuilder, Hll, RowKey, RowQuery, Seen, SketchKey,
-    StoredRow,
-};
+use marquee_stats::{COLUMNS, Counters, Dimensions, Hll, RowKey, RowQuery, SketchKey, StoredRow};
 use rusqlite::types::Value;
 use rusqlite::{Connection, Transaction, params, params_from_iter};
 
-use super::{SqliteStore, backend};
+use super::{SqliteStore, backend, for_each_row, query_rows};
 use crate::StoreError;
-use crate::shared::{FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, report_table, sql_i64};
-use crate::stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
+use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
+use crate::shared::{
+    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_table, sql_i64,
+};
+use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 
 /// Runs statements and counts them: every statement of a run goes through here, so the count
 /// reported is the count executed.
@@ -46,11 +46,7 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
         .map(|i| format!("value ->> {i}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let updates = COLUMNS
-        .iter()
-        .map(|c| format!("{c} = {c} + excluded.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let updates = each_counter(|c| format!("{c} = {c} + excluded.{c}"));
     // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
     format!(
         "INSERT INTO {table} ({keys_list}, {columns}) SELECT {values} FROM jsonb_each(jsonb(?1)) \
@@ -182,20 +178,17 @@ fn merge_sketches(
     keys.push(']');
     let mut stored: HashMap<SketchKey, Hll> = HashMap::with_capacity(sketches.len());
     sql.statements += 1;
-    let mut stmt = sql
-        .conn
-        .prepare(
-            "SELECT u.line_item, u.day, u.sketch FROM json_each(?1) AS j \
-             JOIN stats_users AS u ON u.line_item = j.value ->> 0 AND u.day = j.value ->> 1",
-        )
-        .map_err(backend)?;
-    let mut rows = stmt.query([keys]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        let (key, sketch) = sketch_from(row)?;
-        stored.insert(key, sketch);
-    }
-    drop(rows);
-    drop(stmt);
+    for_each_row(
+        sql.conn,
+        "SELECT u.line_item, u.day, u.sketch FROM json_each(?1) AS j \
+         JOIN stats_users AS u ON u.line_item = j.value ->> 0 AND u.day = j.value ->> 1",
+        [keys],
+        |row| {
+            let (key, sketch) = rows::sketch(row)?;
+            stored.insert(key, sketch);
+            Ok(())
+        },
+    )?;
 
     let mut blob = Vec::new();
     let mut index = String::from("[");
@@ -239,92 +232,46 @@ fn merge_sketches(
 
 fn dimensions_in(conn: &Connection) -> Result<Dimensions, StoreError> {
     let mut builder = Dimensions::builder();
-    let mut stmt = conn
-        .prepare(
-            "SELECT id, coalesce(body ->> '$.time_zone', 'UTC'), \
-             coalesce(body ->> '$.currency', '') FROM advertisers",
-        )
-        .map_err(backend)?;
-    let mut rows = stmt.query([]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        let id: u64 = row.get(0).map_err(backend)?;
-        let zone: String = row.get(1).map_err(backend)?;
-        let currency: String = row.get(2).map_err(backend)?;
-        builder.advertiser(id, &zone, &currency);
-    }
-    for (table, add) in [
-        (
-            "campaigns",
-            DimensionsBuilder::campaign
-                as fn(&mut DimensionsBuilder, u64, u64) -> &mut DimensionsBuilder,
-        ),
-        ("line_items", DimensionsBuilder::line_item),
-        ("creatives", DimensionsBuilder::creative),
-        ("sites", DimensionsBuilder::site),
-        ("placements", DimensionsBuilder::placement),
-    ] {
-        let mut stmt = conn
-            .prepare(&format!("SELECT id, parent_id FROM {table}"))
-            .map_err(backend)?;
-        let mut rows = stmt.query([]).map_err(backend)?;
-        while let Some(row) = rows.next().map_err(backend)? {
-            add(
-                &mut builder,
-                row.get(0).map_err(backend)?,
-                row.get(1).map_err(backend)?,
-            );
-        }
+    for_each_row(
+        conn,
+        "SELECT id, coalesce(body ->> '$.time_zone', 'UTC'), \
+         coalesce(body ->> '$.currency', '') FROM advertisers",
+        [],
+        |row| rows::add_advertiser(&mut builder, row),
+    )?;
+    for (table, add) in CHILD_DIMENSIONS {
+        for_each_row(
+            conn,
+            &format!("SELECT id, parent_id FROM {table}"),
+            [],
+            |row| rows::add_child(&mut builder, add, row),
+        )?;
     }
     Ok(builder.build())
 }
 
 fn collection_state_in(conn: &Connection) -> Result<CollectionState, StoreError> {
-    let mut state = CollectionState::default();
-    let mut stmt = conn
-        .prepare(
+    let mut state = CollectionState {
+        checkpoints: query_rows(
+            conn,
             "SELECT source, shard, segment, offset, max_event_time FROM stats_checkpoints \
              ORDER BY source, shard",
-        )
-        .map_err(backend)?;
-    let mut rows = stmt.query([]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        state.checkpoints.push(Checkpoint {
-            source: row.get(0).map_err(backend)?,
-            shard: row.get(1).map_err(backend)?,
-            segment: row.get(2).map_err(backend)?,
-            offset: row.get(3).map_err(backend)?,
-            max_event_time_micros: row.get(4).map_err(backend)?,
-        });
-    }
-    let mut seen = Seen::default();
-    let mut stmt = conn
-        .prepare("SELECT run, entries FROM stats_seen ORDER BY run")
-        .map_err(backend)?;
-    let mut rows = stmt.query([]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        let run: i64 = row.get(0).map_err(backend)?;
-        let entries: Vec<u8> = row.get(1).map_err(backend)?;
-        seen.load(&entries)
-            .map_err(|e| StoreError::Corrupt(format!("dedupe entries of run {run}: {e}")))?;
-    }
-    state.seen = seen;
+            [],
+            |row| rows::checkpoint(row),
+        )?,
+        ..CollectionState::default()
+    };
+    for_each_row(
+        conn,
+        "SELECT run, entries FROM stats_seen ORDER BY run",
+        [],
+        |row| rows::load_seen(&mut state.seen, row),
+    )?;
     Ok(state)
 }
 
-fn counters_from(row: &rusqlite::Row<'_>, first: usize) -> Result<Counters, StoreError> {
-    let mut values = [0i64; 11];
-    for (i, value) in values.iter_mut().enumerate() {
-        *value = row.get(first + i).map_err(backend)?;
-    }
-    Ok(Counters::from_values(values))
-}
-
 fn sums() -> String {
-    COLUMNS
-        .iter()
-        .map(|c| format!("SUM({c})"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    each_counter(|c| format!("SUM({c})"))
 }
 
 fn id_list(ids: &[u64]) -> Result<String, StoreError> {
@@ -337,26 +284,7 @@ fn id_list(ids: &[u64]) -> Result<String, StoreError> {
 
 fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
     let table = report_table(q);
-    let grouped = [
-        ("line_item", q.by_line_item, "0"),
-        ("creative", q.by_creative, "0"),
-        ("placement", q.by_placement, "0"),
-        ("country", q.by_country, "''"),
-        ("device", q.by_device, "0"),
-    ];
-    let select = grouped
-        .iter()
-        .map(|&(column, on, none)| if on { column } else { none })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let group = grouped.iter().filter(|(_, on, _)| *on).fold(
-        String::from("bucket_start"),
-        |mut acc, (column, _, _)| {
-            acc.push_str(", ");
-            acc.push_str(column);
-            acc
-        },
-    );
+    let (select, group) = report_grouping(q, ["0", "0", "0", "''", "0"]);
     let mut params: Vec<Value> = vec![Value::Integer(q.from), Value::Integer(q.to)];
     let mut filters = String::new();
     let mut filter = |column: &str, list: String| {
@@ -391,21 +319,9 @@ fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, Sto
         sums(),
         table,
     );
-    let mut stmt = conn.prepare(&sql).map_err(backend)?;
-    let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        out.push(StoredRow {
-            bucket: row.get(0).map_err(backend)?,
-            line_item: row.get(1).map_err(backend)?,
-            creative: row.get(2).map_err(backend)?,
-            placement: row.get(3).map_err(backend)?,
-            country: row.get(4).map_err(backend)?,
-            device: row.get(5).map_err(backend)?,
-            counters: counters_from(row, 6)?,
-        });
-    }
-    Ok(out)
+    query_rows(conn, &sql, params_from_iter(params), |row| {
+        rows::stored_row(row)
+    })
 }
 
 fn sketches_in(
@@ -425,29 +341,9 @@ fn sketches_in(
         params.push(Value::Text(id_list(ids)?));
         sql.push_str(" AND line_item IN (SELECT value FROM json_each(?3))");
     }
-    let mut stmt = conn.prepare(&sql).map_err(backend)?;
-    let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        out.push(sketch_from(row)?);
-    }
-    Ok(out)
-}
-
-/// A `stats_users` row selected as `line_item, day, sketch`.
-fn sketch_from(row: &rusqlite::Row<'_>) -> Result<(SketchKey, Hll), StoreError> {
-    let key = SketchKey {
-        line_item: row.get(0).map_err(backend)?,
-        day: row.get(1).map_err(backend)?,
-    };
-    let bytes: Vec<u8> = row.get(2).map_err(backend)?;
-    let sketch = Hll::from_bytes(&bytes).map_err(|e| {
-        StoreError::Corrupt(format!(
-            "unique-users sketch of line item {} day {}: {e}",
-            key.line_item, key.day
-        ))
-    })?;
-    Ok((key, sketch))
+    query_rows(conn, &sql, params_from_iter(params), |row| {
+        rows::sketch(row)
+    })
 }
 
 fn delivery_in(
@@ -487,15 +383,13 @@ fn delivery_in(
             );
         }
         sql.push_str(" GROUP BY line_item");
-        let mut stmt = conn.prepare(&sql).map_err(backend)?;
-        let mut rows = stmt.query(params_from_iter(params)).map_err(backend)?;
-        while let Some(row) = rows.next().map_err(backend)? {
-            let line_item: u64 = row.get(0).map_err(backend)?;
+        for_each_row(conn, &sql, params_from_iter(params), |row| {
             totals
-                .entry(line_item)
+                .entry(row.u64(0, "line item")?)
                 .or_default()
-                .add(&counters_from(row, 1)?);
-        }
+                .add(&rows::counters(row, 1)?);
+            Ok(())
+        })?;
     }
     Ok(totals)
 }

@@ -1,36 +1,17 @@
 //! [`UserStore`] on SQLite: `users` and `user_sessions` (migration 6).
 
 use async_trait::async_trait;
-use marquee_model::Role;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, backend, owner_fits_role};
-use crate::shared::timestamp;
+use super::{SqliteStore, backend, owner_fits_role, query_rows};
+use crate::shared::rows::{self, USER_COLUMNS};
+use crate::shared::user_record;
 use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
-
-const USER_COLUMNS: &str = "u.id, u.name, u.role, u.owner_id, u.password_hash, u.created_at";
-
-/// Reads the user columns starting at column 0 of `row`.
-fn read_user(row: &Row<'_>) -> Result<UserRecord, StoreError> {
-    let id: u64 = row.get(0).map_err(backend)?;
-    let role: String = row.get(2).map_err(backend)?;
-    let role = Role::parse(&role)
-        .ok_or_else(|| StoreError::Corrupt(format!("user {id}: role {role:?}")))?;
-    Ok(UserRecord {
-        id,
-        name: row.get(1).map_err(backend)?,
-        role,
-        owner_id: row.get(3).map_err(backend)?,
-        password_hash: row.get(4).map_err(backend)?,
-        created_at: timestamp(row.get(5).map_err(backend)?, &format!("user {id}"))?,
-    })
-}
 
 fn find_user_in(conn: &Connection, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = ?1");
-    let mut stmt = conn.prepare(&sql).map_err(backend)?;
-    let mut rows = stmt.query([name]).map_err(backend)?;
-    rows.next().map_err(backend)?.map(read_user).transpose()
+    let mut found = query_rows(conn, &sql, [name], |row| rows::user(row))?;
+    Ok(found.pop())
 }
 
 fn find_session_in(
@@ -41,19 +22,8 @@ fn find_session_in(
         "SELECT {USER_COLUMNS}, s.csrf_token, s.created_at, s.expires_at
          FROM user_sessions s JOIN users u ON u.id = s.user_id WHERE s.session_hash = ?1"
     );
-    let mut stmt = conn.prepare(&sql).map_err(backend)?;
-    let mut rows = stmt.query([&hash[..]]).map_err(backend)?;
-    let Some(row) = rows.next().map_err(backend)? else {
-        return Ok(None);
-    };
-    let user = read_user(row)?;
-    let what = format!("session of user {}", user.id);
-    Ok(Some(SessionRecord {
-        csrf_token: row.get(6).map_err(backend)?,
-        created_at: timestamp(row.get(7).map_err(backend)?, &what)?,
-        expires_at: timestamp(row.get(8).map_err(backend)?, &what)?,
-        user,
-    }))
+    let mut found = query_rows(conn, &sql, [&hash[..]], |row| rows::session(row))?;
+    Ok(found.pop())
 }
 
 #[async_trait]
@@ -83,14 +53,7 @@ impl UserStore for SqliteStore {
             .map_err(backend)?;
             let id = u64::try_from(tx.last_insert_rowid())
                 .map_err(|_| StoreError::Corrupt("negative id in users".to_owned()))?;
-            Ok(UserRecord {
-                id,
-                name: user.name,
-                role: user.role,
-                owner_id: user.owner_id,
-                password_hash: user.password_hash,
-                created_at: now,
-            })
+            Ok(user_record(id, user, now))
         })
         .await
     }
