@@ -148,8 +148,10 @@ async function run(browser) {
   step('ad shown');
 
   // The impression reaches the report chart.
+  // Today's date in UTC, so the report is asked in UTC too (in the advertiser's zone that
+  // day may not have begun).
   const today = new Date().toISOString().slice(0, 10);
-  const report = `${config.base}/reports?from=${today}&granularity=minute&line_item=${seen.line_item}&group_by=placement`;
+  const report = `${config.base}/reports?from=${today}&tz=UTC&granularity=minute&line_item=${seen.line_item}&group_by=placement`;
   const reportDeadline = Date.now() + 15_000;
   for (;;) {
     await page.goto(report);

@@ -429,7 +429,19 @@ async fn build(
     let from = parse_time("from", from_text, &zone)?;
     let to = match p.to.as_deref() {
         Some(text) => parse_time("to", text, &zone)?,
-        None => Timestamp::now(),
+        None => {
+            let now = Timestamp::now();
+            // A date is read in the report's zone, where today may not have begun yet.
+            if now <= from {
+                return Err(ApiError::bad_field(
+                    "from",
+                    format!(
+                        "{from_text:?} in {zone_name} begins at {from}, after now (to defaults to now)"
+                    ),
+                ));
+            }
+            now
+        }
     };
     if to <= from {
         return Err(ApiError::bad_field("to", "must be after from"));

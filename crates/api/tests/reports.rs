@@ -376,6 +376,8 @@ async fn bad_parameters_are_named() {
         ("", "from"),
         ("from=yesterday", "from"),
         ("from=2026-12-02&to=2026-12-01", "to"),
+        // Without `to` the report ends now, before this `from`.
+        ("from=2099-01-01", "from"),
         ("from=2026-12-01&granularity=week", "granularity"),
         ("from=2026-12-01&group_by=planet", "group_by"),
         ("from=2026-12-01&line_item=x", "line_item"),

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Server, get_json, repo_root, require_browser_tools, token_from};
+use common::{BIN, Server, get_json, id_named, repo_root, require_browser_tools, token_from};
 use serde_json::{Value, json};
 
 const ADMIN: (&str, &str) = ("admin", "marquee-demo");
@@ -105,16 +105,6 @@ fn run_driver(root: &Path, chromium: &Path, out: &Path, config: &Value) -> Value
             result.map_or_else(String::new, |r| serde_json::to_string_pretty(&r).unwrap())
         ),
     }
-}
-
-fn id_named(list: &Value, name: &str) -> u64 {
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|item| item["name"] == name)
-        .and_then(|item| item["id"].as_u64())
-        .unwrap_or_else(|| panic!("no {name:?} in {list}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    Server, get_json, line_item_for_german_iphone, metrics_page, openrtb_sample, redis_url,
-    token_from, update_line_item,
+    Server, get_json, id_named, line_item_for_german_iphone, metrics_page, openrtb_sample,
+    redis_url, token_from, update_line_item,
 };
 use serde_json::{Value, json};
 
@@ -63,13 +63,7 @@ async fn line_item_named(
     name: &str,
 ) -> u64 {
     let list = get_json(client, &server.url("/api/v1/line-items"), Some(admin)).await;
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|item| item["name"] == name)
-        .and_then(|item| item["id"].as_u64())
-        .unwrap_or_else(|| panic!("no line item {name}: {list}"))
+    id_named(&list, name)
 }
 
 /// The line item called `name` is targeted on `rule` alone, over the API.

@@ -517,3 +517,14 @@ pub fn require_browser_tools(root: &Path) -> PathBuf {
     );
     chromium
 }
+
+/// The id of the item called `name` in a listing of the management API (`{"items": [...]}`).
+pub fn id_named(list: &Value, name: &str) -> u64 {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == name)
+        .and_then(|item| item["id"].as_u64())
+        .unwrap_or_else(|| panic!("no {name:?} in {list}"))
+}
