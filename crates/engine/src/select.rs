@@ -324,16 +324,10 @@ fn draw_until_one_passes<R: Rng>(
         let tied = rest.iter().take_while(|r| r.0 == cpm).count();
         let (group, lower) = rest.split_at_mut(tied);
         for left in (1..=group.len()).rev() {
-            let total: u64 = group[..left].iter().map(|&(_, i)| weight(i)).sum();
-            let mut draw = context.rng.next_u64() % total;
-            let mut pick = left - 1;
-            for (position, &(_, i)) in group[..left].iter().enumerate() {
-                if draw < weight(i) {
-                    pick = position;
-                    break;
-                }
-                draw -= weight(i);
-            }
+            let undrawn = group[..left].iter().map(|&(_, i)| i).enumerate();
+            let Some((pick, _)) = draw_by_weight(undrawn, |(_, i)| weight(i), context.rng) else {
+                break;
+            };
             // Drawn ones move past the end of what is left.
             group.swap(pick, left - 1);
             let i = group[left - 1].1;
@@ -701,17 +695,28 @@ fn choose<R: Rng>(
     } else {
         None
     };
-    let eligible = |s: &&(u32, Bid)| best.is_none_or(|b| s.1.cpm == b);
+    let eligible = survivors
+        .iter()
+        .filter(|s| best.is_none_or(|b| s.1.cpm == b));
     let weight = |s: &(u32, Bid)| u64::from(line_items[s.0 as usize].weight.max(1));
-    let total: u64 = survivors.iter().filter(eligible).map(weight).sum();
+    draw_by_weight(eligible, weight, rng).copied()
+}
+
+/// One of `items`, each with probability its weight over their total; `None` when that is 0.
+fn draw_by_weight<T: Copy, R: Rng>(
+    items: impl Iterator<Item = T> + Clone,
+    weight: impl Fn(T) -> u64,
+    rng: &mut R,
+) -> Option<T> {
+    let total: u64 = items.clone().map(&weight).sum();
     if total == 0 {
         return None;
     }
     let mut draw = rng.next_u64() % total;
-    for survivor in survivors.iter().filter(eligible) {
-        let w = weight(survivor);
+    for item in items {
+        let w = weight(item);
         if draw < w {
-            return Some(*survivor);
+            return Some(item);
         }
         draw -= w;
     }
