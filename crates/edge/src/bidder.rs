@@ -24,6 +24,7 @@ use marquee_engine::{
     Request, Slot, TextNeed, User, user_key,
 };
 use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_gateway::RateConverter;
 use marquee_model::{
     Channel, Currency, CurrencyRates, DeviceType, Format, LineItemId, Micros, Rounding, Size,
 };
@@ -693,13 +694,7 @@ pub(crate) fn bid(
         cur: Some(Cow::Borrowed(currency.as_str())),
         nbr: None,
     };
-    let converter = |micros: i64, from: &str, to: &str| {
-        let from = Currency::try_from(from).ok()?;
-        let to = Currency::try_from(to).ok()?;
-        rates
-            .convert(Micros(micros), from, to, Rounding::Up)
-            .map(|m| m.0)
-    };
+    let converter = RateConverter(rates);
     response.seatbid.push(SeatBid {
         bid: bids,
         seat: Some(Cow::Borrowed(&exchange.seat)),

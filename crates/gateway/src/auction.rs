@@ -10,9 +10,26 @@
 //! up, the clearing price never above its bid.
 
 use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
-use marquee_openrtb::{Bid, BidRequest, BidResponse, LossReason, validate_response};
+use marquee_openrtb::{
+    Bid, BidRequest, BidResponse, CurrencyConverter, LossReason, validate_response,
+};
 
 use crate::config::AuctionKind;
+
+/// Converts amounts between the currencies `validate_response` meets, by a rate table. It
+/// rounds up because the validator converts floors with it.
+#[derive(Clone, Copy, Debug)]
+pub struct RateConverter<'a>(pub &'a CurrencyRates);
+
+impl CurrencyConverter for RateConverter<'_> {
+    fn convert(&self, micros: i64, from: &str, to: &str) -> Option<i64> {
+        let from = Currency::try_from(from).ok()?;
+        let to = Currency::try_from(to).ok()?;
+        self.0
+            .convert(Micros(micros), from, to, Rounding::Up)
+            .map(|m| m.0)
+    }
+}
 
 /// One bidder's answer, parsed.
 #[derive(Debug)]
@@ -81,13 +98,7 @@ pub(crate) fn run(
     rules: Rules<'_>,
 ) -> Vec<Outcome> {
     let rates = rules.rates;
-    let converter = |micros: i64, from: &str, to: &str| {
-        let from = Currency::try_from(from).ok()?;
-        let to = Currency::try_from(to).ok()?;
-        rates
-            .convert(Micros(micros), from, to, Rounding::Up)
-            .map(|m| m.0)
-    };
+    let converter = RateConverter(rates);
     let mut outcomes = Vec::new();
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for (e, entry) in entries.iter().enumerate() {

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use marquee_model::{Currency, Micros, Rounding};
+use marquee_model::Currency;
 use marquee_openrtb::{
     AuctionMacros, Bid, BidRequest, BidResponse, Imp, LossReason, NoBidReason, ParseError, SeatBid,
     format_micros, validate_response,
@@ -36,6 +36,7 @@ use marquee_openrtb::{
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+pub use auction::RateConverter;
 pub use client::BidderClient;
 pub use config::{AuctionKind, BidderSpec, GatewayConfig, HealthConfig, Media, OpenRtbVersion};
 pub use metrics::{BidderStats, GatewayStats};
@@ -543,14 +544,7 @@ impl Gateway {
             cur: Some(Cow::Borrowed(currency.as_str())),
             nbr: None,
         };
-        let rates = &self.config.rates;
-        let converter = |micros: i64, from: &str, to: &str| {
-            let from = Currency::try_from(from).ok()?;
-            let to = Currency::try_from(to).ok()?;
-            rates
-                .convert(Micros(micros), from, to, Rounding::Up)
-                .map(|m| m.0)
-        };
+        let converter = RateConverter(&self.config.rates);
         if let Err(violations) = validate_response(request, &response, &converter) {
             if violations.iter().any(|v| v.bid_id.is_none()) {
                 return None;
