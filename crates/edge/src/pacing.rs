@@ -23,7 +23,9 @@ use arc_swap::{ArcSwap, Guard};
 use jiff::Timestamp;
 use marquee_engine::{Control, ControlArray, Pacing};
 use marquee_model::LineItemId;
-use marquee_pacing::{Billable, Charge, ControlEntry, EdgeId, Lease, SyncRequest, SyncResponse};
+use marquee_pacing::{
+    Billable, Charge, ControlEntry, EdgeId, Lease, Renewal, SyncRequest, SyncResponse,
+};
 use marquee_snapshot::LineItemEntry;
 
 use crate::Edge;
@@ -197,22 +199,10 @@ impl EdgePacing {
 
     /// The request for the next sync: the leases due for renewal.
     pub fn request(&self, now: Timestamp) -> SyncRequest {
-        let control_version = self.controls.lock().map_or(0, |c| c.0);
-        let renewals = self
-            .leases
-            .lock()
-            .map(|leases| {
-                leases
-                    .iter()
-                    .filter(|(_, (lease, _))| lease.needs_renewal(now))
-                    .map(|(id, (lease, _))| lease.renewal(self.edge, *id))
-                    .collect()
-            })
-            .unwrap_or_default();
         SyncRequest {
             edge: self.edge,
-            control_version,
-            renewals,
+            control_version: self.control_version(),
+            renewals: self.counts(|lease| lease.needs_renewal(now)),
             releases: Vec::new(),
         }
     }
@@ -220,23 +210,32 @@ impl EdgePacing {
     /// The request that gives every lease back (the edge is stopping), each with its final
     /// count, so the manager returns the unused part to the budget at once.
     pub fn releases(&self) -> SyncRequest {
-        let control_version = self.controls.lock().map_or(0, |c| c.0);
-        let releases = self
-            .leases
+        SyncRequest {
+            edge: self.edge,
+            control_version: self.control_version(),
+            renewals: Vec::new(),
+            releases: self.counts(|_| true),
+        }
+    }
+
+    /// The version of the control set applied; 0 (ask for the current one) if the lock is
+    /// poisoned.
+    fn control_version(&self) -> u64 {
+        self.controls.lock().map_or(0, |c| c.0)
+    }
+
+    /// The counts of the leases `wanted` picks, as the manager is told them.
+    fn counts(&self, wanted: impl Fn(&Lease) -> bool) -> Vec<Renewal> {
+        self.leases
             .lock()
             .map(|leases| {
                 leases
                     .iter()
+                    .filter(|(_, (lease, _))| wanted(lease))
                     .map(|(id, (lease, _))| lease.renewal(self.edge, *id))
                     .collect()
             })
-            .unwrap_or_default();
-        SyncRequest {
-            edge: self.edge,
-            control_version,
-            renewals: Vec::new(),
-            releases,
-        }
+            .unwrap_or_default()
     }
 
     /// Applies the manager's answer: grants in order, then the control set if one came, to the
