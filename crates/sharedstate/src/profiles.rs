@@ -154,18 +154,13 @@ fn refuse_repeats(parsed: &mut Parsed, at: Vec<String>) {
     parsed.profiles = kept;
 }
 
-/// Reads a JSON upload.
-pub fn parse_json(body: &[u8]) -> Result<Parsed, UploadError> {
-    let upload: JsonUpload =
-        serde_json::from_slice(body).map_err(|e| UploadError::Json(e.to_string()))?;
+/// Checks each row read, named by where it was: those that pass are kept, the rest refused
+/// with their reason; then repeated users are refused.
+fn check_rows(rows: impl Iterator<Item = (String, Result<ProfileRow, String>)>) -> Parsed {
     let mut parsed = Parsed::default();
     let mut at_of_kept = Vec::new();
-    for (i, value) in upload.profiles.into_iter().enumerate() {
-        let at = format!("profiles[{i}]");
-        let row = serde_json::from_value::<ProfileRow>(value)
-            .map_err(|e| e.to_string())
-            .and_then(check_row);
-        match row {
+    for (at, row) in rows {
+        match row.and_then(check_row) {
             Ok(profile) => {
                 parsed.profiles.push(profile);
                 at_of_kept.push(at);
@@ -174,7 +169,18 @@ pub fn parse_json(body: &[u8]) -> Result<Parsed, UploadError> {
         }
     }
     refuse_repeats(&mut parsed, at_of_kept);
-    Ok(parsed)
+    parsed
+}
+
+/// Reads a JSON upload.
+pub fn parse_json(body: &[u8]) -> Result<Parsed, UploadError> {
+    let upload: JsonUpload =
+        serde_json::from_slice(body).map_err(|e| UploadError::Json(e.to_string()))?;
+    let rows = upload.profiles.into_iter().enumerate().map(|(i, value)| {
+        let row = serde_json::from_value::<ProfileRow>(value).map_err(|e| e.to_string());
+        (format!("profiles[{i}]"), row)
+    });
+    Ok(check_rows(rows))
 }
 
 /// Reads a CSV upload: a header `user,segments,attributes`, then one user per line; segments
@@ -194,23 +200,10 @@ pub fn parse_csv(body: &[u8]) -> Result<Parsed, UploadError> {
     if columns != ["user", "segments", "attributes"] {
         return Err(UploadError::CsvHeader(header.to_owned()));
     }
-    let mut parsed = Parsed::default();
-    let mut at_of_kept = Vec::new();
-    for (index, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("line {}", index + 1);
-        match csv_row(line).and_then(check_row) {
-            Ok(profile) => {
-                parsed.profiles.push(profile);
-                at_of_kept.push(at);
-            }
-            Err(reason) => parsed.rejected.push(Rejected { at, reason }),
-        }
-    }
-    refuse_repeats(&mut parsed, at_of_kept);
-    Ok(parsed)
+    let rows = lines
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| (format!("line {}", index + 1), csv_row(line)));
+    Ok(check_rows(rows))
 }
 
 fn csv_row(line: &str) -> Result<ProfileRow, String> {
