@@ -26,6 +26,7 @@ use marquee_model::same_secret;
 
 use crate::Edge;
 use crate::handlers::Body;
+use crate::periodic::Schedule;
 
 /// The most one `/log/read` answers, whatever `max_bytes` asks.
 pub const MAX_READ_BYTES: usize = 64 << 20;
@@ -248,19 +249,12 @@ pub async fn enforce_disk_limit(
     every: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            _ = tick.tick() => {
-                let log = Arc::clone(&log);
-                let trimmed = tokio::task::spawn_blocking(move || trim_to_limit(&log, limit_bytes)).await;
-                if let Ok(Err(error)) = trimmed {
-                    tracing::warn!(%error, "cannot measure the event log against its disk limit");
-                }
-            }
+    let mut schedule = Schedule::new(every, shutdown);
+    while schedule.next().await {
+        let log = Arc::clone(&log);
+        let trimmed = tokio::task::spawn_blocking(move || trim_to_limit(&log, limit_bytes)).await;
+        if let Ok(Err(error)) = trimmed {
+            tracing::warn!(%error, "cannot measure the event log against its disk limit");
         }
     }
 }

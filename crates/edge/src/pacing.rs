@@ -30,6 +30,7 @@ use marquee_snapshot::LineItemEntry;
 
 use crate::Edge;
 use crate::holder::{Holder, Loaded};
+use crate::periodic::Schedule;
 
 /// A failed sync; the edge keeps its controls and its leases run out.
 #[derive(Debug, thiserror::Error)]
@@ -356,17 +357,10 @@ pub async fn run_sync(
     interval: Duration,
     stop: impl Future<Output = ()>,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {
-                if let Err(error) = sync_once(&edge, &*client).await {
-                    tracing::warn!(%error, "pacing sync failed");
-                }
-            }
+    let mut schedule = Schedule::new(interval, stop);
+    while schedule.next().await {
+        if let Err(error) = sync_once(&edge, &*client).await {
+            tracing::warn!(%error, "pacing sync failed");
         }
     }
 }

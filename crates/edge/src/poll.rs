@@ -13,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::Edge;
+use crate::periodic::Schedule;
 
 /// Largest snapshot accepted over HTTP (a 100,000 line-item snapshot is about 30 MB).
 const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
@@ -47,26 +48,21 @@ pub async fn follow(
     stop: impl Future<Output = ()>,
 ) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
     // Logged when the manager goes away and when it is back, not at every poll in between.
     let mut reachable = true;
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => match poll_once(&edge, &client, &manager, &secret).await {
-                Ok(_) if !reachable => {
-                    reachable = true;
-                    tracing::info!(%manager, "snapshot polls answered again");
-                }
-                Ok(_) => {}
-                Err(error) if reachable => {
-                    reachable = false;
-                    tracing::warn!(%error, "snapshot poll failed; serving the current snapshot");
-                }
-                Err(error) => tracing::debug!(%error, "snapshot poll failed again"),
-            },
+    let mut schedule = Schedule::new(interval, stop);
+    while schedule.next().await {
+        match poll_once(&edge, &client, &manager, &secret).await {
+            Ok(_) if !reachable => {
+                reachable = true;
+                tracing::info!(%manager, "snapshot polls answered again");
+            }
+            Ok(_) => {}
+            Err(error) if reachable => {
+                reachable = false;
+                tracing::warn!(%error, "snapshot poll failed; serving the current snapshot");
+            }
+            Err(error) => tracing::debug!(%error, "snapshot poll failed again"),
         }
     }
 }

@@ -28,6 +28,7 @@ use marquee_pacing::{EdgeReport, SyncRequest, SyncResponse};
 
 use crate::Edge;
 use crate::pacing::{SyncClient, SyncError};
+use crate::periodic::Schedule;
 
 /// How long one call to the manager may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -231,27 +232,20 @@ pub async fn run_heartbeat(
     interval: Duration,
     stop: impl Future<Output = ()>,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
     let mut reachable = true;
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {
-                match client.heartbeat(&report(&edge, &id, &addresses)).await {
-                    Ok(()) if !reachable => {
-                        reachable = true;
-                        tracing::info!(manager = %client.base(), "manager answers heartbeats again");
-                    }
-                    Ok(()) => {}
-                    Err(error) if reachable => {
-                        reachable = false;
-                        tracing::warn!(%error, "heartbeat failed; serving from the current snapshot and leases");
-                    }
-                    Err(error) => tracing::debug!(%error, "heartbeat failed again"),
-                }
+    let mut schedule = Schedule::new(interval, stop);
+    while schedule.next().await {
+        match client.heartbeat(&report(&edge, &id, &addresses)).await {
+            Ok(()) if !reachable => {
+                reachable = true;
+                tracing::info!(manager = %client.base(), "manager answers heartbeats again");
             }
+            Ok(()) => {}
+            Err(error) if reachable => {
+                reachable = false;
+                tracing::warn!(%error, "heartbeat failed; serving from the current snapshot and leases");
+            }
+            Err(error) => tracing::debug!(%error, "heartbeat failed again"),
         }
     }
 }
