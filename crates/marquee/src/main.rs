@@ -90,6 +90,19 @@ struct ServeArgs {
     demo: bool,
 }
 
+impl ServeArgs {
+    /// The configuration, with what this command line sets over it (`marquee serve` and
+    /// `marquee manager` take the same arguments).
+    fn config(&self) -> Result<Config, Failure> {
+        let overrides = Overrides {
+            listen: self.listen,
+            demo: self.demo.then_some(true),
+            ..Overrides::default()
+        };
+        load_config(&self.common, overrides)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum TokenCommand {
     /// Create an API token and print it once; only its hash is stored.
@@ -239,20 +252,11 @@ async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
-    let overrides = Overrides {
-        listen: args.listen,
-        demo: args.demo.then_some(true),
-        ..Overrides::default()
-    };
-    let config = load_config(&args.common, overrides)?;
+    let config = args.config()?;
     init_logging(&config);
     let signalled = shutdown_signal();
     let store = open_store(&config).await?;
-    let demo_token = if config.demo {
-        load_demo(&*store).await?
-    } else {
-        None
-    };
+    let demo_token = load_demo(&config, &*store).await?;
     let manager = roles::open_manager(&config, &store).await?;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -777,8 +781,12 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// Loads the demo into an empty database and returns a new admin token for it.
-async fn load_demo(store: &dyn Store) -> Result<Option<String>, Failure> {
+/// Loads the demo into an empty database, when the configuration asks for it, and returns a
+/// new admin token for it.
+async fn load_demo(config: &Config, store: &dyn Store) -> Result<Option<String>, Failure> {
+    if !config.demo {
+        return Ok(None);
+    }
     if !demo::is_empty(store).await? {
         tracing::info!("database is not empty; demo data not loaded");
         return Ok(None);

@@ -124,21 +124,12 @@ pub(crate) async fn give_leases_back(edge: &Edge, client: &dyn SyncClient) {
 
 /// `marquee manager`: everything of `marquee serve` but the edge.
 pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
-    let overrides = Overrides {
-        listen: args.listen,
-        demo: args.demo.then_some(true),
-        ..Overrides::default()
-    };
-    let config = load_config(&args.common, overrides)?;
+    let config = args.config()?;
     let secret = required_secret(&config, "manager")?;
     init_logging(&config);
     let signalled = shutdown_signal();
     let store = open_store(&config).await?;
-    let demo_token = if config.demo {
-        load_demo(&*store).await?
-    } else {
-        None
-    };
+    let demo_token = load_demo(&config, &*store).await?;
     let manager = open_manager(&config, &store).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
