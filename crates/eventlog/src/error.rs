@@ -1,7 +1,7 @@
 //! Typed errors, one enum per operation.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Opening the log failed.
@@ -30,6 +30,18 @@ pub enum OpenError {
     },
     #[error("{}: no segment ids left", dir.display())]
     SegmentIdsExhausted { dir: PathBuf },
+}
+
+impl OpenError {
+    /// For `map_err`: an I/O error as the failure to `action` the file or directory at `path`.
+    pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> OpenError {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io {
+            action,
+            path,
+            source,
+        }
+    }
 }
 
 /// An event was not appended, or (for the durable variants) not made durable.
@@ -97,6 +109,18 @@ pub enum ReadError {
         path: PathBuf,
         source: io::Error,
     },
+}
+
+impl ReadError {
+    /// For `map_err`: an I/O error as the failure to `action` the file or directory at `path`.
+    pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ReadError {
+        let path = path.to_path_buf();
+        move |source| ReadError::Io {
+            action,
+            path,
+            source,
+        }
+    }
 }
 
 /// `delete_through` refused or failed.

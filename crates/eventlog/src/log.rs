@@ -276,31 +276,23 @@ impl EventLog {
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<EventLog, OpenError> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let io_err = |action: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| OpenError::Io {
-                action,
-                path,
-                source,
-            }
-        };
-        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        fs::create_dir_all(&dir).map_err(OpenError::io("create", &dir))?;
         let lock_path = dir.join("LOCK");
         let lock_file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(io_err("open", &lock_path))?;
+            .map_err(OpenError::io("open", &lock_path))?;
         match lock_file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Err(OpenError::Locked { path: lock_path }),
-            Err(TryLockError::Error(e)) => return Err(io_err("lock", &lock_path)(e)),
+            Err(TryLockError::Error(e)) => return Err(OpenError::io("lock", &lock_path)(e)),
         }
 
         let mut count = config.shards;
-        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
-            let entry = entry.map_err(io_err("list", &dir))?;
+        for entry in fs::read_dir(&dir).map_err(OpenError::io("list", &dir))? {
+            let entry = entry.map_err(OpenError::io("list", &dir))?;
             let Some(k) = entry
                 .file_name()
                 .to_str()
@@ -354,7 +346,7 @@ impl EventLog {
             });
         }
         // Makes new shard directories' entries durable, so their segments cannot vanish.
-        segment::sync_dir(&dir).map_err(io_err("sync", &dir))?;
+        segment::sync_dir(&dir).map_err(OpenError::io("sync", &dir))?;
         info!(dir = %dir.display(), shards = count, writable = config.shards, truncated_bytes,
             "event log open");
 
@@ -378,7 +370,7 @@ impl EventLog {
                 .name(format!("eventlog-flush-{}", writer.shard()))
                 .spawn(move || flusher::run(&inner, writer))
                 // Dropping `log` stops the flushers already started.
-                .map_err(io_err("start a flusher for", &dir))?;
+                .map_err(OpenError::io("start a flusher for", &dir))?;
             lock(&log.flushers).push(handle);
         }
         Ok(log)

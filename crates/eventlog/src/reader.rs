@@ -4,7 +4,6 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::error::{DeleteError, ReadError};
@@ -124,11 +123,7 @@ impl EventLog {
     pub fn segments(&self, shard: usize) -> Result<Vec<SegmentInfo>, ReadError> {
         let s = self.shard(shard)?;
         let (open, next) = visible(s);
-        let ids = segment::list_segments(&s.dir).map_err(|source| ReadError::Io {
-            action: "list",
-            path: s.dir.clone(),
-            source,
-        })?;
+        let ids = segment::list_segments(&s.dir).map_err(ReadError::io("list", &s.dir))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids.into_iter().filter(|&id| id < next) {
             if let Some(tail) = open.filter(|t| t.segment == id) {
@@ -235,26 +230,21 @@ impl EventLog {
             return Err(missing());
         }
         let path = segment::segment_path(&s.dir, segment);
-        let io_err = |action: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ReadError::Io {
-                action,
-                path,
-                source,
-            }
-        };
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing()),
-            Err(e) => return Err(io_err("open", &path)(e)),
+            Err(e) => return Err(ReadError::io("open", &path)(e)),
         };
         let (end, closed) = match open.filter(|t| t.segment == segment) {
             Some(tail) => (tail.len, false),
-            None => (file.metadata().map_err(io_err("stat", &path))?.len(), true),
+            None => (
+                file.metadata().map_err(ReadError::io("stat", &path))?.len(),
+                true,
+            ),
         };
 
         let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
-        let got = read_fully_at(&file, &mut header, 0).map_err(io_err("read", &path))?;
+        let got = read_fully_at(&file, &mut header, 0).map_err(ReadError::io("read", &path))?;
         // The shard index is below MAX_SHARDS, so it fits a u32.
         segment::check_header(&header[..got], shard as u32, segment).map_err(|source| {
             ReadError::BadHeader {
@@ -276,7 +266,7 @@ impl EventLog {
             .unwrap_or(usize::MAX)
             .min(budget.max_bytes.max(MAX_FRAME));
         let mut buf = vec![0u8; window];
-        let got = read_fully_at(&file, &mut buf, start).map_err(io_err("read", &path))?;
+        let got = read_fully_at(&file, &mut buf, start).map_err(ReadError::io("read", &path))?;
         buf.truncate(got);
         // A file shorter than its readable length (only after outside damage) reads short;
         // that is reported as corrupt below.

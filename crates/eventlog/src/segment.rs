@@ -146,16 +146,8 @@ pub(crate) struct Recovered {
 /// (partial record, bad length or CRC mismatch) is cut off, keeping every intact record before
 /// it. Earlier segments were fsynced before the next one was created and are left alone.
 pub(crate) fn recover_shard(dir: &Path, shard: u32) -> Result<Recovered, OpenError> {
-    let io_err = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| OpenError::Io {
-            action,
-            path,
-            source,
-        }
-    };
-    fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-    let ids = list_segments(dir).map_err(io_err("list", dir))?;
+    fs::create_dir_all(dir).map_err(OpenError::io("create", dir))?;
+    let ids = list_segments(dir).map_err(OpenError::io("list", dir))?;
     let Some(&last) = ids.last() else {
         return Ok(Recovered {
             next_segment: 1,
@@ -166,7 +158,7 @@ pub(crate) fn recover_shard(dir: &Path, shard: u32) -> Result<Recovered, OpenErr
         dir: dir.to_path_buf(),
     })?;
     let path = segment_path(dir, last);
-    let bytes = fs::read(&path).map_err(io_err("read", &path))?;
+    let bytes = fs::read(&path).map_err(OpenError::io("read", &path))?;
     let truncated_bytes = if let Err(e) = check_header(&bytes, shard, last) {
         // A crash between creating a segment and syncing its first records leaves a short or
         // unwritten header and nothing after it. Anything longer is damage we must not guess
@@ -176,8 +168,8 @@ pub(crate) fn recover_shard(dir: &Path, shard: u32) -> Result<Recovered, OpenErr
         }
         warn!(path = %path.display(), len = bytes.len(), error = %e,
             "removing a segment whose header was torn");
-        fs::remove_file(&path).map_err(io_err("remove", &path))?;
-        sync_dir(dir).map_err(io_err("sync", dir))?;
+        fs::remove_file(&path).map_err(OpenError::io("remove", &path))?;
+        sync_dir(dir).map_err(OpenError::io("sync", dir))?;
         bytes.len() as u64
     } else {
         let (valid, error) = valid_prefix(&bytes[HEADER_LEN..]);
@@ -189,9 +181,10 @@ pub(crate) fn recover_shard(dir: &Path, shard: u32) -> Result<Recovered, OpenErr
             let file = OpenOptions::new()
                 .write(true)
                 .open(&path)
-                .map_err(io_err("open", &path))?;
-            file.set_len(keep).map_err(io_err("truncate", &path))?;
-            file.sync_all().map_err(io_err("sync", &path))?;
+                .map_err(OpenError::io("open", &path))?;
+            file.set_len(keep)
+                .map_err(OpenError::io("truncate", &path))?;
+            file.sync_all().map_err(OpenError::io("sync", &path))?;
         }
         dropped
     };
