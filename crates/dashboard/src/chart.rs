@@ -3,6 +3,9 @@
 
 use std::fmt::Write as _;
 
+// What escapes HTML text and double-quoted attributes escapes SVG ones too.
+use marquee_snapshot::escape_html;
+
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 240.0;
 const LEFT: f64 = 56.0;
@@ -19,22 +22,6 @@ pub struct Series {
     pub values: Vec<f64>,
     /// Drawn dashed (a target or plan rather than a measurement).
     pub dashed: bool,
-}
-
-/// Escapes text for SVG content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The smallest "nice" number (1, 2 or 5 times a power of ten) at or above `max`, so the
@@ -71,7 +58,7 @@ fn open_svg(out: &mut String, title: &str) {
         out,
         "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" \
          aria-label=\"{title}\" xmlns=\"http://www.w3.org/2000/svg\"><title>{title}</title>",
-        title = escape(title)
+        title = escape_html(title)
     );
 }
 
@@ -118,7 +105,7 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series]) -> String
                 "<text class=\"tick\" x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                 x(i),
                 HEIGHT - 8.0,
-                escape(label)
+                escape_html(label)
             );
         }
     }
@@ -141,7 +128,7 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series]) -> String
             "<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} \
              points=\"{}\"><title>{}</title></polyline>",
             coordinates.join(" "),
-            escape(&s.label)
+            escape_html(&s.label)
         );
         if coordinates.len() == 1 {
             let _ = write!(
@@ -174,12 +161,12 @@ pub fn bar_chart(title: &str, bars: &[(String, f64)]) -> String {
              <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
             LEFT * 2.0 - 6.0,
             top + band / 2.0 + 4.0,
-            escape(label),
+            escape_html(label),
             LEFT * 2.0,
             top + band * 0.15,
             band * 0.7,
             COLOURS[0],
-            escape(label),
+            escape_html(label),
             trim(*value),
             LEFT * 2.0 + width + 4.0,
             top + band / 2.0 + 4.0,

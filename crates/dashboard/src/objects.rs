@@ -813,18 +813,19 @@ pub async fn show(
 /// dashboard.
 fn preview(creative: &Creative) -> String {
     use marquee_model::CreativeContent as C;
+    use marquee_snapshot::escape_html;
     let body = match &creative.content {
         C::Image { image_url, alt } => format!(
             "<img src=\"{}\" alt=\"{}\" style=\"max-width:100%\">",
-            crate::chart::escape(image_url),
-            crate::chart::escape(alt)
+            escape_html(image_url),
+            escape_html(alt)
         ),
         C::Html { html } => html.clone(),
         C::ThirdPartyTag { tag } => tag.clone(),
         C::Native { title, body, .. } => format!(
             "<strong>{}</strong><p>{}</p>",
-            crate::chart::escape(title),
-            crate::chart::escape(body)
+            escape_html(title),
+            escape_html(body)
         ),
         C::Vast { .. } => "<p>VAST creative: preview in a video player.</p>".to_owned(),
     };
