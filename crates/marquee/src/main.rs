@@ -287,13 +287,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         );
     }
 
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        }
-    };
+    let (stop, until_stopped) = roles::stop_channel();
     let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
     let follower = tokio::spawn(follow_snapshots(
         manager.subscribe(),

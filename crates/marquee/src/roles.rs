@@ -36,7 +36,7 @@ pub(crate) struct EdgeArgs {
 }
 
 /// A stop signal every background task can wait on.
-fn stop_channel() -> (
+pub(crate) fn stop_channel() -> (
     tokio::sync::watch::Sender<bool>,
     impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
 ) {
