@@ -25,7 +25,7 @@ pub mod metrics;
 pub mod notice;
 pub mod overload;
 pub mod pacing;
-mod periodic;
+pub mod periodic;
 pub mod poll;
 mod profiles;
 pub mod query;

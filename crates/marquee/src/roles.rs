@@ -10,6 +10,7 @@ use clap::Args;
 use marquee_config::{Config, Overrides};
 use marquee_edge::Edge;
 use marquee_edge::pacing::SyncClient;
+use marquee_edge::periodic::Schedule;
 use marquee_edge::remote::{self, Addresses, IdentityError, ManagerClient};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{Clock, SystemClock};
@@ -95,18 +96,11 @@ pub(crate) async fn local_heartbeat(
         log_url: public_url.clone(),
         public_url,
     };
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {
-                let report = remote::report(&edge, marquee_manager::edges::IN_PROCESS_ID, &addresses);
-                if let Err(error) = manager.report_edge(report, true).await {
-                    tracing::warn!(%error, "in-process edge heartbeat failed");
-                }
-            }
+    let mut schedule = Schedule::new(interval, stop);
+    while schedule.next().await {
+        let report = remote::report(&edge, marquee_manager::edges::IN_PROCESS_ID, &addresses);
+        if let Err(error) = manager.report_edge(report, true).await {
+            tracing::warn!(%error, "in-process edge heartbeat failed");
         }
     }
 }
