@@ -834,18 +834,23 @@ mod tests {
         );
     }
 
+    /// A grant of `LINE` up to `ceiling`, to renew by 5 s (or below 3 left), expiring at 15 s.
+    fn grant_up_to(ceiling: u64) -> LeaseGrant {
+        LeaseGrant {
+            line_item: LINE,
+            ceiling,
+            expires_at: at(15),
+            renew_at: at(5),
+            low_water: 3,
+        }
+    }
+
     #[test]
     fn the_edge_lease_stops_at_the_ceiling_and_at_expiry() {
         let lease = Lease::new();
         assert!(!lease.has_room(0, at(0)));
         assert!(lease.needs_renewal(at(0)));
-        lease.apply(&LeaseGrant {
-            line_item: LINE,
-            ceiling: 10,
-            expires_at: at(15),
-            renew_at: at(5),
-            low_water: 3,
-        });
+        lease.apply(&grant_up_to(10));
         assert!(lease.has_room(10, at(1)));
         assert!(!lease.has_room(11, at(1)));
         assert!(!lease.needs_renewal(at(1)));
@@ -855,13 +860,7 @@ mod tests {
         assert_eq!(lease.consumed(), 11);
         assert!(!lease.has_room(0, at(1)));
         assert!(lease.needs_renewal(at(1)));
-        lease.apply(&LeaseGrant {
-            line_item: LINE,
-            ceiling: 20,
-            expires_at: at(15),
-            renew_at: at(5),
-            low_water: 3,
-        });
+        lease.apply(&grant_up_to(20));
         assert!(lease.has_room(9, at(14)));
         assert!(!lease.has_room(0, at(15)));
         assert_eq!(lease.renewal(EdgeId(4), LINE), renewal(4, 11, 20));
