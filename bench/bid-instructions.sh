@@ -7,7 +7,10 @@
 # worth watching (callgrind_annotate --inclusive=yes).
 #
 #   bench/bid-instructions.sh --data DIR [-n 2000] [--warm 300] [--bin PATH] [--out FILE]
+#   bench/bid-instructions.sh --reference [-n 2000] ...
 #
+# --reference counts the same for `marquee bench reference --post-bytes 1620` instead (the
+# hello-world every ratio is measured against), so the two counts compare.
 # DIR comes from bench/bid-line-items.sh. The request is
 # crates/openrtb/testdata/marquee/bench-request.json; the imp is secure, so the server's
 # public URL is https (plain-http notice URLs would fail the response check).
@@ -15,6 +18,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 data=""
+reference=0
 count=2000
 warm=300
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
@@ -23,6 +27,7 @@ die() { echo "bid-instructions.sh: $*" >&2; exit 64; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --data) data="$2"; shift 2 ;;
+    --reference) reference=1; shift ;;
     -n) count="$2"; shift 2 ;;
     --warm) warm="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
@@ -31,7 +36,8 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-[[ -n "$data" && -d "$data" ]] || die "--data DIR (from bench/bid-line-items.sh) is required"
+[[ "$reference" == 1 || ( -n "$data" && -d "$data" ) ]] ||
+  die "--data DIR (from bench/bid-line-items.sh) or --reference is required"
 [[ -x "$bin" ]] || die "$bin is missing (cargo build --release -p marquee, or --bin)"
 command -v valgrind >/dev/null || die "valgrind is not installed"
 
@@ -46,9 +52,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [[ "$reference" == 1 ]]; then
+  server=(bench reference --listen 127.0.0.1:0 --post-bytes 1620)
+else
+  server=(serve --data "$data" --listen 127.0.0.1:0)
+fi
 MARQUEE_EDGE__PUBLIC_URL=https://ads.example.com valgrind --tool=callgrind --instr-atstart=no \
-  --callgrind-out-file="$out" "$bin" serve --data "$data" --listen 127.0.0.1:0 \
-  >"$work/serve.log" 2>&1 &
+  --callgrind-out-file="$out" "$bin" "${server[@]}" >"$work/serve.log" 2>&1 &
 pid=$!
 addr=""
 for _ in $(seq 1 600); do
@@ -62,6 +72,7 @@ url="http://$addr/openrtb2/bid"
 # The manager's first aggregation run loads the stored dedupe set, a one-off cost that must not
 # land inside the measured window: wait for two runs to have finished.
 for _ in $(seq 1 600); do
+  [[ "$reference" == 1 ]] && break
   runs="$(curl -s "http://$addr/metrics" | sed -n 's/^marquee_aggregation_runs_total \([0-9]*\)$/\1/p')"
   [[ "${runs:-0}" -ge 2 ]] && break
   sleep 0.2

@@ -564,10 +564,9 @@ pub(crate) fn bid(
         .then(|| our_user(&edge.bidder, exchange, &request))
         .flatten();
     // Our profile of the user (segments and attributes uploaded to `POST /profiles`) joins
-    // the segments the exchange sends in `user.data`.
-    let profile = user_data
-        .then(|| profiles::lookup_now(edge, user_id.as_deref()))
-        .flatten();
+    // the segments the exchange sends in `user.data`; without user-level data there is no
+    // user id, so no profile either.
+    let profile = profiles::lookup_now(edge, user_id.as_deref());
     let mut segments: Vec<&str> = Vec::new();
     let mut key_values: Vec<(&str, &str)> = Vec::new();
     if user_data {
@@ -579,8 +578,8 @@ pub(crate) fn bid(
                 .flat_map(|d| d.segment.iter())
                 .filter_map(|s| s.id.as_deref()),
         );
-        profiles::add_targeting(profile.as_deref(), &mut segments, &mut key_values);
     }
+    profiles::add_targeting(profile.as_deref(), &mut segments, &mut key_values);
     let categories: Vec<&str> = request.bcat.iter().map(|c| c.as_ref()).collect();
     let advertisers: Vec<&str> = request.badv.iter().map(|c| c.as_ref()).collect();
     let apps: Vec<&str> = request.bapp.iter().map(|c| c.as_ref()).collect();

@@ -220,10 +220,15 @@ struct TickClock {
 }
 
 /// Makes the probe's socket readable every [`PROBE_PERIOD`] until the probe is gone.
-fn tick(mut socket: std::os::unix::net::UnixStream, clock: &TickClock) {
+fn tick(mut socket: std::os::unix::net::UnixStream, clock: &Arc<TickClock>) {
     use std::io::Write;
     loop {
         std::thread::sleep(PROBE_PERIOD);
+        // A probe dropped with a tick unread leaves no write to fail: its share of the clock
+        // is how this thread learns it is gone.
+        if Arc::strong_count(clock) == 1 {
+            return;
+        }
         if clock.pending.load(Ordering::Acquire) {
             continue;
         }

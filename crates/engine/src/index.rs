@@ -159,7 +159,8 @@ pub struct Scratch {
     epoch: u32,
     pub(crate) matched: Vec<u32>,
     pub(crate) survivors: Vec<(u32, crate::select::Bid)>,
-    /// Candidates of a tier that goes to the highest bid, with their bids, best first.
+    /// A tier's candidates in the order they are drawn from: by bid, best first, in tiers
+    /// that go to the highest bid; all at zero in reserved tiers.
     pub(crate) ranked: Vec<(marquee_model::Micros, u32)>,
     pub(crate) zone_local: Vec<Option<LocalTime>>,
     /// Per tier, the non-empty segments of the request's lists, which its scan reads.
