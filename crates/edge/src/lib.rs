@@ -151,8 +151,8 @@ impl Edge {
     }
 
     /// [`Edge::try_admit`] for an OpenRTB request (bid or gateway auction) from `exchange`: its
-    /// queue may take up to half of the exchange's default answer time (less the network
-    /// margin) before requests are shed.
+    /// queue may take up to three quarters of the exchange's default answer time (less the
+    /// network margin) before requests are shed.
     pub fn try_admit_bid(&self, exchange: &bidder::Exchange) -> Option<Admitted<'_>> {
         self.gate.try_enter_within(
             exchange
