@@ -355,16 +355,8 @@ mod tests {
         };
         assert_eq!(started(None), 100, "10 ms limit: a third");
         assert_eq!(started(Some(Duration::from_millis(60))), 300, "45 ms: all");
-        assert_eq!(
-            started(Some(Duration::from_millis(40))),
-            300,
-            "30 ms: all"
-        );
-        assert_eq!(
-            started(Some(Duration::from_millis(20))),
-            150,
-            "15 ms: half"
-        );
+        assert_eq!(started(Some(Duration::from_millis(40))), 300, "30 ms: all");
+        assert_eq!(started(Some(Duration::from_millis(20))), 150, "15 ms: half");
         assert_eq!(
             started(Some(Duration::from_millis(4))),
             100,
