@@ -55,7 +55,8 @@ pub(crate) fn write_str(out: &mut String, value: &str) {
 /// The high bit of each byte of `word` (little-endian) that is `"`, `\` or below 0x20, by the
 /// classic "has a zero byte" and "has a byte less than n" bit tricks. A borrow can also flag a
 /// byte above a flagged one, never one below, so the lowest flag is exact and 0 means none.
-fn escape_mask(word: u64) -> u64 {
+/// The request reader (`fast.rs`) finds the end of strings with it too.
+pub(crate) fn escape_mask(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;

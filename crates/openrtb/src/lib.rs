@@ -13,6 +13,7 @@ mod de;
 mod decimal;
 mod enums;
 mod error;
+mod fast;
 mod json;
 mod macros;
 mod native;

@@ -77,7 +77,7 @@ pub struct BidRequest<'a> {
     pub ext: Option<&'a RawValue>,
     /// The OpenRTB 3.0 envelope, only to say so when one is sent here.
     #[serde(default, rename = "openrtb", borrow)]
-    openrtb3: Option<&'a RawValue>,
+    pub(crate) openrtb3: Option<&'a RawValue>,
 }
 
 /// An impression offered for sale (§3.2.4).
@@ -480,12 +480,46 @@ struct SourceExt<'a> {
 impl<'a> BidRequest<'a> {
     /// Parses a bid request body (already decoded, see [`crate::decode_body`]): JSON into the
     /// 2.6 shape, 2.5 `ext` fields moved to their 2.6 places, then the structural checks.
+    ///
+    /// The JSON is read by a hand-written reader (`fast.rs`) when it can vouch for giving
+    /// exactly serde's value, by serde_json and the derives otherwise (which also locate
+    /// errors).
     pub fn parse(body: &'a [u8]) -> Result<BidRequest<'a>, ParseError> {
-        let mut request: BidRequest<'a> = crate::error::from_slice(body)?;
-        request.upgrade_2_5()?;
-        request.normalise_currencies();
-        request.validate()?;
-        Ok(request)
+        let request = match Self::read_json_fast(body) {
+            Some(request) => request,
+            None => Self::read_json_serde(body)?,
+        };
+        request.finish()
+    }
+
+    /// [`BidRequest::parse`] with serde alone: the reference the fast reader is measured and
+    /// tested against.
+    #[doc(hidden)]
+    pub fn parse_with_serde(body: &'a [u8]) -> Result<BidRequest<'a>, ParseError> {
+        Self::read_json_serde(body)?.finish()
+    }
+
+    /// The hand-written reader alone, before the 2.5 moves and checks: `None` when it leaves
+    /// the body to serde. For the differential tests and the fuzz target.
+    #[doc(hidden)]
+    pub fn read_json_fast(body: &'a [u8]) -> Option<BidRequest<'a>> {
+        std::str::from_utf8(body)
+            .ok()
+            .and_then(crate::fast::bid_request)
+    }
+
+    /// serde_json and the derives alone, before the 2.5 moves and checks.
+    #[doc(hidden)]
+    pub fn read_json_serde(body: &'a [u8]) -> Result<BidRequest<'a>, JsonError> {
+        crate::error::from_slice(body)
+    }
+
+    /// The 2.5 moves, currency normalisation and structural checks after the JSON is read.
+    fn finish(mut self) -> Result<BidRequest<'a>, ParseError> {
+        self.upgrade_2_5()?;
+        self.normalise_currencies();
+        self.validate()?;
+        Ok(self)
     }
 
     /// The imp with this id.

@@ -1,0 +1,947 @@
+//! A hand-written reader for the bid request: the same [`BidRequest`] the serde derives build,
+//! in a fraction of the time, or `None` when it is not sure.
+//!
+//! serde_json pays per token (a visitor call per key and value, a `Vec` grown element by
+//! element, the string scanner set up for every short string); a request is mostly short
+//! strings and small integers, so that overhead is most of the parse. This reader walks the
+//! bytes once with a cursor and writes each value straight into its field.
+//!
+//! **The invariant**: whenever [`bid_request`] returns `Some(v)`, serde_json with the derives
+//! would have returned `Ok(v)` with the same value in every field. Anything this reader does
+//! not handle exactly as serde_json does (escapes in keys, a modelled key given twice, `null`
+//! for a field that is not an `Option`, a fraction or exponent for an integer, a negative
+//! unsigned, an overflow, a flag other than `0`/`1`/`true`/`false`, a struct written as an
+//! array, unknown values nested deeper than 128, trailing characters…) returns `None`, and the
+//! caller runs serde, which gives the value or the located error. Bailing out is always
+//! correct; only a `Some` that differs from serde's value would be a bug. The differential
+//! tests (`tests/fast_parse.rs`), a proptest and a fuzz target check this invariant.
+//!
+//! Values are read as serde_json reads them: strings borrowed when they have no escapes and
+//! decoded like serde_json otherwise, `f64` through serde_json's own number parser, money
+//! through [`decimal::parse_micros`] like `de::micros`, raw `ext` values through serde_json's
+//! `&RawValue`, unknown values skipped with the grammar serde_json's `IgnoredAny` accepts.
+
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+use crate::de;
+use crate::decimal::{self, Rounding};
+use crate::enums::{
+    AdPosition, AgentType, ApiFramework, AuctionType, BannerAdType, CreativeAttribute, DeviceType,
+    Linearity, LocationType, Protocol, StartDelay, VideoPlacement, VideoPlcmt,
+};
+use crate::json::escape_mask;
+use crate::request::{
+    App, Audio, Banner, BidRequest, Data, Deal, Device, Eid, Format, Geo, Imp, Native, Pmp,
+    Publisher, Regs, Segment, Site, Source, SupplyChain, SupplyChainNode, Uid, User, Video,
+};
+
+/// Deepest nesting [`Cursor::skip_value`] follows before bailing out (serde_json's own
+/// recursion limit; its skip has none, so deeper values go to serde, which accepts them).
+const MAX_SKIP_DEPTH: u32 = 128;
+
+/// The request in `text`, or `None` when serde must decide (see the module doc).
+pub(crate) fn bid_request(text: &str) -> Option<BidRequest<'_>> {
+    let mut cursor = Cursor { text, pos: 0 };
+    let request = read_bid_request(&mut cursor)?;
+    // serde_json allows trailing whitespace only.
+    (cursor.peek().is_none()).then_some(request)
+}
+
+/// A position in the JSON text. Every reader skips the whitespace before its value and stops
+/// right after it; `None` from any of them means "bail out".
+struct Cursor<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// JSON whitespace: exactly the four characters serde_json skips.
+    #[inline]
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes().get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed; `None` at the end.
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.bytes().get(self.pos).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        if self.peek()? != byte {
+            return None;
+        }
+        self.pos += 1;
+        Some(())
+    }
+
+    /// `true`, `false` or `null`, spelt out in full (the whitespace before is skipped).
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.skip_whitespace();
+        if !self.bytes().get(self.pos..)?.starts_with(word) {
+            return None;
+        }
+        self.pos += word.len();
+        Some(())
+    }
+
+    /// Consumes a `null` if one is next.
+    fn null(&mut self) -> bool {
+        self.peek() == Some(b'n') && self.literal(b"null").is_some()
+    }
+
+    /// `null` as `None` (serde's `Option`), anything else read by `read`.
+    fn nullable<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.null() {
+            Some(None)
+        } else {
+            read(self).map(Some)
+        }
+    }
+
+    /// An object: calls `field` with each key, the cursor on the value (which `field` must
+    /// consume). Keys with escapes bail out: serde would match their decoded text.
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array, each element read by `element` (no trailing comma, as in serde_json).
+    fn array<T>(&mut self, mut element: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.eat(b'[')?;
+        let mut items = Vec::new();
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(items);
+        }
+        loop {
+            items.push(element(self)?);
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Some(items);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Where the run of string bytes from `from` ends: at the first `"`, `\` or control
+    /// character, or at the end of the text.
+    #[inline]
+    fn plain_end(&self, from: usize) -> usize {
+        let bytes = self.bytes();
+        let mut at = from;
+        while let Some(word) = bytes.get(at..at + 8) {
+            let Ok(word) = <[u8; 8]>::try_from(word) else {
+                break;
+            };
+            let found = escape_mask(u64::from_le_bytes(word));
+            if found != 0 {
+                // The lowest flag is exact (see `escape_mask`).
+                return at + (found.trailing_zeros() / 8) as usize;
+            }
+            at += 8;
+        }
+        while let Some(&byte) = bytes.get(at) {
+            if byte == b'"' || byte == b'\\' || byte < 0x20 {
+                break;
+            }
+            at += 1;
+        }
+        at
+    }
+
+    /// An object key without escapes.
+    fn key(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let end = self.plain_end(start);
+        if self.bytes().get(end) != Some(&b'"') {
+            return None;
+        }
+        self.pos = end + 1;
+        self.text.get(start..end)
+    }
+
+    /// A string: borrowed when it has no escapes, decoded as serde_json decodes it otherwise.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let end = self.plain_end(start);
+        match self.bytes().get(end)? {
+            b'"' => {
+                self.pos = end + 1;
+                self.text.get(start..end).map(Cow::Borrowed)
+            }
+            b'\\' => {
+                let mut decoded = String::with_capacity(end - start + 16);
+                decoded.push_str(self.text.get(start..end)?);
+                self.pos = end;
+                self.unescape_rest(&mut decoded)?;
+                Some(Cow::Owned(decoded))
+            }
+            // A control character: serde_json refuses it.
+            _ => None,
+        }
+    }
+
+    fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
+        self.nullable(Self::string)
+    }
+
+    fn strings(&mut self) -> Option<Vec<Cow<'a, str>>> {
+        self.array(Self::string)
+    }
+
+    /// The rest of a string with escapes, from the cursor (on a `\`) to past the closing quote.
+    /// Stops are ASCII bytes, so every slice boundary is a character boundary.
+    fn unescape_rest(&mut self, out: &mut String) -> Option<()> {
+        loop {
+            match *self.bytes().get(self.pos)? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    let escaped = *self.bytes().get(self.pos + 1)?;
+                    self.pos += 2;
+                    let plain = match escaped {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode_escape()?,
+                        _ => return None,
+                    };
+                    out.push(plain);
+                }
+                byte if byte < 0x20 => return None,
+                _ => {
+                    let end = self.plain_end(self.pos);
+                    out.push_str(self.text.get(self.pos..end)?);
+                    self.pos = end;
+                }
+            }
+        }
+    }
+
+    /// The character of a `\uXXXX` escape (the cursor after the `u`): a surrogate pair makes
+    /// one character; a lone surrogate, which serde_json refuses in a string, bails out.
+    fn unicode_escape(&mut self) -> Option<char> {
+        let first = self.hex4()?;
+        match first {
+            0xD800..=0xDBFF => {
+                if self.bytes().get(self.pos..self.pos + 2)? != b"\\u" {
+                    return None;
+                }
+                self.pos += 2;
+                let second = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return None;
+                }
+                char::from_u32(0x1_0000 + ((first - 0xD800) << 10) + (second - 0xDC00))
+            }
+            0xDC00..=0xDFFF => None,
+            _ => char::from_u32(first),
+        }
+    }
+
+    /// Four hex digits (either case).
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.bytes().get(self.pos..self.pos + 4)?;
+        let mut value = 0;
+        for &digit in digits {
+            value = value << 4 | char::from(digit).to_digit(16)?;
+        }
+        self.pos += 4;
+        Some(value)
+    }
+
+    /// Skips the rest of a string (the cursor after the opening quote), checking it as
+    /// serde_json's skip does: valid escapes (any four hex digits after `\u`), no control
+    /// characters.
+    fn skip_string_rest(&mut self) -> Option<()> {
+        loop {
+            self.pos = self.plain_end(self.pos);
+            match *self.bytes().get(self.pos)? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    let escaped = *self.bytes().get(self.pos + 1)?;
+                    self.pos += 2;
+                    match escaped {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            self.hex4()?;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A number token in the JSON grammar (no leading zeros, digits after `.` and `e`).
+    fn number_token(&mut self) -> Option<&'a str> {
+        fn digits_end(bytes: &[u8], mut at: usize) -> usize {
+            while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                at += 1;
+            }
+            at
+        }
+        self.skip_whitespace();
+        let bytes = self.bytes();
+        let start = self.pos;
+        let mut at = start + usize::from(bytes.get(start) == Some(&b'-'));
+        match bytes.get(at)? {
+            b'0' => at += 1,
+            b'1'..=b'9' => at = digits_end(bytes, at + 1),
+            _ => return None,
+        }
+        if bytes.get(at) == Some(&b'.') {
+            let end = digits_end(bytes, at + 1);
+            if end == at + 1 {
+                return None;
+            }
+            at = end;
+        }
+        if let Some(b'e' | b'E') = bytes.get(at) {
+            at += 1;
+            if let Some(b'+' | b'-') = bytes.get(at) {
+                at += 1;
+            }
+            let end = digits_end(bytes, at);
+            if end == at {
+                return None;
+            }
+            at = end;
+        }
+        // A digit here follows a leading zero, which serde_json refuses.
+        if bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            return None;
+        }
+        self.pos = at;
+        self.text.get(start..at)
+    }
+
+    /// An integer as serde_json gives it to an integer field: `(negative, magnitude)`. Bails
+    /// on what serde_json reads as a float, which an integer field refuses: a fraction, an
+    /// exponent, `-0`, a magnitude past `u64`; and on leading zeros (an error).
+    fn integer(&mut self) -> Option<(bool, u64)> {
+        self.skip_whitespace();
+        let bytes = self.bytes();
+        let negative = bytes.get(self.pos) == Some(&b'-');
+        let mut at = self.pos + usize::from(negative);
+        let first = *bytes.get(at)?;
+        if !first.is_ascii_digit() {
+            return None;
+        }
+        at += 1;
+        let mut magnitude = u64::from(first - b'0');
+        if first != b'0' {
+            while let Some(&digit @ b'0'..=b'9') = bytes.get(at) {
+                magnitude = magnitude
+                    .checked_mul(10)?
+                    .checked_add(u64::from(digit - b'0'))?;
+                at += 1;
+            }
+        }
+        if let Some(b'.' | b'e' | b'E' | b'0'..=b'9') = bytes.get(at) {
+            return None;
+        }
+        if negative && magnitude == 0 {
+            return None;
+        }
+        self.pos = at;
+        Some((negative, magnitude))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        match self.integer()? {
+            (false, magnitude) => u32::try_from(magnitude).ok(),
+            (true, _) => None,
+        }
+    }
+
+    fn opt_u32(&mut self) -> Option<Option<u32>> {
+        self.nullable(Self::u32)
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        let (negative, magnitude) = self.integer()?;
+        let magnitude = i64::try_from(magnitude).ok()?;
+        i32::try_from(if negative { -magnitude } else { magnitude }).ok()
+    }
+
+    fn opt_i32(&mut self) -> Option<Option<i32>> {
+        self.nullable(Self::i32)
+    }
+
+    fn i32s(&mut self) -> Option<Vec<i32>> {
+        self.array(Self::i32)
+    }
+
+    /// `de::flag`: `true`, `false`, `0` or `1`.
+    fn flag(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| true),
+            b'f' => self.literal(b"false").map(|()| false),
+            _ => match self.integer()? {
+                (false, 0) => Some(false),
+                (false, 1) => Some(true),
+                _ => None,
+            },
+        }
+    }
+
+    fn opt_flag(&mut self) -> Option<Option<bool>> {
+        self.nullable(Self::flag)
+    }
+
+    /// `de::floor_micros`: the number's text, exact, rounded up; a negative floor bails (serde
+    /// gives the error), as does anything but a number.
+    fn floor_micros(&mut self) -> Option<i64> {
+        let token = self.number_token()?;
+        decimal::parse_micros(token, Rounding::Up)
+            .ok()
+            .filter(|&micros| micros >= 0)
+    }
+
+    /// An `f64` by serde_json's own number parser, so the bits are serde's.
+    fn opt_f64(&mut self) -> Option<Option<f64>> {
+        self.nullable(|cursor| {
+            let token = cursor.number_token()?;
+            serde_json::from_str(token).ok()
+        })
+    }
+
+    /// An optional raw value: its extent found by the validating skip, then borrowed through
+    /// serde_json, whose `RawValue` is the value's text without the whitespace around it.
+    fn opt_raw(&mut self) -> Option<Option<&'a RawValue>> {
+        self.nullable(|cursor| {
+            cursor.skip_whitespace();
+            let start = cursor.pos;
+            cursor.skip_value()?;
+            serde_json::from_str(cursor.text.get(start..cursor.pos)?).ok()
+        })
+    }
+
+    /// Skips any value, accepting exactly what serde_json's `IgnoredAny` accepts, without
+    /// recursion (up to [`MAX_SKIP_DEPTH`] containers deep, past which it bails out).
+    fn skip_value(&mut self) -> Option<()> {
+        // The containers around the cursor, innermost in the low bit: 1 object, 0 array.
+        let mut objects: u128 = 0;
+        let mut depth: u32 = 0;
+        loop {
+            // A value starts here.
+            let opened = match self.peek()? {
+                b'{' => Some(true),
+                b'[' => Some(false),
+                b'"' => {
+                    self.pos += 1;
+                    self.skip_string_rest()?;
+                    None
+                }
+                b't' => self.literal(b"true").map(|()| None)?,
+                b'f' => self.literal(b"false").map(|()| None)?,
+                b'n' => self.literal(b"null").map(|()| None)?,
+                b'-' | b'0'..=b'9' => self.number_token().map(|_| None)?,
+                _ => return None,
+            };
+            if let Some(is_object) = opened {
+                if depth == MAX_SKIP_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                depth += 1;
+                objects = objects << 1 | u128::from(is_object);
+                let close = if is_object { b'}' } else { b']' };
+                if self.peek()? != close {
+                    if is_object {
+                        self.skip_member_key()?;
+                    }
+                    continue;
+                }
+                // An empty container: closed by the loop below.
+            }
+            // A value ended: close containers until one goes on with a comma.
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                let in_object = objects & 1 == 1;
+                match self.peek()? {
+                    b',' => {
+                        self.pos += 1;
+                        if in_object {
+                            self.skip_member_key()?;
+                        }
+                        break;
+                    }
+                    b'}' if in_object => {}
+                    b']' if !in_object => {}
+                    _ => return None,
+                }
+                self.pos += 1;
+                depth -= 1;
+                objects >>= 1;
+            }
+        }
+    }
+
+    /// A key of a skipped object and its colon (any string, escapes included).
+    fn skip_member_key(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        self.skip_string_rest()?;
+        self.eat(b':')
+    }
+}
+
+/// Which modelled keys an object has given so far: serde's derive refuses a repeated one.
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    /// `None` when `bit` was already set (or is 0: a 33rd key, which must not go unchecked).
+    fn first(&mut self, bit: u32) -> Option<()> {
+        if bit == 0 || self.0 & bit != 0 {
+            return None;
+        }
+        self.0 |= bit;
+        Some(())
+    }
+}
+
+/// Reads an object: each listed key (exact, case-sensitive) runs its statement, which reads
+/// the value into place; other keys' values are skipped. A listed key given twice bails out.
+/// Each key gets a bit by its position in the list, so at most 32 keys.
+macro_rules! read_object {
+    ($cursor:ident, { $($key:literal => $read:expr),* $(,)? }) => {{
+        let mut seen = Seen::default();
+        $cursor.object(|$cursor, key| {
+            let mut bit: u32 = 1;
+            $(
+                if key == $key {
+                    seen.first(bit)?;
+                    $read;
+                    return Some(());
+                }
+                bit <<= 1;
+            )*
+            let _ = bit;
+            $cursor.skip_value()
+        })
+    }};
+}
+
+/// An object, or bail on anything else (serde's derive would also read a struct from an
+/// array of its fields: rare, left to serde).
+fn read_bid_request<'a>(c: &mut Cursor<'a>) -> Option<BidRequest<'a>> {
+    let mut request = BidRequest {
+        id: Cow::default(),
+        imp: Vec::new(),
+        site: None,
+        app: None,
+        device: None,
+        user: None,
+        at: AuctionType::default(),
+        tmax: None,
+        wseat: Vec::new(),
+        bseat: Vec::new(),
+        allimps: false,
+        cur: Vec::new(),
+        wlang: Vec::new(),
+        bcat: Vec::new(),
+        badv: Vec::new(),
+        bapp: Vec::new(),
+        source: None,
+        regs: None,
+        test: false,
+        ext: None,
+        openrtb3: None,
+    };
+    read_object!(c, {
+        "id" => request.id = c.string()?,
+        "imp" => request.imp = c.array(read_imp)?,
+        "site" => request.site = c.nullable(read_site)?,
+        "app" => request.app = c.nullable(read_app)?,
+        "device" => request.device = c.nullable(read_device)?,
+        "user" => request.user = c.nullable(read_user)?,
+        "at" => request.at = AuctionType(c.i32()?),
+        "tmax" => request.tmax = c.opt_u32()?,
+        "wseat" => request.wseat = c.strings()?,
+        "bseat" => request.bseat = c.strings()?,
+        "allimps" => request.allimps = c.flag()?,
+        "cur" => request.cur = c.strings()?,
+        "wlang" => request.wlang = c.strings()?,
+        "bcat" => request.bcat = c.strings()?,
+        "badv" => request.badv = c.strings()?,
+        "bapp" => request.bapp = c.strings()?,
+        "source" => request.source = c.nullable(read_source)?,
+        "regs" => request.regs = c.nullable(read_regs)?,
+        "test" => request.test = c.flag()?,
+        "ext" => request.ext = c.opt_raw()?,
+        "openrtb" => request.openrtb3 = c.opt_raw()?,
+    })?;
+    Some(request)
+}
+
+fn read_imp<'a>(c: &mut Cursor<'a>) -> Option<Imp<'a>> {
+    let mut imp = Imp {
+        id: Cow::default(),
+        banner: None,
+        video: None,
+        audio: None,
+        native: None,
+        pmp: None,
+        bidfloor_micros: 0,
+        bidfloorcur: de::usd(),
+        secure: false,
+        tagid: None,
+        instl: false,
+        exp: None,
+        ext: None,
+    };
+    read_object!(c, {
+        "id" => imp.id = c.string()?,
+        "banner" => imp.banner = c.nullable(read_banner)?,
+        "video" => imp.video = c.nullable(read_video)?,
+        "audio" => imp.audio = c.nullable(read_audio)?,
+        "native" => imp.native = c.nullable(read_native)?,
+        "pmp" => imp.pmp = c.nullable(read_pmp)?,
+        "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
+        "bidfloorcur" => imp.bidfloorcur = c.string()?,
+        "secure" => imp.secure = c.flag()?,
+        "tagid" => imp.tagid = c.opt_string()?,
+        "instl" => imp.instl = c.flag()?,
+        "exp" => imp.exp = c.opt_u32()?,
+        "ext" => imp.ext = c.opt_raw()?,
+    })?;
+    Some(imp)
+}
+
+fn read_format(c: &mut Cursor<'_>) -> Option<Format> {
+    let mut format = Format::default();
+    read_object!(c, {
+        "w" => format.w = c.u32()?,
+        "h" => format.h = c.u32()?,
+    })?;
+    Some(format)
+}
+
+/// A list of an enumeration's values.
+fn codes<T>(c: &mut Cursor<'_>, wrap: fn(i32) -> T) -> Option<Vec<T>> {
+    c.array(|c| c.i32().map(wrap))
+}
+
+/// An optional enumeration value.
+fn opt_code<T>(c: &mut Cursor<'_>, wrap: fn(i32) -> T) -> Option<Option<T>> {
+    c.nullable(|c| c.i32().map(wrap))
+}
+
+fn read_banner<'a>(c: &mut Cursor<'a>) -> Option<Banner<'a>> {
+    let mut banner = Banner::default();
+    read_object!(c, {
+        "format" => banner.format = c.array(read_format)?,
+        "w" => banner.w = c.opt_u32()?,
+        "h" => banner.h = c.opt_u32()?,
+        "btype" => banner.btype = codes(c, BannerAdType)?,
+        "battr" => banner.battr = codes(c, CreativeAttribute)?,
+        "pos" => banner.pos = opt_code(c, AdPosition)?,
+        "api" => banner.api = codes(c, ApiFramework)?,
+        "mimes" => banner.mimes = c.strings()?,
+    })?;
+    Some(banner)
+}
+
+fn read_video<'a>(c: &mut Cursor<'a>) -> Option<Video<'a>> {
+    let mut video = Video::default();
+    read_object!(c, {
+        "mimes" => video.mimes = c.strings()?,
+        "minduration" => video.minduration = c.opt_u32()?,
+        "maxduration" => video.maxduration = c.opt_u32()?,
+        "protocols" => video.protocols = codes(c, Protocol)?,
+        "w" => video.w = c.opt_u32()?,
+        "h" => video.h = c.opt_u32()?,
+        "plcmt" => video.plcmt = opt_code(c, VideoPlcmt)?,
+        "placement" => video.placement = opt_code(c, VideoPlacement)?,
+        "linearity" => video.linearity = opt_code(c, Linearity)?,
+        "startdelay" => video.startdelay = opt_code(c, StartDelay)?,
+        "battr" => video.battr = codes(c, CreativeAttribute)?,
+    })?;
+    Some(video)
+}
+
+fn read_audio<'a>(c: &mut Cursor<'a>) -> Option<Audio<'a>> {
+    let mut audio = Audio::default();
+    read_object!(c, {
+        "mimes" => audio.mimes = c.strings()?,
+        "minduration" => audio.minduration = c.opt_u32()?,
+        "maxduration" => audio.maxduration = c.opt_u32()?,
+        "protocols" => audio.protocols = codes(c, Protocol)?,
+        "battr" => audio.battr = codes(c, CreativeAttribute)?,
+    })?;
+    Some(audio)
+}
+
+/// `request` has no default: without it serde errors, so this bails.
+fn read_native<'a>(c: &mut Cursor<'a>) -> Option<Native<'a>> {
+    let mut request = None;
+    let mut ver = None;
+    let mut battr = Vec::new();
+    read_object!(c, {
+        "request" => request = Some(c.string()?),
+        "ver" => ver = c.opt_string()?,
+        "battr" => battr = codes(c, CreativeAttribute)?,
+    })?;
+    Some(Native {
+        request: request?,
+        ver,
+        battr,
+    })
+}
+
+fn read_pmp<'a>(c: &mut Cursor<'a>) -> Option<Pmp<'a>> {
+    let mut pmp = Pmp::default();
+    read_object!(c, {
+        "private_auction" => pmp.private_auction = c.flag()?,
+        "deals" => pmp.deals = c.array(read_deal)?,
+    })?;
+    Some(pmp)
+}
+
+fn read_deal<'a>(c: &mut Cursor<'a>) -> Option<Deal<'a>> {
+    let mut deal = Deal {
+        id: Cow::default(),
+        bidfloor_micros: 0,
+        bidfloorcur: de::usd(),
+        at: None,
+        wseat: Vec::new(),
+        wadomain: Vec::new(),
+        ext: None,
+    };
+    read_object!(c, {
+        "id" => deal.id = c.string()?,
+        "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
+        "bidfloorcur" => deal.bidfloorcur = c.string()?,
+        "at" => deal.at = opt_code(c, AuctionType)?,
+        "wseat" => deal.wseat = c.strings()?,
+        "wadomain" => deal.wadomain = c.strings()?,
+        "ext" => deal.ext = c.opt_raw()?,
+    })?;
+    Some(deal)
+}
+
+fn read_publisher<'a>(c: &mut Cursor<'a>) -> Option<Publisher<'a>> {
+    let mut publisher = Publisher::default();
+    read_object!(c, {
+        "id" => publisher.id = c.opt_string()?,
+    })?;
+    Some(publisher)
+}
+
+fn read_site<'a>(c: &mut Cursor<'a>) -> Option<Site<'a>> {
+    let mut site = Site::default();
+    read_object!(c, {
+        "id" => site.id = c.opt_string()?,
+        "domain" => site.domain = c.opt_string()?,
+        "page" => site.page = c.opt_string()?,
+        "ref" => site.referrer = c.opt_string()?,
+        "cat" => site.cat = c.strings()?,
+        "publisher" => site.publisher = c.nullable(read_publisher)?,
+        "keywords" => site.keywords = c.opt_string()?,
+        "ext" => site.ext = c.opt_raw()?,
+    })?;
+    Some(site)
+}
+
+fn read_app<'a>(c: &mut Cursor<'a>) -> Option<App<'a>> {
+    let mut app = App::default();
+    read_object!(c, {
+        "id" => app.id = c.opt_string()?,
+        "bundle" => app.bundle = c.opt_string()?,
+        "domain" => app.domain = c.opt_string()?,
+        "storeurl" => app.storeurl = c.opt_string()?,
+        "cat" => app.cat = c.strings()?,
+        "publisher" => app.publisher = c.nullable(read_publisher)?,
+        "ext" => app.ext = c.opt_raw()?,
+    })?;
+    Some(app)
+}
+
+fn read_geo<'a>(c: &mut Cursor<'a>) -> Option<Geo<'a>> {
+    let mut geo = Geo::default();
+    read_object!(c, {
+        "country" => geo.country = c.opt_string()?,
+        "region" => geo.region = c.opt_string()?,
+        "city" => geo.city = c.opt_string()?,
+        "lat" => geo.lat = c.opt_f64()?,
+        "lon" => geo.lon = c.opt_f64()?,
+        "type" => geo.location_type = opt_code(c, LocationType)?,
+    })?;
+    Some(geo)
+}
+
+fn read_device<'a>(c: &mut Cursor<'a>) -> Option<Device<'a>> {
+    let mut device = Device::default();
+    read_object!(c, {
+        "ua" => device.ua = c.opt_string()?,
+        "ip" => device.ip = c.opt_string()?,
+        "ipv6" => device.ipv6 = c.opt_string()?,
+        "devicetype" => device.devicetype = opt_code(c, DeviceType)?,
+        "os" => device.os = c.opt_string()?,
+        "osv" => device.osv = c.opt_string()?,
+        "language" => device.language = c.opt_string()?,
+        "ifa" => device.ifa = c.opt_string()?,
+        "dnt" => device.dnt = c.opt_flag()?,
+        "lmt" => device.lmt = c.opt_flag()?,
+        "geo" => device.geo = c.nullable(read_geo)?,
+        "ext" => device.ext = c.opt_raw()?,
+    })?;
+    Some(device)
+}
+
+fn read_segment<'a>(c: &mut Cursor<'a>) -> Option<Segment<'a>> {
+    let mut segment = Segment::default();
+    read_object!(c, {
+        "id" => segment.id = c.opt_string()?,
+    })?;
+    Some(segment)
+}
+
+fn read_data<'a>(c: &mut Cursor<'a>) -> Option<Data<'a>> {
+    let mut data = Data::default();
+    read_object!(c, {
+        "id" => data.id = c.opt_string()?,
+        "segment" => data.segment = c.array(read_segment)?,
+    })?;
+    Some(data)
+}
+
+fn read_uid<'a>(c: &mut Cursor<'a>) -> Option<Uid<'a>> {
+    let mut uid = Uid {
+        id: Cow::default(),
+        atype: None,
+    };
+    read_object!(c, {
+        "id" => uid.id = c.string()?,
+        "atype" => uid.atype = opt_code(c, AgentType)?,
+    })?;
+    Some(uid)
+}
+
+fn read_eid<'a>(c: &mut Cursor<'a>) -> Option<Eid<'a>> {
+    let mut eid = Eid {
+        source: Cow::default(),
+        uids: Vec::new(),
+    };
+    read_object!(c, {
+        "source" => eid.source = c.string()?,
+        "uids" => eid.uids = c.array(read_uid)?,
+    })?;
+    Some(eid)
+}
+
+fn read_user<'a>(c: &mut Cursor<'a>) -> Option<User<'a>> {
+    let mut user = User::default();
+    read_object!(c, {
+        "id" => user.id = c.opt_string()?,
+        "buyeruid" => user.buyeruid = c.opt_string()?,
+        "yob" => user.yob = c.opt_i32()?,
+        "gender" => user.gender = c.opt_string()?,
+        "keywords" => user.keywords = c.opt_string()?,
+        "consent" => user.consent = c.opt_string()?,
+        "eids" => user.eids = c.array(read_eid)?,
+        "geo" => user.geo = c.nullable(read_geo)?,
+        "data" => user.data = c.array(read_data)?,
+        "ext" => user.ext = c.opt_raw()?,
+    })?;
+    Some(user)
+}
+
+fn read_supply_chain_node<'a>(c: &mut Cursor<'a>) -> Option<SupplyChainNode<'a>> {
+    let mut node = SupplyChainNode {
+        asi: Cow::default(),
+        sid: Cow::default(),
+        rid: None,
+        hp: false,
+    };
+    read_object!(c, {
+        "asi" => node.asi = c.string()?,
+        "sid" => node.sid = c.string()?,
+        "rid" => node.rid = c.opt_string()?,
+        "hp" => node.hp = c.flag()?,
+    })?;
+    Some(node)
+}
+
+fn read_supply_chain<'a>(c: &mut Cursor<'a>) -> Option<SupplyChain<'a>> {
+    let mut chain = SupplyChain {
+        complete: false,
+        ver: Cow::default(),
+        nodes: Vec::new(),
+    };
+    read_object!(c, {
+        "complete" => chain.complete = c.flag()?,
+        "ver" => chain.ver = c.string()?,
+        "nodes" => chain.nodes = c.array(read_supply_chain_node)?,
+    })?;
+    Some(chain)
+}
+
+fn read_source<'a>(c: &mut Cursor<'a>) -> Option<Source<'a>> {
+    let mut source = Source::default();
+    read_object!(c, {
+        "tid" => source.tid = c.opt_string()?,
+        "schain" => source.schain = c.nullable(read_supply_chain)?,
+        "ext" => source.ext = c.opt_raw()?,
+    })?;
+    Some(source)
+}
+
+fn read_regs<'a>(c: &mut Cursor<'a>) -> Option<Regs<'a>> {
+    let mut regs = Regs::default();
+    read_object!(c, {
+        "coppa" => regs.coppa = c.flag()?,
+        "gdpr" => regs.gdpr = c.opt_flag()?,
+        "us_privacy" => regs.us_privacy = c.opt_string()?,
+        "gpp" => regs.gpp = c.opt_string()?,
+        "gpp_sid" => regs.gpp_sid = c.i32s()?,
+        "ext" => regs.ext = c.opt_raw()?,
+    })?;
+    Some(regs)
+}
