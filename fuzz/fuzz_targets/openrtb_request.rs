@@ -1,5 +1,7 @@
 //! A bid request body as an exchange sends it: the first byte picks plain or gzip, the rest is
-//! the body. Decoding, parsing, the request's helpers and its native requests must not panic.
+//! the body. Decoding, parsing, the request's helpers and its native requests must not panic;
+//! and whenever the hand-written reader answers, serde gives the same request (the invariant
+//! of `crates/openrtb/src/fast.rs`, also tested in `crates/openrtb/tests/fast_parse.rs`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +18,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(json) = decode_body(body, encoding, LIMIT) else {
         return;
     };
+    if let Some(fast) = BidRequest::read_json_fast(&json) {
+        match BidRequest::read_json_serde(&json) {
+            Ok(serde) => assert_eq!(format!("{fast:?}"), format!("{serde:?}")),
+            Err(error) => panic!("the fast reader answered {fast:?}, serde refused: {error}"),
+        }
+    }
     let Ok(request) = BidRequest::parse(&json) else {
         return;
     };

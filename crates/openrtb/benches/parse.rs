@@ -49,6 +49,10 @@ fn openrtb(c: &mut Criterion) {
     group.bench_function("parse_1.5kb", |b| {
         b.iter(|| BidRequest::parse(black_box(REQUEST)).map(|r| r.imp.len()))
     });
+    // The same parse with serde_json and the derives alone (what the fast reader replaces).
+    group.bench_function("parse_1.5kb_serde", |b| {
+        b.iter(|| BidRequest::parse_with_serde(black_box(REQUEST)).map(|r| r.imp.len()))
+    });
     // The floor for any serde_json parse: skipping the same bytes without keeping anything.
     group.bench_function("skip_1.5kb", |b| {
         b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(REQUEST)).is_ok())

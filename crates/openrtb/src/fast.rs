@@ -44,9 +44,10 @@ const MAX_SKIP_DEPTH: u32 = 128;
 /// The request in `text`, or `None` when serde must decide (see the module doc).
 pub(crate) fn bid_request(text: &str) -> Option<BidRequest<'_>> {
     let mut cursor = Cursor { text, pos: 0 };
-    let request = read_bid_request(&mut cursor)?;
+    let mut request = BidRequest::empty();
+    BidRequest::read_fields(&mut cursor, &mut request)?;
     // serde_json allows trailing whitespace only.
-    (cursor.peek().is_none()).then_some(request)
+    cursor.peek().is_none().then_some(request)
 }
 
 /// A position in the JSON text. Every reader skips the whitespace before its value and stops
@@ -110,7 +111,7 @@ impl<'a> Cursor<'a> {
 
     /// An object: calls `field` with each key, the cursor on the value (which `field` must
     /// consume). Keys with escapes bail out: serde would match their decoded text.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.peek()? == b'}' {
             self.pos += 1;
@@ -133,14 +134,47 @@ impl<'a> Cursor<'a> {
 
     /// An array, each element read by `element` (no trailing comma, as in serde_json).
     fn array<T>(&mut self, mut element: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.elements(|cursor, items| {
+            items.push(element(cursor)?);
+            Some(())
+        })
+    }
+
+    /// An array of objects, each read in place (a request's structs are large: moving them
+    /// showed in profiles).
+    fn objects<T: FromObject<'a>>(&mut self) -> Option<Vec<T>> {
+        self.elements(|cursor, items| {
+            items.push(T::empty());
+            T::read_fields(cursor, items.last_mut()?)
+        })
+    }
+
+    /// An optional object (`null` is `None`), read in place.
+    fn optional<T: FromObject<'a>>(&mut self, slot: &mut Option<T>) -> Option<()> {
+        if self.null() {
+            *slot = None;
+            Some(())
+        } else {
+            T::read_fields(self, slot.insert(T::empty()))
+        }
+    }
+
+    /// The frame of an array; `push` reads one element into the vector.
+    fn elements<T>(
+        &mut self,
+        mut push: impl FnMut(&mut Self, &mut Vec<T>) -> Option<()>,
+    ) -> Option<Vec<T>> {
         self.eat(b'[')?;
-        let mut items = Vec::new();
         if self.peek()? == b']' {
             self.pos += 1;
-            return Some(items);
+            return Some(Vec::new());
         }
+        // One first allocation of at most 256 bytes: no regrowth for the usual short lists,
+        // and no allocation of a kilobyte or more (glibc consolidates its free lists for
+        // those, which showed in profiles) for one or two imps.
+        let mut items = Vec::with_capacity((256 / size_of::<T>().max(1)).clamp(1, 8));
         loop {
-            items.push(element(self)?);
+            push(self, &mut items)?;
             match self.peek()? {
                 b',' => self.pos += 1,
                 b']' => {
@@ -153,7 +187,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Where the run of string bytes from `from` ends: at the first `"`, `\` or control
-    /// character, or at the end of the text.
+    /// character, or at the end of the text. Eight bytes at a time (see `escape_mask`).
     #[inline]
     fn plain_end(&self, from: usize) -> usize {
         let bytes = self.bytes();
@@ -164,7 +198,7 @@ impl<'a> Cursor<'a> {
             };
             let found = escape_mask(u64::from_le_bytes(word));
             if found != 0 {
-                // The lowest flag is exact (see `escape_mask`).
+                // The lowest flag is exact.
                 return at + (found.trailing_zeros() / 8) as usize;
             }
             at += 8;
@@ -178,16 +212,17 @@ impl<'a> Cursor<'a> {
         at
     }
 
-    /// An object key without escapes.
-    fn key(&mut self) -> Option<&'a str> {
+    /// An object key without escapes, as bytes (compared with the field names as they are).
+    fn key(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.pos;
         let end = self.plain_end(start);
-        if self.bytes().get(end) != Some(&b'"') {
+        let bytes = self.bytes();
+        if bytes.get(end) != Some(&b'"') {
             return None;
         }
         self.pos = end + 1;
-        self.text.get(start..end)
+        bytes.get(start..end)
     }
 
     /// A string: borrowed when it has no escapes, decoded as serde_json decodes it otherwise.
@@ -201,7 +236,11 @@ impl<'a> Cursor<'a> {
                 self.text.get(start..end).map(Cow::Borrowed)
             }
             b'\\' => {
-                let mut decoded = String::with_capacity(end - start + 16);
+                // Checked to its end first, so that one allocation of the escaped length
+                // (never shorter than the decoded text) holds it.
+                self.pos = end;
+                self.skip_string_rest()?;
+                let mut decoded = String::with_capacity(self.pos - start);
                 decoded.push_str(self.text.get(start..end)?);
                 self.pos = end;
                 self.unescape_rest(&mut decoded)?;
@@ -555,7 +594,7 @@ macro_rules! read_object {
         $cursor.object(|$cursor, key| {
             let mut bit: u32 = 1;
             $(
-                if key == $key {
+                if key == $key.as_bytes() {
                     seen.first(bit)?;
                     $read;
                     return Some(());
@@ -568,99 +607,119 @@ macro_rules! read_object {
     }};
 }
 
-/// An object, or bail on anything else (serde's derive would also read a struct from an
-/// array of its fields: rare, left to serde).
-fn read_bid_request<'a>(c: &mut Cursor<'a>) -> Option<BidRequest<'a>> {
-    let mut request = BidRequest {
-        id: Cow::default(),
-        imp: Vec::new(),
-        site: None,
-        app: None,
-        device: None,
-        user: None,
-        at: AuctionType::default(),
-        tmax: None,
-        wseat: Vec::new(),
-        bseat: Vec::new(),
-        allimps: false,
-        cur: Vec::new(),
-        wlang: Vec::new(),
-        bcat: Vec::new(),
-        badv: Vec::new(),
-        bapp: Vec::new(),
-        source: None,
-        regs: None,
-        test: false,
-        ext: None,
-        openrtb3: None,
-    };
-    read_object!(c, {
-        "id" => request.id = c.string()?,
-        "imp" => request.imp = c.array(read_imp)?,
-        "site" => request.site = c.nullable(read_site)?,
-        "app" => request.app = c.nullable(read_app)?,
-        "device" => request.device = c.nullable(read_device)?,
-        "user" => request.user = c.nullable(read_user)?,
-        "at" => request.at = AuctionType(c.i32()?),
-        "tmax" => request.tmax = c.opt_u32()?,
-        "wseat" => request.wseat = c.strings()?,
-        "bseat" => request.bseat = c.strings()?,
-        "allimps" => request.allimps = c.flag()?,
-        "cur" => request.cur = c.strings()?,
-        "wlang" => request.wlang = c.strings()?,
-        "bcat" => request.bcat = c.strings()?,
-        "badv" => request.badv = c.strings()?,
-        "bapp" => request.bapp = c.strings()?,
-        "source" => request.source = c.nullable(read_source)?,
-        "regs" => request.regs = c.nullable(read_regs)?,
-        "test" => request.test = c.flag()?,
-        "ext" => request.ext = c.opt_raw()?,
-        "openrtb" => request.openrtb3 = c.opt_raw()?,
-    })?;
-    Some(request)
+/// A struct read from a JSON object, in place.
+trait FromObject<'a>: Sized {
+    /// The value serde's derive starts from: every field at its `#[serde(default…)]`.
+    fn empty() -> Self;
+
+    /// Reads an object's fields into `into`, which starts [`FromObject::empty`]. A struct
+    /// written as an array of its fields, which serde's derive also reads, bails out.
+    fn read_fields(c: &mut Cursor<'a>, into: &mut Self) -> Option<()>;
 }
 
-fn read_imp<'a>(c: &mut Cursor<'a>) -> Option<Imp<'a>> {
-    let mut imp = Imp {
-        id: Cow::default(),
-        banner: None,
-        video: None,
-        audio: None,
-        native: None,
-        pmp: None,
-        bidfloor_micros: 0,
-        bidfloorcur: de::usd(),
-        secure: false,
-        tagid: None,
-        instl: false,
-        exp: None,
-        ext: None,
-    };
-    read_object!(c, {
-        "id" => imp.id = c.string()?,
-        "banner" => imp.banner = c.nullable(read_banner)?,
-        "video" => imp.video = c.nullable(read_video)?,
-        "audio" => imp.audio = c.nullable(read_audio)?,
-        "native" => imp.native = c.nullable(read_native)?,
-        "pmp" => imp.pmp = c.nullable(read_pmp)?,
-        "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
-        "bidfloorcur" => imp.bidfloorcur = c.string()?,
-        "secure" => imp.secure = c.flag()?,
-        "tagid" => imp.tagid = c.opt_string()?,
-        "instl" => imp.instl = c.flag()?,
-        "exp" => imp.exp = c.opt_u32()?,
-        "ext" => imp.ext = c.opt_raw()?,
-    })?;
-    Some(imp)
+impl<'a> FromObject<'a> for BidRequest<'a> {
+    fn empty() -> Self {
+        BidRequest {
+            id: Cow::default(),
+            imp: Vec::new(),
+            site: None,
+            app: None,
+            device: None,
+            user: None,
+            at: AuctionType::default(),
+            tmax: None,
+            wseat: Vec::new(),
+            bseat: Vec::new(),
+            allimps: false,
+            cur: Vec::new(),
+            wlang: Vec::new(),
+            bcat: Vec::new(),
+            badv: Vec::new(),
+            bapp: Vec::new(),
+            source: None,
+            regs: None,
+            test: false,
+            ext: None,
+            openrtb3: None,
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, request: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => request.id = c.string()?,
+            "imp" => request.imp = c.objects()?,
+            "site" => c.optional(&mut request.site)?,
+            "app" => c.optional(&mut request.app)?,
+            "device" => c.optional(&mut request.device)?,
+            "user" => c.optional(&mut request.user)?,
+            "at" => request.at = AuctionType(c.i32()?),
+            "tmax" => request.tmax = c.opt_u32()?,
+            "wseat" => request.wseat = c.strings()?,
+            "bseat" => request.bseat = c.strings()?,
+            "allimps" => request.allimps = c.flag()?,
+            "cur" => request.cur = c.strings()?,
+            "wlang" => request.wlang = c.strings()?,
+            "bcat" => request.bcat = c.strings()?,
+            "badv" => request.badv = c.strings()?,
+            "bapp" => request.bapp = c.strings()?,
+            "source" => c.optional(&mut request.source)?,
+            "regs" => c.optional(&mut request.regs)?,
+            "test" => request.test = c.flag()?,
+            "ext" => request.ext = c.opt_raw()?,
+            "openrtb" => request.openrtb3 = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_format(c: &mut Cursor<'_>) -> Option<Format> {
-    let mut format = Format::default();
-    read_object!(c, {
-        "w" => format.w = c.u32()?,
-        "h" => format.h = c.u32()?,
-    })?;
-    Some(format)
+impl<'a> FromObject<'a> for Imp<'a> {
+    fn empty() -> Self {
+        Imp {
+            id: Cow::default(),
+            banner: None,
+            video: None,
+            audio: None,
+            native: None,
+            pmp: None,
+            bidfloor_micros: 0,
+            bidfloorcur: de::usd(),
+            secure: false,
+            tagid: None,
+            instl: false,
+            exp: None,
+            ext: None,
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, imp: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => imp.id = c.string()?,
+            "banner" => c.optional(&mut imp.banner)?,
+            "video" => c.optional(&mut imp.video)?,
+            "audio" => c.optional(&mut imp.audio)?,
+            "native" => c.optional(&mut imp.native)?,
+            "pmp" => c.optional(&mut imp.pmp)?,
+            "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
+            "bidfloorcur" => imp.bidfloorcur = c.string()?,
+            "secure" => imp.secure = c.flag()?,
+            "tagid" => imp.tagid = c.opt_string()?,
+            "instl" => imp.instl = c.flag()?,
+            "exp" => imp.exp = c.opt_u32()?,
+            "ext" => imp.ext = c.opt_raw()?,
+        })
+    }
+}
+
+impl<'a> FromObject<'a> for Format {
+    fn empty() -> Self {
+        Format::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, format: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "w" => format.w = c.u32()?,
+            "h" => format.h = c.u32()?,
+        })
+    }
 }
 
 /// A list of an enumeration's values.
@@ -673,275 +732,358 @@ fn opt_code<T>(c: &mut Cursor<'_>, wrap: fn(i32) -> T) -> Option<Option<T>> {
     c.nullable(|c| c.i32().map(wrap))
 }
 
-fn read_banner<'a>(c: &mut Cursor<'a>) -> Option<Banner<'a>> {
-    let mut banner = Banner::default();
-    read_object!(c, {
-        "format" => banner.format = c.array(read_format)?,
-        "w" => banner.w = c.opt_u32()?,
-        "h" => banner.h = c.opt_u32()?,
-        "btype" => banner.btype = codes(c, BannerAdType)?,
-        "battr" => banner.battr = codes(c, CreativeAttribute)?,
-        "pos" => banner.pos = opt_code(c, AdPosition)?,
-        "api" => banner.api = codes(c, ApiFramework)?,
-        "mimes" => banner.mimes = c.strings()?,
-    })?;
-    Some(banner)
+impl<'a> FromObject<'a> for Banner<'a> {
+    fn empty() -> Self {
+        Banner::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, banner: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "format" => banner.format = c.objects()?,
+            "w" => banner.w = c.opt_u32()?,
+            "h" => banner.h = c.opt_u32()?,
+            "btype" => banner.btype = codes(c, BannerAdType)?,
+            "battr" => banner.battr = codes(c, CreativeAttribute)?,
+            "pos" => banner.pos = opt_code(c, AdPosition)?,
+            "api" => banner.api = codes(c, ApiFramework)?,
+            "mimes" => banner.mimes = c.strings()?,
+        })
+    }
 }
 
-fn read_video<'a>(c: &mut Cursor<'a>) -> Option<Video<'a>> {
-    let mut video = Video::default();
-    read_object!(c, {
-        "mimes" => video.mimes = c.strings()?,
-        "minduration" => video.minduration = c.opt_u32()?,
-        "maxduration" => video.maxduration = c.opt_u32()?,
-        "protocols" => video.protocols = codes(c, Protocol)?,
-        "w" => video.w = c.opt_u32()?,
-        "h" => video.h = c.opt_u32()?,
-        "plcmt" => video.plcmt = opt_code(c, VideoPlcmt)?,
-        "placement" => video.placement = opt_code(c, VideoPlacement)?,
-        "linearity" => video.linearity = opt_code(c, Linearity)?,
-        "startdelay" => video.startdelay = opt_code(c, StartDelay)?,
-        "battr" => video.battr = codes(c, CreativeAttribute)?,
-    })?;
-    Some(video)
+impl<'a> FromObject<'a> for Video<'a> {
+    fn empty() -> Self {
+        Video::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, video: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "mimes" => video.mimes = c.strings()?,
+            "minduration" => video.minduration = c.opt_u32()?,
+            "maxduration" => video.maxduration = c.opt_u32()?,
+            "protocols" => video.protocols = codes(c, Protocol)?,
+            "w" => video.w = c.opt_u32()?,
+            "h" => video.h = c.opt_u32()?,
+            "plcmt" => video.plcmt = opt_code(c, VideoPlcmt)?,
+            "placement" => video.placement = opt_code(c, VideoPlacement)?,
+            "linearity" => video.linearity = opt_code(c, Linearity)?,
+            "startdelay" => video.startdelay = opt_code(c, StartDelay)?,
+            "battr" => video.battr = codes(c, CreativeAttribute)?,
+        })
+    }
 }
 
-fn read_audio<'a>(c: &mut Cursor<'a>) -> Option<Audio<'a>> {
-    let mut audio = Audio::default();
-    read_object!(c, {
-        "mimes" => audio.mimes = c.strings()?,
-        "minduration" => audio.minduration = c.opt_u32()?,
-        "maxduration" => audio.maxduration = c.opt_u32()?,
-        "protocols" => audio.protocols = codes(c, Protocol)?,
-        "battr" => audio.battr = codes(c, CreativeAttribute)?,
-    })?;
-    Some(audio)
+impl<'a> FromObject<'a> for Audio<'a> {
+    fn empty() -> Self {
+        Audio::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, audio: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "mimes" => audio.mimes = c.strings()?,
+            "minduration" => audio.minduration = c.opt_u32()?,
+            "maxduration" => audio.maxduration = c.opt_u32()?,
+            "protocols" => audio.protocols = codes(c, Protocol)?,
+            "battr" => audio.battr = codes(c, CreativeAttribute)?,
+        })
+    }
 }
 
-/// `request` has no default: without it serde errors, so this bails.
-fn read_native<'a>(c: &mut Cursor<'a>) -> Option<Native<'a>> {
-    let mut request = None;
-    let mut ver = None;
-    let mut battr = Vec::new();
-    read_object!(c, {
-        "request" => request = Some(c.string()?),
-        "ver" => ver = c.opt_string()?,
-        "battr" => battr = codes(c, CreativeAttribute)?,
-    })?;
-    Some(Native {
-        request: request?,
-        ver,
-        battr,
-    })
+impl<'a> FromObject<'a> for Native<'a> {
+    fn empty() -> Self {
+        Native {
+            request: Cow::default(),
+            ver: None,
+            battr: Vec::new(),
+        }
+    }
+
+    /// `request` has no default: without it serde errors, so this bails.
+    fn read_fields(c: &mut Cursor<'a>, native: &mut Self) -> Option<()> {
+        let mut has_request = false;
+        read_object!(c, {
+            "request" => {
+                native.request = c.string()?;
+                has_request = true;
+            },
+            "ver" => native.ver = c.opt_string()?,
+            "battr" => native.battr = codes(c, CreativeAttribute)?,
+        })?;
+        has_request.then_some(())
+    }
 }
 
-fn read_pmp<'a>(c: &mut Cursor<'a>) -> Option<Pmp<'a>> {
-    let mut pmp = Pmp::default();
-    read_object!(c, {
-        "private_auction" => pmp.private_auction = c.flag()?,
-        "deals" => pmp.deals = c.array(read_deal)?,
-    })?;
-    Some(pmp)
+impl<'a> FromObject<'a> for Pmp<'a> {
+    fn empty() -> Self {
+        Pmp::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, pmp: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "private_auction" => pmp.private_auction = c.flag()?,
+            "deals" => pmp.deals = c.objects()?,
+        })
+    }
 }
 
-fn read_deal<'a>(c: &mut Cursor<'a>) -> Option<Deal<'a>> {
-    let mut deal = Deal {
-        id: Cow::default(),
-        bidfloor_micros: 0,
-        bidfloorcur: de::usd(),
-        at: None,
-        wseat: Vec::new(),
-        wadomain: Vec::new(),
-        ext: None,
-    };
-    read_object!(c, {
-        "id" => deal.id = c.string()?,
-        "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
-        "bidfloorcur" => deal.bidfloorcur = c.string()?,
-        "at" => deal.at = opt_code(c, AuctionType)?,
-        "wseat" => deal.wseat = c.strings()?,
-        "wadomain" => deal.wadomain = c.strings()?,
-        "ext" => deal.ext = c.opt_raw()?,
-    })?;
-    Some(deal)
+impl<'a> FromObject<'a> for Deal<'a> {
+    fn empty() -> Self {
+        Deal {
+            id: Cow::default(),
+            bidfloor_micros: 0,
+            bidfloorcur: de::usd(),
+            at: None,
+            wseat: Vec::new(),
+            wadomain: Vec::new(),
+            ext: None,
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, deal: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => deal.id = c.string()?,
+            "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
+            "bidfloorcur" => deal.bidfloorcur = c.string()?,
+            "at" => deal.at = opt_code(c, AuctionType)?,
+            "wseat" => deal.wseat = c.strings()?,
+            "wadomain" => deal.wadomain = c.strings()?,
+            "ext" => deal.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_publisher<'a>(c: &mut Cursor<'a>) -> Option<Publisher<'a>> {
-    let mut publisher = Publisher::default();
-    read_object!(c, {
-        "id" => publisher.id = c.opt_string()?,
-    })?;
-    Some(publisher)
+impl<'a> FromObject<'a> for Publisher<'a> {
+    fn empty() -> Self {
+        Publisher::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, publisher: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => publisher.id = c.opt_string()?,
+        })
+    }
 }
 
-fn read_site<'a>(c: &mut Cursor<'a>) -> Option<Site<'a>> {
-    let mut site = Site::default();
-    read_object!(c, {
-        "id" => site.id = c.opt_string()?,
-        "domain" => site.domain = c.opt_string()?,
-        "page" => site.page = c.opt_string()?,
-        "ref" => site.referrer = c.opt_string()?,
-        "cat" => site.cat = c.strings()?,
-        "publisher" => site.publisher = c.nullable(read_publisher)?,
-        "keywords" => site.keywords = c.opt_string()?,
-        "ext" => site.ext = c.opt_raw()?,
-    })?;
-    Some(site)
+impl<'a> FromObject<'a> for Site<'a> {
+    fn empty() -> Self {
+        Site::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, site: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => site.id = c.opt_string()?,
+            "domain" => site.domain = c.opt_string()?,
+            "page" => site.page = c.opt_string()?,
+            "ref" => site.referrer = c.opt_string()?,
+            "cat" => site.cat = c.strings()?,
+            "publisher" => c.optional(&mut site.publisher)?,
+            "keywords" => site.keywords = c.opt_string()?,
+            "ext" => site.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_app<'a>(c: &mut Cursor<'a>) -> Option<App<'a>> {
-    let mut app = App::default();
-    read_object!(c, {
-        "id" => app.id = c.opt_string()?,
-        "bundle" => app.bundle = c.opt_string()?,
-        "domain" => app.domain = c.opt_string()?,
-        "storeurl" => app.storeurl = c.opt_string()?,
-        "cat" => app.cat = c.strings()?,
-        "publisher" => app.publisher = c.nullable(read_publisher)?,
-        "ext" => app.ext = c.opt_raw()?,
-    })?;
-    Some(app)
+impl<'a> FromObject<'a> for App<'a> {
+    fn empty() -> Self {
+        App::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, app: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => app.id = c.opt_string()?,
+            "bundle" => app.bundle = c.opt_string()?,
+            "domain" => app.domain = c.opt_string()?,
+            "storeurl" => app.storeurl = c.opt_string()?,
+            "cat" => app.cat = c.strings()?,
+            "publisher" => c.optional(&mut app.publisher)?,
+            "ext" => app.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_geo<'a>(c: &mut Cursor<'a>) -> Option<Geo<'a>> {
-    let mut geo = Geo::default();
-    read_object!(c, {
-        "country" => geo.country = c.opt_string()?,
-        "region" => geo.region = c.opt_string()?,
-        "city" => geo.city = c.opt_string()?,
-        "lat" => geo.lat = c.opt_f64()?,
-        "lon" => geo.lon = c.opt_f64()?,
-        "type" => geo.location_type = opt_code(c, LocationType)?,
-    })?;
-    Some(geo)
+impl<'a> FromObject<'a> for Geo<'a> {
+    fn empty() -> Self {
+        Geo::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, geo: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "country" => geo.country = c.opt_string()?,
+            "region" => geo.region = c.opt_string()?,
+            "city" => geo.city = c.opt_string()?,
+            "lat" => geo.lat = c.opt_f64()?,
+            "lon" => geo.lon = c.opt_f64()?,
+            "type" => geo.location_type = opt_code(c, LocationType)?,
+        })
+    }
 }
 
-fn read_device<'a>(c: &mut Cursor<'a>) -> Option<Device<'a>> {
-    let mut device = Device::default();
-    read_object!(c, {
-        "ua" => device.ua = c.opt_string()?,
-        "ip" => device.ip = c.opt_string()?,
-        "ipv6" => device.ipv6 = c.opt_string()?,
-        "devicetype" => device.devicetype = opt_code(c, DeviceType)?,
-        "os" => device.os = c.opt_string()?,
-        "osv" => device.osv = c.opt_string()?,
-        "language" => device.language = c.opt_string()?,
-        "ifa" => device.ifa = c.opt_string()?,
-        "dnt" => device.dnt = c.opt_flag()?,
-        "lmt" => device.lmt = c.opt_flag()?,
-        "geo" => device.geo = c.nullable(read_geo)?,
-        "ext" => device.ext = c.opt_raw()?,
-    })?;
-    Some(device)
+impl<'a> FromObject<'a> for Device<'a> {
+    fn empty() -> Self {
+        Device::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, device: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "ua" => device.ua = c.opt_string()?,
+            "ip" => device.ip = c.opt_string()?,
+            "ipv6" => device.ipv6 = c.opt_string()?,
+            "devicetype" => device.devicetype = opt_code(c, DeviceType)?,
+            "os" => device.os = c.opt_string()?,
+            "osv" => device.osv = c.opt_string()?,
+            "language" => device.language = c.opt_string()?,
+            "ifa" => device.ifa = c.opt_string()?,
+            "dnt" => device.dnt = c.opt_flag()?,
+            "lmt" => device.lmt = c.opt_flag()?,
+            "geo" => c.optional(&mut device.geo)?,
+            "ext" => device.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_segment<'a>(c: &mut Cursor<'a>) -> Option<Segment<'a>> {
-    let mut segment = Segment::default();
-    read_object!(c, {
-        "id" => segment.id = c.opt_string()?,
-    })?;
-    Some(segment)
+impl<'a> FromObject<'a> for Segment<'a> {
+    fn empty() -> Self {
+        Segment::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, segment: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => segment.id = c.opt_string()?,
+        })
+    }
 }
 
-fn read_data<'a>(c: &mut Cursor<'a>) -> Option<Data<'a>> {
-    let mut data = Data::default();
-    read_object!(c, {
-        "id" => data.id = c.opt_string()?,
-        "segment" => data.segment = c.array(read_segment)?,
-    })?;
-    Some(data)
+impl<'a> FromObject<'a> for Data<'a> {
+    fn empty() -> Self {
+        Data::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, data: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => data.id = c.opt_string()?,
+            "segment" => data.segment = c.objects()?,
+        })
+    }
 }
 
-fn read_uid<'a>(c: &mut Cursor<'a>) -> Option<Uid<'a>> {
-    let mut uid = Uid {
-        id: Cow::default(),
-        atype: None,
-    };
-    read_object!(c, {
-        "id" => uid.id = c.string()?,
-        "atype" => uid.atype = opt_code(c, AgentType)?,
-    })?;
-    Some(uid)
+impl<'a> FromObject<'a> for Uid<'a> {
+    fn empty() -> Self {
+        Uid {
+            id: Cow::default(),
+            atype: None,
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, uid: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => uid.id = c.string()?,
+            "atype" => uid.atype = opt_code(c, AgentType)?,
+        })
+    }
 }
 
-fn read_eid<'a>(c: &mut Cursor<'a>) -> Option<Eid<'a>> {
-    let mut eid = Eid {
-        source: Cow::default(),
-        uids: Vec::new(),
-    };
-    read_object!(c, {
-        "source" => eid.source = c.string()?,
-        "uids" => eid.uids = c.array(read_uid)?,
-    })?;
-    Some(eid)
+impl<'a> FromObject<'a> for Eid<'a> {
+    fn empty() -> Self {
+        Eid {
+            source: Cow::default(),
+            uids: Vec::new(),
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, eid: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "source" => eid.source = c.string()?,
+            "uids" => eid.uids = c.objects()?,
+        })
+    }
 }
 
-fn read_user<'a>(c: &mut Cursor<'a>) -> Option<User<'a>> {
-    let mut user = User::default();
-    read_object!(c, {
-        "id" => user.id = c.opt_string()?,
-        "buyeruid" => user.buyeruid = c.opt_string()?,
-        "yob" => user.yob = c.opt_i32()?,
-        "gender" => user.gender = c.opt_string()?,
-        "keywords" => user.keywords = c.opt_string()?,
-        "consent" => user.consent = c.opt_string()?,
-        "eids" => user.eids = c.array(read_eid)?,
-        "geo" => user.geo = c.nullable(read_geo)?,
-        "data" => user.data = c.array(read_data)?,
-        "ext" => user.ext = c.opt_raw()?,
-    })?;
-    Some(user)
+impl<'a> FromObject<'a> for User<'a> {
+    fn empty() -> Self {
+        User::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, user: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "id" => user.id = c.opt_string()?,
+            "buyeruid" => user.buyeruid = c.opt_string()?,
+            "yob" => user.yob = c.opt_i32()?,
+            "gender" => user.gender = c.opt_string()?,
+            "keywords" => user.keywords = c.opt_string()?,
+            "consent" => user.consent = c.opt_string()?,
+            "eids" => user.eids = c.objects()?,
+            "geo" => c.optional(&mut user.geo)?,
+            "data" => user.data = c.objects()?,
+            "ext" => user.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_supply_chain_node<'a>(c: &mut Cursor<'a>) -> Option<SupplyChainNode<'a>> {
-    let mut node = SupplyChainNode {
-        asi: Cow::default(),
-        sid: Cow::default(),
-        rid: None,
-        hp: false,
-    };
-    read_object!(c, {
-        "asi" => node.asi = c.string()?,
-        "sid" => node.sid = c.string()?,
-        "rid" => node.rid = c.opt_string()?,
-        "hp" => node.hp = c.flag()?,
-    })?;
-    Some(node)
+impl<'a> FromObject<'a> for SupplyChainNode<'a> {
+    fn empty() -> Self {
+        SupplyChainNode {
+            asi: Cow::default(),
+            sid: Cow::default(),
+            rid: None,
+            hp: false,
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, node: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "asi" => node.asi = c.string()?,
+            "sid" => node.sid = c.string()?,
+            "rid" => node.rid = c.opt_string()?,
+            "hp" => node.hp = c.flag()?,
+        })
+    }
 }
 
-fn read_supply_chain<'a>(c: &mut Cursor<'a>) -> Option<SupplyChain<'a>> {
-    let mut chain = SupplyChain {
-        complete: false,
-        ver: Cow::default(),
-        nodes: Vec::new(),
-    };
-    read_object!(c, {
-        "complete" => chain.complete = c.flag()?,
-        "ver" => chain.ver = c.string()?,
-        "nodes" => chain.nodes = c.array(read_supply_chain_node)?,
-    })?;
-    Some(chain)
+impl<'a> FromObject<'a> for SupplyChain<'a> {
+    fn empty() -> Self {
+        SupplyChain {
+            complete: false,
+            ver: Cow::default(),
+            nodes: Vec::new(),
+        }
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, chain: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "complete" => chain.complete = c.flag()?,
+            "ver" => chain.ver = c.string()?,
+            "nodes" => chain.nodes = c.objects()?,
+        })
+    }
 }
 
-fn read_source<'a>(c: &mut Cursor<'a>) -> Option<Source<'a>> {
-    let mut source = Source::default();
-    read_object!(c, {
-        "tid" => source.tid = c.opt_string()?,
-        "schain" => source.schain = c.nullable(read_supply_chain)?,
-        "ext" => source.ext = c.opt_raw()?,
-    })?;
-    Some(source)
+impl<'a> FromObject<'a> for Source<'a> {
+    fn empty() -> Self {
+        Source::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, source: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "tid" => source.tid = c.opt_string()?,
+            "schain" => c.optional(&mut source.schain)?,
+            "ext" => source.ext = c.opt_raw()?,
+        })
+    }
 }
 
-fn read_regs<'a>(c: &mut Cursor<'a>) -> Option<Regs<'a>> {
-    let mut regs = Regs::default();
-    read_object!(c, {
-        "coppa" => regs.coppa = c.flag()?,
-        "gdpr" => regs.gdpr = c.opt_flag()?,
-        "us_privacy" => regs.us_privacy = c.opt_string()?,
-        "gpp" => regs.gpp = c.opt_string()?,
-        "gpp_sid" => regs.gpp_sid = c.i32s()?,
-        "ext" => regs.ext = c.opt_raw()?,
-    })?;
-    Some(regs)
+impl<'a> FromObject<'a> for Regs<'a> {
+    fn empty() -> Self {
+        Regs::default()
+    }
+
+    fn read_fields(c: &mut Cursor<'a>, regs: &mut Self) -> Option<()> {
+        read_object!(c, {
+            "coppa" => regs.coppa = c.flag()?,
+            "gdpr" => regs.gdpr = c.opt_flag()?,
+            "us_privacy" => regs.us_privacy = c.opt_string()?,
+            "gpp" => regs.gpp = c.opt_string()?,
+            "gpp_sid" => regs.gpp_sid = c.i32s()?,
+            "ext" => regs.ext = c.opt_raw()?,
+        })
+    }
 }

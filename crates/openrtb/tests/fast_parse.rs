@@ -166,6 +166,12 @@ fn escaped_strings_are_decoded_like_serde() {
         Some("https://x.example/a?b=1&c=2")
     );
     assert_eq!(request.cur, ["USD"]);
+    // Non-ASCII text between escapes, and escapes at both ends.
+    let request = fast(r#"{"id":"\"été ✓\n😀 and a longer run of plain text\t\u00e9\""}"#);
+    assert_eq!(
+        request.id,
+        "\"été ✓\n😀 and a longer run of plain text\té\""
+    );
     // Non-ASCII text without escapes is borrowed as it is.
     let request = fast(r#"{"id":"été ✓ 😀 long enough to span words"}"#);
     assert!(matches!(
