@@ -6,7 +6,7 @@
 //!   durability, an outgoing call); an ad request never awaits, so it holds at most one place per
 //!   worker thread.
 //! - **Queue delay**: how long a task that became ready waits before a worker runs it. A thread
-//!   outside the runtime makes a socket readable every millisecond, and a probe task awaiting
+//!   outside the runtime makes a socket readable every 4 ms, and a probe task awaiting
 //!   it records how long it took to run. Its wake-up comes from the runtime's I/O driver, as a
 //!   connection's does when a request arrives, and queues behind the same ready connections,
 //!   so the probe waits about as long as a request does. Past `max_queue_delay` the worker is
@@ -37,8 +37,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How often the queue-delay probe is woken.
-const PROBE_PERIOD: Duration = Duration::from_millis(1);
+/// How often the queue-delay probe is woken. Every wake-up costs its ticker thread a trip
+/// through the scheduler: at 1 ms the two tickers took 8.7% of the edge's CPU on the ad path
+/// (`perf`, docs/benchmarks.md). At 4 ms a backlog past the 10 ms limit still shows within two
+/// readings.
+const PROBE_PERIOD: Duration = Duration::from_millis(4);
 
 /// Limits that keep the edge answering in time when it is offered more than it can take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +156,7 @@ impl Gate {
     }
 
     /// Measures the queue delay until dropped: a thread of its own makes a socket readable
-    /// every millisecond and the probe records how long it took to run, the smaller of the last
+    /// every [`PROBE_PERIOD`] and the probe records how long it took to run, the smaller of the last
     /// two measurements. Through a socket, so that the wake-up comes from the runtime's I/O
     /// driver and queues exactly as a connection with a request on it does. One late wake-up
     /// alone is the thread losing its core for a moment (another process, a page fault); a
