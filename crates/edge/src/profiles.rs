@@ -64,30 +64,16 @@ pub(crate) fn load(data_dir: &Path) -> MemoryProfiles {
     profiles
 }
 
-/// How long a bid request's background profile fetch may take at most; Redis's own timeout
-/// applies within it.
-const FETCH_WITHIN: Duration = Duration::from_secs(1);
-
 /// The profile of a bid request's user without waiting: from memory, or with Redis from this
-/// edge's cache. A user the cache does not hold goes without a profile this once, and a fetch
-/// in the background caches it for the user's next request (exchanges send the same user many
+/// edge's cache, a user it does not hold going without a profile this once while one fetch in
+/// the background caches it for the user's next request (exchanges send the same user many
 /// times a page): an exchange's deadline leaves no room for a round trip per bid.
 pub(crate) fn lookup_now(edge: &Edge, user: Option<&str>) -> Option<Arc<Profile>> {
     let key = user_key(user?);
-    let Some(shared) = &edge.shared else {
-        return edge.profiles.get(key);
-    };
-    if let Some(cached) = shared.cached_profile(key) {
-        return cached;
+    match &edge.shared {
+        Some(shared) => shared.profile_now(key),
+        None => edge.profiles.get(key),
     }
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let shared = shared.clone();
-        runtime.spawn(async move {
-            // A failure is counted by the shared state; the next request tries again.
-            let _ = shared.profile(key, Instant::now() + FETCH_WITHIN).await;
-        });
-    }
-    None
 }
 
 /// Adds what a profile targets to a request's view: its segments, and its attributes as

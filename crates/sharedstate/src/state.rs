@@ -397,10 +397,34 @@ impl SharedState {
         }
     }
 
-    /// The profile of `user` (a user key) if the local cache holds it, fresh, without waiting:
-    /// `None` when it does not (then [`SharedState::profile`] fetches and caches it).
-    pub fn cached_profile(&self, user: u64) -> Option<Option<Arc<Profile>>> {
-        self.inner.profiles.get(user, Instant::now())
+    /// The profile of `user` (a user key) without waiting, for requests whose deadline leaves
+    /// no room for a round trip: from the local cache while fresh. Otherwise `None` this once,
+    /// and one `GET` in the background (on the current Tokio runtime) caches it for the user's
+    /// next request. While that fetch runs, and for a second after one that failed,
+    /// calls for the same user start no other: an exchange sends one user many times a second,
+    /// and each would otherwise send Redis its own `GET`.
+    pub fn profile_now(&self, user: u64) -> Option<Arc<Profile>> {
+        let now = Instant::now();
+        match self
+            .inner
+            .profiles
+            .get_or_claim(user, now, now + PREFETCH_WITHIN)
+        {
+            Claim::Known(profile) => return profile,
+            Claim::Fetching => return None,
+            Claim::Claimed => {}
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner.profiles.forget(user);
+            return None;
+        };
+        let state = self.clone();
+        runtime.spawn(async move {
+            // A failure is counted with the round trips; the claim lapses and a later request
+            // tries again.
+            let _ = state.profile(user, Instant::now() + PREFETCH_WITHIN).await;
+        });
+        None
     }
 
     /// The profile of `user` (a user key): from the local cache while fresh, else one `GET`
@@ -578,11 +602,34 @@ impl SharedState {
     }
 }
 
-/// A user's profile (or its absence) as read, and until when it may be reused.
-type ProfileShard = FxHashMap<u64, (Option<Arc<Profile>>, Instant)>;
+type ProfileShard = FxHashMap<u64, CachedProfile>;
 
-/// Profiles (or their absence) read from Redis, until a time; sharded, bounded: a full shard
-/// starts over.
+/// How long a background profile fetch ([`SharedState::profile_now`]) may take; until then no
+/// other starts for the same user. Redis's own timeout applies within it.
+const PREFETCH_WITHIN: Duration = Duration::from_secs(1);
+
+/// A user's profile (or its absence) as read, or a fetch of it under way.
+#[derive(Debug)]
+enum CachedProfile {
+    /// Read from Redis (`None`: the user has no profile), good until `until`.
+    Read {
+        profile: Option<Arc<Profile>>,
+        until: Instant,
+    },
+    /// A background fetch was started; none other starts before `until`.
+    Fetching { until: Instant },
+}
+
+/// What [`ProfileCache::get_or_claim`] found.
+enum Claim {
+    Known(Option<Arc<Profile>>),
+    Fetching,
+    /// Nothing fresh: the caller fetches, and others wait for it.
+    Claimed,
+}
+
+/// Profiles (or their absence) read from Redis, until a time, by user key; sharded, bounded: a
+/// full shard starts over.
 #[derive(Debug)]
 struct ProfileCache {
     shards: Vec<Mutex<ProfileShard>>,
@@ -605,19 +652,43 @@ impl ProfileCache {
         &self.shards[(user as usize) % Self::SHARDS]
     }
 
+    /// The profile read for `user`, while fresh.
     fn get(&self, user: u64, now: Instant) -> Option<Option<Arc<Profile>>> {
         let shard = self.shard(user).lock().ok()?;
-        let (profile, until) = shard.get(&user)?;
-        (*until > now).then(|| profile.clone())
+        match shard.get(&user)? {
+            CachedProfile::Read { profile, until } if *until > now => Some(profile.clone()),
+            _ => None,
+        }
+    }
+
+    /// The profile read for `user` while fresh; else whether a fetch is running, and if none
+    /// is, a claim to start one, held until `until` or until [`ProfileCache::put`].
+    fn get_or_claim(&self, user: u64, now: Instant, until: Instant) -> Claim {
+        let Ok(mut shard) = self.shard(user).lock() else {
+            return Claim::Fetching;
+        };
+        match shard.get(&user) {
+            Some(CachedProfile::Read { profile, until }) if *until > now => {
+                return Claim::Known(profile.clone());
+            }
+            Some(CachedProfile::Fetching { until }) if *until > now => return Claim::Fetching,
+            _ => {}
+        }
+        self.insert(&mut shard, user, CachedProfile::Fetching { until });
+        Claim::Claimed
     }
 
     fn put(&self, user: u64, profile: Option<Arc<Profile>>, until: Instant) {
         if let Ok(mut shard) = self.shard(user).lock() {
-            if shard.len() >= self.per_shard {
-                shard.clear();
-            }
-            shard.insert(user, (profile, until));
+            self.insert(&mut shard, user, CachedProfile::Read { profile, until });
         }
+    }
+
+    fn insert(&self, shard: &mut ProfileShard, user: u64, entry: CachedProfile) {
+        if shard.len() >= self.per_shard && !shard.contains_key(&user) {
+            shard.clear();
+        }
+        shard.insert(user, entry);
     }
 
     fn forget(&self, user: u64) {

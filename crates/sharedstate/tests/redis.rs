@@ -526,6 +526,64 @@ async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
     );
 }
 
+/// The round trips completed so far, from the metrics.
+fn round_trips(shared: &SharedState) -> u64 {
+    let mut text = String::new();
+    shared.render_metrics(&mut text);
+    text.lines()
+        .find_map(|line| line.strip_prefix("marquee_redis_round_trips "))
+        .and_then(|n| n.parse().ok())
+        .expect("marquee_redis_round_trips in the metrics")
+}
+
+/// Bid requests look profiles up without waiting: the first of a user goes without, one fetch
+/// in the background serves the rest, however many arrive while it runs.
+#[tokio::test]
+async fn a_user_unknown_to_the_cache_is_fetched_once_in_the_background() {
+    inspect().await;
+    let writer = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let gold = Profile {
+        segments: vec!["vip".into()],
+        key_values: vec![("u_tier".into(), "gold".into())],
+    };
+    let deadline = later(Duration::from_secs(5));
+    assert_eq!(
+        writer.put_profiles(&[(user, gold.clone())], deadline).await,
+        Ok(1)
+    );
+    let edge = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let before = round_trips(&edge);
+    for _ in 0..50 {
+        assert_eq!(edge.profile_now(user), None);
+    }
+    let mut read = None;
+    for _ in 0..500 {
+        read = edge.profile_now(user);
+        if read.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(read.as_deref(), Some(&gold));
+    assert_eq!(round_trips(&edge) - before, 1, "one GET for 50 lookups");
+
+    // A user without a profile is remembered as such: one GET, then answers from the cache.
+    let nobody = fresh_user();
+    let before = round_trips(&edge);
+    assert_eq!(edge.profile_now(nobody), None);
+    for _ in 0..500 {
+        if round_trips(&edge) > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for _ in 0..50 {
+        assert_eq!(edge.profile_now(nobody), None);
+    }
+    assert_eq!(round_trips(&edge) - before, 1);
+}
+
 /// A bad URL is refused with the key named and without repeating the URL, which may carry a
 /// password (secrets never reach logs).
 #[tokio::test]
