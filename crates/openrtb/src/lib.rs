@@ -19,6 +19,7 @@ mod macros;
 mod native;
 mod request;
 mod response;
+mod seen;
 mod validate;
 
 pub use body::{BodyError, decode_body};

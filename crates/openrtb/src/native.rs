@@ -5,7 +5,6 @@
 //! `{"native": {...}}`; a response is wrapped the same way as its request was.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::Deserialize;
@@ -18,6 +17,7 @@ use crate::enums::{
 };
 use crate::error::JsonError;
 use crate::json;
+use crate::seen::Seen;
 
 /// A native ad request (Native 1.2 §4.1).
 #[derive(Clone, Debug, Deserialize)]
@@ -162,7 +162,7 @@ impl<'a> NativeRequest<'a> {
         if self.assets.is_empty() {
             return Err(NativeError::NoAssets);
         }
-        let mut seen = HashSet::with_capacity(self.assets.len());
+        let mut seen = Seen::new();
         for asset in &self.assets {
             if !seen.insert(asset.id) {
                 return Err(NativeError::DuplicateAssetId(asset.id));

@@ -5,7 +5,6 @@
 //! what a bidder reads is modelled; the rest of the request is accepted and ignored.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -17,6 +16,7 @@ use crate::enums::{
 };
 use crate::error::{JsonError, ParseError, RequestError};
 use crate::native::{NativeError, NativeRequest};
+use crate::seen::Seen;
 
 /// Largest width or height (pixels) a request may give; anything above is a broken request.
 pub const MAX_DIMENSION: u32 = 16_384;
@@ -615,7 +615,7 @@ impl<'a> BidRequest<'a> {
         for (index, code) in self.cur.iter().enumerate() {
             check_currency(code, || format!("cur[{index}]"))?;
         }
-        let mut seen = HashSet::with_capacity(self.imp.len());
+        let mut seen = Seen::new();
         for (index, imp) in self.imp.iter().enumerate() {
             if imp.id.is_empty() {
                 return Err(RequestError::EmptyImpId { index });
@@ -716,7 +716,7 @@ impl<'a> Imp<'a> {
             })?;
         }
         if let Some(pmp) = &self.pmp {
-            let mut seen = HashSet::with_capacity(pmp.deals.len());
+            let mut seen = Seen::new();
             for (d, deal) in pmp.deals.iter().enumerate() {
                 let path = || format!("imp[{index}].pmp.deals[{d}]");
                 if deal.id.is_empty() {

@@ -1,7 +1,7 @@
 //! Checks a response against its request before it is sent: every rule an exchange would
 //! reject a bid for, each violation naming the bid and the rule.
 
-use std::collections::HashSet;
+use crate::seen::Seen;
 use std::fmt;
 
 use crate::decimal::format_micros;
@@ -247,8 +247,8 @@ pub fn validate_response(
             });
         }
     }
-    let mut bid_ids = HashSet::new();
-    let mut answered_imps = HashSet::new();
+    let mut bid_ids = Seen::new();
+    let mut answered_imps = Seen::new();
     for (seat, bid) in response.bids() {
         let mut check = BidCheck {
             bid,
