@@ -1,13 +1,13 @@
 //! Checks a response against its request before it is sent: every rule an exchange would
 //! reject a bid for, each violation naming the bid and the rule.
 
-use crate::seen::Seen;
 use std::fmt;
 
 use crate::decimal::format_micros;
 use crate::enums::{CreativeAttribute, LossReason, MarkupType};
 use crate::request::{BidRequest, Imp};
 use crate::response::{Bid, BidResponse};
+use crate::seen::Seen;
 
 /// Converts an amount between currencies.
 pub trait CurrencyConverter {

@@ -664,6 +664,7 @@ impl ProfileCache {
     /// The profile read for `user` while fresh; else whether a fetch is running, and if none
     /// is, a claim to start one, held until `until` or until [`ProfileCache::put`].
     fn get_or_claim(&self, user: u64, now: Instant, until: Instant) -> Claim {
+        // A poisoned shard caches nothing (as `get` answers nothing): no fetch to start.
         let Ok(mut shard) = self.shard(user).lock() else {
             return Claim::Fetching;
         };
