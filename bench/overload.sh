@@ -38,7 +38,9 @@
 # counters over the step (marquee_bidder_shed_total / _late_total on the bid path,
 # marquee_edge_shed_total / _late_total on the ad path), p99, p99.9 and max latency of the
 # answers (any status, from their intended send time), and how many answers took longer than D
-# (an exchange drops a bid that comes after its tmax).
+# (an exchange drops a bid that comes after its tmax), and the load generator's own CPU in %
+# of one core (near 100%, its single thread was the bottleneck: its latencies include its own
+# wait, and what it could not send is in "unsent").
 #
 # Defaults: --path ad, --roles serve, C = 256 keep-alive connections, W = 5ms, Q = 10 (ms), S = 3s per step,
 # D = 120ms (the tmax of bench-request.json), DIR = target/bench/overload-<path>-<roles>-<time>.
@@ -242,8 +244,8 @@ def delta(before, after, name):
     return "–" if a is None or b is None else f"{b - a:,.0f}"
 
 print(f"| shedding | round | offered/s | offered % of peak | {goodput_name} | % of peak | unsent | failed "
-      f"| 204 | edge shed | edge late | p99 ms | p99.9 ms | max ms | over {deadline} |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      f"| 204 | edge shed | edge late | p99 ms | p99.9 ms | max ms | over {deadline} | generator CPU |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for mode, round_ in [(mode, round_) for mode in ("on", "off") for round_ in ("1", "2")]:
     dir_ = os.path.join(out, f"{mode}-{round_}")
     steps = sorted(glob.glob(os.path.join(dir_, "step-*.json")), key=lambda p: int(p.rsplit("-", 1)[1][:-5]))
@@ -253,10 +255,11 @@ for mode, round_ in [(mode, round_) for mode in ("on", "off") for round_ in ("1"
         good = r["bids"] / r["elapsed_s"] if r["elapsed_s"] else 0
         lat = r["latency"]
         late = "–" if r.get("over_deadline") is None else f"{r['over_deadline']:,}"
+        cpu = "–" if r.get("client_cpu_percent") is None else f"{r['client_cpu_percent']:.0f}%"
         before, after = path[:-5] + ".before.prom", path[:-5] + ".after.prom"
         print(f"| {mode} | {round_} | {rate:,.0f} | {100*rate/peak:.0f}% | {good:,.0f} | {100*good/peak:.0f}% "
               f"| {r['unsent']:,} | {r['errors_total']:,} | {r['no_bids']:,} | {delta(before, after, shed_name)} "
               f"| {delta(before, after, late_name)} | {lat['p99_ms']:.1f} | {lat['p999_ms']:.1f} | {lat['max_ms']:.1f} "
-              f"| {late} |")
+              f"| {late} | {cpu} |")
 EOF
 echo "reports, edge metrics and logs in $out" >&2

@@ -308,6 +308,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
         }
     }
     let start = *shared.start.get_or_init(Instant::now);
+    let cpu_at_start = process_cpu();
     let mut reporter = Reporter::new(start, plan.progress)?;
     let mut ticker = tokio::time::interval_at(
         tokio::time::Instant::from_std(start + Duration::from_secs(1)),
@@ -327,7 +328,38 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     }
     reporter.collect(&shards, false);
     reporter.finish();
-    Ok(build_report(plan, threads, start, reporter, &shards))
+    let client_cpu = cpu_at_start
+        .zip(process_cpu())
+        .map(|(before, after)| ClientCpu {
+            busy: after.saturating_sub(before),
+            over: start.elapsed(),
+        });
+    Ok(build_report(
+        plan, threads, start, reporter, &shards, client_cpu,
+    ))
+}
+
+/// This process's CPU time over a run, and the wall time it was spent in.
+struct ClientCpu {
+    busy: Duration,
+    over: Duration,
+}
+
+/// Clock ticks per second of `/proc/PID/stat`'s times: the kernel's `USER_HZ`, 100 on every
+/// architecture Marquee builds for (x86-64, arm64).
+const USER_HZ: u64 = 100;
+
+/// This process's CPU time so far, user and system, every thread's (exited ones included),
+/// from `/proc/self/stat`; `None` where that file is not (not Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its last ')'.
+    let after_name = stat.get(stat.rfind(')')? + 1..)?;
+    // The text after the name starts at field 3; utime and stime are fields 14 and 15.
+    let mut fields = after_name.split_ascii_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 1_000 / USER_HZ))
 }
 
 /// Collects the shards' intervals into the timeline and the run's histogram.
@@ -427,6 +459,7 @@ fn build_report(
     start: Instant,
     reporter: Reporter,
     shards: &[Arc<Mutex<Shard>>],
+    client_cpu: Option<ClientCpu>,
 ) -> Report {
     let mut statuses = std::collections::BTreeMap::new();
     let (mut bids, mut no_bids, mut bytes, mut unsent) = (0, 0, 0, 0);
@@ -498,6 +531,9 @@ fn build_report(
             .deadline
             .map(|deadline| answers_over(&reporter.total, deadline)),
         non_2xx: responses - ok,
+        client_cpu_percent: client_cpu
+            .filter(|cpu| !cpu.over.is_zero())
+            .map(|cpu| 100.0 * cpu.busy.as_secs_f64() / cpu.over.as_secs_f64()),
         bytes_received: bytes,
         timeline: reporter.timeline,
         histogram: reporter.total,

@@ -123,6 +123,11 @@ pub struct Report {
     /// resolution (0.1%).
     pub over_deadline: Option<u64>,
     pub non_2xx: u64,
+    /// This load generator's own CPU over the run, in % of one core (user and system, all
+    /// threads; `None` off Linux). Near 100 × `threads` the generator itself was the
+    /// bottleneck: what it sent fell short of the plan, and the latencies include its own wait
+    /// to read the answers.
+    pub client_cpu_percent: Option<f64>,
     pub bytes_received: u64,
     pub timeline: Vec<Tick>,
     /// All latencies in nanoseconds, for callers that need more than the summary.
@@ -221,9 +226,27 @@ impl Report {
                 .join(", ")
         };
         row("errors", errors);
+        if let Some(percent) = self.client_cpu_percent {
+            let busy = percent >= SATURATED_PERCENT * self.threads as f64;
+            row(
+                "client CPU",
+                format!(
+                    "{percent:.0}% of one core ({} thread(s)){}",
+                    self.threads,
+                    if busy {
+                        ": the load generator was saturated; its latencies include its own wait"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
         out
     }
 }
+
+/// Past this share of a core per thread (in %), the report calls the load generator saturated.
+const SATURATED_PERCENT: f64 = 90.0;
 
 /// One step of a sweep over offered rates.
 #[derive(Debug, Clone, Serialize)]

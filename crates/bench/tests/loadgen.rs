@@ -209,6 +209,35 @@ async fn busy_poll_counts_the_same_and_ends() {
     assert_eq!(report.errors_total, 0);
 }
 
+/// The report says how busy the generator itself was: a busy-polling thread keeps about one
+/// core busy for the whole run. (The figure is the test process's, other tests' threads
+/// included, so the bounds are loose; a wrong unit, ten or a hundred times off, still fails.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_gives_the_generators_own_cpu() {
+    let server = test_server(Behaviour::Delay(Duration::from_millis(2))).await;
+    let report = run(&[
+        &server.url,
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-d",
+        "600ms",
+        "-q",
+        "--busy-poll",
+    ])
+    .await;
+    let percent = report
+        .client_cpu_percent
+        .expect("/proc/self/stat is there on Linux");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    assert!(
+        (40.0..=100.0 * cores + 10.0).contains(&percent),
+        "a spinning thread measured {percent:.0}% of one core"
+    );
+    assert!(report.table().contains("client CPU"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_reuses_connections_and_no_keep_alive_does_not() {
     let server = test_server(Behaviour::Immediate).await;

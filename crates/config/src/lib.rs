@@ -634,7 +634,9 @@ pub struct EdgeSection {
     /// of waiting. 0 switches shedding off.
     pub max_in_flight: u64,
     /// Past this wait (milliseconds) between a request being ready and a worker starting it,
-    /// requests get the fallback (or a 204) at once. 0 switches this signal off.
+    /// or three quarters of the request's deadline when that is longer (`deadline_ms` for ad
+    /// requests, `tmax` less the latency margin for bids), a share of requests get the fallback
+    /// (or a 204) at once. 0 switches this signal off.
     pub max_queue_delay_ms: u64,
     /// How long an ad request may take, in milliseconds; work past it is abandoned with the
     /// fallback.

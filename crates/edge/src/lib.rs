@@ -11,7 +11,8 @@
 //!   decision was not counted before; the browser gets the same answer either way.
 //! - A click goes only to the landing URL of the creative its signed token names.
 //! - An ad or bid request that cannot start now (`max_in_flight` in progress, or the workers
-//!   behind by more than `max_queue_delay` and the request outside the share that still starts)
+//!   behind by more than `max_queue_delay` or three quarters of the request's deadline, whichever
+//!   is longer, and the request outside the share that still starts)
 //!   is answered at once with the fallback or a 204, never queued; one past its deadline is
 //!   abandoned with the fallback.
 
@@ -143,18 +144,18 @@ pub struct Edge {
 
 impl Edge {
     /// A place for one more ad request, or `None` when `max_in_flight` are in progress, or when
-    /// the workers are behind by more than `max_queue_delay` and this request is not in the
-    /// share that still starts. The server takes one per ad request; tests may hold one to
-    /// saturate the edge.
+    /// the workers are behind by more than `max_queue_delay` (or three quarters of the ad
+    /// deadline, if longer) and this request is not in the share that still starts. The server
+    /// takes one per ad request; tests may hold one to saturate the edge.
     pub fn try_admit(&self) -> Option<Admitted<'_>> {
-        self.gate.try_enter()
+        self.gate.try_enter(self.config.limits.deadline)
     }
 
     /// [`Edge::try_admit`] for an OpenRTB request (bid or gateway auction) from `exchange`: its
     /// queue may take up to three quarters of the exchange's default answer time (less the
     /// network margin) before requests are shed.
     pub fn try_admit_bid(&self, exchange: &bidder::Exchange) -> Option<Admitted<'_>> {
-        self.gate.try_enter_within(
+        self.gate.try_enter(
             exchange
                 .default_tmax
                 .saturating_sub(exchange.latency_margin),

@@ -289,7 +289,7 @@ pub(crate) fn render(edge: &Edge) -> String {
     gauge(
         &mut out,
         "marquee_edge_queue_delay_seconds",
-        "How long the probe's last wake-up waited for a worker (past edge.max_queue_delay_ms only a share of requests start).",
+        "How long the probe's last wake-up waited for a worker (past edge.max_queue_delay_ms, or three quarters of a request's deadline if longer, only a share of requests start).",
         edge.gate.queue_delay().as_secs_f64(),
     );
     gauge(

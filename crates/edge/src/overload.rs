@@ -9,9 +9,10 @@
 //!   outside the runtime makes a socket readable every 4 ms, and a probe task awaiting
 //!   it records how long it took to run. Its wake-up comes from the runtime's I/O driver, as a
 //!   connection's does when a request arrives, and queues behind the same ready connections,
-//!   so the probe waits about as long as a request does. Past `max_queue_delay` the worker is
-//!   behind, and it starts only the share `max_queue_delay / delay` of the requests it reads
-//!   (a third at three times the limit), spread evenly; the rest get the cheap answer at once.
+//!   so the probe waits about as long as a request does. Past the limit (`max_queue_delay`,
+//!   or three quarters of the request's deadline when that is longer) the worker is behind,
+//!   and it starts only the share `limit / delay` of the requests it reads (a third at three
+//!   times the limit), spread evenly; the rest get the cheap answer at once.
 //!   This is the signal that catches a backlog of requests that never await.
 //!
 //!   Two probes before this one were blind to that queue (docs/benchmarks.md, the bid-path
@@ -49,9 +50,9 @@ pub struct Limits {
     /// Ad requests in progress at once; a request beyond it gets the fallback at once. `0`:
     /// no bound (shedding off).
     pub max_in_flight: usize,
-    /// Past this wait between a task becoming ready and a worker running it, only the share
-    /// `max_queue_delay / wait` of requests start; the others get the cheap answer at once.
-    /// `None`: this signal off.
+    /// Past this wait between a task becoming ready and a worker running it (or three quarters
+    /// of the request's deadline, when that is longer), only the share `limit / wait` of
+    /// requests start; the others get the cheap answer at once. `None`: this signal off.
     pub max_queue_delay: Option<Duration>,
     /// How long an ad request may take, counted from when the edge starts it; work past it is
     /// abandoned with the fallback.
@@ -103,22 +104,20 @@ impl Gate {
         }
     }
 
-    /// A place for one more request, or `None` when the bound is reached or the workers are
-    /// behind (the caller answers at once instead of waiting).
-    pub fn try_enter(&self) -> Option<Admitted<'_>> {
-        self.enter_within(self.max_queue_delay_micros)
-    }
-
-    /// [`Gate::try_enter`] for a request with a deadline `budget` after it starts (a bid
-    /// request: `tmax` less the network margin): the queue may hold it for three quarters of
-    /// that before requests are shed, if that is more than the limit; the last quarter is for
-    /// the work itself and the spread of waits around the probe's reading. The limit sets the
-    /// goodput: a worker behind sheds until its queue of C connections drains within the
-    /// limit L, so each request may cost L / C on average, and every 204 spent to get there
-    /// is a bid not made. A fixed 10 ms made a 2,048-connection closed loop shed half the bids
-    /// it could have made in time, and half the budget still cut goodput at twice the peak to
-    /// 52–63% (docs/benchmarks.md).
-    pub fn try_enter_within(&self, budget: Duration) -> Option<Admitted<'_>> {
+    /// A place for one more request that must be answered within `budget` of its start (an
+    /// ad request: `edge.deadline_ms`; a bid request: `tmax` less the network margin), or
+    /// `None` when the bound is reached or the workers are behind (the caller answers at once
+    /// instead of waiting). The queue may hold the request for three quarters of its budget
+    /// before requests are shed, or for the configured limit if that is longer; the last
+    /// quarter is for the work itself and the spread of waits around the probe's reading.
+    ///
+    /// The budget, not a fixed limit, because the limit sets the goodput: with C connections
+    /// each holding a request, a worker behind sheds until its queue drains within the limit
+    /// L, and when even cheap answers cannot bring C requests under L it sheds a share for
+    /// nothing (the delay moves little, the answers lost are real). A fixed 10 ms made a
+    /// 2,048-connection closed loop shed half the bids it could have made in time, and the ad
+    /// requests of one serve 45% of the ads it could (docs/benchmarks.md).
+    pub fn try_enter(&self, budget: Duration) -> Option<Admitted<'_>> {
         // With the signal off the limit is `u64::MAX`, and stays so.
         self.enter_within(self.max_queue_delay_micros.max(micros(budget) / 4 * 3))
     }
@@ -285,13 +284,13 @@ mod tests {
             max_in_flight: 2,
             ..Limits::default()
         });
-        let a = gate.try_enter();
-        let b = gate.try_enter();
+        let a = gate.try_enter(Duration::ZERO);
+        let b = gate.try_enter(Duration::ZERO);
         assert!(a.is_some() && b.is_some());
-        assert!(gate.try_enter().is_none());
+        assert!(gate.try_enter(Duration::ZERO).is_none());
         assert_eq!(gate.in_flight(), 2);
         drop(a);
-        assert!(gate.try_enter().is_some());
+        assert!(gate.try_enter(Duration::ZERO).is_some());
         drop(b);
         assert_eq!(gate.in_flight(), 0);
     }
@@ -302,7 +301,9 @@ mod tests {
             max_in_flight: 0,
             ..Limits::default()
         });
-        let places: Vec<_> = (0..10_000).map_while(|_| gate.try_enter()).collect();
+        let places: Vec<_> = (0..10_000)
+            .map_while(|_| gate.try_enter(Duration::ZERO))
+            .collect();
         assert_eq!(places.len(), 10_000);
         assert_eq!(gate.max(), None);
     }
@@ -328,14 +329,18 @@ mod tests {
         gate.queue_delay_micros.store(30_000, Ordering::Relaxed);
         let started = std::thread::scope(|scope| {
             scope
-                .spawn(|| (0..300).filter_map(|_| gate.try_enter()).count())
+                .spawn(|| {
+                    (0..300)
+                        .filter_map(|_| gate.try_enter(Duration::ZERO))
+                        .count()
+                })
                 .join()
                 .expect("the requests' thread")
         });
         assert_eq!(started, 100, "a third starts at three times the limit");
     }
 
-    /// A bid request may wait three quarters of its deadline budget, when that is more than the
+    /// A request may wait three quarters of its deadline budget, when that is more than the
     /// limit.
     #[test]
     fn a_deadline_budget_raises_the_limit() {
@@ -347,8 +352,8 @@ mod tests {
                     .spawn(|| {
                         (0..300)
                             .filter_map(|_| match budget {
-                                Some(budget) => gate.try_enter_within(budget),
-                                None => gate.try_enter(),
+                                Some(budget) => gate.try_enter(budget),
+                                None => gate.try_enter(Duration::ZERO),
                             })
                             .count()
                     })
@@ -370,7 +375,7 @@ mod tests {
             ..Limits::default()
         });
         off.queue_delay_micros.store(30_000, Ordering::Relaxed);
-        assert!(off.try_enter_within(Duration::from_millis(4)).is_some());
+        assert!(off.try_enter(Duration::from_millis(4)).is_some());
     }
 
     /// A worker blocked 30 ms at a time: the probe, due meanwhile, runs late each time, and the
@@ -386,7 +391,7 @@ mod tests {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(30));
             tokio::task::yield_now().await;
-            if gate.try_enter().is_none() {
+            if gate.try_enter(Duration::ZERO).is_none() {
                 closed = true;
                 break;
             }
@@ -394,7 +399,7 @@ mod tests {
         assert!(closed, "a blocked worker closes the gate");
         assert!(gate.queue_delay() >= Duration::from_millis(10));
         let reopened = async {
-            while gate.try_enter().is_none() {
+            while gate.try_enter(Duration::ZERO).is_none() {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         };
@@ -440,7 +445,7 @@ mod tests {
             }));
         }
         let closed = async {
-            while gate.try_enter().is_some() {
+            while gate.try_enter(Duration::ZERO).is_some() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };
