@@ -209,53 +209,67 @@ fn blocking_get(address: SocketAddr, path: &str) -> Vec<u8> {
 }
 
 /// The edge alone on a single-threaded runtime whose only worker is kept busy 60 ms at a time
-/// (the stand-in for a backlog of ready requests; past three quarters of the 50 ms ad
-/// deadline): with the in-flight bound off, the queue delay alone sheds requests; once the
-/// worker is free again, they are served.
-#[test]
-fn a_worker_behind_its_queue_sheds_requests_at_once() {
-    let dir = tempfile::tempdir().unwrap();
+/// (the stand-in for a backlog of ready requests) while `busy` holds, with the in-flight bound
+/// off so that only the queue delay can shed; gives the edge and its address.
+fn edge_behind_a_busy_worker(
+    dir: &std::path::Path,
+    limits: Limits,
+    busy: &Arc<std::sync::atomic::AtomicBool>,
+) -> (Arc<Edge>, SocketAddr) {
     let edge = edge(
-        dir.path(),
+        dir,
         Limits {
             max_in_flight: 0,
-            max_queue_delay: Some(Duration::from_millis(10)),
-            ..limits()
+            ..limits
         },
     );
     edge.accept_snapshot(&snapshot(1)).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
-    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let _server = {
-        let (edge, busy) = (Arc::clone(&edge), Arc::clone(&busy));
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                tokio::spawn(async move {
-                    while busy.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(60));
-                        tokio::task::yield_now().await;
-                    }
-                });
-                let listener = TcpListener::from_std(listener).unwrap();
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(30),
-                    marquee_edge::serve_here(
-                        listener,
-                        edge,
-                        None,
-                        Box::pin(std::future::pending()),
-                    ),
-                )
-                .await;
+    let (server_edge, busy) = (Arc::clone(&edge), Arc::clone(busy));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(60));
+                    tokio::task::yield_now().await;
+                }
             });
-        })
-    };
+            let listener = TcpListener::from_std(listener).unwrap();
+            let _ = tokio::time::timeout(
+                Duration::from_secs(30),
+                marquee_edge::serve_here(
+                    listener,
+                    server_edge,
+                    None,
+                    Box::pin(std::future::pending()),
+                ),
+            )
+            .await;
+        });
+    });
+    (edge, address)
+}
+
+/// Behind by about 60 ms, past three quarters of the default 50 ms ad deadline (and the 10 ms
+/// limit): requests are shed at once; once the worker is free again, they are served.
+#[test]
+fn a_worker_behind_its_queue_sheds_requests_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (edge, address) = edge_behind_a_busy_worker(
+        dir.path(),
+        Limits {
+            max_queue_delay: Some(Duration::from_millis(10)),
+            ..limits()
+        },
+        &busy,
+    );
     let shed = || edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed);
 
     let mut answered = 0;
@@ -281,6 +295,35 @@ fn a_worker_behind_its_queue_sheds_requests_at_once() {
         edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback) > started,
         "once the worker keeps up, requests start again"
     );
+}
+
+/// The same 60 ms backlog with a 200 ms ad deadline: an ad request may wait three quarters of
+/// its deadline (150 ms) before any is shed, whatever the shorter `max_queue_delay` says, so
+/// every request starts.
+#[test]
+fn an_ad_request_may_wait_three_quarters_of_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (edge, address) = edge_behind_a_busy_worker(
+        dir.path(),
+        Limits {
+            max_queue_delay: Some(Duration::from_millis(10)),
+            deadline: Duration::from_millis(200),
+            ..limits()
+        },
+        &busy,
+    );
+    for _ in 0..20 {
+        let answer = blocking_get(address, "/ad.json?placement=1");
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+    }
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Shed), 0);
+    assert!(edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback) >= 20);
 }
 
 #[tokio::test]

@@ -225,7 +225,7 @@ async fn drive(traffic: Arc<Traffic>, edge: usize, client_id: usize, ring: Arc<K
 }
 
 /// The demo's line item at placements 4 and 5 (fresh database, so ids are fixed): it gets the
-/// impression budget. Its demo goal is in spend; the budget replaces it before any edge holds a
+/// impression budget, and loses its weekend-only targeting. Its demo goal is in spend; the budget replaces it before any edge holds a
 /// lease, because a lease granted in one goal's unit is not converted when the metric changes.
 const BUDGETED: u64 = 2;
 /// The demo's line item at placements 1 and 2, without a goal.
@@ -262,6 +262,13 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     update_line_item(&client, &manager_url, &admin, BUDGETED, |item| {
         item["goal"] = json!({ "metric": "impressions", "lifetime": BUDGET });
         item["pacing"] = json!("asap");
+        // The demo runs it on weekends only (a sports takeover); this test runs any day.
+        let rules = item["targeting"]["all"]
+            .as_array_mut()
+            .expect("the demo's sports takeover targets a site and weekend days");
+        let before = rules.len();
+        rules.retain(|rule| rule.get("day_of_week").is_none());
+        assert_eq!(rules.len(), before - 1, "{rules:?}");
     })
     .await;
     // Two pacing rounds (500 ms each) and a compile: the book holds the new budget before the
