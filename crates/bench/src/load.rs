@@ -328,21 +328,21 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     }
     reporter.collect(&shards, false);
     reporter.finish();
-    let client_cpu = cpu_at_start
+    let wall = start.elapsed();
+    let client_cpu_percent = cpu_at_start
         .zip(process_cpu())
-        .map(|(before, after)| ClientCpu {
-            busy: after.saturating_sub(before),
-            over: start.elapsed(),
+        .filter(|_| !wall.is_zero())
+        .map(|(before, after)| {
+            100.0 * after.saturating_sub(before).as_secs_f64() / wall.as_secs_f64()
         });
     Ok(build_report(
-        plan, threads, start, reporter, &shards, client_cpu,
+        plan,
+        threads,
+        start,
+        reporter,
+        &shards,
+        client_cpu_percent,
     ))
-}
-
-/// This process's CPU time over a run, and the wall time it was spent in.
-struct ClientCpu {
-    busy: Duration,
-    over: Duration,
 }
 
 /// Clock ticks per second of `/proc/PID/stat`'s times: the kernel's `USER_HZ`, 100 on every
@@ -459,7 +459,7 @@ fn build_report(
     start: Instant,
     reporter: Reporter,
     shards: &[Arc<Mutex<Shard>>],
-    client_cpu: Option<ClientCpu>,
+    client_cpu_percent: Option<f64>,
 ) -> Report {
     let mut statuses = std::collections::BTreeMap::new();
     let (mut bids, mut no_bids, mut bytes, mut unsent) = (0, 0, 0, 0);
@@ -531,9 +531,7 @@ fn build_report(
             .deadline
             .map(|deadline| answers_over(&reporter.total, deadline)),
         non_2xx: responses - ok,
-        client_cpu_percent: client_cpu
-            .filter(|cpu| !cpu.over.is_zero())
-            .map(|cpu| 100.0 * cpu.busy.as_secs_f64() / cpu.over.as_secs_f64()),
+        client_cpu_percent,
         bytes_received: bytes,
         timeline: reporter.timeline,
         histogram: reporter.total,

@@ -209,25 +209,29 @@ fn blocking_get(address: SocketAddr, path: &str) -> Vec<u8> {
 }
 
 /// The edge alone on a single-threaded runtime whose only worker is kept busy 60 ms at a time
-/// (the stand-in for a backlog of ready requests) while `busy` holds, with the in-flight bound
-/// off so that only the queue delay can shed; gives the edge and its address.
+/// (the stand-in for a backlog of ready requests) until the returned flag is cleared. The
+/// in-flight bound is off and `max_queue_delay` 10 ms, so only the queue delay can shed, past
+/// the longer of 10 ms and three quarters of the ad `deadline`. Gives the edge, its address
+/// and the flag.
 fn edge_behind_a_busy_worker(
     dir: &std::path::Path,
-    limits: Limits,
-    busy: &Arc<std::sync::atomic::AtomicBool>,
-) -> (Arc<Edge>, SocketAddr) {
+    deadline: Duration,
+) -> (Arc<Edge>, SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
     let edge = edge(
         dir,
         Limits {
             max_in_flight: 0,
-            ..limits
+            max_queue_delay: Some(Duration::from_millis(10)),
+            deadline,
+            ..limits()
         },
     );
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
     edge.accept_snapshot(&snapshot(1)).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
-    let (server_edge, busy) = (Arc::clone(&edge), Arc::clone(busy));
+    let (server_edge, busy_worker) = (Arc::clone(&edge), Arc::clone(&busy));
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -235,7 +239,7 @@ fn edge_behind_a_busy_worker(
             .unwrap();
         runtime.block_on(async move {
             tokio::spawn(async move {
-                while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                while busy_worker.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(60));
                     tokio::task::yield_now().await;
                 }
@@ -253,7 +257,7 @@ fn edge_behind_a_busy_worker(
             .await;
         });
     });
-    (edge, address)
+    (edge, address, busy)
 }
 
 /// Behind by about 60 ms, past three quarters of the default 50 ms ad deadline (and the 10 ms
@@ -261,15 +265,7 @@ fn edge_behind_a_busy_worker(
 #[test]
 fn a_worker_behind_its_queue_sheds_requests_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (edge, address) = edge_behind_a_busy_worker(
-        dir.path(),
-        Limits {
-            max_queue_delay: Some(Duration::from_millis(10)),
-            ..limits()
-        },
-        &busy,
-    );
+    let (edge, address, busy) = edge_behind_a_busy_worker(dir.path(), limits().deadline);
     let shed = || edge.stats.shed.load(std::sync::atomic::Ordering::Relaxed);
 
     let mut answered = 0;
@@ -303,16 +299,7 @@ fn a_worker_behind_its_queue_sheds_requests_at_once() {
 #[test]
 fn an_ad_request_may_wait_three_quarters_of_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (edge, address) = edge_behind_a_busy_worker(
-        dir.path(),
-        Limits {
-            max_queue_delay: Some(Duration::from_millis(10)),
-            deadline: Duration::from_millis(200),
-            ..limits()
-        },
-        &busy,
-    );
+    let (edge, address, busy) = edge_behind_a_busy_worker(dir.path(), Duration::from_millis(200));
     for _ in 0..20 {
         let answer = blocking_get(address, "/ad.json?placement=1");
         assert!(answer.starts_with(b"HTTP/1.1 200"));
