@@ -41,7 +41,6 @@ use crate::handlers::{self, Body, WORKER, Worker};
 use crate::metrics::Outcome;
 use crate::notice::{self, NoticeClaims};
 use crate::profiles;
-use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
 use crate::sync::UserSyncs;
 use crate::{Edge, Loaded, Stats};
@@ -754,11 +753,7 @@ pub(crate) fn bid(
     }
     let mut json = String::with_capacity(2048);
     response.write_json(&mut json);
-    let mut answer = handlers::response(StatusCode::OK, "application/json", json);
-    answer
-        .headers_mut()
-        .insert("x-openrtb-version", HeaderValue::from_static("2.6"));
-    (answer, Outcome::Ok)
+    (handlers::openrtb_answer(json), Outcome::Ok)
 }
 
 /// One bid for a decision: markup, notice URLs with their token, and what the response
@@ -884,21 +879,10 @@ fn markup(
 ) -> Option<String> {
     let edge = auction.edge;
     // Signed only for the markups that carry them: VAST goes out as stored.
-    let tracking_urls = || {
-        let impression_url = handlers::tracking_url(edge, "/t/i?t=", claims);
-        let click = Claims {
-            kind: Kind::Click,
-            ..*claims
-        };
-        (
-            impression_url,
-            handlers::tracking_url(edge, "/t/c?t=", &click),
-        )
-    };
     match &creative.content {
         Content::Native(native) => {
             let request = view.native.as_ref()?;
-            let (impression_url, click_url) = tracking_urls();
+            let (impression_url, click_url) = handlers::signed_urls(edge, claims, &mut worker.urls);
             fn image(url: Option<&str>, size: Option<Size>) -> Option<NativeImage<'_>> {
                 url.map(|url| NativeImage {
                     url,
@@ -907,7 +891,7 @@ fn markup(
                     mime: None,
                 })
             }
-            let trackers = [impression_url.as_str()];
+            let trackers = [impression_url];
             let native_creative = NativeCreative {
                 title: Some(&native.title),
                 body: Some(&native.body)
@@ -917,7 +901,7 @@ fn markup(
                 call_to_action: native.call_to_action.as_deref(),
                 image: image(native.image_url.as_deref(), native.image_size),
                 icon: image(native.icon_url.as_deref(), native.icon_size),
-                link_url: &click_url,
+                link_url: click_url,
                 click_trackers: &[],
                 impression_trackers: &trackers,
             };
@@ -930,18 +914,14 @@ fn markup(
         Content::Vast { .. } => None,
         Content::Image { .. } | Content::Html { .. } | Content::ThirdPartyTag { .. } => {
             let code = creative.ad_code.as_ref()?;
-            let (impression_url, click_url) = tracking_urls();
-            let cache_buster = (worker.rng.next_u32() % 1_000_000_000).to_string();
             let mut out = String::with_capacity(1024);
-            render::fill(
+            handlers::fill_tracked(
+                edge,
                 code,
-                &Values {
-                    click_url: &click_url,
-                    impression_url: &impression_url,
-                    cache_buster: &cache_buster,
-                    placement: 0,
-                    timestamp: auction.now.as_second(),
-                },
+                claims,
+                None,
+                &mut worker.rng,
+                &mut worker.urls,
                 &mut out,
             );
             Some(out)

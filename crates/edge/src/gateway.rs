@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::body::{Body as _, Incoming};
-use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use marquee_gateway::{Gateway, InternalBidder};
 use marquee_openrtb::{BidResponse, NoBidReason, decode_body};
@@ -118,11 +117,7 @@ pub(crate) async fn auction(
         let answer = handlers::response(StatusCode::OK, "application/json", text);
         return (answer, Outcome::Fallback);
     };
-    let mut answer = handlers::response(StatusCode::OK, "application/json", text);
-    answer
-        .headers_mut()
-        .insert("x-openrtb-version", HeaderValue::from_static("2.6"));
-    (answer, Outcome::Ok)
+    (handlers::openrtb_answer(text), Outcome::Ok)
 }
 
 /// A win or loss notice for our own bid, handled in process as if the exchange had sent it.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
 use marquee_engine::{
@@ -17,7 +17,7 @@ use marquee_eventlog::{Event, Kind as EventKind};
 use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
-use marquee_snapshot::{CreativeEntry, SnapshotData};
+use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
 use marquee_tracking::{Claims, Kind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -42,12 +42,14 @@ pub(crate) const USER_COOKIE: &str = "mq_uid";
 /// Added to a landing URL: the conversion token the advertiser's page may send back.
 const CONVERSION_PARAMETER: &str = "mq_conv";
 
-/// Per worker thread: the engine's scratch memory, a random generator and a text buffer, so
+/// Per worker thread: the engine's scratch memory, a random generator and text buffers, so
 /// the hot path allocates little and shares nothing across cores.
 pub(crate) struct Worker {
     pub(crate) scratch: Scratch,
     pub(crate) rng: SmallRng,
     text: String,
+    /// The tracking URLs of the ad being filled ([`fill_tracked`]).
+    pub(crate) urls: String,
 }
 
 thread_local! {
@@ -55,6 +57,7 @@ thread_local! {
         scratch: Scratch::default(),
         rng: SmallRng::seed_from_u64(seed()),
         text: String::with_capacity(8 * 1024),
+        urls: String::with_capacity(512),
     });
 }
 
@@ -81,6 +84,17 @@ pub(crate) fn response(
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// A `200` OpenRTB answer: JSON with the `x-openrtb-version` header exchanges expect. The
+/// name is a static one: a `&str` name would be parsed and copied on every bid.
+pub(crate) fn openrtb_answer(json: String) -> Response<Body> {
+    let mut answer = response(StatusCode::OK, "application/json", json);
+    answer.headers_mut().insert(
+        HeaderName::from_static("x-openrtb-version"),
+        HeaderValue::from_static("2.6"),
+    );
+    answer
 }
 
 pub(crate) fn redirect(location: &str) -> Response<Body> {
@@ -591,33 +605,14 @@ fn serve_one<'s>(
         lifetime: u32::try_from(edge.config.token_lifetime.as_secs()).unwrap_or(u32::MAX),
         nonce: worker.rng.next_u64(),
     };
-    let impression_url = tracking_url(edge, "/t/i?t=", &claims);
-    let click_url = tracking_url(
-        edge,
-        "/t/c?t=",
-        &Claims {
-            kind: Kind::Click,
-            ..claims
-        },
-    );
-    let generated_buster;
-    let cache_buster = match render::safe_cache_buster(query.cache_buster.as_deref()) {
-        Some(cb) => cb,
-        None => {
-            generated_buster = (worker.rng.next_u32() % 1_000_000_000).to_string();
-            &generated_buster
-        }
-    };
     let start = worker.text.len();
-    render::fill(
+    fill_tracked(
+        edge,
         code,
-        &Values {
-            click_url: &click_url,
-            impression_url: &impression_url,
-            cache_buster,
-            placement: placement.0,
-            timestamp: now.as_second(),
-        },
+        &claims,
+        query.cache_buster.as_deref(),
+        &mut worker.rng,
+        &mut worker.urls,
         &mut worker.text,
     );
     log(
@@ -642,14 +637,63 @@ fn serve_one<'s>(
     })
 }
 
-/// A tracking URL with its token signed straight into it: one allocation.
-pub(crate) fn tracking_url(edge: &Edge, path: &str, claims: &Claims) -> String {
+/// Appends a tracking URL with its token signed straight into it.
+fn append_tracking_url(edge: &Edge, path: &str, claims: &Claims, out: &mut String) {
     let base = edge.config.public_url.trim_end_matches('/');
-    let mut url = String::with_capacity(base.len() + path.len() + marquee_tracking::TOKEN_LEN);
-    url.push_str(base);
-    url.push_str(path);
-    edge.keys.sign_into(claims, &mut url);
-    url
+    out.reserve(base.len() + path.len() + marquee_tracking::TOKEN_LEN);
+    out.push_str(base);
+    out.push_str(path);
+    edge.keys.sign_into(claims, out);
+}
+
+/// The impression beacon and click redirect of the ad `claims` describes, built in `urls`
+/// (cleared first).
+pub(crate) fn signed_urls<'u>(
+    edge: &Edge,
+    claims: &Claims,
+    urls: &'u mut String,
+) -> (&'u str, &'u str) {
+    urls.clear();
+    append_tracking_url(edge, "/t/i?t=", claims, urls);
+    let impression_end = urls.len();
+    let click = Claims {
+        kind: Kind::Click,
+        ..*claims
+    };
+    append_tracking_url(edge, "/t/c?t=", &click, urls);
+    urls.split_at(impression_end)
+}
+
+/// Appends `code` filled for the impression `claims` describes: its signed impression beacon
+/// and click redirect, the cache buster `given` if it is safe in HTML (else a random one), the
+/// claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
+/// filling allocates nothing but `out`'s growth (the ad path and the bid path both fill here).
+pub(crate) fn fill_tracked(
+    edge: &Edge,
+    code: &AdCode,
+    claims: &Claims,
+    given: Option<&str>,
+    rng: &mut SmallRng,
+    urls: &mut String,
+    out: &mut String,
+) {
+    let (impression_url, click_url) = signed_urls(edge, claims, urls);
+    let mut digits = itoa::Buffer::new();
+    let cache_buster = match render::safe_cache_buster(given) {
+        Some(given) => given,
+        None => digits.format(rng.next_u32() % 1_000_000_000),
+    };
+    render::fill(
+        code,
+        &Values {
+            click_url,
+            impression_url,
+            cache_buster,
+            placement: claims.placement,
+            timestamp: claims.issued_at,
+        },
+        out,
+    );
 }
 
 fn single_answer(

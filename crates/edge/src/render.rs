@@ -15,7 +15,7 @@ pub struct Values<'a> {
 }
 
 pub fn fill(code: &AdCode, values: &Values<'_>, out: &mut String) {
-    use std::fmt::Write;
+    let mut digits = itoa::Buffer::new();
     for part in &code.parts {
         match part {
             Part::Text(text) => out.push_str(text),
@@ -27,13 +27,8 @@ pub fn fill(code: &AdCode, values: &Values<'_>, out: &mut String) {
             }
             Part::Hole(Hole::ImpressionUrl) => out.push_str(values.impression_url),
             Part::Hole(Hole::CacheBuster) => out.push_str(values.cache_buster),
-            // Writing to a String cannot fail.
-            Part::Hole(Hole::PlacementId) => {
-                let _ = write!(out, "{}", values.placement);
-            }
-            Part::Hole(Hole::Timestamp) => {
-                let _ = write!(out, "{}", values.timestamp);
-            }
+            Part::Hole(Hole::PlacementId) => out.push_str(digits.format(values.placement)),
+            Part::Hole(Hole::Timestamp) => out.push_str(digits.format(values.timestamp)),
         }
     }
 }
