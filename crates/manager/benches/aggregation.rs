@@ -146,7 +146,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
         ),
         None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap()),
     };
-    marquee_manager::demo::load(&*store).await.unwrap();
+    marquee_manager::demo::load(&*store, &*clock).await.unwrap();
     let catalog = store.catalog().await.unwrap();
     // (line item, creative, placement) the demo can serve.
     let mut slots = Vec::new();

@@ -43,7 +43,7 @@ async fn bench() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
-    marquee_manager::demo::load(&*store).await.unwrap();
+    marquee_manager::demo::load(&*store, &*clock).await.unwrap();
     let catalog = store.catalog().await.unwrap();
     let mut slots = Vec::new();
     for (line_item, placement) in &catalog.links {

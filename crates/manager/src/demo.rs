@@ -1,12 +1,15 @@
 //! The demo data set: enough for a new user to click through every kind of object, targeting
 //! rule and cap. Loaded through the same validation and store calls as the API.
 
-use jiff::civil::date;
+use jiff::civil::{DateTime, date};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Creative, CreativeContent,
-    Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues, LineItem,
-    LineItemId, Micros, Object, PacingMode, Placement, PlacementId, Price, PricingModel, Publisher,
-    PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting, Tier, Weekday,
+    Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock, Creative,
+    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange,
+    KeyValues, LineItem, LineItemId, Micros, Object, PacingMode, Placement, PlacementId, Price,
+    PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting,
+    Tier, Weekday,
 };
 use marquee_store::{ListQuery, Store, StoreError};
 
@@ -104,13 +107,40 @@ fn html(line_item: u64, name: &str, w: u32, h: u32, landing: &str, headline: &st
     }
 }
 
-fn line_item(campaign: u64, name: &str, tier: Tier, price: Price) -> LineItem {
+/// When every demo line item flies: civil times, read in each line item's own zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flight {
+    start: DateTime,
+    end: DateTime,
+}
+
+impl Flight {
+    /// From the first day of the year of `now` to the last day of the next year: a demo
+    /// created on any day serves at once and until the end of the next year (fixed dates
+    /// would make a demo created after them serve nothing).
+    fn around(now: Timestamp) -> Flight {
+        // The year of the day before, in UTC: on New Year's morning (UTC) Chicago and New York
+        // are still in the old year, and their line items must be in flight too.
+        let year = now
+            .to_zoned(TimeZone::UTC)
+            .date()
+            .saturating_sub(SignedDuration::from_hours(24))
+            .year();
+        Flight {
+            start: date(year, 1, 1).at(0, 0, 0, 0),
+            // Capped at the last year a civil date holds.
+            end: date(year.saturating_add(1).min(9999), 12, 31).at(0, 0, 0, 0),
+        }
+    }
+}
+
+fn line_item(campaign: u64, name: &str, tier: Tier, price: Price, flight: Flight) -> LineItem {
     LineItem {
         campaign_id: CampaignId(campaign),
         name: name.into(),
         status: Status::Active,
-        start: date(2026, 1, 1).at(0, 0, 0, 0),
-        end: Some(date(2027, 12, 31).at(0, 0, 0, 0)),
+        start: flight.start,
+        end: Some(flight.end),
         time_zone: "Europe/Berlin".into(),
         tier,
         weight: 100,
@@ -125,8 +155,10 @@ fn line_item(campaign: u64, name: &str, tier: Tier, price: Price) -> LineItem {
     }
 }
 
-/// Loads the demo data set. Call only on an empty database.
-pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
+/// Loads the demo data set, its flights around the time `clock` tells. Call only on an empty
+/// database.
+pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, DemoError> {
+    let flight = Flight::around(clock.now());
     let eur = Currency::EUR;
     let usd = Currency::USD;
 
@@ -270,6 +302,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
         "Boots DACH mobile",
         Tier::Standard,
         cpm(4_500_000, eur),
+        flight,
     );
     boots_mobile.goal = Some(Goal {
         metric: GoalMetric::Impressions,
@@ -290,6 +323,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
         "Boots sports weekend takeover",
         Tier::Sponsorship,
         cpm(9_000_000, eur),
+        flight,
     );
     boots_sports.goal = Some(Goal {
         metric: GoalMetric::Spend,
@@ -313,6 +347,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
             amount_micros: Micros(350_000),
             currency: usd,
         },
+        flight,
     );
     trips.time_zone = "America/New_York".into();
     trips.goal = Some(Goal {
@@ -341,6 +376,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
         "Berlin weekend deals",
         Tier::Remnant,
         cpm(800_000, usd),
+        flight,
     );
     berlin.pacing = PacingMode::Asap;
     berlin.targeting = Some(Targeting::GeoRadius(marquee_model::GeoCircle {
@@ -358,6 +394,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
             "Subscribe to the Daily Planet",
             Tier::House,
             cpm(0, eur),
+            flight,
         ),
     )
     .await?;
@@ -429,7 +466,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
                 .await?;
         }
     }
-    let exchange_line_items = load_exchange_demand(store).await?;
+    let exchange_line_items = load_exchange_demand(store, flight).await?;
     Ok(DemoSummary {
         advertisers: 4,
         line_items: 5 + exchange_line_items,
@@ -442,7 +479,7 @@ pub async fn load(store: &dyn Store) -> Result<DemoSummary, DemoError> {
 /// and 30 seconds, DAAST audio, a native ad with the assets the Native 1.2 samples require, and
 /// deals the samples offer). Every URL is https, so secure imps take them too. Returns the
 /// number of line items.
-async fn load_exchange_demand(store: &dyn Store) -> Result<usize, DemoError> {
+async fn load_exchange_demand(store: &dyn Store, flight: Flight) -> Result<usize, DemoError> {
     let usd = Currency::USD;
     let northwind = add(
         store,
@@ -482,7 +519,7 @@ async fn load_exchange_demand(store: &dyn Store) -> Result<usize, DemoError> {
     // Open auctions go to the highest bid (remnant); deals come first (standard).
     let add_bidder =
         async |campaign: u64, name: &str, tier: Tier, cpm_micros: i64, deals: &[&str]| {
-            let mut li = line_item(campaign, name, tier, cpm(cpm_micros, usd));
+            let mut li = line_item(campaign, name, tier, cpm(cpm_micros, usd), flight);
             li.time_zone = "America/Chicago".into();
             li.channels = vec![Channel::Exchange];
             li.deals = deals.iter().map(|d| (*d).to_owned()).collect();
@@ -633,5 +670,67 @@ fn inline_linear(
             protocols: vec![protocol],
         },
         categories: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use marquee_model::ManualClock;
+    use marquee_store::SqliteStore;
+
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn at_the_manager_tests_clock_the_flight_is_the_one_the_demo_always_had() {
+        // The manager's tests load the demo at 2026-12-01; their figures assume these dates.
+        assert_eq!(
+            Flight::around(at("2026-12-01T12:00:00Z")),
+            Flight {
+                start: date(2026, 1, 1).at(0, 0, 0, 0),
+                end: date(2027, 12, 31).at(0, 0, 0, 0),
+            }
+        );
+    }
+
+    #[test]
+    fn from_any_hour_every_zone_of_the_demo_is_in_flight_for_most_of_a_year() {
+        let zones = ["Europe/Berlin", "America/New_York", "America/Chicago"]
+            .map(|name| TimeZone::get(name).unwrap());
+        let mut now = at("2025-12-29T00:00:00Z");
+        while now < at("2034-01-04T00:00:00Z") {
+            let flight = Flight::around(now);
+            for zone in &zones {
+                let start = flight.start.to_zoned(zone.clone()).unwrap().timestamp();
+                let end = flight.end.to_zoned(zone.clone()).unwrap().timestamp();
+                assert!(start <= now, "{now}: {flight:?} not begun in {zone:?}");
+                assert!(
+                    end.duration_since(now) >= SignedDuration::from_hours(363 * 24),
+                    "{now}: {flight:?} ends too soon in {zone:?}"
+                );
+            }
+            now += SignedDuration::from_hours(1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_demo_loaded_years_later_flies_around_its_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(at("2031-06-15T08:00:00Z")));
+        let store = SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap();
+        let summary = load(&store, &*clock).await.unwrap();
+        let catalog = store.catalog().await.unwrap();
+        assert_eq!(catalog.line_items.len(), summary.line_items);
+        for li in &catalog.line_items {
+            assert_eq!(li.object.start, date(2031, 1, 1).at(0, 0, 0, 0));
+            assert_eq!(li.object.end, Some(date(2032, 12, 31).at(0, 0, 0, 0)));
+        }
     }
 }

@@ -70,7 +70,7 @@ async fn setup() -> Setup {
         )
         .unwrap(),
     );
-    demo::load(&*store).await.unwrap();
+    demo::load(&*store, &*clock).await.unwrap();
     let busy_line_item = line_item_named(&*store, "Boots DACH mobile").await;
     let quiet_line_item = line_item_named(&*store, "Berlin weekend deals").await;
     let quiet_placements = store

@@ -37,7 +37,7 @@ async fn setup() -> Setup {
         )
         .unwrap(),
     );
-    demo::load(&*store).await.unwrap();
+    demo::load(&*store, &*clock).await.unwrap();
     let catalog = store.catalog().await.unwrap();
     let boots = catalog
         .line_items

@@ -785,7 +785,8 @@ async fn load_demo(config: &Config, store: &dyn Store) -> Result<Option<String>,
         tracing::info!("database is not empty; demo data not loaded");
         return Ok(None);
     }
-    let summary = demo::load(store).await?;
+    // The wall clock: the demo's flights run around the day it is created.
+    let summary = demo::load(store, &SystemClock).await?;
     let (token, hash) = marquee_api::generate_token()?;
     store
         .create_token(NewToken {
