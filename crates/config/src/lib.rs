@@ -962,6 +962,24 @@ impl Config {
                 });
             }
         }
+        // The edge writes this URL as it is into HTML attributes (quoted with `'`), JSON strings
+        // and redirects: a character that would need escaping there is refused here.
+        let public_url = &self.edge.public_url;
+        let unsafe_char = |c: char| c.is_whitespace() || c.is_control() || "\"'<>\\`".contains(c);
+        let has_scheme = ["http://", "https://"].iter().any(|scheme| {
+            public_url
+                .strip_prefix(scheme)
+                .is_some_and(|rest| !rest.is_empty())
+        });
+        if !public_url.is_empty() && (!has_scheme || public_url.contains(unsafe_char)) {
+            return Err(ConfigError::OutOfRange {
+                key: "edge.public_url",
+                message: format!(
+                    "is {public_url:?}; it must be an http:// or https:// URL without spaces, \
+                     quotes, `<`, `>`, `\\` or backticks, or empty"
+                ),
+            });
+        }
         in_range(
             "events.group_commit_ms",
             self.events.group_commit_ms,
@@ -1323,6 +1341,19 @@ mod tests {
                 ("[edge]\npoll_interval_ms = 0", "edge.poll_interval_ms"),
                 ("[edge]\nheartbeat_ms = 5000", "edge.heartbeat_ms"),
                 ("[edge]\nmanager_url = \"ftp://m\"", "edge.manager_url"),
+                (
+                    "[edge]\npublic_url = \"ads.example.com\"",
+                    "edge.public_url",
+                ),
+                ("[edge]\npublic_url = \"https://\"", "edge.public_url"),
+                (
+                    "[edge]\npublic_url = \"https://ads.example.com/a'b\"",
+                    "edge.public_url",
+                ),
+                (
+                    "[edge]\npublic_url = \"https://ads.example.com/a b\"",
+                    "edge.public_url",
+                ),
                 ("[edge]\nlog_url = \"10.0.0.1:8080\"", "edge.log_url"),
                 ("[database]\nurl = \"mysql://db/m\"", "database.url"),
                 ("[database]\nurl = \"postgres://\"", "database.url"),

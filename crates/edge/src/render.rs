@@ -3,7 +3,7 @@
 use marquee_snapshot::{AdCode, Hole, Part};
 
 /// The per-request values of an ad's holes. Every value is safe in HTML text and in a
-/// double-quoted attribute: URLs built by the edge (base64url tokens, no quotes or `<`),
+/// quoted attribute, either quote: URLs built by the edge (base64url tokens, no quotes or `<`),
 /// numbers, and a cache buster restricted to alphanumerics.
 #[derive(Debug)]
 pub struct Values<'a> {

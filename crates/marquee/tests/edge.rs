@@ -51,7 +51,7 @@ async fn ad(
             .find(marker)
             .unwrap_or_else(|| panic!("no {marker} in {html}"));
         let rest = &html[start..];
-        let end = rest.find('"').unwrap();
+        let end = rest.find(['"', '\'']).unwrap();
         rest[..end].to_owned()
     };
     let base = &server.base;

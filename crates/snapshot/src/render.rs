@@ -67,7 +67,7 @@ pub enum Part {
 }
 
 /// A per-request value. Every value the edge puts in a hole is safe in HTML text and in a
-/// double-quoted attribute (URLs it builds, numbers, percent-encoded text).
+/// quoted attribute, either quote (URLs it builds, numbers, percent-encoded text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Hole {
     /// The signed click redirect.
@@ -135,7 +135,7 @@ impl AdCode {
     }
 }
 
-/// Escapes text for HTML content and double-quoted attributes.
+/// Escapes text for HTML content and quoted attributes (either quote).
 pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -151,7 +151,11 @@ pub fn escape_html(text: &str) -> String {
     out
 }
 
-const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\">\
+// Our own markup quotes its attributes with `'`: the same HTML, but an `adm` carries it as a
+// JSON string, where every `"` costs an escape on every bid. Values in them are escaped with
+// `escape_html` (which escapes `'` too) or are the edge's URLs and numbers (see
+// `edge.public_url`'s check).
+const HEAD: &str = "<!doctype html><html><head><meta charset='utf-8'>\
 <style>html,body{margin:0;padding:0;overflow:hidden}a img{border:0;display:block}</style>\
 </head><body>";
 const TAIL: &str = "</body></html>";
@@ -171,10 +175,10 @@ pub fn ad_code_live(creative_id: u64, creative: &Creative, live: LiveValues) -> 
     match &creative.content {
         CreativeContent::Image { image_url, alt } => {
             let (w, h) = creative.size.map_or((0, 0), |s| (s.w, s.h));
-            code.text("<a href=\"");
+            code.text("<a href='");
             code.hole(Hole::ClickUrl);
             code.text(&format!(
-                "\" target=\"_blank\" rel=\"noopener noreferrer\"><img src=\"{}\" width=\"{w}\" height=\"{h}\" alt=\"{}\"></a>",
+                "' target='_blank' rel='noopener noreferrer'><img src='{}' width='{w}' height='{h}' alt='{}'></a>",
                 escape_html(image_url),
                 escape_html(alt)
             ));
@@ -190,13 +194,13 @@ pub fn ad_code_live(creative_id: u64, creative: &Creative, live: LiveValues) -> 
             call_to_action,
             ..
         } => {
-            code.text("<a href=\"");
+            code.text("<a href='");
             code.hole(Hole::ClickUrl);
-            code.text("\" target=\"_blank\" rel=\"noopener noreferrer\" style=\"display:block;font:14px sans-serif;color:#111;text-decoration:none\">");
+            code.text("' target='_blank' rel='noopener noreferrer' style='display:block;font:14px sans-serif;color:#111;text-decoration:none'>");
             for (url, class) in [(image_url, "image"), (icon_url, "icon")] {
                 if let Some(url) = url {
                     code.text(&format!(
-                        "<img class=\"{class}\" src=\"{}\" alt=\"\" style=\"max-width:100%\">",
+                        "<img class='{class}' src='{}' alt='' style='max-width:100%'>",
                         escape_html(url)
                     ));
                 }
@@ -208,16 +212,16 @@ pub fn ad_code_live(creative_id: u64, creative: &Creative, live: LiveValues) -> 
                 escape_html(sponsored_by)
             ));
             if let Some(cta) = call_to_action {
-                code.text(&format!("<span class=\"cta\">{}</span>", escape_html(cta)));
+                code.text(&format!("<span class='cta'>{}</span>", escape_html(cta)));
             }
             code.text("</a>");
         }
         CreativeContent::Vast { .. } => return None,
     }
     if !code.has(Hole::ImpressionUrl) {
-        code.text("<img src=\"");
+        code.text("<img src='");
         code.hole(Hole::ImpressionUrl);
-        code.text("\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\">");
+        code.text("' width='1' height='1' alt='' style='position:absolute;left:-9999px'>");
     }
     code.text(TAIL);
     Some(code)
@@ -265,7 +269,7 @@ mod tests {
             filled.contains("<a href=\"[ClickUrl]\">42/7</a>[CacheBuster][Timestamp][PlacementId]"),
             "{filled}"
         );
-        assert!(filled.ends_with("<img src=\"[ImpressionUrl]\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\"></body></html>"));
+        assert!(filled.ends_with("<img src='[ImpressionUrl]' width='1' height='1' alt='' style='position:absolute;left:-9999px'></body></html>"));
     }
 
     #[test]
@@ -316,14 +320,17 @@ mod tests {
         let code = ad_code(
             1,
             &creative(CreativeContent::Image {
-                image_url: "https://cdn.example.com/a.png?x=1&y=\"2\"".into(),
-                alt: "<script>alert(1)</script>".into(),
+                image_url: "https://cdn.example.com/a.png?x=1&y=\"2\"&z='3'".into(),
+                alt: "<script>alert('1')</script>".into(),
             }),
         )
         .expect("servable");
         let filled = fill(&code);
-        assert!(filled.contains("src=\"https://cdn.example.com/a.png?x=1&amp;y=&quot;2&quot;\""));
-        assert!(filled.contains("alt=\"&lt;script&gt;alert(1)&lt;/script&gt;\""));
+        // Attributes are quoted with `'`, so a `'` in a value must not end one.
+        assert!(filled.contains(
+            "src='https://cdn.example.com/a.png?x=1&amp;y=&quot;2&quot;&amp;z=&#39;3&#39;'"
+        ));
+        assert!(filled.contains("alt='&lt;script&gt;alert(&#39;1&#39;)&lt;/script&gt;'"));
         assert!(!filled.contains("<script>"));
     }
 
