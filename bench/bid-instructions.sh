@@ -8,10 +8,13 @@
 #
 #   bench/bid-instructions.sh --data DIR [-n 2000] [--warm 300] [--bin PATH] [--out FILE]
 #   bench/bid-instructions.sh --reference [-n 2000] ...
+#   bench/bid-instructions.sh --data DIR --get '/ad?placement=2&format=js&uid=bench' ...
 #
 # --reference counts the same for `marquee bench reference --post-bytes 1594` instead (the
 # hello-world every ratio is measured against, answering as many bytes as a bid), so the two
 # counts compare.
+# --get PATH sends `GET PATH` (an ad request, say) instead of the bid request and counts per
+# request the same way; the functions listed are then the ad path's.
 # DIR comes from bench/bid-line-items.sh. The request is
 # crates/openrtb/testdata/marquee/bench-request.json; the imp is secure, so the server's
 # public URL is https (plain-http notice URLs would fail the response check).
@@ -24,6 +27,7 @@ count=2000
 warm=300
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 out=""
+get=""
 die() { echo "bid-instructions.sh: $*" >&2; exit 64; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --warm) warm="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --get) get="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -70,6 +75,11 @@ for _ in $(seq 1 600); do
 done
 [[ -n "$addr" ]] || die "the server did not print 'listening on http://ADDR'"
 url="http://$addr/openrtb2/bid"
+load=(--openrtb "$body")
+if [[ -n "$get" ]]; then
+  url="http://$addr$get"
+  load=()
+fi
 # The manager's first aggregation run loads the stored dedupe set, a one-off cost that must not
 # land inside the measured window: wait for two runs to have finished.
 for _ in $(seq 1 600); do
@@ -79,20 +89,20 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 
-"$bin" bench run "$url" --openrtb "$body" -c 1 -n "$warm" -q --seed 1 >/dev/null
+"$bin" bench run "$url" "${load[@]}" -c 1 -n "$warm" -q --seed 1 >/dev/null
 callgrind_control -i on "$pid" >/dev/null
 callgrind_control -z "$pid" >/dev/null
-"$bin" bench run "$url" --openrtb "$body" -c 1 -n "$count" -q --seed 2 --json "$work/run.json" >/dev/null
+"$bin" bench run "$url" "${load[@]}" -c 1 -n "$count" -q --seed 2 --json "$work/run.json" >/dev/null
 callgrind_control -d "$pid" >/dev/null
 sleep 1
 
 dump="$(ls -t "$out"* | head -n 1)"
 total="$(callgrind_annotate "$dump" 2>/dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)"
 echo "answers: $(grep -E '^  "(bids|no_bids|errors_total)"' "$work/run.json" | tr -d ' \n')"
-echo "instructions: $total total, $((total / count)) per bid ($count bids)"
-echo "inclusive per bid:"
+echo "instructions: $total total, $((total / count)) per request ($count requests)"
+echo "inclusive per request:"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null |
-  grep -E 'bidder::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|notice::|aggregat' |
+  grep -E 'bidder::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|handlers::ad[^a-z_]|fill_tracked|notice::|aggregat' |
   head -n 20 |
   awk -v n="$count" '{ gsub(",", "", $1); printf "  %8d  %s\n", $1 / n, substr($0, index($0, $2)) }'
 echo "dump: $dump"

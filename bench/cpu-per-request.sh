@@ -2,13 +2,15 @@
 # CPU time and context switches per request of one server build, for comparing two builds
 # (or two settings, through MARQUEE_* variables in the environment) run in alternation:
 #
-#   bench/cpu-per-request.sh [--bid] BIN DATA_DIR PORT N
+#   bench/cpu-per-request.sh [--bid | --format F] BIN DATA_DIR PORT N
 #
 # Starts `BIN serve --demo --data DATA_DIR` on CPU 1, warms it with 20,000 requests, then sends
 # N ad requests (GET /ad?placement=2&format=html&uid=bench, 64 connections, the load generator
 # `BIN bench run` on CPU 0) and prints the server's user and system CPU per request (fields 14
 # and 15 of /proc/PID/stat) and its threads' context switches per 1,000 requests
-# (/proc/PID/task/*/status). Use a fresh DATA_DIR per run.
+# (/proc/PID/task/*/status). Use a fresh DATA_DIR per run. --format F asks for another
+# format of the ad request (`js`: the async tag's script, which carries the ad code as a
+# JavaScript string).
 #
 # --bid sends bid requests instead (POST /openrtb2/bid with
 # crates/openrtb/testdata/marquee/bench-request.json) to `BIN serve --data DATA_DIR` with an
@@ -16,7 +18,9 @@
 set -euo pipefail
 
 bid=0
+format=html
 if [[ "${1:-}" == --bid ]]; then bid=1; shift; fi
+if [[ "${1:-}" == --format ]]; then format="${2:-}"; shift 2; fi
 [[ $# -eq 4 ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
 bin="$1" data="$2" port="$3" count="$4"
 ticks="$(getconf CLK_TCK)"
@@ -27,7 +31,7 @@ if [[ "$bid" == 1 ]]; then
   MARQUEE_EDGE__PUBLIC_URL=https://ads.example.com taskset -c 1 "$bin" serve --data "$data" \
     --listen "127.0.0.1:$port" >"$data.log" 2>&1 &
 else
-  url="http://127.0.0.1:$port/ad?placement=2&format=html&uid=bench"
+  url="http://127.0.0.1:$port/ad?placement=2&format=$format&uid=bench"
   load=()
   taskset -c 1 "$bin" serve --demo --data "$data" --listen "127.0.0.1:$port" >"$data.log" 2>&1 &
 fi
