@@ -16,7 +16,10 @@ pub struct LocalTime {
 
 impl LocalTime {
     pub fn of(now: jiff::Timestamp, zone: &jiff::tz::TimeZone) -> LocalTime {
-        let local = zone.to_datetime(now);
+        LocalTime::of_civil(zone.to_datetime(now))
+    }
+
+    fn of_civil(local: jiff::civil::DateTime) -> LocalTime {
         let weekday = match local.weekday() {
             jiff::civil::Weekday::Monday => Weekday::Mon,
             jiff::civil::Weekday::Tuesday => Weekday::Tue,
@@ -29,6 +32,43 @@ impl LocalTime {
         // Hours of a civil time are 0..=23.
         let hour = u8::try_from(local.hour()).unwrap_or(0);
         LocalTime { weekday, hour }
+    }
+}
+
+/// A local time with the whole seconds (unix time) it holds for: `from <= t < until`. Day and
+/// hour change only when a local hour begins or the zone's offset changes, so a worker can
+/// keep one per zone across requests instead of converting the time for every request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LocalSpan {
+    pub from: i64,
+    pub until: i64,
+    pub local: LocalTime,
+}
+
+impl LocalSpan {
+    pub fn of(now: jiff::Timestamp, zone: &jiff::tz::TimeZone) -> LocalSpan {
+        let civil = zone.to_datetime(now);
+        let local = LocalTime::of_civil(civil);
+        let second = now.as_second();
+        // The local hour began this many seconds ago, unless the offset changed since: the
+        // local clock runs with UTC between transitions.
+        let hour_start = second - i64::from(civil.minute()) * 60 - i64::from(civil.second());
+        let transition = |t: jiff::tz::TimeZoneTransition| t.timestamp().as_second();
+        // Transitions fall on whole seconds: the last one at or before `second`, the first after.
+        let last = jiff::Timestamp::from_second(second.saturating_add(1))
+            .ok()
+            .and_then(|after| zone.preceding(after).next())
+            .map(transition);
+        let next = zone.following(now).next().map(transition);
+        LocalSpan {
+            from: last.map_or(hour_start, |t| t.max(hour_start)),
+            until: next.map_or(hour_start + 3600, |t| t.min(hour_start + 3600)),
+            local,
+        }
+    }
+
+    pub fn holds_at(&self, second: i64) -> bool {
+        self.from <= second && second < self.until
     }
 }
 
@@ -158,5 +198,57 @@ fn blame_under(
             .and_then(|c| blame_under(c, request, local, negated)),
         (leaf, false) => Some(attribute_name(leaf).to_owned()),
         (leaf, true) => Some(format!("not {}", attribute_name(leaf))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Around every 2026 clock change of zones with whole-hour, half-hour and 45-minute offsets
+    /// (and Lord Howe's half-hour change), each second's span gives the local time a fresh
+    /// conversion gives, and every second inside the span has that local time.
+    #[test]
+    fn a_span_holds_exactly_the_local_time_of_its_seconds() {
+        let zones = [
+            "UTC",
+            "Europe/Berlin",
+            "America/New_York",
+            "America/St_Johns",
+            "Asia/Kathmandu",
+            "Australia/Lord_Howe",
+        ];
+        for name in zones {
+            let zone = jiff::tz::TimeZone::get(name).expect("a bundled zone");
+            let start = jiff::Timestamp::from_second(1_767_225_600).expect("2026-01-01");
+            let transitions: Vec<i64> = zone
+                .following(start)
+                .take(4)
+                .map(|t| t.timestamp().as_second())
+                .chain([1_767_225_600 + 12_345])
+                .collect();
+            for around in transitions {
+                // Every 7 minutes over six hours around the change, plus the seconds next to it.
+                let seconds = (-3 * 3_600..3 * 3_600)
+                    .step_by(420)
+                    .chain(-2..=2)
+                    .map(|delta| around + delta);
+                for second in seconds {
+                    let now = jiff::Timestamp::from_second(second).expect("valid");
+                    let span = LocalSpan::of(now, &zone);
+                    assert!(span.holds_at(second), "{name} {second}: {span:?}");
+                    assert_eq!(span.local, LocalTime::of(now, &zone), "{name} {second}");
+                    for inside in [span.from, span.until - 1, (span.from + span.until) / 2] {
+                        let at = jiff::Timestamp::from_second(inside).expect("valid");
+                        assert_eq!(
+                            LocalTime::of(at, &zone),
+                            span.local,
+                            "{name}: {inside} in {span:?}"
+                        );
+                    }
+                    assert!(span.until - span.from <= 3_600, "{name}: {span:?}");
+                }
+            }
+        }
     }
 }

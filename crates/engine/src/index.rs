@@ -38,7 +38,7 @@
 use marquee_model::{Channel, Format, Targeting, Tier};
 use rustc_hash::FxHashMap;
 
-use crate::expr::{LocalTime, leaf_matches};
+use crate::expr::{LocalSpan, LocalTime, leaf_matches};
 use crate::request::{Request, domain_suffixes};
 
 /// A DNF with more conjunctions than this is not expanded (see module docs).
@@ -162,7 +162,10 @@ pub struct Scratch {
     /// A tier's candidates in the order they are drawn from: by bid, best first, in tiers
     /// that go to the highest bid; all at zero in reserved tiers.
     pub(crate) ranked: Vec<(marquee_model::Micros, u32)>,
-    pub(crate) zone_local: Vec<Option<LocalTime>>,
+    /// Local times per zone, kept across requests while they hold, for the engine of
+    /// generation `zone_generation` (another engine numbers its zones differently).
+    zone_times: Vec<Option<LocalSpan>>,
+    zone_generation: u64,
     /// Per tier, the non-empty segments of the request's lists, which its scan reads.
     segments: [Vec<Segment>; TIER_COUNT],
     /// What this request's blocks decided per advertiser and campaign, worked out once.
@@ -396,8 +399,12 @@ impl Index {
     /// `match_tier` of this request finds it.
     pub(crate) fn begin(&self, ctx: &MatchContext<'_, '_>, scratch: &mut Scratch) {
         scratch.matched.clear();
-        scratch.zone_local.clear();
-        scratch.zone_local.resize(ctx.zones.len(), None);
+        if scratch.zone_generation != ctx.generation || scratch.zone_times.len() != ctx.zones.len()
+        {
+            scratch.zone_times.clear();
+            scratch.zone_times.resize(ctx.zones.len(), None);
+            scratch.zone_generation = ctx.generation;
+        }
         scratch.begin(self.term_count as usize, ctx.line_item_zones.len());
         self.request_terms(ctx, scratch);
         // Most terms have nothing in a given tier: one pass sorts out what each tier reads.
@@ -623,19 +630,26 @@ pub(crate) struct MatchContext<'e, 'r> {
     pub zones: &'e [jiff::tz::TimeZone],
     /// Zone index of each line item.
     pub line_item_zones: &'e [u16],
+    /// The engine's generation ([`crate::Engine`]): unique per engine in the process.
+    pub generation: u64,
 }
 
 impl MatchContext<'_, '_> {
-    /// The request's local time in a zone, computed once per request.
+    /// The request's local time in a zone, converted once per zone while it holds (a local
+    /// hour at most) and reused by the worker's later requests.
     pub(crate) fn local_time(&self, zone: u16, scratch: &mut Scratch) -> LocalTime {
-        if let Some(Some(local)) = scratch.zone_local.get(zone as usize) {
-            return *local;
+        let second = self.request.now.as_second();
+        let slot = usize::from(zone);
+        if let Some(Some(span)) = scratch.zone_times.get(slot)
+            && span.holds_at(second)
+        {
+            return span.local;
         }
-        let local = LocalTime::of(self.request.now, &self.zones[zone as usize]);
-        if let Some(slot) = scratch.zone_local.get_mut(zone as usize) {
-            *slot = Some(local);
+        let span = LocalSpan::of(self.request.now, &self.zones[slot]);
+        if let Some(cached) = scratch.zone_times.get_mut(slot) {
+            *cached = Some(span);
         }
-        local
+        span.local
     }
 }
 

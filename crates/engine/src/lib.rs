@@ -77,11 +77,16 @@ impl<R> std::fmt::Debug for Context<'_, R> {
     }
 }
 
+static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A snapshot with its targeting index, ready to decide. Immutable; share it behind an `Arc`
 /// and build a new one for a new snapshot.
 #[derive(Debug)]
 pub struct Engine {
     snapshot: Arc<Snapshot>,
+    /// Unique per engine in the process (from 1), so that a worker's cached local times, kept
+    /// per zone number, are dropped when a new engine numbers its zones anew.
+    generation: u64,
     index: Index,
     zones: Vec<jiff::tz::TimeZone>,
     /// Zone index of each line item.
@@ -176,6 +181,7 @@ impl Engine {
         drop(inputs);
         Engine {
             snapshot,
+            generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             index,
             zones,
             line_item_zones,
@@ -290,6 +296,7 @@ impl Engine {
             request,
             zones: &self.zones,
             line_item_zones: &self.line_item_zones,
+            generation: self.generation,
         }
     }
 

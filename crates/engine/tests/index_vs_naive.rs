@@ -352,6 +352,62 @@ proptest! {
     }
 }
 
+/// Unix seconds shortly before the 2026 clock changes of the zones above: the United States in
+/// March and November, the European Union in March and October.
+const CLOCK_CHANGES: [i64; 4] = [
+    1_772_942_400, // 2026-03-08T04:00:00Z
+    1_774_742_400, // 2026-03-29T00:00:00Z
+    1_792_886_400, // 2026-10-25T00:00:00Z
+    1_793_512_800, // 2026-11-01T05:00:00Z
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The same across clock changes, with the requests a few hours apart at most, so that a
+    /// worker's cached local times are reused, outlived and invalidated by a change within one
+    /// case (and the requests' times go backwards as often as forwards).
+    #[test]
+    fn index_agrees_with_the_naive_evaluator_across_clock_changes(
+        line_items in prop::collection::vec(line_item_spec(), 1..40),
+        requests in prop::collection::vec((request_spec(), 0..CLOCK_CHANGES.len(), 0i64..4 * 3_600), 1..24),
+    ) {
+        let engine = engine_of(&line_items);
+        let mut scratch = Scratch::default();
+        for (spec, change, offset) in &requests {
+            let spec = RequestSpec { now: CLOCK_CHANGES[*change] + offset, ..spec.clone() };
+            let request = request_of(&spec);
+            let mut indexed = engine.matching(&request, &mut scratch).to_vec();
+            indexed.sort_unstable();
+            let naive = engine.matching_naively(&request);
+            prop_assert_eq!(indexed, naive, "request {:?}", spec);
+        }
+    }
+}
+
+/// A worker keeps local times per zone number across requests; an engine for another snapshot
+/// numbers its zones anew, so what the worker kept for the last engine must not carry over.
+#[test]
+fn a_worker_moving_to_another_engine_converts_its_times_again() {
+    let noon_in = |zone| LineItemSpec {
+        targeting: Some(Targeting::Hour(vec![HourRange { from: 12, to: 13 }])),
+        zone,
+        links: Vec::new(),
+        tier: Tier::Standard,
+        channels: &[Channel::Direct],
+        deals: Vec::new(),
+    };
+    // 12:00 UTC is 17:30 in Kolkata: only the UTC line item is at its noon hour.
+    let kolkata_first = engine_of(&[noon_in("Asia/Kolkata"), noon_in("UTC")]);
+    let utc_first = engine_of(&[noon_in("UTC"), noon_in("Asia/Kolkata")]);
+    let request = Request::at(common::now());
+    let mut scratch = Scratch::default();
+    for _ in 0..2 {
+        assert_eq!(kolkata_first.matching(&request, &mut scratch), &[1]);
+        assert_eq!(utc_first.matching(&request, &mut scratch), &[0]);
+    }
+}
+
 #[test]
 fn a_huge_expression_falls_back_to_whole_evaluation() {
     // 5^5 conjunctions in DNF: far past the expansion limit.
