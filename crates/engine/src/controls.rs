@@ -1,7 +1,7 @@
 //! What the engine asks of its caller per line item: frequency caps and pacing controls.
 //! Both are traits so that the edge can back them with in-process state or Redis (issue 9).
 
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -38,11 +38,15 @@ impl FrequencyCaps for NoCaps {
     }
 }
 
-/// A stable 64-bit key for a user id: equal ids give equal keys on every edge of one build
-/// (SipHash with fixed keys), and never 0, which means "no user".
+/// A stable 64-bit key for a user id, never 0 (which means "no user"). The key outlives a
+/// build: it is in shared cap counts in Redis and in tracking and notice tokens, so the hash
+/// is spelled out (SipHash-1-3 with zero keys over the id's bytes and a 0xff terminator, which
+/// is what std's `DefaultHasher` gave) rather than left to `DefaultHasher`, whose algorithm
+/// may change with the toolchain.
 pub fn user_key(id: &str) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    id.hash(&mut hasher);
+    let mut hasher = siphasher::sip::SipHasher13::new();
+    hasher.write(id.as_bytes());
+    hasher.write_u8(0xff);
     hasher.finish().max(1)
 }
 
@@ -291,6 +295,26 @@ impl Pacing for ControlArray {
             throttle: f32::from_bits(slot.throttle.load(Ordering::Relaxed)),
             bid_multiplier_permille: slot.bid_multiplier_permille.load(Ordering::Relaxed),
             ctr_ppm: slot.ctr_ppm.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys of 2026 (std's `DefaultHasher` then gave the same), pinned: a change here
+    /// orphans every user's cap counts in Redis and every token in flight.
+    #[test]
+    fn user_keys_do_not_change() {
+        for (id, key) in [
+            ("", 0x3040_6ea5_23c5_3def),
+            ("bench", 0x56d2_6608_fd34_5f66),
+            ("mq-01HF8Z3K9Q", 0xb063_e99c_12bd_ed37),
+            ("user-42", 0x78cd_4ed2_c086_0098),
+            ("ü", 0x8395_4d64_990a_5314),
+        ] {
+            assert_eq!(user_key(id), key, "{id:?}");
         }
     }
 }
