@@ -21,7 +21,9 @@ mod tags;
 use std::sync::Arc;
 
 use axum::http::Method;
-use marquee_model::{Advertiser, Campaign, Creative, LineItem, Object, Placement, Publisher, Site};
+use marquee_model::{
+    Advertiser, Campaign, Clock, Creative, LineItem, Object, Placement, Publisher, Site,
+};
 use marquee_store::Store;
 use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
@@ -66,19 +68,26 @@ impl Default for ApiOptions {
 }
 
 /// Adds every `/api/v1` route to `table` with default [`ApiOptions`]. `ad_url` is the edges'
-/// public base URL, used in the generated ad tags.
-pub fn add_routes(table: RouteTable, store: Arc<dyn Store>, ad_url: &str) -> RouteTable {
-    add_routes_with(table, store, ad_url, ApiOptions::default())
+/// public base URL, used in the generated ad tags; `clock` says when "now" is (a report
+/// without `to` ends then).
+pub fn add_routes(
+    table: RouteTable,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    ad_url: &str,
+) -> RouteTable {
+    add_routes_with(table, store, clock, ad_url, ApiOptions::default())
 }
 
 /// Adds every `/api/v1` route to `table`.
 pub fn add_routes_with(
     mut table: RouteTable,
     store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
     ad_url: &str,
     options: ApiOptions,
 ) -> RouteTable {
-    let reports = ReportsState::new(Arc::clone(&store), options.report_max_rows);
+    let reports = ReportsState::new(Arc::clone(&store), clock, options.report_max_rows);
     let state = ApiState {
         store,
         ad_url: ad_url.into(),

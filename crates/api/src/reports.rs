@@ -17,7 +17,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, civil};
-use marquee_model::{Principal, Role};
+use marquee_model::{Clock, Principal, Role};
 use marquee_stats::{
     Counters, DEVICES, Dimension, Dimensions, Granularity, Report, ReportSpec, Value as DimValue,
 };
@@ -57,14 +57,17 @@ type CachedDimensions = Option<(u64, Arc<Dimensions>)>;
 #[derive(Debug, Clone)]
 pub struct ReportsState {
     pub store: Arc<dyn Store>,
+    /// "Now", where a report's `to` is left out.
+    pub clock: Arc<dyn Clock>,
     pub max_rows: usize,
     dims: Arc<Mutex<CachedDimensions>>,
 }
 
 impl ReportsState {
-    pub fn new(store: Arc<dyn Store>, max_rows: usize) -> ReportsState {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, max_rows: usize) -> ReportsState {
         ReportsState {
             store,
+            clock,
             max_rows,
             dims: Arc::default(),
         }
@@ -430,7 +433,7 @@ async fn build(
     let to = match p.to.as_deref() {
         Some(text) => parse_time("to", text, &zone)?,
         None => {
-            let now = Timestamp::now();
+            let now = state.clock.now();
             // A date is read in the report's zone, where today may not have begun yet.
             if now <= from {
                 return Err(ApiError::bad_field(

@@ -48,10 +48,11 @@ impl App {
         let dir = TempDir::new().unwrap();
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock).unwrap());
+            Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock.clone()).unwrap());
         let router = add_routes(
             RouteTable::new(),
             Arc::clone(&store),
+            clock,
             "https://ads.example.com",
         )
         .into_router("test", "0");

@@ -8,8 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use jiff::tz::TimeZone;
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use marquee_api::{RouteTable, add_routes, hash_token};
 use marquee_model::{Kind, ManualClock, Role, Status};
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
@@ -21,6 +20,7 @@ use tower::ServiceExt;
 struct App {
     router: Router,
     store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
     /// Advertiser 1 (Berlin) has line items a1, a2; advertiser 2 (New York) has b1.
     a: u64,
     a1: u64,
@@ -78,7 +78,7 @@ impl App {
         let dir = TempDir::new().unwrap();
         let clock = Arc::new(ManualClock::new("2026-12-03T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("r.db"), clock).unwrap());
+            Arc::new(SqliteStore::open(&dir.path().join("r.db"), clock.clone()).unwrap());
         let a = create(
             &store,
             Kind::Advertiser,
@@ -152,12 +152,14 @@ impl App {
         let router = add_routes(
             RouteTable::new(),
             Arc::clone(&store),
+            clock.clone(),
             "https://ads.example.com",
         )
         .into_router("test", "0");
         App {
             router,
             store,
+            clock,
             a,
             a1,
             a2,
@@ -374,20 +376,13 @@ async fn csv_has_a_header_and_one_line_per_row() {
 async fn bad_parameters_are_named() {
     let app = App::new().await;
     let admin = app.token(Role::Admin, None).await;
-    // A year after the wall clock's today (the route's default `to` reads the wall clock, not
-    // the store's): a fixed date would begin before now once its day had come.
-    let next_year = format!(
-        "from={}",
-        (Timestamp::now() + SignedDuration::from_hours(366 * 24))
-            .to_zoned(TimeZone::UTC)
-            .date()
-    );
     for (query, field) in [
         ("", "from"),
         ("from=yesterday", "from"),
         ("from=2026-12-02&to=2026-12-01", "to"),
-        // Without `to` the report ends now, before this `from`.
-        (next_year.as_str(), "from"),
+        // Without `to` the report ends now (the clock's, 2026-12-03 12:00 UTC), before this
+        // `from`.
+        ("from=2026-12-04", "from"),
         ("from=2026-12-01&granularity=week", "granularity"),
         ("from=2026-12-01&group_by=planet", "group_by"),
         ("from=2026-12-01&line_item=x", "line_item"),
@@ -405,4 +400,18 @@ async fn bad_parameters_are_named() {
     }
     let (status, _, _) = app.get(&admin, "from=2026-12-01&advertiser=999").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_report_without_to_ends_at_the_clock_s_now() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    let (status, _, body) = app.get(&admin, "from=2026-12-01").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["to"], "2026-12-03T12:00:00+00:00", "{body}");
+    app.clock.advance(SignedDuration::from_hours(30));
+    let (_, _, body) = app.get(&admin, "from=2026-12-01").await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["to"], "2026-12-04T18:00:00+00:00", "{body}");
 }

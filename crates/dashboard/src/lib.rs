@@ -80,7 +80,11 @@ impl Dashboard {
     pub fn new(manager: Arc<Manager>, clock: Arc<dyn Clock>, options: DashboardOptions) -> Self {
         let store = Arc::clone(manager.store());
         Dashboard {
-            reports: ReportsState::new(Arc::clone(&store), options.report_max_rows),
+            reports: ReportsState::new(
+                Arc::clone(&store),
+                Arc::clone(&clock),
+                options.report_max_rows,
+            ),
             manager,
             store,
             clock,

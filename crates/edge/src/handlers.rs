@@ -19,8 +19,8 @@ use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
 use marquee_tracking::{Claims, Kind};
-use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::metrics::Outcome;
 use crate::profiles;
@@ -46,7 +46,7 @@ const CONVERSION_PARAMETER: &str = "mq_conv";
 /// the hot path allocates little and shares nothing across cores.
 pub(crate) struct Worker {
     pub(crate) scratch: Scratch,
-    pub(crate) rng: SmallRng,
+    pub(crate) rng: Xoshiro256PlusPlus,
     text: String,
     /// The tracking URLs of the ad being filled ([`fill_tracked`]).
     pub(crate) urls: String,
@@ -55,7 +55,7 @@ pub(crate) struct Worker {
 thread_local! {
     pub(crate) static WORKER: RefCell<Worker> = RefCell::new(Worker {
         scratch: Scratch::default(),
-        rng: SmallRng::seed_from_u64(seed()),
+        rng: Xoshiro256PlusPlus::seed_from_u64(seed()),
         text: String::with_capacity(8 * 1024),
         urls: String::with_capacity(512),
     });
@@ -71,6 +71,20 @@ fn seed() -> u64 {
     std::thread::current().id().hash(&mut hasher);
     Timestamp::now().as_nanosecond().hash(&mut hasher);
     hasher.finish()
+}
+
+/// The generator an image tag's image and click requests both draw from, seeded by what they
+/// share. The hash (SipHash-1-3) and the generator (xoshiro256++) are fixed by their
+/// definitions, not left to std or rand, whose choices may change between releases: during a
+/// rolling upgrade the image and its click may reach edges of different builds.
+fn image_tag_rng(placements: &[PlacementId], cache_buster: &str) -> Xoshiro256PlusPlus {
+    let mut hasher = siphasher::sip::SipHasher13::new();
+    for placement in placements {
+        hasher.write(&placement.0.to_le_bytes());
+    }
+    hasher.write_u8(0xff);
+    hasher.write(cache_buster.as_bytes());
+    Xoshiro256PlusPlus::seed_from_u64(hasher.finish())
 }
 
 pub(crate) fn response(
@@ -271,7 +285,7 @@ fn identify(
     edge: &Edge,
     query: &AdQuery<'_>,
     headers: &HeaderMap,
-    rng: &mut SmallRng,
+    rng: &mut Xoshiro256PlusPlus,
 ) -> (Option<String>, bool) {
     if !query.may_identify() {
         return (None, false);
@@ -380,11 +394,7 @@ pub(crate) async fn ad(
         let seeded = matches!(query.format, Some(AdFormat::Img | AdFormat::Click))
             .then(|| query.cache_buster.as_deref())
             .flatten()
-            .map(|cb| {
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                (&query.placements, cb).hash(&mut hasher);
-                std::mem::replace(&mut worker.rng, SmallRng::seed_from_u64(hasher.finish()))
-            });
+            .map(|cb| std::mem::replace(&mut worker.rng, image_tag_rng(&query.placements, cb)));
         let now = Timestamp::now();
         let caps = EdgeCaps {
             local: &edge.caps,
@@ -673,7 +683,7 @@ pub(crate) fn fill_tracked(
     code: &AdCode,
     claims: &Claims,
     given: Option<&str>,
-    rng: &mut SmallRng,
+    rng: &mut Xoshiro256PlusPlus,
     urls: &mut String,
     out: &mut String,
 ) {
@@ -1025,4 +1035,42 @@ fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
     };
     let charged = edge.pacing.bill(loaded, claims.line_item, on, None);
     shared::charge(edge, claims.line_item, charged);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values come from the algorithms' definitions (SipHash-1-3 with zero keys over the
+    /// placements' little-endian bytes, 0xff and the cache buster; SplitMix64 seeding
+    /// xoshiro256++), computed outside this code base: a build whose hash or generator differs
+    /// would send an image tag's click to another ad than its image showed.
+    #[test]
+    fn image_tag_draws_do_not_change_between_builds() {
+        for (placements, cache_buster, draws) in [
+            (
+                &[2][..],
+                "12345",
+                [0xd9e3_cd47_bee7_30e6, 0xa0c9_f54e_8658_a73e],
+            ),
+            (
+                &[2][..],
+                "12346",
+                [0x84ae_d141_e499_6485, 0xecd6_735a_423c_52a0],
+            ),
+            (
+                &[3][..],
+                "12345",
+                [0x5acf_ff7a_0b0f_ce05, 0x13bc_6797_bde6_d92e],
+            ),
+        ] {
+            let placements: Vec<PlacementId> = placements.iter().map(|&p| PlacementId(p)).collect();
+            let mut rng = image_tag_rng(&placements, cache_buster);
+            assert_eq!(
+                [rng.next_u64(), rng.next_u64()],
+                draws,
+                "{placements:?} {cache_buster}"
+            );
+        }
+    }
 }

@@ -149,8 +149,13 @@ async fn bench() {
         })
         .await
         .unwrap();
-    let router =
-        add_routes(RouteTable::new(), Arc::clone(&store), "http://bench").into_router("bench", "0");
+    let router = add_routes(
+        RouteTable::new(),
+        Arc::clone(&store),
+        Arc::clone(&clock),
+        "http://bench",
+    )
+    .into_router("bench", "0");
 
     for advertiser in &catalog.advertisers {
         let from = jiff::Timestamp::from_second(now - DAYS * 86_400).unwrap();

@@ -49,9 +49,15 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
                 )]),
             ),
         );
-    marquee_api::add_routes_with(table, Arc::clone(manager.store()), ad_url, api)
-        .into_router("Marquee", env!("CARGO_PKG_VERSION"))
-        .merge(internal_routes(manager))
+    marquee_api::add_routes_with(
+        table,
+        Arc::clone(manager.store()),
+        Arc::clone(manager.clock()),
+        ad_url,
+        api,
+    )
+    .into_router("Marquee", env!("CARGO_PKG_VERSION"))
+    .merge(internal_routes(manager))
 }
 
 /// Edge-to-manager routes, outside the public API document: authenticated by the shared

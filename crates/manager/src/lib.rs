@@ -164,6 +164,11 @@ impl Manager {
         &self.store
     }
 
+    /// The clock the manager runs by (the API's reports read "now" from it too).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Attaches the event aggregation (once), so that `/metrics` reports it.
     pub fn attach_aggregator(&self, aggregator: Arc<Aggregator>) {
         if self.aggregator.set(aggregator).is_err() {
