@@ -132,6 +132,18 @@ pub enum DecodeError {
     UnknownKind(u8),
 }
 
+impl DecodeError {
+    /// Whether a later build wrote the record (a higher format version, or a kind added since):
+    /// an upgraded reader can count it, so a reader should wait for one rather than drop it.
+    pub fn from_newer_writer(&self) -> bool {
+        match self {
+            DecodeError::UnsupportedVersion(version) => *version > RECORD_VERSION,
+            DecodeError::UnknownKind(_) => true,
+            DecodeError::Empty | DecodeError::Length { .. } => false,
+        }
+    }
+}
+
 // Field offsets in a version-1 payload (see the crate docs for the table).
 const VERSION: usize = 0;
 const KIND: usize = 1;

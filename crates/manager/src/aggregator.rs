@@ -186,6 +186,7 @@ struct Metrics {
     source_errors: AtomicU64,
     lost_segments: AtomicU64,
     corrupt_skipped: AtomicU64,
+    shards_waiting: AtomicU64,
     lag_seconds: AtomicI64,
     backlog_bytes: AtomicU64,
     last_run_micros: AtomicU64,
@@ -418,6 +419,7 @@ impl Aggregator {
                     total.records += stats.records;
                     total.corrupt += stats.corrupt;
                     total.lost += stats.lost;
+                    total.waiting += stats.waiting;
                     done
                 })
                 .collect();
@@ -506,6 +508,7 @@ impl Aggregator {
             records,
             corrupt,
             lost,
+            waiting,
         } = stats;
         let m = &self.metrics;
         m.bytes.fetch_add(bytes, Relaxed);
@@ -517,6 +520,7 @@ impl Aggregator {
         }
         m.corrupt_skipped.fetch_add(corrupt, Relaxed);
         m.lost_segments.fetch_add(lost, Relaxed);
+        m.shards_waiting.store(waiting, Relaxed);
         m.lag_seconds.store(lag, Relaxed);
         m.backlog_bytes
             .store(shards.iter().map(|s| s.backlog_bytes).sum(), Relaxed);
@@ -847,6 +851,12 @@ impl Aggregator {
             get(&m.corrupt_skipped),
         );
         metric(
+            "marquee_aggregation_shards_waiting_for_upgrade",
+            "gauge",
+            "Edge log shards stopped at a record a later Marquee build wrote (upgrade the manager).",
+            get(&m.shards_waiting),
+        );
+        metric(
             "marquee_aggregation_lag_seconds",
             "gauge",
             "How far behind the newest logged events the counts are (0 when caught up).",
@@ -897,15 +907,38 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
     let mut bytes = 0u64;
     let mut records = 0u64;
     let mut corrupt = 0u64;
+    let mut waiting = false;
     for planned in chunks {
         match ingest.frames(&planned.chunk.frames) {
             Ok(summary) => {
-                bytes += planned.chunk.frames.len() as u64;
                 records += summary.records as u64;
                 if let Some(t) = summary.max_time_micros {
                     position.max_time_micros =
                         Some(position.max_time_micros.map_or(t, |m| m.max(t)));
                 }
+                if let Some(at) = summary.newer_at {
+                    // The chunk's frames end at `next_offset`, back to back from its start.
+                    let start = planned.chunk.next_offset - planned.chunk.frames.len() as u64;
+                    let offset = start + at as u64;
+                    bytes += at as u64;
+                    waiting = true;
+                    tracing::error!(
+                        source = %key.0,
+                        shard = key.1,
+                        segment = planned.segment,
+                        offset,
+                        "a record from a later Marquee build: this shard waits there until the \
+                         manager is upgraded (nothing is dropped; upgrade the manager first)"
+                    );
+                    position = Position {
+                        segment: planned.segment,
+                        offset,
+                        ..position
+                    };
+                    caught_up = false;
+                    break;
+                }
+                bytes += planned.chunk.frames.len() as u64;
                 let next_segment = Position {
                     segment: planned.segment + 1,
                     offset: 0,
@@ -973,6 +1006,7 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
             records,
             corrupt,
             lost: lost_segments,
+            waiting: u64::from(waiting),
         },
     )
 }
@@ -986,4 +1020,6 @@ struct ShardStats {
     corrupt: u64,
     /// Unread segments found deleted.
     lost: u64,
+    /// Shards stopped at a record of a later build.
+    waiting: u64,
 }

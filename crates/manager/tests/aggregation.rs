@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use jiff::Timestamp;
 use marquee_eventlog::wire::WireEnd;
-use marquee_eventlog::{Event, EventLog, Kind, SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_eventlog::{Event, EventLog, Kind, PAYLOAD_LEN, SEGMENT_HEADER_LEN, SegmentInfo};
 use marquee_manager::sources::{Chunk, Listed, SourceError};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource};
 use marquee_model::{Kind as ObjectKind, ManualClock, Status};
@@ -56,6 +56,22 @@ impl MemorySource {
             bytes.extend_from_slice(&e.to_frame());
         }
         segments.push((id, bytes, closed));
+    }
+
+    /// Rewrites record `index` of a segment with `edit` applied to its payload, in an intact
+    /// frame (a record as another build would write it).
+    fn edit_record(&self, shard: u32, segment: u64, index: usize, edit: impl Fn(&mut [u8])) {
+        let mut shards = self.shards.lock().unwrap();
+        let bytes = &mut shards
+            .get_mut(&shard)
+            .and_then(|s| s.iter_mut().find(|s| s.0 == segment))
+            .unwrap()
+            .1;
+        let frame = SEGMENT_HEADER_LEN as usize + index * marquee_eventlog::FRAME_LEN;
+        let crc_at = frame + 4 + PAYLOAD_LEN;
+        edit(&mut bytes[frame + 4..crc_at]);
+        let crc = crc32fast::hash(&bytes[frame..crc_at]);
+        bytes[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
     }
 
     fn close_all(&self) {
@@ -386,6 +402,49 @@ async fn invalid_and_old_events_are_dropped_and_counted() {
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
+}
+
+/// An edge upgraded before the manager logs records this manager cannot read: its shard waits
+/// at the first one (nothing from there on counted, its segment not acknowledged, the lag
+/// and a gauge say so), and once the manager reads them, everything counts exactly once.
+#[tokio::test]
+async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
+    let w = world().await;
+    let source = MemorySource::named("memory");
+    let first: Vec<Event> = (1..=6).map(|n| w.event(n, Kind::Impression)).collect();
+    let second: Vec<Event> = (7..=9).map(|n| w.event(n, Kind::Impression)).collect();
+    source.push_segment(0, &first, true);
+    source.push_segment(0, &second, true);
+    // Record 3 as a later build writes it: format version 2.
+    source.edit_record(0, 1, 2, |payload| payload[0] = 2);
+    let aggregator = w.aggregator(source.clone(), 1 << 20);
+    for _ in 0..3 {
+        let report = aggregator.run_once().await.unwrap();
+        assert_eq!(report.invalid.total(), 0, "nothing dropped");
+    }
+    assert_eq!(w.minutes().await, direct_minute_count(&first[..2]));
+    assert!(source.acks.lock().unwrap().is_empty());
+    let metrics = aggregator.render_metrics();
+    assert!(
+        metrics.contains("marquee_aggregation_shards_waiting_for_upgrade 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("marquee_aggregation_lag_seconds 0\n"),
+        "{metrics}"
+    );
+
+    // The upgraded manager reads the record (here: it is rewritten as this build's).
+    source.edit_record(0, 1, 2, |payload| payload[0] = 1);
+    aggregator.drain().await.unwrap();
+    let all: Vec<Event> = first.iter().chain(&second).copied().collect();
+    assert_eq!(w.minutes().await, direct_minute_count(&all));
+    assert!(source.acks.lock().unwrap().contains(&(0, 2)));
+    assert!(
+        aggregator
+            .render_metrics()
+            .contains("marquee_aggregation_shards_waiting_for_upgrade 0"),
+    );
 }
 
 #[tokio::test]

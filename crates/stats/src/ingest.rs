@@ -40,7 +40,8 @@ pub struct Rules {
 /// Why a record was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Invalid {
-    /// An intact frame this version cannot read: unknown kind, format version or length.
+    /// An intact frame no version writes: empty, or of a known format version but another
+    /// length. (Records of a later build are left for an upgraded manager, not dropped.)
     Undecodable,
     TooOld,
     InFuture,
@@ -144,7 +145,11 @@ pub struct SketchKey {
 /// What one chunk of frames held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkSummary {
+    /// Records read (counted or dropped), up to [`newer_at`](Self::newer_at) if set.
     pub records: usize,
+    /// Where in the chunk (bytes from its start) the first record a later build wrote begins:
+    /// it and everything after it are left unread, for an upgraded manager to count.
+    pub newer_at: Option<usize>,
     /// The latest event time in the chunk (µs), for the source's watermark; `None` if it held
     /// no decodable event.
     pub max_time_micros: Option<i64>,
@@ -209,7 +214,10 @@ impl<'a> Ingest<'a> {
 
     /// Aggregates a chunk of whole frames. Every frame is checked before any is counted: a
     /// chunk with a damaged frame is refused whole (nothing counted), so its source can be
-    /// read again from the same offset.
+    /// read again from the same offset. Reading stops before the first record a later build
+    /// wrote
+    /// ([`from_newer_writer`](marquee_eventlog::DecodeError::from_newer_writer)): dropping it would lose an event (perhaps a
+    /// billing) that the upgraded manager can count.
     pub fn frames(&mut self, bytes: &[u8]) -> Result<ChunkSummary, FrameError> {
         self.payloads.clear();
         let mut pos = 0;
@@ -218,10 +226,7 @@ impl<'a> Ingest<'a> {
             self.payloads.push((pos + 4, payload.len()));
             pos += len;
         }
-        let mut summary = ChunkSummary {
-            records: self.payloads.len(),
-            max_time_micros: None,
-        };
+        let mut summary = ChunkSummary::default();
         let payloads = std::mem::take(&mut self.payloads);
         for &(start, len) in &payloads {
             match Event::decode(&bytes[start..start + len]) {
@@ -233,8 +238,14 @@ impl<'a> Ingest<'a> {
                     );
                     self.event(&event);
                 }
+                Err(error) if error.from_newer_writer() => {
+                    // The frame starts at its length prefix, 4 bytes before the payload.
+                    summary.newer_at = Some(start - 4);
+                    break;
+                }
                 Err(_) => self.invalid.bump(Invalid::Undecodable),
             }
+            summary.records += 1;
         }
         self.payloads = payloads;
         Ok(summary)
@@ -409,6 +420,7 @@ pub fn local_day(zone: &jiff::tz::TimeZone, secs: i64) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use marquee_eventlog::{PAYLOAD_LEN, RECORD_VERSION};
 
     const NOW: i64 = 1_790_000_000; // 2026-09-21T14:13:20Z
 
@@ -454,6 +466,56 @@ mod tests {
 
     fn frames(events: &[Event]) -> Vec<u8> {
         events.iter().flat_map(|e| e.to_frame()).collect()
+    }
+
+    /// `payload` in an intact frame.
+    fn framed(payload: &[u8]) -> Vec<u8> {
+        let mut framed = (payload.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(payload);
+        framed.extend_from_slice(&crc32fast::hash(&framed).to_le_bytes());
+        framed
+    }
+
+    #[test]
+    fn records_of_a_later_build_stop_the_chunk_unread() {
+        let dims = dims();
+        let seen = Seen::default();
+        let t = NOW - 100;
+        let mut version_2 = event(Kind::Billing, 2, t).encode().to_vec();
+        version_2[0] = RECORD_VERSION + 1;
+        version_2.extend_from_slice(&[0; 8]);
+        let mut new_kind = event(Kind::Billing, 2, t).encode();
+        new_kind[1] = 99;
+        let version_0 = {
+            let mut payload = event(Kind::Billing, 2, t).encode();
+            payload[0] = 0;
+            payload
+        };
+        for (newer, held) in [
+            (&version_2[..], true),
+            (&new_kind[..], true),
+            (&version_0[..], false),
+        ] {
+            let mut ingest = Ingest::new(&dims, &seen, rules());
+            let mut bytes = frames(&[event(Kind::Impression, 1, t)]);
+            let at = bytes.len();
+            bytes.extend_from_slice(&framed(newer));
+            bytes.extend_from_slice(&frames(&[event(Kind::Impression, 3, t)]));
+            let summary = ingest.frames(&bytes).unwrap();
+            let deltas = ingest.finish();
+            if held {
+                assert_eq!(summary.newer_at, Some(at));
+                assert_eq!(summary.records, 1);
+                // Nothing after it counts either: it is all read again from `at`.
+                assert_eq!((deltas.accepted, deltas.invalid.total()), (1, 0));
+            } else {
+                // Version 0 was never written: damage, dropped and counted.
+                assert_eq!(summary.newer_at, None);
+                assert_eq!(summary.records, 3);
+                assert_eq!(deltas.accepted, 2);
+                assert_eq!(deltas.invalid.get(Invalid::Undecodable), 1);
+            }
+        }
     }
 
     #[test]
@@ -506,8 +568,8 @@ mod tests {
         let seen = Seen::default();
         let mut ingest = Ingest::new(&dims, &seen, rules());
         let t = NOW;
-        let mut bad_kind = event(Kind::Decision, 9, t).encode();
-        bad_kind[1] = 99;
+        // A version-1 payload one byte short: no build writes it.
+        let short = &event(Kind::Decision, 9, t).encode()[..PAYLOAD_LEN - 1];
         let mut bytes = frames(&[
             event(Kind::Impression, 1, t - 7_200),
             event(Kind::Impression, 2, t + 3_600),
@@ -539,10 +601,7 @@ mod tests {
                 ..event(Kind::NoBid, 8, t)
             },
         ]);
-        let mut framed = (bad_kind.len() as u32).to_le_bytes().to_vec();
-        framed.extend_from_slice(&bad_kind);
-        framed.extend_from_slice(&crc32fast::hash(&framed).to_le_bytes());
-        bytes.extend_from_slice(&framed);
+        bytes.extend_from_slice(&framed(short));
         ingest.frames(&bytes).unwrap();
         let deltas = ingest.finish();
         for reason in Invalid::ALL {
