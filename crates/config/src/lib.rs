@@ -904,9 +904,14 @@ impl Config {
             return Database::Postgres(url.to_owned());
         }
         match url.strip_prefix("sqlite:").unwrap_or(url) {
-            "" => Database::Sqlite(self.data_dir.join("marquee.db")),
+            "" => Database::Sqlite(self.default_sqlite_path()),
             path => Database::Sqlite(PathBuf::from(path)),
         }
+    }
+
+    /// Where the SQLite database is when `database.url` is empty.
+    pub fn default_sqlite_path(&self) -> PathBuf {
+        self.data_dir.join("marquee.db")
     }
 
     fn validate(&self) -> Result<(), ConfigError> {

@@ -59,6 +59,9 @@ enum Command {
     User(users::UserCommand),
     /// Apply database migrations and exit.
     Migrate(CommonArgs),
+    /// Copy a SQLite database (`marquee serve`'s) into a new, empty PostgreSQL database, for a
+    /// manager on PostgreSQL: `marquee copy-database --database postgres://…`.
+    CopyDatabase(CopyArgs),
     /// Measure: load generator (`run`) and the hello-world reference server (`reference`).
     #[command(subcommand)]
     Bench(marquee_bench::BenchCommand),
@@ -76,6 +79,17 @@ struct CommonArgs {
     /// postgres://USER:PASSWORD@HOST:PORT/DATABASE for PostgreSQL.
     #[arg(long, value_name = "URL")]
     database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct CopyArgs {
+    /// `--database` (or `database.url`) is where the copy goes: PostgreSQL.
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The SQLite database to copy [default: DIR/marquee.db]. Stop `marquee serve` first, so
+    /// that its last events are counted before the copy.
+    #[arg(long, value_name = "FILE")]
+    from: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -174,6 +188,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Token(TokenCommand::Create(args)) => create_token(args).await,
         Command::User(command) => users::create(command).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
+        Command::CopyDatabase(args) => copy_database(args).await,
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
             init_logging(&config);
@@ -227,6 +242,35 @@ async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
         Database::Postgres(url) => Arc::new(PostgresStore::connect(&url, clock).await?),
     };
     Ok(store)
+}
+
+async fn copy_database(args: CopyArgs) -> Result<(), Failure> {
+    let config = load_config(&args.common, Overrides::default())?;
+    init_logging(&config);
+    let Database::Postgres(url) = config.database() else {
+        return Err(Failure {
+            status: EXIT_CONFIG,
+            message: "copy-database copies into PostgreSQL: give --database \
+                      postgres://USER:PASSWORD@HOST:PORT/DATABASE (or database.url)"
+                .into(),
+        });
+    };
+    let from = args.from.unwrap_or_else(|| config.default_sqlite_path());
+    if !from.is_file() {
+        return Err(format!("no SQLite database at {}", from.display()).into());
+    }
+    let target = PostgresStore::connect(&url, Arc::new(SystemClock)).await?;
+    let summary = marquee_store::copy_sqlite_to_postgres(&from, &target).await?;
+    for (table, rows) in &summary.tables {
+        eprintln!("{table}: {rows} rows");
+    }
+    println!(
+        "copied {} into {} (change counter {})",
+        from.display(),
+        config.database().describe(),
+        summary.change_counter
+    );
+    Ok(())
 }
 
 async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {

@@ -11,6 +11,7 @@
 //! - Applied migrations are immutable: a database whose applied migration differs from the one
 //!   compiled in is refused.
 
+mod copy;
 mod error;
 mod pacing;
 mod postgres;
@@ -27,6 +28,7 @@ pub mod test_postgres;
 mod typed;
 mod users;
 
+pub use copy::{CopyError, CopySummary, copy_sqlite_to_postgres};
 pub use error::{MigrationError, StoreError};
 pub use marquee_model::{Catalog, Meta, Stored};
 pub use pacing::PacingStore;

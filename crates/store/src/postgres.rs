@@ -115,7 +115,12 @@ impl PostgresStore {
         Ok(store)
     }
 
-    async fn client(&self) -> Result<Object, StoreError> {
+    /// The clock this store stamps rows with.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    pub(crate) async fn client(&self) -> Result<Object, StoreError> {
         self.pool
             .get()
             .await
@@ -147,7 +152,7 @@ fn describe(config: &tokio_postgres::Config) -> String {
 
 /// A driver error with its cause: tokio-postgres's own text is only the error's category
 /// ("db error"), the server's message is in its source.
-fn pg_message(e: &tokio_postgres::Error) -> String {
+pub(crate) fn pg_message(e: &tokio_postgres::Error) -> String {
     match std::error::Error::source(e) {
         Some(source) => format!("{e}: {source}"),
         None => e.to_string(),
