@@ -21,7 +21,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use marquee_eventlog::wire::{self, END_HEADER, NEXT_OFFSET_HEADER, WireEnd};
-use marquee_eventlog::{Budget, DeleteError, EventLog, ReadError};
+use marquee_eventlog::{Budget, DeleteError, EventLog, ReadError, SEGMENT_HEADER_LEN};
 use marquee_model::same_secret;
 
 use crate::Edge;
@@ -209,11 +209,15 @@ pub fn trim_to_limit(log: &EventLog, limit_bytes: u64) -> Result<(usize, u64), R
         if total <= limit_bytes {
             return Ok(removed);
         }
-        // The largest shard's oldest closed segment.
+        // The largest shard's oldest closed segment with records (a shard's newest segment
+        // may be just a header: deleting keeps it, and it frees nothing).
         let victim = shards
             .iter()
             .filter_map(|(shard, segments)| {
-                let oldest = segments.first().filter(|s| s.closed)?;
+                let oldest = segments
+                    .iter()
+                    .find(|s| s.len > SEGMENT_HEADER_LEN)
+                    .filter(|s| s.closed)?;
                 let size: u64 = segments.iter().map(|s| s.len).sum();
                 Some((size, *shard, *oldest))
             })

@@ -327,6 +327,11 @@ impl EventLog {
     /// consumed them. Refuses, deleting nothing, if `segment` is not closed yet. Returns how
     /// many files it removed. (Not fsynced: a deletion lost in a crash leaves segments the
     /// manager has already consumed, which its checkpoint skips.)
+    ///
+    /// The shard's newest segment is emptied to its header rather than removed: its file is
+    /// what tells the next opening where ids go on. Without it a log reopened on an empty
+    /// directory would number from 1 again, below the manager's checkpoint, which would skip
+    /// every new segment up to the old ids as already consumed.
     pub fn delete_through(&self, shard: usize, segment: u64) -> Result<usize, DeleteError> {
         let s = self
             .inner
@@ -345,9 +350,18 @@ impl EventLog {
             path: s.dir.clone(),
             source,
         })?;
+        let newest = ids.last().copied();
         let mut removed = 0;
         for id in ids.into_iter().take_while(|&id| id <= segment) {
             let path = segment::segment_path(&s.dir, id);
+            if Some(id) == newest {
+                segment::empty_to_header(&path).map_err(|source| DeleteError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                removed += 1;
+                continue;
+            }
             match std::fs::remove_file(&path) {
                 Ok(()) => removed += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

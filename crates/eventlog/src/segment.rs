@@ -129,6 +129,14 @@ pub(crate) fn create_segment(path: &Path, shard: u32, segment: u64) -> io::Resul
     Ok(file)
 }
 
+/// Cuts a closed segment back to its header: its records are gone, its id stays on disk.
+pub(crate) fn empty_to_header(path: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .set_len(SEGMENT_HEADER_LEN)
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }

@@ -274,10 +274,32 @@ fn delete_through_never_deletes_the_open_segment() {
         written[6..]
     );
 
-    // Once closed, the last one may go too.
+    // Once closed, the last one goes too, but its file stays as a header: the next opening
+    // numbers on from it, never again from 1 (below the manager's checkpoint).
     log.flush_and_close().unwrap();
     assert_eq!(log.delete_through(0, 4).unwrap(), 2);
-    assert!(log.segments(0).unwrap().is_empty());
+    let left: Vec<(u64, u64)> = log
+        .segments(0)
+        .unwrap()
+        .iter()
+        .map(|s| (s.id, s.len))
+        .collect();
+    assert_eq!(left, vec![(4, SEGMENT_HEADER_LEN)]);
+    assert!(
+        log.read(0, 4, 0, Budget::default())
+            .unwrap()
+            .events
+            .is_empty()
+    );
+    drop(log);
+    let reopened = EventLog::open(dir.path(), slow(group)).unwrap();
+    block_on(reopened.append_durable(&written[0])).unwrap();
+    let ids: Vec<u64> = reopened.segments(0).unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(ids, vec![4, 5]);
+    assert_eq!(
+        reopened.read(0, 5, 0, Budget::default()).unwrap().events,
+        written[..1]
+    );
 }
 
 #[test]
