@@ -274,8 +274,6 @@ struct Served<'s> {
     creative: &'s CreativeEntry,
     /// The impression claims of the decision (its nonce identifies it).
     claims: Claims,
-    /// What an impression is worth (see [`amount`]).
-    amount: i64,
     /// Start and end of the filled HTML in the worker's text buffer.
     html: std::ops::Range<usize>,
 }
@@ -406,7 +404,7 @@ pub(crate) async fn ad(
                 if let Some(own) = seeded {
                     worker.rng = own;
                 }
-                return Step::Answered(late(edge));
+                return Step::Answered(late(edge), None);
             }
             if let Some(ad) = serve_one(
                 edge,
@@ -440,35 +438,63 @@ pub(crate) async fn ad(
             // The answer waits for Redis: the text leaves the worker's buffer.
             return Step::Counting(decided, worker.text.clone());
         }
-        Step::Answered(finish(edge, &query, json, &decided, &worker.text))
+        Step::Answered(
+            finish(edge, &query, json, &decided, &worker.text),
+            untokened(query.format, json, &decided),
+        )
     });
-    let (mut decided, text) = match step {
-        Step::Counting(decided, text) => (decided, text),
-        Step::Answered(answer) => return answer,
-    };
-    let Some(shared) = shared else {
-        return finish(edge, &query, json, &decided, &text);
-    };
-    let data = &loaded.engine.snapshot().data;
-    let mut kept = Vec::with_capacity(decided.served.len());
-    for ad in decided.served.drain(..) {
-        let (user, line_item) = (ad.claims.user, ad.claims.line_item);
-        if !shared::needs_count(data, user, line_item)
-            || shared::count_decision(shared, data, user, line_item, deadline).await
-        {
-            kept.push(ad);
-        } else {
-            Stats::bump(&edge.stats.shared_cap_refusals);
-            Stats::bump(&edge.stats.fallbacks);
+    let (answer, count) = match step {
+        Step::Answered(answer, count) => (answer, count),
+        Step::Counting(mut decided, text) => {
+            if let Some(shared) = shared {
+                let data = &loaded.engine.snapshot().data;
+                let mut kept = Vec::with_capacity(decided.served.len());
+                for ad in decided.served.drain(..) {
+                    let (user, line_item) = (ad.claims.user, ad.claims.line_item);
+                    if !shared::needs_count(data, user, line_item)
+                        || shared::count_decision(shared, data, user, line_item, deadline).await
+                    {
+                        kept.push(ad);
+                    } else {
+                        Stats::bump(&edge.stats.shared_cap_refusals);
+                        Stats::bump(&edge.stats.fallbacks);
+                    }
+                }
+                decided.served = kept;
+            }
+            (
+                finish(edge, &query, json, &decided, &text),
+                untokened(query.format, json, &decided),
+            )
         }
+    };
+    if let Some((kind, claims)) = count {
+        count_untokened(edge, kind, &claims).await;
     }
-    decided.served = kept;
-    finish(edge, &query, json, &decided, &text)
+    answer
+}
+
+/// What an image tag's request counts once it is answered: serving the image is the
+/// impression, following the click the click (neither can carry a token).
+fn untokened(
+    format: Option<AdFormat>,
+    json: bool,
+    decided: &Decided<'_>,
+) -> Option<(Kind, Claims)> {
+    let ad = decided.served.first().filter(|_| !json)?;
+    match format? {
+        AdFormat::Img if matches!(ad.creative.content, marquee_snapshot::Content::Image { .. }) => {
+            Some((Kind::Impression, ad.claims))
+        }
+        AdFormat::Click => Some((Kind::Click, ad.claims)),
+        _ => None,
+    }
 }
 
 /// Where an ad request stands once the engine has decided.
 enum Step<'s> {
-    Answered((Response<Body>, Outcome)),
+    /// The answer, and what its image tag request counts.
+    Answered((Response<Body>, Outcome), Option<(Kind, Claims)>),
     /// Decisions to count in Redis before answering, and the text their HTML ranges point in.
     Counting(Decided<'s>, String),
 }
@@ -636,13 +662,11 @@ fn serve_one<'s>(
             0,
         ),
     );
-    let amount = amount(data, &claims, EventKind::Impression);
     Some(Served {
         placement,
         decision,
         creative,
         claims,
-        amount,
         html: start..worker.text.len(),
     })
 }
@@ -734,16 +758,13 @@ fn single_answer(
             js.push_str("var s=document.currentScript;if(t){t.appendChild(f);}else if(s&&s.parentNode){s.parentNode.insertBefore(f,s);}})();");
             response(StatusCode::OK, "application/javascript; charset=utf-8", js)
         }
+        // The image tag cannot fire a beacon: serving the image is the impression, counted by
+        // the caller once the answer is made (see `untokened`), as the click is.
         AdFormat::Img => match &ad.creative.content {
-            marquee_snapshot::Content::Image { image_url, .. } => {
-                // The image tag cannot fire a beacon: serving the image is the impression.
-                count_untokened(edge, EventKind::Impression, ad);
-                redirect(image_url)
-            }
+            marquee_snapshot::Content::Image { image_url, .. } => redirect(image_url),
             _ => pixel(),
         },
         AdFormat::Click => {
-            count_untokened(edge, EventKind::Click, ad);
             let now = Timestamp::now();
             redirect(&landing_with_conversion(
                 edge,
@@ -879,53 +900,21 @@ pub(crate) async fn track(
     let claims = verify(edge, query_text, kind, now.as_second());
     let loaded = edge.holder.current();
     if let Some(claims) = &claims {
-        let (seen, counter, event_kind) = match kind {
-            Kind::Impression => (
-                &edge.impressions_seen,
-                &edge.stats.impressions,
-                EventKind::Impression,
-            ),
-            Kind::Click => (&edge.clicks_seen, &edge.stats.clicks, EventKind::Click),
-            Kind::Conversion => (
-                &edge.conversions_seen,
-                &edge.stats.conversions,
-                EventKind::Conversion,
-            ),
+        let (device_type, _, _) = device(headers);
+        let visitor = Visitor {
+            country: country(edge, headers),
+            device: device_type,
         };
-        if seen.first_time(claims.nonce, claims.expires_at(), now.as_second()) {
-            let amount = loaded
-                .as_ref()
-                .map_or(0, |l| amount(&l.engine.snapshot().data, claims, event_kind));
-            let (device_type, _, _) = device(headers);
-            let event = event(
-                event_kind,
-                claims,
-                now,
-                country(edge, headers),
-                device_type,
-                amount,
-            );
-            // In strict mode this waits for the fsync that covers the event.
-            match edge.log.commit(&event).await {
-                Ok(()) => Stats::bump(counter),
-                Err(error) => {
-                    Stats::bump(&edge.stats.log_errors);
-                    tracing::error!(%error, ?kind, "billing event not logged");
-                }
-            }
-            // An exchange bid's impression (no placement) counts towards caps on billing.
-            if kind == Kind::Impression
-                && claims.placement != 0
-                && let Some(loaded) = &loaded
-            {
-                record_delivery(edge, loaded, claims.user, claims.line_item, now);
-            }
-            if let Some(loaded) = &loaded {
-                bill(edge, loaded, claims, kind);
-            }
-        } else {
-            Stats::bump(&edge.stats.repeats);
-        }
+        count_once(
+            edge,
+            loaded.as_deref(),
+            kind,
+            claims,
+            now,
+            visitor,
+            Caps::Record,
+        )
+        .await;
     }
     match kind {
         Kind::Impression | Kind::Conversion => pixel(),
@@ -998,30 +987,94 @@ fn landing_with_conversion(edge: &Edge, claims: &Claims, landing: &str, now: Tim
 }
 
 /// Counts an impression or click of the image tag, which carries no token: the decision is
-/// made again from the same seed, and its nonce dedupes repeated fetches.
-fn count_untokened(edge: &Edge, kind: EventKind, ad: &Served<'_>) {
-    let seen = match kind {
-        EventKind::Click => &edge.clicks_seen,
-        _ => &edge.impressions_seen,
+/// made again from the same seed, and its nonce dedupes repeated fetches. The impression is not
+/// recorded against caps in this edge's memory: the click re-derives the decision, and a cap
+/// the impression filled would turn it into another ad's click.
+async fn count_untokened(edge: &Edge, kind: Kind, claims: &Claims) {
+    let loaded = edge.holder.current();
+    let visitor = Visitor {
+        country: None,
+        device: None,
     };
     let now = Timestamp::now();
-    if !seen.first_time(ad.claims.nonce, ad.claims.expires_at(), now.as_second()) {
+    count_once(
+        edge,
+        loaded.as_deref(),
+        kind,
+        claims,
+        now,
+        visitor,
+        Caps::Skip,
+    )
+    .await;
+}
+
+/// Where an event's visitor is, as far as the request tells.
+struct Visitor<'a> {
+    country: Option<&'a str>,
+    device: Option<DeviceType>,
+}
+
+/// Whether a counted impression is recorded against the user's frequency caps.
+#[derive(PartialEq, Eq)]
+enum Caps {
+    Record,
+    Skip,
+}
+
+/// Counts an impression, click or conversion once (its nonce is remembered): logged with what
+/// it is worth — in strict mode only once the fsync that covers it is done — and charged to the
+/// line item's budget lease.
+async fn count_once(
+    edge: &Edge,
+    loaded: Option<&Loaded>,
+    kind: Kind,
+    claims: &Claims,
+    now: Timestamp,
+    visitor: Visitor<'_>,
+    caps: Caps,
+) {
+    let (seen, counter, event_kind) = match kind {
+        Kind::Impression => (
+            &edge.impressions_seen,
+            &edge.stats.impressions,
+            EventKind::Impression,
+        ),
+        Kind::Click => (&edge.clicks_seen, &edge.stats.clicks, EventKind::Click),
+        Kind::Conversion => (
+            &edge.conversions_seen,
+            &edge.stats.conversions,
+            EventKind::Conversion,
+        ),
+    };
+    if !seen.first_time(claims.nonce, claims.expires_at(), now.as_second()) {
         Stats::bump(&edge.stats.repeats);
         return;
     }
-    let counter = match kind {
-        EventKind::Click => &edge.stats.clicks,
-        _ => &edge.stats.impressions,
-    };
-    Stats::bump(counter);
-    log(edge, event(kind, &ad.claims, now, None, None, ad.amount));
-    if let Some(loaded) = edge.holder.current() {
-        let kind = match kind {
-            EventKind::Click => Kind::Click,
-            _ => Kind::Impression,
-        };
-        bill(edge, &loaded, &ad.claims, kind);
+    let amount = loaded.map_or(0, |l| amount(&l.engine.snapshot().data, claims, event_kind));
+    let event = event(
+        event_kind,
+        claims,
+        now,
+        visitor.country,
+        visitor.device,
+        amount,
+    );
+    match edge.log.commit(&event).await {
+        Ok(()) => Stats::bump(counter),
+        Err(error) => {
+            Stats::bump(&edge.stats.log_errors);
+            tracing::error!(%error, ?kind, "billing event not logged");
+        }
     }
+    let Some(loaded) = loaded else {
+        return;
+    };
+    // An exchange bid's impression (no placement) counts towards caps on billing.
+    if kind == Kind::Impression && claims.placement != 0 && caps == Caps::Record {
+        record_delivery(edge, loaded, claims.user, claims.line_item, now);
+    }
+    bill(edge, loaded, claims, kind);
 }
 
 /// Charges a counted impression or click to the line item's budget lease. An exchange bid's

@@ -292,13 +292,29 @@ async fn bad_ad_requests_are_named_and_misses_fall_back() {
 }
 
 /// The image tag: the image redirects to the creative's picture, the click to its landing page,
-/// and both count once per cache buster.
+/// and both count once per cache buster, each with what it is worth (a CPM line item's
+/// impression its price, its click nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
     let data = tempfile::tempdir().unwrap();
     let server = start(data.path());
-    server.stderr_line("demo admin token");
+    let token = token_from(&server.stderr_line("demo admin token"));
     let client = client();
+    // The house promotion is free in the demo; priced, its events carry amounts to check.
+    let line_items = get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
+    let house = common::id_named(&line_items, "Subscribe to the Daily Planet");
+    let version = || async {
+        let page = common::metrics_page(&client, &server.base).await;
+        common::metric(&page, "marquee_snapshot_version").unwrap_or(0.0)
+    };
+    let before = version().await;
+    common::update_line_item(&client, &server.base, &token, house, |item| {
+        item["price"]["amount_micros"] = serde_json::json!(1_500_000);
+    })
+    .await;
+    while version().await <= before {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     for cb in ["101", "202", "303"] {
         let tag = |format: &str| {
             server.url(&format!(
@@ -324,4 +340,13 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
     let count = |kind| events.iter().filter(|e| e.kind == kind).count();
     assert_eq!(count(EventKind::Impression), 3);
     assert_eq!(count(EventKind::Click), 3);
+    let amounts = |kind| {
+        events
+            .iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.amount_micros)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(amounts(EventKind::Impression), [1_500_000; 3]);
+    assert_eq!(amounts(EventKind::Click), [0; 3]);
 }
