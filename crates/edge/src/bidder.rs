@@ -71,6 +71,21 @@ pub struct Exchange {
     pub sync_url: Option<String>,
 }
 
+/// The longest `tmax` honoured. Exchanges allow a second or so; a request asking for more is
+/// answered within this, so that no request holds a worker for minutes.
+const MAX_TMAX: Duration = Duration::from_secs(10);
+
+impl Exchange {
+    /// When work on a request that arrived at `started` stops: its `tmax` (milliseconds, at
+    /// most [`MAX_TMAX`]) or this exchange's default, less the latency margin.
+    pub(crate) fn deadline(&self, started: Instant, tmax: Option<u32>) -> Instant {
+        let tmax = tmax.map_or(self.default_tmax, |ms| {
+            Duration::from_millis(u64::from(ms)).min(MAX_TMAX)
+        });
+        started + tmax.saturating_sub(self.latency_margin)
+    }
+}
+
 impl Default for Exchange {
     fn default() -> Self {
         Exchange {
@@ -537,10 +552,7 @@ pub(crate) fn bid(
         }
     };
     let now = Timestamp::now();
-    let tmax = request.tmax.map_or(exchange.default_tmax, |ms| {
-        Duration::from_millis(u64::from(ms))
-    });
-    let deadline = started + tmax.saturating_sub(exchange.latency_margin);
+    let deadline = exchange.deadline(started, request.tmax);
     if request.test {
         Stats::bump(&stats.test_requests);
     }
@@ -1417,4 +1429,29 @@ pub(crate) fn render_metrics(edge: &Edge, out: &mut String) {
         "# HELP marquee_bidder_user_matches User sync matches held in memory.\n# TYPE marquee_bidder_user_matches gauge\nmarquee_bidder_user_matches {}",
         edge.bidder.syncs.len()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_honours_tmax_up_to_ten_seconds() {
+        let exchange = Exchange::default();
+        let started = Instant::now();
+        let margin = exchange.latency_margin;
+        assert_eq!(
+            exchange.deadline(started, None),
+            started + exchange.default_tmax - margin
+        );
+        assert_eq!(
+            exchange.deadline(started, Some(250)),
+            started + Duration::from_millis(250) - margin
+        );
+        assert_eq!(
+            exchange.deadline(started, Some(u32::MAX)),
+            started + MAX_TMAX - margin
+        );
+        assert_eq!(exchange.deadline(started, Some(0)), started);
+    }
 }

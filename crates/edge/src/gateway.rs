@@ -10,7 +10,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::{Body as _, Incoming};
@@ -92,12 +92,7 @@ pub(crate) async fn auction(
         exchange,
         started,
     };
-    let deadline = |tmax: Option<u32>| {
-        let tmax = tmax.map_or(exchange.default_tmax, |ms| {
-            Duration::from_millis(u64::from(ms))
-        });
-        started + tmax.saturating_sub(exchange.latency_margin)
-    };
+    let deadline = |tmax: Option<u32>| exchange.deadline(started, tmax);
     let auctioned = match gateway
         .auction(&json, name.as_deref().unwrap_or(""), deadline, Some(&own))
         .await

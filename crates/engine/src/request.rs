@@ -203,10 +203,15 @@ impl<'a> Request<'a> {
     }
 }
 
+/// The longest name DNS allows.
+const MAX_DOMAIN_LEN: usize = 253;
+
 /// The page host and each parent domain: `a.b.example.com`, `b.example.com`, `example.com`,
-/// `com`. A domain target matches the host or any subdomain of it.
+/// `com`. A domain target matches the host or any subdomain of it. A host longer than DNS
+/// allows is no domain and has none: hashing each suffix of a long one (`a.a.a.…`, from a
+/// bid request) would cost time quadratic in its length.
 pub(crate) fn domain_suffixes(host: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(host);
+    let mut rest = Some(host).filter(|host| host.len() <= MAX_DOMAIN_LEN);
     std::iter::from_fn(move || {
         let current = rest?;
         rest = current.split_once('.').map(|(_, parent)| parent);
@@ -248,6 +253,17 @@ mod tests {
         assert!(!category_blocked("IAB7", "IAB7-39"));
         assert!(!category_blocked("IAB70", "IAB7"));
         assert!(!category_blocked("IAB1", "IAB17"));
+    }
+
+    #[test]
+    fn a_host_longer_than_dns_allows_has_no_suffixes() {
+        let longest = format!("{}com", "a.".repeat(125));
+        assert_eq!(longest.len(), MAX_DOMAIN_LEN);
+        assert_eq!(domain_suffixes(&longest).count(), 126);
+        assert_eq!(domain_suffixes(&longest).last(), Some("com"));
+        let longer = format!("a.{longest}");
+        assert_eq!(domain_suffixes(&longer).count(), 0);
+        assert_eq!(domain_suffixes(&"a.".repeat(20_000)).count(), 0);
     }
 
     #[test]
