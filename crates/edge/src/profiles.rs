@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use marquee_engine::user_key;
-use marquee_sharedstate::profiles::{self, Parsed, Rejected};
+use marquee_sharedstate::profiles::{self, Parsed, Rejected, Rejections};
 use marquee_sharedstate::{MemoryProfiles, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -116,8 +116,10 @@ pub(crate) async fn lookup(
 struct Report<'a> {
     /// Rows stored.
     accepted: usize,
-    /// Rows refused, each with where it is and why.
+    /// Rows refused, each with where it is and why (the first `MAX_REJECTED_SHOWN`).
     rejected: &'a [Rejected],
+    /// Every row refused, those not listed included.
+    rejected_total: usize,
     /// `memory` (this edge) or `redis` (every edge).
     store: &'static str,
 }
@@ -129,12 +131,13 @@ fn json(status: StatusCode, body: String) -> Response<Body> {
 fn report(
     status: StatusCode,
     accepted: usize,
-    rejected: &[Rejected],
+    rejected: &Rejections,
     store: &'static str,
 ) -> Response<Body> {
     let body = serde_json::to_string(&Report {
         accepted,
         rejected,
+        rejected_total: rejected.total(),
         store,
     })
     .unwrap_or_default();

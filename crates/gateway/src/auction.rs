@@ -59,6 +59,9 @@ pub(crate) enum Result {
         /// The lowest bid that would have won, in the bidder's terms (likewise).
         min_to_win: Option<i64>,
     },
+    /// Won here, but the final check of the answer dropped it: never offered upstream, so it
+    /// hears a loss (without prices: nothing won its imp upstream) and is not counted a win.
+    Dropped { reason: LossReason },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +286,8 @@ fn to_bidder(amount: i64, entry: &Entry<'_>, rules: Rules<'_>) -> Option<i64> {
     i64::try_from(unadjusted).ok()
 }
 
-/// Counts per entry, for metrics: (valid bids, wins).
+/// Counts per entry, for metrics: (valid bids, wins). A dropped winner was valid here but won
+/// nothing.
 pub(crate) fn tally(entries: usize, outcomes: &[Outcome]) -> Vec<(u64, u64)> {
     let mut counts = vec![(0, 0); entries];
     for outcome in outcomes {
@@ -292,7 +296,8 @@ pub(crate) fn tally(entries: usize, outcomes: &[Outcome]) -> Vec<(u64, u64)> {
         };
         match outcome.result {
             Result::Won { .. } => *slot = (slot.0 + 1, slot.1 + 1),
-            Result::Lost {
+            Result::Dropped { .. }
+            | Result::Lost {
                 reason: LossReason::LOST_TO_HIGHER_BID | LossReason::LOST_TO_DEAL_BID,
                 ..
             } => slot.0 += 1,

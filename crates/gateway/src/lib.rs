@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use marquee_model::Currency;
 use marquee_openrtb::{
-    AuctionMacros, Bid, BidRequest, BidResponse, Imp, LossReason, NoBidReason, ParseError, SeatBid,
-    format_micros, validate_response,
+    AuctionMacros, Bid, BidRequest, BidResponse, Imp, LossReason, NoBidReason, ParseError, Rule,
+    SeatBid, Violation, format_micros, validate_response,
 };
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -340,7 +340,9 @@ impl Gateway {
             currency,
             rates: &self.config.rates,
         };
-        let outcomes = auction::run(&request, &entries, rules);
+        let mut outcomes = auction::run(&request, &entries, rules);
+        // First the answer: it decides which winners are offered, hence won.
+        let answer = self.answer(&request, &entries, &mut outcomes, currency);
         for (e, (valid, wins)) in auction::tally(entries.len(), &outcomes)
             .into_iter()
             .enumerate()
@@ -351,7 +353,6 @@ impl Gateway {
             BidderStats::add(&stats.wins, wins);
             BidderStats::add(&stats.invalid_bids, received - valid);
         }
-        let answer = self.answer(&request, &entries, &outcomes, currency);
         let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes);
         match answer {
             Some(response) => {
@@ -474,17 +475,20 @@ impl Gateway {
     }
 
     /// The answer: each winning bid at its clearing price in `currency`, its markup and
-    /// billing URL with the macros filled, grouped by seat; checked once more as a whole.
+    /// billing URL with the macros filled, grouped by seat; checked once more as a whole. The
+    /// winners that check drops (all of them when the answer fails as a whole) become
+    /// `Dropped` in `outcomes`: they are not offered, so they must not hear they won.
     fn answer(
         &self,
         request: &BidRequest<'_>,
         entries: &[Entry<'_>],
-        outcomes: &[Outcome],
+        outcomes: &mut [Outcome],
         currency: Currency,
     ) -> Option<String> {
         let mut seatbid: Vec<SeatBid<'_>> = Vec::new();
-        let mut ids: Vec<String> = Vec::new();
-        for outcome in outcomes {
+        // Each bid placed in the answer: its id there, its seat, its outcome.
+        let mut placed: Vec<(String, &str, usize)> = Vec::new();
+        for (o, outcome) in outcomes.iter().enumerate() {
             let auction::Result::Won {
                 clearing,
                 price_to_bidder,
@@ -509,11 +513,11 @@ impl Gateway {
             // with markup the gateway sends the win notice itself.
             let nurl = if adm.is_none() { fill(&bid.nurl) } else { None };
             let mut id = bid.id.to_string();
-            if ids.contains(&id) {
+            if placed.iter().any(|(placed_id, ..)| *placed_id == id) {
                 id = format!("{}:{id}", entry.name);
             }
-            ids.push(id.clone());
             let seat_name = seat.unwrap_or(entry.name);
+            placed.push((id.clone(), seat_name, o));
             let out = Bid {
                 id: Cow::Owned(id),
                 price_micros: clearing,
@@ -545,32 +549,30 @@ impl Gateway {
             nbr: None,
         };
         let converter = RateConverter(&self.config.rates);
-        if let Err(violations) = validate_response(request, &response, &converter) {
-            if violations.iter().any(|v| v.bid_id.is_none()) {
-                return None;
-            }
-            for seat in &mut response.seatbid {
-                let before = seat.bid.len();
-                seat.bid.retain(|bid| {
-                    !violations
-                        .iter()
-                        .any(|v| v.bid_id.as_deref() == Some(bid.id.as_ref()))
-                });
-                BidderStats::add(
-                    &self.stats.dropped_winners,
-                    (before - seat.bid.len()) as u64,
-                );
-            }
-            response.seatbid.retain(|s| !s.bid.is_empty());
-            if response.seatbid.is_empty() {
-                return None;
+        let Err(violations) = validate_response(request, &response, &converter) else {
+            return Some(response.to_json());
+        };
+        let mut dropped: Vec<&str> = Vec::new();
+        for (id, seat, o) in &placed {
+            if let Some(reason) = dropped_for(&violations, id, seat) {
+                outcomes[*o].result = auction::Result::Dropped { reason };
+                dropped.push(id);
             }
         }
-        Some(response.to_json())
+        BidderStats::add(&self.stats.dropped_winners, dropped.len() as u64);
+        if violations.iter().any(|v| v.bid_id.is_none()) {
+            return None;
+        }
+        for seat in &mut response.seatbid {
+            seat.bid.retain(|bid| !dropped.contains(&bid.id.as_ref()));
+        }
+        response.seatbid.retain(|s| !s.bid.is_empty());
+        (!response.seatbid.is_empty()).then(|| response.to_json())
     }
 
-    /// Forwards the win notice of every winner that sent markup and the loss notice of every
-    /// other bid, macros filled; the internal bidder's are returned for the edge.
+    /// Forwards the win notice of every winner in the answer that sent markup and the loss
+    /// notice of every other bid (a dropped winner included), macros filled; the internal
+    /// bidder's are returned for the edge.
     fn send_notices(
         &self,
         request: &BidRequest<'_>,
@@ -598,6 +600,7 @@ impl Gateway {
                     price,
                     min_to_win,
                 } => (&bid.lurl, *price, Some(*reason), *min_to_win),
+                auction::Result::Dropped { reason } => (&bid.lurl, None, Some(*reason), None),
             };
             let Some(template) = template.as_deref().filter(|t| !t.is_empty()) else {
                 continue;
@@ -641,6 +644,21 @@ fn takes(spec: &BidderSpec, imp: &Imp<'_>) -> bool {
             Media::Audio => imp.audio.is_some(),
             Media::Native => imp.native.is_some(),
         })
+}
+
+/// Why the final check drops a bid of the answer, if it does: its own failed rule, or one on
+/// its seat (`bseat` naming the bidder, whose name is the seat of a bid without one); when the
+/// answer fails as a whole for another reason, 1 (internal error): the bid did nothing wrong.
+fn dropped_for(violations: &[Violation], id: &str, seat: &str) -> Option<LossReason> {
+    let own = violations.iter().find(|v| {
+        v.bid_id.as_deref() == Some(id)
+            || matches!(&v.rule, Rule::SeatNotAllowed { seat: blocked } if blocked == seat)
+    });
+    match own {
+        Some(violation) => Some(violation.rule.loss_reason()),
+        None if violations.iter().any(|v| v.bid_id.is_none()) => Some(LossReason::INTERNAL_ERROR),
+        None => None,
+    }
 }
 
 /// The macro values every notice and markup of a bid shares.

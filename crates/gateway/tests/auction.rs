@@ -211,6 +211,78 @@ async fn invalid_bids_lose_with_their_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_dropped_with_the_whole_answer_hears_a_loss_not_a_win() {
+    let alpha = MockBidder::start("alpha", Behaviour::default()).await;
+    // No seat: its answer passes (the empty seat is not blocked), but ours names it "alpha",
+    // which `bseat` blocks, so our answer fails as a whole.
+    let base = format!("http://{}", alpha.address);
+    let seatless = serde_json::json!({
+        "id": "auction-1",
+        "seatbid": [{"bid": [{
+            "id": "a1", "impid": "1", "price": 2, "adm": "<div>alpha</div>",
+            "w": 300, "h": 250, "mtype": 1,
+            "nurl": format!("{base}/win?imp=${{AUCTION_IMP_ID}}&p=${{AUCTION_PRICE}}"),
+            "lurl": format!("{base}/loss?imp=${{AUCTION_IMP_ID}}&r=${{AUCTION_LOSS}}&p=${{AUCTION_PRICE}}&m=${{AUCTION_MIN_TO_WIN}}"),
+        }]}],
+    });
+    alpha.set(|b| b.body = Some(seatless.to_string()));
+    let gateway = gateway(&[&alpha], |_| {});
+    let mut body: serde_json::Value = serde_json::from_str(&request(&["1"], "0.5", &[])).unwrap();
+    body["bseat"] = serde_json::json!(["alpha"]);
+    let answer = gateway
+        .auction(body.to_string().as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(answer.response, None);
+    // Its only notice: a loss, buyer seat blocked (104), without prices (nothing won).
+    assert_eq!(alpha.wait_notices(1).await, ["/loss?imp=1&r=104&p=&m="]);
+    let stats = gateway.bidder_stats("alpha").unwrap();
+    assert_eq!((count(&stats.bids), count(&stats.wins)), (1, 0));
+    assert_eq!(count(&gateway.stats.dropped_winners), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_dropped_from_the_answer_hears_a_loss_and_the_others_their_win() {
+    let alpha = MockBidder::start("alpha", bidding("1")).await;
+    // Second price, alone, no increment: imp 1 (no floor) clears at 0, which the final check
+    // refuses (price not positive); imp 2 clears at its floor.
+    let gateway = gateway(&[&alpha], |c| {
+        c.auction = AuctionKind::SecondPrice {
+            increment_micros: 0,
+        }
+    });
+    let mut body: serde_json::Value =
+        serde_json::from_str(&request(&["1", "2"], "0", &[])).unwrap();
+    body["imp"][1]["bidfloor"] = serde_json::json!(0.5);
+    let body = body.to_string();
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("imp 2's bid");
+    assert_valid(&body, &text);
+    assert_eq!(
+        winners(&text),
+        vec![(
+            "alpha".into(),
+            "2".into(),
+            500_000,
+            Some("<div>alpha at 0.5</div>".into())
+        )]
+    );
+    let mut notices = alpha.wait_notices(2).await;
+    notices.sort();
+    assert_eq!(
+        notices,
+        ["/loss?imp=1&r=9&p=&m=", "/win?imp=2&p=0.5&c=USD"],
+        "the dropped winner hears its failed rule's reason, never a win"
+    );
+    let stats = gateway.bidder_stats("alpha").unwrap();
+    assert_eq!((count(&stats.bids), count(&stats.wins)), (2, 1));
+    assert_eq!(count(&gateway.stats.dropped_winners), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bidder_at_its_in_flight_limit_is_skipped_at_once() {
     let busy = MockBidder::start(
         "busy",

@@ -168,6 +168,7 @@ async fn uploaded_profiles_are_targeted_and_kept() {
     assert_eq!(report["store"], "memory");
     let rejected = report["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 2, "{report}");
+    assert_eq!(report["rejected_total"], 2, "{report}");
     assert_eq!(rejected[0]["at"], "line 4");
     assert_eq!(rejected[1]["at"], "line 5");
     assert!(rejected[1]["reason"].as_str().unwrap().contains("\"Tier\""));

@@ -1,12 +1,13 @@
 //! User profiles: a user id's segments and attributes, uploaded in bulk (JSON or CSV), checked
-//! row by row with a report of the rows refused, and held in edge memory
-//! ([`MemoryProfiles`]) or in Redis (see `SharedState::put_profiles` and
+//! row by row with a report of the rows refused (a bounded few in detail, all counted), and
+//! held in edge memory ([`MemoryProfiles`]) or in Redis (see `SharedState::put_profiles` and
 //! `SharedState::profile`).
 //!
 //! The engine targets on them with the leaves it already has: segments with `segment`, each
 //! attribute `name = value` as the key-value `u_<name>` (`key_value`), so a line item targets
 //! `{"key_value": {"key": "u_tier", "values": ["gold"]}}`.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -21,6 +22,9 @@ pub const MAX_TEXT: usize = 256;
 pub const MAX_USER_ID: usize = 128;
 /// Prefix of the key-values attributes become (page key-values with it are not trusted).
 pub const ATTRIBUTE_PREFIX: &str = "u_";
+/// The most refused rows an upload reports in detail; the rest are only counted, so a body of
+/// bad lines cannot make a report many times its size.
+pub const MAX_REJECTED_SHOWN: usize = 1_000;
 
 /// What is known about one user.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,11 +59,41 @@ pub struct Rejected {
     pub reason: String,
 }
 
+/// The refused rows of an upload: the first [`MAX_REJECTED_SHOWN`] in detail (what it derefs
+/// to), and how many in all.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Rejections {
+    shown: Vec<Rejected>,
+    total: usize,
+}
+
+impl Rejections {
+    fn push(&mut self, rejected: Rejected) {
+        self.total += 1;
+        if self.shown.len() < MAX_REJECTED_SHOWN {
+            self.shown.push(rejected);
+        }
+    }
+
+    /// Every refused row, those not shown included.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+impl Deref for Rejections {
+    type Target = [Rejected];
+
+    fn deref(&self) -> &[Rejected] {
+        &self.shown
+    }
+}
+
 /// The rows an upload holds: the valid ones (user id, profile) and the refused ones.
 #[derive(Debug, Default)]
 pub struct Parsed {
     pub profiles: Vec<(String, Profile)>,
-    pub rejected: Vec<Rejected>,
+    pub rejected: Rejections,
 }
 
 /// An upload that cannot be read at all (as opposed to refused rows).
@@ -343,6 +377,25 @@ mod tests {
         assert_eq!(
             refused[4],
             ("line 8", "user \"alice\" is already at line 2")
+        );
+    }
+
+    #[test]
+    fn refusals_past_the_cap_are_counted_not_kept() {
+        let bad = MAX_REJECTED_SHOWN + 500;
+        let mut body = String::from("user,segments,attributes\n");
+        for _ in 0..bad {
+            body.push_str(",s1,\n");
+        }
+        body.push_str("alice,s1,\nalice,s2,\n");
+        let parsed = parse_csv(body.as_bytes()).unwrap();
+        assert_eq!(parsed.profiles.len(), 1);
+        assert_eq!(parsed.rejected.len(), MAX_REJECTED_SHOWN);
+        assert_eq!(parsed.rejected.total(), bad + 1, "the repeated alice too");
+        assert_eq!(parsed.rejected[0].at, "line 2");
+        assert_eq!(
+            parsed.rejected[MAX_REJECTED_SHOWN - 1].at,
+            format!("line {}", MAX_REJECTED_SHOWN + 1)
         );
     }
 
