@@ -273,6 +273,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
         now_secs: clock.now().as_second(),
         max_age_secs: 86_400,
         max_future_secs: 300,
+        token_lifetime_secs: 3_600,
     };
     let ingest_cpu = cpu_time();
     let ingest_wall = Instant::now();

@@ -405,6 +405,7 @@ impl Aggregator {
             now_secs,
             max_age_secs: secs(self.options.max_event_age),
             max_future_secs: secs(self.options.max_clock_skew),
+            token_lifetime_secs: secs(self.options.token_lifetime),
         };
         let seen = std::mem::take(&mut state.seen);
         let dims = Arc::clone(&state.dims);

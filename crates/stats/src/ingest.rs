@@ -35,6 +35,9 @@ pub struct Rules {
     /// Events stamped further ahead than this (clock skew between edges and manager) are
     /// dropped.
     pub max_future_secs: i64,
+    /// How long a tracking token is valid: how much longer a click's or conversion's id must
+    /// be remembered than its event (see [`Ingest::event`]).
+    pub token_lifetime_secs: i64,
 }
 
 /// Why a record was dropped.
@@ -256,12 +259,25 @@ impl<'a> Ingest<'a> {
         match self.key(event) {
             Ok(key) => {
                 let secs = event.time_micros.div_euclid(1_000_000);
+                // A click mints a conversion token valid a token lifetime from then, and a
+                // repeated click (its own token still valid) mints another: an id that was
+                // clicked or converted can see a conversion up to a lifetime later than any
+                // other callback. It is remembered as if its event were that much later.
+                let remember_from = match event.kind {
+                    Kind::Click | Kind::Conversion => {
+                        secs.saturating_add(self.rules.token_lifetime_secs)
+                    }
+                    _ => secs,
+                };
                 // Only callbacks can repeat; deduping the rest would only grow the seen set.
                 if event.event_id != 0
                     && event.kind.may_repeat()
-                    && self
-                        .seen
-                        .check_and_add(&mut self.pending, event.event_id, event.kind, secs)
+                    && self.seen.check_and_add(
+                        &mut self.pending,
+                        event.event_id,
+                        event.kind,
+                        remember_from,
+                    )
                 {
                     self.duplicates += 1;
                     return;
@@ -442,6 +458,7 @@ mod tests {
             now_secs: NOW,
             max_age_secs: 3_600,
             max_future_secs: 300,
+            token_lifetime_secs: 3_600,
         }
     }
 
@@ -649,6 +666,37 @@ mod tests {
         second.event(&event(Kind::Click, 1, t + 2));
         let deltas = second.finish();
         assert_eq!((deltas.accepted, deltas.duplicates), (1, 1));
+    }
+
+    /// Impression at t, click at t + 10, conversion at t + 20; the click's URL followed again
+    /// at t + 3,500 (its token still valid) mints a new conversion token, whose conversion at
+    /// t + 4,400 is a repeat. The manager's cutoff then is its watermark less a lifetime and
+    /// the skew (here 4,400 − 3,600 − 300 = 500): the id must still be known.
+    #[test]
+    fn a_conversion_is_remembered_as_long_as_a_repeated_click_can_mint_another() {
+        let dims = dims();
+        let mut seen = Seen::default();
+        let t = NOW - 5_000;
+        let rules = Rules {
+            max_age_secs: 86_400,
+            ..rules()
+        };
+        let mut first = Ingest::new(&dims, &seen, rules);
+        for (kind, at) in [
+            (Kind::Impression, t),
+            (Kind::Click, t + 10),
+            (Kind::Conversion, t + 20),
+        ] {
+            first.event(&event(kind, 1, at));
+        }
+        let deltas = first.finish();
+        assert_eq!(deltas.accepted, 3);
+        seen.apply(deltas.seen);
+        seen.prune(t + 4_400 - rules.token_lifetime_secs - rules.max_future_secs);
+        let mut later = Ingest::new(&dims, &seen, rules);
+        later.event(&event(Kind::Conversion, 1, t + 4_400));
+        let deltas = later.finish();
+        assert_eq!((deltas.accepted, deltas.duplicates), (0, 1));
     }
 
     #[test]
