@@ -6,6 +6,9 @@ use axum::http::{HeaderMap, header};
 /// Most bytes a form post may carry (an uploaded image included).
 pub const MAX_FORM_BYTES: usize = 2 << 20;
 
+/// Longest multipart boundary: RFC 2046's limit, which also bounds the cost of searching for it.
+const MAX_BOUNDARY_BYTES: usize = 70;
+
 /// A file sent with a form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
@@ -83,7 +86,7 @@ fn boundary(content_type: &str) -> Option<String> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// A parameter of a `Content-Disposition` header, such as `name="x"`.
@@ -97,6 +100,12 @@ fn disposition_param<'a>(disposition: &'a str, param: &str) -> Option<&'a str> {
 
 fn parse_multipart(body: &[u8], boundary: &str) -> Result<FormData, FormError> {
     let malformed = |what: &str| FormError::Malformed(format!("multipart body: {what}"));
+    if !(1..=MAX_BOUNDARY_BYTES).contains(&boundary.len()) {
+        return Err(malformed(&format!(
+            "the boundary must be 1 to {MAX_BOUNDARY_BYTES} bytes long, not {}",
+            boundary.len()
+        )));
+    }
     let delimiter = format!("--{boundary}");
     let mut rest = &body[find(body, delimiter.as_bytes())
         .ok_or_else(|| malformed("no boundary"))?
@@ -203,6 +212,32 @@ Content-Type: image/png\r\n\r\n\x89PNG\r\n\x1a\n\r\n--XX--\r\n";
         assert_eq!(
             FormData::parse(&headers("application/x-www-form-urlencoded"), &big),
             Err(FormError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn a_boundary_longer_than_70_bytes_is_refused() {
+        let part = |boundary: &str| {
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--{boundary}--"
+            )
+        };
+        let multipart = |boundary: &str| {
+            let mut headers = HeaderMap::new();
+            let value = format!("multipart/form-data; boundary={boundary}");
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(&value).unwrap());
+            headers
+        };
+        let longest = "-".repeat(70);
+        let form = FormData::parse(&multipart(&longest), part(&longest).as_bytes()).unwrap();
+        assert_eq!(form.get("a"), "1");
+
+        let too_long = "-".repeat(71);
+        assert_eq!(
+            FormData::parse(&multipart(&too_long), part(&too_long).as_bytes()),
+            Err(FormError::Malformed(
+                "multipart body: the boundary must be 1 to 70 bytes long, not 71".into()
+            ))
         );
     }
 }

@@ -2,6 +2,12 @@
 //! a fixed window; past the limit, attempts are refused (429) until the window that began with
 //! the first failure ends, without checking the password (so a guesser costs no hashing).
 //! Time comes from the caller (the dashboard's injected clock).
+//!
+//! Memory is bounded: names are at most [`MAX_NAME_BYTES`] (the sign-in page refuses longer
+//! ones before asking here), and the table holds at most `MAX_ENTRIES`. When it is full of
+//! unexpired entries, new keys go uncounted while the ones already there keep counting. Names
+//! may fill only part of it, so a spray of names from many addresses still leaves room to count
+//! new addresses.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -30,8 +36,14 @@ impl Default for SignInLimits {
     }
 }
 
-/// Entries kept before expired ones are dropped (a bound on memory under a spray of names).
-const PRUNE_ABOVE: usize = 10_000;
+/// Longest user name a sign-in is checked for, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// Most entries, names and addresses together (about 15 MB with the longest names).
+const MAX_ENTRIES: usize = 50_000;
+
+/// Past this many entries no new name is counted, leaving the rest to addresses.
+const MAX_ENTRIES_FOR_NAMES: usize = 40_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
@@ -86,16 +98,25 @@ impl SignInLimiter {
     /// Counts a failed attempt.
     pub fn failed(&self, name: &str, address: Option<IpAddr>, now: Timestamp) {
         let mut failures = self.lock();
-        if failures.len() > PRUNE_ABOVE {
-            let window = self.limits.window;
-            failures.retain(|_, entry| entry.since + window > now);
-        }
+        let window = self.limits.window;
         for (key, _) in self.keys(name, address) {
+            let room = match key {
+                Key::Name(_) => MAX_ENTRIES_FOR_NAMES,
+                Key::Address(_) => MAX_ENTRIES,
+            };
+            // A full table is swept for expired entries on each new key: cheap next to the
+            // password hash every failed attempt costs.
+            if failures.len() >= room && !failures.contains_key(&key) {
+                failures.retain(|_, entry| entry.since + window > now);
+                if failures.len() >= room {
+                    continue;
+                }
+            }
             let entry = failures.entry(key).or_insert(Failures {
                 since: now,
                 count: 0,
             });
-            if entry.since + self.limits.window <= now {
+            if entry.since + window <= now {
                 *entry = Failures {
                     since: now,
                     count: 0,
@@ -192,13 +213,43 @@ mod tests {
         assert!(limiter.check("bob", address(1), at(0)).is_err());
     }
 
-    #[test]
-    fn expired_entries_are_dropped_when_many() {
-        let limiter = SignInLimiter::new(LIMITS);
-        for i in 0..=PRUNE_ABOVE {
+    fn fill_with_names(limiter: &SignInLimiter) {
+        for i in 0..MAX_ENTRIES_FOR_NAMES {
             limiter.failed(&format!("user{i}"), None, at(0));
         }
-        limiter.failed("late", None, at(20));
+    }
+
+    #[test]
+    fn expired_entries_make_room_when_the_table_is_full() {
+        let limiter = SignInLimiter::new(LIMITS);
+        fill_with_names(&limiter);
+        for _ in 0..LIMITS.per_name {
+            limiter.failed("late", None, at(20));
+        }
         assert_eq!(limiter.lock().len(), 1);
+        assert!(limiter.check("late", None, at(20)).is_err());
+    }
+
+    #[test]
+    fn a_full_table_counts_no_new_names_and_only_its_size_in_addresses() {
+        let limiter = SignInLimiter::new(LIMITS);
+        fill_with_names(&limiter);
+        // A new name goes uncounted, but its address is counted and closes.
+        for _ in 0..LIMITS.per_address {
+            limiter.failed("ann", address(1), at(1));
+        }
+        assert_eq!(limiter.check("ann", address(2), at(1)), Ok(()));
+        assert!(limiter.check("bob", address(1), at(1)).is_err());
+        // A name already counted keeps counting.
+        for _ in 1..LIMITS.per_name {
+            limiter.failed("user0", None, at(1));
+        }
+        assert!(limiter.check("user0", None, at(1)).is_err());
+        // New addresses take the rest of the table, and no more.
+        for i in 0..=MAX_ENTRIES - MAX_ENTRIES_FOR_NAMES {
+            let v6 = u128::try_from(i).unwrap().to_be_bytes();
+            limiter.failed("user0", Some(IpAddr::from(v6)), at(1));
+        }
+        assert_eq!(limiter.lock().len(), MAX_ENTRIES);
     }
 }

@@ -30,6 +30,7 @@ use crate::auth::{self, LOGIN_COOKIE, SESSION_COOKIE};
 use crate::chart::{self, Series};
 use crate::fields::format_money;
 use crate::form::FormData;
+use crate::limiter::MAX_NAME_BYTES;
 use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_user};
 
 /// How long the sign-in form's token lives.
@@ -104,6 +105,15 @@ pub async fn login(
         ));
     }
     let name = form.get("name").to_owned();
+    if name.len() > MAX_NAME_BYTES {
+        // No user is looked up or counted for such a name: it is neither kept in the limiter's
+        // table nor echoed back into the form.
+        return login_page(
+            &dashboard,
+            String::new(),
+            Some("Wrong user name or password.".into()),
+        );
+    }
     // Passwords are taken as typed: no trimming.
     let password = form
         .fields

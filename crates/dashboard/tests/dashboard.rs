@@ -292,6 +292,27 @@ async fn a_wrong_password_or_unknown_user_gets_no_session() {
 }
 
 #[tokio::test]
+async fn an_overlong_user_name_fails_without_being_counted() {
+    let site = Site::new().await;
+    let long = "n".repeat(257);
+    // More attempts than a name is allowed, none refused as too many: none was counted.
+    for _ in 0..6 {
+        let answer = site.sign_in(&long, PASSWORD).await.unwrap_err();
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+        assert!(answer.body.contains("Wrong user name or password"));
+        assert!(!answer.body.contains(&long));
+    }
+    // A name at the limit is counted as any other.
+    let longest = "n".repeat(256);
+    for _ in 0..5 {
+        let answer = site.sign_in(&longest, PASSWORD).await.unwrap_err();
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    }
+    let answer = site.sign_in(&longest, PASSWORD).await.unwrap_err();
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
 async fn the_session_cookie_is_http_only_and_same_site() {
     let site = Site::new().await;
     let form = site.get("/login", "").await;

@@ -68,6 +68,8 @@ const MAX_MARKUP_BYTES: usize = 100_000;
 const MAX_DEALS: usize = 100;
 const MAX_CATEGORIES: usize = 20;
 const MAX_MIMES: usize = 20;
+const MAX_DOMAINS: usize = 1_000;
+const MAX_SIZES: usize = 100;
 /// OpenRTB (AdCOM) creative subtypes for audio and video: 1 VAST 1.0 … 14 VAST 4.2 Wrapper.
 const PROTOCOLS: std::ops::RangeInclusive<u16> = 1..=14;
 /// Years a flight may start and end in.
@@ -83,10 +85,9 @@ fn weight_rule(v: &mut Violations, weight: u32) {
 
 fn categories_rule(v: &mut Violations, categories: &[String]) {
     v.field("categories", |v| {
-        v.check(
-            categories.len() <= MAX_CATEGORIES,
-            format!("at most {MAX_CATEGORIES} categories are allowed"),
-        );
+        if !rules::at_most(v, categories, MAX_CATEGORIES, "categories") {
+            return;
+        }
         rules::unique(v, categories);
         for (i, category) in categories.iter().enumerate() {
             v.index(i, |v| rules::iab_category(v, category));
@@ -96,10 +97,10 @@ fn categories_rule(v: &mut Violations, categories: &[String]) {
 
 fn caps_rule(v: &mut Violations, caps: &[FrequencyCap]) {
     v.field("frequency_caps", |v| {
-        v.check(
-            caps.len() <= MAX_FREQUENCY_CAPS,
-            format!("at most {MAX_FREQUENCY_CAPS} caps are allowed"),
-        );
+        // The window check below compares every pair, so only a short list gets it.
+        if !rules::at_most(v, caps, MAX_FREQUENCY_CAPS, "caps") {
+            return;
+        }
         let windows: Vec<CapWindow> = caps.iter().map(|cap| cap.window).collect();
         for (i, cap) in caps.iter().enumerate() {
             v.index(i, |v| {
@@ -370,7 +371,7 @@ pub struct Advertiser {
     pub currency: Currency,
     /// Time zone of the advertiser's reports (IANA name).
     pub time_zone: String,
-    /// The advertiser's landing-page domains (OpenRTB `adomain`).
+    /// The advertiser's landing-page domains (OpenRTB `adomain`), at most 1,000.
     #[serde(default)]
     pub domains: Vec<String>,
 }
@@ -380,6 +381,9 @@ impl Advertiser {
     fn check(&self, v: &mut Violations) {
         rules::time_zone(v, &self.time_zone);
         v.field("domains", |v| {
+            if !rules::at_most(v, &self.domains, MAX_DOMAINS, "domains") {
+                return;
+            }
             rules::unique(v, &self.domains);
             for (i, domain) in self.domains.iter().enumerate() {
                 v.index(i, |v| rules::domain(v, domain));
@@ -500,14 +504,14 @@ impl LineItem {
             }
         });
         v.field("deals", |v| {
-            v.check(
-                self.deals.len() <= MAX_DEALS,
-                format!("at most {MAX_DEALS} deals are allowed"),
-            );
+            let within = rules::at_most(v, &self.deals, MAX_DEALS, "deals");
             v.check(
                 self.deals.is_empty() || on_exchange,
                 "deals are bought on exchanges: add exchange to channels",
             );
+            if !within {
+                return;
+            }
             rules::unique(v, &self.deals);
             for (i, deal) in self.deals.iter().enumerate() {
                 v.index(i, |v| rules::deal_id(v, deal));
@@ -860,10 +864,12 @@ impl CreativeContent {
                     "must be between 1 and 3600",
                 );
                 v.field("mimes", |v| {
-                    v.check(
-                        (1..=MAX_MIMES).contains(&mimes.len()),
-                        format!("must list 1 to {MAX_MIMES} media types, such as video/mp4"),
-                    );
+                    if !(1..=MAX_MIMES).contains(&mimes.len()) {
+                        v.fail(format!(
+                            "must list 1 to {MAX_MIMES} media types, such as video/mp4"
+                        ));
+                        return;
+                    }
                     rules::unique(v, mimes);
                     for (i, mime) in mimes.iter().enumerate() {
                         v.index(i, |v| rules::mime(v, mime));
@@ -977,6 +983,7 @@ pub struct Placement {
     pub name: String,
     #[serde(default)]
     pub status: Status,
+    /// Sizes the slot takes, at most 100; a banner placement needs one.
     #[serde(default)]
     pub sizes: Vec<Size>,
     pub formats: Vec<Format>,
@@ -992,6 +999,9 @@ impl Placement {
         v.field("sizes", |v| {
             if self.formats.contains(&Format::Banner) {
                 v.check(!self.sizes.is_empty(), "banner placements need a size");
+            }
+            if !rules::at_most(v, &self.sizes, MAX_SIZES, "sizes") {
+                return;
             }
             rules::unique(v, &self.sizes);
             for (i, size) in self.sizes.iter().enumerate() {

@@ -114,13 +114,7 @@ const MAX_VALUE_CHARS: usize = 256;
 
 impl Targeting {
     pub fn validate(&self, v: &mut Violations) {
-        let mut values = 0;
-        self.validate_at(v, 1, &mut values);
-        if values > MAX_VALUES {
-            v.fail(format!(
-                "has {values} values in all; at most {MAX_VALUES} are allowed"
-            ));
-        }
+        self.validate_at(v, 1, &mut 0);
     }
 
     fn validate_at(&self, v: &mut Violations, depth: usize, values: &mut usize) {
@@ -233,16 +227,29 @@ impl Targeting {
     }
 }
 
-/// A leaf list: non-empty, no duplicates, each value checked.
-fn leaf<T: PartialEq + std::fmt::Debug>(
+/// A leaf list: non-empty, no duplicates, each value checked. `values` counts the values of the
+/// leaves before it; the leaf that takes it past [`MAX_VALUES`] is refused.
+fn leaf<T: Eq + std::hash::Hash + std::fmt::Debug>(
     v: &mut Violations,
     items: &[T],
     values: &mut usize,
     check: impl Fn(&mut Violations, &T),
 ) {
-    *values += items.len();
+    let before = *values;
+    *values = before.saturating_add(items.len());
     if items.is_empty() {
         v.fail("must list at least one value");
+    }
+    if *values > MAX_VALUES {
+        // Refused before any other check, so an over-long list costs no more than its reading;
+        // the leaves after it are past the limit too, and not checked either.
+        if before <= MAX_VALUES {
+            v.fail(format!(
+                "brings the expression to {} values in all; at most {MAX_VALUES} are allowed",
+                *values
+            ));
+        }
+        return;
     }
     rules::unique(v, items);
     for (i, item) in items.iter().enumerate() {
@@ -407,6 +414,36 @@ mod tests {
         assert!(
             found.iter().any(|(_, m)| m.contains("values in all")),
             "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_over_long_leaf_is_refused_by_its_length_alone() {
+        // All duplicates, all invalid: only the limit is reported, at the leaf.
+        let zeros = vec![0; MAX_VALUES + 1];
+        let found = violations(json!({"not": {"placement": zeros}}));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "not.placement");
+        assert!(found[0].1.contains("at most 10000"), "{found:?}");
+    }
+
+    #[test]
+    fn the_leaf_that_crosses_the_limit_is_named_and_later_ones_are_not_checked() {
+        let segments = |from: usize, count: usize| -> Vec<String> {
+            (from..from + count).map(|i| format!("s{i}")).collect()
+        };
+        let found = violations(json!({"all": [
+            {"segment": segments(0, MAX_VALUES - 1)},
+            {"segment": segments(MAX_VALUES, 2)},
+            {"country": ["de", "de"]}
+        ]}));
+        assert_eq!(
+            found,
+            vec![(
+                "all[1].segment".to_owned(),
+                "brings the expression to 10001 values in all; at most 10000 are allowed"
+                    .to_owned()
+            )]
         );
     }
 

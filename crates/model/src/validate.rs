@@ -38,11 +38,16 @@ impl ValidationError {
     }
 }
 
+/// Most violations listed in one error. A hostile document can break a rule once per list item
+/// (a million duplicates fit a 2 MB body); past this the rest are only counted.
+const MAX_LISTED_VIOLATIONS: usize = 100;
+
 /// Collects violations while walking an object; tracks the current JSON path.
 #[derive(Debug, Default)]
 pub struct Violations {
     path: Vec<Segment>,
     found: Vec<Violation>,
+    unlisted: usize,
 }
 
 #[derive(Debug)]
@@ -72,6 +77,10 @@ impl Violations {
 
     /// Records a violation at the current path.
     pub fn fail(&mut self, message: impl Into<String>) {
+        if self.found.len() >= MAX_LISTED_VIOLATIONS {
+            self.unlisted += 1;
+            return;
+        }
         let path = self.current_path();
         self.found.push(Violation {
             path,
@@ -97,14 +106,19 @@ impl Violations {
         self.path.len()
     }
 
-    pub fn into_result(self) -> Result<(), ValidationError> {
+    pub fn into_result(mut self) -> Result<(), ValidationError> {
         if self.found.is_empty() {
-            Ok(())
-        } else {
-            Err(ValidationError {
-                violations: self.found,
-            })
+            return Ok(());
         }
+        if self.unlisted > 0 {
+            self.found.push(Violation {
+                path: "$".to_owned(),
+                message: format!("{} more violations are not listed", self.unlisted),
+            });
+        }
+        Err(ValidationError {
+            violations: self.found,
+        })
     }
 
     fn current_path(&self) -> String {
@@ -133,6 +147,9 @@ impl Violations {
 
 /// Shared field rules used by several objects.
 pub(crate) mod rules {
+    use std::collections::HashSet;
+    use std::hash::Hash;
+
     use super::Violations;
 
     pub const MAX_NAME_CHARS: usize = 200;
@@ -258,10 +275,23 @@ pub(crate) mod rules {
         );
     }
 
-    /// Fails on the second and later occurrence of a value in `items`.
-    pub fn unique<T: PartialEq + std::fmt::Debug>(v: &mut Violations, items: &[T]) {
+    /// Fails, and returns false, when `items` has more than `max` entries, `what` naming them
+    /// (`"domains"`). Callers then skip the list's other checks, whose cost and output would
+    /// grow with it.
+    pub fn at_most<T>(v: &mut Violations, items: &[T], max: usize, what: &str) -> bool {
+        if items.len() > max {
+            v.fail(format!("at most {max} {what} are allowed"));
+            return false;
+        }
+        true
+    }
+
+    /// Fails on the second and later occurrence of a value in `items`. Linear time: lists come
+    /// from clients, so comparing every pair would let one request cost minutes.
+    pub fn unique<T: Eq + Hash + std::fmt::Debug>(v: &mut Violations, items: &[T]) {
+        let mut seen = HashSet::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            if items[..i].contains(item) {
+            if !seen.insert(item) {
                 v.index(i, |v| v.fail(format!("duplicate value {item:?}")));
             }
         }
@@ -282,6 +312,36 @@ mod tests {
         let err = v.into_result().unwrap_err();
         assert_eq!(err.violations[0].path, "targeting.all[2]");
         assert_eq!(err.violations[1].path, "$");
+    }
+
+    #[test]
+    fn every_repeat_of_a_value_is_a_duplicate() {
+        let mut v = Violations::new();
+        v.field("sizes", |v| rules::unique(v, &[3, 1, 3, 2, 1, 3]));
+        let paths: Vec<String> = v
+            .into_result()
+            .unwrap_err()
+            .violations
+            .into_iter()
+            .map(|v| v.path)
+            .collect();
+        assert_eq!(paths, ["sizes[2]", "sizes[4]", "sizes[5]"]);
+    }
+
+    #[test]
+    fn past_the_listed_maximum_violations_are_only_counted() {
+        let mut v = Violations::new();
+        v.field("protocols", |v| rules::unique(v, &vec![7; 1_000]));
+        let violations = v.into_result().unwrap_err().violations;
+        assert_eq!(violations.len(), MAX_LISTED_VIOLATIONS + 1);
+        assert_eq!(violations[MAX_LISTED_VIOLATIONS - 1].path, "protocols[100]");
+        assert_eq!(
+            violations[MAX_LISTED_VIOLATIONS],
+            Violation {
+                path: "$".into(),
+                message: "899 more violations are not listed".into()
+            }
+        );
     }
 
     #[test]

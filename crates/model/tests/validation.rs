@@ -440,6 +440,10 @@ fn name_rule_applies_to_every_kind() {
 
 #[test]
 fn advertiser_rules() {
+    // Over the limit and full of duplicates: the limit is the one violation, so the list's
+    // other checks were never run.
+    let same_1001 = vec!["acme.example"; 1001];
+    let distinct_1000: Vec<String> = (0..1000).map(|i| format!("d{i}.example")).collect();
     #[rustfmt::skip]
     let cases = [
         ("unknown time zone",   json!({"time_zone": "Mars/Olympus_Mons"}),                           "time_zone"),
@@ -448,6 +452,7 @@ fn advertiser_rules() {
         ("single-label domain", json!({"domains": ["acme"]}),                                        "domains[0]"),
         ("URL as domain",       json!({"domains": ["https://acme.example"]}),                        "domains[0]"),
         ("duplicate domain",    json!({"domains": ["acme.example", "b.example", "acme.example"]}),   "domains[2]"),
+        ("1001 domains, all the same", json!({"domains": same_1001}),                               "domains"),
     ];
     assert_cases::<Advertiser>(&advertiser(), &cases);
 
@@ -456,6 +461,7 @@ fn advertiser_rules() {
         ("no domains",          json!({"domains": []})),
         ("UTC",                 json!({"time_zone": "UTC"})),
         ("hyphens and digits",  json!({"domains": ["my-shop2.example.co.uk"]})),
+        ("1000 domains",        json!({"domains": distinct_1000})),
     ];
     assert_valid::<Advertiser>(&advertiser(), &valid);
 }
@@ -481,6 +487,7 @@ fn campaign_rules() {
         ("trailing hyphen",  json!({"categories": ["IAB1-"]}),                               "categories[0]"),
         ("duplicate",        json!({"categories": ["IAB1", "IAB1"]}),                        "categories[1]"),
         ("21 categories",    json!({"categories": (1..=21).map(|i| format!("IAB1-{i}")).collect::<Vec<_>>()}), "categories"),
+        ("21 categories, all the same", json!({"categories": vec!["IAB1"; 21]}),              "categories"),
         ("bundle with space", json!({"app_bundle": "com.acme shoes"}),                       "app_bundle"),
         ("empty bundle",     json!({"app_bundle": ""}),                                      "app_bundle"),
     ];
@@ -501,6 +508,8 @@ fn campaign_rules() {
 #[test]
 fn line_item_rules() {
     let nine = caps(["1h", "2h", "3h", "4h", "5h", "6h", "7h", "8h", "9h"]);
+    let nine_same = caps(["1h"; 9]);
+    let placements_same = vec![1; 10_001];
     #[rustfmt::skip]
     let cases = [
         ("unknown time zone",        json!({"time_zone": "Berlin"}),                              "time_zone"),
@@ -516,6 +525,7 @@ fn line_item_rules() {
         ("daily above lifetime",     json!({"goal": {"daily": 300_001}}),                         "goal.daily"),
         ("negative price",           json!({"price": {"amount_micros": -1}}),                     "price.amount_micros"),
         ("nine caps",                json!({"frequency_caps": nine}),                             "frequency_caps"),
+        ("nine caps, all one window", json!({"frequency_caps": nine_same}),                       "frequency_caps"),
         ("count 0",                  json!({"frequency_caps": [{"count": 2, "window": "1h"},
                                                                {"count": 0, "window": "1d"}]}),   "frequency_caps[1].count"),
         ("duplicate window",         json!({"frequency_caps": [{"count": 2, "window": "1w"},
@@ -523,6 +533,9 @@ fn line_item_rules() {
         ("targeting error",          json!({"targeting": {"all": [{"country": ["DE"]},
                                                                   {"language": ["deu"]}]}}),      "targeting.all[1].language[0]"),
         ("targeting error at root",  json!({"targeting": {"all": []}}),                           "targeting.all"),
+        ("10,001 placements, all the same",
+                                     json!({"targeting": {"all": [{"placement": placements_same}]}}),
+                                                                                                  "targeting.all[0].placement"),
         ("no channel",               json!({"channels": [], "deals": []}),                        "channels"),
         ("duplicate channel",          json!({"channels": ["direct", "exchange", "direct"]}),       "channels[2]"),
         ("flat pricing on exchange", json!({"price": {"model": "flat"}}),                         "channels"),
@@ -532,6 +545,7 @@ fn line_item_rules() {
         ("deal id of 129 bytes",     json!({"deals": ["d".repeat(129)]}),                         "deals[0]"),
         ("duplicate deal",           json!({"deals": ["D1", "D1"]}),                              "deals[1]"),
         ("101 deals",                json!({"deals": (0..101).map(|i| format!("D{i}")).collect::<Vec<_>>()}), "deals"),
+        ("101 deals, all the same",  json!({"deals": vec!["D1"; 101]}),                           "deals"),
     ];
     assert_cases::<LineItem>(&line_item(), &cases);
 
@@ -688,6 +702,7 @@ fn creative_vast_rules() {
         ("upper-case mime",        json!({"content": {"mimes": ["Video/MP4"]}}),                   "content.mimes[0]"),
         ("mime without subtype",   json!({"content": {"mimes": ["video/mp4", "video"]}}),          "content.mimes[1]"),
         ("duplicate mime",         json!({"content": {"mimes": ["video/mp4", "video/mp4"]}}),      "content.mimes[1]"),
+        ("21 mimes, all the same", json!({"content": {"mimes": vec!["video/mp4"; 21]}}),           "content.mimes"),
         ("audio and video mixed",  json!({"content": {"mimes": ["video/mp4", "audio/mp4"]}}),      "content.mimes"),
         ("no protocols",           json!({"content": {"protocols": []}}),                          "content.protocols"),
         ("protocol 15",            json!({"content": {"protocols": [7, 15]}}),                     "content.protocols[1]"),
@@ -753,6 +768,8 @@ fn site_rules() {
 
 #[test]
 fn placement_rules() {
+    let same_101 = vec![json!({"w": 300, "h": 250}); 101];
+    let distinct_100: Vec<Value> = (1..=100).map(|w| json!({"w": w, "h": 250})).collect();
     #[rustfmt::skip]
     let cases = [
         ("no formats",             json!({"formats": []}),                                          "formats"),
@@ -761,6 +778,7 @@ fn placement_rules() {
         ("duplicate size",         json!({"sizes": [{"w": 728, "h": 90}, {"w": 728, "h": 90}]}),    "sizes[1]"),
         ("height 0",               json!({"sizes": [{"w": 728, "h": 0}]}),                          "sizes[0].h"),
         ("width 10001",            json!({"sizes": [{"w": 728, "h": 90}, {"w": 10_001, "h": 90}]}), "sizes[1].w"),
+        ("101 sizes, all the same", json!({"sizes": same_101}),                                     "sizes"),
     ];
     assert_cases::<Placement>(&placement(), &cases);
 
@@ -769,6 +787,7 @@ fn placement_rules() {
         ("video without sizes",    json!({"sizes": [], "formats": ["video"]})),
         ("native and audio",       json!({"sizes": [], "formats": ["native", "audio"]})),
         ("no sizes field",         json!({"sizes": null, "formats": ["video"]})),
+        ("100 sizes",              json!({"sizes": distinct_100})),
     ];
     assert_valid::<Placement>(&placement(), &valid);
 }
