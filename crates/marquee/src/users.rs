@@ -83,6 +83,14 @@ pub(crate) async fn create(command: UserCommand) -> Result<(), Failure> {
     let UserCommand::Create(args) = command;
     let config = load_config(&args.common, Overrides::default())?;
     init_logging(&config);
+    let longest = marquee_dashboard::limiter::MAX_NAME_BYTES;
+    if args.name.is_empty() || args.name.len() > longest {
+        // The sign-in page refuses longer names, so such a user could never sign in.
+        return Err(Failure {
+            status: 64,
+            message: format!("--name: 1 to {longest} bytes"),
+        });
+    }
     let password = read_password()?;
     let store = open_store(&config).await?;
     let password_hash =

@@ -56,6 +56,29 @@ fn create_user(data: &Path, name: &str, password: &str, role: &str, owner: u64) 
     );
 }
 
+/// A user whose name the sign-in page would refuse (over 256 bytes) is not created.
+#[test]
+fn user_create_refuses_a_name_no_one_could_sign_in_with() {
+    let data = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args([
+            "user",
+            "create",
+            "--name",
+            &"x".repeat(257),
+            "--role",
+            "admin",
+            "--data",
+        ])
+        .arg(data.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("--name: 1 to 256 bytes"), "{message}");
+}
+
 /// Runs the driver with a deadline; its JSON, or a panic with what it printed.
 fn run_driver(root: &Path, chromium: &Path, out: &Path, config: &Value) -> Value {
     let mut child = Command::new("node")
