@@ -692,14 +692,23 @@ impl Aggregator {
             watermark = watermark.min(at - skew);
             lag = lag.max(now_secs - at);
         }
-        // Sources not reached this run hold the watermark where they were left.
+        // Sources not reached this run hold the watermark where they were left; one never
+        // read yet, as far back as an event is still accepted (its log may repeat any id
+        // counted since).
         for &name in failed_sources {
-            for (key, position) in &state.positions {
-                if key.0 == name {
-                    let at = behind(Some(position));
-                    watermark = watermark.min(at - skew);
-                    lag = lag.max(now_secs - at);
-                }
+            let mut held = state
+                .positions
+                .iter()
+                .filter(|(key, _)| key.0 == name)
+                .peekable();
+            if held.peek().is_none() {
+                watermark = watermark.min(oldest_kept - skew);
+                lag = lag.max(now_secs - oldest_kept);
+            }
+            for (_, position) in held {
+                let at = behind(Some(position));
+                watermark = watermark.min(at - skew);
+                lag = lag.max(now_secs - at);
             }
         }
         (watermark, lag.max(0))

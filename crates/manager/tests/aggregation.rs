@@ -35,6 +35,8 @@ struct MemorySource {
     next_id: Mutex<BTreeMap<u32, u64>>,
     acks: Mutex<Vec<(u32, u64)>>,
     fail_reads: Mutex<usize>,
+    /// Listing fails while set (an edge whose log cannot be reached).
+    fail_listing: Mutex<bool>,
 }
 
 impl MemorySource {
@@ -90,6 +92,12 @@ impl LogSource for MemorySource {
     }
 
     async fn segments(&self) -> Result<Vec<Listed>, SourceError> {
+        if *self.fail_listing.lock().unwrap() {
+            return Err(SourceError::Read {
+                source_name: self.name.clone(),
+                message: "unreachable".into(),
+            });
+        }
         let shards = self.shards.lock().unwrap();
         Ok(shards
             .iter()
@@ -445,6 +453,40 @@ async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
             .render_metrics()
             .contains("marquee_aggregation_shards_waiting_for_upgrade 0"),
     );
+}
+
+/// An edge whose log has never been read (unreachable from the start) may still hold repeats
+/// of ids counted from other edges: until it is read, the dedupe memory reaches back as far as
+/// events are accepted, so its repeat counts once however long it took.
+#[tokio::test]
+async fn an_edge_never_read_yet_keeps_the_ids_it_may_repeat() {
+    let w = world().await;
+    let read = MemorySource::named("a");
+    let unreachable = MemorySource::named("b");
+    *unreachable.fail_listing.lock().unwrap() = true;
+    let impression = w.event(1, Kind::Impression);
+    read.push_segment(0, &[impression], true);
+    let options = AggregationOptions::default();
+    let aggregator = Aggregator::new(
+        Arc::clone(&w.store),
+        w.clock.clone(),
+        vec![read.clone(), unreachable.clone()],
+        options.clone(),
+    );
+    assert_eq!(aggregator.run_once().await.unwrap().accepted, 1);
+    // Past a token lifetime and twice the skew: ids from read logs alone would be forgotten.
+    w.clock.advance(
+        jiff::SignedDuration::try_from(
+            options.token_lifetime + 2 * options.max_clock_skew + Duration::from_secs(120),
+        )
+        .unwrap(),
+    );
+    aggregator.run_once().await.unwrap();
+    // The edge becomes readable; its log repeats the beacon (a retry that reached it).
+    *unreachable.fail_listing.lock().unwrap() = false;
+    unreachable.push_segment(0, &[impression], true);
+    let report = aggregator.run_once().await.unwrap();
+    assert_eq!((report.accepted, report.duplicates), (0, 1));
 }
 
 #[tokio::test]
