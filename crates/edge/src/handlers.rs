@@ -651,17 +651,20 @@ fn serve_one<'s>(
         &mut worker.urls,
         &mut worker.text,
     );
-    log(
-        edge,
-        event(
-            EventKind::Decision,
-            &claims,
-            now,
-            visitor_country,
-            device_type,
-            0,
-        ),
-    );
+    // An image tag's click request re-derives the decision its image request made and logged.
+    if query.format != Some(AdFormat::Click) {
+        log(
+            edge,
+            event(
+                EventKind::Decision,
+                &claims,
+                now,
+                visitor_country,
+                device_type,
+                0,
+            ),
+        );
+    }
     Some(Served {
         placement,
         decision,

@@ -183,17 +183,19 @@ pub(crate) fn recover_shard(dir: &Path, shard: u32) -> Result<Recovered, OpenErr
         let (valid, error) = valid_prefix(&bytes[HEADER_LEN..]);
         let keep = (HEADER_LEN + valid) as u64;
         let dropped = bytes.len() as u64 - keep;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(OpenError::io("open", &path))?;
         if let Some(error) = error {
             warn!(path = %path.display(), kept = keep, dropped, %error,
                 "truncating a torn tail");
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(OpenError::io("open", &path))?;
             file.set_len(keep)
                 .map_err(OpenError::io("truncate", &path))?;
-            file.sync_all().map_err(OpenError::io("sync", &path))?;
         }
+        // Synced whether cut or not: after a kill the kept records may still be only in the
+        // page cache, and from now on readers take the segment as closed and durable.
+        file.sync_all().map_err(OpenError::io("sync", &path))?;
         dropped
     };
     Ok(Recovered {

@@ -340,6 +340,8 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
     let count = |kind| events.iter().filter(|e| e.kind == kind).count();
     assert_eq!(count(EventKind::Impression), 3);
     assert_eq!(count(EventKind::Click), 3);
+    // One per image request (each fetch is answered); a click is no new decision.
+    assert_eq!(count(EventKind::Decision), 6);
     let amounts = |kind| {
         events
             .iter()
