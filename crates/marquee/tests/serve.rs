@@ -181,3 +181,45 @@ fn help_describes_every_command() {
         }
     }
 }
+
+/// With the default `aggregation.delete_consumed`, a graceful stop leaves every segment counted
+/// and deleted; each restart on the same data directory must go on counting. (Segment ids used
+/// to start again at 1 after such a stop, below the manager's checkpoint, which then skipped
+/// every new segment as consumed: a restarted `marquee serve` counted nothing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_restart_goes_on_counting_impressions() {
+    let data = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let mut token = None;
+    for _ in 0..3 {
+        let server = Server::start_with(
+            data.path(),
+            &["--demo"],
+            &[("MARQUEE_AGGREGATION__DELETE_CONSUMED", "true")],
+        );
+        if token.is_none() {
+            token = Some(token_from(&server.stderr_line("demo admin token")));
+        }
+        common::wait_for_ad(&client, &server.base).await;
+        for _ in 0..2 {
+            common::serve_and_fire(&client, &server.base, 1).await;
+        }
+        server.stop();
+    }
+    let server = Server::start(data.path(), &[]);
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    let report = get_json(
+        &client,
+        &server.url(&format!(
+            "/api/v1/reports?tz=UTC&granularity=day&from={}&to={}",
+            today.yesterday().unwrap(),
+            today.tomorrow().unwrap()
+        )),
+        token.as_deref(),
+    )
+    .await;
+    assert_eq!(report["totals"]["impressions"], 6, "{report}");
+    server.stop();
+}
