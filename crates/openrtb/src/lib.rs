@@ -45,4 +45,6 @@ pub use request::{
     Video,
 };
 pub use response::{Bid, BidResponse, SeatBid};
-pub use validate::{CurrencyConverter, NoConversion, Rule, Violation, validate_response};
+pub use validate::{
+    CurrencyConverter, MAX_ID_BYTES, NoConversion, Rule, Violation, validate_response,
+};

@@ -66,25 +66,32 @@ pub fn expand_macros(template: &str, values: &AuctionMacros<'_>, out: &mut Strin
     let mut rest = template;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else { break };
-        let name = &after[..end];
-        out.push_str(&rest[..start]);
-        // Not a macro name (`${A ${AUCTION_ID}`): keep the `${` and look again after it.
-        if !name
+        // The name is read up to its first other character, which must be the `}`: searching
+        // ahead for `}` first would read the rest of `${ ${ ${ …}` at every `${`.
+        let end = after
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
-        {
+            .position(|b| !is_name_byte(b))
+            .unwrap_or(after.len());
+        out.push_str(&rest[..start]);
+        if after.as_bytes().get(end) != Some(&b'}') {
+            // Not a macro (`${A ${AUCTION_ID}`, or unclosed): keep the `${` and look again
+            // after it.
             out.push_str("${");
             rest = after;
             continue;
         }
-        match values.value(name) {
+        match values.value(&after[..end]) {
             Some(value) => out.extend(utf8_percent_encode(value, KEPT)),
             None => out.push_str(&rest[start..start + 2 + end + 1]),
         }
         rest = &after[end + 1..];
     }
     out.push_str(rest);
+}
+
+/// A byte a macro name may hold.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
 }
 
 /// Longest plain decimal price accepted from a notice; encrypted tokens are longer.
@@ -178,6 +185,76 @@ mod tests {
         assert_eq!(expand("no macros", &values), "no macros");
         assert_eq!(expand("${AUCTION_PRICE", &values), "${AUCTION_PRICE");
         assert_eq!(expand("${A ${AUCTION_PRICE}", &values), "${A 2");
+    }
+
+    /// The expansion as first written: search ahead for `}`, then check the name. Quadratic on
+    /// `${ ${ ${ … }`, but plainly right; the fast one must agree with it.
+    fn expand_by_definition(template: &str, values: &AuctionMacros<'_>) -> String {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(start) = rest.find("${") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else { break };
+            let name = &after[..end];
+            out.push_str(&rest[..start]);
+            if !name.bytes().all(is_name_byte) {
+                out.push_str("${");
+                rest = after;
+                continue;
+            }
+            match values.value(name) {
+                Some(value) => out.extend(utf8_percent_encode(value, KEPT)),
+                None => out.push_str(&rest[start..start + 2 + end + 1]),
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// A price that must be encoded, so a replaced macro shows.
+    fn price_only() -> AuctionMacros<'static> {
+        AuctionMacros {
+            price: Some("2&"),
+            ..AuctionMacros::default()
+        }
+    }
+
+    #[test]
+    fn unclosed_macros_one_after_another_are_copied() {
+        // Bidder markup: every `${` starts a name that a space ends.
+        let open = "${ ".repeat(50_000);
+        assert_eq!(
+            expand(&format!("{open}}}"), &price_only()),
+            format!("{open}}}")
+        );
+        assert_eq!(
+            expand(&format!("{open}${{AUCTION_PRICE}}"), &price_only()),
+            format!("{open}2%26")
+        );
+        let names = "${AUCTION_PRICE".repeat(10_000);
+        assert_eq!(
+            expand(&format!("{names}}}"), &price_only()),
+            format!("{}2%26", "${AUCTION_PRICE".repeat(9_999))
+        );
+        for template in ["${ ${ ${A}", "${${AUCTION_PRICE}}", "$${", "${A:B}${-}${}"] {
+            assert_eq!(
+                expand(template, &price_only()),
+                expand_by_definition(template, &price_only()),
+                "{template}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Any mix of macro names, braces, dollars and other characters expands as defined.
+        #[test]
+        fn expands_as_defined(template in "(\\$\\{|\\}|\\$|AUCTION_PRICE|AUCTION_LOSS|[A_: é-]){0,24}") {
+            proptest::prop_assert_eq!(
+                expand(&template, &price_only()),
+                expand_by_definition(&template, &price_only())
+            );
+        }
     }
 
     #[test]

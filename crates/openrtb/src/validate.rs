@@ -32,6 +32,13 @@ impl CurrencyConverter for NoConversion {
     }
 }
 
+/// Longest id a bidder chooses that a response may carry (its currency, seats, and each bid's
+/// id and dealid), in bytes; as long as the model allows a deal id. Violations copy these ids, a
+/// bid's into each of its own, so this bounds what a response's violations take. The response
+/// id and the imp ids echo the request's: an exchange's long ids are not refused, and a bid
+/// naming an imp the request lacks is refused as such.
+pub const MAX_ID_BYTES: usize = 128;
+
 /// One broken rule: which bid (none for response-level rules) and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -111,6 +118,12 @@ pub enum Rule {
         field: &'static str,
     },
     NoMarkup,
+    /// An id longer than [`MAX_ID_BYTES`], named by its place in the response. It refuses the
+    /// whole response (no `bid_id`): every other violation would copy the id.
+    IdTooLong {
+        path: String,
+        len: usize,
+    },
 }
 
 impl Rule {
@@ -141,7 +154,8 @@ impl Rule {
             | Self::EmptyBidId
             | Self::DuplicateBidId
             | Self::UnknownImp
-            | Self::SecondBidForImp => LossReason::INVALID_BID_RESPONSE,
+            | Self::SecondBidForImp
+            | Self::IdTooLong { .. } => LossReason::INVALID_BID_RESPONSE,
         }
     }
 }
@@ -208,6 +222,12 @@ impl fmt::Display for Rule {
                 write!(f, "{field} has an http: URL but the imp is secure")
             }
             Self::NoMarkup => f.write_str("neither adm nor nurl"),
+            Self::IdTooLong { path, len } => {
+                write!(
+                    f,
+                    "{path} is {len} bytes, more than the {MAX_ID_BYTES} allowed"
+                )
+            }
         }
     }
 }
@@ -219,6 +239,10 @@ pub fn validate_response(
     response: &BidResponse<'_>,
     converter: &dyn CurrencyConverter,
 ) -> Result<(), Vec<Violation>> {
+    let too_long = ids_too_long(response);
+    if !too_long.is_empty() {
+        return Err(too_long);
+    }
     let mut violations = Vec::new();
     let mut response_rule = |rule| {
         violations.push(Violation {
@@ -277,6 +301,36 @@ pub fn validate_response(
     }
 }
 
+/// Every id longer than [`MAX_ID_BYTES`], each a violation of the whole response that names
+/// where it is without copying it.
+fn ids_too_long(response: &BidResponse<'_>) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut check = |id: &str, path: &dyn Fn() -> String| {
+        if id.len() > MAX_ID_BYTES {
+            violations.push(Violation {
+                bid_id: None,
+                imp_id: None,
+                rule: Rule::IdTooLong {
+                    path: path(),
+                    len: id.len(),
+                },
+            });
+        }
+    };
+    check(response.currency(), &|| "cur".to_owned());
+    for (s, seat) in response.seatbid.iter().enumerate() {
+        check(seat.seat.as_deref().unwrap_or(""), &|| {
+            format!("seatbid[{s}].seat")
+        });
+        for (b, bid) in seat.bid.iter().enumerate() {
+            let path = |field| move || format!("seatbid[{s}].bid[{b}].{field}");
+            check(&bid.id, &path("id"));
+            check(bid.dealid.as_deref().unwrap_or(""), &path("dealid"));
+        }
+    }
+    violations
+}
+
 struct BidCheck<'r> {
     bid: &'r Bid<'r>,
     violations: &'r mut Vec<Violation>,
@@ -304,27 +358,28 @@ impl BidCheck<'_> {
         {
             self.fail(Rule::NoMarkup);
         }
-        for cat in &bid.cat {
-            if request
+        // The first blocked value only: a bid may repeat one thousands of times.
+        let blocked_cat = bid.cat.iter().find(|cat| {
+            request
                 .bcat
                 .iter()
                 .any(|blocked| category_within(cat, blocked))
-            {
-                self.fail(Rule::BlockedCategory {
-                    cat: cat.to_string(),
-                });
-            }
+        });
+        if let Some(cat) = blocked_cat {
+            self.fail(Rule::BlockedCategory {
+                cat: cat.to_string(),
+            });
         }
-        for domain in &bid.adomain {
-            if request
+        let blocked_domain = bid.adomain.iter().find(|domain| {
+            request
                 .badv
                 .iter()
                 .any(|blocked| domain_within(domain, blocked))
-            {
-                self.fail(Rule::BlockedAdvertiser {
-                    domain: domain.to_string(),
-                });
-            }
+        });
+        if let Some(domain) = blocked_domain {
+            self.fail(Rule::BlockedAdvertiser {
+                domain: domain.to_string(),
+            });
         }
         if let Some(bundle) = bid.bundle.as_deref()
             && request.bapp.iter().any(|blocked| blocked == bundle)
@@ -422,10 +477,9 @@ impl BidCheck<'_> {
             MarkupType::NATIVE => imp.native.as_ref().map_or(&[], |n| &n.battr),
             _ => &[],
         };
-        for &attr in &bid.attr {
-            if blocked.contains(&attr) {
-                self.fail(Rule::BlockedAttribute { attr });
-            }
+        // The first blocked attribute only, like categories.
+        if let Some(&attr) = bid.attr.iter().find(|attr| blocked.contains(attr)) {
+            self.fail(Rule::BlockedAttribute { attr });
         }
         if mtype != MarkupType::BANNER {
             return;

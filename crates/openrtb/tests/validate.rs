@@ -415,3 +415,112 @@ fn violations_name_the_bid_and_map_to_loss_reasons() {
         LossReason::CREATIVE_FILTERED_SIZE
     );
 }
+
+#[test]
+fn a_blocked_element_repeated_is_one_violation() {
+    // One bid of a 256 KiB response can repeat a blocked value thousands of times: one
+    // violation per rule keeps the answer as small as the bid.
+    let rules = rules_for(|b| {
+        b.cat = vec!["IAB1".into(); 8_000];
+        b.cat.extend(vec![Cow::Borrowed("IAB25-3"); 8_000]);
+        b.adomain = vec!["blocked.example".into(); 8_000];
+        b.attr = vec![CreativeAttribute::POP; 8_000];
+    });
+    assert_eq!(
+        rules,
+        vec![
+            Rule::BlockedCategory {
+                cat: "IAB25-3".into()
+            },
+            Rule::BlockedAdvertiser {
+                domain: "blocked.example".into()
+            },
+            Rule::BlockedAttribute {
+                attr: CreativeAttribute::POP
+            },
+        ]
+    );
+}
+
+#[test]
+fn an_overlong_id_is_refused_without_being_copied() {
+    let long = "x".repeat(128 * 1024);
+    let mut bid = good_bid();
+    bid.id = long.clone().into();
+    // Would break more rules, each of which would copy the id.
+    bid.cat = vec!["IAB25".into(); 16_000];
+    bid.price_micros = 0;
+    let violations = validate_response(&request(), &response(vec![bid]), &NoConversion)
+        .expect_err("an over-long bid id is refused");
+    assert_eq!(
+        violations,
+        vec![Violation {
+            bid_id: None,
+            imp_id: None,
+            rule: Rule::IdTooLong {
+                path: "seatbid[0].bid[0].id".into(),
+                len: long.len()
+            }
+        }]
+    );
+    let message = violations[0].to_string();
+    assert_eq!(
+        message,
+        "response: seatbid[0].bid[0].id is 131072 bytes, more than the 128 allowed"
+    );
+    assert_eq!(
+        violations[0].rule.loss_reason(),
+        LossReason::INVALID_BID_RESPONSE
+    );
+}
+
+#[test]
+fn every_id_a_violation_would_copy_is_bounded() {
+    let long = || Cow::Owned("y".repeat(129));
+    let paths_of = |response: &BidResponse<'_>| -> Vec<String> {
+        validate_response(&request(), response, &NoConversion)
+            .unwrap_err()
+            .into_iter()
+            .map(|v| match v.rule {
+                Rule::IdTooLong { path, len: 129 } if v.bid_id.is_none() => path,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    };
+    let mut whole = response(vec![good_bid()]);
+    whole.cur = Some(long());
+    whole.seatbid[0].seat = Some(long());
+    assert_eq!(paths_of(&whole), ["cur", "seatbid[0].seat"]);
+    let bids = response(vec![
+        good_bid(),
+        Bid {
+            id: "b2".into(),
+            ..good_bid()
+        },
+        Bid {
+            id: "b3".into(),
+            impid: "deal".into(),
+            dealid: Some(long()),
+            ..good_bid()
+        },
+    ]);
+    assert_eq!(paths_of(&bids), ["seatbid[0].bid[2].dealid"]);
+    // 128 bytes is allowed.
+    assert_eq!(rules_for(|b| b.id = "z".repeat(128).into()), vec![]);
+}
+
+/// The response id and imp ids echo the exchange's request: long ones are no reason to refuse
+/// our own answer.
+#[test]
+fn long_ids_the_request_chose_are_echoed_not_refused() {
+    let long = "r".repeat(300);
+    let mut request = request();
+    request.id = Cow::Owned(long.clone());
+    request.imp[0].id = Cow::Owned(long.clone());
+    let mut answer = response(vec![Bid {
+        impid: Cow::Owned(long.clone()),
+        ..good_bid()
+    }]);
+    answer.id = Cow::Owned(long);
+    assert_eq!(validate_response(&request, &answer, &NoConversion), Ok(()));
+}
