@@ -1133,12 +1133,24 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
     let crypto = bidder
         .by_digest(claims.exchange)
         .and_then(|e| e.crypto.as_ref());
-    let clearing = match price.as_deref().map(|p| parse_notice_price(p, crypto)) {
-        Some(Ok(micros)) => i64::try_from(micros).unwrap_or(i64::MAX),
-        // Without a price (or with the macro left as it was) our bid is what was paid at most.
-        None | Some(Err(PriceError::Unsubstituted | PriceError::Empty)) => claims.price_micros,
-        Some(Err(_)) if kind == NoticeKind::Loss => 0,
-        Some(Err(_)) => return Err(invalid("price unreadable")),
+    let clearing = match (crypto, kind) {
+        // An exchange with price keys sends its win and billing prices encrypted. A plain or
+        // missing one may come from anyone who saw the notice URL (every bid answer carries
+        // it, and the bid endpoint answers whoever asks): not counted.
+        (Some(keys), NoticeKind::Win | NoticeKind::Billing) => price
+            .as_deref()
+            .map(|p| keys.decrypt(p.trim()))
+            .and_then(Result::ok)
+            .ok_or_else(|| invalid("price not encrypted with the exchange's keys"))
+            .map(|micros| i64::try_from(micros).unwrap_or(i64::MAX))?,
+        _ => match price.as_deref().map(|p| parse_notice_price(p, crypto)) {
+            Some(Ok(micros)) => i64::try_from(micros).unwrap_or(i64::MAX),
+            // Without a price (or with the macro left as it was) our bid is what was paid at
+            // most.
+            None | Some(Err(PriceError::Unsubstituted | PriceError::Empty)) => claims.price_micros,
+            Some(Err(_)) if kind == NoticeKind::Loss => 0,
+            Some(Err(_)) => return Err(invalid("price unreadable")),
+        },
     }
     // Never more than we bid: an exchange's clearing price above it is an error on its side.
     .min(claims.price_micros);

@@ -636,10 +636,19 @@ async fn notices_count_once_and_only_when_signed() {
         burl.starts_with("https://ads.example.com/openrtb2/bill?t="),
         "{burl}"
     );
+    // The exchange has price keys: a billing priced in plain text, or not priced, could come
+    // from anyone who saw the notice URL, and is not counted.
+    for price in ["0.50", "", "${AUCTION_PRICE}"] {
+        assert_eq!(
+            get(&client, &notice(&server, burl, &request, price)).await,
+            200
+        );
+    }
     // Billing retried three times counts once.
+    let billed = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(950_000, [5; 16]);
     for _ in 0..3 {
         assert_eq!(
-            get(&client, &notice(&server, burl, &request, "0.95")).await,
+            get(&client, &notice(&server, burl, &request, &billed)).await,
             200
         );
     }
@@ -782,7 +791,9 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
         let bid = bids_when(&client, &server, partner, &capped, as_user(user))
             .await
             .unwrap();
-        let url = notice(&server, bid[kind].as_str().unwrap(), &capped, "2");
+        // The partner shares [bidder]'s price keys: its prices come encrypted.
+        let price = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(2_000_000, [9; 16]);
+        let url = notice(&server, bid[kind].as_str().unwrap(), &capped, &price);
         assert_eq!(get(&client, &url).await, 200);
     };
 

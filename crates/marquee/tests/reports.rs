@@ -153,7 +153,8 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
     }
 
     // Once its segment closes (1 s) and is counted, the manager acknowledges it and the edge
-    // deletes it.
+    // deletes it: its records go, and the newest file stays as a bare header (it carries the
+    // numbering across restarts).
     let deleted = async {
         loop {
             let listed = client
@@ -166,7 +167,11 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
                 .await
                 .unwrap();
             // The edge is idle: its last segment closes, is counted, and goes.
-            if listed.trim().is_empty() {
+            let segments = marquee_eventlog::wire::parse_segments(&listed).unwrap();
+            if segments
+                .iter()
+                .all(|(_, s)| s.closed && s.len == marquee_eventlog::SEGMENT_HEADER_LEN)
+            {
                 return listed;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
