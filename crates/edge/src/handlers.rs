@@ -39,6 +39,9 @@ const PIXEL: &[u8] = &[
 ];
 const TAG_JS: &str = include_str!("tag.js");
 pub(crate) const USER_COOKIE: &str = "mq_uid";
+/// The sandbox of a creative's document: scripts and click-through windows, no same origin.
+const CREATIVE_SANDBOX_POLICY: &str =
+    "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox";
 /// Added to a landing URL: the conversion token the advertiser's page may send back.
 const CONVERSION_PARAMETER: &str = "mq_conv";
 
@@ -742,7 +745,17 @@ fn single_answer(
 ) -> Response<Body> {
     let html = &text[ad.html.clone()];
     match format.unwrap_or(AdFormat::Html) {
-        AdFormat::Html => response(StatusCode::OK, "text/html; charset=utf-8", html.to_owned()),
+        AdFormat::Html => {
+            let mut answer = response(StatusCode::OK, "text/html; charset=utf-8", html.to_owned());
+            // The creative is an advertiser's HTML, served from our origin (in `marquee serve`
+            // the dashboard's too): the header sandboxes it as the async tag's iframe is, even
+            // when the URL is opened on its own, so its scripts run in an opaque origin.
+            answer.headers_mut().insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CREATIVE_SANDBOX_POLICY),
+            );
+            answer
+        }
         AdFormat::Js => {
             let (w, h) = ad.creative.size.map_or((0, 0), |s| (s.w, s.h));
             let mut js = String::with_capacity(html.len() + 512);

@@ -234,7 +234,9 @@ impl Pacing {
                 }
             }
         }
-        // Line items that lost their goal (or left the catalog): no state, budget or control.
+        // Line items that lost their goal (or left the catalog: paused, archived): no state or
+        // control; their budget is suspended, not dropped, so a pause keeps the period's
+        // baselines (see `LeaseBook::suspend`).
         let goaled: HashSet<LineItemId> = state.goals.iter().map(|g| g.id).collect();
         let gone: Vec<LineItemId> = state
             .states
@@ -244,7 +246,7 @@ impl Pacing {
             .collect();
         for id in gone {
             state.states.remove(&id);
-            state.book.remove_budget(id);
+            state.book.suspend(id, now);
         }
         for expiry in state.book.expire(now) {
             self.counts.expiries.fetch_add(1, Ordering::Relaxed);

@@ -352,3 +352,27 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
     assert_eq!(amounts(EventKind::Impression), [1_500_000; 3]);
     assert_eq!(amounts(EventKind::Click), [0; 3]);
 }
+
+/// The iframe tag's answer is an advertiser's HTML on our origin (in `marquee serve` the
+/// dashboard's too): the header sandboxes it even when the URL is opened on its own, so its
+/// scripts cannot read the dashboard as a signed-in user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_ad_is_sandboxed_by_its_own_header() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let client = client();
+    common::wait_for_ad(&client, &server.base).await;
+    let reply = client
+        .get(server.url(&format!("/ad?placement={NEWS_SIDEBAR}&format=html")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let policy = reply.headers()["content-security-policy"].to_str().unwrap();
+    assert_eq!(
+        policy,
+        "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox"
+    );
+    assert!(!policy.contains("allow-same-origin"));
+    server.stop();
+}

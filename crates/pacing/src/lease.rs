@@ -242,6 +242,10 @@ struct Budget {
     margin: u64,
     /// Billed in this period by edges the book has since forgotten.
     retired: u64,
+    /// Since when the line item has had no budget (paused, or its goal removed): nothing is
+    /// granted, and its accounts wait for it to come back (see [`LeaseBook::suspend`]).
+    #[serde(default)]
+    suspended_at: Option<Timestamp>,
 }
 
 impl Budget {
@@ -387,7 +391,9 @@ impl LeaseBook {
                 unreported_reclaimed: 0,
                 margin: 0,
                 retired: 0,
+                suspended_at: None,
             });
+        budget.suspended_at = None;
         if budget.spec.period != spec.period {
             for account in budget.accounts.values_mut() {
                 account.baseline = account.closing.take().unwrap_or(account.reported);
@@ -403,6 +409,20 @@ impl LeaseBook {
     /// with [`LeaseError::NoBudget`].
     pub fn remove_budget(&mut self, line_item: LineItemId) -> bool {
         self.state.budgets.remove(&line_item).is_some()
+    }
+
+    /// Stops granting a line item anything (it was paused, or lost its goal) but keeps what
+    /// the book knows of it for `forget_after`: its edges' counters run on meanwhile, and a
+    /// budget made afresh on its return would take them for this period's spend (a daily goal
+    /// resumed after a pause would find its day spent). [`set_budget`](Self::set_budget)
+    /// resumes it; [`expire`](Self::expire) drops it once suspended `forget_after`.
+    pub fn suspend(&mut self, line_item: LineItemId, now: Timestamp) {
+        if let Some(budget) = self.state.budgets.get_mut(&line_item)
+            && budget.suspended_at.is_none()
+        {
+            budget.spec.limit = 0;
+            budget.suspended_at = Some(now);
+        }
     }
 
     /// Renews (or first grants) an edge's lease: takes in its report and answers with a new
@@ -481,9 +501,15 @@ impl LeaseBook {
     }
 
     /// Reclaims the leases of edges that stopped renewing (expired at the edge, plus the grace),
-    /// and forgets edges silent for `forget_after`. Call it every round.
+    /// forgets edges silent for `forget_after` and budgets suspended that long. Call it every
+    /// round.
     pub fn expire(&mut self, now: Timestamp) -> Vec<Expiry> {
         let config = &self.config;
+        self.state.budgets.retain(|_, budget| {
+            budget.suspended_at.is_none_or(|since| {
+                since.saturating_add(config.forget_after).unwrap_or(since) > now
+            })
+        });
         let mut expired = Vec::new();
         for (line_item, budget) in &mut self.state.budgets {
             budget.accounts.retain(|_, account| {
@@ -656,6 +682,52 @@ mod tests {
             consumed,
             held_ceiling,
         }
+    }
+
+    /// A daily budget of 1,000: yesterday the edge billed 1,000, today 400 so far. The line item
+    /// is paused and resumed five minutes later: the edge's counter (1,400) still holds
+    /// yesterday's 1,000 as its baseline, so 600 are left today, not nothing.
+    #[test]
+    fn a_paused_and_resumed_budget_keeps_its_period_s_baselines() {
+        let daily = |period| BudgetSpec {
+            period,
+            limit: 1_000,
+            unit: 1,
+            ends_at: None,
+        };
+        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book.set_budget(LINE, daily(1));
+        let mut ceiling = 0;
+        for consumed in [0, 500, 1_000] {
+            ceiling = book
+                .renew(&renewal(1, consumed, ceiling), at(0))
+                .unwrap()
+                .ceiling;
+        }
+        book.set_budget(LINE, daily(2));
+        ceiling = book
+            .renew(&renewal(1, 1_400, ceiling), at(10))
+            .unwrap()
+            .ceiling;
+        book.suspend(LINE, at(20));
+        assert_eq!(
+            book.renew(&renewal(1, 1_400, ceiling), at(30))
+                .unwrap()
+                .ceiling,
+            1_400,
+            "nothing granted while paused"
+        );
+        book.set_budget(LINE, daily(2));
+        let resumed = book.renew(&renewal(1, 1_400, 1_400), at(320)).unwrap();
+        assert!(resumed.ceiling > 1_400, "{resumed:?}");
+        assert!(resumed.ceiling <= 2_000, "{resumed:?}");
+        // Suspended past `forget_after`, the budget is dropped.
+        book.suspend(LINE, at(400));
+        let later = at(400)
+            .saturating_add(LeaseConfig::default().forget_after)
+            .unwrap();
+        book.expire(later);
+        assert!(book.usage(LINE).is_none());
     }
 
     #[test]
