@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use marquee_manager::{Pacing, PacingOptions, demo};
-use marquee_model::{Clock, LineItemId, ManualClock};
+use marquee_model::{Clock, Kind, LineItemId, ManualClock, Status};
 use marquee_pacing::{EdgeId, Renewal, SyncRequest};
 use marquee_stats::Counters;
-use marquee_store::{SqliteStore, Store};
+use marquee_store::{Draft, SqliteStore, Store};
 use tempfile::TempDir;
 
 mod support;
@@ -280,4 +280,78 @@ async fn the_sync_endpoint_needs_the_secret() {
     assert_eq!(response.grants.len(), 1);
     assert_eq!(response.grants[0].line_item, setup.boots);
     assert!(response.controls.is_some());
+}
+
+/// Sets a line item's status in its columns and its body, as the API does.
+async fn set_status(store: &dyn Store, line_item: LineItemId, status: Status) {
+    let record = store.get(Kind::LineItem, line_item.0, None).await.unwrap();
+    let mut body: serde_json::Value = serde_json::from_str(&record.body).unwrap();
+    body["status"] = serde_json::json!(status.as_str());
+    let draft = Draft {
+        parent_id: record.parent_id,
+        name: record.name,
+        status,
+        body: body.to_string(),
+    };
+    store
+        .update(
+            Kind::LineItem,
+            line_item.0,
+            record.meta.version,
+            draft,
+            None,
+        )
+        .await
+        .unwrap();
+}
+
+/// A paused line item's budget is suspended, not dropped: while paused its edges' renewals get
+/// no room (rather than "no budget"), and once resumed its accounts are the ones from before,
+/// so what the edge billed before the pause stays counted where it belongs.
+#[tokio::test]
+async fn a_paused_line_item_keeps_its_budget_s_accounts_for_its_return() {
+    let setup = setup().await;
+    let pacing = open(&setup).await;
+    pacing.round().await.unwrap();
+    let first = pacing
+        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
+        .await
+        .unwrap()
+        .grants[0];
+    let consumed = first.ceiling;
+    let held = pacing
+        .sync(request(
+            0,
+            vec![renewal(setup.boots, consumed, first.ceiling)],
+        ))
+        .await
+        .unwrap()
+        .grants[0]
+        .ceiling;
+
+    set_status(&*setup.store, setup.boots, Status::Paused).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    let paused = pacing
+        .sync(request(0, vec![renewal(setup.boots, consumed, held)]))
+        .await
+        .unwrap();
+    assert!(paused.unbudgeted.is_empty(), "{paused:?}");
+    assert_eq!(paused.grants[0].ceiling, consumed, "no room: {paused:?}");
+
+    set_status(&*setup.store, setup.boots, Status::Active).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    let resumed = pacing
+        .sync(request(0, vec![renewal(setup.boots, consumed, held)]))
+        .await
+        .unwrap()
+        .grants[0];
+    assert!(resumed.ceiling > consumed, "{resumed:?}");
+    let metrics = pacing.render_metrics().await;
+    let used = format!(
+        "marquee_lease_used{{line_item=\"{}\"}} {consumed}",
+        setup.boots
+    );
+    assert!(metrics.contains(&used), "{metrics}");
 }
