@@ -28,6 +28,8 @@ struct Site {
 struct Answer {
     status: StatusCode,
     location: String,
+    /// The Content-Security-Policy header.
+    policy: String,
     cookies: Vec<String>,
     body: String,
     bytes: Vec<u8>,
@@ -95,6 +97,7 @@ impl Site {
                 .collect::<Vec<_>>()
         };
         let location = header_text(header::LOCATION).concat();
+        let policy = header_text(header::CONTENT_SECURITY_POLICY).concat();
         let cookies = header_text(header::SET_COOKIE);
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
@@ -103,6 +106,7 @@ impl Site {
         Answer {
             status,
             location,
+            policy,
             cookies,
             body: String::from_utf8_lossy(&bytes).into_owned(),
             bytes: bytes.to_vec(),
@@ -683,4 +687,28 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
         site.get("/uploads/..%2Fm.db", "").await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+/// Pages run only the script file the dashboard ships: no inline script, and a policy that
+/// would refuse one.
+#[tokio::test]
+async fn pages_run_only_the_shipped_script() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let page = site.get("/line-items/new", &admin).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.policy.contains("script-src 'self';"),
+        "{}",
+        page.policy
+    );
+    assert!(!page.policy.contains("unsafe-inline"), "{}", page.policy);
+    assert!(
+        page.body
+            .contains("<script src=\"/assets/dashboard.js\"></script>")
+    );
+    assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
+    let script = site.get("/assets/dashboard.js", "").await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert!(script.body.contains("data-when") || script.body.contains("dataset.when"));
 }
