@@ -472,14 +472,7 @@ async fn build(
         devices: p.devices.clone(),
     };
     let rows = state.store.report_rows(spec.row_query()).await?;
-    let supply_scoped = scope.placements.is_some()
-        || spec.group_by.iter().any(|d| {
-            matches!(
-                d,
-                Dimension::Placement | Dimension::Site | Dimension::Publisher
-            )
-        });
-    let sketches = if supply_scoped {
+    let sketches = if !spec.users_countable() {
         Vec::new()
     } else {
         let (first, last) = spec.days();

@@ -256,6 +256,27 @@ async fn an_advertiser_sees_its_own_days_in_its_time_zone() {
     assert_eq!(report["totals"]["impressions"], 70);
     assert_eq!(report["totals"]["unique_users"], 30);
 
+    // The sketches hold a line item's users over every country and device: filtered by
+    // either, the users are unknown, not the unfiltered count.
+    for filter in ["country=DE", "country=US", "device=desktop"] {
+        let filtered = app
+            .json(
+                &token,
+                &format!(
+                    "from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item&{filter}"
+                ),
+            )
+            .await;
+        assert_eq!(
+            filtered["totals"]["unique_users"],
+            Value::Null,
+            "{filter}: {filtered}"
+        );
+        for row in filtered["rows"].as_array().unwrap() {
+            assert_eq!(row["unique_users"], Value::Null, "{filter}: {row}");
+        }
+    }
+
     // Its own advertiser id is fine; another's, or another's line item, is missing.
     let own = app
         .json(

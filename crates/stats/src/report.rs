@@ -226,10 +226,26 @@ impl ReportSpec {
         }
     }
 
+    /// Whether unique users can be told at all. The sketches count a line item's users per
+    /// local day over every placement, country and device: a supply grouping, or a filter on
+    /// placements, countries or devices, leaves them unknown (`None`) rather than overstated.
+    pub fn users_countable(&self) -> bool {
+        self.placements.is_none()
+            && self.countries.is_none()
+            && self.devices.is_none()
+            && !self.group_by.iter().any(|d| {
+                matches!(
+                    d,
+                    Dimension::Placement | Dimension::Site | Dimension::Publisher
+                )
+            })
+    }
+
     /// Whether per-row unique users can be given: day rows grouped by nothing finer than a
-    /// line item on the demand side, and nothing on the supply side.
+    /// line item on the demand side, users countable at all.
     fn rows_have_users(&self) -> bool {
         self.granularity == Granularity::Day
+            && self.users_countable()
             && self.group_by.iter().all(|d| {
                 matches!(
                     d,
@@ -311,16 +327,10 @@ impl ReportSpec {
                 }
             })
             .collect();
-        let demand_only = !self.group_by.iter().any(|d| {
-            matches!(
-                d,
-                Dimension::Placement | Dimension::Site | Dimension::Publisher
-            )
-        }) && self.placements.is_none();
         Report {
             rows,
             totals,
-            unique_users: demand_only.then(|| all_users.estimate()),
+            unique_users: self.users_countable().then(|| all_users.estimate()),
         }
     }
 
