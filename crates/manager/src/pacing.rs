@@ -78,7 +78,12 @@ struct Persisted {
 struct Goaled {
     id: LineItemId,
     schedule: Schedule,
-    flight_start: Timestamp,
+    /// Where its lifetime delivery is counted from: its flight's start, back to the UTC hour.
+    /// Nothing was delivered before the flight, so this is exact; and a start inside an hour
+    /// (a flight from midnight in Kolkata starts at :30 UTC) would read its first part from
+    /// minute rows, which are pruned after `aggregation.minute_retention`: the lifetime would
+    /// then lose what was delivered there.
+    counted_from: Timestamp,
     metric: GoalMetric,
     /// `None` for spend goals of flat-priced line items: paced, but no lease.
     charge: Option<Charge>,
@@ -289,7 +294,7 @@ impl Pacing {
                     Ok(schedule) => Some(Goaled {
                         id,
                         schedule,
-                        flight_start,
+                        counted_from: hour_start(flight_start),
                         metric: goal.metric,
                         charge: Charge::for_goal(goal.metric, &line_item.price),
                     }),
@@ -317,7 +322,7 @@ impl Pacing {
                 by_since.entry(day.start).or_default().push(goaled.id.0);
             }
             by_since
-                .entry(goaled.flight_start)
+                .entry(goaled.counted_from)
                 .or_default()
                 .push(goaled.id.0);
         }
@@ -344,7 +349,7 @@ impl Pacing {
                 let delivery = Delivery {
                     at: now,
                     today,
-                    lifetime: amount(g.metric, g.flight_start, g.id),
+                    lifetime: amount(g.metric, g.counted_from, g.id),
                 };
                 (g.id, delivery)
             })
@@ -570,6 +575,13 @@ impl Pacing {
 }
 
 /// Delivery in a goal's metric, as the leases charge it (spend: Σ CPM ÷ 1000 + CPC).
+/// The start of the UTC hour `at` falls in.
+fn hour_start(at: Timestamp) -> Timestamp {
+    let second = at.as_second();
+    // Going back less than an hour from a valid timestamp stays within jiff's range.
+    Timestamp::from_second(second - second.rem_euclid(3_600)).unwrap_or(at)
+}
+
 fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {
     let amount = match metric {
         GoalMetric::Impressions => counters.impressions,

@@ -284,9 +284,22 @@ async fn the_sync_endpoint_needs_the_secret() {
 
 /// Sets a line item's status in its columns and its body, as the API does.
 async fn set_status(store: &dyn Store, line_item: LineItemId, status: Status) {
+    update(store, line_item, |body| {
+        body["status"] = serde_json::json!(status.as_str())
+    })
+    .await;
+}
+
+/// Changes a line item's body with `change` (its status column follows the body's).
+async fn update(
+    store: &dyn Store,
+    line_item: LineItemId,
+    change: impl FnOnce(&mut serde_json::Value),
+) {
     let record = store.get(Kind::LineItem, line_item.0, None).await.unwrap();
     let mut body: serde_json::Value = serde_json::from_str(&record.body).unwrap();
-    body["status"] = serde_json::json!(status.as_str());
+    change(&mut body);
+    let status = Status::parse(body["status"].as_str().unwrap()).unwrap();
     let draft = Draft {
         parent_id: record.parent_id,
         name: record.name,
@@ -354,4 +367,46 @@ async fn a_paused_line_item_keeps_its_budget_s_accounts_for_its_return() {
         setup.boots
     );
     assert!(metrics.contains(&used), "{metrics}");
+}
+
+/// A flight from midnight in Kolkata starts at :30 UTC. What it delivered in that first half
+/// hour stays in its lifetime once the minute rows are pruned (a week later by default): the
+/// lifetime is read from the hour rows, from the hour the flight starts in.
+#[tokio::test]
+async fn lifetime_delivery_survives_the_pruning_of_its_first_minutes() {
+    let setup = setup().await;
+    update(&*setup.store, setup.boots, |body| {
+        body["time_zone"] = serde_json::json!("Asia/Kolkata");
+        body["start"] = serde_json::json!("2026-11-20T00:00:00");
+        body["goal"] = serde_json::json!({ "metric": "impressions", "lifetime": 1_000 });
+        body["pacing"] = serde_json::json!("asap");
+    })
+    .await;
+    // The whole goal, delivered at 2026-11-19T18:40Z (00:10 in Kolkata on the 20th).
+    let early: Timestamp = "2026-11-19T18:40:00Z".parse().unwrap();
+    deliver(&*setup.store, setup.boots, 1_000, early).await;
+    // A later run prunes minute rows older than a week.
+    let week_ago = setup.clock.now() - SignedDuration::from_hours(7 * 24);
+    setup
+        .store
+        .commit_run(marquee_store::RunWrite {
+            minute_cutoff_secs: week_ago.as_second(),
+            now: setup.clock.now(),
+            ..marquee_store::RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let pacing = open(&setup).await;
+    pacing.round().await.unwrap();
+    let controls = pacing
+        .sync(request(0, vec![]))
+        .await
+        .unwrap()
+        .controls
+        .unwrap();
+    let boots = controls
+        .iter()
+        .find(|c| c.line_item == setup.boots)
+        .unwrap();
+    assert!(boots.stopped, "the lifetime goal was reached: {boots:?}");
 }
