@@ -271,7 +271,7 @@ pub async fn home(
     let yesterday = today
         .yesterday()
         .map_err(|e| PageError::Internal(e.to_string()))?;
-    let day_ago = now - SignedDuration::from_hours(24);
+    let day_ago = (now - SignedDuration::from_hours(24)).max(Timestamp::UNIX_EPOCH);
     let hourly = report(
         &dashboard,
         &user,
@@ -282,17 +282,38 @@ pub async fn home(
         ],
     )
     .await?;
-    let before = report(
-        &dashboard,
-        &user,
-        &[
-            ("from", yesterday.to_string()),
-            ("to", instant(day_ago.max(Timestamp::UNIX_EPOCH))),
-            ("granularity", "hour".into()),
-        ],
-    )
-    .await?;
-    let (t, y) = (&hourly.report.totals, &before.report.totals);
+    // Yesterday up to this moment: its whole hours from hour rows, the hour then in progress
+    // from minute rows (its hour row would weigh that whole hour against today's first
+    // minutes of it).
+    let yesterday_start = yesterday
+        .to_zoned(zone.clone())
+        .map_err(|e| PageError::Internal(e.to_string()))?
+        .timestamp();
+    let hour_start =
+        Timestamp::from_second(day_ago.as_second() - day_ago.as_second().rem_euclid(3_600))
+            .map_err(|e| PageError::Internal(e.to_string()))?
+            .max(yesterday_start);
+    let mut before = Counters::default();
+    for (from, to, granularity) in [
+        (yesterday_start, hour_start, "hour"),
+        (hour_start, day_ago, "minute"),
+    ] {
+        if to <= from {
+            continue;
+        }
+        let part = report(
+            &dashboard,
+            &user,
+            &[
+                ("from", instant(from)),
+                ("to", instant(to)),
+                ("granularity", granularity.into()),
+            ],
+        )
+        .await?;
+        before.add(&part.report.totals);
+    }
+    let (t, y) = (&hourly.report.totals, &before);
     let count = |v: f64| format!("{v:.0}");
     let figures = vec![
         figure(

@@ -712,3 +712,77 @@ async fn pages_run_only_the_shipped_script() {
     assert_eq!(script.status, StatusCode::OK);
     assert!(script.body.contains("data-when") || script.body.contains("dataset.when"));
 }
+
+/// The home page's "yesterday at this time" counts yesterday up to this very moment: at 11:06
+/// it weighs today's 11:00–11:06 against yesterday's, not against yesterday's whole 11:00 hour.
+/// Ten impressions a minute both days: no change.
+#[tokio::test]
+async fn yesterday_at_this_time_is_up_to_the_same_minute() {
+    use marquee_model::Clock;
+    use marquee_stats::{Counters, RowKey, line_item_totals};
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let line_item = site
+        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
+        .await;
+    // 2026-11-18T11:06:40Z; the admin's days are UTC.
+    let now = site.clock.now();
+    assert_eq!(now.as_second().rem_euclid(86_400), 11 * 3_600 + 400);
+    let ten = Counters {
+        impressions: 10,
+        ..Counters::default()
+    };
+    let key = |bucket: i64| RowKey {
+        line_item,
+        bucket,
+        creative: 0,
+        placement: 0,
+        country: [0, 0],
+        device: 0,
+    };
+    let today = now.as_second() - now.as_second().rem_euclid(86_400);
+    let mut run = marquee_store::RunWrite {
+        now,
+        ..marquee_store::RunWrite::default()
+    };
+    for day in [today - 86_400, today] {
+        // Every minute of yesterday up to 12:00, and of today up to now.
+        let until = if day == today {
+            now.as_second()
+        } else {
+            day + 12 * 3_600
+        };
+        let mut minute = day;
+        while minute < until {
+            run.minutes.push((key(minute), ten));
+            let hour = minute - minute.rem_euclid(3_600);
+            match run.hours.last_mut() {
+                Some((k, c)) if k.bucket == hour => c.add(&ten),
+                _ => run.hours.push((key(hour), ten)),
+            }
+            minute += 60;
+        }
+        let total = run
+            .hours
+            .iter()
+            .filter(|(k, _)| k.bucket >= day && k.bucket < day + 86_400)
+            .fold(Counters::default(), |mut sum, (_, c)| {
+                sum.add(c);
+                sum
+            });
+        run.days.push((key(day), total));
+    }
+    run.line_item_hours = line_item_totals(&run.hours);
+    site.store.commit_run(run).await.unwrap();
+
+    let home = site.get("/", &admin).await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    // 11 hours and 7 minutes (11:00 to 11:06) of ten a minute, both days.
+    assert!(
+        home.body.contains("yesterday at this time: 6670"),
+        "{}",
+        home.body
+    );
+    assert!(home.body.contains("+0%"), "{}", home.body);
+}
