@@ -724,19 +724,24 @@ pub async fn pacing_view(
     let id = line_item.meta.id.to_string();
     let zone_name = line_item.object.time_zone.clone();
     let day_start = day.start.min(now);
+    // Delivery is stored by UTC hour: before today and today meet at the hour the local day
+    // starts in (inside an hour in Kolkata), so that no hour row is counted on both sides.
+    let split =
+        Timestamp::from_second(day_start.as_second() - day_start.as_second().rem_euclid(3_600))
+            .map_err(|e| PageError::Internal(e.to_string()))?;
     let mut cumulative = 0.0;
     if !daily {
         let (flight_start, _) = line_item
             .object
             .flight()
             .ok_or_else(|| PageError::Internal("flight cannot be placed".into()))?;
-        if flight_start < day_start {
+        if flight_start < split {
             let before = report(
                 dashboard,
                 user,
                 &[
                     ("from", instant(flight_start)),
-                    ("to", instant(day_start)),
+                    ("to", instant(split)),
                     ("granularity", "day".into()),
                     ("line_item", id.clone()),
                     ("tz", zone_name.clone()),
@@ -751,12 +756,12 @@ pub async fn pacing_view(
         .take_while(|t| *t <= day.end)
         .collect();
     let mut delivered_by_hour = vec![0.0; hours.len()];
-    if now > day_start {
+    if now > split {
         let today = report(
             dashboard,
             user,
             &[
-                ("from", instant(day_start)),
+                ("from", instant(split)),
                 ("to", instant(now)),
                 ("granularity", "hour".into()),
                 ("line_item", id),

@@ -786,3 +786,59 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     );
     assert!(home.body.contains("+0%"), "{}", home.body);
 }
+
+/// The pacing section of a line item in Kolkata, whose days start at :30 UTC: the hour row
+/// that holds its day's start is counted once, not in both "before today" and "today".
+#[tokio::test]
+async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
+    use marquee_stats::{Counters, RowKey, line_item_totals};
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form = line_item_form(&campaign);
+    for (key, value) in form.iter_mut() {
+        match *key {
+            "time_zone" => *value = "Asia/Kolkata",
+            "goal.daily" => *value = "",
+            "goal.lifetime" => *value = "100000",
+            _ => {}
+        }
+    }
+    let line_item = site.create(&admin, "line-items", &form).await;
+    // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
+    // holds 100 impressions.
+    let hour: Timestamp = "2026-11-17T18:00:00Z".parse().unwrap();
+    let key = |bucket: i64| RowKey {
+        line_item,
+        bucket,
+        creative: 0,
+        placement: 0,
+        country: [0, 0],
+        device: 0,
+    };
+    let hundred = Counters {
+        impressions: 100,
+        ..Counters::default()
+    };
+    let hours = vec![(key(hour.as_second()), hundred)];
+    let run = marquee_store::RunWrite {
+        minutes: vec![(key(hour.as_second() + 40 * 60), hundred)],
+        line_item_hours: line_item_totals(&hours),
+        days: vec![(
+            key(hour.as_second() - hour.as_second().rem_euclid(86_400)),
+            hundred,
+        )],
+        hours,
+        now: hour,
+        ..marquee_store::RunWrite::default()
+    };
+    site.store.commit_run(run).await.unwrap();
+    let page = site.get(&format!("/line-items/{line_item}"), &admin).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("100 impressions delivered"),
+        "{}",
+        &page.body[page.body.find("id=\"pacing\"").unwrap_or(0)..]
+    );
+}
