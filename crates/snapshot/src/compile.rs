@@ -29,6 +29,9 @@ pub struct CompileStats {
     pub placements_orphaned: usize,
     /// Links whose line item or placement is not in the snapshot.
     pub links_dropped: usize,
+    /// Line items whose every linked placement is out of the snapshot: their direct channel
+    /// is off (they still bid on exchanges if they may); not counted in [`total`](Self::total).
+    pub line_items_unplaced: usize,
 }
 
 impl CompileStats {
@@ -157,8 +160,13 @@ pub fn compile_live(
         })
     }));
 
+    // Line items the catalog links to some placement, kept or not.
+    let mut linked = vec![false; line_items.len()];
     for &(line_item, placement) in &catalog.links {
         let index = line_items.binary_search_by_key(&line_item, LineItemEntry::key);
+        if let Ok(i) = index {
+            linked[i] = true;
+        }
         match index {
             Ok(i) if find(&placements, placement).is_some() => {
                 line_items[i].placements.push(placement)
@@ -166,10 +174,16 @@ pub fn compile_live(
             _ => stats.links_dropped += 1,
         }
     }
-    for li in &mut line_items {
+    for (li, linked) in line_items.iter_mut().zip(linked) {
         li.placements.sort_unstable();
         // The store keeps links unique; dedup anyway since readers require strict order.
         li.placements.dedup();
+        // Linked only to placements not served now (paused, or their site or publisher): it
+        // serves on none of ours, where a line item without links serves on every one.
+        if linked && li.placements.is_empty() && li.channels.direct {
+            li.channels.direct = false;
+            stats.line_items_unplaced += 1;
+        }
     }
 
     let creatives = sorted(catalog.creatives.iter().filter_map(|s| {

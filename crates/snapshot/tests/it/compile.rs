@@ -274,6 +274,29 @@ fn supply_objects_need_all_their_ancestors() {
     );
 }
 
+/// A line item linked only to a placement that is not served now (here its site is inactive;
+/// a paused placement is the same) serves on none of ours: without the link it would serve on
+/// every placement, as a line item without links does.
+#[test]
+fn a_line_item_whose_placements_are_all_out_serves_on_none() {
+    let mut catalog = minimal();
+    catalog.placements.push(placement(102, 12)); // site 12 is not active
+    catalog.links = vec![link(100, 102)];
+    let (snapshot, stats) = compile_with_stats(&catalog, now());
+    let li = &snapshot.data.line_items[0];
+    assert!(li.placements.is_empty());
+    assert!(!li.channels.contains(Channel::Direct), "{:?}", li.channels);
+    assert_eq!(stats.line_items_unplaced, 1);
+    // Without any link it serves everywhere, as before.
+    catalog.links.clear();
+    let snapshot = compile(&catalog, now());
+    assert!(
+        snapshot.data.line_items[0]
+            .channels
+            .contains(Channel::Direct)
+    );
+}
+
 #[test]
 fn links_to_objects_not_in_the_catalog_are_dropped() {
     let mut catalog = minimal();
