@@ -600,6 +600,9 @@ pub(crate) fn bid(
     let geo = device
         .and_then(|d| d.geo.as_ref())
         .or_else(|| request.user.as_ref().and_then(|u| u.geo.as_ref()));
+    // OpenRTB's codes (ISO 3166-1 alpha-3, a region without its country) in targeting's.
+    let country = geo.and_then(|g| g.country_alpha2());
+    let region = geo.and_then(|g| g.region_code(country));
     let template = Request {
         now,
         channel: Channel::Exchange,
@@ -620,12 +623,8 @@ pub(crate) fn bid(
                 .and_then(|ip| ip.parse::<IpAddr>().ok()),
         },
         geo: Geo {
-            // OpenRTB sends ISO 3166-1 alpha-3; targeting uses alpha-2, so only a two-letter
-            // value (some exchanges send one) is used.
-            country: geo
-                .and_then(|g| g.country.as_deref())
-                .filter(|c| c.len() == 2),
-            region: geo.and_then(|g| g.region.as_deref()),
+            country,
+            region: region.as_deref(),
             city: geo.and_then(|g| g.city.as_deref()),
             point: geo.and_then(|g| Some((g.lat?, g.lon?))),
         },

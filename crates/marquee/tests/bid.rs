@@ -382,8 +382,8 @@ async fn assert_bids(
 }
 
 /// Extra exchange demand made through the API, on sizes the demo does not use: an http
-/// (not secure) banner at 468x60, a segment-targeted banner at 970x250 and a banner capped at
-/// once a day at 320x480.
+/// (not secure) banner at 468x60, a segment-targeted banner at 970x250, a banner capped at
+/// once a day at 320x480, one for the US at 300x1050 and one for California at 300x600.
 async fn extra_demand(client: &reqwest::Client, server: &Server, token: &str) {
     let create = |path: &'static str, body: Value| {
         let request = client
@@ -441,6 +441,26 @@ async fn extra_demand(client: &reqwest::Client, server: &Server, token: &str) {
     create(
         "creatives",
         creative(once, 320, 480, "https://cdn.example.com/320x480.png"),
+    )
+    .await;
+    let american = create(
+        "line-items",
+        line_item(plain, "Americans", json!({ "country": ["US"] })),
+    )
+    .await;
+    create(
+        "creatives",
+        creative(american, 300, 1050, "https://cdn.example.com/300x1050.png"),
+    )
+    .await;
+    let californian = create(
+        "line-items",
+        line_item(plain, "Californians", json!({ "region": ["US-CA"] })),
+    )
+    .await;
+    create(
+        "creatives",
+        creative(californian, 300, 600, "https://cdn.example.com/300x600.png"),
     )
     .await;
 }
@@ -590,6 +610,20 @@ async fn each_request_rule_allows_and_refuses() {
     // tmax: less than the latency margin (10 ms) leaves no time.
     assert_bids(c, s, bid, &base, true, |r| r["tmax"] = json!(500)).await;
     assert_bids(c, s, bid, &base, false, |r| r["tmax"] = json!(5)).await;
+
+    // Geography as OpenRTB writes it: ISO 3166-1 alpha-3 countries, regions without their
+    // country; targeting names them `US` and `US-CA`.
+    let at = |country: &'static str, region: &'static str| {
+        move |r: &mut Value| r["device"]["geo"] = json!({ "country": country, "region": region })
+    };
+    let us = sized(300, 1050);
+    assert_bids(c, s, bid, &us, true, at("USA", "NY")).await;
+    assert_bids(c, s, bid, &us, true, at("usa", "NY")).await;
+    assert_bids(c, s, bid, &us, false, at("DEU", "BY")).await;
+    let california = sized(300, 600);
+    assert_bids(c, s, bid, &california, true, at("USA", "CA")).await;
+    assert_bids(c, s, bid, &california, false, at("USA", "NY")).await;
+    assert_bids(c, s, bid, &california, false, at("CAN", "CA")).await;
 
     // Currency: one we have no rate for.
     assert_bids(c, s, bid, &base, false, |r| r["cur"] = json!(["JPY"])).await;

@@ -305,6 +305,49 @@ pub struct Geo<'a> {
     pub location_type: Option<LocationType>,
 }
 
+impl<'a> Geo<'a> {
+    /// The country as ISO 3166-1 alpha-2, as targeting names countries: OpenRTB's alpha-3
+    /// (`USA`, any case) converted; a two-letter value (some exchanges send one) as it is;
+    /// `None` for anything else.
+    pub fn country_alpha2(&self) -> Option<&str> {
+        let country = self.country.as_deref()?;
+        if country.len() == 2 && country.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Some(country);
+        }
+        let code: [u8; 3] = country.as_bytes().try_into().ok()?;
+        let code = code.map(|b| b.to_ascii_uppercase());
+        let table = alpha3_to_alpha2();
+        let at = table
+            .binary_search_by_key(&code, |(alpha3, _)| *alpha3)
+            .ok()?;
+        Some(table[at].1)
+    }
+
+    /// The region as ISO 3166-2 (`US-CA`), as targeting names regions: OpenRTB sends the part
+    /// after the country (`CA`, a US state's two letters), joined here to `country` (alpha-2);
+    /// a value with a `-` is taken as a whole code.
+    pub fn region_code(&self, country: Option<&str>) -> Option<Cow<'a, str>> {
+        let region = self.region.as_ref()?;
+        if region.contains('-') {
+            return Some(region.clone());
+        }
+        Some(Cow::Owned(format!("{}-{region}", country?)))
+    }
+}
+
+/// ISO 3166-1 alpha-3 codes and their alpha-2, sorted by alpha-3 for a binary search; made once
+/// from `isocountry`'s list.
+fn alpha3_to_alpha2() -> &'static [([u8; 3], &'static str)] {
+    static TABLE: std::sync::OnceLock<Vec<([u8; 3], &'static str)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: Vec<([u8; 3], &'static str)> = isocountry::CountryCode::iter()
+            .filter_map(|code| Some((code.alpha3().as_bytes().try_into().ok()?, code.alpha2())))
+            .collect();
+        table.sort_unstable();
+        table
+    })
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Device<'a> {
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 
 use marquee_openrtb::{
-    AuctionType, BidRequest, CreativeAttribute, DeviceType, MAX_DIMENSION, MarkupType, ParseError,
-    RequestError, VideoPlcmt,
+    AuctionType, BidRequest, CreativeAttribute, DeviceType, Geo, MAX_DIMENSION, MarkupType,
+    ParseError, RequestError, VideoPlcmt,
 };
 
 fn parse(body: &str) -> Result<BidRequest<'_>, ParseError> {
@@ -359,4 +359,34 @@ fn imp_helpers() {
     assert_eq!(imp.floor_for(Some("nope")), (500_000, "USD"));
     assert_eq!(imp.floor_for(None), (500_000, "USD"));
     assert!(imp.is_private_auction());
+}
+
+#[test]
+fn geo_codes_become_targeting_s() {
+    let geo = |country: Option<&'static str>, region: Option<&'static str>| Geo {
+        country: country.map(Cow::Borrowed),
+        region: region.map(Cow::Borrowed),
+        ..Geo::default()
+    };
+    let alpha2 = |country| geo(Some(country), None).country_alpha2().map(str::to_owned);
+    assert_eq!(alpha2("USA").as_deref(), Some("US"));
+    assert_eq!(alpha2("deu").as_deref(), Some("DE"));
+    assert_eq!(alpha2("GBR").as_deref(), Some("GB"));
+    assert_eq!(alpha2("IND").as_deref(), Some("IN"));
+    assert_eq!(alpha2("DE").as_deref(), Some("DE"), "two letters as sent");
+    assert_eq!(alpha2("XYZ"), None);
+    assert_eq!(alpha2("US A"), None);
+    assert_eq!(alpha2("Ü"), None);
+    assert_eq!(geo(None, None).country_alpha2(), None);
+
+    let california = geo(Some("USA"), Some("CA"));
+    let country = california.country_alpha2();
+    assert_eq!(california.region_code(country).as_deref(), Some("US-CA"));
+    assert_eq!(california.region_code(None), None, "no country, no code");
+    let bavaria = geo(Some("DEU"), Some("DE-BY"));
+    assert_eq!(
+        bavaria.region_code(None).as_deref(),
+        Some("DE-BY"),
+        "a whole code"
+    );
 }
