@@ -602,7 +602,8 @@ pub(crate) fn bid(
         .or_else(|| request.user.as_ref().and_then(|u| u.geo.as_ref()));
     // OpenRTB's codes (ISO 3166-1 alpha-3, a region without its country) in targeting's.
     let country = geo.and_then(|g| g.country_alpha2());
-    let region = geo.and_then(|g| g.region_code(country));
+    let mut region_buf = [0u8; 8];
+    let region = geo.and_then(|g| g.region_code(country, &mut region_buf));
     let template = Request {
         now,
         channel: Channel::Exchange,
@@ -624,7 +625,7 @@ pub(crate) fn bid(
         },
         geo: Geo {
             country,
-            region: region.as_deref(),
+            region,
             city: geo.and_then(|g| g.city.as_deref()),
             point: geo.and_then(|g| Some((g.lat?, g.lon?))),
         },

@@ -324,14 +324,26 @@ impl<'a> Geo<'a> {
     }
 
     /// The region as ISO 3166-2 (`US-CA`), as targeting names regions: OpenRTB sends the part
-    /// after the country (`CA`, a US state's two letters), joined here to `country` (alpha-2);
-    /// a value with a `-` is taken as a whole code.
-    pub fn region_code(&self, country: Option<&str>) -> Option<Cow<'a, str>> {
-        let region = self.region.as_ref()?;
+    /// after the country (`CA`, a US state's two letters), joined here to `country` (alpha-2)
+    /// in `buf` (no allocation per bid; a code is at most six bytes, a longer one is none); a
+    /// value with a `-` is taken as a whole code.
+    pub fn region_code<'s>(
+        &'s self,
+        country: Option<&str>,
+        buf: &'s mut [u8; 8],
+    ) -> Option<&'s str> {
+        let region = self.region.as_deref()?;
         if region.contains('-') {
-            return Some(region.clone());
+            return Some(region);
         }
-        Some(Cow::Owned(format!("{}-{region}", country?)))
+        let country = country?;
+        let out = buf.get_mut(..country.len() + 1 + region.len())?;
+        let (head, tail) = out.split_at_mut(country.len());
+        head.copy_from_slice(country.as_bytes());
+        let (dash, rest) = tail.split_first_mut()?;
+        *dash = b'-';
+        rest.copy_from_slice(region.as_bytes());
+        std::str::from_utf8(out).ok()
     }
 }
 

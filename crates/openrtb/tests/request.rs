@@ -379,14 +379,22 @@ fn geo_codes_become_targeting_s() {
     assert_eq!(alpha2("Ü"), None);
     assert_eq!(geo(None, None).country_alpha2(), None);
 
+    let code = |geo: &Geo<'_>, country: Option<&str>| {
+        let mut buf = [0u8; 8];
+        geo.region_code(country, &mut buf).map(str::to_owned)
+    };
     let california = geo(Some("USA"), Some("CA"));
-    let country = california.country_alpha2();
-    assert_eq!(california.region_code(country).as_deref(), Some("US-CA"));
-    assert_eq!(california.region_code(None), None, "no country, no code");
+    assert_eq!(
+        code(&california, california.country_alpha2()).as_deref(),
+        Some("US-CA")
+    );
+    assert_eq!(code(&california, None), None, "no country, no code");
     let bavaria = geo(Some("DEU"), Some("DE-BY"));
     assert_eq!(
-        bavaria.region_code(None).as_deref(),
+        code(&bavaria, None).as_deref(),
         Some("DE-BY"),
         "a whole code"
     );
+    let long = geo(Some("USA"), Some("CALIFORNIA"));
+    assert_eq!(code(&long, Some("US")), None, "longer than any code");
 }
