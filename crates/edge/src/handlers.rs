@@ -14,7 +14,7 @@ use marquee_engine::{
     Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
 };
 use marquee_eventlog::{Event, Kind as EventKind};
-use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, PlacementId};
+use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, Format, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
@@ -587,6 +587,24 @@ fn serve_one<'s>(
         &query.sizes[..]
     };
     let visitor_country = country(edge, headers);
+    // Our tags put banners and native ads in pages; a VAST creative (video, audio) has no
+    // markup there, so it must not win the slot. (No formats at all means banner.)
+    let mut page_formats = [Format::Banner; 2];
+    let mut kept = 0;
+    for format in entry
+        .formats
+        .iter()
+        .filter(|f| matches!(f, Format::Banner | Format::Native))
+    {
+        if let Some(slot) = page_formats.get_mut(kept) {
+            *slot = *format;
+            kept += 1;
+        }
+    }
+    if kept == 0 && !entry.formats.is_empty() {
+        Stats::bump(&edge.stats.fallbacks);
+        return None;
+    }
     let request = Request {
         now,
         channel: Channel::Direct,
@@ -594,7 +612,7 @@ fn serve_one<'s>(
         site: Some(entry.site_id),
         slot: Slot {
             sizes,
-            formats: &entry.formats,
+            formats: &page_formats[..kept],
             floor: None,
             ..Slot::default()
         },

@@ -376,3 +376,90 @@ async fn an_html_ad_is_sandboxed_by_its_own_header() {
     assert!(!policy.contains("allow-same-origin"));
     server.stop();
 }
+
+/// A placement taking banners and video: our tags cannot play a VAST creative, so a video
+/// sponsorship there must not win over the banner that can be shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_slot_is_filled_with_what_a_page_can_show() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = client();
+    let post = |path: &str, body: Value| {
+        let request = client
+            .post(server.url(&format!("/api/v1/{path}")))
+            .bearer_auth(&token)
+            .json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(status, 201, "{body}");
+            body["id"].as_u64().unwrap()
+        }
+    };
+    let list = |path: &str| {
+        let url = server.url(&format!("/api/v1/{path}"));
+        let (client, token) = (&client, &token);
+        async move { get_json(client, &url, Some(token)).await }
+    };
+    let site = list("sites").await["items"][0]["id"].as_u64().unwrap();
+    let campaign = list("campaigns").await["items"][0]["id"].as_u64().unwrap();
+    let vast = list("creatives?limit=100").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["content"]["type"] == "vast")
+        .expect("the demo has VAST creatives")["content"]
+        .clone();
+    let mixed = post(
+        "placements",
+        serde_json::json!({ "site_id": site, "name": "Mixed", "sizes": [{ "w": 300, "h": 250 }], "formats": ["banner", "video"] }),
+    )
+    .await;
+    let line_item = |name: &str, tier: &str| {
+        serde_json::json!({
+            "campaign_id": campaign, "name": name, "start": "2026-01-01T00:00:00",
+            "time_zone": "UTC", "tier": tier, "channels": ["direct"],
+            "price": { "model": "cpm", "amount_micros": 1_000_000, "currency": "EUR" }
+        })
+    };
+    let sponsor = post("line-items", line_item("Video sponsor", "sponsorship")).await;
+    post(
+        "creatives",
+        serde_json::json!({ "line_item_id": sponsor, "name": "Spot", "landing_url": "https://v.example/", "content": vast }),
+    )
+    .await;
+    let banner = post("line-items", line_item("Mixed banner", "standard")).await;
+    post(
+        "creatives",
+        serde_json::json!({ "line_item_id": banner, "name": "Rectangle", "size": { "w": 300, "h": 250 },
+            "landing_url": "https://b.example/", "content": { "type": "html", "html": "<p>mixed-banner</p>" } }),
+    )
+    .await;
+    for line_item in [sponsor, banner] {
+        let url = server.url(&format!(
+            "/api/v1/line-items/{line_item}/placements/{mixed}"
+        ));
+        let linked = client.put(url).bearer_auth(&token).send().await.unwrap();
+        assert!(
+            linked.status().is_success(),
+            "{}",
+            linked.text().await.unwrap()
+        );
+    }
+    let ad = format!("/ad?placement={mixed}&format=html");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let html = common::get_text(&client, &server.url(&ad)).await;
+        if html.contains("mixed-banner") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the banner never served: {html:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.stop();
+}
