@@ -617,10 +617,16 @@ async fn each_request_rule_allows_and_refuses() {
         move |r: &mut Value| r["device"]["geo"] = json!({ "country": country, "region": region })
     };
     let us = sized(300, 1050);
+    let california = sized(300, 600);
+    // Made last by `extra_demand`: wait for a snapshot that holds them.
+    for (request, region) in [(&us, "NY"), (&california, "CA")] {
+        let mut request = request.clone();
+        at("USA", region)(&mut request);
+        wait_for_bids(c, s, &request).await;
+    }
     assert_bids(c, s, bid, &us, true, at("USA", "NY")).await;
     assert_bids(c, s, bid, &us, true, at("usa", "NY")).await;
     assert_bids(c, s, bid, &us, false, at("DEU", "BY")).await;
-    let california = sized(300, 600);
     assert_bids(c, s, bid, &california, true, at("USA", "CA")).await;
     assert_bids(c, s, bid, &california, false, at("USA", "NY")).await;
     assert_bids(c, s, bid, &california, false, at("CAN", "CA")).await;
