@@ -289,10 +289,7 @@ pub async fn home(
         .to_zoned(zone.clone())
         .map_err(|e| PageError::Internal(e.to_string()))?
         .timestamp();
-    let hour_start =
-        Timestamp::from_second(day_ago.as_second() - day_ago.as_second().rem_euclid(3_600))
-            .map_err(|e| PageError::Internal(e.to_string()))?
-            .max(yesterday_start);
+    let hour_start = marquee_stats::hour_start(day_ago).max(yesterday_start);
     let mut before = Counters::default();
     for (from, to, granularity) in [
         (yesterday_start, hour_start, "hour"),
@@ -726,9 +723,7 @@ pub async fn pacing_view(
     let day_start = day.start.min(now);
     // Delivery is stored by UTC hour: before today and today meet at the hour the local day
     // starts in (inside an hour in Kolkata), so that no hour row is counted on both sides.
-    let split =
-        Timestamp::from_second(day_start.as_second() - day_start.as_second().rem_euclid(3_600))
-            .map_err(|e| PageError::Internal(e.to_string()))?;
+    let split = marquee_stats::hour_start(day_start);
     let mut cumulative = 0.0;
     if !daily {
         let (flight_start, _) = line_item

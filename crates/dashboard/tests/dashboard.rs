@@ -713,13 +713,32 @@ async fn pages_run_only_the_shipped_script() {
     assert!(script.body.contains("data-when") || script.body.contains("dataset.when"));
 }
 
+/// A stored row of `line_item` in `bucket`, on no placement, country or device.
+fn row_key(line_item: u64, bucket: i64) -> marquee_stats::RowKey {
+    marquee_stats::RowKey {
+        line_item,
+        bucket,
+        creative: 0,
+        placement: 0,
+        country: [0, 0],
+        device: 0,
+    }
+}
+
+fn impressions(count: i64) -> marquee_stats::Counters {
+    marquee_stats::Counters {
+        impressions: count,
+        ..marquee_stats::Counters::default()
+    }
+}
+
 /// The home page's "yesterday at this time" counts yesterday up to this very moment: at 11:06
 /// it weighs today's 11:00–11:06 against yesterday's, not against yesterday's whole 11:00 hour.
 /// Ten impressions a minute both days: no change.
 #[tokio::test]
 async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     use marquee_model::Clock;
-    use marquee_stats::{Counters, RowKey, line_item_totals};
+    use marquee_stats::{Counters, line_item_totals};
     let site = Site::new().await;
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let (campaign, _) = two_advertisers(&site, &admin).await;
@@ -729,18 +748,8 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     // 2026-11-18T11:06:40Z; the admin's days are UTC.
     let now = site.clock.now();
     assert_eq!(now.as_second().rem_euclid(86_400), 11 * 3_600 + 400);
-    let ten = Counters {
-        impressions: 10,
-        ..Counters::default()
-    };
-    let key = |bucket: i64| RowKey {
-        line_item,
-        bucket,
-        creative: 0,
-        placement: 0,
-        country: [0, 0],
-        device: 0,
-    };
+    let ten = impressions(10);
+    let key = |bucket: i64| row_key(line_item, bucket);
     let today = now.as_second() - now.as_second().rem_euclid(86_400);
     let mut run = marquee_store::RunWrite {
         now,
@@ -791,7 +800,7 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
 /// that holds its day's start is counted once, not in both "before today" and "today".
 #[tokio::test]
 async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
-    use marquee_stats::{Counters, RowKey, line_item_totals};
+    use marquee_stats::line_item_totals;
     let site = Site::new().await;
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let (campaign, _) = two_advertisers(&site, &admin).await;
@@ -809,18 +818,8 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
     // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
     // holds 100 impressions.
     let hour: Timestamp = "2026-11-17T18:00:00Z".parse().unwrap();
-    let key = |bucket: i64| RowKey {
-        line_item,
-        bucket,
-        creative: 0,
-        placement: 0,
-        country: [0, 0],
-        device: 0,
-    };
-    let hundred = Counters {
-        impressions: 100,
-        ..Counters::default()
-    };
+    let key = |bucket: i64| row_key(line_item, bucket);
+    let hundred = impressions(100);
     let hours = vec![(key(hour.as_second()), hundred)];
     let run = marquee_store::RunWrite {
         minutes: vec![(key(hour.as_second() + 40 * 60), hundred)],

@@ -21,7 +21,7 @@ use marquee_pacing::{
     BookState, BudgetSpec, Charge, ControlEntry, Delivery, LeaseBook, LeaseConfig, LeaseError,
     Pacer, PacerConfig, PacingState, Schedule, SyncRequest, SyncResponse, TrafficProfile,
 };
-use marquee_stats::Counters;
+use marquee_stats::{Counters, hour_start};
 use marquee_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -575,13 +575,6 @@ impl Pacing {
 }
 
 /// Delivery in a goal's metric, as the leases charge it (spend: Σ CPM ÷ 1000 + CPC).
-/// The start of the UTC hour `at` falls in.
-fn hour_start(at: Timestamp) -> Timestamp {
-    let second = at.as_second();
-    // Going back less than an hour from a valid timestamp stays within jiff's range.
-    Timestamp::from_second(second - second.rem_euclid(3_600)).unwrap_or(at)
-}
-
 fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {
     let amount = match metric {
         GoalMetric::Impressions => counters.impressions,

@@ -523,17 +523,16 @@ async fn listeners_get_each_runs_delivery_per_line_item() {
 async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     let w = world().await;
     let dir = tempfile::tempdir().unwrap();
-    let log = Arc::new(
-        EventLog::open(
-            dir.path(),
-            marquee_eventlog::Config {
-                shards: 2,
-                segment_max_bytes: 28 + 77 * 10,
-                ..marquee_eventlog::Config::default()
-            },
-        )
-        .unwrap(),
-    );
+    // Two shards, ten records a segment.
+    let open = || {
+        let config = marquee_eventlog::Config {
+            shards: 2,
+            segment_max_bytes: 28 + 77 * 10,
+            ..marquee_eventlog::Config::default()
+        };
+        Arc::new(EventLog::open(dir.path(), config).unwrap())
+    };
+    let log = open();
     let events: Vec<Event> = (0..95).map(|n| w.event(n, Kind::Decision)).collect();
     for e in &events {
         log.append(e).unwrap();
@@ -564,17 +563,7 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     // for segments already consumed.
     drop(aggregator);
     drop(log);
-    let log = Arc::new(
-        EventLog::open(
-            dir.path(),
-            marquee_eventlog::Config {
-                shards: 2,
-                segment_max_bytes: 28 + 77 * 10,
-                ..marquee_eventlog::Config::default()
-            },
-        )
-        .unwrap(),
-    );
+    let log = open();
     let later: Vec<Event> = (95..105).map(|n| w.event(n, Kind::Decision)).collect();
     for e in &later {
         log.append(e).unwrap();

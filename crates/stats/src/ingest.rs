@@ -424,6 +424,13 @@ fn sorted(rows: FxHashMap<RowKey, Counters>) -> Vec<(RowKey, Counters)> {
     rows
 }
 
+/// The start of the UTC hour `at` falls in: where its hour row begins.
+pub fn hour_start(at: Timestamp) -> Timestamp {
+    let second = at.as_second();
+    // Going back less than an hour from a valid timestamp stays within jiff's range.
+    Timestamp::from_second(second - second.rem_euclid(HOUR)).unwrap_or(at)
+}
+
 /// The local date of an instant (seconds since the epoch) as `yyyymmdd`.
 pub fn local_day(zone: &jiff::tz::TimeZone, secs: i64) -> i32 {
     let date = Timestamp::from_second(secs)

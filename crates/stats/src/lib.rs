@@ -27,7 +27,7 @@ pub use dims::{AdvertiserDim, Dimensions, DimensionsBuilder, LineItemDim, Placem
 pub use hll::{Hll, PRECISION, REGISTERS, SketchError};
 pub use ingest::{
     ChunkSummary, DAY, DEVICES, Deltas, HOUR, Ingest, Invalid, InvalidCounts, MAX_AMOUNT_MICROS,
-    MINUTE, RowKey, Rules, SketchKey, line_item_totals, local_day,
+    MINUTE, RowKey, Rules, SketchKey, hour_start, line_item_totals, local_day,
 };
 /// The event kinds, as the log defines them.
 pub use marquee_eventlog::{Event, Kind as EventKind};
