@@ -14,7 +14,7 @@ use marquee_engine::{
     Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
 };
 use marquee_eventlog::{Event, Kind as EventKind};
-use marquee_model::{Channel, Currency, CurrencyRates, DeviceType, Format, PlacementId};
+use marquee_model::{Channel, DeviceType, Format, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
@@ -552,9 +552,6 @@ pub(crate) fn user_cookie(edge: &Edge, uid: &str) -> String {
     format!("{USER_COOKIE}={uid}; Max-Age=31536000; Path=/; SameSite={same_site}; HttpOnly")
 }
 
-/// Ad requests carry no floor and no bid currency, so their decisions convert nothing.
-static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
-
 #[allow(clippy::too_many_arguments)]
 fn serve_one<'s>(
     edge: &Edge,
@@ -642,7 +639,9 @@ fn serve_one<'s>(
         rng: &mut worker.rng,
         caps,
         pacing: &paced,
-        rates: &AD_REQUEST_RATES,
+        // Ad requests carry no floor and no bid currency: the rates only rank remnant and
+        // house bids of line items priced in different currencies (`select::rank`).
+        rates: &edge.bidder.config.rates,
         scratch: &mut worker.scratch,
     };
     let Some(decision) = loaded.engine.decide(&request, &mut context) else {

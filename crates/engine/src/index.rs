@@ -161,7 +161,7 @@ pub struct Scratch {
     pub(crate) survivors: Vec<(u32, crate::select::Bid)>,
     /// A tier's candidates in the order they are drawn from: by bid, best first, in tiers
     /// that go to the highest bid; all at zero in reserved tiers.
-    pub(crate) ranked: Vec<(marquee_model::Micros, u32)>,
+    pub(crate) ranked: Vec<(crate::select::Rank, u32)>,
     /// Local times per zone, kept across requests while they hold, for the engine of
     /// generation `zone_generation` (another engine numbers its zones differently).
     zone_times: Vec<Option<LocalSpan>>,

@@ -3,7 +3,8 @@
 //! and value between them; then a creative.
 
 use marquee_model::{
-    Channel, Currency, Format, LineItemId, Micros, PricingModel, RotationMode, Rounding, Size, Tier,
+    Channel, Currency, CurrencyRates, Format, LineItemId, Micros, PricingModel, RotationMode,
+    Rounding, Size, Tier,
 };
 use marquee_snapshot::{Content, CreativeEntry, LineItemEntry};
 use rand::Rng;
@@ -265,7 +266,13 @@ fn check_all_and_choose<R: Rng, O: Observer>(
         }
     }
     let line_items = &engine.snapshot.data.line_items;
-    let winner = choose(tier, &survivors, line_items, context.rng);
+    let winner = choose(
+        tier,
+        &survivors,
+        line_items,
+        |bid| rank(request, context.rates, bid.cpm, bid.currency),
+        context.rng,
+    );
     if let Some((won, _)) = winner {
         for &(i, _) in &survivors {
             let outcome = if i == won {
@@ -310,18 +317,18 @@ fn draw_until_one_passes<R: Rng>(
                 continue;
             }
             let li = &line_items[i as usize];
-            if let Ok((cpm, _)) = bid_cpm(request, context.rates, li, &control) {
-                ranked.push((cpm, i));
+            if let Ok((cpm, currency)) = bid_cpm(request, context.rates, li, &control) {
+                ranked.push((rank(request, context.rates, cpm, currency), i));
             }
         }
-        ranked.sort_unstable_by_key(|&(cpm, _)| std::cmp::Reverse(cpm));
+        ranked.sort_unstable_by_key(|&(rank, _)| std::cmp::Reverse(rank));
     } else {
-        ranked.extend(candidates.iter().map(|&i| (Micros::ZERO, i)));
+        ranked.extend(candidates.iter().map(|&i| (Rank::EVEN, i)));
     }
     let mut winner = None;
     let mut rest = ranked.as_mut_slice();
-    'bids: while let Some(&(cpm, _)) = rest.first() {
-        let tied = rest.iter().take_while(|r| r.0 == cpm).count();
+    'bids: while let Some(&(best, _)) = rest.first() {
+        let tied = rest.iter().take_while(|r| r.0 == best).count();
         let (group, lower) = rest.split_at_mut(tied);
         for left in (1..=group.len()).rev() {
             let undrawn = group[..left].iter().map(|&(_, i)| i).enumerate();
@@ -682,22 +689,63 @@ fn unit<R: Rng>(rng: &mut R) -> f32 {
     (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
 }
 
-/// Reserved tiers (sponsorship, standard) share by weight; the others go to the highest bid,
-/// ties shared by weight.
+/// A bid's place in a tier that goes to the highest bid (higher is better).
+///
+/// A bid request names the currency every bid is in, so bids compare as written. An ad
+/// request names none and each line item bids in its own price currency: bids compare in
+/// the rate table's base currency (`[currency]`), and a bid whose currency has no rate cannot
+/// be compared, so it ranks below every bid that can (such bids compare among themselves as
+/// written). An install with one currency converts nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Rank {
+    comparable: bool,
+    cpm: Micros,
+}
+
+impl Rank {
+    /// Every candidate of a reserved tier, where bids do not order the draw.
+    const EVEN: Rank = Rank {
+        comparable: true,
+        cpm: Micros::ZERO,
+    };
+}
+
+fn rank(request: &Request<'_>, rates: &CurrencyRates, cpm: Micros, currency: Currency) -> Rank {
+    if request.bid_currency.is_some() || currency == rates.base() {
+        return Rank {
+            comparable: true,
+            cpm,
+        };
+    }
+    match rates.convert(cpm, currency, rates.base(), Rounding::Down) {
+        Some(base) => Rank {
+            comparable: true,
+            cpm: base,
+        },
+        None => Rank {
+            comparable: false,
+            cpm,
+        },
+    }
+}
+
+/// Reserved tiers (sponsorship, standard) share by weight; the others go to the highest bid
+/// (by `rank`), ties shared by weight.
 fn choose<R: Rng>(
     tier: Tier,
     survivors: &[(u32, Bid)],
     line_items: &[LineItemEntry],
+    rank: impl Fn(&Bid) -> Rank,
     rng: &mut R,
 ) -> Option<(u32, Bid)> {
     let best = if goes_to_highest_bid(tier) {
-        survivors.iter().map(|s| s.1.cpm).max()
+        survivors.iter().map(|s| rank(&s.1)).max()
     } else {
         None
     };
     let eligible = survivors
         .iter()
-        .filter(|s| best.is_none_or(|b| s.1.cpm == b));
+        .filter(|s| best.is_none_or(|b| rank(&s.1) == b));
     let weight = |s: &(u32, Bid)| u64::from(line_items[s.0 as usize].weight.max(1));
     draw_by_weight(eligible, weight, rng).copied()
 }

@@ -82,6 +82,41 @@ fn remnant_goes_to_the_highest_value() {
     }
 }
 
+/// An ad request names no currency: each line item bids in its own, and remnant bids compare
+/// in the rate table's base currency, both when deciding and when explaining. Without a rate a
+/// bid cannot be compared and loses to every bid that can.
+#[test]
+fn remnant_bids_in_different_currencies_compare_converted() {
+    let priced = |id, micros, currency| {
+        let mut li = line_item(id, Tier::Remnant, None);
+        li.price.amount_micros = Micros(micros);
+        li.price.currency = currency;
+        li
+    };
+    // 1,000 JPY (about 6.67 USD at 150) against 5 USD: the yen's micros are 200 times larger.
+    let yen = priced(1, 1_000_000_000, Currency::try_from("JPY").unwrap());
+    let dollars = priced(2, 5_000_000, Currency::USD);
+    let snapshot = || snapshot(vec![yen.clone(), dollars.clone()], None, vec![]);
+    let mut h = Harness::new(Engine::new(snapshot()));
+    h.rates
+        .set(Currency::try_from("JPY").unwrap(), "150")
+        .unwrap();
+    let winners = |h: &mut Harness| {
+        let decided = h.decide(&request()).expect("decision").line_item;
+        let (explained, _) = h.explain(&request(), &NoCaps, &FullSpeed);
+        (decided, explained.expect("explained decision").line_item)
+    };
+    assert_eq!(winners(&mut h), (LineItemId(1), LineItemId(1)));
+    // Worth 4 USD at 250 yen to the dollar: the dollars win.
+    h.rates
+        .set(Currency::try_from("JPY").unwrap(), "250")
+        .unwrap();
+    assert_eq!(winners(&mut h), (LineItemId(2), LineItemId(2)));
+    // No rate for the yen: it cannot show it bids more, however many micros it names.
+    let mut unrated = Harness::new(Engine::new(snapshot()));
+    assert_eq!(winners(&mut unrated), (LineItemId(2), LineItemId(2)));
+}
+
 /// Remnant decisions check the highest bids first and stop below the first survivor's bid;
 /// what wins must be what checking every candidate (as `explain` does) would pick.
 #[test]

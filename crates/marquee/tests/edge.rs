@@ -463,3 +463,98 @@ async fn a_tag_slot_is_filled_with_what_a_page_can_show() {
     }
     server.stop();
 }
+
+/// Remnant line items priced in different currencies compete on the ad path in the configured
+/// rates' base currency: 1,000 yen at 150 to the dollar (6.67 USD) beats 5 USD, although the
+/// dollars' micros are 200 times fewer (with the ad path's old rate-less table, an unrated yen
+/// bid would rank below the dollars).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remnant_line_items_in_two_currencies_compete_at_the_configured_rate() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("marquee.toml");
+    std::fs::write(&config, "[currency]\nrates = { JPY = \"150\" }\n").unwrap();
+    let server = Server::start_with(
+        &data.path().join("data"),
+        &["--demo", "--config", config.to_str().unwrap()],
+        &[],
+    );
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = client();
+    let post = |path: &str, body: Value| {
+        let request = client
+            .post(server.url(&format!("/api/v1/{path}")))
+            .bearer_auth(&token)
+            .json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(status, 201, "{body}");
+            body["id"].as_u64().unwrap()
+        }
+    };
+    let sites = get_json(&client, &server.url("/api/v1/sites"), Some(&token)).await;
+    let site = sites["items"][0]["id"].as_u64().unwrap();
+    // A size no demo creative has, so only these two line items can fill it.
+    let placement = post(
+        "placements",
+        serde_json::json!({ "site_id": site, "name": "Strip", "sizes": [{ "w": 320, "h": 100 }], "formats": ["banner"] }),
+    )
+    .await;
+    let mut bidders = Vec::new();
+    for (name, currency, micros) in [
+        ("dollars", "USD", 5_000_000_u64),
+        ("yen", "JPY", 1_000_000_000),
+    ] {
+        let advertiser = post(
+            "advertisers",
+            serde_json::json!({ "name": name, "currency": currency, "time_zone": "UTC" }),
+        )
+        .await;
+        let campaign = post(
+            "campaigns",
+            serde_json::json!({ "advertiser_id": advertiser, "name": name }),
+        )
+        .await;
+        let line_item = post(
+            "line-items",
+            serde_json::json!({
+                "campaign_id": campaign, "name": name, "start": "2026-01-01T00:00:00",
+                "time_zone": "UTC", "tier": "remnant", "channels": ["direct"],
+                "price": { "model": "cpm", "amount_micros": micros, "currency": currency }
+            }),
+        )
+        .await;
+        post(
+            "creatives",
+            serde_json::json!({ "line_item_id": line_item, "name": name, "size": { "w": 320, "h": 100 },
+                "landing_url": "https://c.example/", "content": { "type": "html", "html": format!("<p>{name}-ad</p>") } }),
+        )
+        .await;
+        // The dollars are linked first: any snapshot holding the yen holds them too.
+        let url = server.url(&format!(
+            "/api/v1/line-items/{line_item}/placements/{placement}"
+        ));
+        let linked = client.put(url).bearer_auth(&token).send().await.unwrap();
+        assert!(linked.status().is_success());
+        bidders.push(line_item);
+    }
+    let ad = server.url(&format!("/ad?placement={placement}&format=html"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let html = common::get_text(&client, &ad).await;
+        if html.contains("yen-ad") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the yen never won: {html:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for _ in 0..20 {
+        let html = common::get_text(&client, &ad).await;
+        assert!(html.contains("yen-ad"), "the higher bid lost: {html:?}");
+    }
+    server.stop();
+}
