@@ -205,10 +205,20 @@ impl ReportSpec {
         let table = self.table();
         let width = table.seconds();
         let from = self.from.as_second();
+        let mut first_bucket = from - from.rem_euclid(width);
+        // Local days from hour rows take each hour by the local date of its start. Where the
+        // zone's offset has an odd half hour, the hour holding `from` (a local midnight, say)
+        // starts the day before: it belongs to that day's row, which the report did not ask for.
+        if self.granularity == Granularity::Day
+            && table == Granularity::Hour
+            && local_day(&self.zone, first_bucket) != local_day(&self.zone, from)
+        {
+            first_bucket += width;
+        }
         let has = |dims: &[Dimension]| self.group_by.iter().any(|d| dims.contains(d));
         RowQuery {
             table,
-            from: from - from.rem_euclid(width),
+            from: first_bucket,
             to: self.to.as_second(),
             line_items: self.line_items.clone(),
             placements: self.placements.clone(),
@@ -493,6 +503,32 @@ mod tests {
         );
         assert_eq!(report.rows[0].unique_users, None);
         assert_eq!(report.unique_users, None);
+    }
+
+    /// Kolkata is 5:30 ahead: its midnight falls inside a UTC hour that starts at 23:30 the day
+    /// before, which would have added a row for a day the report did not ask for.
+    #[test]
+    fn half_hour_zones_start_at_the_first_hour_of_the_asked_day() {
+        let mut spec = spec(Granularity::Day, "Asia/Kolkata", vec![]);
+        spec.from = at("2026-03-28T18:30:00Z"); // 00:00 on the 29th in Kolkata
+        let q = spec.row_query();
+        assert_eq!(q.from, at("2026-03-28T19:00:00Z").as_second());
+        let rows = [
+            row("2026-03-28T19:00:00Z", 100, 2), // 00:30 on the 29th
+            row("2026-03-29T17:00:00Z", 100, 3), // 22:30 on the 29th
+        ];
+        let report = spec.shape(&dims(), &rows, &[]);
+        assert_eq!(report.rows.len(), 1);
+        assert_eq!(
+            report.rows[0].start.to_string(),
+            "2026-03-29T00:00:00+05:30[Asia/Kolkata]"
+        );
+        // A `from` inside a local day keeps the hour that holds it.
+        spec.from = at("2026-03-29T09:40:00Z"); // 15:10 in Kolkata
+        assert_eq!(
+            spec.row_query().from,
+            at("2026-03-29T09:00:00Z").as_second()
+        );
     }
 
     #[test]
