@@ -117,6 +117,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::CurrencyRuleError> for ApiError {
+    fn from(error: crate::CurrencyRuleError) -> Self {
+        match error {
+            crate::CurrencyRuleError::Broken(violation) => ApiError::Invalid(violation),
+            crate::CurrencyRuleError::Store(error) => error.into(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Body<'a> {
     error: ErrorBody<'a>,

@@ -8,8 +8,11 @@
 //!   (`error.rs`).
 //! - Handlers never check tenancy by hand beyond the caller's role: they pass the caller's scope
 //!   to the store, which enforces it.
+//! - Every money amount under an advertiser is in the advertiser's currency: creates and updates
+//!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
 mod auth;
+mod currency;
 mod error;
 mod links;
 mod objects;
@@ -29,6 +32,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 
 pub use auth::{Caller, HasStore, generate_token, hash_token};
+pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
 pub use objects::resource;
 pub use reports::{BuiltReport, ReportsState, build_report, report_csv};

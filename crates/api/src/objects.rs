@@ -9,7 +9,7 @@ use marquee_model::{Kind, Meta, Object, Principal, Role, Status, Stored, Validat
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
-use crate::{ApiError, ApiState, Caller};
+use crate::{ApiError, ApiState, Caller, ObjectWrite, check_currency};
 
 /// Largest page a list call returns.
 pub const MAX_LIMIT: u32 = 200;
@@ -131,6 +131,13 @@ pub async fn create<T: Object>(
     let object: T = read_object(parse_fields(&headers, &body)?)?;
     check_writable_status(&object)?;
     object.validate()?;
+    check_currency(
+        &*state.store,
+        &object,
+        ObjectWrite::Create,
+        principal.scope(),
+    )
+    .await?;
     let stored = state
         .store
         .create_object(&object, principal.scope())
@@ -273,6 +280,13 @@ pub async fn update<T: Object>(
     let object: T = read_object(fields)?;
     check_writable_status(&object)?;
     object.validate()?;
+    check_currency(
+        &*state.store,
+        &object,
+        ObjectWrite::Update(id),
+        principal.scope(),
+    )
+    .await?;
     let stored = state
         .store
         .update_object(id, version, &object, principal.scope())

@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use marquee_api::{RouteTable, add_routes, hash_token};
-use marquee_model::{ManualClock, Role};
-use marquee_store::{NewToken, SqliteStore, Store};
+use marquee_model::{Kind, LineItem, ManualClock, Role};
+use marquee_store::{Draft, NewToken, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -908,4 +908,244 @@ async fn placements_have_tags_for_the_edge() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
+}
+
+/// The one violation of a 422 answer: its path and message, with the top-level message that
+/// carries both.
+fn single_violation(reply: &Reply) -> (String, String) {
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.body["error"]["code"], "validation_failed");
+    let fields = reply.body["error"]["fields"].as_array().unwrap();
+    assert_eq!(fields.len(), 1, "{}", reply.body);
+    let (path, message) = (
+        fields[0]["path"].as_str().unwrap().to_owned(),
+        fields[0]["message"].as_str().unwrap().to_owned(),
+    );
+    let whole = reply.body["error"]["message"].as_str().unwrap();
+    assert!(whole.contains(&format!("{path}: {message}")), "{whole}");
+    (path, message)
+}
+
+fn priced_in(mut body: Value, currency: &str) -> Value {
+    body["price"]["currency"] = json!(currency);
+    body
+}
+
+/// A line item stored without the API, as a database from before the currency rule may hold.
+async fn stored_line_item(app: &App, campaign: u64, currency: &str) -> u64 {
+    let object: LineItem =
+        serde_json::from_value(priced_in(line_item(campaign), currency)).unwrap();
+    let draft = Draft::of(&object).unwrap();
+    app.store
+        .create(Kind::LineItem, draft, None)
+        .await
+        .unwrap()
+        .meta
+        .id
+}
+
+#[tokio::test]
+async fn a_line_item_is_priced_in_its_advertisers_currency() {
+    let app = App::new().await;
+    // The world's advertiser is EUR, and so is its line item, which was accepted.
+    let w = world(&app, "Acme").await;
+    let tenant = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let in_usd = priced_in(line_item(w.campaign), "USD");
+
+    for token in [&app.admin, &tenant] {
+        let reply = app
+            .call(
+                "POST",
+                "/api/v1/line-items",
+                Some(token),
+                Some(in_usd.clone()),
+            )
+            .await;
+        let (path, message) = single_violation(&reply);
+        assert_eq!(path, "price.currency");
+        assert_eq!(
+            message,
+            format!(
+                "must be EUR, the currency of advertiser {}, not USD: an advertiser's prices, \
+                 budgets and reports are all in its currency",
+                w.advertiser
+            )
+        );
+    }
+    let listed = app
+        .admin(
+            "GET",
+            &format!("/api/v1/line-items?parent_id={}", w.campaign),
+            None,
+        )
+        .await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+
+    // An update may not move the price to another currency either, and changes nothing.
+    let path = format!("/api/v1/line-items/{}", w.line_item);
+    let mut read = app.admin("GET", &path, None).await.body;
+    read["price"]["currency"] = json!("USD");
+    let (field, message) = single_violation(&app.admin("PUT", &path, Some(read.clone())).await);
+    assert_eq!(field, "price.currency");
+    assert!(message.starts_with("must be EUR, "), "{message}");
+    let stored = app.admin("GET", &path, None).await.body;
+    assert_eq!(
+        (
+            stored["version"].clone(),
+            stored["price"]["currency"].clone()
+        ),
+        (json!(1), json!("EUR"))
+    );
+
+    // In the advertiser's currency, both are accepted.
+    read["price"]["currency"] = json!("EUR");
+    read["name"] = json!("Boots, renamed");
+    let reply = app.admin("PUT", &path, Some(read)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let reply = app
+        .call(
+            "POST",
+            "/api/v1/line-items",
+            Some(&tenant),
+            Some(line_item(w.campaign)),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_line_item_cannot_move_to_an_advertiser_with_another_currency() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let mut dollars = advertiser("Dollars");
+    dollars["currency"] = json!("USD");
+    let dollars = app.create("advertisers", dollars).await;
+    let elsewhere = app
+        .create(
+            "campaigns",
+            json!({ "advertiser_id": dollars, "name": "Elsewhere" }),
+        )
+        .await;
+    let path = format!("/api/v1/line-items/{}", w.line_item);
+    let read = app.admin("GET", &path, None).await.body;
+    // Moving is refused as moving, in the old currency or the new one: no line item ends up
+    // under an advertiser of another currency.
+    for currency in ["EUR", "USD"] {
+        let mut moved = priced_in(read.clone(), currency);
+        moved["campaign_id"] = json!(elsewhere);
+        let (field, message) = single_violation(&app.admin("PUT", &path, Some(moved)).await);
+        assert_eq!(field, "campaign_id");
+        assert!(message.contains("cannot move"), "{message}");
+    }
+    let stored = app.admin("GET", &path, None).await.body;
+    assert_eq!(stored["campaign_id"], json!(w.campaign));
+    assert_eq!(stored["version"], json!(1));
+}
+
+#[tokio::test]
+async fn an_advertisers_currency_changes_only_while_every_line_item_is_priced_in_the_new_one() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/advertisers/{}", w.advertiser);
+    let mut read = app.admin("GET", &path, None).await.body;
+
+    read["currency"] = json!("USD");
+    let (field, message) = single_violation(&app.admin("PUT", &path, Some(read.clone())).await);
+    assert_eq!(field, "currency");
+    assert_eq!(
+        message,
+        format!(
+            "cannot change from EUR to USD while line items are priced in another currency \
+             (EUR: line item {}); archived ones count, as their spend stays in the reports: \
+             create another advertiser for USD",
+            w.line_item
+        )
+    );
+
+    // An archived line item still counts: its spend stays in the advertiser's reports.
+    let archived = app
+        .admin(
+            "DELETE",
+            &format!("/api/v1/line-items/{}", w.line_item),
+            None,
+        )
+        .await;
+    assert_eq!(archived.status, StatusCode::OK);
+    let (field, _) = single_violation(&app.admin("PUT", &path, Some(read.clone())).await);
+    assert_eq!(field, "currency");
+
+    // Other changes to the advertiser are not held up.
+    read["currency"] = json!("EUR");
+    read["name"] = json!("Acme Europe");
+    let reply = app.admin("PUT", &path, Some(read)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["version"], 2);
+
+    // Without line items (campaigns hold no money), the currency is free to change.
+    let fresh = app.create("advertisers", advertiser("Fresh")).await;
+    app.create(
+        "campaigns",
+        json!({ "advertiser_id": fresh, "name": "Not yet priced" }),
+    )
+    .await;
+    let path = format!("/api/v1/advertisers/{fresh}");
+    let mut read = app.admin("GET", &path, None).await.body;
+    read["currency"] = json!("GBP");
+    let reply = app.admin("PUT", &path, Some(read)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["currency"], "GBP");
+}
+
+#[tokio::test]
+async fn a_line_item_stored_in_another_currency_before_the_rule_can_be_put_right() {
+    let app = App::new().await;
+    let euros = app.create("advertisers", advertiser("Euros")).await;
+    let campaign = app
+        .create(
+            "campaigns",
+            json!({ "advertiser_id": euros, "name": "Legacy" }),
+        )
+        .await;
+    let legacy = stored_line_item(&app, campaign, "USD").await;
+    let line_item_path = format!("/api/v1/line-items/{legacy}");
+    let mut paused = app.admin("GET", &line_item_path, None).await.body;
+    paused["status"] = json!("paused");
+
+    // Kept in its currency it stays writable: it can be paused.
+    let reply = app
+        .admin("PUT", &line_item_path, Some(paused.clone()))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    // Moved to a third currency, it must take its advertiser's.
+    let mut pounds = app.admin("GET", &line_item_path, None).await.body;
+    pounds["price"]["currency"] = json!("GBP");
+    let (field, message) = single_violation(&app.admin("PUT", &line_item_path, Some(pounds)).await);
+    assert_eq!(field, "price.currency");
+    assert!(message.starts_with("must be EUR, "), "{message}");
+
+    // Its advertiser may take the currency every line item of it is priced in.
+    let advertiser_path = format!("/api/v1/advertisers/{euros}");
+    let mut read = app.admin("GET", &advertiser_path, None).await.body;
+    read["currency"] = json!("USD");
+    let reply = app.admin("PUT", &advertiser_path, Some(read)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    // Line items in two currencies hold the advertiser at its own, naming them by currency.
+    stored_line_item(&app, campaign, "GBP").await;
+    let mut read = app.admin("GET", &advertiser_path, None).await.body;
+    read["currency"] = json!("EUR");
+    let (field, message) = single_violation(&app.admin("PUT", &advertiser_path, Some(read)).await);
+    assert_eq!(field, "currency");
+    assert!(
+        message.contains(&format!(
+            "(GBP: line item {}; USD: line item {legacy})",
+            legacy + 1
+        )),
+        "{message}"
+    );
 }

@@ -36,6 +36,99 @@ pub struct Config {
     #[serde(default)]
     pub gateway: GatewaySection,
     pub redis: RedisSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// Who may read `/metrics` on the edge and the manager (its series name every line item's
+/// budget and spend, and the ad port is public).
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Bearer token scrapers send (`Authorization: Bearer <token>`), from any address; at least
+    /// 16 printable ASCII characters, no spaces. Unset: only loopback peers may scrape.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "secret_text"
+    )]
+    pub token: Option<String>,
+}
+
+/// A secret that must be text. The environment's parser reads `MARQUEE_…=0123…` as a number,
+/// which would drop leading zeros and put the value into figment's type error (and so into
+/// logs): a number is refused with advice instead, and never echoed.
+fn secret_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    struct Text;
+    impl serde::de::Visitor<'_> for Text {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("text")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(Some(text.to_owned()))
+        }
+        fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Self::Value, E> {
+            Ok(Some(text))
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Err(not_text())
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Err(not_text())
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Err(not_text())
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Err(not_text())
+        }
+    }
+    fn not_text<E: serde::de::Error>() -> E {
+        E::custom(
+            "must be text; a value of digits only is read as a number from the environment: \
+             quote it (MARQUEE_METRICS__TOKEN='\"…\"') or use letters too",
+        )
+    }
+    deserializer.deserialize_any(Text)
+}
+
+/// The token is a secret: `Debug` (a logged configuration) says only whether one is set.
+impl std::fmt::Debug for MetricsSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsSection")
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// The shortest `metrics.token` accepted: guessing must not be an option.
+pub const METRICS_TOKEN_MIN_LEN: usize = 16;
+
+impl MetricsSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let Some(token) = &self.token else {
+            return Ok(());
+        };
+        // The token's value is never echoed: error messages end up in logs.
+        let message = if token.is_empty() {
+            "is empty; leave it unset to serve metrics to loopback addresses only".to_owned()
+        } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            "must be printable ASCII without spaces (it is sent in an HTTP header)".to_owned()
+        } else if token.len() < METRICS_TOKEN_MIN_LEN {
+            format!(
+                "is {} characters; it must be at least {METRICS_TOKEN_MIN_LEN}",
+                token.len()
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ConfigError::OutOfRange {
+            key: "metrics.token",
+            message,
+        })
+    }
 }
 
 /// Redis for state shared by edges: frequency caps and budget counters. An empty `url` means
@@ -387,6 +480,9 @@ pub struct GatewayBidderSection {
     /// Its bids count at this many thousandths of their price.
     pub price_permille: u32,
     pub enabled: bool,
+    /// Hosts its win and loss notices may go to besides the endpoint's: `win.example.com`,
+    /// `10.0.0.9`, `[fd00::9]`, or `*.example.net` for any subdomain of `example.net`.
+    pub notice_hosts: Vec<String>,
 }
 
 impl Default for GatewayBidderSection {
@@ -404,6 +500,7 @@ impl Default for GatewayBidderSection {
             exchanges: Vec::new(),
             price_permille: 1_000,
             enabled: true,
+            notice_hosts: Vec::new(),
         }
     }
 }
@@ -529,6 +626,13 @@ impl GatewaySection {
                     format!("has {media:?}; each must be banner, video, audio or native"),
                 );
             }
+            if let Some((entry, problem)) = bidder
+                .notice_hosts
+                .iter()
+                .find_map(|entry| notice_host_problem(entry).map(|problem| (entry, problem)))
+            {
+                return bad("notice_hosts", format!("has {entry:?}: {problem}"));
+            }
         }
         Ok(())
     }
@@ -547,6 +651,28 @@ pub struct CurrencySection {
 
 fn is_currency(code: &str) -> bool {
     code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// What is wrong with a `notice_hosts` entry, if anything: it must be a bare host (a domain
+/// name, an IPv4 address, an IPv6 address in brackets) as the URL parser reads hosts, or `*.`
+/// and a domain name; no other `*`. The gateway reads entries with the same parser.
+fn notice_host_problem(entry: &str) -> Option<String> {
+    let (wildcard, host) = match entry.strip_prefix("*.") {
+        Some(domain) => (true, domain),
+        None => (false, entry),
+    };
+    if host.contains('*') {
+        return Some("`*` is allowed only as a leading `*.` followed by a domain name".into());
+    }
+    match url::Host::parse(host) {
+        Err(error) => Some(format!(
+            "it is not a host name or IP address ({error}); give a bare host: no scheme, port \
+             or path, an IPv6 address in brackets"
+        )),
+        Ok(url::Host::Domain(_)) => None,
+        Ok(_) if wildcard => Some("`*.` must be followed by a domain name, not an address".into()),
+        Ok(_) => None,
+    }
 }
 
 /// An exchange's name: letters, digits, `-`, `_` (it is a path segment).
@@ -805,6 +931,7 @@ impl Default for Config {
                 failures_to_open: 5,
                 open_ms: 1_000,
             },
+            metrics: MetricsSection::default(),
         }
     }
 }
@@ -836,7 +963,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 17] = [
+const SECTIONS: [&str; 18] = [
     "listen",
     "data_dir",
     "database",
@@ -854,6 +981,7 @@ const SECTIONS: [&str; 17] = [
     "currency",
     "redis",
     "gateway",
+    "metrics",
 ];
 
 impl Config {
@@ -1008,6 +1136,7 @@ impl Config {
         self.pacing.validate()?;
         self.gateway.validate()?;
         self.redis.validate()?;
+        self.metrics.validate()?;
         self.bidder.validate("bidder")?;
         for (name, exchange) in &self.exchanges {
             if !is_exchange_name(name) {
@@ -1442,6 +1571,11 @@ mod tests {
                     "[gateway.bidders.marquee]\nendpoint = \"http://b.test\"",
                     "gateway.bidders",
                 ),
+                (
+                    "[gateway.bidders.b1]\nendpoint = \"http://b.test\"\n\
+                     notice_hosts = [\"win.test:8080\"]",
+                    "gateway.bidders.b1.notice_hosts",
+                ),
             ];
             for (toml, key) in cases {
                 let error = load_in(jail, toml).expect_err(toml).to_string();
@@ -1458,6 +1592,51 @@ mod tests {
                 error.contains("listen") && error.contains("MARQUEE_"),
                 "{error}"
             );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn gateway_notice_hosts_are_bare_hosts_or_a_leading_wildcard() {
+        Jail::expect_with(|jail| {
+            let config = load_in(
+                jail,
+                "[gateway.bidders.b1]\nendpoint = \"http://10.0.0.7/bid\"\n\
+                 notice_hosts = [\"win.example.com\", \"*.example.net\", \"10.0.0.9\", \"[fd00::9]\"]",
+            )
+            .map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.gateway.bidders["b1"].notice_hosts,
+                ["win.example.com", "*.example.net", "10.0.0.9", "[fd00::9]"]
+            );
+            assert_eq!(
+                GatewayBidderSection::default().notice_hosts,
+                Vec::<String>::new(),
+                "the endpoint's host only"
+            );
+            for (entry, says) in [
+                ("http://win.example.com", "not a host name"),
+                ("win.example.com:8080", "not a host name"),
+                ("win.example.com/path", "not a host name"),
+                ("", "not a host name"),
+                ("::1", "IPv6 address in brackets"),
+                ("*", "leading `*.`"),
+                ("win.*.example.com", "leading `*.`"),
+                ("*example.com", "leading `*.`"),
+                ("*.10.0.0.1", "not an address"),
+            ] {
+                let toml = format!(
+                    "[gateway.bidders.b1]\nendpoint = \"http://b.test\"\n\
+                     notice_hosts = [\"ok.test\", {entry:?}]"
+                );
+                let error = load_in(jail, &toml).expect_err(&toml).to_string();
+                assert!(
+                    error.contains("`gateway.bidders.b1.notice_hosts`")
+                        && error.contains(&format!("{entry:?}"))
+                        && error.contains(says),
+                    "{entry:?} gave {error:?}"
+                );
+            }
             Ok(())
         });
     }
@@ -1499,6 +1678,63 @@ mod tests {
                 config.aggregation.remote_edges(),
                 vec![("edge-2", "http://10.0.0.7:8080"), ("b.3", "http://h")]
             );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_metrics_token_is_long_printable_and_set_or_absent() {
+        Jail::expect_with(|jail| {
+            let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.metrics.token, None);
+            let config = load_in(jail, "[metrics]\ntoken = \"0123456789abcdef\"")
+                .map_err(|e| e.to_string())?;
+            assert_eq!(config.metrics.token.as_deref(), Some("0123456789abcdef"));
+            assert!(!format!("{config:?}").contains("0123456789abcdef"));
+            for (toml, says) in [
+                ("token = \"\"", "is empty"),
+                ("token = \"0123456789abcde\"", "at least 16"),
+                ("token = \"0123456789 abcdef\"", "without spaces"),
+                ("token = \"0123456789abcdef\\n\"", "without spaces"),
+                ("token = \"0123456789abcdéf\"", "printable ASCII"),
+            ] {
+                let error = load_in(jail, &format!("[metrics]\n{toml}"))
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                assert!(error.contains("`metrics.token`"), "{toml}: {error}");
+                assert!(error.contains(says), "{toml}: {error}");
+                assert!(!error.contains("0123456789"), "{toml} echoed: {error}");
+            }
+            // From the environment too, over the file.
+            jail.set_env("MARQUEE_METRICS__TOKEN", "from-the-environment");
+            let config = load_in(jail, "[metrics]\ntoken = \"0123456789abcdef\"")
+                .map_err(|e| e.to_string())?;
+            assert_eq!(
+                config.metrics.token.as_deref(),
+                Some("from-the-environment")
+            );
+            // Digits only are a number to the environment's parser: refused without echoing
+            // them (or dropping a leading zero); quoted, they are text.
+            jail.set_env("MARQUEE_METRICS__TOKEN", "0123456789012345678");
+            let error = Config::load(None, &Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                error.contains("`metrics.token`") && error.contains("quote it"),
+                "{error}"
+            );
+            assert!(!error.contains("123456789"), "echoed: {error}");
+            jail.set_env("MARQUEE_METRICS__TOKEN", "\"0123456789012345678\"");
+            let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(config.metrics.token.as_deref(), Some("0123456789012345678"));
+            jail.set_env("MARQUEE_METRICS__TOKEN", "short");
+            let error = Config::load(None, &Overrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(error.contains("`metrics.token`"), "{error}");
             Ok(())
         });
     }

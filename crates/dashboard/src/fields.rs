@@ -94,7 +94,8 @@ const ADVERTISER: &[Field] = &[
     field("status", "Status", Widget::Select(STATUSES)),
     help(
         field("currency", "Currency", Widget::Text),
-        "ISO 4217 code of its reports, such as USD or EUR",
+        "ISO 4217 code, such as USD or EUR, of its line items' prices and its reports; \
+         fixed once a line item is priced in it",
     ),
     help(
         field("time_zone", "Time zone", Widget::Text),
@@ -144,7 +145,10 @@ const LINE_ITEM: &[Field] = &[
     ),
     field("price.model", "Pricing", Widget::Select(PRICING)),
     field("price.amount_micros", "Price", Widget::Money),
-    field("price.currency", "Price currency", Widget::Text),
+    help(
+        field("price.currency", "Price currency", Widget::Text),
+        "the advertiser's currency",
+    ),
     help(
         field("goal.metric", "Goal", Widget::OptSelect(GOAL_METRICS)),
         "none: delivers without pacing or budget leases",

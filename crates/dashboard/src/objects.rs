@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use marquee_api::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 use marquee_model::{
     Advertiser, Campaign, Creative, Kind, LineItem, LineItemId, Object, Placement, PlacementId,
     Publisher, Site, Status, Violation,
@@ -505,12 +506,26 @@ pub async fn new_form(
         )));
     }
     let mut defaults = fields::defaults(kind);
-    if let (Some(field), Ok(Some(parent))) = (
-        kind.parent_field(),
-        parse_optional_id(&params.parent, "parent"),
-    ) && let Value::Object(map) = &mut defaults
+    let parent = parse_optional_id(&params.parent, "parent").ok().flatten();
+    if let (Some(field), Some(parent)) = (kind.parent_field(), parent)
+        && let Value::Object(map) = &mut defaults
     {
         map.insert(field.to_owned(), parent.into());
+    }
+    if kind == Kind::LineItem {
+        // Priced in its advertiser's currency, which the API requires: the campaign's
+        // advertiser's, or the signed-in advertiser's.
+        let scope = user.principal().scope();
+        let under = match parent {
+            Some(campaign) => Some((Kind::Campaign, campaign)),
+            None => scope.map(|advertiser| (Kind::Advertiser, advertiser)),
+        };
+        if let Some((under, id)) = under
+            && let Some(currency) = currency_under(&*dashboard.store, under, id, scope).await?
+            && let Some(price) = defaults.get_mut("price").and_then(Value::as_object_mut)
+        {
+            price.insert("currency".into(), currency.as_str().into());
+        }
     }
     let page = object_page(
         &dashboard,
@@ -533,7 +548,7 @@ fn read_form(user: &SignedIn, headers: &HeaderMap, body: &Bytes) -> Result<FormD
 }
 
 /// The model object of `kind` the JSON describes, validated as the API validates it.
-fn draft_as<T: Object>(value: Value) -> Result<Draft, Vec<Violation>> {
+fn object_of<T: Object>(value: Value) -> Result<T, Vec<Violation>> {
     let object: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         vec![Violation {
@@ -548,23 +563,49 @@ fn draft_as<T: Object>(value: Value) -> Result<Draft, Vec<Violation>> {
         }]);
     }
     object.validate().map_err(|e| e.violations)?;
-    Draft::of(&object).map_err(|e| {
+    Ok(object)
+}
+
+/// The draft of a valid object, checked against the objects around it as the API checks it
+/// (the rule that amounts are in their advertiser's currency), or the violations to show.
+async fn draft_as<T: Object>(
+    dashboard: &Dashboard,
+    value: Value,
+    write: ObjectWrite,
+    scope: Option<u64>,
+) -> Result<Result<Draft, Vec<Violation>>, PageError> {
+    let object = match object_of::<T>(value) {
+        Ok(object) => object,
+        Err(violations) => return Ok(Err(violations)),
+    };
+    match check_currency(&*dashboard.store, &object, write, scope).await {
+        Ok(()) => {}
+        Err(CurrencyRuleError::Broken(broken)) => return Ok(Err(broken.violations)),
+        Err(CurrencyRuleError::Store(error)) => return Err(error.into()),
+    }
+    Ok(Draft::of(&object).map_err(|e| {
         vec![Violation {
             path: "$".into(),
             message: e.to_string(),
         }]
-    })
+    }))
 }
 
-fn draft(kind: Kind, value: Value) -> Result<Draft, Vec<Violation>> {
+async fn draft(
+    dashboard: &Dashboard,
+    kind: Kind,
+    value: Value,
+    write: ObjectWrite,
+    scope: Option<u64>,
+) -> Result<Result<Draft, Vec<Violation>>, PageError> {
     match kind {
-        Kind::Advertiser => draft_as::<Advertiser>(value),
-        Kind::Campaign => draft_as::<Campaign>(value),
-        Kind::LineItem => draft_as::<LineItem>(value),
-        Kind::Creative => draft_as::<Creative>(value),
-        Kind::Publisher => draft_as::<Publisher>(value),
-        Kind::Site => draft_as::<Site>(value),
-        Kind::Placement => draft_as::<Placement>(value),
+        Kind::Advertiser => draft_as::<Advertiser>(dashboard, value, write, scope).await,
+        Kind::Campaign => draft_as::<Campaign>(dashboard, value, write, scope).await,
+        Kind::LineItem => draft_as::<LineItem>(dashboard, value, write, scope).await,
+        Kind::Creative => draft_as::<Creative>(dashboard, value, write, scope).await,
+        Kind::Publisher => draft_as::<Publisher>(dashboard, value, write, scope).await,
+        Kind::Site => draft_as::<Site>(dashboard, value, write, scope).await,
+        Kind::Placement => draft_as::<Placement>(dashboard, value, write, scope).await,
     }
 }
 
@@ -622,9 +663,11 @@ async fn take_upload(
 /// The JSON and draft a post describes, or the errors to show.
 async fn read_object(
     dashboard: &Dashboard,
+    user: &SignedIn,
     kind: Kind,
     form: &mut FormData,
     fixed_parent: Option<u64>,
+    write: ObjectWrite,
 ) -> Result<Result<Draft, Errors>, PageError> {
     let mut errors = Errors::new();
     if kind == Kind::Creative {
@@ -634,10 +677,13 @@ async fn read_object(
     if !errors.is_empty() {
         return Ok(Err(errors));
     }
-    Ok(draft(kind, value).map_err(|violations| {
-        fields::file_violations(kind, &violations, &mut errors);
-        errors
-    }))
+    let scope = user.principal().scope();
+    Ok(draft(dashboard, kind, value, write, scope)
+        .await?
+        .map_err(|violations| {
+            fields::file_violations(kind, &violations, &mut errors);
+            errors
+        }))
 }
 
 /// A store refusal that belongs next to a field (a parent that is gone, a stale version).
@@ -710,7 +756,16 @@ pub async fn create(
             kind.collection()
         )));
     }
-    let errors = match read_object(&dashboard, kind, &mut form, None).await? {
+    let errors = match read_object(
+        &dashboard,
+        &user,
+        kind,
+        &mut form,
+        None,
+        ObjectWrite::Create,
+    )
+    .await?
+    {
         Ok(draft) => match dashboard
             .store
             .create(kind, draft, user.principal().scope())
@@ -900,7 +955,10 @@ pub async fn update(
         .get("version")
         .parse::<u64>()
         .map_err(|_| PageError::BadRequest("the form has no version".into()))?;
-    let errors = match read_object(&dashboard, kind, &mut form, record.parent_id).await? {
+    let write = ObjectWrite::Update(id);
+    let errors = match read_object(&dashboard, &user, kind, &mut form, record.parent_id, write)
+        .await?
+    {
         Ok(draft) => match dashboard
             .store
             .update(kind, id, version, draft, scope)

@@ -350,10 +350,12 @@ pub async fn home(
         nav: Nav::new(&user, "home"),
         date: today.to_string(),
         zone: hourly.zone_name.clone(),
-        currency: hourly
-            .currency
-            .clone()
-            .unwrap_or_else(|| "in each line item's currency".into()),
+        // One advertiser's spend is in its currency (the API keeps its line items' prices in
+        // it); several advertisers' spend adds up amounts in each one's own.
+        currency: hourly.currency.as_ref().map_or_else(
+            || "summed over advertisers, each in its own currency".into(),
+            |currency| format!("in {currency}"),
+        ),
         figures,
         chart,
     };

@@ -488,6 +488,103 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
     );
 }
 
+/// The part of a form page that shows field `name`: its input, help and errors.
+fn field_block<'a>(body: &'a str, name: &str) -> &'a str {
+    let start = body
+        .find(&format!("data-field=\"{name}\""))
+        .unwrap_or_else(|| panic!("no field {name}"));
+    let end = body[start + 1..]
+        .find("data-field=")
+        .map_or(body.len(), |next| start + 1 + next);
+    &body[start..end]
+}
+
+#[tokio::test]
+async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_at_its_field() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let mut euros = advertiser("Euros");
+    euros[2] = ("currency", "EUR");
+    let advertiser_id = site.create(&admin, "advertisers", &euros).await;
+    let owner = advertiser_id.to_string();
+    let campaign = site
+        .create(
+            &admin,
+            "campaigns",
+            &[
+                ("advertiser_id", owner.as_str()),
+                ("name", "Winter"),
+                ("status", "active"),
+                ("categories", ""),
+                ("app_bundle", ""),
+                ("cap_count", ""),
+                ("cap_window", ""),
+            ],
+        )
+        .await
+        .to_string();
+
+    // A new line item starts in the advertiser's currency: under a campaign, or for the
+    // advertiser's own user.
+    let form = site
+        .get(&format!("/line-items/new?parent={campaign}"), &admin)
+        .await;
+    assert_eq!(form.status, StatusCode::OK);
+    let currency = field_block(&form.body, "price.currency");
+    assert!(currency.contains("value=\"EUR\""), "{currency}");
+    site.user("euro-ops", Role::Advertiser, Some(advertiser_id))
+        .await;
+    let tenant = site.sign_in("euro-ops", PASSWORD).await.unwrap();
+    let form = site.get("/line-items/new", &tenant).await;
+    assert!(field_block(&form.body, "price.currency").contains("value=\"EUR\""));
+
+    // Another currency is refused at its field, naming both; nothing is stored.
+    let csrf = site.csrf(&admin).await;
+    let mut post = vec![("csrf", csrf.as_str())];
+    post.extend(line_item_form(&campaign));
+    let answer = site.post("/line-items", &admin, &post).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let currency = field_block(&answer.body, "price.currency");
+    assert!(currency.contains("field-error"), "{currency}");
+    assert!(
+        currency.contains(&format!(
+            "must be EUR, the currency of advertiser {advertiser_id}, not USD"
+        )),
+        "{currency}"
+    );
+    assert!(
+        site.store
+            .list(Kind::LineItem, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // In its currency it is made; then the advertiser's currency is held at its field.
+    for field in &mut post {
+        if field.0 == "price.currency" {
+            field.1 = "EUR";
+        }
+    }
+    let answer = site.post("/line-items", &admin, &post).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let line_item = id_in(&answer.location);
+    let mut change = vec![("csrf", csrf.as_str()), ("version", "1")];
+    change.extend(advertiser("Euros"));
+    let answer = site
+        .post(&format!("/advertisers/{advertiser_id}"), &admin, &change)
+        .await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let currency = field_block(&answer.body, "currency");
+    assert!(
+        currency.contains(&format!(
+            "cannot change from EUR to USD while line items are priced in another currency \
+             (EUR: line item {line_item})"
+        )),
+        "{currency}"
+    );
+}
+
 #[tokio::test]
 async fn an_advertiser_cannot_open_another_advertisers_line_item() {
     let site = Site::new().await;

@@ -137,6 +137,8 @@ pub struct Edge {
     /// User profiles held in this process (the embedded default; with `[redis]` they live in
     /// Redis). See `profiles.rs`.
     pub profiles: marquee_sharedstate::MemoryProfiles,
+    /// Who may read `/metrics` (loopback peers only unless a token is set).
+    pub metrics_access: marquee_model::MetricsAccess,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -187,9 +189,16 @@ impl Edge {
         self
     }
 
+    /// Serves `/metrics` to the callers `access` allows (the default: loopback peers only).
+    pub fn with_metrics_access(mut self, access: marquee_model::MetricsAccess) -> Edge {
+        self.metrics_access = access;
+        self
+    }
+
     pub fn new(config: EdgeConfig, log: Arc<EventLog>, keys: KeyRing) -> Edge {
         Edge {
             shared: None,
+            metrics_access: marquee_model::MetricsAccess::default(),
             profiles: profiles::load(&config.data_dir),
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),

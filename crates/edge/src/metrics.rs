@@ -6,7 +6,12 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
+use hyper::{Response, StatusCode};
+use marquee_model::MetricsRefusal;
+
 use crate::Edge;
+use crate::handlers::{self, Body};
 
 /// What a request asked for, as labelled in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +162,19 @@ impl Metrics {
             .map(|count| count.load(Ordering::Relaxed))
             .sum()
     }
+}
+
+/// The answer to a scrape `edge.metrics_access` refused: the reason, no metric data.
+pub(crate) fn refused(refusal: MetricsRefusal) -> Response<Body> {
+    let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
+    let mut answer =
+        handlers::response(status, "text/plain; charset=utf-8", format!("{refusal}\n"));
+    if status == StatusCode::UNAUTHORIZED {
+        answer
+            .headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    answer
 }
 
 fn counter(out: &mut String, name: &str, help: &str, value: u64) {

@@ -10,6 +10,7 @@ use std::time::Instant;
 use axum::Router;
 use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
+use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
@@ -213,7 +214,7 @@ async fn answer(
         (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, handlers::tag_js()),
         (&Method::GET, "/metrics") => (
             Endpoint::Probe,
-            with_manager_metrics(handlers::metrics(edge), fallback).await,
+            metrics(edge, fallback, peer, &request).await,
         ),
         (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, handlers::readyz(edge)),
         (_, path) if path.starts_with("/log/") && edge.log_access.get().is_some() => {
@@ -245,16 +246,47 @@ async fn answer(
     (endpoint, edge_answer(answer))
 }
 
-/// The edge's metrics followed by the manager's (its router's `/metrics`), so that one scrape
-/// of `marquee serve` sees both.
-async fn with_manager_metrics(edge: Response<Body>, fallback: Option<Router>) -> Response<Body> {
+/// `GET /metrics` for the callers `edge.metrics_access` allows (a refusal carries no metric
+/// data): the edge's metrics followed by the manager's (its router's `/metrics`), so that one
+/// scrape of `marquee serve` sees both.
+async fn metrics(
+    edge: &Edge,
+    fallback: Option<Router>,
+    peer: SocketAddr,
+    request: &Request<Incoming>,
+) -> Response<Body> {
+    let authorization = request.headers().get(hyper::header::AUTHORIZATION);
+    let allowed = edge
+        .metrics_access
+        .check(Some(peer.ip()), authorization.map(HeaderValue::as_bytes));
+    if let Err(refusal) = allowed {
+        return crate::metrics::refused(refusal);
+    }
+    let mine = handlers::metrics(edge);
     let Some(router) = fallback else {
-        return edge;
+        return mine;
     };
-    let request = Request::get("/metrics").body(axum::body::Body::empty());
-    let Ok(request) = request else {
-        return edge;
+    // The manager's route decides access again, by the same rule: it gets what this request
+    // showed, the caller's address and credentials.
+    let mut manager = Request::get("/metrics");
+    if let Some(authorization) = authorization {
+        manager = manager.header(hyper::header::AUTHORIZATION, authorization.clone());
+    }
+    let Ok(mut manager) = manager.body(axum::body::Body::empty()) else {
+        return mine;
     };
+    manager
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(peer));
+    with_manager_metrics(mine, router, manager).await
+}
+
+/// `edge`'s metrics followed by the manager router's answer to `request`, if that is a 200.
+async fn with_manager_metrics(
+    edge: Response<Body>,
+    router: Router,
+    request: Request<axum::body::Body>,
+) -> Response<Body> {
     let manager = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

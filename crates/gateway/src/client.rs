@@ -1,13 +1,18 @@
 //! One external bidder: its kept-alive connection pool (HTTP/1.1 or h2c), the bound on its
-//! calls in flight, its health score and counters.
+//! calls in flight, its health score and counters, and the notices it is sent.
 //!
 //! A call runs in its own task. The auction waits for it until the bidder's deadline only; the
 //! task itself goes on until `late_grace` past that, so that a slow answer is read to its end
 //! and its connection stays in the pool instead of being torn down by a cancelled request (an
 //! answer in that time is counted as late and ignored). Its place in flight is held until the
 //! task ends, so a bidder that has gone slow reaches its limit and is skipped at once.
+//!
+//! Notices go through a client of their own, whose resolver refuses internal addresses unless
+//! the bidder's endpoint is internal (`notice.rs`); the bid calls keep the plain resolver, as the
+//! endpoint is the operator's choice.
 
 use std::io::Write as _;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -22,13 +27,22 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::oneshot;
+use url::Url;
 
 use crate::GatewayError;
 use crate::config::BidderSpec;
 use crate::health::Health;
 use crate::metrics::BidderStats;
+use crate::notice::{
+    AddressGuard, GuardedResolver, HostPattern, LogLimit, NoticePolicy, NoticeRefusal,
+    refused_address,
+};
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type NoticeClient = Client<HttpConnector<GuardedResolver>, Full<Bytes>>;
+
+/// How often a bidder's refused notices may be logged (each is counted).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How a call ended, as the auction sees it.
 #[derive(Debug)]
@@ -47,6 +61,10 @@ pub struct BidderClient {
     uri: Uri,
     headers: HeaderMap,
     client: HttpClient,
+    notice_policy: NoticePolicy,
+    notice_guard: Arc<AddressGuard>,
+    notice_client: NoticeClient,
+    refusal_log: LogLimit,
     pub(crate) enabled: AtomicBool,
     in_flight: AtomicUsize,
     pub(crate) health: Health,
@@ -79,6 +97,19 @@ impl BidderClient {
                 spec.endpoint
             )));
         }
+        // Read by the parser the notice URLs go through, so that hosts compare alike (case,
+        // international names, other spellings of an address).
+        let endpoint_host = Url::parse(&spec.endpoint)
+            .ok()
+            .and_then(|url| url.host().map(|host| host.to_owned()))
+            .ok_or_else(|| bad(format!("endpoint {:?} has no host", spec.endpoint)))?;
+        let notice_hosts = spec
+            .notice_hosts
+            .iter()
+            .map(|entry| HostPattern::parse(entry))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(format!("notice_hosts: {e}")))?;
+        let notice_guard = Arc::new(AddressGuard::new(endpoint_host.clone()));
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
@@ -99,15 +130,28 @@ impl BidderClient {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .pool_max_idle_per_host(spec.pool_size)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .http2_only(spec.http2)
-            .build(connector);
+        let mut notice_connector =
+            HttpConnector::new_with_resolver(GuardedResolver(Arc::clone(&notice_guard)));
+        notice_connector.set_nodelay(true);
+        notice_connector.set_keepalive(Some(Duration::from_secs(60)));
+        let builder = || {
+            let mut builder = Client::builder(TokioExecutor::new());
+            builder
+                .pool_timer(TokioTimer::new())
+                .timer(TokioTimer::new())
+                .pool_max_idle_per_host(spec.pool_size)
+                .pool_idle_timeout(Duration::from_secs(90))
+                .http2_only(spec.http2);
+            builder
+        };
+        let client = builder().build(connector);
+        let notice_client = builder().build(notice_connector);
         Ok(BidderClient {
             enabled: AtomicBool::new(spec.enabled),
+            notice_policy: NoticePolicy::new(endpoint_host, notice_hosts),
+            notice_guard,
+            notice_client,
+            refusal_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
             spec,
             uri,
             headers,
@@ -212,29 +256,80 @@ impl BidderClient {
         }
     }
 
-    /// Sends a notice (`GET url`), giving up after `timeout`; counts it.
-    pub(crate) fn notify(self: &Arc<Self>, url: String, timeout: Duration) {
+    /// Sends a notice (`GET url`) when the bidder's notice policy allows it, giving up after
+    /// `timeout`; counts it, or its refusal.
+    pub(crate) fn notify(self: &Arc<Self>, url: &str, timeout: Duration) {
+        let url = match self.notice_policy.check(url) {
+            Ok(url) => url,
+            Err(refusal) => {
+                self.refuse(&refusal);
+                return;
+            }
+        };
+        // The connector resolves a name through the guard, but connects to an address written
+        // in the URL directly: that one is checked here.
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+            _ => None,
+        };
+        let Ok(uri) = url.as_str().parse::<Uri>() else {
+            BidderStats::bump(&self.stats.notice_errors);
+            return;
+        };
         let bidder = Arc::clone(self);
         tokio::spawn(async move {
-            let Ok(uri) = url.parse::<Uri>() else {
-                BidderStats::bump(&bidder.stats.notice_errors);
-                return;
-            };
-            let mut request = Request::new(Full::new(Bytes::new()));
-            *request.uri_mut() = uri;
-            let sent = tokio::time::timeout(timeout, bidder.client.request(request)).await;
-            match sent {
-                Ok(Ok(response)) if response.status().is_success() => {
-                    BidderStats::bump(&bidder.stats.notices);
-                    // Read the (small) body so the connection goes back to the pool.
-                    let _ = Limited::new(response.into_body(), 64 * 1024)
-                        .collect()
-                        .await;
-                }
-                _ => BidderStats::bump(&bidder.stats.notice_errors),
+            match tokio::time::timeout(timeout, bidder.deliver(uri, literal)).await {
+                Ok(Delivery::Sent) => BidderStats::bump(&bidder.stats.notices),
+                Ok(Delivery::Refused(ip)) => bidder.refuse(&NoticeRefusal::Address(ip)),
+                Ok(Delivery::Failed) | Err(_) => BidderStats::bump(&bidder.stats.notice_errors),
             }
         });
     }
+
+    async fn deliver(&self, uri: Uri, literal: Option<IpAddr>) -> Delivery {
+        if let Some(ip) = literal
+            && !self.notice_guard.admits(ip).await
+        {
+            return Delivery::Refused(ip);
+        }
+        let mut request = Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = uri;
+        match self.notice_client.request(request).await {
+            Ok(response) if response.status().is_success() => {
+                // Read the (small) body so the connection goes back to the pool.
+                let _ = Limited::new(response.into_body(), 64 * 1024)
+                    .collect()
+                    .await;
+                Delivery::Sent
+            }
+            Ok(_) => Delivery::Failed,
+            Err(error) => refused_address(&error).map_or(Delivery::Failed, Delivery::Refused),
+        }
+    }
+
+    /// Counts a refused notice, and logs it unless one was logged within the interval.
+    fn refuse(&self, refusal: &NoticeRefusal) {
+        BidderStats::bump(&self.stats.notices_refused);
+        if self.refusal_log.allow(Instant::now()) {
+            tracing::warn!(
+                bidder = %self.spec.name,
+                %refusal,
+                refused = BidderStats::get(&self.stats.notices_refused),
+                "notice not sent; refusals are counted in \
+                 marquee_gateway_bidder_notices_refused_total and logged at most once a minute"
+            );
+        }
+    }
+}
+
+/// How a notice ended.
+enum Delivery {
+    Sent,
+    /// The only address it could go to is internal and the bidder's endpoint is not.
+    Refused(IpAddr),
+    /// Transport error, a status other than 2xx.
+    Failed,
 }
 
 fn gzip(body: &[u8]) -> Option<Bytes> {
@@ -244,4 +339,103 @@ fn gzip(body: &[u8]) -> Option<Bytes> {
     );
     encoder.write_all(body).ok()?;
     encoder.finish().ok().map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::net::SocketAddr;
+    use std::sync::Mutex;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::config::HealthConfig;
+
+    /// A server on loopback that records the request line of every request and answers 204.
+    async fn listener() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let record = Arc::clone(&record);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buffer = [0; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head);
+                    record
+                        .lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or("").to_owned());
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        (address, seen)
+    }
+
+    fn bidder(endpoint: &str, notice_hosts: &[&str]) -> Arc<BidderClient> {
+        let mut spec = BidderSpec::new("b1", endpoint);
+        spec.notice_hosts = notice_hosts.iter().map(|h| (*h).to_owned()).collect();
+        let health = Health::new(HealthConfig::default(), Instant::now());
+        Arc::new(BidderClient::new(spec, health).unwrap())
+    }
+
+    /// Waits (up to 10 s) until `count` notices were sent, failed or refused.
+    async fn settled(bidder: &BidderClient, count: u64) -> (u64, u64, u64) {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = &bidder.stats;
+            let counts = (
+                BidderStats::get(&stats.notices),
+                BidderStats::get(&stats.notice_errors),
+                BidderStats::get(&stats.notices_refused),
+            );
+            if counts.0 + counts.1 + counts.2 >= count || Instant::now() > until {
+                return counts;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bidder_on_a_public_address_cannot_send_notices_to_internal_ones() {
+        let (address, seen) = listener().await;
+        let port = address.port();
+        // 192.0.2.1 (TEST-NET-1) is not internal; it is never called here.
+        let bidder = bidder("http://192.0.2.1/bid", &["localhost", "127.0.0.1"]);
+        let timeout = Duration::from_secs(5);
+        // An address in the URL, and a name that resolves to loopback.
+        bidder.notify(&format!("http://127.0.0.1:{port}/win"), timeout);
+        bidder.notify(&format!("http://localhost:{port}/loss"), timeout);
+        assert_eq!(settled(&bidder, 2).await, (0, 0, 2));
+        assert_eq!(*seen.lock().unwrap(), Vec::<String>::new());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bidder_on_an_internal_network_sends_notices_there() {
+        let (address, seen) = listener().await;
+        let port = address.port();
+        // The endpoint's name resolves to loopback: the operator put the bidder there.
+        let bidder = bidder("http://localhost:9/bid", &["127.0.0.1"]);
+        let timeout = Duration::from_secs(5);
+        bidder.notify(&format!("http://127.0.0.1:{port}/win"), timeout);
+        bidder.notify(&format!("http://localhost:{port}/loss"), timeout);
+        assert_eq!(settled(&bidder, 2).await, (2, 0, 0));
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(seen, ["GET /loss HTTP/1.1", "GET /win HTTP/1.1"]);
+    }
 }

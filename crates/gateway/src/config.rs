@@ -74,11 +74,16 @@ pub struct BidderSpec {
     pub price_permille: u32,
     /// Taken part in auctions at start (the management API switches it at run time).
     pub enabled: bool,
+    /// Hosts its win and loss notices may go to besides the endpoint's own: a host name, an
+    /// IPv4 address, an IPv6 address in brackets, or `*.example.net` for any subdomain of
+    /// `example.net`. A notice to any other host is refused (see `notice.rs`).
+    pub notice_hosts: Vec<String>,
 }
 
 impl BidderSpec {
     /// A bidder with the defaults: 2.6, HTTP/1.1, all of the time, 64 in flight, 16 idle
-    /// connections, no gzip, every imp and exchange, price as bid, enabled.
+    /// connections, no gzip, every imp and exchange, price as bid, enabled, notices to the
+    /// endpoint's host only.
     pub fn new(name: impl Into<String>, endpoint: impl Into<String>) -> BidderSpec {
         BidderSpec {
             name: name.into(),
@@ -94,6 +99,7 @@ impl BidderSpec {
             exchanges: Vec::new(),
             price_permille: 1_000,
             enabled: true,
+            notice_hosts: Vec::new(),
         }
     }
 }

@@ -12,6 +12,8 @@
 //!   the bidder's answer, and in ours. Prices are integer micros throughout.
 //! - The outcome depends only on the answers received, not on their order (ties: bidder name,
 //!   then bid id).
+//! - A notice goes only to the bidder endpoint's host or its `notice_hosts`, over http(s), and
+//!   to an internal address only when the endpoint is internal too (`notice.rs`).
 //!
 //! See `crates/gateway/README.md` and `docs/life-of-a-gateway-auction.md`.
 
@@ -20,6 +22,7 @@ mod client;
 pub mod config;
 mod health;
 pub mod metrics;
+mod notice;
 mod outgoing;
 
 use std::borrow::Cow;
@@ -571,8 +574,9 @@ impl Gateway {
     }
 
     /// Forwards the win notice of every winner in the answer that sent markup and the loss
-    /// notice of every other bid (a dropped winner included), macros filled; the internal
-    /// bidder's are returned for the edge.
+    /// notice of every other bid (a dropped winner included), macros filled, each only where
+    /// its bidder's notice policy allows (`BidderClient::notify`); the internal bidder's are
+    /// returned for the edge.
     fn send_notices(
         &self,
         request: &BidRequest<'_>,
@@ -618,7 +622,7 @@ impl Gateway {
             let mut url = String::with_capacity(template.len() + 32);
             marquee_openrtb::expand_macros(template, &values, &mut url);
             match sources[outcome.entry] {
-                Source::External(i) => self.bidders[i].notify(url, self.config.notice_timeout),
+                Source::External(i) => self.bidders[i].notify(&url, self.config.notice_timeout),
                 Source::Internal => internal.push(url),
             }
         }

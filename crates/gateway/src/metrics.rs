@@ -34,6 +34,8 @@ pub struct BidderStats {
     /// Win and loss notices forwarded, and those that failed.
     pub notices: AtomicU64,
     pub notice_errors: AtomicU64,
+    /// Notices not sent because the bidder's notice policy refused their URL or address.
+    pub notices_refused: AtomicU64,
     latency: [AtomicU64; BUCKETS_MS.len() + 1],
     latency_sum_us: AtomicU64,
 }
@@ -78,7 +80,7 @@ pub struct GatewayStats {
 
 type Counter = (&'static str, &'static str, fn(&BidderStats) -> &AtomicU64);
 
-const COUNTERS: [Counter; 12] = [
+const COUNTERS: [Counter; 13] = [
     ("requests", "Calls sent to the bidder.", |s| &s.requests),
     ("bids", "Valid bids received from the bidder.", |s| &s.bids),
     (
@@ -120,6 +122,11 @@ const COUNTERS: [Counter; 12] = [
         "notice_errors",
         "Notices that failed (unreadable URL, transport error, non-2xx, time-out).",
         |s| &s.notice_errors,
+    ),
+    (
+        "notices_refused",
+        "Notices not sent: not an http(s) URL, user info, a host not allowed for the bidder, or an internal address.",
+        |s| &s.notices_refused,
     ),
 ];
 

@@ -1,9 +1,11 @@
 //! The demo data set: enough for a new user to click through every kind of object, targeting
-//! rule and cap. Loaded through the same validation and store calls as the API.
+//! rule and cap. Loaded through the same validation, checks across objects (amounts in their
+//! advertiser's currency) and store calls as the API.
 
 use jiff::civil::{DateTime, date};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
+use marquee_api::{CurrencyRuleError, ObjectWrite, check_currency};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock, Creative,
     CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange,
@@ -49,10 +51,16 @@ pub async fn is_empty(store: &dyn Store) -> Result<bool, StoreError> {
 }
 
 async fn add<T: Object>(store: &dyn Store, object: T) -> Result<u64, DemoError> {
-    object.validate().map_err(|error| DemoError::Invalid {
+    let invalid = |error| DemoError::Invalid {
         name: object.name().to_owned(),
         error,
-    })?;
+    };
+    object.validate().map_err(invalid)?;
+    match check_currency(store, &object, ObjectWrite::Create, None).await {
+        Ok(()) => {}
+        Err(CurrencyRuleError::Broken(error)) => return Err(invalid(error)),
+        Err(CurrencyRuleError::Store(error)) => return Err(error.into()),
+    }
     Ok(store.create_object(&object, None).await?.meta.id)
 }
 

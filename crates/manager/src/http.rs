@@ -1,13 +1,14 @@
 //! The manager's HTTP surface: the management API plus health, metrics and snapshot
 //! distribution.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use marquee_api::openapi::{public_operation, response, responses};
 use marquee_api::{ApiOptions, RouteTable};
 use marquee_model::same_secret;
@@ -41,12 +42,22 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
             metrics,
             Arc::clone(manager),
             public_operation(
-                "Aggregation and pacing metrics in the Prometheus text format (in `marquee serve`, after the edge's)",
+                "Aggregation and pacing metrics in the Prometheus text format (in `marquee serve`, after the edge's); not an API token but `Authorization: Bearer <metrics.token>`, or without `metrics.token` a loopback peer",
                 "meta",
-                responses([(
-                    200,
-                    json!({ "description": "metrics", "content": { "text/plain": {} } }),
-                )]),
+                responses([
+                    (
+                        200,
+                        json!({ "description": "metrics", "content": { "text/plain": {} } }),
+                    ),
+                    (
+                        401,
+                        json!({ "description": "metrics.token is set and the request does not carry it", "content": { "text/plain": {} } }),
+                    ),
+                    (
+                        403,
+                        json!({ "description": "metrics.token is not set and the peer is not a loopback address", "content": { "text/plain": {} } }),
+                    ),
+                ]),
             ),
         );
     marquee_api::add_routes_with(
@@ -239,7 +250,27 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
-async fn metrics(State(manager): State<Arc<Manager>>) -> Response {
+/// `GET /metrics`, for the callers [`Manager::metrics_access`] allows: the peer is the TCP
+/// peer the server accepted (`ConnectInfo`, set by the edge's server and by `marquee
+/// manager`'s), never a forwarded header.
+async fn metrics(
+    State(manager): State<Arc<Manager>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+) -> Response {
+    let peer = peer.map(|Extension(ConnectInfo(peer))| peer.ip());
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    if let Err(refusal) = manager.metrics_access().check(peer, authorization) {
+        let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
+        let reason = format!("{refusal}\n");
+        return if status == StatusCode::UNAUTHORIZED {
+            (status, [(header::WWW_AUTHENTICATE, "Bearer")], reason).into_response()
+        } else {
+            (status, reason).into_response()
+        };
+    }
     let mut text = manager
         .aggregator()
         .map(|aggregator| aggregator.render_metrics())

@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use marquee_model::Clock;
+use marquee_model::{Clock, MetricsAccess};
 use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
 use tokio::sync::{Mutex, watch};
@@ -118,6 +118,8 @@ pub struct Manager {
     /// The shared secret remote edges register with and their logs are read with; unset:
     /// remote edges are refused.
     remote_secret: OnceLock<String>,
+    /// Who may read `/metrics`; unset: loopback peers only.
+    metrics_access: OnceLock<MetricsAccess>,
 }
 
 impl Manager {
@@ -149,6 +151,7 @@ impl Manager {
             store,
             edges: EdgeRegistry::new(Arc::clone(&clock), EDGE_SILENT_AFTER),
             remote_secret: OnceLock::new(),
+            metrics_access: OnceLock::new(),
             clock,
             dir,
             compile_interval: options.compile_interval,
@@ -206,6 +209,20 @@ impl Manager {
             tracing::warn!("remote edges are already accepted; keeping the first secret");
         }
         Ok(())
+    }
+
+    /// Serves `/metrics` to the callers `access` allows from now on (set once, before serving;
+    /// until then, and by default, loopback peers only).
+    pub fn set_metrics_access(&self, access: MetricsAccess) {
+        if self.metrics_access.set(access).is_err() {
+            tracing::warn!("metrics access is already set; keeping the first");
+        }
+    }
+
+    /// Who may read `/metrics`.
+    pub fn metrics_access(&self) -> &MetricsAccess {
+        static LOOPBACK_ONLY: MetricsAccess = MetricsAccess::loopback_only();
+        self.metrics_access.get().unwrap_or(&LOOPBACK_ONLY)
     }
 
     /// The shared secret of remote edges, once [`accept_remote_edges`](Self::accept_remote_edges)

@@ -14,7 +14,7 @@ use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{
     AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, demo,
 };
-use marquee_model::{Clock, Role, SystemClock};
+use marquee_model::{Clock, MetricsAccess, Role, SystemClock};
 use marquee_sharedstate::{SharedConfig, SharedState};
 use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
@@ -584,7 +584,8 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         Arc::new(log),
         keys,
     )
-    .with_bidder(bidder_config(config)?);
+    .with_bidder(bidder_config(config)?)
+    .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
     if let Some(gateway) = gateway_config(config, &edge.bidder.config.rates)? {
         let gateway = marquee_gateway::Gateway::new(gateway)
             .map_err(|e| config_error(format!("`gateway.bidders`: {e}")))?;
@@ -741,6 +742,7 @@ fn gateway_config(
             exchanges: b.exchanges.clone(),
             price_permille: b.price_permille,
             enabled: b.enabled,
+            notice_hosts: b.notice_hosts.clone(),
             ..BidderSpec::new(name, &b.endpoint)
         })
         .collect();

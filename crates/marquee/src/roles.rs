@@ -3,6 +3,7 @@
 //! bids from the snapshots it polls, registers by heartbeat, renews leases over HTTP, serves
 //! its log). `marquee serve` runs both in one process.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use marquee_edge::pacing::SyncClient;
 use marquee_edge::periodic::Schedule;
 use marquee_edge::remote::{self, Addresses, IdentityError, ManagerClient};
 use marquee_manager::{Manager, ManagerOptions};
-use marquee_model::{Clock, SystemClock};
+use marquee_model::{Clock, MetricsAccess, SystemClock};
 use marquee_store::Store;
 
 use crate::{
@@ -79,6 +80,7 @@ pub(crate) async fn open_manager(
         },
     )
     .await?;
+    manager.set_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
     manager.refresh().await?;
     Ok(manager)
 }
@@ -161,6 +163,9 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         },
     );
     let app = crate::users::with_dashboard(app, &manager, &config, &ad_url);
+    // With the peer's address: `/metrics` without a token and the dashboard's sign-in limits
+    // go by it.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             signalled.await;

@@ -8,6 +8,7 @@
 mod clock;
 mod ids;
 mod kind;
+mod metrics_access;
 mod money;
 mod objects;
 mod rates;
@@ -19,6 +20,7 @@ mod validate;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId};
 pub use kind::{Kind, Principal, Role, Side, Status};
+pub use metrics_access::{MetricsAccess, MetricsRefusal};
 pub use money::{Currency, CurrencyError, Micros};
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,

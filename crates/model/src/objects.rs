@@ -32,10 +32,20 @@ pub trait Object:
     }
     /// The rules particular to this kind (the name rule is common to all).
     fn validate_fields(&self, v: &mut Violations);
+    /// The currency of this object's money amounts, with the JSON path that names it: an
+    /// advertiser's own currency; a line item's price currency, which its spend goal and the
+    /// spend its events carry are in too. `None` for kinds without money. Every amount under an
+    /// advertiser is in the advertiser's currency, so that its reports and budgets sum like
+    /// with like: a rule across objects, which the API checks on every write
+    /// (`marquee_api::check_currency`).
+    fn currency(&self) -> Option<(&'static str, Currency)>;
 }
 
 macro_rules! object {
     ($ty:ty, $kind:expr, |$s:ident| $parent:expr) => {
+        object!($ty, $kind, |$s| $parent, currency: |_c| None);
+    };
+    ($ty:ty, $kind:expr, |$s:ident| $parent:expr, currency: |$c:ident| $currency:expr) => {
         impl Object for $ty {
             const KIND: Kind = $kind;
             fn name(&self) -> &str {
@@ -53,6 +63,10 @@ macro_rules! object {
             }
             fn validate_fields(&self, v: &mut Violations) {
                 self.check(v);
+            }
+            fn currency(&self) -> Option<(&'static str, Currency)> {
+                let $c = self;
+                $currency
             }
         }
     };
@@ -216,7 +230,7 @@ pub enum RotationMode {
 pub enum GoalMetric {
     Impressions,
     Clicks,
-    /// Spend in micros of the line item's currency.
+    /// Spend in micros of the line item's price currency (its advertiser's).
     Spend,
 }
 
@@ -270,6 +284,7 @@ pub enum PricingModel {
 pub struct Price {
     pub model: PricingModel,
     pub amount_micros: Micros,
+    /// Must be the advertiser's currency (checked on write, against the campaign's advertiser).
     pub currency: Currency,
 }
 
@@ -367,7 +382,9 @@ pub struct Advertiser {
     pub name: String,
     #[serde(default)]
     pub status: Status,
-    /// Currency of the advertiser's reports.
+    /// Currency of every money amount under the advertiser (its line items' prices and spend
+    /// goals) and so of its reports' spend; it cannot change while a line item is priced in
+    /// another.
     pub currency: Currency,
     /// Time zone of the advertiser's reports (IANA name).
     pub time_zone: String,
@@ -375,7 +392,7 @@ pub struct Advertiser {
     #[serde(default)]
     pub domains: Vec<String>,
 }
-object!(Advertiser, Kind::Advertiser, |_s| None);
+object!(Advertiser, Kind::Advertiser, |_s| None, currency: |s| Some(("currency", s.currency)));
 
 impl Advertiser {
     fn check(&self, v: &mut Violations) {
@@ -463,7 +480,9 @@ pub struct LineItem {
     #[serde(default)]
     pub deals: Vec<String>,
 }
-object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0));
+object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0), currency: |s| {
+    Some(("price.currency", s.price.currency))
+});
 
 impl LineItem {
     fn check(&self, v: &mut Violations) {

@@ -35,6 +35,9 @@ pub struct Behaviour {
     pub body: Option<String>,
     /// Bid this size.
     pub size: (u32, u32),
+    /// Put the notice and billing URLs under this base (`http://host:port`) instead of the
+    /// mock's own address.
+    pub notice_base: Option<String>,
 }
 
 impl Default for Behaviour {
@@ -48,6 +51,7 @@ impl Default for Behaviour {
             no_adm: false,
             body: None,
             size: (300, 250),
+            notice_base: None,
         }
     }
 }
@@ -183,7 +187,10 @@ async fn answer(
 }
 
 fn bids(mock: &MockBidder, behaviour: &Behaviour, request: &serde_json::Value) -> String {
-    let base = format!("http://{}", mock.address);
+    let base = behaviour
+        .notice_base
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", mock.address));
     let bids: Vec<serde_json::Value> = request["imp"]
         .as_array()
         .unwrap()

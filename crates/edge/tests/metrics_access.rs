@@ -1,0 +1,258 @@
+//! Who may read `/metrics` over real connections: with a token, only its bearer (401
+//! otherwise, with no metric data, counted as a probe's client error); without one, loopback
+//! peers only (403 for others). In `marquee serve` the manager's metrics follow the edge's:
+//! they are fetched only for an allowed scrape, with its credentials and peer passed on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use axum::http::HeaderMap;
+use axum::routing::get;
+use marquee_edge::{Edge, EdgeConfig, Endpoint, Fallback, Limits, Outcome};
+use marquee_eventlog::EventLog;
+use marquee_model::MetricsAccess;
+use marquee_tracking::KeyRing;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket};
+
+const TOKEN: &str = "scrape-token-0123456789";
+
+fn edge(dir: &std::path::Path, access: MetricsAccess) -> Arc<Edge> {
+    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    let config = EdgeConfig {
+        public_url: "http://127.0.0.1".into(),
+        token_lifetime: Duration::from_secs(600),
+        fallback: Fallback::Empty,
+        cookies: false,
+        country_header: None,
+        data_dir: dir.join("edge"),
+        limits: Limits {
+            max_queue_delay: None,
+            ..Limits::default()
+        },
+    };
+    Arc::new(Edge::new(config, Arc::new(log), keys).with_metrics_access(access))
+}
+
+/// A stand-in for the manager's router: its `/metrics` answers with a series naming what the
+/// edge passed on (the peer it saw, whether the bearer token came along).
+fn manager_router() -> axum::Router {
+    async fn metrics(
+        peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+        headers: HeaderMap,
+    ) -> String {
+        let with_token = headers
+            .get("authorization")
+            .is_some_and(|value| value.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+        let loopback = peer.is_some_and(|p| p.0.0.ip().is_loopback());
+        format!("manager_budget_series{{with_token=\"{with_token}\",loopback=\"{loopback}\"}} 1\n")
+    }
+    axum::Router::new().route("/metrics", get(metrics))
+}
+
+/// Serves `edge` on `bind` (port 0) until the test ends; the address it listens on.
+async fn start(edge: &Arc<Edge>, bind: &str, fallback: Option<axum::Router>) -> SocketAddr {
+    let listener = TcpListener::bind(bind).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(marquee_edge::serve(
+        listener,
+        Arc::clone(edge),
+        fallback,
+        Box::pin(std::future::pending()),
+    ));
+    address
+}
+
+/// An address of this host that is not loopback (where the default route leaves from), if it
+/// has one. No packet is sent: connecting a UDP socket only picks the route.
+fn outside_address() -> Option<IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+/// `GET path` with `headers`, from a socket bound to `from` (so the edge sees that peer).
+async fn scrape(to: SocketAddr, from: IpAddr, method: &str, headers: &str) -> Answer {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    let mut stream = socket.connect(to).await.unwrap();
+    let request =
+        format!("{method} /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n{headers}\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
+    Answer {
+        status: head.split(' ').nth(1).unwrap().parse().unwrap(),
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+fn loopback() -> IpAddr {
+    IpAddr::from([127, 0, 0, 1])
+}
+
+fn assert_no_metric_data(answer: &Answer) {
+    assert!(
+        !answer.body.contains("marquee_") && !answer.body.contains("manager_"),
+        "a refusal carried metrics: {}",
+        answer.body
+    );
+}
+
+#[tokio::test]
+async fn with_a_token_only_its_bearer_reads_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path(), MetricsAccess::new(Some(TOKEN.into())));
+    let address = start(&edge, "127.0.0.1:0", Some(manager_router())).await;
+
+    // From loopback too: with a token configured, the token is what counts.
+    let missing = scrape(address, loopback(), "GET", "").await;
+    assert_eq!(missing.status, 401, "{}", missing.body);
+    assert!(
+        missing
+            .head
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{}",
+        missing.head
+    );
+    assert!(missing.body.contains("metrics.token"), "{}", missing.body);
+    assert_no_metric_data(&missing);
+
+    let wrong = scrape(
+        address,
+        loopback(),
+        "GET",
+        "Authorization: Bearer scrape-token-0123456788\r\n",
+    )
+    .await;
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+    assert_no_metric_data(&wrong);
+
+    // Another scheme carrying the right value is no bearer token.
+    let basic = scrape(
+        address,
+        loopback(),
+        "GET",
+        &format!("Authorization: Basic {TOKEN}\r\n"),
+    )
+    .await;
+    assert_eq!(basic.status, 401, "{}", basic.body);
+    assert_no_metric_data(&basic);
+
+    let right = scrape(
+        address,
+        loopback(),
+        "GET",
+        &format!("Authorization: Bearer {TOKEN}\r\n"),
+    )
+    .await;
+    assert_eq!(right.status, 200, "{}", right.body);
+    assert!(
+        right.head.contains("text/plain; version=0.0.4"),
+        "{}",
+        right.head
+    );
+    assert!(
+        right
+            .body
+            .contains("marquee_edge_requests_total{endpoint=\"probe\",outcome=\"client_error\"} 3"),
+        "the three refusals are counted as a probe's client errors:\n{}",
+        right.body
+    );
+    // The manager's part came with the scrape's token and peer.
+    assert!(
+        right
+            .body
+            .contains("manager_budget_series{with_token=\"true\",loopback=\"true\"} 1"),
+        "{}",
+        right.body
+    );
+    assert_eq!(
+        edge.metrics.requests(Endpoint::Probe, Outcome::ClientError),
+        3
+    );
+    assert_eq!(edge.metrics.requests(Endpoint::Probe, Outcome::Ok), 1);
+}
+
+#[tokio::test]
+async fn without_a_token_loopback_peers_read_the_metrics_and_others_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path(), MetricsAccess::default());
+    let address = start(&edge, "0.0.0.0:0", Some(manager_router())).await;
+    let to_loopback = SocketAddr::new(loopback(), address.port());
+
+    let local = scrape(to_loopback, loopback(), "GET", "").await;
+    assert_eq!(local.status, 200, "{}", local.body);
+    assert!(local.body.contains("marquee_edge_requests_total"));
+    assert!(
+        local
+            .body
+            .contains("manager_budget_series{with_token=\"false\",loopback=\"true\"} 1"),
+        "{}",
+        local.body
+    );
+
+    let Some(outside) = outside_address() else {
+        // The decision itself is unit-tested with such addresses (marquee-model's
+        // metrics_access); only this host cannot make the connection.
+        eprintln!("this host has no non-loopback address: the 403 over TCP is not exercised");
+        return;
+    };
+    let to_outside = SocketAddr::new(outside, address.port());
+    // A token sent without one configured changes nothing.
+    for headers in ["", "Authorization: Bearer anything-at-all-123\r\n"] {
+        let refused = scrape(to_outside, outside, "GET", headers).await;
+        assert_eq!(refused.status, 403, "{}", refused.body);
+        assert!(
+            refused.body.contains("MARQUEE_METRICS__TOKEN"),
+            "the reason says how to open it: {}",
+            refused.body
+        );
+        assert_no_metric_data(&refused);
+    }
+    assert_eq!(
+        edge.metrics.requests(Endpoint::Probe, Outcome::ClientError),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_token_opens_the_metrics_to_other_addresses() {
+    let Some(outside) = outside_address() else {
+        eprintln!("this host has no non-loopback address: nothing to test");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path(), MetricsAccess::new(Some(TOKEN.into())));
+    let address = start(&edge, "0.0.0.0:0", None).await;
+    let to = SocketAddr::new(outside, address.port());
+    let refused = scrape(to, outside, "GET", "").await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let allowed = scrape(
+        to,
+        outside,
+        "GET",
+        &format!("Authorization: Bearer {TOKEN}\r\n"),
+    )
+    .await;
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+    assert!(allowed.body.contains("marquee_edge_requests_total"));
+}
