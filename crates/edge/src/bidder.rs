@@ -797,8 +797,21 @@ fn make_bid<'r>(
         nonce,
     };
     let adm = markup(auction, creative, view, &claims, worker)?;
+    // A bid in another currency than the line item's carries its price in the line item's
+    // currency, so that its clearing price converts at the rates the bid was made with.
+    let price_in_line_item_currency = (decision.currency != line_item.price.currency)
+        .then(|| {
+            edge.bidder.config.rates.convert(
+                decision.bid_cpm,
+                decision.currency,
+                line_item.price.currency,
+                Rounding::Up,
+            )
+        })
+        .flatten()
+        .map(|price| price.0);
     let token = {
-        let mut token = String::with_capacity(notice::TOKEN_LEN);
+        let mut token = String::with_capacity(notice::CONVERTED_TOKEN_LEN);
         notice::sign_into(
             &edge.keys,
             &NoticeClaims {
@@ -813,6 +826,7 @@ fn make_bid<'r>(
                 test: auction.test,
                 issued_at: claims.issued_at,
                 lifetime: claims.lifetime,
+                price_in_line_item_currency,
             },
             &mut token,
         );
@@ -1228,14 +1242,26 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
     Ok(())
 }
 
-/// A clearing price in the bid's currency expressed in the line item's (rounded up: spend is
-/// never under-counted); unchanged when the line item is gone or no rate is known.
+/// A clearing price in the bid's currency expressed in the line item's, rounded up (spend is
+/// never under-counted): at the bid's own rate when its token carries its price in the line
+/// item's currency, else at the configured rates (tokens of earlier builds); unchanged when
+/// the bid was in the line item's currency, or the line item is gone or no rate is known.
 fn in_line_item_currency(
     edge: &Edge,
     loaded: Option<&Loaded>,
     claims: &NoticeClaims,
     clearing: i64,
 ) -> i64 {
+    if let Some(price) = claims.price_in_line_item_currency
+        && claims.price_micros > 0
+    {
+        // clearing × price in the line item's currency / price in the bid's, rounded up.
+        let numerator = i128::from(clearing) * i128::from(price);
+        let denominator = i128::from(claims.price_micros);
+        let quotient =
+            numerator.div_euclid(denominator) + i128::from(numerator.rem_euclid(denominator) != 0);
+        return i64::try_from(quotient).unwrap_or(clearing);
+    }
     let Some(line_item) = loaded.and_then(|l| {
         l.engine
             .snapshot()

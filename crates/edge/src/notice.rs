@@ -5,10 +5,10 @@
 //! kind has its own replay guard, so a win and its billing each count once. The MAC is the
 //! tracking keys' ([`KeyRing::mac`]), so rotation works as for tracking links.
 //!
-//! # Layout, version `N` (0x4e)
+//! # Layout, versions `N` (0x4e) and `O` (0x4f)
 //!
-//! 86 bytes written as unpadded URL-safe base64 ([`TOKEN_LEN`] = 115 characters); integers
-//! little-endian.
+//! Version `N`: 86 bytes written as unpadded URL-safe base64 ([`TOKEN_LEN`] = 115 characters);
+//! integers little-endian.
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
@@ -26,6 +26,13 @@
 //! | 58 | 8 | issued at (`i64`, unix seconds) |
 //! | 66 | 4 | lifetime (seconds) |
 //! | 70 | 16 | MAC of bytes 0..70 |
+//!
+//! Version `O`, for a bid in another currency than its line item's price: the same 70 bytes
+//! with `0x4f` first, then at 70 the bid price in the line item's currency at the rates the bid
+//! was made with (`i64` micros, rounded up), then the MAC of bytes 0..78: 94 bytes,
+//! [`CONVERTED_TOKEN_LEN`] = 126 characters. A clearing price then converts at the bid's own
+//! rate, whatever the rates are when the notice arrives (or on the edge it reaches). Bids in
+//! their line item's currency keep version `N`, which edges of earlier builds read.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -33,11 +40,17 @@ use marquee_model::Currency;
 use marquee_tracking::{CLOCK_SKEW_SECS, KeyRing, MAC_LEN, TokenError};
 
 const VERSION: u8 = 0x4e;
+const VERSION_CONVERTED: u8 = 0x4f;
 const SIGNED_LEN: usize = 70;
+const CONVERTED_SIGNED_LEN: usize = SIGNED_LEN + 8;
 const RAW_LEN: usize = SIGNED_LEN + MAC_LEN;
-/// Characters of a notice token.
+const CONVERTED_RAW_LEN: usize = CONVERTED_SIGNED_LEN + MAC_LEN;
+/// Characters of a notice token of a bid in its line item's currency.
 pub const TOKEN_LEN: usize = 115;
+/// Characters of a notice token of a bid in another currency.
+pub const CONVERTED_TOKEN_LEN: usize = 126;
 const _: () = assert!(TOKEN_LEN == (RAW_LEN * 4).div_ceil(3));
+const _: () = assert!(CONVERTED_TOKEN_LEN == (CONVERTED_RAW_LEN * 4).div_ceil(3));
 
 /// What a notice token asserts about its bid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +67,9 @@ pub struct NoticeClaims {
     pub test: bool,
     pub issued_at: i64,
     pub lifetime: u32,
+    /// The bid price in the line item's currency at the bid's rates, when the bid is in
+    /// another currency (version `O`).
+    pub price_in_line_item_currency: Option<i64>,
 }
 
 /// Why a notice token was refused.
@@ -74,9 +90,14 @@ impl NoticeClaims {
         self.issued_at.saturating_add(i64::from(self.lifetime))
     }
 
-    fn encode(&self, key_id: u8) -> [u8; SIGNED_LEN] {
-        let mut out = [0u8; SIGNED_LEN];
-        out[0] = VERSION;
+    /// The signed bytes: [`SIGNED_LEN`] of them, or [`CONVERTED_SIGNED_LEN`] with the price in
+    /// the line item's currency.
+    fn encode(&self, key_id: u8, out: &mut [u8; CONVERTED_SIGNED_LEN]) -> usize {
+        out[0] = if self.price_in_line_item_currency.is_some() {
+            VERSION_CONVERTED
+        } else {
+            VERSION
+        };
         out[1] = key_id;
         out[2] = u8::from(self.test);
         out[3..11].copy_from_slice(&self.nonce.to_le_bytes());
@@ -89,65 +110,80 @@ impl NoticeClaims {
         out[50..58].copy_from_slice(&self.auction.to_le_bytes());
         out[58..66].copy_from_slice(&self.issued_at.to_le_bytes());
         out[66..70].copy_from_slice(&self.lifetime.to_le_bytes());
-        out
+        match self.price_in_line_item_currency {
+            Some(price) => {
+                out[70..78].copy_from_slice(&price.to_le_bytes());
+                CONVERTED_SIGNED_LEN
+            }
+            None => SIGNED_LEN,
+        }
     }
 
-    fn decode(raw: &[u8; SIGNED_LEN]) -> Option<NoticeClaims> {
+    /// Claims from signed bytes whose version and length were checked.
+    fn decode(raw: &[u8]) -> Option<NoticeClaims> {
         let u64_at = |at: usize| {
             let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&raw[at..at + 8]);
-            u64::from_le_bytes(bytes)
+            bytes.copy_from_slice(raw.get(at..at + 8)?);
+            Some(u64::from_le_bytes(bytes))
         };
-        let mut four = [0u8; 4];
-        four.copy_from_slice(&raw[46..50]);
-        let exchange = u32::from_le_bytes(four);
-        four.copy_from_slice(&raw[66..70]);
-        let lifetime = u32::from_le_bytes(four);
-        let currency = std::str::from_utf8(&raw[43..46])
+        let u32_at = |at: usize| {
+            let mut bytes = [0u8; 4];
+            bytes.copy_from_slice(raw.get(at..at + 4)?);
+            Some(u32::from_le_bytes(bytes))
+        };
+        let currency = std::str::from_utf8(raw.get(43..46)?)
             .ok()
             .and_then(|c| Currency::try_from(c).ok())?;
+        let price_in_line_item_currency = match raw.len() {
+            CONVERTED_SIGNED_LEN => Some(u64_at(70)?.cast_signed()),
+            _ => None,
+        };
         Some(NoticeClaims {
             test: raw[2] & 1 == 1,
-            nonce: u64_at(3),
-            line_item: u64_at(11),
-            creative: u64_at(19),
-            user: u64_at(27),
-            price_micros: u64_at(35).cast_signed(),
+            nonce: u64_at(3)?,
+            line_item: u64_at(11)?,
+            creative: u64_at(19)?,
+            user: u64_at(27)?,
+            price_micros: u64_at(35)?.cast_signed(),
             currency,
-            exchange,
-            auction: u64_at(50),
-            issued_at: u64_at(58).cast_signed(),
-            lifetime,
+            exchange: u32_at(46)?,
+            auction: u64_at(50)?,
+            issued_at: u64_at(58)?.cast_signed(),
+            lifetime: u32_at(66)?,
+            price_in_line_item_currency,
         })
     }
 }
 
 /// Appends the token for `claims` to `out`.
 pub fn sign_into(keys: &KeyRing, claims: &NoticeClaims, out: &mut String) {
-    let mut raw = [0u8; RAW_LEN];
-    raw[..SIGNED_LEN].copy_from_slice(&claims.encode(keys.signing_id()));
-    let (_, tag) = keys.mac(&raw[..SIGNED_LEN]);
-    raw[SIGNED_LEN..].copy_from_slice(&tag);
-    URL_SAFE_NO_PAD.encode_string(raw, out);
+    let mut raw = [0u8; CONVERTED_RAW_LEN];
+    let mut signed = [0u8; CONVERTED_SIGNED_LEN];
+    let signed_len = claims.encode(keys.signing_id(), &mut signed);
+    raw[..signed_len].copy_from_slice(&signed[..signed_len]);
+    let (_, tag) = keys.mac(&raw[..signed_len]);
+    raw[signed_len..signed_len + MAC_LEN].copy_from_slice(&tag);
+    URL_SAFE_NO_PAD.encode_string(&raw[..signed_len + MAC_LEN], out);
 }
 
 /// Checks a token's form, key, MAC and validity at `now` (unix seconds).
 pub fn verify(keys: &KeyRing, token: &str, now: i64) -> Result<NoticeClaims, NoticeError> {
-    if token.len() != TOKEN_LEN {
-        return Err(NoticeError::Malformed);
-    }
-    let mut buf = [0u8; RAW_LEN + 2];
+    let (version, raw_len) = match token.len() {
+        TOKEN_LEN => (VERSION, RAW_LEN),
+        CONVERTED_TOKEN_LEN => (VERSION_CONVERTED, CONVERTED_RAW_LEN),
+        _ => return Err(NoticeError::Malformed),
+    };
+    let mut buf = [0u8; CONVERTED_RAW_LEN + 2];
     match URL_SAFE_NO_PAD.decode_slice(token, &mut buf) {
-        Ok(RAW_LEN) => {}
+        Ok(len) if len == raw_len => {}
         _ => return Err(NoticeError::Malformed),
     }
-    if buf[0] != VERSION {
+    if buf[0] != version {
         return Err(NoticeError::Malformed);
     }
-    keys.verify_mac(buf[1], &buf[..SIGNED_LEN], &buf[SIGNED_LEN..RAW_LEN])?;
-    let mut signed = [0u8; SIGNED_LEN];
-    signed.copy_from_slice(&buf[..SIGNED_LEN]);
-    let claims = NoticeClaims::decode(&signed).ok_or(NoticeError::Malformed)?;
+    let signed_len = raw_len - MAC_LEN;
+    keys.verify_mac(buf[1], &buf[..signed_len], &buf[signed_len..raw_len])?;
+    let claims = NoticeClaims::decode(&buf[..signed_len]).ok_or(NoticeError::Malformed)?;
     if claims.issued_at > now.saturating_add(CLOCK_SKEW_SECS) || now >= claims.expires_at() {
         return Err(NoticeError::Expired);
     }
@@ -203,7 +239,41 @@ mod tests {
             test: true,
             issued_at: 1_790_000_000,
             lifetime: 3_600,
+            price_in_line_item_currency: None,
         }
+    }
+
+    /// The layouts byte for byte (tokens computed outside the code base from the table in the
+    /// module doc): edges of other builds read what this one writes, and the reverse.
+    #[test]
+    fn both_versions_are_written_and_read_as_documented() {
+        const PLAIN: &str = "TgMBCAcGBQQDAgEHAAAAAAAAAEYAAAAAAAAAYwAAAAAAAADQEhMAAAAAAEVVUsC2MAXDfRP9YS9vtIA7sWoAAAAAEA4AABseaOFZh_LCgUuwzYUj92Q";
+        const CONVERTED: &str = "TwMBCAcGBQQDAgEHAAAAAAAAAEYAAAAAAAAAYwAAAAAAAADQEhMAAAAAAEVVUsC2MAXDfRP9YS9vtIA7sWoAAAAAEA4AAGi7FAAAAAAA-bnOSa-TucVSrSR6Iwux7g";
+        let ring = keys(3, 9);
+        let now = 1_790_000_010;
+        let converted = NoticeClaims {
+            price_in_line_item_currency: Some(1_358_696),
+            ..claims()
+        };
+        for (claims, token, len) in [
+            (claims(), PLAIN, TOKEN_LEN),
+            (converted, CONVERTED, CONVERTED_TOKEN_LEN),
+        ] {
+            let mut signed = String::new();
+            sign_into(&ring, &claims, &mut signed);
+            assert_eq!(signed, token);
+            assert_eq!(token.len(), len);
+            assert_eq!(verify(&ring, token, now), Ok(claims));
+        }
+        // A version byte that does not match the length is refused, though correctly signed.
+        let mut buf = [0u8; CONVERTED_RAW_LEN + 2];
+        let len = URL_SAFE_NO_PAD.decode_slice(CONVERTED, &mut buf).unwrap();
+        let raw = &mut buf[..len];
+        raw[0] = VERSION;
+        let (_, tag) = ring.mac(&raw[..CONVERTED_SIGNED_LEN]);
+        raw[CONVERTED_SIGNED_LEN..].copy_from_slice(&tag);
+        let relabelled = URL_SAFE_NO_PAD.encode(raw);
+        assert_eq!(verify(&ring, &relabelled, now), Err(NoticeError::Malformed));
     }
 
     #[test]

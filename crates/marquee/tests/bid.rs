@@ -37,6 +37,17 @@ fn start(dir: &Path) -> Server {
 }
 
 fn start_with(dir: &Path, envs: &[(&str, &str)]) -> Server {
+    let config = write_config(dir, "EUR = \"0.92\", GBP = \"0.79\"");
+    let data = dir.join("data");
+    Server::start_with(
+        &data,
+        &["--demo", "--config", config.to_str().unwrap()],
+        envs,
+    )
+}
+
+/// `DIR/marquee.toml` for [`start`], with `rates` inside `[currency]`'s `rates = { … }`.
+fn write_config(dir: &Path, rates: &str) -> std::path::PathBuf {
     let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
     let config = dir.join("marquee.toml");
     std::fs::write(
@@ -48,18 +59,13 @@ fn start_with(dir: &Path, envs: &[(&str, &str)]) -> Server {
              [exchanges.agency]\nseat = \"Agency1\"\n\
              [exchanges.partner]\nsync_url = \"https://partner.example/match?buyer={{uid}}\"\n\
              [exchanges.nbr]\nno_bid_reason = true\n\
-             [currency]\nrates = {{ EUR = \"0.92\", GBP = \"0.79\" }}\n",
+             [currency]\nrates = {{ {rates} }}\n",
             b64(&E_KEY),
             b64(&I_KEY)
         ),
     )
     .unwrap();
-    let data = dir.join("data");
-    Server::start_with(
-        &data,
-        &["--demo", "--config", config.to_str().unwrap()],
-        envs,
-    )
+    config
 }
 
 struct Answer {
@@ -659,6 +665,47 @@ fn notice(server: &Server, url: &str, request: &Value, price: &str) -> String {
 
 async fn get(client: &reqwest::Client, url: &str) -> u16 {
     client.get(url).send().await.unwrap().status().as_u16()
+}
+
+/// A bid in euros for a dollar line item is billed in dollars at the rate it was bid with,
+/// whatever the rates when the billing arrives: here the edge restarts without a euro rate
+/// (before, the clearing price was then logged unconverted: euros counted as dollars).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bid_in_another_currency_is_billed_at_the_rate_it_was_made_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let client = reqwest::Client::new();
+    let mut request = banner();
+    request["cur"] = json!(["EUR"]);
+    wait_for_bids(&client, &server, &request).await;
+    let answer = post(&client, &server, "/openrtb2/bid", &request).await;
+    assert_eq!(answer.response().cur.as_deref(), Some("EUR"));
+    let bid = answer.bids().remove(0);
+    let burl = bid["burl"].as_str().unwrap().to_owned();
+    server.stop();
+
+    let config = write_config(dir.path(), "GBP = \"0.79\"");
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &["--demo", "--config", config.to_str().unwrap()],
+        &[],
+    );
+    // 0.46 EUR CPM is 0.50 USD at 0.92.
+    let billed = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(460_000, [5; 16]);
+    let url = notice(&server, &burl, &request, &billed);
+    assert_eq!(get(&client, &url).await, 200);
+    server.stop();
+
+    let events = logged_events(&dir.path().join("data"));
+    let billings: Vec<_> = events.iter().filter(|e| e.kind == Kind::Billing).collect();
+    assert_eq!(billings.len(), 1, "{billings:?}");
+    // The bid's own rate, rounded up twice (its price, then the clearing price): 0.50 USD
+    // or a micro more, never the 460,000 euro micros.
+    assert!(
+        (500_000..=500_001).contains(&billings[0].amount_micros),
+        "{}",
+        billings[0].amount_micros
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
