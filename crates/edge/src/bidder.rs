@@ -1150,10 +1150,11 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
     let clearing = match (crypto, kind) {
         // An exchange with price keys sends its win and billing prices encrypted. A plain or
         // missing one may come from anyone who saw the notice URL (every bid answer carries
-        // it, and the bid endpoint answers whoever asks): not counted.
+        // it, and the bid endpoint answers whoever asks): not counted. (No trimming at the
+        // start: a token's first `+`, sent unescaped, comes back from form decoding as a space.)
         (Some(keys), NoticeKind::Win | NoticeKind::Billing) => price
             .as_deref()
-            .map(|p| keys.decrypt(p.trim()))
+            .map(|p| keys.decrypt(p.trim_end()))
             .and_then(Result::ok)
             .ok_or_else(|| invalid("price not encrypted with the exchange's keys"))
             .map(|micros| i64::try_from(micros).unwrap_or(i64::MAX))?,

@@ -401,24 +401,26 @@ fn blocked_by_request(
     let data = &engine.snapshot.data;
     let blocked = &request.blocked;
     let epoch = scratch.epoch();
+    // An advertiser without domains would bid without `adomain`: under a `badv` list nothing
+    // shows it is allowed, and exchanges drop such bids, so it counts as blocked.
     if !blocked.advertisers.is_empty()
-        && let Some(advertiser) = engine.line_item_advertisers[i]
-        && remembered(
-            &mut scratch.blocks.advertisers,
-            epoch,
-            advertiser as usize,
-            || {
-                data.advertisers[advertiser as usize]
-                    .domains
-                    .iter()
-                    .any(|domain| {
-                        blocked
-                            .advertisers
-                            .iter()
-                            .any(|b| domain_blocked(domain, b))
-                    })
-            },
-        )
+        && engine.line_item_advertisers[i].is_none_or(|advertiser| {
+            remembered(
+                &mut scratch.blocks.advertisers,
+                epoch,
+                advertiser as usize,
+                || {
+                    let domains = &data.advertisers[advertiser as usize].domains;
+                    domains.is_empty()
+                        || domains.iter().any(|domain| {
+                            blocked
+                                .advertisers
+                                .iter()
+                                .any(|b| domain_blocked(domain, b))
+                        })
+                },
+            )
+        })
     {
         return Err(Elimination::BlockedAdvertiser);
     }
@@ -595,29 +597,37 @@ fn price(
     li: &LineItemEntry,
     control: &Control,
 ) -> Result<Bid, Elimination> {
+    let value = line_item_value(li, control);
     let (cpm, currency) = bid_cpm(request, rates, li, control)?;
     let exchange = request.channel == Channel::Exchange;
     if exchange && cpm <= Micros::ZERO {
         return Err(Elimination::Floor);
     }
-    let meets = |floor: Option<Floor>| -> Result<(), Elimination> {
+    // The bid meeting `floor`, or why not. Whether it is met is decided in the line item's
+    // currency, where its value is exact: a line item priced at a deal's price in the deal's
+    // currency meets it, although its value and the floor converted into a third bid currency
+    // could fall a micro apart. A bid that meets it is at least the floor converted into the bid
+    // currency rounded up (a micro above its own conversion at most), so that the exchange's
+    // check, and ours, find it at or above the floor.
+    let meeting = |floor: Option<Floor>| -> Result<Micros, Elimination> {
         let Some(floor) = floor else {
-            return Ok(());
+            return Ok(cpm);
         };
-        // Rounded up: a bid that meets the converted floor meets the floor itself.
-        let floor = rates
-            .convert(floor.cpm, floor.currency, currency, Rounding::Up)
+        let in_line_item_currency = rates
+            .convert(floor.cpm, floor.currency, li.price.currency, Rounding::Up)
             .ok_or(Elimination::Currency)?;
-        if cpm < floor {
+        if value < in_line_item_currency {
             return Err(Elimination::Floor);
         }
-        Ok(())
+        let in_bid_currency = rates
+            .convert(floor.cpm, floor.currency, currency, Rounding::Up)
+            .ok_or(Elimination::Currency)?;
+        Ok(cpm.max(in_bid_currency))
     };
     let slot = &request.slot;
     if !exchange || li.deals.is_empty() {
-        meets(slot.floor)?;
         return Ok(Bid {
-            cpm,
+            cpm: meeting(slot.floor)?,
             currency,
             deal: None,
         });
@@ -627,8 +637,8 @@ fn price(
         if !li.deals.iter().any(|d| d == offered.id) {
             continue;
         }
-        match meets(offered.floor.or(slot.floor)) {
-            Ok(()) => {
+        match meeting(offered.floor.or(slot.floor)) {
+            Ok(cpm) => {
                 return Ok(Bid {
                     cpm,
                     currency,
@@ -641,15 +651,20 @@ fn price(
     Err(why)
 }
 
-/// What the line item bids before floors and deals: its value with the pacing multiplier, in
-/// the bid currency.
+/// What the line item offers, as CPM in its own currency: its value with the pacing
+/// multiplier.
+fn line_item_value(li: &LineItemEntry, control: &Control) -> Micros {
+    permille(value_cpm(li, control), control.bid_multiplier_permille)
+}
+
+/// What the line item bids before floors and deals: [`line_item_value`] in the bid currency.
 fn bid_cpm(
     request: &Request<'_>,
     rates: &marquee_model::CurrencyRates,
     li: &LineItemEntry,
     control: &Control,
 ) -> Result<(Micros, Currency), Elimination> {
-    let value = permille(value_cpm(li, control), control.bid_multiplier_permille);
+    let value = line_item_value(li, control);
     let currency = request.bid_currency.unwrap_or(li.price.currency);
     let cpm = rates
         .convert(value, li.price.currency, currency, Rounding::Down)
@@ -810,6 +825,8 @@ fn pick_creative<'e, R: Rng>(
 impl Engine {
     /// Whether the request blocks a category of the line item's campaign, which its creatives
     /// without categories of their own inherit; worked out once per request and campaign.
+    /// Called only under a `bcat` list: a campaign without categories leaves such creatives
+    /// with none to declare, so they count as blocked (the bid would name no `cat`).
     fn campaign_categories_blocked(
         &self,
         request: &Request<'_>,
@@ -817,7 +834,7 @@ impl Engine {
         line_item: usize,
     ) -> bool {
         let Some(campaign) = self.line_item_campaigns[line_item] else {
-            return false;
+            return true;
         };
         let epoch = scratch.epoch();
         remembered(
@@ -825,10 +842,9 @@ impl Engine {
             epoch,
             campaign as usize,
             || {
-                any_category_blocked(
-                    &self.snapshot.data.campaigns[campaign as usize].categories,
-                    request.blocked.categories,
-                )
+                let categories = &self.snapshot.data.campaigns[campaign as usize].categories;
+                categories.is_empty()
+                    || any_category_blocked(categories, request.blocked.categories)
             },
         )
     }

@@ -213,6 +213,20 @@ fn bids_are_converted_into_the_bid_currency_rounding_down_and_floors_rounding_up
         (Micros(1_000_000), Currency::EUR)
     );
 
+    // A floor in the line item's own currency is met exactly, whatever the bid currency: a
+    // 1.00 EUR line item meets a 1.00 EUR floor in a USD auction, and bids the floor converted
+    // up (1.086957), a micro above its own value's conversion, which would miss it.
+    request.bid_currency = Some(USD);
+    request.slot.floor = Some(Floor {
+        cpm: Micros(1_000_000),
+        currency: Currency::EUR,
+    });
+    let decision = h.decide(&request).expect("meets the floor");
+    assert_eq!(
+        (decision.bid_cpm, decision.currency),
+        (Micros(1_086_957), USD)
+    );
+
     let gbp = Currency::try_from("GBP").unwrap();
     request.bid_currency = Some(gbp);
     let verdicts = explain(&mut h, &request);
@@ -304,6 +318,37 @@ fn blocked_advertisers_apps_and_categories_eliminate() {
         assert_eq!(h.decide(&request).expect("bids").creative, CreativeId(11));
     }
     request.blocked.categories = &["IAB20", "IAB22"];
+    let verdicts = explain(&mut h, &request);
+    assert_eq!(
+        outcome(&verdicts, 1),
+        eliminated(Elimination::BlockedCategory)
+    );
+}
+
+/// Under `badv` an advertiser without domains, and under `bcat` a creative whose categories
+/// and campaign's are empty, cannot show they are allowed (the bid would name no `adomain` or
+/// `cat`, which exchanges drop and the response check refuses): eliminated as blocked. Without
+/// the lists they bid.
+#[test]
+fn what_names_no_domain_or_category_counts_as_blocked_under_the_lists() {
+    let li = exchange_line_item(1, Tier::Standard, None);
+    let mut snapshot = snapshot(vec![li], None, vec![]);
+    let data = &mut std::sync::Arc::get_mut(&mut snapshot).unwrap().data;
+    data.advertisers[0].domains.clear();
+    assert!(data.campaigns[0].categories.is_empty());
+    assert!(data.creatives.iter().all(|c| c.categories.is_empty()));
+    let mut h = Harness::new(Engine::new(snapshot));
+
+    let mut request = bid_request();
+    assert!(h.decide(&request).is_some(), "no lists: it bids");
+    request.blocked.advertisers = &["other.example"];
+    let verdicts = explain(&mut h, &request);
+    assert_eq!(
+        outcome(&verdicts, 1),
+        eliminated(Elimination::BlockedAdvertiser)
+    );
+    request.blocked.advertisers = &[];
+    request.blocked.categories = &["IAB25"];
     let verdicts = explain(&mut h, &request);
     assert_eq!(
         outcome(&verdicts, 1),

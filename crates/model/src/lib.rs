@@ -8,6 +8,7 @@
 mod clock;
 mod ids;
 mod kind;
+mod markup;
 mod metrics_access;
 mod money;
 mod objects;
@@ -20,6 +21,7 @@ mod validate;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId};
 pub use kind::{Kind, Principal, Role, Side, Status};
+pub use markup::has_insecure_url;
 pub use metrics_access::{MetricsAccess, MetricsRefusal};
 pub use money::{Currency, CurrencyError, Micros};
 pub use objects::{

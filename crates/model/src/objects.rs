@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::validate::{ValidationError, Violations, rules};
 use crate::{
     AdvertiserId, CampaignId, Currency, Kind, LineItemId, Micros, PublisherId, SiteId, Status,
-    Targeting,
+    Targeting, has_insecure_url,
 };
 
 /// What every managed object offers the store and the API, whatever its kind.
@@ -762,8 +762,8 @@ impl Creative {
         }
         match &self.content {
             CreativeContent::Image { image_url, .. } => https(image_url),
-            CreativeContent::Html { html } => markup_is_https_only(html),
-            CreativeContent::ThirdPartyTag { tag } => markup_is_https_only(tag),
+            CreativeContent::Html { html } => !has_insecure_url(html),
+            CreativeContent::ThirdPartyTag { tag } => !has_insecure_url(tag),
             CreativeContent::Native {
                 image_url,
                 icon_url,
@@ -773,43 +773,11 @@ impl Creative {
                 .flatten()
                 .all(|url| https(url)),
             CreativeContent::Vast { xml, url, .. } => {
-                xml.as_deref().is_none_or(markup_is_https_only) && url.as_deref().is_none_or(https)
+                xml.as_deref().is_none_or(|xml| !has_insecure_url(xml))
+                    && url.as_deref().is_none_or(https)
             }
         }
     }
-}
-
-/// No `http:` in `markup` except as the value of an `xmlns` attribute.
-fn markup_is_https_only(markup: &str) -> bool {
-    let lower = markup.to_ascii_lowercase();
-    let mut from = 0;
-    while let Some(found) = lower[from..].find("http:") {
-        let at = from + found;
-        if !in_xmlns_attribute(&lower[..at]) {
-            return false;
-        }
-        from = at + "http:".len();
-    }
-    true
-}
-
-/// Whether the text before a URL ends with `xmlns="` or `xmlns:prefix="` (either quote).
-fn in_xmlns_attribute(before: &str) -> bool {
-    let Some(before) = before
-        .strip_suffix('"')
-        .or_else(|| before.strip_suffix('\''))
-    else {
-        return false;
-    };
-    let Some(before) = before.trim_end().strip_suffix('=') else {
-        return false;
-    };
-    let name_start = before
-        .trim_end()
-        .rfind(|c: char| c.is_ascii_whitespace() || c == '<')
-        .map_or(0, |i| i + 1);
-    let name = &before.trim_end()[name_start..];
-    name == "xmlns" || name.starts_with("xmlns:")
 }
 
 impl CreativeContent {

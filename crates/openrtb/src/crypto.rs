@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Tokens are written unpadded (38 characters); decryption also takes the padded form (40)
-//! and the standard alphabet (`+` `/`), which some exchanges send. The signature is checked
+//! and the standard alphabet (`+` `/`), which some exchanges send (a `+` left unescaped in the
+//! URL comes back from form decoding as a space, read as `+`). The signature is checked
 //! in constant time before the price is returned.
 
 use std::fmt;
@@ -187,7 +188,8 @@ fn decode_token(token: &str) -> Result<[u8; TOKEN_LEN], PriceError> {
     let mut chars = [0u8; TOKEN_CHARS];
     for (slot, byte) in chars.iter_mut().zip(unpadded.bytes()) {
         *slot = match byte {
-            b'+' => b'-',
+            // A `+` the exchange left unescaped in the URL, read back by form decoding.
+            b'+' | b' ' => b'-',
             b'/' => b'_',
             other => other,
         };

@@ -130,6 +130,25 @@ fn tokens_in_every_accepted_spelling() {
     }
 }
 
+/// An exchange that puts a standard-alphabet token in a URL without escaping its `+` has it
+/// read back as a space by form decoding (`url::form_urlencoded`, as the notice endpoints read
+/// their query): still the same token.
+#[test]
+fn a_plus_read_back_as_a_space_is_still_a_plus() {
+    let crypto = &vector_sets()[1].crypto;
+    let token = (0u8..=255)
+        .map(|seed| crypto.encrypt(1_500_000, [seed; 16]))
+        .find(|t| t[1..].contains('-'))
+        .expect("some IV gives a `-` after the first character");
+    let standard = token.replace('-', "+").replace('_', "/");
+    let query = format!("p={standard}");
+    let (_, read) = url::form_urlencoded::parse(query.as_bytes())
+        .next()
+        .expect("one pair");
+    assert!(read.contains(' '), "{read}");
+    assert_eq!(crypto.decrypt(&read), Ok(1_500_000));
+}
+
 #[test]
 fn tampered_tokens_fail_the_integrity_check() {
     let set = &vector_sets()[0];

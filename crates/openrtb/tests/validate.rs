@@ -240,6 +240,13 @@ fn blocked_categories_advertisers_apps_and_attributes() {
         }]
     );
     assert_eq!(rules_for(|b| b.cat = vec!["IAB7-3".into()]), vec![]);
+    // The request has `bcat` and `badv`: a bid that names no category or no advertiser domain
+    // cannot show it is allowed.
+    assert_eq!(rules_for(|b| b.cat.clear()), vec![Rule::CategoryUndeclared]);
+    assert_eq!(
+        rules_for(|b| b.adomain.clear()),
+        vec![Rule::AdvertiserUndeclared]
+    );
     assert_eq!(
         rules_for(|b| b.adomain = vec!["shop.Blocked.example".into()]),
         vec![Rule::BlockedAdvertiser {
@@ -303,19 +310,30 @@ fn secure_imps_take_no_http_urls() {
         on_secure(|b| b.adm = Some("<img src='HTTP://cdn.example/x.gif'>".into())),
         vec![Rule::InsecureUrl { field: "adm" }]
     );
+    // A namespace name is not fetched: every VAST 4 document declares one over http.
+    assert_eq!(
+        on_secure(|b| b.adm = Some(
+            "<img xmlns='http://www.w3.org/2000/svg' src='https://cdn.example/x.gif'>".into()
+        )),
+        vec![]
+    );
+    // A client may fire the billing URL from the page: it must be https.
+    assert_eq!(
+        on_secure(|b| b.burl = Some("http://edge.test/bill".into())),
+        vec![Rule::InsecureUrl { field: "burl" }]
+    );
+    // Win and loss notices go server to server (the gateway, which has no TLS client, fires
+    // them): `secure` does not apply.
     assert_eq!(
         on_secure(|b| {
             b.nurl = Some("http://edge.test/win".into());
             b.lurl = Some("http://edge.test/loss".into());
         }),
-        vec![
-            Rule::InsecureUrl { field: "nurl" },
-            Rule::InsecureUrl { field: "lurl" }
-        ]
+        vec![]
     );
-    // The same URLs are fine where the imp is not secure.
+    // Nor does it where the imp is not secure.
     assert_eq!(
-        rules_for(|b| b.nurl = Some("http://edge.test/win".into())),
+        rules_for(|b| b.burl = Some("http://edge.test/bill".into())),
         vec![]
     );
 }
