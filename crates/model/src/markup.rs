@@ -37,7 +37,7 @@ fn in_xmlns_attribute(before: &str) -> bool {
     let name_start = before
         .rfind(|c: char| c.is_ascii_whitespace() || c == '<')
         .map_or(0, |i| i + 1);
-    let name = before[name_start..].as_bytes();
+    let name = &before.as_bytes()[name_start..];
     name.eq_ignore_ascii_case(b"xmlns")
         || name
             .get(..6)
