@@ -117,6 +117,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::WriteRefused> for ApiError {
+    fn from(error: crate::WriteRefused) -> Self {
+        ApiError::Forbidden(error.to_string())
+    }
+}
+
 impl From<crate::CurrencyRuleError> for ApiError {
     fn from(error: crate::CurrencyRuleError) -> Self {
         match error {

@@ -7,7 +7,8 @@
 //! - Every failure is an [`ApiError`], turned into a status and JSON body in one place
 //!   (`error.rs`).
 //! - Handlers never check tenancy by hand beyond the caller's role: they pass the caller's scope
-//!   to the store, which enforces it.
+//!   to the store, which enforces it. Which writes a role may make is [`check_write`], asked by
+//!   every create, update and archive (the dashboard's forms too).
 //! - Every money amount under an advertiser is in the advertiser's currency: creates and updates
 //!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
@@ -18,6 +19,7 @@ mod links;
 mod objects;
 pub mod openapi;
 mod reports;
+mod roles;
 mod routes;
 mod tags;
 
@@ -34,8 +36,9 @@ use schemars::generate::SchemaSettings;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
-pub use objects::resource;
+pub use objects::{check_name_filter, resource};
 pub use reports::{BuiltReport, ReportsState, build_report, report_csv};
+pub use roles::{Change, WriteRefused, check_write};
 pub use routes::RouteTable;
 pub use tags::tags;
 

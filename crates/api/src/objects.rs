@@ -5,11 +5,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use marquee_model::{Kind, Meta, Object, Principal, Role, Status, Stored, ValidationError};
+use marquee_model::{Kind, Meta, Object, Principal, Status, Stored, ValidationError};
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
-use crate::{ApiError, ApiState, Caller, ObjectWrite, check_currency};
+use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
 /// Largest page a list call returns.
 pub const MAX_LIMIT: u32 = 200;
@@ -122,12 +122,7 @@ pub async fn create<T: Object>(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     ensure_access(&principal, T::KIND)?;
-    if T::KIND.parent().is_none() && principal.role != Role::Admin {
-        return Err(ApiError::Forbidden(format!(
-            "only an admin token can create {}",
-            T::KIND.collection()
-        )));
-    }
+    check_write(&principal, T::KIND, Change::Create)?;
     let object: T = read_object(parse_fields(&headers, &body)?)?;
     check_writable_status(&object)?;
     object.validate()?;
@@ -185,7 +180,10 @@ fn parse_list_query(
             }
             "parent_id" => query.parent_id = Some(parse_param_id("parent_id", &value)?),
             "after" => query.after = Some(parse_param_id("after", &value)?),
-            "q" => query.name_contains = Some(value),
+            "q" => {
+                check_name_filter(&value)?;
+                query.name_contains = Some(value);
+            }
             "limit" => {
                 query.limit = value
                     .parse()
@@ -210,6 +208,18 @@ fn parse_list_query(
         }
     }
     Ok(query)
+}
+
+/// A name filter (`q`) must be text every store can compare: PostgreSQL refuses the NUL
+/// character in text, which would otherwise surface as a server error there only.
+pub fn check_name_filter(q: &str) -> Result<(), ApiError> {
+    if q.contains('\0') {
+        return Err(ApiError::bad_field(
+            "q",
+            "must not contain the NUL character (%00)",
+        ));
+    }
+    Ok(())
 }
 
 fn parse_param_id(name: &str, value: &str) -> Result<u64, ApiError> {
@@ -251,6 +261,7 @@ pub async fn update<T: Object>(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     ensure_access(&principal, T::KIND)?;
+    check_write(&principal, T::KIND, Change::Update)?;
     let id = parse_id(&id)?;
     let mut fields = parse_fields(&headers, &body)?;
     let version = match fields.remove("version") {
@@ -300,6 +311,7 @@ pub async fn archive<T: Object>(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     ensure_access(&principal, T::KIND)?;
+    check_write(&principal, T::KIND, Change::Archive)?;
     let record = state
         .store
         .archive(T::KIND, parse_id(&id)?, principal.scope())

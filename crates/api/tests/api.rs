@@ -10,7 +10,8 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use marquee_api::{RouteTable, add_routes, hash_token};
 use marquee_model::{Kind, LineItem, ManualClock, Role};
-use marquee_store::{Draft, NewToken, SqliteStore, Store};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_store::{Draft, NewToken, PostgresStore, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -20,6 +21,7 @@ struct App {
     store: Arc<dyn Store>,
     admin: String,
     _dir: TempDir,
+    _postgres: Option<TestDatabase>,
 }
 
 struct Reply {
@@ -45,10 +47,21 @@ impl Reply {
 
 impl App {
     async fn new() -> App {
+        App::on(None).await
+    }
+
+    /// The API on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
+    async fn on(postgres: Option<TestDatabase>) -> App {
         let dir = TempDir::new().unwrap();
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock.clone()).unwrap());
+        let store: Arc<dyn Store> = match &postgres {
+            Some(db) => Arc::new(
+                PostgresStore::connect(db.url(), clock.clone())
+                    .await
+                    .unwrap(),
+            ),
+            None => Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock.clone()).unwrap()),
+        };
         let router = add_routes(
             RouteTable::new(),
             Arc::clone(&store),
@@ -61,6 +74,7 @@ impl App {
             store,
             admin: String::new(),
             _dir: dir,
+            _postgres: postgres,
         };
         app.admin = app.token(Role::Admin, None).await;
         app
@@ -429,6 +443,88 @@ async fn roles_are_confined_to_their_side() {
     assert_eq!(reply.status, StatusCode::OK);
 }
 
+/// A tenant's own advertiser or publisher carries what the operator decides for it (status,
+/// currency, landing domains): the tenant reads it, and only an admin changes or archives it.
+#[tokio::test]
+async fn a_tenant_reads_its_top_level_object_but_only_an_admin_writes_it() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let publisher = app.token(Role::Publisher, Some(w.publisher)).await;
+    let advertiser_path = format!("/api/v1/advertisers/{}", w.advertiser);
+    let publisher_path = format!("/api/v1/publishers/{}", w.publisher);
+    // The admin puts the advertiser on hold.
+    let mut held = app.admin("GET", &advertiser_path, None).await.body;
+    held["status"] = json!("paused");
+    let reply = app.admin("PUT", &advertiser_path, Some(held)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    let read = app
+        .call("GET", &advertiser_path, Some(&advertiser), None)
+        .await;
+    assert_eq!(read.status, StatusCode::OK);
+    let mut released = read.body.clone();
+    released["status"] = json!("active");
+    released["domains"] = json!(["someone-else.example"]);
+    let mut renamed = app
+        .call("GET", &publisher_path, Some(&publisher), None)
+        .await
+        .body;
+    renamed["name"] = json!("Renamed");
+    for (token, method, path, body) in [
+        (&advertiser, "PUT", &advertiser_path, Some(released)),
+        (&advertiser, "DELETE", &advertiser_path, None),
+        (&publisher, "PUT", &publisher_path, Some(renamed)),
+        (&publisher, "DELETE", &publisher_path, None),
+    ] {
+        let reply = app.call(method, path, Some(token), body).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "{method} {path}: {}",
+            reply.body
+        );
+        let message = reply.body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("only an admin can "), "{message}");
+    }
+    let advertiser_now = app.admin("GET", &advertiser_path, None).await.body;
+    assert_eq!(advertiser_now, read.body, "unchanged");
+    let publisher_now = app.admin("GET", &publisher_path, None).await.body;
+    assert_eq!(publisher_now["status"], "active");
+    assert_eq!(publisher_now["version"], 1);
+    // Below its top-level object the tenant still writes.
+    let campaign_path = format!("/api/v1/campaigns/{}", w.campaign);
+    let mut campaign = app
+        .call("GET", &campaign_path, Some(&advertiser), None)
+        .await
+        .body;
+    campaign["name"] = json!("Winter, renamed");
+    let reply = app
+        .call("PUT", &campaign_path, Some(&advertiser), Some(campaign))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+}
+
+/// PostgreSQL refuses the NUL character in text; a name filter holding one is the caller's
+/// mistake (400 naming `q`), never a server error, on every store.
+#[tokio::test]
+async fn a_nul_in_the_name_filter_is_a_bad_request_on_every_store() {
+    for app in [
+        App::new().await,
+        App::on(Some(TestDatabase::create().await)).await,
+    ] {
+        app.create("advertisers", advertiser("Acme")).await;
+        let reply = app
+            .admin("GET", "/api/v1/advertisers?q=Ac%00me", None)
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        assert_eq!(reply.field_paths(), ["q"]);
+        let reply = app.admin("GET", "/api/v1/advertisers?q=Ac", None).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["items"].as_array().unwrap().len(), 1);
+    }
+}
+
 fn advertiser_body() -> Value {
     advertiser("Another")
 }
@@ -753,6 +849,7 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
         ("/api/v1/campaigns?status=gone", "status"),
         ("/api/v1/campaigns?parent_id=-1", "parent_id"),
         ("/api/v1/campaigns?after=x", "after"),
+        ("/api/v1/campaigns?q=a%00b", "q"),
     ] {
         let reply = app.admin("GET", path, None).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}");

@@ -9,6 +9,8 @@
 //! - The sign-in form itself carries a token bound to a short-lived pre-session cookie, so a
 //!   foreign site cannot sign a browser into an account of its choosing.
 
+use std::sync::Arc;
+
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use axum::http::HeaderMap;
@@ -17,6 +19,7 @@ use jiff::Timestamp;
 use marquee_model::{Principal, Role};
 use marquee_store::{NewSession, SessionRecord, Store, StoreError, UserRecord};
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "marquee_session";
@@ -126,23 +129,67 @@ pub fn set_cookie(name: &str, value: &str, max_age_secs: i64, secure: bool) -> S
     format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{secure}")
 }
 
-/// Checks a user name and password; the user on success. A missing user costs a hash too,
-/// so timing does not tell which names exist.
+/// Bounds how many password checks run at once. Each is an Argon2id hash of about 19 MiB on
+/// tokio's blocking pool, which the SQLite store's calls share: a flood of sign-ins would
+/// otherwise queue hundreds of them, take gigabytes and stall the store. Past the bound an
+/// attempt is refused at once rather than queued.
+#[derive(Debug)]
+pub struct HashingSlots {
+    slots: Arc<Semaphore>,
+}
+
+impl HashingSlots {
+    pub fn new(slots: usize) -> Self {
+        HashingSlots {
+            slots: Arc::new(Semaphore::new(slots)),
+        }
+    }
+
+    /// Two slots per core (at least two): enough to keep the cores busy hashing, little
+    /// memory, and most of the blocking pool left to the store.
+    pub fn for_this_machine() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        HashingSlots::new((2 * cores).max(2))
+    }
+
+    /// A slot, or `None` when every slot is taken.
+    pub fn try_take(&self) -> Option<HashingSlot> {
+        Arc::clone(&self.slots)
+            .try_acquire_owned()
+            .ok()
+            .map(|permit| HashingSlot { _permit: permit })
+    }
+}
+
+/// A taken slot of [`HashingSlots`], free again when dropped.
+#[derive(Debug)]
+pub struct HashingSlot {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Checks a user name and password in `slot`; the user on success. A missing user costs a hash
+/// too, so timing does not tell which names exist.
 pub async fn check_password(
     store: &dyn Store,
     name: &str,
     password: &str,
+    slot: HashingSlot,
 ) -> Result<Option<UserRecord>, AuthError> {
     let user = store.find_user(name).await?;
     let hash = user.as_ref().map(|u| u.password_hash.as_str());
     let password = password.to_owned();
     let stored = hash.map(str::to_owned);
-    let matches = tokio::task::spawn_blocking(move || match stored {
-        Some(hash) => verify_password(&password, &hash),
-        None => {
-            // Same work as a real check, result ignored.
-            let _ = hash_password(&password);
-            false
+    let matches = tokio::task::spawn_blocking(move || {
+        // The slot goes with the hash, not with the request: a client that hangs up does not
+        // stop the hash, so neither does it free the slot.
+        let _slot = slot;
+        match stored {
+            Some(hash) => verify_password(&password, &hash),
+            None => {
+                // Same work as a real check, result ignored.
+                let _ = hash_password(&password);
+                false
+            }
         }
     })
     .await
@@ -210,6 +257,19 @@ mod tests {
         assert!(!verify_password("", &hash));
         assert!(!verify_password("correct horse", "not a phc string"));
         assert_ne!(hash, hash_password("correct horse").unwrap(), "salted");
+    }
+
+    #[test]
+    fn hashing_slots_refuse_past_their_bound_until_one_is_free() {
+        let slots = HashingSlots::new(2);
+        let mut taken: Vec<HashingSlot> = (0..2).map(|_| slots.try_take().unwrap()).collect();
+        // Every attempt past the bound is refused at once, not queued.
+        for _ in 0..3 {
+            assert!(slots.try_take().is_none());
+        }
+        drop(taken.pop());
+        assert!(slots.try_take().is_some());
+        assert!(HashingSlots::for_this_machine().slots.available_permits() >= 2);
     }
 
     #[test]

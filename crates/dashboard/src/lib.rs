@@ -77,6 +77,7 @@ pub struct Dashboard {
     clock: Arc<dyn Clock>,
     options: DashboardOptions,
     sign_ins: limiter::SignInLimiter,
+    hashing: auth::HashingSlots,
 }
 
 impl Dashboard {
@@ -93,6 +94,7 @@ impl Dashboard {
             clock,
             options,
             sign_ins: limiter::SignInLimiter::new(limiter::SignInLimits::default()),
+            hashing: auth::HashingSlots::for_this_machine(),
         }
     }
 }
@@ -240,6 +242,12 @@ impl From<marquee_store::StoreError> for PageError {
             }
             other => PageError::BadRequest(other.to_string()),
         }
+    }
+}
+
+impl From<marquee_api::WriteRefused> for PageError {
+    fn from(error: marquee_api::WriteRefused) -> Self {
+        PageError::Forbidden(error.to_string())
     }
 }
 

@@ -3,6 +3,15 @@
 //! the first failure ends, without checking the password (so a guesser costs no hashing).
 //! Time comes from the caller (the dashboard's injected clock).
 //!
+//! An attempt is counted as failed *before* its password is checked ([`SignInLimiter::reserve`],
+//! checked and counted under one lock), and given back when it succeeds: checking first and
+//! counting after the hash would let any number of concurrent guesses at one name through
+//! while the first ones are still hashing.
+//!
+//! Anyone may lock a user name out this way, by failing on it: the user then waits for the
+//! window to end (the form says how long). The counts live in this process's memory only, so
+//! restarting the manager clears them too. API tokens are not affected.
+//!
 //! Memory is bounded: names are at most [`MAX_NAME_BYTES`] (the sign-in page refuses longer
 //! ones before asking here), and the table holds at most `MAX_ENTRIES`. When it is full of
 //! unexpired entries, new keys go uncounted while the ones already there keep counting. Names
@@ -57,6 +66,16 @@ struct Failures {
     count: u32,
 }
 
+/// An attempt counted as failed by [`SignInLimiter::reserve`]; dropped, it stays counted.
+#[derive(Debug)]
+#[must_use = "a reservation is given back only through `SignInLimiter::succeeded`"]
+pub struct Reservation {
+    name: String,
+    /// The address counted, with the start of the window it was counted in; `None` when there
+    /// was no address or no room for it.
+    address: Option<(IpAddr, Timestamp)>,
+}
+
 /// Counts failed sign-ins; see the module documentation.
 #[derive(Debug, Default)]
 pub struct SignInLimiter {
@@ -72,47 +91,50 @@ impl SignInLimiter {
         }
     }
 
-    /// `Err(wait)` when `name` or `address` has used up its failures at `now`: the time until
-    /// the attempt may be made again.
-    pub fn check(
+    /// Counts an attempt at `name` from `address` as failed until [`SignInLimiter::succeeded`]
+    /// says otherwise; `Err(wait)`, counting nothing, when either has used up its failures at
+    /// `now`: the time until an attempt may be made again.
+    pub fn reserve(
         &self,
         name: &str,
         address: Option<IpAddr>,
         now: Timestamp,
-    ) -> Result<(), SignedDuration> {
-        let failures = self.lock();
+    ) -> Result<Reservation, SignedDuration> {
+        let mut failures = self.lock();
+        let window = self.limits.window;
+        let keys = self.keys(name, address);
         let mut wait = SignedDuration::ZERO;
-        for (key, limit) in self.keys(name, address) {
-            if let Some(entry) = failures.get(&key)
-                && entry.count >= limit
+        for (key, limit) in &keys {
+            if let Some(entry) = failures.get(key)
+                && entry.count >= *limit
             {
-                let ends = entry.since + self.limits.window;
+                let ends = entry.since + window;
                 if ends > now {
                     wait = wait.max(ends.duration_since(now));
                 }
             }
         }
-        if wait.is_zero() { Ok(()) } else { Err(wait) }
-    }
-
-    /// Counts a failed attempt.
-    pub fn failed(&self, name: &str, address: Option<IpAddr>, now: Timestamp) {
-        let mut failures = self.lock();
-        let window = self.limits.window;
-        for (key, _) in self.keys(name, address) {
+        if !wait.is_zero() {
+            return Err(wait);
+        }
+        let mut reservation = Reservation {
+            name: name.to_owned(),
+            address: None,
+        };
+        for (key, _) in keys {
             let room = match key {
                 Key::Name(_) => MAX_ENTRIES_FOR_NAMES,
                 Key::Address(_) => MAX_ENTRIES,
             };
             // A full table is swept for expired entries on each new key: cheap next to the
-            // password hash every failed attempt costs.
+            // password hash every attempt costs.
             if failures.len() >= room && !failures.contains_key(&key) {
                 failures.retain(|_, entry| entry.since + window > now);
                 if failures.len() >= room {
                     continue;
                 }
             }
-            let entry = failures.entry(key).or_insert(Failures {
+            let entry = failures.entry(key.clone()).or_insert(Failures {
                 since: now,
                 count: 0,
             });
@@ -123,12 +145,25 @@ impl SignInLimiter {
                 };
             }
             entry.count = entry.count.saturating_add(1);
+            if let Key::Address(address) = key {
+                reservation.address = Some((address, entry.since));
+            }
         }
+        Ok(reservation)
     }
 
-    /// A successful sign-in forgets the name's failures (the address's stay counted).
-    pub fn succeeded(&self, name: &str) {
-        self.lock().remove(&Key::Name(name.to_owned()));
+    /// A reserved attempt succeeded: the name's failures are forgotten, and the address gets
+    /// its attempt back (its other failures stay counted).
+    pub fn succeeded(&self, reservation: Reservation) {
+        let mut failures = self.lock();
+        failures.remove(&Key::Name(reservation.name));
+        if let Some((address, since)) = reservation.address
+            && let Some(entry) = failures.get_mut(&Key::Address(address))
+            // Only in the window it was counted in: a later window never counted it.
+            && entry.since == since
+        {
+            entry.count = entry.count.saturating_sub(1);
+        }
     }
 
     fn keys(&self, name: &str, address: Option<IpAddr>) -> Vec<(Key, u32)> {
@@ -166,56 +201,83 @@ mod tests {
         Some(IpAddr::from([10, 0, 0, last]))
     }
 
+    /// An attempt that was reserved and then failed.
+    fn fail(limiter: &SignInLimiter, name: &str, address: Option<IpAddr>, now: Timestamp) {
+        let reserved = limiter.reserve(name, address, now);
+        assert!(reserved.is_ok(), "{name} refused at {now}");
+    }
+
     #[test]
     fn a_name_is_refused_after_its_failures_until_the_window_ends() {
         let limiter = SignInLimiter::new(LIMITS);
         for _ in 0..3 {
-            assert_eq!(limiter.check("ann", address(1), at(1)), Ok(()));
-            limiter.failed("ann", address(1), at(1));
+            fail(&limiter, "ann", address(1), at(1));
         }
         // From any address: the name is what is being guessed.
         assert_eq!(
-            limiter.check("ann", address(2), at(4)),
-            Err(SignedDuration::from_mins(7))
+            limiter.reserve("ann", address(2), at(4)).unwrap_err(),
+            SignedDuration::from_mins(7)
         );
-        assert_eq!(limiter.check("bob", address(2), at(4)), Ok(()));
-        assert_eq!(limiter.check("ann", address(2), at(11)), Ok(()));
-        // A new window starts with the next failure.
-        limiter.failed("ann", address(2), at(11));
-        assert_eq!(limiter.check("ann", address(2), at(11)), Ok(()));
+        fail(&limiter, "bob", address(2), at(4));
+        // A new window starts with the next attempt.
+        fail(&limiter, "ann", address(2), at(11));
+        fail(&limiter, "ann", address(2), at(11));
     }
 
     #[test]
     fn an_address_is_refused_after_failures_over_many_names() {
         let limiter = SignInLimiter::new(LIMITS);
         for name in ["a", "b", "c", "d", "e"] {
-            limiter.failed(name, address(7), at(0));
+            fail(&limiter, name, address(7), at(0));
         }
-        assert!(limiter.check("f", address(7), at(9)).is_err());
-        assert_eq!(limiter.check("f", address(8), at(9)), Ok(()));
-        assert_eq!(limiter.check("f", None, at(9)), Ok(()));
-        assert_eq!(limiter.check("f", address(7), at(10)), Ok(()));
+        assert!(limiter.reserve("f", address(7), at(9)).is_err());
+        fail(&limiter, "f", address(8), at(9));
+        fail(&limiter, "f", None, at(9));
+        fail(&limiter, "f", address(7), at(10));
     }
 
     #[test]
-    fn success_forgets_the_names_failures_only() {
+    fn attempts_still_being_checked_count_already() {
         let limiter = SignInLimiter::new(LIMITS);
-        for _ in 0..2 {
-            limiter.failed("ann", address(1), at(0));
+        // As many concurrent attempts at one name as it may fail, none decided yet.
+        let mut pending: Vec<Reservation> = (1..=3)
+            .map(|last| limiter.reserve("ann", address(last), at(0)).unwrap())
+            .collect();
+        assert!(limiter.reserve("ann", address(9), at(0)).is_err());
+        // One of them was the right password: the name's slate is clean again.
+        limiter.succeeded(pending.pop().unwrap());
+        fail(&limiter, "ann", address(9), at(0));
+    }
+
+    #[test]
+    fn success_forgets_the_names_failures_and_gives_the_address_its_attempt_back() {
+        let limiter = SignInLimiter::new(LIMITS);
+        for round in 0..2 {
+            for _ in 0..2 {
+                fail(&limiter, "ann", address(1), at(round));
+            }
+            limiter.succeeded(limiter.reserve("ann", address(1), at(round)).unwrap());
         }
-        limiter.succeeded("ann");
-        for _ in 0..2 {
-            limiter.failed("ann", address(1), at(0));
-        }
-        assert_eq!(limiter.check("ann", address(1), at(0)), Ok(()));
         // The address has 4 failures counted; a fifth closes it.
-        limiter.failed("zed", address(1), at(0));
-        assert!(limiter.check("bob", address(1), at(0)).is_err());
+        fail(&limiter, "zed", address(1), at(2));
+        assert!(limiter.reserve("bob", address(1), at(2)).is_err());
+    }
+
+    #[test]
+    fn a_success_gives_back_only_in_the_window_it_was_counted_in() {
+        let limiter = SignInLimiter::new(LIMITS);
+        let early = limiter.reserve("ann", address(1), at(0)).unwrap();
+        // The window ends while the attempt is checked; a new one begins with 5 failures.
+        for name in ["a", "b", "c", "d", "e"] {
+            fail(&limiter, name, address(1), at(10));
+        }
+        limiter.succeeded(early);
+        assert!(limiter.reserve("f", address(1), at(10)).is_err());
     }
 
     fn fill_with_names(limiter: &SignInLimiter) {
         for i in 0..MAX_ENTRIES_FOR_NAMES {
-            limiter.failed(&format!("user{i}"), None, at(0));
+            fail(limiter, &format!("user{i}"), None, at(0));
         }
     }
 
@@ -224,10 +286,10 @@ mod tests {
         let limiter = SignInLimiter::new(LIMITS);
         fill_with_names(&limiter);
         for _ in 0..LIMITS.per_name {
-            limiter.failed("late", None, at(20));
+            fail(&limiter, "late", None, at(20));
         }
         assert_eq!(limiter.lock().len(), 1);
-        assert!(limiter.check("late", None, at(20)).is_err());
+        assert!(limiter.reserve("late", None, at(20)).is_err());
     }
 
     #[test]
@@ -236,19 +298,19 @@ mod tests {
         fill_with_names(&limiter);
         // A new name goes uncounted, but its address is counted and closes.
         for _ in 0..LIMITS.per_address {
-            limiter.failed("ann", address(1), at(1));
+            fail(&limiter, "ann", address(1), at(1));
         }
-        assert_eq!(limiter.check("ann", address(2), at(1)), Ok(()));
-        assert!(limiter.check("bob", address(1), at(1)).is_err());
+        fail(&limiter, "ann", address(2), at(1));
+        assert!(limiter.reserve("bob", address(1), at(1)).is_err());
         // A name already counted keeps counting.
         for _ in 1..LIMITS.per_name {
-            limiter.failed("user0", None, at(1));
+            fail(&limiter, "user0", None, at(1));
         }
-        assert!(limiter.check("user0", None, at(1)).is_err());
+        assert!(limiter.reserve("user0", None, at(1)).is_err());
         // New addresses take the rest of the table, and no more.
         for i in 0..=MAX_ENTRIES - MAX_ENTRIES_FOR_NAMES {
             let v6 = u128::try_from(i).unwrap().to_be_bytes();
-            limiter.failed("user0", Some(IpAddr::from(v6)), at(1));
+            fail(&limiter, "ann", Some(IpAddr::from(v6)), at(1));
         }
         assert_eq!(limiter.lock().len(), MAX_ENTRIES);
     }

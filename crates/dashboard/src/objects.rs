@@ -7,7 +7,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use marquee_api::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
+use marquee_api::{
+    Change, CurrencyRuleError, ObjectWrite, check_currency, check_name_filter, check_write,
+    currency_under,
+};
 use marquee_model::{
     Advertiser, Campaign, Creative, Kind, LineItem, LineItemId, Object, Placement, PlacementId,
     Publisher, Site, Status, Violation,
@@ -58,9 +61,13 @@ fn capitalized(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Whether the user may create objects of `kind` (roots: admins only, as in the API).
-fn may_create(user: &SignedIn, kind: Kind) -> bool {
-    user.principal().may_access(kind) && (kind.parent().is_some() || user.is_admin())
+/// Whether the user may make `change` to objects of `kind`, or the refusal (403): first the
+/// side of the market, then the API's rule for top-level objects. Pages ask it too, to offer
+/// only the buttons that would work.
+fn may_write(user: &SignedIn, kind: Kind, change: Change) -> Result<(), PageError> {
+    may_access(user, kind)?;
+    check_write(&user.principal(), kind, change)?;
+    Ok(())
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -123,6 +130,7 @@ pub async fn list(
                 .ok_or_else(|| PageError::BadRequest(format!("{text:?} is not a status")))?,
         ),
     };
+    check_name_filter(&params.q)?;
     let query = ListQuery {
         scope: user.principal().scope(),
         status,
@@ -164,7 +172,7 @@ pub async fn list(
         parent: params.parent,
         rows,
         next,
-        can_create: may_create(&user, kind),
+        can_create: may_write(&user, kind, Change::Create).is_ok(),
     };
     Ok(html(&page))
 }
@@ -239,6 +247,9 @@ struct ObjectPage {
     line_item: Option<LineItemExtras>,
     tags: Option<PlacementTags>,
     preview: Option<String>,
+    /// Whether the form has a Save (or Create) button: false for archived objects and for
+    /// what the user's role may only read.
+    can_save: bool,
     can_archive: bool,
 }
 
@@ -480,8 +491,14 @@ async fn object_page(
         line_item: None,
         tags: None,
         preview: None,
+        can_save: match record {
+            Some(r) => {
+                r.status != Status::Archived && may_write(user, kind, Change::Update).is_ok()
+            }
+            None => may_write(user, kind, Change::Create).is_ok(),
+        },
         can_archive: record.is_some_and(|r| r.status != Status::Archived)
-            && (kind.parent().is_some() || user.is_admin()),
+            && may_write(user, kind, Change::Archive).is_ok(),
     })
 }
 
@@ -498,13 +515,7 @@ pub async fn new_form(
     kind: Kind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
-    if !may_create(&user, kind) {
-        return Err(PageError::Forbidden(format!(
-            "{} users cannot create {}",
-            user.role.as_str(),
-            kind.collection()
-        )));
-    }
+    may_write(&user, kind, Change::Create)?;
     let mut defaults = fields::defaults(kind);
     let parent = parse_optional_id(&params.parent, "parent").ok().flatten();
     if let (Some(field), Some(parent)) = (kind.parent_field(), parent)
@@ -620,15 +631,36 @@ fn image_extension(content_type: &str) -> Option<&'static str> {
     }
 }
 
-/// Keeps an uploaded image under its content hash; its public URL goes into the form.
-async fn take_upload(
+/// An uploaded image whose URL the form already names, kept on disk only once the object
+/// naming it has been stored: a refused form leaves no file behind.
+struct PendingUpload {
+    /// The file name: the content's SHA-256 and the type's extension, so an image uploaded
+    /// twice is one file.
+    name: String,
+    bytes: Vec<u8>,
+}
+
+impl PendingUpload {
+    async fn save(self, dashboard: &Dashboard) -> Result<(), PageError> {
+        let dir = &dashboard.options.uploads_dir;
+        let path = dir.join(&self.name);
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|e| PageError::Internal(format!("{}: {e}", dir.display())))?;
+        tokio::fs::write(&path, &self.bytes)
+            .await
+            .map_err(|e| PageError::Internal(format!("{}: {e}", path.display())))
+    }
+}
+
+/// Takes an uploaded image out of the form and puts its public URL in its place; the file is
+/// written by [`PendingUpload::save`] after the store accepted the creative.
+fn take_upload(
     dashboard: &Dashboard,
     form: &mut FormData,
     errors: &mut Errors,
-) -> Result<(), PageError> {
-    let Some(upload) = form.upload.take() else {
-        return Ok(());
-    };
+) -> Option<PendingUpload> {
+    let upload = form.upload.take()?;
     let Some(extension) = image_extension(&upload.content_type) else {
         add_error(
             errors,
@@ -638,17 +670,9 @@ async fn take_upload(
                 upload.content_type
             ),
         );
-        return Ok(());
+        return None;
     };
     let name = format!("{}.{extension}", hex::encode(Sha256::digest(&upload.bytes)));
-    let dir = dashboard.options.uploads_dir.clone();
-    let path = dir.join(&name);
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| PageError::Internal(format!("{}: {e}", dir.display())))?;
-    tokio::fs::write(&path, &upload.bytes)
-        .await
-        .map_err(|e| PageError::Internal(format!("{}: {e}", path.display())))?;
     let url = format!(
         "{}/uploads/{name}",
         dashboard.options.public_url.trim_end_matches('/')
@@ -657,7 +681,16 @@ async fn take_upload(
     form.fields.push(("content.image_url".into(), url));
     form.fields.retain(|(k, _)| k != "content.type");
     form.fields.push(("content.type".into(), "image".into()));
-    Ok(())
+    Some(PendingUpload {
+        name,
+        bytes: upload.bytes,
+    })
+}
+
+/// A posted object ready for the store, and the image to keep once it is stored.
+struct Posted {
+    draft: Draft,
+    upload: Option<PendingUpload>,
 }
 
 /// The JSON and draft a post describes, or the errors to show.
@@ -668,11 +701,13 @@ async fn read_object(
     form: &mut FormData,
     fixed_parent: Option<u64>,
     write: ObjectWrite,
-) -> Result<Result<Draft, Errors>, PageError> {
+) -> Result<Result<Posted, Errors>, PageError> {
     let mut errors = Errors::new();
-    if kind == Kind::Creative {
-        take_upload(dashboard, form, &mut errors).await?;
-    }
+    let upload = if kind == Kind::Creative {
+        take_upload(dashboard, form, &mut errors)
+    } else {
+        None
+    };
     let value = fields::form_to_json(kind, form, fixed_parent, &mut errors);
     if !errors.is_empty() {
         return Ok(Err(errors));
@@ -680,6 +715,7 @@ async fn read_object(
     let scope = user.principal().scope();
     Ok(draft(dashboard, kind, value, write, scope)
         .await?
+        .map(|draft| Posted { draft, upload })
         .map_err(|violations| {
             fields::file_violations(kind, &violations, &mut errors);
             errors
@@ -749,13 +785,7 @@ pub async fn create(
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     let mut form = read_form(&user, &headers, &body)?;
-    if !may_create(&user, kind) {
-        return Err(PageError::Forbidden(format!(
-            "{} users cannot create {}",
-            user.role.as_str(),
-            kind.collection()
-        )));
-    }
+    may_write(&user, kind, Change::Create)?;
     let errors = match read_object(
         &dashboard,
         &user,
@@ -766,12 +796,15 @@ pub async fn create(
     )
     .await?
     {
-        Ok(draft) => match dashboard
+        Ok(Posted { draft, upload }) => match dashboard
             .store
             .create(kind, draft, user.principal().scope())
             .await
         {
             Ok(record) => {
+                if let Some(upload) = upload {
+                    upload.save(&dashboard).await?;
+                }
                 return Ok(Redirect::to(&format!(
                     "/{}/{}?saved=1",
                     kind.collection(),
@@ -947,7 +980,7 @@ pub async fn update(
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     let mut form = read_form(&user, &headers, &body)?;
-    may_access(&user, kind)?;
+    may_write(&user, kind, Change::Update)?;
     let id = path_id(path)?;
     let scope = user.principal().scope();
     let record = dashboard.store.get(kind, id, scope).await?;
@@ -959,12 +992,15 @@ pub async fn update(
     let errors = match read_object(&dashboard, &user, kind, &mut form, record.parent_id, write)
         .await?
     {
-        Ok(draft) => match dashboard
+        Ok(Posted { draft, upload }) => match dashboard
             .store
             .update(kind, id, version, draft, scope)
             .await
         {
             Ok(_) => {
+                if let Some(upload) = upload {
+                    upload.save(&dashboard).await?;
+                }
                 return Ok(
                     Redirect::to(&format!("/{}/{id}?saved=1", kind.collection())).into_response(),
                 );
@@ -985,13 +1021,7 @@ pub async fn archive(
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     read_form(&user, &headers, &body)?;
-    may_access(&user, kind)?;
-    if kind.parent().is_none() && !user.is_admin() {
-        return Err(PageError::Forbidden(format!(
-            "only an admin can archive {}",
-            kind.collection()
-        )));
-    }
+    may_write(&user, kind, Change::Archive)?;
     let id = path_id(path)?;
     dashboard
         .store

@@ -35,6 +35,9 @@ use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_user}
 
 /// How long the sign-in form's token lives.
 const LOGIN_FORM_SECS: i64 = 1_800;
+/// When to try again after a sign-in refused because every hashing slot was taken: a hash
+/// takes a fraction of a second, so slots free up quickly.
+const BUSY_RETRY_SECS: i64 = 2;
 
 #[derive(Template)]
 #[template(path = "login.html")]
@@ -90,6 +93,21 @@ pub async fn login_form(
     login_page(&dashboard, String::new(), None)
 }
 
+/// The sign-in form again with 429 and `Retry-After`: the attempt was not checked.
+fn too_many(
+    dashboard: &Dashboard,
+    name: String,
+    message: String,
+    wait: SignedDuration,
+) -> Result<Response, PageError> {
+    let mut page = login_page(dashboard, name, Some(message))?;
+    *page.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    if let Ok(value) = HeaderValue::from_str(&wait.as_secs().to_string()) {
+        page.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    Ok(page)
+}
+
 pub async fn login(
     State(dashboard): State<Arc<Dashboard>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -105,9 +123,10 @@ pub async fn login(
         ));
     }
     let name = form.get("name").to_owned();
-    if name.len() > MAX_NAME_BYTES {
-        // No user is looked up or counted for such a name: it is neither kept in the limiter's
-        // table nor echoed back into the form.
+    // No user has such a name (users are made from command-line arguments, which hold no NUL;
+    // PostgreSQL cannot even compare text holding one). None is looked up or counted for such a
+    // name: it is neither kept in the limiter's table nor echoed back into the form.
+    if name.len() > MAX_NAME_BYTES || name.contains('\0') {
         return login_page(
             &dashboard,
             String::new(),
@@ -123,30 +142,36 @@ pub async fn login(
     // The address the server accepted the connection from (no forwarded header is trusted).
     let address = peer.map(|Extension(ConnectInfo(peer))| peer.ip());
     let now = dashboard.clock.now();
-    if let Err(wait) = dashboard.sign_ins.check(&name, address, now) {
-        let minutes = wait.as_secs().unsigned_abs().div_ceil(60);
-        let mut page = login_page(
+    // A slot first: an attempt refused for want of one is not counted against the name.
+    let Some(slot) = dashboard.hashing.try_take() else {
+        return too_many(
             &dashboard,
             name,
-            Some(format!(
-                "Too many failed sign-ins; try again in {minutes} minute(s)."
-            )),
-        )?;
-        *page.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        if let Ok(value) = HeaderValue::from_str(&wait.as_secs().to_string()) {
-            page.headers_mut().insert(header::RETRY_AFTER, value);
+            "Too many sign-ins at once; try again in a few seconds.".into(),
+            SignedDuration::from_secs(BUSY_RETRY_SECS),
+        );
+    };
+    let reservation = match dashboard.sign_ins.reserve(&name, address, now) {
+        Ok(reservation) => reservation,
+        Err(wait) => {
+            let minutes = wait.as_secs().unsigned_abs().div_ceil(60);
+            return too_many(
+                &dashboard,
+                name,
+                format!("Too many failed sign-ins; try again in {minutes} minute(s)."),
+                wait,
+            );
         }
-        return Ok(page);
-    }
-    let Some(user) = auth::check_password(&*dashboard.store, &name, password).await? else {
-        dashboard.sign_ins.failed(&name, address, now);
+    };
+    // A failed check stays counted: the reservation is simply dropped.
+    let Some(user) = auth::check_password(&*dashboard.store, &name, password, slot).await? else {
         return login_page(
             &dashboard,
             name,
             Some("Wrong user name or password.".into()),
         );
     };
-    dashboard.sign_ins.succeeded(&name);
+    dashboard.sign_ins.succeeded(reservation);
     let lifetime = dashboard.options.session_lifetime;
     let session =
         auth::start_session(&*dashboard.store, &user, dashboard.clock.now() + lifetime).await?;

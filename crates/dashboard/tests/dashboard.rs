@@ -3,16 +3,20 @@
 //! field, and objects created through the forms as the store then holds them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use jiff::{SignedDuration, Timestamp};
 use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{Kind, LineItem, ManualClock, Role, Targeting};
-use marquee_store::{NewUser, SqliteStore, Store};
+use marquee_store::test_postgres::TestDatabase;
+use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
 use tower::ServiceExt as _;
 
 const PASSWORD: &str = "correct horse battery";
@@ -21,7 +25,9 @@ struct Site {
     router: axum::Router,
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
+    uploads: PathBuf,
     _dir: tempfile::TempDir,
+    _postgres: Option<TestDatabase>,
 }
 
 #[derive(Debug)]
@@ -37,12 +43,24 @@ struct Answer {
 
 impl Site {
     async fn new() -> Site {
+        Site::on(None).await
+    }
+
+    /// The dashboard on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
+    async fn on(postgres: Option<TestDatabase>) -> Site {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(
             Timestamp::from_second(1_795_000_000).unwrap(),
         ));
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap());
+        let store: Arc<dyn Store> = match &postgres {
+            Some(db) => Arc::new(
+                PostgresStore::connect(db.url(), clock.clone())
+                    .await
+                    .unwrap(),
+            ),
+            None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap()),
+        };
+        let uploads = dir.path().join("uploads");
         let manager = Manager::open(
             Arc::clone(&store),
             clock.clone(),
@@ -60,7 +78,7 @@ impl Site {
             DashboardOptions {
                 public_url: "http://ads.test".into(),
                 session_lifetime: SignedDuration::from_hours(12),
-                uploads_dir: dir.path().join("uploads"),
+                uploads_dir: uploads.clone(),
                 report_max_rows: 10_000,
             },
         );
@@ -68,7 +86,9 @@ impl Site {
             router: marquee_dashboard::router(Arc::new(dashboard)),
             store,
             clock,
+            uploads,
             _dir: dir,
+            _postgres: postgres,
         };
         site.user("root", Role::Admin, None).await;
         site
@@ -136,14 +156,36 @@ impl Site {
 
     /// Signs in through the form; the session cookie (`name=value`) on success.
     async fn sign_in(&self, name: &str, password: &str) -> Result<String, Answer> {
+        self.sign_in_from(None, name, password).await
+    }
+
+    /// Signs in through the form from `peer`, the address the server accepted the connection
+    /// from (none in process, unless given).
+    async fn sign_in_from(
+        &self,
+        peer: Option<SocketAddr>,
+        name: &str,
+        password: &str,
+    ) -> Result<String, Answer> {
         let form = self.get("/login", "").await;
         let login_cookie = cookie_pair(&form.cookies[0]);
         let token = hidden(&form.body, "csrf");
+        let fields = [
+            ("csrf", token.as_str()),
+            ("name", name),
+            ("password", password),
+        ];
+        let mut request = Request::post("/login")
+            .header(header::COOKIE, &login_cookie)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(peer) = peer {
+            request = request.extension(ConnectInfo(peer));
+        }
         let answer = self
-            .post(
-                "/login",
-                &login_cookie,
-                &[("csrf", &token), ("name", name), ("password", password)],
+            .send(
+                request
+                    .body(Body::from(serde_urlencoded::to_string(fields).unwrap()))
+                    .unwrap(),
             )
             .await;
         if answer.status != StatusCode::SEE_OTHER {
@@ -314,6 +356,56 @@ async fn an_overlong_user_name_fails_without_being_counted() {
     }
     let answer = site.sign_in(&longest, PASSWORD).await.unwrap_err();
     assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// No user name holds a NUL (PostgreSQL cannot even compare text holding one): such a name is
+/// a wrong sign-in, neither looked up nor counted, on every store.
+#[tokio::test]
+async fn a_user_name_with_a_nul_is_a_wrong_sign_in_on_every_store() {
+    for site in [
+        Site::new().await,
+        Site::on(Some(TestDatabase::create().await)).await,
+    ] {
+        for _ in 0..6 {
+            let answer = site.sign_in("ro\0ot", PASSWORD).await.unwrap_err();
+            assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{}", answer.body);
+            assert!(answer.body.contains("Wrong user name or password"));
+        }
+        // Nor in the name filter of a list.
+        let admin = site.sign_in("root", PASSWORD).await.unwrap();
+        let list = site.get("/advertisers?q=Ac%00me", &admin).await;
+        assert_eq!(list.status, StatusCode::BAD_REQUEST, "{}", list.body);
+        assert!(list.body.contains("NUL"), "{}", list.body);
+    }
+}
+
+/// An attempt is counted as failed before its password is checked (so that concurrent guesses
+/// cannot all pass the limiter together), and a success gives it back: users behind one
+/// address sign in as often as they like.
+#[tokio::test]
+async fn successful_sign_ins_do_not_count_against_their_address() {
+    let site = Site::new().await;
+    let office: SocketAddr = "192.0.2.7:50000".parse().unwrap();
+    // More successes than the address may fail (20).
+    for _ in 0..21 {
+        site.sign_in_from(Some(office), "root", PASSWORD)
+            .await
+            .unwrap();
+    }
+    // Failures still count: 20 from the address close it.
+    for i in 0..20 {
+        let name = format!("guess{i}");
+        let answer = site
+            .sign_in_from(Some(office), &name, PASSWORD)
+            .await
+            .unwrap_err();
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    }
+    let closed = site
+        .sign_in_from(Some(office), "root", PASSWORD)
+        .await
+        .unwrap_err();
+    assert_eq!(closed.status, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]
@@ -684,6 +776,60 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
     assert!(!offered.body.contains("Secret slot"));
 }
 
+/// An advertiser's own record carries what the operator decides for it (a paused advertiser
+/// is on a credit hold; its domains are what exchanges check their block lists against): its
+/// users read it but cannot change or archive it.
+#[tokio::test]
+async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let mut held = advertiser("Acme");
+    held[1] = ("status", "paused");
+    let acme = site.create(&admin, "advertisers", &held).await;
+    site.user("acme-ops", Role::Advertiser, Some(acme)).await;
+    let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
+    let path = format!("/advertisers/{acme}");
+
+    let page = site.get(&path, &alice).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains("Only an admin can change this advertiser.")
+    );
+    assert!(!page.body.contains(">Save</button>"));
+    assert!(!page.body.contains(">Archive</button>"));
+    let csrf = site.csrf(&alice).await;
+    let mut release = vec![("csrf", csrf.as_str()), ("version", "1")];
+    release.extend(advertiser("Acme"));
+    release.retain(|(k, _)| *k != "domains");
+    release.push(("domains", "someone-else.example"));
+    let refused = site.post(&path, &alice, &release).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("only an admin can change advertisers")
+    );
+    let archive = site
+        .post(&format!("{path}/archive"), &alice, &[("csrf", &csrf)])
+        .await;
+    assert_eq!(archive.status, StatusCode::FORBIDDEN);
+    let stored = site.store.get(Kind::Advertiser, acme, None).await.unwrap();
+    assert_eq!(stored.status, marquee_model::Status::Paused);
+    assert_eq!(stored.meta.version, 1);
+    // The admin still changes it.
+    let admin_csrf = site.csrf(&admin).await;
+    release[0] = ("csrf", admin_csrf.as_str());
+    let saved = site.post(&path, &admin, &release).await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    assert!(
+        site.get(&path, &admin)
+            .await
+            .body
+            .contains(">Save</button>")
+    );
+}
+
 #[tokio::test]
 async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     let site = Site::new().await;
@@ -711,26 +857,19 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     assert!(bad.body.contains("is not a date"));
 }
 
-#[tokio::test]
-async fn an_uploaded_image_becomes_the_creatives_picture() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await
-        .to_string();
-    let csrf = site.csrf(&admin).await;
-    let png: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
+
+/// Posts the creative form for `line_item` with [`PNG`] as its uploaded image.
+async fn upload_creative(site: &Site, session: &str, line_item: &str, landing_url: &str) -> Answer {
+    let csrf = site.csrf(session).await;
     let mut body = Vec::new();
     for (name, value) in [
         ("csrf", csrf.as_str()),
-        ("line_item_id", line_item.as_str()),
+        ("line_item_id", line_item),
         ("name", "Uploaded banner"),
         ("status", "active"),
         ("size", "300x250"),
-        ("landing_url", "https://shop.example/"),
+        ("landing_url", landing_url),
         ("weight", "1"),
         ("content.type", "image"),
         ("content.image_url", ""),
@@ -746,17 +885,95 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
         b"--B\r\nContent-Disposition: form-data; name=\"image_file\"; filename=\"b.png\"\r\n\
           Content-Type: image/png\r\n\r\n",
     );
-    body.extend_from_slice(png);
+    body.extend_from_slice(PNG);
     body.extend_from_slice(b"\r\n--B--\r\n");
-    let answer = site
-        .send(
-            Request::post("/creatives")
-                .header(header::COOKIE, &admin)
-                .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
-                .body(Body::from(body))
-                .unwrap(),
-        )
+    site.send(
+        Request::post("/creatives")
+            .header(header::COOKIE, session)
+            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
+/// The files in the uploads directory (none when it was never made).
+fn uploaded_files(site: &Site) -> Vec<PathBuf> {
+    match std::fs::read_dir(&site.uploads) {
+        Ok(entries) => entries.map(|entry| entry.unwrap().path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{}: {e}", site.uploads.display()),
+    }
+}
+
+#[tokio::test]
+async fn a_refused_creative_leaves_no_uploaded_file() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (acme, globex) = two_advertisers(&site, &admin).await;
+    let line_item = |campaign: u64| {
+        let campaign = campaign.to_string();
+        let site = &site;
+        let admin = &admin;
+        async move {
+            site.create(admin, "line-items", &line_item_form(&campaign))
+                .await
+                .to_string()
+        }
+    };
+    let own = line_item(acme).await;
+    let foreign = line_item(globex).await;
+    let acme_owner = site
+        .store
+        .get(Kind::Campaign, acme, None)
+        .await
+        .unwrap()
+        .owner_id;
+    site.user("acme-ops", Role::Advertiser, Some(acme_owner))
         .await;
+    let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
+    for (session, line_item, landing_url, refused_at) in [
+        // The creative's own rules.
+        (&admin, own.as_str(), "not a url", "landing_url"),
+        // The store's: no such line item, or not in the user's scope.
+        (&admin, "999", "https://shop.example/", "line_item_id"),
+        (
+            &alice,
+            foreign.as_str(),
+            "https://shop.example/",
+            "line_item_id",
+        ),
+    ] {
+        let answer = upload_creative(&site, session, line_item, landing_url).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{line_item}: {}",
+            answer.body
+        );
+        assert!(
+            field_block(&answer.body, refused_at).contains("field-error"),
+            "{refused_at}: {}",
+            answer.body
+        );
+        assert_eq!(uploaded_files(&site), Vec::<PathBuf>::new(), "{line_item}");
+    }
+    let answer = upload_creative(&site, &alice, &own, "https://shop.example/").await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(uploaded_files(&site).len(), 1);
+}
+
+#[tokio::test]
+async fn an_uploaded_image_becomes_the_creatives_picture() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let line_item = site
+        .create(&admin, "line-items", &line_item_form(&campaign))
+        .await
+        .to_string();
+    let answer = upload_creative(&site, &admin, &line_item, "https://shop.example/").await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let creative = site
         .store
@@ -779,7 +996,7 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
     );
     let served = site.get(path, "").await;
     assert_eq!(served.status, StatusCode::OK);
-    assert_eq!(served.bytes, png);
+    assert_eq!(served.bytes, PNG);
     assert_eq!(
         site.get("/uploads/..%2Fm.db", "").await.status,
         StatusCode::NOT_FOUND

@@ -162,3 +162,40 @@ fn edge_again(dir: &std::path::Path) -> Arc<Edge> {
     std::fs::create_dir_all(&other).unwrap();
     edge(&other)
 }
+
+/// A manager that accepts the connection and never answers (a hung process, a dropped link):
+/// the poll gives up with a timeout instead of holding every later snapshot update back, and
+/// the next poll of a manager that answers installs its snapshot.
+#[tokio::test]
+async fn a_manager_that_never_answers_times_the_poll_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path());
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    // A guard against hanging for ever, far above the bound: not a measurement.
+    let polled = tokio::time::timeout(
+        Duration::from_secs(120),
+        poll_once(&edge, &client, &silent_url, SECRET),
+    )
+    .await
+    .expect("the poll gives up on a silent manager");
+    assert!(
+        matches!(polled, Err(PollError::Timeout("answer", _))),
+        "{polled:?}"
+    );
+    assert_eq!(edge.holder.version(), None);
+
+    let url = manager(Arc::new(Mutex::new(snapshot(5)))).await;
+    assert_eq!(
+        poll_once(&edge, &client, &url, SECRET).await.unwrap(),
+        Polled::Installed(5)
+    );
+    held.abort();
+}

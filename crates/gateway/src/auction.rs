@@ -5,13 +5,15 @@
 //! Prices are compared in the answer currency after each bidder's price adjustment ("adjusted
 //! micros"), converted rounding down (a bid never counts for more than it offers); floors are
 //! converted rounding up. Ranking: tier (deal bids first when `deals_first`), adjusted price
-//! (high first), bidder name, bid id. The prices a bidder is told (`${AUCTION_PRICE}`,
-//! `${AUCTION_MIN_TO_WIN}`) are put back into its currency and before its adjustment, rounding
-//! up, the clearing price never above its bid.
+//! (high first), bidder name, bid id. Clearing: the gateway's auction type, or the winning
+//! deal's own `at` when it has one (1, 2, or 3: the deal's floor is its price). The prices a
+//! bidder is told (`${AUCTION_PRICE}`, `${AUCTION_MIN_TO_WIN}`) are put back into its currency
+//! and before its adjustment, rounding up, the clearing price never above its bid; the answer's
+//! price is never above what the winner is told it pays.
 
 use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
 use marquee_openrtb::{
-    Bid, BidRequest, BidResponse, CurrencyConverter, LossReason, validate_response,
+    AuctionType, Bid, BidRequest, BidResponse, CurrencyConverter, LossReason, validate_response,
 };
 
 use crate::config::AuctionKind;
@@ -198,21 +200,34 @@ pub(crate) fn run(
             .get(1)
             .filter(|c| c.tier == winner.tier)
             .map(|c| c.adjusted);
-        let clearing = match rules.kind {
-            AuctionKind::FirstPrice => winner.adjusted,
-            AuctionKind::SecondPrice { increment_micros } => runner_up
+        let Some((bid, entry)) = bid_of(winner) else {
+            continue;
+        };
+        let deal_at = bid
+            .dealid
+            .as_deref()
+            .and_then(|id| request.imp[winner.imp].deal(id))
+            .and_then(|deal| deal.at);
+        let clearing = match clearing_of(rules.kind, deal_at) {
+            Clearing::First => winner.adjusted,
+            Clearing::Second { increment_micros } => runner_up
                 .unwrap_or(0)
                 .max(winner.floor)
                 .saturating_add(increment_micros)
                 .min(winner.adjusted),
+            // The bid met the deal's floor (checked above), and the floor is the agreed price.
+            Clearing::DealFloor => winner.floor,
         };
-        let Some((bid, entry)) = bid_of(winner) else {
-            continue;
-        };
-        won.push((winner.imp, clearing, winner.adjusted));
         let price_to_bidder = to_bidder(clearing, entry, rules)
             .unwrap_or(bid.price_micros)
             .min(bid.price_micros);
+        // Above 1000 ‰ an adjustment ranks a bid above what it pays (2 at 1500 ‰ counts as 3):
+        // the caller is never asked for more than the winner pays, or the operator would pay
+        // the difference. At or below 1000 ‰ this changes nothing (the winner pays as much or
+        // more than the answer says).
+        let clearing =
+            from_bidder(price_to_bidder, entry, rules).map_or(clearing, |paid| clearing.min(paid));
+        won.push((winner.imp, clearing, winner.adjusted));
         outcomes.push(Outcome {
             entry: winner.entry,
             bid: winner.bid,
@@ -269,6 +284,37 @@ pub(crate) fn run(
     ordered
 }
 
+/// How a winning bid clears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clearing {
+    First,
+    Second {
+        increment_micros: i64,
+    },
+    /// At the deal's floor: a fixed-price deal (`at` = 3).
+    DealFloor,
+}
+
+/// The gateway's auction type, unless the winning bid's deal sets its own `at`: deals reach the
+/// bidders as the caller wrote them, and a deal's `at` overrides the request's, so it is the
+/// rule the bidder bid under. A second-price deal under a first-price gateway has no
+/// configured increment: it clears at the next bid or the floor exactly.
+fn clearing_of(kind: AuctionKind, deal_at: Option<AuctionType>) -> Clearing {
+    const FIXED_PRICE: AuctionType = AuctionType(3);
+    let increment_micros = match kind {
+        AuctionKind::FirstPrice => 0,
+        AuctionKind::SecondPrice { increment_micros } => increment_micros,
+    };
+    match (deal_at, kind) {
+        (Some(FIXED_PRICE), _) => Clearing::DealFloor,
+        (Some(AuctionType::FIRST_PRICE), _) => Clearing::First,
+        (Some(AuctionType::SECOND_PRICE), _) => Clearing::Second { increment_micros },
+        // No deal `at`, or an exchange-specific one (500+) the gateway cannot know: its own.
+        (_, AuctionKind::FirstPrice) => Clearing::First,
+        (_, AuctionKind::SecondPrice { .. }) => Clearing::Second { increment_micros },
+    }
+}
+
 /// `price` × `permille` / 1000, rounded down.
 fn adjust(price: i64, permille: u32) -> Option<i64> {
     i64::try_from(i128::from(price) * i128::from(permille) / 1000).ok()
@@ -284,6 +330,17 @@ fn to_bidder(amount: i64, entry: &Entry<'_>, rules: Rules<'_>) -> Option<i64> {
     let permille = i128::from(entry.price_permille.max(1));
     let unadjusted = (i128::from(converted.0) * 1000 + permille - 1) / permille;
     i64::try_from(unadjusted).ok()
+}
+
+/// An amount in `entry`'s currency (as it bid, no adjustment) in the answer currency, rounded
+/// down.
+fn from_bidder(amount: i64, entry: &Entry<'_>, rules: Rules<'_>) -> Option<i64> {
+    let currency = Currency::try_from(entry.response.currency()).ok()?;
+    let converted =
+        rules
+            .rates
+            .convert(Micros(amount), currency, rules.currency, Rounding::Down)?;
+    Some(converted.0)
 }
 
 /// Counts per entry, for metrics: (valid bids, wins). A dropped winner was valid here but won

@@ -345,7 +345,7 @@ impl Gateway {
         };
         let mut outcomes = auction::run(&request, &entries, rules);
         // First the answer: it decides which winners are offered, hence won.
-        let answer = self.answer(&request, &entries, &mut outcomes, currency);
+        let answer = self.answer(&request, &entries, &sources, &mut outcomes, currency);
         for (e, (valid, wins)) in auction::tally(entries.len(), &outcomes)
             .into_iter()
             .enumerate()
@@ -453,7 +453,8 @@ impl Gateway {
                 Some(body) => body,
                 None => {
                     let mut out = String::with_capacity(1024);
-                    raw.write_for(|i| sent[i], tmax_ms, spec.version, &mut out);
+                    let auction = self.config.auction;
+                    raw.write_for(|i| sent[i], tmax_ms, auction, spec.version, &mut out);
                     let body = Bytes::from(out);
                     bodies.push((sent.clone(), spec.version, tmax_ms, body.clone()));
                     body
@@ -478,13 +479,15 @@ impl Gateway {
     }
 
     /// The answer: each winning bid at its clearing price in `currency`, its markup and
-    /// billing URL with the macros filled, grouped by seat; checked once more as a whole. The
-    /// winners that check drops (all of them when the answer fails as a whole) become
-    /// `Dropped` in `outcomes`: they are not offered, so they must not hear they won.
+    /// billing URL with the macros filled (but the internal bidder's billing URL, see
+    /// [`billed_by_caller`]), grouped by seat; checked once more as a whole. The winners that
+    /// check drops (all of them when the answer fails as a whole) become `Dropped` in
+    /// `outcomes`: they are not offered, so they must not hear they won.
     fn answer(
         &self,
         request: &BidRequest<'_>,
         entries: &[Entry<'_>],
+        sources: &[Source],
         outcomes: &mut [Outcome],
         currency: Currency,
     ) -> Option<String> {
@@ -521,12 +524,17 @@ impl Gateway {
             }
             let seat_name = seat.unwrap_or(entry.name);
             placed.push((id.clone(), seat_name, o));
+            let burl = if billed_by_caller(sources[outcome.entry], entry, currency) {
+                bid.burl.clone().filter(|b| !b.is_empty())
+            } else {
+                fill(&bid.burl)
+            };
             let out = Bid {
                 id: Cow::Owned(id),
                 price_micros: clearing,
                 adm,
                 nurl,
-                burl: fill(&bid.burl),
+                burl,
                 lurl: None,
                 ..bid.clone()
             };
@@ -648,6 +656,23 @@ fn takes(spec: &BidderSpec, imp: &Imp<'_>) -> bool {
             Media::Audio => imp.audio.is_some(),
             Media::Native => imp.native.is_some(),
         })
+}
+
+/// Whether a winner's billing URL goes to the caller with its auction macros as the bidder
+/// wrote them, for the caller to fill as it fills any bidder's: only our own line items', when
+/// they bid in the answer's currency.
+///
+/// An external bidder is billed at the gateway's price in its own terms (its currency, before
+/// its adjustment), which only the gateway knows, so the gateway fills its `burl`. Our own line
+/// items are billed by the caller directly: the operator pays the caller's clearing price, and
+/// the edge's notice handler reads it as on `/openrtb2/bid` — for an exchange with price keys
+/// only encrypted with them, so that nobody holding the URL can bill it. A price filled here
+/// would be plain (refused there), and handing out a billable encrypted price to whoever asks
+/// for an auction would undo that rule. The caller's price is in the answer's currency, so a
+/// bid in another currency (the exchange's currency differs from `gateway.currency`) keeps the
+/// gateway's filling: read in the bid's currency, the caller's would be wrong.
+fn billed_by_caller(source: Source, entry: &Entry<'_>, currency: Currency) -> bool {
+    matches!(source, Source::Internal) && entry.response.currency() == currency.as_str()
 }
 
 /// Why the final check drops a bid of the answer, if it does: its own failed rule, or one on

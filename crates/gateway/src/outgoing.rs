@@ -1,7 +1,7 @@
 //! The request each bidder gets: the incoming JSON with its top-level members kept as raw
-//! text, `tmax` set to the bidder's own time, `imp` cut down to the imps it takes, and for a
-//! 2.5 bidder the members 2.6 moved out of `ext` put back there. Nothing else is re-encoded: a
-//! member passes through as the bytes the caller sent.
+//! text, `tmax` set to the bidder's own time, `at` to the gateway's own auction type, `imp` cut
+//! down to the imps it takes, and for a 2.5 bidder the members 2.6 moved out of `ext` put back
+//! there. Nothing else is re-encoded: a member passes through as the bytes the caller sent.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::config::OpenRtbVersion;
+use crate::config::{AuctionKind, OpenRtbVersion};
 
 /// An object's members, in order, values unparsed.
 #[derive(Debug)]
@@ -40,11 +40,13 @@ impl<'a> RawRequest<'a> {
         Ok(RawRequest { members, imps })
     }
 
-    /// The body for one bidder: imps whose index `takes` allows, `tmax` in milliseconds.
+    /// The body for one bidder: imps whose index `takes` allows, `tmax` in milliseconds, `at`
+    /// the gateway's `auction`.
     pub(crate) fn write_for(
         &self,
         takes: impl Fn(usize) -> bool,
         tmax_ms: u64,
+        auction: AuctionKind,
         version: OpenRtbVersion,
         out: &mut String,
     ) {
@@ -59,9 +61,16 @@ impl<'a> RawRequest<'a> {
         };
         member(out, "tmax");
         out.push_str(&tmax_ms.to_string());
+        // The caller's `at` says how it clears our answer; a bidder is charged by the gateway's
+        // clearing, so that is the type it must hear (absent, 2.6 means second price).
+        member(out, "at");
+        out.push(match auction {
+            AuctionKind::FirstPrice => '1',
+            AuctionKind::SecondPrice { .. } => '2',
+        });
         for (key, value) in &self.members.0 {
             match key.as_ref() {
-                "tmax" => {}
+                "tmax" | "at" => {}
                 "imp" => {
                     member(out, key);
                     out.push('[');
@@ -98,8 +107,10 @@ impl<'a> RawObject<'a> {
     }
 }
 
-/// `value` (an object) with `fields` moved into its `ext`; an `ext` member of the same name
-/// wins. Anything not shaped as expected passes through as it came.
+/// `value` (an object) with `fields` moved into its `ext`, replacing an `ext` member of the same
+/// name: the 2.6 place is the current one (our own parser reads it first too), and a stale
+/// `ext.gdpr: 0` beside `gdpr: 1` must not tell a 2.5 bidder that GDPR does not apply. Anything
+/// not shaped as expected passes through as it came.
 fn write_with_ext(value: &RawValue, fields: &[&str], out: &mut String) {
     let Ok(object) = serde_json::from_str::<RawObject<'_>>(value.get()) else {
         out.push_str(value.get());
@@ -118,7 +129,7 @@ fn write_with_ext(value: &RawValue, fields: &[&str], out: &mut String) {
     let moving: Vec<(&str, &RawValue)> = object
         .0
         .iter()
-        .filter(|(k, _)| fields.contains(&k.as_ref()) && ext.get(k).is_none())
+        .filter(|(k, _)| fields.contains(&k.as_ref()))
         .map(|(k, v)| (k.as_ref(), *v))
         .collect();
     if moving.is_empty() {
@@ -147,6 +158,7 @@ fn write_with_ext(value: &RawValue, fields: &[&str], out: &mut String) {
         .0
         .iter()
         .map(|(k, v)| (k.as_ref(), *v))
+        .filter(|(k, _)| !moving.iter().any(|(moved, _)| moved == k))
         .chain(moving.iter().copied())
         .enumerate()
     {
@@ -232,10 +244,17 @@ mod tests {
     fn cuts_imps_and_sets_tmax_leaving_the_rest_as_sent() {
         let raw = RawRequest::parse(REQUEST.as_bytes()).unwrap();
         let mut out = String::new();
-        raw.write_for(|i| i == 1, 80, OpenRtbVersion::V26, &mut out);
+        raw.write_for(
+            |i| i == 1,
+            80,
+            AuctionKind::FirstPrice,
+            OpenRtbVersion::V26,
+            &mut out,
+        );
         let sent = value(&out);
         let mut expected = value(REQUEST);
         expected["tmax"] = 80.into();
+        expected["at"] = 1.into();
         expected["imp"] = value(r#"[{"id":"2","video":{"mimes":["video/mp4"]}}]"#);
         assert_eq!(sent, expected);
     }
@@ -244,7 +263,13 @@ mod tests {
     fn a_2_5_bidder_gets_the_moved_members_back_in_ext() {
         let raw = RawRequest::parse(REQUEST.as_bytes()).unwrap();
         let mut out = String::new();
-        raw.write_for(|_| true, 80, OpenRtbVersion::V25, &mut out);
+        raw.write_for(
+            |_| true,
+            80,
+            AuctionKind::FirstPrice,
+            OpenRtbVersion::V25,
+            &mut out,
+        );
         let sent = value(&out);
         assert_eq!(
             sent["regs"],
@@ -256,11 +281,43 @@ mod tests {
     }
 
     #[test]
-    fn a_value_already_in_ext_wins() {
-        let json = r#"{"id":"a","imp":[],"regs":{"gdpr":1,"ext":{"gdpr":0}}}"#;
+    fn the_2_6_value_overwrites_a_stale_one_in_ext() {
+        // GDPR applies (2.6 place); a stale `ext.gdpr: 0` must not tell a 2.5 bidder it does not.
+        let json = r#"{"id":"a","imp":[],"regs":{"gdpr":1,"ext":{"gdpr":0,"x":2}}}"#;
         let raw = RawRequest::parse(json.as_bytes()).unwrap();
         let mut out = String::new();
-        raw.write_for(|_| true, 50, OpenRtbVersion::V25, &mut out);
-        assert_eq!(value(&out)["regs"], value(r#"{"gdpr":1,"ext":{"gdpr":0}}"#));
+        raw.write_for(
+            |_| true,
+            50,
+            AuctionKind::FirstPrice,
+            OpenRtbVersion::V25,
+            &mut out,
+        );
+        assert_eq!(value(&out)["regs"], value(r#"{"ext":{"x":2,"gdpr":1}}"#));
+    }
+
+    #[test]
+    fn bidders_hear_the_gateways_auction_type_whatever_the_caller_said() {
+        let raw = RawRequest::parse(br#"{"id":"a","at":1,"imp":[]}"#).unwrap();
+        let second = AuctionKind::SecondPrice {
+            increment_micros: 0,
+        };
+        let mut out = String::new();
+        raw.write_for(|_| true, 50, second, OpenRtbVersion::V26, &mut out);
+        assert_eq!(
+            value(&out),
+            value(r#"{"tmax":50,"at":2,"id":"a","imp":[]}"#)
+        );
+        // Without `at` the caller means second price; a first-price gateway says so.
+        let raw = RawRequest::parse(br#"{"id":"a","imp":[]}"#).unwrap();
+        out.clear();
+        raw.write_for(
+            |_| true,
+            50,
+            AuctionKind::FirstPrice,
+            OpenRtbVersion::V26,
+            &mut out,
+        );
+        assert_eq!(value(&out)["at"], 1);
     }
 }

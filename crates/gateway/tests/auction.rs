@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Behaviour, MockBidder, deadline, gateway, request, winners};
-use marquee_gateway::{AuctionKind, BidderStats, Media, OpenRtbVersion};
+use marquee_gateway::{AuctionKind, BidderStats, InternalBidder, Media, OpenRtbVersion};
 use marquee_model::{Currency, CurrencyRates};
 use marquee_openrtb::{BidRequest, BidResponse, NoConversion, validate_response};
 
@@ -508,4 +508,214 @@ async fn a_failing_bidder_is_throttled_then_probed_back() {
     gateway.set_enabled("flaky", false).unwrap();
     assert!(!gateway.bidders()[0].enabled);
     assert!(gateway.set_enabled("nobody", true).is_err());
+}
+
+/// A request whose one imp offers deal `D1` (floor 1) with the given deal `at`.
+fn with_deal_at(at: u8) -> String {
+    let mut body: serde_json::Value = serde_json::from_str(&request(&["1"], "0.1", &[])).unwrap();
+    body["imp"][0]["pmp"] = serde_json::json!({
+        "deals": [{"id": "D1", "bidfloor": 1, "at": at}],
+    });
+    body.to_string()
+}
+
+fn deal_bidding(price: &str) -> Behaviour {
+    Behaviour {
+        price: price.into(),
+        deal: Some("D1".into()),
+        ..Behaviour::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidders_hear_the_gateways_auction_type_and_are_charged_by_it() {
+    let a = MockBidder::start("a", bidding("3")).await;
+    let b = MockBidder::start("b", bidding("2")).await;
+    // The caller says nothing (second price in 2.6); the gateway clears at first price.
+    let first = gateway(&[&a, &b], |_| {});
+    let body = request(&["1"], "0.5", &[]);
+    let answer = first
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].2, 3_000_000);
+    assert_eq!(a.last_request()["at"], 1, "first price, as charged");
+    assert_eq!(b.last_request()["at"], 1);
+    // The caller says first price; the gateway clears at second price.
+    let second = gateway(&[&a, &b], |c| {
+        c.auction = AuctionKind::SecondPrice {
+            increment_micros: 10_000,
+        }
+    });
+    let mut body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    body["at"] = 1.into();
+    let body = body.to_string();
+    let answer = second
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].2, 2_010_000);
+    assert_eq!(a.last_request()["at"], 2, "second price, as charged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deal_clears_by_its_own_auction_type() {
+    let open = MockBidder::start("open", bidding("0.8")).await;
+    let high = MockBidder::start("high", deal_bidding("1.5")).await;
+    let low = MockBidder::start("low", deal_bidding("1.2")).await;
+    let gateway = gateway(&[&open, &high, &low], |_| {});
+    // Fixed price (3): the deal's floor is the price, whatever the bid.
+    let fixed = with_deal_at(3);
+    let answer = gateway
+        .auction(fixed.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_valid(&fixed, &text);
+    assert_eq!(
+        winners(&text),
+        vec![(
+            "high".into(),
+            "1".into(),
+            1_000_000,
+            Some("<div>high at 1</div>".into())
+        )]
+    );
+    assert_eq!(high.wait_notices(1).await, ["/win?imp=1&p=1&c=USD"]);
+    assert_eq!(
+        high.last_request()["imp"][0]["pmp"]["deals"][0]["at"],
+        3,
+        "the deal reaches the bidders as the caller wrote it"
+    );
+    // Second price (2) under a first-price gateway: the next deal bid, no increment.
+    let second = with_deal_at(2);
+    let answer = gateway
+        .auction(second.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_eq!(winners(&text)[0].2, 1_200_000);
+    assert_eq!(high.wait_notices(2).await[1], "/win?imp=1&p=1.2&c=USD");
+    // First price (1): the bid.
+    let first = with_deal_at(1);
+    let answer = gateway
+        .auction(first.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].2, 1_500_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adjustment_above_1000_permille_never_asks_the_caller_for_more_than_the_winner_pays() {
+    let boosted = MockBidder::start("boosted", bidding("2")).await;
+    let plain = MockBidder::start("plain", bidding("2.5")).await;
+    let first = gateway(&[&boosted, &plain], |c| c.bidders[0].price_permille = 1_500);
+    let body = request(&["1"], "0.5", &[]);
+    // 2 at 1500 ‰ ranks as 3 and beats 2.5, but pays 2: so does the caller.
+    let answer = first
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_valid(&body, &text);
+    assert_eq!(
+        winners(&text),
+        vec![(
+            "boosted".into(),
+            "1".into(),
+            2_000_000,
+            Some("<div>boosted at 2</div>".into())
+        )]
+    );
+    assert_eq!(boosted.wait_notices(1).await, ["/win?imp=1&p=2&c=USD"]);
+    assert_eq!(
+        plain.wait_notices(1).await,
+        ["/loss?imp=1&r=102&p=2&m=3.000001"],
+        "the clearing price the answer carried"
+    );
+    // Second price: 2.5 + 0.01 to beat, in ranking terms, is 1.673334 in the winner's (rounded
+    // up); the answer says that much, not 2.51.
+    let second = gateway(&[&boosted, &plain], |c| {
+        c.bidders[0].price_permille = 1_500;
+        c.auction = AuctionKind::SecondPrice {
+            increment_micros: 10_000,
+        };
+    });
+    let answer = second
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(winners(&answer.response.unwrap())[0].2, 1_673_334);
+    assert_eq!(
+        boosted.wait_notices(2).await[1],
+        "/win?imp=1&p=1.673334&c=USD"
+    );
+}
+
+/// Our own line items as the edge would answer for them, in `currency`.
+struct OwnLineItems {
+    currency: &'static str,
+}
+
+const OWN_BURL: &str = "https://ads.test/openrtb2/bill?t=T&auction=${AUCTION_ID}&imp=${AUCTION_IMP_ID}&p=${AUCTION_PRICE}";
+
+impl InternalBidder for OwnLineItems {
+    fn bid(&self, _json: &[u8]) -> Option<bytes::Bytes> {
+        let response = serde_json::json!({
+            "id": "auction-1",
+            "cur": self.currency,
+            "seatbid": [{"seat": "marquee", "bid": [{
+                "id": "own-1", "impid": "1", "price": 4, "adm": "<div>own</div>",
+                "nurl": "https://ads.test/openrtb2/win?t=T&p=${AUCTION_PRICE}",
+                "burl": OWN_BURL,
+                "adomain": ["own.test"], "crid": "c", "w": 300, "h": 250, "mtype": 1,
+            }]}],
+        });
+        Some(response.to_string().into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
+    let other = MockBidder::start("other", bidding("1")).await;
+    let gateway = gateway(&[&other], |c| {
+        c.internal_bidder = Some("marquee".into());
+        let mut rates = CurrencyRates::new(Currency::USD);
+        rates
+            .set(Currency::try_from("EUR").unwrap(), "0.5")
+            .unwrap();
+        c.rates = rates;
+    });
+    let body = request(&["1"], "0.5", &["USD", "EUR"]);
+    let burl_of = |text: &str| {
+        let response = BidResponse::parse(text.as_bytes()).unwrap();
+        let (_, bid) = response.bids().next().unwrap();
+        bid.burl.as_deref().unwrap().to_owned()
+    };
+    let own = OwnLineItems { currency: "USD" };
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), Some(&own))
+        .await
+        .unwrap();
+    let text = answer.response.unwrap();
+    assert_eq!(winners(&text)[0].0, "marquee");
+    // The caller fills it with its own clearing price, encrypted with the keys it shares with
+    // us, as it would our bid on /openrtb2/bid.
+    assert_eq!(burl_of(&text), OWN_BURL);
+    assert_eq!(
+        answer.internal_notices,
+        ["https://ads.test/openrtb2/win?t=T&p=4"],
+        "the win notice, handled in process, has the gateway's price"
+    );
+    // In another currency than the answer's the caller's price could not be read against our
+    // bid: the gateway fills it, as for any bidder.
+    let own = OwnLineItems { currency: "EUR" };
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), Some(&own))
+        .await
+        .unwrap();
+    assert_eq!(
+        burl_of(&answer.response.unwrap()),
+        "https://ads.test/openrtb2/bill?t=T&auction=auction-1&imp=1&p=4"
+    );
 }

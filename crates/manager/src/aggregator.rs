@@ -16,10 +16,22 @@
 //! there; both less the allowed clock skew. Ids older than the lowest watermark, less a token
 //! lifetime and the skew, can never meet a repeat again and are forgotten. Events older than
 //! `max_event_age` are dropped (counted), which bounds the set while an edge is away.
+//!
+//! Sources are collected concurrently (at most [`SOURCES_AT_ONCE`] at a time) within one run,
+//! sharing its byte budget: an edge that is away holds the run up by its own timeouts (see
+//! [`HttpLogSource`](crate::HttpLogSource)), not by the sum of every unreachable edge's, and
+//! the others' events are committed in that run. Nothing of exactly-once changes: every read
+//! ends before the run's one commit.
+//!
+//! A log behind its checkpoint (a shard whose listed segments end before the stored position:
+//! an edge restored from a backup, or its log replaced under the same id) is neither read nor
+//! acknowledged: acknowledging it would delete segments nobody counted. It is logged as an
+//! error naming the edge and shown by `marquee_aggregation_shards_behind_checkpoint` until an
+//! operator resolves it (`docs/operations.md`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +47,10 @@ use crate::sources::{Chunk, LogSource, SourceError};
 
 /// The most one read asks a source for.
 const MAX_CHUNK_BYTES: usize = 8 << 20;
+/// How many sources a run reads at once: each holds a connection and at most one chunk in
+/// flight. Beyond it sources wait their turn, so this many unreachable edges at once cost a
+/// run one listing timeout, not one each.
+const SOURCES_AT_ONCE: usize = 16;
 
 /// How the aggregation runs.
 #[derive(Debug, Clone)]
@@ -159,6 +175,8 @@ struct ShardRead {
     listed: Vec<SegmentInfo>,
     caught_up: bool,
     lost_segments: u64,
+    /// The listed segments end before the stored position: nothing read, nothing acknowledged.
+    behind: bool,
 }
 
 /// One shard after ingestion.
@@ -169,6 +187,7 @@ struct ShardDone {
     position: Position,
     moved: bool,
     caught_up: bool,
+    behind: bool,
     backlog_bytes: u64,
 }
 
@@ -187,6 +206,7 @@ struct Metrics {
     lost_segments: AtomicU64,
     corrupt_skipped: AtomicU64,
     shards_waiting: AtomicU64,
+    shards_behind: AtomicU64,
     lag_seconds: AtomicI64,
     backlog_bytes: AtomicU64,
     last_run_micros: AtomicU64,
@@ -381,16 +401,13 @@ impl Aggregator {
         let now = self.clock.now();
         let now_secs = now.as_second();
 
-        let mut budget = self.options.max_run_bytes;
+        let budget = Arc::new(RunBudget::new(self.options.max_run_bytes));
         let mut reads = Vec::new();
         let mut failed_sources = Vec::new();
         let sources: Vec<Arc<dyn LogSource>> =
             self.sources.lock().map(|s| s.clone()).unwrap_or_default();
-        for (index, source) in sources.iter().enumerate() {
-            match self
-                .read_source(index, source.as_ref(), &state.positions, &mut budget)
-                .await
-            {
+        for (index, collected) in collect(&sources, &state.positions, &budget).await? {
+            match collected {
                 Ok(mut shards) => reads.append(&mut shards),
                 Err(error) => {
                     self.metrics.source_errors.fetch_add(1, Relaxed);
@@ -399,7 +416,7 @@ impl Aggregator {
                 }
             }
         }
-        let more = budget == 0;
+        let more = budget.exhausted();
 
         let rules = Rules {
             now_secs,
@@ -421,6 +438,7 @@ impl Aggregator {
                     total.corrupt += stats.corrupt;
                     total.lost += stats.lost;
                     total.waiting += stats.waiting;
+                    total.behind += stats.behind;
                     done
                 })
                 .collect();
@@ -510,6 +528,7 @@ impl Aggregator {
             corrupt,
             lost,
             waiting,
+            behind,
         } = stats;
         let m = &self.metrics;
         m.bytes.fetch_add(bytes, Relaxed);
@@ -522,6 +541,7 @@ impl Aggregator {
         m.corrupt_skipped.fetch_add(corrupt, Relaxed);
         m.lost_segments.fetch_add(lost, Relaxed);
         m.shards_waiting.store(waiting, Relaxed);
+        m.shards_behind.store(behind, Relaxed);
         m.lag_seconds.store(lag, Relaxed);
         m.backlog_bytes
             .store(shards.iter().map(|s| s.backlog_bytes).sum(), Relaxed);
@@ -543,127 +563,6 @@ impl Aggregator {
             more,
             elapsed,
         })
-    }
-
-    /// Lists a source's segments and reads each shard from its position within `budget`.
-    async fn read_source(
-        &self,
-        index: usize,
-        source: &dyn LogSource,
-        positions: &HashMap<ShardKey, Position>,
-        budget: &mut usize,
-    ) -> Result<Vec<ShardRead>, SourceError> {
-        let mut by_shard: BTreeMap<u32, Vec<SegmentInfo>> = BTreeMap::new();
-        for listed in source.segments().await? {
-            by_shard
-                .entry(listed.shard)
-                .or_default()
-                .push(listed.segment);
-        }
-        let mut reads = Vec::with_capacity(by_shard.len());
-        for (shard, mut listed) in by_shard {
-            listed.sort_unstable_by_key(|s| s.id);
-            let key = (source.name().to_owned(), shard);
-            let stored = positions.get(&key).copied();
-            let read = self
-                .read_shard(index, source, key, stored, listed, budget)
-                .await;
-            reads.push(read);
-        }
-        Ok(reads)
-    }
-
-    async fn read_shard(
-        &self,
-        source_index: usize,
-        source: &dyn LogSource,
-        key: ShardKey,
-        stored: Option<Position>,
-        listed: Vec<SegmentInfo>,
-        budget: &mut usize,
-    ) -> ShardRead {
-        let mut start = stored.unwrap_or(Position {
-            segment: 0,
-            offset: 0,
-            max_time_micros: None,
-        });
-        let mut lost_segments = 0;
-        // Segments below the position were consumed (their deletion may still be pending).
-        let remaining: Vec<SegmentInfo> = listed
-            .iter()
-            .copied()
-            .filter(|s| s.id >= start.segment)
-            .collect();
-        if let Some(first) = remaining.first()
-            && first.id > start.segment
-        {
-            if stored.is_some() {
-                // Unread segments the edge deleted (its disk limit): their events are lost.
-                lost_segments = first.id - start.segment;
-                tracing::error!(
-                    source = %key.0,
-                    shard = key.1,
-                    from = start.segment,
-                    to = first.id - 1,
-                    "unread segments are gone from the edge; their events are lost"
-                );
-            }
-            start = Position {
-                segment: first.id,
-                offset: 0,
-                ..start
-            };
-        }
-        let mut read = ShardRead {
-            key,
-            source: source_index,
-            stored,
-            start,
-            chunks: Vec::new(),
-            listed,
-            caught_up: false,
-            lost_segments,
-        };
-        let shard = read.key.1;
-        'segments: for segment in remaining {
-            let mut offset = if segment.id == start.segment {
-                start.offset
-            } else {
-                0
-            };
-            loop {
-                if *budget == 0 {
-                    return read;
-                }
-                let want = (*budget).min(MAX_CHUNK_BYTES);
-                let chunk = match source.read(shard, segment.id, offset, want).await {
-                    Ok(chunk) => chunk,
-                    Err(error) => {
-                        tracing::warn!(%error, "log read failed; retrying next run");
-                        return read;
-                    }
-                };
-                *budget = budget.saturating_sub(chunk.frames.len());
-                offset = chunk.next_offset;
-                let end = chunk.end;
-                read.chunks.push(Planned {
-                    segment: segment.id,
-                    closed: segment.closed,
-                    segment_len: segment.len,
-                    chunk,
-                });
-                match end {
-                    WireEnd::Budget => {}
-                    WireEnd::Tail => break 'segments,
-                    WireEnd::Closed => continue 'segments,
-                    WireEnd::Corrupt if segment.closed => continue 'segments,
-                    // Damage in the open segment: stay there (and say so) until it closes.
-                    WireEnd::Corrupt => return read,
-                }
-            }
-        }
-        read.caught_up = true;
-        read
     }
 
     /// The lowest shard watermark (seconds) and the largest lag behind a tail (seconds).
@@ -721,7 +620,7 @@ impl Aggregator {
         state: &mut State,
         shards: &[ShardDone],
     ) {
-        for shard in shards {
+        for shard in shards.iter().filter(|s| !s.behind) {
             let done = shard.position.segment.saturating_sub(1);
             let acked = state.acked.get(&shard.key).copied().unwrap_or(0);
             if done == 0 || done <= acked {
@@ -867,6 +766,13 @@ impl Aggregator {
             get(&m.shards_waiting),
         );
         metric(
+            "marquee_aggregation_shards_behind_checkpoint",
+            "gauge",
+            "Edge log shards whose segments end before the stored checkpoint (a log restored \
+             from a backup): not read, not acknowledged until an operator resolves it.",
+            get(&m.shards_behind),
+        );
+        metric(
             "marquee_aggregation_lag_seconds",
             "gauge",
             "How far behind the newest logged events the counts are (0 when caught up).",
@@ -900,6 +806,247 @@ impl Aggregator {
     }
 }
 
+/// The run's byte budget, shared by the sources read at once: a read reserves what it asks
+/// for and gives back what it did not get, so a run holds about `max_run_bytes` however many
+/// sources it reads concurrently.
+#[derive(Debug)]
+struct RunBudget {
+    left: AtomicUsize,
+    /// A read found nothing left: the run stopped short of something readable.
+    exhausted: AtomicBool,
+}
+
+impl RunBudget {
+    fn new(bytes: usize) -> RunBudget {
+        RunBudget {
+            left: AtomicUsize::new(bytes),
+            exhausted: AtomicBool::new(false),
+        }
+    }
+
+    /// Reserves up to `most` bytes; 0 once none are left.
+    fn take(&self, most: usize) -> usize {
+        let mut taken = 0;
+        let _ = self.left.fetch_update(Relaxed, Relaxed, |left| {
+            taken = left.min(most);
+            Some(left - taken)
+        });
+        if taken == 0 {
+            self.exhausted.store(true, Relaxed);
+        }
+        taken
+    }
+
+    /// Settles a reservation of `reserved` bytes of which `used` arrived (a source may send a
+    /// little more than asked: always at least one frame).
+    fn settle(&self, reserved: usize, used: usize) {
+        if used <= reserved {
+            self.left.fetch_add(reserved - used, Relaxed);
+        } else {
+            let over = used - reserved;
+            let _ = self
+                .left
+                .fetch_update(Relaxed, Relaxed, |left| Some(left.saturating_sub(over)));
+        }
+    }
+
+    /// Whether the run ended with more to read: a read was refused, or nothing is left.
+    fn exhausted(&self) -> bool {
+        self.exhausted.load(Relaxed) || self.left.load(Relaxed) == 0
+    }
+}
+
+/// Reads every source, at most [`SOURCES_AT_ONCE`] at a time, each from its stored
+/// positions; what each gave (or why not), by index into `sources`, in their order.
+async fn collect(
+    sources: &[Arc<dyn LogSource>],
+    positions: &HashMap<ShardKey, Position>,
+    budget: &Arc<RunBudget>,
+) -> Result<Vec<(usize, Result<Vec<ShardRead>, SourceError>)>, AggregationError> {
+    let mut waiting = sources.iter().enumerate();
+    let mut running = tokio::task::JoinSet::new();
+    let mut collected = Vec::with_capacity(sources.len());
+    loop {
+        while running.len() < SOURCES_AT_ONCE
+            && let Some((index, source)) = waiting.next()
+        {
+            let source = Arc::clone(source);
+            let held: HashMap<u32, Position> = positions
+                .iter()
+                .filter(|(key, _)| key.0 == source.name())
+                .map(|(key, position)| (key.1, *position))
+                .collect();
+            let budget = Arc::clone(budget);
+            running.spawn(async move {
+                let read = read_source(index, source.as_ref(), &held, &budget).await;
+                (index, read)
+            });
+        }
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        collected.push(joined?);
+    }
+    // In the sources' order, as read one after another: ingestion stays deterministic.
+    collected.sort_unstable_by_key(|(index, _)| *index);
+    Ok(collected)
+}
+
+/// Lists a source's segments and reads each shard from its position (`positions`, by shard)
+/// within `budget`.
+async fn read_source(
+    index: usize,
+    source: &dyn LogSource,
+    positions: &HashMap<u32, Position>,
+    budget: &RunBudget,
+) -> Result<Vec<ShardRead>, SourceError> {
+    let mut by_shard: BTreeMap<u32, Vec<SegmentInfo>> = BTreeMap::new();
+    for listed in source.segments().await? {
+        by_shard
+            .entry(listed.shard)
+            .or_default()
+            .push(listed.segment);
+    }
+    let mut reads = Vec::with_capacity(by_shard.len());
+    for (shard, mut listed) in by_shard {
+        listed.sort_unstable_by_key(|s| s.id);
+        let key = (source.name().to_owned(), shard);
+        let stored = positions.get(&shard).copied();
+        reads.push(read_shard(index, source, key, stored, listed, budget).await);
+    }
+    Ok(reads)
+}
+
+/// Whether a shard's log ends before its stored position: it went back (restored from a
+/// backup, or replaced under the same edge id). A log never does so by itself: ids are never
+/// reused and the newest file stays (emptied to its header once consumed), so its newest
+/// segment is the position's, or the one before once the position passed that one's closed
+/// end; and the part of a segment read is fsynced, so it never gets shorter.
+fn behind_checkpoint(stored: Position, listed: &[SegmentInfo]) -> bool {
+    let Some(newest) = listed.last() else {
+        return false;
+    };
+    if newest.id >= stored.segment {
+        newest.id == stored.segment && newest.len < stored.offset
+    } else {
+        newest.id + 1 < stored.segment || !newest.closed
+    }
+}
+
+async fn read_shard(
+    source_index: usize,
+    source: &dyn LogSource,
+    key: ShardKey,
+    stored: Option<Position>,
+    listed: Vec<SegmentInfo>,
+    budget: &RunBudget,
+) -> ShardRead {
+    let mut start = stored.unwrap_or(Position {
+        segment: 0,
+        offset: 0,
+        max_time_micros: None,
+    });
+    let mut read = ShardRead {
+        key,
+        source: source_index,
+        stored,
+        start,
+        chunks: Vec::new(),
+        listed,
+        caught_up: false,
+        lost_segments: 0,
+        behind: false,
+    };
+    if let Some(stored) = stored
+        && behind_checkpoint(stored, &read.listed)
+    {
+        // Its segments are below the position: reading on would skip them as consumed, and
+        // the acknowledgement would delete them. Stay, and say so every run until resolved.
+        let newest = read.listed.last().map(|s| (s.id, s.len));
+        tracing::error!(
+            edge = %read.key.0,
+            shard = read.key.1,
+            checkpoint_segment = stored.segment,
+            checkpoint_offset = stored.offset,
+            ?newest,
+            "the edge's log is behind its stored checkpoint (restored from a backup, or \
+             replaced under the same edge id): nothing of this shard is read or acknowledged \
+             until an operator resolves it (docs/operations.md, \"A log behind its checkpoint\")"
+        );
+        read.behind = true;
+        return read;
+    }
+    // Segments below the position were consumed (their deletion may still be pending).
+    let remaining: Vec<SegmentInfo> = read
+        .listed
+        .iter()
+        .copied()
+        .filter(|s| s.id >= start.segment)
+        .collect();
+    if let Some(first) = remaining.first()
+        && first.id > start.segment
+    {
+        if stored.is_some() {
+            // Unread segments the edge deleted (its disk limit): their events are lost.
+            read.lost_segments = first.id - start.segment;
+            tracing::error!(
+                source = %read.key.0,
+                shard = read.key.1,
+                from = start.segment,
+                to = first.id - 1,
+                "unread segments are gone from the edge; their events are lost"
+            );
+        }
+        start = Position {
+            segment: first.id,
+            offset: 0,
+            ..start
+        };
+        read.start = start;
+    }
+    let shard = read.key.1;
+    'segments: for segment in remaining {
+        let mut offset = if segment.id == start.segment {
+            start.offset
+        } else {
+            0
+        };
+        loop {
+            let want = budget.take(MAX_CHUNK_BYTES);
+            if want == 0 {
+                return read;
+            }
+            let chunk = match source.read(shard, segment.id, offset, want).await {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    budget.settle(want, 0);
+                    tracing::warn!(%error, "log read failed; retrying next run");
+                    return read;
+                }
+            };
+            budget.settle(want, chunk.frames.len());
+            offset = chunk.next_offset;
+            let end = chunk.end;
+            read.chunks.push(Planned {
+                segment: segment.id,
+                closed: segment.closed,
+                segment_len: segment.len,
+                chunk,
+            });
+            match end {
+                WireEnd::Budget => {}
+                WireEnd::Tail => break 'segments,
+                WireEnd::Closed => continue 'segments,
+                WireEnd::Corrupt if segment.closed => continue 'segments,
+                // Damage in the open segment: stay there (and say so) until it closes.
+                WireEnd::Corrupt => return read,
+            }
+        }
+    }
+    read.caught_up = true;
+    read
+}
+
 /// Ingests one shard's chunks in order; returns where the shard now stands and what it read.
 /// A chunk that fails to parse stops the shard there.
 fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardStats) {
@@ -912,6 +1059,7 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
         listed,
         mut caught_up,
         lost_segments,
+        behind,
     } = read;
     let mut position = start;
     let mut bytes = 0u64;
@@ -1007,6 +1155,7 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
         source,
         position,
         caught_up,
+        behind,
         backlog_bytes,
     };
     (
@@ -1017,6 +1166,7 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
             corrupt,
             lost: lost_segments,
             waiting: u64::from(waiting),
+            behind: u64::from(behind),
         },
     )
 }
@@ -1032,4 +1182,6 @@ struct ShardStats {
     lost: u64,
     /// Shards stopped at a record of a later build.
     waiting: u64,
+    /// Shards whose log is behind the stored checkpoint.
+    behind: u64,
 }

@@ -10,7 +10,10 @@
 //!   documents) before its first heartbeat is answered, so a restarted manager collects from
 //!   it again at once, before the edge's next heartbeat arrives.
 //! - Reports are data from the network: an id or URL that is not well formed is refused with
-//!   the field named, never stored.
+//!   the field named, never stored. So is a `log_url` whose host is unspecified (`0.0.0.0`,
+//!   `::`: an edge listening on every interface that was not told its reachable address):
+//!   read from here it would name the manager's own host, and the edge's log would never be
+//!   collected while its disk limit deleted it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -63,6 +66,13 @@ pub enum ReportError {
     Id(String),
     #[error("`{field}` {value:?} must be an http:// or https:// URL")]
     Url { field: &'static str, value: String },
+    #[error(
+        "`log_url` {0:?} has an unspecified host (0.0.0.0 or ::, the edge's listen address), \
+         where the manager cannot read the edge's log: set `edge.log_url` \
+         (MARQUEE_EDGE__LOG_URL) to the address the manager reaches the edge at, \
+         e.g. http://10.0.0.7:8080"
+    )]
+    UnspecifiedLogHost(String),
 }
 
 /// An edge the manager collects from, as persisted.
@@ -280,7 +290,26 @@ fn validate(report: &EdgeReport) -> Result<(), ReportError> {
             });
         }
     }
+    if unspecified_host(&report.log_url) {
+        return Err(ReportError::UnspecifiedLogHost(report.log_url.clone()));
+    }
     Ok(())
+}
+
+/// Whether a well-formed URL's host is an unspecified address (`0.0.0.0`, `::`), which
+/// means "every interface" to a listener and this machine to a client.
+fn unspecified_host(url: &str) -> bool {
+    let Ok(uri) = url.parse::<hyper::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or("");
+    // An IPv6 host keeps its brackets in the URI.
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
 }
 
 #[cfg(test)]
@@ -417,6 +446,33 @@ mod tests {
             })
         ));
         assert!(registry.list(None, |_| None).is_empty());
+    }
+
+    #[test]
+    fn a_log_url_on_an_unspecified_host_is_refused_saying_what_to_set() {
+        let (registry, _) = registry(0);
+        for unspecified in ["http://0.0.0.0:8080", "http://[::]:8080", "http://0.0.0.0"] {
+            let mut listen_address = report("e1", 1, 0, 0);
+            listen_address.log_url = unspecified.into();
+            let refused = registry.heartbeat(listen_address, false);
+            assert_eq!(
+                refused,
+                Err(ReportError::UnspecifiedLogHost(unspecified.into()))
+            );
+            let message = refused.unwrap_err().to_string();
+            assert!(message.contains("MARQUEE_EDGE__LOG_URL"), "{message}");
+        }
+        assert!(registry.known().is_empty());
+        // Reachable hosts, names and loopback included, are taken.
+        for reachable in [
+            "http://10.0.0.7:8080",
+            "http://[fd00::7]:8080",
+            "http://127.0.0.1:1",
+        ] {
+            let mut good = report("e1", 1, 0, 0);
+            good.log_url = reachable.into();
+            assert!(registry.heartbeat(good, false).is_ok(), "{reachable}");
+        }
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub enum SourceError {
         shard: u32,
         segment: u64,
     },
+    #[error("{source_name}: {call} gave no answer within {after:?}")]
+    Timeout {
+        source_name: String,
+        call: &'static str,
+        after: Duration,
+    },
 }
 
 /// An edge's log as the manager reads it.
@@ -168,8 +174,17 @@ impl LogSource for LocalLogSource {
 
 /// Largest answer accepted from an edge (its own limit is 64 MiB per read).
 const MAX_ANSWER_BYTES: usize = 80 << 20;
-/// How long one call to an edge may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to an edge may take. A peer that silently drops packets (a VPC link
+/// gone) would otherwise hold the connection attempt for the system's SYN retries, minutes.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long listing an edge's segments, or acknowledging them, may take: answers of a few
+/// hundred bytes, so a few seconds means the edge is away, not busy. It also bounds how long
+/// an unreachable edge holds up a run (sources are collected concurrently, see the
+/// aggregator), whether its connection was kept alive or is new.
+const LIST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one read may take: up to 8 MiB of frames (the aggregator's largest chunk), so
+/// generous enough for a link of about 2 Mbit/s.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A remote edge's log over HTTP, authenticated with the shared secret.
 #[derive(Debug, Clone)]
@@ -184,11 +199,13 @@ impl HttpLogSource {
     /// `base` is the edge's URL (`http://10.0.0.7:8080`); `token` the shared secret
     /// (`aggregation.token`).
     pub fn new(name: impl Into<String>, base: &str, token: &str) -> HttpLogSource {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         HttpLogSource {
             name: name.into(),
             base: base.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: Client::builder(TokioExecutor::new()).build(connector),
         }
     }
 
@@ -199,9 +216,12 @@ impl HttpLogSource {
         }
     }
 
-    /// One call; returns the status, the headers and the body.
+    /// One call, given up after `timeout` (the answer's head and body); returns the status,
+    /// the headers and the body. `call` names it in errors.
     async fn call(
         &self,
+        call: &'static str,
+        timeout: Duration,
         method: Method,
         path_and_query: &str,
     ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), SourceError> {
@@ -228,9 +248,13 @@ impl HttpLogSource {
                 .to_bytes();
             Ok((parts.status, parts.headers, body))
         };
-        tokio::time::timeout(CALL_TIMEOUT, exchange)
+        tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| self.error(format!("no answer within {CALL_TIMEOUT:?}")))?
+            .map_err(|_| SourceError::Timeout {
+                source_name: self.name.clone(),
+                call,
+                after: timeout,
+            })?
     }
 
     fn refused(&self, status: StatusCode, body: &Bytes) -> SourceError {
@@ -248,7 +272,9 @@ impl LogSource for HttpLogSource {
     }
 
     async fn segments(&self) -> Result<Vec<Listed>, SourceError> {
-        let (status, _, body) = self.call(Method::GET, "/log/segments").await?;
+        let (status, _, body) = self
+            .call("listing", LIST_TIMEOUT, Method::GET, "/log/segments")
+            .await?;
         if status != StatusCode::OK {
             return Err(self.refused(status, &body));
         }
@@ -274,6 +300,8 @@ impl LogSource for HttpLogSource {
     ) -> Result<Chunk, SourceError> {
         let (status, headers, frames) = self
             .call(
+                "read",
+                READ_TIMEOUT,
                 Method::GET,
                 &format!("/log/read?shard={shard}&segment={segment}&offset={offset}&max_bytes={max_bytes}"),
             )
@@ -305,6 +333,8 @@ impl LogSource for HttpLogSource {
     async fn ack(&self, shard: u32, segment: u64) -> Result<(), SourceError> {
         let (status, _, body) = self
             .call(
+                "acknowledgement",
+                LIST_TIMEOUT,
                 Method::POST,
                 &format!("/log/ack?shard={shard}&segment={segment}"),
             )
@@ -313,5 +343,39 @@ impl LogSource for HttpLogSource {
             return Err(self.refused(status, &body));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// An edge that accepts connections and never answers (a peer whose process hangs, or a
+    /// kept-alive connection whose packets vanish): the listing gives up after
+    /// [`LIST_TIMEOUT`], saying so, instead of the read timeout.
+    #[tokio::test]
+    async fn a_silent_edge_fails_the_listing_at_the_listing_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        let source = HttpLogSource::new("silent", &format!("http://{address}"), "secret");
+        // A guard against hanging, far above every bound: not a measurement.
+        let listed = tokio::time::timeout(Duration::from_secs(300), source.segments())
+            .await
+            .unwrap();
+        match listed {
+            Err(SourceError::Timeout { call, after, .. }) => {
+                assert_eq!((call, after), ("listing", LIST_TIMEOUT));
+            }
+            other => panic!("expected the listing timeout, got {other:?}"),
+        }
+        held.abort();
     }
 }

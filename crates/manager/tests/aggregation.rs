@@ -576,3 +576,164 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     let all: Vec<Event> = events.iter().chain(&later).copied().collect();
     assert_eq!(w.minutes().await, direct_minute_count(&all));
 }
+
+/// A source whose listing waits until another source has been read, then fails: an edge that
+/// accepted the connection and never answered, until its timeout.
+#[derive(Debug)]
+struct Stalled {
+    others_read: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl LogSource for Stalled {
+    fn name(&self) -> &str {
+        "stalled"
+    }
+
+    async fn segments(&self) -> Result<Vec<Listed>, SourceError> {
+        self.others_read.notified().await;
+        Err(SourceError::Timeout {
+            source_name: "stalled".into(),
+            call: "listing",
+            after: Duration::from_secs(3),
+        })
+    }
+
+    async fn read(&self, _: u32, _: u64, _: u64, _: usize) -> Result<Chunk, SourceError> {
+        unreachable!("never listed")
+    }
+
+    async fn ack(&self, _: u32, _: u64) -> Result<(), SourceError> {
+        unreachable!("never read")
+    }
+}
+
+/// Reads through to a memory source and tells the stalled one once it has been read.
+#[derive(Debug)]
+struct Telling {
+    inner: Arc<MemorySource>,
+    others_read: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl LogSource for Telling {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn segments(&self) -> Result<Vec<Listed>, SourceError> {
+        self.inner.segments().await
+    }
+
+    async fn read(
+        &self,
+        shard: u32,
+        segment: u64,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Chunk, SourceError> {
+        let chunk = self.inner.read(shard, segment, offset, max_bytes).await;
+        self.others_read.notify_one();
+        chunk
+    }
+
+    async fn ack(&self, shard: u32, segment: u64) -> Result<(), SourceError> {
+        self.inner.ack(shard, segment).await
+    }
+}
+
+/// An edge that is away (listed first, answering only once another edge was read: never, if
+/// sources were read one after another) does not hold back the other edges' events: they are
+/// counted in the run, and the silent one is counted as a source error.
+#[tokio::test]
+async fn a_silent_edge_does_not_hold_back_the_others() {
+    let w = world().await;
+    let others_read = Arc::new(tokio::sync::Notify::new());
+    let good = MemorySource::named("good");
+    let events: Vec<Event> = (1..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    good.push_segment(0, &events, false);
+    let aggregator = Aggregator::new(
+        Arc::clone(&w.store),
+        w.clock.clone(),
+        vec![
+            Arc::new(Stalled {
+                others_read: Arc::clone(&others_read),
+            }),
+            Arc::new(Telling {
+                inner: good.clone(),
+                others_read,
+            }),
+        ],
+        AggregationOptions::default(),
+    );
+    // A guard against hanging for ever (sources read one after another), not a measurement.
+    let report = tokio::time::timeout(Duration::from_secs(120), aggregator.run_once())
+        .await
+        .expect("the run finishes while one edge is silent")
+        .unwrap();
+    assert_eq!(report.accepted, 12);
+    assert_eq!(w.minutes().await, direct_minute_count(&events));
+    let metrics = aggregator.render_metrics();
+    assert!(
+        metrics.contains("marquee_aggregation_source_errors_total 1"),
+        "{metrics}"
+    );
+}
+
+/// An edge restored from a backup lists segments below the stored checkpoint (same id, ids
+/// gone back). Reading on would skip them as consumed and the acknowledgement would delete
+/// them: instead nothing is read or acknowledged, and a gauge says so.
+#[tokio::test]
+async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged() {
+    let w = world().await;
+    let source = MemorySource::named("eu-1");
+    let counted: Vec<Event> = (1..=9).map(|n| w.event(n, Kind::Impression)).collect();
+    for part in counted.chunks(3) {
+        source.push_segment(0, part, true);
+    }
+    let aggregator = w.aggregator(source.clone(), 1 << 20);
+    assert_eq!(aggregator.run_once().await.unwrap().accepted, 9);
+    assert_eq!(*source.acks.lock().unwrap(), [(0, 3)]);
+
+    // The backup held segments 1 and 2; the restored edge logs on in a new segment 3, below
+    // the checkpoint (segment 4). The manager restarted meanwhile (nothing acknowledged yet
+    // in this process).
+    {
+        let mut shards = source.shards.lock().unwrap();
+        let backup = counted[..6].chunks(3).zip(1u64..).map(|(part, id)| {
+            let mut bytes = vec![0u8; SEGMENT_HEADER_LEN as usize];
+            for e in part {
+                bytes.extend_from_slice(&e.to_frame());
+            }
+            (id, bytes, true)
+        });
+        shards.insert(0, backup.collect());
+        source.next_id.lock().unwrap().insert(0, 3);
+    }
+    let after_restore: Vec<Event> = (10..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    source.push_segment(0, &after_restore, false);
+    let restarted = w.aggregator(source.clone(), 1 << 20);
+    for _ in 0..2 {
+        let report = restarted.run_once().await.unwrap();
+        assert_eq!(report.records, 0);
+    }
+    assert_eq!(
+        *source.acks.lock().unwrap(),
+        [(0, 3)],
+        "nothing acknowledged"
+    );
+    let listed: Vec<u64> = source
+        .segments()
+        .await
+        .unwrap()
+        .iter()
+        .map(|l| l.segment.id)
+        .collect();
+    assert_eq!(listed, [1, 2, 3], "nothing deleted");
+    assert_eq!(w.minutes().await, direct_minute_count(&counted));
+    let metrics = restarted.render_metrics();
+    assert!(
+        metrics.contains("marquee_aggregation_shards_behind_checkpoint 1"),
+        "{metrics}"
+    );
+}

@@ -162,3 +162,30 @@ async fn edges_register_with_the_secret_and_are_collected_after_a_restart() {
     third.accept_remote_edges(SECRET.into()).await.unwrap();
     assert!(aggregator.source_names().is_empty() && third.edges().is_empty());
 }
+
+/// `marquee edge --listen 0.0.0.0:8080` without `edge.log_url` reports its listen address as
+/// where its log is read: refused with what to set (the edge logs the answer), never
+/// registered, so the manager does not read its own host in the edge's stead.
+#[tokio::test]
+async fn a_log_url_on_the_unspecified_address_is_refused_with_what_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Timestamp::from_second(1_780_000_000).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(start));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
+    let (manager, aggregator) = manager(&dir, &store, &clock).await;
+    manager.accept_remote_edges(SECRET.into()).await.unwrap();
+    let router = marquee_manager::router(&manager, "http://ads.example.com");
+    for listen in ["http://0.0.0.0:8080", "http://[::]:8080"] {
+        let mut unreachable = report("eu-1", 0, start);
+        unreachable.log_url = listen.into();
+        let body = serde_json::to_string(&unreachable).unwrap();
+        let (status, text) = answer(&router, post(Some(SECRET), body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{listen}: {text}");
+        assert!(
+            text.contains(listen) && text.contains("edge.log_url"),
+            "{text}"
+        );
+    }
+    assert!(aggregator.source_names().is_empty() && manager.edges().is_empty());
+}

@@ -121,6 +121,20 @@ impl ServeArgs {
 enum TokenCommand {
     /// Create an API token and print it once; only its hash is stored.
     Create(TokenCreateArgs),
+    /// List the API tokens: id, role, owner, creation time and label (never the token).
+    List(CommonArgs),
+    /// Revoke an API token by id (see `marquee token list`): the next API call with it is
+    /// refused with 401, also by a manager already running.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+struct TokenRevokeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The token's id, as `marquee token list` and `marquee token create` show it.
+    #[arg(value_name = "ID")]
+    id: u64,
 }
 
 #[derive(Debug, Args)]
@@ -186,7 +200,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Manager(args) => roles::manager(args).await,
         Command::Edge(args) => roles::edge(args).await,
         Command::Token(TokenCommand::Create(args)) => create_token(args).await,
-        Command::User(command) => users::create(command).await,
+        Command::Token(TokenCommand::List(args)) => list_tokens(args).await,
+        Command::Token(TokenCommand::Revoke(args)) => revoke_token(args).await,
+        Command::User(command) => users::run(command).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::CopyDatabase(args) => copy_database(args).await,
         Command::Migrate(args) => {
@@ -295,11 +311,62 @@ async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+async fn list_tokens(args: CommonArgs) -> Result<(), Failure> {
+    let config = load_config(&args, Overrides::default())?;
+    init_logging(&config);
+    let store = open_store(&config).await?;
+    let tokens = store.list_tokens().await?;
+    println!(
+        "{:<8} {:<11} {:<8} {:<27} LABEL",
+        "ID", "ROLE", "OWNER", "CREATED"
+    );
+    for token in &tokens {
+        let owner = token
+            .owner_id
+            .map_or_else(|| "-".to_owned(), |id| id.to_string());
+        println!(
+            "{:<8} {:<11} {:<8} {:<27} {}",
+            token.id,
+            token.role.as_str(),
+            owner,
+            token.created_at.to_string(),
+            token.label
+        );
+    }
+    Ok(())
+}
+
+async fn revoke_token(args: TokenRevokeArgs) -> Result<(), Failure> {
+    let config = load_config(&args.common, Overrides::default())?;
+    init_logging(&config);
+    let store = open_store(&config).await?;
+    let Some(token) = store.revoke_token(args.id).await? else {
+        return Err(format!(
+            "no API token with id {} in {}; `marquee token list` shows the tokens",
+            args.id,
+            config.database().describe()
+        )
+        .into());
+    };
+    eprintln!(
+        "revoked {} token {} ({:?}); API calls with it are refused from now on",
+        token.role.as_str(),
+        token.id,
+        token.label
+    );
+    Ok(())
+}
+
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = args.config()?;
     init_logging(&config);
-    let signalled = shutdown_signal();
+    let mut signalled = Box::pin(shutdown_signal());
     let store = open_store(&config).await?;
+    // Before the edge opens the event log too: a second `serve` on this data directory waits
+    // here for the first to stop.
+    let Some(lock) = roles::become_active_manager(&*store, &mut signalled).await? else {
+        return Ok(());
+    };
     let demo_token = load_demo(&config, &*store).await?;
     let manager = roles::open_manager(&config, &store).await?;
 
@@ -384,9 +451,12 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         },
     );
     let app = users::with_dashboard(app, &manager, &config, &public_url);
-    let shutdown = Box::pin(async move {
-        signalled.await;
-        let _ = stop.send(true);
+    let shutdown = Box::pin({
+        let lock = Arc::clone(&lock);
+        async move {
+            roles::until_stopped_or_lock_lost(signalled, lock).await;
+            let _ = stop.send(true);
+        }
     });
     marquee_edge::serve(listener, Arc::clone(&edge), Some(app), shutdown).await?;
     compile_loop.await?;
@@ -398,10 +468,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     local_heartbeat.await?;
     edge.log.flush_and_close()?;
     roles::give_leases_back(&edge, &*sync_client).await;
-    // Count what the last moments logged, so a graceful stop leaves nothing uncounted.
-    if let Err(error) = aggregator.drain().await {
-        tracing::error!(%error, "final aggregation run failed; the next start counts the rest");
-    }
+    roles::finish_as_manager(&aggregator, &lock).await?;
     tracing::info!("stopped; event log flushed");
     Ok(())
 }

@@ -15,7 +15,7 @@ use marquee_edge::periodic::Schedule;
 use marquee_edge::remote::{self, Addresses, IdentityError, ManagerClient};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{Clock, MetricsAccess, SystemClock};
-use marquee_store::Store;
+use marquee_store::{ManagerLock, Store};
 
 use crate::{
     CommonArgs, EXIT_CONFIG, Failure, ServeArgs, config_error, init_logging, load_config,
@@ -61,6 +61,62 @@ fn required_secret(config: &Config, role: &str) -> Result<String, Failure> {
         )));
     }
     Ok(config.aggregation.token.clone())
+}
+
+/// Exit status of a manager that lost the manager lock to another (sysexits EX_TEMPFAIL): a
+/// supervisor restarts it, and it waits for the lock again.
+const EXIT_LOCK_LOST: u8 = 75;
+/// How often a manager waiting for the active one to stop tries the lock again.
+const LOCK_RETRY: Duration = Duration::from_secs(1);
+
+/// Waits until this process is the database's only active manager (see
+/// `marquee_store::ManagerLock`), before anything that aggregates, paces or even listens
+/// starts; `None` if the process was told to stop meanwhile.
+pub(crate) async fn become_active_manager(
+    store: &dyn Store,
+    signalled: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<Option<Arc<ManagerLock>>, Failure> {
+    tokio::select! {
+        lock = marquee_store::wait_for_manager_lock(store, LOCK_RETRY) => Ok(Some(Arc::new(lock?))),
+        () = signalled => {
+            tracing::info!("stopped while waiting for the active manager to stop");
+            Ok(None)
+        }
+    }
+}
+
+/// Resolves on the shutdown signal, or when another manager took the lock.
+pub(crate) async fn until_stopped_or_lock_lost(
+    signalled: impl Future<Output = ()>,
+    lock: Arc<ManagerLock>,
+) {
+    tokio::select! {
+        () = signalled => {},
+        () = lock.lost() => {
+            tracing::error!("another manager took over the database; stopping");
+        }
+    }
+}
+
+/// After the loops stopped: the final aggregation run (what the edges logged up to now, so a
+/// graceful stop leaves the least uncounted), unless the lock was lost, when the other
+/// manager counts it and this one exits with [`EXIT_LOCK_LOST`].
+pub(crate) async fn finish_as_manager(
+    aggregator: &marquee_manager::Aggregator,
+    lock: &ManagerLock,
+) -> Result<(), Failure> {
+    if lock.is_lost() {
+        return Err(Failure {
+            status: EXIT_LOCK_LOST,
+            message: "stopped: another manager took the manager lock of this database \
+                      (this manager's connection holding it had ended)"
+                .into(),
+        });
+    }
+    if let Err(error) = aggregator.drain().await {
+        tracing::error!(%error, "final aggregation run failed; the next start counts the rest");
+    }
+    Ok(())
 }
 
 /// The manager of `marquee serve` and `marquee manager`: opened on the snapshot directory,
@@ -110,6 +166,7 @@ pub(crate) async fn local_heartbeat(
 /// After the last request was answered: what the edge's leases hold unused goes back to the
 /// budget now, not at their expiry.
 pub(crate) async fn give_leases_back(edge: &Edge, client: &dyn SyncClient) {
+    marquee_sharedstate::drain_at_exit(edge.shared.as_ref()).await;
     match remote::release_leases(edge, client).await {
         Ok(released) => tracing::info!(released, "leases released"),
         Err(error) => {
@@ -123,8 +180,11 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let config = args.config()?;
     let secret = required_secret(&config, "manager")?;
     init_logging(&config);
-    let signalled = shutdown_signal();
+    let mut signalled = Box::pin(shutdown_signal());
     let store = open_store(&config).await?;
+    let Some(lock) = become_active_manager(&*store, &mut signalled).await? else {
+        return Ok(());
+    };
     let demo_token = load_demo(&config, &*store).await?;
     let manager = open_manager(&config, &store).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -167,18 +227,18 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     // go by it.
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            signalled.await;
-            let _ = stop.send(true);
+        .with_graceful_shutdown({
+            let lock = Arc::clone(&lock);
+            async move {
+                until_stopped_or_lock_lost(signalled, lock).await;
+                let _ = stop.send(true);
+            }
         })
         .await?;
     compile_loop.await?;
     pacing_loop.await?;
     aggregation.await?;
-    // Count what the edges logged up to now, so a graceful stop leaves the least uncounted.
-    if let Err(error) = aggregator.drain().await {
-        tracing::error!(%error, "final aggregation run failed; the next start counts the rest");
-    }
+    finish_as_manager(&aggregator, &lock).await?;
     tracing::info!("manager stopped");
     Ok(())
 }

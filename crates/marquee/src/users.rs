@@ -1,4 +1,5 @@
-//! Dashboard users from the command line (`marquee user create`), the demo's admin user, and
+//! Dashboard users from the command line (`marquee user create`, `marquee user delete`), the
+//! demo's admin user, and
 //! the dashboard mounted on the manager's router.
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -26,6 +27,17 @@ pub(crate) enum UserCommand {
     /// Create a dashboard user; the password is read from standard input (one line), or asked
     /// for without echo on a terminal. Only its Argon2id hash is stored.
     Create(UserCreateArgs),
+    /// Delete a dashboard user and sign out every session of theirs at once.
+    Delete(UserDeleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UserDeleteArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The user's name (exact).
+    #[arg(value_name = "NAME")]
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -79,8 +91,36 @@ fn read_password() -> Result<String, Failure> {
     Ok(password)
 }
 
-pub(crate) async fn create(command: UserCommand) -> Result<(), Failure> {
-    let UserCommand::Create(args) = command;
+pub(crate) async fn run(command: UserCommand) -> Result<(), Failure> {
+    match command {
+        UserCommand::Create(args) => create(args).await,
+        UserCommand::Delete(args) => delete(args).await,
+    }
+}
+
+async fn delete(args: UserDeleteArgs) -> Result<(), Failure> {
+    let config = load_config(&args.common, Overrides::default())?;
+    init_logging(&config);
+    let store = open_store(&config).await?;
+    let Some(deleted) = store.delete_user(&args.name).await? else {
+        return Err(format!(
+            "no dashboard user named {:?} in {} (names are exact)",
+            args.name,
+            config.database().describe()
+        )
+        .into());
+    };
+    eprintln!(
+        "deleted {} user {:?} (id {}) and signed out its {} session(s)",
+        deleted.user.role.as_str(),
+        deleted.user.name,
+        deleted.user.id,
+        deleted.sessions
+    );
+    Ok(())
+}
+
+async fn create(args: UserCreateArgs) -> Result<(), Failure> {
     let config = load_config(&args.common, Overrides::default())?;
     init_logging(&config);
     let longest = marquee_dashboard::limiter::MAX_NAME_BYTES;

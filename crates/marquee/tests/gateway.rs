@@ -11,10 +11,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{Server, metrics_page, openrtb_sample};
+use base64::Engine as _;
+use common::{Server, logged_events, metrics_page, openrtb_sample};
+use marquee_eventlog::Kind;
+use marquee_openrtb::{BidResponse, PriceCrypto};
 use serde_json::Value;
 
 const TOKEN: &str = "gateway-e2e-admin-token";
+const PUBLIC: &str = "https://ads.example.com";
+const E_KEY: [u8; 32] = [7; 32];
+const I_KEY: [u8; 32] = [9; 32];
 
 struct Mock(Child);
 
@@ -54,13 +60,20 @@ fn mock_bidder(price: &str) -> (Mock, String) {
 }
 
 fn start(dir: &Path, mock: &str) -> Server {
+    serve(
+        dir,
+        &format!("[gateway.bidders.mock]\nendpoint = \"{mock}/bid\"\n"),
+    )
+}
+
+/// `marquee serve --demo` with gateway mode on and `more` configuration.
+fn serve(dir: &Path, more: &str) -> Server {
     let config = dir.join("marquee.toml");
     std::fs::write(
         &config,
         format!(
-            "[edge]\npublic_url = \"https://ads.example.com\"\n\
-             [gateway]\nenabled = true\nadmin_token = \"{TOKEN}\"\n\
-             [gateway.bidders.mock]\nendpoint = \"{mock}/bid\"\n"
+            "[edge]\npublic_url = \"{PUBLIC}\"\n\
+             [gateway]\nenabled = true\nadmin_token = \"{TOKEN}\"\n{more}"
         ),
     )
     .unwrap();
@@ -94,6 +107,17 @@ async fn wait_metric(client: &reqwest::Client, server: &Server, line: &str) {
     panic!("/metrics never showed {line:?}");
 }
 
+/// The demo snapshot is installed just after the listener opens.
+async fn wait_for_bids(client: &reqwest::Client, server: &Server, request: &Value) {
+    for _ in 0..500 {
+        if post(client, &server.url("/openrtb2/bid"), request).await.0 == 200 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no bid within 10 s for {request}");
+}
+
 fn seats(body: &str) -> Vec<String> {
     let value: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
     value["seatbid"]
@@ -111,17 +135,7 @@ async fn our_line_items_and_an_external_bidder_compete() {
     let server = start(dir.path(), &address);
     let client = reqwest::Client::new();
     let request = banner();
-    // The demo snapshot is installed just after the listener opens.
-    for _ in 0..500 {
-        if post(&client, &server.url("/openrtb2/bid"), &request)
-            .await
-            .0
-            == 200
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_bids(&client, &server, &request).await;
 
     let (status, body) = post(&client, &server.url("/openrtb2/auction"), &request).await;
     assert_eq!(status, 200, "{body}");
@@ -155,4 +169,59 @@ async fn our_line_items_and_an_external_bidder_compete() {
     )
     .await;
     server.stop();
+}
+
+/// Our line items win an auction for an exchange with price keys; the caller fills the
+/// `burl` passed on with its own clearing price, encrypted, as for any bid: the billing is
+/// counted at that price (before, the gateway had filled in a plain price, which the notice
+/// handler refuses for such an exchange: no spend ever counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_bills_our_winning_bid_with_its_encrypted_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
+    let server = serve(
+        dir.path(),
+        &format!(
+            "[exchanges.keyed]\nprice_encryption_key = \"{}\"\nprice_integrity_key = \"{}\"\n",
+            b64(&E_KEY),
+            b64(&I_KEY)
+        ),
+    );
+    let client = reqwest::Client::new();
+    let request = banner();
+    wait_for_bids(&client, &server, &request).await;
+    let (status, body) = post(&client, &server.url("/openrtb2/auction/keyed"), &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(seats(&body), ["marquee"], "{body}");
+    let response = BidResponse::parse(body.as_bytes()).unwrap();
+    let (_, bid) = response.bids().next().unwrap();
+    let burl = bid.burl.as_deref().unwrap();
+    assert!(
+        burl.contains("p=${AUCTION_PRICE}"),
+        "left to the caller: {burl}"
+    );
+    // The caller cleared a little under our answer's price.
+    let cleared = bid.price_micros * 9 / 10;
+    let encrypted = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(cleared.unsigned_abs(), [5; 16]);
+    let url = burl
+        .replace(PUBLIC, &server.base)
+        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
+        .replace(
+            "${AUCTION_IMP_ID}",
+            request["imp"][0]["id"].as_str().unwrap(),
+        )
+        .replace("${AUCTION_PRICE}", &encrypted);
+    let fired = client.get(&url).send().await.unwrap();
+    assert_eq!(fired.status().as_u16(), 200);
+    wait_metric(&client, &server, "marquee_bidder_billings_total 1").await;
+    let nonce = u128::from(u64::from_str_radix(&bid.id, 16).unwrap());
+    server.stop();
+
+    let billings: Vec<_> = logged_events(&dir.path().join("data"))
+        .into_iter()
+        .filter(|e| e.kind == Kind::Billing)
+        .collect();
+    assert_eq!(billings.len(), 1, "{billings:?}");
+    assert_eq!(billings[0].event_id, nonce);
+    assert_eq!(billings[0].amount_micros, cleared, "the caller's price");
 }

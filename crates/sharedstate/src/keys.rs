@@ -8,6 +8,9 @@
 //! - `mq:{u:…}:profile`: the user's profile, JSON, no TTL (replaced by the next upload).
 //! - `mq:{b:<line item id>}:spent`: what the line item's goal metric has consumed on all
 //!   edges (an integer, the same units as its lease).
+//! - `mq:{b:<line item id>}:mark:<writer, 16 hex digits>`: the sequence number of the last
+//!   queued charge one edge process (the writer) applied to that counter, so that a charge
+//!   sent again is not applied again; expires a while after that charge.
 
 use std::fmt::Write as _;
 
@@ -39,6 +42,12 @@ pub fn profile_key(user: u64) -> String {
 /// A line item's shared budget counter: `mq:{b:<line item>}:spent`.
 pub fn budget_key(line_item: u64) -> String {
     format!("mq:{{b:{line_item}}}:spent")
+}
+
+/// A writer's mark on a line item's budget counter: `mq:{b:<line item>}:mark:<writer>`, in
+/// the counter's slot, so one script reads the mark and charges the counter.
+pub fn charge_mark_key(line_item: u64, writer: u64) -> String {
+    format!("mq:{{b:{line_item}}}:mark:{writer:016x}")
 }
 
 /// The Redis Cluster slot of a key: CRC-16/XMODEM of its hash tag (the text between the first
@@ -95,5 +104,8 @@ mod tests {
         assert!(a.iter().all(|k| key_slot(k) == key_slot(&a[0])));
         assert_eq!(key_slot(&a[0]), key_slot("u:0000000000000007"));
         assert_eq!(budget_key(42), "mq:{b:42}:spent");
+        let mark = charge_mark_key(42, 0xab);
+        assert_eq!(mark, "mq:{b:42}:mark:00000000000000ab");
+        assert_eq!(key_slot(&mark), key_slot(&budget_key(42)));
     }
 }

@@ -5,9 +5,10 @@
 //! its hash (`EVALSHA`), over keys that one hash tag puts in one Redis Cluster slot (see
 //! [`keys`]). In front of Redis sit a bounded cache of caps known full (true until their time
 //! runs out, whatever other edges do) and a write-behind queue (counts and budget charges sent
-//! in one pipeline every flush interval). Behind it all a circuit breaker: when Redis is slow
-//! or down, callers get [`CapAnswer::Unavailable`] at once or within their time budget, decide
-//! from local state, and the metrics say so.
+//! every flush interval in pipelines of bounded size, each applied once however often it is
+//! sent). Behind it all a circuit breaker: when Redis is slow or down, callers get
+//! [`CapAnswer::Unavailable`] at once or within their time budget, decide from local state,
+//! and the metrics say so.
 //!
 //! Invariants:
 //! - No call waits past the deadline it is given, nor past the configured timeout.
@@ -29,4 +30,5 @@ pub use keys::Scope;
 pub use profiles::{MemoryProfiles, Profile};
 pub use state::{
     BudgetAnswer, CapAnswer, CapRule, Fallback, SharedConfig, SharedState, SharedStateError,
+    drain_at_exit,
 };

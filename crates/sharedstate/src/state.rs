@@ -14,11 +14,13 @@ use crate::cache::FullCaps;
 use crate::keys::{self, Scope};
 use crate::profiles::Profile;
 
-/// Check-and-count over one user's caps, all in one slot. `ARGV`: now (unix ms), a unique
-/// member, `1` to count even when a cap is full (an impression that already happened), then a
-/// window (ms) and a limit per key. Times at or before `now - window` are dropped first. Counts
-/// in every key only if all have room (or when forced). Returns `{counted, free_at…}`: per key,
-/// 0 while it has room, else the unix ms at which it will have room again.
+/// Check-and-count over one user's caps, all in one slot. `ARGV`: now (unix ms), the count's
+/// member (unique per count), `1` to count even when a cap is full (an impression that already
+/// happened), then a window (ms) and a limit per key. Times at or before `now - window` are
+/// dropped first. Counts in every key only if all have room (or when forced); a member already
+/// in a key adds nothing there, so a queued count sent again (its first flush timed out after
+/// Redis ran it) is counted once. Returns `{counted, free_at…}`: per key, 0 while it has room,
+/// else the unix ms at which it will have room again.
 const CAPS_SCRIPT: &str = r"
 local now = tonumber(ARGV[1])
 local counts = {}
@@ -37,9 +39,8 @@ for i = 1, #KEYS do
   local limit = tonumber(ARGV[3 + 2 * i])
   local count = counts[i]
   if counted then
-    redis.call('ZADD', KEYS[i], now, ARGV[2])
+    count = count + redis.call('ZADD', KEYS[i], now, ARGV[2])
     redis.call('PEXPIRE', KEYS[i], window)
-    count = count + 1
   end
   local free_at = 0
   if count >= limit then
@@ -61,6 +62,33 @@ if spent + amount > tonumber(ARGV[2]) then
 end
 return { 1, redis.call('INCRBY', KEYS[1], amount) }
 ";
+
+/// A queued charge, applied once however often it is sent. `KEYS`: the budget counter, this
+/// process's mark for it (the sequence number of the last charge it applied there). `ARGV`:
+/// amount, the charge's sequence number, the mark's lifetime (ms). A process numbers a line
+/// item's next charge only once the previous one is confirmed, so its charges reach a counter
+/// in increasing order and one not above the mark was applied already. Returns the total.
+const CHARGE_SCRIPT: &str = r"
+if tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  return redis.call('INCRBY', KEYS[1], ARGV[1])
+end
+return tonumber(redis.call('GET', KEYS[1]) or '0')
+";
+
+/// Counts and charges per write-behind pipeline (besides the scripts' loads): bounds how long
+/// one chunk holds Redis (and the requests queued behind it on the connection) and what one
+/// failure leaves to send again.
+const FLUSH_CHUNK: usize = 500;
+
+/// How long a process's mark of the last charge it applied to a line item's counter
+/// ([`CHARGE_SCRIPT`]) outlives that charge. A charge is resent until a flush confirms it, so
+/// only one applied and then left unconfirmed by an outage longer than this would count twice;
+/// the marks number at most edges × line items charged within it.
+const CHARGE_MARK_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// How long [`drain_at_exit`] waits for Redis to take what is queued.
+const EXIT_DRAIN_WITHIN: Duration = Duration::from_secs(2);
 
 /// Errors building a [`SharedState`]; failures of Redis itself are never errors to callers,
 /// they become [`Fallback`] answers.
@@ -84,6 +112,10 @@ pub struct SharedConfig {
     pub cache_entries: usize,
     /// How often queued counts and charges are sent.
     pub flush_interval: Duration,
+    /// The longest one write-behind chunk (up to 500 counts and charges) may take. Not bound
+    /// to `timeout`, which is sized for one request's round trip, and its failures do not count
+    /// towards the breaker: a flush is not a request, and a chunk that failed is sent again.
+    pub flush_timeout: Duration,
     /// Queued counts beyond this are dropped (and counted in the metrics).
     pub queue_limit: usize,
     /// Failures in a row that open the breaker.
@@ -102,6 +134,7 @@ impl SharedConfig {
             timeout: Duration::from_millis(10),
             cache_entries: 100_000,
             flush_interval: Duration::from_millis(100),
+            flush_timeout: Duration::from_secs(1),
             queue_limit: 100_000,
             failures_to_open: 5,
             open_for: Duration::from_secs(1),
@@ -111,7 +144,7 @@ impl SharedConfig {
 }
 
 /// One frequency cap to check: at most `limit` in any `window_seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CapRule {
     pub scope: Scope,
     pub window_seconds: u32,
@@ -174,19 +207,84 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
-/// A count that happened while Redis could not be asked, or a forced one.
+/// A count that happened while Redis could not be asked, or a forced one. Its member is drawn
+/// when it is queued, so every send of it adds the same member.
 #[derive(Debug, Clone)]
 struct QueuedCount {
     user: u64,
     rules: Vec<CapRule>,
     at_ms: i64,
+    member: u64,
+}
+
+/// A budget charge numbered for sending: sent as it is until a flush confirms it, and applied
+/// once by [`CHARGE_SCRIPT`] whatever the number of sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Charge {
+    line_item: u64,
+    amount: u64,
+    seq: u64,
 }
 
 #[derive(Debug, Default)]
 struct Queue {
     counts: Vec<QueuedCount>,
-    /// Budget charges summed per line item.
+    /// Budget charges summed per line item, not numbered yet.
     charges: FxHashMap<u64, u64>,
+    /// Numbered charges a flush sent without confirmation, by line item: at most one each, as
+    /// a line item's next charge is numbered only after its previous one is confirmed.
+    unconfirmed: FxHashMap<u64, Charge>,
+    /// The last number given to a charge.
+    last_seq: u64,
+}
+
+/// What one flush sends.
+#[derive(Debug, Default)]
+struct Batch {
+    counts: Vec<QueuedCount>,
+    charges: Vec<Charge>,
+}
+
+impl Queue {
+    /// Takes every count, the unconfirmed charges, and a newly numbered charge for each line
+    /// item without one unconfirmed; the others' sums wait for the next flush.
+    fn take(&mut self) -> Batch {
+        let unconfirmed = &self.unconfirmed;
+        let last_seq = &mut self.last_seq;
+        let mut numbered = Vec::new();
+        self.charges.retain(|&line_item, &mut amount| {
+            if unconfirmed.contains_key(&line_item) {
+                return true;
+            }
+            *last_seq += 1;
+            numbered.push(Charge {
+                line_item,
+                amount,
+                seq: *last_seq,
+            });
+            false
+        });
+        let mut charges: Vec<Charge> = self.unconfirmed.drain().map(|(_, c)| c).collect();
+        charges.extend(numbered);
+        Batch {
+            counts: std::mem::take(&mut self.counts),
+            charges,
+        }
+    }
+
+    /// Puts back what a flush did not get confirmed, within `limit` counts: older counts first,
+    /// so that the next flush sends them in the order they happened.
+    fn put_back(&mut self, counts: Vec<QueuedCount>, charges: Vec<Charge>, limit: usize) -> usize {
+        let room = limit.saturating_sub(self.counts.len());
+        let lost = counts.len().saturating_sub(room);
+        let newer = std::mem::replace(&mut self.counts, counts);
+        self.counts.truncate(room);
+        self.counts.extend(newer);
+        for charge in charges {
+            self.unconfirmed.insert(charge.line_item, charge);
+        }
+        lost
+    }
 }
 
 #[derive(Debug)]
@@ -195,16 +293,22 @@ struct Inner {
     connection: ConnectionManager,
     caps_script: Script,
     budget_script: Script,
+    charge_script: Script,
     clock: Arc<dyn Clock>,
     breaker: Breaker,
     full: FullCaps,
     queue: Mutex<Queue>,
+    /// Held by the flush under way: a line item's charges must reach Redis one after another.
+    flushing: tokio::sync::Mutex<()>,
     /// The last shared total seen per line item's budget counter.
     spent: Mutex<FxHashMap<u64, u64>>,
     /// Profiles read from Redis, and users known to have none, with when they were read.
     profiles: ProfileCache,
     /// Makes every counted member unique: a random start, then one more per count.
     next_member: AtomicU64,
+    /// This process's name in its charge marks ([`CHARGE_SCRIPT`]), random: a restarted
+    /// process numbers its charges from 1 again under a new name.
+    writer: u64,
     counters: Counters,
 }
 
@@ -243,10 +347,13 @@ impl SharedState {
             connection,
             caps_script: Script::new(CAPS_SCRIPT),
             budget_script: Script::new(BUDGET_SCRIPT),
+            charge_script: Script::new(CHARGE_SCRIPT),
             clock,
             queue: Mutex::new(Queue::default()),
+            flushing: tokio::sync::Mutex::new(()),
             spent: Mutex::new(FxHashMap::default()),
             next_member: AtomicU64::new(random_start()),
+            writer: random_start(),
             counters: Counters::default(),
             config,
         });
@@ -258,11 +365,9 @@ impl SharedState {
     /// the decision path).
     pub fn known_full(&self, user: u64, rules: &[CapRule]) -> bool {
         let now_ms = self.now_ms();
-        rules.iter().any(|r| {
-            self.inner
-                .full
-                .is_full(user, r.scope, r.window_seconds, now_ms)
-        })
+        rules
+            .iter()
+            .any(|rule| self.inner.full.is_full(user, rule, now_ms))
     }
 
     /// Checks every rule for `user` and, if all have room, counts one more in each: one
@@ -286,7 +391,10 @@ impl SharedState {
         for rule in rules {
             invocation.key(keys::cap_key(user, rule.scope, rule.window_seconds));
         }
-        invocation.arg(now_ms).arg(self.member()).arg(0);
+        invocation
+            .arg(now_ms)
+            .arg(member_text(self.next_member()))
+            .arg(0);
         for rule in rules {
             invocation
                 .arg(i64::from(rule.window_seconds) * 1000)
@@ -328,6 +436,7 @@ impl SharedState {
             user,
             rules: rules.to_vec(),
             at_ms,
+            member: self.next_member(),
         });
         bump(&self.inner.counters.queued, 1);
     }
@@ -355,16 +464,13 @@ impl SharedState {
             .lock()
             .ok()
             .and_then(|s| s.get(&line_item).copied());
-        let queued = self
-            .inner
-            .queue
-            .lock()
-            .ok()
-            .and_then(|q| q.charges.get(&line_item).copied());
-        match (seen, queued) {
-            (None, None) => None,
-            (seen, queued) => Some(seen.unwrap_or(0).saturating_add(queued.unwrap_or(0))),
-        }
+        let queued = self.inner.queue.lock().ok().and_then(|q| {
+            sum_known(
+                q.charges.get(&line_item).copied(),
+                q.unconfirmed.get(&line_item).map(|c| c.amount),
+            )
+        });
+        sum_known(seen, queued)
     }
 
     /// Charges `amount` to the line item's shared counter only if its total stays within
@@ -486,10 +592,32 @@ impl SharedState {
         Ok(stored)
     }
 
-    /// Sends what is queued now (the flusher does this every `flush_interval`): one round trip
-    /// for all of it. Returns whether the queue was emptied.
+    /// Sends what is queued now (the flusher does this every `flush_interval`), in chunks of
+    /// up to 500 counts and charges, each within `flush_timeout`; nothing while the breaker is
+    /// not closed. Returns whether everything queued when it started was sent; what was not
+    /// stays queued, and a count or charge sent again is counted once.
     pub async fn flush(&self) -> bool {
-        flush(&self.inner).await
+        flush(&self.inner, Round::Regular).await
+    }
+
+    /// Flushes until the queue is empty or `within` has passed, whatever the breaker says (a
+    /// stopping edge has no request left for it to protect). Returns whether it emptied.
+    pub async fn drain(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if flush(&self.inner, Round::Last(deadline)).await {
+                return true;
+            }
+            let pause = self
+                .inner
+                .config
+                .flush_interval
+                .min(deadline.saturating_duration_since(Instant::now()));
+            if pause.is_zero() {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+        }
     }
 
     pub fn breaker_state(&self) -> BreakerState {
@@ -498,10 +626,9 @@ impl SharedState {
 
     /// Counts and charges waiting for the next flush.
     pub fn queued(&self) -> usize {
-        self.inner
-            .queue
-            .lock()
-            .map_or(0, |q| q.counts.len() + q.charges.len())
+        self.inner.queue.lock().map_or(0, |q| {
+            q.counts.len() + q.charges.len() + q.unconfirmed.len()
+        })
     }
 
     /// Appends the `marquee_redis_*` metrics in Prometheus text format.
@@ -580,11 +707,8 @@ impl SharedState {
         self.inner.clock.now().as_millisecond()
     }
 
-    fn member(&self) -> String {
-        format!(
-            "{:x}",
-            self.inner.next_member.fetch_add(1, Ordering::Relaxed)
-        )
+    fn next_member(&self) -> u64 {
+        self.inner.next_member.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Caches the caps a script answer reports full.
@@ -702,40 +826,59 @@ impl ProfileCache {
 fn learn(full: &FullCaps, user: u64, rules: &[CapRule], reply: &[i64], now_ms: i64) {
     for (rule, free_at) in rules.iter().zip(reply.iter().skip(1)) {
         if *free_at > now_ms {
-            full.insert(user, rule.scope, rule.window_seconds, *free_at, now_ms);
+            full.insert(user, *rule, *free_at, now_ms);
         }
     }
 }
 
+/// Counts a fallback in the metrics and returns it.
+fn fallback(counters: &Counters, reason: Fallback) -> Fallback {
+    let counter = match reason {
+        Fallback::BreakerOpen => &counters.fallbacks_breaker,
+        Fallback::Timeout => &counters.fallbacks_timeout,
+        Fallback::Error => &counters.fallbacks_error,
+        Fallback::NoTime => &counters.fallbacks_no_time,
+    };
+    bump(counter, 1);
+    reason
+}
+
+/// A request's round trip: through the breaker, within the deadline and the timeout; its
+/// outcome feeds the breaker.
 async fn round_trip<T>(
     inner: &Inner,
     deadline: Instant,
     call: impl Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, Fallback> {
-    let counters = &inner.counters;
     let started = Instant::now();
     let budget = deadline
         .saturating_duration_since(started)
         .min(inner.config.timeout);
-    let fallback = |reason: Fallback| {
-        let counter = match reason {
-            Fallback::BreakerOpen => &counters.fallbacks_breaker,
-            Fallback::Timeout => &counters.fallbacks_timeout,
-            Fallback::Error => &counters.fallbacks_error,
-            Fallback::NoTime => &counters.fallbacks_no_time,
-        };
-        bump(counter, 1);
-        Err(reason)
-    };
     if budget.is_zero() {
-        return fallback(Fallback::NoTime);
+        return Err(fallback(&inner.counters, Fallback::NoTime));
     }
     if !inner.breaker.allow(started) {
-        return fallback(Fallback::BreakerOpen);
+        return Err(fallback(&inner.counters, Fallback::BreakerOpen));
     }
+    let answer = timed(inner, budget, call).await;
+    if answer.is_ok() {
+        inner.breaker.success();
+    } else {
+        inner.breaker.failure(Instant::now());
+    }
+    answer
+}
+
+/// One round trip within `budget`, counted in the metrics; the breaker is the caller's.
+async fn timed<T>(
+    inner: &Inner,
+    budget: Duration,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, Fallback> {
+    let counters = &inner.counters;
+    let started = Instant::now();
     match tokio::time::timeout(budget, call).await {
         Ok(Ok(value)) => {
-            inner.breaker.success();
             bump(&counters.round_trips, 1);
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             bump(&counters.round_trip_micros, micros);
@@ -743,95 +886,146 @@ async fn round_trip<T>(
         }
         Ok(Err(error)) => {
             tracing::debug!(%error, "redis round trip failed");
-            inner.breaker.failure(Instant::now());
             bump(&counters.errors, 1);
-            fallback(Fallback::Error)
+            Err(fallback(counters, Fallback::Error))
         }
         Err(_) => {
-            inner.breaker.failure(Instant::now());
             bump(&counters.timeouts, 1);
-            fallback(Fallback::Timeout)
+            Err(fallback(counters, Fallback::Timeout))
         }
     }
 }
 
-/// Sends the queue in one pipeline: the script's load (so that `EVALSHA` finds it even on a
-/// server that restarted), an `EVALSHA` per queued count, an `INCRBY` per charged line item.
-/// On failure everything goes back in the queue (within its limit): a count may then be sent
-/// twice if the failure was a timeout after Redis executed it, which errs towards fewer
-/// impressions, never more.
-async fn flush(inner: &Inner) -> bool {
-    let taken = match inner.queue.lock() {
-        Ok(mut queue) => std::mem::take(&mut *queue),
+/// Which flush: the flusher's, or a stopping edge's last.
+#[derive(Debug, Clone, Copy)]
+enum Round {
+    /// Sends nothing while the breaker is not closed (Redis failing requests gets no chunks
+    /// on top), and chunks for as long as they succeed.
+    Regular,
+    /// Sends whatever the breaker says, and nothing past the deadline.
+    Last(Instant),
+}
+
+/// Sends the queue in chunks of at most [`FLUSH_CHUNK`] counts and charges, charges first
+/// (fewer, and money): per chunk, the scripts' loads (so that `EVALSHA` finds them even on a
+/// server that restarted), a forced caps `EVALSHA` per queued count, a [`CHARGE_SCRIPT`]
+/// `EVALSHA` per charge. At the first chunk that fails it stops: that chunk and the rest go
+/// back in the queue. A chunk that timed out may have run in Redis; sent again, it changes
+/// nothing there (members fixed when queued, charges applied once), and, not being a request,
+/// it never feeds the breaker. Returns whether every chunk was sent.
+async fn flush(inner: &Inner, round: Round) -> bool {
+    let flushing = inner.flushing.lock();
+    let _flushing = match round {
+        Round::Regular => flushing.await,
+        Round::Last(deadline) => match tokio::time::timeout_at(deadline.into(), flushing).await {
+            Ok(guard) => guard,
+            Err(_) => return false,
+        },
+    };
+    let batch = match inner.queue.lock() {
+        Ok(mut queue) => queue.take(),
         Err(_) => return false,
     };
-    if taken.counts.is_empty() && taken.charges.is_empty() {
-        return true;
+    let mut counts = batch.counts.into_iter();
+    let mut charges = batch.charges.into_iter();
+    loop {
+        let chunk_charges: Vec<Charge> = charges.by_ref().take(FLUSH_CHUNK).collect();
+        let chunk = Batch {
+            counts: counts
+                .by_ref()
+                .take(FLUSH_CHUNK - chunk_charges.len())
+                .collect(),
+            charges: chunk_charges,
+        };
+        if chunk.counts.is_empty() && chunk.charges.is_empty() {
+            return true;
+        }
+        if send_chunk(inner, round, &chunk).await.is_err() {
+            if let Ok(mut queue) = inner.queue.lock() {
+                let lost = queue.put_back(
+                    chunk.counts.into_iter().chain(counts).collect(),
+                    chunk.charges.into_iter().chain(charges).collect(),
+                    inner.config.queue_limit,
+                );
+                bump(&inner.counters.dropped, lost as u64);
+            }
+            return false;
+        }
+    }
+}
+
+/// Sends one chunk within the flush timeout and learns from its answers.
+async fn send_chunk(inner: &Inner, round: Round, chunk: &Batch) -> Result<(), Fallback> {
+    let budget = match round {
+        Round::Regular => {
+            if inner.breaker.state() != BreakerState::Closed {
+                return Err(fallback(&inner.counters, Fallback::BreakerOpen));
+            }
+            inner.config.flush_timeout
+        }
+        Round::Last(deadline) => inner
+            .config
+            .flush_timeout
+            .min(deadline.saturating_duration_since(Instant::now())),
+    };
+    if budget.is_zero() {
+        return Err(fallback(&inner.counters, Fallback::NoTime));
     }
     let mut pipe = redis::pipe();
-    pipe.cmd("SCRIPT").arg("LOAD").arg(CAPS_SCRIPT).ignore();
-    let hash = inner.caps_script.get_hash();
-    for count in &taken.counts {
-        let command = pipe.cmd("EVALSHA").arg(hash).arg(count.rules.len());
+    if !chunk.charges.is_empty() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(CHARGE_SCRIPT).ignore();
+    }
+    if !chunk.counts.is_empty() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(CAPS_SCRIPT).ignore();
+    }
+    let mark_ms = u64::try_from(CHARGE_MARK_LIFETIME.as_millis()).unwrap_or(u64::MAX);
+    for charge in &chunk.charges {
+        pipe.cmd("EVALSHA")
+            .arg(inner.charge_script.get_hash())
+            .arg(2)
+            .arg(keys::budget_key(charge.line_item))
+            .arg(keys::charge_mark_key(charge.line_item, inner.writer))
+            .arg(charge.amount)
+            .arg(charge.seq)
+            .arg(mark_ms);
+    }
+    for count in &chunk.counts {
+        let command = pipe
+            .cmd("EVALSHA")
+            .arg(inner.caps_script.get_hash())
+            .arg(count.rules.len());
         for rule in &count.rules {
             command.arg(keys::cap_key(count.user, rule.scope, rule.window_seconds));
         }
-        let member = inner.next_member.fetch_add(1, Ordering::Relaxed);
-        command.arg(count.at_ms).arg(format!("{member:x}")).arg(1);
+        command
+            .arg(count.at_ms)
+            .arg(member_text(count.member))
+            .arg(1);
         for rule in &count.rules {
             command
                 .arg(i64::from(rule.window_seconds) * 1000)
                 .arg(rule.limit);
         }
     }
-    let charges: Vec<(u64, u64)> = taken.charges.iter().map(|(l, a)| (*l, *a)).collect();
-    for (line_item, amount) in &charges {
-        pipe.cmd("INCRBY")
-            .arg(keys::budget_key(*line_item))
-            .arg(*amount);
-    }
     let mut connection = inner.connection.clone();
-    // The flush is not a request: it has the whole timeout, never a request's deadline.
-    let deadline = Instant::now() + inner.config.timeout;
-    let answer: Result<Vec<redis::Value>, Fallback> =
-        round_trip(inner, deadline, pipe.query_async(&mut connection)).await;
-    let Ok(replies) = answer else {
-        requeue(inner, taken);
-        return false;
-    };
+    let replies: Vec<redis::Value> =
+        timed(inner, budget, pipe.query_async(&mut connection)).await?;
+    let (charge_replies, cap_replies) = replies.split_at(chunk.charges.len().min(replies.len()));
+    if let Ok(mut spent) = inner.spent.lock() {
+        for (charge, reply) in chunk.charges.iter().zip(charge_replies) {
+            if let Ok(total) = redis::from_redis_value_ref::<u64>(reply) {
+                spent.insert(charge.line_item, total);
+            }
+        }
+    }
     let now_ms = inner.clock.now().as_millisecond();
-    let (cap_replies, charge_replies) = replies.split_at(taken.counts.len().min(replies.len()));
-    for (count, reply) in taken.counts.iter().zip(cap_replies) {
+    for (count, reply) in chunk.counts.iter().zip(cap_replies) {
         if let Ok(reply) = redis::from_redis_value_ref::<Vec<i64>>(reply) {
             learn(&inner.full, count.user, &count.rules, &reply, now_ms);
         }
     }
-    if let Ok(mut spent) = inner.spent.lock() {
-        for ((line_item, _), reply) in charges.iter().zip(charge_replies) {
-            if let Ok(total) = redis::from_redis_value_ref::<u64>(reply) {
-                spent.insert(*line_item, total);
-            }
-        }
-    }
-    bump(&inner.counters.flushed, taken.counts.len() as u64);
-    true
-}
-
-fn requeue(inner: &Inner, taken: Queue) {
-    let Ok(mut queue) = inner.queue.lock() else {
-        return;
-    };
-    let room = inner.config.queue_limit.saturating_sub(queue.counts.len());
-    let lost = taken.counts.len().saturating_sub(room);
-    bump(&inner.counters.dropped, lost as u64);
-    let kept = taken.counts.into_iter().take(room);
-    // Older counts first, so that the next flush sends them in the order they happened.
-    let newer = std::mem::replace(&mut queue.counts, kept.collect());
-    queue.counts.extend(newer);
-    for (line_item, amount) in taken.charges {
-        let pending = queue.charges.entry(line_item).or_default();
-        *pending = pending.saturating_add(amount);
-    }
+    bump(&inner.counters.flushed, chunk.counts.len() as u64);
+    Ok(())
 }
 
 async fn flush_loop(inner: Weak<Inner>) {
@@ -844,8 +1038,54 @@ async fn flush_loop(inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        flush(&inner).await;
+        flush(&inner, Round::Regular).await;
     }
+}
+
+/// Sends what `shared` (an edge's, if it has one) holds queued, for a graceful stop: waits at
+/// most 2 s, and logs what it could not send (lost with the process). Takes the `Option` the
+/// edge holds, so that its stop calls this whether or not `[redis]` is set.
+///
+/// Not while the breaker is open: Redis was found down, and the connection's reconnect may be
+/// a future an edge worker's runtime started, whose timers die with that runtime (polled after
+/// it, they panic). The drain runs as a task of its own, so that such a panic, should a
+/// reconnect begin anyway, costs the queue and not the stop.
+pub async fn drain_at_exit(shared: Option<&SharedState>) {
+    let Some(shared) = shared else {
+        return;
+    };
+    let queued = shared.queued();
+    if queued == 0 {
+        return;
+    }
+    if shared.breaker_state() == BreakerState::Open {
+        tracing::warn!(
+            lost = queued,
+            "redis: down at the stop; queued counts and charges not sent"
+        );
+        return;
+    }
+    let state = shared.clone();
+    match tokio::spawn(async move { state.drain(EXIT_DRAIN_WITHIN).await }).await {
+        Ok(true) => {}
+        Ok(false) | Err(_) => tracing::warn!(
+            lost = shared.queued(),
+            "redis: queued counts and charges not sent before the stop"
+        ),
+    }
+}
+
+/// The sum of the parts known; `None` when none is.
+fn sum_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
+}
+
+/// A cap member as sent: the number in hex.
+fn member_text(member: u64) -> String {
+    format!("{member:x}")
 }
 
 /// A start for member numbers that differs between processes, so that two edges never add the
@@ -859,4 +1099,80 @@ fn random_start() -> u64 {
             .map_or(0, |d| d.as_nanos()),
     );
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(member: u64) -> QueuedCount {
+        QueuedCount {
+            user: 1,
+            rules: Vec::new(),
+            at_ms: 0,
+            member,
+        }
+    }
+
+    #[test]
+    fn a_line_items_next_charge_is_numbered_only_after_the_last_is_confirmed() {
+        let mut queue = Queue::default();
+        queue.charges.insert(7, 300);
+        queue.counts.push(count(1));
+        let first = queue.take();
+        assert_eq!(
+            first.charges,
+            [Charge {
+                line_item: 7,
+                amount: 300,
+                seq: 1
+            }]
+        );
+        // Unconfirmed (the flush failed): it goes back as it was, and what came meanwhile waits.
+        queue.charges.insert(7, 50);
+        queue.charges.insert(8, 10);
+        queue.counts.push(count(2));
+        assert_eq!(queue.put_back(first.counts, first.charges, 10), 0);
+        let second = queue.take();
+        let mut charges = second.charges.clone();
+        charges.sort_by_key(|c| c.line_item);
+        assert_eq!(
+            charges,
+            [
+                Charge {
+                    line_item: 7,
+                    amount: 300,
+                    seq: 1
+                },
+                Charge {
+                    line_item: 8,
+                    amount: 10,
+                    seq: 2
+                },
+            ]
+        );
+        let members: Vec<u64> = second.counts.iter().map(|c| c.member).collect();
+        assert_eq!(members, [1, 2], "older counts first");
+        assert_eq!(queue.charges.get(&7), Some(&50));
+        // Confirmed: the next flush numbers the 50.
+        let third = queue.take();
+        assert_eq!(
+            third.charges,
+            [Charge {
+                line_item: 7,
+                amount: 50,
+                seq: 3
+            }]
+        );
+    }
+
+    #[test]
+    fn counts_put_back_keep_within_the_limit_oldest_first() {
+        let mut queue = Queue::default();
+        queue.counts.push(count(9));
+        let lost = queue.put_back(vec![count(1), count(2), count(3)], Vec::new(), 3);
+        assert_eq!(lost, 1);
+        let members: Vec<u64> = queue.counts.iter().map(|c| c.member).collect();
+        assert_eq!(members, [1, 2, 9]);
+    }
 }

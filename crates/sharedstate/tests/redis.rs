@@ -597,3 +597,227 @@ async fn a_bad_url_is_refused_without_its_password() {
     assert!(text.starts_with("redis.url: "), "{text}");
     assert!(!text.contains("s3cret-pass"), "{text}");
 }
+
+/// The cap keys' member counts, by key.
+async fn zcard(redis: &mut redis::aio::MultiplexedConnection, key: String) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query_async(redis)
+        .await
+        .unwrap()
+}
+
+/// A flush that timed out may have run in Redis all the same (here it waits in the paused
+/// server's socket and runs on its return); sending it again must not count it again.
+#[tokio::test]
+async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() {
+    let server = OwnServer::start();
+    let config = SharedConfig {
+        flush_timeout: Duration::from_millis(200),
+        ..impatient(&server.url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    // Connected before the pause, so that the flush's pipeline reaches the server's socket.
+    let warm_up = [rule(91, 60, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, fresh_user(), &warm_up, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    let user = fresh_user();
+    let line_item = 17;
+    let rules = [rule(92, 3600, 5)];
+    shared.count_later(user, &rules);
+    shared.charge_later(line_item, 300);
+    server.signal("-STOP");
+    assert!(!shared.flush().await, "a paused server answers nothing");
+    shared.charge_later(line_item, 50);
+    server.signal("-CONT");
+    // The first pipeline runs now; this one follows it on the same connection and repeats it.
+    assert!(shared.flush().await);
+    // The 50 waited for the 300 to be confirmed; it goes now.
+    assert_eq!(shared.queued(), 1);
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    let mut redis = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert_eq!(
+        zcard(&mut redis, keys::cap_key(user, Scope::LineItem(92), 3600)).await,
+        1
+    );
+    let spent: u64 = redis::cmd("GET")
+        .arg(keys::budget_key(line_item))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(spent, 350);
+    assert_eq!(shared.spent(line_item), Some(350));
+}
+
+/// A chunk that fails goes back to the queue, alone: the chunks before it were counted, and
+/// the commands of it that Redis ran are not counted twice when it is sent again.
+#[tokio::test]
+async fn only_the_chunk_that_failed_is_sent_again() {
+    let mut redis = inspect().await;
+    let config = SharedConfig {
+        flush_interval: Duration::from_secs(3600),
+        ..patient(&redis_url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let poisoned = fresh_user();
+    let rules = [rule(93, 3600, 1)];
+    let poisoned_key = keys::cap_key(poisoned, Scope::LineItem(93), 3600);
+    // Not a sorted set: the script fails on it, and with it the pipeline it is in.
+    let _: () = redis::cmd("SET")
+        .arg(&poisoned_key)
+        .arg("x")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // Chunks of 500: the first is user's alone, the second holds the poisoned count.
+    for _ in 0..550 {
+        shared.count_later(user, &rules);
+    }
+    shared.count_later(poisoned, &rules);
+    for _ in 0..49 {
+        shared.count_later(user, &rules);
+    }
+    assert!(!shared.flush().await);
+    assert_eq!(shared.queued(), 100, "the second chunk, not the first");
+    let _: () = redis::cmd("DEL")
+        .arg(&poisoned_key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    let user_key = keys::cap_key(user, Scope::LineItem(93), 3600);
+    assert_eq!(zcard(&mut redis, user_key).await, 599);
+    assert_eq!(zcard(&mut redis, poisoned_key).await, 1);
+}
+
+/// A long queue (Redis was away) drains in one flush, in chunks each within the flush timeout,
+/// however short the requests' timeout is.
+#[tokio::test]
+async fn a_queue_of_many_chunks_drains_under_the_short_request_timeout() {
+    let mut redis = inspect().await;
+    let config = SharedConfig {
+        timeout: Duration::from_millis(10),
+        flush_timeout: Duration::from_secs(5),
+        flush_interval: Duration::from_secs(3600),
+        ..SharedConfig::new(redis_url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let line_item = fresh_user();
+    let rules = [rule(94, 3600, 1)];
+    for _ in 0..20_000 {
+        shared.count_later(user, &rules);
+    }
+    shared.charge_later(line_item, 5);
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    assert_eq!(
+        zcard(&mut redis, keys::cap_key(user, Scope::LineItem(94), 3600)).await,
+        20_000
+    );
+    assert_eq!(shared.spent(line_item), Some(5));
+}
+
+/// The breaker protects requests; a flush is not one: its failures leave the breaker alone.
+#[tokio::test]
+async fn a_flush_that_times_out_does_not_open_the_breaker() {
+    let server = OwnServer::start();
+    let config = SharedConfig {
+        failures_to_open: 1,
+        flush_timeout: Duration::from_millis(200),
+        ..impatient(&server.url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let rules = [rule(95, 3600, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    shared.count_later(user, &rules);
+    server.signal("-STOP");
+    assert!(!shared.flush().await);
+    assert_eq!(shared.breaker_state(), BreakerState::Closed);
+    let mut metrics = String::new();
+    shared.render_metrics(&mut metrics);
+    assert!(
+        metrics.contains("marquee_redis_errors{kind=\"timeout\"} 1\n"),
+        "{metrics}"
+    );
+    assert_eq!(shared.queued(), 1);
+}
+
+/// A stopping edge sends what is queued even while the breaker is open, which a regular flush
+/// waits out.
+#[tokio::test]
+async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
+    let server = OwnServer::start();
+    let config = SharedConfig {
+        failures_to_open: 1,
+        open_for: Duration::from_secs(3600),
+        ..impatient(&server.url())
+    };
+    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let rules = [rule(96, 3600, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    server.signal("-STOP");
+    // Another user's: this check runs in Redis on its return, though it was given up on.
+    let answer = shared
+        .check_and_count(fresh_user(), &rules, later(Duration::from_millis(30)))
+        .await;
+    assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
+    shared.count_later(user, &rules);
+    server.signal("-CONT");
+    assert_eq!(shared.breaker_state(), BreakerState::Open);
+    assert!(!shared.flush().await, "the flusher waits for the breaker");
+    assert!(shared.drain(Duration::from_secs(5)).await);
+    assert_eq!(shared.queued(), 0);
+    let mut redis = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert_eq!(
+        zcard(&mut redis, keys::cap_key(user, Scope::LineItem(96), 3600)).await,
+        2
+    );
+}
+
+/// Ad ops raise a cap: a user the cache knows full at the old limit is allowed at the new one
+/// at once, not when the old window ends.
+#[tokio::test]
+async fn a_raised_limit_is_not_refused_from_the_cache() {
+    inspect().await;
+    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let user = fresh_user();
+    let once_a_day = [rule(97, 86_400, 1)];
+    let deadline = later(Duration::from_secs(5));
+    assert_eq!(
+        shared.check_and_count(user, &once_a_day, deadline).await,
+        CapAnswer::Allowed
+    );
+    assert_eq!(
+        shared.check_and_count(user, &once_a_day, deadline).await,
+        CapAnswer::Refused
+    );
+    assert!(shared.known_full(user, &once_a_day));
+    let five_a_day = [rule(97, 86_400, 5)];
+    assert!(!shared.known_full(user, &five_a_day));
+    assert_eq!(
+        shared.check_and_count(user, &five_a_day, deadline).await,
+        CapAnswer::Allowed
+    );
+}

@@ -13,6 +13,7 @@
 
 mod copy;
 mod error;
+mod manager_lock;
 mod pacing;
 mod postgres;
 mod record;
@@ -30,13 +31,14 @@ mod users;
 
 pub use copy::{CopyError, CopySummary, copy_sqlite_to_postgres};
 pub use error::{MigrationError, StoreError};
+pub use manager_lock::{LockAttempt, ManagerLock, wait_for_manager_lock};
 pub use marquee_model::{Catalog, Meta, Stored};
 pub use pacing::PacingStore;
 pub use postgres::PostgresStore;
 pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
 pub use sqlite::SqliteStore;
 pub use stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
-pub use users::{NewSession, NewUser, SessionRecord, UserRecord, UserStore};
+pub use users::{DeletedUser, NewSession, NewUser, SessionRecord, UserRecord, UserStore};
 
 use async_trait::async_trait;
 use marquee_model::{Kind, LineItemId, PlacementId, Principal};
@@ -119,10 +121,22 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
     /// The principal of the token with this SHA-256 hash, if any.
     async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError>;
 
+    /// Every API token, in id order (their hashes stay in the database).
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError>;
+
+    /// Deletes the token with this id, so that `find_token` no longer finds it: the next API
+    /// call with it is refused. Returns what was deleted, or `None` if no token has this id.
+    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError>;
+
     /// Monotonic counter of changes to objects and links.
     async fn change_counter(&self) -> Result<u64, StoreError>;
 
     /// Every active object and every link, read in one transaction, with the change counter
     /// they correspond to.
     async fn catalog(&self) -> Result<Catalog, StoreError>;
+
+    /// Tries to become this database's one active manager (see [`ManagerLock`]); a process
+    /// that aggregates or paces holds the lock for its whole life. Does not wait: see
+    /// [`wait_for_manager_lock`].
+    async fn try_lock_manager(&self) -> Result<LockAttempt, StoreError>;
 }

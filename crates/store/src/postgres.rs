@@ -35,6 +35,7 @@ macro_rules! in_read {
     }};
 }
 
+mod manager_lock;
 mod migrate;
 mod pacing;
 mod stats;
@@ -54,7 +55,8 @@ use marquee_model::{
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
-use crate::shared::rows::{self, Columns, RECORD_COLUMNS};
+use crate::manager_lock::LockAttempt;
+use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
     role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
@@ -73,6 +75,8 @@ type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub struct PostgresStore {
     pool: Pool,
     clock: Arc<dyn Clock>,
+    /// The pool's connection settings, for the manager lock's connection of its own.
+    config: tokio_postgres::Config,
 }
 
 impl PostgresStore {
@@ -88,7 +92,7 @@ impl PostgresStore {
         }
         let target = describe(&config);
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -101,7 +105,11 @@ impl PostgresStore {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Backend(format!("PostgreSQL pool: {e}").into()))?;
-        let store = PostgresStore { pool, clock };
+        let store = PostgresStore {
+            pool,
+            clock,
+            config,
+        };
         let mut client = store.pool.get().await.map_err(|e| {
             StoreError::Backend(
                 format!(
@@ -729,5 +737,31 @@ impl Store for PostgresStore {
 
     async fn catalog(&self) -> Result<Catalog, StoreError> {
         in_read!(self, |tx| catalog_in(&tx).await?)
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY id");
+        in_read!(self, |tx| query(&tx, &sql, &[])
+            .await?
+            .iter()
+            .map(rows::token)
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+
+    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError> {
+        // An id no row can have (past i64) is simply not found.
+        let Some(id) = sql_id(id) else {
+            return Ok(None);
+        };
+        let sql = format!("DELETE FROM api_tokens WHERE id = $1 RETURNING {TOKEN_COLUMNS}");
+        in_write!(self, |tx, _now| query(&tx, &sql, &[&id])
+            .await?
+            .first()
+            .map(rows::token)
+            .transpose()?)
+    }
+
+    async fn try_lock_manager(&self) -> Result<LockAttempt, StoreError> {
+        self.try_lock_manager_session().await
     }
 }

@@ -11,7 +11,7 @@ mod stats;
 mod users;
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
@@ -26,7 +26,8 @@ use rusqlite::{
     Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior, params, params_from_iter,
 };
 
-use crate::shared::rows::{self, Columns, RECORD_COLUMNS};
+use crate::manager_lock::{LockAttempt, try_lock_file};
+use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
     role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
@@ -46,6 +47,8 @@ pub struct SqliteStore {
 
 #[derive(Debug)]
 struct Inner {
+    /// The database file, next to which the manager lock lives.
+    path: PathBuf,
     clock: Arc<dyn Clock>,
     /// SQLite allows one writer at a time; the mutex queues writers here instead of on the
     /// database lock.
@@ -93,6 +96,7 @@ impl SqliteStore {
 
         Ok(SqliteStore {
             inner: Arc::new(Inner {
+                path: path.to_owned(),
                 clock,
                 writer: Mutex::new(writer),
                 readers,
@@ -649,11 +653,34 @@ impl Store for SqliteStore {
         self.read(move |tx| find_token_in(tx, &hash)).await
     }
 
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY id");
+        self.read(move |tx| query_rows(tx, &sql, [], |row| rows::token(row)))
+            .await
+    }
+
+    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError> {
+        // An id no row can have (past i64) is simply not found.
+        let Some(id) = sql_id(id) else {
+            return Ok(None);
+        };
+        let sql = format!("DELETE FROM api_tokens WHERE id = ?1 RETURNING {TOKEN_COLUMNS}");
+        self.write(move |tx, _| {
+            let mut deleted = query_rows(tx, &sql, [id], |row| rows::token(row))?;
+            Ok(deleted.pop())
+        })
+        .await
+    }
+
     async fn change_counter(&self) -> Result<u64, StoreError> {
         self.read(|tx| read_change_counter(tx)).await
     }
 
     async fn catalog(&self) -> Result<Catalog, StoreError> {
         self.read(|tx| catalog_in(tx)).await
+    }
+
+    async fn try_lock_manager(&self) -> Result<LockAttempt, StoreError> {
+        try_lock_file(&self.inner.path)
     }
 }

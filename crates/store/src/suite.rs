@@ -25,7 +25,10 @@ use marquee_model::{
     Status, Stored, Targeting, Tier,
 };
 
-use crate::{Draft, ListQuery, MAX_PAGE, NewSession, NewToken, NewUser, Store, StoreError};
+use crate::{
+    DeletedUser, Draft, ListQuery, LockAttempt, MAX_PAGE, NewSession, NewToken, NewUser, Store,
+    StoreError,
+};
 
 /// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
 #[macro_export]
@@ -45,8 +48,11 @@ macro_rules! store_suite {
             timestamps_come_from_the_clock,
             links_connect_live_line_items_and_placements,
             tokens_resolve_to_principals,
+            tokens_are_listed_and_revoked,
             users_are_found_by_name,
             sessions_resolve_to_their_user,
+            deleting_a_user_deletes_its_sessions,
+            one_manager_holds_the_lock_at_a_time,
             change_counter_counts_only_mutations,
             catalog_holds_active_rows_and_all_links,
         );
@@ -823,6 +829,47 @@ pub async fn tokens_resolve_to_principals(store: Db, clock: Arc<ManualClock>) {
     assert_eq!(store.find_token(&[0; 32]).await.unwrap(), None);
 }
 
+/// Tokens are listed in id order without their hashes; a revoked token no longer resolves
+/// (others do), and revoking an id no token has finds nothing. Tokens change no snapshot.
+pub async fn tokens_are_listed_and_revoked(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = create(&store, advertiser("Acme")).await.meta.id;
+    let counter = store.change_counter().await.unwrap();
+    assert_eq!(store.list_tokens().await.unwrap(), []);
+    let admin = store
+        .create_token(token(Role::Admin, None, 1))
+        .await
+        .unwrap();
+    clock.advance(SignedDuration::from_secs(60));
+    let tenant = store
+        .create_token(token(Role::Advertiser, Some(advertiser), 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list_tokens().await.unwrap(),
+        [admin.clone(), tenant.clone()]
+    );
+
+    assert_eq!(
+        store.revoke_token(tenant.id).await.unwrap(),
+        Some(tenant.clone())
+    );
+    assert_eq!(store.find_token(&[2; 32]).await.unwrap(), None);
+    assert!(store.find_token(&[1; 32]).await.unwrap().is_some());
+    assert_eq!(
+        store.list_tokens().await.unwrap(),
+        std::slice::from_ref(&admin)
+    );
+    for unknown in [tenant.id, admin.id + 100, u64::MAX] {
+        assert_eq!(
+            store.revoke_token(unknown).await.unwrap(),
+            None,
+            "{unknown}"
+        );
+    }
+    assert_eq!(store.list_tokens().await.unwrap(), [admin]);
+    assert_eq!(store.change_counter().await.unwrap(), counter);
+}
+
 fn user(name: &str, role: Role, owner_id: Option<u64>) -> NewUser {
     NewUser {
         name: name.to_owned(),
@@ -940,6 +987,87 @@ pub async fn sessions_resolve_to_their_user(store: Db, clock: Arc<ManualClock>) 
             .await,
         StoreError::UnknownUser { id } if id == alice.id + 100
     );
+}
+
+/// Deleting a user removes every session of theirs with it (and no one else's); the name is
+/// free again afterwards; an unknown name deletes nothing.
+pub async fn deleting_a_user_deletes_its_sessions(store: Db, clock: Arc<ManualClock>) {
+    let alice = store
+        .create_user(user("alice", Role::Admin, None))
+        .await
+        .unwrap();
+    let bob = store
+        .create_user(user("bob", Role::Admin, None))
+        .await
+        .unwrap();
+    let expires_at = clock.now() + SignedDuration::from_hours(1);
+    for (seed, user_id) in [(1, alice.id), (2, alice.id), (3, bob.id)] {
+        store
+            .create_session(NewSession {
+                hash: [seed; 32],
+                user_id,
+                csrf_token: format!("csrf-{seed}"),
+                expires_at,
+            })
+            .await
+            .unwrap();
+    }
+
+    assert_eq!(
+        store.delete_user("alice").await.unwrap(),
+        Some(DeletedUser {
+            user: alice,
+            sessions: 2
+        })
+    );
+    assert_eq!(store.find_user("alice").await.unwrap(), None);
+    for seed in [1, 2] {
+        assert_eq!(store.find_session(&[seed; 32]).await.unwrap(), None);
+    }
+    assert_eq!(
+        store.find_session(&[3; 32]).await.unwrap().unwrap().user,
+        bob
+    );
+    assert_eq!(store.delete_user("alice").await.unwrap(), None);
+    assert_eq!(
+        store.delete_user("BOB").await.unwrap(),
+        None,
+        "names are exact"
+    );
+    store
+        .create_user(user("alice", Role::Admin, None))
+        .await
+        .unwrap();
+}
+
+/// While one holder has the manager lock every other attempt finds it held (and says by
+/// whom); once the holder drops it, the next attempt takes it.
+pub async fn one_manager_holds_the_lock_at_a_time(store: Db, _clock: Arc<ManualClock>) {
+    let LockAttempt::Acquired(first) = store.try_lock_manager().await.unwrap() else {
+        panic!("a free lock is taken");
+    };
+    for _ in 0..2 {
+        match store.try_lock_manager().await.unwrap() {
+            LockAttempt::HeldBy(holder) => assert!(!holder.is_empty()),
+            LockAttempt::Acquired(_) => panic!("two holders of the manager lock"),
+        }
+    }
+    assert!(!first.is_lost());
+    drop(first);
+    // PostgreSQL releases the lock when the holder's session has closed, a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.try_lock_manager().await.unwrap() {
+            LockAttempt::Acquired(_) => break,
+            LockAttempt::HeldBy(holder) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still held by {holder} after the holder dropped it"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
 }
 
 /// Every effective change to objects or links bumps the counter once; reads, tokens, failed

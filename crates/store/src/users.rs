@@ -47,6 +47,13 @@ pub struct SessionRecord {
     pub expires_at: Timestamp,
 }
 
+/// A user removed with [`UserStore::delete_user`], and how many of its sessions went with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletedUser {
+    pub user: UserRecord,
+    pub sessions: u64,
+}
+
 #[async_trait]
 pub trait UserStore: Send + Sync {
     /// Stores a new user. Names are unique (`UserNameTaken`); a tenant role's owner must exist
@@ -65,4 +72,8 @@ pub trait UserStore: Send + Sync {
 
     /// Removes a session (sign-out). Returns whether one was removed.
     async fn delete_session(&self, hash: &[u8; 32]) -> Result<bool, StoreError>;
+
+    /// Removes the user with exactly this name and every session of theirs, in one
+    /// transaction, so that no cookie of theirs signs in again. `None` if no user has the name.
+    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError>;
 }

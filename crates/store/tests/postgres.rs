@@ -8,6 +8,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{
     CHANGE_MIGRATION_1, RECORD_MIGRATION_9999, advertiser, assert_kept, assert_refused_as_changed,
@@ -16,7 +17,7 @@ use common::{
 use jiff::SignedDuration;
 use marquee_model::{Clock, Kind, ManualClock};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{ListQuery, PostgresStore, Store};
+use marquee_store::{ListQuery, LockAttempt, ManagerLock, PostgresStore, Store};
 use tokio_postgres::NoTls;
 
 async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TestDatabase) {
@@ -221,4 +222,95 @@ async fn concurrent_writers_and_readers_stay_consistent() {
     };
     let listed = store.list(Kind::Campaign, &query).await.unwrap();
     assert_eq!(listed.len() as u64, WRITERS * WRITES);
+}
+
+/// Ends the session holding the manager lock (as a server restart or a broken connection
+/// would), and returns how many there were.
+async fn end_lock_sessions(db: &TestDatabase) -> u64 {
+    raw(db)
+        .await
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'marquee manager lock' AND datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .len() as u64
+}
+
+async fn take_lock(store: &dyn Store) -> ManagerLock {
+    match store.try_lock_manager().await.unwrap() {
+        LockAttempt::Acquired(lock) => lock,
+        LockAttempt::HeldBy(holder) => panic!("held by {holder}"),
+    }
+}
+
+/// The lock is per database: a manager of another database on the same server is not kept
+/// waiting.
+#[tokio::test]
+async fn manager_locks_of_two_databases_do_not_contend() {
+    let (first, _, _db) = fresh_store().await;
+    let (second, _, _other) = fresh_store().await;
+    let _held = take_lock(&*first).await;
+    let _also_held = take_lock(&*second).await;
+}
+
+/// A holder whose session ends (the server restarted, the connection broke) takes the lock
+/// again when no other manager did, and goes on as the active manager.
+#[tokio::test]
+async fn a_manager_lock_whose_session_ends_is_taken_again() {
+    let (store, _clock, db) = fresh_store().await;
+    let lock = take_lock(&*store).await;
+    assert_eq!(end_lock_sessions(&db).await, 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let sessions = raw(&db)
+            .await
+            .query(
+                "SELECT 1 FROM pg_stat_activity
+                 WHERE application_name = 'marquee manager lock' AND datname = current_database()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .len();
+        if sessions == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock was not taken again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(matches!(
+        store.try_lock_manager().await.unwrap(),
+        LockAttempt::HeldBy(_)
+    ));
+    assert!(!lock.is_lost());
+}
+
+/// If another manager takes the lock while the holder's session is gone, the holder learns
+/// that it lost it (and must stop).
+#[tokio::test]
+async fn a_manager_lock_taken_by_another_meanwhile_is_lost() {
+    let (store, _clock, db) = fresh_store().await;
+    let lock = take_lock(&*store).await;
+    assert_eq!(end_lock_sessions(&db).await, 1);
+    // Within the holder's pause before it tries again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let _other = loop {
+        match store.try_lock_manager().await.unwrap() {
+            LockAttempt::Acquired(other) => break other,
+            LockAttempt::HeldBy(_) => {
+                assert!(std::time::Instant::now() < deadline, "never released");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), lock.lost())
+        .await
+        .expect("the holder learns that it lost the lock");
+    assert!(lock.is_lost());
 }

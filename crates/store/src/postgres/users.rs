@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use super::{PostgresStore, Tx, execute, owner_fits_role, query};
 use crate::shared::rows::{self, Columns, USER_COLUMNS};
 use crate::shared::{sql_id, user_record};
-use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
+use crate::{DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
 
 async fn find_user_in(tx: &Tx<'_>, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = $1");
@@ -65,6 +65,17 @@ async fn create_user_in(
         .first()
         .ok_or_else(|| StoreError::Corrupt("no id returned by users".to_owned()))?;
     Ok(user_record(row.u64(0, "user id")?, user, now))
+}
+
+async fn delete_user_in(tx: &Tx<'_>, name: &str) -> Result<Option<DeletedUser>, StoreError> {
+    let Some(user) = find_user_in(tx, name).await? else {
+        return Ok(None);
+    };
+    let id = sql_id(user.id)
+        .ok_or_else(|| StoreError::Corrupt(format!("user id {} out of range", user.id)))?;
+    let sessions = execute(tx, "DELETE FROM user_sessions WHERE user_id = $1", &[&id]).await?;
+    execute(tx, "DELETE FROM users WHERE id = $1", &[&id]).await?;
+    Ok(Some(DeletedUser { user, sessions }))
 }
 
 async fn create_session_in(
@@ -132,5 +143,9 @@ impl UserStore for PostgresStore {
         )
         .await?
             == 1)
+    }
+
+    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError> {
+        in_write!(self, |tx, _now| delete_user_in(&tx, name).await?)
     }
 }

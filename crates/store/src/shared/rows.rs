@@ -9,7 +9,7 @@ use marquee_model::{Kind, LineItemId, Meta, PlacementId, Principal, Role, Status
 use marquee_stats::{Counters, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow};
 
 use crate::stats::Checkpoint;
-use crate::{Record, SessionRecord, StoreError, UserRecord};
+use crate::{Record, SessionRecord, StoreError, TokenRecord, UserRecord};
 
 use super::timestamp;
 
@@ -20,6 +20,9 @@ pub(crate) const RECORD_COLUMNS: &str =
 /// The columns of `users` (aliased `u`), in the order [`user`] reads them.
 pub(crate) const USER_COLUMNS: &str =
     "u.id, u.name, u.role, u.owner_id, u.password_hash, u.created_at";
+
+/// The columns of `api_tokens`, in the order [`token`] reads them.
+pub(crate) const TOKEN_COLUMNS: &str = "id, role, owner_id, label, created_at";
 
 /// One result row, read by column position.
 pub(crate) trait Columns {
@@ -101,6 +104,18 @@ pub(crate) fn principal(row: &impl Columns) -> Result<Principal, StoreError> {
         token_id,
         role,
         owner_id: row.optional_u64(2, "owner id")?,
+    })
+}
+
+/// An API token selected as [`TOKEN_COLUMNS`].
+pub(crate) fn token(row: &impl Columns) -> Result<TokenRecord, StoreError> {
+    let principal = principal(row)?;
+    Ok(TokenRecord {
+        id: principal.token_id,
+        role: principal.role,
+        owner_id: principal.owner_id,
+        label: row.string(3)?,
+        created_at: timestamp(row.i64(4)?, &format!("api token {}", principal.token_id))?,
     })
 }
 

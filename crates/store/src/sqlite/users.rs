@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{SqliteStore, backend, owner_fits_role, query_rows};
 use crate::shared::rows::{self, USER_COLUMNS};
 use crate::shared::user_record;
-use crate::{NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
+use crate::{DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
 
 fn find_user_in(conn: &Connection, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = ?1");
@@ -117,6 +117,25 @@ impl UserStore for SqliteStore {
                 )
                 .map_err(backend)?;
             Ok(deleted == 1)
+        })
+        .await
+    }
+
+    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError> {
+        let name = name.to_owned();
+        self.write(move |tx, _| {
+            let Some(user) = find_user_in(tx, &name)? else {
+                return Ok(None);
+            };
+            let sessions = tx
+                .execute("DELETE FROM user_sessions WHERE user_id = ?1", [user.id])
+                .map_err(backend)?;
+            tx.execute("DELETE FROM users WHERE id = ?1", [user.id])
+                .map_err(backend)?;
+            Ok(Some(DeletedUser {
+                user,
+                sessions: u64::try_from(sessions).unwrap_or(u64::MAX),
+            }))
         })
         .await
     }
