@@ -32,6 +32,13 @@ pub enum ApiError {
     },
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The server is at capacity for this kind of request; the client should try again after
+    /// `retry_after_secs`.
+    #[error("{message}")]
+    Unavailable {
+        message: String,
+        retry_after_secs: u64,
+    },
     #[error("{0}")]
     Internal(String),
 }
@@ -64,6 +71,7 @@ impl ApiError {
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -78,6 +86,7 @@ impl ApiError {
             ApiError::Invalid(_) => "validation_failed",
             ApiError::Conflict { .. } => "conflict",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -110,6 +119,10 @@ impl From<StoreError> for ApiError {
             | StoreError::BadUserOwner { .. }
             | StoreError::UserNameTaken { .. }
             | StoreError::UnknownUser { .. } => ApiError::bad_request(error.to_string()),
+            StoreError::Busy { retry_after_secs } => ApiError::Unavailable {
+                message: error.to_string(),
+                retry_after_secs,
+            },
             StoreError::Migration(_) | StoreError::Corrupt(_) | StoreError::Backend(_) => {
                 ApiError::Internal(error.to_string())
             }
@@ -179,11 +192,21 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (status, axum::Json(body)).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
+        match self {
+            ApiError::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            ApiError::Unavailable {
+                retry_after_secs, ..
+            } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, retry_after_secs.into());
+            }
+            _ => {}
         }
         response
     }

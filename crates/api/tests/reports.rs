@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use jiff::SignedDuration;
-use marquee_api::{RouteTable, add_routes, hash_token};
+use marquee_api::{ApiOptions, RouteTable, add_routes, add_routes_with, hash_token};
 use marquee_model::{Kind, ManualClock, Role, Status};
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
 use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
@@ -421,6 +421,43 @@ async fn bad_parameters_are_named() {
     }
     let (status, _, _) = app.get(&admin, "from=2026-12-01&advertiser=999").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_report_over_max_rows_is_refused_and_one_within_it_answers() {
+    let mut app = App::new().await;
+    app.router = add_routes_with(
+        RouteTable::new(),
+        Arc::clone(&app.store),
+        app.clock.clone(),
+        "https://ads.example.com",
+        ApiOptions { report_max_rows: 1 },
+    )
+    .into_router("test", "0");
+    let admin = app.token(Role::Admin, None).await;
+    // Four stored hour rows, one per report row: refused once the store has read two.
+    let query = "from=2026-12-01&to=2026-12-02&tz=UTC&group_by=line_item,placement,country";
+    let (status, _, body) = app.get(&admin, query).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["fields"][0]["path"], "granularity", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 1 rows allowed"),
+        "{body}"
+    );
+    let one = app
+        .json(
+            &admin,
+            &format!(
+                "from=2026-12-01&to=2026-12-02&tz=UTC&line_item={}&granularity=day",
+                app.a1
+            ),
+        )
+        .await;
+    assert_eq!(one["rows"].as_array().unwrap().len(), 1, "{one}");
 }
 
 #[tokio::test]

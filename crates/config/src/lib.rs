@@ -38,6 +38,31 @@ pub struct Config {
     pub redis: RedisSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    #[serde(default)]
+    pub dashboard: DashboardSection,
+}
+
+/// The web dashboard the manager serves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DashboardSection {
+    /// Whether its cookies are `Secure` (sent back over https only): true when browsers reach
+    /// the dashboard over https. Unset: in `marquee serve`, whether `edge.public_url` is https
+    /// (the dashboard shares the edge's origin); in `marquee manager`, true.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secure_cookies: Option<bool>,
+}
+
+impl DashboardSection {
+    /// The cookies' `Secure` flag. `shared_origin` is the edge's public URL when the dashboard
+    /// is served under it (`marquee serve`), `None` when it has an origin of its own (the
+    /// manager's, which the edge's URL says nothing about). Unknown, the flag is on: a
+    /// session cookie must not travel over plain http when the dashboard is behind TLS, and a
+    /// plain-http dashboard that refuses it fails loudly (sign-in does not stick), not silently.
+    pub fn secure_cookies(&self, shared_origin: Option<&str>) -> bool {
+        self.secure_cookies
+            .unwrap_or_else(|| shared_origin.is_none_or(|url| url.starts_with("https://")))
+    }
 }
 
 /// Who may read `/metrics` on the edge and the manager (its series name every line item's
@@ -932,6 +957,7 @@ impl Default for Config {
                 open_ms: 1_000,
             },
             metrics: MetricsSection::default(),
+            dashboard: DashboardSection::default(),
         }
     }
 }
@@ -963,7 +989,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 18] = [
+const SECTIONS: [&str; 19] = [
     "listen",
     "data_dir",
     "database",
@@ -982,6 +1008,7 @@ const SECTIONS: [&str; 18] = [
     "redis",
     "gateway",
     "metrics",
+    "dashboard",
 ];
 
 impl Config {
@@ -1350,6 +1377,31 @@ mod tests {
         Jail::expect_with(|_| {
             let config = Config::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
             assert_eq!(config, Config::default());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn dashboard_cookies_follow_the_dashboard_s_origin_not_the_edges() {
+        Jail::expect_with(|jail| {
+            let https_edges = "[edge]\npublic_url = \"https://ads.example.com\"\n";
+            let http_edges = "[edge]\npublic_url = \"http://ads.example.com\"\n";
+            let config = |jail: &Jail, toml: &str| load_in(jail, toml).map_err(|e| e.to_string());
+            // `marquee serve`: one origin, the edge's.
+            let serve = |c: &Config| c.dashboard.secure_cookies(Some(&c.edge.public_url));
+            assert!(serve(&config(jail, https_edges)?));
+            assert!(!serve(&config(jail, http_edges)?));
+            // `marquee manager`: the setting, whatever the edges' URL; on when unset.
+            let manager = |c: &Config| c.dashboard.secure_cookies(None);
+            let plain = "[dashboard]\nsecure_cookies = false\n";
+            assert!(!manager(&config(jail, &format!("{https_edges}{plain}"))?));
+            let tls = "[dashboard]\nsecure_cookies = true\n";
+            assert!(manager(&config(jail, &format!("{http_edges}{tls}"))?));
+            assert!(manager(&config(jail, http_edges)?));
+            // Set, it wins in `marquee serve` too.
+            assert!(!serve(&config(jail, &format!("{https_edges}{plain}"))?));
+            jail.set_env("MARQUEE_DASHBOARD__SECURE_COOKIES", "false");
+            assert!(!manager(&config(jail, "")?));
             Ok(())
         });
     }

@@ -59,13 +59,9 @@ pub struct DashboardOptions {
     pub uploads_dir: PathBuf,
     /// The most rows a report may have (`reports.max_rows`).
     pub report_max_rows: usize,
-}
-
-impl DashboardOptions {
-    /// Cookies are `Secure` when the dashboard is reached over https.
-    fn secure_cookies(&self) -> bool {
-        self.public_url.starts_with("https://")
-    }
+    /// Whether cookies are `Secure`: browsers reach the dashboard over https. The dashboard's
+    /// own origin decides, not `public_url` (the edges' may differ from the manager's).
+    pub secure_cookies: bool,
 }
 
 /// The dashboard's shared state.

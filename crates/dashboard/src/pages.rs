@@ -66,7 +66,7 @@ fn login_page(
         LOGIN_COOKIE,
         &token,
         LOGIN_FORM_SECS,
-        dashboard.options.secure_cookies(),
+        dashboard.options.secure_cookies,
     );
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
@@ -175,7 +175,7 @@ pub async fn login(
     let lifetime = dashboard.options.session_lifetime;
     let session =
         auth::start_session(&*dashboard.store, &user, dashboard.clock.now() + lifetime).await?;
-    let secure = dashboard.options.secure_cookies();
+    let secure = dashboard.options.secure_cookies;
     Ok(with_cookies(
         Redirect::to("/").into_response(),
         &[
@@ -201,7 +201,7 @@ pub async fn logout(
             SESSION_COOKIE,
             "",
             0,
-            dashboard.options.secure_cookies(),
+            dashboard.options.secure_cookies,
         )],
     ))
 }

@@ -48,6 +48,15 @@ impl Site {
 
     /// The dashboard on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
     async fn on(postgres: Option<TestDatabase>) -> Site {
+        Site::serving(postgres, "http://ads.test", false).await
+    }
+
+    /// With the edges at `public_url` and the dashboard's own cookies `Secure` or not.
+    async fn serving(
+        postgres: Option<TestDatabase>,
+        public_url: &str,
+        secure_cookies: bool,
+    ) -> Site {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(
             Timestamp::from_second(1_795_000_000).unwrap(),
@@ -76,10 +85,11 @@ impl Site {
             manager,
             clock.clone(),
             DashboardOptions {
-                public_url: "http://ads.test".into(),
+                public_url: public_url.into(),
                 session_lifetime: SignedDuration::from_hours(12),
                 uploads_dir: uploads.clone(),
                 report_max_rows: 10_000,
+                secure_cookies,
             },
         );
         let site = Site {
@@ -408,9 +418,8 @@ async fn successful_sign_ins_do_not_count_against_their_address() {
     assert_eq!(closed.status, StatusCode::TOO_MANY_REQUESTS);
 }
 
-#[tokio::test]
-async fn the_session_cookie_is_http_only_and_same_site() {
-    let site = Site::new().await;
+/// The cookies a sign-in sets: the sign-in form's, then the session's.
+async fn sign_in_cookies(site: &Site) -> (String, String) {
     let form = site.get("/login", "").await;
     let token = hidden(&form.body, "csrf");
     let answer = site
@@ -425,10 +434,30 @@ async fn the_session_cookie_is_http_only_and_same_site() {
         .iter()
         .find(|c| c.starts_with("marquee_session="))
         .unwrap();
+    (form.cookies[0].clone(), session.clone())
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_and_same_site() {
+    let site = Site::new().await;
+    let (_, session) = sign_in_cookies(&site).await;
     assert!(session.contains("HttpOnly"));
     assert!(session.contains("SameSite=Lax"));
     assert!(session.contains("Max-Age=43200"));
     assert!(!session.contains("Secure"), "plain http in this test");
+}
+
+/// Split roles: the edges' URL and the dashboard's origin differ; the dashboard's decides.
+#[tokio::test]
+async fn cookies_are_secure_by_the_dashboard_s_origin_not_the_edges() {
+    let plain_dashboard = Site::serving(None, "https://ads.test", false).await;
+    let (form, session) = sign_in_cookies(&plain_dashboard).await;
+    assert!(!form.contains("Secure"), "{form}");
+    assert!(!session.contains("Secure"), "{session}");
+    let tls_dashboard = Site::serving(None, "http://ads.test", true).await;
+    let (form, session) = sign_in_cookies(&tls_dashboard).await;
+    assert!(form.ends_with("; Secure"), "{form}");
+    assert!(session.ends_with("; Secure"), "{session}");
 }
 
 #[tokio::test]

@@ -10,6 +10,10 @@
 //! - Every call to the manager carries the shared secret and gives up after [`CALL_TIMEOUT`]: a
 //!   manager that is away or slow never holds the edge up. The edge keeps serving from its
 //!   snapshot and leases meanwhile (leases run out by their own expiry).
+//! - A heartbeat the manager refuses (a 4xx: another live edge has this id, a log URL it cannot
+//!   read, a wrong secret) is an operator's to fix: it is logged as an error whenever the
+//!   refusal changes, and the edge keeps serving and retrying (an edge must not stop serving
+//!   ads because of its manager).
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -222,8 +226,9 @@ impl SyncClient for ManagerClient {
     }
 }
 
-/// Sends a heartbeat every `interval` until `stop`. A failure is logged once when the manager
-/// goes away and once when it answers again, not every beat.
+/// Sends a heartbeat every `interval` until `stop`. A failure is logged when it changes (the
+/// manager goes away, refuses with another message, answers again), not every beat; a refusal
+/// as an error, since it lasts until someone fixes it.
 pub async fn run_heartbeat(
     edge: Arc<Edge>,
     client: ManagerClient,
@@ -232,20 +237,50 @@ pub async fn run_heartbeat(
     interval: Duration,
     stop: impl Future<Output = ()>,
 ) {
-    let mut reachable = true;
+    let mut last = Beat::Answered;
     let mut schedule = Schedule::new(interval, stop);
     while schedule.next().await {
-        match client.heartbeat(&report(&edge, &id, &addresses)).await {
-            Ok(()) if !reachable => {
-                reachable = true;
+        let outcome = client.heartbeat(&report(&edge, &id, &addresses)).await;
+        let beat = Beat::of(&outcome);
+        let changed = beat != last;
+        match (&outcome, changed) {
+            (Ok(()), true) => {
                 tracing::info!(manager = %client.base(), "manager answers heartbeats again");
             }
-            Ok(()) => {}
-            Err(error) if reachable => {
-                reachable = false;
+            (Err(error), true) if matches!(beat, Beat::Refused(_)) => tracing::error!(
+                manager = %client.base(),
+                %error,
+                "manager refused the heartbeat; serving from the current snapshot and leases, \
+                 retrying every heartbeat"
+            ),
+            (Err(error), true) => {
                 tracing::warn!(%error, "heartbeat failed; serving from the current snapshot and leases");
             }
-            Err(error) => tracing::debug!(%error, "heartbeat failed again"),
+            (Err(error), false) => tracing::debug!(%error, "heartbeat failed again"),
+            (Ok(()), false) => {}
+        }
+        last = beat;
+    }
+}
+
+/// A heartbeat's outcome as far as logging goes: what changes is logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Beat {
+    Answered,
+    /// Unreachable, no answer in time, or a server error: passes by itself.
+    Failed,
+    /// A 4xx, with its status and message: lasts until the edge or the manager is changed.
+    Refused(String),
+}
+
+impl Beat {
+    fn of(outcome: &Result<(), CallError>) -> Beat {
+        match outcome {
+            Ok(()) => Beat::Answered,
+            Err(CallError::Refused { status, message }) if status.is_client_error() => {
+                Beat::Refused(format!("{status}: {message}"))
+            }
+            Err(_) => Beat::Failed,
         }
     }
 }
@@ -289,6 +324,52 @@ mod tests {
         std::fs::write(dir.path().join(ID_FILE), "no spaces allowed").unwrap();
         let error = identity(dir.path(), "").unwrap_err();
         assert!(error.to_string().contains("edge.id"), "{error}");
+    }
+
+    /// The order that hid a refusal: the manager away at first, then refusing (a new edge's
+    /// id in use, a log URL it cannot read). Each refusal with a new message is a change, and so
+    /// logged as an error; a repeat is not.
+    #[test]
+    fn a_refusal_after_an_outage_and_each_new_refusal_are_changes() {
+        let refused = |status: u16, message: &str| {
+            Err(CallError::Refused {
+                status: StatusCode::from_u16(status).unwrap(),
+                message: message.into(),
+            })
+        };
+        let outcomes = [
+            Err(CallError::Timeout),
+            Err(CallError::Unreachable("connection refused".into())),
+            refused(409, "edge id \"eu-1\" is in use"),
+            refused(409, "edge id \"eu-1\" is in use"),
+            refused(400, "`log_url` has an unspecified host"),
+            refused(503, "busy"),
+            refused(400, "`log_url` has an unspecified host"),
+            Ok(()),
+            Ok(()),
+        ];
+        let mut last = Beat::Answered;
+        let mut logged = Vec::new();
+        for outcome in &outcomes {
+            let beat = Beat::of(outcome);
+            logged.push((beat != last).then(|| beat.clone()));
+            last = beat;
+        }
+        let refusal = |text: &str| Some(Beat::Refused(text.into()));
+        assert_eq!(
+            logged,
+            [
+                Some(Beat::Failed),
+                None,
+                refusal("409 Conflict: edge id \"eu-1\" is in use"),
+                None,
+                refusal("400 Bad Request: `log_url` has an unspecified host"),
+                Some(Beat::Failed),
+                refusal("400 Bad Request: `log_url` has an unspecified host"),
+                Some(Beat::Answered),
+                None,
+            ]
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! With it, an ad decision whose line item or campaign has frequency caps is counted in Redis
 //! before it is answered: one atomic check-and-count within the request's deadline. Refused
 //! (another edge filled the cap meanwhile), the placement gets no ad; Redis unavailable, local
-//! state has already decided (the engine consulted it) and the count is queued for Redis. The
+//! state has already decided (the engine consulted it) and the count is queued for Redis (the
+//! decision's own count, which the check may have applied already: it is applied once). The
 //! engine itself never waits: it sees [`EdgeCaps`], local caps plus the caps Redis reported
 //! full, a cache read. Deliveries that happen without a decision here (an exchange's billing
 //! notice) are queued for Redis as they come, and budget charges are added to the line item's
@@ -91,7 +92,9 @@ pub(crate) fn needs_count(data: &SnapshotData, user: u64, line_item: u64) -> boo
 }
 
 /// Counts a decision in Redis before it is answered. `false`: a cap is full, do not serve it.
-/// Unavailable Redis leaves the decision to local state (already taken) and queues the count.
+/// Unavailable Redis leaves the decision to local state (already taken) and queues the count:
+/// the same count the check sent (one drawn per decision), because a check that timed out may
+/// have counted in Redis all the same, and the queued count must then add nothing.
 pub(crate) async fn count_decision(
     shared: &SharedState,
     data: &SnapshotData,
@@ -100,11 +103,12 @@ pub(crate) async fn count_decision(
     deadline: Instant,
 ) -> bool {
     let rules = rules(data, line_item);
-    match shared.check_and_count(user, &rules, deadline).await {
+    let count = shared.cap_count();
+    match shared.check_and_count(user, &rules, count, deadline).await {
         CapAnswer::Allowed => true,
         CapAnswer::Refused => false,
         CapAnswer::Unavailable(_) => {
-            shared.count_later(user, &rules);
+            shared.count_later(user, &rules, count);
             true
         }
     }
@@ -118,7 +122,12 @@ pub(crate) fn count_delivery(edge: &Edge, loaded: &Loaded, user: u64, line_item:
     if user == 0 {
         return;
     }
-    shared.count_later(user, &rules(&loaded.engine.snapshot().data, line_item));
+    // No decision counted it: a count of its own.
+    shared.count_later(
+        user,
+        &rules(&loaded.engine.snapshot().data, line_item),
+        shared.cap_count(),
+    );
 }
 
 /// Adds what a billing event charged to the line item's lease to its shared budget counter.

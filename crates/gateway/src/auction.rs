@@ -3,17 +3,20 @@
 //! outcome whatever order the answers came in.
 //!
 //! Prices are compared in the answer currency after each bidder's price adjustment ("adjusted
-//! micros"), converted rounding down (a bid never counts for more than it offers); floors are
-//! converted rounding up. Ranking: tier (deal bids first when `deals_first`), adjusted price
-//! (high first), bidder name, bid id. Clearing: the gateway's auction type, or the winning
-//! deal's own `at` when it has one (1, 2, or 3: the deal's floor is its price). The prices a
-//! bidder is told (`${AUCTION_PRICE}`, `${AUCTION_MIN_TO_WIN}`) are put back into its currency
-//! and before its adjustment, rounding up, the clearing price never above its bid; the answer's
-//! price is never above what the winner is told it pays.
+//! micros"), converted rounding down (a bid never counts for more than it offers). Whether a
+//! bid meets its floor is decided in the floor's currency, exactly; one that does is answered
+//! at least at the floor converted rounding up, so the caller's check finds it met. Ranking:
+//! tier (deal bids first when `deals_first`), adjusted price (high first), bidder name, bid id.
+//! Clearing: the gateway's auction type, or the winning deal's own `at` when it has one (1, 2,
+//! or 3: the deal's floor is its price). The prices a bidder is told (`${AUCTION_PRICE}`,
+//! `${AUCTION_MIN_TO_WIN}`) are put back into its currency and before its adjustment, rounding
+//! up, the clearing price never above its bid nor below its floor; the answer's price is never
+//! above what the winner is told it pays, but for that floor rounding (less than a micro).
 
 use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
 use marquee_openrtb::{
-    AuctionType, Bid, BidRequest, BidResponse, CurrencyConverter, LossReason, validate_response,
+    AuctionType, Bid, BidRequest, BidResponse, CurrencyConverter, LossReason, Rule,
+    validate_response,
 };
 
 use crate::config::AuctionKind;
@@ -90,8 +93,12 @@ struct Candidate<'b> {
     bid: usize,
     imp: usize,
     tier: u8,
+    /// The bid in the answer currency, rounded down: what it ranks at.
     adjusted: i64,
+    /// Its floor in the answer currency, rounded up: what the caller's own check needs.
     floor: i64,
+    /// Its floor in the bidder's currency, rounded up: the least it pays.
+    floor_to_bidder: i64,
     name: &'b str,
     bid_id: &'b str,
 }
@@ -128,8 +135,17 @@ pub(crate) fn run(
             let own = violations
                 .iter()
                 .find(|v| v.bid_id.as_deref() == Some(bid.id.as_ref()));
+            // A bid naming one of its imp's deals is held to the deal's floor (`floor_for`, as
+            // the validator does): missing it is OpenRTB's 101, not the imp's 100.
+            let below_floor = match imp.zip(bid.dealid.as_deref()) {
+                Some((i, id)) if request.imp[i].deal(id).is_some() => LossReason::BELOW_DEAL_FLOOR,
+                _ => LossReason::BELOW_AUCTION_FLOOR,
+            };
             if let Some(violation) = whole.or(own) {
-                lost(violation.rule.loss_reason());
+                lost(match violation.rule {
+                    Rule::BelowFloor { .. } | Rule::FloorNotConvertible { .. } => below_floor,
+                    ref rule => rule.loss_reason(),
+                });
                 continue;
             }
             let Some(imp) = imp.filter(|&i| entry.sent.get(i).copied().unwrap_or(false)) else {
@@ -140,25 +156,39 @@ pub(crate) fn run(
                 lost(LossReason::INVALID_BID_RESPONSE);
                 continue;
             };
-            let Some(adjusted) = adjust(bid.price_micros, entry.price_permille)
-                .and_then(|p| rates.convert(Micros(p), currency, rules.currency, Rounding::Down))
+            let Some(own_price) = adjust(bid.price_micros, entry.price_permille) else {
+                lost(LossReason::INVALID_BID_RESPONSE);
+                continue;
+            };
+            let Some(adjusted) =
+                rates.convert(Micros(own_price), currency, rules.currency, Rounding::Down)
             else {
                 lost(LossReason::INVALID_BID_RESPONSE);
                 continue;
             };
             let (floor, floor_currency) = request.imp[imp].floor_for(bid.dealid.as_deref());
-            let floor = Currency::try_from(floor_currency)
-                .ok()
-                .and_then(|c| rates.convert(Micros(floor), c, rules.currency, Rounding::Up));
-            let Some(Micros(floor)) = floor else {
-                lost(LossReason::BELOW_AUCTION_FLOOR);
+            let Ok(floor_currency) = Currency::try_from(floor_currency) else {
+                lost(below_floor);
                 continue;
             };
-            // The adjustment may take a bid that met the floor as sent below it.
-            if adjusted.0 < floor || adjusted.0 <= 0 {
-                lost(LossReason::BELOW_AUCTION_FLOOR);
+            // Whether the floor is met is decided in the floor's currency, not the answer's: the
+            // bid converted into it rounding down is at least the floor (whole micros) exactly
+            // when the bid's value is, so a bid at a floor in its own currency meets it. In the
+            // answer currency the bid rounded down and the floor rounded up fall a micro apart
+            // (1 EUR at 0.92: 1.086956 against 1.086957 USD). The adjustment may take a bid that
+            // met the floor as sent below it.
+            let in_floor_currency =
+                rates.convert(Micros(own_price), currency, floor_currency, Rounding::Down);
+            let floors = in_floor_currency
+                .filter(|met| met.0 >= floor && adjusted.0 > 0)
+                .and_then(|_| {
+                    let to = |c| rates.convert(Micros(floor), floor_currency, c, Rounding::Up);
+                    Some((to(rules.currency)?.0, to(currency)?.0))
+                });
+            let Some((floor, floor_to_bidder)) = floors else {
+                lost(below_floor);
                 continue;
-            }
+            };
             candidates.push(Candidate {
                 entry: e,
                 bid: b,
@@ -166,6 +196,7 @@ pub(crate) fn run(
                 tier: u8::from(!(rules.deals_first && bid.dealid.is_some())),
                 adjusted: adjusted.0,
                 floor,
+                floor_to_bidder,
                 name: entry.name,
                 bid_id: &bid.id,
             });
@@ -208,25 +239,45 @@ pub(crate) fn run(
             .as_deref()
             .and_then(|id| request.imp[winner.imp].deal(id))
             .and_then(|deal| deal.at);
+        // The most the winner may be answered at: its bid rounded down, or the floor rounded up
+        // when that alone would take a bid that meets its floor below it (a micro more at
+        // most, never above the bid rounded up, since the bid's value is at least the floor's).
+        let most = winner.adjusted.max(winner.floor);
         let clearing = match clearing_of(rules.kind, deal_at) {
-            Clearing::First => winner.adjusted,
+            Clearing::First => most,
             Clearing::Second { increment_micros } => runner_up
                 .unwrap_or(0)
                 .max(winner.floor)
                 .saturating_add(increment_micros)
-                .min(winner.adjusted),
+                .min(most),
             // The bid met the deal's floor (checked above), and the floor is the agreed price.
             Clearing::DealFloor => winner.floor,
         };
-        let price_to_bidder = to_bidder(clearing, entry, rules)
+        // At the floor the clearing price is the floor itself, not its rounding into the answer
+        // currency: a bid on a 1 EUR fixed-price deal in a USD answer pays 1 EUR, not a micro
+        // more.
+        let told = if clearing == winner.floor {
+            unadjust(winner.floor_to_bidder, entry.price_permille)
+        } else {
+            to_bidder(clearing, entry, rules)
+        };
+        // Never less than the floor: above 1000 ‰ the clearing price put back into the bidder's
+        // terms can fall below it (a second price at the floor, 1500 ‰: two thirds of it), and
+        // the answer, capped by this below, would follow. The validator found the bid as sent
+        // at or above the floor, so this never charges more than the bid.
+        let price_to_bidder = told
             .unwrap_or(bid.price_micros)
+            .max(winner.floor_to_bidder)
             .min(bid.price_micros);
         // Above 1000 ‰ an adjustment ranks a bid above what it pays (2 at 1500 ‰ counts as 3):
         // the caller is never asked for more than the winner pays, or the operator would pay
         // the difference. At or below 1000 ‰ this changes nothing (the winner pays as much or
-        // more than the answer says).
-        let clearing =
-            from_bidder(price_to_bidder, entry, rules).map_or(clearing, |paid| clearing.min(paid));
+        // more than the answer says). What the winner pays, converted rounding down, can fall
+        // a micro below the floor rounded up, which the caller's check would refuse: the floor
+        // is kept, less than a micro above what the winner pays, as both meet the floor.
+        let clearing = from_bidder(price_to_bidder, entry, rules)
+            .map_or(clearing, |paid| clearing.min(paid))
+            .max(winner.floor);
         won.push((winner.imp, clearing, winner.adjusted));
         outcomes.push(Outcome {
             entry: winner.entry,
@@ -327,9 +378,13 @@ fn to_bidder(amount: i64, entry: &Entry<'_>, rules: Rules<'_>) -> Option<i64> {
     let converted = rules
         .rates
         .convert(Micros(amount), rules.currency, currency, Rounding::Up)?;
-    let permille = i128::from(entry.price_permille.max(1));
-    let unadjusted = (i128::from(converted.0) * 1000 + permille - 1) / permille;
-    i64::try_from(unadjusted).ok()
+    unadjust(converted.0, entry.price_permille)
+}
+
+/// An amount in a bidder's currency before its adjustment: × 1000 / `permille`, rounded up.
+fn unadjust(amount: i64, permille: u32) -> Option<i64> {
+    let permille = i128::from(permille.max(1));
+    i64::try_from((i128::from(amount) * 1000 + permille - 1) / permille).ok()
 }
 
 /// An amount in `entry`'s currency (as it bid, no adjustment) in the answer currency, rounded

@@ -9,7 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Behaviour, MockBidder, deadline, gateway, request, winners};
-use marquee_gateway::{AuctionKind, BidderStats, InternalBidder, Media, OpenRtbVersion};
+use marquee_gateway::{
+    AuctionKind, BidderStats, InternalBidder, Media, OpenRtbVersion, RateConverter,
+};
 use marquee_model::{Currency, CurrencyRates};
 use marquee_openrtb::{BidRequest, BidResponse, NoConversion, validate_response};
 
@@ -718,4 +720,147 @@ async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
         burl_of(&answer.response.unwrap()),
         "https://ads.test/openrtb2/bill?t=T&auction=auction-1&imp=1&p=4"
     );
+}
+
+/// Rates with USD the base and 0.92 EUR to the dollar: 1 EUR is 1.0869565… USD, which no whole
+/// number of micros is.
+fn euro_rates() -> CurrencyRates {
+    let mut rates = CurrencyRates::new(Currency::USD);
+    rates
+        .set(Currency::try_from("EUR").unwrap(), "0.92")
+        .unwrap();
+    rates
+}
+
+/// One imp with a floor of 1 EUR, and under `deal` a deal with that floor; no `cur`, so the
+/// answer is in the gateway's USD.
+fn euro_floor(deal: Option<serde_json::Value>) -> String {
+    let mut body: serde_json::Value = serde_json::from_str(&request(&["1"], "1", &[])).unwrap();
+    body["imp"][0]["bidfloorcur"] = "EUR".into();
+    if let Some(deal) = deal {
+        body["imp"][0]["pmp"] = serde_json::json!({ "deals": [deal] });
+    }
+    body.to_string()
+}
+
+fn euro_bidding(price: &str, deal: Option<&str>) -> Behaviour {
+    Behaviour {
+        price: price.into(),
+        currency: Some("EUR".into()),
+        deal: deal.map(Into::into),
+        ..Behaviour::default()
+    }
+}
+
+/// The answer passes the caller's own check, floors converted at `rates`.
+fn assert_valid_at(rates: &CurrencyRates, request: &str, answer: &str) {
+    let request = BidRequest::parse(request.as_bytes()).unwrap();
+    let response = BidResponse::parse(answer.as_bytes()).unwrap();
+    let checked = validate_response(&request, &response, &RateConverter(rates));
+    assert_eq!(checked, Ok(()), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bid_at_a_floor_in_its_own_currency_meets_it_whatever_the_answer_currency() {
+    let at = MockBidder::start("at", euro_bidding("1", None)).await;
+    let under = MockBidder::start("under", euro_bidding("0.999999", None)).await;
+    let gateway = gateway(&[&at, &under], |c| c.rates = euro_rates());
+    let body = euro_floor(None);
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("1 EUR meets a 1 EUR floor");
+    assert_eq!(
+        BidResponse::parse(text.as_bytes()).unwrap().currency(),
+        "USD"
+    );
+    // 1 EUR is 1.0869565 USD: 1.086956 rounded down, which the caller would find below its
+    // floor converted rounding up, 1.086957; the answer says the latter.
+    assert_eq!(winners(&text)[0].0, "at");
+    assert_eq!(winners(&text)[0].2, 1_086_957);
+    assert_valid_at(&euro_rates(), &body, &text);
+    assert_eq!(at.wait_notices(1).await, ["/win?imp=1&p=1&c=EUR"]);
+    assert_eq!(
+        under.wait_notices(1).await,
+        ["/loss?imp=1&r=100&p=1.000001&m=1.000001"],
+        "a micro below the floor in its own currency is below it; it hears the answer's price \
+         put back into euros rounding up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_price_deal_in_another_currency_clears_at_its_floor() {
+    let buyer = MockBidder::start("buyer", euro_bidding("1", Some("D1"))).await;
+    let gateway = gateway(&[&buyer], |c| c.rates = euro_rates());
+    let body = euro_floor(Some(
+        serde_json::json!({"id": "D1", "bidfloor": 1, "bidfloorcur": "EUR", "at": 3}),
+    ));
+    // Bid at the deal's price, and above it: both pay the price, the caller 1 EUR rounded up
+    // in USD.
+    for (price, notices) in [("1", 1), ("1.2", 2)] {
+        buyer.set(|b| b.price = price.into());
+        let answer = gateway
+            .auction(body.as_bytes(), "", |_| deadline(), None)
+            .await
+            .unwrap();
+        let text = answer.response.expect("the deal clears");
+        assert_eq!(winners(&text)[0].2, 1_086_957, "bid {price}");
+        assert_valid_at(&euro_rates(), &body, &text);
+        assert_eq!(
+            buyer.wait_notices(notices).await[notices - 1],
+            "/win?imp=1&p=1&c=EUR",
+            "bid {price}: the buyer pays the deal's price, not its rounding through USD"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bid_below_its_deals_floor_loses_as_below_the_deal_floor() {
+    // A micro under the deal's floor as sent (the validator's check), and above it as sent but
+    // under it once adjusted (the auction's).
+    let under = MockBidder::start("under", euro_bidding("0.999999", Some("D1"))).await;
+    let adjusted = MockBidder::start("adjusted", euro_bidding("1.05", Some("D1"))).await;
+    let open = MockBidder::start("open", euro_bidding("0.5", None)).await;
+    let gateway = gateway(&[&under, &adjusted, &open], |c| {
+        c.rates = euro_rates();
+        c.bidders[1].price_permille = 900;
+    });
+    let body = euro_floor(Some(
+        serde_json::json!({"id": "D1", "bidfloor": 1, "bidfloorcur": "EUR"}),
+    ));
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    assert_eq!(answer.response, None);
+    assert_eq!(under.wait_notices(1).await, ["/loss?imp=1&r=101&p=&m="]);
+    assert_eq!(adjusted.wait_notices(1).await, ["/loss?imp=1&r=101&p=&m="]);
+    assert_eq!(
+        open.wait_notices(1).await,
+        ["/loss?imp=1&r=100&p=&m="],
+        "the imp's own floor is still the auction floor"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_boosted_winner_at_the_floor_pays_the_floor() {
+    // 2 at 1500 ‰ counts as 3; alone under second price it clears at the 1.8 floor, which in
+    // its terms is 1.2: it pays the floor instead, and the answer says the floor.
+    let boosted = MockBidder::start("boosted", bidding("2")).await;
+    let gateway = gateway(&[&boosted], |c| {
+        c.bidders[0].price_permille = 1_500;
+        c.auction = AuctionKind::SecondPrice {
+            increment_micros: 0,
+        };
+    });
+    let body = request(&["1"], "1.8", &[]);
+    let answer = gateway
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("a bid above the floor clears");
+    assert_valid(&body, &text);
+    assert_eq!(winners(&text)[0].2, 1_800_000);
+    assert_eq!(boosted.wait_notices(1).await, ["/win?imp=1&p=1.8&c=USD"]);
 }

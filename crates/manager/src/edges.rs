@@ -14,14 +14,30 @@
 //!   `::`: an edge listening on every interface that was not told its reachable address):
 //!   read from here it would name the manager's own host, and the edge's log would never be
 //!   collected while its disk limit deleted it.
+//! - One id, one running edge: a report under the id of an edge still heartbeating that names
+//!   another `log_url`, or comes from a process that an earlier report under the id already
+//!   replaced, is refused ([`ReportError::IdInUse`], 409) and leaves the registry as it was.
+//!   Two edges sharing an id (a cloned VM image, a copied `DATA/edge/edge.id`, a copy-pasted
+//!   `edge.id`) would otherwise swap the log source on every heartbeat, share one set of read
+//!   positions and acknowledge away each other's unread segments. "Still heartbeating" is
+//!   heard within three of its own heartbeat intervals (at least [`MIN_PRESENCE`], at most
+//!   `silent_after`, which is also the window before its interval is known): a duplicate
+//!   beats as steadily as the edge it copies, while an edge that crashed and came back at
+//!   another address (a new port, a rescheduled container) is accepted a few heartbeats later
+//!   rather than `silent_after`.
+//! - The highest snapshot version the edges report is kept
+//!   ([`highest_snapshot_version`](EdgeRegistry::highest_snapshot_version)): edges install only
+//!   newer versions, so the manager publishes above it.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use marquee_model::Clock;
-use marquee_pacing::EdgeReport;
+use marquee_pacing::{EdgeId, EdgeReport};
 use serde::{Deserialize, Serialize};
 
 use crate::aggregator::SourceLag;
@@ -31,6 +47,14 @@ pub const IN_PROCESS_ID: &str = EdgeReport::IN_PROCESS_ID;
 
 /// The name the registered edges are stored under in the store's named JSON documents.
 pub(crate) const STATE_NAME: &str = "edge-registry";
+
+/// The shortest time an edge is taken as still running after its last heartbeat, whatever its
+/// interval: two heartbeats that arrived close together must not make a duplicate look gone.
+const MIN_PRESENCE: Duration = Duration::from_secs(1);
+
+/// How often a refused duplicate is logged per id: the other edge retries every heartbeat, and
+/// one error a minute says it as clearly as one a second.
+const CONFLICT_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// One edge as the manager sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +97,52 @@ pub enum ReportError {
          e.g. http://10.0.0.7:8080"
     )]
     UnspecifiedLogHost(String),
+    /// Another live edge reports under this id (409).
+    #[error(
+        "edge id {id:?} is in use by a live edge {conflict}: two edges share one id (a cloned \
+         VM image, a copied DATA/edge/edge.id or a copy-pasted edge.id) and would corrupt each \
+         other's log checkpoints, so this one is refused. Give each edge its own id (remove \
+         DATA/edge/edge.id to have one generated, or set edge.id) or stop the other one; an \
+         edge that moved is accepted once its old address has been silent for {silent_secs} s"
+    )]
+    IdInUse {
+        id: String,
+        conflict: IdConflict,
+        silent_secs: u64,
+    },
+}
+
+/// How a report showed that two edges share an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdConflict {
+    /// The live edge's log is elsewhere.
+    LogUrl { live: String, reported: String },
+    /// A process that another one under the id replaced still reports, at the same log URL.
+    Process { log_url: String },
+}
+
+impl IdConflict {
+    /// The metric label.
+    fn reason(&self) -> &'static str {
+        match self {
+            IdConflict::LogUrl { .. } => "log_url",
+            IdConflict::Process { .. } => "process",
+        }
+    }
+}
+
+impl std::fmt::Display for IdConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IdConflict::LogUrl { live, reported } => {
+                write!(f, "whose log is at {live}, not at {reported}")
+            }
+            IdConflict::Process { log_url } => write!(
+                f,
+                "in another process with the same log URL {log_url} (both report in turn)"
+            ),
+        }
+    }
 }
 
 /// An edge the manager collects from, as persisted.
@@ -89,6 +159,27 @@ struct Entry {
     log_url: Option<String>,
     last: Option<Heard>,
     request_rate: f64,
+    /// The process the last one replaced (an edge restart): one that reports again while its
+    /// successor is live is a second edge under the id.
+    replaced: Option<EdgeId>,
+    /// Between the last two heartbeats of the current process, by the manager's clock.
+    interval: Option<Duration>,
+    /// When a refused duplicate of this id was last logged.
+    conflict_logged: Option<Timestamp>,
+}
+
+impl Entry {
+    fn new(public_url: String, log_url: Option<String>) -> Entry {
+        Entry {
+            public_url,
+            log_url,
+            last: None,
+            request_rate: 0.0,
+            replaced: None,
+            interval: None,
+            conflict_logged: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +203,9 @@ pub struct EdgeRegistry {
     clock: Arc<dyn Clock>,
     silent_after: Duration,
     entries: Mutex<BTreeMap<String, Entry>>,
+    /// Reports refused because another live edge has the id, by [`IdConflict::reason`].
+    conflicts_log_url: AtomicU64,
+    conflicts_process: AtomicU64,
 }
 
 impl EdgeRegistry {
@@ -121,6 +215,8 @@ impl EdgeRegistry {
             clock,
             silent_after,
             entries: Mutex::new(BTreeMap::new()),
+            conflicts_log_url: AtomicU64::new(0),
+            conflicts_process: AtomicU64::new(0),
         }
     }
 
@@ -130,12 +226,9 @@ impl EdgeRegistry {
             return;
         };
         for k in known {
-            entries.entry(k.id.clone()).or_insert_with(|| Entry {
-                public_url: k.public_url.clone(),
-                log_url: Some(k.log_url.clone()),
-                last: None,
-                request_rate: 0.0,
-            });
+            entries
+                .entry(k.id.clone())
+                .or_insert_with(|| Entry::new(k.public_url.clone(), Some(k.log_url.clone())));
         }
     }
 
@@ -186,12 +279,15 @@ impl EdgeRegistry {
             return Ok(Change::None);
         };
         let log_url = (!in_process).then(|| report.log_url.clone());
-        let entry = entries.entry(report.id.clone()).or_insert_with(|| Entry {
-            public_url: report.public_url.clone(),
-            log_url: None,
-            last: None,
-            request_rate: 0.0,
-        });
+        if let Some(url) = &log_url
+            && let Some(entry) = entries.get_mut(&report.id)
+            && let Some(conflict) = self.conflict(entry, url, &report, now)
+        {
+            return Err(self.refuse(entry, report.id, conflict, now));
+        }
+        let entry = entries
+            .entry(report.id.clone())
+            .or_insert_with(|| Entry::new(report.public_url.clone(), None));
         let change = match &log_url {
             Some(url) if entry.log_url.as_ref() != Some(url) => Change::Collect(Known {
                 id: report.id.clone(),
@@ -204,10 +300,117 @@ impl EdgeRegistry {
             .last
             .as_ref()
             .map_or(0.0, |previous| rate(&previous.report, &report));
+        if let Some(previous) = &entry.last {
+            if previous.report.pacing_edge == report.pacing_edge {
+                entry.interval = Some(since(previous.at, now));
+            } else {
+                entry.replaced = Some(previous.report.pacing_edge);
+                entry.interval = None;
+            }
+        }
         entry.public_url.clone_from(&report.public_url);
         entry.log_url = log_url;
         entry.last = Some(Heard { report, at: now });
         Ok(change)
+    }
+
+    /// Whether `report` (for a remote edge whose log is at `log_url`) comes from a second edge
+    /// under the id of `entry`, whose edge still heartbeats (see the module docs).
+    fn conflict(
+        &self,
+        entry: &Entry,
+        log_url: &str,
+        report: &EdgeReport,
+        now: Timestamp,
+    ) -> Option<IdConflict> {
+        let last = entry.last.as_ref()?;
+        let presence = entry.interval.map_or(self.silent_after, |interval| {
+            interval
+                .saturating_mul(3)
+                .max(MIN_PRESENCE)
+                .min(self.silent_after)
+        });
+        if since(last.at, now) > presence {
+            return None;
+        }
+        match &entry.log_url {
+            Some(live) if live != log_url => Some(IdConflict::LogUrl {
+                live: live.clone(),
+                reported: log_url.to_owned(),
+            }),
+            _ if entry.replaced == Some(report.pacing_edge)
+                && last.report.pacing_edge != report.pacing_edge =>
+            {
+                Some(IdConflict::Process {
+                    log_url: log_url.to_owned(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts a refused duplicate and logs it (once per [`CONFLICT_LOG_EVERY`] per id).
+    fn refuse(
+        &self,
+        entry: &mut Entry,
+        id: String,
+        conflict: IdConflict,
+        now: Timestamp,
+    ) -> ReportError {
+        match conflict {
+            IdConflict::LogUrl { .. } => &self.conflicts_log_url,
+            IdConflict::Process { .. } => &self.conflicts_process,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        let reason = conflict.reason();
+        let error = ReportError::IdInUse {
+            id,
+            conflict,
+            silent_secs: self.silent_after.as_secs(),
+        };
+        if entry
+            .conflict_logged
+            .is_none_or(|logged| since(logged, now) >= CONFLICT_LOG_EVERY)
+        {
+            entry.conflict_logged = Some(now);
+            tracing::error!(
+                reason,
+                %error,
+                "refused a heartbeat: two edges report under one id"
+            );
+        }
+        error
+    }
+
+    /// The highest snapshot version an edge last reported serving, if any reported one.
+    pub fn highest_snapshot_version(&self) -> Option<u64> {
+        let Ok(entries) = self.entries.lock() else {
+            return None;
+        };
+        entries
+            .values()
+            .filter_map(|e| e.last.as_ref()?.report.snapshot_version)
+            .max()
+    }
+
+    /// The registry's metrics in the Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        let mut text = String::from(
+            "# HELP marquee_registry_id_conflicts_total Edge heartbeats refused because another \
+             live edge reports under the same id.\n\
+             # TYPE marquee_registry_id_conflicts_total counter\n",
+        );
+        for (reason, count) in [
+            ("log_url", &self.conflicts_log_url),
+            ("process", &self.conflicts_process),
+        ] {
+            let _ = writeln!(
+                text,
+                "marquee_registry_id_conflicts_total{{reason=\"{reason}\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
+        text
     }
 
     /// Every edge, by id, with its log lag from `lag` and compared with the `latest` snapshot
@@ -346,7 +549,7 @@ mod tests {
 
     #[test]
     fn a_new_edge_is_collected_once_and_again_when_its_log_moves() {
-        let (registry, _) = registry(0);
+        let (registry, clock) = registry(0);
         let first = registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
         assert_eq!(
             first,
@@ -360,7 +563,9 @@ mod tests {
             registry.heartbeat(report("e1", 1, 1, 10), false).unwrap(),
             Change::None
         );
-        let mut moved = report("e1", 2, 2, 0);
+        // Moved: its old address silent for longer than `silent_after`.
+        clock.advance(jiff::SignedDuration::from_secs(6));
+        let mut moved = report("e1", 2, 7, 0);
         moved.log_url = "http://10.0.0.9:9000".into();
         assert!(matches!(
             registry.heartbeat(moved, false).unwrap(),
@@ -464,12 +669,12 @@ mod tests {
         }
         assert!(registry.known().is_empty());
         // Reachable hosts, names and loopback included, are taken.
-        for reachable in [
-            "http://10.0.0.7:8080",
-            "http://[fd00::7]:8080",
-            "http://127.0.0.1:1",
+        for (id, reachable) in [
+            ("e1", "http://10.0.0.7:8080"),
+            ("e2", "http://[fd00::7]:8080"),
+            ("e3", "http://127.0.0.1:1"),
         ] {
-            let mut good = report("e1", 1, 0, 0);
+            let mut good = report(id, 1, 0, 0);
             good.log_url = reachable.into();
             assert!(registry.heartbeat(good, false).is_ok(), "{reachable}");
         }
@@ -489,6 +694,104 @@ mod tests {
         assert_eq!(listed[0].log_url, None);
         assert!(registry.known().is_empty());
         assert!(!registry.remove(IN_PROCESS_ID));
+    }
+
+    #[test]
+    fn a_second_edge_under_a_live_id_is_refused_until_the_first_went_silent() {
+        let (registry, clock) = registry(0);
+        registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
+        let mut clone = report("e1", 2, 1, 0);
+        clone.log_url = "http://10.0.0.9:8080".into();
+        let refused = registry.heartbeat(clone.clone(), false);
+        assert_eq!(
+            refused,
+            Err(ReportError::IdInUse {
+                id: "e1".into(),
+                conflict: IdConflict::LogUrl {
+                    live: "http://e1.internal:8080".into(),
+                    reported: "http://10.0.0.9:8080".into(),
+                },
+                silent_secs: 5,
+            })
+        );
+        let message = refused.unwrap_err().to_string();
+        assert!(
+            message.contains("edge.id") && message.contains("10.0.0.9"),
+            "{message}"
+        );
+        // The registry is as the first edge left it, which keeps reporting.
+        let listed = registry.list(None, |_| None);
+        assert_eq!(
+            listed[0].log_url.as_deref(),
+            Some("http://e1.internal:8080")
+        );
+        assert_eq!(
+            registry.heartbeat(report("e1", 1, 2, 5), false).unwrap(),
+            Change::None
+        );
+        assert!(registry.render_metrics().contains("{reason=\"log_url\"} 1"));
+        // Silent for longer than `silent_after`: the edge moved, and its new address is taken.
+        clock.advance(jiff::SignedDuration::from_secs(6));
+        assert!(matches!(
+            registry.heartbeat(clone, false).unwrap(),
+            Change::Collect(k) if k.log_url == "http://10.0.0.9:8080"
+        ));
+    }
+
+    #[test]
+    fn an_edge_back_at_another_address_is_taken_once_it_missed_three_heartbeats() {
+        let (registry, clock) = registry(0);
+        let second = jiff::SignedDuration::from_secs(1);
+        registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
+        clock.advance(second);
+        registry.heartbeat(report("e1", 1, 1, 0), false).unwrap();
+        // Killed, and started again at a new port: the old one is not yet late.
+        let mut back = report("e1", 2, 3, 0);
+        back.log_url = "http://e1.internal:9090".into();
+        clock.advance(second * 2);
+        assert!(registry.heartbeat(back.clone(), false).is_err());
+        // More than three of its one-second heartbeats missed: it is gone, before
+        // `silent_after` (5 s).
+        clock.advance(second * 2);
+        assert!(matches!(
+            registry.heartbeat(back, false).unwrap(),
+            Change::Collect(k) if k.log_url == "http://e1.internal:9090"
+        ));
+    }
+
+    #[test]
+    fn two_processes_reporting_in_turn_at_one_address_are_told_apart_from_a_restart() {
+        let (registry, clock) = registry(0);
+        registry.heartbeat(report("e1", 1, 0, 0), false).unwrap();
+        // A restart: a new process, the same address; the old one is never heard again.
+        registry.heartbeat(report("e1", 2, 1, 0), false).unwrap();
+        registry.heartbeat(report("e1", 2, 2, 0), false).unwrap();
+        // The replaced process reports again while its successor is live: a second edge.
+        assert!(matches!(
+            registry.heartbeat(report("e1", 1, 2, 0), false),
+            Err(ReportError::IdInUse {
+                conflict: IdConflict::Process { .. },
+                ..
+            })
+        ));
+        assert!(registry.render_metrics().contains("{reason=\"process\"} 1"));
+        assert_eq!(
+            registry.heartbeat(report("e1", 2, 3, 0), false).unwrap(),
+            Change::None
+        );
+        clock.advance(jiff::SignedDuration::from_secs(6));
+        assert!(registry.heartbeat(report("e1", 1, 9, 0), false).is_ok());
+    }
+
+    #[test]
+    fn the_highest_snapshot_version_reported_is_kept() {
+        let (registry, _) = registry(0);
+        assert_eq!(registry.highest_snapshot_version(), None);
+        let mut ahead = report("e1", 1, 0, 0);
+        ahead.snapshot_version = Some(40);
+        registry.heartbeat(ahead, false).unwrap();
+        registry.heartbeat(report("e2", 2, 0, 0), false).unwrap();
+        assert_eq!(registry.highest_snapshot_version(), Some(40));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use marquee_api::{ApiOptions, RouteTable};
 use marquee_model::same_secret;
 use serde_json::json;
 
-use crate::{EdgeReportError, Manager};
+use crate::{EdgeReportError, Manager, ReportError};
 
 /// Every route the manager serves, documented at `/api/v1/openapi.json`, with default API
 /// options. `ad_url` is the edges' public base URL, for the generated ad tags.
@@ -150,7 +150,8 @@ fn refuse_unless_secret(headers: &HeaderMap, secret: &str) -> Option<Response> {
 }
 
 /// `POST /internal/v1/edges`: an edge's heartbeat (JSON `marquee_pacing::EdgeReport`), which
-/// registers it on first call; 204 once taken (and persisted, for a new edge).
+/// registers it on first call; 204 once taken (and persisted, for a new edge); 409 when another
+/// live edge reports under the id (the registry unchanged).
 async fn edge_heartbeat(
     State(manager): State<Arc<Manager>>,
     headers: HeaderMap,
@@ -172,7 +173,11 @@ async fn edge_heartbeat(
     match manager.report_edge(report, false).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(EdgeReportError::Report(error)) => {
-            (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
+            let status = match error {
+                ReportError::IdInUse { .. } => StatusCode::CONFLICT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            (status, format!("{error}\n")).into_response()
         }
         Err(EdgeReportError::Off) => {
             (StatusCode::FORBIDDEN, "remote edges are off\n").into_response()
@@ -275,6 +280,7 @@ async fn metrics(
         .aggregator()
         .map(|aggregator| aggregator.render_metrics())
         .unwrap_or_default();
+    text.push_str(&manager.edges.render_metrics());
     if let Some(pacing) = manager.pacing() {
         text.push_str(&pacing.render_metrics().await);
     }

@@ -3,10 +3,13 @@
 //! aggregates the edges' event logs ([`Aggregator`], reading [`LogSource`]s).
 //!
 //! Invariants:
-//! - A snapshot is compiled only when the change counter differs from the published version's
-//!   catalog part, or when a live statistic rendered into ad code changed ([`live`]), at most
-//!   once per refresh; the published version is the counter the catalog was read at × 2³² plus
-//!   the live-statistics revision.
+//! - A snapshot is compiled only when the change counter differs from the one the published
+//!   snapshot was compiled at (after a start, the adopted version's catalog part), when a live
+//!   statistic rendered into ad code changed ([`live`]), or when an edge reports serving a
+//!   version above the published one, at most once per refresh; the published version is the
+//!   counter the catalog was read at × 2³² plus the live-statistics revision, raised to one
+//!   above the highest version published or reported by an edge when it would not be above it
+//!   (edges install only newer versions), so versions never go back, across restarts too.
 //! - Publishing is atomic on disk (the snapshot crate renames into place) and in memory (a
 //!   `watch` channel swaps an `Arc`), so readers see the old or the new snapshot, never a mix.
 //! - Every event logged counts exactly once: an aggregation run commits its aggregates with
@@ -308,14 +311,35 @@ impl Manager {
         self.latest.subscribe()
     }
 
-    /// Compiles and publishes a snapshot if the store changed since the last one, or if a
-    /// live statistic due for a render changed (see [`live`]).
+    /// Compiles and publishes a snapshot if the store changed since the last one, if a live
+    /// statistic due for a render changed (see [`live`]), or if an edge serves a version above
+    /// the published one.
+    ///
+    /// The version is never at or below one already published or served: an edge refuses
+    /// every snapshot not newer than its own, so a version that went back (the database
+    /// restored from a backup takes the change counter back; a lost snapshot directory
+    /// restarts the live revision) would keep every change and pause from the edges, and each
+    /// poll would download the whole snapshot to refuse it. So when the natural version
+    /// (`counter × 2³² + revision`) is not above the published one and the highest an edge
+    /// reports, the snapshot is published one above the higher of them, with a warning once.
     pub async fn refresh(&self) -> Result<Refresh, ManagerError> {
         let mut live = self.live.lock().await;
         let counter = self.store.change_counter().await?;
         let latest = self.latest();
         let published = latest.as_ref().map(|p| p.header.version);
-        let catalog_moved = published.map(live::catalog_version) != Some(counter);
+        // Unknown after a start: the adopted snapshot's version tells, unless it was raised
+        // (then one compile, published only if the bytes differ).
+        let counter_known = live.compiled_counter().is_some();
+        let compiled_counter = live
+            .compiled_counter()
+            .or(published.map(live::catalog_version));
+        let catalog_moved = compiled_counter != Some(counter);
+        // An edge serving a version above ours (the directory was lost, or the edge got it from
+        // before a database restore) refuses ours: publish above it.
+        let edge_ahead = self
+            .edges
+            .highest_snapshot_version()
+            .filter(|&reported| published.is_none_or(|published| reported > published));
         let catalog = match live.catalog() {
             Some(catalog) if !catalog_moved => Arc::clone(catalog),
             _ => {
@@ -328,22 +352,41 @@ impl Manager {
         let values_changed = live
             .render_due(&*self.store, &self.live_options, now)
             .await?;
-        let version = match published {
+        let natural = match published {
             Some(published) if !catalog_moved => {
                 // 2³² revisions are 136 years of renders a second; past them values wait for
                 // the next catalog change rather than overflow into the counter.
-                if !values_changed || live::revision(published) == u32::MAX {
+                let revisions_left = live::revision(published) < u32::MAX;
+                if edge_ahead.is_none() && !(values_changed && revisions_left) {
                     return Ok(Refresh::Unchanged { version: published });
                 }
-                published + 1
+                published.saturating_add(1)
             }
             _ => live::version(counter, 0),
         };
+        let floor = published.max(edge_ahead);
+        let version = match floor {
+            Some(floor) if natural <= floor => floor.saturating_add(1),
+            _ => natural,
+        };
+        if live.note_raised(version != natural) {
+            tracing::warn!(
+                natural,
+                version,
+                published,
+                edge_reports = edge_ahead,
+                change_counter = counter,
+                "the snapshot version would not be above one already published or served \
+                 (the database restored from a backup, or the snapshot directory lost): \
+                 publishing above it, since edges install only newer versions"
+            );
+        }
         let values = live.values().clone();
         live.count_compile();
-        // A live re-render that produced the bytes already published (the first render after a
-        // restart) is not published again.
-        let unchanged_payload = (!catalog_moved)
+        // A compile that produced the bytes already published is not published again: a live
+        // re-render with the same values (the first after a restart), or the first compile
+        // after a start that adopted a raised version. Unless an edge is ahead of them.
+        let unchanged_payload = (edge_ahead.is_none() && (!catalog_moved || !counter_known))
             .then(|| latest.map(|p| p.bytes.slice(marquee_snapshot::HEADER_LEN..)))
             .flatten();
         let dir = self.dir.clone();
@@ -361,7 +404,7 @@ impl Manager {
             Ok::<_, DirError>(Some((published_from(header, bytes), stats)))
         })
         .await??;
-        live.mark_published();
+        live.mark_published(counter);
         let Some((published, stats)) = compiled else {
             return Ok(Refresh::Unchanged {
                 version: published.unwrap_or(version),
@@ -371,7 +414,7 @@ impl Manager {
         let bytes = published.bytes.len();
         tracing::info!(
             version,
-            catalog_version = live::catalog_version(version),
+            change_counter = counter,
             live_revision = live::revision(version),
             bytes,
             dropped = stats.total(),

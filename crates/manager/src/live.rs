@@ -29,7 +29,13 @@
 //! An edge accepts only a snapshot with a higher version, and a live re-render does not move the
 //! store's change counter. So the manager's snapshot version is `counter × 2³² + revision`
 //! ([`version`]): a catalog compile starts revision 0, each live re-render adds one. The edge
-//! compares versions as before; the manager compares [`catalog_version`] with the counter.
+//! compares versions as before; the manager compares the counter it last compiled at with the
+//! store's (after a start, [`catalog_version`] of the snapshot adopted from disk).
+//!
+//! That natural version is raised when it would not be above every version published or
+//! served already: the counter can go back (the database restored from a backup) and the
+//! snapshot directory can be lost while edges keep what they had, and an edge refuses every
+//! version up to its own. See [`Manager::refresh`](crate::Manager::refresh).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -126,6 +132,13 @@ pub(crate) struct LiveState {
     /// A value changed that no published snapshot shows yet (a failed compile or publish
     /// leaves it set, so the next refresh tries again).
     unpublished: bool,
+    /// The store change counter the published snapshot was compiled at, once this process
+    /// published one (or found its compile equal to the published bytes). A raised version
+    /// does not carry it, so it is kept here.
+    compiled_counter: Option<u64>,
+    /// The version was raised above its natural value and that was logged; cleared when a
+    /// natural version is published again, so each episode warns once.
+    raised: bool,
 }
 
 /// One creative's live state, for tests and operators.
@@ -152,9 +165,22 @@ impl LiveState {
         self.compiles += 1;
     }
 
-    /// The values are in the latest snapshot.
-    pub(crate) fn mark_published(&mut self) {
+    /// The values are in the latest snapshot, compiled from the catalog at `counter`.
+    pub(crate) fn mark_published(&mut self, counter: u64) {
         self.unpublished = false;
+        self.compiled_counter = Some(counter);
+    }
+
+    pub(crate) fn compiled_counter(&self) -> Option<u64> {
+        self.compiled_counter
+    }
+
+    /// Notes whether the version about to be published is raised; true the first time of an
+    /// episode, when it is to be logged.
+    pub(crate) fn note_raised(&mut self, raised: bool) -> bool {
+        let first = raised && !self.raised;
+        self.raised = raised;
+        first
     }
 
     pub(crate) fn compiles(&self) -> u64 {

@@ -189,3 +189,56 @@ async fn a_log_url_on_the_unspecified_address_is_refused_with_what_to_set() {
     }
     assert!(aggregator.source_names().is_empty() && manager.edges().is_empty());
 }
+
+/// Two edges under one id (a cloned VM image, a copied `DATA/edge/edge.id`): while the first
+/// is live, the second, reporting another log address, is refused with 409 and a message
+/// saying what to do, and the registry and the aggregator's source stay the first's. Once the
+/// first has been silent for longer than the registry's window, the same report is an edge
+/// that moved, and is taken.
+#[tokio::test]
+async fn a_second_edge_under_a_live_id_is_refused_and_a_moved_one_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Timestamp::from_second(1_780_000_000).unwrap();
+    let manual = Arc::new(ManualClock::new(start));
+    let clock: Arc<dyn Clock> = manual.clone();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
+    let (manager, aggregator) = manager(&dir, &store, &clock).await;
+    manager.accept_remote_edges(SECRET.into()).await.unwrap();
+    let router = marquee_manager::router(&manager, "http://ads.example.com");
+    let first = serde_json::to_string(&report("eu-1", 0, start)).unwrap();
+    assert_eq!(
+        answer(&router, post(Some(SECRET), first)).await.0,
+        StatusCode::NO_CONTENT
+    );
+
+    let mut clone = report("eu-1", 0, start);
+    clone.log_url = "http://10.0.0.8:8080".into();
+    clone.pacing_edge = EdgeId(43);
+    let clone = serde_json::to_string(&clone).unwrap();
+    let (status, text) = answer(&router, post(Some(SECRET), clone.clone())).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{text}");
+    assert!(
+        text.contains("eu-1") && text.contains("10.0.0.8") && text.contains("edge.id"),
+        "{text}"
+    );
+    let listed = manager.edges();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].log_url.as_deref(), Some("http://10.0.0.7:8080"));
+    assert_eq!(aggregator.source_names(), ["eu-1"]);
+    let stored = store.pacing_state("edge-registry").await.unwrap().unwrap();
+    assert!(
+        stored.contains("10.0.0.7") && !stored.contains("10.0.0.8"),
+        "{stored}"
+    );
+
+    manual.advance(jiff::SignedDuration::from_secs(6));
+    let (status, text) = answer(&router, post(Some(SECRET), clone)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    assert_eq!(
+        manager.edges()[0].log_url.as_deref(),
+        Some("http://10.0.0.8:8080")
+    );
+    let stored = store.pacing_state("edge-registry").await.unwrap().unwrap();
+    assert!(stored.contains("10.0.0.8"), "{stored}");
+}

@@ -168,12 +168,16 @@ pub(crate) async fn create_demo_user(store: &dyn Store) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The manager's router with the dashboard's pages at `/`.
+/// The manager's router with the dashboard's pages at `/`. `public_url` is the edges' (for ad
+/// tags); `shares_edge_origin` says whether browsers reach the dashboard under it too
+/// (`marquee serve`), which then also decides its cookies' `Secure` flag when
+/// `dashboard.secure_cookies` is unset.
 pub(crate) fn with_dashboard(
     app: axum::Router,
     manager: &Arc<Manager>,
     config: &Config,
     public_url: &str,
+    shares_edge_origin: bool,
 ) -> axum::Router {
     let dashboard = Dashboard::new(
         Arc::clone(manager),
@@ -183,6 +187,9 @@ pub(crate) fn with_dashboard(
             session_lifetime: jiff::SignedDuration::from_hours(SESSION_HOURS),
             uploads_dir: config.data_dir.join("uploads"),
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+            secure_cookies: config
+                .dashboard
+                .secure_cookies(shares_edge_origin.then_some(public_url)),
         },
     );
     app.merge(marquee_dashboard::router(Arc::new(dashboard)))

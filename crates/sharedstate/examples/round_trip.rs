@@ -40,7 +40,7 @@ async fn main() {
     for i in 0..calls {
         let started = Instant::now();
         let answer = shared
-            .check_and_count(i as u64 + 1, &rules, deadline())
+            .check_and_count(i as u64 + 1, &rules, shared.cap_count(), deadline())
             .await;
         latencies.push(started.elapsed());
         assert_eq!(answer, CapAnswer::Allowed);
@@ -60,7 +60,9 @@ async fn main() {
             tokio::spawn(async move {
                 for i in 0..(calls as u64 / 64) {
                     let user = 1_000_000 + task * 1_000_000 + i;
-                    let answer = shared.check_and_count(user, &rules, deadline()).await;
+                    let answer = shared
+                        .check_and_count(user, &rules, shared.cap_count(), deadline())
+                        .await;
                     assert_eq!(answer, CapAnswer::Allowed);
                 }
             })

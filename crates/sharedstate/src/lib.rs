@@ -29,6 +29,6 @@ pub use breaker::BreakerState;
 pub use keys::Scope;
 pub use profiles::{MemoryProfiles, Profile};
 pub use state::{
-    BudgetAnswer, CapAnswer, CapRule, Fallback, SharedConfig, SharedState, SharedStateError,
-    drain_at_exit,
+    BudgetAnswer, CapAnswer, CapCount, CapRule, Fallback, SharedConfig, SharedState,
+    SharedStateError, drain_at_exit,
 };

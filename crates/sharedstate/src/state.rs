@@ -18,9 +18,10 @@ use crate::profiles::Profile;
 /// member (unique per count), `1` to count even when a cap is full (an impression that already
 /// happened), then a window (ms) and a limit per key. Times at or before `now - window` are
 /// dropped first. Counts in every key only if all have room (or when forced); a member already
-/// in a key adds nothing there, so a queued count sent again (its first flush timed out after
-/// Redis ran it) is counted once. Returns `{counted, free_at…}`: per key, 0 while it has room,
-/// else the unix ms at which it will have room again.
+/// in a key adds nothing there, so a count sent again is counted once: a queued count whose
+/// first flush timed out after Redis ran it, or a decision's count queued after its check timed
+/// out after Redis ran it ([`CapCount`]). Returns `{counted, free_at…}`: per key, 0 while it
+/// has room, else the unix ms at which it will have room again.
 const CAPS_SCRIPT: &str = r"
 local now = tonumber(ARGV[1])
 local counts = {}
@@ -164,6 +165,21 @@ pub enum Fallback {
     NoTime,
 }
 
+/// One count of a decision against its caps: the member it adds to every cap key (unique per
+/// count) and its time, drawn once with [`SharedState::cap_count`] and carried through. The
+/// request path's [`check_and_count`] sends it; when that answers `Unavailable` (a timeout may
+/// come after Redis ran the script) and local state serves the decision, [`count_later`]
+/// queues the same count, which adds its member again and so changes nothing where Redis had
+/// counted it. However often one count is sent, it counts once per cap key.
+///
+/// [`check_and_count`]: SharedState::check_and_count
+/// [`count_later`]: SharedState::count_later
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapCount {
+    member: u64,
+    at_ms: i64,
+}
+
 /// The answer of [`SharedState::check_and_count`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapAnswer {
@@ -171,8 +187,9 @@ pub enum CapAnswer {
     Allowed,
     /// A cap is full (learned from Redis now, or from the cache); nothing was counted.
     Refused,
-    /// Redis did not decide: local state does, and a delivery it allows should be queued
-    /// with [`SharedState::count_later`].
+    /// Redis did not decide (it may have counted all the same): local state does, and a
+    /// delivery it allows should be queued with [`SharedState::count_later`], with the same
+    /// [`CapCount`].
     Unavailable(Fallback),
 }
 
@@ -207,8 +224,9 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
-/// A count that happened while Redis could not be asked, or a forced one. Its member is drawn
-/// when it is queued, so every send of it adds the same member.
+/// A count that happened while Redis could not be asked, or a forced one. Its member and time
+/// are its [`CapCount`]'s, drawn before it is queued (for a decision, before its check), so
+/// every send of it adds the same member at the same time.
 #[derive(Debug, Clone)]
 struct QueuedCount {
     user: u64,
@@ -370,13 +388,32 @@ impl SharedState {
             .any(|rule| self.inner.full.is_full(user, rule, now_ms))
     }
 
-    /// Checks every rule for `user` and, if all have room, counts one more in each: one
-    /// atomic round trip (a script), within `deadline` and the configured timeout. A cap the
-    /// cache knows full is refused without a round trip.
+    /// Draws the count of one decision (one relaxed atomic and a clock read): its member and
+    /// its time, for [`check_and_count`] and, if that answers `Unavailable`, for
+    /// [`count_later`]. See [`CapCount`].
+    ///
+    /// [`check_and_count`]: SharedState::check_and_count
+    /// [`count_later`]: SharedState::count_later
+    pub fn cap_count(&self) -> CapCount {
+        CapCount {
+            member: self.next_member(),
+            at_ms: self.now_ms(),
+        }
+    }
+
+    /// Checks every rule for `user` and, if all have room, adds `count` to each: one atomic
+    /// round trip (a script), within `deadline` and the configured timeout. A cap the cache
+    /// knows full is refused without a round trip. When the answer is `Unavailable` and local
+    /// state serves the decision anyway, queue the same `count` ([`count_later`]): the check
+    /// may have counted in Redis all the same (it timed out after Redis ran it), and the same
+    /// count sent again adds nothing.
+    ///
+    /// [`count_later`]: SharedState::count_later
     pub async fn check_and_count(
         &self,
         user: u64,
         rules: &[CapRule],
+        count: CapCount,
         deadline: Instant,
     ) -> CapAnswer {
         if rules.is_empty() {
@@ -386,15 +423,12 @@ impl SharedState {
             bump(&self.inner.counters.cache_refusals, 1);
             return CapAnswer::Refused;
         }
-        let now_ms = self.now_ms();
+        let now_ms = count.at_ms;
         let mut invocation = self.inner.caps_script.prepare_invoke();
         for rule in rules {
             invocation.key(keys::cap_key(user, rule.scope, rule.window_seconds));
         }
-        invocation
-            .arg(now_ms)
-            .arg(member_text(self.next_member()))
-            .arg(0);
+        invocation.arg(now_ms).arg(member_text(count.member)).arg(0);
         for rule in rules {
             invocation
                 .arg(i64::from(rule.window_seconds) * 1000)
@@ -417,14 +451,18 @@ impl SharedState {
         }
     }
 
-    /// Queues one count of `rules` for `user` at the clock's time, sent with the next flush
-    /// whatever the caps say: a delivery local state allowed while Redis was unavailable, or
-    /// one that happened anyway (an exchange's billing notice).
-    pub fn count_later(&self, user: u64, rules: &[CapRule]) {
+    /// Queues `count` of `rules` for `user`, sent with the next flush whatever the caps say:
+    /// a delivery local state allowed while Redis was unavailable (the count its
+    /// [`check_and_count`] was given, which Redis may have counted already: then this adds
+    /// nothing), or one that happened without a decision (an exchange's billing notice: a
+    /// count of its own, [`cap_count`]).
+    ///
+    /// [`check_and_count`]: SharedState::check_and_count
+    /// [`cap_count`]: SharedState::cap_count
+    pub fn count_later(&self, user: u64, rules: &[CapRule], count: CapCount) {
         if rules.is_empty() {
             return;
         }
-        let at_ms = self.now_ms();
         let Ok(mut queue) = self.inner.queue.lock() else {
             return;
         };
@@ -435,8 +473,8 @@ impl SharedState {
         queue.counts.push(QueuedCount {
             user,
             rules: rules.to_vec(),
-            at_ms,
-            member: self.next_member(),
+            at_ms: count.at_ms,
+            member: count.member,
         });
         bump(&self.inner.counters.queued, 1);
     }

@@ -84,8 +84,13 @@ async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
     for i in 0..200 {
         let edge = edges[i % 2].clone();
         tasks.push(tokio::spawn(async move {
-            edge.check_and_count(user, &rules, later(Duration::from_secs(5)))
-                .await
+            edge.check_and_count(
+                user,
+                &rules,
+                edge.cap_count(),
+                later(Duration::from_secs(5)),
+            )
+            .await
         }));
     }
     let mut allowed = 0;
@@ -122,7 +127,12 @@ async fn one_users_keys_share_a_cluster_slot_and_expire_with_their_window() {
         },
     ];
     let answer = shared
-        .check_and_count(user, &rules, later(Duration::from_secs(5)))
+        .check_and_count(
+            user,
+            &rules,
+            shared.cap_count(),
+            later(Duration::from_secs(5)),
+        )
         .await;
     assert_eq!(answer, CapAnswer::Allowed);
     let pattern = format!("mq:{{u:{user:016x}}}:*");
@@ -165,7 +175,14 @@ async fn windows_slide_on_the_injected_clock() {
     let shared = SharedState::new(patient(&redis_url()), clock.clone()).unwrap();
     let user = fresh_user();
     let rules = [rule(31, 60, 2)];
-    let check = || shared.check_and_count(user, &rules, later(Duration::from_secs(5)));
+    let check = || {
+        shared.check_and_count(
+            user,
+            &rules,
+            shared.cap_count(),
+            later(Duration::from_secs(5)),
+        )
+    };
     assert_eq!(check().await, CapAnswer::Allowed);
     clock.advance(SignedDuration::from_secs(20));
     assert_eq!(check().await, CapAnswer::Allowed);
@@ -200,7 +217,7 @@ async fn queued_counts_and_charges_reach_redis_in_one_flush() {
     let line_item = fresh_user();
     let rules = [rule(41, 3600, 2)];
     for _ in 0..3 {
-        shared.count_later(user, &rules);
+        shared.count_later(user, &rules, shared.cap_count());
     }
     shared.charge_later(line_item, 250);
     shared.charge_later(line_item, 750);
@@ -351,7 +368,12 @@ async fn until_redis_decides(
     let started = Instant::now();
     loop {
         let answer = shared
-            .check_and_count(user, rules, later(Duration::from_millis(100)))
+            .check_and_count(
+                user,
+                rules,
+                shared.cap_count(),
+                later(Duration::from_millis(100)),
+            )
             .await;
         if !matches!(answer, CapAnswer::Unavailable(_)) || started.elapsed() > within {
             return answer;
@@ -372,7 +394,12 @@ async fn nothing_listening_opens_the_breaker_and_every_answer_comes_in_time() {
     for _ in 0..4 {
         let started = Instant::now();
         let answer = shared
-            .check_and_count(1, &rules, later(Duration::from_millis(40)))
+            .check_and_count(
+                1,
+                &rules,
+                shared.cap_count(),
+                later(Duration::from_millis(40)),
+            )
             .await;
         assert!(
             started.elapsed() < Duration::from_millis(40 + 200),
@@ -409,8 +436,9 @@ async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
     server.signal("-STOP");
     for _ in 0..3 {
         let started = Instant::now();
+        let count = shared.cap_count();
         let answer = shared
-            .check_and_count(user, &rules, later(Duration::from_millis(30)))
+            .check_and_count(user, &rules, count, later(Duration::from_millis(30)))
             .await;
         assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
         assert!(
@@ -418,8 +446,9 @@ async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
             "the deadline was 30 ms, the answer took {:?}",
             started.elapsed()
         );
-        // Local state served it: the count waits for Redis.
-        shared.count_later(user, &rules);
+        // Local state served it: its count waits for Redis (the two that timed out run there
+        // on its return, and their queued counts add nothing).
+        shared.count_later(user, &rules, count);
     }
     assert_eq!(shared.breaker_state(), BreakerState::Open);
     assert!(
@@ -436,9 +465,23 @@ async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
     assert!(shared.flush().await);
     assert_eq!(shared.queued(), 0);
     // Two counted directly, three while paused: the cap of five is full.
+    let mut redis = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert_eq!(
+        zcard(&mut redis, keys::cap_key(user, Scope::LineItem(61), 3600)).await,
+        5
+    );
     assert_eq!(
         shared
-            .check_and_count(user, &rules, later(Duration::from_secs(1)))
+            .check_and_count(
+                user,
+                &rules,
+                shared.cap_count(),
+                later(Duration::from_secs(1))
+            )
             .await,
         CapAnswer::Refused
     );
@@ -456,7 +499,12 @@ async fn a_restarted_server_is_found_again_and_gets_the_script_back() {
     let port = server.stop();
     for _ in 0..3 {
         let answer = shared
-            .check_and_count(1, &rules, later(Duration::from_millis(100)))
+            .check_and_count(
+                1,
+                &rules,
+                shared.cap_count(),
+                later(Duration::from_millis(100)),
+            )
             .await;
         assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
     }
@@ -475,7 +523,12 @@ async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
     inspect().await;
     let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
     let answer = shared
-        .check_and_count(fresh_user(), &[rule(81, 60, 1)], Instant::now())
+        .check_and_count(
+            fresh_user(),
+            &[rule(81, 60, 1)],
+            shared.cap_count(),
+            Instant::now(),
+        )
         .await;
     assert_eq!(answer, CapAnswer::Unavailable(Fallback::NoTime));
     assert_eq!(shared.breaker_state(), BreakerState::Closed);
@@ -626,7 +679,7 @@ async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() 
     let user = fresh_user();
     let line_item = 17;
     let rules = [rule(92, 3600, 5)];
-    shared.count_later(user, &rules);
+    shared.count_later(user, &rules, shared.cap_count());
     shared.charge_later(line_item, 300);
     server.signal("-STOP");
     assert!(!shared.flush().await, "a paused server answers nothing");
@@ -679,11 +732,11 @@ async fn only_the_chunk_that_failed_is_sent_again() {
         .unwrap();
     // Chunks of 500: the first is user's alone, the second holds the poisoned count.
     for _ in 0..550 {
-        shared.count_later(user, &rules);
+        shared.count_later(user, &rules, shared.cap_count());
     }
-    shared.count_later(poisoned, &rules);
+    shared.count_later(poisoned, &rules, shared.cap_count());
     for _ in 0..49 {
-        shared.count_later(user, &rules);
+        shared.count_later(user, &rules, shared.cap_count());
     }
     assert!(!shared.flush().await);
     assert_eq!(shared.queued(), 100, "the second chunk, not the first");
@@ -715,7 +768,7 @@ async fn a_queue_of_many_chunks_drains_under_the_short_request_timeout() {
     let line_item = fresh_user();
     let rules = [rule(94, 3600, 1)];
     for _ in 0..20_000 {
-        shared.count_later(user, &rules);
+        shared.count_later(user, &rules, shared.cap_count());
     }
     shared.charge_later(line_item, 5);
     assert!(shared.flush().await);
@@ -743,7 +796,7 @@ async fn a_flush_that_times_out_does_not_open_the_breaker() {
         until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
         CapAnswer::Allowed
     );
-    shared.count_later(user, &rules);
+    shared.count_later(user, &rules, shared.cap_count());
     server.signal("-STOP");
     assert!(!shared.flush().await);
     assert_eq!(shared.breaker_state(), BreakerState::Closed);
@@ -776,10 +829,15 @@ async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
     server.signal("-STOP");
     // Another user's: this check runs in Redis on its return, though it was given up on.
     let answer = shared
-        .check_and_count(fresh_user(), &rules, later(Duration::from_millis(30)))
+        .check_and_count(
+            fresh_user(),
+            &rules,
+            shared.cap_count(),
+            later(Duration::from_millis(30)),
+        )
         .await;
     assert!(matches!(answer, CapAnswer::Unavailable(_)), "{answer:?}");
-    shared.count_later(user, &rules);
+    shared.count_later(user, &rules, shared.cap_count());
     server.signal("-CONT");
     assert_eq!(shared.breaker_state(), BreakerState::Open);
     assert!(!shared.flush().await, "the flusher waits for the breaker");
@@ -806,18 +864,74 @@ async fn a_raised_limit_is_not_refused_from_the_cache() {
     let once_a_day = [rule(97, 86_400, 1)];
     let deadline = later(Duration::from_secs(5));
     assert_eq!(
-        shared.check_and_count(user, &once_a_day, deadline).await,
+        shared
+            .check_and_count(user, &once_a_day, shared.cap_count(), deadline)
+            .await,
         CapAnswer::Allowed
     );
     assert_eq!(
-        shared.check_and_count(user, &once_a_day, deadline).await,
+        shared
+            .check_and_count(user, &once_a_day, shared.cap_count(), deadline)
+            .await,
         CapAnswer::Refused
     );
     assert!(shared.known_full(user, &once_a_day));
     let five_a_day = [rule(97, 86_400, 5)];
     assert!(!shared.known_full(user, &five_a_day));
     assert_eq!(
-        shared.check_and_count(user, &five_a_day, deadline).await,
+        shared
+            .check_and_count(user, &five_a_day, shared.cap_count(), deadline)
+            .await,
         CapAnswer::Allowed
+    );
+}
+
+/// A check that timed out may have counted in Redis all the same (here it waits in the paused
+/// server's socket and runs on its return). The edge served that decision from local state
+/// and queued its count: sent, the queued count must not count the decision again.
+#[tokio::test]
+async fn a_check_that_timed_out_after_redis_counted_it_counts_once_when_queued() {
+    let server = OwnServer::start();
+    let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
+    // Connected before the pause, so that the check reaches the server's socket.
+    let warm_up = [rule(98, 60, 5)];
+    assert_eq!(
+        until_redis_decides(&shared, fresh_user(), &warm_up, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    let user = fresh_user();
+    let rules = [rule(99, 3600, 5)];
+    let key = keys::cap_key(user, Scope::LineItem(99), 3600);
+    server.signal("-STOP");
+    // The edge draws one count per decision and carries it through.
+    let count = shared.cap_count();
+    let answer = shared
+        .check_and_count(user, &rules, count, later(Duration::from_millis(30)))
+        .await;
+    assert_eq!(answer, CapAnswer::Unavailable(Fallback::Timeout));
+    // What the edge does with that answer: local state decided, the same count is queued.
+    shared.count_later(user, &rules, count);
+    server.signal("-CONT");
+    let mut redis = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // The check given up on runs now: Redis counted the decision before the queue is sent.
+    let started = Instant::now();
+    while zcard(&mut redis, key.clone()).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the timed-out check never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(shared.breaker_state(), BreakerState::Closed);
+    assert!(shared.flush().await);
+    assert_eq!(shared.queued(), 0);
+    assert_eq!(
+        zcard(&mut redis, key).await,
+        1,
+        "one decision, one count against the cap"
     );
 }

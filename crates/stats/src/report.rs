@@ -134,7 +134,7 @@ pub struct RowQuery {
 }
 
 /// One row read by a [`RowQuery`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredRow {
     pub bucket: i64,
     pub line_item: u64,
@@ -234,6 +234,90 @@ impl ReportSpec {
             by_country: has(&[Dimension::Country]),
             by_device: has(&[Dimension::Device]),
         }
+    }
+
+    /// The most stored rows (of [`row_query`](Self::row_query)) that can add up into one
+    /// report row, or `None` when nothing known bounds it. A report of at most `max_rows` rows
+    /// is read from at most `max_rows` times this many stored rows, so a query that finds more
+    /// proves the report too large without the rest being loaded or shaped.
+    ///
+    /// Stored rows fold into one report row when it is wider in time (local days summed from
+    /// UTC hours) or coarser in the catalog (line items into campaigns or advertisers,
+    /// placements into sites or publishers); the other stored columns are grouped as asked.
+    /// Folding line items or placements is bounded only by the largest group among those in
+    /// scope: without a list of them (an admin's report over everything) it is `None`.
+    pub fn stored_rows_per_row(&self, dims: &Dimensions) -> Option<usize> {
+        let q = self.row_query();
+        let coarser = |finest: Dimension,
+                       fold: &[Dimension],
+                       ids: Option<&[u64]>,
+                       row: fn(u64) -> StoredRow| {
+            if self.group_by.contains(&finest) || !self.group_by.iter().any(|d| fold.contains(d)) {
+                return Some(1);
+            }
+            let mut groups: FxHashMap<Vec<Value>, usize> = FxHashMap::default();
+            for &id in ids? {
+                let stored = row(id);
+                let key = fold
+                    .iter()
+                    .filter(|d| self.group_by.contains(d))
+                    .map(|&d| value(dims, &stored, d))
+                    .collect();
+                *groups.entry(key).or_default() += 1;
+            }
+            Some(groups.into_values().max().unwrap_or(1))
+        };
+        let line_items = coarser(
+            Dimension::LineItem,
+            &[Dimension::Campaign, Dimension::Advertiser],
+            self.line_items.as_deref(),
+            |line_item| StoredRow {
+                line_item,
+                ..StoredRow::default()
+            },
+        )?;
+        let placements = coarser(
+            Dimension::Placement,
+            &[Dimension::Site, Dimension::Publisher],
+            self.placements.as_deref(),
+            |placement| StoredRow {
+                placement,
+                ..StoredRow::default()
+            },
+        )?;
+        let buckets = if q.table == Granularity::Hour && self.granularity == Granularity::Day {
+            self.hours_in_longest_local_day()
+        } else {
+            1
+        };
+        line_items.checked_mul(placements)?.checked_mul(buckets)
+    }
+
+    /// The most UTC hours that start on one local date in the report's range: 24, or more on a
+    /// day whose clocks go back.
+    fn hours_in_longest_local_day(&self) -> usize {
+        let mut longest = DAY;
+        // From a day early: a change earlier on the day `from` falls in lengthens that day too.
+        let since = self
+            .from
+            .checked_sub(jiff::SignedDuration::from_secs(DAY))
+            .unwrap_or(self.from);
+        for change in self
+            .zone
+            .following(since)
+            .take_while(|t| t.timestamp() < self.to)
+        {
+            let day = change.timestamp().to_zoned(self.zone.clone());
+            if let (Ok(start), Ok(next)) = (
+                day.start_of_day(),
+                day.tomorrow().and_then(|d| d.start_of_day()),
+            ) {
+                longest = longest.max(next.timestamp().as_second() - start.timestamp().as_second());
+            }
+        }
+        // A local day of `longest` seconds holds at most this many hour starts, whatever its
+        // offset from UTC's hours.
+        usize::try_from((longest + HOUR - 1) / HOUR).unwrap_or(usize::MAX)
     }
 
     /// Whether unique users can be told at all. The sketches count a line item's users per
@@ -529,6 +613,43 @@ mod tests {
             spec.row_query().from,
             at("2026-03-29T09:00:00Z").as_second()
         );
+    }
+
+    #[test]
+    fn stored_rows_per_report_row_bound_what_can_fold_together() {
+        // Hours by creative, placement, country and device: one stored row per report row.
+        let detailed = vec![
+            Dimension::Creative,
+            Dimension::Placement,
+            Dimension::Country,
+            Dimension::Device,
+        ];
+        assert_eq!(
+            spec(Granularity::Hour, "UTC", detailed).stored_rows_per_row(&dims()),
+            Some(1)
+        );
+        // Berlin's days from UTC hours: 24 a day, 25 on the day the clocks go back.
+        let mut days = spec(Granularity::Day, "Europe/Berlin", vec![]);
+        assert_eq!(days.stored_rows_per_row(&dims()), Some(24));
+        days.to = at("2026-10-26T00:00:00Z");
+        assert_eq!(days.stored_rows_per_row(&dims()), Some(25));
+        // Line items into campaigns: the largest campaign in scope.
+        let mut campaigns = spec(Granularity::Hour, "UTC", vec![Dimension::Campaign]);
+        campaigns.line_items = Some(vec![100, 101]);
+        assert_eq!(campaigns.stored_rows_per_row(&dims()), Some(2));
+        campaigns.line_items = Some(vec![100]);
+        assert_eq!(campaigns.stored_rows_per_row(&dims()), Some(1));
+        campaigns.group_by.push(Dimension::LineItem);
+        campaigns.line_items = Some(vec![100, 101]);
+        assert_eq!(campaigns.stored_rows_per_row(&dims()), Some(1));
+        // Without a list of line items in scope nothing bounds a campaign's.
+        campaigns.group_by = vec![Dimension::Advertiser];
+        campaigns.line_items = None;
+        assert_eq!(campaigns.stored_rows_per_row(&dims()), None);
+        let mut sites = spec(Granularity::Hour, "UTC", vec![Dimension::Site]);
+        assert_eq!(sites.stored_rows_per_row(&dims()), None);
+        sites.placements = Some(vec![7]);
+        assert_eq!(sites.stored_rows_per_row(&dims()), Some(1));
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum StoreError {
     UserNameTaken { name: String },
     #[error("no user with id {id}")]
     UnknownUser { id: u64 },
+    /// Every turn for a report query was taken and none came free in time.
+    #[error("too many reports are running; try again in {retry_after_secs} s")]
+    Busy { retry_after_secs: u64 },
     #[error(transparent)]
     Migration(#[from] MigrationError),
     #[error("stored data is corrupt: {0}")]

@@ -17,6 +17,7 @@ mod manager_lock;
 mod pacing;
 mod postgres;
 mod record;
+mod report_gate;
 mod shared;
 mod sqlite;
 mod stats;

@@ -56,6 +56,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
 use crate::manager_lock::LockAttempt;
+use crate::report_gate::ReportGate;
 use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
@@ -65,6 +66,9 @@ use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, Tok
 
 /// Connections the pool opens at most; the manager's loops and API handlers share them.
 const POOL_SIZE: usize = 8;
+/// Report queries at once: half the pool, so that heavy reports leave connections to token
+/// lookups and the manager's loops.
+const REPORTS_AT_ONCE: usize = POOL_SIZE / 2;
 /// How long a caller waits for a free connection, and a new connection for the server.
 const POOL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -77,6 +81,7 @@ pub struct PostgresStore {
     clock: Arc<dyn Clock>,
     /// The pool's connection settings, for the manager lock's connection of its own.
     config: tokio_postgres::Config,
+    reports: Arc<ReportGate>,
 }
 
 impl PostgresStore {
@@ -109,6 +114,7 @@ impl PostgresStore {
             pool,
             clock,
             config,
+            reports: Arc::new(ReportGate::new(REPORTS_AT_ONCE)),
         };
         let mut client = store.pool.get().await.map_err(|e| {
             StoreError::Backend(

@@ -364,6 +364,12 @@ pub(crate) fn report_grouping(q: &RowQuery, zeros: [&str; 5]) -> (String, String
     (select, group)
 }
 
+/// The end of a report's SELECT: ` LIMIT n` when the caller needs no more than `n` rows (the
+/// same in both dialects), else nothing.
+pub(crate) fn report_limit(limit: Option<usize>) -> String {
+    limit.map_or_else(String::new, |n| format!(" LIMIT {n}"))
+}
+
 /// `[since, until)` split into the parts each table serves: whole UTC days, then whole hours,
 /// then minutes. Each part is a list of `[from, to)` bucket-start ranges.
 pub(crate) fn delivery_parts(since: i64, until: i64) -> [(&'static str, Vec<(i64, i64)>); 3] {
@@ -420,6 +426,12 @@ mod tests {
             checksum("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn a_report_limit_ends_the_select() {
+        assert_eq!(report_limit(Some(100_001)), " LIMIT 100001");
+        assert_eq!(report_limit(None), "");
     }
 
     #[test]

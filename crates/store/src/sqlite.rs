@@ -27,6 +27,7 @@ use rusqlite::{
 };
 
 use crate::manager_lock::{LockAttempt, try_lock_file};
+use crate::report_gate::ReportGate;
 use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
@@ -36,6 +37,9 @@ use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, Tok
 
 /// Reader connections; WAL lets them read while the writer writes.
 const READERS: usize = 2;
+/// Report queries at once: one, so that a reader is always left to token lookups (every API
+/// request's authentication), sessions and the snapshot compile.
+const REPORTS_AT_ONCE: usize = READERS - 1;
 /// How long a connection waits for a lock held by another process before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -55,6 +59,7 @@ struct Inner {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    reports: ReportGate,
 }
 
 impl SqliteStore {
@@ -101,6 +106,7 @@ impl SqliteStore {
                 writer: Mutex::new(writer),
                 readers,
                 next_reader: AtomicUsize::new(0),
+                reports: ReportGate::new(REPORTS_AT_ONCE),
             }),
         })
     }

@@ -87,7 +87,20 @@ pub trait StatsStore: Send + Sync {
     async fn commit_run(&self, run: RunWrite) -> Result<RunWritten, StoreError>;
 
     /// Stored rows summed by bucket and the query's grouping columns, in one SELECT.
-    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError>;
+    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+        self.report_rows_at_most(query, None).await
+    }
+
+    /// [`report_rows`](Self::report_rows) stopping at `limit` rows (any of them): a report
+    /// that can tell from that many that it is too large need not load and ship the rest.
+    /// Report queries hold a connection for as long as they scan, so only a few run at once
+    /// (one on SQLite, leaving the other reader to token lookups; half the pool on
+    /// PostgreSQL); one that finds no turn within 2 s is [`StoreError::Busy`].
+    async fn report_rows_at_most(
+        &self,
+        query: RowQuery,
+        limit: Option<usize>,
+    ) -> Result<Vec<StoredRow>, StoreError>;
 
     /// The sketches of the line items (all when `None`) for local days `first..=last`
     /// (`yyyymmdd`).

@@ -431,6 +431,21 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
     assert!(rows.is_empty());
     // The grouping dimensions the report spec asks for map onto these columns.
     assert_eq!(Dimension::parse("device"), Some(Dimension::Device));
+
+    // A limit stops the SELECT there: a report that knows it is too large from that many rows
+    // does not load the rest. By line item there are three.
+    let detailed = || query(&|q| q.by_line_item = true);
+    assert_eq!(store.report_rows(detailed()).await.unwrap().len(), 3);
+    let limited = store
+        .report_rows_at_most(detailed(), Some(2))
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 2);
+    let all_of_them = store
+        .report_rows_at_most(detailed(), Some(3))
+        .await
+        .unwrap();
+    assert_eq!(total(&all_of_them), 15);
 }
 
 pub async fn delivery_combines_days_hours_and_minutes(store: Db, _clock: Arc<ManualClock>) {

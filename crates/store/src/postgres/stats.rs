@@ -17,7 +17,8 @@ use super::{PostgresStore, Tx, pg, query};
 use crate::StoreError;
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
-    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_table, sql_i64,
+    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_limit,
+    report_table, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 
@@ -311,7 +312,11 @@ fn id_array(ids: &[u64]) -> Result<Vec<i64>, StoreError> {
     ids.iter().map(|&id| sql_i64(id, "id")).collect()
 }
 
-async fn report_rows_in(tx: &Tx<'_>, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+async fn report_rows_in(
+    tx: &Tx<'_>,
+    q: &RowQuery,
+    limit: Option<usize>,
+) -> Result<Vec<StoredRow>, StoreError> {
     let (select, group) =
         report_grouping(q, ["0::int8", "0::int8", "0::int8", "''::text", "0::int2"]);
     let line_items = q.line_items.as_deref().map(id_array).transpose()?;
@@ -351,9 +356,10 @@ async fn report_rows_in(tx: &Tx<'_>, q: &RowQuery) -> Result<Vec<StoredRow>, Sto
     }
     let sql = format!(
         "SELECT bucket_start, {select}, {} FROM {} \
-         WHERE bucket_start >= $1 AND bucket_start < $2{filters} GROUP BY {group}",
+         WHERE bucket_start >= $1 AND bucket_start < $2{filters} GROUP BY {group}{}",
         sums(),
         report_table(q),
+        report_limit(limit),
     );
     query(tx, &sql, &params)
         .await?
@@ -433,8 +439,13 @@ impl StatsStore for PostgresStore {
         })
     }
 
-    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError> {
-        in_read!(self, |tx| report_rows_in(&tx, &query).await?)
+    async fn report_rows_at_most(
+        &self,
+        query: RowQuery,
+        limit: Option<usize>,
+    ) -> Result<Vec<StoredRow>, StoreError> {
+        let _turn = self.reports.enter().await?;
+        in_read!(self, |tx| report_rows_in(&tx, &query, limit).await?)
     }
 
     async fn sketches(

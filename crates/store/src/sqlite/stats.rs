@@ -17,7 +17,8 @@ use super::{SqliteStore, backend, for_each_row, query_rows};
 use crate::StoreError;
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
-    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_table, sql_i64,
+    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_limit,
+    report_table, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 
@@ -282,7 +283,11 @@ fn id_list(ids: &[u64]) -> Result<String, StoreError> {
     Ok(serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()))
 }
 
-fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, StoreError> {
+fn report_rows_in(
+    conn: &Connection,
+    q: &RowQuery,
+    limit: Option<usize>,
+) -> Result<Vec<StoredRow>, StoreError> {
     let table = report_table(q);
     let (select, group) = report_grouping(q, ["0", "0", "0", "''", "0"]);
     let mut params: Vec<Value> = vec![Value::Integer(q.from), Value::Integer(q.to)];
@@ -315,9 +320,10 @@ fn report_rows_in(conn: &Connection, q: &RowQuery) -> Result<Vec<StoredRow>, Sto
     }
     let sql = format!(
         "SELECT bucket_start, {select}, {} FROM {} \
-         WHERE bucket_start >= ?1 AND bucket_start < ?2{filters} GROUP BY {group}",
+         WHERE bucket_start >= ?1 AND bucket_start < ?2{filters} GROUP BY {group}{}",
         sums(),
         table,
+        report_limit(limit),
     );
     query_rows(conn, &sql, params_from_iter(params), |row| {
         rows::stored_row(row)
@@ -413,8 +419,13 @@ impl StatsStore for SqliteStore {
         })
     }
 
-    async fn report_rows(&self, query: RowQuery) -> Result<Vec<StoredRow>, StoreError> {
-        self.read(move |tx| report_rows_in(tx, &query)).await
+    async fn report_rows_at_most(
+        &self,
+        query: RowQuery,
+        limit: Option<usize>,
+    ) -> Result<Vec<StoredRow>, StoreError> {
+        let _turn = self.inner.reports.enter().await?;
+        self.read(move |tx| report_rows_in(tx, &query, limit)).await
     }
 
     async fn sketches(
