@@ -169,6 +169,8 @@ pub struct RedisSection {
     pub cache_entries: u64,
     /// How often queued counts and budget charges are sent (ms).
     pub flush_interval_ms: u64,
+    /// The longest one flushed chunk (up to 500 counts and charges) may take (ms).
+    pub flush_timeout_ms: u64,
     /// Queued counts beyond this are dropped (counted in `/metrics`).
     pub queue_limit: u64,
     /// Failures in a row (errors or timeouts) that open the circuit breaker.
@@ -188,6 +190,7 @@ impl RedisSection {
         in_range("redis.timeout_ms", self.timeout_ms, 1, 1_000)?;
         in_range("redis.cache_entries", self.cache_entries, 1, 100_000_000)?;
         in_range("redis.flush_interval_ms", self.flush_interval_ms, 1, 60_000)?;
+        in_range("redis.flush_timeout_ms", self.flush_timeout_ms, 1, 60_000)?;
         in_range("redis.queue_limit", self.queue_limit, 1, 100_000_000)?;
         in_range(
             "redis.failures_to_open",
@@ -952,6 +955,7 @@ impl Default for Config {
                 timeout_ms: 10,
                 cache_entries: 100_000,
                 flush_interval_ms: 100,
+                flush_timeout_ms: 1_000,
                 queue_limit: 100_000,
                 failures_to_open: 5,
                 open_ms: 1_000,
@@ -1546,6 +1550,7 @@ mod tests {
                 ("[database]\nurl = \"sqlite:\"", "database.url"),
                 ("[redis]\nurl = \"http://cache:6379\"", "redis.url"),
                 ("[redis]\ntimeout_ms = 0", "redis.timeout_ms"),
+                ("[redis]\nflush_timeout_ms = 0", "redis.flush_timeout_ms"),
                 ("[redis]\nopen_ms = 1", "redis.open_ms"),
                 ("[redis]\nurl = \"http://cache:6379\"", "redis.url"),
                 ("[redis]\ntimeout_ms = 0", "redis.timeout_ms"),

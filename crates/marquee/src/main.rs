@@ -676,6 +676,7 @@ fn shared_state(config: &Config) -> Result<Option<SharedState>, Failure> {
         timeout: Duration::from_millis(redis.timeout_ms),
         cache_entries: usize::try_from(redis.cache_entries).unwrap_or(usize::MAX),
         flush_interval: Duration::from_millis(redis.flush_interval_ms),
+        flush_timeout: Duration::from_millis(redis.flush_timeout_ms),
         queue_limit: usize::try_from(redis.queue_limit).unwrap_or(usize::MAX),
         failures_to_open: redis.failures_to_open,
         open_for: Duration::from_millis(redis.open_ms),
