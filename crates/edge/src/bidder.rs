@@ -880,6 +880,8 @@ fn make_bid<'r>(
         h: size.map(|s| s.h),
         mtype: Some(mtype(decision.format)),
         exp: None,
+        cattax: None,
+        ext: None,
     })
 }
 

@@ -74,7 +74,8 @@ pub struct Auctioned {
     /// The answer (an OpenRTB bid response); `None`: no bid, for `no_bid` reason.
     pub response: Option<String>,
     pub no_bid: Option<NoBidReason>,
-    /// Notice URLs for the internal bidder (the edge handles them in process).
+    /// Notice URLs for the internal bidder (the edge handles them in process): its losses, and
+    /// its wins only when the gateway filled its billing URL (our bid in another currency).
     pub internal_notices: Vec<String>,
 }
 
@@ -356,7 +357,7 @@ impl Gateway {
             BidderStats::add(&stats.wins, wins);
             BidderStats::add(&stats.invalid_bids, received - valid);
         }
-        let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes);
+        let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes, currency);
         match answer {
             Some(response) => {
                 BidderStats::bump(&self.stats.filled);
@@ -479,8 +480,9 @@ impl Gateway {
     }
 
     /// The answer: each winning bid at its clearing price in `currency`, its markup and
-    /// billing URL with the macros filled (but the internal bidder's billing URL, see
-    /// [`billed_by_caller`]), grouped by seat; checked once more as a whole. The winners that
+    /// billing URL with the macros filled (but the internal bidder's billing and win notice
+    /// URLs, see [`billed_by_caller`]), its other members as the bidder wrote them (`ext`
+    /// included), grouped by seat; checked once more as a whole. The winners that
     /// check drops (all of them when the answer fails as a whole) become `Dropped` in
     /// `outcomes`: they are not offered, so they must not hear they won.
     fn answer(
@@ -515,16 +517,24 @@ impl Gateway {
                 Some(Cow::Owned(out))
             };
             let adm = fill(&bid.adm);
-            // Without markup the caller fetches it from the win notice, so it is passed on;
-            // with markup the gateway sends the win notice itself.
-            let nurl = if adm.is_none() { fill(&bid.nurl) } else { None };
+            let by_caller = billed_by_caller(sources[outcome.entry], entry, currency);
+            // Our own win notice is the caller's to send, as our billing notice is; an external
+            // bidder's goes to the caller only without markup (the caller fetches it from
+            // there), the gateway sending it otherwise.
+            let nurl = if by_caller {
+                bid.nurl.clone().filter(|n| !n.is_empty())
+            } else if adm.is_none() {
+                fill(&bid.nurl)
+            } else {
+                None
+            };
             let mut id = bid.id.to_string();
             if placed.iter().any(|(placed_id, ..)| *placed_id == id) {
                 id = format!("{}:{id}", entry.name);
             }
             let seat_name = seat.unwrap_or(entry.name);
             placed.push((id.clone(), seat_name, o));
-            let burl = if billed_by_caller(sources[outcome.entry], entry, currency) {
+            let burl = if by_caller {
                 bid.burl.clone().filter(|b| !b.is_empty())
             } else {
                 fill(&bid.burl)
@@ -581,16 +591,17 @@ impl Gateway {
         (!response.seatbid.is_empty()).then(|| response.to_json())
     }
 
-    /// Forwards the win notice of every winner in the answer that sent markup and the loss
-    /// notice of every other bid (a dropped winner included), macros filled, each only where
-    /// its bidder's notice policy allows (`BidderClient::notify`); the internal bidder's are
-    /// returned for the edge.
+    /// Forwards the win notice of every winner in the answer that sent markup (but those the
+    /// caller sends, [`billed_by_caller`]) and the loss notice of every other bid (a dropped
+    /// winner included), macros filled, each only where its bidder's notice policy allows
+    /// (`BidderClient::notify`); the internal bidder's are returned for the edge.
     fn send_notices(
         &self,
         request: &BidRequest<'_>,
         entries: &[Entry<'_>],
         sources: &[Source],
         outcomes: &[Outcome],
+        currency: Currency,
     ) -> Vec<String> {
         let mut internal = Vec::new();
         for outcome in outcomes {
@@ -602,7 +613,9 @@ impl Gateway {
                 auction::Result::Won {
                     price_to_bidder, ..
                 } => {
-                    if bid.adm.as_deref().unwrap_or("").is_empty() {
+                    if bid.adm.as_deref().unwrap_or("").is_empty()
+                        || billed_by_caller(sources[outcome.entry], entry, currency)
+                    {
                         continue;
                     }
                     (&bid.nurl, Some(*price_to_bidder), None, None)
@@ -658,9 +671,10 @@ fn takes(spec: &BidderSpec, imp: &Imp<'_>) -> bool {
         })
 }
 
-/// Whether a winner's billing URL goes to the caller with its auction macros as the bidder
-/// wrote them, for the caller to fill as it fills any bidder's: only our own line items', when
-/// they bid in the answer's currency.
+/// Whether a winner's billing and win notice URLs go to the caller with their auction macros
+/// as the bidder wrote them, for the caller to fill and send as it does any bidder's (the
+/// gateway then sends no win notice): only our own line items', when they bid in the answer's
+/// currency.
 ///
 /// An external bidder is billed at the gateway's price in its own terms (its currency, before
 /// its adjustment), which only the gateway knows, so the gateway fills its `burl`. Our own line
@@ -668,9 +682,11 @@ fn takes(spec: &BidderSpec, imp: &Imp<'_>) -> bool {
 /// the edge's notice handler reads it as on `/openrtb2/bid` — for an exchange with price keys
 /// only encrypted with them, so that nobody holding the URL can bill it. A price filled here
 /// would be plain (refused there), and handing out a billable encrypted price to whoever asks
-/// for an auction would undo that rule. The caller's price is in the answer's currency, so a
-/// bid in another currency (the exchange's currency differs from `gateway.currency`) keeps the
-/// gateway's filling: read in the bid's currency, the caller's would be wrong.
+/// for an auction would undo that rule. The win notice follows the same rule: filled here, its
+/// plain price was refused on such an exchange and our win never logged. The caller's price is
+/// in the answer's currency, so a bid in another currency (the exchange's currency differs
+/// from `gateway.currency`) keeps the gateway's filling: read in the bid's currency, the
+/// caller's would be wrong.
 fn billed_by_caller(source: Source, entry: &Entry<'_>, currency: Currency) -> bool {
     matches!(source, Source::Internal) && entry.response.currency() == currency.as_str()
 }

@@ -660,6 +660,7 @@ struct OwnLineItems {
 }
 
 const OWN_BURL: &str = "https://ads.test/openrtb2/bill?t=T&auction=${AUCTION_ID}&imp=${AUCTION_IMP_ID}&p=${AUCTION_PRICE}";
+const OWN_NURL: &str = "https://ads.test/openrtb2/win?t=T&p=${AUCTION_PRICE}";
 
 impl InternalBidder for OwnLineItems {
     fn bid(&self, _json: &[u8]) -> Option<bytes::Bytes> {
@@ -668,7 +669,7 @@ impl InternalBidder for OwnLineItems {
             "cur": self.currency,
             "seatbid": [{"seat": "marquee", "bid": [{
                 "id": "own-1", "impid": "1", "price": 4, "adm": "<div>own</div>",
-                "nurl": "https://ads.test/openrtb2/win?t=T&p=${AUCTION_PRICE}",
+                "nurl": OWN_NURL,
                 "burl": OWN_BURL,
                 "adomain": ["own.test"], "crid": "c", "w": 300, "h": 250, "mtype": 1,
             }]}],
@@ -677,8 +678,11 @@ impl InternalBidder for OwnLineItems {
     }
 }
 
+/// Our billing and win notice URLs reach the caller with their macros, for it to fill with its
+/// own clearing price (encrypted for an exchange with price keys) and send; the gateway sends
+/// no win notice of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
+async fn our_own_billing_and_win_urls_are_left_for_the_caller_to_fill() {
     let other = MockBidder::start("other", bidding("1")).await;
     let gateway = gateway(&[&other], |c| {
         c.internal_bidder = Some("marquee".into());
@@ -689,10 +693,11 @@ async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
         c.rates = rates;
     });
     let body = request(&["1"], "0.5", &["USD", "EUR"]);
-    let burl_of = |text: &str| {
+    let urls_of = |text: &str| {
         let response = BidResponse::parse(text.as_bytes()).unwrap();
         let (_, bid) = response.bids().next().unwrap();
-        bid.burl.as_deref().unwrap().to_owned()
+        let url = |u: &Option<std::borrow::Cow<'_, str>>| u.as_deref().map(str::to_owned);
+        (url(&bid.burl), url(&bid.nurl))
     };
     let own = OwnLineItems { currency: "USD" };
     let answer = gateway
@@ -703,11 +708,14 @@ async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
     assert_eq!(winners(&text)[0].0, "marquee");
     // The caller fills it with its own clearing price, encrypted with the keys it shares with
     // us, as it would our bid on /openrtb2/bid.
-    assert_eq!(burl_of(&text), OWN_BURL);
+    assert_eq!(
+        urls_of(&text),
+        (Some(OWN_BURL.into()), Some(OWN_NURL.into()))
+    );
     assert_eq!(
         answer.internal_notices,
-        ["https://ads.test/openrtb2/win?t=T&p=4"],
-        "the win notice, handled in process, has the gateway's price"
+        Vec::<String>::new(),
+        "no win notice with the gateway's plain price"
     );
     // In another currency than the answer's the caller's price could not be read against our
     // bid: the gateway fills it, as for any bidder.
@@ -717,9 +725,82 @@ async fn our_own_billing_url_is_left_for_the_caller_to_fill() {
         .await
         .unwrap();
     assert_eq!(
-        burl_of(&answer.response.unwrap()),
-        "https://ads.test/openrtb2/bill?t=T&auction=auction-1&imp=1&p=4"
+        urls_of(&answer.response.unwrap()),
+        (
+            Some("https://ads.test/openrtb2/bill?t=T&auction=auction-1&imp=1&p=4".into()),
+            None
+        ),
+        "the gateway fills the billing URL and sends the win notice"
     );
+    assert_eq!(
+        answer.internal_notices,
+        ["https://ads.test/openrtb2/win?t=T&p=4"],
+        "the win notice, handled in process, has the gateway's price"
+    );
+}
+
+/// One bid on imp 1 of `mock`, with `more` members (and the mock's loss notice).
+fn bid_with(mock: &MockBidder, more: serde_json::Value) -> String {
+    let mut bid = serde_json::json!({
+        "id": "b1", "impid": "1", "price": 2, "adm": "<div>ad</div>",
+        "lurl": format!("http://{}/loss?r=${{AUCTION_LOSS}}", mock.address),
+        "adomain": ["brand.test"], "crid": "c", "w": 300, "h": 250, "mtype": 1,
+    });
+    for (key, value) in more.as_object().unwrap() {
+        bid[key] = value.clone();
+    }
+    serde_json::json!({"id": "auction-1", "seatbid": [{"seat": "s1", "bid": [bid]}]}).to_string()
+}
+
+/// A bid's `ext` (here the DSA transparency an EU caller requires) and `cattax` reach the caller
+/// as the bidder wrote them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bids_ext_reaches_the_caller_unchanged() {
+    let mock = MockBidder::start("dsa", Behaviour::default()).await;
+    let ext = r#"{"dsa":{"behalf":"X","paid":"Y","transparency":[{"domain":"d.test","dsaparams":[1,2]}]}}"#;
+    let more = serde_json::json!({"cattax": 1, "cat": ["IAB3"], "ext": "EXT"});
+    let body = bid_with(&mock, more).replace("\"EXT\"", ext);
+    mock.set(|b| b.body = Some(body));
+    let gateway = gateway(&[&mock], |_| {});
+    let request = request(&["1"], "0.5", &[]);
+    let answer = gateway
+        .auction(request.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("a bid");
+    assert!(
+        text.contains(&format!(",\"cattax\":1,\"ext\":{ext}}}")),
+        "{text}"
+    );
+    assert_valid(&request, &text);
+}
+
+/// `bcat` is in IAB 1.0: a bid's categories in another taxonomy are not matched against it and
+/// count as undeclared (loss 209), so a blocked category cannot pass under another code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_category_of_another_taxonomy_is_undeclared_under_bcat() {
+    let mock = MockBidder::start("tax", Behaviour::default()).await;
+    let gateway = gateway(&[&mock], |_| {});
+    let mut request: serde_json::Value =
+        serde_json::from_str(&request(&["1"], "0.5", &[])).unwrap();
+    request["bcat"] = serde_json::json!(["IAB25"]);
+    let request = request.to_string();
+    let run = |cattax: u32| {
+        let body = bid_with(
+            &mock,
+            serde_json::json!({"cattax": cattax, "cat": ["IAB7"]}),
+        );
+        mock.set(|b| b.body = Some(body));
+        gateway.auction(request.as_bytes(), "", |_| deadline(), None)
+    };
+    let answer = run(2).await.unwrap();
+    assert_eq!(
+        answer.response, None,
+        "IAB7 of taxonomy 2 is not IAB 1.0's IAB7"
+    );
+    assert_eq!(mock.wait_notices(1).await, ["/loss?r=209"]);
+    let answer = run(1).await.unwrap();
+    assert!(answer.response.is_some(), "in IAB 1.0, IAB7 is allowed");
 }
 
 /// Rates with USD the base and 0.92 EUR to the dollar: 1 EUR is 1.0869565… USD, which no whole

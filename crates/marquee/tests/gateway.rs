@@ -161,6 +161,16 @@ async fn our_line_items_and_an_external_bidder_compete() {
         ["marquee"],
         "alone, our line items win: {body}"
     );
+    // Our win notice is the caller's to send, with its clearing price (plain: this exchange
+    // has no price keys).
+    let response = BidResponse::parse(body.as_bytes()).unwrap();
+    let (_, bid) = response.bids().next().unwrap();
+    let price = marquee_openrtb::format_micros(bid.price_micros);
+    let nurl = fill(bid.nurl.as_deref().unwrap(), &server, &request, &price);
+    assert_eq!(
+        client.get(&nurl).send().await.unwrap().status().as_u16(),
+        200
+    );
     wait_metric(&client, &server, "marquee_bidder_wins_total 1").await;
     wait_metric(
         &client,
@@ -171,10 +181,23 @@ async fn our_line_items_and_an_external_bidder_compete() {
     server.stop();
 }
 
+/// A notice URL of our bid as the caller sends it: its macros filled, `price` its clearing
+/// price, to this server instead of the public address.
+fn fill(url: &str, server: &Server, request: &Value, price: &str) -> String {
+    url.replace(PUBLIC, &server.base)
+        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
+        .replace(
+            "${AUCTION_IMP_ID}",
+            request["imp"][0]["id"].as_str().unwrap(),
+        )
+        .replace("${AUCTION_PRICE}", price)
+}
+
 /// Our line items win an auction for an exchange with price keys; the caller fills the
-/// `burl` passed on with its own clearing price, encrypted, as for any bid: the billing is
-/// counted at that price (before, the gateway had filled in a plain price, which the notice
-/// handler refuses for such an exchange: no spend ever counted).
+/// `burl` and `nurl` passed on with its own clearing price, encrypted, as for any bid: the win
+/// and the billing are logged at that price (before, the gateway had filled in a plain price,
+/// which the notice handler refuses for such an exchange: no spend ever counted, no win
+/// logged).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_caller_bills_our_winning_bid_with_its_encrypted_price() {
     let dir = tempfile::tempdir().unwrap();
@@ -203,17 +226,22 @@ async fn the_caller_bills_our_winning_bid_with_its_encrypted_price() {
     // The caller cleared a little under our answer's price.
     let cleared = bid.price_micros * 9 / 10;
     let encrypted = PriceCrypto::new(&E_KEY, &I_KEY).encrypt(cleared.unsigned_abs(), [5; 16]);
-    let url = burl
-        .replace(PUBLIC, &server.base)
-        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
-        .replace(
-            "${AUCTION_IMP_ID}",
-            request["imp"][0]["id"].as_str().unwrap(),
-        )
-        .replace("${AUCTION_PRICE}", &encrypted);
+    let url = fill(burl, &server, &request, &encrypted);
     let fired = client.get(&url).send().await.unwrap();
     assert_eq!(fired.status().as_u16(), 200);
     wait_metric(&client, &server, "marquee_bidder_billings_total 1").await;
+    let nurl = bid.nurl.as_deref().expect("our win notice, for the caller");
+    assert!(
+        nurl.contains("p=${AUCTION_PRICE}"),
+        "left to the caller: {nurl}"
+    );
+    let fired = client
+        .get(fill(nurl, &server, &request, &encrypted))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fired.status().as_u16(), 200);
+    wait_metric(&client, &server, "marquee_bidder_wins_total 1").await;
     let nonce = u128::from(u64::from_str_radix(&bid.id, 16).unwrap());
     server.stop();
 
@@ -224,4 +252,11 @@ async fn the_caller_bills_our_winning_bid_with_its_encrypted_price() {
     assert_eq!(billings.len(), 1, "{billings:?}");
     assert_eq!(billings[0].event_id, nonce);
     assert_eq!(billings[0].amount_micros, cleared, "the caller's price");
+    let wins: Vec<_> = logged_events(&dir.path().join("data"))
+        .into_iter()
+        .filter(|e| e.kind == Kind::Win)
+        .collect();
+    assert_eq!(wins.len(), 1, "{wins:?}");
+    assert_eq!(wins[0].event_id, nonce);
+    assert_eq!(wins[0].amount_micros, cleared, "the caller's price");
 }

@@ -44,7 +44,7 @@ pub use request::{
     Native, Pmp, Publisher, Regs, Segment, Site, Source, SupplyChain, SupplyChainNode, Uid, User,
     Video,
 };
-pub use response::{Bid, BidResponse, SeatBid};
+pub use response::{Bid, BidResponse, RawJson, SeatBid};
 pub use validate::{
     CurrencyConverter, MAX_ID_BYTES, NoConversion, Rule, Violation, validate_response,
 };

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::de;
 use crate::decimal;
@@ -94,6 +95,34 @@ pub struct Bid<'a> {
     /// Seconds the bidder is willing to wait between auction and impression.
     #[serde(default)]
     pub exp: Option<u32>,
+    /// Taxonomy of `cat` (absent: 1, IAB Content Category 1.0).
+    #[serde(default)]
+    pub cattax: Option<u32>,
+    /// The bidder's extensions (such as `dsa`, the DSA transparency an EU caller requires),
+    /// kept as written: a gateway passes them on unread.
+    #[serde(default, borrow)]
+    pub ext: Option<RawJson<'a>>,
+}
+
+/// A JSON value kept as its text, borrowed from the body it was parsed from, and written back
+/// unchanged.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson<'a>(#[serde(borrow)] pub &'a RawValue);
+
+impl RawJson<'_> {
+    /// The value's JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// `RawValue` has no equality; the same text is the same value here (a parse reads back
+/// exactly what was written).
+impl PartialEq for RawJson<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
 }
 
 impl<'a> BidResponse<'a> {
@@ -208,6 +237,11 @@ impl Bid<'_> {
         write_opt_int(out, "h", self.h.map(i64::from));
         write_opt_int(out, "mtype", self.mtype.map(|m| i64::from(m.0)));
         write_opt_int(out, "exp", self.exp.map(i64::from));
+        write_opt_int(out, "cattax", self.cattax.map(i64::from));
+        if let Some(ext) = self.ext {
+            out.push_str(",\"ext\":");
+            out.push_str(ext.get());
+        }
         out.push('}');
     }
 }
@@ -264,6 +298,21 @@ mod tests {
         assert!(text.contains("\"price\":1.25,"), "{text}");
         let back = BidResponse::parse(text.as_bytes());
         assert_eq!(back, Ok(response));
+    }
+
+    #[test]
+    fn a_bids_ext_and_cattax_are_written_back_as_read() {
+        let text = r#"{"id":"r","seatbid":[{"bid":[{"id":"b","impid":"1","price":1,"cattax":2,"ext":{"dsa": {"behalf":"X","paid":"Y"}}}]}]}"#;
+        let response = BidResponse::parse(text.as_bytes()).unwrap();
+        let (_, bid) = response.bids().next().unwrap();
+        assert_eq!(bid.cattax, Some(2));
+        assert_eq!(response.to_json(), text);
+        // Without them, nothing is written.
+        let plain = r#"{"id":"r","seatbid":[{"bid":[{"id":"b","impid":"1","price":1}]}]}"#;
+        assert_eq!(
+            BidResponse::parse(plain.as_bytes()).unwrap().to_json(),
+            plain
+        );
     }
 
     #[test]

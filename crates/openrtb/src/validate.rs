@@ -372,8 +372,17 @@ impl BidCheck<'_> {
         {
             self.fail(Rule::NoMarkup);
         }
+        // `bcat` is in the request's taxonomy, IAB 1.0 (the default of `cattax`, the only one
+        // read here); codes of another taxonomy cannot be matched against it (`IAB1` means
+        // different things in 1.0 and 2.x), so such a bid declares no category it can be
+        // checked by.
+        let cat: &[_] = if bid.cattax.unwrap_or(CATTAX_IAB_1_0) == CATTAX_IAB_1_0 {
+            &bid.cat
+        } else {
+            &[]
+        };
         // The first blocked value only: a bid may repeat one thousands of times.
-        let blocked_cat = bid.cat.iter().find(|cat| {
+        let blocked_cat = cat.iter().find(|cat| {
             request
                 .bcat
                 .iter()
@@ -385,7 +394,7 @@ impl BidCheck<'_> {
             });
         }
         // A block list is kept only if every bid declares what it would be checked against.
-        if !request.bcat.is_empty() && bid.cat.is_empty() {
+        if !request.bcat.is_empty() && cat.is_empty() {
             self.fail(Rule::CategoryUndeclared);
         }
         if !request.badv.is_empty() && bid.adomain.is_empty() {
@@ -520,6 +529,9 @@ impl BidCheck<'_> {
         }
     }
 }
+
+/// `cattax` 1: IAB Content Category Taxonomy 1.0, the default of a request's and a bid's.
+const CATTAX_IAB_1_0: u32 = 1;
 
 /// `cat` is `blocked` or one of its subcategories (`IAB25` blocks `IAB25-3`).
 fn category_within(cat: &str, blocked: &str) -> bool {

@@ -243,6 +243,28 @@ fn blocked_categories_advertisers_apps_and_attributes() {
     // The request has `bcat` and `badv`: a bid that names no category or no advertiser domain
     // cannot show it is allowed.
     assert_eq!(rules_for(|b| b.cat.clear()), vec![Rule::CategoryUndeclared]);
+    // `bcat` is in IAB 1.0 (the request's default taxonomy): categories of another taxonomy
+    // are not matched against it, blocked or not, and count as undeclared.
+    for cat in ["IAB25-3", "IAB7-3"] {
+        assert_eq!(
+            rules_for(|b| {
+                b.cat = vec![cat.into()];
+                b.cattax = Some(2);
+            }),
+            vec![Rule::CategoryUndeclared],
+            "{cat}"
+        );
+    }
+    assert_eq!(
+        rules_for(|b| {
+            b.cat = vec!["IAB25-3".into()];
+            b.cattax = Some(1);
+        }),
+        vec![Rule::BlockedCategory {
+            cat: "IAB25-3".into()
+        }],
+        "1 is the default, said out loud"
+    );
     assert_eq!(
         rules_for(|b| b.adomain.clear()),
         vec![Rule::AdvertiserUndeclared]
