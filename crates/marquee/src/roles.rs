@@ -276,6 +276,27 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         message: error.to_string(),
     })?;
 
+    // Without a URL of its own the edge names its listen address: an unspecified one
+    // (0.0.0.0, ::) reaches nothing, so the manager could never read this edge's log and
+    // browsers could never reach its tracking links.
+    if config.listen.ip().is_unspecified() {
+        let unset: Vec<&str> = [
+            ("edge.log_url", &config.edge.log_url),
+            ("edge.public_url", &config.edge.public_url),
+        ]
+        .into_iter()
+        .filter(|(_, url)| url.is_empty())
+        .map(|(key, _)| key)
+        .collect();
+        if !unset.is_empty() {
+            return Err(config_error(format!(
+                "listening on {} names no reachable host: set {} to the URL others reach this \
+                 edge at (e.g. MARQUEE_EDGE__LOG_URL=http://10.0.0.7:8080)",
+                config.listen,
+                unset.join(" and ")
+            )));
+        }
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;

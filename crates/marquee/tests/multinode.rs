@@ -563,7 +563,11 @@ fn the_roles_name_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let token = ("MARQUEE_AGGREGATION__TOKEN", SECRET);
-    let cases: [Refusal; 4] = [
+    // Held, so that an edge which failed to refuse the unspecified address below could not
+    // bind it either and would exit (not serve forever).
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let unspecified = taken.local_addr().unwrap().to_string();
+    let cases: [Refusal; 6] = [
         (&["manager", "--data", data], &[], "aggregation.token"),
         (&["edge", "--data", data], &[token], "--manager"),
         (
@@ -583,6 +587,36 @@ fn the_roles_name_what_is_missing() {
             ],
             &[token],
             "edge.id",
+        ),
+        // 0.0.0.0 names no host the manager could read the log at.
+        (
+            &[
+                "edge",
+                "--data",
+                data,
+                "--manager",
+                "http://127.0.0.1:1",
+                "--listen",
+                &unspecified,
+            ],
+            &[
+                token,
+                ("MARQUEE_EDGE__PUBLIC_URL", "https://ads.example.com"),
+            ],
+            "edge.log_url",
+        ),
+        (
+            &[
+                "edge",
+                "--data",
+                data,
+                "--manager",
+                "http://127.0.0.1:1",
+                "--listen",
+                &unspecified,
+            ],
+            &[token, ("MARQUEE_EDGE__LOG_URL", "http://10.0.0.7:8080")],
+            "edge.public_url",
         ),
     ];
     for (args, envs, named) in cases {
