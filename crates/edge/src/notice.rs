@@ -90,9 +90,9 @@ impl NoticeClaims {
         self.issued_at.saturating_add(i64::from(self.lifetime))
     }
 
-    /// The signed bytes: [`SIGNED_LEN`] of them, or [`CONVERTED_SIGNED_LEN`] with the price in
-    /// the line item's currency.
-    fn encode(&self, key_id: u8, out: &mut [u8; CONVERTED_SIGNED_LEN]) -> usize {
+    /// Writes the signed bytes at the start of `out`: [`SIGNED_LEN`] of them, or
+    /// [`CONVERTED_SIGNED_LEN`] with the price in the line item's currency; returns how many.
+    fn encode(&self, key_id: u8, out: &mut [u8; CONVERTED_RAW_LEN]) -> usize {
         out[0] = if self.price_in_line_item_currency.is_some() {
             VERSION_CONVERTED
         } else {
@@ -158,9 +158,7 @@ impl NoticeClaims {
 /// Appends the token for `claims` to `out`.
 pub fn sign_into(keys: &KeyRing, claims: &NoticeClaims, out: &mut String) {
     let mut raw = [0u8; CONVERTED_RAW_LEN];
-    let mut signed = [0u8; CONVERTED_SIGNED_LEN];
-    let signed_len = claims.encode(keys.signing_id(), &mut signed);
-    raw[..signed_len].copy_from_slice(&signed[..signed_len]);
+    let signed_len = claims.encode(keys.signing_id(), &mut raw);
     let (_, tag) = keys.mac(&raw[..signed_len]);
     raw[signed_len..signed_len + MAC_LEN].copy_from_slice(&tag);
     URL_SAFE_NO_PAD.encode_string(&raw[..signed_len + MAC_LEN], out);

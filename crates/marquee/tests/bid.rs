@@ -391,18 +391,8 @@ async fn assert_bids(
 /// (not secure) banner at 468x60, a segment-targeted banner at 970x250, a banner capped at
 /// once a day at 320x480, one for the US at 300x1050 and one for California at 300x600.
 async fn extra_demand(client: &reqwest::Client, server: &Server, token: &str) {
-    let create = |path: &'static str, body: Value| {
-        let request = client
-            .post(server.url(&format!("/api/v1/{path}")))
-            .bearer_auth(token)
-            .json(&body);
-        async move {
-            let response = request.send().await.unwrap();
-            let status = response.status();
-            let body: Value = response.json().await.unwrap();
-            assert_eq!(status, 201, "{path}: {body}");
-            body["id"].as_u64().unwrap()
-        }
+    let create = |path: &'static str, body: Value| async move {
+        common::create_object(client, server, token, path, &body).await
     };
     let northwind = 4; // the demo's fourth advertiser
     let campaign = |name: &str, caps: Value| json!({ "advertiser_id": northwind, "name": name, "frequency_caps": caps, "categories": ["IAB19"] });
@@ -650,17 +640,9 @@ async fn each_request_rule_allows_and_refuses() {
     server.stop();
 }
 
-/// The notice URL of a bid (`nurl`, `burl`, `lurl`) aimed at the test server, with the
-/// exchange's substitutions.
+/// The notice URL of a bid aimed at the test server, with the exchange's substitutions.
 fn notice(server: &Server, url: &str, request: &Value, price: &str) -> String {
-    url.replace(PUBLIC, &server.base)
-        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
-        .replace(
-            "${AUCTION_IMP_ID}",
-            request["imp"][0]["id"].as_str().unwrap(),
-        )
-        .replace("${AUCTION_PRICE}", price)
-        .replace("${AUCTION_LOSS}", "102")
+    common::notice_url(url, PUBLIC, server, request, price)
 }
 
 async fn get(client: &reqwest::Client, url: &str) -> u16 {

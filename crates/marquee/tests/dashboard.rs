@@ -23,7 +23,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,25 +37,6 @@ const TENANT: (&str, &str) = ("acme-ops", "acme-password-1");
 const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
 
 /// `marquee user create`, the password on standard input.
-fn create_user(data: &Path, name: &str, password: &str, role: &str, owner: u64) {
-    let mut child = Command::new(BIN)
-        .args(["user", "create", "--name", name, "--role", role])
-        .args(["--owner", &owner.to_string(), "--data"])
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "marquee user create failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// A user whose name the sign-in page would refuse (over 256 bytes) is not created.
 #[test]
 fn user_create_refuses_a_name_no_one_could_sign_in_with() {
@@ -176,7 +157,7 @@ async fn ad_ops_in_headless_chromium() {
         .find(|li| !li["goal"].is_null())
         .and_then(|li| li["id"].as_u64())
         .expect("a demo line item with a goal");
-    create_user(&data, TENANT.0, TENANT.1, "advertiser", acme);
+    common::create_user(&data, TENANT.0, TENANT.1, "advertiser", Some(acme));
 
     let config = json!({
         "base": server.base,

@@ -385,18 +385,9 @@ async fn a_tag_slot_is_filled_with_what_a_page_can_show() {
     let server = start(data.path());
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = client();
-    let post = |path: &str, body: Value| {
-        let request = client
-            .post(server.url(&format!("/api/v1/{path}")))
-            .bearer_auth(&token)
-            .json(&body);
-        async move {
-            let response = request.send().await.unwrap();
-            let status = response.status();
-            let body: Value = response.json().await.unwrap();
-            assert_eq!(status, 201, "{body}");
-            body["id"].as_u64().unwrap()
-        }
+    let post = |path: &'static str, body: Value| {
+        let (client, server, token) = (&client, &server, &token);
+        async move { common::create_object(client, server, token, path, &body).await }
     };
     let list = |path: &str| {
         let url = server.url(&format!("/api/v1/{path}"));
@@ -480,18 +471,9 @@ async fn remnant_line_items_in_two_currencies_compete_at_the_configured_rate() {
     );
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = client();
-    let post = |path: &str, body: Value| {
-        let request = client
-            .post(server.url(&format!("/api/v1/{path}")))
-            .bearer_auth(&token)
-            .json(&body);
-        async move {
-            let response = request.send().await.unwrap();
-            let status = response.status();
-            let body: Value = response.json().await.unwrap();
-            assert_eq!(status, 201, "{body}");
-            body["id"].as_u64().unwrap()
-        }
+    let post = |path: &'static str, body: Value| {
+        let (client, server, token) = (&client, &server, &token);
+        async move { common::create_object(client, server, token, path, &body).await }
     };
     let sites = get_json(&client, &server.url("/api/v1/sites"), Some(&token)).await;
     let site = sites["items"][0]["id"].as_u64().unwrap();

@@ -184,13 +184,7 @@ async fn our_line_items_and_an_external_bidder_compete() {
 /// A notice URL of our bid as the caller sends it: its macros filled, `price` its clearing
 /// price, to this server instead of the public address.
 fn fill(url: &str, server: &Server, request: &Value, price: &str) -> String {
-    url.replace(PUBLIC, &server.base)
-        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
-        .replace(
-            "${AUCTION_IMP_ID}",
-            request["imp"][0]["id"].as_str().unwrap(),
-        )
-        .replace("${AUCTION_PRICE}", price)
+    common::notice_url(url, PUBLIC, server, request, price)
 }
 
 /// Our line items win an auction for an exchange with price keys; the caller fills the

@@ -6,11 +6,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use common::{BIN, Server, run, token_from};
+use common::{Server, create_user, run, token_from};
 use reqwest::StatusCode;
 
 fn marquee(data: &Path, args: &[&str]) -> Output {
@@ -90,51 +89,10 @@ async fn a_revoked_token_is_refused_at_once() {
     server.stop();
 }
 
-fn create_user(data: &Path, name: &str, password: &str) {
-    let mut child = Command::new(BIN)
-        .args([
-            "user", "create", "--name", name, "--role", "admin", "--data",
-        ])
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-}
-
-/// The `name=value` of the cookie `name` a response sets.
-fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| value.split(';').next())
-        .find(|pair| pair.starts_with(&format!("{name}=")))
-        .map(str::to_owned)
-}
-
 /// Signs in through the sign-in form: the session cookie.
 async fn sign_in(client: &reqwest::Client, base: &str, name: &str, password: &str) -> String {
-    let form = client.get(format!("{base}/login")).send().await.unwrap();
-    let bound = set_cookie(&form, "marquee_login").expect("the sign-in form's cookie");
-    let form = form.text().await.unwrap();
-    let marker = "name=\"csrf\" value=\"";
-    let start = form.find(marker).expect("a CSRF field") + marker.len();
-    let csrf = &form[start..start + form[start..].find('"').unwrap()];
-    let response = client
-        .post(format!("{base}/login"))
-        .header("cookie", bound)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&name={name}&password={password}"))
-        .send()
-        .await
-        .unwrap();
-    set_cookie(&response, "marquee_session").expect("signed in")
+    let (_, session) = common::sign_in(client, base, "", name, password).await;
+    session.expect("signed in")
 }
 
 /// Whether the session cookie opens the dashboard's home page.
@@ -153,8 +111,20 @@ async fn signed_in(client: &reqwest::Client, base: &str, session: &str) -> bool 
 async fn a_deleted_user_is_signed_out_at_once() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    create_user(data.path(), "leaver", "correct horse battery");
-    create_user(data.path(), "stayer", "another long password");
+    create_user(
+        data.path(),
+        "leaver",
+        "correct horse battery",
+        "admin",
+        None,
+    );
+    create_user(
+        data.path(),
+        "stayer",
+        "another long password",
+        "admin",
+        None,
+    );
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

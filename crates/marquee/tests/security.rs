@@ -418,44 +418,11 @@ async fn injection_strings_in_filters_are_data() {
 const SCRIPT: &str = "<script>alert(1)</script>";
 const ATTRIBUTE: &str = "\"><img src=x onerror=alert(2)>";
 
-/// The `name=value` of the cookie `name` a response sets.
-fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| value.split(';').next())
-        .find(|pair| pair.starts_with(&format!("{name}=")))
-        .map(str::to_owned)
-}
-
 /// Tries to sign in to the dashboard as the demo's admin: the answer, and the session cookie
 /// when it succeeded.
 async fn sign_in(setup: &Setup, password: &str) -> (reqwest::Response, Option<String>) {
-    let form = setup
-        .client
-        .get(setup.server.url("/login"))
-        .send()
-        .await
-        .unwrap();
-    let bound = set_cookie(&form, "marquee_login").expect("the sign-in form's cookie");
-    let form = form.text().await.unwrap();
-    let marker = "name=\"csrf\" value=\"";
-    let start = form.find(marker).expect("a CSRF field on the sign-in form") + marker.len();
-    let token = &form[start..start + form[start..].find('"').unwrap()];
-    let body = format!("csrf={token}&name=admin&password={password}");
-    let response = setup
-        .client
-        .post(setup.server.url("/login?next=https://evil.example/"))
-        .header("cookie", bound)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let session = set_cookie(&response, "marquee_session");
-    (response, session)
+    let next = "?next=https://evil.example/";
+    common::sign_in(&setup.client, &setup.server.base, next, "admin", password).await
 }
 
 async fn create(setup: &Setup, collection: &str, body: Value) -> u64 {

@@ -528,3 +528,112 @@ pub fn id_named(list: &Value, name: &str) -> u64 {
         .and_then(|item| item["id"].as_u64())
         .unwrap_or_else(|| panic!("no {name:?} in {list}"))
 }
+
+/// Creates a dashboard user with `marquee user create` (the password on stdin); `owner` for a
+/// tenant role.
+pub fn create_user(data: &Path, name: &str, password: &str, role: &str, owner: Option<u64>) {
+    let mut command = Command::new(BIN);
+    command.args(["user", "create", "--name", name, "--role", role]);
+    if let Some(owner) = owner {
+        command.args(["--owner", &owner.to_string()]);
+    }
+    let mut child = command
+        .arg("--data")
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        format!("{password}\n").as_bytes(),
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "marquee user create failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The `name=value` of the cookie `name` a response sets.
+pub fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split(';').next())
+        .find(|pair| pair.starts_with(&format!("{name}=")))
+        .map(str::to_owned)
+}
+
+/// Signs in through the dashboard's form at `base` (the form posted to `/login{query}`): the
+/// answer, and the session cookie when it succeeded. `password` goes into the form as given.
+pub async fn sign_in(
+    client: &reqwest::Client,
+    base: &str,
+    query: &str,
+    name: &str,
+    password: &str,
+) -> (reqwest::Response, Option<String>) {
+    let form = client.get(format!("{base}/login")).send().await.unwrap();
+    let bound = set_cookie(&form, "marquee_login").expect("the sign-in form's cookie");
+    let form = form.text().await.unwrap();
+    let marker = "name=\"csrf\" value=\"";
+    let start = form.find(marker).expect("a CSRF field on the sign-in form") + marker.len();
+    let csrf = &form[start..start + form[start..].find('"').unwrap()];
+    let response = client
+        .post(format!("{base}/login{query}"))
+        .header("cookie", bound)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&name={name}&password={password}"))
+        .send()
+        .await
+        .unwrap();
+    let session = set_cookie(&response, "marquee_session");
+    (response, session)
+}
+
+/// Creates an object through the API as `token` (`path` below `/api/v1/`): its id; asserts
+/// 201.
+pub async fn create_object(
+    client: &reqwest::Client,
+    server: &Server,
+    token: &str,
+    path: &str,
+    body: &Value,
+) -> u64 {
+    let response = client
+        .post(server.url(&format!("/api/v1/{path}")))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 201, "{path}: {body}");
+    body["id"].as_u64().unwrap()
+}
+
+/// A bid's notice URL (`nurl`, `burl`, `lurl`) as an exchange sends it: aimed at `server`
+/// instead of the edge's public URL `public`, its macros filled, `price` the clearing price.
+pub fn notice_url(
+    url: &str,
+    public: &str,
+    server: &Server,
+    request: &Value,
+    price: &str,
+) -> String {
+    url.replace(public, &server.base)
+        .replace("${AUCTION_ID}", request["id"].as_str().unwrap())
+        .replace(
+            "${AUCTION_IMP_ID}",
+            request["imp"][0]["id"].as_str().unwrap(),
+        )
+        .replace("${AUCTION_PRICE}", price)
+        .replace("${AUCTION_LOSS}", "102")
+}
