@@ -4,16 +4,15 @@
 
 /// Whether `markup` holds an `http:` URL (any case) other than the value of an `xmlns`
 /// attribute (an XML namespace name, never fetched: every VAST 4 document declares
-/// `xmlns="http://www.iab.com/VAST"`). Looks only before each `:`, found by the standard
-/// library's word-at-a-time search, and allocates nothing: bid checks run it on every bid of a
-/// secure imp.
+/// `xmlns="http://www.iab.com/VAST"`). Looks only before each `:`, found by `memchr`'s
+/// vectorised search, and allocates nothing: bid checks run it on every bid of a secure imp.
 pub fn has_insecure_url(markup: &str) -> bool {
-    markup.match_indices(':').any(|(colon, _)| {
+    let bytes = markup.as_bytes();
+    memchr::memchr_iter(b':', bytes).any(|colon| {
         let Some(scheme) = colon.checked_sub(4) else {
             return false;
         };
-        markup
-            .as_bytes()
+        bytes
             .get(scheme..colon)
             .is_some_and(|s| s.eq_ignore_ascii_case(b"http"))
             // `scheme` starts an ASCII run, so it is a character boundary.
