@@ -882,6 +882,17 @@ fn make_bid<'r>(
         exp: None,
         cattax: None,
         ext: None,
+        tactic: None,
+        apis: Vec::new(),
+        api: None,
+        protocol: None,
+        qagmediarating: None,
+        language: None,
+        langb: None,
+        wratio: None,
+        hratio: None,
+        slotinpod: None,
+        dur: None,
     })
 }
 

@@ -775,6 +775,40 @@ async fn a_bids_ext_reaches_the_caller_unchanged() {
     assert_valid(&request, &text);
 }
 
+/// The members of a bid the gateway does not read (a video pod's `dur` and `slotinpod`, `apis`,
+/// the creative's languages, `tactic`, …) reach the caller as the bidder wrote them, unknown
+/// codes included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bids_other_members_reach_the_caller_unchanged() {
+    let mock = MockBidder::start("pod", Behaviour::default()).await;
+    let members = serde_json::json!({
+        "mtype": 2, "adm": "<VAST version=\"4.2\"></VAST>",
+        "dur": 15, "slotinpod": -1, "apis": [2, 7, 500], "api": 2, "protocol": 7,
+        "langb": "pt-BR", "language": "pt", "tactic": "retarget-7", "qagmediarating": 1,
+        "wratio": 16, "hratio": 9,
+    });
+    mock.set(|b| b.body = Some(bid_with(&mock, members.clone())));
+    let gateway = gateway(&[&mock], |_| {});
+    let mut request: serde_json::Value =
+        serde_json::from_str(&request(&["1"], "0.5", &[])).unwrap();
+    request["imp"][0]["video"] = serde_json::json!({
+        "mimes": ["video/mp4"], "protocols": [7], "podid": "pod-1", "maxduration": 30,
+    });
+    request["imp"][0].as_object_mut().unwrap().remove("banner");
+    let request = request.to_string();
+    let answer = gateway
+        .auction(request.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("a bid");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let bid = &answer["seatbid"][0]["bid"][0];
+    for (key, value) in members.as_object().unwrap() {
+        assert_eq!(&bid[key], value, "{key} in {text}");
+    }
+    assert_valid(&request, &text);
+}
+
 /// `bcat` is in IAB 1.0: a bid's categories in another taxonomy are not matched against it and
 /// count as undeclared (loss 209), so a blocked category cannot pass under another code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,6 +138,27 @@ int_enum! {
 }
 
 int_enum! {
+    /// `qagmediarating`: the creative's media rating by the IQG guidelines (AdCOM Media
+    /// Ratings).
+    MediaRating {
+        ALL_AUDIENCES = 1,
+        EVERYONE_OVER_12 = 2,
+        MATURE_AUDIENCES = 3,
+    }
+}
+
+int_enum! {
+    /// `slotinpod` (2.6): the position in a video or audio ad pod (AdCOM Slot Position in
+    /// Pod); in a bid, the only position it is eligible for.
+    SlotPositionInPod {
+        LAST = -1,
+        ANY = 0,
+        FIRST = 1,
+        FIRST_OR_LAST = 2,
+    }
+}
+
+int_enum! {
     /// `video.plcmt` (2.6): placement subtype after the updated IAB video guidelines.
     VideoPlcmt {
         INSTREAM = 1,

@@ -30,8 +30,8 @@ pub use decimal::{
 pub use enums::{
     AdPosition, AgentType, ApiFramework, AuctionType, BannerAdType, ContextType, CreativeAttribute,
     DataAssetType, DeviceType, EventTrackingMethod, EventType, ImageAssetType, Linearity,
-    LocationType, LossReason, MarkupType, NativePlacementType, NoBidReason, Protocol, StartDelay,
-    VideoPlacement, VideoPlcmt,
+    LocationType, LossReason, MarkupType, MediaRating, NativePlacementType, NoBidReason, Protocol,
+    SlotPositionInPod, StartDelay, VideoPlacement, VideoPlcmt,
 };
 pub use error::{JsonError, ParseError, RequestError};
 pub use macros::{AuctionMacros, expand_macros, parse_notice_price};

@@ -11,7 +11,10 @@ use serde_json::value::RawValue;
 
 use crate::de;
 use crate::decimal;
-use crate::enums::{CreativeAttribute, MarkupType, NoBidReason};
+use crate::enums::{
+    ApiFramework, CreativeAttribute, MarkupType, MediaRating, NoBidReason, Protocol,
+    SlotPositionInPod,
+};
 use crate::error::JsonError;
 use crate::json;
 
@@ -79,22 +82,57 @@ pub struct Bid<'a> {
     /// Creative id.
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub crid: Option<Cow<'a, str>>,
+    /// Tactic id: the buyer's label for the bid, for reporting to the exchange.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub tactic: Option<Cow<'a, str>>,
     /// Content categories of the creative (for `bcat`).
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
     pub cat: Vec<Cow<'a, str>>,
     #[serde(default)]
     pub attr: Vec<CreativeAttribute>,
+    /// (2.6) The APIs the markup supports (VPAID, MRAID, OMID, …); any other is unsupported.
+    #[serde(default)]
+    pub apis: Vec<ApiFramework>,
+    /// The API the markup requires (2.5; deprecated in 2.6 for `apis`, still valid there).
+    #[serde(default)]
+    pub api: Option<ApiFramework>,
+    /// Video or audio response protocol of the markup (VAST version).
+    #[serde(default)]
+    pub protocol: Option<Protocol>,
+    /// The creative's media rating (IQG guidelines).
+    #[serde(default)]
+    pub qagmediarating: Option<MediaRating>,
+    /// Language of the creative, ISO-639-1-alpha-2 (2.5 and 2.6). 2.6 wants only one of this
+    /// and `langb`; both are kept as sent.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub language: Option<Cow<'a, str>>,
+    /// (2.6) Language of the creative, IETF BCP 47 (`pt-BR`).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub langb: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub dealid: Option<Cow<'a, str>>,
     #[serde(default)]
     pub w: Option<u32>,
     #[serde(default)]
     pub h: Option<u32>,
+    /// Relative width of the creative when its size is a ratio (flex ads).
+    #[serde(default)]
+    pub wratio: Option<u32>,
+    /// Relative height of the creative when its size is a ratio (flex ads).
+    #[serde(default)]
+    pub hratio: Option<u32>,
     #[serde(default)]
     pub mtype: Option<MarkupType>,
+    /// (2.6) The only position in a video or audio ad pod the bid is eligible for (absent: 0,
+    /// any).
+    #[serde(default)]
+    pub slotinpod: Option<SlotPositionInPod>,
     /// Seconds the bidder is willing to wait between auction and impression.
     #[serde(default)]
     pub exp: Option<u32>,
+    /// (2.6) Duration of the video or audio creative, in seconds.
+    #[serde(default)]
+    pub dur: Option<u32>,
     /// Taxonomy of `cat` (absent: 1, IAB Content Category 1.0).
     #[serde(default)]
     pub cattax: Option<u32>,
@@ -218,25 +256,31 @@ impl Bid<'_> {
         write_opt_str(out, "iurl", self.iurl.as_deref());
         write_opt_str(out, "cid", self.cid.as_deref());
         write_opt_str(out, "crid", self.crid.as_deref());
+        write_opt_str(out, "tactic", self.tactic.as_deref());
         if !self.cat.is_empty() {
             out.push_str(",\"cat\":");
             json::write_str_array(out, self.cat.iter().map(|c| c.as_ref()));
         }
-        if !self.attr.is_empty() {
-            out.push_str(",\"attr\":[");
-            for (i, attr) in self.attr.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                json::write_i64(out, i64::from(attr.0));
-            }
-            out.push(']');
-        }
+        write_codes(out, "attr", &self.attr, |a| a.0);
+        write_codes(out, "apis", &self.apis, |a| a.0);
+        write_opt_int(out, "api", self.api.map(|a| i64::from(a.0)));
+        write_opt_int(out, "protocol", self.protocol.map(|p| i64::from(p.0)));
+        write_opt_int(
+            out,
+            "qagmediarating",
+            self.qagmediarating.map(|r| i64::from(r.0)),
+        );
+        write_opt_str(out, "language", self.language.as_deref());
+        write_opt_str(out, "langb", self.langb.as_deref());
         write_opt_str(out, "dealid", self.dealid.as_deref());
         write_opt_int(out, "w", self.w.map(i64::from));
         write_opt_int(out, "h", self.h.map(i64::from));
+        write_opt_int(out, "wratio", self.wratio.map(i64::from));
+        write_opt_int(out, "hratio", self.hratio.map(i64::from));
         write_opt_int(out, "mtype", self.mtype.map(|m| i64::from(m.0)));
+        write_opt_int(out, "slotinpod", self.slotinpod.map(|s| i64::from(s.0)));
         write_opt_int(out, "exp", self.exp.map(i64::from));
+        write_opt_int(out, "dur", self.dur.map(i64::from));
         write_opt_int(out, "cattax", self.cattax.map(i64::from));
         if let Some(ext) = self.ext {
             out.push_str(",\"ext\":");
@@ -262,6 +306,23 @@ fn write_opt_int(out: &mut String, key: &str, value: Option<i64>) {
         out.push_str("\":");
         json::write_i64(out, value);
     }
+}
+
+/// A list of enumeration codes (`attr`, `apis`); nothing when it is empty.
+fn write_codes<T: Copy>(out: &mut String, key: &str, values: &[T], code: impl Fn(T) -> i32) {
+    if values.is_empty() {
+        return;
+    }
+    out.push_str(",\"");
+    out.push_str(key);
+    out.push_str("\":[");
+    for (i, &value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json::write_i64(out, i64::from(code(value)));
+    }
+    out.push(']');
 }
 
 #[cfg(test)]
@@ -313,6 +374,43 @@ mod tests {
             BidResponse::parse(plain.as_bytes()).unwrap().to_json(),
             plain
         );
+    }
+
+    /// A bid with every member, in the order they are written.
+    const EVERY_MEMBER: &str = r#"{"id":"r","seatbid":[{"bid":[{"id":"b","impid":"1","price":2.5,"adm":"<VAST version=\"4.2\"/>","nurl":"https://x.test/w","burl":"https://x.test/b","lurl":"https://x.test/l","adid":"a","adomain":["brand.test"],"bundle":"com.brand","iurl":"https://x.test/i.png","cid":"c","crid":"cr","tactic":"t-\u00e9","cat":["IAB1"],"attr":[6],"apis":[2,7],"api":2,"protocol":7,"qagmediarating":2,"language":"pt","langb":"pt-BR","dealid":"d","w":640,"h":360,"wratio":16,"hratio":9,"mtype":2,"slotinpod":-1,"exp":300,"dur":15,"cattax":2,"ext":{"dsa":{}}}],"seat":"s"}],"cur":"EUR"}"#;
+
+    #[test]
+    fn every_bid_member_is_read_and_written_back() {
+        let response = BidResponse::parse(EVERY_MEMBER.as_bytes()).unwrap();
+        let (_, bid) = response.bids().next().unwrap();
+        assert_eq!(bid.tactic.as_deref(), Some("t-\u{e9}"));
+        assert_eq!(bid.apis, [ApiFramework::VPAID_2, ApiFramework::OMID_1]);
+        assert_eq!(bid.api, Some(ApiFramework::VPAID_2));
+        assert_eq!(bid.protocol, Some(Protocol::VAST_4));
+        assert_eq!(bid.qagmediarating, Some(MediaRating::EVERYONE_OVER_12));
+        assert_eq!(bid.language.as_deref(), Some("pt"));
+        assert_eq!(bid.langb.as_deref(), Some("pt-BR"));
+        assert_eq!((bid.wratio, bid.hratio), (Some(16), Some(9)));
+        assert_eq!(bid.slotinpod, Some(SlotPositionInPod::LAST));
+        assert_eq!(bid.dur, Some(15));
+        let written = response.to_json();
+        assert_eq!(BidResponse::parse(written.as_bytes()), Ok(response.clone()));
+        // The same text, but for the escape the writer does not need.
+        assert_eq!(written, EVERY_MEMBER.replace("\\u00e9", "\u{e9}"));
+    }
+
+    /// Values the lists do not name (newer entries, exchange-specific ones from 500) are kept.
+    #[test]
+    fn unknown_codes_of_a_bid_are_kept() {
+        let text = r#"{"id":"r","seatbid":[{"bid":[{"id":"b","impid":"1","price":1,"apis":[7,500],"api":501,"protocol":99,"qagmediarating":9,"slotinpod":-7}]}]}"#;
+        let response = BidResponse::parse(text.as_bytes()).unwrap();
+        let (_, bid) = response.bids().next().unwrap();
+        assert_eq!(bid.apis, [ApiFramework::OMID_1, ApiFramework(500)]);
+        assert_eq!(bid.api, Some(ApiFramework(501)));
+        assert_eq!(bid.protocol, Some(Protocol(99)));
+        assert_eq!(bid.qagmediarating, Some(MediaRating(9)));
+        assert_eq!(bid.slotinpod, Some(SlotPositionInPod(-7)));
+        assert_eq!(response.to_json(), text);
     }
 
     #[test]
