@@ -142,6 +142,9 @@ pub mod no_bid_code {
     pub const CURRENCY: u64 = 502;
     /// The bid failed the response validation and was dropped.
     pub const INVALID_BID: u64 = 503;
+    /// `bcat` is in another taxonomy than our categories' (IAB 1.0, `cattax` 1): none of our
+    /// creatives can be shown to be allowed.
+    pub const CATEGORY_TAXONOMY: u64 = 504;
 }
 
 /// The bidder's counters; exported as metrics.
@@ -561,6 +564,16 @@ pub(crate) fn bid(
     };
     if !request.allows_seat(&exchange.seat) {
         return no_bid(edge, exchange, &request, no_bid_code::SEAT_EXCLUDED, now);
+    }
+    // Our categories are IAB 1.0 (the API's rule), the default taxonomy of `cattax`.
+    if !request.bcat.is_empty() && !request.bcat_taxonomy_is(None) {
+        return no_bid(
+            edge,
+            exchange,
+            &request,
+            no_bid_code::CATEGORY_TAXONOMY,
+            now,
+        );
     }
     let rates = &edge.bidder.config.rates;
     let Some(currency) = bid_currency(exchange, &request, rates) else {

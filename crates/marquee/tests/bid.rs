@@ -542,6 +542,18 @@ async fn each_request_rule_allows_and_refuses() {
     })
     .await;
     assert_bids(c, s, bid, &base, false, |r| r["bcat"] = json!(["IAB19"])).await;
+    // The same codes in another taxonomy (`cattax` 2) cannot be checked against our IAB 1.0
+    // categories: no bid, whatever they are.
+    assert_bids(c, s, bid, &base, false, |r| {
+        r["bcat"] = json!(["IAB25", "IAB26"]);
+        r["cattax"] = json!(2);
+    })
+    .await;
+    assert_bids(c, s, bid, &base, true, |r| {
+        r["bcat"] = json!(["IAB25", "IAB26"]);
+        r["cattax"] = json!(1);
+    })
+    .await;
     assert_bids(c, s, bid, &base, true, |r| {
         r["badv"] = json!(["other.example"])
     })
@@ -636,6 +648,13 @@ async fn each_request_rule_allows_and_refuses() {
         in_eur["price"].as_f64(),
         Some(1.104),
         "1.20 USD at 0.92, rounded down"
+    );
+    // Every refusal above was decided before answering, none by dropping a bid that failed
+    // the response checks (a `bcat` in another taxonomy included).
+    let metrics = metrics_page(c, &s.base).await;
+    assert!(
+        metrics.contains("marquee_bidder_invalid_bids_total 0"),
+        "{metrics}"
     );
     server.stop();
 }

@@ -22,6 +22,9 @@ use crate::seen::Seen;
 pub const MAX_DIMENSION: u32 = 16_384;
 
 /// A bid request (OpenRTB 2.6 §3.2.1). Build it with [`BidRequest::parse`].
+/// `cattax` 1: IAB Content Category Taxonomy 1.0, the default of a request's and a bid's.
+const CATTAX_IAB_1_0: u32 = 1;
+
 #[derive(Clone, Debug, Deserialize)]
 pub struct BidRequest<'a> {
     #[serde(default, borrow, deserialize_with = "de::cow")]
@@ -60,6 +63,9 @@ pub struct BidRequest<'a> {
     /// Blocked advertiser categories.
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
     pub bcat: Vec<Cow<'a, str>>,
+    /// (2.6) Taxonomy of `bcat` (absent: 1, IAB Content Category Taxonomy 1.0).
+    #[serde(default)]
+    pub cattax: Option<u32>,
     /// Blocked advertiser domains.
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
     pub badv: Vec<Cow<'a, str>>,
@@ -591,6 +597,12 @@ impl<'a> BidRequest<'a> {
     pub fn allows_seat(&self, seat: &str) -> bool {
         (self.wseat.is_empty() || self.wseat.iter().any(|s| s == seat))
             && !self.bseat.iter().any(|s| s == seat)
+    }
+
+    /// Whether categories of taxonomy `cattax` (absent: 1) can be checked against `bcat`: the
+    /// same code means different things in different taxonomies (`IAB1` in 1.0 and 2.x).
+    pub fn bcat_taxonomy_is(&self, cattax: Option<u32>) -> bool {
+        self.cattax.unwrap_or(CATTAX_IAB_1_0) == cattax.unwrap_or(CATTAX_IAB_1_0)
     }
 
     /// COPPA applies.

@@ -372,11 +372,10 @@ impl BidCheck<'_> {
         {
             self.fail(Rule::NoMarkup);
         }
-        // `bcat` is in the request's taxonomy, IAB 1.0 (the default of `cattax`, the only one
-        // read here); codes of another taxonomy cannot be matched against it (`IAB1` means
-        // different things in 1.0 and 2.x), so such a bid declares no category it can be
-        // checked by.
-        let cat: &[_] = if bid.cattax.unwrap_or(CATTAX_IAB_1_0) == CATTAX_IAB_1_0 {
+        // A bid's `cat` in another taxonomy than the request's `bcat` cannot be matched
+        // against it (`IAB1` means different things in 1.0 and 2.x), so such a bid declares no
+        // category it can be checked by.
+        let cat: &[_] = if request.bcat_taxonomy_is(bid.cattax) {
             &bid.cat
         } else {
             &[]
@@ -529,9 +528,6 @@ impl BidCheck<'_> {
         }
     }
 }
-
-/// `cattax` 1: IAB Content Category Taxonomy 1.0, the default of a request's and a bid's.
-const CATTAX_IAB_1_0: u32 = 1;
 
 /// `cat` is `blocked` or one of its subcategories (`IAB25` blocks `IAB25-3`).
 fn category_within(cat: &str, blocked: &str) -> bool {

@@ -470,6 +470,7 @@ const KEYS: &[&str] = &[
     "cur",
     "wlang",
     "bcat",
+    "cattax",
     "badv",
     "bapp",
     "source",

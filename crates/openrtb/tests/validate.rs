@@ -265,6 +265,28 @@ fn blocked_categories_advertisers_apps_and_attributes() {
         }],
         "1 is the default, said out loud"
     );
+    // A request whose `bcat` is in another taxonomy (`cattax` 2, IAB Content Taxonomy 2.0):
+    // only a bid in that taxonomy is checked against it; IAB 1.0 codes are undeclared there.
+    let mut in_2_0 = request();
+    in_2_0.cattax = Some(2);
+    let rules_in_2_0 = |cat: &str, cattax: Option<u32>| {
+        let mut bid = good_bid();
+        bid.cat = vec![cat.to_owned().into()];
+        bid.cattax = cattax;
+        match validate_response(&in_2_0, &response(vec![bid]), &NoConversion) {
+            Ok(()) => Vec::new(),
+            Err(violations) => violations.into_iter().map(|v| v.rule).collect(),
+        }
+    };
+    assert_eq!(rules_in_2_0("IAB7-3", None), vec![Rule::CategoryUndeclared]);
+    assert_eq!(rules_in_2_0("IAB25-3", Some(1)), vec![Rule::CategoryUndeclared]);
+    assert_eq!(rules_in_2_0("IAB7-3", Some(2)), vec![]);
+    assert_eq!(
+        rules_in_2_0("IAB25-3", Some(2)),
+        vec![Rule::BlockedCategory {
+            cat: "IAB25-3".into()
+        }]
+    );
     assert_eq!(
         rules_for(|b| b.adomain.clear()),
         vec![Rule::AdvertiserUndeclared]
