@@ -809,6 +809,44 @@ async fn a_bids_other_members_reach_the_caller_unchanged() {
     assert_valid(&request, &text);
 }
 
+/// A bidder answering for several buyers (one seat each) may bid on one imp from each seat:
+/// the seats compete like separate bidders, the best wins and the other hears its loss (a second
+/// bid for the imp was refused by position, whatever its price).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seats_of_one_bidder_compete_for_an_imp() {
+    let mock = MockBidder::start("multi", Behaviour::default()).await;
+    let seat = |name: &str, id: &str, price: &str| {
+        let bid = bid_with(
+            &mock,
+            serde_json::json!({"id": id, "price": price.parse::<f64>().unwrap(), "adm": format!("<div>{name}</div>")}),
+        );
+        let mut bid: serde_json::Value = serde_json::from_str(&bid).unwrap();
+        bid["seatbid"][0]["seat"] = serde_json::json!(name);
+        bid["seatbid"][0].clone()
+    };
+    let body = serde_json::json!({
+        "id": "auction-1",
+        "seatbid": [seat("buyer-a", "b1", "2"), seat("buyer-b", "b2", "3")],
+    });
+    mock.set(|b| b.body = Some(body.to_string()));
+    let gateway = gateway(&[&mock], |_| {});
+    let request = request(&["1"], "0.5", &[]);
+    let answer = gateway
+        .auction(request.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap();
+    let text = answer.response.expect("a bid");
+    assert_valid(&request, &text);
+    let winners = winners(&text);
+    assert_eq!(winners.len(), 1, "{text}");
+    assert_eq!(
+        winners[0].3.as_deref(),
+        Some("<div>buyer-b</div>"),
+        "{text}"
+    );
+    assert_eq!(mock.wait_notices(1).await, ["/loss?r=102"]);
+}
+
 /// `bcat` is in IAB 1.0: a bid's categories in another taxonomy are not matched against it and
 /// count as undeclared (loss 209), so a blocked category cannot pass under another code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

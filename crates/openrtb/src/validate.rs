@@ -183,7 +183,9 @@ impl fmt::Display for Rule {
             Self::EmptyBidId => f.write_str("bid id is empty"),
             Self::DuplicateBidId => f.write_str("bid id repeats another bid's"),
             Self::UnknownImp => f.write_str("impid names no imp of the request"),
-            Self::SecondBidForImp => f.write_str("another bid already answers this imp"),
+            Self::SecondBidForImp => {
+                f.write_str("another bid of the same seat already answers this imp")
+            }
             Self::NonPositivePrice { price_micros } => {
                 write!(f, "price {} is not positive", format_micros(*price_micros))
             }
@@ -301,7 +303,9 @@ pub fn validate_response(
         match request.imp_by_id(&bid.impid) {
             None => check.fail(Rule::UnknownImp),
             Some(imp) => {
-                if !answered_imps.insert(bid.impid.as_ref()) {
+                // Per seat: the seats of one response bid for different buyers and compete
+                // with each other like any other bids.
+                if !answered_imps.insert((seat, bid.impid.as_ref())) {
                     check.fail(Rule::SecondBidForImp);
                 }
                 check.imp_rules(imp, seat.unwrap_or(""), currency, converter);

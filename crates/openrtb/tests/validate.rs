@@ -279,7 +279,10 @@ fn blocked_categories_advertisers_apps_and_attributes() {
         }
     };
     assert_eq!(rules_in_2_0("IAB7-3", None), vec![Rule::CategoryUndeclared]);
-    assert_eq!(rules_in_2_0("IAB25-3", Some(1)), vec![Rule::CategoryUndeclared]);
+    assert_eq!(
+        rules_in_2_0("IAB25-3", Some(1)),
+        vec![Rule::CategoryUndeclared]
+    );
     assert_eq!(rules_in_2_0("IAB7-3", Some(2)), vec![]);
     assert_eq!(
         rules_in_2_0("IAB25-3", Some(2)),
@@ -404,6 +407,21 @@ fn markup_ids_and_imps() {
         },
     ]);
     assert_eq!(rules_of(&twice, &NoConversion), vec![Rule::SecondBidForImp]);
+    // Another seat of the same response may answer the imp: each seat bids for its own buyer.
+    let mut two_seats = response(vec![good_bid()]);
+    two_seats.seatbid.push(SeatBid {
+        bid: vec![Bid {
+            id: "b2".into(),
+            ..good_bid()
+        }],
+        seat: Some("other-buyer".into()),
+    });
+    let mut any_seat = request();
+    any_seat.wseat.clear();
+    assert_eq!(
+        validate_response(&any_seat, &two_seats, &NoConversion),
+        Ok(())
+    );
     let same_id = response(vec![
         good_bid(),
         Bid {
