@@ -123,9 +123,10 @@ impl From<StoreError> for ApiError {
                 message: error.to_string(),
                 retry_after_secs,
             },
-            StoreError::Migration(_) | StoreError::Corrupt(_) | StoreError::Backend(_) => {
-                ApiError::Internal(error.to_string())
-            }
+            StoreError::Migration(_)
+            | StoreError::Corrupt(_)
+            | StoreError::CheckpointMoved(_)
+            | StoreError::Backend(_) => ApiError::Internal(error.to_string()),
         }
     }
 }

@@ -23,6 +23,16 @@
 //! the others' events are committed in that run. Nothing of exactly-once changes: every read
 //! ends before the run's one commit.
 //!
+//! One manager per database aggregates (the manager lock), and the commit does not take that on
+//! trust: each checkpoint moves only from the position the run started reading at (a
+//! compare-and-set in the commit's transaction, see [`StatsStore::commit_run`]). A run whose
+//! commit finds a checkpoint moved (another manager took over and committed those log bytes
+//! first, while this run was in flight) is rolled back whole: it is logged, counted in
+//! `marquee_aggregation_fenced_runs_total`, nothing is acknowledged, and the next run starts
+//! from the database's state.
+//!
+//! [`StatsStore::commit_run`]: marquee_store::StatsStore::commit_run
+//!
 //! A log behind its checkpoint (a shard whose listed segments end before the stored position:
 //! an edge restored from a backup, or its log replaced under the same id) is neither read nor
 //! acknowledged: acknowledging it would delete segments nobody counted. It is logged as an
@@ -41,7 +51,7 @@ use marquee_model::Clock;
 use marquee_stats::{
     Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, MINUTE, Rules, Seen,
 };
-use marquee_store::{Checkpoint, RunWrite, Store, StoreError};
+use marquee_store::{Checkpoint, CheckpointMove, CheckpointPosition, RunWrite, Store, StoreError};
 
 use crate::sources::{Chunk, LogSource, SourceError};
 
@@ -94,6 +104,14 @@ pub enum AggregationError {
     Task(#[from] tokio::task::JoinError),
 }
 
+impl AggregationError {
+    /// Whether the run was fenced: another manager had committed the log bytes it read
+    /// ([`marquee_store::CheckpointMoved`]). Nothing of it was written or acknowledged.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, AggregationError::Store(error) if error.checkpoint_moved().is_some())
+    }
+}
+
 /// What one committed run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunReport {
@@ -141,6 +159,17 @@ struct Position {
     max_time_micros: Option<i64>,
 }
 
+impl Position {
+    /// As the store keeps it: no event time yet is `i64::MIN`.
+    fn stored(self) -> CheckpointPosition {
+        CheckpointPosition {
+            segment: self.segment,
+            offset: self.offset,
+            max_event_time_micros: self.max_time_micros.unwrap_or(i64::MIN),
+        }
+    }
+}
+
 type ShardKey = (String, u32);
 
 #[derive(Debug, Default)]
@@ -184,6 +213,9 @@ struct ShardRead {
 struct ShardDone {
     key: ShardKey,
     source: usize,
+    /// The stored position the run started from (`None`: no checkpoint yet): the commit's
+    /// fence.
+    stored: Option<Position>,
     position: Position,
     moved: bool,
     caught_up: bool,
@@ -196,6 +228,7 @@ struct ShardDone {
 struct Metrics {
     runs: AtomicU64,
     failures: AtomicU64,
+    fenced: AtomicU64,
     statements: AtomicU64,
     bytes: AtomicU64,
     records: AtomicU64,
@@ -325,6 +358,8 @@ impl Aggregator {
             match self.run_once().await {
                 Ok(report) if report.more => next = tokio::time::Instant::now(),
                 Ok(_) => {}
+                // Said when it happened (see `run_locked`).
+                Err(error) if error.is_fenced() => {}
                 Err(error) => tracing::error!(%error, "aggregation run failed; retrying"),
             }
         }
@@ -348,8 +383,13 @@ impl Aggregator {
                     .statements
                     .store(u64::from(report.statements), Relaxed);
             }
-            Err(_) => {
-                self.metrics.failures.fetch_add(1, Relaxed);
+            Err(error) => {
+                let counter = if error.is_fenced() {
+                    &self.metrics.fenced
+                } else {
+                    &self.metrics.failures
+                };
+                counter.fetch_add(1, Relaxed);
                 // Whatever was in memory may be ahead of or behind the database now.
                 state.loaded = false;
             }
@@ -457,15 +497,21 @@ impl Aggregator {
             let cutoff = now_secs - secs(self.options.minute_retention);
             cutoff - cutoff.rem_euclid(MINUTE)
         };
-        let checkpoints: Vec<Checkpoint> = shards
+        let checkpoints: Vec<CheckpointMove> = shards
             .iter()
             .filter(|s| s.moved)
-            .map(|s| Checkpoint {
-                source: s.key.0.clone(),
-                shard: s.key.1,
-                segment: s.position.segment,
-                offset: s.position.offset,
-                max_event_time_micros: s.position.max_time_micros.unwrap_or(i64::MIN),
+            .map(|s| {
+                let to = s.position.stored();
+                CheckpointMove {
+                    from: s.stored.map(Position::stored),
+                    to: Checkpoint {
+                        source: s.key.0.clone(),
+                        shard: s.key.1,
+                        segment: to.segment,
+                        offset: to.offset,
+                        max_event_time_micros: to.max_event_time_micros,
+                    },
+                }
             })
             .collect();
         let Deltas {
@@ -497,7 +543,20 @@ impl Aggregator {
                 checkpoints,
                 now,
             })
-            .await?;
+            .await
+            .inspect_err(|error| {
+                if let Some(moved) = error.checkpoint_moved() {
+                    // Another manager took over and counted these bytes: this run is void, and
+                    // acknowledging would delete segments on this manager's stale word.
+                    tracing::error!(
+                        edge = %moved.source_name,
+                        shard = moved.shard,
+                        "another manager committed the log positions this run started from \
+                         (it took over the database): the run was rolled back, nothing of it \
+                         counted or acknowledged; the next run starts from the database's state"
+                    );
+                }
+            })?;
 
         // Committed: now memory may follow.
         state.seen.apply(pending);
@@ -691,6 +750,13 @@ impl Aggregator {
             "counter",
             "Aggregation runs that failed (and were retried from the database's state).",
             get(&m.failures),
+        );
+        metric(
+            "marquee_aggregation_fenced_runs_total",
+            "counter",
+            "Aggregation runs rolled back because another manager had committed the log \
+             positions they started from (a takeover): nothing counted twice or acknowledged.",
+            get(&m.fenced),
         );
         metric(
             "marquee_aggregation_statements",
@@ -1153,6 +1219,7 @@ fn ingest_shard(ingest: &mut Ingest<'_>, read: ShardRead) -> (ShardDone, ShardSt
         moved: Some(position) != stored,
         key,
         source,
+        stored,
         position,
         caught_up,
         behind,

@@ -14,7 +14,9 @@
 //!   `watch` channel swaps an `Arc`), so readers see the old or the new snapshot, never a mix.
 //! - Every event logged counts exactly once: an aggregation run commits its aggregates with
 //!   the log positions they came from in one transaction, with a constant number of
-//!   statements, and edges delete only segments committed past (see [`aggregator`]).
+//!   statements, moving each position only from where the run started reading (so a run in
+//!   flight on a manager that was taken over cannot count bytes twice), and edges delete only
+//!   segments committed past (see [`aggregator`]).
 //! - Edges report by heartbeat ([`edges`]); a remote edge's log is collected under its id from
 //!   its first heartbeat on, and after a restart from the persisted registry at once.
 

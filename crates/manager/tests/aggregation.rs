@@ -380,6 +380,79 @@ async fn statements_per_run(w: &World, counts: [u64; 2]) -> Vec<u32> {
     statements
 }
 
+/// A takeover while a run is in flight: the old manager's aggregator started from positions
+/// that the new manager's commit has since moved past (here: the old one's next run, still on
+/// its positions in memory). Its commit is fenced: the events the new manager counted are not
+/// counted again, no segment is acknowledged on the old run's word, and its next run starts
+/// from the database's state.
+async fn a_fenced_run_counts_and_acknowledges_nothing(w: World) {
+    let source = MemorySource::named("eu-1");
+    let first: Vec<Event> = (1..=6).map(|n| w.event(n, Kind::Impression)).collect();
+    source.push_segment(0, &first, true);
+    let old = w.aggregator(source.clone(), 1 << 20);
+    assert_eq!(old.run_once().await.unwrap().accepted, 6);
+    assert_eq!(*source.acks.lock().unwrap(), [(0, 1)]);
+
+    // The new manager counts the next segment (without deleting it, so that the old one
+    // still finds it: as when the old run read it before the new one's acknowledgement).
+    let second: Vec<Event> = (7..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    source.push_segment(0, &second, true);
+    let new = Aggregator::new(
+        Arc::clone(&w.store),
+        w.clock.clone(),
+        vec![source.clone()],
+        AggregationOptions {
+            delete_consumed: false,
+            ..AggregationOptions::default()
+        },
+    );
+    assert_eq!(new.run_once().await.unwrap().accepted, 6);
+
+    let fenced = old.run_once().await.unwrap_err();
+    assert!(fenced.is_fenced(), "{fenced}");
+    let counted: Vec<Event> = first.iter().chain(&second).copied().collect();
+    assert_eq!(w.minutes().await, direct_minute_count(&counted));
+    assert_eq!(
+        *source.acks.lock().unwrap(),
+        [(0, 1)],
+        "nothing acknowledged"
+    );
+    let listed: Vec<u64> = source
+        .segments()
+        .await
+        .unwrap()
+        .iter()
+        .map(|l| l.segment.id)
+        .collect();
+    assert_eq!(listed, [2], "nothing deleted");
+    let metrics = old.render_metrics();
+    for line in [
+        "marquee_aggregation_fenced_runs_total 1\n",
+        "marquee_aggregation_failures_total 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+
+    // Its next run reads on from where the new manager left off.
+    let report = old.run_once().await.unwrap();
+    assert_eq!(report.records, 0);
+    assert_eq!(w.minutes().await, direct_minute_count(&counted));
+    assert_eq!(*source.acks.lock().unwrap(), [(0, 1), (0, 2)]);
+}
+
+#[tokio::test]
+async fn a_fenced_run_counts_and_acknowledges_nothing_on_sqlite() {
+    a_fenced_run_counts_and_acknowledges_nothing(world().await).await;
+}
+
+#[tokio::test]
+async fn a_fenced_run_counts_and_acknowledges_nothing_on_postgres() {
+    a_fenced_run_counts_and_acknowledges_nothing(
+        world_on(Some(TestDatabase::create().await)).await,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn invalid_and_old_events_are_dropped_and_counted() {
     let w = world().await;

@@ -34,8 +34,39 @@ pub enum StoreError {
     Migration(#[from] MigrationError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A fenced aggregation run: another manager committed its log bytes first.
+    #[error(transparent)]
+    CheckpointMoved(#[from] CheckpointMoved),
     #[error("database error: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// The fence of [`StatsStore::commit_run`](crate::StatsStore::commit_run) that stopped a
+    /// run, if that is what this error is.
+    pub fn checkpoint_moved(&self) -> Option<&CheckpointMoved> {
+        match self {
+            StoreError::CheckpointMoved(moved) => Some(moved),
+            _ => None,
+        }
+    }
+}
+
+/// An aggregation run's commit found a checkpoint it moves no longer where the run started
+/// reading (or a shard the run found without one now has one): another manager committed the
+/// same log bytes first. The whole run was rolled back; nothing of it was written. Returned by
+/// [`StatsStore::commit_run`](crate::StatsStore::commit_run) as
+/// [`StoreError::CheckpointMoved`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the checkpoint of shard {shard} of source {source_name:?} moved after this run started \
+     reading there: another manager committed those log bytes first, so nothing of this run \
+     was written"
+)]
+pub struct CheckpointMoved {
+    /// The source (edge) of the first such shard, in (source, shard) order.
+    pub source_name: String,
+    pub shard: u32,
 }
 
 #[derive(Debug, thiserror::Error)]

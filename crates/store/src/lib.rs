@@ -31,14 +31,17 @@ mod typed;
 mod users;
 
 pub use copy::{CopyError, CopySummary, copy_sqlite_to_postgres};
-pub use error::{MigrationError, StoreError};
+pub use error::{CheckpointMoved, MigrationError, StoreError};
 pub use manager_lock::{LockAttempt, ManagerLock, wait_for_manager_lock};
 pub use marquee_model::{Catalog, Meta, Stored};
 pub use pacing::PacingStore;
 pub use postgres::PostgresStore;
 pub use record::{Draft, ListQuery, NewToken, Record, TokenRecord};
 pub use sqlite::SqliteStore;
-pub use stats::{Checkpoint, CollectionState, RunWrite, RunWritten, StatsStore};
+pub use stats::{
+    Checkpoint, CheckpointMove, CheckpointPosition, CollectionState, RunWrite, RunWritten,
+    StatsStore,
+};
 pub use users::{DeletedUser, NewSession, NewUser, SessionRecord, UserRecord, UserStore};
 
 use async_trait::async_trait;

@@ -1,11 +1,17 @@
 //! One active manager per database.
 //!
 //! Collection, aggregation and pacing keep state in memory between runs (log read positions,
-//! the dedupe set, the lease book) and write it back without comparing it with what is stored,
-//! so two managers on one database would read the same log bytes and count them twice, and
-//! overwrite each other's leases. A process that runs them (`marquee serve`, `marquee manager`)
-//! first takes the database's [`ManagerLock`] and holds it for its whole life; commands that
-//! only migrate, copy or read take none and run alongside it.
+//! the dedupe set, the lease book), so two managers on one database would read the same log
+//! bytes and overwrite each other's leases. A process that runs them (`marquee serve`,
+//! `marquee manager`) first takes the database's [`ManagerLock`] and holds it for its whole
+//! life; commands that only migrate, copy or read take none and run alongside it.
+//!
+//! Aggregation does not rely on the lock alone: a run's commit moves each checkpoint only from
+//! the position the run started from, in the same transaction
+//! ([`StatsStore::commit_run`](crate::StatsStore::commit_run)), so a run still in flight when
+//! its manager lost the lock (below) is refused ([`CheckpointMoved`](crate::CheckpointMoved))
+//! once the new manager has committed those log bytes, never counted twice. The lease book has
+//! no such fence: a pacing round in flight may still store it once.
 //!
 //! - SQLite: an exclusive advisory lock (`flock`) on `FILE.manager-lock` next to the database
 //!   file, which holds the holder's process id. The kernel releases it when the process ends,

@@ -12,7 +12,8 @@ use marquee_stats::{COLUMNS, DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    Draft, MigrationError, NewToken, NewUser, Record, StoreError, TokenRecord, UserRecord,
+    CheckpointMove, Draft, MigrationError, NewToken, NewUser, Record, StoreError, TokenRecord,
+    UserRecord,
 };
 
 pub(crate) fn table(kind: Kind) -> &'static str {
@@ -311,6 +312,58 @@ pub(crate) const FULL_KEYS: &[&str] = &[
 ];
 /// The key columns of `stats_hour_line_item`.
 pub(crate) const LINE_ITEM_KEYS: &[&str] = &["line_item", "bucket_start"];
+
+/// One checkpoint move of a run as both backends bind it: the key, the new position, and the
+/// position the stored row must still hold (`None`: the row must still not exist).
+pub(crate) struct CheckpointRow<'a> {
+    pub source: &'a str,
+    pub shard: u32,
+    pub segment: i64,
+    pub offset: i64,
+    pub max_time: i64,
+    pub from: Option<[i64; 3]>,
+}
+
+/// A run's checkpoint moves in (source, shard) order, the order in which the checkpoint
+/// statement takes their row locks (two managers' commits queue instead of deadlocking). A
+/// shard named twice is refused: its fence would be ambiguous.
+pub(crate) fn checkpoint_rows(
+    moves: &[CheckpointMove],
+) -> Result<Vec<CheckpointRow<'_>>, StoreError> {
+    let mut rows = Vec::with_capacity(moves.len());
+    for CheckpointMove { from, to } in moves {
+        let from = match from {
+            Some(p) => Some([
+                sql_i64(p.segment, "segment")?,
+                sql_i64(p.offset, "offset")?,
+                p.max_event_time_micros,
+            ]),
+            None => None,
+        };
+        rows.push(CheckpointRow {
+            source: &to.source,
+            shard: to.shard,
+            segment: sql_i64(to.segment, "segment")?,
+            offset: sql_i64(to.offset, "offset")?,
+            max_time: to.max_event_time_micros,
+            from,
+        });
+    }
+    rows.sort_unstable_by(|a, b| (a.source, a.shard).cmp(&(b.source, b.shard)));
+    if let Some(twice) = rows
+        .windows(2)
+        .find(|pair| (pair[0].source, pair[0].shard) == (pair[1].source, pair[1].shard))
+    {
+        return Err(StoreError::Backend(
+            format!(
+                "a run moves the checkpoint of shard {} of source {:?} twice",
+                twice[0].shard, twice[0].source
+            )
+            .into(),
+        ));
+    }
+    Ok(rows)
+}
 
 /// The counter columns of the stats tables, each as `write` puts it, comma-separated.
 pub(crate) fn each_counter(write: impl Fn(&str) -> String) -> String {

@@ -5,7 +5,9 @@
 //! sketches, dedupe entries and source checkpoints in **one transaction** with a number of
 //! statements that does not depend on how many events or rows the run holds. Rows travel as
 //! one bound parameter per table (a JSON array in SQLite), never as one statement per row or
-//! per chunk of rows.
+//! per chunk of rows. And the commit is fenced: each checkpoint moves only from the position
+//! the run started reading at ([`CheckpointMove`]), so of two runs over the same log bytes
+//! (two managers, one of them no longer the active one) only the first to commit counts them.
 
 use std::collections::HashMap;
 
@@ -26,6 +28,37 @@ pub struct Checkpoint {
     pub offset: u64,
     /// The latest event time read from this shard so far (µs), for the dedupe watermark.
     pub max_event_time_micros: i64,
+}
+
+impl Checkpoint {
+    /// Where it stands, as a run that starts reading there names it in [`CheckpointMove::from`].
+    pub fn position(&self) -> CheckpointPosition {
+        CheckpointPosition {
+            segment: self.segment,
+            offset: self.offset,
+            max_event_time_micros: self.max_event_time_micros,
+        }
+    }
+}
+
+/// A stored checkpoint's position: the columns of its row apart from the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointPosition {
+    pub segment: u64,
+    pub offset: u64,
+    pub max_event_time_micros: i64,
+}
+
+/// One shard's checkpoint as a run moves it: from where the run started reading, to where it
+/// stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointMove {
+    /// The stored position the run started reading from, exactly as
+    /// [`StatsStore::collection_state`] returned it (or as this run's predecessor committed
+    /// it); `None`: the shard had no checkpoint yet. The commit moves the checkpoint only if
+    /// its row still holds exactly this (for `None`: still does not exist).
+    pub from: Option<CheckpointPosition>,
+    pub to: Checkpoint,
 }
 
 /// What the manager restores at start.
@@ -55,8 +88,8 @@ pub struct RunWrite {
     pub seen_cutoff_secs: i64,
     /// Minute rows whose bucket starts below this are deleted (retention).
     pub minute_cutoff_secs: i64,
-    /// The positions reached, one per shard read.
-    pub checkpoints: Vec<Checkpoint>,
+    /// The positions reached, each with the one it started from; at most one per shard.
+    pub checkpoints: Vec<CheckpointMove>,
     /// When the run committed (for `updated_at`).
     pub now: Timestamp,
 }
@@ -80,10 +113,18 @@ pub trait StatsStore: Send + Sync {
     /// The checkpoints of every source and the dedupe entries still stored.
     async fn collection_state(&self) -> Result<CollectionState, StoreError>;
 
-    /// Writes one run in one transaction: adds the counters, merges the sketches (one
-    /// SELECT of the touched ones, merged in memory, one upsert), stores the dedupe entries,
-    /// moves the checkpoints, prunes dedupe rows and minute rows past their cutoffs. The
-    /// number of statements is the same for every run.
+    /// Writes one run in one transaction: moves the checkpoints, adds the counters, merges the
+    /// sketches (one SELECT of the touched ones, merged in memory, one upsert), stores the
+    /// dedupe entries, prunes dedupe rows and minute rows past their cutoffs. The number of
+    /// statements is the same for every run.
+    ///
+    /// The checkpoint moves are a compare-and-set, checked in the same statement that makes
+    /// them: if any shard's row no longer holds the position its [`CheckpointMove::from`]
+    /// names (or exists where `from` is `None`), nothing of the run is written and the error
+    /// is [`CheckpointMoved`](crate::CheckpointMoved) (in [`StoreError::Backend`], see
+    /// [`StoreError::checkpoint_moved`]). On PostgreSQL a commit that meets another
+    /// transaction moving the same row waits for it and compares with what it committed. A
+    /// run naming a shard twice is refused.
     async fn commit_run(&self, run: RunWrite) -> Result<RunWritten, StoreError>;
 
     /// Stored rows summed by bucket and the query's grouping columns, in one SELECT.

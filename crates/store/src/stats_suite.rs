@@ -21,7 +21,7 @@ use marquee_stats::{
     line_item_totals,
 };
 
-use crate::{Checkpoint, Draft, RunWrite, StatsStore, Store};
+use crate::{Checkpoint, CheckpointMove, CheckpointMoved, Draft, RunWrite, StatsStore, Store};
 
 /// A minute row's whole key: line item, minute, creative, placement, country, device.
 pub type MinuteKey = (u64, i64, u64, u64, String, u8);
@@ -79,6 +79,9 @@ macro_rules! stats_suite {
     ($factory:expr) => {
         $crate::stats_suite!(@cases ($factory)
             runs_add_counters_and_move_checkpoints,
+            a_run_from_checkpoints_another_run_moved_writes_nothing,
+            a_run_that_found_no_checkpoint_loses_to_one_that_made_it,
+            a_run_moving_a_shard_twice_is_refused,
             statements_per_run_do_not_grow_with_rows,
             sketches_merge_across_runs,
             dedupe_entries_survive_and_are_pruned,
@@ -168,13 +171,35 @@ fn checkpoint(shard: u32, segment: u64, offset: u64) -> Checkpoint {
     }
 }
 
+/// A move of a shard that has no checkpoint yet.
+fn first_move(to: Checkpoint) -> CheckpointMove {
+    CheckpointMove { from: None, to }
+}
+
+/// A move of a shard from its checkpoint `from`, as stored.
+fn move_on(from: &Checkpoint, to: Checkpoint) -> CheckpointMove {
+    CheckpointMove {
+        from: Some(from.position()),
+        to,
+    }
+}
+
+/// The stored checkpoint of `shard` of the suite's source.
+async fn stored_checkpoint(store: &Db, shard: u32) -> Option<Checkpoint> {
+    let state = store.collection_state().await.unwrap();
+    state.checkpoints.into_iter().find(|c| c.shard == shard)
+}
+
 pub async fn runs_add_counters_and_move_checkpoints(store: Db, _clock: Arc<ManualClock>) {
     let minute = at("2026-12-01T10:05:00Z");
     let mut first = run_at(1, minute, counts(3, 1, 4_500));
-    first.checkpoints = vec![checkpoint(0, 1, 100), checkpoint(1, 4, 28)];
+    first.checkpoints = vec![
+        first_move(checkpoint(0, 1, 100)),
+        first_move(checkpoint(1, 4, 28)),
+    ];
     store.commit_run(first).await.unwrap();
     let mut second = run_at(1, minute, counts(2, 0, 3_000));
-    second.checkpoints = vec![checkpoint(0, 2, 28)];
+    second.checkpoints = vec![move_on(&checkpoint(0, 1, 100), checkpoint(0, 2, 28))];
     store.commit_run(second).await.unwrap();
 
     for table in [Granularity::Minute, Granularity::Hour, Granularity::Day] {
@@ -224,16 +249,182 @@ pub async fn statements_per_run_do_not_grow_with_rows(store: Db, _clock: Arc<Man
             },
             sketch.clone(),
         ));
-        many.checkpoints.push(checkpoint(i as u32, 1, 28));
+        many.checkpoints
+            .push(first_move(checkpoint(i as u32, 1, 28)));
     }
     many.seen_entries = vec![0; 26 * 10_000];
     many.seen_max_time = minute;
     let many = store.commit_run(many).await.unwrap();
+    // Every one of those checkpoints moved on from where the last run left it: the fence
+    // compares them all in the same statement.
+    let mut on = RunWrite::default();
+    for i in 0..2_000u32 {
+        on.checkpoints
+            .push(move_on(&checkpoint(i, 1, 28), checkpoint(i, 2, 28)));
+    }
+    let on = store.commit_run(on).await.unwrap();
     assert_eq!(empty.statements, one.statements);
     assert_eq!(one.statements, many.statements);
+    assert_eq!(many.statements, on.statements);
+    assert_eq!(
+        stored_checkpoint(&store, 1_999).await,
+        Some(checkpoint(1_999, 2, 28))
+    );
     assert_eq!(many.sketches_changed, 2_000);
     let rows = store.report_rows(all(Granularity::Hour)).await.unwrap();
     assert_eq!(rows.len(), 20_000);
+}
+
+/// Two managers' runs over the same log bytes, both prepared from the same stored checkpoints
+/// (the old manager's run in flight when the new one took over): the first commit counts them,
+/// the second is refused whole, naming the shard, and writes nothing at all, not even the
+/// moves of shards the first did not touch.
+pub async fn a_run_from_checkpoints_another_run_moved_writes_nothing(
+    store: Db,
+    _clock: Arc<ManualClock>,
+) {
+    use marquee_stats::{EventKind, Pending, Seen};
+    let minute = at("2026-12-01T10:05:00Z");
+    let mut base = run_at(1, minute, counts(1, 0, 1_500));
+    base.checkpoints = vec![
+        first_move(checkpoint(0, 1, 100)),
+        first_move(checkpoint(1, 4, 28)),
+    ];
+    store.commit_run(base).await.unwrap();
+    let start = store.collection_state().await.unwrap();
+    let from = |shard: u32| start.checkpoints.iter().find(|c| c.shard == shard).unwrap();
+
+    let mut winner = run_at(1, minute, counts(3, 1, 4_500));
+    winner.checkpoints = vec![move_on(from(1), checkpoint(1, 5, 28))];
+    let mut loser = run_at(1, minute, counts(3, 1, 4_500));
+    let mut sketch = Hll::new();
+    sketch.insert(42);
+    loser.sketches = vec![(
+        SketchKey {
+            line_item: 1,
+            day: 20_261_201,
+        },
+        sketch,
+    )];
+    let mut pending = Pending::default();
+    Seen::default().check_and_add(&mut pending, 77, EventKind::Impression, minute);
+    (loser.seen_entries, loser.seen_max_time) = pending.encode();
+    loser.checkpoints = vec![
+        move_on(from(0), checkpoint(0, 2, 28)),
+        move_on(from(1), checkpoint(1, 5, 28)),
+    ];
+
+    store.commit_run(winner).await.unwrap();
+    let refused = store.commit_run(loser).await.unwrap_err();
+    assert_eq!(
+        refused.checkpoint_moved(),
+        Some(&CheckpointMoved {
+            source_name: "edge \"a\"".into(),
+            shard: 1
+        }),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("another manager"), "{refused}");
+
+    for table in [Granularity::Minute, Granularity::Hour, Granularity::Day] {
+        let rows = store.report_rows(all(table)).await.unwrap();
+        let impressions: i64 = rows.iter().map(|r| r.counters.impressions).sum();
+        assert_eq!(
+            impressions,
+            1 + 3,
+            "{table:?}: the base run and the winner only"
+        );
+    }
+    let state = store.collection_state().await.unwrap();
+    assert_eq!(
+        state.checkpoints,
+        vec![checkpoint(0, 1, 100), checkpoint(1, 5, 28)],
+        "shard 0 stays where the refused run found it"
+    );
+    assert!(
+        state.seen.is_empty(),
+        "no dedupe entries of the refused run"
+    );
+    assert!(
+        store
+            .sketches(None, 20_261_201, 20_261_201)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no sketch of the refused run"
+    );
+}
+
+/// "No checkpoint yet" is a starting point like any other: of two runs that both found a
+/// shard without one, the second to commit finds the first's row and is refused. The winner's
+/// checkpoint has no event time yet (`i64::MIN`, a shard moved past segments it found
+/// deleted): a run starting from it still matches it.
+pub async fn a_run_that_found_no_checkpoint_loses_to_one_that_made_it(
+    store: Db,
+    _clock: Arc<ManualClock>,
+) {
+    let minute = at("2026-12-01T10:05:00Z");
+    let made = Checkpoint {
+        max_event_time_micros: i64::MIN,
+        ..checkpoint(3, 2, 28)
+    };
+    let mut winner = run_at(2, minute, counts(5, 0, 7_500));
+    winner.checkpoints = vec![first_move(made.clone())];
+    let mut loser = run_at(2, minute, counts(5, 0, 7_500));
+    loser.checkpoints = vec![first_move(checkpoint(3, 2, 28))];
+    store.commit_run(winner).await.unwrap();
+    let refused = store.commit_run(loser).await.unwrap_err();
+    assert_eq!(
+        refused.checkpoint_moved().map(|m| m.shard),
+        Some(3),
+        "{refused}"
+    );
+    let rows = store.report_rows(all(Granularity::Day)).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].counters, counts(5, 0, 7_500));
+    assert_eq!(
+        store.collection_state().await.unwrap().checkpoints,
+        vec![made.clone()]
+    );
+
+    let next = RunWrite {
+        checkpoints: vec![move_on(&made, checkpoint(3, 3, 28))],
+        ..RunWrite::default()
+    };
+    store.commit_run(next).await.unwrap();
+    assert_eq!(
+        store.collection_state().await.unwrap().checkpoints,
+        vec![checkpoint(3, 3, 28)]
+    );
+}
+
+/// A shard named twice in one run has no one position to compare with: refused, nothing
+/// written.
+pub async fn a_run_moving_a_shard_twice_is_refused(store: Db, _clock: Arc<ManualClock>) {
+    let minute = at("2026-12-01T10:05:00Z");
+    let mut run = run_at(1, minute, counts(1, 0, 0));
+    run.checkpoints = vec![
+        first_move(checkpoint(0, 1, 100)),
+        move_on(&checkpoint(0, 1, 100), checkpoint(0, 2, 28)),
+    ];
+    let refused = store.commit_run(run).await.unwrap_err();
+    assert!(refused.checkpoint_moved().is_none());
+    assert!(refused.to_string().contains("twice"), "{refused}");
+    assert!(
+        store
+            .report_rows(all(Granularity::Day))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .collection_state()
+            .await
+            .unwrap()
+            .checkpoints
+            .is_empty()
+    );
 }
 
 pub async fn sketches_merge_across_runs(store: Db, _clock: Arc<ManualClock>) {

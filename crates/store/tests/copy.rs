@@ -12,8 +12,8 @@ use marquee_model::{Kind, LineItemId, ManualClock, PlacementId, Role, Status};
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
-    Checkpoint, CopyError, Draft, NewSession, NewToken, NewUser, PacingStore, PostgresStore,
-    RunWrite, SqliteStore, StatsStore, Store, UserStore, copy_sqlite_to_postgres,
+    Checkpoint, CheckpointMove, CopyError, Draft, NewSession, NewToken, NewUser, PacingStore,
+    PostgresStore, RunWrite, SqliteStore, StatsStore, Store, UserStore, copy_sqlite_to_postgres,
 };
 use rusqlite::types::Value;
 use tokio_postgres::NoTls;
@@ -186,12 +186,15 @@ async fn fill(store: &SqliteStore) {
         )],
         seen_entries: (0..26 * 3).map(|i| i as u8).collect(),
         seen_max_time: minute,
-        checkpoints: vec![Checkpoint {
-            source: "edge \"a\"".into(),
-            shard: 1,
-            segment: 4,
-            offset: 1_234,
-            max_event_time_micros: minute * 1_000_000,
+        checkpoints: vec![CheckpointMove {
+            from: None,
+            to: Checkpoint {
+                source: "edge \"a\"".into(),
+                shard: 1,
+                segment: 4,
+                offset: 1_234,
+                max_event_time_micros: minute * 1_000_000,
+            },
         }],
         now: Timestamp::from_second(minute).unwrap(),
         ..RunWrite::default()

@@ -17,7 +17,9 @@ use common::{
 use jiff::SignedDuration;
 use marquee_model::{Clock, Kind, ManualClock};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{ListQuery, LockAttempt, ManagerLock, PostgresStore, Store};
+use marquee_store::{
+    Checkpoint, CheckpointMove, ListQuery, LockAttempt, ManagerLock, PostgresStore, RunWrite, Store,
+};
 use tokio_postgres::NoTls;
 
 async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TestDatabase) {
@@ -313,4 +315,73 @@ async fn a_manager_lock_taken_by_another_meanwhile_is_lost() {
         .await
         .expect("the holder learns that it lost the lock");
     assert!(lock.is_lost());
+}
+
+/// The takeover race on PostgreSQL: a run commits while another transaction (the other
+/// manager's run) is moving the same checkpoint. Its checkpoint upsert waits for that
+/// transaction's row lock, then compares with the outcome: refused if the row moved, made if
+/// the other transaction rolled back.
+#[tokio::test]
+async fn a_run_meeting_a_concurrent_checkpoint_move_waits_and_compares_with_its_outcome() {
+    let checkpoint = |segment| Checkpoint {
+        source: "eu-1".into(),
+        shard: 0,
+        segment,
+        offset: 28,
+        max_event_time_micros: 5,
+    };
+    for other_commits in [true, false] {
+        let (store, _clock, db) = fresh_store().await;
+        let first = RunWrite {
+            checkpoints: vec![CheckpointMove {
+                from: None,
+                to: checkpoint(1),
+            }],
+            ..RunWrite::default()
+        };
+        store.commit_run(first).await.unwrap();
+        let mut other = raw(&db).await;
+        let tx = other.transaction().await.unwrap();
+        tx.execute(
+            "UPDATE stats_checkpoints SET segment = 2 WHERE source = 'eu-1' AND shard = 0",
+            &[],
+        )
+        .await
+        .unwrap();
+        let run = RunWrite {
+            checkpoints: vec![CheckpointMove {
+                from: Some(checkpoint(1).position()),
+                to: checkpoint(3),
+            }],
+            ..RunWrite::default()
+        };
+        let commit = tokio::spawn({
+            let store = Arc::clone(&store);
+            async move { store.commit_run(run).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!commit.is_finished(), "waits for the other transaction");
+        if other_commits {
+            tx.commit().await.unwrap();
+        } else {
+            tx.rollback().await.unwrap();
+        }
+        let result = tokio::time::timeout(Duration::from_secs(10), commit)
+            .await
+            .expect("the run goes on once the other transaction ended")
+            .unwrap();
+        let stored = store.collection_state().await.unwrap().checkpoints;
+        if other_commits {
+            let refused = result.unwrap_err();
+            assert_eq!(
+                refused.checkpoint_moved().map(|m| m.shard),
+                Some(0),
+                "{refused}"
+            );
+            assert_eq!(stored, vec![checkpoint(2)]);
+        } else {
+            result.unwrap();
+            assert_eq!(stored, vec![checkpoint(3)]);
+        }
+    }
 }

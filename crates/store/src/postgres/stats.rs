@@ -14,13 +14,13 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{PostgresStore, Tx, pg, query};
-use crate::StoreError;
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
-    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_limit,
-    report_table, sql_i64,
+    FULL_KEYS, LINE_ITEM_KEYS, checkpoint_rows, delivery_parts, each_counter, report_grouping,
+    report_limit, report_table, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
+use crate::{CheckpointMoved, StoreError};
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -129,12 +129,46 @@ impl<'a> RowColumns<'a> {
     }
 }
 
-/// The statements of one run, always the same twelve in the same order: `BEGIN`, four upserts
-/// (minute, hour, hour per line item, day), the sketch SELECT and upsert, the checkpoint
-/// upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
-/// counted by [`PostgresStore::commit_run`]).
+/// The checkpoint moves of a run, fenced: each row moves only if it still holds the position
+/// the run started from (a shard the run found without a row: only if it still has none). One
+/// statement makes the moves and answers the shards it could not move. At READ COMMITTED an
+/// upsert meeting a row another transaction is moving (or inserting) waits for that one to end
+/// and then tests the `WHERE` against the row as committed, so a run that lost the race sees
+/// the winner's position. A row the run expected but that is gone is not recreated.
+const MOVE_CHECKPOINTS: &str = "\
+    WITH c AS ( \
+      SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], \
+                           $7::int8[], $8::int8[], $9::int8[]) \
+        AS c(source, shard, segment, byte_offset, max_time, from_segment, from_offset, from_max_time) \
+    ), moved AS ( \
+      INSERT INTO stats_checkpoints AS s \
+        (source, shard, segment, byte_offset, max_event_time, updated_at) \
+      SELECT source, shard, segment, byte_offset, max_time, $6 FROM c \
+      WHERE from_segment IS NULL OR EXISTS \
+        (SELECT 1 FROM stats_checkpoints AS k WHERE k.source = c.source AND k.shard = c.shard) \
+      ORDER BY source, shard \
+      ON CONFLICT (source, shard) DO UPDATE SET segment = excluded.segment, \
+        byte_offset = excluded.byte_offset, max_event_time = excluded.max_event_time, \
+        updated_at = excluded.updated_at \
+      WHERE (s.segment, s.byte_offset, s.max_event_time) = \
+        (SELECT f.from_segment, f.from_offset, f.from_max_time FROM c AS f \
+         WHERE f.source = excluded.source AND f.shard = excluded.shard) \
+      RETURNING source, shard \
+    ) \
+    SELECT c.source, c.shard FROM c \
+    WHERE NOT EXISTS (SELECT 1 FROM moved AS m WHERE m.source = c.source AND m.shard = c.shard) \
+    ORDER BY c.source, c.shard LIMIT 1";
+
+/// The statements of one run, always the same twelve in the same order: `BEGIN`, the fenced
+/// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
+/// and upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
+/// counted by [`PostgresStore::commit_run`]). The checkpoints come first: a run that lost the
+/// race to another manager stops there, before it touched (and locked) any aggregate row. Its
+/// error drops the transaction, which rolls it back.
 async fn commit_run_in(tx: &Tx<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
     let mut sql = Counted { tx, statements: 0 };
+    move_checkpoints(&mut sql, run).await?;
+
     for (table, keys, rows) in [
         ("stats_minute", FULL_KEYS, &run.minutes),
         ("stats_hour", FULL_KEYS, &run.hours),
@@ -148,40 +182,6 @@ async fn commit_run_in(tx: &Tx<'_>, run: &RunWrite) -> Result<RunWritten, StoreE
     }
 
     let sketches_changed = merge_sketches(&mut sql, &run.sketches).await?;
-
-    let mut sources = Vec::with_capacity(run.checkpoints.len());
-    let mut shards = Vec::with_capacity(run.checkpoints.len());
-    let mut segments = Vec::with_capacity(run.checkpoints.len());
-    let mut offsets = Vec::with_capacity(run.checkpoints.len());
-    let mut max_times = Vec::with_capacity(run.checkpoints.len());
-    for c in &run.checkpoints {
-        sources.push(c.source.as_str());
-        shards.push(i64::from(c.shard));
-        segments.push(sql_i64(c.segment, "segment")?);
-        offsets.push(sql_i64(c.offset, "offset")?);
-        max_times.push(c.max_event_time_micros);
-    }
-    // The last position named for a shard wins, as when the rows are applied in order.
-    sql.execute(
-        "INSERT INTO stats_checkpoints \
-         (source, shard, segment, byte_offset, max_event_time, updated_at) \
-         SELECT DISTINCT ON (source, shard) source, shard, segment, byte_offset, max_time, $6 \
-         FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[]) \
-         WITH ORDINALITY AS c(source, shard, segment, byte_offset, max_time, n) \
-         ORDER BY source, shard, n DESC \
-         ON CONFLICT (source, shard) DO UPDATE SET segment = excluded.segment, \
-         byte_offset = excluded.byte_offset, max_event_time = excluded.max_event_time, \
-         updated_at = excluded.updated_at",
-        &[
-            &sources,
-            &shards,
-            &segments,
-            &offsets,
-            &max_times,
-            &run.now.as_microsecond(),
-        ],
-    )
-    .await?;
 
     sql.execute(
         "INSERT INTO stats_seen (max_time, entries) SELECT $1, $2 WHERE length($2::bytea) > 0",
@@ -202,6 +202,55 @@ async fn commit_run_in(tx: &Tx<'_>, run: &RunWrite) -> Result<RunWritten, StoreE
         statements: sql.statements,
         sketches_changed,
     })
+}
+
+/// [`MOVE_CHECKPOINTS`] with the run's moves bound as one array per column; the first shard
+/// it could not move is the run's [`CheckpointMoved`](crate::CheckpointMoved).
+async fn move_checkpoints(sql: &mut Counted<'_, '_>, run: &RunWrite) -> Result<(), StoreError> {
+    let rows = checkpoint_rows(&run.checkpoints)?;
+    let n = rows.len();
+    let mut sources = Vec::with_capacity(n);
+    let mut shards = Vec::with_capacity(n);
+    let mut segments = Vec::with_capacity(n);
+    let mut offsets = Vec::with_capacity(n);
+    let mut max_times = Vec::with_capacity(n);
+    let mut from_segments: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut from_offsets: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut from_max_times: Vec<Option<i64>> = Vec::with_capacity(n);
+    for row in &rows {
+        sources.push(row.source);
+        shards.push(i64::from(row.shard));
+        segments.push(row.segment);
+        offsets.push(row.offset);
+        max_times.push(row.max_time);
+        from_segments.push(row.from.map(|f| f[0]));
+        from_offsets.push(row.from.map(|f| f[1]));
+        from_max_times.push(row.from.map(|f| f[2]));
+    }
+    let unmoved = sql
+        .query(
+            MOVE_CHECKPOINTS,
+            &[
+                &sources,
+                &shards,
+                &segments,
+                &offsets,
+                &max_times,
+                &run.now.as_microsecond(),
+                &from_segments,
+                &from_offsets,
+                &from_max_times,
+            ],
+        )
+        .await?;
+    match unmoved.first() {
+        None => Ok(()),
+        Some(row) => Err(CheckpointMoved {
+            source_name: row.string(0)?,
+            shard: row.u32(1, "checkpoint shard")?,
+        }
+        .into()),
+    }
 }
 
 /// One SELECT of the stored sketches the run touches, the merge in memory, and one upsert of

@@ -4,7 +4,7 @@
 //! [`commit_run_in`] for the list). Reading fields from binary JSON instead of re-parsing each
 //! row's text cut the commit's CPU by a third in the aggregation bench.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
@@ -14,13 +14,13 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, Transaction, params, params_from_iter};
 
 use super::{SqliteStore, backend, for_each_row, query_rows};
-use crate::StoreError;
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
-    FULL_KEYS, LINE_ITEM_KEYS, delivery_parts, each_counter, report_grouping, report_limit,
-    report_table, sql_i64,
+    FULL_KEYS, LINE_ITEM_KEYS, checkpoint_rows, delivery_parts, each_counter, report_grouping,
+    report_limit, report_table, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
+use crate::{CheckpointMoved, StoreError};
 
 /// Runs statements and counts them: every statement of a run goes through here, so the count
 /// reported is the count executed.
@@ -95,15 +95,40 @@ fn rows_json(rows: &[(RowKey, Counters)], full: bool) -> Result<String, StoreErr
     Ok(out)
 }
 
-/// The statements of one run, always the same twelve in the same order:
-/// `BEGIN`, four upserts (minute, hour, hour per line item, day), the sketch SELECT and
-/// upsert, the checkpoint upsert, the dedupe insert and prune, the minute prune, `COMMIT`
-/// (the first and last are counted by [`SqliteStore::commit_run`]).
+/// The checkpoint moves of a run, fenced: each row moves only if it still holds the position
+/// the run started from (a shard the run found without a row: only if it still has none).
+/// `?1` is a JSON array of `[source, shard, segment, offset, max time, from segment, from
+/// offset, from max time]`, the `from` values `null` for a shard without a row. `RETURNING`
+/// names the rows moved; the others are the fence's refusal. SQLite has one writer at a time,
+/// so the row compared is the row committed. A row the run expected but that is gone is not
+/// recreated.
+const MOVE_CHECKPOINTS: &str = "\
+    INSERT INTO stats_checkpoints AS s \
+      (source, shard, segment, offset, max_event_time, updated_at) \
+    SELECT c.value ->> 0, c.value ->> 1, c.value ->> 2, c.value ->> 3, c.value ->> 4, ?2 \
+    FROM json_each(?1) AS c \
+    WHERE c.value ->> 5 IS NULL OR EXISTS (SELECT 1 FROM stats_checkpoints AS k \
+      WHERE k.source = c.value ->> 0 AND k.shard = c.value ->> 1) \
+    ON CONFLICT (source, shard) DO UPDATE SET segment = excluded.segment, \
+      offset = excluded.offset, max_event_time = excluded.max_event_time, \
+      updated_at = excluded.updated_at \
+    WHERE (s.segment, s.offset, s.max_event_time) = \
+      (SELECT f.value ->> 5, f.value ->> 6, f.value ->> 7 FROM json_each(?1) AS f \
+       WHERE f.value ->> 0 = excluded.source AND f.value ->> 1 = excluded.shard) \
+    RETURNING source, shard";
+
+/// The statements of one run, always the same twelve in the same order: `BEGIN`, the fenced
+/// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
+/// and upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
+/// counted by [`SqliteStore::commit_run`]). The checkpoints come first, as on PostgreSQL: a run
+/// that lost the race stops there. Its error makes `write` roll the transaction back.
 fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
     let mut sql = Counted {
         conn: tx,
         statements: 0,
     };
+    move_checkpoints(&mut sql, run)?;
+
     for (table, keys, rows) in [
         ("stats_minute", FULL_KEYS, &run.minutes),
         ("stats_hour", FULL_KEYS, &run.hours),
@@ -115,29 +140,6 @@ fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, Sto
     }
 
     let sketches_changed = merge_sketches(&mut sql, &run.sketches)?;
-
-    let mut checkpoints = Vec::with_capacity(run.checkpoints.len());
-    for c in &run.checkpoints {
-        checkpoints.push(serde_json::json!([
-            c.source,
-            c.shard,
-            sql_i64(c.segment, "segment")?,
-            sql_i64(c.offset, "offset")?,
-            c.max_event_time_micros,
-        ]));
-    }
-    sql.execute(
-        "INSERT INTO stats_checkpoints (source, shard, segment, offset, max_event_time, updated_at) \
-         SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, ?2 \
-         FROM json_each(?1) WHERE true \
-         ON CONFLICT (source, shard) DO UPDATE SET segment = excluded.segment, \
-         offset = excluded.offset, max_event_time = excluded.max_event_time, \
-         updated_at = excluded.updated_at",
-        params![
-            serde_json::Value::Array(checkpoints).to_string(),
-            run.now.as_microsecond()
-        ],
-    )?;
 
     sql.execute(
         "INSERT INTO stats_seen (max_time, entries) SELECT ?1, ?2 WHERE length(?2) > 0",
@@ -155,6 +157,57 @@ fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, Sto
         statements: sql.statements,
         sketches_changed,
     })
+}
+
+/// [`MOVE_CHECKPOINTS`] with the run's moves as one JSON array; the first shard (in source,
+/// shard order) it did not move is the run's [`CheckpointMoved`](crate::CheckpointMoved).
+fn move_checkpoints(sql: &mut Counted<'_>, run: &RunWrite) -> Result<(), StoreError> {
+    let rows = checkpoint_rows(&run.checkpoints)?;
+    let json: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            let null = || serde_json::Value::Null;
+            let [from_segment, from_offset, from_max_time] = row.from.map_or_else(
+                || [null(), null(), null()],
+                |f| f.map(serde_json::Value::from),
+            );
+            serde_json::json!([
+                row.source,
+                row.shard,
+                row.segment,
+                row.offset,
+                row.max_time,
+                from_segment,
+                from_offset,
+                from_max_time,
+            ])
+        })
+        .collect();
+    let mut moved: HashSet<(String, u32)> = HashSet::with_capacity(rows.len());
+    sql.statements += 1;
+    for_each_row(
+        sql.conn,
+        MOVE_CHECKPOINTS,
+        params![
+            serde_json::Value::Array(json).to_string(),
+            run.now.as_microsecond()
+        ],
+        |row| {
+            moved.insert((row.string(0)?, row.u32(1, "checkpoint shard")?));
+            Ok(())
+        },
+    )?;
+    match rows
+        .iter()
+        .find(|row| !moved.contains(&(row.source.to_owned(), row.shard)))
+    {
+        None => Ok(()),
+        Some(row) => Err(CheckpointMoved {
+            source_name: row.source.to_owned(),
+            shard: row.shard,
+        }
+        .into()),
+    }
 }
 
 /// One SELECT of the stored sketches the run touches, the merge in memory, and one upsert of
