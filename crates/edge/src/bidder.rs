@@ -313,15 +313,15 @@ fn our_user<'r>(
     bidder.syncs.resolve(&exchange.name, id).map(Cow::Owned)
 }
 
-/// The currency to bid in: the exchange's when the request allows it, else the first of the
+/// The currency to bid in: `preferred` when the request allows it, else the first of the
 /// request's that the rate table knows.
 fn bid_currency(
-    exchange: &Exchange,
+    preferred: Currency,
     request: &BidRequest<'_>,
     rates: &CurrencyRates,
 ) -> Option<Currency> {
-    if request.allows_currency(exchange.currency.as_str()) {
-        return Some(exchange.currency);
+    if request.allows_currency(preferred.as_str()) {
+        return Some(preferred);
     }
     request
         .cur
@@ -520,10 +520,12 @@ struct Auction<'x> {
 
 /// `POST /openrtb2/bid[/{exchange}]` once the body is read: decide every imp, answer the bids
 /// that pass validation, or 204. Work still to do at `started` + `tmax` − margin is abandoned
-/// with a 204.
+/// with a 204. We bid in `currency` when the request allows it (`exchange.currency`, or in
+/// gateway mode the answer's).
 pub(crate) fn bid(
     edge: &Edge,
     exchange: &Exchange,
+    currency: Currency,
     body: &[u8],
     content_encoding: Option<&str>,
     started: Instant,
@@ -576,7 +578,7 @@ pub(crate) fn bid(
         );
     }
     let rates = &edge.bidder.config.rates;
-    let Some(currency) = bid_currency(exchange, &request, rates) else {
+    let Some(currency) = bid_currency(currency, &request, rates) else {
         return no_bid(edge, exchange, &request, no_bid_code::CURRENCY, now);
     };
     if Instant::now() >= deadline {

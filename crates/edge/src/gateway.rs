@@ -16,6 +16,7 @@ use bytes::Bytes;
 use hyper::body::{Body as _, Incoming};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use marquee_gateway::{Gateway, InternalBidder};
+use marquee_model::Currency;
 use marquee_openrtb::{BidResponse, NoBidReason, decode_body};
 
 use crate::bidder::{self, Exchange, NoticeKind};
@@ -32,8 +33,9 @@ struct OwnLineItems<'e> {
 }
 
 impl InternalBidder for OwnLineItems<'_> {
-    fn bid(&self, json: &[u8]) -> Option<Bytes> {
-        let (response, _) = bidder::bid(self.edge, self.exchange, json, None, self.started);
+    fn bid(&self, json: &[u8], currency: Currency) -> Option<Bytes> {
+        let (response, _) =
+            bidder::bid(self.edge, self.exchange, currency, json, None, self.started);
         if response.status() != StatusCode::OK {
             return None;
         }

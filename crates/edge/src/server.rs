@@ -139,7 +139,15 @@ async fn bid_request(
             return bidder::bad_bid_request(edge, status, label, reason);
         }
     };
-    bidder::bid(edge, exchange, &body, encoding.as_deref(), started)
+    let currency = exchange.currency;
+    bidder::bid(
+        edge,
+        exchange,
+        currency,
+        &body,
+        encoding.as_deref(),
+        started,
+    )
 }
 
 fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {

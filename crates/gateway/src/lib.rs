@@ -62,8 +62,10 @@ pub struct UnknownBidder(pub String);
 
 /// Our own line items as a bidder: the edge's bid path on the same request.
 pub trait InternalBidder: Sync {
-    /// Our bid response for `json` (the incoming request, decoded), or `None` for no bid.
-    fn bid(&self, json: &[u8]) -> Option<Bytes>;
+    /// Our bid response for `json` (the incoming request, decoded), or `None` for no bid,
+    /// in `currency` (the answer's) when the request allows it: the caller's clearing price,
+    /// which bills our bid, is in the answer's currency.
+    fn bid(&self, json: &[u8], currency: Currency) -> Option<Bytes>;
 }
 
 /// What an auction gives the edge to send.
@@ -282,7 +284,7 @@ impl Gateway {
             .is_some_and(|i| i.enabled.load(Ordering::Relaxed));
         if let Some(bidder) = internal.filter(|_| internal_enabled) {
             BidderStats::bump(&self.internal_stats.requests);
-            match bidder.bid(json) {
+            match bidder.bid(json, currency) {
                 Some(body) => answers.push((Source::Internal, vec![true; request.imp.len()], body)),
                 None => BidderStats::bump(&self.internal_stats.no_bids),
             }

@@ -663,7 +663,7 @@ const OWN_BURL: &str = "https://ads.test/openrtb2/bill?t=T&auction=${AUCTION_ID}
 const OWN_NURL: &str = "https://ads.test/openrtb2/win?t=T&p=${AUCTION_PRICE}";
 
 impl InternalBidder for OwnLineItems {
-    fn bid(&self, _json: &[u8]) -> Option<bytes::Bytes> {
+    fn bid(&self, _json: &[u8], _currency: Currency) -> Option<bytes::Bytes> {
         let response = serde_json::json!({
             "id": "auction-1",
             "cur": self.currency,

@@ -194,18 +194,35 @@ fn fill(url: &str, server: &Server, request: &Value, price: &str) -> String {
 /// logged).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_caller_bills_our_winning_bid_with_its_encrypted_price() {
+    caller_bills_our_winning_bid("").await;
+}
+
+/// The same when the exchange's own currency is not the gateway's: our line items bid in the
+/// answer's currency, the one the caller's price is in (before, they bid in the exchange's, so
+/// the gateway filled in a plain price the notice handler refuses: no spend ever counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_bills_our_winning_bid_when_the_exchange_bids_in_another_currency() {
+    caller_bills_our_winning_bid("currency = \"EUR\"\n[currency]\nrates = { EUR = \"0.92\" }\n")
+        .await;
+}
+
+/// An exchange `keyed` with price keys and `more` settings after them (its own, then other
+/// sections).
+async fn caller_bills_our_winning_bid(more: &str) {
     let dir = tempfile::tempdir().unwrap();
     let b64 = |k: &[u8]| base64::engine::general_purpose::STANDARD.encode(k);
     let server = serve(
         dir.path(),
         &format!(
-            "[exchanges.keyed]\nprice_encryption_key = \"{}\"\nprice_integrity_key = \"{}\"\n",
+            "[exchanges.keyed]\nprice_encryption_key = \"{}\"\nprice_integrity_key = \"{}\"\n{more}",
             b64(&E_KEY),
             b64(&I_KEY)
         ),
     );
     let client = reqwest::Client::new();
-    let request = banner();
+    let mut request = banner();
+    // Either currency will do for the caller.
+    request["cur"] = serde_json::json!(["EUR", "USD"]);
     wait_for_bids(&client, &server, &request).await;
     let (status, body) = post(&client, &server.url("/openrtb2/auction/keyed"), &request).await;
     assert_eq!(status, 200, "{body}");
