@@ -7,7 +7,10 @@
 //! Time zone: `tz` when given; otherwise the advertiser's (an advertiser token, or an admin's
 //! `advertiser=` or line items of one advertiser); otherwise UTC. `from` and `to` are local
 //! dates (`2026-12-01`), local times (`2026-12-01T08:00`) or instants (`…Z`, `…+01:00`);
-//! `to` is exclusive and defaults to now. See `docs/reporting.md`.
+//! `to` is exclusive and defaults to now. A report holds the stored buckets (minutes for
+//! minute reports, hours otherwise) that start in `[from, to)`, and its answer's `from` and
+//! `to` state the range those cover: each end moved forward to the next bucket boundary.
+//! See `docs/reporting.md`.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -479,14 +482,14 @@ async fn build(
     if limit.is_some_and(|limit| rows.len() >= limit) {
         return Err(too_many_rows(state.max_rows));
     }
-    let sketches = if !spec.users_countable() {
-        Vec::new()
-    } else {
-        let (first, last) = spec.days();
-        state
-            .store
-            .sketches(scope.line_items.clone(), first, last)
-            .await?
+    let sketches = match spec.sketch_days(&dims) {
+        Some((first, last)) if spec.users_countable() => {
+            state
+                .store
+                .sketches(scope.line_items.clone(), first, last)
+                .await?
+        }
+        _ => Vec::new(),
     };
     let report = spec.shape(&dims, &rows, &sketches);
     if report.rows.len() > state.max_rows {
@@ -528,7 +531,13 @@ fn spend(micros: i64) -> String {
     marquee_model::Micros(micros).to_string()
 }
 
-fn metrics(counters: &Counters, unique_users: Option<u64>) -> Map<String, Value> {
+/// A row's or the totals' metrics; `spend_micros` is the row's share of the total spend
+/// (rows add up to the totals), or the totals' own.
+fn metrics(
+    counters: &Counters,
+    spend_micros: i64,
+    unique_users: Option<u64>,
+) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("requests".into(), json!(counters.requests()));
     m.insert("decisions".into(), json!(counters.decisions));
@@ -539,8 +548,8 @@ fn metrics(counters: &Counters, unique_users: Option<u64>) -> Map<String, Value>
     m.insert("clicks".into(), json!(counters.clicks));
     m.insert("ctr".into(), json!(counters.ctr()));
     m.insert("conversions".into(), json!(counters.conversions));
-    m.insert("spend_micros".into(), json!(counters.spend_micros()));
-    m.insert("spend".into(), json!(spend(counters.spend_micros())));
+    m.insert("spend_micros".into(), json!(spend_micros));
+    m.insert("spend".into(), json!(spend(spend_micros)));
     m.insert("unique_users".into(), json!(unique_users));
     m
 }
@@ -573,19 +582,25 @@ fn json_report(
             for (dimension, value) in spec.group_by.iter().zip(&row.values) {
                 object.insert(dimension.as_str().into(), dim_value(value));
             }
-            object.extend(metrics(&row.counters, row.unique_users));
+            object.extend(metrics(&row.counters, row.spend_micros, row.unique_users));
             Value::Object(object)
         })
         .collect();
+    // The range the rows cover: the stored buckets that start in [from, to).
+    let (from, to) = spec.covered();
     axum::Json(json!({
         "time_zone": zone_name,
         "granularity": spec.granularity.as_str(),
-        "from": local(spec.from),
-        "to": local(spec.to),
+        "from": local(from),
+        "to": local(to),
         "group_by": spec.group_by.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
         "currency": currency,
         "rows": rows,
-        "totals": Value::Object(metrics(&report.totals, report.unique_users)),
+        "totals": Value::Object(metrics(
+            &report.totals,
+            report.totals.spend_micros(),
+            report.unique_users
+        )),
     }))
 }
 
@@ -626,7 +641,7 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
             c.clicks,
             c.ctr().map_or(String::new(), |ctr| format!("{ctr:.6}")),
             c.conversions,
-            spend(c.spend_micros()),
+            spend(row.spend_micros),
             row.unique_users.map_or(String::new(), |u| u.to_string()),
         );
     }
@@ -647,9 +662,9 @@ pub fn operation_doc() -> Value {
         "clicks": { "type": "integer" },
         "ctr": { "type": "number", "nullable": true, "description": "clicks per impression" },
         "conversions": { "type": "integer" },
-        "spend_micros": { "type": "integer" },
+        "spend_micros": { "type": "integer", "description": "a row's exact spend rounded to the micro, down or up, so that rows add up to the totals" },
         "spend": { "type": "string", "description": "spend in currency units, six decimals" },
-        "unique_users": { "type": "integer", "nullable": true, "description": "HyperLogLog estimate; day rows grouped by nothing finer than line item, and totals" }
+        "unique_users": { "type": "integer", "nullable": true, "description": "HyperLogLog estimate; day rows grouped by nothing finer than line item in the zone the sketches were kept in (the advertiser's), and totals" }
     });
     operation(
         "Delivery report: metrics by time and dimensions, in the advertiser's time zone".into(),
@@ -657,12 +672,12 @@ pub fn operation_doc() -> Value {
         vec![
             param(
                 "from",
-                "start (inclusive): a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`",
+                "start (inclusive): a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`. The report holds the buckets (minutes, or hours for hour and day reports) that start in [from, to); the answer's `from` and `to` are the range they cover",
                 text.clone(),
             ),
             param(
                 "to",
-                "end (exclusive), same forms; default now",
+                "end (exclusive), same forms; default now. The bucket in progress at `to` counts whole: the answer's `to` is the next bucket boundary",
                 text.clone(),
             ),
             param(
@@ -723,8 +738,8 @@ pub fn operation_doc() -> Value {
                             "properties": {
                                 "time_zone": { "type": "string" },
                                 "granularity": { "type": "string" },
-                                "from": { "type": "string" },
-                                "to": { "type": "string" },
+                                "from": { "type": "string", "description": "start of the range covered: the asked `from` moved forward to the next bucket boundary" },
+                                "to": { "type": "string", "description": "end (exclusive) of the range covered: the asked `to` moved forward to the next bucket boundary" },
                                 "group_by": { "type": "array", "items": { "type": "string" } },
                                 "currency": { "type": "string", "nullable": true },
                                 "rows": { "type": "array", "items": { "type": "object", "properties": metric_properties.clone() } },

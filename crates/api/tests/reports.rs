@@ -473,3 +473,197 @@ async fn a_report_without_to_ends_at_the_clock_s_now() {
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["to"], "2026-12-04T18:00:00+00:00", "{body}");
 }
+
+/// Sums a JSON report's `field` over its rows.
+fn sum_rows(report: &Value, field: &str) -> i64 {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[field].as_i64().unwrap())
+        .sum()
+}
+
+/// A report holds the stored buckets that start in `[from, to)` and says so: its `from` and
+/// `to` are the bucket boundaries it covers. Adjacent reports therefore never count a bucket
+/// twice, whatever their bounds; they used to widen `from` back to its bucket's start while
+/// echoing it as asked, so 09:30–10:30 and 10:30–11:30 both counted the 10:00 hour.
+#[tokio::test]
+async fn adjacent_reports_never_count_a_bucket_twice_and_state_what_they_cover() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    // Hour rows at 10:00 (a1: 10, b1: 80) and 23:00 (a1: 20, a2: 40) on the 1st, UTC.
+    let first = app
+        .json(
+            &admin,
+            "from=2026-12-01T09:30:00Z&to=2026-12-01T10:30:00Z&granularity=hour",
+        )
+        .await;
+    assert_eq!(first["from"], "2026-12-01T10:00:00+00:00", "{first}");
+    assert_eq!(first["to"], "2026-12-01T11:00:00+00:00", "{first}");
+    assert_eq!(first["totals"]["impressions"], 90, "{first}");
+    let next = app
+        .json(
+            &admin,
+            "from=2026-12-01T10:30:00Z&to=2026-12-01T11:30:00Z&granularity=hour",
+        )
+        .await;
+    assert_eq!(next["from"], "2026-12-01T11:00:00+00:00", "{next}");
+    assert_eq!(next["totals"]["impressions"], 0, "{next}");
+
+    // UTC days are counted in hours too: a day report from noon does not take the morning
+    // (it used to read the whole day row).
+    let afternoon = app
+        .json(
+            &admin,
+            "from=2026-12-01T12:00:00Z&to=2026-12-02T00:00:00Z&granularity=day",
+        )
+        .await;
+    assert_eq!(
+        afternoon["from"], "2026-12-01T12:00:00+00:00",
+        "{afternoon}"
+    );
+    assert_eq!(afternoon["totals"]["impressions"], 60, "{afternoon}");
+    assert_eq!(afternoon["rows"][0]["time"], "2026-12-01T00:00:00+00:00");
+    let morning = app
+        .json(
+            &admin,
+            "from=2026-12-01T00:00:00Z&to=2026-12-01T12:00:00Z&granularity=day",
+        )
+        .await;
+    assert_eq!(morning["to"], "2026-12-01T12:00:00+00:00", "{morning}");
+    assert_eq!(morning["totals"]["impressions"], 90, "{morning}");
+
+    // Minutes: the minute holding an instant's seconds belongs to the next report.
+    let minutes = app
+        .json(
+            &admin,
+            "from=2026-12-01T10:06:30Z&to=2026-12-01T10:07:30Z&granularity=minute",
+        )
+        .await;
+    assert_eq!(minutes["from"], "2026-12-01T10:07:00+00:00", "{minutes}");
+    assert_eq!(minutes["to"], "2026-12-01T10:08:00+00:00", "{minutes}");
+    assert_eq!(minutes["totals"]["impressions"], 10, "{minutes}");
+    let later = app
+        .json(
+            &admin,
+            "from=2026-12-01T10:07:30Z&to=2026-12-01T10:08:30Z&granularity=minute",
+        )
+        .await;
+    assert_eq!(later["totals"]["impressions"], 0, "{later}");
+
+    // A range in which no bucket starts is an empty report, not an error.
+    let empty = app
+        .json(
+            &admin,
+            "from=2026-12-01T10:10:00Z&to=2026-12-01T10:50:00Z&granularity=hour",
+        )
+        .await;
+    assert_eq!(empty["from"], empty["to"], "{empty}");
+    assert_eq!(empty["rows"].as_array().unwrap().len(), 0, "{empty}");
+    assert_eq!(empty["totals"]["impressions"], 0, "{empty}");
+}
+
+/// Sketches are kept per line item and day in its advertiser's zone. Per-row users in another
+/// zone would be another day's users (a Berlin day under a New York date): `null`. The totals
+/// count the users of every day the range touches in the sketches' own zone.
+#[tokio::test]
+async fn unique_users_are_not_matched_by_date_across_time_zones() {
+    let app = App::new().await;
+    let token = app.token(Role::Advertiser, Some(app.a)).await;
+    let new_york = app
+        .json(
+            &token,
+            "from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item&tz=America/New_York",
+        )
+        .await;
+    let rows = new_york["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{new_york}");
+    for row in rows {
+        assert_eq!(row["unique_users"], Value::Null, "{row}");
+    }
+    assert_eq!(new_york["totals"]["unique_users"], 30, "{new_york}");
+
+    // 18:00–24:00 on the 1st in New York is 00:00–06:00 on the 2nd in Berlin: the users
+    // kept on Berlin's 2nd, not on its 1st (which has none).
+    let evening = app
+        .json(
+            &token,
+            "from=2026-12-01T18:00&to=2026-12-02&granularity=hour&tz=America/New_York",
+        )
+        .await;
+    assert_eq!(evening["totals"]["impressions"], 60, "{evening}");
+    assert_eq!(evening["totals"]["unique_users"], 30, "{evening}");
+
+    // Another name of the same zone's days still gives them.
+    let paris = app
+        .json(
+            &token,
+            "from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item&tz=Europe/Paris",
+        )
+        .await;
+    assert_eq!(paris["rows"][1]["unique_users"], 30, "{paris}");
+}
+
+/// Each row's spend is its exact amount rounded to the micro, down or up, so that the rows
+/// add up to the total. Floored one by one, three impressions at a CPM of 0.0015 (1.5 micros each)
+/// showed 0.000001 three times against a total of 0.000004.
+#[tokio::test]
+async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    let mut hours: Vec<(marquee_stats::RowKey, Counters)> = ["01", "02", "03"]
+        .iter()
+        .map(|hour| {
+            (
+                RowKey {
+                    line_item: app.b1,
+                    bucket: at(&format!("2026-12-02T{hour}:00:00Z")),
+                    creative: 0,
+                    placement: app.p1,
+                    country: *b"US",
+                    device: 1,
+                },
+                Counters {
+                    impressions: 1,
+                    cpm_micros: 1_500,
+                    ..Counters::default()
+                },
+            )
+        })
+        .collect();
+    hours.sort_unstable_by_key(|(k, _)| *k);
+    app.store
+        .commit_run(RunWrite {
+            line_item_hours: marquee_stats::line_item_totals(&hours),
+            hours,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let query = format!(
+        "from=2026-12-02T00:00:00Z&to=2026-12-02T06:00:00Z&line_item={}&tz=UTC",
+        app.b1
+    );
+    let report = app.json(&admin, &query).await;
+    assert_eq!(report["totals"]["spend_micros"], 4, "{report}");
+    assert_eq!(sum_rows(&report, "spend_micros"), 4, "{report}");
+    let (status, _, csv) = app.get(&admin, &format!("{query}&format=csv")).await;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    let spend_column = csv
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|c| c == "spend")
+        .unwrap();
+    let micros: i64 = csv
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let spend = line.split(',').nth(spend_column).unwrap();
+            (spend.parse::<f64>().unwrap() * 1e6).round() as i64
+        })
+        .sum();
+    assert_eq!(micros, 4, "{csv}");
+}

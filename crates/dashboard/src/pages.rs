@@ -485,13 +485,14 @@ fn dim_text(value: &DimValue) -> String {
     }
 }
 
-fn metric_cells(c: &Counters) -> Vec<String> {
+/// A row's cells; `spend_micros` is the row's share of the total (rows add up to it).
+fn metric_cells(c: &Counters, spend_micros: i64) -> Vec<String> {
     vec![
         c.impressions.to_string(),
         c.clicks.to_string(),
         c.ctr()
             .map_or_else(String::new, |ctr| format!("{:.2}%", ctr * 100.0)),
-        format_money(c.spend_micros()),
+        format_money(spend_micros),
     ]
 }
 
@@ -512,13 +513,16 @@ fn table(built: &BuiltReport) -> ReportTable {
         .map(|row| {
             let mut cells = vec![row.start.strftime("%Y-%m-%d %H:%M").to_string()];
             cells.extend(row.values.iter().map(dim_text));
-            cells.extend(metric_cells(&row.counters));
+            cells.extend(metric_cells(&row.counters, row.spend_micros));
             cells
         })
         .collect();
     let mut totals = vec!["total".to_owned()];
     totals.extend(built.spec.group_by.iter().map(|_| String::new()));
-    totals.extend(metric_cells(&built.report.totals));
+    totals.extend(metric_cells(
+        &built.report.totals,
+        built.report.totals.spend_micros(),
+    ));
     ReportTable {
         headings,
         rows,
@@ -762,7 +766,9 @@ pub async fn pacing_view(
                 dashboard,
                 user,
                 &[
-                    ("from", instant(flight_start)),
+                    // A report holds the hours that start in its range: from the hour
+                    // the flight starts in, since nothing is delivered before it.
+                    ("from", instant(marquee_stats::hour_start(flight_start))),
                     ("to", instant(split)),
                     ("granularity", "day".into()),
                     ("line_item", id.clone()),

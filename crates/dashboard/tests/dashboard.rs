@@ -1184,3 +1184,55 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
         &page.body[page.body.find("id=\"pacing\"").unwrap_or(0)..]
     );
 }
+
+/// A lifetime goal's delivery before today counts from the hour its flight starts in: a report
+/// holds the hours that *start* in its range, so asking from the flight's start (a local
+/// midnight at :30 UTC in Kolkata, or 14:30 in Berlin) would leave out that first hour.
+#[tokio::test]
+async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
+    use marquee_stats::line_item_totals;
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    for (zone, start, hour) in [
+        // 00:00 on 1 November in Kolkata is 18:30Z on 31 October.
+        ("Asia/Kolkata", "2026-11-01T00:00", "2026-10-31T18:00:00Z"),
+        // 14:30 on 1 November in Berlin is 13:30Z.
+        ("Europe/Berlin", "2026-11-01T14:30", "2026-11-01T13:00:00Z"),
+    ] {
+        let mut form = line_item_form(&campaign);
+        for (key, value) in form.iter_mut() {
+            match *key {
+                "time_zone" => *value = zone,
+                "start" => *value = start,
+                "goal.daily" => *value = "",
+                "goal.lifetime" => *value = "100000",
+                _ => {}
+            }
+        }
+        let line_item = site.create(&admin, "line-items", &form).await;
+        let hour: Timestamp = hour.parse().unwrap();
+        let key = |bucket: i64| row_key(line_item, bucket);
+        let hundred = impressions(100);
+        let hours = vec![(key(hour.as_second()), hundred)];
+        let run = marquee_store::RunWrite {
+            line_item_hours: line_item_totals(&hours),
+            days: vec![(
+                key(hour.as_second() - hour.as_second().rem_euclid(86_400)),
+                hundred,
+            )],
+            hours,
+            now: hour,
+            ..marquee_store::RunWrite::default()
+        };
+        site.store.commit_run(run).await.unwrap();
+        let page = site.get(&format!("/line-items/{line_item}"), &admin).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        assert!(
+            page.body.contains("100 impressions delivered"),
+            "{zone}: {}",
+            &page.body[page.body.find("id=\"pacing\"").unwrap_or(0)..]
+        );
+    }
+}

@@ -138,6 +138,39 @@ impl Counters {
         (self.cpm_micros / 1_000).saturating_add(self.cpc_micros)
     }
 
+    /// The spend in micros of each of `parts`, in order, rounded so that they add up to the
+    /// spend of their sum: each part's per-mille sum divided by 1,000 and rounded down, then
+    /// one micro more for as many parts as the fractions add up to whole micros, largest
+    /// fraction first (the earlier part on a tie). Each share is within a micro of the part's
+    /// exact spend, rounded down or up; what a part gets can depend on the other parts.
+    ///
+    /// So report rows, each floored on its own, no longer fall short of their total: three
+    /// impressions at a CPM of 1,500 micros (1.5 micros each) in three rows are 2 + 1 + 1
+    /// micros against a total of `spend_micros()` = 4.
+    pub fn spend_shares<'a>(parts: impl IntoIterator<Item = &'a Counters>) -> Vec<i64> {
+        let mut shares = Vec::new();
+        let mut fractions: Vec<(i64, usize)> = Vec::new();
+        let mut fraction_sum: i64 = 0;
+        for (index, part) in parts.into_iter().enumerate() {
+            shares.push(part.spend_micros());
+            // Thousandths of a micro left over by the division; sums are never negative.
+            let fraction = (part.cpm_micros % 1_000).max(0);
+            if fraction > 0 {
+                fractions.push((fraction, index));
+                fraction_sum = fraction_sum.saturating_add(fraction);
+            }
+        }
+        // Fewer than one extra micro per part with a fraction (each is under 1,000).
+        let extra = usize::try_from(fraction_sum / 1_000).unwrap_or(0);
+        fractions.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, index) in fractions.iter().take(extra) {
+            if let Some(share) = shares.get_mut(index) {
+                *share = share.saturating_add(1);
+            }
+        }
+        shares
+    }
+
     /// Click-through rate: clicks per impression, `None` without impressions.
     pub fn ctr(&self) -> Option<f64> {
         (self.impressions > 0).then(|| self.clicks as f64 / self.impressions as f64)
@@ -168,6 +201,46 @@ mod tests {
         assert_eq!(c.spend_micros(), 4 + 2_000 + 250_000);
         assert_eq!(c.requests(), 3);
         assert_eq!(c.ctr(), Some(1.0 / 3.0));
+    }
+
+    /// Floored one by one, parts fell short of their sum's spend; shared out, they add up to it
+    /// and each stays within a micro of its exact amount.
+    #[test]
+    fn spend_shares_add_up_to_the_spend_of_the_sum() {
+        let impression = |cpm: i64| {
+            let mut c = Counters::default();
+            c.record(Kind::Impression, cpm);
+            c
+        };
+        let parts = [impression(1_500), impression(1_500), impression(1_500)];
+        let mut sum = Counters::default();
+        for part in &parts {
+            sum.add(part);
+        }
+        assert_eq!(sum.spend_micros(), 4);
+        assert_eq!(Counters::spend_shares(&parts), vec![2, 1, 1]);
+
+        // The largest fractions get the extra micros; clicks are never rounded.
+        let mut clicked = impression(2_100);
+        clicked.record(Kind::Click, 250_000);
+        let parts = [
+            impression(1_300),
+            clicked,
+            impression(1_900),
+            impression(1_800),
+        ];
+        let mut sum = Counters::default();
+        for part in &parts {
+            sum.add(part);
+        }
+        let shares = Counters::spend_shares(&parts);
+        assert_eq!(shares, vec![1, 250_002, 2, 2]);
+        assert_eq!(shares.iter().sum::<i64>(), sum.spend_micros());
+        for (share, part) in shares.iter().zip(&parts) {
+            let exact = part.cpm_micros as f64 / 1_000.0 + part.cpc_micros as f64;
+            assert!((*share as f64 - exact).abs() < 1.0, "{share} for {exact}");
+        }
+        assert!(Counters::spend_shares(&[]).is_empty());
     }
 
     #[test]

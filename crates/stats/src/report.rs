@@ -1,12 +1,18 @@
 //! Reports: which stored rows to read for a request, and how to turn them into rows in the
 //! reader's time zone, grouped by the dimensions asked for.
 //!
-//! Stored buckets are UTC minutes, hours and days. A report converts each bucket's start to
-//! the report's zone: a minute or an hour keeps its start instant (in a zone whose offset is
-//! not a whole number of hours, such as Asia/Kolkata, an hour bucket therefore starts at
-//! :30 local time); a day is the local date of each hour bucket's start, read from hour rows
-//! (UTC day rows serve only reports in UTC). So local days are exact in every zone whose
-//! offset is whole hours, and off by the odd half hour at each end of the day elsewhere.
+//! Stored buckets are UTC minutes, hours and days. A report holds the stored buckets that
+//! *start* in its range `[from, to)`: minutes for minute reports, hours for hour and day
+//! reports (UTC day rows, which hold whole UTC days of hours, are read instead only when both
+//! ends fall on UTC midnights). It covers exactly `[ceil(from), ceil(to))`, each end moved
+//! forward to the next bucket boundary ([`ReportSpec::covered`]), so reports sharing a bound
+//! never count a bucket twice, and the answer states the range it covered.
+//!
+//! A report converts each bucket's start to the report's zone: a minute or an hour keeps its
+//! start instant (in a zone whose offset is not a whole number of hours, such as
+//! Asia/Kolkata, an hour bucket therefore starts at :30 local time); a day is the local date
+//! of each hour bucket's start. So local days are exact in every zone whose offset is whole
+//! hours, and off by the odd half hour at each end of the day elsewhere.
 
 use std::collections::BTreeMap;
 
@@ -176,6 +182,10 @@ pub struct ReportRow {
     /// One value per `group_by` dimension, in order.
     pub values: Vec<Value>,
     pub counters: Counters,
+    /// The row's spend in micros: its exact amount rounded down or up to the micro so that
+    /// the rows add up to the totals' spend ([`Counters::spend_shares`]). Use this, not
+    /// `counters.spend_micros()`, wherever rows are shown with their totals.
+    pub spend_micros: i64,
     /// Estimated unique users, when the row is a day and groups by demand no finer than line
     /// item (sketches are per line item and day).
     pub unique_users: Option<u64>,
@@ -186,40 +196,72 @@ pub struct ReportRow {
 pub struct Report {
     pub rows: Vec<ReportRow>,
     pub totals: Counters,
-    /// All users over the range and line items in scope (a merge of their daily sketches).
+    /// All users of the line items in scope over every day the range touches, each line item's
+    /// days counted in the zone its sketches were kept in (a merge of their daily sketches).
     pub unique_users: Option<u64>,
 }
 
 impl ReportSpec {
-    /// The stored table this report reads.
+    /// Width in seconds of the stored buckets the report counts: minutes for minute reports,
+    /// hours for hour and day reports (a day row holds whole UTC days of hours).
+    fn precision(&self) -> i64 {
+        match self.granularity {
+            Granularity::Minute => MINUTE,
+            Granularity::Hour | Granularity::Day => HOUR,
+        }
+    }
+
+    /// The range the report covers, in seconds: `[from, to)` with each end moved forward to
+    /// the next boundary of the buckets it counts (unchanged on one). The report holds exactly
+    /// the stored buckets that start in `[from, to)`; so two reports sharing a bound never
+    /// count a bucket twice, and a range in which no bucket starts is empty (`from == to`).
+    fn covered_secs(&self) -> (i64, i64) {
+        let width = self.precision();
+        let from = ceil_to(self.from, width);
+        (from, ceil_to(self.to, width).max(from))
+    }
+
+    /// The range the report covers (see [`covered_secs`](Self::covered_secs)): what its
+    /// answer states as `from` and `to`.
+    pub fn covered(&self) -> (Timestamp, Timestamp) {
+        let (from, to) = self.covered_secs();
+        (
+            Timestamp::from_second(from).unwrap_or(self.from),
+            Timestamp::from_second(to).unwrap_or(self.to),
+        )
+    }
+
+    /// The stored table this report reads. UTC day rows only for a day report in UTC whose
+    /// covered range is whole UTC days; otherwise hours (they hold the same counts).
     pub fn table(&self) -> Granularity {
         match self.granularity {
-            Granularity::Day if is_utc(&self.zone) => Granularity::Day,
+            Granularity::Day if is_utc(&self.zone) => {
+                let (from, to) = self.covered_secs();
+                if from.rem_euclid(DAY) == 0 && to.rem_euclid(DAY) == 0 {
+                    Granularity::Day
+                } else {
+                    Granularity::Hour
+                }
+            }
             Granularity::Day => Granularity::Hour,
             other => other,
         }
     }
 
-    /// The one SELECT this report needs.
+    /// The one SELECT this report needs: the stored buckets that start in `[from, to)`.
+    ///
+    /// Local days from hour rows take each hour by the local date of its start; where the
+    /// zone's offset has an odd half hour, the hour holding a local midnight starts the day
+    /// before and belongs to that day's row. Counting only the hours that start in the range
+    /// leaves it there.
     pub fn row_query(&self) -> RowQuery {
         let table = self.table();
-        let width = table.seconds();
-        let from = self.from.as_second();
-        let mut first_bucket = from - from.rem_euclid(width);
-        // Local days from hour rows take each hour by the local date of its start. Where the
-        // zone's offset has an odd half hour, the hour holding `from` (a local midnight, say)
-        // starts the day before: it belongs to that day's row, which the report did not ask for.
-        if self.granularity == Granularity::Day
-            && table == Granularity::Hour
-            && local_day(&self.zone, first_bucket) != local_day(&self.zone, from)
-        {
-            first_bucket += width;
-        }
+        let (from, to) = self.covered_secs();
         let has = |dims: &[Dimension]| self.group_by.iter().any(|d| dims.contains(d));
         RowQuery {
             table,
-            from: first_bucket,
-            to: self.to.as_second(),
+            from,
+            to,
             line_items: self.line_items.clone(),
             placements: self.placements.clone(),
             countries: self.countries.clone(),
@@ -297,15 +339,15 @@ impl ReportSpec {
     /// day whose clocks go back.
     fn hours_in_longest_local_day(&self) -> usize {
         let mut longest = DAY;
+        let (from, to) = self.covered();
         // From a day early: a change earlier on the day `from` falls in lengthens that day too.
-        let since = self
-            .from
+        let since = from
             .checked_sub(jiff::SignedDuration::from_secs(DAY))
-            .unwrap_or(self.from);
+            .unwrap_or(from);
         for change in self
             .zone
             .following(since)
-            .take_while(|t| t.timestamp() < self.to)
+            .take_while(|t| t.timestamp() < to)
         {
             let day = change.timestamp().to_zoned(self.zone.clone());
             if let (Ok(start), Ok(next)) = (
@@ -348,16 +390,54 @@ impl ReportSpec {
             })
     }
 
-    /// The local days the range touches, as `yyyymmdd`, for reading sketches.
-    pub fn days(&self) -> (i32, i32) {
-        let last = (self.to.as_second() - 1).max(self.from.as_second());
-        (
-            local_day(&self.zone, self.from.as_second()),
-            local_day(&self.zone, last),
-        )
+    /// The local days (`yyyymmdd`, first and last) whose sketches the report reads, or `None`
+    /// when it needs none (its covered range is empty, or no line item is in scope).
+    ///
+    /// Sketches are kept per line item and local day in the zone of the line item's
+    /// advertiser, which need not be the report's: these are the days the covered range
+    /// touches in the zone of each line item in scope (with no list of them, in any zone: the
+    /// range's UTC dates widened by 26 hours, the largest offset there is, either way).
+    /// [`shape`](Self::shape) keeps of each line item's sketches the days in its own zone.
+    pub fn sketch_days(&self, dims: &Dimensions) -> Option<(i32, i32)> {
+        let (from, to) = self.covered_secs();
+        if from >= to {
+            return None;
+        }
+        let last = to - 1;
+        match &self.line_items {
+            Some(ids) => {
+                let mut zones: Vec<u16> = ids
+                    .iter()
+                    .filter_map(|&id| dims.line_item(id).map(|li| li.zone))
+                    .collect();
+                zones.sort_unstable();
+                zones.dedup();
+                zones
+                    .iter()
+                    .map(|&zone| {
+                        let zone = dims.zone(zone);
+                        (local_day(zone, from), local_day(zone, last))
+                    })
+                    .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+            }
+            None => {
+                const WIDEST_OFFSET: i64 = 26 * HOUR;
+                Some((
+                    local_day(&TimeZone::UTC, from.saturating_sub(WIDEST_OFFSET)),
+                    local_day(&TimeZone::UTC, last.saturating_add(WIDEST_OFFSET)),
+                ))
+            }
+        }
     }
 
-    /// Turns stored rows (and the sketches of the range's days) into the report.
+    /// Turns stored rows (and the sketches of [`sketch_days`](Self::sketch_days)) into the
+    /// report.
+    ///
+    /// Unique users: the totals merge each line item's sketches of the days the covered range
+    /// touches in its own zone. A day row gets the users of its line items' sketches of that
+    /// date only where every zone those sketches were kept in has the same day as the report's
+    /// zone (same date, same start and end); otherwise its users are unknown (`None`), since a
+    /// sketch of another zone's day holds users of another span of time.
     pub fn shape(
         &self,
         dims: &Dimensions,
@@ -377,9 +457,31 @@ impl ReportSpec {
             totals.add(&row.counters);
         }
 
+        // The sketches of the days the range touches, each in its line item's zone.
+        let (from, to) = self.covered_secs();
+        let mut zone_days: FxHashMap<Option<u16>, (i32, i32)> = FxHashMap::default();
+        let sketches: Vec<(&SketchKey, &Hll, Option<u16>)> = sketches
+            .iter()
+            .filter_map(|(key, sketch)| {
+                let zone = dims.line_item(key.line_item).map(|li| li.zone);
+                let (first, last) = *zone_days.entry(zone).or_insert_with(|| {
+                    let zone = zone.map_or(&self.zone, |z| dims.zone(z));
+                    (local_day(zone, from), local_day(zone, to - 1))
+                });
+                (from < to && (first..=last).contains(&key.day)).then_some((key, sketch, zone))
+            })
+            .collect();
+        let mut sketch_zones: Vec<&TimeZone> = Vec::new();
+        for (_, _, zone) in &sketches {
+            let zone = zone.map_or(&self.zone, |z| dims.zone(z));
+            if *zone != self.zone && !sketch_zones.contains(&zone) {
+                sketch_zones.push(zone);
+            }
+        }
+
         let users_by_row = self.rows_have_users().then(|| {
             let mut merged: FxHashMap<(i32, Vec<Value>), Hll> = FxHashMap::default();
-            for (key, sketch) in sketches {
+            for (key, sketch, _) in &sketches {
                 let row = StoredRow {
                     bucket: 0,
                     line_item: key.line_item,
@@ -399,24 +501,31 @@ impl ReportSpec {
             merged
         });
         let mut all_users = Hll::new();
-        for (_, sketch) in sketches {
+        for (_, sketch, _) in &sketches {
             all_users.merge(sketch);
         }
 
+        let spend = Counters::spend_shares(grouped.values());
+        let mut same_days: FxHashMap<i64, bool> = FxHashMap::default();
         let rows = grouped
             .into_iter()
-            .map(|((start, values), counters)| {
+            .zip(spend)
+            .map(|(((start, values), counters), spend_micros)| {
+                let unique_users = users_by_row.as_ref().and_then(|merged| {
+                    let same_day = *same_days
+                        .entry(start)
+                        .or_insert_with(|| self.same_day_in(&sketch_zones, start));
+                    let day = local_day(&self.zone, start);
+                    same_day.then(|| merged.get(&(day, values.clone())).map_or(0, Hll::estimate))
+                });
                 let start = Timestamp::from_second(start)
                     .unwrap_or(Timestamp::UNIX_EPOCH)
                     .to_zoned(self.zone.clone());
-                let unique_users = users_by_row.as_ref().map(|merged| {
-                    let day = local_day(&self.zone, start.timestamp().as_second());
-                    merged.get(&(day, values.clone())).map_or(0, Hll::estimate)
-                });
                 ReportRow {
                     start,
                     values,
                     counters,
+                    spend_micros,
                     unique_users,
                 }
             })
@@ -428,11 +537,27 @@ impl ReportSpec {
         }
     }
 
+    /// Whether the report's local day starting at `start` (seconds) is the same day, with the
+    /// same date, in each of `zones`: same start, same end.
+    fn same_day_in(&self, zones: &[&TimeZone], start: i64) -> bool {
+        if zones.is_empty() {
+            return true;
+        }
+        let next = next_local_day_start(&self.zone, start);
+        let date = local_day(&self.zone, start);
+        zones.iter().all(|zone| {
+            local_day_start(zone, start) == start
+                && local_day_start(zone, next) == next
+                && local_day(zone, start) == date
+        })
+    }
+
     /// The start (seconds) of the report bucket a stored bucket falls in.
     fn bucket_start(&self, stored: i64, day_starts: &mut FxHashMap<i64, i64>) -> i64 {
         match self.granularity {
             Granularity::Minute | Granularity::Hour => stored,
-            Granularity::Day if is_utc(&self.zone) => stored,
+            // Day rows, or hour rows where the range is not whole UTC days.
+            Granularity::Day if is_utc(&self.zone) => stored - stored.rem_euclid(DAY),
             Granularity::Day => *day_starts
                 .entry(stored)
                 .or_insert_with(|| local_day_start(&self.zone, stored)),
@@ -447,6 +572,28 @@ pub fn is_utc(zone: &TimeZone) -> bool {
             zone.iana_name(),
             Some("UTC" | "Etc/UTC" | "Etc/UCT" | "UCT")
         )
+}
+
+/// `at` moved forward to the next multiple of `width` seconds (unchanged on one).
+fn ceil_to(at: Timestamp, width: i64) -> i64 {
+    let mut secs = at.as_second();
+    // `as_second` truncates towards zero: a positive fraction of a second rounds it up.
+    if at.subsec_nanosecond() > 0 {
+        secs = secs.saturating_add(1);
+    }
+    secs.saturating_add((width - secs.rem_euclid(width)) % width)
+}
+
+/// The start of the local day after the one containing the instant, in seconds.
+fn next_local_day_start(zone: &TimeZone, secs: i64) -> i64 {
+    Timestamp::from_second(secs)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_zoned(zone.clone())
+        .tomorrow()
+        .and_then(|day| day.start_of_day())
+        .map_or(secs.saturating_add(DAY), |start| {
+            start.timestamp().as_second()
+        })
 }
 
 /// The start of the local day containing the instant, in seconds.
@@ -564,7 +711,10 @@ mod tests {
         assert_eq!(report.rows[1].unique_users, Some(0));
         assert_eq!(report.totals.impressions, 7);
         assert_eq!(report.unique_users, Some(1));
-        assert_eq!(spec.days(), (20_260_329, 20_260_330));
+        // Line items 100 and 101 keep their sketches in Berlin: the range's Berlin days.
+        let mut scoped = spec.clone();
+        scoped.line_items = Some(vec![100, 101]);
+        assert_eq!(scoped.sketch_days(&dims()), Some((20_260_329, 20_260_330)));
     }
 
     #[test]
@@ -607,11 +757,11 @@ mod tests {
             report.rows[0].start.to_string(),
             "2026-03-29T00:00:00+05:30[Asia/Kolkata]"
         );
-        // A `from` inside a local day keeps the hour that holds it.
+        // A `from` inside a local day starts at the next hour, the first that starts after it.
         spec.from = at("2026-03-29T09:40:00Z"); // 15:10 in Kolkata
         assert_eq!(
             spec.row_query().from,
-            at("2026-03-29T09:00:00Z").as_second()
+            at("2026-03-29T10:00:00Z").as_second()
         );
     }
 
@@ -652,17 +802,160 @@ mod tests {
         assert_eq!(sites.stored_rows_per_row(&dims()), Some(1));
     }
 
+    /// A report holds the stored buckets that start in `[from, to)` and covers
+    /// `[ceil(from), ceil(to))`. The `from` used to be floored to its bucket while `to` was
+    /// compared with bucket starts: 08:30–09:30 read the 08:00 and 09:00 hours, and the next
+    /// report, 09:30–10:30, read the 09:00 hour again.
     #[test]
-    fn utc_days_read_day_rows_and_ranges_align_to_stored_buckets() {
-        let mut spec = spec(Granularity::Day, "UTC", vec![]);
-        assert_eq!(spec.table(), Granularity::Day);
-        spec.from = at("2026-03-29T10:30:00Z");
+    fn reports_hold_the_buckets_that_start_in_their_range() {
+        let mut hours = spec(Granularity::Hour, "UTC", vec![]);
+        hours.from = at("2026-03-29T08:30:00Z");
+        hours.to = at("2026-03-29T09:30:00Z");
+        let q = hours.row_query();
+        assert_eq!(q.table, Granularity::Hour);
         assert_eq!(
-            spec.row_query().from,
-            at("2026-03-29T00:00:00Z").as_second()
+            (q.from, q.to),
+            (
+                at("2026-03-29T09:00:00Z").as_second(),
+                at("2026-03-29T10:00:00Z").as_second()
+            )
+        );
+        assert_eq!(
+            hours.covered(),
+            (at("2026-03-29T09:00:00Z"), at("2026-03-29T10:00:00Z"))
+        );
+        let mut next = hours.clone();
+        next.from = hours.to;
+        next.to = at("2026-03-29T10:30:00Z");
+        assert_eq!(
+            next.row_query().from,
+            q.to,
+            "adjacent reports share no hour"
+        );
+
+        // Aligned bounds are kept as they are; a fraction of a second moves to the next minute.
+        let mut minutes = spec(Granularity::Minute, "UTC", vec![]);
+        minutes.from = at("2026-03-29T08:00:00Z");
+        minutes.to = at("2026-03-29T08:10:00.000001Z");
+        assert_eq!(
+            minutes.covered(),
+            (at("2026-03-29T08:00:00Z"), at("2026-03-29T08:11:00Z"))
+        );
+
+        // A range in which no bucket starts is empty.
+        hours.to = at("2026-03-29T08:50:00Z");
+        assert_eq!(hours.covered().0, hours.covered().1);
+        assert_eq!(hours.sketch_days(&dims()), None);
+    }
+
+    /// UTC days are read from day rows only when the range is whole UTC days; otherwise from
+    /// hour rows, so that a day report is as precise in UTC as in any other zone (it used to
+    /// take the whole day rows at both ends).
+    #[test]
+    fn utc_days_read_day_rows_only_for_whole_days() {
+        let mut days = spec(Granularity::Day, "UTC", vec![]);
+        days.from = at("2026-03-29T00:00:00Z");
+        days.to = at("2026-03-31T00:00:00Z");
+        assert_eq!(days.table(), Granularity::Day);
+        days.from = at("2026-03-29T10:30:00Z");
+        assert_eq!(days.table(), Granularity::Hour);
+        let q = days.row_query();
+        assert_eq!(q.from, at("2026-03-29T11:00:00Z").as_second());
+        // Hour rows fold into their UTC day.
+        let rows = [
+            row("2026-03-29T11:00:00Z", 100, 1),
+            row("2026-03-29T23:00:00Z", 100, 2),
+            row("2026-03-30T00:00:00Z", 100, 4),
+        ];
+        let report = days.shape(&dims(), &rows, &[]);
+        let starts: Vec<(String, i64)> = report
+            .rows
+            .iter()
+            .map(|r| (r.start.to_string(), r.counters.impressions))
+            .collect();
+        assert_eq!(
+            starts,
+            vec![
+                ("2026-03-29T00:00:00+00:00[UTC]".to_owned(), 3),
+                ("2026-03-30T00:00:00+00:00[UTC]".to_owned(), 4),
+            ]
         );
         assert_eq!(Granularity::parse("hour"), Some(Granularity::Hour));
         assert_eq!(Dimension::parse("line_item"), Some(Dimension::LineItem));
         assert_eq!(Dimension::parse("planet"), None);
+    }
+
+    /// Sketches are kept in the advertiser's zone (Berlin here). A day row in another zone's
+    /// day would take a Berlin day's users for a New York date: its users are unknown. The
+    /// totals take each line item's days in its own zone.
+    #[test]
+    fn users_are_given_only_on_days_the_sketches_kept() {
+        let sketch = |line_item: u64, day: i32, users: std::ops::Range<u64>| {
+            let mut hll = Hll::new();
+            for user in users {
+                hll.insert(user);
+            }
+            (SketchKey { line_item, day }, hll)
+        };
+        let sketches = [
+            sketch(100, 20_260_328, 0..5),
+            sketch(100, 20_260_329, 10..12),
+            sketch(100, 20_260_330, 20..27),
+            sketch(100, 20_260_331, 30..31),
+        ];
+        let mut ny = spec(
+            Granularity::Day,
+            "America/New_York",
+            vec![Dimension::LineItem],
+        );
+        // The 29th in New York: 06:00 on the 29th to 06:00 on the 30th in Berlin.
+        ny.from = at("2026-03-29T04:00:00Z");
+        ny.to = at("2026-03-30T04:00:00Z");
+        ny.line_items = Some(vec![100]);
+        assert_eq!(ny.sketch_days(&dims()), Some((20_260_329, 20_260_330)));
+        let rows = [row("2026-03-29T10:00:00Z", 100, 1)];
+        let kept: Vec<_> = sketches[1..3].to_vec();
+        let report = ny.shape(&dims(), &rows, &kept);
+        assert_eq!(report.rows.len(), 1);
+        assert_eq!(report.rows[0].unique_users, None, "a Berlin day's users");
+        assert_eq!(report.unique_users, Some(9), "Berlin's 29th and 30th");
+        // Sketches of days outside the range in their own zone are left out of the totals.
+        assert_eq!(ny.shape(&dims(), &rows, &sketches).unique_users, Some(9));
+
+        // In Berlin (or a zone with the same days) the rows have them.
+        for zone in ["Europe/Berlin", "Europe/Paris"] {
+            let mut berlin = ny.clone();
+            berlin.zone = TimeZone::get(zone).unwrap();
+            berlin.from = at("2026-03-28T23:00:00Z");
+            berlin.to = at("2026-03-29T22:00:00Z");
+            let report = berlin.shape(&dims(), &rows, &sketches);
+            assert_eq!(report.rows[0].unique_users, Some(2), "{zone}");
+            assert_eq!(report.unique_users, Some(2), "{zone}");
+        }
+        // Without a list of line items every zone's days are read, a day either side.
+        ny.line_items = None;
+        assert_eq!(ny.sketch_days(&dims()), Some((20_260_328, 20_260_331)));
+    }
+
+    /// Rows' spend adds up to the totals': each row's exact amount rounded down or up.
+    #[test]
+    fn rows_spend_adds_up_to_the_totals() {
+        let spec = spec(Granularity::Hour, "UTC", vec![]);
+        let rows: Vec<StoredRow> = [
+            "2026-03-29T01:00:00Z",
+            "2026-03-29T02:00:00Z",
+            "2026-03-29T03:00:00Z",
+        ]
+        .into_iter()
+        .map(|bucket| {
+            let mut r = row(bucket, 100, 1);
+            r.counters.cpm_micros = 1_500;
+            r
+        })
+        .collect();
+        let report = spec.shape(&dims(), &rows, &[]);
+        assert_eq!(report.totals.spend_micros(), 4);
+        let spend: Vec<i64> = report.rows.iter().map(|r| r.spend_micros).collect();
+        assert_eq!(spend, vec![2, 1, 1]);
     }
 }
