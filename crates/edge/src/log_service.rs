@@ -11,6 +11,9 @@
 //! shard first) until the log fits again, and each deletion is logged as an error. Serving
 //! ads matters more than keeping old events: the loss is of the oldest data, and the manager
 //! sees it as a gap in segment ids and counts it (`marquee_aggregation_lost_segments_total`).
+//! A shard's newest file is cut to its header instead ([`EventLog::delete_through`]); a
+//! manager that had counted part of it sees it closed and shorter than its checkpoint, counts
+//! it the same way and goes on at the next segment.
 
 use std::sync::Arc;
 use std::time::Duration;

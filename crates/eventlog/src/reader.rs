@@ -332,6 +332,11 @@ impl EventLog {
     /// what tells the next opening where ids go on. Without it a log reopened on an empty
     /// directory would number from 1 again, below the manager's checkpoint, which would skip
     /// every new segment up to the old ids as already consumed.
+    ///
+    /// The edge's disk limit deletes with it too, segments not consumed yet: then the newest
+    /// may be cut below a manager's checkpoint inside it (part of it read while it was open).
+    /// Closed and shorter than the checkpoint, it reads as consumed: the manager goes on at the
+    /// next id and counts the rest as lost.
     pub fn delete_through(&self, shard: usize, segment: u64) -> Result<usize, DeleteError> {
         let s = self
             .inner

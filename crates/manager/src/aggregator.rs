@@ -37,7 +37,13 @@
 //! an edge restored from a backup, or its log replaced under the same id) is neither read nor
 //! acknowledged: acknowledging it would delete segments nobody counted. It is logged as an
 //! error naming the edge and shown by `marquee_aggregation_shards_behind_checkpoint` until an
-//! operator resolves it (`docs/operations.md`).
+//! operator resolves it (`docs/operations.md`). Not to be confused with the position's own
+//! segment *closed* and shorter than the position: the edge's disk limit cut it to its header
+//! (it was the shard's newest file, which is never removed) after part of it was counted.
+//! Nothing of it is left to read and every later id is new, so the shard goes on at the next
+//! segment; its unread rest is lost, logged as an error naming edge, shard and segment and
+//! counted in `marquee_aggregation_lost_segments_total` with the segments the edge deleted
+//! outright (see `behind_checkpoint` and `cut_below_checkpoint`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -816,7 +822,8 @@ impl Aggregator {
         metric(
             "marquee_aggregation_lost_segments_total",
             "counter",
-            "Unread segments an edge deleted (its disk limit) before they were counted.",
+            "Unread segments an edge deleted (its disk limit) before they were counted, and \
+             partly counted ones it cut below the checkpoint (their unread rest is lost).",
             get(&m.lost_segments),
         );
         metric(
@@ -985,18 +992,42 @@ async fn read_source(
 
 /// Whether a shard's log ends before its stored position: it went back (restored from a
 /// backup, or replaced under the same edge id). A log never does so by itself: ids are never
-/// reused and the newest file stays (emptied to its header once consumed), so its newest
-/// segment is the position's, or the one before once the position passed that one's closed
-/// end; and the part of a segment read is fsynced, so it never gets shorter.
+/// reused and the newest file stays (emptied to its header once consumed, or cut to it by the
+/// disk limit), so its newest segment is the position's, or the one before once the position
+/// passed that one's closed end (at offset 0 or the header: nothing of the position's own
+/// segment read yet); and the part of an open segment read is fsynced, so it never gets
+/// shorter.
+///
+/// The position's own segment *closed* and shorter than the position is not behind: the
+/// edge's disk limit cut it (see [`cut_below_checkpoint`]); nothing of it is left to read, and
+/// every later id is new, so the shard goes on at the next segment. Open and shorter, it is:
+/// a log reopened appends to a new segment, so only one whose ids went back appends to the
+/// position's segment again.
 fn behind_checkpoint(stored: Position, listed: &[SegmentInfo]) -> bool {
     let Some(newest) = listed.last() else {
         return false;
     };
-    if newest.id >= stored.segment {
-        newest.id == stored.segment && newest.len < stored.offset
+    if newest.id > stored.segment {
+        false
+    } else if newest.id == stored.segment {
+        !newest.closed && newest.len < stored.offset
     } else {
-        newest.id + 1 < stored.segment || !newest.closed
+        newest.id + 1 < stored.segment || !newest.closed || stored.offset > SEGMENT_HEADER_LEN
     }
+}
+
+/// The position's segment if it is closed and shorter than the position: the edge's disk limit
+/// cut it (to its header: it was the shard's newest file) after part of it was counted, or a
+/// backup restored a shorter copy of it. Its bytes below the position were counted and none
+/// are at or past it, nor will be (closed), so it is consumed: reading goes on at the next
+/// segment, skipping nothing that exists and counting nothing twice. Its unread rest, if the
+/// cut took one, is lost.
+fn cut_below_checkpoint(stored: Position, listed: &[SegmentInfo]) -> Option<SegmentInfo> {
+    listed
+        .iter()
+        .find(|s| s.id == stored.segment)
+        .filter(|s| s.closed && s.len < stored.offset)
+        .copied()
 }
 
 async fn read_shard(
@@ -1042,6 +1073,29 @@ async fn read_shard(
         read.behind = true;
         return read;
     }
+    if let Some(stored) = stored
+        && let Some(cut) = cut_below_checkpoint(stored, &read.listed)
+    {
+        // The edge's disk limit lost what was unread of it: counted with the segments it
+        // deleted, and passed (reading it at the position would fail every run).
+        read.lost_segments += 1;
+        tracing::error!(
+            edge = %read.key.0,
+            shard = read.key.1,
+            segment = cut.id,
+            checkpoint_offset = stored.offset,
+            len = cut.len,
+            "a partly counted segment was cut below the checkpoint (the edge's disk limit \
+             emptied it, or a backup restored it shorter): its unread rest is lost; reading \
+             on at the next segment"
+        );
+        start = Position {
+            segment: cut.id.saturating_add(1),
+            offset: 0,
+            ..start
+        };
+        read.start = start;
+    }
     // Segments below the position were consumed (their deletion may still be pending).
     let remaining: Vec<SegmentInfo> = read
         .listed
@@ -1054,7 +1108,7 @@ async fn read_shard(
     {
         if stored.is_some() {
             // Unread segments the edge deleted (its disk limit): their events are lost.
-            read.lost_segments = first.id - start.segment;
+            read.lost_segments += first.id - start.segment;
             tracing::error!(
                 source = %read.key.0,
                 shard = read.key.1,
@@ -1251,4 +1305,98 @@ struct ShardStats {
     waiting: u64,
     /// Shards whose log is behind the stored checkpoint.
     behind: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FRAME: u64 = 77;
+
+    fn at(segment: u64, offset: u64) -> Position {
+        Position {
+            segment,
+            offset,
+            max_time_micros: None,
+        }
+    }
+
+    fn seg(id: u64, records: u64, closed: bool) -> SegmentInfo {
+        SegmentInfo {
+            id,
+            len: SEGMENT_HEADER_LEN + records * FRAME,
+            closed,
+        }
+    }
+
+    /// Checkpoint (5, after 3 records) against listings: which went back (held), which were
+    /// cut by the edge's disk limit (passed), which are plain.
+    #[test]
+    fn a_log_behind_its_checkpoint_is_told_from_a_segment_cut_below_it() {
+        let stored = at(5, SEGMENT_HEADER_LEN + 3 * FRAME);
+        let cases: &[(&str, Vec<SegmentInfo>, bool, Option<u64>)] = &[
+            ("nothing listed", vec![], false, None),
+            (
+                "read on in the open segment",
+                vec![seg(5, 4, false)],
+                false,
+                None,
+            ),
+            (
+                "exactly at the open tail",
+                vec![seg(5, 3, false)],
+                false,
+                None,
+            ),
+            ("closed at the position", vec![seg(5, 3, true)], false, None),
+            (
+                "more segments since",
+                vec![seg(5, 7, true), seg(6, 1, false)],
+                false,
+                None,
+            ),
+            // The disk limit cut the newest file to its header; later, the next segment.
+            ("cut to the header", vec![seg(5, 0, true)], false, Some(5)),
+            (
+                "cut, then a new segment",
+                vec![seg(5, 0, true), seg(6, 2, false)],
+                false,
+                Some(5),
+            ),
+            // A backup's shorter copy, closed: nothing there to read, every later id is new.
+            (
+                "restored shorter, closed",
+                vec![seg(5, 1, true)],
+                false,
+                Some(5),
+            ),
+            // Ids went back: the position's segment is appended to again, or is gone.
+            (
+                "open and shorter",
+                vec![seg(4, 9, true), seg(5, 1, false)],
+                true,
+                None,
+            ),
+            ("an open one just below", vec![seg(4, 1, false)], true, None),
+            ("two or more below", vec![seg(3, 9, true)], true, None),
+            (
+                "the read segment gone, the one below closed",
+                vec![seg(4, 9, true)],
+                true,
+                None,
+            ),
+        ];
+        for (name, listed, behind, cut) in cases {
+            assert_eq!(behind_checkpoint(stored, listed), *behind, "{name}");
+            assert_eq!(
+                cut_below_checkpoint(stored, listed).map(|s| s.id),
+                *cut,
+                "{name}"
+            );
+        }
+        // Past a closed segment's end, nothing of the next read yet: not behind.
+        for offset in [0, SEGMENT_HEADER_LEN] {
+            assert!(!behind_checkpoint(at(5, offset), &[seg(4, 9, true)]));
+        }
+    }
 }

@@ -810,3 +810,246 @@ async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged()
         "{metrics}"
     );
 }
+
+/// Polls `log`'s shard 0 until `ready` holds for its segments (the flusher writes every 5 ms
+/// and closes segments by age).
+async fn wait_for_segments(log: &EventLog, ready: impl Fn(&[SegmentInfo]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let segments = log.segments(0).unwrap();
+        if ready(&segments) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "segments never got there: {segments:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The stored checkpoint of (`source`, shard 0) as (segment, offset).
+async fn checkpoint(w: &World, source: &str) -> Option<(u64, u64)> {
+    w.store
+        .collection_state()
+        .await
+        .unwrap()
+        .checkpoints
+        .iter()
+        .find(|c| c.source == source && c.shard == 0)
+        .map(|c| (c.segment, c.offset))
+}
+
+fn metric_line(metrics: &str, name: &str) -> String {
+    metrics
+        .lines()
+        .find(|line| line.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+        .to_owned()
+}
+
+/// The edge's disk limit cuts the shard's newest segment to its bare header (it is not
+/// deleted: it carries the numbering) after the manager counted part of it while it was open.
+/// The segment is closed and shorter than the checkpoint: its unread rest is lost by policy
+/// (counted as a lost segment), but it is not a log restored from a backup, and the shard goes
+/// on at the next segment, whose events all count. (Before, the shard was reported behind its
+/// checkpoint and, once the next segment existed, every run read the cut segment at the old
+/// offset, failed and retried for ever: nothing of the shard was counted again.)
+#[tokio::test]
+async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_rest_counted() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = marquee_eventlog::Config {
+        shards: 1,
+        // Long enough for the first run to read segment 1 while it is open.
+        segment_max_age: Duration::from_secs(2),
+        ..marquee_eventlog::Config::default()
+    };
+    let log = Arc::new(EventLog::open(dir.path(), config).unwrap());
+    let source = Arc::new(LocalLogSource::new("local", Arc::clone(&log)));
+    let aggregator = w.aggregator(source, 1 << 20);
+    let frame = marquee_eventlog::FRAME_LEN as u64;
+    let header = SEGMENT_HEADER_LEN;
+
+    // 1. The manager reads segment 1 while it is open: checkpoint (1, after 3 records).
+    let counted: Vec<Event> = (1..=3).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &counted {
+        log.append(e).unwrap();
+    }
+    wait_for_segments(&log, |s| s.len() == 1 && s[0].len == header + 3 * frame).await;
+    assert_eq!(aggregator.run_once().await.unwrap().accepted, 3);
+    assert_eq!(
+        checkpoint(&w, "local").await,
+        Some((1, header + 3 * frame)),
+        "read while open (the segment closed before the run: a slow machine)"
+    );
+
+    // 2. Two more records, then segment 1 closes by age and is the shard's newest file.
+    let trimmed: Vec<Event> = (4..=5).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &trimmed {
+        log.append(e).unwrap();
+    }
+    wait_for_segments(&log, |s| {
+        s == [SegmentInfo {
+            id: 1,
+            len: header + 5 * frame,
+            closed: true,
+        }]
+    })
+    .await;
+
+    // 3. The manager is away; the disk limit picks segment 1 (the oldest closed one with
+    // records: what `trim_to_limit` deletes) and, as it is the newest, cuts it to its header.
+    log.delete_through(0, 1).unwrap();
+    assert_eq!(
+        log.segments(0).unwrap(),
+        [SegmentInfo {
+            id: 1,
+            len: header,
+            closed: true
+        }]
+    );
+
+    // 4. The next run is not held back as a restored log: the shard moves to segment 2.
+    let report = aggregator.run_once().await.unwrap();
+    assert_eq!(report.records, 0);
+    let metrics = aggregator.render_metrics();
+    assert_eq!(
+        metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
+        "marquee_aggregation_shards_behind_checkpoint 0"
+    );
+    assert_eq!(
+        metric_line(&metrics, "marquee_aggregation_lost_segments_total"),
+        "marquee_aggregation_lost_segments_total 1"
+    );
+    assert_eq!(checkpoint(&w, "local").await, Some((2, 0)));
+
+    // What the edge logs next is counted, run after run: nothing after the cut is lost.
+    let later: Vec<Event> = (6..=8).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &later {
+        log.append(e).unwrap();
+    }
+    wait_for_segments(&log, |s| {
+        s.iter().any(|s| s.id == 2 && s.len == header + 3 * frame)
+    })
+    .await;
+    let report = aggregator.run_once().await.unwrap();
+    assert_eq!(report.accepted, 3);
+    let last: Vec<Event> = (9..=10).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &last {
+        log.append(e).unwrap();
+    }
+    wait_for_segments(&log, |s| {
+        s.iter().any(|s| s.id == 2 && s.len == header + 5 * frame)
+    })
+    .await;
+    assert_eq!(aggregator.run_once().await.unwrap().accepted, 2);
+    assert_eq!(checkpoint(&w, "local").await, Some((2, header + 5 * frame)));
+    let all: Vec<Event> = counted.iter().chain(&later).chain(&last).copied().collect();
+    assert_eq!(w.minutes().await, direct_minute_count(&all));
+    // Counted once: the lost segment is not counted again.
+    assert_eq!(
+        metric_line(
+            &aggregator.render_metrics(),
+            "marquee_aggregation_lost_segments_total"
+        ),
+        "marquee_aggregation_lost_segments_total 1"
+    );
+}
+
+/// The same shape with a real log directory, where the ids did go back: the edge is restored
+/// from a backup holding only segment 1 after the manager counted into segment 3. Its
+/// segments end before the checkpoint's segment, so the shard is held: nothing read, nothing
+/// acknowledged, before and after the restored edge logs again (into a new segment 2, below
+/// the checkpoint).
+#[tokio::test]
+async fn a_real_log_restored_from_a_backup_is_still_held_back() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let backup = tempfile::tempdir().unwrap();
+    let frame = marquee_eventlog::FRAME_LEN as u64;
+    let header = SEGMENT_HEADER_LEN;
+    let open = || {
+        let config = marquee_eventlog::Config {
+            shards: 1,
+            // Three records a segment.
+            segment_max_bytes: header + 3 * frame,
+            ..marquee_eventlog::Config::default()
+        };
+        Arc::new(EventLog::open(dir.path(), config).unwrap())
+    };
+    let log = open();
+    let first: Vec<Event> = (1..=3).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &first {
+        log.append(e).unwrap();
+    }
+    log.flush_and_close().unwrap();
+    drop(log);
+    // The backup: segment 1 alone.
+    std::fs::create_dir(backup.path().join("shard-0")).unwrap();
+    let segment_1 = std::path::Path::new("shard-0").join(format!("{:020}.log", 1));
+    std::fs::copy(dir.path().join(&segment_1), backup.path().join(&segment_1)).unwrap();
+
+    let log = open();
+    let second: Vec<Event> = (4..=8).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &second {
+        log.append(e).unwrap();
+    }
+    // Segment 2 full and closed, segment 3 open with two records.
+    wait_for_segments(&log, |s| {
+        s.last()
+            .is_some_and(|s| s.id == 3 && s.len == header + 2 * frame)
+    })
+    .await;
+    let aggregator = w.aggregator(
+        Arc::new(LocalLogSource::new("local", Arc::clone(&log))),
+        1 << 20,
+    );
+    assert_eq!(aggregator.run_once().await.unwrap().accepted, 8);
+    assert_eq!(checkpoint(&w, "local").await, Some((3, header + 2 * frame)));
+    drop(aggregator);
+    log.flush_and_close().unwrap();
+    drop(log);
+
+    // Restored: the directory holds the backup's segment 1 only.
+    std::fs::remove_dir_all(dir.path().join("shard-0")).unwrap();
+    std::fs::create_dir(dir.path().join("shard-0")).unwrap();
+    std::fs::copy(backup.path().join(&segment_1), dir.path().join(&segment_1)).unwrap();
+    let log = open();
+    let aggregator = w.aggregator(
+        Arc::new(LocalLogSource::new("local", Arc::clone(&log))),
+        1 << 20,
+    );
+    let held = |aggregator: &Aggregator| {
+        let metrics = aggregator.render_metrics();
+        assert_eq!(
+            metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
+            "marquee_aggregation_shards_behind_checkpoint 1"
+        );
+        assert_eq!(
+            metric_line(&metrics, "marquee_aggregation_lost_segments_total"),
+            "marquee_aggregation_lost_segments_total 0"
+        );
+    };
+    assert_eq!(aggregator.run_once().await.unwrap().records, 0);
+    held(&aggregator);
+
+    // The restored edge logs on, into a new segment 2: still held, nothing read or deleted.
+    let after_restore: Vec<Event> = (9..=10).map(|n| w.event(n, Kind::Impression)).collect();
+    for e in &after_restore {
+        log.append(e).unwrap();
+    }
+    wait_for_segments(&log, |s| {
+        s.iter().any(|s| s.id == 2 && !s.closed && s.len > header)
+    })
+    .await;
+    for _ in 0..2 {
+        assert_eq!(aggregator.run_once().await.unwrap().records, 0);
+        held(&aggregator);
+    }
+    let listed: Vec<u64> = log.segments(0).unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(listed, [1, 2], "nothing acknowledged, nothing deleted");
+    assert_eq!(checkpoint(&w, "local").await, Some((3, header + 2 * frame)));
+    let counted: Vec<Event> = first.iter().chain(&second).copied().collect();
+    assert_eq!(w.minutes().await, direct_minute_count(&counted));
+}
