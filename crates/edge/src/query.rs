@@ -33,6 +33,7 @@ pub struct AdQuery<'q> {
     pub element: Option<Cow<'q, str>>,
     /// `gdpr=1` says the request is subject to the GDPR; then consent must be given.
     pub gdpr: Option<bool>,
+    /// `gdpr_consent`: the IAB TCF v2 consent string.
     pub consent: Option<Cow<'q, str>>,
 }
 
@@ -99,7 +100,9 @@ pub fn parse(query: &str) -> Result<AdQuery<'_>, QueryError> {
             "gdpr" => {
                 out.gdpr = Some(match value.as_ref() {
                     "0" => false,
-                    "1" => true,
+                    // `1`, or a tag's placeholder left unfilled (ours, the IAB macro) or filled
+                    // with nothing: not known not to apply, so it applies.
+                    "1" | "" | "[GDPR]" | "${GDPR}" => true,
                     other => return Err(bad("gdpr", format!("{other:?} is not 0 or 1"))),
                 });
             }
@@ -141,13 +144,11 @@ fn parse_size(text: &str) -> Result<Size, QueryError> {
 }
 
 impl AdQuery<'_> {
-    /// Whether a first-party id may be stored for this user: not under the GDPR, or with a
-    /// consent string.
+    /// Whether this user may be identified (a first-party id stored or read, a user key for
+    /// caps, a profile): not under the GDPR, or with a TCF v2 consent string recording consent
+    /// to Purpose 1 ([`marquee_model::may_identify`]).
     pub fn may_identify(&self) -> bool {
-        match self.gdpr {
-            Some(true) => self.consent.as_deref().is_some_and(|c| !c.is_empty()),
-            _ => true,
-        }
+        marquee_model::may_identify(self.gdpr, self.consent.as_deref())
     }
 }
 
@@ -157,7 +158,7 @@ mod tests {
 
     #[test]
     fn parses_every_parameter() {
-        let q = parse("placement=7,9&size=300x250&kv=section:sport&kv=a%3Ab:c&url=https%3A%2F%2Fx.example%2Fa%3Fb%3D1&uid=u1&cb=123&format=js&el=slot1&gdpr=1&gdpr_consent=CO&utm=x")
+        let q = parse("placement=7,9&size=300x250&kv=section:sport&kv=a%3Ab:c&url=https%3A%2F%2Fx.example%2Fa%3Fb%3D1&uid=u1&cb=123&format=js&el=slot1&gdpr=1&gdpr_consent=CLcVDxRMWfGmWAVAHCENAXCkAKDAADnAABRgA5mdfCKZuYJez-NQm0TBMYA4oCAAGQYIAAAAAAEAIAEgAA.argAC0gAAAAAAAAAAAA&utm=x")
             .expect("parses");
         assert_eq!(q.placements, [PlacementId(7), PlacementId(9)]);
         assert_eq!(q.sizes, [Size { w: 300, h: 250 }]);
@@ -191,10 +192,45 @@ mod tests {
         );
     }
 
+    /// A CMP's "reject all" (every purpose refused) and the IAB specification's example
+    /// (purposes 1, 3, 9 and 10 consented to).
+    const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
+    const ACCEPT: &str =
+        "CLcVDxRMWfGmWAVAHCENAXCkAKDAADnAABRgA5mdfCKZuYJez-NQm0TBMYA4oCAAGQYIAAAAAAEAIAEgAA";
+
     #[test]
     fn consent_gates_identification() {
-        assert!(!parse("gdpr=1").expect("ok").may_identify());
-        assert!(!parse("gdpr=1&gdpr_consent=").expect("ok").may_identify());
-        assert!(parse("gdpr=0").expect("ok").may_identify());
+        let may = |query: &str| parse(query).expect(query).may_identify();
+        assert!(!may("gdpr=1"));
+        assert!(!may("gdpr=1&gdpr_consent="));
+        assert!(!may(&format!("gdpr=1&gdpr_consent={REJECT_ALL}")));
+        assert!(
+            !may("gdpr=1&gdpr_consent=CO"),
+            "a string that is no TC string"
+        );
+        assert!(may(&format!("gdpr=1&gdpr_consent={ACCEPT}")));
+        assert!(may("gdpr=0"));
+        assert!(may(&format!("gdpr=0&gdpr_consent={REJECT_ALL}")));
+        assert!(may(""));
+        assert!(!may(&format!("gdpr_consent={REJECT_ALL}")));
+    }
+
+    #[test]
+    fn unfilled_tag_placeholders_are_no_consent() {
+        // The iframe and image tags as pasted without filling their consent placeholders, in
+        // our form and the IAB macros', or filled with nothing: answered, without identifying.
+        for query in [
+            "p=1&gdpr=[GDPR]&gdpr_consent=[GDPR_CONSENT]",
+            "p=1&gdpr=%5BGDPR%5D&gdpr_consent=%5BGDPR_CONSENT%5D",
+            "p=1&gdpr=${GDPR}&gdpr_consent=${GDPR_CONSENT_123}",
+            "p=1&gdpr=%24%7BGDPR%7D&gdpr_consent=%24%7BGDPR_CONSENT_123%7D",
+            "p=1&gdpr=&gdpr_consent=",
+        ] {
+            let q = parse(query).expect(query);
+            assert_eq!(q.gdpr, Some(true), "{query}");
+            assert!(!q.may_identify(), "{query}");
+        }
+        let filled = format!("p=1&gdpr=1&gdpr_consent={ACCEPT}");
+        assert!(parse(&filled).expect("ok").may_identify());
     }
 }

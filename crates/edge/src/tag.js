@@ -1,8 +1,42 @@
 /* Marquee async tag loader. Include once or many times: each run fills only the slots
-   (<ins class="marquee" data-placement="ID">) not filled yet, all of them in one request. */
+   (<ins class="marquee" data-placement="ID">) not filled yet, all of them in one request.
+   Consent: data-gdpr="1|0" and data-gdpr-consent="TC string" on this script element when
+   set; else the page's IAB TCF v2 CMP (__tcfapi), waited for up to a second (then: GDPR
+   applies, no consent); with neither, no consent parameters. */
 (function () {
   var script = document.currentScript;
   var base = script ? script.src.replace(/\/tag\.js(\?.*)?$/, '') : '';
+  function param(applies, tc) {
+    return '&gdpr=' + (applies ? 1 : 0) + (tc ? '&gdpr_consent=' + encodeURIComponent(tc) : '');
+  }
+  // Calls done once with the consent parameters.
+  function consent(done) {
+    var given = script && script.getAttribute('data-gdpr');
+    if (given != null) return done(param(given !== '0', script.getAttribute('data-gdpr-consent')));
+    var cmp = window.__tcfapi;
+    if (typeof cmp !== 'function') return done('');
+    var finished = false, listener = null;
+    var timer = setTimeout(function () { finish(param(true)); }, 1000);
+    function finish(text) {
+      if (!finished) { finished = true; clearTimeout(timer); done(text); }
+    }
+    try {
+      cmp('addEventListener', 2, function (tc, ok) {
+        if (tc && tc.listenerId != null) listener = tc.listenerId;
+        if (!ok || !tc) finish(param(true));
+        else if (tc.gdprApplies === false) finish(param(false));
+        else if (tc.eventStatus === 'tcloaded' || tc.eventStatus === 'useractioncomplete') {
+          finish(param(true, tc.tcString));
+        }
+        if (finished && listener != null) {
+          cmp('removeEventListener', 2, function () {}, listener);
+          listener = null;
+        }
+      });
+    } catch (e) {
+      finish(param(true));
+    }
+  }
   function fill() {
     var slots = document.querySelectorAll('ins.marquee[data-placement]:not([data-marquee])');
     if (!slots.length) return;
@@ -11,7 +45,10 @@
       slots[i].setAttribute('data-marquee', 'pending');
       ids.push(slots[i].getAttribute('data-placement'));
     }
-    var query = 'p=' + ids.join(',') + '&url=' + encodeURIComponent(location.href) +
+    consent(function (signal) { request(slots, ids, signal); });
+  }
+  function request(slots, ids, signal) {
+    var query = 'p=' + ids.join(',') + '&url=' + encodeURIComponent(location.href) + signal +
       '&cb=' + Math.floor(Math.random() * 1e12);
     fetch(base + '/ad.json?' + query, { credentials: 'include' })
       .then(function (r) { return r.json(); })

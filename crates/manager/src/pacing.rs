@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use marquee_model::{Clock, GoalMetric, LineItemId};
+use marquee_model::{Catalog, Clock, GoalMetric, LineItemId};
 use marquee_pacing::{
     BookState, BudgetSpec, Charge, ControlEntry, Delivery, LeaseBook, LeaseConfig, LeaseError,
     Pacer, PacerConfig, PacingState, Schedule, SyncRequest, SyncResponse, TrafficProfile,
@@ -227,6 +227,7 @@ impl Pacing {
                             limit: period.limit,
                             unit: charge.amount,
                             ends_at: period.ends_at,
+                            delivered: period.delivered,
                         },
                     );
                     budgeted += 1;
@@ -239,9 +240,10 @@ impl Pacing {
                 }
             }
         }
-        // Line items that lost their goal (or left the catalog: paused, archived): no state or
-        // control; their budget is suspended, not dropped, so a pause keeps the period's
-        // baselines (see `LeaseBook::suspend`).
+        // Line items that lost their goal or left the served ones (paused or archived, or
+        // their campaign or advertiser paused): no state or control; their budget is
+        // suspended, not dropped, so a pause keeps the period's baselines (see
+        // `LeaseBook::suspend`).
         let goaled: HashSet<LineItemId> = state.goals.iter().map(|g| g.id).collect();
         let gone: Vec<LineItemId> = state
             .states
@@ -275,16 +277,44 @@ impl Pacing {
         })
     }
 
-    /// Re-reads the line items with a goal when the catalog changed.
+    /// Re-reads the line items with a goal when the catalog changed: those the snapshot
+    /// compiler keeps, whose campaign and advertiser are active too (the catalog holds every
+    /// object whose own status is active). A line item under a paused campaign or advertiser
+    /// is served by no edge, so it leaves the goals as a paused line item does (its budget
+    /// suspended, its controller state dropped) rather than being paced as behind.
     async fn refresh_goals(&self, state: &mut State) -> Result<(), PacingError> {
         let counter = self.store.change_counter().await?;
         if state.catalog_version == Some(counter) {
             return Ok(());
         }
-        let catalog = self.store.catalog().await?;
-        state.goals = catalog
+        let Catalog {
+            version,
+            advertisers,
+            campaigns,
+            line_items,
+            ..
+        } = self.store.catalog().await?;
+        // Only the demand side's ancestry decides whether a line item enters a snapshot;
+        // creatives and the supply side are left out, which spares rendering ad code. Built at
+        // the earliest instant so that no line item is left out for its flight: the schedule
+        // decides what a flight allows (a budget only inside it, a stopped control outside).
+        let demand = Catalog {
+            version,
+            advertisers,
+            campaigns,
+            line_items,
+            ..Catalog::default()
+        };
+        let served: HashSet<LineItemId> = marquee_snapshot::compile(&demand, Timestamp::MIN)
+            .data
             .line_items
             .iter()
+            .map(|entry| entry.id)
+            .collect();
+        state.goals = demand
+            .line_items
+            .iter()
+            .filter(|stored| served.contains(&LineItemId(stored.meta.id)))
             .filter_map(|stored| {
                 let line_item = &stored.object;
                 let goal = line_item.goal?;
@@ -305,7 +335,7 @@ impl Pacing {
                 }
             })
             .collect();
-        state.catalog_version = Some(catalog.version);
+        state.catalog_version = Some(version);
         Ok(())
     }
 
@@ -540,7 +570,7 @@ impl Pacing {
             ),
             (
                 "marquee_lease_used",
-                "Billed in the current period as edges reported it.",
+                "Billed in the current period as edges reported it, or as aggregated if more.",
                 |u| u.used,
             ),
             (

@@ -410,3 +410,203 @@ async fn lifetime_delivery_survives_the_pruning_of_its_first_minutes() {
         .unwrap();
     assert!(boots.stopped, "the lifetime goal was reached: {boots:?}");
 }
+
+/// Sets the status of any object in its column and its body, as the API does.
+async fn set_object_status(store: &dyn Store, kind: Kind, id: u64, status: Status) {
+    let record = store.get(kind, id, None).await.unwrap();
+    let mut body: serde_json::Value = serde_json::from_str(&record.body).unwrap();
+    body["status"] = serde_json::json!(status.as_str());
+    let draft = Draft {
+        parent_id: record.parent_id,
+        name: record.name,
+        status,
+        body: body.to_string(),
+    };
+    store
+        .update(kind, id, record.meta.version, draft, None)
+        .await
+        .unwrap();
+}
+
+/// An edge renewing at one instant and billing all it is granted each time, from its counter
+/// at `from`, until the book grants no more: what it could bill. (At one instant its rate stays
+/// 0, so no margin is held back for billing in flight.)
+async fn bill_all(pacing: &Pacing, edge: u64, line_item: LineItemId, from: u64, upto: u64) -> u64 {
+    let mut consumed = from;
+    let mut held = 0;
+    for _ in 0..1_000 {
+        let answer = pacing
+            .sync(SyncRequest {
+                edge: EdgeId(edge),
+                control_version: 0,
+                renewals: vec![Renewal {
+                    edge: EdgeId(edge),
+                    line_item,
+                    consumed,
+                    held_ceiling: held,
+                }],
+                releases: Vec::new(),
+            })
+            .await
+            .unwrap();
+        assert!(answer.unbudgeted.is_empty(), "{answer:?}");
+        held = answer.grants[0].ceiling;
+        let next = held.min(upto);
+        if next == consumed {
+            break;
+        }
+        consumed = next;
+    }
+    consumed - from
+}
+
+/// A lifetime-only cap of 1,000 impressions with 905 delivered; paused over a day, so the book
+/// forgets its budget; the edges redeployed meanwhile (a new id, its counter at 0). On resume
+/// the budget is made afresh from what the aggregation shows: 95 are left, not 1,000.
+#[tokio::test]
+async fn a_lifetime_cap_is_not_granted_again_after_a_long_pause_and_a_redeploy() {
+    let setup = setup().await;
+    update(&*setup.store, setup.boots, |body| {
+        body["goal"] = serde_json::json!({ "metric": "impressions", "lifetime": 1_000 });
+    })
+    .await;
+    let pacing = open(&setup).await;
+    pacing.round().await.unwrap();
+    assert_eq!(bill_all(&pacing, 7, setup.boots, 0, 905).await, 905);
+    deliver(&*setup.store, setup.boots, 905, setup.clock.now()).await;
+
+    set_status(&*setup.store, setup.boots, Status::Paused).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    setup.clock.advance(SignedDuration::from_hours(25));
+    pacing.round().await.unwrap();
+    assert_eq!(
+        pacing.line_item_state(setup.boots).await.1,
+        None,
+        "forgotten after a day"
+    );
+
+    set_status(&*setup.store, setup.boots, Status::Active).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    let usage = pacing.line_item_state(setup.boots).await.1.unwrap();
+    assert_eq!((usage.limit, usage.used), (1_000, 905), "{usage:?}");
+    assert_eq!(bill_all(&pacing, 8, setup.boots, 0, u64::MAX).await, 95);
+}
+
+/// A daily goal added to a line item that has served 700 impressions today: 300 are left
+/// today, not the whole 1,000.
+#[tokio::test]
+async fn a_goal_added_to_a_serving_line_item_counts_what_it_delivered_today() {
+    let setup = setup().await;
+    update(&*setup.store, setup.boots, |body| {
+        body["goal"] = serde_json::Value::Null;
+    })
+    .await;
+    let pacing = open(&setup).await;
+    pacing.round().await.unwrap();
+    let an_hour_ago = setup.clock.now() - SignedDuration::from_hours(1);
+    deliver(&*setup.store, setup.boots, 700, an_hour_ago).await;
+
+    update(&*setup.store, setup.boots, |body| {
+        body["goal"] = serde_json::json!({ "metric": "impressions", "daily": 1_000 });
+    })
+    .await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    // The edge's lease is new with the goal: its counter starts at 0.
+    assert_eq!(bill_all(&pacing, 7, setup.boots, 0, u64::MAX).await, 300);
+}
+
+/// Pauses `kind` `id` (boots or one of its ancestors), runs rounds for an hour while it is
+/// paused, resumes it and returns boots' control after the next round. While paused, boots has
+/// no control and its budget is suspended: the edge's renewals get no room, and no "no budget".
+async fn paused_for_an_hour_and_resumed(
+    setup: &Setup,
+    kind: Kind,
+    id: u64,
+) -> marquee_pacing::ControlEntry {
+    let pacing = open(setup).await;
+    pacing.round().await.unwrap();
+    let first = pacing
+        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
+        .await
+        .unwrap()
+        .grants[0];
+    let consumed = first.ceiling;
+
+    set_object_status(&*setup.store, kind, id, Status::Paused).await;
+    for _ in 0..6 {
+        setup.clock.advance(SignedDuration::from_mins(10));
+        pacing.round().await.unwrap();
+        let paused = pacing
+            .sync(request(
+                0,
+                vec![renewal(setup.boots, consumed, first.ceiling)],
+            ))
+            .await
+            .unwrap();
+        assert!(paused.unbudgeted.is_empty(), "suspended: {paused:?}");
+        assert_eq!(paused.grants[0].ceiling, consumed, "no room: {paused:?}");
+        let controls = paused.controls.unwrap();
+        assert!(
+            controls.iter().all(|c| c.line_item != setup.boots),
+            "not paced while paused: {controls:?}"
+        );
+    }
+
+    set_object_status(&*setup.store, kind, id, Status::Active).await;
+    setup.clock.advance(SignedDuration::from_secs(10));
+    pacing.round().await.unwrap();
+    let controls = pacing
+        .sync(request(0, vec![]))
+        .await
+        .unwrap()
+        .controls
+        .unwrap();
+    *controls
+        .iter()
+        .find(|c| c.line_item == setup.boots)
+        .unwrap()
+}
+
+/// A campaign (or advertiser) paused is a pause for its line items, not a shortfall: while
+/// paused they are not paced and their budgets are suspended; resumed, their controllers start
+/// as after a line item's own pause, not at full throttle with a raised bid.
+#[tokio::test]
+async fn a_paused_campaign_or_advertiser_pauses_the_pacing_of_its_line_items() {
+    let line_item_paused = {
+        let setup = setup().await;
+        paused_for_an_hour_and_resumed(&setup, Kind::LineItem, setup.boots.0).await
+    };
+    assert!(!line_item_paused.stopped);
+    assert!(
+        (1..=200_000).contains(&line_item_paused.throttle_ppm),
+        "{line_item_paused:?}"
+    );
+    assert_eq!(line_item_paused.bid_multiplier_permille, 1_000);
+
+    for kind in [Kind::Campaign, Kind::Advertiser] {
+        let setup = setup().await;
+        let catalog = setup.store.catalog().await.unwrap();
+        let boots = catalog
+            .line_items
+            .iter()
+            .find(|li| li.meta.id == setup.boots.0)
+            .unwrap();
+        let campaign = boots.object.campaign_id;
+        let advertiser = catalog
+            .campaigns
+            .iter()
+            .find(|c| c.meta.id == campaign.0)
+            .unwrap()
+            .object
+            .advertiser_id;
+        let id = match kind {
+            Kind::Campaign => campaign.0,
+            _ => advertiser.0,
+        };
+        let resumed = paused_for_an_hour_and_resumed(&setup, kind, id).await;
+        assert_eq!(resumed, line_item_paused, "{kind:?}");
+    }
+}

@@ -225,6 +225,49 @@ fn by_placement(events: &[Event], kind: EventKind) -> HashMap<u64, Vec<Event>> {
     map
 }
 
+/// Serves a publisher page carrying the async tags of the demo's leaderboard and sidebar, as the
+/// API hands them out, with `head` in its `<head>`: the page's URL and the two placements'
+/// ids (sidebar, leaderboard).
+async fn publisher_page(server: &Server, token: &str, head: &str) -> (String, u64, u64) {
+    let client = reqwest::Client::new();
+    let base = &server.base;
+    let placements = get_json(&client, &server.url("/api/v1/placements"), Some(token)).await;
+    let id_of = |name: &str| {
+        placements["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| u64_of(&p["id"], "placement id"))
+            .unwrap_or_else(|| panic!("no demo placement {name:?} in {placements}"))
+    };
+    let (sidebar, leaderboard) = (id_of(SIDEBAR), id_of(LEADERBOARD));
+    let mut tags = Vec::new();
+    for id in [leaderboard, sidebar] {
+        let answer = get_json(
+            &client,
+            &server.url(&format!("/api/v1/placements/{id}/tags")),
+            Some(token),
+        )
+        .await;
+        let tag = str_of(&answer["async"], "async tag").to_owned();
+        assert!(
+            tag.contains(&format!("src=\"{base}/tag.js\"")),
+            "the async tag does not load {base}/tag.js: {tag}"
+        );
+        tags.push(tag);
+    }
+    let page = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>Daily Planet: an article</title>{head}</head>\n\
+         <body style=\"font:16px sans-serif;margin:16px\">\n<h1>Daily Planet</h1>\n{}\n\
+         <p>An article with a leaderboard above and a rectangle below; each ad tag includes tag.js.</p>\n{}\n\
+         </body></html>\n",
+        tags[0], tags[1]
+    );
+    let url = format!("http://localhost:{}/article.html", serve_page(page));
+    (url, sidebar, leaderboard)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_tag_in_headless_chromium() {
     let started = Instant::now();
@@ -248,40 +291,7 @@ async fn async_tag_in_headless_chromium() {
     let client = reqwest::Client::new();
 
     // The publisher page: the async tags of two placements, as the API hands them out.
-    let placements = get_json(&client, &server.url("/api/v1/placements"), Some(&token)).await;
-    let id_of = |name: &str| {
-        placements["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .map(|p| u64_of(&p["id"], "placement id"))
-            .unwrap_or_else(|| panic!("no demo placement {name:?} in {placements}"))
-    };
-    let (sidebar, leaderboard) = (id_of(SIDEBAR), id_of(LEADERBOARD));
-    let mut tags = Vec::new();
-    for id in [leaderboard, sidebar] {
-        let answer = get_json(
-            &client,
-            &server.url(&format!("/api/v1/placements/{id}/tags")),
-            Some(&token),
-        )
-        .await;
-        let tag = str_of(&answer["async"], "async tag").to_owned();
-        assert!(
-            tag.contains(&format!("src=\"{base}/tag.js\"")),
-            "the async tag does not load {base}/tag.js: {tag}"
-        );
-        tags.push(tag);
-    }
-    let page = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>Daily Planet: an article</title></head>\n\
-         <body style=\"font:16px sans-serif;margin:16px\">\n<h1>Daily Planet</h1>\n{}\n\
-         <p>An article with a leaderboard above and a rectangle below; each ad tag includes tag.js.</p>\n{}\n\
-         </body></html>\n",
-        tags[0], tags[1]
-    );
-    let page_url = format!("http://localhost:{}/article.html", serve_page(page));
+    let (page_url, sidebar, leaderboard) = publisher_page(&server, &token, "").await;
 
     // The browser half.
     let result = run_driver(&root, &chromium, &page_url, &base, &out, sidebar);
@@ -296,6 +306,10 @@ async fn async_tag_in_headless_chromium() {
     );
     let exchange = &exchanges[0];
     assert_eq!(exchange["status"], 200, "/ad.json: {exchange:#}");
+    // A page without a consent platform says nothing of the GDPR: the visitor is identified
+    // (the user key in the events, checked below).
+    let url = str_of(&exchange["url"], "/ad.json url");
+    assert!(!url.contains("gdpr"), "{url}");
     let ads = exchange["body"]["ads"]
         .as_array()
         .expect("/ad.json answered ads");
@@ -483,6 +497,10 @@ async fn async_tag_in_headless_chromium() {
             (decision.line_item, decision.creative),
             (line_item, creative)
         );
+        assert_ne!(
+            decision.user, 0,
+            "placement {placement}: a user without a CMP"
+        );
         let shown = impressions.get(&placement).map_or(&[][..], Vec::as_slice);
         assert_eq!(
             shown.len(),
@@ -532,4 +550,78 @@ async fn async_tag_in_headless_chromium() {
         started.elapsed(),
         shot.display()
     );
+}
+
+/// A CMP's "reject all" (TCF v2, no purpose consented to).
+const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
+
+/// The async tag on a page whose consent platform (a stand-in for the IAB TCF v2 API) shows its
+/// banner and then records the visitor's "reject all": `tag.js` waits for the answer and passes
+/// it on, so the edge serves the ads without identifying the visitor: user key 0 in the events
+/// (a user key where the page has no CMP, in `async_tag_in_headless_chromium`).
+///
+/// Whether `mq_uid` was set cannot be seen from here: the driver's interceptor (CDP `Fetch`)
+/// is not shown `Set-Cookie`, and over http the browser refuses the edge's `SameSite=Lax` cookie
+/// on a cross-site fetch anyway. The header itself is checked in `tests/edge.rs`
+/// (`only_consent_to_device_storage_identifies_the_visitor`); it goes with the user key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_tag_passes_the_cmps_refusal_on() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = Scratch(Some(
+        tempfile::Builder::new()
+            .prefix("marquee-browser-consent-")
+            .tempdir()
+            .unwrap(),
+    ));
+    let data = scratch.path().join("data");
+    let out = scratch.path().join("browser");
+    std::fs::create_dir_all(&out).unwrap();
+    let server = Server::start_with(&data, &["--demo"], &[]);
+    let base = server.base.clone();
+    let token = token_from(&server.stderr_line("demo admin token"));
+
+    // The CMP answers `addEventListener` at once with its banner shown (no choice yet), and
+    // with the refusal 100 ms later, as a visitor clicking "reject all" would.
+    let cmp = format!(
+        "<script>window.__tcfapi = function (command, version, callback) {{\n\
+           if (command !== 'addEventListener') {{ callback(true, true); return; }}\n\
+           var data = function (status, tc) {{ return {{ gdprApplies: true, eventStatus: status,\n\
+             cmpStatus: 'loaded', listenerId: 1, tcString: tc }}; }};\n\
+           callback(data('cmpuishown', ''), true);\n\
+           setTimeout(function () {{ callback(data('useractioncomplete', '{REJECT_ALL}'), true); }}, 100);\n\
+         }};</script>"
+    );
+    let (page_url, sidebar, leaderboard) = publisher_page(&server, &token, &cmp).await;
+    let result = run_driver(&root, &chromium, &page_url, &base, &out, sidebar);
+
+    let exchanges = result["ad_json"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 1, "one /ad.json request: {exchanges:#?}");
+    let exchange = &exchanges[0];
+    assert_eq!(exchange["status"], 200, "/ad.json: {exchange:#}");
+    let url = str_of(&exchange["url"], "/ad.json url");
+    assert!(
+        url.contains(&format!("&gdpr=1&gdpr_consent={REJECT_ALL}&")),
+        "the CMP's answer on the request: {url}"
+    );
+    let slots = result["slots"].as_array().unwrap();
+    assert_eq!(slots.len(), 2, "{slots:#?}");
+    assert!(
+        slots.iter().all(|slot| slot["state"] == "filled"),
+        "the ads are served all the same: {slots:#?}"
+    );
+
+    server.stop();
+    let events = logged_events(&data);
+    for kind in [EventKind::Decision, EventKind::Impression] {
+        let by = by_placement(&events, kind);
+        for placement in [leaderboard, sidebar] {
+            let logged = by.get(&placement).map_or(&[][..], Vec::as_slice);
+            assert!(!logged.is_empty(), "{kind:?} on {placement}");
+            assert!(
+                logged.iter().all(|e| e.user == 0),
+                "{kind:?} on {placement} without a user: {logged:#?}"
+            );
+        }
+    }
 }

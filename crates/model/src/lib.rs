@@ -1,11 +1,13 @@
 //! The domain model of Marquee: ids, money, the demand side (advertiser → campaign → line item →
 //! creative), the supply side (publisher → site → placement), targeting expressions, and the
-//! validation rules every write goes through.
+//! validation rules every write goes through; and the GDPR consent rule the edge's ad path and
+//! bidder share ([`may_identify`], reading a TCF v2 consent string's Purpose 1).
 //!
 //! Invariants: this crate does no I/O and reads no clock except through [`Clock`]; money is
 //! integer micros ([`Micros`]) everywhere; targeting is data ([`Targeting`]), never code.
 
 mod clock;
+mod consent;
 mod ids;
 mod kind;
 mod markup;
@@ -19,11 +21,14 @@ mod targeting;
 mod validate;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use consent::{TcfCore, TcfError, may_identify, tcf_device_storage_consent};
 pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId};
 pub use kind::{Kind, Principal, Role, Side, Status};
 pub use markup::has_insecure_url;
 pub use metrics_access::{MetricsAccess, MetricsRefusal};
-pub use money::{Currency, CurrencyError, Micros};
+pub use money::{
+    Currency, CurrencyError, MAX_AMOUNT_MICROS, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS, Micros,
+};
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
     FrequencyCap, Goal, GoalMetric, HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem,

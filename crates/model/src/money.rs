@@ -46,6 +46,29 @@ impl fmt::Display for Micros {
     }
 }
 
+/// The largest amount one event may carry, in micros of the line item's currency: 100,000,000
+/// currency units per mille (an impression's CPM rate, a billing notice's clearing CPM) or per
+/// click. The aggregation (`marquee-stats`) drops an event above it as corrupt, so prices are
+/// held below it when written ([`MAX_PRICE_MICROS`]).
+///
+/// Why this much: in a high-denomination currency a premium price is millions of units (a
+/// $100 CPM is about 1,600,000 IDR, 2,500,000 VND, 9,000,000 LBP). Why not more: the
+/// aggregation sums amounts in `i64` (saturating), which holds 9.2 × 10¹² units; one event at
+/// this limit is 1/92,000 of that, so no single corrupt record can move a sum near its end.
+pub const MAX_AMOUNT_MICROS: i64 = 100_000_000 * Micros::PER_UNIT;
+
+/// The largest CPM or CPC price a line item may have: a tenth of [`MAX_AMOUNT_MICROS`], so that
+/// a bid raised by the largest bid multiplier pacing may apply (`pacing.max_bid_permille`, at
+/// most 10,000 ‰) and the clearing price it brings back stay within what the aggregation counts.
+/// 10,000,000 currency units.
+pub const MAX_PRICE_MICROS: i64 = MAX_AMOUNT_MICROS / 10;
+
+/// The largest spend goal amount (daily or lifetime), in micros: what the aggregation can
+/// count. Spend is summed as per-mille amounts (CPM rates, 1,000 × the spend) in `i64`, so a
+/// period's spend is measurable up to `i64::MAX / 1,000` micros, about 9.2 × 10⁹ currency
+/// units.
+pub const MAX_SPEND_GOAL_MICROS: u64 = (i64::MAX / 1_000).unsigned_abs();
+
 /// An ISO 4217 currency code: three upper-case ASCII letters.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

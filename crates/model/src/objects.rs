@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::validate::{ValidationError, Violations, rules};
 use crate::{
-    AdvertiserId, CampaignId, Currency, Kind, LineItemId, Micros, PublisherId, SiteId, Status,
-    Targeting, has_insecure_url,
+    AdvertiserId, CampaignId, Currency, Kind, LineItemId, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS,
+    Micros, PublisherId, SiteId, Status, Targeting, has_insecure_url,
 };
 
 /// What every managed object offers the store and the API, whatever its kind.
@@ -264,6 +264,27 @@ impl Goal {
                     "must not exceed the lifetime amount",
                 );
             }
+            // What the aggregation can count: spend as per-mille sums, counts as `i64`.
+            let (most, what) = match self.metric {
+                GoalMetric::Spend => (
+                    MAX_SPEND_GOAL_MICROS,
+                    format!(
+                        " micros ({} in the currency), the most spend the aggregation counts",
+                        Micros(i64::try_from(MAX_SPEND_GOAL_MICROS).unwrap_or(i64::MAX))
+                    ),
+                ),
+                GoalMetric::Impressions | GoalMetric::Clicks => (
+                    i64::MAX.unsigned_abs(),
+                    ", the most the aggregation counts".to_owned(),
+                ),
+            };
+            for (field, amount) in [("daily", self.daily), ("lifetime", self.lifetime)] {
+                v.check_field(
+                    field,
+                    amount.is_none_or(|amount| amount <= most),
+                    format!("must be at most {most}{what}"),
+                );
+            }
         });
     }
 }
@@ -283,6 +304,8 @@ pub enum PricingModel {
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub model: PricingModel,
+    /// Per thousand impressions, per click, or for the flight. A CPM or CPC price is at most
+    /// 10,000,000 currency units (`MAX_PRICE_MICROS`), within what one event may carry.
     pub amount_micros: Micros,
     /// Must be the advertiser's currency (checked on write, against the campaign's advertiser).
     pub currency: Currency,
@@ -498,6 +521,17 @@ impl LineItem {
         weight_rule(v, self.weight);
         if let Some(goal) = &self.goal {
             goal.check(v);
+            if goal.metric == GoalMetric::Spend && self.price.model == PricingModel::Flat {
+                v.field("goal", |v| {
+                    v.field("metric", |v| {
+                        v.fail(
+                            "cannot be spend with flat pricing: a flat price is paid for the \
+                             flight, so no impression or click spends anything and a spend goal \
+                             would never be reached; use an impressions or clicks goal",
+                        )
+                    })
+                });
+            }
         }
         v.field("price", |v| {
             v.check_field(
@@ -505,6 +539,20 @@ impl LineItem {
                 self.price.amount_micros >= Micros::ZERO,
                 "must not be negative",
             );
+            // Every event of a CPM or CPC line item carries its price (or a bid or clearing
+            // price derived from it); a flat price is carried by none.
+            if self.price.model != PricingModel::Flat {
+                v.check_field(
+                    "amount_micros",
+                    self.price.amount_micros <= Micros(MAX_PRICE_MICROS),
+                    format!(
+                        "must be at most {MAX_PRICE_MICROS} ({} in the currency): what one \
+                         impression or click may carry, with room for the largest bid \
+                         multiplier, for reports to count it",
+                        Micros(MAX_PRICE_MICROS)
+                    ),
+                );
+            }
         });
         caps_rule(v, &self.frequency_caps);
         if let Some(targeting) = &self.targeting {

@@ -10,8 +10,9 @@
 
 use marquee_model::{
     Advertiser, Campaign, CapWindow, Channel, Creative, CreativeContent, Currency, Format,
-    HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem, Micros, Object, Placement,
-    Price, PricingModel, Publisher, Site, Tier,
+    HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem, MAX_AMOUNT_MICROS,
+    MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS, Micros, Object, Placement, Price, PricingModel,
+    Publisher, Site, Tier,
 };
 use serde_json::{Value, json};
 
@@ -567,6 +568,81 @@ fn line_item_rules() {
         ("free",                     json!({"price": {"amount_micros": 0}})),
         ("no targeting",             json!({"targeting": null})),
         ("one-minute flight",        json!({"end": "2026-03-01T00:01:00"})),
+    ];
+    assert_valid::<LineItem>(&line_item(), &valid);
+}
+
+/// Every event of a CPM or CPC line item carries its price, and the aggregation drops an event
+/// above `MAX_AMOUNT_MICROS`: a price above `MAX_PRICE_MICROS` (leaving room for the largest bid
+/// multiplier) is refused where it is written, naming the field, instead of its impressions and
+/// spend vanishing from reports. A flat price is carried by no event. Goal amounts stop at what
+/// the aggregation can count.
+#[test]
+fn prices_and_goal_amounts_stay_within_what_the_aggregation_counts() {
+    assert_eq!(MAX_PRICE_MICROS * 10, MAX_AMOUNT_MICROS);
+    // A premium CPM in rupiah (1,500,000 IDR, about $90) is well within.
+    let top = MAX_PRICE_MICROS;
+    let spend = |goal: Value| json!({"goal": goal});
+    let most_spend = MAX_SPEND_GOAL_MICROS;
+    #[rustfmt::skip]
+    let cases = [
+        ("CPM above the limit",      json!({"price": {"amount_micros": top + 1}}),               "price.amount_micros"),
+        ("CPC above the limit",      json!({"price": {"model": "cpc", "amount_micros": top + 1}}), "price.amount_micros"),
+        ("spend goal, lifetime too large",
+                                     spend(json!({"metric": "spend", "daily": null,
+                                                  "lifetime": most_spend + 1})),                 "goal.lifetime"),
+        ("spend goal, daily too large",
+                                     spend(json!({"metric": "spend", "daily": most_spend + 1,
+                                                  "lifetime": null})),                           "goal.daily"),
+        ("impressions beyond i64",   spend(json!({"daily": null,
+                                                  "lifetime": i64::MAX.unsigned_abs() + 1})),    "goal.lifetime"),
+    ];
+    assert_cases::<LineItem>(&line_item(), &cases);
+    #[rustfmt::skip]
+    let valid = [
+        ("1,500,000 IDR CPM",        json!({"price": {"amount_micros": 1_500_000_000_000_i64, "currency": "IDR"}})),
+        ("CPM at the limit",         json!({"price": {"amount_micros": top}})),
+        ("CPC at the limit",         json!({"price": {"model": "cpc", "amount_micros": top}})),
+        ("flat above it",            json!({"price": {"model": "flat", "amount_micros": top * 100},
+                                            "channels": ["direct"], "deals": []})),
+        ("spend goal at the limit",  spend(json!({"metric": "spend", "daily": null, "lifetime": most_spend}))),
+    ];
+    assert_valid::<LineItem>(&line_item(), &valid);
+    let message = parse::<LineItem>(patched(
+        &line_item(),
+        &json!({"price": {"amount_micros": 1_500_000_000_000_000_i64}}),
+    ))
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.starts_with(
+            "price.amount_micros: must be at most 10000000000000 (10000000.000000 in the currency)"
+        ),
+        "{message}"
+    );
+}
+
+/// A flat price is paid for the flight: no event spends anything, so a spend goal on it would
+/// read 0 delivered for ever and run behind at full throttle. Refused, naming the goal's
+/// metric; impressions and clicks goals stay fine.
+#[test]
+fn a_spend_goal_needs_a_price_per_impression_or_click() {
+    let flat = json!({"model": "flat", "amount_micros": 5_000_000_000_i64, "currency": "EUR"});
+    let direct = |goal: Value| json!({"price": flat.clone(), "channels": ["direct"], "deals": [], "goal": goal});
+    #[rustfmt::skip]
+    let cases = [
+        ("spend goal, flat price",   direct(json!({"metric": "spend", "daily": 1_000_000, "lifetime": null})),
+                                                                                                  "goal.metric"),
+    ];
+    assert_cases::<LineItem>(&line_item(), &cases);
+    #[rustfmt::skip]
+    let valid = [
+        ("impressions goal, flat",   direct(json!({"metric": "impressions"}))),
+        ("clicks goal, flat",        direct(json!({"metric": "clicks"}))),
+        ("spend goal, CPM",          json!({"goal": {"metric": "spend", "daily": 1_000_000, "lifetime": null}})),
+        ("spend goal, CPC",          json!({"price": {"model": "cpc"},
+                                            "goal": {"metric": "spend", "daily": 1_000_000, "lifetime": null}})),
     ];
     assert_valid::<LineItem>(&line_item(), &valid);
 }

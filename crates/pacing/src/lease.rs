@@ -6,8 +6,11 @@
 //! for the line item since the edge started (an edge that restarts is a new [`EdgeId`]); a grant
 //! is a *ceiling* on that counter, never a delta, so a lost or repeated message cannot hand out
 //! money twice. The book keeps, per budget period, each edge's counter at the period's start
-//! (its baseline) and makes sure that the ceilings it has handed out, less the baselines, never
-//! add up to more than the period's limit.
+//! or at its first report, whichever is later (its baseline), and makes sure that the ceilings
+//! it has handed out, less the baselines, plus what was delivered in the period before the book
+//! counted it, never add up to more than the period's limit. Delivery from before (a goal added
+//! to a serving line item, a budget dropped and made again) comes from the aggregation
+//! ([`BudgetSpec::delivered`]), which is also a floor under the period's use.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -86,8 +89,9 @@ pub struct LeaseConfig {
     /// inside the limit. Set it above the usual decision-to-billing delay; 0 turns it off.
     pub in_flight_allowance: SignedDuration,
     /// An edge silent this long after its lease was reclaimed or returned is forgotten (what it
-    /// billed in the period still counts); if it comes back, its whole counter counts against
-    /// the current period again (the safe side).
+    /// billed in the period still counts); if it comes back, it counts from its counter then,
+    /// as a new edge does. A budget suspended this long is dropped; made again, it counts
+    /// what the aggregation shows delivered in its period ([`BudgetSpec::delivered`]).
     pub forget_after: SignedDuration,
 }
 
@@ -174,6 +178,13 @@ pub struct BudgetSpec {
     /// When the period ends (`None`: with the flight, which has no end). From then on the book
     /// grants nothing until [`LeaseBook::set_budget`] names the next period.
     pub ends_at: Option<Timestamp>,
+    /// What the aggregation has counted delivered in this period so far
+    /// ([`crate::BudgetPeriod::delivered`]). The book never counts the period's use below it,
+    /// and a period that starts in the book takes it as already used: delivery from before the
+    /// book knew the budget (a goal added to a serving line item, a budget forgotten after a
+    /// long pause and made again, edges redeployed meanwhile) is not granted a second time.
+    #[serde(default)]
+    pub delivered: u64,
 }
 
 /// What an edge sends to renew (or first ask for) its lease on one line item.
@@ -216,7 +227,8 @@ pub struct Expiry {
 pub struct BudgetUsage {
     pub period: i64,
     pub limit: u64,
-    /// Billed in this period, as edges reported it.
+    /// Billed in this period, as edges reported it (plus what was delivered before the period
+    /// started in the book), or as the aggregation counted it if that is more.
     pub used: u64,
     /// What edges may bill in this period without renewing: used plus outstanding slices.
     pub committed: u64,
@@ -242,6 +254,11 @@ struct Budget {
     margin: u64,
     /// Billed in this period by edges the book has since forgotten.
     retired: u64,
+    /// Delivered in this period before the book started counting it: the aggregation's count
+    /// ([`BudgetSpec::delivered`]) when the period started in the book. Edges' counters up to
+    /// their first report are not counted (see [`Account::new`]), so this is counted once.
+    #[serde(default)]
+    prior: u64,
     /// Since when the line item has had no budget (paused, or its goal removed): nothing is
     /// granted, and its accounts wait for it to come back (see [`LeaseBook::suspend`]).
     #[serde(default)]
@@ -251,6 +268,23 @@ struct Budget {
 impl Budget {
     fn ended(&self, now: Timestamp) -> bool {
         self.spec.ends_at.is_some_and(|end| now >= end)
+    }
+
+    /// What the book counts used in this period from its own records: edges' reports since
+    /// their baselines, forgotten edges' use, and the delivery from before the period started
+    /// in the book.
+    fn accounted(&self) -> u64 {
+        self.accounts
+            .values()
+            .map(Account::used)
+            .fold(self.retired.saturating_add(self.prior), u64::saturating_add)
+    }
+
+    /// Delivery the aggregation has counted that the book's records do not explain (edges
+    /// that billed and crashed before reporting, a book that lost its state): counted as used
+    /// on top of them, so that the period's use is never below the aggregation's.
+    fn unexplained(&self) -> u64 {
+        self.spec.delivered.saturating_sub(self.accounted())
     }
 }
 
@@ -276,11 +310,15 @@ struct Account {
 }
 
 impl Account {
-    fn new(now: Timestamp) -> Account {
+    /// An edge's account from its first report: its counter then is its baseline. An edge
+    /// bills only on a grant, and this budget granted it nothing yet, so what it counted
+    /// before was granted by an earlier budget of the line item (forgotten or dropped, its
+    /// deliveries in [`BudgetSpec::delivered`]) or belongs to an earlier period.
+    fn new(first: &Renewal, now: Timestamp) -> Account {
         Account {
-            baseline: 0,
+            baseline: first.consumed,
             closing: None,
-            reported: 0,
+            reported: first.consumed,
             reported_at: now,
             rate: 0.0,
             granted: 0,
@@ -379,7 +417,9 @@ impl LeaseBook {
     /// a period ends. A new period key starts the period over: each edge's last report before
     /// the old period ended becomes its baseline (so whatever it billed after that counts
     /// against the new period, the safe side), and what it still holds counts against the new
-    /// period too.
+    /// period too. A period that starts in the book (a new budget, or a new key) takes what
+    /// the aggregation already counted for it, `spec.delivered`, as used; and in every round
+    /// the period's use is at least `spec.delivered`.
     pub fn set_budget(&mut self, line_item: LineItemId, spec: BudgetSpec) {
         let budget = self
             .state
@@ -391,6 +431,7 @@ impl LeaseBook {
                 unreported_reclaimed: 0,
                 margin: 0,
                 retired: 0,
+                prior: spec.delivered,
                 suspended_at: None,
             });
         budget.suspended_at = None;
@@ -401,6 +442,7 @@ impl LeaseBook {
             budget.unreported_reclaimed = 0;
             budget.margin = 0;
             budget.retired = 0;
+            budget.prior = spec.delivered;
         }
         budget.spec = spec;
     }
@@ -434,7 +476,9 @@ impl LeaseBook {
             .budgets
             .get_mut(&renewal.line_item)
             .ok_or(LeaseError::NoBudget(renewal.line_item))?;
-        let mut others = budget.retired;
+        let earlier = budget.retired.saturating_add(budget.prior);
+        // What the other edges may bill, and what they did bill, in this period.
+        let (mut others, mut others_used) = (earlier, earlier);
         // Billing on its way from live edges, per second; the margin held back for it is this
         // rate × the allowance.
         let mut others_rate = 0.0;
@@ -443,6 +487,7 @@ impl LeaseBook {
                 continue;
             }
             others = others.saturating_add(account.committed());
+            others_used = others_used.saturating_add(account.used());
             if account.closed_at.is_none() {
                 others_rate += account.rate;
             }
@@ -451,7 +496,7 @@ impl LeaseBook {
         let account = budget
             .accounts
             .entry(renewal.edge)
-            .or_insert_with(|| Account::new(now));
+            .or_insert_with(|| Account::new(renewal, now));
         account.report(renewal, now, ended, config.rate_window)?;
         let available = if ended {
             0
@@ -459,12 +504,17 @@ impl LeaseBook {
             let rate = others_rate + account.rate;
             let margin = (rate * config.in_flight_allowance.as_secs_f64()).ceil() as u64;
             budget.margin = budget.margin.max(margin);
+            let unexplained = budget
+                .spec
+                .delivered
+                .saturating_sub(others_used.saturating_add(account.used()));
             budget
                 .spec
                 .limit
                 .saturating_sub(budget.margin)
                 .saturating_sub(others)
                 .saturating_sub(account.used())
+                .saturating_sub(unexplained)
         };
         let slice = config.slice(account.rate, budget.spec.unit, available);
         account.granted = account.reported.saturating_add(slice);
@@ -545,11 +595,16 @@ impl LeaseBook {
     pub fn usage(&self, line_item: LineItemId) -> Option<BudgetUsage> {
         let budget = self.state.budgets.get(&line_item)?;
         let accounts = budget.accounts.values();
+        let unexplained = budget.unexplained();
+        let committed = accounts.clone().map(Account::committed).fold(
+            budget.retired.saturating_add(budget.prior),
+            u64::saturating_add,
+        );
         Some(BudgetUsage {
             period: budget.spec.period,
             limit: budget.spec.limit,
-            used: budget.retired + accounts.clone().map(Account::used).sum::<u64>(),
-            committed: budget.retired + accounts.clone().map(Account::committed).sum::<u64>(),
+            used: budget.accounted().saturating_add(unexplained),
+            committed: committed.saturating_add(unexplained),
             unreported_reclaimed: budget.unreported_reclaimed,
             live_edges: accounts.filter(|a| a.closed_at.is_none()).count(),
         })
@@ -670,6 +725,7 @@ mod tests {
                 limit,
                 unit: 1,
                 ends_at: Some(at(PERIOD_END)),
+                delivered: 0,
             },
         );
         book
@@ -694,6 +750,7 @@ mod tests {
             limit: 1_000,
             unit: 1,
             ends_at: None,
+            delivered: 0,
         };
         let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
         book.set_budget(LINE, daily(1));
@@ -728,6 +785,134 @@ mod tests {
             .unwrap();
         book.expire(later);
         assert!(book.usage(LINE).is_none());
+    }
+
+    /// Every ceiling an edge may bill up to, billing it all at each renewal, until the book
+    /// grants no more: what the edge can bill in the period from here.
+    fn bill_everything(book: &mut LeaseBook, edge: u64, from: u64, now: Timestamp) -> u64 {
+        let mut ceiling = book.renew(&renewal(edge, from, 0), now).unwrap().ceiling;
+        for _ in 0..1_000 {
+            let next = book
+                .renew(&renewal(edge, ceiling, ceiling), now)
+                .unwrap()
+                .ceiling;
+            if next == ceiling {
+                break;
+            }
+            ceiling = next;
+        }
+        ceiling - from
+    }
+
+    /// A lifetime cap of 1,000 with 905 billed; paused over a day, its budget is forgotten;
+    /// the edges are redeployed meanwhile (new ids, counters at 0). Made afresh on resume,
+    /// the budget counts the 905 the aggregation shows: 95 are left, not 1,000.
+    #[test]
+    fn a_budget_made_afresh_counts_what_was_delivered_before_it() {
+        let no_margin = LeaseConfig {
+            in_flight_allowance: SignedDuration::ZERO,
+            ..LeaseConfig::default()
+        };
+        let lifetime = |delivered| BudgetSpec {
+            period: crate::FLIGHT_PERIOD,
+            limit: 1_000,
+            unit: 1,
+            ends_at: None,
+            delivered,
+        };
+        let mut book = LeaseBook::new(no_margin).unwrap();
+        book.set_budget(LINE, lifetime(0));
+        let mut ceiling = 0;
+        while ceiling < 905 {
+            ceiling = book
+                .renew(&renewal(1, ceiling.min(905), ceiling), at(0))
+                .unwrap()
+                .ceiling;
+        }
+        book.release(&renewal(1, 905, ceiling), at(1)).unwrap();
+        book.suspend(LINE, at(2));
+        let day_later = at(3)
+            .saturating_add(SignedDuration::from_hours(25))
+            .unwrap();
+        book.expire(day_later);
+        assert!(book.usage(LINE).is_none(), "forgotten");
+
+        book.set_budget(LINE, lifetime(905));
+        assert_eq!(book.usage(LINE).unwrap().used, 905);
+        assert_eq!(bill_everything(&mut book, 2, 0, day_later), 95);
+        assert_eq!(book.usage(LINE).unwrap().committed, 1_000);
+    }
+
+    /// The same, with the edge still running: its counter (905) is what the aggregation
+    /// counted, so it is counted once: the edge gets the 95 left.
+    #[test]
+    fn a_surviving_edge_s_counter_is_not_counted_twice_in_a_budget_made_afresh() {
+        let no_margin = LeaseConfig {
+            in_flight_allowance: SignedDuration::ZERO,
+            ..LeaseConfig::default()
+        };
+        let mut book = LeaseBook::new(no_margin).unwrap();
+        book.set_budget(
+            LINE,
+            BudgetSpec {
+                period: crate::FLIGHT_PERIOD,
+                limit: 1_000,
+                unit: 1,
+                ends_at: None,
+                delivered: 905,
+            },
+        );
+        assert_eq!(bill_everything(&mut book, 1, 905, at(0)), 95);
+    }
+
+    /// A daily goal added to a line item that delivered 700 today: 300 are left today; and on
+    /// the next day, from the start of which the edges' counters count, the whole amount.
+    #[test]
+    fn a_daily_budget_made_mid_day_counts_today_s_delivery() {
+        let no_margin = LeaseConfig {
+            in_flight_allowance: SignedDuration::ZERO,
+            ..LeaseConfig::default()
+        };
+        let daily = |period, delivered| BudgetSpec {
+            period,
+            limit: 1_000,
+            unit: 1,
+            ends_at: Some(at(100 * period)),
+            delivered,
+        };
+        let mut book = LeaseBook::new(no_margin).unwrap();
+        book.set_budget(LINE, daily(1, 700));
+        assert_eq!(bill_everything(&mut book, 1, 0, at(0)), 300);
+        // The next day starts with the aggregation's count of it (nothing yet).
+        book.set_budget(LINE, daily(2, 0));
+        assert_eq!(bill_everything(&mut book, 1, 300, at(101)), 1_000);
+    }
+
+    /// The aggregation counts what edges billed and did not report (an edge that crashed, a
+    /// book that lost its state): the period's use is never taken below that count, so a
+    /// limit the aggregation shows reached grants nothing more.
+    #[test]
+    fn the_period_s_use_is_never_below_the_aggregation_s_count() {
+        let mut book = book_with(
+            LeaseConfig {
+                in_flight_allowance: SignedDuration::ZERO,
+                ..LeaseConfig::default()
+            },
+            1_000,
+        );
+        book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        book.renew(&renewal(1, 100, 10), at(1)).unwrap();
+        let mut spec = book.state().budgets[&LINE].spec;
+        spec.delivered = 995;
+        book.set_budget(LINE, spec);
+        let usage = book.usage(LINE).unwrap();
+        assert_eq!(usage.used, 995);
+        assert!(usage.committed >= 995, "{usage:?}");
+        let grant = book.renew(&renewal(2, 0, 0), at(2)).unwrap();
+        assert_eq!(grant.ceiling, 0, "nothing left: {grant:?}");
+        // Edges' own reports above the aggregation's count are what counts.
+        book.renew(&renewal(1, 998, 998), at(3)).unwrap();
+        assert_eq!(book.usage(LINE).unwrap().used, 998);
     }
 
     #[test]
@@ -863,6 +1048,7 @@ mod tests {
                 limit: 100,
                 unit: 1,
                 ends_at: Some(at(2 * PERIOD_END)),
+                delivered: 0,
             },
         );
         // The 2 billed after the last report before the end count against the new period, and
@@ -1064,7 +1250,7 @@ mod tests {
         ) {
             let config = LeaseConfig::default();
             let mut book = LeaseBook::new(config).unwrap();
-            book.set_budget(LINE, BudgetSpec { period: 1, limit, unit, ends_at: None });
+            book.set_budget(LINE, BudgetSpec { period: 1, limit, unit, ends_at: None, delivered: 0 });
             let mut now = at(0);
             let edges: Vec<Lease> = (0..4).map(|_| Lease::new()).collect();
             let bill = |lease: &Lease, percent: u64, now: Timestamp| {

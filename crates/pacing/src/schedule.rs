@@ -35,6 +35,11 @@ pub struct BudgetPeriod {
     pub limit: u64,
     /// When the period ends: the end of the local day, or of the flight (`None` if it has none).
     pub ends_at: Option<Timestamp>,
+    /// What the delivery the budget was computed from shows delivered in this period already:
+    /// today's for a day, the lifetime's for the flight. The lease book counts it as used
+    /// ([`crate::BudgetSpec::delivered`]), so that a budget made while the line item has
+    /// already delivered does not grant the whole `limit` again.
+    pub delivered: u64,
 }
 
 /// The key of a whole-flight budget period.
@@ -189,6 +194,9 @@ impl Schedule {
     /// The budget leases enforce at `delivery.at`: per local day if the goal has a daily
     /// amount (the lesser of it and what the lifetime amount has left, counting deliveries
     /// before today), else the lifetime amount over the flight. `None` outside the flight.
+    /// The period's own delivery so far (today's, or the lifetime's) is not taken from the
+    /// limit but reported as [`BudgetPeriod::delivered`]: the book counts the period's use
+    /// from it and from edges' reports together, each delivery once.
     pub fn budget(&self, delivery: &Delivery) -> Result<Option<BudgetPeriod>, ScheduleError> {
         if !self.in_flight(delivery.at) {
             return Ok(None);
@@ -198,6 +206,7 @@ impl Schedule {
                 key: FLIGHT_PERIOD,
                 limit: lifetime,
                 ends_at: self.end,
+                delivered: delivery.lifetime,
             }));
         };
         let before_today = delivery.lifetime.saturating_sub(delivery.today);
@@ -211,6 +220,7 @@ impl Schedule {
             key,
             limit,
             ends_at: Some(self.day(delivery.at)?.end),
+            delivered: delivery.today,
         }))
     }
 }
@@ -358,6 +368,7 @@ mod tests {
         assert_eq!(budget.key, 20_261_026);
         assert_eq!(budget.limit, 800);
         assert_eq!(budget.ends_at, Some(at("2026-10-26T23:00:00Z")));
+        assert_eq!(budget.delivered, 300, "today's, counted by the book");
         let lifetime_only = berlin(PacingMode::Even, goal(None, Some(2_500)));
         assert_eq!(
             lifetime_only.budget(&delivery).unwrap(),
@@ -365,6 +376,7 @@ mod tests {
                 key: FLIGHT_PERIOD,
                 limit: 2_500,
                 ends_at: Some(at("2026-10-27T23:00:00Z")),
+                delivered: 2_000,
             })
         );
         let after = Delivery {

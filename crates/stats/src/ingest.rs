@@ -17,9 +17,10 @@ pub const MINUTE: i64 = 60;
 pub const HOUR: i64 = 3_600;
 pub const DAY: i64 = 86_400;
 
-/// The largest amount one event may carry: 1,000,000 currency units per mille (or per click).
-/// Anything above is a corrupt or hostile record, and refusing it keeps sums far from overflow.
-pub const MAX_AMOUNT_MICROS: i64 = 1_000_000_000_000;
+/// The largest amount one event may carry (100,000,000 currency units per mille or per click),
+/// defined by the model, which holds line item prices below it when they are written. Anything
+/// above is a corrupt or hostile record, and refusing it keeps sums far from overflow.
+pub use marquee_model::MAX_AMOUNT_MICROS;
 
 /// Device type codes as the edge writes them: `0` unknown, then the model's `DeviceType` in
 /// declaration order plus one.
@@ -645,6 +646,40 @@ mod tests {
             .find(|(k, _)| k.line_item == 0)
             .unwrap();
         assert_eq!((no_bid.0.creative, no_bid.1.no_bids), (0, 1));
+    }
+
+    /// Prices a line item may have are counted: a premium CPM in rupiah (1,500,000 IDR, about
+    /// $90, which the old limit of 1,000,000 units dropped with its impression), the highest
+    /// price, and a clearing price ten times it (the largest bid multiplier); an amount above
+    /// the limit is still a corrupt record.
+    #[test]
+    fn every_price_a_line_item_may_have_is_counted() {
+        use marquee_model::MAX_PRICE_MICROS;
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW;
+        let rupiah = 1_500_000 * 1_000_000;
+        for (id, kind, amount) in [
+            (1, Kind::Impression, rupiah),
+            (2, Kind::Impression, MAX_PRICE_MICROS),
+            (3, Kind::Billing, MAX_PRICE_MICROS * 10),
+            (4, Kind::Billing, MAX_AMOUNT_MICROS + 1),
+        ] {
+            ingest.event(&Event {
+                amount_micros: amount,
+                ..event(kind, id, t)
+            });
+        }
+        let deltas = ingest.finish();
+        assert_eq!(deltas.accepted, 3);
+        assert_eq!(deltas.invalid.get(Invalid::BadAmount), 1);
+        let counted = &deltas.per_line_item[&100];
+        assert_eq!((counted.impressions, counted.billings), (2, 1));
+        assert_eq!(
+            counted.cpm_micros,
+            rupiah + MAX_PRICE_MICROS + MAX_PRICE_MICROS * 10
+        );
     }
 
     #[test]

@@ -251,6 +251,7 @@ impl Manager {
                 limit: period.limit,
                 unit: scenario.cost,
                 ends_at: period.ends_at,
+                delivered: period.delivered,
             };
             self.book.set_budget(LINE, spec);
             outcome.limits.insert(period.key, period.limit);
