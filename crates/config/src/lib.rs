@@ -842,6 +842,12 @@ pub struct TrackingSection {
     pub keys: Vec<String>,
     /// The id of the key that signs; the others only verify (rotation).
     pub signing_key: u8,
+    /// How many new tokens of one kind (impression, click, conversion; the bidder's win,
+    /// billing, loss) expiring in the same minute each replay guard of an edge remembers.
+    /// Beyond it the guard forgets some early (`marquee_tracking_replay_overflows_total`) and
+    /// repeats of those count again on the edge (the manager still dedupes them). Memory: at
+    /// most this × 61 ids of 10–20 bytes per kind, used only as traffic fills it.
+    pub replay_capacity_per_minute: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -909,6 +915,7 @@ impl Default for Config {
             tracking: TrackingSection {
                 keys: Vec::new(),
                 signing_key: 1,
+                replay_capacity_per_minute: 262_144,
             },
             aggregation: AggregationSection {
                 interval_ms: 1_000,
@@ -1149,6 +1156,12 @@ impl Config {
             self.events.group_commit_ms,
             1,
             1_000,
+        )?;
+        in_range(
+            "tracking.replay_capacity_per_minute",
+            self.tracking.replay_capacity_per_minute,
+            1_024,
+            100_000_000,
         )?;
         in_range(
             "events.segment_max_mb",
@@ -1425,6 +1438,29 @@ mod tests {
     }
 
     #[test]
+    fn the_replay_capacity_is_set_by_file_or_environment_and_checked() {
+        Jail::expect_with(|jail| {
+            let config = |jail: &Jail, toml: &str| load_in(jail, toml).map_err(|e| e.to_string());
+            assert_eq!(
+                config(jail, "")?.tracking.replay_capacity_per_minute,
+                262_144
+            );
+            let toml = "[tracking]\nreplay_capacity_per_minute = 8000000\n";
+            assert_eq!(
+                config(jail, toml)?.tracking.replay_capacity_per_minute,
+                8_000_000
+            );
+            jail.set_env("MARQUEE_TRACKING__REPLAY_CAPACITY_PER_MINUTE", "1000");
+            let error = config(jail, "").err().unwrap_or_default();
+            assert!(
+                error.contains("`tracking.replay_capacity_per_minute` is 1000; it must be between"),
+                "{error}"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
     fn file_then_environment_then_flags() {
         Jail::expect_with(|jail| {
             jail.create_file(
@@ -1559,6 +1595,14 @@ mod tests {
                 ("[events]\ngroup_commit_ms = 0", "events.group_commit_ms"),
                 ("[events]\nsegment_max_mb = 0", "events.segment_max_mb"),
                 ("[tracking]\nsigning_key = 300", "tracking.signing_key"),
+                (
+                    "[tracking]\nreplay_capacity_per_minute = 100",
+                    "tracking.replay_capacity_per_minute",
+                ),
+                (
+                    "[tracking]\nreplay_capacity_per_minute = 200000000",
+                    "tracking.replay_capacity_per_minute",
+                ),
                 ("[aggregation]\ninterval_ms = 0", "aggregation.interval_ms"),
                 ("[aggregation]\nmax_run_mb = 0", "aggregation.max_run_mb"),
                 (

@@ -11,8 +11,8 @@
 
 use std::borrow::Cow;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -214,14 +214,35 @@ pub struct Bidder {
 
 impl Bidder {
     pub fn new(config: BidderConfig) -> Bidder {
+        Bidder::with_replay(config, ReplayConfig::default())
+    }
+
+    /// [`Bidder::new`] with its notices' replay guards sized by `replay`.
+    pub(crate) fn with_replay(config: BidderConfig, replay: ReplayConfig) -> Bidder {
         Bidder {
             syncs: UserSyncs::new(config.sync_capacity),
             config,
             stats: BidStats::default(),
-            wins_seen: ReplayGuard::new(ReplayConfig::default()),
-            billings_seen: ReplayGuard::new(ReplayConfig::default()),
-            losses_seen: ReplayGuard::new(ReplayConfig::default()),
+            wins_seen: ReplayGuard::new(replay),
+            billings_seen: ReplayGuard::new(replay),
+            losses_seen: ReplayGuard::new(replay),
         }
+    }
+
+    /// Replaces the notices' replay guards with empty ones sized by `replay` (before serving).
+    pub(crate) fn set_replay(&mut self, replay: ReplayConfig) {
+        self.wins_seen = ReplayGuard::new(replay);
+        self.billings_seen = ReplayGuard::new(replay);
+        self.losses_seen = ReplayGuard::new(replay);
+    }
+
+    /// The notices' replay guards with their kinds, as labelled in metrics.
+    pub(crate) fn replay_guards(&self) -> [(&'static str, &ReplayGuard); 3] {
+        [
+            ("win", &self.wins_seen),
+            ("billing", &self.billings_seen),
+            ("loss", &self.losses_seen),
+        ]
     }
 
     /// The settings for `/openrtb2/bid` (`None`) or `/openrtb2/bid/{name}`.
@@ -277,20 +298,17 @@ pub(crate) fn late(edge: &Edge) -> (Response<Body>, Outcome) {
     (no_content(), Outcome::Late)
 }
 
-/// Whether user-level data may be used: not under COPPA, and with a consent string where GDPR
-/// applies. Without it the request has no user id (no caps, no user sync lookup) and no
-/// segments.
+/// Whether user-level data may be used: not under COPPA, and where GDPR applies only with a TCF
+/// v2 consent string recording consent to Purpose 1 (the ad path's rule,
+/// [`marquee_model::may_identify`]). Without it the request has no user id (no caps, no user
+/// sync lookup) and no segments.
 fn may_use_user_data(request: &BidRequest<'_>) -> bool {
     if request.coppa() {
         return false;
     }
-    let gdpr = request.regs.as_ref().and_then(|r| r.gdpr) == Some(true);
-    let consent = request
-        .user
-        .as_ref()
-        .and_then(|u| u.consent.as_deref())
-        .is_some_and(|c| !c.is_empty());
-    !gdpr || consent
+    let gdpr = request.regs.as_ref().and_then(|r| r.gdpr);
+    let consent = request.user.as_ref().and_then(|u| u.consent.as_deref());
+    marquee_model::may_identify(gdpr, consent)
 }
 
 /// Our user id for the request: `buyeruid` (matched through user sync when the exchange sent
@@ -810,6 +828,9 @@ fn make_bid<'r>(
         issued_at: auction.now.as_second(),
         lifetime: u32::try_from(edge.config.token_lifetime.as_secs()).unwrap_or(u32::MAX),
         nonce,
+        // An exchange bid's beacon and click are worth nothing: its billing notice brings
+        // the price.
+        amount_micros: Some(0),
     };
     let adm = markup(auction, creative, view, &claims, worker)?;
     // A bid in another currency than the line item's carries its price in the line item's
@@ -936,7 +957,8 @@ fn markup(
     match &creative.content {
         Content::Native(native) => {
             let request = view.native.as_ref()?;
-            let (impression_url, click_url) = handlers::signed_urls(edge, claims, &mut worker.urls);
+            let (impression_url, click_url) =
+                handlers::signed_urls(edge, claims, 0, &mut worker.urls);
             fn image(url: Option<&str>, size: Option<Size>) -> Option<NativeImage<'_>> {
                 url.map(|url| NativeImage {
                     url,
@@ -969,12 +991,13 @@ fn markup(
         Content::Image { .. } | Content::Html { .. } | Content::ThirdPartyTag { .. } => {
             let code = creative.ad_code.as_ref()?;
             let mut out = String::with_capacity(1024);
+            let mut digits = itoa::Buffer::new();
             handlers::fill_tracked(
                 edge,
                 code,
                 claims,
-                None,
-                &mut worker.rng,
+                0,
+                handlers::cache_buster(None, &mut worker.rng, &mut digits),
                 &mut worker.urls,
                 &mut out,
             );
@@ -1126,14 +1149,14 @@ pub enum NoticeKind {
 
 /// `GET /openrtb2/win|bill|loss`: counts the notice once if its token holds, then answers a
 /// pixel either way (exchanges and browsers get the same answer for a refused notice).
-pub(crate) async fn notice(edge: &Edge, kind: NoticeKind, query: &str) -> Response<Body> {
+pub(crate) async fn notice(edge: &Arc<Edge>, kind: NoticeKind, query: &str) -> Response<Body> {
     if let Err(why) = count_notice(edge, kind, query).await {
         tracing::debug!(?kind, why, "notice not counted");
     }
     handlers::pixel()
 }
 
-async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), &'static str> {
+async fn count_notice(edge: &Arc<Edge>, kind: NoticeKind, query: &str) -> Result<(), &'static str> {
     let bidder = &edge.bidder;
     let stats = &bidder.stats;
     let invalid = |why: &'static str| {
@@ -1206,7 +1229,8 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
         NoticeKind::Billing => (&bidder.billings_seen, &stats.billings),
         NoticeKind::Loss => (&bidder.losses_seen, &stats.losses),
     };
-    if !seen.first_time(claims.nonce, claims.expires_at(), now.as_second()) {
+    let (nonce, expires_at, second) = (claims.nonce, claims.expires_at(), now.as_second());
+    if !seen.first_time(nonce, expires_at, second) {
         Stats::bump(&stats.repeated_notices);
         return Err("repeat");
     }
@@ -1221,7 +1245,7 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
             claims.user,
         )
     };
-    match kind {
+    let logged = match kind {
         NoticeKind::Win => {
             let amount = in_line_item_currency(edge, loaded.as_deref(), &claims, clearing);
             handlers::log(
@@ -1230,7 +1254,7 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
                     amount_micros: amount,
                     ..base
                 },
-            );
+            )
         }
         NoticeKind::Billing => {
             let amount = in_line_item_currency(edge, loaded.as_deref(), &claims, clearing);
@@ -1239,18 +1263,28 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
                 amount_micros: amount,
                 ..base
             };
-            // In strict mode this waits for the fsync that covers the event.
-            if let Err(error) = edge.log.commit(&event).await {
-                Stats::bump(&edge.stats.log_errors);
-                tracing::error!(%error, "billing event not logged");
-            }
-            if let Some(loaded) = &loaded {
-                handlers::record_delivery(edge, loaded, claims.user, claims.line_item, now);
-                shared::count_delivery(edge, loaded, claims.user, claims.line_item);
-                let on = marquee_pacing::Billable::Impression;
-                let charged = edge.pacing.bill(loaded, claims.line_item, on, Some(amount));
-                shared::charge(edge, claims.line_item, charged);
-            }
+            // Counted, capped and charged only once the log has it (in strict mode, once the
+            // fsync that covers it is done), even if the exchange hangs up meanwhile; a notice
+            // the log refused or lost is forgotten, so that the exchange's retry counts.
+            handlers::commit_and_settle(edge, &event, move |edge, logged| {
+                let bidder = &edge.bidder;
+                if let Err(error) = logged {
+                    bidder.billings_seen.forget(nonce, expires_at, second);
+                    Stats::bump(&edge.stats.log_errors);
+                    tracing::error!(%error, "billing event not logged");
+                    return;
+                }
+                if let Some(loaded) = &loaded {
+                    handlers::record_delivery(edge, loaded, claims.user, claims.line_item, now);
+                    shared::count_delivery(edge, loaded, claims.user, claims.line_item);
+                    let on = marquee_pacing::Billable::Impression;
+                    let charged = edge.pacing.bill(loaded, claims.line_item, on, Some(amount));
+                    shared::charge(edge, claims.line_item, charged);
+                }
+                Stats::bump(&bidder.stats.billings);
+            })
+            .await;
+            return Ok(());
         }
         NoticeKind::Loss => {
             let reason = loss
@@ -1264,8 +1298,13 @@ async fn count_notice(edge: &Edge, kind: NoticeKind, query: &str) -> Result<(), 
                     creative: reason,
                     ..base
                 },
-            );
+            )
         }
+    };
+    if !logged {
+        // Not in the log: the exchange's retry should count.
+        seen.forget(nonce, expires_at, second);
+        return Err("not logged");
     }
     Stats::bump(counter);
     Ok(())
@@ -1319,9 +1358,11 @@ fn param<'q>(query: &'q [(Cow<'_, str>, Cow<'_, str>)], name: &str) -> Option<&'
         .map(|(_, v)| v.as_ref())
 }
 
-/// Whether the sync call may identify the user: with consent where GDPR applies.
+/// Whether the sync call may identify the user: the ad path's rule (`gdpr` other than `0`
+/// applies; then only a consent string consenting to Purpose 1 identifies).
 fn sync_consent(query: &[(Cow<'_, str>, Cow<'_, str>)]) -> bool {
-    param(query, "gdpr") != Some("1") || param(query, "gdpr_consent").is_some_and(|c| !c.is_empty())
+    let gdpr = param(query, "gdpr").map(|g| g != "0");
+    marquee_model::may_identify(gdpr, param(query, "gdpr_consent"))
 }
 
 /// Our user id from the cookie, or a new one (to set) when cookies are allowed.

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use jiff::Timestamp;
 use marquee_engine::{
     Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
 };
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{AppendError, Event, Kind as EventKind};
 use marquee_model::{Channel, DeviceType, Format, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
@@ -340,7 +341,7 @@ pub(crate) fn ad_shed(edge: &Edge, query_text: &str, json: bool) -> Response<Bod
 /// `GET /ad` and `GET /ad.json`. Work still to do at `deadline` is abandoned: the answer is
 /// the fallback (a placement already decided keeps its logged decision, which is not billed).
 pub(crate) async fn ad(
-    edge: &Edge,
+    edge: &Arc<Edge>,
     query_text: &str,
     headers: &HeaderMap,
     json: bool,
@@ -471,8 +472,12 @@ pub(crate) async fn ad(
             )
         }
     };
-    if let Some((kind, claims)) = count {
-        count_untokened(edge, kind, &claims).await;
+    // Only an image or click actually sent counts: a redirect that could not be made (a URL
+    // that is no valid `Location`) was answered with a 404.
+    if let Some((kind, claims)) = count
+        && answer.0.status() == StatusCode::FOUND
+    {
+        count_untokened(edge, kind, &claims, Timestamp::now()).await;
     }
     answer
 }
@@ -651,6 +656,7 @@ fn serve_one<'s>(
     Stats::bump(&edge.stats.decisions);
     let creative = data.creative(decision.creative)?;
     let code = creative.ad_code.as_ref()?;
+    let price = &data.line_item(decision.line_item)?.price;
     let claims = Claims {
         kind: Kind::Impression,
         line_item: decision.line_item.0,
@@ -660,14 +666,16 @@ fn serve_one<'s>(
         issued_at: now.as_second(),
         lifetime: u32::try_from(edge.config.token_lifetime.as_secs()).unwrap_or(u32::MAX),
         nonce: worker.rng.next_u64(),
+        amount_micros: Some(worth(price, Kind::Impression)),
     };
     let start = worker.text.len();
+    let mut digits = itoa::Buffer::new();
     fill_tracked(
         edge,
         code,
         &claims,
-        query.cache_buster.as_deref(),
-        &mut worker.rng,
+        worth(price, Kind::Click),
+        cache_buster(query.cache_buster.as_deref(), &mut worker.rng, &mut digits),
         &mut worker.urls,
         &mut worker.text,
     );
@@ -704,10 +712,11 @@ fn append_tracking_url(edge: &Edge, path: &str, claims: &Claims, out: &mut Strin
 }
 
 /// The impression beacon and click redirect of the ad `claims` describes, built in `urls`
-/// (cleared first).
+/// (cleared first); the click's token carries `click_worth`.
 pub(crate) fn signed_urls<'u>(
     edge: &Edge,
     claims: &Claims,
+    click_worth: u64,
     urls: &'u mut String,
 ) -> (&'u str, &'u str) {
     urls.clear();
@@ -715,31 +724,39 @@ pub(crate) fn signed_urls<'u>(
     let impression_end = urls.len();
     let click = Claims {
         kind: Kind::Click,
+        amount_micros: Some(click_worth),
         ..*claims
     };
     append_tracking_url(edge, "/t/c?t=", &click, urls);
     urls.split_at(impression_end)
 }
 
+/// The cache buster `given` if it is safe in HTML, else a random one written in `digits`.
+pub(crate) fn cache_buster<'d>(
+    given: Option<&'d str>,
+    rng: &mut Xoshiro256PlusPlus,
+    digits: &'d mut itoa::Buffer,
+) -> &'d str {
+    match render::safe_cache_buster(given) {
+        Some(given) => given,
+        None => digits.format(rng.next_u32() % 1_000_000_000),
+    }
+}
+
 /// Appends `code` filled for the impression `claims` describes: its signed impression beacon
-/// and click redirect, the cache buster `given` if it is safe in HTML (else a random one), the
+/// and click redirect (the click's token carrying `click_worth`), the `cache_buster`, the
 /// claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
 /// filling allocates nothing but `out`'s growth (the ad path and the bid path both fill here).
 pub(crate) fn fill_tracked(
     edge: &Edge,
     code: &AdCode,
     claims: &Claims,
-    given: Option<&str>,
-    rng: &mut Xoshiro256PlusPlus,
+    click_worth: u64,
+    cache_buster: &str,
     urls: &mut String,
     out: &mut String,
 ) {
-    let (impression_url, click_url) = signed_urls(edge, claims, urls);
-    let mut digits = itoa::Buffer::new();
-    let cache_buster = match render::safe_cache_buster(given) {
-        Some(given) => given,
-        None => digits.format(rng.next_u32() % 1_000_000_000),
-    };
+    let (impression_url, click_url) = signed_urls(edge, claims, click_worth, urls);
     render::fill(
         code,
         &Values {
@@ -799,12 +816,10 @@ fn single_answer(
         },
         AdFormat::Click => {
             let now = Timestamp::now();
-            redirect(&landing_with_conversion(
-                edge,
-                &ad.claims,
-                &ad.creative.landing_url,
-                now,
-            ))
+            match landing_with_conversion(edge, &ad.claims, &ad.creative.landing_url, now) {
+                Some(location) => redirect(&location),
+                None => not_found(),
+            }
         }
     }
 }
@@ -879,11 +894,16 @@ fn event(
     }
 }
 
-/// Appends a non-billing event; a failure is counted, never fails the answer.
-pub(crate) fn log(edge: &Edge, event: Event) {
-    if let Err(error) = edge.log.append(&event) {
-        Stats::bump(&edge.stats.log_errors);
-        tracing::warn!(%error, "event not logged");
+/// Appends a non-billing event; a failure is counted, never fails the answer. Whether the log
+/// took it.
+pub(crate) fn log(edge: &Edge, event: Event) -> bool {
+    match edge.log.append(&event) {
+        Ok(_) => true,
+        Err(error) => {
+            Stats::bump(&edge.stats.log_errors);
+            tracing::warn!(%error, "event not logged");
+            false
+        }
     }
 }
 
@@ -902,29 +922,43 @@ fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims>
     }
 }
 
-/// What an event of this kind is worth, in micros of the line item's currency: for an
-/// impression the CPM rate (spend is the sum of rates / 1000, divided once when aggregated, so
-/// no impression is rounded), for a click the CPC price. Nothing for an exchange bid's tokens
-/// (no placement): what it costs is the clearing price its billing notice brings.
-fn amount(data: &SnapshotData, claims: &Claims, kind: EventKind) -> i64 {
+/// What an event of `kind` is worth for a line item priced `price`, in micros of its
+/// currency: for an impression the CPM rate (spend is the sum of rates / 1000, divided once
+/// when aggregated, so no impression is rounded), for a click the CPC price; nothing for other
+/// events or pricing. Signed into the decision's tokens, so that the price when the ad was
+/// chosen is the one its beacon and click are logged at.
+pub(crate) fn worth(price: &marquee_model::Price, kind: Kind) -> u64 {
     use marquee_model::PricingModel;
-    if claims.placement == 0 {
-        return 0;
-    }
-    let Some(li) = data.line_item(marquee_model::LineItemId(claims.line_item)) else {
-        return 0;
-    };
-    match (kind, li.price.model) {
-        (EventKind::Impression, PricingModel::Cpm) | (EventKind::Click, PricingModel::Cpc) => {
-            li.price.amount_micros.0
+    match (kind, price.model) {
+        (Kind::Impression, PricingModel::Cpm) | (Kind::Click, PricingModel::Cpc) => {
+            u64::try_from(price.amount_micros.0).unwrap_or(0)
         }
         _ => 0,
     }
 }
 
-/// `GET /t/i`, `/t/c`, `/t/v`: count the event once if its token holds, then answer.
+/// What a counted event of `kind` is worth: what its token carries for its own kind, else (a
+/// version 1 token from before an upgrade, or an image tag's click, whose decision is made again
+/// now) its line item's price now. Nothing for an exchange bid's tokens (no placement): what it
+/// costs is the clearing price its billing notice brings.
+fn amount(data: &SnapshotData, claims: &Claims, kind: Kind) -> i64 {
+    if claims.placement == 0 {
+        return 0;
+    }
+    let carried = claims.amount_micros.filter(|_| claims.kind == kind);
+    let micros = match carried {
+        Some(carried) => carried,
+        None => data
+            .line_item(marquee_model::LineItemId(claims.line_item))
+            .map_or(0, |li| worth(&li.price, kind)),
+    };
+    i64::try_from(micros).unwrap_or(i64::MAX)
+}
+
+/// `GET /t/i`, `/t/c`, `/t/v`: count the event once if its token holds, then answer. A click's
+/// answer is made first: one whose landing URL makes no redirect gets a 404 and is not counted.
 pub(crate) async fn track(
-    edge: &Edge,
+    edge: &Arc<Edge>,
     kind: Kind,
     query_text: &str,
     headers: &HeaderMap,
@@ -932,27 +966,32 @@ pub(crate) async fn track(
     let now = Timestamp::now();
     let claims = verify(edge, query_text, kind, now.as_second());
     let loaded = edge.holder.current();
-    if let Some(claims) = &claims {
+    let (answer, counts) = match kind {
+        Kind::Impression | Kind::Conversion => (pixel(), true),
+        Kind::Click => click_redirect(edge, loaded.as_deref(), claims.as_ref(), now),
+    };
+    if let Some(claims) = &claims
+        && counts
+    {
         let (device_type, _, _) = device(headers);
         let visitor = Visitor {
             country: country(edge, headers),
             device: device_type,
         };
+        let expires_at = claims.expires_at();
         count_once(
             edge,
-            loaded.as_deref(),
+            loaded,
             kind,
             claims,
+            expires_at,
             now,
             visitor,
             Caps::Record,
         )
         .await;
     }
-    match kind {
-        Kind::Impression | Kind::Conversion => pixel(),
-        Kind::Click => click_redirect(edge, loaded.as_deref(), claims.as_ref(), now),
-    }
+    answer
 }
 
 /// Counts a delivery (an impression, or an exchange's billing notice) against the user's
@@ -983,13 +1022,16 @@ pub(crate) fn record_delivery(
 }
 
 /// Sends a click to its creative's landing URL, with a conversion token appended; nothing in
-/// the request can name another destination.
+/// the request can name another destination. Also whether the click may be counted: not when
+/// the landing URL makes no redirect (the visitor never reaches the advertiser). A click on a
+/// creative no longer in the snapshot gets a 404 too, but its ad was shown and clicked: it
+/// counts, as before.
 fn click_redirect(
     edge: &Edge,
     loaded: Option<&Loaded>,
     claims: Option<&Claims>,
     now: Timestamp,
-) -> Response<Body> {
+) -> (Response<Body>, bool) {
     let landing = claims.and_then(|claims| {
         let creative = loaded?
             .engine
@@ -999,47 +1041,79 @@ fn click_redirect(
         Some((claims, creative.landing_url.as_str()))
     });
     let Some((claims, landing)) = landing else {
-        return response(
+        let gone = response(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
             "this ad is no longer available\n",
         );
+        return (gone, true);
     };
-    redirect(&landing_with_conversion(edge, claims, landing, now))
+    let answer = match landing_with_conversion(edge, claims, landing, now) {
+        Some(location) => redirect(&location),
+        None => not_found(),
+    };
+    let redirected = answer.status() == StatusCode::FOUND;
+    (answer, redirected)
 }
 
-/// The landing URL with a conversion token the advertiser's page can send back to `/t/v`.
-fn landing_with_conversion(edge: &Edge, claims: &Claims, landing: &str, now: Timestamp) -> String {
+/// The landing URL with a conversion token the advertiser's page can send back to `/t/v`, as
+/// one more query parameter: before the fragment, which browsers never send to the server.
+/// Written as the URL parser serialises it (ASCII, with controls and spaces percent-encoded),
+/// so it is always a valid `Location`. `None` if `landing` is not a URL at all (creatives are
+/// validated as http(s) URLs; only a snapshot from an older build could hold one).
+fn landing_with_conversion(
+    edge: &Edge,
+    claims: &Claims,
+    landing: &str,
+    now: Timestamp,
+) -> Option<String> {
+    let mut url = url::Url::parse(landing).ok()?;
     let conversion = edge.keys.sign(&Claims {
         kind: Kind::Conversion,
         issued_at: now.as_second(),
         ..*claims
     });
-    let separator = if landing.contains('?') { '&' } else { '?' };
-    format!("{landing}{separator}{CONVERSION_PARAMETER}={conversion}")
+    url.query_pairs_mut()
+        .append_pair(CONVERSION_PARAMETER, &conversion);
+    Some(url.into())
 }
 
 /// Counts an impression or click of the image tag, which carries no token: the decision is
 /// made again from the same seed, and its nonce dedupes repeated fetches. The impression is not
 /// recorded against caps in this edge's memory: the click re-derives the decision, and a cap
 /// the impression filled would turn it into another ad's click.
-async fn count_untokened(edge: &Edge, kind: Kind, claims: &Claims) {
+async fn count_untokened(edge: &Arc<Edge>, kind: Kind, claims: &Claims, now: Timestamp) {
     let loaded = edge.holder.current();
     let visitor = Visitor {
         country: None,
         device: None,
     };
-    let now = Timestamp::now();
+    let expires_at = untokened_expiry(claims, now.as_second());
     count_once(
         edge,
-        loaded.as_deref(),
+        loaded,
         kind,
         claims,
+        expires_at,
         now,
         visitor,
         Caps::Skip,
     )
     .await;
+}
+
+/// Until when the replay guard remembers an image tag's event, which has no token to expire:
+/// the end of the current window of a grid of token lifetimes offset by the nonce. Every
+/// fetch of the same image or click within one window files it under the same expiry, so
+/// repeats are found wherever in the window they come (an expiry of fetch time + lifetime
+/// would file each fetch in the bucket of its own minute, where the first is not). A re-fetch
+/// after the window's end counts again on this edge (with a gap `g`, probability `g` /
+/// lifetime); the manager dedupes it by event id.
+fn untokened_expiry(claims: &Claims, now: i64) -> i64 {
+    let lifetime = i64::from(claims.lifetime.max(1));
+    // Below `lifetime`, itself below 2^32: fits.
+    let phase = i64::try_from(claims.nonce % lifetime.unsigned_abs()).unwrap_or(0);
+    now - (now - phase).rem_euclid(lifetime) + lifetime
 }
 
 /// Where an event's visitor is, as far as the request tells.
@@ -1049,42 +1123,43 @@ struct Visitor<'a> {
 }
 
 /// Whether a counted impression is recorded against the user's frequency caps.
-#[derive(PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Caps {
     Record,
     Skip,
 }
 
-/// Counts an impression, click or conversion once (its nonce is remembered): logged with what
-/// it is worth — in strict mode only once the fsync that covers it is done — and charged to the
-/// line item's budget lease.
+/// Counts an impression, click or conversion once: its nonce is claimed in the kind's replay
+/// guard (remembered until `expires_at`), the event logged with what it is worth — in strict
+/// mode durable once the fsync that covers it is done — and only once the log has it, counted,
+/// charged to the line item's budget lease and recorded against caps. An event the log refused
+/// or lost is none of these, and its nonce is forgotten so that a retry counts.
+#[allow(clippy::too_many_arguments)]
 async fn count_once(
-    edge: &Edge,
-    loaded: Option<&Loaded>,
+    edge: &Arc<Edge>,
+    loaded: Option<Arc<Loaded>>,
     kind: Kind,
     claims: &Claims,
+    expires_at: i64,
     now: Timestamp,
     visitor: Visitor<'_>,
     caps: Caps,
 ) {
-    let (seen, counter, event_kind) = match kind {
-        Kind::Impression => (
-            &edge.impressions_seen,
-            &edge.stats.impressions,
-            EventKind::Impression,
-        ),
-        Kind::Click => (&edge.clicks_seen, &edge.stats.clicks, EventKind::Click),
-        Kind::Conversion => (
-            &edge.conversions_seen,
-            &edge.stats.conversions,
-            EventKind::Conversion,
-        ),
+    let event_kind = match kind {
+        Kind::Impression => EventKind::Impression,
+        Kind::Click => EventKind::Click,
+        Kind::Conversion => EventKind::Conversion,
     };
-    if !seen.first_time(claims.nonce, claims.expires_at(), now.as_second()) {
+    if !edge
+        .replay_guard(kind)
+        .first_time(claims.nonce, expires_at, now.as_second())
+    {
         Stats::bump(&edge.stats.repeats);
         return;
     }
-    let amount = loaded.map_or(0, |l| amount(&l.engine.snapshot().data, claims, event_kind));
+    let amount = loaded
+        .as_deref()
+        .map_or(0, |l| amount(&l.engine.snapshot().data, claims, kind));
     let event = event(
         event_kind,
         claims,
@@ -1093,13 +1168,46 @@ async fn count_once(
         visitor.device,
         amount,
     );
-    match edge.log.commit(&event).await {
-        Ok(()) => Stats::bump(counter),
-        Err(error) => {
-            Stats::bump(&edge.stats.log_errors);
-            tracing::error!(%error, ?kind, "billing event not logged");
-        }
+    let claims = *claims;
+    commit_and_settle(edge, &event, move |edge, logged| {
+        settle(
+            edge,
+            loaded.as_deref(),
+            kind,
+            &claims,
+            expires_at,
+            now,
+            caps,
+            logged,
+        );
+    })
+    .await;
+}
+
+/// What [`count_once`] does once the log has answered for its event.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    edge: &Edge,
+    loaded: Option<&Loaded>,
+    kind: Kind,
+    claims: &Claims,
+    expires_at: i64,
+    now: Timestamp,
+    caps: Caps,
+    logged: Result<(), AppendError>,
+) {
+    if let Err(error) = logged {
+        edge.replay_guard(kind)
+            .forget(claims.nonce, expires_at, now.as_second());
+        Stats::bump(&edge.stats.log_errors);
+        tracing::error!(%error, ?kind, "billing event not logged");
+        return;
     }
+    Stats::bump(match kind {
+        Kind::Impression => &edge.stats.impressions,
+        Kind::Click => &edge.stats.clicks,
+        Kind::Conversion => &edge.stats.conversions,
+    });
     let Some(loaded) = loaded else {
         return;
     };
@@ -1108,6 +1216,45 @@ async fn count_once(
         record_delivery(edge, loaded, claims.user, claims.line_item, now);
     }
     bill(edge, loaded, claims, kind);
+}
+
+/// Appends a billing event ([`EventLog::commit`](marquee_eventlog::EventLog::commit)) and
+/// runs `settle` with the outcome once the log gives it, whatever happens to the request
+/// meanwhile.
+///
+/// Most commits are settled at once, here: in `group` durability and when the append is
+/// refused, the log answers on the first poll (no task, no allocation). In `strict`
+/// durability the answer waits for the fsync, and a client that disconnects meanwhile makes
+/// hyper drop the handler's future: the event, already appended, would then be counted by the
+/// manager but never charged to the budget lease or recorded against caps (and, if the fsync
+/// failed, its nonce never forgotten). So the wait and `settle` run in a task of their own,
+/// which the answer waits for but a dropped request cannot cancel. Charging before the wait
+/// would have been simpler but not correct: an fsync that fails loses the event, which must
+/// then be neither charged nor capped, and only the outcome of the wait tells.
+pub(crate) async fn commit_and_settle<S>(edge: &Arc<Edge>, event: &Event, settle: S)
+where
+    S: FnOnce(&Edge, Result<(), AppendError>) + Send + 'static,
+{
+    use std::task::{Context, Poll, Waker};
+    let mut durable = edge.log.commit(event);
+    // A no-op waker is enough to ask: if the answer is not there yet, the task below polls
+    // again with its own (the log replaces the registered waker), so no wake-up is lost.
+    let first = std::pin::Pin::new(&mut durable).poll(&mut Context::from_waker(Waker::noop()));
+    let durable = match first {
+        Poll::Ready(logged) => return settle(edge, logged),
+        Poll::Pending => durable,
+    };
+    let waiting = {
+        let edge = Arc::clone(edge);
+        async move { settle(&edge, durable.await) }
+    };
+    match tokio::runtime::Handle::try_current() {
+        // A task that panicked has nothing left to do: the answer is the same either way.
+        Ok(runtime) => {
+            let _ = runtime.spawn(waiting).await;
+        }
+        Err(_) => waiting.await,
+    }
 }
 
 /// Charges a counted impression or click to the line item's budget lease. An exchange bid's
@@ -1122,6 +1269,9 @@ fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
     let charged = edge.pacing.bill(loaded, claims.line_item, on, None);
     shared::charge(edge, claims.line_item, charged);
 }
+
+#[cfg(test)]
+mod counting_tests;
 
 #[cfg(test)]
 mod tests {

@@ -139,6 +139,8 @@ pub struct Edge {
     pub profiles: marquee_sharedstate::MemoryProfiles,
     /// Who may read `/metrics` (loopback peers only unless a token is set).
     pub metrics_access: marquee_model::MetricsAccess,
+    /// How the replay guards (here and the bidder's) are sized.
+    replay: ReplayConfig,
     impressions_seen: ReplayGuard,
     clicks_seen: ReplayGuard,
     conversions_seen: ReplayGuard,
@@ -179,8 +181,52 @@ impl Edge {
 
     /// The bidder's settings (exchanges, currency rates); the defaults otherwise.
     pub fn with_bidder(mut self, config: BidderConfig) -> Edge {
-        self.bidder = bidder::Bidder::new(config);
+        self.bidder = bidder::Bidder::with_replay(config, self.replay);
         self
+    }
+
+    /// Sizes every replay guard (impressions, clicks, conversions; the bidder's wins, billing
+    /// and losses) for `per_minute` new tokens of one kind expiring in the same minute
+    /// (`tracking.replay_capacity_per_minute`; at least 1). Beyond it a guard forgets early and
+    /// counts it in [`ReplayGuard::overflows`], exported as
+    /// `marquee_tracking_replay_overflows_total`: repeats of forgotten nonces are counted (and
+    /// charged to budget leases) again on this edge, and only the manager dedupes them.
+    pub fn with_replay_capacity(mut self, per_minute: u64) -> Edge {
+        let capacity = usize::try_from(per_minute)
+            .ok()
+            .and_then(std::num::NonZeroUsize::new)
+            .unwrap_or(std::num::NonZeroUsize::MIN);
+        self.replay = ReplayConfig {
+            bucket_capacity: capacity,
+            ..self.replay
+        };
+        self.impressions_seen = ReplayGuard::new(self.replay);
+        self.clicks_seen = ReplayGuard::new(self.replay);
+        self.conversions_seen = ReplayGuard::new(self.replay);
+        self.bidder.set_replay(self.replay);
+        self
+    }
+
+    /// The replay guard of a tracking kind.
+    pub(crate) fn replay_guard(&self, kind: marquee_tracking::Kind) -> &ReplayGuard {
+        match kind {
+            marquee_tracking::Kind::Impression => &self.impressions_seen,
+            marquee_tracking::Kind::Click => &self.clicks_seen,
+            marquee_tracking::Kind::Conversion => &self.conversions_seen,
+        }
+    }
+
+    /// Every replay guard with its kind, as labelled in metrics.
+    pub(crate) fn replay_guards(&self) -> [(&'static str, &ReplayGuard); 6] {
+        let [win, billing, loss] = self.bidder.replay_guards();
+        [
+            ("impression", &self.impressions_seen),
+            ("click", &self.clicks_seen),
+            ("conversion", &self.conversions_seen),
+            win,
+            billing,
+            loss,
+        ]
     }
 
     /// Shares caps and budget counters with other edges through Redis.
@@ -212,6 +258,7 @@ impl Edge {
             keys,
             caps: LocalCaps::default(),
             stats: Stats::default(),
+            replay: ReplayConfig::default(),
             impressions_seen: ReplayGuard::new(ReplayConfig::default()),
             clicks_seen: ReplayGuard::new(ReplayConfig::default()),
             conversions_seen: ReplayGuard::new(ReplayConfig::default()),

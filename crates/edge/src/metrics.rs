@@ -353,6 +353,15 @@ pub(crate) fn render(edge: &Edge) -> String {
         counter(&mut out, name, help, value);
     }
 
+    out.push_str("# HELP marquee_tracking_replay_overflows_total Times a replay guard's bucket share was full and emptied early (tracking.replay_capacity_per_minute too small for the traffic): repeats of the nonces forgotten count again on this edge.\n# TYPE marquee_tracking_replay_overflows_total counter\n");
+    for (kind, guard) in edge.replay_guards() {
+        let _ = writeln!(
+            out,
+            "marquee_tracking_replay_overflows_total{{kind=\"{kind}\"}} {}",
+            guard.overflows()
+        );
+    }
+
     crate::bidder::render_metrics(edge, &mut out);
     if let Some(gateway) = edge.gateway.get() {
         gateway.render_metrics(&mut out);

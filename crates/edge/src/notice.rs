@@ -324,6 +324,7 @@ mod tests {
                 issued_at: now,
                 lifetime: 60,
                 nonce: 5,
+                amount_micros: None,
             },
             &mut tracking,
         );

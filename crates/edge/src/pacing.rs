@@ -186,9 +186,10 @@ impl EdgePacing {
             {
                 return charge_of(&slot.lease, slot.charge);
             }
-            return None;
         }
-        // Between a swap and its attach: the map holds every lease.
+        // Between a swap and its attach, or a line item this snapshot no longer serves (paused
+        // since its ad was shown, its late beacons and billing notices still spend): the map
+        // holds every lease the manager granted.
         let found = self
             .leases
             .lock()

@@ -46,7 +46,7 @@ async fn dispatch(
 
 /// Ad requests go through the gate: one that cannot start now gets the fallback at once.
 async fn ad_request(
-    edge: &Edge,
+    edge: &Arc<Edge>,
     request: &Request<Incoming>,
     json: bool,
     started: Instant,

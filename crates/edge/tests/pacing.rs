@@ -200,3 +200,31 @@ async fn leases_hold_and_release_line_items_and_controls_follow_swaps() {
     drop(requests);
     assert!(!control(&edge, PACED).stopped);
 }
+
+/// A line item paused after its ads were shown leaves the next snapshot, but their late beacons
+/// and billing notices still spend: they charge the lease the manager granted (before, a line
+/// item missing from the current snapshot was charged nothing).
+#[tokio::test]
+async fn a_line_item_gone_from_the_snapshot_is_still_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path());
+    edge.accept_snapshot(&snapshot(1, &[])).unwrap();
+    sync_once(&edge, &Scripted::default()).await.unwrap();
+    let without_paced = Snapshot {
+        version: 2,
+        built_at: "2026-11-21T12:00:01Z".parse().unwrap(),
+        data: SnapshotData {
+            line_items: vec![line_item(FREE, None)],
+            ..SnapshotData::default()
+        },
+    }
+    .encode_with_header()
+    .1;
+    edge.accept_snapshot(&without_paced).unwrap();
+    let loaded = edge.holder.current().unwrap();
+    assert_eq!(
+        edge.pacing
+            .bill(&loaded, PACED.0, Billable::Impression, None),
+        Some(1)
+    );
+}

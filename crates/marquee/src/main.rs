@@ -651,6 +651,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         Arc::new(log),
         keys,
     )
+    .with_replay_capacity(config.tracking.replay_capacity_per_minute)
     .with_bidder(bidder_config(config)?)
     .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
     if let Some(gateway) = gateway_config(config, &edge.bidder.config.rates)? {

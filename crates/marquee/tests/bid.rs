@@ -19,6 +19,10 @@ use serde_json::{Value, json};
 const PUBLIC: &str = "https://ads.example.com";
 const E_KEY: [u8; 32] = [7; 32];
 const I_KEY: [u8; 32] = [9; 32];
+/// TCF v2 consent strings: a CMP's "reject all" (no purpose consented to), and the IAB
+/// specification's example (consent to purposes 1, 3, 9 and 10).
+const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
+const ACCEPT: &str = "CLcVDxRMWfGmWAVAHCENAXCkAKDAADnAABRgA5mdfCKZuYJez-NQm0TBMYA4oCAAGQYIAAAAAAEAIAEgAA.argAC0gAAAAAAAAAAAA";
 
 fn rates() -> CurrencyRates {
     let mut rates = CurrencyRates::new(Currency::USD);
@@ -596,7 +600,8 @@ async fn each_request_rule_allows_and_refuses() {
     assert_bids(c, s, bid, &base, true, |r| r["imp"][0]["secure"] = json!(1)).await;
 
     // User data: the segment line item needs the user's segments, which COPPA and GDPR without
-    // consent take away.
+    // consent to Purpose 1 (storage on the device) take away: no consent string, a "reject
+    // all", or a string that is no TCF v2 string.
     assert_bids(c, s, bid, &with_segment, true, |_| {}).await;
     assert_bids(c, s, bid, &with_segment, false, |r| {
         r["regs"] = json!({ "coppa": 1 })
@@ -606,9 +611,26 @@ async fn each_request_rule_allows_and_refuses() {
         r["regs"] = json!({ "gdpr": 1 })
     })
     .await;
+    for refusal in [REJECT_ALL, "1", "BOEFEAyOEFEAyAHABDENAI4AAAB9vABAASA"] {
+        assert_bids(c, s, bid, &with_segment, false, |r| {
+            r["regs"] = json!({ "gdpr": 1 });
+            r["user"]["consent"] = json!(refusal);
+        })
+        .await;
+    }
     assert_bids(c, s, bid, &with_segment, true, |r| {
         r["regs"] = json!({ "gdpr": 1 });
-        r["user"]["consent"] = json!("CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA");
+        r["user"]["consent"] = json!(ACCEPT);
+    })
+    .await;
+    // GDPR not flagged, a refusal sent anyway: refused all the same.
+    assert_bids(c, s, bid, &with_segment, false, |r| {
+        r["user"]["consent"] = json!(REJECT_ALL);
+    })
+    .await;
+    assert_bids(c, s, bid, &with_segment, true, |r| {
+        r["regs"] = json!({ "gdpr": 0 });
+        r["user"]["consent"] = json!(REJECT_ALL);
     })
     .await;
 
@@ -861,11 +883,14 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
             .unwrap();
         assert_eq!(synced.status(), 200);
     }
-    // Without consent where GDPR applies, nothing is recorded.
-    let refused = from_ours_1("/sync?exchange=partner&uid=EX-3&gdpr=1")
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 200);
+    // Without consent where GDPR applies, nothing is recorded: no string, or one refusing
+    // Purpose 1 (device storage).
+    for refusing in ["gdpr=1", &format!("gdpr=1&gdpr_consent={REJECT_ALL}")] {
+        let refused = from_ours_1(&format!("/sync?exchange=partner&uid=EX-3&{refusing}"))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 200);
+    }
     // The reverse: our id sent to the partner's match URL.
     let out = from_ours_1("/sync/out?exchange=partner").await.unwrap();
     assert_eq!(out.status(), 302);
@@ -891,6 +916,33 @@ async fn user_sync_lets_buyeruid_reach_our_frequency_caps() {
     assert_bids(&client, &server, partner, &capped, false, as_user("EX-2")).await;
     assert_bids(&client, &server, partner, &capped, false, as_user("OURS-1")).await;
     assert_bids(&client, &server, partner, &capped, true, as_user("EX-3")).await;
+    // Under the GDPR, the cap follows the user only with consent to Purpose 1: a "reject all"
+    // leaves the request without a user (its buyeruid unread), so the cap cannot refuse it.
+    let under_gdpr = |buyeruid: &'static str, consent: &'static str| {
+        move |r: &mut Value| {
+            r["user"]["buyeruid"] = json!(buyeruid);
+            r["user"]["consent"] = json!(consent);
+            r["regs"] = json!({ "gdpr": 1 });
+        }
+    };
+    assert_bids(
+        &client,
+        &server,
+        partner,
+        &capped,
+        true,
+        under_gdpr("EX-2", REJECT_ALL),
+    )
+    .await;
+    assert_bids(
+        &client,
+        &server,
+        partner,
+        &capped,
+        false,
+        under_gdpr("EX-2", ACCEPT),
+    )
+    .await;
     // A win alone does not count towards caps.
     bid_and_notify("EX-9", "nurl").await;
     assert_bids(&client, &server, partner, &capped, true, as_user("EX-9")).await;

@@ -3,7 +3,9 @@
 //! filler file takes the space while clients keep fetching ads and firing impression beacons:
 //! every request is still answered, the events that cannot be logged are not counted and the
 //! metrics say so (`marquee_edge_log_errors_total`, `marquee_eventlog_io_errors_total`). Once
-//! the filler is removed the log restarts by itself and every beacon is counted again.
+//! the filler is removed the log restarts by itself and every beacon is counted again, the
+//! beacons fired while the disk was full included when the browser fires them again: each
+//! counts exactly once in the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, metrics_page, required_metric, serve_and_fire, wait_for_ad};
+use common::{Server, fire_impression, metrics_page, required_metric, serve_and_fire, wait_for_ad};
 
 /// A tmpfs mounted on `dir`, unmounted on drop.
 struct Tmpfs(PathBuf);
@@ -46,9 +48,10 @@ struct Edge {
 }
 
 impl Edge {
-    /// Fetches an ad and fires its impression beacon; both must be answered.
-    async fn impression(&self) {
-        serve_and_fire(&self.client, &self.base, 2).await;
+    /// Fetches an ad and fires its impression beacon; both must be answered. Gives the
+    /// beacon's token.
+    async fn impression(&self) -> String {
+        serve_and_fire(&self.client, &self.base, 2).await.0
     }
 
     /// (impressions counted, events not logged, event log I/O errors)
@@ -91,13 +94,13 @@ async fn an_edge_on_a_full_disk_keeps_answering_stops_counting_says_so_and_recov
         std::fs::write(&filler, vec![0u8; 2 << 20]).is_err(),
         "the filler fitted: the disk is not full"
     );
-    let mut answered_while_full = 0;
+    let mut fired_while_full = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while edge.figures().await.1 < 20.0 {
-        edge.impression().await;
-        answered_while_full += 1;
+        fired_while_full.push(edge.impression().await);
         assert!(Instant::now() < deadline, "no log error on a full disk");
     }
+    let answered_while_full = fired_while_full.len();
     let full = edge.figures().await;
     assert!(full.2 >= 1.0, "the event log reports its I/O error");
 
@@ -122,10 +125,32 @@ async fn an_edge_on_a_full_disk_keeps_answering_stops_counting_says_so_and_recov
         edge.impression().await;
     }
     let after = edge.figures().await;
+
+    // The browser fires again the beacons the edge could not log: each counts now, unless it
+    // was counted then (a beacon not logged is not remembered as seen).
+    for token in &fired_while_full {
+        fire_impression(&edge.client, &edge.base, token).await;
+    }
+    let refired = edge.figures().await;
+    assert_eq!(
+        (full.0 - before.0) + (refired.0 - after.0),
+        answered_while_full as f64,
+        "each beacon fired while the disk was full counts exactly once in the end \
+         ({} counted then, {} when fired again)",
+        full.0 - before.0,
+        refired.0 - after.0
+    );
+    assert!(
+        refired.0 > after.0,
+        "beacons not logged while the disk was full count when fired again"
+    );
     println!(
         "disk full: {answered_while_full} beacons answered while full, {} not counted (log errors), \
-         {} event log I/O errors; after space returned 50 of 50 counted",
-        full.1, full.2
+         {} event log I/O errors; after space returned 50 of 50 counted, and {} of the beacons \
+         not counted while full when fired again",
+        full.1,
+        full.2,
+        refired.0 - after.0
     );
     assert_eq!(
         after.0 - recovered.0,

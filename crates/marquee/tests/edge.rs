@@ -291,6 +291,50 @@ async fn bad_ad_requests_are_named_and_misses_fall_back() {
     server.stop();
 }
 
+/// A beacon and a click count at what they were worth when the ad was chosen: its line item
+/// repriced, then paused, while the ad is on screen changes neither (before, the price was looked
+/// up when the beacon came: the new price, or nothing once the line item left the snapshot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_count_at_the_price_of_their_decision() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = client();
+    let (line_item, _, impression, _) = ad(&client, &server, NEWS_SIDEBAR, "u-price")
+        .await
+        .expect("an ad");
+    let url = server.url(&format!("/api/v1/line-items/{line_item}"));
+    let price = get_json(&client, &url, Some(&token)).await["price"]["amount_micros"]
+        .as_i64()
+        .unwrap();
+    assert!(price > 0, "a priced line item");
+    let version = || async {
+        let page = common::metrics_page(&client, &server.base).await;
+        common::metric(&page, "marquee_snapshot_version").unwrap_or(0.0)
+    };
+    for change in [
+        (|item: &mut Value| {
+            let doubled = item["price"]["amount_micros"].as_i64().unwrap() * 2;
+            item["price"]["amount_micros"] = serde_json::json!(doubled);
+        }) as fn(&mut Value),
+        |item: &mut Value| item["status"] = serde_json::json!("paused"),
+    ] {
+        let before = version().await;
+        common::update_line_item(&client, &server.base, &token, line_item, change).await;
+        while version().await <= before {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(status(&client, &impression).await.0, 200);
+    server.stop();
+    let impressions: Vec<_> = logged_events(data.path())
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Impression)
+        .map(|e| (e.line_item, e.amount_micros))
+        .collect();
+    assert_eq!(impressions, [(line_item, price)]);
+}
+
 /// The image tag: the image redirects to the creative's picture, the click to its landing page,
 /// and both count once per cache buster, each with what it is worth (a CPM line item's
 /// impression its price, its click nothing).
@@ -539,4 +583,100 @@ async fn remnant_line_items_in_two_currencies_compete_at_the_configured_rate() {
         assert!(html.contains("yen-ad"), "the higher bid lost: {html:?}");
     }
     server.stop();
+}
+
+/// TCF v2 consent strings: a CMP's "reject all" (no purpose consented to), and the IAB
+/// specification's example (consent to purposes 1, 3, 9 and 10).
+const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
+const ACCEPT: &str = "CLcVDxRMWfGmWAVAHCENAXCkAKDAADnAABRgA5mdfCKZuYJez-NQm0TBMYA4oCAAGQYIAAAAAAEAIAEgAA.argAC0gAAAAAAAAAAAA";
+const NEWS_LEADERBOARD: u64 = 1;
+
+/// Under the GDPR the edge identifies a visitor (sets `mq_uid`, reads it, writes a user key
+/// into the events) only when the consent string records consent to Purpose 1, storage on the
+/// device: a "reject all" string is a refusal (it used to count as consent, being non-empty),
+/// and so are a string that is no TCF v2 string and the iframe and image tags' consent
+/// placeholders left unfilled. The ads are served either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_consent_to_device_storage_identifies_the_visitor() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path());
+    let client = client();
+    common::wait_for_ad(&client, &server.base).await;
+    let fetch = |path: String, cookie: Option<&'static str>| {
+        let mut request = client.get(server.url(&path));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send()
+    };
+
+    // Refusals, on the sidebar: no cookie set, the cookie sent not read (checked in the events
+    // below), an ad all the same.
+    let mut refused = 0;
+    for query in [
+        format!("gdpr=1&gdpr_consent={REJECT_ALL}"),
+        format!("gdpr_consent={REJECT_ALL}"),
+        "gdpr=1".to_owned(),
+        "gdpr=1&gdpr_consent=CO".to_owned(),
+    ] {
+        for cookie in [None, Some("mq_uid=KNOWN-VISITOR")] {
+            let reply = fetch(format!("/ad.json?p={NEWS_SIDEBAR}&{query}"), cookie)
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 200, "{query}");
+            assert_eq!(common::set_cookie(&reply, "mq_uid"), None, "{query}");
+            let answer: Value = reply.json().await.unwrap();
+            assert_eq!(answer["ads"].as_array().unwrap().len(), 1, "{query}");
+            refused += 1;
+        }
+    }
+    for format in ["html", "img"] {
+        let tag = format!(
+            "/ad?placement={NEWS_SIDEBAR}&format={format}&cb=7&gdpr=[GDPR]&gdpr_consent=[GDPR_CONSENT]"
+        );
+        let reply = fetch(tag.clone(), None).await.unwrap();
+        assert!([200, 302].contains(&reply.status().as_u16()), "{tag}");
+        assert_eq!(common::set_cookie(&reply, "mq_uid"), None, "{tag}");
+        refused += 1;
+    }
+
+    // Consent, on the leaderboard: a new visitor gets the cookie, a known one keeps theirs; a
+    // page without consent parameters (no CMP, outside the GDPR) too.
+    let reply = fetch(
+        format!("/ad.json?p={NEWS_LEADERBOARD}&gdpr=1&gdpr_consent={ACCEPT}"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(common::set_cookie(&reply, "mq_uid").is_some());
+    let reply = fetch(
+        format!("/ad.json?p={NEWS_LEADERBOARD}&gdpr=1&gdpr_consent={ACCEPT}"),
+        Some("mq_uid=KNOWN-VISITOR"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(common::set_cookie(&reply, "mq_uid"), None, "known already");
+    let reply = fetch(format!("/ad.json?p={NEWS_LEADERBOARD}"), None)
+        .await
+        .unwrap();
+    assert!(common::set_cookie(&reply, "mq_uid").is_some());
+    server.stop();
+
+    let decisions: Vec<_> = logged_events(data.path())
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Decision)
+        .collect();
+    let users = |placement: u64| {
+        decisions
+            .iter()
+            .filter(|e| e.placement == placement)
+            .map(|e| e.user)
+            .collect::<Vec<_>>()
+    };
+    let sidebar = users(NEWS_SIDEBAR);
+    assert_eq!(sidebar.len(), refused, "{sidebar:?}");
+    assert!(sidebar.iter().all(|&user| user == 0), "{sidebar:?}");
+    let leaderboard = users(NEWS_LEADERBOARD);
+    assert!(leaderboard.len() >= 3, "{leaderboard:?}");
+    assert!(leaderboard.iter().all(|&user| user != 0), "{leaderboard:?}");
 }

@@ -18,6 +18,7 @@ fn claims(nonce: u64) -> Claims {
         issued_at: NOW,
         lifetime: 3_600,
         nonce,
+        amount_micros: Some(1_500_000),
     }
 }
 

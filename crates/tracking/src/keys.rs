@@ -14,7 +14,10 @@ use crate::claims::{CLAIMS_LEN, Claims, Kind};
 
 type HmacSha256 = Hmac<Sha256>;
 
-const VERSION: u8 = 1;
+/// The format written; tokens of [`VERSION_1`] (no amount) are still read, so that those an
+/// earlier build handed out count after an upgrade.
+const VERSION: u8 = 2;
+const VERSION_1: u8 = 1;
 /// Version, key id, claims: what the MAC covers.
 const SIGNED_LEN: usize = 2 + CLAIMS_LEN;
 /// Length of a MAC, in bytes: tokens and [`KeyRing::mac`] keep the first 16 bytes of HMAC-SHA256.
@@ -213,8 +216,9 @@ impl KeyRing {
             _ => return Err(Malformed::Base64.into()),
         }
         let raw = &buf[..RAW_LEN];
-        if raw[0] != VERSION {
-            return Err(Malformed::Version(raw[0]).into());
+        let version = raw[0];
+        if version != VERSION && version != VERSION_1 {
+            return Err(Malformed::Version(version).into());
         }
         let key = self
             .keys
@@ -230,7 +234,7 @@ impl KeyRing {
 
         let mut claims_bytes = [0u8; CLAIMS_LEN];
         claims_bytes.copy_from_slice(&raw[2..SIGNED_LEN]);
-        let claims = Claims::decode(&claims_bytes).map_err(Malformed::Kind)?;
+        let claims = Claims::decode(version, &claims_bytes).map_err(Malformed::Kind)?;
         if claims.issued_at > now.saturating_add(CLOCK_SKEW_SECS) {
             return Err(TokenError::NotYetValid {
                 issued_at: claims.issued_at,
@@ -253,8 +257,8 @@ impl KeyRing {
 
     /// A MAC over `message` with the signing key, for tokens of another layout (the bidder's
     /// notice tokens), and the id of the key that made it, to store beside it. The caller's
-    /// layout must never equal a tracking token's signed bytes (version `1`, 55 bytes): start
-    /// it with another version byte.
+    /// layout must never equal a tracking token's signed bytes (version `1` or `2`, 55 bytes):
+    /// start it with another version byte.
     pub fn mac(&self, message: &[u8]) -> (u8, [u8; MAC_LEN]) {
         let tag = self
             .signing

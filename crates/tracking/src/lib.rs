@@ -25,6 +25,7 @@
 //!     issued_at: now,
 //!     lifetime: 3_600,
 //!     nonce: 0x5eed,
+//!     amount_micros: Some(2_500_000),
 //! };
 //! let mut url = String::from("/t/i?t=");
 //! ring.sign_into(&claims, &mut url);
@@ -42,7 +43,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # Token format, version 1
+//! # Token format, version 2
 //!
 //! A token is 71 bytes written as unpadded URL-safe base64 (RFC 4648 §5): exactly
 //! [`TOKEN_LEN`] = 95 characters from `A–Z a–z 0–9 - _`, so it needs no escaping in a URL.
@@ -50,7 +51,7 @@
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
-//! | 0 | 1 | format version, `1` |
+//! | 0 | 1 | format version, `2` |
 //! | 1 | 1 | key id of the signing key |
 //! | 2 | 1 | kind: `1` impression, `2` click, `3` conversion |
 //! | 3 | 8 | nonce (`u64`), unique per decision |
@@ -58,15 +59,23 @@
 //! | 19 | 8 | creative id (`u64`) |
 //! | 27 | 8 | placement id (`u64`) |
 //! | 35 | 8 | user key (`u64`, `0` = none) |
-//! | 43 | 8 | issued at (`i64`, unix seconds) |
-//! | 51 | 4 | lifetime (`u32`, seconds; expiry = issued at + lifetime) |
+//! | 43 | 4 | issued at (`u32`, unix seconds) |
+//! | 47 | 2 | lifetime (`u16`, seconds; expiry = issued at + lifetime) |
+//! | 49 | 6 | amount (48 bits, micros of the line item's currency; all ones = not carried) |
 //! | 55 | 16 | MAC: the first 16 bytes of HMAC-SHA256(key, bytes 0..55) |
+//!
+//! The amount is what the event is worth, fixed at the decision: a price edited or a line item
+//! paused while its ads are on screen does not reprice their beacons and clicks.
+//!
+//! Version 1 (still verified, so that tokens an earlier build handed out count after an upgrade)
+//! is the same up to offset 43, then issued at as an `i64` (8 bytes) and the lifetime as a `u32`
+//! (4 bytes), and carries no amount.
 //!
 //! The MAC covers the version and key id too, so neither can be swapped without detection. The
 //! signed part is 55 bytes on purpose: that is the most SHA-256 fits in one block with its
 //! padding, so with the key's inner and outer pads hashed once per key (see [`KeyRing`]) a
 //! token costs two SHA-256 compressions instead of three. Storing a lifetime rather than a second
-//! `i64` timestamp is what makes it fit, and it also makes "expires before issued"
+//! timestamp is what makes it fit, and it also makes "expires before issued"
 //! unrepresentable.
 //!
 //! Why 128 bits of MAC suffice: nobody can compute tags without the key, so a forger can only
@@ -85,7 +94,7 @@ mod claims;
 mod keys;
 mod replay;
 
-pub use claims::{Claims, Kind};
+pub use claims::{Claims, Kind, MAX_AMOUNT_MICROS};
 pub use keys::{
     CLOCK_SKEW_SECS, KeyError, KeyRing, MAC_LEN, MIN_KEY_LEN, Malformed, TOKEN_LEN, TokenError,
 };

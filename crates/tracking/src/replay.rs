@@ -131,21 +131,23 @@ impl ReplayGuard {
     /// false for a repeat, for an expired token (nothing to count, nothing to remember), and
     /// when `now` is too far behind a time already seen to tell (counted in
     /// [`behind`](Self::behind)).
+    ///
+    /// A caller that counts an event only once it is recorded (appended to a log) and finds
+    /// that it could not be undoes this with [`forget`](Self::forget), so that a retry counts.
+    /// Claiming first and forgetting on failure, rather than checking first and remembering
+    /// on success, keeps two deliveries of one nonce racing each other from both counting.
     pub fn first_time(&self, nonce: u64, expires_at: i64, now: i64) -> bool {
         if expires_at <= now {
             return false;
         }
         let current = now.div_euclid(self.bucket_secs);
-        let last = current.saturating_add(self.buckets - 1);
-        let wanted = expires_at.div_euclid(self.bucket_secs);
-        let epoch = wanted.min(last);
-        let key = mix(nonce);
-        // Bits 32.. choose the shard: the set uses the low bits for its slots and the top 7 as
-        // tags, which stay varied within a shard.
-        let shard = &self.shards[(key >> 32) as usize % SHARDS];
-        // A panic cannot leave a set half-updated (hash set operations on `u64` only panic on
-        // allocation failure, which aborts), so a poisoned lock still guards valid data.
-        let mut shard = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Place {
+            last,
+            wanted,
+            epoch,
+            key,
+        } = self.place(nonce, expires_at, now);
+        let mut shard = self.lock(key);
 
         if wanted > last {
             // Beyond the horizon: an earlier sighting may have been filed under an earlier
@@ -182,6 +184,47 @@ impl ReplayGuard {
         }
         bucket.nonces.insert(key);
         true
+    }
+
+    /// Undoes a [`first_time`](Self::first_time) that answered true, given the same `nonce`,
+    /// `expires_at` and `now`: the event it let through could not be recorded after all, and a
+    /// retry of it should count. Does nothing if the nonce is not held (its bucket share
+    /// overflowed meanwhile) or the token has expired.
+    pub fn forget(&self, nonce: u64, expires_at: i64, now: i64) {
+        if expires_at <= now {
+            return;
+        }
+        let place = self.place(nonce, expires_at, now);
+        let mut shard = self.lock(place.key);
+        // Where `first_time` filed it, also for a token beyond the horizon (under the same `now`).
+        let bucket = &mut shard.ring[place.epoch.rem_euclid(self.buckets) as usize];
+        if bucket.epoch == place.epoch {
+            bucket.nonces.remove(&place.key);
+        }
+    }
+
+    /// Where a nonce is filed: the bucket of its expiry, or the last one for a token beyond the
+    /// horizon.
+    fn place(&self, nonce: u64, expires_at: i64, now: i64) -> Place {
+        let current = now.div_euclid(self.bucket_secs);
+        let last = current.saturating_add(self.buckets - 1);
+        let wanted = expires_at.div_euclid(self.bucket_secs);
+        Place {
+            last,
+            wanted,
+            epoch: wanted.min(last),
+            key: mix(nonce),
+        }
+    }
+
+    /// The locked shard of a mixed nonce.
+    fn lock(&self, key: u64) -> std::sync::MutexGuard<'_, Shard> {
+        // Bits 32.. choose the shard: the set uses the low bits for its slots and the top 7 as
+        // tags, which stay varied within a shard.
+        let shard = &self.shards[(key >> 32) as usize % SHARDS];
+        // A panic cannot leave a set half-updated (hash set operations on `u64` only panic on
+        // allocation failure, which aborts), so a poisoned lock still guards valid data.
+        shard.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Longest token lifetime, in seconds, that is remembered for the whole life.
@@ -229,6 +272,18 @@ impl ReplayGuard {
     pub fn behind(&self) -> u64 {
         self.behind.load(Ordering::Relaxed)
     }
+}
+
+/// Where [`ReplayGuard::place`] files a nonce.
+struct Place {
+    /// The latest expiry window the ring can hold now.
+    last: i64,
+    /// The nonce's own expiry window.
+    wanted: i64,
+    /// The window it is filed under: `wanted`, or `last` beyond the horizon.
+    epoch: i64,
+    /// The mixed nonce.
+    key: u64,
 }
 
 /// The SplitMix64 finaliser: a bijection on `u64` (so mixed nonces are as unique as the

@@ -23,6 +23,7 @@ fn token(ring: &KeyRing, nonce: u64, issued_at: i64) -> String {
         issued_at,
         lifetime: LIFETIME,
         nonce,
+        amount_micros: Some(1_000),
     })
 }
 

@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use marquee_tracking::{Claims, KeyRing, Kind, TOKEN_LEN, TokenError};
+use marquee_tracking::{Claims, KeyRing, Kind, MAX_AMOUNT_MICROS, TOKEN_LEN, TokenError};
 use proptest::prelude::*;
 
 const KEY: &str = "hex:8f2a51c94d0e7b3316aa0c5e9b72d4f1e03c6a8b5d17f9e2c40b6a39d5e8f712";
@@ -22,18 +22,29 @@ fn kind() -> impl Strategy<Value = Kind> {
 }
 
 fn claims() -> impl Strategy<Value = Claims> {
-    (kind(), any::<[u64; 5]>(), any::<i64>(), any::<u32>()).prop_map(
-        |(kind, [line_item, creative, placement, user, nonce], issued_at, lifetime)| Claims {
-            kind,
-            line_item,
-            creative,
-            placement,
-            user,
-            issued_at,
-            lifetime,
-            nonce,
-        },
+    // Times and amounts within their fields (outside them, see the crate's unit tests).
+    (
+        kind(),
+        any::<[u64; 5]>(),
+        any::<u32>(),
+        any::<u16>(),
+        proptest::option::of(0..=MAX_AMOUNT_MICROS),
     )
+        .prop_map(
+            |(kind, [line_item, creative, placement, user, nonce], issued_at, lifetime, amount)| {
+                Claims {
+                    kind,
+                    line_item,
+                    creative,
+                    placement,
+                    user,
+                    issued_at: i64::from(issued_at),
+                    lifetime: u32::from(lifetime),
+                    nonce,
+                    amount_micros: amount,
+                }
+            },
+        )
 }
 
 proptest! {

@@ -192,3 +192,26 @@ fn default_config_is_an_hour_of_one_minute_buckets() {
     assert_eq!(guard.max_lifetime(), 3_600);
     assert_eq!(guard.capacity(), 61 * (1 << 18));
 }
+
+#[test]
+fn a_forgotten_nonce_counts_again_and_only_it() {
+    let guard = guard(60, 61, 10_000);
+    let expires_at = NOW + 600;
+    assert!(guard.first_time(1, expires_at, NOW));
+    assert!(guard.first_time(2, expires_at, NOW));
+    // The event of nonce 1 could not be recorded: its retry must count.
+    guard.forget(1, expires_at, NOW);
+    assert!(guard.first_time(1, expires_at, NOW + 30));
+    assert!(!guard.first_time(1, expires_at, NOW + 31));
+    assert!(!guard.first_time(2, expires_at, NOW + 30));
+    // Forgetting what is not held, or an expired token, changes nothing.
+    guard.forget(3, expires_at, NOW);
+    guard.forget(2, expires_at, expires_at);
+    assert!(!guard.first_time(2, expires_at, NOW + 40));
+    assert_eq!(guard.len(), 2);
+    // Beyond the horizon, forgotten from where it was filed under the same `now`.
+    let far = NOW + 10 * 3_600;
+    assert!(guard.first_time(4, far, NOW));
+    guard.forget(4, far, NOW);
+    assert!(guard.first_time(4, far, NOW + 1));
+}

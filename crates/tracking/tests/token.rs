@@ -21,6 +21,7 @@ fn claims(kind: Kind) -> Claims {
         issued_at: NOW,
         lifetime: 3_600,
         nonce: 0x0123_4567_89ab_cdef,
+        amount_micros: Some(1_250_000),
     }
 }
 
@@ -55,7 +56,7 @@ fn layout_matches_the_documented_format() {
     let ring = ring(9, &[(9, KEY_1)]);
     let raw = decode(&ring.sign(&claims(Kind::Click)));
     assert_eq!(raw.len(), 71);
-    assert_eq!(raw[0], 1, "version");
+    assert_eq!(raw[0], 2, "version");
     assert_eq!(raw[1], 9, "key id");
     assert_eq!(raw[2], 2, "kind");
     assert_eq!(raw[3..11], 0x0123_4567_89ab_cdef_u64.to_le_bytes());
@@ -63,8 +64,40 @@ fn layout_matches_the_documented_format() {
     assert_eq!(raw[19..27], 4_200u64.to_le_bytes());
     assert_eq!(raw[27..35], 7u64.to_le_bytes());
     assert_eq!(raw[35..43], 0xdead_beef_u64.to_le_bytes());
-    assert_eq!(raw[43..51], NOW.to_le_bytes());
-    assert_eq!(raw[51..55], 3_600u32.to_le_bytes());
+    assert_eq!(raw[43..47], u32::try_from(NOW).unwrap().to_le_bytes());
+    assert_eq!(raw[47..49], 3_600u16.to_le_bytes());
+    assert_eq!(raw[49..55], 1_250_000u64.to_le_bytes()[..6]);
+}
+
+/// A version 1 token (issued at as an `i64`, lifetime as a `u32`, no amount), as an earlier
+/// build handed out, still verifies: its beacon counts after an upgrade.
+#[test]
+fn version_1_tokens_still_verify_without_an_amount() {
+    let ring = ring(9, &[(9, KEY_1)]);
+    let mut signed = vec![1u8, 9, Kind::Click as u8];
+    for field in [0x0123_4567_89ab_cdef_u64, 42, 4_200, 7, 0xdead_beef] {
+        signed.extend_from_slice(&field.to_le_bytes());
+    }
+    signed.extend_from_slice(&NOW.to_le_bytes());
+    signed.extend_from_slice(&3_600u32.to_le_bytes());
+    assert_eq!(signed.len(), 55);
+    let (key_id, mac) = ring.mac(&signed);
+    assert_eq!(key_id, 9);
+    signed.extend_from_slice(&mac);
+    let token = URL_SAFE_NO_PAD.encode(&signed);
+    assert_eq!(
+        ring.verify(&token, NOW + 5),
+        Ok(Claims {
+            amount_micros: None,
+            ..claims(Kind::Click)
+        })
+    );
+    // Any other version is refused before its MAC is looked at.
+    signed[0] = 3;
+    assert_eq!(
+        ring.verify(&URL_SAFE_NO_PAD.encode(&signed), NOW),
+        Err(TokenError::Malformed(Malformed::Version(3)))
+    );
 }
 
 #[test]
@@ -108,7 +141,7 @@ fn every_altered_byte_fails() {
             altered[position] ^= mask;
             let result = ring.verify(&URL_SAFE_NO_PAD.encode(&altered), NOW);
             let expected = match position {
-                0 => TokenError::Malformed(Malformed::Version(1 ^ mask)),
+                0 => TokenError::Malformed(Malformed::Version(2 ^ mask)),
                 1 => TokenError::UnknownKey(1 ^ mask),
                 _ => TokenError::BadMac,
             };

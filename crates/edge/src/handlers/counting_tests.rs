@@ -1,0 +1,514 @@
+//! Counting tracking calls and notices: only once the log has them (a retry of one the log
+//! refused counts; a strict-mode event is settled even when its client hangs up), clicks with
+//! their conversion token in the landing URL's query and counted only when redirected, image
+//! tag fetches deduped within their window, and the replay guards' overflows exported.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use marquee_eventlog::{Durability, EventLog};
+use marquee_model::{
+    AdvertiserId, CampaignId, CapWindow, Channel, CreativeId, Currency, FrequencyCap, Goal,
+    GoalMetric, LineItemId, Micros, PacingMode, Price, PricingModel, RotationMode, Tier,
+};
+use marquee_snapshot::{
+    AdvertiserEntry, CampaignEntry, Channels, Content, LineItemEntry, Snapshot,
+};
+use marquee_tracking::KeyRing;
+
+use super::*;
+use crate::bidder::{self, NoticeKind};
+use crate::notice::{self, NoticeClaims};
+use crate::{EdgeConfig, Fallback, Limits};
+
+const LINE_ITEM: u64 = 10;
+const PLACEMENT: u64 = 5;
+const LIFETIME: u32 = 600;
+
+fn open_log(dir: &Path, strict: bool) -> EventLog {
+    let interval = Duration::from_millis(5);
+    let durability = if strict {
+        Durability::Strict { interval }
+    } else {
+        Durability::Group { interval }
+    };
+    EventLog::open(
+        dir,
+        marquee_eventlog::Config {
+            durability,
+            ..marquee_eventlog::Config::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A log that refuses every append, as a shard stopped on a full disk does.
+fn refusing_log(dir: &Path) -> EventLog {
+    let log = open_log(dir, false);
+    log.flush_and_close().unwrap();
+    log
+}
+
+/// A snapshot with one CPM line item (an impression goal, so it has a budget lease, and a
+/// frequency cap) and a creative per landing URL, ids 11, 12, …
+fn snapshot(landings: &[&str]) -> Vec<u8> {
+    let line_item = LineItemEntry {
+        id: LineItemId(LINE_ITEM),
+        campaign_id: CampaignId(1),
+        advertiser_id: AdvertiserId(1),
+        tier: Tier::Standard,
+        weight: 100,
+        flight_start: 0,
+        flight_end: None,
+        time_zone: "UTC".into(),
+        goal: Some(Goal {
+            metric: GoalMetric::Impressions,
+            daily: None,
+            lifetime: Some(1_000_000),
+        }),
+        pacing: PacingMode::Asap,
+        price: Price {
+            model: PricingModel::Cpm,
+            amount_micros: Micros(2_000_000),
+            currency: Currency::USD,
+        },
+        frequency_caps: vec![FrequencyCap {
+            count: 3,
+            window: CapWindow::from_seconds(3_600).unwrap(),
+        }],
+        targeting: None,
+        rotation: RotationMode::Weighted,
+        placements: Vec::new(),
+        channels: Channels::from(&[Channel::Direct][..]),
+        deals: Vec::new(),
+    };
+    let creatives = landings
+        .iter()
+        .zip(11..)
+        .map(|(landing, id)| CreativeEntry {
+            id: CreativeId(id),
+            line_item_id: LineItemId(LINE_ITEM),
+            size: None,
+            landing_url: (*landing).to_owned(),
+            weight: 1,
+            content: Content::Html {
+                html: "<p>ad</p>".into(),
+            },
+            ad_code: None,
+            format: Format::Banner,
+            secure: true,
+            categories: Vec::new(),
+        })
+        .collect();
+    Snapshot {
+        version: 1,
+        built_at: Timestamp::now(),
+        data: SnapshotData {
+            advertisers: vec![AdvertiserEntry {
+                id: AdvertiserId(1),
+                currency: Currency::USD,
+                domains: Vec::new(),
+            }],
+            campaigns: vec![CampaignEntry {
+                id: CampaignId(1),
+                advertiser_id: AdvertiserId(1),
+                frequency_caps: Vec::new(),
+                categories: Vec::new(),
+                app_bundle: None,
+            }],
+            line_items: vec![line_item],
+            creatives,
+            ..SnapshotData::default()
+        },
+    }
+    .encode_with_header()
+    .1
+}
+
+fn new_edge(dir: &Path, log: EventLog, landings: &[&str]) -> Edge {
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    let edge = Edge::new(
+        EdgeConfig {
+            public_url: "http://127.0.0.1".into(),
+            token_lifetime: Duration::from_secs(u64::from(LIFETIME)),
+            fallback: Fallback::Empty,
+            cookies: false,
+            country_header: None,
+            data_dir: dir.join("edge"),
+            limits: Limits::default(),
+        },
+        Arc::new(log),
+        keys,
+    );
+    edge.accept_snapshot(&snapshot(landings)).unwrap();
+    edge
+}
+
+fn claims(kind: Kind, creative: u64, user: u64, nonce: u64) -> Claims {
+    Claims {
+        kind,
+        line_item: LINE_ITEM,
+        creative,
+        placement: PLACEMENT,
+        user,
+        issued_at: Timestamp::now().as_second(),
+        lifetime: LIFETIME,
+        nonce,
+        amount_micros: None,
+    }
+}
+
+fn token_query(edge: &Edge, claims: &Claims) -> String {
+    format!("t={}", edge.keys.sign(claims))
+}
+
+fn load(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// What the line item's budget lease was charged on this edge.
+fn charged(edge: &Edge) -> u64 {
+    edge.pacing
+        .releases()
+        .releases
+        .iter()
+        .filter(|r| r.line_item == LineItemId(LINE_ITEM))
+        .map(|r| r.consumed)
+        .sum()
+}
+
+fn location(answer: &Response<Body>) -> String {
+    answer
+        .headers()
+        .get(header::LOCATION)
+        .map(|l| l.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Arc::new(new_edge(
+        dir.path(),
+        refusing_log(&dir.path().join("refusing")),
+        &["https://shop.example/"],
+    ));
+    let query = token_query(&edge, &claims(Kind::Impression, 11, 77, 1));
+    let headers = HeaderMap::new();
+    let stats = |edge: &Edge| {
+        let s = &edge.stats;
+        (load(&s.impressions), load(&s.log_errors), load(&s.repeats))
+    };
+
+    let answer = track(&edge, Kind::Impression, &query, &headers).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(stats(&edge), (0, 1, 0), "(counted, log errors, repeats)");
+    assert_eq!(
+        edge.caps.len(),
+        0,
+        "no cap recorded for an event not logged"
+    );
+    assert_eq!(charged(&edge), 0, "nothing charged for an event not logged");
+
+    // Space is back; the browser fires the beacon again.
+    Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
+    track(&edge, Kind::Impression, &query, &headers).await;
+    assert_eq!(stats(&edge), (1, 1, 0), "the retry counts");
+    assert_eq!(edge.log.counters().appended, 1);
+    assert_eq!(edge.caps.len(), 1, "the cap is recorded");
+    assert_eq!(charged(&edge), 1, "the lease is charged");
+
+    // Once.
+    track(&edge, Kind::Impression, &query, &headers).await;
+    assert_eq!(stats(&edge), (1, 1, 1));
+    assert_eq!(charged(&edge), 1);
+}
+
+#[tokio::test]
+async fn a_strict_beacon_is_charged_and_capped_even_if_its_client_hangs_up_during_the_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events");
+    let edge = Arc::new(new_edge(
+        dir.path(),
+        open_log(&events, true),
+        &["https://shop.example/"],
+    ));
+    let headers = HeaderMap::new();
+    let sent = 50;
+    let mut hung_up = 0;
+    for nonce in 1..=sent {
+        // A user each, so that every cap recorded is an entry of its own.
+        let query = token_query(&edge, &claims(Kind::Impression, 11, 1_000 + nonce, nonce));
+        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers));
+        if request
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+        {
+            // Waiting for the fsync: dropped here, as hyper drops the handler of a client
+            // that went away.
+            hung_up += 1;
+        }
+    }
+    assert!(
+        hung_up > 0,
+        "every fsync was done before the first poll: nothing was tested"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while load(&edge.stats.impressions) < sent && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        load(&edge.stats.impressions),
+        sent,
+        "{hung_up} of {sent} clients hung up"
+    );
+    assert_eq!(edge.log.counters().appended, sent);
+    assert_eq!(charged(&edge), sent, "every logged impression is charged");
+    assert_eq!(
+        edge.caps.len(),
+        usize::try_from(sent).unwrap(),
+        "and capped"
+    );
+}
+
+#[tokio::test]
+async fn a_click_s_conversion_token_goes_into_the_query_before_the_fragment() {
+    let dir = tempfile::tempdir().unwrap();
+    let landings = [
+        "https://shop.example/p#offer",
+        "https://shop.example/p?a=1&b=%20#offer",
+        "https://shop.example",
+    ];
+    let edge = Arc::new(new_edge(
+        dir.path(),
+        open_log(&dir.path().join("events"), false),
+        &landings,
+    ));
+    let expected = [
+        "https://shop.example/p?mq_conv={}#offer",
+        "https://shop.example/p?a=1&b=%20&mq_conv={}#offer",
+        "https://shop.example/?mq_conv={}",
+    ];
+    for (nonce, (creative, expected)) in (11..).zip(expected).enumerate() {
+        let click = claims(Kind::Click, creative, 77, nonce as u64);
+        let query = token_query(&edge, &click);
+        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new()).await;
+        assert_eq!(answer.status(), StatusCode::FOUND);
+        let location = location(&answer);
+        let url = url::Url::parse(&location).unwrap();
+        let token = url
+            .query_pairs()
+            .find(|(key, _)| key == CONVERSION_PARAMETER)
+            .map(|(_, token)| token.into_owned())
+            .unwrap_or_else(|| panic!("no conversion token in the query of {location}"));
+        assert_eq!(location, expected.replace("{}", &token));
+        let conversion = edge
+            .keys
+            .verify_kind(&token, Kind::Conversion, Timestamp::now().as_second())
+            .unwrap();
+        assert_eq!(
+            (conversion.nonce, conversion.creative),
+            (click.nonce, creative)
+        );
+    }
+    assert_eq!(load(&edge.stats.clicks), 3);
+}
+
+#[tokio::test]
+async fn a_click_is_counted_only_when_it_is_redirected() {
+    let dir = tempfile::tempdir().unwrap();
+    let landings = [
+        // Passes creative validation (the URL parser drops the newline and encodes the
+        // control), but as written it is no valid `Location` header.
+        "https://shop.example/a\u{1}b\nc",
+        // No URL at all (only a snapshot of an older build could hold it).
+        "https://exa mple.example/\n",
+    ];
+    let edge = Arc::new(new_edge(
+        dir.path(),
+        open_log(&dir.path().join("events"), false),
+        &landings,
+    ));
+    let headers = HeaderMap::new();
+    let answer = track(
+        &edge,
+        Kind::Click,
+        &token_query(&edge, &claims(Kind::Click, 11, 77, 1)),
+        &headers,
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::FOUND);
+    assert!(
+        location(&answer).starts_with("https://shop.example/a%01bc?mq_conv="),
+        "{}",
+        location(&answer)
+    );
+    assert_eq!(load(&edge.stats.clicks), 1);
+
+    let answer = track(
+        &edge,
+        Kind::Click,
+        &token_query(&edge, &claims(Kind::Click, 12, 77, 2)),
+        &headers,
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        load(&edge.stats.clicks),
+        1,
+        "a click answered 404 is not counted"
+    );
+    assert_eq!(edge.log.counters().appended, 1, "nor logged");
+}
+
+#[tokio::test]
+async fn an_image_tag_fetched_again_within_its_window_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = Arc::new(new_edge(
+        dir.path(),
+        open_log(&dir.path().join("events"), false),
+        &["https://shop.example/"],
+    ));
+    let nonce = 123_456_789;
+    let lifetime = i64::from(LIFETIME);
+    let phase = i64::try_from(nonce % u64::from(LIFETIME)).unwrap();
+    // The start of the next window of this nonce's grid.
+    let base = Timestamp::now().as_second();
+    let window = base - (base - phase).rem_euclid(lifetime) + lifetime;
+    // Each fetch makes the decision again, so its claims are issued at the fetch.
+    let fetch = |at: i64| {
+        let claims = Claims {
+            issued_at: at,
+            ..claims(Kind::Impression, 11, 0, nonce)
+        };
+        let edge = Arc::clone(&edge);
+        async move {
+            count_untokened(
+                &edge,
+                Kind::Impression,
+                &claims,
+                Timestamp::from_second(at).unwrap(),
+            )
+            .await;
+        }
+    };
+    fetch(window + 1).await;
+    // Five minutes later: another minute's bucket by fetch time + lifetime, the same window.
+    fetch(window + 301).await;
+    fetch(window + lifetime - 1).await;
+    assert_eq!(
+        (load(&edge.stats.impressions), load(&edge.stats.repeats)),
+        (1, 2)
+    );
+    // In the next window it counts again on the edge (the manager dedupes it by event id).
+    fetch(window + lifetime + 1).await;
+    assert_eq!(load(&edge.stats.impressions), 2);
+}
+
+#[test]
+fn image_tag_expiries_are_in_the_token_s_life_and_shared_by_a_window() {
+    for lifetime in [60, 600, 3_600] {
+        for nonce in [0, 1, 59, 12_345, u64::MAX] {
+            let claims = Claims {
+                lifetime,
+                ..claims(Kind::Impression, 11, 0, nonce)
+            };
+            let mut previous = None;
+            for now in (1_790_000_000..1_790_000_000 + 3 * i64::from(lifetime)).step_by(7) {
+                let expiry = untokened_expiry(&claims, now);
+                assert!(
+                    expiry > now && expiry <= now + i64::from(lifetime),
+                    "{lifetime} {nonce} {now}"
+                );
+                if let Some((before, at)) = previous
+                    && expiry != before
+                {
+                    // A new window starts only where the last one ended.
+                    assert!(at < before && before <= now, "{lifetime} {nonce} {now}");
+                }
+                previous = Some((expiry, now));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_billing_notice_the_log_refused_counts_when_the_exchange_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Arc::new(new_edge(
+        dir.path(),
+        refusing_log(&dir.path().join("refusing")),
+        &["https://shop.example/"],
+    ));
+    let mut token = String::from("t=");
+    notice::sign_into(
+        &edge.keys,
+        &NoticeClaims {
+            nonce: 9,
+            line_item: LINE_ITEM,
+            creative: 11,
+            user: 0,
+            price_micros: 1_500_000,
+            currency: Currency::USD,
+            exchange: 0,
+            auction: 1,
+            test: false,
+            issued_at: Timestamp::now().as_second(),
+            lifetime: LIFETIME,
+            price_in_line_item_currency: None,
+        },
+        &mut token,
+    );
+    let stats = |edge: &Edge| {
+        let s = &edge.bidder.stats;
+        (load(&s.billings), load(&s.repeated_notices))
+    };
+    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    assert_eq!(stats(&edge), (0, 0), "not counted while the log refuses it");
+    assert_eq!(load(&edge.stats.log_errors), 1);
+
+    Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
+    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    assert_eq!(stats(&edge), (1, 0), "the exchange's retry counts");
+    assert_eq!(edge.log.counters().appended, 1);
+    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    assert_eq!(stats(&edge), (1, 1), "once");
+}
+
+#[test]
+fn the_replay_capacity_sizes_every_guard_and_overflows_are_exported_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = new_edge(dir.path(), open_log(&dir.path().join("events"), false), &[])
+        .with_replay_capacity(32)
+        // Set after the capacity, the bidder keeps it.
+        .with_bidder(crate::BidderConfig::default());
+    for (kind, guard) in edge.replay_guards() {
+        assert_eq!(guard.capacity(), 32 * 61, "{kind}");
+    }
+    let now = 1_790_000_000;
+    // Two slots per shard and minute: 1,000 nonces expiring in one minute overflow.
+    for nonce in 0..1_000 {
+        edge.replay_guard(Kind::Click)
+            .first_time(nonce, now + 300, now);
+    }
+    let overflows = edge.replay_guard(Kind::Click).overflows();
+    assert!(overflows > 0);
+    let page = crate::metrics::render(&edge);
+    for (kind, value) in [
+        ("impression", 0),
+        ("click", overflows),
+        ("conversion", 0),
+        ("win", 0),
+        ("billing", 0),
+        ("loss", 0),
+    ] {
+        let series =
+            format!("marquee_tracking_replay_overflows_total{{kind=\"{kind}\"}} {value}\n");
+        assert!(page.contains(&series), "no {series:?} in\n{page}");
+    }
+}
