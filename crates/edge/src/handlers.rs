@@ -1258,12 +1258,19 @@ where
 }
 
 /// Charges a counted impression or click to the line item's budget lease. An exchange bid's
-/// impression (no placement) is charged by its billing notice instead.
+/// impression (no placement) is charged by its billing notice instead, and so is its click
+/// under a spend goal (the exchange is paid its clearing price, not our price per click).
 fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
     use marquee_pacing::Billable;
+    let exchange = claims.placement == 0;
     let on = match kind {
-        Kind::Impression if claims.placement != 0 => Billable::Impression,
-        Kind::Click => Billable::Click,
+        Kind::Impression if !exchange => Billable::Impression,
+        Kind::Click
+            if !exchange
+                || !crate::pacing::EdgePacing::has_spend_goal(loaded, claims.line_item) =>
+        {
+            Billable::Click
+        }
         _ => return,
     };
     let charged = edge.pacing.bill(loaded, claims.line_item, on, None);

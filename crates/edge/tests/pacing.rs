@@ -228,3 +228,53 @@ async fn a_line_item_gone_from_the_snapshot_is_still_charged() {
         Some(1)
     );
 }
+
+/// A CPC line item with a spend goal bidding on exchanges: its exchange bids cost their billing
+/// notices' clearing CPM (÷ 1000), as the aggregation counts them, not its price per click
+/// (before, billing notices charged its click-charged lease nothing).
+#[tokio::test]
+async fn an_exchange_billing_notice_charges_a_cpc_spend_goal_its_clearing_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(dir.path());
+    let spend = Goal {
+        metric: GoalMetric::Spend,
+        daily: None,
+        lifetime: Some(1_000_000_000),
+    };
+    let mut cpc = line_item(PACED, Some(spend));
+    cpc.price = Price {
+        model: PricingModel::Cpc,
+        amount_micros: Micros(500_000),
+        currency: Currency::USD,
+    };
+    let encoded = Snapshot {
+        version: 1,
+        built_at: "2026-11-21T12:00:00Z".parse().unwrap(),
+        data: SnapshotData {
+            line_items: vec![cpc, line_item(FREE, None)],
+            ..SnapshotData::default()
+        },
+    }
+    .encode_with_header()
+    .1;
+    edge.accept_snapshot(&encoded).unwrap();
+    sync_once(&edge, &Scripted::default()).await.unwrap();
+    let loaded = edge.holder.current().unwrap();
+    assert_eq!(
+        edge.pacing
+            .bill(&loaded, PACED.0, Billable::Impression, Some(1_234_000)),
+        Some(1_234),
+        "the clearing CPM ÷ 1000"
+    );
+    assert_eq!(
+        edge.pacing.bill(&loaded, PACED.0, Billable::Click, None),
+        Some(500_000),
+        "a direct click, at its price"
+    );
+    assert!(marquee_edge::pacing::EdgePacing::has_spend_goal(
+        &loaded, PACED.0
+    ));
+    assert!(!marquee_edge::pacing::EdgePacing::has_spend_goal(
+        &loaded, FREE.0
+    ));
+}

@@ -56,7 +56,12 @@ fn refusing_log(dir: &Path) -> EventLog {
 /// A snapshot with one CPM line item (an impression goal, so it has a budget lease, and a
 /// frequency cap) and a creative per landing URL, ids 11, 12, …
 fn snapshot(landings: &[&str]) -> Vec<u8> {
-    let line_item = LineItemEntry {
+    snapshot_of(landings, |_| {})
+}
+
+/// [`snapshot`] with its line item changed by `change`.
+fn snapshot_of(landings: &[&str], change: impl FnOnce(&mut LineItemEntry)) -> Vec<u8> {
+    let mut line_item = LineItemEntry {
         id: LineItemId(LINE_ITEM),
         campaign_id: CampaignId(1),
         advertiser_id: AdvertiserId(1),
@@ -86,6 +91,7 @@ fn snapshot(landings: &[&str]) -> Vec<u8> {
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
     };
+    change(&mut line_item);
     let creatives = landings
         .iter()
         .zip(11..)
@@ -130,6 +136,10 @@ fn snapshot(landings: &[&str]) -> Vec<u8> {
 }
 
 fn new_edge(dir: &Path, log: EventLog, landings: &[&str]) -> Edge {
+    new_edge_with(dir, log, &snapshot(landings))
+}
+
+fn new_edge_with(dir: &Path, log: EventLog, snapshot: &[u8]) -> Edge {
     let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
     let edge = Edge::new(
         EdgeConfig {
@@ -144,7 +154,7 @@ fn new_edge(dir: &Path, log: EventLog, landings: &[&str]) -> Edge {
         Arc::new(log),
         keys,
     );
-    edge.accept_snapshot(&snapshot(landings)).unwrap();
+    edge.accept_snapshot(snapshot).unwrap();
     edge
 }
 
@@ -511,4 +521,49 @@ fn the_replay_capacity_sizes_every_guard_and_overflows_are_exported_by_kind() {
             format!("marquee_tracking_replay_overflows_total{{kind=\"{kind}\"}} {value}\n");
         assert!(page.contains(&series), "no {series:?} in\n{page}");
     }
+}
+
+/// A CPC line item with a spend goal: a direct click spends its price, an exchange bid's click
+/// (no placement) nothing, since the exchange's billing notice brings what that bid cost (before,
+/// the exchange click charged the CPC price too, which the aggregation never counts).
+#[tokio::test]
+async fn an_exchange_click_does_not_charge_a_spend_goal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cpc_spend = snapshot_of(&["https://shop.example/"], |li| {
+        li.goal = Some(Goal {
+            metric: GoalMetric::Spend,
+            daily: None,
+            lifetime: Some(1_000_000_000),
+        });
+        li.price.model = PricingModel::Cpc;
+    });
+    let edge = Arc::new(new_edge_with(
+        dir.path(),
+        open_log(&dir.path().join("events"), false),
+        &cpc_spend,
+    ));
+    let headers = HeaderMap::new();
+    let exchange_click = Claims {
+        placement: 0,
+        ..claims(Kind::Click, 11, 77, 1)
+    };
+    let answer = track(
+        &edge,
+        Kind::Click,
+        &token_query(&edge, &exchange_click),
+        &headers,
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::FOUND);
+    assert_eq!(load(&edge.stats.clicks), 1);
+    assert_eq!(charged(&edge), 0, "the exchange click charges nothing");
+    let direct_click = claims(Kind::Click, 11, 77, 2);
+    track(
+        &edge,
+        Kind::Click,
+        &token_query(&edge, &direct_click),
+        &headers,
+    )
+    .await;
+    assert_eq!(charged(&edge), 2_000_000, "the direct click its price");
 }
