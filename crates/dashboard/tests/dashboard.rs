@@ -1143,7 +1143,6 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
 /// that holds its day's start is counted once, not in both "before today" and "today".
 #[tokio::test]
 async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
-    use marquee_stats::line_item_totals;
     let site = Site::new().await;
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let (campaign, _) = two_advertisers(&site, &admin).await;
@@ -1161,12 +1160,19 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
     // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
     // holds 100 impressions.
     let hour: Timestamp = "2026-11-17T18:00:00Z".parse().unwrap();
+    hundred_impressions_in_hour(&site, line_item, hour).await;
+    assert_pacing_shows_a_hundred(&site, &admin, line_item, "Kolkata").await;
+}
+
+/// Commits 100 impressions of `line_item` in the hour starting at `hour`: its hour, line item
+/// hour and day rows, and the minute 40 minutes in.
+async fn hundred_impressions_in_hour(site: &Site, line_item: u64, hour: Timestamp) {
     let key = |bucket: i64| row_key(line_item, bucket);
     let hundred = impressions(100);
     let hours = vec![(key(hour.as_second()), hundred)];
     let run = marquee_store::RunWrite {
         minutes: vec![(key(hour.as_second() + 40 * 60), hundred)],
-        line_item_hours: line_item_totals(&hours),
+        line_item_hours: marquee_stats::line_item_totals(&hours),
         days: vec![(
             key(hour.as_second() - hour.as_second().rem_euclid(86_400)),
             hundred,
@@ -1176,11 +1182,15 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
         ..marquee_store::RunWrite::default()
     };
     site.store.commit_run(run).await.unwrap();
-    let page = site.get(&format!("/line-items/{line_item}"), &admin).await;
+}
+
+/// The line item's pacing section counts those 100 impressions once.
+async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64, case: &str) {
+    let page = site.get(&format!("/line-items/{line_item}"), admin).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body.contains("100 impressions delivered"),
-        "{}",
+        "{case}: {}",
         &page.body[page.body.find("id=\"pacing\"").unwrap_or(0)..]
     );
 }
@@ -1190,7 +1200,6 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
 /// midnight at :30 UTC in Kolkata, or 14:30 in Berlin) would leave out that first hour.
 #[tokio::test]
 async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
-    use marquee_stats::line_item_totals;
     let site = Site::new().await;
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let (campaign, _) = two_advertisers(&site, &admin).await;
@@ -1213,26 +1222,7 @@ async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
         }
         let line_item = site.create(&admin, "line-items", &form).await;
         let hour: Timestamp = hour.parse().unwrap();
-        let key = |bucket: i64| row_key(line_item, bucket);
-        let hundred = impressions(100);
-        let hours = vec![(key(hour.as_second()), hundred)];
-        let run = marquee_store::RunWrite {
-            line_item_hours: line_item_totals(&hours),
-            days: vec![(
-                key(hour.as_second() - hour.as_second().rem_euclid(86_400)),
-                hundred,
-            )],
-            hours,
-            now: hour,
-            ..marquee_store::RunWrite::default()
-        };
-        site.store.commit_run(run).await.unwrap();
-        let page = site.get(&format!("/line-items/{line_item}"), &admin).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        assert!(
-            page.body.contains("100 impressions delivered"),
-            "{zone}: {}",
-            &page.body[page.body.find("id=\"pacing\"").unwrap_or(0)..]
-        );
+        hundred_impressions_in_hour(&site, line_item, hour).await;
+        assert_pacing_shows_a_hundred(&site, &admin, line_item, zone).await;
     }
 }

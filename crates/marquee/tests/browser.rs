@@ -49,8 +49,22 @@ const BROWSER_DEADLINE: Duration = Duration::from_secs(40);
 struct Scratch(Option<tempfile::TempDir>);
 
 impl Scratch {
+    /// A new scratch directory named `prefix…`, with the `browser` folder the page driver
+    /// writes its screenshots and logs to.
+    fn new(prefix: &str) -> Scratch {
+        let scratch = Scratch(Some(
+            tempfile::Builder::new().prefix(prefix).tempdir().unwrap(),
+        ));
+        std::fs::create_dir_all(scratch.browser()).unwrap();
+        scratch
+    }
+
     fn path(&self) -> &Path {
         self.0.as_ref().unwrap().path()
+    }
+
+    fn browser(&self) -> std::path::PathBuf {
+        self.path().join("browser")
     }
 }
 
@@ -273,15 +287,9 @@ async fn async_tag_in_headless_chromium() {
     let started = Instant::now();
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = Scratch(Some(
-        tempfile::Builder::new()
-            .prefix("marquee-browser-")
-            .tempdir()
-            .unwrap(),
-    ));
+    let scratch = Scratch::new("marquee-browser-");
     let data = scratch.path().join("data");
-    let out = scratch.path().join("browser");
-    std::fs::create_dir_all(&out).unwrap();
+    let out = scratch.browser();
 
     // Killed if the test ends without stopping it (a dropped `Server` is).
     let server = Server::start_with(&data, &["--demo"], &[]);
@@ -568,15 +576,9 @@ const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
 async fn async_tag_passes_the_cmps_refusal_on() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = Scratch(Some(
-        tempfile::Builder::new()
-            .prefix("marquee-browser-consent-")
-            .tempdir()
-            .unwrap(),
-    ));
+    let scratch = Scratch::new("marquee-browser-consent-");
     let data = scratch.path().join("data");
-    let out = scratch.path().join("browser");
-    std::fs::create_dir_all(&out).unwrap();
+    let out = scratch.browser();
     let server = Server::start_with(&data, &["--demo"], &[]);
     let base = server.base.clone();
     let token = token_from(&server.stderr_line("demo admin token"));
