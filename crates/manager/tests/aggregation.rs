@@ -40,6 +40,16 @@ struct MemorySource {
 }
 
 impl MemorySource {
+    /// The ids of the segments it lists now.
+    async fn listed_ids(&self) -> Vec<u64> {
+        self.segments()
+            .await
+            .unwrap()
+            .iter()
+            .map(|l| l.segment.id)
+            .collect()
+    }
+
     fn named(name: &str) -> Arc<MemorySource> {
         Arc::new(MemorySource {
             name: name.into(),
@@ -417,13 +427,7 @@ async fn a_fenced_run_counts_and_acknowledges_nothing(w: World) {
         [(0, 1)],
         "nothing acknowledged"
     );
-    let listed: Vec<u64> = source
-        .segments()
-        .await
-        .unwrap()
-        .iter()
-        .map(|l| l.segment.id)
-        .collect();
+    let listed = source.listed_ids().await;
     assert_eq!(listed, [2], "nothing deleted");
     let metrics = old.render_metrics();
     for line in [
@@ -795,13 +799,7 @@ async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged()
         [(0, 3)],
         "nothing acknowledged"
     );
-    let listed: Vec<u64> = source
-        .segments()
-        .await
-        .unwrap()
-        .iter()
-        .map(|l| l.segment.id)
-        .collect();
+    let listed = source.listed_ids().await;
     assert_eq!(listed, [1, 2, 3], "nothing deleted");
     assert_eq!(w.minutes().await, direct_minute_count(&counted));
     let metrics = restarted.render_metrics();

@@ -296,7 +296,18 @@ async fn update(
     line_item: LineItemId,
     change: impl FnOnce(&mut serde_json::Value),
 ) {
-    let record = store.get(Kind::LineItem, line_item.0, None).await.unwrap();
+    update_object(store, Kind::LineItem, line_item.0, change).await;
+}
+
+/// Changes any object's body with `change`, its status column following the body's, as the
+/// API does.
+async fn update_object(
+    store: &dyn Store,
+    kind: Kind,
+    id: u64,
+    change: impl FnOnce(&mut serde_json::Value),
+) {
+    let record = store.get(kind, id, None).await.unwrap();
     let mut body: serde_json::Value = serde_json::from_str(&record.body).unwrap();
     change(&mut body);
     let status = Status::parse(body["status"].as_str().unwrap()).unwrap();
@@ -307,13 +318,7 @@ async fn update(
         body: body.to_string(),
     };
     store
-        .update(
-            Kind::LineItem,
-            line_item.0,
-            record.meta.version,
-            draft,
-            None,
-        )
+        .update(kind, id, record.meta.version, draft, None)
         .await
         .unwrap();
 }
@@ -413,19 +418,10 @@ async fn lifetime_delivery_survives_the_pruning_of_its_first_minutes() {
 
 /// Sets the status of any object in its column and its body, as the API does.
 async fn set_object_status(store: &dyn Store, kind: Kind, id: u64, status: Status) {
-    let record = store.get(kind, id, None).await.unwrap();
-    let mut body: serde_json::Value = serde_json::from_str(&record.body).unwrap();
-    body["status"] = serde_json::json!(status.as_str());
-    let draft = Draft {
-        parent_id: record.parent_id,
-        name: record.name,
-        status,
-        body: body.to_string(),
-    };
-    store
-        .update(kind, id, record.meta.version, draft, None)
-        .await
-        .unwrap();
+    update_object(store, kind, id, |body| {
+        body["status"] = serde_json::json!(status.as_str())
+    })
+    .await;
 }
 
 /// An edge renewing at one instant and billing all it is granted each time, from its counter
