@@ -366,6 +366,17 @@ pub(crate) fn checkpoint_rows(
 }
 
 /// The counter columns of the stats tables, each as `write` puts it, comma-separated.
+/// `left + right` for counters (never negative), held at the largest `BIGINT` instead of failing
+/// the statement: spend is stored as sums of CPM rates (1,000 × micros), which a large line item
+/// in a currency of many units (rupiah, dong) can carry past 64 bits, and an error there would
+/// stop every aggregation run. Held, the sum is wrong only past what 64 bits hold.
+pub(crate) fn saturating_add(left: &str, right: &str) -> String {
+    format!(
+        "CASE WHEN {right} > 0 AND {left} > {MAX} - {right} THEN {MAX} ELSE {left} + {right} END",
+        MAX = i64::MAX
+    )
+}
+
 pub(crate) fn each_counter(write: impl Fn(&str) -> String) -> String {
     COLUMNS
         .iter()

@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use marquee_model::{
     Catalog, Clock, Kind, LineItemId, Object, PlacementId, Principal, Role, Status, Stored,
 };
+use rusqlite::functions::{Aggregate, Context, FunctionFlags};
 use rusqlite::types::Value;
 use rusqlite::{
     Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior, params, params_from_iter,
@@ -168,8 +169,36 @@ impl Inner {
 
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    conn.create_aggregate_function(
+        "sat_sum",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        SaturatingSum,
+    )
+    .map_err(backend)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(backend)
+}
+
+/// `sat_sum(x)`: the sum of integers held at the largest (or smallest) 64-bit integer, where
+/// SQLite's `SUM` fails the statement with "integer overflow" (see `shared::saturating_add` for
+/// why counters can get there). `NULL` over no rows, as `SUM`.
+struct SaturatingSum;
+
+impl Aggregate<i64, Option<i64>> for SaturatingSum {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<i64> {
+        Ok(0)
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, sum: &mut i64) -> rusqlite::Result<()> {
+        let value: Option<i64> = ctx.get(0)?;
+        *sum = sum.saturating_add(value.unwrap_or(0));
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, sum: Option<i64>) -> rusqlite::Result<Option<i64>> {
+        Ok(sum)
+    }
 }
 
 fn lock(mutex: &Mutex<Connection>) -> Result<MutexGuard<'_, Connection>, StoreError> {

@@ -88,6 +88,7 @@ macro_rules! stats_suite {
             minute_retention_keeps_hours_and_days,
             reports_group_and_filter_in_one_select,
             delivery_combines_days_hours_and_minutes,
+            counters_past_64_bits_are_held_not_refused,
             dimensions_hold_every_status,
         );
     };
@@ -678,6 +679,48 @@ pub async fn delivery_combines_days_hours_and_minutes(store: Db, _clock: Arc<Man
         .await
         .unwrap();
     assert!(none.is_empty());
+}
+
+/// Spend is kept as sums of CPM rates (1,000 × micros): a line item in rupiah or dong can carry
+/// a row or a sum past 64 bits. Rows and sums are then held at the largest integer, and runs,
+/// reports and pacing's delivery go on (before, the upsert or `SUM` failed the statement:
+/// every later aggregation run of the store, or every pacing round, failed with it).
+pub async fn counters_past_64_bits_are_held_not_refused(store: Db, _clock: Arc<ManualClock>) {
+    let near = i64::MAX - 1_000;
+    let day = at("2026-12-01T00:00:00Z");
+    for minute in [
+        "2026-12-01T10:00:00Z",
+        "2026-12-01T10:01:00Z",
+        "2026-12-01T11:00:00Z",
+    ] {
+        store
+            .commit_run(run_at(6, at(minute), counts(1, 0, near)))
+            .await
+            .unwrap();
+    }
+    // One stored hour row holds two of them, the day row three.
+    let hours = store.report_rows(all(Granularity::Hour)).await.unwrap();
+    let rates: Vec<i64> = hours.iter().map(|r| r.counters.cpm_micros).collect();
+    assert_eq!(rates, [i64::MAX, near]);
+    let days = store.report_rows(all(Granularity::Day)).await.unwrap();
+    assert_eq!(days[0].counters.cpm_micros, i64::MAX);
+    assert_eq!(days[0].counters.impressions, 3, "other counters exact");
+    // Summed across rows: the report without grouping, and pacing's delivery.
+    let mut total = all(Granularity::Hour);
+    total.by_line_item = false;
+    total.by_creative = false;
+    total.by_placement = false;
+    total.by_country = false;
+    total.by_device = false;
+    let rows = store.report_rows(total).await.unwrap();
+    assert_eq!(rows[0].counters.cpm_micros, i64::MAX);
+    let ts = |s: i64| Timestamp::from_second(s).unwrap();
+    let delivered = store
+        .delivery(Some(vec![6]), ts(day), ts(day + 86_400))
+        .await
+        .unwrap();
+    assert_eq!(delivered[&6].impressions, 3);
+    assert_eq!(delivered[&6].cpm_micros, i64::MAX);
 }
 
 /// Creates an object whose body holds only `body` (the fields the aggregates read) and returns

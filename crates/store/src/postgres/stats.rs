@@ -17,7 +17,7 @@ use super::{PostgresStore, Tx, pg, query};
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
     FULL_KEYS, LINE_ITEM_KEYS, checkpoint_rows, delivery_parts, each_counter, report_grouping,
-    report_limit, report_table, sql_i64,
+    report_limit, report_table, saturating_add, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 use crate::{CheckpointMoved, StoreError};
@@ -61,7 +61,12 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let sums = sums();
-    let updates = each_counter(|c| format!("{c} = {table}.{c} + excluded.{c}"));
+    let updates = each_counter(|c| {
+        format!(
+            "{c} = {}",
+            saturating_add(&format!("{table}.{c}"), &format!("excluded.{c}"))
+        )
+    });
     format!(
         "INSERT INTO {table} ({keys_list}, {columns}) \
          SELECT {keys_list}, {sums} FROM unnest({types}) AS r({keys_list}, {columns}) \
@@ -352,9 +357,10 @@ async fn collection_state_in(tx: &Tx<'_>) -> Result<CollectionState, StoreError>
     Ok(state)
 }
 
-/// Sums of the counters; PostgreSQL's `sum` of `int8` is `numeric`, cast back.
+/// Sums of the counters; PostgreSQL's `sum` of `int8` is `numeric`, cast back, held at the
+/// largest `int8` (the cast fails past it: see `shared::saturating_add`).
 fn sums() -> String {
-    each_counter(|c| format!("sum({c})::int8"))
+    each_counter(|c| format!("least(sum({c}), {})::int8", i64::MAX))
 }
 
 fn id_array(ids: &[u64]) -> Result<Vec<i64>, StoreError> {
@@ -537,7 +543,7 @@ mod tests {
         let sql = upsert_rows_sql("stats_hour", FULL_KEYS);
         for column in COLUMNS {
             assert!(sql.contains(&format!(
-                "{column} = stats_hour.{column} + excluded.{column}"
+                "{column} = CASE WHEN excluded.{column} > 0 AND stats_hour.{column} > "
             )));
         }
         assert!(sql.contains("$5::text[], $6::int2[], $7::int8[]"));

@@ -17,7 +17,7 @@ use super::{SqliteStore, backend, for_each_row, query_rows};
 use crate::shared::rows::{self, CHILD_DIMENSIONS, Columns};
 use crate::shared::{
     FULL_KEYS, LINE_ITEM_KEYS, checkpoint_rows, delivery_parts, each_counter, report_grouping,
-    report_limit, report_table, sql_i64,
+    report_limit, report_table, saturating_add, sql_i64,
 };
 use crate::stats::{CollectionState, RunWrite, RunWritten, StatsStore};
 use crate::{CheckpointMoved, StoreError};
@@ -47,7 +47,8 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
         .map(|i| format!("value ->> {i}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let updates = each_counter(|c| format!("{c} = {c} + excluded.{c}"));
+    let updates =
+        each_counter(|c| format!("{c} = {}", saturating_add(c, &format!("excluded.{c}"))));
     // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
     format!(
         "INSERT INTO {table} ({keys_list}, {columns}) SELECT {values} FROM jsonb_each(jsonb(?1)) \
@@ -324,8 +325,10 @@ fn collection_state_in(conn: &Connection) -> Result<CollectionState, StoreError>
     Ok(state)
 }
 
+/// Sums of the counters, held at the largest integer (SQLite's `SUM` fails the statement past
+/// it; `sat_sum` is registered on every connection, see `sqlite::configure`).
 fn sums() -> String {
-    each_counter(|c| format!("SUM({c})"))
+    each_counter(|c| format!("sat_sum({c})"))
 }
 
 fn id_list(ids: &[u64]) -> Result<String, StoreError> {
@@ -517,7 +520,9 @@ mod tests {
     fn upserts_name_every_counter() {
         let sql = upsert_rows_sql("stats_hour", FULL_KEYS);
         for column in COLUMNS {
-            assert!(sql.contains(&format!("{column} = {column} + excluded.{column}")));
+            assert!(sql.contains(&format!(
+                "{column} = CASE WHEN excluded.{column} > 0 AND {column} > "
+            )));
         }
         assert!(sql.contains("value ->> 16"));
     }
