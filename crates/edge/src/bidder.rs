@@ -26,7 +26,8 @@ use marquee_engine::{
 use marquee_eventlog::{Event, Kind as EventKind};
 use marquee_gateway::RateConverter;
 use marquee_model::{
-    Channel, Currency, CurrencyRates, DeviceType, Format, LineItemId, Micros, Rounding, Size,
+    CampaignId, Channel, Currency, CurrencyRates, DeviceType, Format, LineItemId, Micros, Rounding,
+    Size,
 };
 use marquee_openrtb::{
     Bid, BidRequest, BidResponse, DataAssetType, ImageAssetType, Imp, MarkupType, NativeCreative,
@@ -687,15 +688,12 @@ pub(crate) fn bid(
 
     // One pacing view for all imps of the request.
     let paced = edge.pacing.view(&loaded, now);
-    let caps = EdgeCaps {
-        local: &edge.caps,
-        shared: edge.shared.as_ref(),
-    };
     let decided = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
         let mut bids: Vec<Bid<'_>> = Vec::with_capacity(request.imp.len());
         let mut decisions: Vec<Decision> = Vec::with_capacity(request.imp.len());
+        let mut capped: Vec<(LineItemId, CampaignId)> = Vec::new();
         for imp in &request.imp {
             if Instant::now() >= deadline {
                 return None;
@@ -709,6 +707,11 @@ pub(crate) fn bid(
                 slot: view.slot(imp),
                 ..template
             };
+            let caps = EdgeCaps {
+                local: &edge.caps,
+                shared: edge.shared.as_ref(),
+                decided: &capped,
+            };
             let mut context = Context {
                 rng: &mut worker.rng,
                 caps: &caps,
@@ -720,6 +723,12 @@ pub(crate) fn bid(
                 continue;
             };
             if let Some(bid) = make_bid(&auction, imp, &view, &decision, worker) {
+                // Only a request with more imps to come needs the list.
+                if request.imp.len() > 1
+                    && let Some(li) = loaded.engine.snapshot().data.line_item(decision.line_item)
+                {
+                    capped.push((li.id, li.campaign_id));
+                }
                 bids.push(bid);
                 decisions.push(decision);
             }

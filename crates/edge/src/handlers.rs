@@ -15,7 +15,7 @@ use marquee_engine::{
     Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
 };
 use marquee_eventlog::{AppendError, Event, Kind as EventKind};
-use marquee_model::{Channel, DeviceType, Format, PlacementId};
+use marquee_model::{CampaignId, Channel, DeviceType, Format, LineItemId, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
@@ -398,12 +398,14 @@ pub(crate) async fn ad(
             .flatten()
             .map(|cb| std::mem::replace(&mut worker.rng, image_tag_rng(&query.placements, cb)));
         let now = Timestamp::now();
-        let caps = EdgeCaps {
-            local: &edge.caps,
-            shared,
-        };
         let mut served = Vec::with_capacity(query.placements.len());
+        let mut decided: Vec<(LineItemId, CampaignId)> = Vec::new();
         for &placement in &query.placements {
+            let caps = EdgeCaps {
+                local: &edge.caps,
+                shared,
+                decided: &decided,
+            };
             if Instant::now() >= deadline {
                 if let Some(own) = seeded {
                     worker.rng = own;
@@ -422,6 +424,16 @@ pub(crate) async fn ad(
                 &caps,
                 worker,
             ) {
+                // Only a request with more placements to come needs the list.
+                if query.placements.len() > 1
+                    && let Some(li) = loaded
+                        .engine
+                        .snapshot()
+                        .data
+                        .line_item(ad.decision.line_item)
+                {
+                    decided.push((li.id, li.campaign_id));
+                }
                 served.push(ad);
             }
         }

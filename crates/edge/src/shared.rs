@@ -26,6 +26,10 @@ use crate::{Edge, Loaded};
 pub(crate) struct EdgeCaps<'a> {
     pub(crate) local: &'a LocalCaps,
     pub(crate) shared: Option<&'a SharedState>,
+    /// The line items (and their campaigns) this request has already decided for its other
+    /// placements or imps: they count against the local caps too, so that one request cannot
+    /// put a line item capped at one in each of its slots.
+    pub(crate) decided: &'a [(LineItemId, CampaignId)],
 }
 
 impl FrequencyCaps for EdgeCaps<'_> {
@@ -36,7 +40,14 @@ impl FrequencyCaps for EdgeCaps<'_> {
         campaign: (CampaignId, &[FrequencyCap]),
         now: Timestamp,
     ) -> bool {
-        if !self.local.allows(user, line_item, campaign, now) {
+        let pending = (
+            self.decided.iter().filter(|d| d.0 == line_item.0).count(),
+            self.decided.iter().filter(|d| d.1 == campaign.0).count(),
+        );
+        if !self
+            .local
+            .allows_beside(user, line_item, campaign, now, pending)
+        {
             return false;
         }
         let Some(shared) = self.shared else {
@@ -134,5 +145,62 @@ pub(crate) fn count_delivery(edge: &Edge, loaded: &Loaded, user: u64, line_item:
 pub(crate) fn charge(edge: &Edge, line_item: u64, charged: Option<u64>) {
     if let (Some(shared), Some(amount)) = (&edge.shared, charged) {
         shared.charge_later(line_item, amount);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use marquee_model::CapWindow;
+
+    use super::*;
+
+    /// A line item capped at two a day, and its campaign at three: what one request already
+    /// decided for its other slots counts as seen, so one request cannot fill a slot per cap.
+    #[test]
+    fn decisions_of_the_same_request_count_against_the_caps() {
+        let local = LocalCaps::default();
+        let day = CapWindow::from_seconds(86_400).unwrap();
+        let li_caps = [FrequencyCap {
+            count: 2,
+            window: day,
+        }];
+        let campaign_caps = [FrequencyCap {
+            count: 3,
+            window: day,
+        }];
+        let (li, other, campaign) = (LineItemId(1), LineItemId(2), CampaignId(9));
+        let now = Timestamp::now();
+        let allows = |decided: &[(LineItemId, CampaignId)], line_item: LineItemId| {
+            EdgeCaps {
+                local: &local,
+                shared: None,
+                decided,
+            }
+            .allows(
+                "u1",
+                (line_item, &li_caps[..]),
+                (campaign, &campaign_caps[..]),
+                now,
+            )
+        };
+        assert!(allows(&[], li));
+        assert!(allows(&[(li, campaign)], li));
+        assert!(
+            !allows(&[(li, campaign), (li, campaign)], li),
+            "line item cap"
+        );
+        assert!(
+            !allows(&[(li, campaign), (other, campaign), (other, campaign)], li),
+            "campaign cap"
+        );
+        // Recorded impressions and pending ones add up.
+        local.record(
+            user_key("u1"),
+            (li, &li_caps[..]),
+            (campaign, &campaign_caps[..]),
+            now,
+        );
+        assert!(allows(&[], li));
+        assert!(!allows(&[(li, campaign)], li));
     }
 }

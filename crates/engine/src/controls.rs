@@ -152,21 +152,27 @@ fn evict_oldest(shard: &mut Shard, count: usize) {
     }
 }
 
-fn within(times: Option<&Vec<i64>>, caps: &[FrequencyCap], now: i64) -> bool {
+/// Whether one more impression fits every cap, beside the `pending` ones decided but not yet
+/// recorded.
+fn within(times: Option<&Vec<i64>>, caps: &[FrequencyCap], now: i64, pending: usize) -> bool {
     caps.iter().all(|cap| {
         let since = now - i64::from(cap.window.seconds());
         let seen = times.map_or(0, |t| t.iter().filter(|&&at| at > since).count());
-        seen < cap.count as usize
+        seen + pending < cap.count as usize
     })
 }
 
-impl FrequencyCaps for LocalCaps {
-    fn allows(
+impl LocalCaps {
+    /// [`FrequencyCaps::allows`], with `pending` impressions of the line item and of its
+    /// campaign already decided in the same request (several placements or imps) and not yet
+    /// recorded, which count as seen.
+    pub fn allows_beside(
         &self,
         user: &str,
         line_item: (LineItemId, &[FrequencyCap]),
         campaign: (CampaignId, &[FrequencyCap]),
         now: Timestamp,
+        pending: (usize, usize),
     ) -> bool {
         if line_item.1.is_empty() && campaign.1.is_empty() {
             return true;
@@ -182,11 +188,25 @@ impl FrequencyCaps for LocalCaps {
             shard.get(&(user, Scope::LineItem(line_item.0))),
             line_item.1,
             now,
+            pending.0,
         ) && within(
             shard.get(&(user, Scope::Campaign(campaign.0))),
             campaign.1,
             now,
+            pending.1,
         )
+    }
+}
+
+impl FrequencyCaps for LocalCaps {
+    fn allows(
+        &self,
+        user: &str,
+        line_item: (LineItemId, &[FrequencyCap]),
+        campaign: (CampaignId, &[FrequencyCap]),
+        now: Timestamp,
+    ) -> bool {
+        self.allows_beside(user, line_item, campaign, now, (0, 0))
     }
 }
 
