@@ -6,8 +6,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{
     STANDARD_PAD_INDIFFERENT, URL_SAFE_NO_PAD, URL_SAFE_PAD_INDIFFERENT,
 };
+use std::hash::Hasher as _;
+
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use siphasher::sip::SipHasher24;
 use thiserror::Error;
 
 use crate::claims::{CLAIMS_LEN, Claims, Kind};
@@ -108,15 +111,56 @@ pub enum KeyError {
 #[derive(Clone)]
 pub struct KeyRing {
     signing_id: u8,
-    signing: HmacSha256,
+    signing: Key,
     /// Few keys (the current one and those being rotated out): a linear scan beats a map.
-    keys: Vec<(u8, HmacSha256)>,
+    keys: Vec<(u8, Key)>,
+}
+
+/// One tracking key: its HMAC state, and the key of the mask that hides a token's user key.
+#[derive(Clone)]
+struct Key {
+    mac: HmacSha256,
+    /// SipHash-2-4 keys, the first 16 bytes of HMAC-SHA256(key, [`USER_MASK_LABEL`]).
+    mask: (u64, u64),
+}
+
+/// What the user mask's key is derived under: a use of the tracking key no token's MAC shares.
+const USER_MASK_LABEL: &[u8] = b"marquee tracking token: user key mask";
+
+impl Key {
+    fn new(mac: HmacSha256) -> Key {
+        let derived = mac
+            .clone()
+            .chain_update(USER_MASK_LABEL)
+            .finalize()
+            .into_bytes();
+        let half = |at: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&derived[at..at + 8]);
+            u64::from_le_bytes(bytes)
+        };
+        Key {
+            mac,
+            mask: (half(0), half(8)),
+        }
+    }
+
+    /// What a token with `nonce` XORs its user key with: SipHash-2-4 of the nonce, a PRF keyed
+    /// by the tracking key. Without it a token's user key, readable to the page and to every
+    /// creative the URL passes through, would be one identifier of the visitor across every
+    /// site the edge serves.
+    fn user_mask(&self, nonce: u64) -> u64 {
+        let mut hasher = SipHasher24::new_with_keys(self.mask.0, self.mask.1);
+        hasher.write_u64(nonce);
+        hasher.finish()
+    }
 }
 
 impl fmt::Debug for KeyRing {
     // Ids only: the HMAC state is as secret as the key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ids: Vec<u8> = self.keys.iter().map(|(id, _)| *id).collect();
+        // `Key` holds secrets: never printed.
         f.debug_struct("KeyRing")
             .field("signing_id", &self.signing_id)
             .field("key_ids", &ids)
@@ -148,7 +192,7 @@ impl KeyRing {
         signing_id: u8,
         keys: impl IntoIterator<Item = (u8, &'a [u8])>,
     ) -> Result<KeyRing, KeyError> {
-        let mut ring: Vec<(u8, HmacSha256)> = Vec::new();
+        let mut ring: Vec<(u8, Key)> = Vec::new();
         for (id, secret) in keys {
             if secret.len() < MIN_KEY_LEN {
                 return Err(KeyError::TooShort {
@@ -163,12 +207,12 @@ impl KeyRing {
             // exists for ciphers with fixed key sizes.
             #[allow(clippy::expect_used)]
             let mac = HmacSha256::new_from_slice(secret).expect("HMAC accepts any key length");
-            ring.push((id, mac));
+            ring.push((id, Key::new(mac)));
         }
         let signing = ring
             .iter()
             .find(|(id, _)| *id == signing_id)
-            .map(|(_, mac)| mac.clone())
+            .map(|(_, key)| key.clone())
             .ok_or(KeyError::MissingSigningKey { id: signing_id })?;
         Ok(KeyRing {
             signing_id,
@@ -190,9 +234,14 @@ impl KeyRing {
         let mut raw = [0u8; RAW_LEN];
         raw[0] = VERSION;
         raw[1] = self.signing_id;
-        raw[2..SIGNED_LEN].copy_from_slice(&claims.encode());
+        let masked = Claims {
+            user: claims.user ^ self.signing.user_mask(claims.nonce),
+            ..*claims
+        };
+        raw[2..SIGNED_LEN].copy_from_slice(&masked.encode());
         let tag = self
             .signing
+            .mac
             .clone()
             .chain_update(&raw[..SIGNED_LEN])
             .finalize()
@@ -224,17 +273,22 @@ impl KeyRing {
             .keys
             .iter()
             .find(|(id, _)| *id == raw[1])
-            .map(|(_, mac)| mac)
+            .map(|(_, key)| key)
             .ok_or(TokenError::UnknownKey(raw[1]))?;
         // Constant-time comparison of the truncated tag, done by the hmac crate.
-        key.clone()
+        key.mac
+            .clone()
             .chain_update(&raw[..SIGNED_LEN])
             .verify_truncated_left(&raw[SIGNED_LEN..])
             .map_err(|_| TokenError::BadMac)?;
 
         let mut claims_bytes = [0u8; CLAIMS_LEN];
         claims_bytes.copy_from_slice(&raw[2..SIGNED_LEN]);
-        let claims = Claims::decode(version, &claims_bytes).map_err(Malformed::Kind)?;
+        let mut claims = Claims::decode(version, &claims_bytes).map_err(Malformed::Kind)?;
+        // Version 1 tokens carry the user key as it is.
+        if version != VERSION_1 {
+            claims.user ^= key.user_mask(claims.nonce);
+        }
         if claims.issued_at > now.saturating_add(CLOCK_SKEW_SECS) {
             return Err(TokenError::NotYetValid {
                 issued_at: claims.issued_at,
@@ -262,6 +316,7 @@ impl KeyRing {
     pub fn mac(&self, message: &[u8]) -> (u8, [u8; MAC_LEN]) {
         let tag = self
             .signing
+            .mac
             .clone()
             .chain_update(message)
             .finalize()
@@ -277,7 +332,7 @@ impl KeyRing {
             .keys
             .iter()
             .find(|(id, _)| *id == key_id)
-            .map(|(_, mac)| mac)
+            .map(|(_, key)| &key.mac)
             .ok_or(TokenError::UnknownKey(key_id))?;
         if tag.len() != MAC_LEN {
             return Err(TokenError::BadMac);

@@ -58,18 +58,25 @@
 //! | 11 | 8 | line item id (`u64`) |
 //! | 19 | 8 | creative id (`u64`) |
 //! | 27 | 8 | placement id (`u64`) |
-//! | 35 | 8 | user key (`u64`, `0` = none) |
+//! | 35 | 8 | user key (`u64`, `0` = none), masked: XOR SipHash-2-4(nonce) under the key's mask key |
 //! | 43 | 4 | issued at (`u32`, unix seconds) |
 //! | 47 | 2 | lifetime (`u16`, seconds; expiry = issued at + lifetime) |
 //! | 49 | 6 | amount (48 bits, micros of the line item's currency; all ones = not carried) |
 //! | 55 | 16 | MAC: the first 16 bytes of HMAC-SHA256(key, bytes 0..55) |
+//!
+//! The user key is masked so that a token does not show it: the page and every creative the
+//! URLs pass through can read a token, and the same key in every token of a visitor would be
+//! an identifier of them across every site the edge serves. The mask is SipHash-2-4 of the
+//! token's nonce (a PRF, so each decision's is unrelated to the others'), keyed by the first 16
+//! bytes of HMAC-SHA256(tracking key, `"marquee tracking token: user key mask"`), read as two
+//! little-endian `u64`s. The MAC covers the masked bytes.
 //!
 //! The amount is what the event is worth, fixed at the decision: a price edited or a line item
 //! paused while its ads are on screen does not reprice their beacons and clicks.
 //!
 //! Version 1 (still verified, so that tokens an earlier build handed out count after an upgrade)
 //! is the same up to offset 43, then issued at as an `i64` (8 bytes) and the lifetime as a `u32`
-//! (4 bytes), and carries no amount.
+//! (4 bytes), and carries no amount; its user key is not masked.
 //!
 //! The MAC covers the version and key id too, so neither can be swapped without detection. The
 //! signed part is 55 bytes on purpose: that is the most SHA-256 fits in one block with its

@@ -63,7 +63,18 @@ fn layout_matches_the_documented_format() {
     assert_eq!(raw[11..19], 42u64.to_le_bytes());
     assert_eq!(raw[19..27], 4_200u64.to_le_bytes());
     assert_eq!(raw[27..35], 7u64.to_le_bytes());
-    assert_eq!(raw[35..43], 0xdead_beef_u64.to_le_bytes());
+    // The user key is masked: XORed with SipHash-2-4 of the nonce, keyed by the first 16
+    // bytes of HMAC-SHA256(key, "marquee tracking token: user key mask").
+    use hmac::{Hmac, KeyInit, Mac};
+    use std::hash::Hasher;
+    let secret: Vec<u8> = (0u8..32).collect();
+    let mut derive = Hmac::<sha2::Sha256>::new_from_slice(&secret).unwrap();
+    derive.update(b"marquee tracking token: user key mask");
+    let derived = derive.finalize().into_bytes();
+    let half = |at: usize| u64::from_le_bytes(derived[at..at + 8].try_into().unwrap());
+    let mut mask = siphasher::sip::SipHasher24::new_with_keys(half(0), half(8));
+    mask.write_u64(0x0123_4567_89ab_cdef);
+    assert_eq!(raw[35..43], (0xdead_beef_u64 ^ mask.finish()).to_le_bytes());
     assert_eq!(raw[43..47], u32::try_from(NOW).unwrap().to_le_bytes());
     assert_eq!(raw[47..49], 3_600u16.to_le_bytes());
     assert_eq!(raw[49..55], 1_250_000u64.to_le_bytes()[..6]);
@@ -477,4 +488,30 @@ fn macs_of_other_layouts_verify_with_the_key_that_made_them_only() {
     let (id, new_tag) = rotated.mac(message);
     assert_eq!(id, 2);
     assert_ne!(new_tag, tag);
+}
+
+/// The same visitor's tokens show different user fields (each decision's nonce masks it), and
+/// another key's tokens others again: a page or creative reading tokens cannot follow the
+/// visitor by them. Verified, each gives the user key back.
+#[test]
+fn the_user_key_is_not_readable_in_tokens() {
+    let ring = ring(1, &[(1, KEY_1)]);
+    let other = ring_other();
+    let field = |token: &str| decode(token)[35..43].to_vec();
+    let first = ring.sign(&claims(Kind::Impression));
+    let second = ring.sign(&Claims {
+        nonce: 42,
+        ..claims(Kind::Impression)
+    });
+    let elsewhere = other.sign(&claims(Kind::Impression));
+    assert_ne!(field(&first), 0xdead_beef_u64.to_le_bytes());
+    assert_ne!(field(&first), field(&second));
+    assert_ne!(field(&first), field(&elsewhere));
+    for (ring, token) in [(&ring, &first), (&ring, &second), (&other, &elsewhere)] {
+        assert_eq!(ring.verify(token, NOW).unwrap().user, 0xdead_beef);
+    }
+}
+
+fn ring_other() -> KeyRing {
+    ring(2, &[(2, KEY_2)])
 }
