@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Behaviour, MockBidder, deadline, gateway, request, winners};
+use common::{Behaviour, MockBidder, deadline, gateway, request, run, winners};
 use marquee_gateway::{
     AuctionKind, BidderStats, InternalBidder, Media, OpenRtbVersion, RateConverter,
 };
@@ -41,10 +41,7 @@ async fn all_bid_the_highest_wins_and_every_bidder_hears_how_it_went() {
     let c = MockBidder::start("gamma", bidding("1.75")).await;
     let gateway = gateway(&[&a, &b, &c], |_| {});
     let body = request(&["1", "2"], "0.5", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.expect("a bid");
     assert_valid(&body, &text);
     assert_eq!(
@@ -187,10 +184,7 @@ async fn invalid_bids_lose_with_their_reason() {
     .await;
     let gateway = gateway(&[&good, &cheap, &odd_size, &broken, &stranger], |_| {});
     let body = request(&["1"], "0.5", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.unwrap();
     assert_valid(&body, &text);
     assert_eq!(winners(&text)[0].0, "good");
@@ -231,10 +225,7 @@ async fn a_winner_dropped_with_the_whole_answer_hears_a_loss_not_a_win() {
     let gateway = gateway(&[&alpha], |_| {});
     let mut body: serde_json::Value = serde_json::from_str(&request(&["1"], "0.5", &[])).unwrap();
     body["bseat"] = serde_json::json!(["alpha"]);
-    let answer = gateway
-        .auction(body.to_string().as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body.to_string()).await;
     assert_eq!(answer.response, None);
     // Its only notice: a loss, buyer seat blocked (104), without prices (nothing won).
     assert_eq!(alpha.wait_notices(1).await, ["/loss?imp=1&r=104&p=&m="]);
@@ -257,10 +248,7 @@ async fn a_winner_dropped_from_the_answer_hears_a_loss_and_the_others_their_win(
         serde_json::from_str(&request(&["1", "2"], "0", &[])).unwrap();
     body["imp"][1]["bidfloor"] = serde_json::json!(0.5);
     let body = body.to_string();
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.expect("imp 2's bid");
     assert_valid(&body, &text);
     assert_eq!(
@@ -302,21 +290,13 @@ async fn a_bidder_at_its_in_flight_limit_is_skipped_at_once() {
     let body = request(&["1"], "0", &[]);
     let first = {
         let (gateway, body) = (std::sync::Arc::clone(&gateway), body.clone());
-        tokio::spawn(async move {
-            gateway
-                .auction(body.as_bytes(), "", |_| deadline(), None)
-                .await
-                .unwrap()
-        })
+        tokio::spawn(async move { run(&gateway, &body).await })
     };
     let until = Instant::now() + Duration::from_secs(10);
     while busy.requests() == 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let second = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let second = run(&gateway, &body).await;
     assert_eq!(winners(&second.response.unwrap())[0].0, "idle");
     let stats = gateway.bidder_stats("busy").unwrap();
     assert_eq!(count(&stats.skipped_at_limit), 1);
@@ -348,10 +328,7 @@ async fn deals_win_a_private_auction_and_rank_first_in_an_open_one() {
         body.to_string()
     };
     let private = with_deal(1);
-    let answer = gateway
-        .auction(private.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &private).await;
     let text = answer.response.unwrap();
     assert_valid(&private, &text);
     assert_eq!(winners(&text)[0].0, "deal");
@@ -362,10 +339,7 @@ async fn deals_win_a_private_auction_and_rank_first_in_an_open_one() {
         "an open bid in a private auction is invalid"
     );
     let public = with_deal(0);
-    let answer = gateway
-        .auction(public.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &public).await;
     assert_eq!(winners(&answer.response.unwrap())[0].0, "deal");
     let notices = open.wait_notices(2).await;
     assert!(
@@ -384,10 +358,7 @@ async fn second_price_clears_at_the_next_bid_plus_the_increment() {
         }
     });
     let body = request(&["1"], "0.5", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.unwrap();
     assert_eq!(
         winners(&text),
@@ -405,10 +376,7 @@ async fn second_price_clears_at_the_next_bid_plus_the_increment() {
     );
     // Alone, the winner pays the floor plus the increment.
     b.set(|b| b.status = 204);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     assert_eq!(winners(&answer.response.unwrap())[0].2, 510_000);
 }
 
@@ -432,10 +400,7 @@ async fn bids_in_other_currencies_are_converted_and_told_back_in_theirs() {
         c.rates = rates;
     });
     let body = request(&["1"], "1", &["USD", "EUR"]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.unwrap();
     let response = BidResponse::parse(text.as_bytes()).unwrap();
     assert_eq!(response.currency(), "USD");
@@ -465,10 +430,7 @@ async fn bidders_get_their_imps_version_encoding_and_protocol() {
         c.bidders[2].http2 = true;
     });
     let body = request(&["1"], "0", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     assert_eq!(winners(&answer.response.unwrap())[0].0, "htwo");
     let (sent, encoding, version) = old.record.lock().unwrap().requests[0].clone();
     assert_eq!(encoding.as_deref(), Some("gzip"));
@@ -497,10 +459,7 @@ async fn a_failing_bidder_is_throttled_then_probed_back() {
     });
     let body = request(&["1"], "0", &[]);
     for _ in 0..8 {
-        let answer = gateway
-            .auction(body.as_bytes(), "", |_| deadline(), None)
-            .await
-            .unwrap();
+        let answer = run(&gateway, &body).await;
         assert!(answer.response.is_none());
     }
     let stats = gateway.bidder_stats("flaky").unwrap();
@@ -536,10 +495,7 @@ async fn bidders_hear_the_gateways_auction_type_and_are_charged_by_it() {
     // The caller says nothing (second price in 2.6); the gateway clears at first price.
     let first = gateway(&[&a, &b], |_| {});
     let body = request(&["1"], "0.5", &[]);
-    let answer = first
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&first, &body).await;
     assert_eq!(winners(&answer.response.unwrap())[0].2, 3_000_000);
     assert_eq!(a.last_request()["at"], 1, "first price, as charged");
     assert_eq!(b.last_request()["at"], 1);
@@ -552,10 +508,7 @@ async fn bidders_hear_the_gateways_auction_type_and_are_charged_by_it() {
     let mut body: serde_json::Value = serde_json::from_str(&body).unwrap();
     body["at"] = 1.into();
     let body = body.to_string();
-    let answer = second
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&second, &body).await;
     assert_eq!(winners(&answer.response.unwrap())[0].2, 2_010_000);
     assert_eq!(a.last_request()["at"], 2, "second price, as charged");
 }
@@ -568,10 +521,7 @@ async fn a_deal_clears_by_its_own_auction_type() {
     let gateway = gateway(&[&open, &high, &low], |_| {});
     // Fixed price (3): the deal's floor is the price, whatever the bid.
     let fixed = with_deal_at(3);
-    let answer = gateway
-        .auction(fixed.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &fixed).await;
     let text = answer.response.unwrap();
     assert_valid(&fixed, &text);
     assert_eq!(
@@ -591,19 +541,13 @@ async fn a_deal_clears_by_its_own_auction_type() {
     );
     // Second price (2) under a first-price gateway: the next deal bid, no increment.
     let second = with_deal_at(2);
-    let answer = gateway
-        .auction(second.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &second).await;
     let text = answer.response.unwrap();
     assert_eq!(winners(&text)[0].2, 1_200_000);
     assert_eq!(high.wait_notices(2).await[1], "/win?imp=1&p=1.2&c=USD");
     // First price (1): the bid.
     let first = with_deal_at(1);
-    let answer = gateway
-        .auction(first.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &first).await;
     assert_eq!(winners(&answer.response.unwrap())[0].2, 1_500_000);
 }
 
@@ -614,10 +558,7 @@ async fn an_adjustment_above_1000_permille_never_asks_the_caller_for_more_than_t
     let first = gateway(&[&boosted, &plain], |c| c.bidders[0].price_permille = 1_500);
     let body = request(&["1"], "0.5", &[]);
     // 2 at 1500 ‰ ranks as 3 and beats 2.5, but pays 2: so does the caller.
-    let answer = first
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&first, &body).await;
     let text = answer.response.unwrap();
     assert_valid(&body, &text);
     assert_eq!(
@@ -643,10 +584,7 @@ async fn an_adjustment_above_1000_permille_never_asks_the_caller_for_more_than_t
             increment_micros: 10_000,
         };
     });
-    let answer = second
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&second, &body).await;
     assert_eq!(winners(&answer.response.unwrap())[0].2, 1_673_334);
     assert_eq!(
         boosted.wait_notices(2).await[1],
@@ -763,10 +701,7 @@ async fn a_bids_ext_reaches_the_caller_unchanged() {
     mock.set(|b| b.body = Some(body));
     let gateway = gateway(&[&mock], |_| {});
     let request = request(&["1"], "0.5", &[]);
-    let answer = gateway
-        .auction(request.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &request).await;
     let text = answer.response.expect("a bid");
     assert!(
         text.contains(&format!(",\"cattax\":1,\"ext\":{ext}}}")),
@@ -796,10 +731,7 @@ async fn a_bids_other_members_reach_the_caller_unchanged() {
     });
     request["imp"][0].as_object_mut().unwrap().remove("banner");
     let request = request.to_string();
-    let answer = gateway
-        .auction(request.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &request).await;
     let text = answer.response.expect("a bid");
     let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
     let bid = &answer["seatbid"][0]["bid"][0];
@@ -831,10 +763,7 @@ async fn seats_of_one_bidder_compete_for_an_imp() {
     mock.set(|b| b.body = Some(body.to_string()));
     let gateway = gateway(&[&mock], |_| {});
     let request = request(&["1"], "0.5", &[]);
-    let answer = gateway
-        .auction(request.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &request).await;
     let text = answer.response.expect("a bid");
     assert_valid(&request, &text);
     let winners = winners(&text);
@@ -857,21 +786,22 @@ async fn a_category_of_another_taxonomy_is_undeclared_under_bcat() {
         serde_json::from_str(&request(&["1"], "0.5", &[])).unwrap();
     request["bcat"] = serde_json::json!(["IAB25"]);
     let request = request.to_string();
-    let run = |cattax: u32| {
+    let bid_in = |cattax: u32| {
         let body = bid_with(
             &mock,
             serde_json::json!({"cattax": cattax, "cat": ["IAB7"]}),
         );
         mock.set(|b| b.body = Some(body));
-        gateway.auction(request.as_bytes(), "", |_| deadline(), None)
     };
-    let answer = run(2).await.unwrap();
+    bid_in(2);
+    let answer = run(&gateway, &request).await;
     assert_eq!(
         answer.response, None,
         "IAB7 of taxonomy 2 is not IAB 1.0's IAB7"
     );
     assert_eq!(mock.wait_notices(1).await, ["/loss?r=209"]);
-    let answer = run(1).await.unwrap();
+    bid_in(1);
+    let answer = run(&gateway, &request).await;
     assert!(answer.response.is_some(), "in IAB 1.0, IAB7 is allowed");
 }
 
@@ -919,10 +849,7 @@ async fn a_bid_at_a_floor_in_its_own_currency_meets_it_whatever_the_answer_curre
     let under = MockBidder::start("under", euro_bidding("0.999999", None)).await;
     let gateway = gateway(&[&at, &under], |c| c.rates = euro_rates());
     let body = euro_floor(None);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.expect("1 EUR meets a 1 EUR floor");
     assert_eq!(
         BidResponse::parse(text.as_bytes()).unwrap().currency(),
@@ -953,10 +880,7 @@ async fn a_fixed_price_deal_in_another_currency_clears_at_its_floor() {
     // in USD.
     for (price, notices) in [("1", 1), ("1.2", 2)] {
         buyer.set(|b| b.price = price.into());
-        let answer = gateway
-            .auction(body.as_bytes(), "", |_| deadline(), None)
-            .await
-            .unwrap();
+        let answer = run(&gateway, &body).await;
         let text = answer.response.expect("the deal clears");
         assert_eq!(winners(&text)[0].2, 1_086_957, "bid {price}");
         assert_valid_at(&euro_rates(), &body, &text);
@@ -982,10 +906,7 @@ async fn a_bid_below_its_deals_floor_loses_as_below_the_deal_floor() {
     let body = euro_floor(Some(
         serde_json::json!({"id": "D1", "bidfloor": 1, "bidfloorcur": "EUR"}),
     ));
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     assert_eq!(answer.response, None);
     assert_eq!(under.wait_notices(1).await, ["/loss?imp=1&r=101&p=&m="]);
     assert_eq!(adjusted.wait_notices(1).await, ["/loss?imp=1&r=101&p=&m="]);
@@ -1008,10 +929,7 @@ async fn a_boosted_winner_at_the_floor_pays_the_floor() {
         };
     });
     let body = request(&["1"], "1.8", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.expect("a bid above the floor clears");
     assert_valid(&body, &text);
     assert_eq!(winners(&text)[0].2, 1_800_000);

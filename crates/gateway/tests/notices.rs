@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Behaviour, MockBidder, deadline, gateway, request, winners};
+use common::{Behaviour, MockBidder, gateway, request, run, winners};
 use marquee_gateway::BidderStats;
 
 /// A bidder bidding `price` whose notice URLs point at `base`.
@@ -48,10 +48,7 @@ async fn notices_to_a_host_other_than_the_endpoints_are_not_sent_and_are_counted
     .await;
     let gateway = gateway(&[&high, &low, &sneaky], |_| {});
     let body = request(&["1"], "0", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     let text = answer.response.expect("a bid");
     assert_eq!(winners(&text)[0].0, "high");
     assert!(
@@ -92,10 +89,7 @@ async fn notice_hosts_let_notices_to_another_host_through() {
         }
     });
     let body = request(&["1"], "0", &[]);
-    let answer = gateway
-        .auction(body.as_bytes(), "", |_| deadline(), None)
-        .await
-        .unwrap();
+    let answer = run(&gateway, &body).await;
     assert_eq!(winners(&answer.response.expect("a bid"))[0].0, "high");
     let mut received = target.wait_notices(2).await;
     received.sort();

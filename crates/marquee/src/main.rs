@@ -242,6 +242,15 @@ fn init_logging(config: &Config) {
 
 /// Opens the database `database.url` selects (SQLite in the data directory by default) and
 /// applies pending migrations. Creates the data directory, which every command needs.
+/// What an admin command (tokens, users) starts with: its configuration, logging, and the
+/// store it changes.
+async fn open_admin_store(common: &CommonArgs) -> Result<(Config, Arc<dyn Store>), Failure> {
+    let config = load_config(common, Overrides::default())?;
+    init_logging(&config);
+    let store = open_store(&config).await?;
+    Ok((config, store))
+}
+
 async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
     let database = config.database();
     let mut directories = vec![config.data_dir.as_path()];
@@ -290,9 +299,7 @@ async fn copy_database(args: CopyArgs) -> Result<(), Failure> {
 }
 
 async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
-    let config = load_config(&args.common, Overrides::default())?;
-    init_logging(&config);
-    let store = open_store(&config).await?;
+    let (_, store) = open_admin_store(&args.common).await?;
     let (token, hash) = marquee_api::generate_token()?;
     let record = store
         .create_token(NewToken {
@@ -312,9 +319,7 @@ async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
 }
 
 async fn list_tokens(args: CommonArgs) -> Result<(), Failure> {
-    let config = load_config(&args, Overrides::default())?;
-    init_logging(&config);
-    let store = open_store(&config).await?;
+    let (_, store) = open_admin_store(&args).await?;
     let tokens = store.list_tokens().await?;
     println!(
         "{:<8} {:<11} {:<8} {:<27} LABEL",
@@ -337,9 +342,7 @@ async fn list_tokens(args: CommonArgs) -> Result<(), Failure> {
 }
 
 async fn revoke_token(args: TokenRevokeArgs) -> Result<(), Failure> {
-    let config = load_config(&args.common, Overrides::default())?;
-    init_logging(&config);
-    let store = open_store(&config).await?;
+    let (config, store) = open_admin_store(&args.common).await?;
     let Some(token) = store.revoke_token(args.id).await? else {
         return Err(format!(
             "no API token with id {} in {}; `marquee token list` shows the tokens",

@@ -12,7 +12,9 @@ use marquee_manager::Manager;
 use marquee_model::{Role, SystemClock};
 use marquee_store::{NewUser, Store};
 
-use crate::{CommonArgs, Failure, init_logging, load_config, open_store, parse_role};
+use crate::{
+    CommonArgs, Failure, init_logging, load_config, open_admin_store, open_store, parse_role,
+};
 
 /// The demo's dashboard admin; the README shows these credentials. Only `--demo` makes it.
 pub(crate) const DEMO_USER: &str = "admin";
@@ -99,9 +101,7 @@ pub(crate) async fn run(command: UserCommand) -> Result<(), Failure> {
 }
 
 async fn delete(args: UserDeleteArgs) -> Result<(), Failure> {
-    let config = load_config(&args.common, Overrides::default())?;
-    init_logging(&config);
-    let store = open_store(&config).await?;
+    let (config, store) = open_admin_store(&args.common).await?;
     let Some(deleted) = store.delete_user(&args.name).await? else {
         return Err(format!(
             "no dashboard user named {:?} in {} (names are exact)",

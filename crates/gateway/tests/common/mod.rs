@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
+use marquee_gateway::{Auctioned, BidderSpec, Gateway, GatewayConfig};
 use tokio::net::TcpListener;
 
 /// What a mock bidder answers.
@@ -267,6 +267,14 @@ pub fn gateway(bidders: &[&MockBidder], change: impl FnOnce(&mut GatewayConfig))
 /// A deadline far enough for debug builds on a busy machine.
 pub fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(3)
+}
+
+/// One auction of `body` (which must parse) within [`deadline`], without our own line items.
+pub async fn run(gateway: &Gateway, body: &str) -> Auctioned {
+    gateway
+        .auction(body.as_bytes(), "", |_| deadline(), None)
+        .await
+        .unwrap()
 }
 
 /// The winning bids of an answer: (seat, imp id, price micros, adm).
