@@ -939,7 +939,7 @@ fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims>
 /// when aggregated, so no impression is rounded), for a click the CPC price; nothing for other
 /// events or pricing. Signed into the decision's tokens, so that the price when the ad was
 /// chosen is the one its beacon and click are logged at.
-pub(crate) fn worth(price: &marquee_model::Price, kind: Kind) -> u64 {
+fn worth(price: &marquee_model::Price, kind: Kind) -> u64 {
     use marquee_model::PricingModel;
     match (kind, price.model) {
         (Kind::Impression, PricingModel::Cpm) | (Kind::Click, PricingModel::Cpc) => {
@@ -961,7 +961,7 @@ fn amount(data: &SnapshotData, claims: &Claims, kind: Kind) -> i64 {
     let micros = match carried {
         Some(carried) => carried,
         None => data
-            .line_item(marquee_model::LineItemId(claims.line_item))
+            .line_item(LineItemId(claims.line_item))
             .map_or(0, |li| worth(&li.price, kind)),
     };
     i64::try_from(micros).unwrap_or(i64::MAX)
@@ -1279,7 +1279,10 @@ fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
         Kind::Impression if !exchange => Billable::Impression,
         Kind::Click
             if !exchange
-                || !crate::pacing::EdgePacing::has_spend_goal(loaded, claims.line_item) =>
+                || !crate::pacing::has_spend_goal(
+                    &loaded.engine.snapshot().data,
+                    LineItemId(claims.line_item),
+                ) =>
         {
             Billable::Click
         }

@@ -146,12 +146,6 @@ impl EdgePacing {
         }));
     }
 
-    /// Whether `line_item` of this snapshot has a spend goal (its exchange bids' spend is their
-    /// billing notices' clearing price, not its own price per event).
-    pub fn has_spend_goal(loaded: &Loaded, line_item: u64) -> bool {
-        spend_goal(&loaded.engine.snapshot().data, LineItemId(line_item))
-    }
-
     /// Charges a billing event to the line item's lease, if it has one charged on `on`, and
     /// returns the amount charged. `clearing_micros` is an exchange's clearing CPM (in the line
     /// item's currency) for a spend goal's billing notice; `None` charges the lease's own
@@ -170,7 +164,7 @@ impl EdgePacing {
             // exchange's billing notice is what a spend goal's exchange bid costs whatever the
             // line item's pricing: a CPC line item pays the clearing CPM there, not per click.
             let amount = match clearing_micros {
-                Some(clearing) if spend_goal(data, id) => {
+                Some(clearing) if has_spend_goal(data, id) => {
                     u64::try_from(clearing).unwrap_or(0).div_ceil(1_000)
                 }
                 _ if charge.on != on => return None,
@@ -440,7 +434,9 @@ pub(crate) fn render_metrics(edge: &Edge, out: &mut String) {
     }
 }
 
-fn spend_goal(data: &marquee_snapshot::SnapshotData, id: LineItemId) -> bool {
+/// Whether line item `id` of this snapshot has a spend goal (its exchange bids' spend is their
+/// billing notices' clearing price, not its own price per event).
+pub fn has_spend_goal(data: &marquee_snapshot::SnapshotData, id: LineItemId) -> bool {
     data.line_item(id)
         .and_then(|li| li.goal)
         .is_some_and(|g| g.metric == marquee_model::GoalMetric::Spend)

@@ -271,10 +271,7 @@ async fn an_exchange_billing_notice_charges_a_cpc_spend_goal_its_clearing_price(
         Some(500_000),
         "a direct click, at its price"
     );
-    assert!(marquee_edge::pacing::EdgePacing::has_spend_goal(
-        &loaded, PACED.0
-    ));
-    assert!(!marquee_edge::pacing::EdgePacing::has_spend_goal(
-        &loaded, FREE.0
-    ));
+    let data = &loaded.engine.snapshot().data;
+    assert!(marquee_edge::pacing::has_spend_goal(data, PACED));
+    assert!(!marquee_edge::pacing::has_spend_goal(data, FREE));
 }
