@@ -35,11 +35,18 @@ pub enum Kind {
     /// A request (an imp of a bid request, or an ad request) got no ad; `line_item` is 0 and
     /// `creative` holds the no-bid reason code.
     NoBid = 9,
+    /// An impression judged invalid traffic: logged and reported, never counted, charged,
+    /// capped or paced. `amount_micros` holds the [`InvalidReason`] code, not money.
+    InvalidImpression = 10,
+    /// A click judged invalid traffic; `amount_micros` holds the [`InvalidReason`] code.
+    InvalidClick = 11,
+    /// A conversion judged invalid traffic; `amount_micros` holds the [`InvalidReason`] code.
+    InvalidConversion = 12,
 }
 
 impl Kind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Decision,
         Kind::Impression,
         Kind::Click,
@@ -49,6 +56,9 @@ impl Kind {
         Kind::Billing,
         Kind::Loss,
         Kind::NoBid,
+        Kind::InvalidImpression,
+        Kind::InvalidClick,
+        Kind::InvalidConversion,
     ];
 
     /// The on-disk code.
@@ -68,13 +78,17 @@ impl Kind {
             7 => Some(Kind::Billing),
             8 => Some(Kind::Loss),
             9 => Some(Kind::NoBid),
+            10 => Some(Kind::InvalidImpression),
+            11 => Some(Kind::InvalidClick),
+            12 => Some(Kind::InvalidConversion),
             _ => None,
         }
     }
 
     /// Whether the event answers an outside callback (a beacon, a redirect, an exchange's
     /// notice) that may arrive more than once, so a reader must deduplicate it by `event_id`.
-    /// The others are logged once per request by the edge itself.
+    /// The others are logged once per request by the edge itself (an invalid event too: each
+    /// invalid request is one record, with an id of its own).
     pub fn may_repeat(self) -> bool {
         match self {
             Kind::Impression
@@ -83,7 +97,12 @@ impl Kind {
             | Kind::Win
             | Kind::Billing
             | Kind::Loss => true,
-            Kind::Decision | Kind::Bid | Kind::NoBid => false,
+            Kind::Decision
+            | Kind::Bid
+            | Kind::NoBid
+            | Kind::InvalidImpression
+            | Kind::InvalidClick
+            | Kind::InvalidConversion => false,
         }
     }
 
@@ -92,7 +111,91 @@ impl Kind {
     pub fn is_billing(self) -> bool {
         match self {
             Kind::Impression | Kind::Click | Kind::Conversion | Kind::Billing => true,
-            Kind::Decision | Kind::Bid | Kind::Win | Kind::Loss | Kind::NoBid => false,
+            Kind::Decision
+            | Kind::Bid
+            | Kind::Win
+            | Kind::Loss
+            | Kind::NoBid
+            | Kind::InvalidImpression
+            | Kind::InvalidClick
+            | Kind::InvalidConversion => false,
+        }
+    }
+
+    /// Whether the event is invalid traffic, its reason in `amount_micros`.
+    pub fn is_invalid(self) -> bool {
+        matches!(
+            self,
+            Kind::InvalidImpression | Kind::InvalidClick | Kind::InvalidConversion
+        )
+    }
+}
+
+/// Why an event is invalid traffic: a small closed set, stable on disk (the code sits in an
+/// invalid event's `amount_micros`). `0` is never a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[repr(u8)]
+pub enum InvalidReason {
+    /// A known crawler or spider by its user agent, or a `HEAD` request.
+    Crawler = 1,
+    /// A prefetch or prerender the browser made without the visitor seeing anything.
+    Prefetch = 2,
+    /// A client address in a data-centre or hosting network.
+    Datacenter = 3,
+    /// More events from one client (user key or address prefix) in a minute than allowed.
+    Rate = 4,
+    /// A click with no impression served for it (an image tag's click without its image).
+    ClickWithoutImpression = 5,
+    /// A click sooner after its impression than a person clicks.
+    TooFast = 6,
+    /// An untokened image-tag request on a placement that does not accept image tags.
+    UntokenedDisabled = 7,
+    /// A conversion whose token was already counted.
+    RepeatConversion = 8,
+    /// An image-tag request whose cache buster is missing or an unfilled macro, which many
+    /// visitors would share.
+    NoCacheBuster = 9,
+}
+
+impl InvalidReason {
+    /// Every reason this version knows, in code order.
+    pub const ALL: [InvalidReason; 9] = [
+        InvalidReason::Crawler,
+        InvalidReason::Prefetch,
+        InvalidReason::Datacenter,
+        InvalidReason::Rate,
+        InvalidReason::ClickWithoutImpression,
+        InvalidReason::TooFast,
+        InvalidReason::UntokenedDisabled,
+        InvalidReason::RepeatConversion,
+        InvalidReason::NoCacheBuster,
+    ];
+
+    /// The on-disk code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The reason with this code, if this version knows it.
+    pub fn from_code(code: i64) -> Option<InvalidReason> {
+        InvalidReason::ALL
+            .into_iter()
+            .find(|reason| i64::from(reason.code()) == code)
+    }
+
+    /// The reason's name in reports, metrics and docs.
+    pub fn label(self) -> &'static str {
+        match self {
+            InvalidReason::Crawler => "crawler",
+            InvalidReason::Prefetch => "prefetch",
+            InvalidReason::Datacenter => "datacenter",
+            InvalidReason::Rate => "rate",
+            InvalidReason::ClickWithoutImpression => "click_without_impression",
+            InvalidReason::TooFast => "too_fast",
+            InvalidReason::UntokenedDisabled => "untokened_disabled",
+            InvalidReason::RepeatConversion => "repeat_conversion",
+            InvalidReason::NoCacheBuster => "no_cache_buster",
         }
     }
 }
@@ -256,7 +359,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(Kind::Decision).encode();
-        for code in [0u8, 10, 255] {
+        for code in [0u8, 13, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }

@@ -41,7 +41,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 1 | record format version: `1` |
-//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid; 0 never |
+//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid, 10 invalid impression, 11 invalid click, 12 invalid conversion; 0 never |
 //! | 2 | 1 | device type, u8 |
 //! | 3 | 2 | country: two ASCII letters, or `00 00` |
 //! | 5 | 8 | time, i64: microseconds since 1970-01-01T00:00:00Z |
@@ -49,7 +49,7 @@
 //! | 21 | 8 | creative id, u64 |
 //! | 29 | 8 | placement id, u64 (0 = none) |
 //! | 37 | 8 | user key hash, u64 (0 = none) |
-//! | 45 | 8 | amount in micros, i64 (spend on billing events) |
+//! | 45 | 8 | amount in micros, i64 (spend on billing events; an invalid event's reason code: 1 crawler, 2 prefetch, 3 datacenter, 4 rate, 5 click without impression, 6 too fast, 7 untokened disabled, 8 repeat conversion, 9 no cache buster) |
 //! | 53 | 16 | event id, u128 (decision id / tracking-token nonce; the dedupe key) |
 //!
 //! Reading a frame checks the length bounds, that the whole frame is there, then the CRC. A
@@ -79,7 +79,7 @@ mod segment;
 pub mod wire;
 
 pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, ReadError};
-pub use event::{DecodeError, Event, Kind, PAYLOAD_LEN, RECORD_VERSION};
+pub use event::{DecodeError, Event, InvalidReason, Kind, PAYLOAD_LEN, RECORD_VERSION};
 pub use frame::{FRAME_LEN, FRAME_OVERHEAD, FrameError, MAX_PAYLOAD_LEN, parse_frame};
 pub use log::{Config, Counters, Durability, Durable, EventLog, MAX_SHARDS, Receipt};
 pub use reader::{Budget, Corrupt, FrameBatch, ReadBatch, ReadEnd, Rejected, SegmentInfo};
