@@ -1,6 +1,7 @@
-//! What is counted per row: one counter per event kind, and the money.
+//! What is counted per row: one counter per event kind, the invalid traffic by reason, and the
+//! money.
 
-use marquee_eventlog::Kind;
+use marquee_eventlog::{InvalidReason, Kind};
 
 /// The counters of one aggregate row. Counts are events; money is in micros of the line
 /// item's currency.
@@ -8,6 +9,14 @@ use marquee_eventlog::Kind;
 /// Spend is kept in two exact sums so that nothing is rounded per event: `cpm_micros` sums the
 /// per-mille amounts (an impression's CPM rate, a billing notice's clearing CPM) and
 /// `cpc_micros` the per-click prices; [`spend_micros`](Self::spend_micros) divides once.
+///
+/// Invalid traffic (impressions, clicks and conversions the edge judged invalid) is counted
+/// apart: by kind in `invalid_impressions`, `invalid_clicks` and `invalid_conversions`, and the
+/// same events again by reason in the `invalid_<reason>` counters, one per
+/// [`InvalidReason`] (an event whose reason this build does not know counts by kind only).
+/// Invalid events are never impressions, clicks or conversions and carry no money: their
+/// amount is a reason code. So spend, pacing and goals, which read those columns, never see
+/// them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     pub decisions: i64,
@@ -21,11 +30,28 @@ pub struct Counters {
     pub conversions: i64,
     pub cpm_micros: i64,
     pub cpc_micros: i64,
+    pub invalid_impressions: i64,
+    pub invalid_clicks: i64,
+    pub invalid_conversions: i64,
+    pub invalid_crawler: i64,
+    pub invalid_prefetch: i64,
+    pub invalid_datacenter: i64,
+    pub invalid_rate: i64,
+    pub invalid_click_without_impression: i64,
+    pub invalid_too_fast: i64,
+    pub invalid_untokened_disabled: i64,
+    pub invalid_repeat_conversion: i64,
+    pub invalid_no_cache_buster: i64,
 }
 
+/// How many counters a row has: the length of [`COLUMNS`] and [`Counters::values`].
+pub const COLUMN_COUNT: usize = 23;
+
 /// The counters' column names, in the order of [`Counters::values`]. The store builds its SQL
-/// from these constants.
-pub const COLUMNS: [&str; 11] = [
+/// from these constants. The reason columns are `invalid_` and the reason's
+/// [`label`](InvalidReason::label), in [`InvalidReason::ALL`] order; a reason added to the log
+/// needs a column here and in every stats table (a test fails until it has one).
+pub const COLUMNS: [&str; COLUMN_COUNT] = [
     "decisions",
     "bids",
     "wins",
@@ -37,10 +63,23 @@ pub const COLUMNS: [&str; 11] = [
     "conversions",
     "cpm_micros",
     "cpc_micros",
+    "invalid_impressions",
+    "invalid_clicks",
+    "invalid_conversions",
+    "invalid_crawler",
+    "invalid_prefetch",
+    "invalid_datacenter",
+    "invalid_rate",
+    "invalid_click_without_impression",
+    "invalid_too_fast",
+    "invalid_untokened_disabled",
+    "invalid_repeat_conversion",
+    "invalid_no_cache_buster",
 ];
 
 impl Counters {
-    /// Counts one event of `kind` carrying `amount_micros` (already checked non-negative).
+    /// Counts one event of `kind` carrying `amount_micros` (already checked non-negative): for
+    /// an invalid kind the amount is its [`InvalidReason`] code, counted by reason, not money.
     pub fn record(&mut self, kind: Kind, amount_micros: i64) {
         let add = |counter: &mut i64, by: i64| *counter = counter.saturating_add(by);
         match kind {
@@ -62,9 +101,57 @@ impl Counters {
                 add(&mut self.cpc_micros, amount_micros);
             }
             Kind::Conversion => add(&mut self.conversions, 1),
+            Kind::InvalidImpression | Kind::InvalidClick | Kind::InvalidConversion => {
+                let by_kind = match kind {
+                    Kind::InvalidImpression => &mut self.invalid_impressions,
+                    Kind::InvalidClick => &mut self.invalid_clicks,
+                    _ => &mut self.invalid_conversions,
+                };
+                add(by_kind, 1);
+                if let Some(by_reason) =
+                    InvalidReason::from_code(amount_micros).and_then(|r| self.by_reason_mut(r))
+                {
+                    add(by_reason, 1);
+                }
+            }
             // A kind added to the log later is not counted until this crate knows it.
             _ => {}
         }
+    }
+
+    /// The counter of invalid events for `reason`; `None` for a reason this build has no
+    /// column for.
+    fn by_reason_mut(&mut self, reason: InvalidReason) -> Option<&mut i64> {
+        Some(match reason {
+            InvalidReason::Crawler => &mut self.invalid_crawler,
+            InvalidReason::Prefetch => &mut self.invalid_prefetch,
+            InvalidReason::Datacenter => &mut self.invalid_datacenter,
+            InvalidReason::Rate => &mut self.invalid_rate,
+            InvalidReason::ClickWithoutImpression => &mut self.invalid_click_without_impression,
+            InvalidReason::TooFast => &mut self.invalid_too_fast,
+            InvalidReason::UntokenedDisabled => &mut self.invalid_untokened_disabled,
+            InvalidReason::RepeatConversion => &mut self.invalid_repeat_conversion,
+            InvalidReason::NoCacheBuster => &mut self.invalid_no_cache_buster,
+            _ => return None,
+        })
+    }
+
+    /// Invalid events (of all three kinds) judged so for `reason`.
+    pub fn invalid(&self, reason: InvalidReason) -> i64 {
+        let mut copy = *self;
+        copy.by_reason_mut(reason).map_or(0, |count| *count)
+    }
+
+    /// Every reason with its count of invalid events, in [`InvalidReason::ALL`] order.
+    pub fn invalid_by_reason(&self) -> [(InvalidReason, i64); InvalidReason::ALL.len()] {
+        InvalidReason::ALL.map(|reason| (reason, self.invalid(reason)))
+    }
+
+    /// Invalid events of every kind.
+    pub fn invalid_total(&self) -> i64 {
+        self.invalid_impressions
+            .saturating_add(self.invalid_clicks)
+            .saturating_add(self.invalid_conversions)
     }
 
     /// Adds every counter of `other` (saturating: a sum never wraps).
@@ -77,7 +164,7 @@ impl Counters {
     }
 
     /// The counters in [`COLUMNS`] order.
-    pub fn values(&self) -> [i64; 11] {
+    pub fn values(&self) -> [i64; COLUMN_COUNT] {
         [
             self.decisions,
             self.bids,
@@ -90,11 +177,23 @@ impl Counters {
             self.conversions,
             self.cpm_micros,
             self.cpc_micros,
+            self.invalid_impressions,
+            self.invalid_clicks,
+            self.invalid_conversions,
+            self.invalid_crawler,
+            self.invalid_prefetch,
+            self.invalid_datacenter,
+            self.invalid_rate,
+            self.invalid_click_without_impression,
+            self.invalid_too_fast,
+            self.invalid_untokened_disabled,
+            self.invalid_repeat_conversion,
+            self.invalid_no_cache_buster,
         ]
     }
 
     /// The inverse of [`values`](Self::values).
-    pub fn from_values(v: [i64; 11]) -> Counters {
+    pub fn from_values(v: [i64; COLUMN_COUNT]) -> Counters {
         let [
             decisions,
             bids,
@@ -107,6 +206,18 @@ impl Counters {
             conversions,
             cpm_micros,
             cpc_micros,
+            invalid_impressions,
+            invalid_clicks,
+            invalid_conversions,
+            invalid_crawler,
+            invalid_prefetch,
+            invalid_datacenter,
+            invalid_rate,
+            invalid_click_without_impression,
+            invalid_too_fast,
+            invalid_untokened_disabled,
+            invalid_repeat_conversion,
+            invalid_no_cache_buster,
         ] = v;
         Counters {
             decisions,
@@ -120,6 +231,18 @@ impl Counters {
             conversions,
             cpm_micros,
             cpc_micros,
+            invalid_impressions,
+            invalid_clicks,
+            invalid_conversions,
+            invalid_crawler,
+            invalid_prefetch,
+            invalid_datacenter,
+            invalid_rate,
+            invalid_click_without_impression,
+            invalid_too_fast,
+            invalid_untokened_disabled,
+            invalid_repeat_conversion,
+            invalid_no_cache_buster,
         }
     }
 
@@ -243,12 +366,89 @@ mod tests {
         assert!(Counters::spend_shares(&[]).is_empty());
     }
 
+    /// Invalid traffic counts by kind and by reason, never as an impression, click or
+    /// conversion, and never as money: its amount is a reason code.
+    #[test]
+    fn invalid_events_count_by_kind_and_reason_and_spend_nothing() {
+        let mut c = Counters::default();
+        let code = |reason: InvalidReason| i64::from(reason.code());
+        c.record(Kind::InvalidImpression, code(InvalidReason::Crawler));
+        c.record(Kind::InvalidImpression, code(InvalidReason::Crawler));
+        c.record(
+            Kind::InvalidImpression,
+            code(InvalidReason::UntokenedDisabled),
+        );
+        c.record(Kind::InvalidClick, code(InvalidReason::TooFast));
+        c.record(Kind::InvalidClick, code(InvalidReason::Crawler));
+        c.record(
+            Kind::InvalidConversion,
+            code(InvalidReason::RepeatConversion),
+        );
+        // A reason this build does not know: counted by kind only.
+        c.record(Kind::InvalidClick, 99);
+        c.record(Kind::InvalidClick, 0);
+        assert_eq!(
+            (
+                c.invalid_impressions,
+                c.invalid_clicks,
+                c.invalid_conversions
+            ),
+            (3, 4, 1)
+        );
+        assert_eq!(c.invalid_total(), 8);
+        assert_eq!(c.invalid_crawler, 3);
+        assert_eq!(c.invalid(InvalidReason::Crawler), 3);
+        assert_eq!(c.invalid(InvalidReason::UntokenedDisabled), 1);
+        assert_eq!(c.invalid(InvalidReason::TooFast), 1);
+        assert_eq!(c.invalid(InvalidReason::RepeatConversion), 1);
+        assert_eq!(c.invalid(InvalidReason::Prefetch), 0);
+        let by_reason: i64 = c.invalid_by_reason().iter().map(|(_, n)| n).sum();
+        assert_eq!(by_reason, 6, "two had no reason this build knows");
+        assert_eq!(
+            (c.impressions, c.clicks, c.conversions, c.requests()),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((c.cpm_micros, c.cpc_micros, c.spend_micros()), (0, 0, 0));
+        assert_eq!(c.ctr(), None);
+        assert!(!c.is_zero());
+    }
+
+    /// Each reason has its column, named after its label, in `InvalidReason::ALL` order after
+    /// the kinds' counters; recording the reason moves that column and no other reason's.
+    #[test]
+    fn every_reason_has_its_own_column() {
+        const FIRST_REASON: usize = 14;
+        assert_eq!(COLUMNS.len(), FIRST_REASON + InvalidReason::ALL.len());
+        for (i, reason) in InvalidReason::ALL.into_iter().enumerate() {
+            assert_eq!(
+                COLUMNS[FIRST_REASON + i],
+                format!("invalid_{}", reason.label())
+            );
+            let mut c = Counters::default();
+            c.record(Kind::InvalidImpression, i64::from(reason.code()));
+            let mut expected = [0; COLUMN_COUNT];
+            expected[11] = 1;
+            expected[FIRST_REASON + i] = 1;
+            assert_eq!(c.values(), expected, "{reason:?}");
+            assert_eq!(c.invalid_by_reason()[i], (reason, 1));
+        }
+        assert_eq!(
+            &COLUMNS[11..FIRST_REASON],
+            [
+                "invalid_impressions",
+                "invalid_clicks",
+                "invalid_conversions"
+            ]
+        );
+    }
+
     #[test]
     fn values_round_trip_and_add_saturates() {
-        let mut c = Counters::from_values([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-        assert_eq!(c.values(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-        c.add(&Counters::from_values([i64::MAX; 11]));
-        assert_eq!(c.values(), [i64::MAX; 11]);
+        let counting: [i64; COLUMN_COUNT] = std::array::from_fn(|i| i as i64 + 1);
+        let mut c = Counters::from_values(counting);
+        assert_eq!(c.values(), counting);
+        c.add(&Counters::from_values([i64::MAX; COLUMN_COUNT]));
+        assert_eq!(c.values(), [i64::MAX; COLUMN_COUNT]);
         assert!(Counters::default().is_zero());
         assert_eq!(Counters::default().ctr(), None);
     }

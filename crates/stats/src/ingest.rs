@@ -287,6 +287,8 @@ impl<'a> Ingest<'a> {
                     .entry(key)
                     .or_default()
                     .record(event.kind, event.amount_micros);
+                // Users are counted on what was served and paid for: never on invalid
+                // traffic, whose users a crawler or a data centre would inflate.
                 if event.user != 0
                     && matches!(event.kind, Kind::Impression | Kind::Billing)
                     && let Some(li) = self.dims.line_item(key.line_item)
@@ -323,9 +325,13 @@ impl<'a> Ingest<'a> {
         if !(0..=MAX_AMOUNT_MICROS).contains(&e.amount_micros) {
             return Err(Invalid::BadAmount);
         }
-        // A no-bid names no line item; a loss's and a no-bid's `creative` is a reason code.
+        // A no-bid names no line item, nor does invalid traffic refused before an ad was
+        // decided (an untokened image tag on a placement that refuses them); a loss's and a
+        // no-bid's `creative` is a reason code. An invalid event's amount is its reason code,
+        // within the amount check above.
         let line_item = match (e.kind, e.line_item) {
             (Kind::NoBid, 0) => 0,
+            (kind, 0) if kind.is_invalid() => 0,
             (_, id) if self.dims.line_item(id).is_some() => id,
             _ => return Err(Invalid::UnknownLineItem),
         };
@@ -646,6 +652,96 @@ mod tests {
             .find(|(k, _)| k.line_item == 0)
             .unwrap();
         assert_eq!((no_bid.0.creative, no_bid.1.no_bids), (0, 1));
+    }
+
+    /// Invalid traffic is counted, by kind and by reason, also without a line item or a
+    /// creative (refused before an ad was decided); its reason code is no bad amount, it adds
+    /// no spend, no unique user, and each record counts (the edge logs each invalid request
+    /// once, so nothing is deduplicated). An unknown line item or a negative code is still
+    /// dropped.
+    #[test]
+    fn invalid_traffic_is_counted_by_reason_without_spend_or_users() {
+        use marquee_eventlog::InvalidReason;
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW - 30;
+        let code = |reason: InvalidReason| i64::from(reason.code());
+        let invalid = |kind: Kind, id: u128, reason: i64| Event {
+            amount_micros: reason,
+            user: 77,
+            ..event(kind, id, t)
+        };
+        for e in [
+            invalid(Kind::InvalidImpression, 1, code(InvalidReason::Crawler)),
+            // The same id again: counted again.
+            invalid(Kind::InvalidImpression, 1, code(InvalidReason::Crawler)),
+            invalid(Kind::InvalidClick, 2, code(InvalidReason::TooFast)),
+            invalid(
+                Kind::InvalidConversion,
+                3,
+                code(InvalidReason::RepeatConversion),
+            ),
+            Event {
+                line_item: 0,
+                creative: 0,
+                ..invalid(
+                    Kind::InvalidImpression,
+                    4,
+                    code(InvalidReason::UntokenedDisabled),
+                )
+            },
+            Event {
+                creative: 0,
+                ..invalid(Kind::InvalidClick, 5, code(InvalidReason::Datacenter))
+            },
+            // Dropped as any event would be.
+            Event {
+                line_item: 555,
+                ..invalid(Kind::InvalidImpression, 6, code(InvalidReason::Crawler))
+            },
+            invalid(Kind::InvalidImpression, 7, -1),
+        ] {
+            ingest.event(&e);
+        }
+        let deltas = ingest.finish();
+        assert_eq!(deltas.accepted, 6);
+        assert_eq!(deltas.duplicates, 0);
+        assert_eq!(deltas.invalid.get(Invalid::UnknownLineItem), 1);
+        assert_eq!(deltas.invalid.get(Invalid::BadAmount), 1);
+        assert!(deltas.seen.is_empty(), "invalid events are not remembered");
+        assert!(deltas.sketches.is_empty(), "no users from invalid traffic");
+
+        let served = &deltas.per_line_item[&100];
+        assert_eq!(
+            (
+                served.invalid_impressions,
+                served.invalid_clicks,
+                served.invalid_conversions
+            ),
+            (2, 2, 1)
+        );
+        assert_eq!(served.invalid(InvalidReason::Crawler), 2);
+        assert_eq!(served.invalid(InvalidReason::TooFast), 1);
+        assert_eq!(served.invalid(InvalidReason::Datacenter), 1);
+        assert_eq!(served.invalid(InvalidReason::RepeatConversion), 1);
+        assert_eq!(
+            (served.impressions, served.clicks, served.conversions),
+            (0, 0, 0)
+        );
+        assert_eq!(served.spend_micros(), 0);
+        let refused = deltas
+            .minutes
+            .iter()
+            .find(|(k, _)| k.line_item == 0)
+            .unwrap();
+        assert_eq!((refused.0.creative, refused.0.placement), (0, 7));
+        assert_eq!(refused.1.invalid_impressions, 1);
+        assert_eq!(refused.1.invalid(InvalidReason::UntokenedDisabled), 1);
+        // Rolled up like any counter.
+        let hour_total: i64 = deltas.hours.iter().map(|(_, c)| c.invalid_total()).sum();
+        assert_eq!(hour_total, 6);
+        assert_eq!(deltas.line_item_hours.len(), 2);
     }
 
     /// Prices a line item may have are counted: a premium CPM in rupiah (1,500,000 IDR, about

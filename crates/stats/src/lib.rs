@@ -14,6 +14,9 @@
 //!   from the same offset without counting part of it twice.
 //! - Money stays integer: spend sums per-mille amounts and per-click amounts separately and
 //!   divides once ([`Counters::spend_micros`]).
+//! - Invalid traffic (the edge's invalid impressions, clicks and conversions) is counted in
+//!   counters of its own, by kind and by reason, and never as an impression, click,
+//!   conversion or spend: what pacing and billing read cannot include it.
 
 mod counters;
 mod dims;
@@ -22,15 +25,15 @@ mod ingest;
 mod report;
 mod seen;
 
-pub use counters::{COLUMNS, Counters};
+pub use counters::{COLUMN_COUNT, COLUMNS, Counters};
 pub use dims::{AdvertiserDim, Dimensions, DimensionsBuilder, LineItemDim, PlacementDim};
 pub use hll::{Hll, PRECISION, REGISTERS, SketchError};
 pub use ingest::{
     ChunkSummary, DAY, DEVICES, Deltas, HOUR, Ingest, Invalid, InvalidCounts, MAX_AMOUNT_MICROS,
     MINUTE, RowKey, Rules, SketchKey, hour_start, line_item_totals, local_day,
 };
-/// The event kinds, as the log defines them.
-pub use marquee_eventlog::{Event, Kind as EventKind};
+/// The event kinds and the reasons of invalid traffic, as the log defines them.
+pub use marquee_eventlog::{Event, InvalidReason, Kind as EventKind};
 pub use report::{
     Dimension, Granularity, Report, ReportRow, ReportSpec, RowQuery, StoredRow, Value, is_utc,
 };

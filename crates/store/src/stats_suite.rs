@@ -89,6 +89,7 @@ macro_rules! stats_suite {
             reports_group_and_filter_in_one_select,
             delivery_combines_days_hours_and_minutes,
             counters_past_64_bits_are_held_not_refused,
+            invalid_traffic_is_stored_by_kind_and_reason,
             dimensions_hold_every_status,
         );
     };
@@ -721,6 +722,87 @@ pub async fn counters_past_64_bits_are_held_not_refused(store: Db, _clock: Arc<M
         .unwrap();
     assert_eq!(delivered[&6].impressions, 3);
     assert_eq!(delivered[&6].cpm_micros, i64::MAX);
+}
+
+/// Invalid traffic goes through a run into every table and comes back in report rows, each
+/// reason in its own column (reason `i` recorded `i + 1` times, so a column read in another's
+/// place shows), also for a row without a line item (refused before an ad was decided);
+/// pacing's delivery reads the valid impressions and spend alone.
+pub async fn invalid_traffic_is_stored_by_kind_and_reason(store: Db, _clock: Arc<ManualClock>) {
+    use marquee_stats::{EventKind, InvalidReason};
+    let minute = at("2026-12-01T10:05:00Z");
+    let mut served = counts(2, 1, 3_000);
+    for (i, reason) in InvalidReason::ALL.into_iter().enumerate() {
+        let kind = [
+            EventKind::InvalidImpression,
+            EventKind::InvalidClick,
+            EventKind::InvalidConversion,
+        ][i % 3];
+        for _ in 0..=i {
+            served.record(kind, i64::from(reason.code()));
+        }
+    }
+    assert_eq!(served.invalid_total(), 45);
+    let mut refused = Counters::default();
+    for _ in 0..4 {
+        refused.record(
+            EventKind::InvalidImpression,
+            i64::from(InvalidReason::UntokenedDisabled.code()),
+        );
+    }
+    let mut run = run_at(1, minute, served);
+    let other = run_at(0, minute, refused);
+    for (mine, theirs) in [
+        (&mut run.minutes, other.minutes),
+        (&mut run.hours, other.hours),
+        (&mut run.days, other.days),
+        (&mut run.line_item_hours, other.line_item_hours),
+    ] {
+        mine.extend(theirs);
+        mine.sort_unstable_by_key(|(k, _)| *k);
+    }
+    store.commit_run(run).await.unwrap();
+
+    for table in [Granularity::Minute, Granularity::Hour, Granularity::Day] {
+        let rows = store.report_rows(all(table)).await.unwrap();
+        let row = |line_item: u64| {
+            rows.iter()
+                .find(|r| r.line_item == line_item)
+                .map(|r| r.counters)
+        };
+        assert_eq!(row(1), Some(served), "{table:?}");
+        assert_eq!(row(0), Some(refused), "{table:?}");
+    }
+    // By line item only: the hourly totals per line item.
+    let mut by_line_item = all(Granularity::Hour);
+    by_line_item.by_creative = false;
+    by_line_item.by_placement = false;
+    by_line_item.by_country = false;
+    by_line_item.by_device = false;
+    let rows = store.report_rows(by_line_item).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    let row = rows.iter().find(|r| r.line_item == 1).unwrap();
+    assert_eq!(row.counters, served);
+    for (i, reason) in InvalidReason::ALL.into_iter().enumerate() {
+        assert_eq!(row.counters.invalid(reason), i as i64 + 1, "{reason:?}");
+    }
+    assert_eq!(
+        (
+            row.counters.invalid_impressions,
+            row.counters.invalid_clicks,
+            row.counters.invalid_conversions
+        ),
+        (1 + 4 + 7, 2 + 5 + 8, 3 + 6 + 9)
+    );
+
+    let ts = |s: i64| Timestamp::from_second(s).unwrap();
+    let delivered = store
+        .delivery(Some(vec![1]), ts(minute), ts(minute + 60))
+        .await
+        .unwrap();
+    assert_eq!(delivered[&1].impressions, 2);
+    assert_eq!(delivered[&1].clicks, 1);
+    assert_eq!(delivered[&1].spend_micros(), 3);
 }
 
 /// Creates an object whose body holds only `body` (the fields the aggregates read) and returns

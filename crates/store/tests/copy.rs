@@ -153,10 +153,16 @@ async fn fill(store: &SqliteStore) {
         country: *b"DE",
         device: 2,
     };
+    // Invalid traffic too: its columns come along with the others.
     let counters = Counters {
         impressions: 40,
         clicks: 3,
         cpm_micros: 123_456,
+        invalid_impressions: 5,
+        invalid_clicks: 2,
+        invalid_crawler: 4,
+        invalid_too_fast: 2,
+        invalid_no_cache_buster: 1,
         ..Counters::default()
     };
     let mut sketch = Hll::new();

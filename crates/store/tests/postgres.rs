@@ -83,7 +83,10 @@ async fn migrations_build_the_schema_on_an_empty_database() {
 
     let applied = applied_migrations(&db).await;
     let names: Vec<(i32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
-    assert_eq!(names, vec![(1, "initial"), (2, "users")]);
+    assert_eq!(
+        names,
+        vec![(1, "initial"), (2, "users"), (3, "invalid_traffic")]
+    );
     assert_eq!(applied[0].2.len(), 64);
     assert_eq!(applied[0].3, clock.now().as_microsecond());
     assert_eq!(store.change_counter().await.unwrap(), 0);
@@ -131,7 +134,10 @@ async fn concurrent_migrations_apply_each_version_once() {
         start.await.unwrap().unwrap();
     }
     let applied = applied_migrations(&db).await;
-    assert_eq!(applied.iter().map(|m| m.0).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        applied.iter().map(|m| m.0).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     let counters = raw(&db)
         .await
         .query_one("SELECT count(*) FROM change_counter", &[])

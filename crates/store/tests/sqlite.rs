@@ -82,7 +82,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (3, "stats_minute_lean"),
             (4, "stats_hour_line_item"),
             (5, "pacing_state"),
-            (6, "users")
+            (6, "users"),
+            (7, "invalid_traffic")
         ]
     );
     let (_, _, sha256, applied_at) = &applied[0];

@@ -428,7 +428,8 @@ pub fn tracking_keys(data: &Path) -> KeyRing {
     KeyRing::from_config(id, [(id, secret)]).unwrap()
 }
 
-/// Events of every kind in a row.
+/// Events of every kind in a row (invalid ones by kind; their reason counters count the same
+/// events again).
 pub fn event_count(c: &Counters) -> i64 {
     c.decisions
         + c.bids
@@ -439,6 +440,9 @@ pub fn event_count(c: &Counters) -> i64 {
         + c.impressions
         + c.clicks
         + c.conversions
+        + c.invalid_impressions
+        + c.invalid_clicks
+        + c.invalid_conversions
 }
 
 /// Every stored minute row of the PostgreSQL database at `url`.

@@ -26,6 +26,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "users",
         sql: include_str!("../../migrations/postgres/0002_users.sql"),
     },
+    Migration {
+        version: 3,
+        name: "invalid_traffic",
+        sql: include_str!("../../migrations/postgres/0003_invalid_traffic.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

@@ -9,7 +9,9 @@ use std::collections::hash_map::Entry;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use marquee_stats::{COLUMNS, Counters, Dimensions, Hll, RowKey, RowQuery, SketchKey, StoredRow};
+use marquee_stats::{
+    COLUMN_COUNT, COLUMNS, Counters, Dimensions, Hll, RowKey, RowQuery, SketchKey, StoredRow,
+};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -84,7 +86,7 @@ struct RowColumns<'a> {
     placement: Vec<i64>,
     country: Vec<&'a str>,
     device: Vec<i16>,
-    counters: [Vec<i64>; 11],
+    counters: [Vec<i64>; COLUMN_COUNT],
 }
 
 impl<'a> RowColumns<'a> {
@@ -547,7 +549,10 @@ mod tests {
             )));
         }
         assert!(sql.contains("$5::text[], $6::int2[], $7::int8[]"));
-        assert!(sql.contains("$17::int8[])"));
-        assert!(!sql.contains("$18"));
+        // Six key columns, then one array per counter.
+        let last = FULL_KEYS.len() + COLUMN_COUNT;
+        assert_eq!(last, 29);
+        assert!(sql.contains(&format!("${last}::int8[])")));
+        assert!(!sql.contains(&format!("${}", last + 1)));
     }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use jiff::Timestamp;
 use marquee_model::{Kind, LineItemId, Meta, PlacementId, Principal, Role, Status};
-use marquee_stats::{Counters, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow};
+use marquee_stats::{COLUMN_COUNT, Counters, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow};
 
 use crate::stats::Checkpoint;
 use crate::{Record, SessionRecord, StoreError, TokenRecord, UserRecord};
@@ -127,10 +127,10 @@ pub(crate) fn link(row: &impl Columns) -> Result<(LineItemId, PlacementId), Stor
     ))
 }
 
-/// The eleven counters of a stats row, from column `first` on (in `marquee_stats::COLUMNS`
-/// order).
+/// The counters of a stats row (`marquee_stats::COLUMN_COUNT` of them: the kinds', the money
+/// and the invalid traffic's), from column `first` on (in `marquee_stats::COLUMNS` order).
 pub(crate) fn counters(row: &impl Columns, first: usize) -> Result<Counters, StoreError> {
-    let mut values = [0i64; 11];
+    let mut values = [0i64; COLUMN_COUNT];
     for (i, value) in values.iter_mut().enumerate() {
         *value = row.i64(first + i)?;
     }

@@ -40,6 +40,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "users",
         sql: include_str!("../../migrations/sqlite/0006_users.sql"),
     },
+    Migration {
+        version: 7,
+        name: "invalid_traffic",
+        sql: include_str!("../../migrations/sqlite/0007_invalid_traffic.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
@@ -111,6 +116,106 @@ fn check_applied(conn: &Connection) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{RunWrite, SqliteStore, StatsStore};
+    use marquee_model::ManualClock;
+    use marquee_stats::{Counters, Granularity, RowKey, RowQuery};
+    use std::sync::Arc;
+
+    /// A database migrated by a build before invalid traffic (migrations 1 to 6) with stats
+    /// rows in it: migration 7 keeps every counter, the new ones read 0, and runs then add to
+    /// them.
+    #[tokio::test]
+    async fn invalid_traffic_columns_join_rows_stored_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, \
+                 sha256 TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+            )
+            .unwrap();
+            for migration in MIGRATIONS.iter().take_while(|m| m.version <= 6) {
+                conn.execute_batch(migration.sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?1, ?2, ?3, 0)",
+                    params![migration.version, migration.name, checksum(migration.sql)],
+                )
+                .unwrap();
+            }
+            // One hour row of 3 impressions, 1 click and 4,500 CPM micros, as the old
+            // schema held it.
+            for (table, keys) in [
+                ("stats_hour", "7, 3600, 70, 5, 'DE', 2"),
+                ("stats_hour_line_item", "7, 3600"),
+            ] {
+                conn.execute(
+                    &format!(
+                        "INSERT INTO {table} VALUES ({keys}, 0, 0, 0, 0, 0, 0, 3, 1, 0, 4500, 0)"
+                    ),
+                    [],
+                )
+                .unwrap();
+            }
+        }
+        let clock = Arc::new(ManualClock::new(jiff::Timestamp::UNIX_EPOCH));
+        let store = SqliteStore::open(&path, clock).unwrap();
+        let query = |by_line_item_only: bool| RowQuery {
+            table: Granularity::Hour,
+            from: 0,
+            to: 7_200,
+            line_items: None,
+            placements: None,
+            countries: None,
+            devices: None,
+            by_line_item: true,
+            by_creative: !by_line_item_only,
+            by_placement: !by_line_item_only,
+            by_country: !by_line_item_only,
+            by_device: !by_line_item_only,
+        };
+        let old = Counters {
+            impressions: 3,
+            clicks: 1,
+            cpm_micros: 4_500,
+            ..Counters::default()
+        };
+        for detailed in [false, true] {
+            let rows = store.report_rows(query(!detailed)).await.unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].counters, old, "detailed: {detailed}");
+        }
+
+        let invalid = Counters {
+            invalid_clicks: 2,
+            invalid_too_fast: 2,
+            ..Counters::default()
+        };
+        let key = RowKey {
+            line_item: 7,
+            bucket: 3_600,
+            creative: 70,
+            placement: 5,
+            country: *b"DE",
+            device: 2,
+        };
+        let hours = vec![(key, invalid)];
+        store
+            .commit_run(RunWrite {
+                line_item_hours: marquee_stats::line_item_totals(&hours),
+                hours,
+                ..RunWrite::default()
+            })
+            .await
+            .unwrap();
+        let mut both = old;
+        both.add(&invalid);
+        for detailed in [false, true] {
+            let rows = store.report_rows(query(!detailed)).await.unwrap();
+            assert_eq!(rows[0].counters, both, "detailed: {detailed}");
+            assert_eq!(rows[0].counters.spend_micros(), 4);
+        }
+    }
 
     #[test]
     fn migrations_are_numbered_in_order_from_one() {

@@ -524,6 +524,10 @@ mod tests {
                 "{column} = CASE WHEN excluded.{column} > 0 AND {column} > "
             )));
         }
-        assert!(sql.contains("value ->> 16"));
+        // Six key columns, then the counters: the last is the row's element 28.
+        let last = FULL_KEYS.len() + COLUMNS.len() - 1;
+        assert_eq!(last, 28);
+        assert!(sql.contains(&format!("value ->> {last} ")));
+        assert!(!sql.contains(&format!("value ->> {}", last + 1)));
     }
 }
