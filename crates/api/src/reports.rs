@@ -10,7 +10,11 @@
 //! `to` is exclusive and defaults to now. A report holds the stored buckets (minutes for
 //! minute reports, hours otherwise) that start in `[from, to)`, and its answer's `from` and
 //! `to` state the range those cover: each end moved forward to the next bucket boundary.
-//! See `docs/reporting.md`.
+//!
+//! Invalid traffic is reported beside the billing figures, never in them: every row and the
+//! totals carry `invalid_impressions`, `invalid_clicks`, `invalid_conversions` and
+//! `invalid_by_reason` (every reason; in CSV one `invalid_<reason>` column each), while
+//! impressions, clicks, CTR and spend count valid events only. See `docs/reporting.md`.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -22,7 +26,8 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, civil};
 use marquee_model::{Clock, Principal, Role};
 use marquee_stats::{
-    Counters, DEVICES, Dimension, Dimensions, Granularity, Report, ReportSpec, Value as DimValue,
+    Counters, DEVICES, Dimension, Dimensions, Granularity, InvalidReason, Report, ReportSpec,
+    Value as DimValue,
 };
 use marquee_store::Store;
 use serde_json::{Map, Value, json};
@@ -551,6 +556,21 @@ fn metrics(
     m.insert("spend_micros".into(), json!(spend_micros));
     m.insert("spend".into(), json!(spend(spend_micros)));
     m.insert("unique_users".into(), json!(unique_users));
+    m.insert(
+        "invalid_impressions".into(),
+        json!(counters.invalid_impressions),
+    );
+    m.insert("invalid_clicks".into(), json!(counters.invalid_clicks));
+    m.insert(
+        "invalid_conversions".into(),
+        json!(counters.invalid_conversions),
+    );
+    let by_reason: Map<String, Value> = counters
+        .invalid_by_reason()
+        .into_iter()
+        .map(|(reason, count)| (reason.label().to_owned(), json!(count)))
+        .collect();
+    m.insert("invalid_by_reason".into(), Value::Object(by_reason));
     m
 }
 
@@ -605,13 +625,17 @@ fn json_report(
 }
 
 fn csv_report(spec: &ReportSpec, report: &Report) -> String {
-    const METRICS: &str = "requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users";
+    const METRICS: &str = "requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,invalid_impressions,invalid_clicks,invalid_conversions";
     let mut out = String::from("time");
     for dimension in &spec.group_by {
         out.push(',');
         out.push_str(dimension.as_str());
     }
-    let _ = writeln!(out, ",{METRICS}");
+    let _ = write!(out, ",{METRICS}");
+    for reason in InvalidReason::ALL {
+        let _ = write!(out, ",invalid_{}", reason.label());
+    }
+    out.push('\n');
     for row in &report.rows {
         let _ = write!(out, "{}", row.start.strftime("%Y-%m-%dT%H:%M:%S%:z"));
         for value in &row.values {
@@ -629,9 +653,9 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
             }
         }
         let c = &row.counters;
-        let _ = writeln!(
+        let _ = write!(
             out,
-            ",{},{},{},{},{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             c.requests(),
             c.decisions,
             c.bids,
@@ -643,7 +667,14 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
             c.conversions,
             spend(row.spend_micros),
             row.unique_users.map_or(String::new(), |u| u.to_string()),
+            c.invalid_impressions,
+            c.invalid_clicks,
+            c.invalid_conversions,
         );
+        for (_, count) in c.invalid_by_reason() {
+            let _ = write!(out, ",{count}");
+        }
+        out.push('\n');
     }
     out
 }
@@ -652,6 +683,10 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
 pub fn operation_doc() -> Value {
     let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": name == "from", "description": description, "schema": schema });
     let text = json!({ "type": "string" });
+    let invalid_reasons: Map<String, Value> = InvalidReason::ALL
+        .into_iter()
+        .map(|reason| (reason.label().to_owned(), json!({ "type": "integer" })))
+        .collect();
     let metric_properties = json!({
         "requests": { "type": "integer", "description": "decisions + bids + no-bids" },
         "decisions": { "type": "integer" },
@@ -664,7 +699,16 @@ pub fn operation_doc() -> Value {
         "conversions": { "type": "integer" },
         "spend_micros": { "type": "integer", "description": "a row's exact spend rounded to the micro, down or up, so that rows add up to the totals" },
         "spend": { "type": "string", "description": "spend in currency units, six decimals" },
-        "unique_users": { "type": "integer", "nullable": true, "description": "HyperLogLog estimate; day rows grouped by nothing finer than line item in the zone the sketches were kept in (the advertiser's), and totals" }
+        "unique_users": { "type": "integer", "nullable": true, "description": "HyperLogLog estimate; day rows grouped by nothing finer than line item in the zone the sketches were kept in (the advertiser's), and totals" },
+        "invalid_impressions": { "type": "integer", "description": "impressions judged invalid traffic: never in impressions, spend, pacing or caps" },
+        "invalid_clicks": { "type": "integer", "description": "clicks judged invalid traffic: never in clicks, ctr or spend" },
+        "invalid_conversions": { "type": "integer", "description": "conversions judged invalid traffic: never in conversions" },
+        "invalid_by_reason": {
+            "type": "object",
+            "description": "invalid impressions, clicks and conversions together, by reason; every reason is listed",
+            "properties": invalid_reasons,
+            "required": InvalidReason::ALL.map(InvalidReason::label)
+        }
     });
     operation(
         "Delivery report: metrics by time and dimensions, in the advertiser's time zone".into(),

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use jiff::SignedDuration;
 use marquee_api::{ApiOptions, RouteTable, add_routes, add_routes_with, hash_token};
 use marquee_model::{Kind, ManualClock, Role, Status};
-use marquee_stats::{Counters, Hll, RowKey, SketchKey};
+use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
 use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -381,13 +381,16 @@ async fn csv_has_a_header_and_one_line_per_row() {
     let lines: Vec<&str> = body.lines().collect();
     assert_eq!(
         lines[0],
-        "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users"
+        "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
+         invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,invalid_prefetch,\
+         invalid_datacenter,invalid_rate,invalid_click_without_impression,invalid_too_fast,\
+         invalid_untokened_disabled,invalid_repeat_conversion,invalid_no_cache_buster"
     );
     assert_eq!(lines.len(), 4);
     assert_eq!(
         lines[2],
         format!(
-            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30",
+            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0",
             app.a1
         )
     );
@@ -666,4 +669,138 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
         })
         .sum();
     assert_eq!(micros, 4, "{csv}");
+}
+
+/// Invalid traffic is reported beside the billing figures, never in them: per row and in the
+/// totals by kind and by reason (every reason listed, in JSON and in CSV), while impressions,
+/// clicks, CTR and spend count the valid events alone. Invalid traffic refused before an ad
+/// was decided (no line item) shows in its placement's publisher report.
+#[tokio::test]
+async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
+    let app = App::new().await;
+    let admin = app.token(Role::Admin, None).await;
+    let code = |reason: InvalidReason| i64::from(reason.code());
+    let key = |line_item: u64, hour: &str| RowKey {
+        line_item,
+        bucket: at(&format!("2026-12-02T{hour}:00:00Z")),
+        creative: 0,
+        placement: app.p1,
+        country: *b"DE",
+        device: 1,
+    };
+    // Hour 05: 4 valid impressions at a CPM of 2 and one click at 0.25; 3 crawler impressions,
+    // 2 too-fast clicks, 1 repeated conversion. Hour 06: 1 data-centre impression.
+    let mut five = Counters {
+        decisions: 4,
+        impressions: 4,
+        clicks: 1,
+        cpm_micros: 4 * 2_000_000,
+        cpc_micros: 250_000,
+        ..Counters::default()
+    };
+    for (kind, reason, times) in [
+        (EventKind::InvalidImpression, InvalidReason::Crawler, 3),
+        (EventKind::InvalidClick, InvalidReason::TooFast, 2),
+        (
+            EventKind::InvalidConversion,
+            InvalidReason::RepeatConversion,
+            1,
+        ),
+    ] {
+        for _ in 0..times {
+            five.record(kind, code(reason));
+        }
+    }
+    let mut six = Counters::default();
+    six.record(
+        EventKind::InvalidImpression,
+        code(InvalidReason::Datacenter),
+    );
+    let mut refused = Counters::default();
+    for _ in 0..5 {
+        refused.record(
+            EventKind::InvalidImpression,
+            code(InvalidReason::UntokenedDisabled),
+        );
+    }
+    let mut hours = vec![
+        (key(app.a1, "05"), five),
+        (key(app.a1, "06"), six),
+        (key(0, "05"), refused),
+    ];
+    hours.sort_unstable_by_key(|(k, _)| *k);
+    app.store
+        .commit_run(RunWrite {
+            line_item_hours: marquee_stats::line_item_totals(&hours),
+            hours,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+
+    let query = format!(
+        "from=2026-12-02T05:00:00Z&to=2026-12-02T07:00:00Z&line_item={}&tz=UTC",
+        app.a1
+    );
+    let report = app.json(&admin, &query).await;
+    let totals = &report["totals"];
+    assert_eq!(totals["impressions"], 4, "{report}");
+    assert_eq!(totals["clicks"], 1);
+    assert_eq!(totals["ctr"], 0.25);
+    assert_eq!(totals["spend_micros"], 8_000 + 250_000, "valid events only");
+    assert_eq!(totals["spend"], "0.258000");
+    assert_eq!(totals["invalid_impressions"], 4);
+    assert_eq!(totals["invalid_clicks"], 2);
+    assert_eq!(totals["invalid_conversions"], 1);
+    let by_reason = totals["invalid_by_reason"].as_object().unwrap();
+    assert_eq!(by_reason.len(), InvalidReason::ALL.len(), "every reason");
+    for reason in InvalidReason::ALL {
+        let expected = match reason {
+            InvalidReason::Crawler => 3,
+            InvalidReason::TooFast => 2,
+            InvalidReason::RepeatConversion | InvalidReason::Datacenter => 1,
+            _ => 0,
+        };
+        assert_eq!(by_reason[reason.label()], expected, "{reason:?}");
+    }
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["invalid_by_reason"]["crawler"], 3);
+    assert_eq!(rows[0]["invalid_by_reason"]["datacenter"], 0);
+    assert_eq!(rows[1]["invalid_impressions"], 1);
+    assert_eq!(rows[1]["invalid_by_reason"]["datacenter"], 1);
+    assert_eq!(rows[1]["impressions"], 0);
+    assert_eq!(rows[1]["spend_micros"], 0);
+    assert_eq!(sum_rows(&report, "invalid_impressions"), 4);
+
+    let (status, _, csv) = app.get(&admin, &format!("{query}&format=csv")).await;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "time,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,\
+             unique_users,invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,\
+             invalid_prefetch,invalid_datacenter,invalid_rate,invalid_click_without_impression,\
+             invalid_too_fast,invalid_untokened_disabled,invalid_repeat_conversion,\
+             invalid_no_cache_buster",
+            "2026-12-02T05:00:00+00:00,4,4,0,0,0,4,1,0.250000,0,0.258000,,3,2,1,3,0,0,0,0,2,0,1,0",
+            "2026-12-02T06:00:00+00:00,0,0,0,0,0,0,0,,0,0.000000,,1,0,0,0,0,1,0,0,0,0,0,0",
+        ]
+    );
+
+    // The refused requests had no line item: their placement's publisher sees them.
+    let publisher = app.token(Role::Publisher, Some(app.publisher)).await;
+    let report = app
+        .json(
+            &publisher,
+            "from=2026-12-02T05:00:00Z&to=2026-12-02T06:00:00Z&tz=UTC&group_by=placement",
+        )
+        .await;
+    assert_eq!(report["totals"]["invalid_impressions"], 8, "{report}");
+    assert_eq!(
+        report["totals"]["invalid_by_reason"]["untokened_disabled"],
+        5
+    );
+    assert_eq!(report["totals"]["impressions"], 4);
 }
