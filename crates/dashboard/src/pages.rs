@@ -278,6 +278,10 @@ struct HomePage {
     zone: String,
     currency: String,
     figures: Vec<Figure>,
+    /// Invalid impressions, clicks and conversions today and yesterday at this time: never in
+    /// the figures above.
+    invalid_today: i64,
+    invalid_yesterday: i64,
     chart: String,
 }
 
@@ -382,6 +386,8 @@ pub async fn home(
             |currency| format!("in {currency}"),
         ),
         figures,
+        invalid_today: hourly.report.totals.invalid_total(),
+        invalid_yesterday: before.invalid_total(),
         chart,
     };
     Ok(html(&page))
@@ -457,6 +463,10 @@ pub struct ReportTable {
     pub headings: Vec<String>,
     pub rows: Vec<Vec<String>>,
     pub totals: Vec<String>,
+    /// The report's invalid traffic (impressions, clicks and conversions) by reason, every
+    /// reason, and the sum.
+    pub invalid_by_reason: Vec<(&'static str, i64)>,
+    pub invalid_total: i64,
 }
 
 #[derive(Template)]
@@ -486,6 +496,7 @@ fn dim_text(value: &DimValue) -> String {
 }
 
 /// A row's cells; `spend_micros` is the row's share of the total (rows add up to it).
+/// Invalid traffic comes after the spend, apart from the figures it is never part of.
 fn metric_cells(c: &Counters, spend_micros: i64) -> Vec<String> {
     vec![
         c.impressions.to_string(),
@@ -493,6 +504,8 @@ fn metric_cells(c: &Counters, spend_micros: i64) -> Vec<String> {
         c.ctr()
             .map_or_else(String::new, |ctr| format!("{:.2}%", ctr * 100.0)),
         format_money(spend_micros),
+        c.invalid_impressions.to_string(),
+        c.invalid_clicks.to_string(),
     ]
 }
 
@@ -505,7 +518,17 @@ fn table(built: &BuiltReport) -> ReportTable {
             .iter()
             .map(|d| d.as_str().replace('_', " ")),
     );
-    headings.extend(["impressions", "clicks", "CTR", "spend"].map(String::from));
+    headings.extend(
+        [
+            "impressions",
+            "clicks",
+            "CTR",
+            "spend",
+            "invalid impressions",
+            "invalid clicks",
+        ]
+        .map(String::from),
+    );
     let rows = built
         .report
         .rows
@@ -523,10 +546,17 @@ fn table(built: &BuiltReport) -> ReportTable {
         &built.report.totals,
         built.report.totals.spend_micros(),
     ));
+    let totals_counters = &built.report.totals;
     ReportTable {
         headings,
         rows,
         totals,
+        invalid_by_reason: totals_counters
+            .invalid_by_reason()
+            .into_iter()
+            .map(|(reason, count)| (reason.label(), count))
+            .collect(),
+        invalid_total: totals_counters.invalid_total(),
     }
 }
 

@@ -886,6 +886,112 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     assert!(bad.body.contains("is not a date"));
 }
 
+/// Invalid traffic shows beside the billing figures, never in them: the report table's invalid
+/// columns and the breakdown by reason under it, the CSV's invalid columns, and today's count
+/// on the home page.
+#[tokio::test]
+async fn reports_and_home_show_invalid_traffic_by_reason() {
+    use marquee_stats::{Counters, EventKind, InvalidReason, RowKey};
+    use marquee_store::RunWrite;
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    // The site's clock is 2026-11-18T11:06:40Z. Refused before any ad was decided (no line
+    // item): 3 crawler impressions and 2 image tags without a cache buster; one valid
+    // no-bid.
+    let mut counters = Counters {
+        no_bids: 1,
+        ..Counters::default()
+    };
+    for (reason, times) in [
+        (InvalidReason::Crawler, 3),
+        (InvalidReason::NoCacheBuster, 2),
+    ] {
+        for _ in 0..times {
+            counters.record(EventKind::InvalidImpression, i64::from(reason.code()));
+        }
+    }
+    counters.record(
+        EventKind::InvalidClick,
+        i64::from(InvalidReason::TooFast.code()),
+    );
+    let hours = vec![(
+        RowKey {
+            line_item: 0,
+            bucket: 1_795_000_000 / 3_600 * 3_600,
+            creative: 0,
+            placement: 0,
+            country: *b"DE",
+            device: 1,
+        },
+        counters,
+    )];
+    site.store
+        .commit_run(RunWrite {
+            line_item_hours: marquee_stats::line_item_totals(&hours),
+            hours,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+
+    let page = site
+        .get("/reports?from=2026-11-18&tz=UTC&granularity=day", &admin)
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body
+            .contains("<th>spend</th><th>invalid impressions</th><th>invalid clicks</th>"),
+        "{}",
+        page.body
+    );
+    // The day's row: no impressions, clicks or spend; 5 invalid impressions, 1 invalid click.
+    assert!(
+        page.body
+            .contains("<td>0</td><td>0</td><td></td><td>0</td><td>5</td><td>1</td>"),
+        "{}",
+        page.body
+    );
+    let reasons = &page.body[page.body.find("id=\"invalid-reasons\"").unwrap()..];
+    for (reason, count) in [
+        ("crawler", 3),
+        ("no_cache_buster", 2),
+        ("too_fast", 1),
+        ("datacenter", 0),
+    ] {
+        assert!(
+            reasons.contains(&format!("<td>{reason}</td><td>{count}</td>")),
+            "{reason}: {reasons}"
+        );
+    }
+    assert!(reasons.contains("<th>total</th><th>6</th>"), "{reasons}");
+
+    let csv = site
+        .get(
+            "/reports.csv?from=2026-11-18&tz=UTC&granularity=day",
+            &admin,
+        )
+        .await;
+    assert_eq!(csv.status, StatusCode::OK);
+    let mut lines = csv.body.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let values: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| values[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(column("impressions"), "0");
+    assert_eq!(column("invalid_impressions"), "5");
+    assert_eq!(column("invalid_clicks"), "1");
+    assert_eq!(column("invalid_crawler"), "3");
+    assert_eq!(column("invalid_no_cache_buster"), "2");
+    assert_eq!(column("invalid_too_fast"), "1");
+
+    let home = site.get("/", &admin).await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    let invalid = &home.body[home.body.find("id=\"invalid-today\"").unwrap()..];
+    assert!(
+        invalid.contains("): 6; yesterday at this time: 0."),
+        "{invalid}"
+    );
+}
+
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
 
 /// Posts the creative form for `line_item` with [`PNG`] as its uploaded image.
