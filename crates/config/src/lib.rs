@@ -797,6 +797,9 @@ pub struct EdgeSection {
     pub deadline_ms: u64,
     /// How long a client may take to send a request's headers, in milliseconds.
     pub header_read_timeout_ms: u64,
+    /// How long after its head a request body to the manager's routes must be all there, in
+    /// milliseconds, however steadily it trickles in.
+    pub body_timeout_ms: u64,
     /// The largest request head (request line and headers) accepted, in bytes; beyond it, 431.
     pub max_header_bytes: u64,
     /// `marquee edge`: the manager's URL (`http://10.0.0.5:8080`); `--manager` wins over it.
@@ -899,6 +902,7 @@ impl Default for Config {
                 max_queue_delay_ms: 10,
                 deadline_ms: 50,
                 header_read_timeout_ms: 10_000,
+                body_timeout_ms: 10_000,
                 max_header_bytes: 16_384,
                 manager_url: String::new(),
                 id: String::new(),
@@ -1106,6 +1110,12 @@ impl Config {
         in_range(
             "edge.header_read_timeout_ms",
             self.edge.header_read_timeout_ms,
+            100,
+            300_000,
+        )?;
+        in_range(
+            "edge.body_timeout_ms",
+            self.edge.body_timeout_ms,
             100,
             300_000,
         )?;
@@ -1563,6 +1573,7 @@ mod tests {
                     "[edge]\nheader_read_timeout_ms = 5",
                     "edge.header_read_timeout_ms",
                 ),
+                ("[edge]\nbody_timeout_ms = 5", "edge.body_timeout_ms"),
                 ("[edge]\nmax_header_bytes = 1024", "edge.max_header_bytes"),
                 ("[edge]\npoll_interval_ms = 0", "edge.poll_interval_ms"),
                 ("[edge]\nheartbeat_ms = 5000", "edge.heartbeat_ms"),

@@ -57,8 +57,12 @@ pub struct Limits {
     /// How long an ad request may take, counted from when the edge starts it; work past it is
     /// abandoned with the fallback.
     pub deadline: Duration,
-    /// A client has this long to send a request's headers, else its connection is closed.
+    /// A client has this long to send a request's headers, else its connection is closed; a
+    /// body to the manager's routes that sends nothing for this long fails.
     pub header_read_timeout: Duration,
+    /// A body to the manager's routes must be all there this long after its head was read,
+    /// however steadily it trickles in.
+    pub body_timeout: Duration,
     /// The largest request head (request line and headers) accepted; beyond it, 431.
     pub max_header_bytes: usize,
 }
@@ -70,6 +74,7 @@ impl Default for Limits {
             max_queue_delay: Some(Duration::from_millis(10)),
             deadline: Duration::from_millis(50),
             header_read_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
         }
     }

@@ -233,10 +233,13 @@ async fn answer(
                 return (Endpoint::Manager, edge_answer(handlers::not_found()));
             };
             // The manager's routes read whole bodies: a client that holds its body back is cut
-            // after the header timeout without a frame (the head alone is covered by hyper).
-            let idle = edge.config.limits.header_read_timeout;
+            // after the header timeout without a frame (the head alone is covered by hyper),
+            // and one that trickles it at the body timeout after its head was read.
+            let limits = &edge.config.limits;
+            let idle = limits.header_read_timeout;
+            let by = tokio::time::Instant::from_std(started + limits.body_timeout);
             let mut request = request.map(|body| {
-                axum::body::Body::new(IdleTimeout::new(body, idle).map_err(axum::Error::new))
+                axum::body::Body::new(IdleTimeout::new(body, idle, by).map_err(axum::Error::new))
             });
             // The peer's address, for the manager's routes (sign-in rate limiting).
             request

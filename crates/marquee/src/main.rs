@@ -647,6 +647,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
                     .filter(|delay| !delay.is_zero()),
                 deadline: Duration::from_millis(config.edge.deadline_ms),
                 header_read_timeout: Duration::from_millis(config.edge.header_read_timeout_ms),
+                body_timeout: Duration::from_millis(config.edge.body_timeout_ms),
                 max_header_bytes: usize::try_from(config.edge.max_header_bytes)
                     .unwrap_or(usize::MAX),
             },
