@@ -6,8 +6,13 @@
 //! - Each session has its own CSRF token (synchronizer pattern): every form carries it in a
 //!   hidden field and every POST must send it back, compared in constant time; else 403.
 //! - Expiry is judged here, by the injected clock, against the stored `expires_at`.
-//! - The sign-in form itself carries a token bound to a short-lived pre-session cookie, so a
-//!   foreign site cannot sign a browser into an account of its choosing.
+//! - The sign-in form itself carries a token the server made ([`SignInKey`]): its issue time
+//!   and a random nonce, with an HMAC-SHA256 of both under a key only the server holds. It is
+//!   sent in the form and in a short-lived pre-session cookie, and a sign-in is accepted only
+//!   when the two are equal, the MAC verifies and the token is younger than its lifetime. A
+//!   value the client makes up is refused, so a foreign site cannot plant one in the cookie
+//!   and post it to sign a browser into an account of its choosing; a token it fetched from
+//!   this server stays usable for its lifetime (see `SECURITY.md`).
 
 use std::sync::Arc;
 
@@ -15,6 +20,7 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use axum::http::HeaderMap;
 use axum::http::header;
+use hmac::{Hmac, KeyInit, Mac};
 use jiff::Timestamp;
 use marquee_model::{Principal, Role};
 use marquee_store::{NewSession, SessionRecord, Store, StoreError, UserRecord};
@@ -104,6 +110,88 @@ pub fn random_token() -> Result<String, AuthError> {
 
 fn session_hash(session_id: &str) -> [u8; 32] {
     Sha256::digest(session_id.as_bytes()).into()
+}
+
+/// How many bytes a [`SignInKey`] has: SHA-256's block size, the longest key HMAC uses as it is.
+pub const SIGN_IN_KEY_BYTES: usize = 64;
+
+/// The server's key for sign-in form tokens.
+#[derive(Clone)]
+pub struct SignInKey([u8; SIGN_IN_KEY_BYTES]);
+
+impl std::fmt::Debug for SignInKey {
+    // Never the key itself: it could end up in a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignInKey(..)")
+    }
+}
+
+/// What a sign-in token's MAC covers before its issue time and nonce, so that no MAC made
+/// under the same key for another purpose can pass for one.
+const SIGN_IN_LABEL: &[u8] = b"marquee sign-in form v1";
+/// How far in the future a token's issue time may be: the clock may step back a little.
+const SIGN_IN_SKEW_SECS: i64 = 60;
+
+impl SignInKey {
+    /// A fresh random key.
+    pub fn random() -> Result<SignInKey, AuthError> {
+        let mut bytes = [0u8; SIGN_IN_KEY_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| AuthError::Random(e.to_string()))?;
+        Ok(SignInKey(bytes))
+    }
+
+    /// A key written as 128 hex digits (surrounding white space ignored).
+    pub fn from_hex(text: &str) -> Option<SignInKey> {
+        let mut bytes = [0u8; SIGN_IN_KEY_BYTES];
+        hex::decode_to_slice(text.trim(), &mut bytes).ok()?;
+        Some(SignInKey(bytes))
+    }
+
+    /// The key as 128 hex digits, for the file it is kept in.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    fn mac(&self, issued: i64, nonce: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new(&self.0.into());
+        mac.update(SIGN_IN_LABEL);
+        mac.update(format!(".{issued}.{nonce}").as_bytes());
+        mac
+    }
+
+    /// A new sign-in token issued at `now`: `ISSUED.NONCE.MAC`, the issue time in Unix
+    /// seconds, a random 128-bit nonce and the MAC, both in hex.
+    pub fn issue(&self, now: Timestamp) -> Result<String, AuthError> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| AuthError::Random(e.to_string()))?;
+        let nonce = hex::encode(nonce);
+        let issued = now.as_second();
+        let tag = hex::encode(self.mac(issued, &nonce).finalize().into_bytes());
+        Ok(format!("{issued}.{nonce}.{tag}"))
+    }
+
+    /// Whether `token` was issued under this key and is less than `lifetime_secs` old at `now`.
+    pub fn verifies(&self, token: &str, now: Timestamp, lifetime_secs: i64) -> bool {
+        let mut parts = token.split('.');
+        let (Some(issued), Some(nonce), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        let (Ok(issued_secs), Ok(tag)) = (issued.parse::<i64>(), hex::decode(tag)) else {
+            return false;
+        };
+        // Canonical text only: one issue time has one spelling.
+        if issued_secs.to_string() != issued {
+            return false;
+        }
+        // Constant-time comparison of the tag, done by the hmac crate.
+        if self.mac(issued_secs, nonce).verify_slice(&tag).is_err() {
+            return false;
+        }
+        let age = now.as_second().saturating_sub(issued_secs);
+        (-SIGN_IN_SKEW_SECS..lifetime_secs).contains(&age)
+    }
 }
 
 /// Compares two secrets in time independent of where they differ.
@@ -294,6 +382,39 @@ mod tests {
         assert!(!same_secret("abc", "abd"));
         assert!(!same_secret("ab", "abc"));
         assert!(!same_secret("", "abc"));
+    }
+
+    #[test]
+    fn sign_in_tokens_verify_under_their_key_for_their_lifetime_only() {
+        let key = SignInKey::random().unwrap();
+        let now = Timestamp::from_second(1_795_000_000).unwrap();
+        let token = key.issue(now).unwrap();
+        assert_ne!(token, key.issue(now).unwrap(), "a nonce each");
+        assert!(key.verifies(&token, now, 60));
+        assert!(key.verifies(&token, Timestamp::from_second(1_795_000_059).unwrap(), 60));
+        assert!(!key.verifies(&token, Timestamp::from_second(1_795_000_060).unwrap(), 60));
+        // Issued too far in the future of this clock.
+        assert!(!key.verifies(&token, Timestamp::from_second(1_794_999_000).unwrap(), 60));
+        assert!(!SignInKey::random().unwrap().verifies(&token, now, 60));
+        // A different issue time (a later one, to outlive the lifetime), or the same spelled
+        // otherwise, or any part changed, breaks the MAC or the format.
+        let (issued, rest) = token.split_once('.').unwrap();
+        for forged in [
+            format!("1795000030.{rest}"),
+            format!("+{issued}.{rest}"),
+            format!("0{issued}.{rest}"),
+            format!("{token}0"),
+            format!("{token}.0"),
+            token.replacen('.', "", 1),
+            String::new(),
+            "attacker".into(),
+        ] {
+            assert!(!key.verifies(&forged, now, 60), "{forged}");
+        }
+        let copy = SignInKey::from_hex(&format!(" {}\n", key.to_hex())).unwrap();
+        assert!(copy.verifies(&token, now, 60));
+        assert!(SignInKey::from_hex(&key.to_hex()[2..]).is_none());
+        assert_eq!(format!("{key:?}"), "SignInKey(..)");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! - Sign-in with a user name and an Argon2id password hash ([`auth`]), a session cookie
 //!   (`HttpOnly`, `SameSite=Lax`, `Secure` over https) and a CSRF token bound to the session
-//!   on every form, checked on every POST (403 without it).
+//!   on every form, checked on every POST (403 without it). The sign-in form's own token is
+//!   made and verified under the server's [`auth::SignInKey`].
 //! - Roles and tenancy exactly as the API's: the user's principal goes to the store with its
 //!   scope, so an advertiser's user sees and edits only its own objects, and an object outside
 //!   the scope answers as a missing one (404).
@@ -27,7 +28,7 @@ mod pages;
 pub mod targeting;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use askama::Template;
 use axum::extract::Path;
@@ -74,6 +75,9 @@ pub struct Dashboard {
     options: DashboardOptions,
     sign_ins: limiter::SignInLimiter,
     hashing: auth::HashingSlots,
+    /// Signs the sign-in form's tokens: the installation's key when given, else one made at
+    /// random on first use (valid for this process only).
+    sign_in_key: OnceLock<auth::SignInKey>,
 }
 
 impl Dashboard {
@@ -91,7 +95,29 @@ impl Dashboard {
             options,
             sign_ins: limiter::SignInLimiter::new(limiter::SignInLimits::default()),
             hashing: auth::HashingSlots::for_this_machine(),
+            sign_in_key: OnceLock::new(),
         }
+    }
+
+    /// Signs the sign-in form's tokens with `key`: a key the installation keeps lets a form
+    /// loaded before a restart still sign in after it.
+    pub fn with_sign_in_key(self, key: auth::SignInKey) -> Self {
+        Dashboard {
+            sign_in_key: OnceLock::from(key),
+            ..self
+        }
+    }
+
+    /// The key of the sign-in form's tokens; without one given, a random one made now.
+    fn sign_in_key(&self) -> Result<&auth::SignInKey, auth::AuthError> {
+        if let Some(key) = self.sign_in_key.get() {
+            return Ok(key);
+        }
+        // Two first requests at once may each make one: only the first set is ever used.
+        let _ = self.sign_in_key.set(auth::SignInKey::random()?);
+        self.sign_in_key
+            .get()
+            .ok_or_else(|| auth::AuthError::Random("no sign-in key".into()))
     }
 }
 

@@ -61,7 +61,7 @@ fn login_page(
     name: String,
     error: Option<String>,
 ) -> Result<Response, PageError> {
-    let token = auth::random_token()?;
+    let token = dashboard.sign_in_key()?.issue(dashboard.clock.now())?;
     let cookie = auth::set_cookie(
         LOGIN_COOKIE,
         &token,
@@ -116,8 +116,17 @@ pub async fn login(
 ) -> Result<Response, PageError> {
     let form =
         FormData::parse(&headers, &body).map_err(|e| PageError::BadRequest(e.to_string()))?;
+    let now = dashboard.clock.now();
+    // The field must equal the cookie (a foreign page cannot read the cookie to copy it), and
+    // the value must be one this server issued lately (a client cannot make one up to plant in
+    // both).
     let bound = auth::cookie(&headers, LOGIN_COOKIE).unwrap_or("");
-    if bound.is_empty() || !auth::same_secret(form.get(auth::CSRF_FIELD), bound) {
+    if bound.is_empty()
+        || !auth::same_secret(form.get(auth::CSRF_FIELD), bound)
+        || !dashboard
+            .sign_in_key()?
+            .verifies(bound, now, LOGIN_FORM_SECS)
+    {
         return Err(PageError::Forbidden(
             "the sign-in form's security token is missing or stale; reload the page".into(),
         ));
@@ -141,7 +150,6 @@ pub async fn login(
         .map_or("", |(_, v)| v.as_str());
     // The address the server accepted the connection from (no forwarded header is trusted).
     let address = peer.map(|Extension(ConnectInfo(peer))| peer.ip());
-    let now = dashboard.clock.now();
     // A slot first: an attempt refused for want of one is not counted against the name.
     let Some(slot) = dashboard.hashing.try_take() else {
         return too_many(

@@ -222,7 +222,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
         },
     );
-    let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false);
+    let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false)?;
     // With the peer's address: `/metrics` without a token and the dashboard's sign-in limits
     // go by it.
     let app = app.into_make_service_with_connect_info::<SocketAddr>();

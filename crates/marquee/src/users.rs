@@ -3,10 +3,12 @@
 //! the dashboard mounted on the manager's router.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use marquee_config::{Config, Overrides};
+use marquee_dashboard::auth::{SIGN_IN_KEY_BYTES, SignInKey};
 use marquee_dashboard::{Dashboard, DashboardOptions};
 use marquee_manager::Manager;
 use marquee_model::{Role, SystemClock};
@@ -178,7 +180,8 @@ pub(crate) fn with_dashboard(
     config: &Config,
     public_url: &str,
     shares_edge_origin: bool,
-) -> axum::Router {
+) -> Result<axum::Router, Failure> {
+    let key = sign_in_key(&config.data_dir)?;
     let dashboard = Dashboard::new(
         Arc::clone(manager),
         Arc::new(SystemClock),
@@ -191,6 +194,37 @@ pub(crate) fn with_dashboard(
                 .dashboard
                 .secure_cookies(shares_edge_origin.then_some(public_url)),
         },
-    );
-    app.merge(marquee_dashboard::router(Arc::new(dashboard)))
+    )
+    .with_sign_in_key(key);
+    Ok(app.merge(marquee_dashboard::router(Arc::new(dashboard))))
+}
+
+/// The key the sign-in form's tokens are signed with, kept in `DATA/dashboard.key` (made on
+/// first start) so that a form loaded before a restart still signs in after it. One manager
+/// serves the dashboard at a time; one started on another data directory has its own key, and
+/// sign-in forms loaded from its predecessor are refused until reloaded.
+fn sign_in_key(data_dir: &Path) -> Result<SignInKey, Failure> {
+    let path = data_dir.join("dashboard.key");
+    let read = || -> Result<SignInKey, Failure> {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        SignInKey::from_hex(&text).ok_or_else(|| {
+            format!(
+                "{} does not hold a key ({} hex digits); delete it to have a new one made",
+                path.display(),
+                2 * SIGN_IN_KEY_BYTES
+            )
+            .into()
+        })
+    };
+    if path.exists() {
+        return read();
+    }
+    let key = SignInKey::random()?;
+    match crate::write_private(&path, &key.to_hex()) {
+        Ok(()) => Ok(key),
+        // Another process made it first: its key is the one.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read(),
+        Err(error) => Err(format!("cannot write {}: {error}", path.display()).into()),
+    }
 }
