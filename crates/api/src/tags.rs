@@ -72,6 +72,7 @@ mod tests {
             status: Status::default(),
             sizes: vec![Size { w: 300, h: 250 }],
             formats: vec![Format::Banner],
+            image_tag: Default::default(),
         };
         let tags = tags("https://ads.example.com/", 7, &placement);
         let text = |key: &str| tags[key].as_str().expect(key).to_owned();

@@ -40,6 +40,105 @@ pub struct Config {
     pub metrics: MetricsSection,
     #[serde(default)]
     pub dashboard: DashboardSection,
+    #[serde(default)]
+    pub traffic: TrafficSection,
+}
+
+/// Traffic quality: the general invalid traffic screen of events and bid requests (see
+/// `docs/traffic-quality.md`). A limit of 0 switches its rule off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrafficSection {
+    /// A file of crawler user-agent patterns (one regular expression a line) used instead of
+    /// the shipped list; reloaded when it changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crawlers_file: Option<PathBuf>,
+    /// A file of data-centre networks (one CIDR a line) used instead of the shipped list;
+    /// reloaded when it changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datacenters_file: Option<PathBuf>,
+    /// How often the list files are checked for changes, in seconds.
+    pub reload_interval_secs: u64,
+    /// Counted events (impressions, clicks, conversions) one user may make per minute.
+    pub events_per_user_per_minute: u32,
+    /// Counted events one client address prefix (/24, /48) may make per minute.
+    pub events_per_prefix_per_minute: u32,
+    /// Image-tag impressions one client address prefix may make per minute.
+    pub image_tags_per_prefix_per_minute: u32,
+    /// A click sooner than this after its ad was decided (or its image served) is invalid, in
+    /// milliseconds.
+    pub min_click_delay_ms: u64,
+    /// How long after its image an image tag's click counts, in seconds.
+    pub image_click_window_secs: u64,
+}
+
+impl Default for TrafficSection {
+    fn default() -> Self {
+        TrafficSection {
+            crawlers_file: None,
+            datacenters_file: None,
+            reload_interval_secs: 60,
+            events_per_user_per_minute: 120,
+            events_per_prefix_per_minute: 1_200,
+            image_tags_per_prefix_per_minute: 30,
+            min_click_delay_ms: 1_000,
+            image_click_window_secs: 3_600,
+        }
+    }
+}
+
+impl TrafficSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        in_range(
+            "traffic.reload_interval_secs",
+            self.reload_interval_secs,
+            1,
+            86_400,
+        )?;
+        in_range(
+            "traffic.min_click_delay_ms",
+            self.min_click_delay_ms,
+            0,
+            60_000,
+        )?;
+        in_range(
+            "traffic.image_click_window_secs",
+            self.image_click_window_secs,
+            60,
+            7 * 86_400,
+        )?;
+        Ok(())
+    }
+}
+
+impl EdgeSection {
+    fn validate_proxies(&self) -> Result<(), ConfigError> {
+        for (i, proxy) in self.trusted_proxies.iter().enumerate() {
+            if parse_network(proxy).is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "`edge.trusted_proxies[{i}]` is {proxy:?}; it must be an address or a CIDR \
+                     network such as 10.0.0.0/8"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The trusted proxies as networks (a plain address is a network of one).
+    pub fn trusted_networks(&self) -> Vec<ipnet::IpNet> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|proxy| parse_network(proxy))
+            .collect()
+    }
+}
+
+fn parse_network(text: &str) -> Option<ipnet::IpNet> {
+    text.parse::<ipnet::IpNet>().ok().or_else(|| {
+        text.parse::<std::net::IpAddr>()
+            .ok()
+            .map(ipnet::IpNet::from)
+    })
 }
 
 /// The web dashboard the manager serves.
@@ -323,6 +422,10 @@ pub struct BidderSection {
     /// The exchange's user sync URL `/sync/out` redirects to; `{uid}` is replaced by our user
     /// id. Empty: no outgoing sync.
     pub sync_url: String,
+    /// The exchange filters invalid traffic itself: its requests skip the bidder's crawler and
+    /// data-centre screen (otherwise answered no-bid with `nbr` 3 or 5).
+    #[serde(default)]
+    pub filters_invalid_traffic: bool,
 }
 
 /// One exchange's settings; each one left out is `[bidder]`'s.
@@ -349,6 +452,8 @@ pub struct ExchangeSection {
     pub no_bid_reason: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters_invalid_traffic: Option<bool>,
 }
 
 impl BidderSection {
@@ -368,6 +473,9 @@ impl BidderSection {
                 .unwrap_or(self.log_bids_per_mille),
             no_bid_reason: exchange.no_bid_reason.unwrap_or(self.no_bid_reason),
             sync_url: pick(&exchange.sync_url, &self.sync_url),
+            filters_invalid_traffic: exchange
+                .filters_invalid_traffic
+                .unwrap_or(self.filters_invalid_traffic),
         }
     }
 
@@ -780,6 +888,11 @@ pub struct EdgeSection {
     /// A request header carrying the client's country code, set by a CDN in front; empty for
     /// none.
     pub country_header: String,
+    /// Proxies (addresses or CIDR networks) whose `X-Forwarded-For` / `Forwarded` client
+    /// address the edge believes: the load balancer or CDN in front of it. Empty: the socket's
+    /// peer is the client.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     /// What to answer when no ad may serve: `empty`, or a passback URL (`https://…`).
     pub fallback: String,
     /// How long tracking links stay valid, in seconds (60 to 3600).
@@ -896,6 +1009,7 @@ impl Default for Config {
                 public_url: String::new(),
                 cookies: true,
                 country_header: String::new(),
+                trusted_proxies: Vec::new(),
                 fallback: "empty".into(),
                 token_lifetime_secs: 3_600,
                 max_in_flight: 1_024,
@@ -954,6 +1068,7 @@ impl Default for Config {
                 log_bids_per_mille: 1_000,
                 no_bid_reason: false,
                 sync_url: String::new(),
+                filters_invalid_traffic: false,
             },
             exchanges: BTreeMap::new(),
             currency: CurrencySection {
@@ -973,6 +1088,7 @@ impl Default for Config {
             },
             metrics: MetricsSection::default(),
             dashboard: DashboardSection::default(),
+            traffic: TrafficSection::default(),
         }
     }
 }
@@ -1004,7 +1120,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 19] = [
+const SECTIONS: [&str; 20] = [
     "listen",
     "data_dir",
     "database",
@@ -1024,6 +1140,7 @@ const SECTIONS: [&str; 19] = [
     "gateway",
     "metrics",
     "dashboard",
+    "traffic",
 ];
 
 impl Config {
@@ -1086,6 +1203,8 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.database.validate()?;
+        self.traffic.validate()?;
+        self.edge.validate_proxies()?;
         in_range(
             "snapshot.compile_interval_ms",
             self.snapshot.compile_interval_ms,

@@ -86,6 +86,8 @@ const GOAL_METRICS: &[&str] = &["impressions", "clicks", "spend"];
 const ROTATION: &[&str] = &["even", "weighted", "optimized_ctr"];
 const CHANNELS: &[&str] = &["direct", "exchange"];
 const FORMATS: &[&str] = &["banner", "video", "native", "audio"];
+const IMAGE_TAG: &[&str] = &["off", "on"];
+const UNTOKENED_CLICKS: &[&str] = &["free", "charged"];
 /// The creative contents the form edits; native and VAST creatives are edited through the API.
 pub const CONTENT_TYPES: &[&str] = &["image", "html", "third_party_tag"];
 
@@ -171,6 +173,14 @@ const LINE_ITEM: &[Field] = &[
         field("deals", "Deal ids", Widget::List),
         "comma-separated; only for the exchange channel",
     ),
+    help(
+        field(
+            "untokened_clicks",
+            "Image-tag clicks",
+            Widget::Select(UNTOKENED_CLICKS),
+        ),
+        "charged: a CPC price is paid for clicks of the e-mail image tag (unsigned)",
+    ),
 ];
 
 const CREATIVE: &[Field] = &[
@@ -233,6 +243,10 @@ const PLACEMENT: &[Field] = &[
         "comma-separated WxH, such as 300x250, 728x90",
     ),
     field("formats", "Formats", Widget::Checks(FORMATS)),
+    help(
+        field("image_tag", "Image tag", Widget::Select(IMAGE_TAG)),
+        "on: answers the unsigned e-mail image tag, counted under the traffic-quality rules",
+    ),
 ];
 
 /// The form of a kind, and whether it has frequency-cap and targeting rows.
@@ -262,11 +276,11 @@ pub fn defaults(kind: Kind) -> Value {
         Kind::Advertiser => json!({ "currency": "USD", "time_zone": "UTC" }),
         Kind::LineItem => json!({
             "time_zone": "UTC", "tier": "standard", "weight": 100, "pacing": "even",
-            "rotation": "even", "channels": ["direct"],
+            "rotation": "even", "channels": ["direct"], "untokened_clicks": "free",
             "price": { "model": "cpm", "currency": "USD" },
         }),
         Kind::Creative => json!({ "weight": 100, "content": { "type": "image" } }),
-        Kind::Placement => json!({ "formats": ["banner"] }),
+        Kind::Placement => json!({ "formats": ["banner"], "image_tag": "off" }),
         Kind::Campaign | Kind::Publisher | Kind::Site => json!({}),
     }
 }

@@ -70,6 +70,9 @@ pub struct Exchange {
     pub no_bid_reason: bool,
     /// Where `/sync/out` sends the browser; `{uid}` becomes our user id.
     pub sync_url: Option<String>,
+    /// The exchange filters invalid traffic itself: its requests skip our crawler and
+    /// data-centre screen.
+    pub filters_invalid_traffic: bool,
 }
 
 /// The longest `tmax` honoured. Exchanges allow a second or so; a request asking for more is
@@ -100,6 +103,7 @@ impl Default for Exchange {
             log_bids_per_mille: 1_000,
             no_bid_reason: false,
             sync_url: None,
+            filters_invalid_traffic: false,
         }
     }
 }
@@ -133,6 +137,10 @@ impl Default for BidderConfig {
 pub mod no_bid_code {
     /// No snapshot loaded yet.
     pub const TECHNICAL_ERROR: u64 = 1;
+    /// The device's user agent is a known crawler's.
+    pub const KNOWN_WEB_CRAWLER: u64 = 3;
+    /// The device's address is in a data-centre or hosting network.
+    pub const DATA_CENTER: u64 = 5;
     /// `tmax` left no time, or the deadline passed while deciding.
     pub const INSUFFICIENT_TIME: u64 = 15;
     /// No line item could bid on the imp.
@@ -585,6 +593,11 @@ pub(crate) fn bid(
     };
     if !request.allows_seat(&exchange.seat) {
         return no_bid(edge, exchange, &request, no_bid_code::SEAT_EXCLUDED, now);
+    }
+    if !exchange.filters_invalid_traffic
+        && let Some(reason) = invalid_device(edge, &request)
+    {
+        return no_bid(edge, exchange, &request, reason, now);
     }
     // Our categories are IAB 1.0 (the API's rule), the default taxonomy of `cattax`.
     if !request.bcat.is_empty() && !request.bcat_taxonomy_is(None) {
@@ -1102,6 +1115,22 @@ fn late_bid(
     (answer, Outcome::Late)
 }
 
+/// The no-bid reason of a request whose device is a known crawler or in a data centre, if it
+/// is (general invalid traffic: see `quality.rs`).
+fn invalid_device(edge: &Edge, request: &BidRequest<'_>) -> Option<u64> {
+    let device = request.device.as_ref()?;
+    let user_agent = device.ua.as_deref().unwrap_or("").as_bytes();
+    let ip = device
+        .ip
+        .as_deref()
+        .or(device.ipv6.as_deref())
+        .and_then(|ip| ip.parse().ok());
+    match edge.quality.screen_bid(user_agent, ip)? {
+        marquee_eventlog::InvalidReason::Datacenter => Some(no_bid_code::DATA_CENTER),
+        _ => Some(no_bid_code::KNOWN_WEB_CRAWLER),
+    }
+}
+
 /// No bid for the whole request: every imp logged as a no-bid with `reason`, then the answer.
 fn no_bid(
     edge: &Edge,
@@ -1139,6 +1168,8 @@ fn no_bid_answer(
     let nbr = match reason {
         no_bid_code::TECHNICAL_ERROR => NoBidReason::TECHNICAL_ERROR,
         no_bid_code::INSUFFICIENT_TIME => NoBidReason::INSUFFICIENT_AUCTION_TIME,
+        no_bid_code::KNOWN_WEB_CRAWLER => NoBidReason::KNOWN_WEB_CRAWLER,
+        no_bid_code::DATA_CENTER => NoBidReason::CLOUD_DATA_CENTER_OR_PROXY_IP,
         _ => NoBidReason::UNKNOWN_ERROR,
     };
     let json = BidResponse::no_bid(Cow::Borrowed(request.id.as_ref()), nbr).to_json();

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use marquee_engine::{
     Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
 };
-use marquee_eventlog::{AppendError, Event, Kind as EventKind};
+use marquee_eventlog::{AppendError, Event, InvalidReason, Kind as EventKind};
 use marquee_model::{CampaignId, Channel, DeviceType, Format, LineItemId, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
@@ -23,8 +23,10 @@ use marquee_tracking::{Claims, Kind};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::client::Client;
 use crate::metrics::Outcome;
 use crate::profiles;
+use crate::quality::Screened;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
@@ -82,13 +84,7 @@ fn seed() -> u64 {
 /// definitions, not left to std or rand, whose choices may change between releases: during a
 /// rolling upgrade the image and its click may reach edges of different builds.
 fn image_tag_rng(placements: &[PlacementId], cache_buster: &str) -> Xoshiro256PlusPlus {
-    let mut hasher = siphasher::sip::SipHasher13::new();
-    for placement in placements {
-        hasher.write(&placement.0.to_le_bytes());
-    }
-    hasher.write_u8(0xff);
-    hasher.write(cache_buster.as_bytes());
-    Xoshiro256PlusPlus::seed_from_u64(hasher.finish())
+    Xoshiro256PlusPlus::seed_from_u64(crate::image_tag::key(placements, cache_buster))
 }
 
 pub(crate) fn response(
@@ -344,6 +340,7 @@ pub(crate) async fn ad(
     edge: &Arc<Edge>,
     query_text: &str,
     headers: &HeaderMap,
+    client: &Client<'_>,
     json: bool,
     deadline: Instant,
 ) -> (Response<Body>, Outcome) {
@@ -375,6 +372,18 @@ pub(crate) async fn ad(
     let Some(loaded) = edge.holder.current() else {
         return (fallback(edge, query.format, json), Outcome::Fallback);
     };
+    // The image tag: refused where the placement does not take it, and a click whose image
+    // was served goes to that image's ad (`untokened.rs`).
+    let image_tag = query
+        .format
+        .filter(|f| !json && matches!(f, AdFormat::Img | AdFormat::Click));
+    if let Some(format) = image_tag
+        && let Some(answer) =
+            untokened::before_decision(edge, &loaded, &query, format, headers, client, deadline)
+                .await
+    {
+        return answer;
+    }
     let late = |edge: &Edge| {
         Stats::bump(&edge.stats.late);
         (fallback(edge, query.format, json), Outcome::Late)
@@ -489,7 +498,7 @@ pub(crate) async fn ad(
     if let Some((kind, claims)) = count
         && answer.0.status() == StatusCode::FOUND
     {
-        count_untokened(edge, kind, &claims, Timestamp::now()).await;
+        untokened::after_decision(edge, &query, kind, &claims, headers, client).await;
     }
     answer
 }
@@ -974,6 +983,7 @@ pub(crate) async fn track(
     kind: Kind,
     query_text: &str,
     headers: &HeaderMap,
+    client: &Client<'_>,
 ) -> Response<Body> {
     let now = Timestamp::now();
     let claims = verify(edge, query_text, kind, now.as_second());
@@ -985,25 +995,82 @@ pub(crate) async fn track(
     if let Some(claims) = &claims
         && counts
     {
-        let (device_type, _, _) = device(headers);
-        let visitor = Visitor {
-            country: country(edge, headers),
-            device: device_type,
-        };
+        let visitor = Visitor::of(edge, headers);
+        // A click within the minimum delay of its decision (the token's issue time, in whole
+        // seconds: a click is judged at most a second later than it came) is no person's.
+        let elapsed_ms = now.as_millisecond() - claims.issued_at.saturating_mul(1_000);
+        let too_fast = kind == Kind::Click
+            && edge.quality.too_fast(std::time::Duration::from_millis(
+                elapsed_ms.max(0).unsigned_abs(),
+            ));
+        let invalid = edge
+            .quality
+            .screen(client, claims.user, now.as_second())
+            .or(too_fast.then_some(InvalidReason::TooFast));
+        if let Some(reason) = invalid {
+            log_invalid(edge, Screened::of(kind), claims, reason, &visitor, now);
+            return answer;
+        }
         let expires_at = claims.expires_at();
-        count_once(
+        let counted = count_once(
             edge,
             loaded,
             kind,
             claims,
             expires_at,
             now,
-            visitor,
+            &visitor,
             Caps::Record,
         )
         .await;
+        // A conversion token sent again is logged as invalid; repeated impressions and clicks
+        // are the same event seen twice (a browser's retry), not a second one.
+        if kind == Kind::Conversion && counted == Counted::Repeat {
+            log_invalid(
+                edge,
+                Screened::Conversion,
+                claims,
+                InvalidReason::RepeatConversion,
+                &visitor,
+                now,
+            );
+        }
     }
     answer
+}
+
+/// Logs an event the traffic-quality screen judged invalid, with its reason (in the amount
+/// field) and an id of its own: each invalid request is a record of its own. It is counted,
+/// capped, charged and paced nowhere.
+pub(crate) fn log_invalid(
+    edge: &Edge,
+    kind: Screened,
+    claims: &Claims,
+    reason: InvalidReason,
+    visitor: &Visitor<'_>,
+    now: Timestamp,
+) {
+    edge.quality.count(kind, reason);
+    let event_kind = match kind {
+        Screened::Impression => EventKind::InvalidImpression,
+        Screened::Click => EventKind::InvalidClick,
+        Screened::Conversion => EventKind::InvalidConversion,
+    };
+    let id = WORKER.with(|worker| worker.borrow_mut().rng.next_u64());
+    log(
+        edge,
+        Event {
+            event_id: u128::from(id),
+            ..event(
+                event_kind,
+                claims,
+                now,
+                visitor.country,
+                visitor.device,
+                i64::from(reason.code()),
+            )
+        },
+    );
 }
 
 /// Counts a delivery (an impression, or an exchange's billing notice) against the user's
@@ -1090,30 +1157,6 @@ fn landing_with_conversion(
     Some(url.into())
 }
 
-/// Counts an impression or click of the image tag, which carries no token: the decision is
-/// made again from the same seed, and its nonce dedupes repeated fetches. The impression is not
-/// recorded against caps in this edge's memory: the click re-derives the decision, and a cap
-/// the impression filled would turn it into another ad's click.
-async fn count_untokened(edge: &Arc<Edge>, kind: Kind, claims: &Claims, now: Timestamp) {
-    let loaded = edge.holder.current();
-    let visitor = Visitor {
-        country: None,
-        device: None,
-    };
-    let expires_at = untokened_expiry(claims, now.as_second());
-    count_once(
-        edge,
-        loaded,
-        kind,
-        claims,
-        expires_at,
-        now,
-        visitor,
-        Caps::Skip,
-    )
-    .await;
-}
-
 /// Until when the replay guard remembers an image tag's event, which has no token to expire:
 /// the end of the current window of a grid of token lifetimes offset by the nonce. Every
 /// fetch of the same image or click within one window files it under the same expiry, so
@@ -1129,14 +1172,31 @@ fn untokened_expiry(claims: &Claims, now: i64) -> i64 {
 }
 
 /// Where an event's visitor is, as far as the request tells.
-struct Visitor<'a> {
-    country: Option<&'a str>,
-    device: Option<DeviceType>,
+pub(crate) struct Visitor<'a> {
+    pub(crate) country: Option<&'a str>,
+    pub(crate) device: Option<DeviceType>,
+}
+
+impl<'a> Visitor<'a> {
+    /// What `headers` tell of the visitor.
+    pub(crate) fn of(edge: &'a Edge, headers: &'a HeaderMap) -> Visitor<'a> {
+        Visitor {
+            country: country(edge, headers),
+            device: device(headers).0,
+        }
+    }
+}
+
+/// Whether [`count_once`] counted its event or found it counted before.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    First,
+    Repeat,
 }
 
 /// Whether a counted impression is recorded against the user's frequency caps.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Caps {
+pub(crate) enum Caps {
     Record,
     Skip,
 }
@@ -1154,9 +1214,9 @@ async fn count_once(
     claims: &Claims,
     expires_at: i64,
     now: Timestamp,
-    visitor: Visitor<'_>,
+    visitor: &Visitor<'_>,
     caps: Caps,
-) {
+) -> Counted {
     let event_kind = match kind {
         Kind::Impression => EventKind::Impression,
         Kind::Click => EventKind::Click,
@@ -1167,7 +1227,7 @@ async fn count_once(
         .first_time(claims.nonce, expires_at, now.as_second())
     {
         Stats::bump(&edge.stats.repeats);
-        return;
+        return Counted::Repeat;
     }
     let amount = loaded
         .as_deref()
@@ -1194,6 +1254,7 @@ async fn count_once(
         );
     })
     .await;
+    Counted::First
 }
 
 /// What [`count_once`] does once the log has answered for its event.
@@ -1275,22 +1336,24 @@ where
 fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
     use marquee_pacing::Billable;
     let exchange = claims.placement == 0;
+    let spend_goal = || {
+        crate::pacing::has_spend_goal(&loaded.engine.snapshot().data, LineItemId(claims.line_item))
+    };
+    // A click its token says is worth nothing (an image tag's click its line item does not
+    // charge) spends nothing, so it takes nothing from a spend goal's lease.
+    if kind == Kind::Click && claims.amount_micros == Some(0) && !exchange && spend_goal() {
+        return;
+    }
     let on = match kind {
         Kind::Impression if !exchange => Billable::Impression,
-        Kind::Click
-            if !exchange
-                || !crate::pacing::has_spend_goal(
-                    &loaded.engine.snapshot().data,
-                    LineItemId(claims.line_item),
-                ) =>
-        {
-            Billable::Click
-        }
+        Kind::Click if !exchange || !spend_goal() => Billable::Click,
         _ => return,
     };
     let charged = edge.pacing.bill(loaded, claims.line_item, on, None);
     shared::charge(edge, claims.line_item, charged);
 }
+
+mod untokened;
 
 #[cfg(test)]
 mod counting_tests;

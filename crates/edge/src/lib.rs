@@ -17,10 +17,12 @@
 //!   abandoned with the fallback.
 
 pub mod bidder;
+mod client;
 mod gateway;
 mod handlers;
 pub mod holder;
 mod idle_body;
+mod image_tag;
 pub mod log_service;
 pub mod metrics;
 pub mod notice;
@@ -29,6 +31,7 @@ pub mod pacing;
 pub mod periodic;
 pub mod poll;
 mod profiles;
+pub mod quality;
 pub mod query;
 pub mod remote;
 mod render;
@@ -49,6 +52,7 @@ pub use bidder::{BidderConfig, Exchange};
 pub use holder::{Holder, InstallError, Loaded};
 pub use metrics::{Endpoint, Metrics, Outcome};
 pub use overload::{Admitted, Gate, Limits};
+pub use quality::{Quality, QualityRules};
 pub use server::{Shutdown, serve, serve_here};
 
 /// What the edge answers when no line item may serve.
@@ -110,6 +114,9 @@ impl Stats {
     }
 }
 
+/// Image-tag impressions one edge remembers for their clicks (about 100 bytes each).
+const IMAGES_REMEMBERED: usize = 1 << 20;
+
 /// One edge: its snapshot, its log, its keys and its counters.
 #[derive(Debug)]
 pub struct Edge {
@@ -139,6 +146,10 @@ pub struct Edge {
     pub profiles: marquee_sharedstate::MemoryProfiles,
     /// Who may read `/metrics` (loopback peers only unless a token is set).
     pub metrics_access: marquee_model::MetricsAccess,
+    /// The invalid-traffic screen of events and bid requests (see [`quality`]).
+    pub quality: Quality,
+    /// The image-tag impressions served within the click window (see `image_tag.rs`).
+    images: image_tag::ServedImages,
     /// How the replay guards (here and the bidder's) are sized.
     replay: ReplayConfig,
     impressions_seen: ReplayGuard,
@@ -235,6 +246,13 @@ impl Edge {
         self
     }
 
+    /// Screens events and bid requests with `quality`'s lists and rules (the default: the
+    /// shipped lists and default rules).
+    pub fn with_quality(mut self, quality: Quality) -> Edge {
+        self.quality = quality;
+        self
+    }
+
     /// Serves `/metrics` to the callers `access` allows (the default: loopback peers only).
     pub fn with_metrics_access(mut self, access: marquee_model::MetricsAccess) -> Edge {
         self.metrics_access = access;
@@ -245,6 +263,8 @@ impl Edge {
         Edge {
             shared: None,
             metrics_access: marquee_model::MetricsAccess::default(),
+            quality: Quality::default(),
+            images: image_tag::ServedImages::new(IMAGES_REMEMBERED),
             profiles: profiles::load(&config.data_dir),
             bidder: bidder::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),

@@ -177,7 +177,7 @@ pub(crate) fn refused(refusal: MetricsRefusal) -> Response<Body> {
     answer
 }
 
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: u64) {
     let _ = writeln!(
         out,
         "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
@@ -362,6 +362,7 @@ pub(crate) fn render(edge: &Edge) -> String {
         );
     }
 
+    crate::quality::render_metrics(edge, &mut out);
     crate::bidder::render_metrics(edge, &mut out);
     if let Some(gateway) = edge.gateway.get() {
         gateway.render_metrics(&mut out);

@@ -21,6 +21,7 @@ use tower::ServiceExt;
 
 use crate::Edge;
 use crate::bidder::{self, NoticeKind};
+use crate::client::Client;
 use crate::handlers::{self, Body};
 use crate::idle_body::IdleTimeout;
 use crate::log_service;
@@ -48,6 +49,7 @@ async fn dispatch(
 async fn ad_request(
     edge: &Arc<Edge>,
     request: &Request<Incoming>,
+    peer: SocketAddr,
     json: bool,
     started: Instant,
 ) -> (Response<Body>, Outcome) {
@@ -58,6 +60,7 @@ async fn ad_request(
                 edge,
                 query,
                 request.headers(),
+                &client(edge, peer, request),
                 json,
                 started + edge.config.limits.deadline,
             )
@@ -69,6 +72,16 @@ async fn ad_request(
         handlers::allow_origin(request.headers(), &mut answer);
     }
     (answer, outcome)
+}
+
+/// Who sent `request`, for the traffic-quality screen.
+fn client<'r>(edge: &Edge, peer: SocketAddr, request: &'r Request<Incoming>) -> Client<'r> {
+    Client::of(
+        Some(peer),
+        request.method(),
+        request.headers(),
+        &edge.quality.rules.trusted_proxies,
+    )
 }
 
 /// The `{exchange}` of `PREFIX` (`Some(None)`) or `PREFIX/{exchange}`; `None` for another path
@@ -164,25 +177,48 @@ async fn answer(
 ) -> (Endpoint, (Answer, Outcome)) {
     let query = request.uri().query().unwrap_or("");
     let (endpoint, answer) = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/ad") => {
-            let (answer, outcome) = ad_request(edge, &request, false, started).await;
+        // `HEAD` is answered as `GET` (an image or a redirect without its body), and its
+        // event logged as a crawler's: nobody saw anything.
+        (&Method::GET | &Method::HEAD, "/ad") => {
+            let (answer, outcome) = ad_request(edge, &request, peer, false, started).await;
             return (Endpoint::Ad, (answer.map(Either::Left), outcome));
         }
         (&Method::GET, "/ad.json") => {
-            let (answer, outcome) = ad_request(edge, &request, true, started).await;
+            let (answer, outcome) = ad_request(edge, &request, peer, true, started).await;
             return (Endpoint::AdJson, (answer.map(Either::Left), outcome));
         }
-        (&Method::GET, "/t/i") => (
+        (&Method::GET | &Method::HEAD, "/t/i") => (
             Endpoint::Impression,
-            handlers::track(edge, Kind::Impression, query, request.headers()).await,
+            handlers::track(
+                edge,
+                Kind::Impression,
+                query,
+                request.headers(),
+                &client(edge, peer, &request),
+            )
+            .await,
         ),
-        (&Method::GET, "/t/c") => (
+        (&Method::GET | &Method::HEAD, "/t/c") => (
             Endpoint::Click,
-            handlers::track(edge, Kind::Click, query, request.headers()).await,
+            handlers::track(
+                edge,
+                Kind::Click,
+                query,
+                request.headers(),
+                &client(edge, peer, &request),
+            )
+            .await,
         ),
-        (&Method::GET, "/t/v") => (
+        (&Method::GET | &Method::HEAD, "/t/v") => (
             Endpoint::Conversion,
-            handlers::track(edge, Kind::Conversion, query, request.headers()).await,
+            handlers::track(
+                edge,
+                Kind::Conversion,
+                query,
+                request.headers(),
+                &client(edge, peer, &request),
+            )
+            .await,
         ),
         (&Method::POST, path) if path.starts_with("/openrtb2/bid") => {
             let (answer, outcome) = bid_request(edge, request, started).await;

@@ -48,6 +48,7 @@ fn line_item(id: LineItemId, goal: Option<Goal>) -> LineItemEntry {
         placements: Vec::new(),
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
+        untokened_clicks: Default::default(),
     }
 }
 

@@ -9,9 +9,9 @@ use marquee_api::{CurrencyRuleError, ObjectWrite, check_currency};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock, Creative,
     CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange,
-    KeyValues, LineItem, LineItemId, Micros, Object, PacingMode, Placement, PlacementId, Price,
-    PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Targeting,
-    Tier, Weekday,
+    ImageTag, KeyValues, LineItem, LineItemId, Micros, Object, PacingMode, Placement, PlacementId,
+    Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status,
+    Targeting, Tier, UntokenedClicks, Weekday,
 };
 use marquee_store::{ListQuery, Store, StoreError};
 
@@ -160,6 +160,7 @@ fn line_item(campaign: u64, name: &str, tier: Tier, price: Price, flight: Flight
         rotation: RotationMode::Even,
         channels: vec![Channel::Direct],
         deals: Vec::new(),
+        untokened_clicks: Default::default(),
     }
 }
 
@@ -205,6 +206,7 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         status: Status::Active,
         sizes: sizes.iter().map(|&(w, h)| Size { w, h }).collect(),
         formats: formats.to_vec(),
+        image_tag: Default::default(),
     };
     let news_top = add(
         store,
@@ -251,7 +253,24 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         ),
     )
     .await?;
-    let placements = [news_top, news_side, news_mobile, sports_top, sports_side];
+    // The newsletter's slot takes the image tag (an email can run no script): untokened, so
+    // turned on here and only here.
+    let mut newsletter = placement(
+        news,
+        "Newsletter rectangle (image tag)",
+        &[(300, 250)],
+        &[Format::Banner],
+    );
+    newsletter.image_tag = ImageTag::On;
+    let newsletter = add(store, newsletter).await?;
+    let placements = [
+        news_top,
+        news_side,
+        news_mobile,
+        sports_top,
+        sports_side,
+        newsletter,
+    ];
 
     // Demand: three advertisers.
     let acme = add(
@@ -394,6 +413,22 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
     }));
     let berlin = add(store, berlin).await?;
 
+    // Standard, CPC: newsletter readers through the image tag; the advertiser accepted being
+    // charged for its clicks, which count only after their image was served.
+    let mut newsletter_readers = line_item(
+        winter,
+        "Boots newsletter readers",
+        Tier::Standard,
+        Price {
+            model: PricingModel::Cpc,
+            amount_micros: Micros(1_000_000),
+            currency: eur,
+        },
+        flight,
+    );
+    newsletter_readers.untokened_clicks = UntokenedClicks::Charged;
+    let newsletter_readers = add(store, newsletter_readers).await?;
+
     // House: fills whatever is left, no targeting.
     let house_promo = add(
         store,
@@ -439,6 +474,13 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
             "Tonight only: city breaks",
         ),
         image(
+            newsletter_readers,
+            "Boots newsletter rectangle",
+            300,
+            250,
+            boots_landing,
+        ),
+        image(
             berlin,
             "Berlin rectangle",
             300,
@@ -460,8 +502,9 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         add(store, creative).await?;
     }
 
-    let links: [(u64, &[u64]); 5] = [
+    let links: [(u64, &[u64]); 6] = [
         (boots_mobile, &[news_mobile, news_side]),
+        (newsletter_readers, &[newsletter]),
         (boots_sports, &[sports_top, sports_side]),
         (trips, &[news_top, news_side, sports_side]),
         (berlin, &[news_side]),
@@ -477,7 +520,7 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
     let exchange_line_items = load_exchange_demand(store, flight).await?;
     Ok(DemoSummary {
         advertisers: 4,
-        line_items: 5 + exchange_line_items,
+        line_items: 6 + exchange_line_items,
         placements: placements.len(),
     })
 }

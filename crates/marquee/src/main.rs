@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use marquee_config::{Config, Database, DurabilityMode, LogFormat, Overrides};
-use marquee_edge::{BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits};
+use marquee_edge::{
+    BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits, Quality, QualityRules,
+};
 use marquee_eventlog::{Durability, EventLog};
 use marquee_manager::{
     AggregationOptions, Aggregator, HttpLogSource, LocalLogSource, LogSource, demo,
@@ -446,6 +448,11 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Duration::from_secs(10),
         until_stopped(),
     ));
+    let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
+        Arc::clone(&edge),
+        Duration::from_secs(config.traffic.reload_interval_secs),
+        until_stopped(),
+    ));
     let app = marquee_manager::router_with(
         &manager,
         &public_url,
@@ -466,6 +473,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     follower.await?;
     aggregation.await?;
     disk_limit.await?;
+    list_reload.await?;
     pacing_loop.await?;
     edge_sync.await?;
     local_heartbeat.await?;
@@ -656,6 +664,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         keys,
     )
     .with_replay_capacity(config.tracking.replay_capacity_per_minute)
+    .with_quality(quality(config)?)
     .with_bidder(bidder_config(config)?)
     .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
     if let Some(gateway) = gateway_config(config, &edge.bidder.config.rates)? {
@@ -668,6 +677,26 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         Some(shared) => edge.with_shared_state(shared),
         None => edge,
     })
+}
+
+/// The traffic-quality screen of `[traffic]` and `edge.trusted_proxies`; a list file that
+/// cannot be read or parsed fails the start, naming the file and line.
+fn quality(config: &Config) -> Result<Quality, Failure> {
+    let traffic = &config.traffic;
+    let rules = QualityRules {
+        events_per_user_per_minute: traffic.events_per_user_per_minute,
+        events_per_prefix_per_minute: traffic.events_per_prefix_per_minute,
+        image_tags_per_prefix_per_minute: traffic.image_tags_per_prefix_per_minute,
+        min_click_delay: Duration::from_millis(traffic.min_click_delay_ms),
+        image_click_window: Duration::from_secs(traffic.image_click_window_secs),
+        trusted_proxies: config.edge.trusted_networks(),
+    };
+    Quality::open(
+        rules,
+        traffic.crawlers_file.clone(),
+        traffic.datacenters_file.clone(),
+    )
+    .map_err(|error| config_error(format!("traffic-quality list {error}")))
 }
 
 /// The Redis shared state of `[redis]`, if a URL is set. Needs the runtime (it starts the
@@ -732,6 +761,7 @@ fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
             log_bids_per_mille: section.log_bids_per_mille,
             no_bid_reason: section.no_bid_reason,
             sync_url: Some(section.sync_url.clone()).filter(|u| !u.is_empty()),
+            filters_invalid_traffic: section.filters_invalid_traffic,
         })
     };
     let base = Currency::try_from(config.currency.base.as_str())

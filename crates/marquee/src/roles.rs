@@ -360,6 +360,11 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         Duration::from_secs(10),
         until_stopped(),
     ));
+    let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
+        Arc::clone(&edge),
+        Duration::from_secs(config.traffic.reload_interval_secs),
+        until_stopped(),
+    ));
     let shutdown = Box::pin(async move {
         signalled.await;
         let _ = stop.send(true);
@@ -369,6 +374,7 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     edge_sync.await?;
     heartbeat.await?;
     disk_limit.await?;
+    list_reload.await?;
     edge.log.flush_and_close()?;
     give_leases_back(&edge, &*sync_client).await;
     tracing::info!("edge stopped; event log flushed");

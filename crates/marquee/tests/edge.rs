@@ -351,6 +351,16 @@ async fn the_image_tag_clicks_through_to_the_ad_it_showed() {
         let page = common::metrics_page(&client, &server.base).await;
         common::metric(&page, "marquee_snapshot_version").unwrap_or(0.0)
     };
+    // The sidebar takes the image tag only once its publisher turns it on.
+    let before = version().await;
+    let placement = server.url(&format!("/api/v1/placements/{NEWS_SIDEBAR}"));
+    let mut sidebar = get_json(&client, &placement, Some(&token)).await;
+    sidebar["image_tag"] = serde_json::json!("on");
+    let reply = common::put_json(&client, &placement, &token, &sidebar).await;
+    assert_eq!(reply.status(), 200);
+    while version().await <= before {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let before = version().await;
     common::update_line_item(&client, &server.base, &token, house, |item| {
         item["price"]["amount_micros"] = serde_json::json!(1_500_000);

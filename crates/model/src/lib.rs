@@ -31,8 +31,9 @@ pub use money::{
 };
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
-    FrequencyCap, Goal, GoalMetric, HTML_MACROS, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem,
-    Object, PacingMode, Placement, Price, PricingModel, Publisher, RotationMode, Site, Size, Tier,
+    FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS,
+    LineItem, Object, PacingMode, Placement, Price, PricingModel, Publisher, RotationMode, Site,
+    Size, Tier, UntokenedClicks,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use secret::same_secret;

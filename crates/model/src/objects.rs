@@ -225,6 +225,32 @@ pub enum RotationMode {
     OptimizedCtr,
 }
 
+/// Whether a placement answers the image tag (`/ad?format=img` and `format=click`), whose
+/// requests carry no signed token: anyone can make them, so they are counted only under the
+/// traffic-quality rules, and only where the publisher turned them on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageTag {
+    /// Image-tag requests get the fallback and are logged as invalid.
+    #[default]
+    Off,
+    /// Image-tag requests are served; each image counts once per cache buster.
+    On,
+}
+
+/// Whether a CPC line item is charged for clicks of the image tag, which carry no signed
+/// token: such a click counts only after its image was served, but its proof is weaker than a
+/// signed click's, so charging it is the advertiser's choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UntokenedClicks {
+    /// Counted as clicks, charged nothing.
+    #[default]
+    Free,
+    /// Counted and charged at the line item's CPC price.
+    Charged,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GoalMetric {
@@ -502,6 +528,9 @@ pub struct LineItem {
     /// them (and the bid names that deal); without, only in open auctions.
     #[serde(default)]
     pub deals: Vec<String>,
+    /// Whether image-tag clicks (untokened) are charged: `free` (the default) or `charged`.
+    #[serde(default)]
+    pub untokened_clicks: UntokenedClicks,
 }
 object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0), currency: |s| {
     Some(("price.currency", s.price.currency))
@@ -1022,6 +1051,9 @@ pub struct Placement {
     #[serde(default)]
     pub sizes: Vec<Size>,
     pub formats: Vec<Format>,
+    /// Whether the untokened image tag is answered: `off` (the default) or `on`.
+    #[serde(default)]
+    pub image_tag: ImageTag,
 }
 object!(Placement, Kind::Placement, |s| Some(s.site_id.0));
 

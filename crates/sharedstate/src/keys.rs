@@ -44,6 +44,12 @@ pub fn budget_key(line_item: u64) -> String {
     format!("mq:{{b:{line_item}}}:spent")
 }
 
+/// An image tag's served impression, by the key of its placement and cache buster:
+/// `mq:{i:<key>}:image`.
+pub fn image_key(key: u64) -> String {
+    format!("mq:{{i:{key:016x}}}:image")
+}
+
 /// A writer's mark on a line item's budget counter: `mq:{b:<line item>}:mark:<writer>`, in
 /// the counter's slot, so one script reads the mark and charges the counter.
 pub fn charge_mark_key(line_item: u64, writer: u64) -> String {

@@ -167,6 +167,7 @@ fn catalog(line_items: u64) -> Catalog {
                 status: Status::Active,
                 sizes: rng.pick(SIZES, 2),
                 formats: vec![Format::Banner],
+                image_tag: Default::default(),
             },
         ));
     }
@@ -224,6 +225,7 @@ fn catalog(line_items: u64) -> Catalog {
                     vec![Channel::Direct]
                 },
                 deals: Vec::new(),
+                untokened_clicks: Default::default(),
             },
         ));
         for k in 0..2 {

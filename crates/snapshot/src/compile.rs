@@ -122,6 +122,7 @@ pub fn compile_live(
             site_id: s.object.site_id,
             sizes: s.object.sizes.clone(),
             formats: s.object.formats.clone(),
+            image_tag: s.object.image_tag,
         })
     }));
 
@@ -157,6 +158,7 @@ pub fn compile_live(
             placements: Vec::new(),
             channels: Channels::from(li.channels.as_slice()),
             deals: li.deals.clone(),
+            untokened_clicks: li.untokened_clicks,
         })
     }));
 

@@ -3,8 +3,8 @@
 
 use marquee_model::{
     AdvertiserId, CampaignId, Channel, CreativeContent, CreativeId, Currency, Format, FrequencyCap,
-    Goal, LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId, Size,
-    Targeting, Tier,
+    Goal, ImageTag, LineItemId, PacingMode, PlacementId, Price, PublisherId, RotationMode, SiteId,
+    Size, Targeting, Tier, UntokenedClicks,
 };
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +66,8 @@ pub struct LineItemEntry {
     pub channels: Channels,
     /// Exchange deal ids it buys; empty for the open auction only.
     pub deals: Vec<String>,
+    /// Whether image-tag clicks are charged.
+    pub untokened_clicks: UntokenedClicks,
 }
 
 /// The channels of a line item, two flags rather than the model's list: no allocation per
@@ -225,6 +227,8 @@ pub struct PlacementEntry {
     pub site_id: SiteId,
     pub sizes: Vec<Size>,
     pub formats: Vec<Format>,
+    /// Whether the untokened image tag is answered.
+    pub image_tag: ImageTag,
 }
 
 /// An entry with an id that its list is sorted by.

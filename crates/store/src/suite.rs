@@ -135,6 +135,7 @@ fn line_item(campaign: u64, name: &str) -> LineItem {
         rotation: RotationMode::Weighted,
         channels: vec![Channel::Direct],
         deals: Vec::new(),
+        untokened_clicks: Default::default(),
     }
 }
 
@@ -177,6 +178,7 @@ fn placement(site: u64, name: &str) -> Placement {
         status: Status::Active,
         sizes: vec![Size { w: 300, h: 250 }],
         formats: vec![Format::Banner],
+        image_tag: Default::default(),
     }
 }
 

@@ -21,6 +21,14 @@ use marquee_snapshot::{
 use marquee_tracking::KeyRing;
 
 use super::*;
+
+/// A client the screen passes: no address, no user agent.
+const ANONYMOUS: Client<'static> = Client {
+    ip: None,
+    user_agent: b"",
+    prefetch: false,
+    head: false,
+};
 use crate::bidder::{self, NoticeKind};
 use crate::notice::{self, NoticeClaims};
 use crate::{EdgeConfig, Fallback, Limits};
@@ -90,6 +98,7 @@ fn snapshot_of(landings: &[&str], change: impl FnOnce(&mut LineItemEntry)) -> Ve
         placements: Vec::new(),
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
+        untokened_clicks: Default::default(),
     };
     change(&mut line_item);
     let creatives = landings
@@ -214,7 +223,7 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
         (load(&s.impressions), load(&s.log_errors), load(&s.repeats))
     };
 
-    let answer = track(&edge, Kind::Impression, &query, &headers).await;
+    let answer = track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(stats(&edge), (0, 1, 0), "(counted, log errors, repeats)");
     assert_eq!(
@@ -226,14 +235,14 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
 
     // Space is back; the browser fires the beacon again.
     Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
-    track(&edge, Kind::Impression, &query, &headers).await;
+    track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
     assert_eq!(stats(&edge), (1, 1, 0), "the retry counts");
     assert_eq!(edge.log.counters().appended, 1);
     assert_eq!(edge.caps.len(), 1, "the cap is recorded");
     assert_eq!(charged(&edge), 1, "the lease is charged");
 
     // Once.
-    track(&edge, Kind::Impression, &query, &headers).await;
+    track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
     assert_eq!(stats(&edge), (1, 1, 1));
     assert_eq!(charged(&edge), 1);
 }
@@ -253,7 +262,7 @@ async fn a_strict_beacon_is_charged_and_capped_even_if_its_client_hangs_up_durin
     for nonce in 1..=sent {
         // A user each, so that every cap recorded is an entry of its own.
         let query = token_query(&edge, &claims(Kind::Impression, 11, 1_000 + nonce, nonce));
-        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers));
+        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS));
         if request
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()))
@@ -307,7 +316,7 @@ async fn a_click_s_conversion_token_goes_into_the_query_before_the_fragment() {
     for (nonce, (creative, expected)) in (11..).zip(expected).enumerate() {
         let click = claims(Kind::Click, creative, 77, nonce as u64);
         let query = token_query(&edge, &click);
-        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new()).await;
+        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new(), &ANONYMOUS).await;
         assert_eq!(answer.status(), StatusCode::FOUND);
         let location = location(&answer);
         let url = url::Url::parse(&location).unwrap();
@@ -350,6 +359,7 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
         Kind::Click,
         &token_query(&edge, &claims(Kind::Click, 11, 77, 1)),
         &headers,
+        &ANONYMOUS,
     )
     .await;
     assert_eq!(answer.status(), StatusCode::FOUND);
@@ -365,6 +375,7 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
         Kind::Click,
         &token_query(&edge, &claims(Kind::Click, 12, 77, 2)),
         &headers,
+        &ANONYMOUS,
     )
     .await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
@@ -398,11 +409,20 @@ async fn an_image_tag_fetched_again_within_its_window_counts_once() {
         };
         let edge = Arc::clone(&edge);
         async move {
-            count_untokened(
+            let visitor = Visitor {
+                country: None,
+                device: None,
+            };
+            let loaded = edge.holder.current();
+            count_once(
                 &edge,
+                loaded,
                 Kind::Impression,
                 &claims,
+                untokened_expiry(&claims, at),
                 Timestamp::from_second(at).unwrap(),
+                &visitor,
+                Caps::Skip,
             )
             .await;
         }
@@ -552,6 +572,7 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
         Kind::Click,
         &token_query(&edge, &exchange_click),
         &headers,
+        &ANONYMOUS,
     )
     .await;
     assert_eq!(answer.status(), StatusCode::FOUND);
@@ -563,6 +584,7 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
         Kind::Click,
         &token_query(&edge, &direct_click),
         &headers,
+        &ANONYMOUS,
     )
     .await;
     assert_eq!(charged(&edge), 2_000_000, "the direct click its price");

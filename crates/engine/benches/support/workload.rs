@@ -180,6 +180,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             placements: linked,
             channels: Channels::from(&[inventory.channel()][..]),
             deals: Vec::new(),
+            untokened_clicks: Default::default(),
         });
         creatives.push(CreativeEntry {
             id: CreativeId(i + 1),
@@ -340,6 +341,7 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
             } else {
                 Vec::new()
             },
+            untokened_clicks: Default::default(),
         });
         let (w, h) = BANNERS[rng.random_range(0..BANNERS.len())];
         creatives.push(CreativeEntry {

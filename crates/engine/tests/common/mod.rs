@@ -47,6 +47,7 @@ pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemE
         placements: Vec::new(),
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
+        untokened_clicks: Default::default(),
     }
 }
 

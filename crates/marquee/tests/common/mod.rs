@@ -57,6 +57,12 @@ impl Server {
         if !command.get_envs().any(|(key, _)| key == queue_delay) {
             command.env(queue_delay, "0");
         }
+        // Tests click the ads they fetch at once, faster than a person; the traffic-quality
+        // tests set the delay themselves.
+        let click_delay = std::ffi::OsStr::new("MARQUEE_TRAFFIC__MIN_CLICK_DELAY_MS");
+        if !command.get_envs().any(|(key, _)| key == click_delay) {
+            command.env(click_delay, "0");
+        }
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

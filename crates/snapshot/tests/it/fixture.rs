@@ -94,6 +94,7 @@ pub fn line_item(id: u64, campaign: u64) -> Stored<LineItem> {
             rotation: RotationMode::Even,
             channels: vec![Channel::Direct],
             deals: Vec::new(),
+            untokened_clicks: Default::default(),
         },
     )
 }
@@ -148,6 +149,7 @@ pub fn placement(id: u64, site: u64) -> Stored<Placement> {
             status: Status::Active,
             sizes: vec![Size { w: 300, h: 250 }],
             formats: vec![Format::Banner],
+            image_tag: Default::default(),
         },
     )
 }

@@ -301,6 +301,7 @@ fn golden_snapshot() -> Snapshot {
                     exchange: true,
                 },
                 deals: vec!["D1".into()],
+                untokened_clicks: Default::default(),
             }],
             creatives: vec![CreativeEntry {
                 id: CreativeId(4),
@@ -327,6 +328,7 @@ fn golden_snapshot() -> Snapshot {
                 site_id: SiteId(5),
                 sizes: vec![],
                 formats: vec![Format::Native],
+                image_tag: Default::default(),
             }],
         },
     }
