@@ -629,3 +629,98 @@ fn the_roles_name_what_is_missing() {
         );
     }
 }
+
+/// The image tag across edges sharing Redis: a newsletter reader's image is fetched from one
+/// edge and the click reaches another. The second edge finds the image in Redis: the click
+/// counts once, for the image's ad, at its price (the demo's newsletter line item charges
+/// image-tag clicks). Without Redis the second edge could not know the image and would log the
+/// click as invalid (`click_without_impression`), as `traffic_quality.rs` shows on one edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
+    const NEWSLETTER: u64 = 6;
+    const READERS: u64 = 5;
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let redis = test_redis();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manager_url = format!("http://127.0.0.1:{port}");
+    let manager_dir = dir.path().join("manager");
+    let database = manager_dir.join("marquee.db");
+    let _manager = start_manager(&manager_dir, database.to_str().unwrap(), port, true);
+    let mut edges: Vec<Guard> = (0..2)
+        .map(|i| {
+            let data = dir.path().join(format!("edge-{i}"));
+            Guard::new(Server::spawn(command(
+                &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
+                &data,
+                &[
+                    ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
+                    ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
+                    ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+                    ("MARQUEE_REDIS__URL", &redis),
+                    ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+                ],
+            )))
+        })
+        .collect();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    wait_registry(&client, &manager_url, 2, false).await;
+    for edge in &edges {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let url = format!("{}/ad.json?p={NEWSLETTER}", edge.server().base);
+            let answer: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the newsletter never served");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Cache busters of this run only: Redis keeps images for the click window.
+    let run = now_secs() as u128 * 1_000_000 + u128::from(std::process::id());
+    let tag = |edge: &Guard, format: &str, reader: u64| {
+        format!(
+            "{}/ad?placement={NEWSLETTER}&format={format}&cb={run}{reader}",
+            edge.server().base
+        )
+    };
+    for reader in 0..READERS {
+        let image = client.get(tag(&edges[0], "img", reader)).send().await.unwrap();
+        assert_eq!(image.status(), 302);
+    }
+    // The image's record goes to Redis off the request's path.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for reader in 0..READERS {
+        let click = client.get(tag(&edges[1], "click", reader)).send().await.unwrap();
+        assert_eq!(click.status(), 302);
+        let location = click.headers()["location"].to_str().unwrap().to_owned();
+        assert!(
+            location.starts_with("https://acme-outdoor.example/winter-boots"),
+            "{location}"
+        );
+    }
+    for edge in &mut edges {
+        edge.stop();
+    }
+    let clicks = logged_events(&dir.path().join("edge-1"));
+    let counted: Vec<_> = clicks
+        .iter()
+        .filter(|e| e.kind == EventKind::Click)
+        .map(|e| (e.placement, e.amount_micros))
+        .collect();
+    assert_eq!(counted, vec![(NEWSLETTER, 1_000_000); READERS as usize]);
+    assert!(
+        !clicks.iter().any(|e| e.kind == EventKind::InvalidClick),
+        "no click judged invalid"
+    );
+    let images = logged_events(&dir.path().join("edge-0"));
+    let impressions = images
+        .iter()
+        .filter(|e| e.kind == EventKind::Impression && e.placement == NEWSLETTER)
+        .count();
+    assert_eq!(impressions, READERS as usize);
+}
