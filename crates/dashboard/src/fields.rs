@@ -603,6 +603,7 @@ mod tests {
             ("time_zone", "Europe/Berlin"),
             ("tier", "standard"),
             ("weight", "100"),
+            ("untokened_clicks", "free"),
             ("price.model", "cpm"),
             ("price.amount_micros", "2.5"),
             ("price.currency", "EUR"),

@@ -292,7 +292,7 @@ async fn async_tag_in_headless_chromium() {
     let out = scratch.browser();
 
     // Killed if the test ends without stopping it (a dropped `Server` is).
-    let server = Server::start_with(&data, &["--demo"], &[]);
+    let server = start_for_headless_chromium(&data);
     let base = server.base.clone();
     // The edge has its snapshot before the server announces its address.
     let token = token_from(&server.stderr_line("demo admin token"));
@@ -579,7 +579,7 @@ async fn async_tag_passes_the_cmps_refusal_on() {
     let scratch = Scratch::new("marquee-browser-consent-");
     let data = scratch.path().join("data");
     let out = scratch.browser();
-    let server = Server::start_with(&data, &["--demo"], &[]);
+    let server = start_for_headless_chromium(&data);
     let base = server.base.clone();
     let token = token_from(&server.stderr_line("demo admin token"));
 
@@ -626,4 +626,14 @@ async fn async_tag_passes_the_cmps_refusal_on() {
             );
         }
     }
+}
+
+/// `marquee serve --demo` for a headless Chromium (see [`common::crawlers_for_headless_chromium`]).
+fn start_for_headless_chromium(data: &Path) -> Server {
+    let crawlers = common::crawlers_for_headless_chromium(data);
+    Server::start_with(
+        data,
+        &["--demo"],
+        &[("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str())],
+    )
 }

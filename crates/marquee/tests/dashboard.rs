@@ -127,10 +127,14 @@ async fn ad_ops_in_headless_chromium() {
     std::fs::create_dir_all(&screens).unwrap();
 
     // Killed when the test ends, however it ends (a dropped `Server` is).
+    let crawlers = common::crawlers_for_headless_chromium(&data);
     let server = Server::start_with(
         &data,
         &["--demo"],
-        &[("MARQUEE_AGGREGATION__INTERVAL_MS", "250")],
+        &[
+            ("MARQUEE_AGGREGATION__INTERVAL_MS", "250"),
+            ("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str()),
+        ],
     );
     let token = token_from(&server.stderr_line("demo admin token"));
     let client = reqwest::Client::new();

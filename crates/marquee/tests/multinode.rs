@@ -689,13 +689,21 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
         )
     };
     for reader in 0..READERS {
-        let image = client.get(tag(&edges[0], "img", reader)).send().await.unwrap();
+        let image = client
+            .get(tag(&edges[0], "img", reader))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(image.status(), 302);
     }
     // The image's record goes to Redis off the request's path.
     tokio::time::sleep(Duration::from_millis(500)).await;
     for reader in 0..READERS {
-        let click = client.get(tag(&edges[1], "click", reader)).send().await.unwrap();
+        let click = client
+            .get(tag(&edges[1], "click", reader))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(click.status(), 302);
         let location = click.headers()["location"].to_str().unwrap().to_owned();
         assert!(

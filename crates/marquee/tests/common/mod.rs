@@ -647,3 +647,14 @@ pub fn notice_url(
         .replace("${AUCTION_PRICE}", price)
         .replace("${AUCTION_LOSS}", "102")
 }
+
+/// A crawler list for servers a headless Chromium visits, whose user agent says
+/// `HeadlessChrome`: the shipped list rightly names it, so these tests' list holds one crawler
+/// of its own instead (the screen itself is tested in `traffic_quality.rs`). Written in `data`;
+/// its path, for `MARQUEE_TRAFFIC__CRAWLERS_FILE`.
+pub fn crawlers_for_headless_chromium(data: &Path) -> String {
+    std::fs::create_dir_all(data).unwrap();
+    let crawlers = data.join("crawlers.txt");
+    std::fs::write(&crawlers, "# the browser tests' crawler list\nExampleBot\n").unwrap();
+    crawlers.to_str().unwrap().to_owned()
+}
