@@ -153,7 +153,8 @@ fn line_item() -> Value {
         "targeting": {"all": [{"country": ["DE", "AT"]}, {"device_type": ["phone"]}]},
         "rotation": "weighted",
         "channels": ["direct", "exchange"],
-        "deals": ["AB-Agency1-0001", "1452f.eadb4.7aaa"]
+        "deals": ["AB-Agency1-0001", "1452f.eadb4.7aaa"],
+        "untokened_clicks": "free"
     })
 }
 
@@ -273,7 +274,8 @@ fn placement() -> Value {
         "name": "Home page top",
         "status": "active",
         "sizes": [{"w": 728, "h": 90}, {"w": 970, "h": 250}],
-        "formats": ["banner", "native"]
+        "formats": ["banner", "native"],
+        "image_tag": "off"
     })
 }
 

@@ -67,7 +67,7 @@
 //!                  time_zone: string (IANA), goal: Goal?, pacing: Pacing, price: Price,
 //!                  frequency_caps: [FrequencyCap], targeting: Targeting?, rotation: Rotation,
 //!                  placements: [u64] (strictly ascending), channels: Channels,
-//!                  deals: [string]
+//!                  deals: [string], untokened_clicks: enum { Free, Charged }
 //! Channels       = direct: bool, exchange: bool
 //! Tier           = enum { House, Remnant, Standard, Sponsorship }
 //! Goal           = metric: enum { Impressions, Clicks, Spend }, daily: u64?, lifetime: u64?
@@ -92,7 +92,8 @@
 //!                  icon_size: Size?
 //! Publisher      = id: u64
 //! Site           = id: u64, publisher_id: u64, domain: string
-//! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format]
+//! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format],
+//!                  image_tag: enum { Off, On }
 //! Size           = w: u32, h: u32
 //! Format         = enum { Banner, Video, Native, Audio }
 //! Targeting      = enum {
