@@ -280,6 +280,7 @@ fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
         ("rotation", "even"),
         ("channels", "direct"),
         ("deals", ""),
+        ("untokened_clicks", "free"),
         ("cap_count", "2"),
         ("cap_window", "1d"),
         ("t_attr", "country"),
@@ -791,6 +792,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
             ("status", "active"),
             ("sizes", "300x250"),
             ("formats", "banner"),
+            ("image_tag", "off"),
         ],
     )
     .await;

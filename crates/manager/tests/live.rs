@@ -174,8 +174,8 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
     let counter = setup.store.change_counter().await.unwrap();
     assert_eq!(version, live::version(counter, 0));
     let text = ad_text(&setup.manager, setup.busy);
-    // Boots' campaign has two line items, none clicked: ties go to the lower id.
-    assert!(text.contains("<b>0 seen today, #1 of 2</b>"), "{text}");
+    // Boots' campaign has three line items, none clicked: ties go to the lower id.
+    assert!(text.contains("<b>0 seen today, #1 of 3</b>"), "{text}");
     let status = setup.manager.live_status(setup.busy).await.unwrap();
     assert_eq!(status.next_render, now + SignedDuration::from_secs(10));
 
@@ -206,7 +206,7 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
         "{second:?}"
     );
     let text = ad_text(&setup.manager, setup.busy);
-    assert!(text.contains("<b>1234 seen today, #1 of 2</b>"), "{text}");
+    assert!(text.contains("<b>1234 seen today, #1 of 3</b>"), "{text}");
     assert_eq!(
         setup.manager.latest().unwrap().header.version,
         live::version(counter, 1),

@@ -11,14 +11,14 @@
 //! (decode rejects anything else); targeting stays data ([`marquee_model::Targeting`]) for the
 //! edge to index at load time.
 //!
-//! # File format, version 3
+//! # File format, version 4
 //!
 //! A file is a 44-byte header followed by the payload. All header integers are little-endian.
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic: the bytes `4D 51 53 4E 41 50 00 00` (`"MQSNAP\0\0"`) |
-//! | 8 | 4 | format version, u32: `3` |
+//! | 8 | 4 | format version, u32: `4` |
 //! | 12 | 4 | flags, u32: `0` (no flags are defined) |
 //! | 16 | 8 | snapshot version, u64: grows with every publish; the manager writes the store's change counter × 2³² + its live-statistics revision (see `marquee_manager::live`) |
 //! | 24 | 8 | build time, i64: microseconds since 1970-01-01T00:00:00Z |
