@@ -70,6 +70,9 @@ pub struct TrafficSection {
     pub min_click_delay_ms: u64,
     /// How long after its image an image tag's click counts, in seconds.
     pub image_click_window_secs: u64,
+    /// A signed click whose impression beacon the edge did not count is invalid. Only where a
+    /// client's beacon and click reach the same edge.
+    pub clicks_need_impression: bool,
 }
 
 impl Default for TrafficSection {
@@ -83,6 +86,7 @@ impl Default for TrafficSection {
             image_tags_per_prefix_per_minute: 30,
             min_click_delay_ms: 1_000,
             image_click_window_secs: 3_600,
+            clicks_need_impression: false,
         }
     }
 }

@@ -1003,15 +1003,21 @@ pub(crate) async fn track(
             && edge.quality.too_fast(std::time::Duration::from_millis(
                 elapsed_ms.max(0).unsigned_abs(),
             ));
+        let expires_at = claims.expires_at();
+        let without_impression = kind == Kind::Click
+            && edge.quality.rules.clicks_need_impression
+            && !edge
+                .replay_guard(Kind::Impression)
+                .seen(claims.nonce, expires_at, now.as_second());
         let invalid = edge
             .quality
             .screen(client, claims.user, now.as_second())
-            .or(too_fast.then_some(InvalidReason::TooFast));
+            .or(too_fast.then_some(InvalidReason::TooFast))
+            .or(without_impression.then_some(InvalidReason::ClickWithoutImpression));
         if let Some(reason) = invalid {
             log_invalid(edge, Screened::of(kind), claims, reason, &visitor, now);
             return answer;
         }
-        let expires_at = claims.expires_at();
         let counted = count_once(
             edge,
             loaded,

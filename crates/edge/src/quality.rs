@@ -34,6 +34,10 @@ pub struct QualityRules {
     pub min_click_delay: Duration,
     /// How long an image tag's click may follow its image.
     pub image_click_window: Duration,
+    /// A signed click whose impression this edge did not count is invalid
+    /// (`click_without_impression`). Off by default: a beacon blocked in the browser, or
+    /// counted by another edge without shared state, would make a person's click invalid.
+    pub clicks_need_impression: bool,
     /// Proxies whose forwarded client address is believed (`X-Forwarded-For`, `Forwarded`).
     pub trusted_proxies: Vec<IpNet>,
 }
@@ -49,6 +53,7 @@ impl Default for QualityRules {
             image_tags_per_prefix_per_minute: 30,
             min_click_delay: Duration::ZERO,
             image_click_window: Duration::from_secs(3_600),
+            clicks_need_impression: false,
             trusted_proxies: Vec::new(),
         }
     }

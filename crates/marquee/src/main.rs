@@ -689,6 +689,7 @@ fn quality(config: &Config) -> Result<Quality, Failure> {
         image_tags_per_prefix_per_minute: traffic.image_tags_per_prefix_per_minute,
         min_click_delay: Duration::from_millis(traffic.min_click_delay_ms),
         image_click_window: Duration::from_secs(traffic.image_click_window_secs),
+        clicks_need_impression: traffic.clicks_need_impression,
         trusted_proxies: config.edge.trusted_networks(),
     };
     Quality::open(

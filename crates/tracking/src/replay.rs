@@ -203,6 +203,26 @@ impl ReplayGuard {
         }
     }
 
+    /// Whether `nonce` is held for a token expiring at `expires_at`, as seen at `now`: counted
+    /// by [`first_time`](Self::first_time) and neither forgotten nor expired. A read only: it
+    /// claims nothing. (A nonce its bucket share dropped on overflow reads as not held.)
+    pub fn seen(&self, nonce: u64, expires_at: i64, now: i64) -> bool {
+        if expires_at <= now {
+            return false;
+        }
+        let place = self.place(nonce, expires_at, now);
+        let shard = self.lock(place.key);
+        if place.wanted > place.last {
+            let current = now.div_euclid(self.bucket_secs);
+            return shard
+                .ring
+                .iter()
+                .any(|b| b.epoch >= current && b.nonces.contains(&place.key));
+        }
+        let bucket = &shard.ring[place.epoch.rem_euclid(self.buckets) as usize];
+        bucket.epoch == place.epoch && bucket.nonces.contains(&place.key)
+    }
+
     /// Where a nonce is filed: the bucket of its expiry, or the last one for a token beyond the
     /// horizon.
     fn place(&self, nonce: u64, expires_at: i64, now: i64) -> Place {

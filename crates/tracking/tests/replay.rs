@@ -215,3 +215,20 @@ fn a_forgotten_nonce_counts_again_and_only_it() {
     guard.forget(4, far, NOW);
     assert!(guard.first_time(4, far, NOW + 1));
 }
+
+#[test]
+fn seen_reads_what_is_held_and_claims_nothing() {
+    let guard = guard(60, 61, 10_000);
+    let expires_at = NOW + 600;
+    assert!(!guard.seen(1, expires_at, NOW));
+    assert!(guard.first_time(1, expires_at, NOW), "seen claimed nothing");
+    assert!(guard.seen(1, expires_at, NOW + 10));
+    assert!(!guard.seen(2, expires_at, NOW + 10));
+    assert!(!guard.seen(1, expires_at, expires_at), "expired");
+    guard.forget(1, expires_at, NOW);
+    assert!(!guard.seen(1, expires_at, NOW + 20));
+    // Beyond the horizon, wherever it was filed.
+    let far = NOW + 10 * 3_600;
+    assert!(guard.first_time(3, far, NOW));
+    assert!(guard.seen(3, far, NOW + 60));
+}

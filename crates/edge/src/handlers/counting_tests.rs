@@ -589,3 +589,69 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
     .await;
     assert_eq!(charged(&edge), 2_000_000, "the direct click its price");
 }
+
+/// The screen on signed clicks: with `clicks_need_impression`, a click whose impression this
+/// edge did not count is invalid; a click within the minimum delay of its decision is too fast;
+/// a crawler's beacon is invalid. None of them is counted; each is logged.
+#[tokio::test]
+async fn signed_events_pass_the_screen_before_they_count() {
+    use crate::quality::{Quality, QualityRules};
+    use marquee_traffic::{CrawlerList, NetworkList, Watched};
+    let dir = tempfile::tempdir().unwrap();
+    let rules = QualityRules {
+        clicks_need_impression: true,
+        min_click_delay: Duration::from_secs(5),
+        ..QualityRules::default()
+    };
+    let quality = Quality::new(
+        rules,
+        Watched::new(CrawlerList::builtin(), None),
+        Watched::new(NetworkList::empty(), None),
+    );
+    let edge = Arc::new(
+        new_edge(
+            dir.path(),
+            open_log(&dir.path().join("events"), false),
+            &["https://shop.example/"],
+        )
+        .with_quality(quality),
+    );
+    let headers = HeaderMap::new();
+    let fire = |kind: Kind, nonce: u64, age: i64, client: Client<'static>| {
+        let edge = Arc::clone(&edge);
+        let headers = headers.clone();
+        async move {
+            let claims = Claims {
+                issued_at: Timestamp::now().as_second() - age,
+                ..claims(kind, 11, 77, nonce)
+            };
+            track(&edge, kind, &token_query(&edge, &claims), &headers, &client).await;
+        }
+    };
+    let invalid = |kind, reason| edge.quality.stats.invalid(kind, reason);
+
+    fire(Kind::Click, 1, 60, ANONYMOUS).await;
+    assert_eq!(load(&edge.stats.clicks), 0);
+    assert_eq!(
+        invalid(Screened::Click, InvalidReason::ClickWithoutImpression),
+        1
+    );
+    fire(Kind::Impression, 1, 60, ANONYMOUS).await;
+    fire(Kind::Click, 1, 60, ANONYMOUS).await;
+    assert_eq!(load(&edge.stats.clicks), 1, "after its impression");
+
+    fire(Kind::Impression, 2, 0, ANONYMOUS).await;
+    fire(Kind::Click, 2, 0, ANONYMOUS).await;
+    assert_eq!(load(&edge.stats.clicks), 1);
+    assert_eq!(invalid(Screened::Click, InvalidReason::TooFast), 1);
+
+    let crawler = Client {
+        user_agent: b"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+        ..ANONYMOUS
+    };
+    fire(Kind::Impression, 3, 60, crawler).await;
+    assert_eq!(load(&edge.stats.impressions), 2);
+    assert_eq!(invalid(Screened::Impression, InvalidReason::Crawler), 1);
+    // Each invalid event is in the log, beside the three counted ones.
+    assert_eq!(edge.log.counters().appended, 3 + 3);
+}
