@@ -372,3 +372,72 @@ fn expected_count(expected: &BTreeMap<(u8, u8), usize>, kind: EventKind) -> usiz
         .map(|(_, n)| n)
         .sum()
 }
+
+/// A list file that cannot be used stops the start, naming the file and the line; on a reload
+/// the last good list stays, and the log and a metric say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_list_files_fail_the_start_or_keep_the_last_good_list() {
+    let data = tempfile::tempdir().unwrap();
+    let networks = data.path().join("networks.txt");
+    std::fs::write(&networks, "# hosting\n198.51.100.0/24\n10.0.0.0/33\n").unwrap();
+    let output = common::run(
+        &["serve", "--data", data.path().to_str().unwrap()],
+        &[(
+            "MARQUEE_TRAFFIC__DATACENTERS_FILE",
+            networks.to_str().unwrap(),
+        )],
+    );
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{}:3", networks.display())),
+        "{stderr}"
+    );
+    let missing = data.path().join("missing.txt");
+    let output = common::run(
+        &["serve", "--data", data.path().to_str().unwrap()],
+        &[("MARQUEE_TRAFFIC__CRAWLERS_FILE", missing.to_str().unwrap())],
+    );
+    assert_eq!(output.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("missing.txt"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // Started on a good file, then the file goes bad: the last good list still screens.
+    let serving = data.path().join("serving");
+    std::fs::create_dir_all(&serving).unwrap();
+    let crawlers = serving.join("crawlers.txt");
+    std::fs::write(&crawlers, "ExampleBot\n").unwrap();
+    let server = Server::start_with(
+        &serving,
+        &["--demo"],
+        &[
+            ("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.to_str().unwrap()),
+            ("MARQUEE_TRAFFIC__RELOAD_INTERVAL_SECS", "1"),
+        ],
+    );
+    let client = client();
+    wait_for_newsletter_ad(&client, &server).await;
+    std::fs::write(&crawlers, "ExampleBot\n(unclosed\n").unwrap();
+    let line = server.stderr_line("not reloaded");
+    assert!(line.contains("crawlers.txt:2"), "{line}");
+    let page = common::metrics_page(&client, &server.base).await;
+    assert_eq!(
+        common::metric(&page, "marquee_traffic_list_reload_failures_total"),
+        Some(1.0)
+    );
+    let url = server.url(&format!("/ad?placement={NEWSLETTER}&format=img&cb=777"));
+    let (status, _) = fetch(&client, &url, "192.0.2.60", "ExampleBot/1.0", &[]).await;
+    assert_eq!(status, 302);
+    server.stop();
+    let crawled = logged_events(&serving)
+        .into_iter()
+        .filter(|e| {
+            e.kind == EventKind::InvalidImpression
+                && InvalidReason::from_code(e.amount_micros) == Some(InvalidReason::Crawler)
+        })
+        .count();
+    assert_eq!(crawled, 1, "the last good list still names ExampleBot");
+}
