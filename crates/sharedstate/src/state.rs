@@ -770,7 +770,7 @@ impl SharedState {
         spent.sort_unstable();
         let _ = writeln!(
             out,
-            "# HELP marquee_redis_budget_spent A line item's shared budget counter as last seen (all edges, lease units).\n\
+            "# HELP marquee_redis_budget_spent A line item's shared budget counter (all edges, lease units), read back every second for each line item this edge has charged.\n\
              # TYPE marquee_redis_budget_spent gauge"
         );
         for (line_item, total) in spent {
@@ -1111,12 +1111,51 @@ async fn flush_loop(inner: Weak<Inner>) {
         Some(inner) => inner.config.flush_interval.max(Duration::from_millis(1)),
         None => return,
     };
+    let mut refreshed = Instant::now();
     loop {
         tokio::time::sleep(interval).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
         flush(&inner, Round::Regular).await;
+        if refreshed.elapsed() >= SPENT_REFRESH {
+            refreshed = Instant::now();
+            refresh_spent(&inner).await;
+        }
+    }
+}
+
+/// How often an edge reads back the shared budget counters it knows, so that
+/// `marquee_redis_budget_spent` follows what other edges charge after this one stopped.
+const SPENT_REFRESH: Duration = Duration::from_secs(1);
+
+/// Reads the shared total of every line item this process has seen charged (one pipelined
+/// round trip), so the figure it reports stays true when it no longer charges them itself.
+async fn refresh_spent(inner: &Inner) {
+    let line_items: Vec<u64> = match inner.spent.lock() {
+        Ok(spent) => spent.keys().copied().collect(),
+        Err(_) => return,
+    };
+    if line_items.is_empty() {
+        return;
+    }
+    let mut pipeline = redis::pipe();
+    for line_item in &line_items {
+        pipeline.cmd("GET").arg(keys::budget_key(*line_item));
+    }
+    let mut connection = inner.connection.clone();
+    let deadline = Instant::now() + inner.config.flush_timeout;
+    let totals: Result<Vec<Option<u64>>, Fallback> =
+        round_trip(inner, deadline, pipeline.query_async(&mut connection)).await;
+    let Ok(totals) = totals else {
+        return;
+    };
+    if let Ok(mut spent) = inner.spent.lock() {
+        for (line_item, total) in line_items.into_iter().zip(totals) {
+            if let Some(total) = total {
+                spent.insert(line_item, total);
+            }
+        }
     }
 }
 

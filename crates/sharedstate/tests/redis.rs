@@ -935,3 +935,35 @@ async fn a_check_that_timed_out_after_redis_counted_it_counts_once_when_queued()
         "one decision, one count against the cap"
     );
 }
+
+/// The shared budget figure stays true on an edge that stopped charging: it reads the counter
+/// back every second, so another edge's charges show there too.
+#[tokio::test]
+async fn the_shared_budget_figure_follows_other_edges_charges() {
+    let config = || SharedConfig {
+        flush_interval: Duration::from_millis(50),
+        ..patient(&redis_url())
+    };
+    let charging = SharedState::new(config(), Arc::new(SystemClock)).unwrap();
+    let stopped = SharedState::new(config(), Arc::new(SystemClock)).unwrap();
+    let line_item = fresh_user();
+    stopped.charge_later(line_item, 100);
+    assert!(stopped.flush().await);
+    assert_eq!(stopped.spent(line_item), Some(100));
+    charging.charge_later(line_item, 400);
+    assert!(charging.flush().await);
+    let deadline = later(Duration::from_secs(10));
+    while stopped.spent(line_item) != Some(500) {
+        assert!(
+            Instant::now() < deadline,
+            "still {:?}",
+            stopped.spent(line_item)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut metrics = String::new();
+    stopped.render_metrics(&mut metrics);
+    assert!(metrics.contains(&format!(
+        "marquee_redis_budget_spent{{line_item=\"{line_item}\"}} 500\n"
+    )));
+}
