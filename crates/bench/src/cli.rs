@@ -18,7 +18,7 @@ use crate::mock_bidder::{MockBidder, MockBidderArgs};
 use crate::reference::ReferenceServer;
 use crate::report::sweep_table;
 use crate::session::SessionModel;
-use crate::workload::{Kind, Workload, load_openrtb, session_workload};
+use crate::workload::{BeaconTarget, Kind, Workload, load_openrtb, session_workload};
 
 /// `marquee bench` subcommands.
 #[derive(Debug, Subcommand)]
@@ -47,9 +47,20 @@ pub enum BenchCommand {
 #[command(group(ArgGroup::new("workload").args(["openrtb", "session", "session_config", "body", "body_file"])))]
 pub struct RunArgs {
     /// The target, e.g. http://127.0.0.1:8080/ad?placement=1 (the path is used by the fixed
-    /// and OpenRTB workloads).
+    /// and OpenRTB workloads; user sessions put their paths after it, so give the edge's base
+    /// URL, e.g. http://127.0.0.1:8080/).
     #[arg(value_name = "URL")]
     pub url: String,
+    /// User sessions: another target besides URL (repeatable, or comma-separated). Each
+    /// session fetches all its ads from one target, sessions taking the targets in turn;
+    /// --beacon-target says where their beacons and clicks go.
+    #[arg(long = "target", value_name = "URL", value_delimiter = ',')]
+    pub targets: Vec<String>,
+    /// User sessions: where each ad's impression beacon and click go. "same": the target that
+    /// served the ad; "other": never that one, the other targets in turn (needs two or more);
+    /// "random": any target, uniformly [default: same].
+    #[arg(long, value_name = "WHERE", value_enum)]
+    pub beacon_target: Option<BeaconTarget>,
 
     /// Open connections (closed loop: requests in flight).
     #[arg(short = 'c', long, default_value_t = 64, value_name = "N")]
@@ -119,12 +130,14 @@ pub struct RunArgs {
     /// folder, to the URL; `id` and every `imp[].id` are fresh in each request.
     #[arg(long, value_name = "PATH")]
     pub openrtb: Option<PathBuf>,
-    /// Send ad requests, impression beacons and clicks from the built-in user-session model
-    /// (default paths /ad, /imp, /click with ?placement=…&user=…).
+    /// Walk user sessions from the built-in model: fetch ads (GET /ad.json?p=PLACEMENT&uid=USER),
+    /// then fire each ad's signed impression beacon (/t/i?t=…) and, with the model's click
+    /// probability, its click URL (/t/c?t=…, redirect not followed), both taken from the ad
+    /// answer's html. Reports ads, empty answers, beacons and clicks, per target.
     #[arg(long)]
     pub session: bool,
-    /// Like --session, with probabilities, paths and placements from this TOML file (see
-    /// docs/benchmarks.md).
+    /// Like --session, with probabilities, the ad request path and placements from this TOML
+    /// file (template: crates/bench/session.toml; see docs/benchmarks.md).
     #[arg(long, value_name = "FILE")]
     pub session_config: Option<PathBuf>,
     /// Seed of the random ids and session walks [default: from the clock].
@@ -185,9 +198,25 @@ pub async fn run(command: BenchCommand) -> Result<(), BenchError> {
     }
 }
 
-/// Builds the plan from the flags (checking the target first: no traffic before that).
+/// Builds the plan from the flags (checking the targets first: no traffic before that).
 pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
-    let target = crate::target::resolve(&args.url, &args.allow_remote).await?;
+    let sessions = args.session || args.session_config.is_some();
+    if !sessions && (!args.targets.is_empty() || args.beacon_target.is_some()) {
+        return Err(BenchError::Usage(
+            "--target and --beacon-target go with --session or --session-config".into(),
+        ));
+    }
+    let beacons = args.beacon_target.unwrap_or_default();
+    if beacons == BeaconTarget::Other && args.targets.is_empty() {
+        return Err(BenchError::Usage(
+            "--beacon-target other needs a second target (--target URL)".into(),
+        ));
+    }
+    let mut targets = Vec::with_capacity(1 + args.targets.len());
+    for url in std::iter::once(&args.url).chain(&args.targets) {
+        targets.push(crate::target::resolve(url, &args.allow_remote).await?);
+    }
+    let target = &targets[0];
     let headers = args
         .headers
         .iter()
@@ -208,10 +237,12 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
             path,
             templates: set.templates,
         }
-    } else if let Some(file) = &args.session_config {
-        session_workload(SessionModel::from_file(file)?)?
-    } else if args.session {
-        session_workload(SessionModel::default())?
+    } else if sessions {
+        let model = match &args.session_config {
+            Some(file) => SessionModel::from_file(file)?,
+            None => SessionModel::default(),
+        };
+        session_workload(model, beacons, session_bases(&targets)?)?
     } else {
         let body = match (&args.body, &args.body_file) {
             (Some(text), _) => Bytes::from(text.clone()),
@@ -241,14 +272,10 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
             .map_or(0, |since| since.as_nanos() as u64)
     });
     let keep_alive = !args.no_keep_alive;
+    let hosts: Vec<HeaderValue> = targets.iter().map(|target| target.host.clone()).collect();
     Ok(Plan {
-        workload: Arc::new(Workload::new(
-            kind,
-            target.host.clone(),
-            &headers,
-            keep_alive,
-        )),
-        target,
+        workload: Arc::new(Workload::new(kind, &hosts, &headers, keep_alive)),
+        targets,
         connections: args.connections,
         threads: args.threads,
         rate: args.rate,
@@ -286,6 +313,23 @@ async fn run_load(args: RunArgs) -> Result<(), BenchError> {
         }
     }
     Ok(())
+}
+
+/// Each target URL's path without its last `/`: what the user sessions' paths are appended to
+/// (nothing for `http://host:port/`; `/mq` for an edge behind a proxy at `http://proxy/mq/`).
+fn session_bases(targets: &[crate::target::Target]) -> Result<Vec<String>, BenchError> {
+    targets
+        .iter()
+        .map(|target| {
+            if target.path.contains('?') {
+                return Err(BenchError::Usage(format!(
+                    "{}: a user-session target is a base URL, without a query",
+                    target.url
+                )));
+            }
+            Ok(target.path.trim_end_matches('/').to_owned())
+        })
+        .collect()
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), BenchError> {

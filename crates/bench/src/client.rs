@@ -53,6 +53,17 @@ impl Connection {
 
     /// Sends one whole request and reads its whole answer.
     pub async fn exchange(&mut self, request: &[u8]) -> Result<Answer, ErrorKind> {
+        self.exchange_into(request, None).await
+    }
+
+    /// Like [`Connection::exchange`], and with `body` the answer's body is appended to it (up
+    /// to [`MAX_BUFFER`] bytes; the rest is read and counted, not kept). Only answers that are
+    /// read, such as an ad answer whose tracking URLs come next, pay for the copy.
+    pub async fn exchange_into(
+        &mut self,
+        request: &[u8],
+        mut body: Option<&mut Vec<u8>>,
+    ) -> Result<Answer, ErrorKind> {
         self.stream.write_all(request).await.map_err(io_kind)?;
         let head = loop {
             if let Some(head) = parse_head(self.buffer.available())? {
@@ -68,11 +79,11 @@ impl Connection {
         let body_bytes = match head.framing {
             _ if bodiless => 0,
             Framing::Length(length) => {
-                self.skip(length).await?;
+                self.skip(length, &mut body).await?;
                 length
             }
-            Framing::Chunked => self.skip_chunked().await?,
-            Framing::UntilClose => self.skip_to_end().await?,
+            Framing::Chunked => self.skip_chunked(&mut body).await?,
+            Framing::UntilClose => self.skip_to_end(&mut body).await?,
         };
         Ok(Answer {
             status: head.status,
@@ -81,7 +92,8 @@ impl Connection {
         })
     }
 
-    async fn skip(&mut self, mut length: u64) -> Result<(), ErrorKind> {
+    /// Skips `length` body bytes, keeping them in `keep` when given.
+    async fn skip(&mut self, mut length: u64, keep: &mut Keep<'_>) -> Result<(), ErrorKind> {
         while length > 0 {
             if self.buffer.available().is_empty() {
                 self.buffer.fill(&mut self.stream).await?;
@@ -91,6 +103,7 @@ impl Connection {
                 .available()
                 .len()
                 .min(usize::try_from(length).unwrap_or(usize::MAX));
+            keep_bytes(keep, &self.buffer.available()[..take]);
             self.buffer.consume(take);
             length -= take as u64;
         }
@@ -107,7 +120,7 @@ impl Connection {
     }
 
     /// Skips a chunked body and its trailers; returns the body size.
-    async fn skip_chunked(&mut self) -> Result<u64, ErrorKind> {
+    async fn skip_chunked(&mut self, keep: &mut Keep<'_>) -> Result<u64, ErrorKind> {
         let mut total = 0;
         loop {
             let end = self.line().await?;
@@ -128,15 +141,17 @@ impl Connection {
                     }
                 }
             }
-            self.skip(size + 2).await?;
+            self.skip(size, keep).await?;
+            self.skip(2, &mut None).await?;
             total += size;
         }
     }
 
-    async fn skip_to_end(&mut self) -> Result<u64, ErrorKind> {
+    async fn skip_to_end(&mut self, keep: &mut Keep<'_>) -> Result<u64, ErrorKind> {
         let mut total = 0;
         loop {
             let available = self.buffer.available().len();
+            keep_bytes(keep, self.buffer.available());
             total += available as u64;
             self.buffer.consume(available);
             match self.buffer.fill(&mut self.stream).await {
@@ -145,6 +160,16 @@ impl Connection {
                 Err(other) => return Err(other),
             }
         }
+    }
+}
+
+/// Where a body is kept, if anywhere.
+type Keep<'a> = Option<&'a mut Vec<u8>>;
+
+fn keep_bytes(keep: &mut Keep<'_>, bytes: &[u8]) {
+    if let Some(keep) = keep {
+        let room = MAX_BUFFER.saturating_sub(keep.len());
+        keep.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 }
 
@@ -341,6 +366,33 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[tokio::test]
+    async fn bodies_are_kept_when_asked_for() {
+        let addr = canned(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nxyz",
+        ])
+        .await;
+        let mut connection = Connection::open(addr).await.unwrap();
+        let get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut body = Vec::new();
+        connection
+            .exchange_into(get, Some(&mut body))
+            .await
+            .unwrap();
+        assert_eq!(body, b"hello");
+        body.clear();
+        let answer = connection
+            .exchange_into(get, Some(&mut body))
+            .await
+            .unwrap();
+        assert_eq!((body.as_slice(), answer.body_bytes), (&b"abcdefg"[..], 7));
+        body.clear();
+        connection.exchange(get).await.unwrap();
+        assert!(body.is_empty());
     }
 
     #[tokio::test]

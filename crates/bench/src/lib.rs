@@ -7,7 +7,8 @@
 //! - [`client`]: the lean HTTP/1.1 client connection it drives (prepared request bytes,
 //!   answers parsed in place).
 //! - [`workload`] and [`session`]: what is sent: a fixed request, OpenRTB requests from files
-//!   with fresh ids per request, or ad requests from a user-session Markov chain.
+//!   with fresh ids per request, or user sessions walked from a Markov chain: ad requests, then
+//!   the signed impression beacons and clicks their answers carry, over one or several edges.
 //! - [`reference`]: `marquee bench reference`, the hello-world server on the same HTTP stack
 //!   (hyper 1) that is the 100% of every ratio run (`shared/design/method.md`).
 //! - [`mock_bidder`]: `marquee bench mock-bidder`, a stand-in external bidder for gateway

@@ -25,9 +25,13 @@ use tokio::sync::Barrier;
 
 use crate::BenchError;
 use crate::client::{Answer, Connection};
-use crate::report::{ErrorKind, Latency, Report, SweepStep, Tick, answers_over};
+use crate::report::{
+    ErrorKind, KindCounts, Latency, Report, SessionCounts, SessionReport, SweepStep, TargetCounts,
+    Tick, answers_over,
+};
+use crate::session::State;
 use crate::target::Target;
-use crate::workload::{Generator, Workload};
+use crate::workload::{AdOutcome, Generator, Workload};
 
 /// Latencies above this are recorded as this (100 s); far beyond any sensible timeout.
 const HISTOGRAM_MAX_NS: u64 = 100_000_000_000;
@@ -39,7 +43,9 @@ const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub target: Target,
+    /// Where load goes: one target, or for the user-session workload several (its sessions
+    /// take them in turn; beacons go where the workload's beacon policy says).
+    pub targets: Vec<Target>,
     pub workload: Arc<Workload>,
     pub connections: usize,
     pub threads: usize,
@@ -91,7 +97,8 @@ pub async fn sweep(
 /// State every connection task shares.
 #[derive(Debug)]
 struct Shared {
-    addr: SocketAddr,
+    /// The targets' addresses, in the plan's order.
+    addrs: Vec<SocketAddr>,
     keep_alive: bool,
     timeout: Duration,
     max_wait: Option<Duration>,
@@ -143,10 +150,79 @@ struct Shard {
     /// Requests skipped because no connection was free within `max_wait`.
     unsent: u64,
     last_done: Option<Instant>,
+    /// User-session workload only.
+    session: Option<SessionShard>,
+}
+
+/// The user-session counters of one worker thread.
+#[derive(Debug)]
+struct SessionShard {
+    /// Per target.
+    targets: Vec<SessionCounts>,
+    /// Latencies (ns) of the whole run, per kind in [`State::ALL`] order.
+    latency: [Histogram<u64>; 4],
+    /// Answers per kind since the reporter last drained them.
+    interval: KindCounts,
+    sessions: u64,
+    skipped: u64,
+}
+
+/// One session request as sent and answered, for the counters.
+struct SessionEvent {
+    kind: State,
+    target: usize,
+    /// The answer's status, `None` when there was none.
+    status: Option<u16>,
+    /// Ad requests: what the answer held.
+    ad: Option<AdOutcome>,
+    skipped: u64,
+    new_session: bool,
+}
+
+impl SessionShard {
+    fn new(targets: usize) -> Result<Self, BenchError> {
+        Ok(SessionShard {
+            targets: vec![SessionCounts::default(); targets],
+            latency: [
+                new_histogram()?,
+                new_histogram()?,
+                new_histogram()?,
+                new_histogram()?,
+            ],
+            interval: KindCounts::default(),
+            sessions: 0,
+            skipped: 0,
+        })
+    }
+
+    fn record(&mut self, event: &SessionEvent, latency_ns: u64) {
+        self.sessions += u64::from(event.new_session);
+        self.skipped += event.skipped;
+        let Some(counts) = self.targets.get_mut(event.target) else {
+            return;
+        };
+        let (sent, statuses) = counts.kind_mut(event.kind);
+        *sent += 1;
+        match event.status {
+            Some(status) => {
+                *statuses.entry(status).or_insert(0) += 1;
+                *self.interval.get_mut(event.kind) += 1;
+                self.latency[event.kind.index()].saturating_record(latency_ns);
+            }
+            None => *counts.errors.get_mut(event.kind) += 1,
+        }
+        match event.ad {
+            Some(AdOutcome::Ad) => counts.ads += 1,
+            Some(AdOutcome::Empty) => counts.no_ads += 1,
+            // A request without an answer is an error, already counted.
+            Some(AdOutcome::Unreadable) if event.status.is_some() => counts.ads_unreadable += 1,
+            Some(AdOutcome::Unreadable) | None => {}
+        }
+    }
 }
 
 impl Shard {
-    fn new() -> Result<Self, BenchError> {
+    fn new(session_targets: Option<usize>) -> Result<Self, BenchError> {
         Ok(Shard {
             interval: new_histogram()?,
             interval_responses: 0,
@@ -158,14 +234,23 @@ impl Shard {
             errors: [0; ErrorKind::ALL.len()],
             unsent: 0,
             last_done: None,
+            session: session_targets.map(SessionShard::new).transpose()?,
         })
     }
 
-    fn record(&mut self, outcome: Result<Answer, ErrorKind>, latency: Duration) {
+    fn record(
+        &mut self,
+        outcome: Result<Answer, ErrorKind>,
+        latency: Duration,
+        session: Option<&SessionEvent>,
+    ) {
+        let latency_ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        if let (Some(shard), Some(event)) = (&mut self.session, session) {
+            shard.record(event, latency_ns);
+        }
         match outcome {
             Ok(answer) => {
-                self.interval
-                    .saturating_record(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+                self.interval.saturating_record(latency_ns);
                 self.interval_responses += 1;
                 // httparse accepts three-digit codes only.
                 if let Some(count) = self.statuses.get_mut(usize::from(answer.status)) {
@@ -216,25 +301,31 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     {
         return Err(BenchError::Usage("the rate must be above 0".into()));
     }
+    if plan.targets.is_empty() {
+        return Err(BenchError::Usage("no target".into()));
+    }
     // Fail fast, with the reason, when nothing listens there.
-    match tokio::time::timeout(plan.timeout, TcpStream::connect(plan.target.addr)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(source)) => {
-            return Err(BenchError::Connect {
-                addr: plan.target.addr,
-                source,
-            });
-        }
-        Err(_) => {
-            return Err(BenchError::Connect {
-                addr: plan.target.addr,
-                source: std::io::ErrorKind::TimedOut.into(),
-            });
+    for target in &plan.targets {
+        match tokio::time::timeout(plan.timeout, TcpStream::connect(target.addr)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(source)) => {
+                return Err(BenchError::Connect {
+                    addr: target.addr,
+                    source,
+                });
+            }
+            Err(_) => {
+                return Err(BenchError::Connect {
+                    addr: target.addr,
+                    source: std::io::ErrorKind::TimedOut.into(),
+                });
+            }
         }
     }
+    let session_targets = plan.workload.beacons().map(|_| plan.targets.len());
     let threads = plan.threads.min(plan.connections);
     let shared = Arc::new(Shared {
-        addr: plan.target.addr,
+        addrs: plan.targets.iter().map(|target| target.addr).collect(),
         keep_alive: plan.keep_alive,
         timeout: plan.timeout,
         max_wait: plan.max_wait,
@@ -248,7 +339,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     let mut shards = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for thread in 0..threads {
-        let shard = Arc::new(Mutex::new(Shard::new()?));
+        let shard = Arc::new(Mutex::new(Shard::new(session_targets)?));
         shards.push(Arc::clone(&shard));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -309,7 +400,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
     }
     let start = *shared.start.get_or_init(Instant::now);
     let cpu_at_start = process_cpu();
-    let mut reporter = Reporter::new(start, plan.progress)?;
+    let mut reporter = Reporter::new(start, plan.progress, session_targets.is_some())?;
     let mut ticker = tokio::time::interval_at(
         tokio::time::Instant::from_std(start + Duration::from_secs(1)),
         Duration::from_secs(1),
@@ -373,10 +464,12 @@ struct Reporter {
     responses: u64,
     errors: u64,
     timeline: Vec<Tick>,
+    /// Whether ticks carry the user-session workload's answers by kind.
+    session: bool,
 }
 
 impl Reporter {
-    fn new(start: Instant, progress: bool) -> Result<Self, BenchError> {
+    fn new(start: Instant, progress: bool, session: bool) -> Result<Self, BenchError> {
         Ok(Reporter {
             start,
             last: start,
@@ -387,6 +480,7 @@ impl Reporter {
             responses: 0,
             errors: 0,
             timeline: Vec::new(),
+            session,
         })
     }
 
@@ -395,9 +489,13 @@ impl Reporter {
     fn collect(&mut self, shards: &[Arc<Mutex<Shard>>], whole: bool) {
         let now = Instant::now();
         let (mut responses, mut errors) = (0, 0);
+        let mut kinds = KindCounts::default();
         self.tick.reset();
         for shard in shards {
             let mut shard = lock(shard);
+            if let Some(session) = &mut shard.session {
+                kinds.add(&std::mem::take(&mut session.interval));
+            }
             // Both histograms share bounds, so adding cannot fail.
             let _ = self.tick.add(&shard.interval);
             shard.interval.reset();
@@ -422,6 +520,7 @@ impl Reporter {
                 0.0
             },
             latency: Latency::from_histogram(&self.tick),
+            session: self.session.then_some(kinds),
         };
         if self.progress && whole {
             let so_far = Latency::from_histogram(&self.total);
@@ -465,8 +564,38 @@ fn build_report(
     let (mut bids, mut no_bids, mut bytes, mut unsent) = (0, 0, 0, 0);
     let mut errors = [0u64; ErrorKind::ALL.len()];
     let mut last_done = start;
+    let mut session = plan.workload.beacons().map(|beacons| SessionReport {
+        beacon_target: beacons.name(),
+        sessions: 0,
+        skipped_no_ad: 0,
+        total: SessionCounts::default(),
+        latency: std::collections::BTreeMap::new(),
+        targets: plan
+            .targets
+            .iter()
+            .map(|target| TargetCounts {
+                url: target.url.clone(),
+                counts: SessionCounts::default(),
+            })
+            .collect(),
+    });
+    let mut kind_latency: Option<[Histogram<u64>; 4]> = None;
     for shard in shards {
         let shard = lock(shard);
+        if let (Some(report), Some(own)) = (&mut session, &shard.session) {
+            report.sessions += own.sessions;
+            report.skipped_no_ad += own.skipped;
+            for (target, counts) in report.targets.iter_mut().zip(&own.targets) {
+                target.counts.add(counts);
+                report.total.add(counts);
+            }
+            let merged =
+                kind_latency.get_or_insert_with(|| own.latency.each_ref().map(Histogram::new_from));
+            for (total, histogram) in merged.iter_mut().zip(&own.latency) {
+                // Same bounds: adding cannot fail.
+                let _ = total.add(histogram);
+            }
+        }
         for (code, count) in shard.statuses.iter().enumerate() {
             if *count > 0 {
                 // Indices stop below 1000.
@@ -501,7 +630,12 @@ fn build_report(
         .sum();
     let errors_total = errors.iter().sum();
     Report {
-        url: plan.target.url.clone(),
+        url: plan
+            .targets
+            .iter()
+            .map(|target| target.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         workload: plan.workload.describe().to_owned(),
         mode: if plan.rate.is_some() {
             "open"
@@ -533,18 +667,36 @@ fn build_report(
         non_2xx: responses - ok,
         client_cpu_percent,
         bytes_received: bytes,
+        session: session.map(|mut report| {
+            for (kind, histogram) in State::ALL.iter().zip(kind_latency.iter().flatten()) {
+                if !histogram.is_empty() {
+                    report
+                        .latency
+                        .insert(kind.name(), Latency::from_histogram(histogram));
+                }
+            }
+            report
+        }),
         timeline: reporter.timeline,
         histogram: reporter.total,
     }
 }
 
-/// One connection's loop: claim a request, wait for its time (open loop), send, record.
+/// One connection's loop: claim a request, wait for its time (open loop), send, record. With
+/// several targets (user sessions) it keeps a connection to each it has used; a session's
+/// beacon is sent only after its ad's answer came, since it is taken from that answer.
 async fn connection(shared: Arc<Shared>, shard: Arc<Mutex<Shard>>, mut generator: Generator) {
-    let mut open = None;
-    if shared.keep_alive {
+    let mut open: Vec<Option<Connection>> = Vec::with_capacity(shared.addrs.len());
+    for &addr in &shared.addrs {
         // A failure here shows up as a connect error on the first request.
-        open = Connection::open(shared.addr).await.ok();
+        let connection = if shared.keep_alive {
+            Connection::open(addr).await.ok()
+        } else {
+            None
+        };
+        open.push(connection);
     }
+    let mut body = Vec::new();
     shared.ready.wait().await;
     let start = *shared.start.get_or_init(Instant::now);
     while let Some(due) = shared.claim(start) {
@@ -559,23 +711,46 @@ async fn connection(shared: Arc<Shared>, shard: Arc<Mutex<Shard>>, mut generator
         // From the intended time when late (the queue counts), from the actual send when the
         // coarse timer let it leave a little early.
         let from = due.map_or(sent, |due| due.min(sent));
-        let request = generator.next_request();
-        let outcome =
-            match tokio::time::timeout(shared.timeout, exchange(&mut open, shared.addr, request))
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(_) => Err(ErrorKind::Timeout),
-            };
+        let next = generator.next_request();
+        let (target, kind) = (next.target, next.kind);
+        let (skipped, new_session) = (next.skipped, next.new_session);
+        body.clear();
+        let keep = Generator::wants_body(kind).then_some(&mut body);
+        let (Some(slot), Some(&addr)) = (open.get_mut(target), shared.addrs.get(target)) else {
+            // The workload names only targets of the plan.
+            continue;
+        };
+        let outcome = match tokio::time::timeout(
+            shared.timeout,
+            exchange(slot, addr, next.bytes, keep),
+        )
+        .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ErrorKind::Timeout),
+        };
         let done = Instant::now();
         // After a failure the connection's state is unknown; without keep-alive, or when the
         // server said close, it is spent.
         if !shared.keep_alive || !outcome.is_ok_and(|answer| !answer.close) {
-            open = None;
+            *slot = None;
         }
+        let event = kind.map(|kind| SessionEvent {
+            kind,
+            target,
+            status: outcome.ok().map(|answer| answer.status),
+            ad: (kind == State::AdRequest).then(|| {
+                generator.answered(
+                    target,
+                    outcome.ok().map(|answer| (answer.status, body.as_slice())),
+                )
+            }),
+            skipped,
+            new_session,
+        });
         {
             let mut shard = lock(&shard);
-            shard.record(outcome, done.duration_since(from));
+            shard.record(outcome, done.duration_since(from), event.as_ref());
             shard.last_done = Some(done);
         }
         if outcome == Err(ErrorKind::Connect) {
@@ -594,15 +769,17 @@ async fn pace(due: Instant) {
     }
 }
 
-/// Sends one request on the open connection, opening one first when there is none.
+/// Sends one request on the open connection, opening one first when there is none; keeps the
+/// answer's body in `body` when given.
 async fn exchange(
     open: &mut Option<Connection>,
     addr: std::net::SocketAddr,
     request: &[u8],
+    body: Option<&mut Vec<u8>>,
 ) -> Result<Answer, ErrorKind> {
     let connection = match open {
         Some(connection) => connection,
         None => open.insert(Connection::open(addr).await?),
     };
-    connection.exchange(request).await
+    connection.exchange_into(request, body).await
 }

@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::session::State;
+
 /// Why a request got no response. Status codes are not errors: they are counted separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -86,6 +88,132 @@ pub struct Tick {
     /// Responses per second in this interval.
     pub rate: f64,
     pub latency: Latency,
+    /// User-session workload: this interval's answers by request kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<KindCounts>,
+}
+
+/// A count per user-session request kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    pub page_views: u64,
+    pub ad_requests: u64,
+    pub impressions: u64,
+    pub clicks: u64,
+}
+
+impl KindCounts {
+    pub fn get_mut(&mut self, kind: State) -> &mut u64 {
+        match kind {
+            State::PageView => &mut self.page_views,
+            State::AdRequest => &mut self.ad_requests,
+            State::Impression => &mut self.impressions,
+            State::Click => &mut self.clicks,
+        }
+    }
+
+    pub fn get(&self, kind: State) -> u64 {
+        match kind {
+            State::PageView => self.page_views,
+            State::AdRequest => self.ad_requests,
+            State::Impression => self.impressions,
+            State::Click => self.clicks,
+        }
+    }
+
+    pub fn add(&mut self, other: &KindCounts) {
+        for kind in State::ALL {
+            *self.get_mut(kind) += other.get(kind);
+        }
+    }
+}
+
+/// What the user-session workload did, in total or at one target. Requests of a kind were
+/// sent: answered (by status) or failed (`errors`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SessionCounts {
+    /// Ad requests sent.
+    pub ad_requests: u64,
+    pub ad_statuses: BTreeMap<u16, u64>,
+    /// 200 answers carrying an ad with its impression beacon URL.
+    pub ads: u64,
+    /// 200 answers with an empty `ads` list: no ad (no fill, or the edge's fallback).
+    pub no_ads: u64,
+    /// Answers that were neither: another status, not the ad answer's JSON, or an ad without
+    /// a beacon URL.
+    pub ads_unreadable: u64,
+    /// Impression beacons fired (at this target, for a target).
+    pub impressions: u64,
+    pub impression_statuses: BTreeMap<u16, u64>,
+    /// Clicks fired.
+    pub clicks: u64,
+    pub click_statuses: BTreeMap<u16, u64>,
+    /// Page views sent (only when the model gives them a path).
+    pub page_views: u64,
+    pub page_view_statuses: BTreeMap<u16, u64>,
+    /// Requests without an answer (timeouts, refused or broken connections), by kind.
+    pub errors: KindCounts,
+}
+
+impl SessionCounts {
+    pub fn add(&mut self, other: &SessionCounts) {
+        let merge = |into: &mut BTreeMap<u16, u64>, from: &BTreeMap<u16, u64>| {
+            for (code, count) in from {
+                *into.entry(*code).or_insert(0) += count;
+            }
+        };
+        self.ad_requests += other.ad_requests;
+        merge(&mut self.ad_statuses, &other.ad_statuses);
+        self.ads += other.ads;
+        self.no_ads += other.no_ads;
+        self.ads_unreadable += other.ads_unreadable;
+        self.impressions += other.impressions;
+        merge(&mut self.impression_statuses, &other.impression_statuses);
+        self.clicks += other.clicks;
+        merge(&mut self.click_statuses, &other.click_statuses);
+        self.page_views += other.page_views;
+        merge(&mut self.page_view_statuses, &other.page_view_statuses);
+        self.errors.add(&other.errors);
+    }
+
+    /// Sent requests of `kind` and their answers by status.
+    pub fn kind_mut(&mut self, kind: State) -> (&mut u64, &mut BTreeMap<u16, u64>) {
+        match kind {
+            State::PageView => (&mut self.page_views, &mut self.page_view_statuses),
+            State::AdRequest => (&mut self.ad_requests, &mut self.ad_statuses),
+            State::Impression => (&mut self.impressions, &mut self.impression_statuses),
+            State::Click => (&mut self.clicks, &mut self.click_statuses),
+        }
+    }
+}
+
+/// The user-session workload's own figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReport {
+    /// Where beacons and clicks went: `same`, `other` or `random` (see `--beacon-target`).
+    pub beacon_target: &'static str,
+    /// Sessions started (each with a new user, pinned to one target for its ads).
+    pub sessions: u64,
+    /// Impression and click visits that sent nothing: the session's last ad request brought
+    /// no ad (or the ad had no such URL).
+    pub skipped_no_ad: u64,
+    /// Totals over all targets.
+    #[serde(flatten)]
+    pub total: SessionCounts,
+    /// Latency of answered requests by kind (`page_view`, `ad_request`, `impression`,
+    /// `click`; kinds never sent are left out), from the intended send time in open loop.
+    pub latency: BTreeMap<&'static str, Latency>,
+    /// The same counts per target, in the order given; beacons and clicks count at the target
+    /// they were sent to.
+    pub targets: Vec<TargetCounts>,
+}
+
+/// One target's share of a session run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCounts {
+    pub url: String,
+    #[serde(flatten)]
+    pub counts: SessionCounts,
 }
 
 /// The result of one run.
@@ -129,6 +257,9 @@ pub struct Report {
     /// to read the answers.
     pub client_cpu_percent: Option<f64>,
     pub bytes_received: u64,
+    /// User-session workload only: ads, beacons and clicks, in total and per target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionReport>,
     pub timeline: Vec<Tick>,
     /// All latencies in nanoseconds, for callers that need more than the summary.
     #[serde(skip)]
@@ -241,8 +372,111 @@ impl Report {
                 ),
             );
         }
+        if let Some(session) = &self.session {
+            session_rows(&mut out, session);
+        }
         out
     }
+}
+
+/// The user-session rows of the table: totals, latency by kind, then one line per target when
+/// there are several.
+fn session_rows(out: &mut String, session: &SessionReport) {
+    let mut row = |name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<12} {value}");
+    };
+    let t = &session.total;
+    row(
+        "sessions",
+        format!(
+            "{} · beacons and clicks to the {} target",
+            group(session.sessions),
+            match session.beacon_target {
+                "same" => "same (the ad's)",
+                "other" => "other (never the ad's)",
+                other => other,
+            }
+        ),
+    );
+    row(
+        "ads",
+        format!(
+            "{} fetched: {} with an ad · {} empty · {} unreadable · {} no answer ({})",
+            group(t.ad_requests),
+            group(t.ads),
+            group(t.no_ads),
+            group(t.ads_unreadable),
+            group(t.errors.ad_requests),
+            statuses_text(&t.ad_statuses)
+        ),
+    );
+    row(
+        "beacons",
+        format!(
+            "{} fired ({}) · {} no answer · {} skipped (no ad)",
+            group(t.impressions),
+            statuses_text(&t.impression_statuses),
+            group(t.errors.impressions),
+            group(session.skipped_no_ad)
+        ),
+    );
+    row(
+        "clicks",
+        format!(
+            "{} fired ({}) · {} no answer",
+            group(t.clicks),
+            statuses_text(&t.click_statuses),
+            group(t.errors.clicks)
+        ),
+    );
+    if t.page_views > 0 || t.errors.page_views > 0 {
+        row(
+            "page views",
+            format!(
+                "{} sent ({})",
+                group(t.page_views),
+                statuses_text(&t.page_view_statuses)
+            ),
+        );
+    }
+    for (kind, l) in &session.latency {
+        row(
+            kind,
+            format!(
+                "latency p50 {} · p99 {} · max {}",
+                ms(l.p50_ms),
+                ms(l.p99_ms),
+                ms(l.max_ms)
+            ),
+        );
+    }
+    if session.targets.len() > 1 {
+        for target in &session.targets {
+            let c = &target.counts;
+            row(
+                "target",
+                format!(
+                    "{}: {} ads fetched ({} with an ad) · {} beacons · {} clicks",
+                    target.url,
+                    group(c.ad_requests),
+                    group(c.ads),
+                    group(c.impressions),
+                    group(c.clicks)
+                ),
+            );
+        }
+    }
+}
+
+fn statuses_text(statuses: &BTreeMap<u16, u64>) -> String {
+    if statuses.is_empty() {
+        return "no answers".into();
+    }
+    statuses
+        .iter()
+        .map(|(code, count)| format!("{code}: {}", group(*count)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Past this share of a core per thread (in %), the report calls the load generator saturated.

@@ -1,7 +1,9 @@
 //! The user-session model: a Markov chain of page views, ad requests, impression beacons and
 //! clicks with an absorbing exit, after seed `003_*` (which modelled its clients the same way to
 //! find the most frequent requests). Each state may send one request; the probabilities come
-//! from a small TOML file whose rows replace the defaults row by row.
+//! from a small TOML file whose rows replace the defaults row by row. Page views and ad requests
+//! have path templates; impressions and clicks fire the signed URLs of the session's last ad
+//! answer (see [`crate::workload`]), so they have none.
 //!
 //! The expected number of visits to each state per session is the start state's row of the
 //! fundamental matrix `N = (I - Q)^-1` (Q: transitions among the non-exit states), which
@@ -35,7 +37,8 @@ impl State {
         State::Click,
     ];
 
-    fn index(self) -> usize {
+    /// Position in [`State::ALL`].
+    pub fn index(self) -> usize {
         self as usize
     }
 
@@ -67,7 +70,8 @@ pub struct SessionModel {
     start: State,
     placements: Vec<String>,
     /// Path template per state; empty means the state sends nothing (page views go to the
-    /// publisher's site, not to the ad server, by default).
+    /// publisher's site, not to the ad server, by default). Always empty for impressions and
+    /// clicks, whose URLs come from the ad answer.
     paths: [String; 4],
     /// `transitions[from][to]`; `1 - row sum` is the exit probability.
     transitions: [[f64; 4]; 4],
@@ -91,9 +95,9 @@ impl Default for SessionModel {
             placements: (1..=10).map(|n| n.to_string()).collect(),
             paths: [
                 String::new(),
-                "/ad?placement={placement}&user={user}".into(),
-                "/imp?placement={placement}&user={user}".into(),
-                "/click?placement={placement}&user={user}".into(),
+                "/ad.json?p={placement}&uid={user}".into(),
+                String::new(),
+                String::new(),
             ],
             transitions,
         }
@@ -125,6 +129,14 @@ impl SessionModel {
             model.placements = placements;
         }
         for (state, path) in file.paths {
+            if matches!(state, State::Impression | State::Click) {
+                return Err(BenchError::Session(format!(
+                    "paths.{}: impressions and clicks fire the signed URLs in the ad answer, \
+                     so they take no path; remove this key (crates/bench/session.toml is the \
+                     current template)",
+                    state.name()
+                )));
+            }
             model.paths[state.index()] = path;
         }
         for (from, row) in file.transitions {
@@ -141,6 +153,11 @@ impl SessionModel {
         let fail = |message: String| Err(BenchError::Session(message));
         if self.placements.is_empty() {
             return fail("placements is empty".into());
+        }
+        if self.path(State::AdRequest).is_empty() {
+            return fail(
+                "paths.ad_request is empty; impressions and clicks need its answers".into(),
+            );
         }
         for state in State::ALL {
             let path = &self.paths[state.index()];
@@ -163,7 +180,9 @@ impl SessionModel {
             }
         }
         let visits = self.expected_visits()?;
-        let requests: f64 = State::ALL
+        // Impressions and clicks send only after an ad request, so one of these must be reached
+        // or a walk never sends anything.
+        let requests: f64 = [State::PageView, State::AdRequest]
             .iter()
             .filter(|state| !self.paths[state.index()].is_empty())
             .map(|state| visits[state.index()])
@@ -182,7 +201,8 @@ impl SessionModel {
         &self.placements
     }
 
-    /// The path template of `state`; empty when it sends nothing.
+    /// The path template of `state`; empty when it sends nothing of its own (impressions and
+    /// clicks: always).
     pub fn path(&self, state: State) -> &str {
         &self.paths[state.index()]
     }
@@ -277,7 +297,7 @@ mod tests {
 
     #[test]
     fn the_documented_file_is_the_default() {
-        let file = SessionModel::from_toml(include_str!("../../../bench/session.toml")).unwrap();
+        let file = SessionModel::from_toml(include_str!("../session.toml")).unwrap();
         let default = SessionModel::default();
         assert_eq!(file.start, default.start);
         assert_eq!(file.placements, default.placements);
@@ -330,5 +350,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(unknown.contains("scroll"), "{unknown}");
+        // The old placeholder paths: beacons now come from the ad answer.
+        let old = SessionModel::from_toml("[paths]\nimpression = \"/imp?placement={placement}\"")
+            .unwrap_err()
+            .to_string();
+        assert!(old.contains("paths.impression"), "{old}");
+        let no_ads = SessionModel::from_toml("[paths]\nad_request = \"\"\npage_view = \"/p\"")
+            .unwrap_err()
+            .to_string();
+        assert!(no_ads.contains("paths.ad_request"), "{no_ads}");
     }
 }

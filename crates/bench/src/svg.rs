@@ -70,7 +70,46 @@ pub fn run_chart(report: &Report) -> String {
         y_label: "req/s".into(),
         series: vec![Series::new("answered", over_time(|t| t.rate))],
     };
-    render(&[latency, throughput])
+    let mut panels = vec![latency, throughput];
+    if report.session.is_some() {
+        panels.push(session_panel(report));
+    }
+    render(&panels)
+}
+
+/// User sessions: answers per second by request kind over time.
+fn session_panel(report: &Report) -> Panel {
+    let per_second = |pick: fn(&crate::report::KindCounts) -> u64| {
+        let mut last = 0.0;
+        report
+            .timeline
+            .iter()
+            .filter_map(|tick| {
+                let seconds = tick.t_s - last;
+                last = tick.t_s;
+                let counts = tick.session.as_ref()?;
+                (seconds > 0.0).then(|| (tick.t_s, pick(counts) as f64 / seconds))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut series = vec![
+        Series::new("ad requests", per_second(|c| c.ad_requests)),
+        Series::new("beacons", per_second(|c| c.impressions)),
+        Series::new("clicks", per_second(|c| c.clicks)),
+    ];
+    if report
+        .session
+        .as_ref()
+        .is_some_and(|session| session.total.page_views > 0)
+    {
+        series.push(Series::new("page views", per_second(|c| c.page_views)));
+    }
+    Panel {
+        title: "User sessions: answers per second by kind".into(),
+        x_label: "time (s)".into(),
+        y_label: "answers/s".into(),
+        series,
+    }
 }
 
 /// Throughput and latency against the offered rate of a sweep.

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -288,34 +289,333 @@ async fn openrtb_requests_get_fresh_ids() {
     assert!(!request_ids.contains("r1"));
 }
 
+/// A stand-in edge: `/ad.json` answers one ad whose html carries tracking URLs under a public
+/// URL that is not the server's own address (a proxy's, with a path prefix the proxy strips),
+/// with tokens naming this edge; placement 9 gets no ad. `/t/i` answers a GIF, `/t/c` a
+/// redirect. It records the path and `Host` of every request, and the tokens it issued.
+struct FakeEdge {
+    url: String,
+    authority: String,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+    issued: Arc<Mutex<std::collections::HashSet<String>>>,
+}
+
+const PUBLIC_URL: &str = "http://ads.public.invalid/mq";
+const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;";
+
+async fn fake_edge(name: &'static str) -> FakeEdge {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let issued = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let served = Arc::new(AtomicUsize::new(0));
+    let edge = FakeEdge {
+        url: format!("http://{addr}/"),
+        authority: addr.to_string(),
+        seen: Arc::clone(&seen),
+        issued: Arc::clone(&issued),
+    };
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (seen, issued, served) =
+                (Arc::clone(&seen), Arc::clone(&issued), Arc::clone(&served));
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let path = request.uri().to_string();
+                    let host = request
+                        .headers()
+                        .get("host")
+                        .map(|h| h.to_str().unwrap().to_owned())
+                        .unwrap_or_default();
+                    seen.lock().unwrap().push((path.clone(), host));
+                    let n = served.fetch_add(1, Ordering::SeqCst);
+                    let response = match request.uri().path() {
+                        "/ad.json" if path.contains("p=9&") => Response::builder()
+                            .header("content-type", "application/json")
+                            .body(Full::new(Bytes::from_static(br#"{"ads":[]}"#))),
+                        "/ad.json" => {
+                            let token = format!("{name}-{n}");
+                            issued.lock().unwrap().insert(token.clone());
+                            let html = format!(
+                                "<a href=\"{PUBLIC_URL}/t/c?t={token}\" target=\"_blank\"><img src=\"https://cdn.invalid/b.png\"></a><img src='{PUBLIC_URL}/t/i?t={token}' width=\"1\" height=\"1\">"
+                            );
+                            let body = serde_json::json!({"ads": [{"placement": 1, "line_item": 2,
+                                "creative": 3, "width": 300, "height": 250, "html": html}]});
+                            Response::builder()
+                                .header("content-type", "application/json")
+                                .body(Full::new(Bytes::from(body.to_string())))
+                        }
+                        "/t/i" => Response::builder()
+                            .header("content-type", "image/gif")
+                            .body(Full::new(Bytes::from_static(GIF))),
+                        "/t/c" => Response::builder()
+                            .status(302)
+                            .header("location", "https://advertiser.invalid/landing")
+                            .body(Full::new(Bytes::new())),
+                        _ => Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::new())),
+                    };
+                    async move { Ok::<_, Infallible>(response.unwrap()) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    edge
+}
+
+impl FakeEdge {
+    /// Paths received that start with `prefix`.
+    fn paths(&self, prefix: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|(path, _)| path.starts_with(prefix))
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+
+    /// The edges named in the tokens of the beacons (or clicks) this edge received.
+    fn token_sources(&self, prefix: &str) -> Vec<String> {
+        self.paths(prefix)
+            .iter()
+            .map(|path| {
+                let token = path.split("t=").nth(1).unwrap();
+                token.split('-').next().unwrap().to_owned()
+            })
+            .collect()
+    }
+}
+
+/// A session model with many clicks (30% of impressions) and a placement without ads.
+fn session_config(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("session.toml");
+    std::fs::write(
+        &path,
+        r#"
+        placements = ["1", "2", "9"]
+        [transitions.impression]
+        click = 0.3
+        ad_request = 0.4
+        page_view = 0.2
+        "#,
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn count(map: &BTreeMap<u16, u64>, code: u16) -> u64 {
+    map.get(&code).copied().unwrap_or(0)
+}
+
+/// Sessions fetch ads from `/ad.json` and fire the beacon and click URLs their answers carry
+/// (the old workload requested `/imp` and `/click`, which the edge does not serve); the report
+/// counts what the server saw, and clicks follow the model's probability.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_model_sends_ad_requests_beacons_and_clicks() {
-    let server = test_server(Behaviour::Immediate).await;
-    run(&[
-        &server.url,
-        "--session",
+async fn sessions_fetch_ads_and_fire_their_beacons() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = session_config(&dir);
+    let edge = fake_edge("a").await;
+    let report = run(&[
+        &edge.url,
+        "--session-config",
+        &config,
         "--seed",
-        "5",
+        "42",
         "-c",
         "2",
         "-n",
-        "300",
+        "2000",
         "-q",
     ])
     .await;
-    let received = server.received.lock().unwrap();
-    let count = |prefix: &str| {
-        received
-            .iter()
-            .filter(|(method, path, _)| method == "GET" && path.starts_with(prefix))
-            .count()
-    };
-    assert_eq!(
-        count("/ad?placement=") + count("/imp?") + count("/click?"),
-        300
+    let seen = edge.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2000);
+    for (path, host) in &seen {
+        assert!(
+            ["/ad.json?p=", "/t/i?t=a-", "/t/c?t=a-"]
+                .iter()
+                .any(|prefix| path.starts_with(prefix)),
+            "unexpected request {path}"
+        );
+        assert_eq!(host, &edge.authority, "the public URL's host is not sent");
+    }
+    let session = report.session.as_ref().expect("a session report");
+    let total = &session.total;
+    let (ads, beacons, clicks) = (
+        edge.paths("/ad.json").len() as u64,
+        edge.paths("/t/i").len() as u64,
+        edge.paths("/t/c").len() as u64,
     );
-    assert!(count("/ad?placement=") > count("/imp?") / 2);
-    assert!(count("/imp?") > count("/click?"));
+    assert_eq!(
+        (total.ad_requests, total.impressions, total.clicks),
+        (ads, beacons, clicks)
+    );
+    assert_eq!(total.ads + total.no_ads, ads);
+    assert_eq!(total.ads_unreadable, 0);
+    assert_eq!(count(&total.ad_statuses, 200), ads);
+    assert_eq!(count(&total.impression_statuses, 200), beacons);
+    assert_eq!(
+        count(&total.click_statuses, 302),
+        clicks,
+        "redirects are not followed"
+    );
+    assert_eq!(report.errors_total, 0);
+    // Placement 9 of three answers no ad, and its slot fires nothing.
+    let empty_share = total.no_ads as f64 / ads as f64;
+    assert!(
+        (0.23..0.43).contains(&empty_share),
+        "no-ad share {empty_share}"
+    );
+    assert!(session.skipped_no_ad > 0);
+    // Every beacon is an ad's own: the tokens the server handed out.
+    let issued = edge.issued.lock().unwrap().clone();
+    assert_eq!(issued.len() as u64, total.ads);
+    for path in edge.paths("/t/") {
+        let token = path.split("t=").nth(1).unwrap();
+        assert!(issued.contains(token), "{path} was never issued");
+    }
+    let click_rate = clicks as f64 / beacons as f64;
+    assert!(
+        (0.22..0.38).contains(&click_rate),
+        "{clicks} clicks for {beacons} beacons: {click_rate:.3}, the model says 0.3"
+    );
+    // Every session starts with a page view, which sends nothing, then an ad request.
+    assert!((1..=total.ad_requests).contains(&session.sessions));
+    for kind in ["ad_request", "impression", "click"] {
+        assert!(session.latency[kind].p50_ms > 0.0, "{kind}");
+    }
+    let table = report.table();
+    assert!(table.contains("beacons"), "{table}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["session"]["impressions"], beacons);
+    assert_eq!(json["session"]["click_statuses"]["302"], clicks);
+    assert_eq!(json["session"]["targets"][0]["ads"], total.ads);
+    assert_eq!(json["session"]["beacon_target"], "same");
+}
+
+/// Open loop: the session's requests keep their intended send times (each an ad fetch, beacon
+/// or click of its own), and the timeline and chart split answers by kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_run_open_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = session_config(&dir);
+    let edge = fake_edge("a").await;
+    let report = run(&[
+        &edge.url,
+        "--session-config",
+        &config,
+        "--seed",
+        "7",
+        "-c",
+        "4",
+        "-r",
+        "600",
+        "-d",
+        "1200ms",
+        "-q",
+    ])
+    .await;
+    assert_eq!(report.mode, "open");
+    assert_eq!(report.errors_total, 0);
+    assert_eq!(report.responses, edge.seen.lock().unwrap().len() as u64);
+    let session = report.session.as_ref().unwrap();
+    let by_kind: u64 = report
+        .timeline
+        .iter()
+        .map(|tick| {
+            let counts = tick.session.unwrap();
+            counts.ad_requests + counts.impressions + counts.clicks
+        })
+        .sum();
+    assert_eq!(by_kind, report.responses);
+    assert!(session.total.impressions > 50 && session.total.clicks > 0);
+    let chart = svg::run_chart(&report);
+    assert_well_formed(&chart);
+    assert!(chart.contains("User sessions"));
+}
+
+/// Two edges: sessions take them in turn for their ads, and each beacon and click goes to the
+/// edge `--beacon-target` names, its public URL's host replaced by that edge's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beacons_reach_the_target_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = session_config(&dir);
+    for policy in ["same", "other", "random"] {
+        let (a, b) = (fake_edge("a").await, fake_edge("b").await);
+        let report = run(&[
+            &a.url,
+            "--target",
+            &b.url,
+            "--beacon-target",
+            policy,
+            "--session-config",
+            &config,
+            "--seed",
+            "9",
+            "-c",
+            "2",
+            "-n",
+            "1500",
+            "-q",
+        ])
+        .await;
+        let session = report.session.as_ref().unwrap();
+        assert_eq!(session.beacon_target, policy);
+        for (edge, counts) in [(&a, &session.targets[0]), (&b, &session.targets[1])] {
+            assert_eq!(counts.url, edge.url);
+            let c = &counts.counts;
+            assert!(c.ad_requests > 200, "{policy}: ads {}", c.ad_requests);
+            assert_eq!(c.ad_requests, edge.paths("/ad.json").len() as u64);
+            assert_eq!(c.impressions, edge.paths("/t/i").len() as u64);
+            assert_eq!(c.clicks, edge.paths("/t/c").len() as u64);
+            for (path, host) in edge.seen.lock().unwrap().iter() {
+                assert_eq!(host, &edge.authority, "{policy}: {path}");
+            }
+        }
+        let from = |edge: &FakeEdge, source: &str| {
+            let sources = edge.token_sources("/t/");
+            sources.iter().filter(|s| *s == source).count() as f64 / sources.len() as f64
+        };
+        match policy {
+            "same" => {
+                assert_eq!(from(&a, "a"), 1.0);
+                assert_eq!(from(&b, "b"), 1.0);
+            }
+            "other" => {
+                assert_eq!(from(&a, "b"), 1.0);
+                assert_eq!(from(&b, "a"), 1.0);
+            }
+            _ => {
+                for share in [from(&a, "a"), from(&b, "b")] {
+                    assert!((0.35..0.65).contains(&share), "random: own share {share}");
+                }
+            }
+        }
+    }
+    let one = plan(&[
+        "http://127.0.0.1:9/",
+        "--session",
+        "--beacon-target",
+        "other",
+    ])
+    .await;
+    assert!(matches!(one, Err(BenchError::Usage(_))));
+    let fixed = plan(&["http://127.0.0.1:9/", "--target", "http://127.0.0.1:10/"]).await;
+    assert!(matches!(fixed, Err(BenchError::Usage(_))));
+    // A comma-separated list is several targets too.
+    let listed = plan(&[
+        "http://127.0.0.1:9/",
+        "--session",
+        "--target",
+        "http://127.0.0.1:10/,http://127.0.0.1:11/",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(listed.targets.len(), 3);
 }
 
 #[tokio::test]
@@ -329,7 +629,16 @@ async fn non_loopback_targets_are_refused() {
     assert!(matches!(other, Err(BenchError::NotLoopback { .. })));
     // Naming the address allows it; `plan` only resolves, it sends nothing.
     let named = plan(&["http://10.1.2.3:8080/", "--allow-remote", "10.1.2.3"]).await;
-    assert_eq!(named.unwrap().target.addr.to_string(), "10.1.2.3:8080");
+    assert_eq!(named.unwrap().targets[0].addr.to_string(), "10.1.2.3:8080");
+    // Every target is checked, not only the first.
+    let second = plan(&[
+        "http://127.0.0.1:9/",
+        "--session",
+        "--target",
+        "http://10.1.2.3:8080/",
+    ])
+    .await;
+    assert!(matches!(second, Err(BenchError::NotLoopback { .. })));
     for url in [
         "http://127.0.0.1:9/",
         "http://[::1]:9/",
