@@ -79,12 +79,13 @@ fn seed() -> u64 {
     hasher.finish()
 }
 
-/// The generator an image tag's image and click requests both draw from, seeded by what they
-/// share. The hash (SipHash-1-3) and the generator (xoshiro256++) are fixed by their
-/// definitions, not left to std or rand, whose choices may change between releases: during a
-/// rolling upgrade the image and its click may reach edges of different builds.
-fn image_tag_rng(placements: &[PlacementId], cache_buster: &str) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(crate::image_tag::key(placements, cache_buster))
+/// The generator an image tag's image and click requests both draw from, seeded by the key of
+/// what they share (`image_tag::key`). The hash (SipHash-1-3) and the generator (xoshiro256++)
+/// are fixed by their definitions, not left to std or rand, whose choices may change between
+/// releases: during a rolling upgrade the image and its click may reach edges of different
+/// builds.
+fn image_tag_rng(key: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(key)
 }
 
 pub(crate) fn response(
@@ -395,6 +396,12 @@ pub(crate) async fn ad(
         .as_ref()
         .filter(|_| query.format != Some(AdFormat::Click));
     let profile = profiles::lookup(edge, known_user(&query, headers), deadline).await;
+    // The key of the image tag's placement and cache buster: the seed of its draws, and where
+    // its image is remembered for the click.
+    let image_key = matches!(query.format, Some(AdFormat::Img | AdFormat::Click))
+        .then(|| query.cache_buster.as_deref())
+        .flatten()
+        .map(|cb| crate::image_tag::key(&query.placements, cb));
     let step = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
@@ -402,10 +409,7 @@ pub(crate) async fn ad(
         worker.text.clear();
         // The image tag's two requests (image, click) must reach the same decision: both draw
         // from a generator seeded by the placement and cache buster they share.
-        let seeded = matches!(query.format, Some(AdFormat::Img | AdFormat::Click))
-            .then(|| query.cache_buster.as_deref())
-            .flatten()
-            .map(|cb| std::mem::replace(&mut worker.rng, image_tag_rng(&query.placements, cb)));
+        let seeded = image_key.map(|key| std::mem::replace(&mut worker.rng, image_tag_rng(key)));
         let now = Timestamp::now();
         let mut served = Vec::with_capacity(query.placements.len());
         let mut decided: Vec<(LineItemId, CampaignId)> = Vec::new();
@@ -498,7 +502,11 @@ pub(crate) async fn ad(
     if let Some((kind, claims)) = count
         && answer.0.status() == StatusCode::FOUND
     {
-        untokened::after_decision(edge, &query, kind, &claims, headers, client).await;
+        let image = untokened::Image {
+            key: image_key,
+            cache_buster: query.cache_buster.as_deref(),
+        };
+        untokened::after_decision(edge, image, kind, &claims, headers, client).await;
     }
     answer
 }
@@ -1392,7 +1400,7 @@ mod tests {
             ),
         ] {
             let placements: Vec<PlacementId> = placements.iter().map(|&p| PlacementId(p)).collect();
-            let mut rng = image_tag_rng(&placements, cache_buster);
+            let mut rng = image_tag_rng(crate::image_tag::key(&placements, cache_buster));
             assert_eq!(
                 [rng.next_u64(), rng.next_u64()],
                 draws,

@@ -183,25 +183,7 @@ impl Quality {
         user: u64,
         now_secs: i64,
     ) -> Option<InvalidReason> {
-        if let Some(reason) = self.screen_client(client) {
-            return Some(reason);
-        }
-        let over = |limiter: &RateLimiter, key: u64, limit: u32| {
-            limit > 0 && limiter.over(key, limit, now_secs)
-        };
-        if user != 0 && over(&self.per_user, user, self.rules.events_per_user_per_minute) {
-            return Some(InvalidReason::Rate);
-        }
-        if let Some(ip) = client.ip.filter(is_client_address)
-            && over(
-                &self.per_prefix,
-                marquee_traffic::prefix_key(ip),
-                self.rules.events_per_prefix_per_minute,
-            )
-        {
-            return Some(InvalidReason::Rate);
-        }
-        None
+        self.screen_at(client, client.ip(), user, now_secs)
     }
 
     /// [`screen`](Self::screen) for an image-tag impression, which also counts against the
@@ -212,12 +194,13 @@ impl Quality {
         user: u64,
         now_secs: i64,
     ) -> Option<InvalidReason> {
-        let reason = self.screen(client, user, now_secs);
+        let ip = client.ip();
+        let reason = self.screen_at(client, ip, user, now_secs);
         if reason.is_some() {
             return reason;
         }
         let limit = self.rules.image_tags_per_prefix_per_minute;
-        match client.ip.filter(is_client_address) {
+        match ip.filter(is_client_address) {
             Some(ip)
                 if limit > 0
                     && self.images_per_prefix.over(
@@ -232,23 +215,44 @@ impl Quality {
         }
     }
 
-    /// The checks that need no counting: `HEAD`, prefetch, crawler, data centre.
-    fn screen_client(&self, client: &Client<'_>) -> Option<InvalidReason> {
-        if client.head {
+    /// The screen of a client whose address is `ip`.
+    fn screen_at(
+        &self,
+        client: &Client<'_>,
+        ip: Option<IpAddr>,
+        user: u64,
+        now_secs: i64,
+    ) -> Option<InvalidReason> {
+        if client.head() {
             return Some(InvalidReason::Crawler);
         }
-        if client.prefetch {
+        if client.prefetch() {
             return Some(InvalidReason::Prefetch);
         }
         // A missing user agent is not judged by itself: proxies and server-side callers strip
         // it, and the lists name the scripts that do send one.
-        if self.crawlers.current().is_crawler(client.user_agent) {
+        if self.crawlers.current().is_crawler(client.user_agent()) {
             return Some(InvalidReason::Crawler);
         }
-        if let Some(ip) = client.ip
+        if let Some(ip) = ip
             && self.datacenters.current().contains(ip)
         {
             return Some(InvalidReason::Datacenter);
+        }
+        let over = |limiter: &RateLimiter, key: u64, limit: u32| {
+            limit > 0 && limiter.over(key, limit, now_secs)
+        };
+        if user != 0 && over(&self.per_user, user, self.rules.events_per_user_per_minute) {
+            return Some(InvalidReason::Rate);
+        }
+        if let Some(ip) = ip.filter(is_client_address)
+            && over(
+                &self.per_prefix,
+                marquee_traffic::prefix_key(ip),
+                self.rules.events_per_prefix_per_minute,
+            )
+        {
+            return Some(InvalidReason::Rate);
         }
         None
     }

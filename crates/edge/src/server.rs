@@ -75,7 +75,7 @@ async fn ad_request(
 }
 
 /// Who sent `request`, for the traffic-quality screen.
-fn client<'r>(edge: &Edge, peer: SocketAddr, request: &'r Request<Incoming>) -> Client<'r> {
+fn client<'r>(edge: &'r Edge, peer: SocketAddr, request: &'r Request<Incoming>) -> Client<'r> {
     Client::of(
         Some(peer),
         request.method(),

@@ -22,13 +22,11 @@ use marquee_tracking::KeyRing;
 
 use super::*;
 
-/// A client the screen passes: no address, no user agent.
-const ANONYMOUS: Client<'static> = Client {
-    ip: None,
-    user_agent: b"",
-    prefetch: false,
-    head: false,
-};
+/// A client the screen passes: no address, no headers.
+fn anonymous() -> Client<'static> {
+    static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+    Client::of(None, &hyper::Method::GET, &NO_HEADERS, &[])
+}
 use crate::bidder::{self, NoticeKind};
 use crate::notice::{self, NoticeClaims};
 use crate::{EdgeConfig, Fallback, Limits};
@@ -223,7 +221,7 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
         (load(&s.impressions), load(&s.log_errors), load(&s.repeats))
     };
 
-    let answer = track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
+    let answer = track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(stats(&edge), (0, 1, 0), "(counted, log errors, repeats)");
     assert_eq!(
@@ -235,14 +233,14 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
 
     // Space is back; the browser fires the beacon again.
     Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
-    track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
+    track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
     assert_eq!(stats(&edge), (1, 1, 0), "the retry counts");
     assert_eq!(edge.log.counters().appended, 1);
     assert_eq!(edge.caps.len(), 1, "the cap is recorded");
     assert_eq!(charged(&edge), 1, "the lease is charged");
 
     // Once.
-    track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS).await;
+    track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
     assert_eq!(stats(&edge), (1, 1, 1));
     assert_eq!(charged(&edge), 1);
 }
@@ -262,7 +260,8 @@ async fn a_strict_beacon_is_charged_and_capped_even_if_its_client_hangs_up_durin
     for nonce in 1..=sent {
         // A user each, so that every cap recorded is an entry of its own.
         let query = token_query(&edge, &claims(Kind::Impression, 11, 1_000 + nonce, nonce));
-        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers, &ANONYMOUS));
+        let client = anonymous();
+        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers, &client));
         if request
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()))
@@ -316,7 +315,7 @@ async fn a_click_s_conversion_token_goes_into_the_query_before_the_fragment() {
     for (nonce, (creative, expected)) in (11..).zip(expected).enumerate() {
         let click = claims(Kind::Click, creative, 77, nonce as u64);
         let query = token_query(&edge, &click);
-        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new(), &ANONYMOUS).await;
+        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new(), &anonymous()).await;
         assert_eq!(answer.status(), StatusCode::FOUND);
         let location = location(&answer);
         let url = url::Url::parse(&location).unwrap();
@@ -359,7 +358,7 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
         Kind::Click,
         &token_query(&edge, &claims(Kind::Click, 11, 77, 1)),
         &headers,
-        &ANONYMOUS,
+        &anonymous(),
     )
     .await;
     assert_eq!(answer.status(), StatusCode::FOUND);
@@ -375,7 +374,7 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
         Kind::Click,
         &token_query(&edge, &claims(Kind::Click, 12, 77, 2)),
         &headers,
-        &ANONYMOUS,
+        &anonymous(),
     )
     .await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
@@ -572,7 +571,7 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
         Kind::Click,
         &token_query(&edge, &exchange_click),
         &headers,
-        &ANONYMOUS,
+        &anonymous(),
     )
     .await;
     assert_eq!(answer.status(), StatusCode::FOUND);
@@ -584,7 +583,7 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
         Kind::Click,
         &token_query(&edge, &direct_click),
         &headers,
-        &ANONYMOUS,
+        &anonymous(),
     )
     .await;
     assert_eq!(charged(&edge), 2_000_000, "the direct click its price");
@@ -617,39 +616,40 @@ async fn signed_events_pass_the_screen_before_they_count() {
         .with_quality(quality),
     );
     let headers = HeaderMap::new();
-    let fire = |kind: Kind, nonce: u64, age: i64, client: Client<'static>| {
+    let fire = |kind: Kind, nonce: u64, age: i64, user_agent: Option<&'static str>| {
         let edge = Arc::clone(&edge);
-        let headers = headers.clone();
+        let mut headers = headers.clone();
+        if let Some(user_agent) = user_agent {
+            headers.insert(header::USER_AGENT, HeaderValue::from_static(user_agent));
+        }
         async move {
             let claims = Claims {
                 issued_at: Timestamp::now().as_second() - age,
                 ..claims(kind, 11, 77, nonce)
             };
+            let client = Client::of(None, &hyper::Method::GET, &headers, &[]);
             track(&edge, kind, &token_query(&edge, &claims), &headers, &client).await;
         }
     };
     let invalid = |kind, reason| edge.quality.stats.invalid(kind, reason);
 
-    fire(Kind::Click, 1, 60, ANONYMOUS).await;
+    fire(Kind::Click, 1, 60, None).await;
     assert_eq!(load(&edge.stats.clicks), 0);
     assert_eq!(
         invalid(Screened::Click, InvalidReason::ClickWithoutImpression),
         1
     );
-    fire(Kind::Impression, 1, 60, ANONYMOUS).await;
-    fire(Kind::Click, 1, 60, ANONYMOUS).await;
+    fire(Kind::Impression, 1, 60, None).await;
+    fire(Kind::Click, 1, 60, None).await;
     assert_eq!(load(&edge.stats.clicks), 1, "after its impression");
 
-    fire(Kind::Impression, 2, 0, ANONYMOUS).await;
-    fire(Kind::Click, 2, 0, ANONYMOUS).await;
+    fire(Kind::Impression, 2, 0, None).await;
+    fire(Kind::Click, 2, 0, None).await;
     assert_eq!(load(&edge.stats.clicks), 1);
     assert_eq!(invalid(Screened::Click, InvalidReason::TooFast), 1);
 
-    let crawler = Client {
-        user_agent: b"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
-        ..ANONYMOUS
-    };
-    fire(Kind::Impression, 3, 60, crawler).await;
+    let bingbot = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)";
+    fire(Kind::Impression, 3, 60, Some(bingbot)).await;
     assert_eq!(load(&edge.stats.impressions), 2);
     assert_eq!(invalid(Screened::Impression, InvalidReason::Crawler), 1);
     // Each invalid event is in the log, beside the three counted ones.

@@ -23,8 +23,8 @@ use marquee_model::{ImageTag, UntokenedClicks};
 use marquee_tracking::{Claims, Kind};
 
 use super::{
-    Body, Caps, Visitor, count_once, fallback, landing_with_conversion, log_invalid, not_found,
-    redirect, untokened_expiry, worth,
+    Body, Caps, Counted, Visitor, count_once, fallback, landing_with_conversion, log_invalid,
+    not_found, redirect, untokened_expiry, worth,
 };
 use crate::client::Client;
 use crate::image_tag::{self, ImageServed};
@@ -72,10 +72,17 @@ pub(super) async fn before_decision(
     Some(click(edge, loaded, &served, headers, client, now).await)
 }
 
+/// What an image-tag request says of its image: the cache buster it brought and the key of
+/// placement and cache buster (`image_tag::key`, computed once for the draws' seed).
+pub(super) struct Image<'q> {
+    pub key: Option<u64>,
+    pub cache_buster: Option<&'q str>,
+}
+
 /// Step 3, once the decision's answer was made (an image or a redirect actually sent).
 pub(super) async fn after_decision(
     edge: &Arc<Edge>,
-    query: &AdQuery<'_>,
+    image: Image<'_>,
     kind: Kind,
     claims: &Claims,
     headers: &HeaderMap,
@@ -83,7 +90,7 @@ pub(super) async fn after_decision(
 ) {
     let now = Timestamp::now();
     let visitor = Visitor::of(edge, headers);
-    let cache_buster = image_tag::cache_buster(query.cache_buster.as_deref());
+    let cache_buster = image_tag::cache_buster(image.cache_buster);
     let screened = Screened::of(kind);
     let invalid = match (kind, cache_buster) {
         (_, None) => Some(InvalidReason::NoCacheBuster),
@@ -96,7 +103,7 @@ pub(super) async fn after_decision(
         log_invalid(edge, screened, claims, reason, &visitor, now);
         return;
     }
-    let Some(cache_buster) = cache_buster else {
+    let Some(key) = image.key.filter(|_| cache_buster.is_some()) else {
         return;
     };
     let loaded = edge.holder.current();
@@ -108,24 +115,10 @@ pub(super) async fn after_decision(
                 .map(|li| worth(&li.price, Kind::Click))
         })
         .unwrap_or(0);
-    let served = ImageServed {
-        line_item: claims.line_item,
-        creative: claims.creative,
-        placement: claims.placement,
-        nonce: claims.nonce,
-        user: claims.user,
-        served_at_ms: now.as_millisecond(),
-        click_worth,
-    };
-    remember_image(
-        edge,
-        image_tag::key(&query.placements, cache_buster),
-        served,
-    );
     // Not recorded against caps: a cap the image filled must not change which ad another
     // image of the same cache buster shows (the draw is seeded by it).
     let expires_at = untokened_expiry(claims, now.as_second());
-    count_once(
+    let counted = count_once(
         edge,
         loaded,
         kind,
@@ -136,6 +129,19 @@ pub(super) async fn after_decision(
         Caps::Skip,
     )
     .await;
+    // Remembered for its click once counted; a fetch again of the same image changes nothing.
+    if counted == Counted::First {
+        let served = ImageServed {
+            line_item: claims.line_item,
+            creative: claims.creative,
+            placement: claims.placement,
+            nonce: claims.nonce,
+            user: claims.user,
+            served_at_ms: now.as_millisecond(),
+            click_worth,
+        };
+        remember_image(edge, key, served);
+    }
 }
 
 /// The image served under `key` within the click window: from this edge's memory, else from
