@@ -499,16 +499,25 @@ pub(crate) async fn ad(
     };
     // Only an image or click actually sent counts: a redirect that could not be made (a URL
     // that is no valid `Location`) was answered with a 404.
-    if let Some((kind, claims)) = count
+    if let Some(counts) = count
         && answer.0.status() == StatusCode::FOUND
     {
         let image = untokened::Image {
             key: image_key,
             cache_buster: query.cache_buster.as_deref(),
         };
-        untokened::after_decision(edge, image, kind, &claims, headers, client).await;
+        untokened::after_decision(edge, image, &counts, headers, client).await;
     }
     answer
+}
+
+/// What an image tag's request counts once it is answered.
+pub(crate) struct UntokenedEvent {
+    kind: Kind,
+    claims: Claims,
+    /// The user id was made for this request (no cookie, no `uid`): it says nothing of the
+    /// client, so no per-user rate is counted for it.
+    new_user: bool,
 }
 
 /// What an image tag's request counts once it is answered: serving the image is the
@@ -517,21 +526,26 @@ fn untokened(
     format: Option<AdFormat>,
     json: bool,
     decided: &Decided<'_>,
-) -> Option<(Kind, Claims)> {
+) -> Option<UntokenedEvent> {
     let ad = decided.served.first().filter(|_| !json)?;
-    match format? {
+    let kind = match format? {
         AdFormat::Img if matches!(ad.creative.content, marquee_snapshot::Content::Image { .. }) => {
-            Some((Kind::Impression, ad.claims))
+            Kind::Impression
         }
-        AdFormat::Click => Some((Kind::Click, ad.claims)),
-        _ => None,
-    }
+        AdFormat::Click => Kind::Click,
+        _ => return None,
+    };
+    Some(UntokenedEvent {
+        kind,
+        claims: ad.claims,
+        new_user: decided.set_cookie,
+    })
 }
 
 /// Where an ad request stands once the engine has decided.
 enum Step<'s> {
     /// The answer, and what its image tag request counts.
-    Answered((Response<Body>, Outcome), Option<(Kind, Claims)>),
+    Answered((Response<Body>, Outcome), Option<UntokenedEvent>),
     /// Decisions to count in Redis before answering, and the text their HTML ranges point in.
     Counting(Decided<'s>, String),
 }

@@ -23,8 +23,8 @@ use marquee_model::{ImageTag, UntokenedClicks};
 use marquee_tracking::{Claims, Kind};
 
 use super::{
-    Body, Caps, Counted, Visitor, count_once, fallback, landing_with_conversion, log_invalid,
-    not_found, redirect, untokened_expiry, worth,
+    Body, Caps, Counted, UntokenedEvent, Visitor, count_once, fallback, landing_with_conversion,
+    log_invalid, not_found, redirect, untokened_expiry, worth,
 };
 use crate::client::Client;
 use crate::image_tag::{self, ImageServed};
@@ -83,11 +83,12 @@ pub(super) struct Image<'q> {
 pub(super) async fn after_decision(
     edge: &Arc<Edge>,
     image: Image<'_>,
-    kind: Kind,
-    claims: &Claims,
+    event: &UntokenedEvent,
     headers: &HeaderMap,
     client: &Client<'_>,
 ) {
+    let (kind, claims) = (event.kind, &event.claims);
+    let rate_user = if event.new_user { 0 } else { claims.user };
     let now = Timestamp::now();
     let visitor = Visitor::of(edge, headers);
     let cache_buster = image_tag::cache_buster(image.cache_buster);
@@ -97,7 +98,7 @@ pub(super) async fn after_decision(
         (Kind::Click, Some(_)) => Some(InvalidReason::ClickWithoutImpression),
         _ => edge
             .quality
-            .screen_image(client, claims.user, now.as_second()),
+            .screen_image(client, rate_user, now.as_second()),
     };
     if let Some(reason) = invalid {
         log_invalid(edge, screened, claims, reason, &visitor, now);
