@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ratio runs, as ../shared/design/method.md describes them: a candidate server against the
+# Ratio runs, as docs/benchmarks.md describes them: a candidate server against the
 # hello-world reference, taking turns on the same pinned core, compared pair by pair.
 #
 #   bench/ratio.sh [options]
@@ -34,7 +34,7 @@
 #   bench/ratio.sh                                   # reference against itself
 #   bench/ratio.sh --candidate '$MARQUEE_BIN serve --listen 127.0.0.1:0 --data /tmp/mq' \
 #                  --path /healthz --get-bytes 2     # the manager's /healthz
-#   bench/ratio.sh --body-file ../shared/openrtb/iab-2.6/iab-2.6-req-1-simple-banner.json
+#   bench/ratio.sh --body-file crates/openrtb/testdata/iab-2.6/iab-2.6-req-1-simple-banner.json
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
