@@ -26,7 +26,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::client::Client;
 use crate::metrics::Outcome;
 use crate::profiles;
-use crate::quality::Screened;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
@@ -1037,7 +1036,7 @@ pub(crate) async fn track(
             .or(too_fast.then_some(InvalidReason::TooFast))
             .or(without_impression.then_some(InvalidReason::ClickWithoutImpression));
         if let Some(reason) = invalid {
-            log_invalid(edge, Screened::of(kind), claims, reason, &visitor, now);
+            log_invalid(edge, kind, claims, reason, &visitor, now);
             return answer;
         }
         let counted = count_once(
@@ -1056,7 +1055,7 @@ pub(crate) async fn track(
         if kind == Kind::Conversion && counted == Counted::Repeat {
             log_invalid(
                 edge,
-                Screened::Conversion,
+                Kind::Conversion,
                 claims,
                 InvalidReason::RepeatConversion,
                 &visitor,
@@ -1072,7 +1071,7 @@ pub(crate) async fn track(
 /// capped, charged and paced nowhere.
 pub(crate) fn log_invalid(
     edge: &Edge,
-    kind: Screened,
+    kind: Kind,
     claims: &Claims,
     reason: InvalidReason,
     visitor: &Visitor<'_>,
@@ -1080,9 +1079,9 @@ pub(crate) fn log_invalid(
 ) {
     edge.quality.count(kind, reason);
     let event_kind = match kind {
-        Screened::Impression => EventKind::InvalidImpression,
-        Screened::Click => EventKind::InvalidClick,
-        Screened::Conversion => EventKind::InvalidConversion,
+        Kind::Impression => EventKind::InvalidImpression,
+        Kind::Click => EventKind::InvalidClick,
+        Kind::Conversion => EventKind::InvalidConversion,
     };
     let id = WORKER.with(|worker| worker.borrow_mut().rng.next_u64());
     log(

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use marquee_eventlog::InvalidReason;
+use marquee_tracking::Kind;
 use marquee_traffic::{CrawlerList, ListError, NetworkList, RateLimiter, Reload, Watched};
 
 use crate::Stats;
@@ -59,35 +60,12 @@ impl Default for QualityRules {
     }
 }
 
-/// The event kinds the screen counts invalid ones of, as labelled in metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Screened {
-    Impression = 0,
-    Click = 1,
-    Conversion = 2,
-}
-
-impl Screened {
-    pub(crate) const ALL: [Screened; 3] =
-        [Screened::Impression, Screened::Click, Screened::Conversion];
-
-    /// The screened kind of a tracking token's kind.
-    pub(crate) fn of(kind: marquee_tracking::Kind) -> Screened {
-        match kind {
-            marquee_tracking::Kind::Impression => Screened::Impression,
-            marquee_tracking::Kind::Click => Screened::Click,
-            marquee_tracking::Kind::Conversion => Screened::Conversion,
-        }
-    }
-
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Screened::Impression => "impression",
-            Screened::Click => "click",
-            Screened::Conversion => "conversion",
-        }
-    }
-}
+/// The event kinds the screen counts invalid ones of, with their metric labels.
+const SCREENED: [(Kind, &str); 3] = [
+    (Kind::Impression, "impression"),
+    (Kind::Click, "click"),
+    (Kind::Conversion, "conversion"),
+];
 
 const REASONS: usize = InvalidReason::ALL.len();
 
@@ -104,13 +82,15 @@ pub struct QualityStats {
 }
 
 impl QualityStats {
-    pub(crate) fn invalid(&self, kind: Screened, reason: InvalidReason) -> u64 {
+    pub(crate) fn invalid(&self, kind: Kind, reason: InvalidReason) -> u64 {
         self.slot(kind, reason)
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
-    fn slot(&self, kind: Screened, reason: InvalidReason) -> Option<&AtomicU64> {
-        self.invalid[kind as usize].get(usize::from(reason.code()).checked_sub(1)?)
+    fn slot(&self, kind: Kind, reason: InvalidReason) -> Option<&AtomicU64> {
+        // Token kinds are 1 to 3 on the wire.
+        let by_kind = self.invalid.get((kind as usize).checked_sub(1)?)?;
+        by_kind.get(usize::from(reason.code()).checked_sub(1)?)
     }
 }
 
@@ -284,7 +264,7 @@ impl Quality {
     }
 
     /// Counts one invalid event.
-    pub(crate) fn count(&self, kind: Screened, reason: InvalidReason) {
+    pub(crate) fn count(&self, kind: Kind, reason: InvalidReason) {
         if let Some(counter) = self.stats.slot(kind, reason) {
             Stats::bump(counter);
         }
@@ -348,12 +328,12 @@ pub(crate) fn render_metrics(edge: &crate::Edge, out: &mut String) {
     use std::fmt::Write;
     let stats = &edge.quality.stats;
     out.push_str("# HELP marquee_invalid_events_total Events judged invalid traffic (logged with their reason, never counted, charged, capped or paced), by kind and reason.\n# TYPE marquee_invalid_events_total counter\n");
-    for kind in Screened::ALL {
+    for (kind, label) in SCREENED {
         for reason in InvalidReason::ALL {
             let _ = writeln!(
                 out,
                 "marquee_invalid_events_total{{kind=\"{}\",reason=\"{}\"}} {}",
-                kind.label(),
+                label,
                 reason.label(),
                 stats.invalid(kind, reason)
             );

@@ -636,7 +636,7 @@ async fn signed_events_pass_the_screen_before_they_count() {
     fire(Kind::Click, 1, 60, None).await;
     assert_eq!(load(&edge.stats.clicks), 0);
     assert_eq!(
-        invalid(Screened::Click, InvalidReason::ClickWithoutImpression),
+        invalid(Kind::Click, InvalidReason::ClickWithoutImpression),
         1
     );
     fire(Kind::Impression, 1, 60, None).await;
@@ -646,12 +646,12 @@ async fn signed_events_pass_the_screen_before_they_count() {
     fire(Kind::Impression, 2, 0, None).await;
     fire(Kind::Click, 2, 0, None).await;
     assert_eq!(load(&edge.stats.clicks), 1);
-    assert_eq!(invalid(Screened::Click, InvalidReason::TooFast), 1);
+    assert_eq!(invalid(Kind::Click, InvalidReason::TooFast), 1);
 
     let bingbot = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)";
     fire(Kind::Impression, 3, 60, Some(bingbot)).await;
     assert_eq!(load(&edge.stats.impressions), 2);
-    assert_eq!(invalid(Screened::Impression, InvalidReason::Crawler), 1);
+    assert_eq!(invalid(Kind::Impression, InvalidReason::Crawler), 1);
     // Each invalid event is in the log, beside the three counted ones.
     assert_eq!(edge.log.counters().appended, 3 + 3);
 }

@@ -29,7 +29,6 @@ use super::{
 use crate::client::Client;
 use crate::image_tag::{self, ImageServed};
 use crate::metrics::Outcome;
-use crate::quality::Screened;
 use crate::query::{AdFormat, AdQuery};
 use crate::{Edge, Loaded};
 
@@ -52,7 +51,7 @@ pub(super) async fn before_decision(
         let known = entry.map_or(0, |p| p.id.0);
         let claims = claims_of(edge, Kind::Impression, known, 0, 0, 0, 0, now);
         let visitor = Visitor::of(edge, headers);
-        let kind = screened(format);
+        let kind = counted_kind(format);
         log_invalid(
             edge,
             kind,
@@ -92,7 +91,6 @@ pub(super) async fn after_decision(
     let now = Timestamp::now();
     let visitor = Visitor::of(edge, headers);
     let cache_buster = image_tag::cache_buster(image.cache_buster);
-    let screened = Screened::of(kind);
     let invalid = match (kind, cache_buster) {
         (_, None) => Some(InvalidReason::NoCacheBuster),
         (Kind::Click, Some(_)) => Some(InvalidReason::ClickWithoutImpression),
@@ -101,7 +99,7 @@ pub(super) async fn after_decision(
             .screen_image(client, rate_user, now.as_second()),
     };
     if let Some(reason) = invalid {
-        log_invalid(edge, screened, claims, reason, &visitor, now);
+        log_invalid(edge, kind, claims, reason, &visitor, now);
         return;
     }
     let Some(key) = image.key.filter(|_| cache_buster.is_some()) else {
@@ -224,7 +222,7 @@ async fn click(
                 .then_some(InvalidReason::TooFast)
         });
     match invalid {
-        Some(reason) => log_invalid(edge, Screened::Click, &claims, reason, &visitor, now),
+        Some(reason) => log_invalid(edge, Kind::Click, &claims, reason, &visitor, now),
         None => {
             let expires_at = untokened_expiry(&claims, now.as_second());
             count_once(
@@ -243,10 +241,11 @@ async fn click(
     (answer, Outcome::Ok)
 }
 
-fn screened(format: AdFormat) -> Screened {
+/// The event an image-tag request of `format` would count.
+fn counted_kind(format: AdFormat) -> Kind {
     match format {
-        AdFormat::Click => Screened::Click,
-        _ => Screened::Impression,
+        AdFormat::Click => Kind::Click,
+        _ => Kind::Impression,
     }
 }
 
