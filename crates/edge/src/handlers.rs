@@ -721,6 +721,12 @@ fn serve_one<'s>(
         &mut worker.urls,
         &mut worker.text,
     );
+    // An image tag's image is its own impression (counted, and charged, as it is fetched);
+    // every other answer carries a beacon whose impression is reserved now, on this edge's
+    // lease, wherever the beacon lands.
+    if !matches!(query.format, Some(AdFormat::Img | AdFormat::Click)) {
+        edge.pacing.reserve(loaded, decision.line_item.0, now);
+    }
     // An image tag's click request re-derives the decision its image request made and logged.
     if query.format != Some(AdFormat::Click) {
         log(
@@ -1047,7 +1053,7 @@ pub(crate) async fn track(
             expires_at,
             now,
             &visitor,
-            Caps::Record,
+            Source::Token,
         )
         .await;
         // A conversion token sent again is logged as invalid; repeated impressions and clicks
@@ -1221,11 +1227,22 @@ pub(crate) enum Counted {
     Repeat,
 }
 
-/// Whether a counted impression is recorded against the user's frequency caps.
+/// The instant a token's claims were issued at.
+fn claim_time(claims: &Claims) -> Timestamp {
+    Timestamp::from_second(claims.issued_at).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Where a counted event's decision was made, which says what counting it has left to do.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Caps {
-    Record,
-    Skip,
+pub(crate) enum Source {
+    /// A signed token of a decision an edge of this installation made: its impression was
+    /// reserved on that edge's budget lease and is settled here, and it is recorded against
+    /// the user's frequency caps.
+    Token,
+    /// An image tag's request, which is its own decision: its impression is reserved and
+    /// settled at once, and not recorded against caps (a cap the image filled must not change
+    /// which ad another image of the same cache buster shows: the draw is seeded by it).
+    ImageTag,
 }
 
 /// Counts an impression, click or conversion once: its nonce is claimed in the kind's replay
@@ -1242,7 +1259,7 @@ async fn count_once(
     expires_at: i64,
     now: Timestamp,
     visitor: &Visitor<'_>,
-    caps: Caps,
+    source: Source,
 ) -> Counted {
     let event_kind = match kind {
         Kind::Impression => EventKind::Impression,
@@ -1276,7 +1293,7 @@ async fn count_once(
             &claims,
             expires_at,
             now,
-            caps,
+            source,
             logged,
         );
     })
@@ -1293,7 +1310,7 @@ fn settle(
     claims: &Claims,
     expires_at: i64,
     now: Timestamp,
-    caps: Caps,
+    source: Source,
     logged: Result<(), AppendError>,
 ) {
     if let Err(error) = logged {
@@ -1312,10 +1329,10 @@ fn settle(
         return;
     };
     // An exchange bid's impression (no placement) counts towards caps on billing.
-    if kind == Kind::Impression && claims.placement != 0 && caps == Caps::Record {
+    if kind == Kind::Impression && claims.placement != 0 && source == Source::Token {
         record_delivery(edge, loaded, claims.user, claims.line_item, now);
     }
-    bill(edge, loaded, claims, kind);
+    bill(edge, loaded, claims, kind, source);
 }
 
 /// Appends a billing event ([`EventLog::commit`](marquee_eventlog::EventLog::commit)) and
@@ -1357,10 +1374,12 @@ where
     }
 }
 
-/// Charges a counted impression or click to the line item's budget lease. An exchange bid's
-/// impression (no placement) is charged by its billing notice instead, and so is its click
-/// under a spend goal (the exchange is paid its clearing price, not our price per click).
-fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
+/// Charges a counted impression or click to the line item's budget lease: an impression
+/// settles the reservation its decision made (an image tag's is its own decision: reserved and
+/// settled at once), a click is charged as it comes. An exchange bid's impression (no
+/// placement) is charged by its billing notice instead, and so is its click under a spend goal
+/// (the exchange is paid its clearing price, not our price per click).
+fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind, source: Source) {
     use marquee_pacing::Billable;
     let exchange = claims.placement == 0;
     let spend_goal = || {
@@ -1371,12 +1390,19 @@ fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind) {
     if kind == Kind::Click && claims.amount_micros == Some(0) && !exchange && spend_goal() {
         return;
     }
-    let on = match kind {
-        Kind::Impression if !exchange => Billable::Impression,
-        Kind::Click if !exchange || !spend_goal() => Billable::Click,
+    let pacing = &edge.pacing;
+    let charged = match kind {
+        Kind::Impression if !exchange => {
+            if source == Source::ImageTag {
+                pacing.reserve(loaded, claims.line_item, claim_time(claims));
+            }
+            pacing.settle(loaded, claims.line_item, claims.issued_at)
+        }
+        Kind::Click if !exchange || !spend_goal() => {
+            pacing.bill(loaded, claims.line_item, Billable::Click, None)
+        }
         _ => return,
     };
-    let charged = edge.pacing.bill(loaded, claims.line_item, on, None);
     shared::charge(edge, claims.line_item, charged);
 }
 

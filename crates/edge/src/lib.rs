@@ -270,7 +270,7 @@ impl Edge {
             gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),
             gateway: OnceLock::new(),
-            pacing: pacing::EdgePacing::default(),
+            pacing: pacing::EdgePacing::new(config.token_lifetime),
             metrics: Metrics::default(),
             config,
             holder: Holder::default(),

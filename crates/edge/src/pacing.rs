@@ -1,7 +1,9 @@
 //! Pacing on the edge: the manager's controls applied to the snapshot's [`ControlArray`], and
-//! one budget [`Lease`] per line item with a goal, checked in the decision path and charged on
-//! billing events. A sync task ([`run_sync`]) renews the leases and fetches the controls once
-//! per interval through a [`SyncClient`] (in process in `marquee serve`).
+//! one budget [`Lease`] per line item with a goal, checked in the decision path, reserved by
+//! the decisions whose impression beacon comes back to us (settled by the beacon on whichever
+//! edge it lands) and charged by other billing events when they arrive. A sync task
+//! ([`run_sync`]) renews the leases, reports their settlement windows and fetches the controls
+//! once per interval through a [`SyncClient`] (in process in `marquee serve`).
 //!
 //! Invariants:
 //! - Controls are keyed by line item id; they are re-applied to every snapshot swapped in, so
@@ -16,15 +18,16 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use marquee_engine::{Control, ControlArray, Pacing};
 use marquee_model::LineItemId;
 use marquee_pacing::{
-    Billable, Charge, ControlEntry, EdgeId, Lease, Renewal, SyncRequest, SyncResponse,
+    Billable, Charge, ControlEntry, EdgeId, Lease, Renewal, Settlement, SyncRequest, SyncResponse,
 };
 use marquee_snapshot::LineItemEntry;
 
@@ -63,18 +66,17 @@ struct Slots {
 #[derive(Debug)]
 pub struct EdgePacing {
     edge: EdgeId,
+    /// How long the edge's tracking tokens are valid: a lease counts settlements for the
+    /// decisions of that long ago.
+    token_lifetime: SignedDuration,
     /// Every lease this process holds, by line item; kept across snapshots (counters are
     /// cumulative per process).
     leases: Mutex<HashMap<LineItemId, (Arc<Lease>, Charge)>>,
     /// The last control set from the manager and its version.
     controls: Mutex<(u64, HashMap<LineItemId, ControlEntry>)>,
+    /// The manager process that answered last ([`SyncResponse::manager`]).
+    manager: AtomicU64,
     slots: ArcSwap<Slots>,
-}
-
-impl Default for EdgePacing {
-    fn default() -> Self {
-        EdgePacing::new(EdgeId(random_id()))
-    }
 }
 
 /// A random edge id: a restarted edge is a new one to the lease book.
@@ -88,11 +90,19 @@ fn random_id() -> u64 {
 }
 
 impl EdgePacing {
-    pub fn new(edge: EdgeId) -> EdgePacing {
+    /// Pacing under a new random id (a restarted edge is a new one to the lease book), for
+    /// tokens valid `token_lifetime`.
+    pub fn new(token_lifetime: Duration) -> EdgePacing {
+        EdgePacing::with_id(EdgeId(random_id()), token_lifetime)
+    }
+
+    pub fn with_id(edge: EdgeId, token_lifetime: Duration) -> EdgePacing {
         EdgePacing {
             edge,
+            token_lifetime: SignedDuration::try_from(token_lifetime).unwrap_or(SignedDuration::MAX),
             leases: Mutex::new(HashMap::new()),
             controls: Mutex::new((0, HashMap::new())),
+            manager: AtomicU64::new(0),
             slots: ArcSwap::from_pointee(Slots::default()),
         }
     }
@@ -127,7 +137,7 @@ impl EdgePacing {
                 let charge = Charge::for_goal(li.goal?.metric, &li.price)?;
                 let (lease, held) = leases
                     .entry(li.id)
-                    .or_insert_with(|| (Arc::new(Lease::new()), charge));
+                    .or_insert_with(|| (self.new_lease(), charge));
                 // A price change takes effect for the next charges.
                 *held = charge;
                 Some(Slot {
@@ -146,10 +156,41 @@ impl EdgePacing {
         }));
     }
 
-    /// Charges a billing event to the line item's lease, if it has one charged on `on`, and
-    /// returns the amount charged. `clearing_micros` is an exchange's clearing CPM (in the line
-    /// item's currency) for a spend goal's billing notice; `None` charges the lease's own
-    /// amount.
+    /// A lease without room, its settlement windows ready now (the sync task keeps them so):
+    /// a beacon may settle on it before its first sync.
+    fn new_lease(&self) -> Arc<Lease> {
+        let lease = Lease::new(self.token_lifetime);
+        lease.prepare(Timestamp::now());
+        Arc::new(lease)
+    }
+
+    /// Reserves a decision's charge on the line item's lease when its impression beacon will
+    /// come back to us (its lease is charged on impressions), as the decision is made at `now`
+    /// (its tokens' `issued_at`). Returns the amount reserved.
+    pub fn reserve(&self, loaded: &Loaded, line_item: u64, now: Timestamp) -> Option<u64> {
+        self.with_lease(loaded, LineItemId(line_item), |lease, charge| {
+            (charge.on == Billable::Impression).then(|| {
+                lease.reserve(charge.amount, now);
+                charge.amount
+            })
+        })
+    }
+
+    /// Settles the reservation of an impression whose token was issued at `issued_at` (unix
+    /// seconds), on whichever edge made it; returns the amount it was worth.
+    pub fn settle(&self, loaded: &Loaded, line_item: u64, issued_at: i64) -> Option<u64> {
+        self.with_lease(loaded, LineItemId(line_item), |lease, charge| {
+            (charge.on == Billable::Impression).then(|| {
+                lease.settle(charge.amount, issued_at);
+                charge.amount
+            })
+        })
+    }
+
+    /// Charges a billing event that was not reserved at its decision to the line item's lease,
+    /// if it has one charged on `on`, and returns the amount charged. `clearing_micros` is an
+    /// exchange's clearing CPM (in the line item's currency) for a spend goal's billing notice;
+    /// `None` charges the lease's own amount.
     pub fn bill(
         &self,
         loaded: &Loaded,
@@ -159,7 +200,7 @@ impl EdgePacing {
     ) -> Option<u64> {
         let id = LineItemId(line_item);
         let data = &loaded.engine.snapshot().data;
-        let charge_of = |lease: &Lease, charge: Charge| {
+        self.with_lease(loaded, id, |lease, charge| {
             // Only a clearing price needs the goal looked up; most events carry none. An
             // exchange's billing notice is what a spend goal's exchange bid costs whatever the
             // line item's pricing: a CPC line item pays the clearing CPM there, not per click.
@@ -172,14 +213,24 @@ impl EdgePacing {
             };
             lease.spend(amount);
             Some(amount)
-        };
+        })
+    }
+
+    /// Runs `act` on the line item's lease and charge, if it has one.
+    fn with_lease(
+        &self,
+        loaded: &Loaded,
+        id: LineItemId,
+        act: impl FnOnce(&Lease, Charge) -> Option<u64>,
+    ) -> Option<u64> {
+        let data = &loaded.engine.snapshot().data;
         let slots = self.slots.load();
         if slots.version == Some(loaded.engine.snapshot().version) {
             let position = data.line_items.binary_search_by_key(&id, |li| li.id);
             if let Ok(position) = position
                 && let Some(Some(slot)) = slots.by_position.get(position)
             {
-                return charge_of(&slot.lease, slot.charge);
+                return act(&slot.lease, slot.charge);
             }
         }
         // Between a swap and its attach, or a line item this snapshot no longer serves (paused
@@ -191,7 +242,7 @@ impl EdgePacing {
             .ok()
             .and_then(|leases| leases.get(&id).map(|(l, c)| (Arc::clone(l), *c)));
         let (lease, charge) = found?;
-        charge_of(&lease, charge)
+        act(&lease, charge)
     }
 
     /// The request for the next sync: the leases due for renewal.
@@ -201,6 +252,29 @@ impl EdgePacing {
             control_version: self.control_version(),
             renewals: self.counts(|lease| lease.needs_renewal(now)),
             releases: Vec::new(),
+            settlements: self.settlements(now),
+        }
+    }
+
+    /// Readies every lease's settlement windows for `now` and collects those that changed.
+    fn settlements(&self, now: Timestamp) -> Vec<Settlement> {
+        let mut out = Vec::new();
+        if let Ok(leases) = self.leases.lock() {
+            for (id, (lease, _)) in leases.iter() {
+                lease.prepare(now);
+                lease.settlements(*id, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Marks every settlement window to be sent again (a sync failed, or the manager
+    /// restarted).
+    pub fn resend_settlements(&self) {
+        if let Ok(leases) = self.leases.lock() {
+            for (lease, _) in leases.values() {
+                lease.resend_settlements();
+            }
         }
     }
 
@@ -212,6 +286,7 @@ impl EdgePacing {
             control_version: self.control_version(),
             renewals: Vec::new(),
             releases: self.counts(|_| true),
+            settlements: self.settlements(Timestamp::now()),
         }
     }
 
@@ -239,6 +314,11 @@ impl EdgePacing {
     /// snapshot current once the control lock is held (so a concurrent [`attach`](Self::attach)
     /// either sees the new set or is followed by it).
     pub fn apply(&self, holder: &Holder, response: SyncResponse) {
+        let previous = self.manager.swap(response.manager, Ordering::Relaxed);
+        if previous != 0 && previous != response.manager {
+            // A restarted manager may have missed the last counts before its state was saved.
+            self.resend_settlements();
+        }
         if let Ok(leases) = self.leases.lock() {
             for grant in &response.grants {
                 if let Some((lease, _)) = leases.get(&grant.line_item) {
@@ -340,7 +420,13 @@ pub async fn sync_once(edge: &Edge, client: &dyn SyncClient) -> Result<(), SyncE
         edge.pacing.attach(loaded);
     }
     let request = edge.pacing.request(Timestamp::now());
-    let response = client.sync(request).await?;
+    let response = match client.sync(request).await {
+        Ok(response) => response,
+        Err(error) => {
+            edge.pacing.resend_settlements();
+            return Err(error);
+        }
+    };
     edge.pacing.apply(&edge.holder, response);
     Ok(())
 }

@@ -127,6 +127,7 @@ impl SyncClient for Scripted {
         self.requests.lock().unwrap().push(request);
         Box::pin(async move {
             Ok(SyncResponse {
+                manager: 1,
                 control_version: 1,
                 controls,
                 grants,

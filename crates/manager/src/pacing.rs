@@ -142,6 +142,9 @@ pub struct Pacing {
     options: PacingOptions,
     state: Mutex<State>,
     counts: Counts,
+    /// Names this process to the edges ([`SyncResponse::manager`]): its start instant, in
+    /// nanoseconds.
+    instance: u64,
 }
 
 impl Pacing {
@@ -157,7 +160,9 @@ impl Pacing {
             None => Persisted::default(),
         };
         let book = LeaseBook::restore(options.leases.clone(), persisted.book)?;
+        let instance = u64::try_from(clock.now().as_nanosecond()).unwrap_or(0) | 1;
         Ok(Pacing {
+            instance,
             store,
             clock,
             pacer,
@@ -228,6 +233,7 @@ impl Pacing {
                             unit: charge.amount,
                             ends_at: period.ends_at,
                             delivered: period.delivered,
+                            starts_at: Some(period.starts_at),
                         },
                     );
                     budgeted += 1;
@@ -407,7 +413,11 @@ impl Pacing {
                 Err(error) => tracing::debug!(%error, "lease release ignored"),
             }
         }
+        // Persisted with the next round's state, not before answering: a restarted manager
+        // gets the counts since from its edges again (`SyncResponse::manager`).
+        state.book.record(edge, &request.settlements);
         let mut response = SyncResponse {
+            manager: self.instance,
             control_version: state.control_version,
             ..SyncResponse::default()
         };
@@ -562,7 +572,7 @@ impl Pacing {
             &'static str,
             fn(&marquee_pacing::BudgetUsage) -> u64,
         );
-        let lease_series: [Usage; 5] = [
+        let lease_series: [Usage; 6] = [
             (
                 "marquee_lease_limit",
                 "Budget of the current period, in the goal's metric.",
@@ -570,8 +580,14 @@ impl Pacing {
             ),
             (
                 "marquee_lease_used",
-                "Billed in the current period as edges reported it, or as aggregated if more.",
+                "Charged in the current period as edges reported it (reserved at decisions or \
+                 charged on billing events, less reservations returned), or as aggregated if more.",
                 |u| u.used,
+            ),
+            (
+                "marquee_lease_returned",
+                "Reservations of the current period whose tokens expired unsettled, returned to it.",
+                |u| u.returned,
             ),
             (
                 "marquee_lease_committed",

@@ -69,6 +69,7 @@ fn renewal(line_item: LineItemId, consumed: u64, held_ceiling: u64) -> Renewal {
         line_item,
         consumed,
         held_ceiling,
+        on_billing: 0,
     }
 }
 
@@ -78,6 +79,7 @@ fn request(control_version: u64, renewals: Vec<Renewal>) -> SyncRequest {
         control_version,
         renewals,
         releases: Vec::new(),
+        settlements: Vec::new(),
     }
 }
 
@@ -440,8 +442,10 @@ async fn bill_all(pacing: &Pacing, edge: u64, line_item: LineItemId, from: u64, 
                     line_item,
                     consumed,
                     held_ceiling: held,
+                    on_billing: 0,
                 }],
                 releases: Vec::new(),
+                settlements: Vec::new(),
             })
             .await
             .unwrap();

@@ -527,6 +527,9 @@ async fn open_pacing(
             lease_duration: millis(p.lease_duration_ms),
             grace: millis(p.lease_grace_ms),
             in_flight_allowance: millis(p.in_flight_allowance_ms),
+            token_lifetime: jiff::SignedDuration::from_secs(i64::from(
+                config.edge.token_lifetime_secs,
+            )),
             ..marquee_pacing::LeaseConfig::default()
         },
         secret: config.aggregation.token.clone(),

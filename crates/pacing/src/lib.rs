@@ -7,7 +7,9 @@
 //! - [`Pacer`]: the controller; per round and line item, [`Delivery`] so far in,
 //!   [`PacingOutput`] (stopped, throttle in ppm, bid multiplier per mille) out.
 //! - [`LeaseBook`] (manager) and [`Lease`] (edge): budgets split into slices edges bill against
-//!   without asking, with a stated bound on overspend.
+//!   without asking, with a stated bound on overspend; decisions reserved on the deciding
+//!   edge's lease and [`Settlement`]s per minute of decision time, so that a reservation whose
+//!   tokens expired unsettled returns to its period.
 //!
 //! The README gives the method, its tuning and stability limits, and the overspend bound.
 
@@ -17,6 +19,7 @@ mod lease;
 mod message;
 mod profile;
 mod schedule;
+mod settle;
 
 pub use controller::{Delivery, Pacer, PacerConfig, PacingOutput, PacingState, PacingStatus};
 pub use error::{ConfigError, LeaseError, ProfileError, ScheduleError};
@@ -27,3 +30,4 @@ pub use lease::{
 pub use message::{ControlEntry, EdgeReport, SyncRequest, SyncResponse};
 pub use profile::TrafficProfile;
 pub use schedule::{BudgetPeriod, FLIGHT_PERIOD, Period, Schedule, Targets};
+pub use settle::{Settlement, WINDOW_SECS, window_of};

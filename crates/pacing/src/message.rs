@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use marquee_model::LineItemId;
 use serde::{Deserialize, Serialize};
 
-use crate::{EdgeId, LeaseGrant, PacingOutput, Renewal};
+use crate::{EdgeId, LeaseGrant, PacingOutput, Renewal, Settlement};
 
 /// What an edge sends once per sync interval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +20,10 @@ pub struct SyncRequest {
     pub renewals: Vec<Renewal>,
     /// Leases given back (shutdown): the unused part returns at once.
     pub releases: Vec<Renewal>,
+    /// Reserved and settled counts per window of decision time that changed since the last
+    /// sync.
+    #[serde(default)]
+    pub settlements: Vec<Settlement>,
 }
 
 /// One line item's pacing control as the edge applies it.
@@ -50,6 +54,11 @@ impl ControlEntry {
 /// The manager's answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncResponse {
+    /// Names the manager process (random at its start). An edge that sees it change sends
+    /// all its settlement windows again: a restarted manager may have missed the last counts
+    /// before its state was persisted.
+    #[serde(default)]
+    pub manager: u64,
     /// The version of the control set below (or of the one the edge already has).
     pub control_version: u64,
     /// `Some` when the edge's version differs: the whole control set, replacing the edge's

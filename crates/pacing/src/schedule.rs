@@ -33,6 +33,8 @@ pub struct BudgetPeriod {
     pub key: i64,
     /// Most the period may deliver, in the goal's metric.
     pub limit: u64,
+    /// When the period started: the start of the local day, or of the flight.
+    pub starts_at: Timestamp,
     /// When the period ends: the end of the local day, or of the flight (`None` if it has none).
     pub ends_at: Option<Timestamp>,
     /// What the delivery the budget was computed from shows delivered in this period already:
@@ -205,6 +207,7 @@ impl Schedule {
             return Ok(self.goal.lifetime.map(|lifetime| BudgetPeriod {
                 key: FLIGHT_PERIOD,
                 limit: lifetime,
+                starts_at: self.start,
                 ends_at: self.end,
                 delivered: delivery.lifetime,
             }));
@@ -216,10 +219,12 @@ impl Schedule {
         let date = delivery.at.to_zoned(self.zone.clone()).date();
         let key =
             i64::from(date.year()) * 10_000 + i64::from(date.month()) * 100 + i64::from(date.day());
+        let day = self.day(delivery.at)?;
         Ok(Some(BudgetPeriod {
             key,
             limit,
-            ends_at: Some(self.day(delivery.at)?.end),
+            starts_at: day.start,
+            ends_at: Some(day.end),
             delivered: delivery.today,
         }))
     }
@@ -367,6 +372,7 @@ mod tests {
         let budget = schedule.budget(&delivery).unwrap().unwrap();
         assert_eq!(budget.key, 20_261_026);
         assert_eq!(budget.limit, 800);
+        assert_eq!(budget.starts_at, at("2026-10-25T23:00:00Z"));
         assert_eq!(budget.ends_at, Some(at("2026-10-26T23:00:00Z")));
         assert_eq!(budget.delivered, 300, "today's, counted by the book");
         let lifetime_only = berlin(PacingMode::Even, goal(None, Some(2_500)));
@@ -375,6 +381,7 @@ mod tests {
             Some(BudgetPeriod {
                 key: FLIGHT_PERIOD,
                 limit: 2_500,
+                starts_at: at("2026-10-23T22:00:00Z"),
                 ends_at: Some(at("2026-10-27T23:00:00Z")),
                 delivered: 2_000,
             })

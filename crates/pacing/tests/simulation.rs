@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Pacing simulations (issue 6): even, ASAP and front-loaded line items over simulated days,
+//! Pacing simulations: even, ASAP and front-loaded line items over simulated days,
 //! and budgets shared by four edges, with this crate's controller and leases. Each run is
 //! deterministic (seeded traffic, simulated time). Goals are spend in micros; an impression
 //! costs 2,000 micros (a CPM of 2.00). Run with `--nocapture` to see the figures the docs quote.
@@ -144,15 +144,32 @@ fn asap_delivers_as_fast_as_traffic_allows_and_stops_at_the_budget() {
         let full_speed = |m: &&sim::Minute| {
             m.output.status == PacingStatus::FullSpeed && m.output.throttle_ppm == 1_000_000
         };
-        assert!(minutes[1..].iter().all(full_speed), "{day}");
         // The first seconds of a day wait for the new day's lease; then every eligible request
-        // is taken until the budget is used, and none after.
-        let ran_out = 1 + minutes[1..].iter().position(|m| m.refused > 0).unwrap();
+        // is taken until the budget is used, and after that only what the book returned:
+        // reservations of ads never rendered (5% here), back once their tokens expired.
+        // (A lease's first slices are small: while they grow, a refusal or two may come
+        // before the budget is used.)
+        let ran_out = 1 + minutes[1..]
+            .iter()
+            .position(|m| m.refused > m.admitted)
+            .unwrap();
+        assert!(minutes[1..ran_out].iter().all(full_speed), "{day}");
+        // Once the goal is reached the controller stops the line item.
+        let last = minutes.last().unwrap();
+        assert_eq!(last.output.status, PacingStatus::GoalReached, "{day}");
         let taken: u64 = minutes[1..ran_out].iter().map(|m| m.admitted).sum();
         let eligible: u64 = minutes[1..ran_out].iter().map(|m| m.eligible).sum();
-        assert_eq!(taken, eligible, "{day}");
+        assert!(
+            taken as f64 >= 0.999 * eligible as f64,
+            "{day}: {taken} of {eligible}"
+        );
         let after: u64 = minutes[ran_out + 1..].iter().map(|m| m.admitted).sum();
-        assert_eq!(after, 0, "{day}");
+        let returned = outcome.returned[day];
+        assert!(returned > 0, "{day}");
+        assert!(
+            after * scenario.cost <= returned,
+            "{day}: {after} after, {returned} returned"
+        );
         eprintln!(
             "asap {day}: budget used by {} (minute {ran_out} of the day)",
             minutes[ran_out].start

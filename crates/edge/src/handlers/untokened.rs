@@ -23,7 +23,7 @@ use marquee_model::{ImageTag, UntokenedClicks};
 use marquee_tracking::{Claims, Kind};
 
 use super::{
-    Body, Caps, Counted, UntokenedEvent, Visitor, count_once, fallback, landing_with_conversion,
+    Body, Counted, Source, UntokenedEvent, Visitor, count_once, fallback, landing_with_conversion,
     log_invalid, not_found, redirect, untokened_expiry, worth,
 };
 use crate::client::Client;
@@ -125,7 +125,7 @@ pub(super) async fn after_decision(
         expires_at,
         now,
         &visitor,
-        Caps::Skip,
+        Source::ImageTag,
     )
     .await;
     // Remembered for its click once counted; a fetch again of the same image changes nothing.
@@ -233,7 +233,7 @@ async fn click(
                 expires_at,
                 now,
                 &visitor,
-                Caps::Skip,
+                Source::ImageTag,
             )
             .await;
         }

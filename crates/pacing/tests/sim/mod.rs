@@ -3,8 +3,13 @@
 //! checks, billing events that arrive a random delay after the decision, a manager that sees
 //! billing through an aggregation lag, runs the controller every round, keeps the budget book,
 //! and answers renewals. Edges can be cut off from the manager (they keep serving on what they
-//! hold, and their logs are collected after) or restart under a new id. Time is simulated, the
-//! generator seeded: a run is a pure function of its scenario.
+//! hold, and their logs are collected after) or restart under a new id. A billing event reaches
+//! the deciding edge, another one, or one at random ([`Routing`]); it is either reserved at the
+//! decision and settled by its beacon (ads on our placements) or charged when it arrives
+//! (clicks, exchanges' billing notices) ([`Charging`]). Time is simulated, the generator
+//! seeded: a run is a pure function of its scenario.
+// Two test binaries share this module, each using a part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
@@ -13,7 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 use marquee_model::{Goal, GoalMetric, LineItemId, PacingMode};
 use marquee_pacing::{
     BudgetSpec, Delivery, EdgeId, Lease, LeaseBook, LeaseConfig, LeaseError, Pacer, PacerConfig,
-    PacingOutput, PacingState, PacingStatus, Schedule, TrafficProfile,
+    PacingOutput, PacingState, PacingStatus, Schedule, Settlement, TrafficProfile,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -35,22 +40,47 @@ pub enum Profile {
     Learned,
 }
 
+/// Which edge a decision's billing event reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// The edge that decided (a load balancer pinning users to edges).
+    Deciding,
+    /// Always another edge than the one that decided.
+    Other,
+    /// Any edge, at random.
+    Random,
+}
+
+/// When a decision is charged to the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charging {
+    /// At the decision, settled by its billing event (impressions of ads on our placements).
+    Reserved,
+    /// When the billing event arrives (clicks, exchanges' billing notices).
+    OnBilling,
+}
+
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub zone: &'static str,
     pub start: Timestamp,
     pub end: Timestamp,
     pub mode: PacingMode,
-    /// Spend goal, micros.
+    /// The goal's metric: spend (in micros) or a count of impressions or clicks.
+    pub metric: GoalMetric,
+    /// The goal, in the metric's unit.
     pub daily: Option<u64>,
     pub lifetime: Option<u64>,
-    /// Micros per impression.
+    /// What one billing event costs in the goal's unit: micros for spend, 1 for a count.
     pub cost: u64,
+    pub charging: Charging,
+    pub routing: Routing,
     /// Eligible requests per second, all edges together, averaged over the day.
     pub requests_per_second: f64,
     /// Each edge's share of the traffic.
     pub edge_shares: Vec<f64>,
-    /// Share of decisions whose impression is billed.
+    /// Share of decisions that lead to a billing event (the impression's rendering rate, or
+    /// the click-through rate for a click goal).
     pub fill: f64,
     /// Billing comes 1 to this many seconds after the decision (uniform).
     pub max_billing_delay: usize,
@@ -63,6 +93,9 @@ pub struct Scenario {
     pub partitions: Vec<(usize, i64, i64)>,
     /// (edge, second): the edge restarts with a new id and an empty lease.
     pub restarts: Vec<(usize, i64)>,
+    /// (second, seconds down): the manager stops, no edge reaches it meanwhile, and it
+    /// restarts from its persisted state (what the book keeps in memory only is lost).
+    pub manager_restarts: Vec<(i64, i64)>,
     pub seed: u64,
 }
 
@@ -73,9 +106,12 @@ impl Scenario {
             start: start.parse().unwrap(),
             end: end.parse().unwrap(),
             mode,
+            metric: GoalMetric::Spend,
             daily: None,
             lifetime: None,
             cost: 2_000,
+            charging: Charging::Reserved,
+            routing: Routing::Deciding,
             requests_per_second: 8.0,
             edge_shares: vec![1.0],
             fill: 0.95,
@@ -85,13 +121,14 @@ impl Scenario {
             profile: Profile::Learned,
             partitions: Vec::new(),
             restarts: Vec::new(),
+            manager_restarts: Vec::new(),
             seed: 1,
         }
     }
 
     pub fn schedule(&self) -> Schedule {
         let goal = Goal {
-            metric: GoalMetric::Spend,
+            metric: self.metric,
             daily: self.daily,
             lifetime: self.lifetime,
         };
@@ -99,10 +136,17 @@ impl Scenario {
     }
 
     fn reachable(&self, edge: usize, second: i64) -> bool {
-        !self
-            .partitions
+        !self.manager_down(second)
+            && !self
+                .partitions
+                .iter()
+                .any(|&(e, from, to)| e == edge && (from..to).contains(&second))
+    }
+
+    fn manager_down(&self, second: i64) -> bool {
+        self.manager_restarts
             .iter()
-            .any(|&(e, from, to)| e == edge && (from..to).contains(&second))
+            .any(|&(at, down)| (at..at + down).contains(&second))
     }
 }
 
@@ -136,6 +180,8 @@ pub struct Outcome {
     pub max_billing_delay: u64,
     pub cost: u64,
     pub expiries: usize,
+    /// The book's returned reservations per period, at their largest.
+    pub returned: BTreeMap<i64, u64>,
     pub minutes: Vec<Minute>,
 }
 
@@ -147,6 +193,16 @@ impl Outcome {
         self.limits[&period]
             + self.unreported.get(&period).copied().unwrap_or(0)
             + self.in_flight_term()
+    }
+
+    /// Billed against the limit of a period, as a ratio (1.0: exactly the goal).
+    pub fn delivered_ratio(&self, period: i64) -> f64 {
+        let billed = if period == marquee_pacing::FLIGHT_PERIOD {
+            self.billed_total
+        } else {
+            self.billed_by_day.get(&period).copied().unwrap_or(0)
+        };
+        billed as f64 / self.limits[&period] as f64
     }
 
     pub fn in_flight_term(&self) -> u64 {
@@ -252,6 +308,7 @@ impl Manager {
                 unit: scenario.cost,
                 ends_at: period.ends_at,
                 delivered: period.delivered,
+                starts_at: Some(period.starts_at),
             };
             self.book.set_budget(LINE, spec);
             outcome.limits.insert(period.key, period.limit);
@@ -260,33 +317,42 @@ impl Manager {
     }
 }
 
+/// A billing event on its way: the edge it reaches and the second of its decision.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    edge: usize,
+    decided: i64,
+}
+
 struct Edge {
     id: EdgeId,
     lease: Lease,
     control: Option<PacingOutput>,
     next_renewal: i64,
-    /// Billing events due, by second modulo the wheel's length.
-    wheel: Vec<u64>,
     /// Billed seconds the manager has not collected yet: (second, local day, amount).
     uncollected: Vec<(i64, i64, u64)>,
     max_rate: u64,
 }
 
 impl Edge {
-    fn new(id: u64, wheel_len: usize) -> Edge {
+    fn new(id: u64) -> Edge {
         Edge {
             id: EdgeId(id),
-            lease: Lease::new(),
+            lease: Lease::new(LeaseConfig::default().token_lifetime),
             control: None,
             next_renewal: 0,
-            wheel: vec![0; wheel_len],
             uncollected: Vec::new(),
             max_rate: 0,
         }
     }
 
-    /// Renews the lease when due; the latest control rides along with the grant.
+    /// Sends what changed in the settlement windows, and renews the lease when due; the
+    /// latest control rides along with the grant.
     fn sync(&mut self, manager: &mut Manager, second: i64, now: Timestamp, renew_every: i64) {
+        self.lease.prepare(now);
+        let mut settlements: Vec<Settlement> = Vec::new();
+        self.lease.settlements(LINE, &mut settlements);
+        manager.book.record(self.id, &settlements);
         if second < self.next_renewal && !self.lease.needs_renewal(now) {
             return;
         }
@@ -299,15 +365,20 @@ impl Edge {
         self.next_renewal = second + renew_every;
     }
 
-    /// Serves one second of `requests` eligible requests: throttle draw, lease check, and a
-    /// billing event later for the share that is filled.
+    /// Serves one second of `requests` eligible requests: throttle draw, lease check (and the
+    /// reservation), and a billing event later, at the edge the routing picks, for the share
+    /// that is filled.
+    #[allow(clippy::too_many_arguments)]
     fn serve(
         &mut self,
+        me: usize,
+        edges: usize,
         scenario: &Scenario,
         rng: &mut SmallRng,
         second: i64,
         now: Timestamp,
         requests: u64,
+        wheel: &mut [Vec<Due>],
         minute: &mut Minute,
     ) {
         let Some(output) = self.control.filter(|c| !c.stopped) else {
@@ -325,27 +396,40 @@ impl Edge {
                 continue;
             }
             admitted += 1;
+            if scenario.charging == Charging::Reserved {
+                self.lease.reserve(scenario.cost, now);
+            }
             if rng.random::<f64>() < scenario.fill {
                 let delay = rng.random_range(1..=scenario.max_billing_delay);
-                let slot = (second as usize + delay) % self.wheel.len();
-                self.wheel[slot] += 1;
+                let slot = (second as usize + delay) % wheel.len();
+                let edge = match scenario.routing {
+                    _ if edges == 1 => me,
+                    Routing::Deciding => me,
+                    Routing::Other => (me + 1 + rng.random_range(0..edges - 1)) % edges,
+                    Routing::Random => rng.random_range(0..edges),
+                };
+                wheel[slot].push(Due {
+                    edge,
+                    decided: now.as_second(),
+                });
             }
         }
         minute.admitted += admitted;
         self.max_rate = self.max_rate.max(admitted);
     }
 
-    /// Billing events due this second: charged to the lease, logged for the manager.
-    fn bill(&mut self, scenario: &Scenario, second: i64, today: i64, outcome: &mut Outcome) {
-        let slot = second as usize % self.wheel.len();
-        let billed = std::mem::take(&mut self.wheel[slot]) * scenario.cost;
-        if billed == 0 {
-            return;
+    /// One billing event reaching this edge: settled or charged, logged for the manager.
+    fn bill(&mut self, scenario: &Scenario, due: Due, second: i64, today: i64) {
+        match scenario.charging {
+            Charging::Reserved => self.lease.settle(scenario.cost, due.decided),
+            Charging::OnBilling => {
+                self.lease.spend(scenario.cost);
+            }
         }
-        self.lease.spend(billed);
-        self.uncollected.push((second, today, billed));
-        *outcome.billed_by_day.entry(today).or_default() += billed;
-        outcome.billed_total += billed;
+        match self.uncollected.last_mut() {
+            Some((at, _, amount)) if *at == second => *amount += scenario.cost,
+            _ => self.uncollected.push((second, today, scenario.cost)),
+        }
     }
 }
 
@@ -354,10 +438,9 @@ pub fn run(scenario: &Scenario) -> Outcome {
     let renew_every = manager.book.config().renew_every.as_secs();
     let mut rng = SmallRng::seed_from_u64(scenario.seed);
     let curve_mean = DAILY_CURVE.iter().sum::<f64>() / 24.0;
-    let wheel_len = scenario.max_billing_delay + 1;
-    let mut edges: Vec<Edge> = (0..scenario.edge_shares.len())
-        .map(|i| Edge::new(i as u64, wheel_len))
-        .collect();
+    let mut wheel: Vec<Vec<Due>> = vec![Vec::new(); scenario.max_billing_delay + 1];
+    let edge_count = scenario.edge_shares.len();
+    let mut edges: Vec<Edge> = (0..edge_count).map(|i| Edge::new(i as u64)).collect();
     let mut next_id = edges.len() as u64;
     let mut outcome = Outcome {
         max_billing_delay: scenario.max_billing_delay as u64,
@@ -377,24 +460,43 @@ pub fn run(scenario: &Scenario) -> Outcome {
             let zoned = now.to_zoned(manager.zone.clone());
             (hour, today) = (zoned.hour() as usize, date_key(zoned.date()));
         }
-        outcome.expiries += manager.book.expire(now).len();
+        for &(at, down) in &scenario.manager_restarts {
+            if second == at + down {
+                let persisted = serde_json::to_string(manager.book.state()).unwrap();
+                let state = serde_json::from_str(&persisted).unwrap();
+                manager.book = LeaseBook::restore(LeaseConfig::default(), state).unwrap();
+                // Edges see a new manager in its first answer and send every window again.
+                for edge in &edges {
+                    edge.lease.resend_settlements();
+                }
+            }
+        }
+        if scenario.manager_down(second) {
+            // Edges serve and bill on what they hold; nothing reaches the manager.
+        } else {
+            outcome.expiries += manager.book.expire(now).len();
+        }
         for &(edge, _) in scenario.restarts.iter().filter(|(_, at)| *at == second) {
             edges[edge] = Edge {
-                wheel: std::mem::take(&mut edges[edge].wheel),
                 uncollected: std::mem::take(&mut edges[edge].uncollected),
                 max_rate: edges[edge].max_rate,
-                ..Edge::new(next_id, wheel_len)
+                ..Edge::new(next_id)
             };
             edges[edge].next_renewal = second;
             next_id += 1;
         }
         let period_over = manager.period_end.is_some_and(|end| now >= end);
-        if serving && (second % scenario.control_every == 0 || period_over) {
+        if serving
+            && !scenario.manager_down(second)
+            && (second % scenario.control_every == 0 || period_over)
+        {
             manager.round(scenario, second, &mut edges, &mut outcome);
         }
         if let Some(usage) = manager.book.usage(LINE) {
             let worst = outcome.unreported.entry(usage.period).or_default();
             *worst = (*worst).max(usage.unreported_reclaimed);
+            let returned = outcome.returned.entry(usage.period).or_default();
+            *returned = (*returned).max(usage.returned);
         }
 
         let current = minute.get_or_insert(Minute {
@@ -417,11 +519,20 @@ pub fn run(scenario: &Scenario) -> Outcome {
             if serving {
                 if scenario.reachable(i, second) {
                     edge.sync(&mut manager, second, now, renew_every);
+                } else {
+                    edge.lease.prepare(now);
                 }
                 let requests = poisson(&mut rng, rate * scenario.edge_shares[i]);
-                edge.serve(scenario, &mut rng, second, now, requests, current);
+                edge.serve(
+                    i, edge_count, scenario, &mut rng, second, now, requests, &mut wheel, current,
+                );
             }
-            edge.bill(scenario, second, today, &mut outcome);
+        }
+        let slot = second as usize % wheel.len();
+        for due in std::mem::take(&mut wheel[slot]) {
+            edges[due.edge].bill(scenario, due, second, today);
+            *outcome.billed_by_day.entry(today).or_default() += scenario.cost;
+            outcome.billed_total += scenario.cost;
         }
         if (second + 1) % 60 == 0
             && let Some(mut done) = minute.take()
