@@ -147,12 +147,13 @@ fn every_mode_and_metric_ends_on_its_amount() {
     }
 }
 
-/// Below 1,000 impressions a few events are more than 0.5%: the stated bound for such goals
-/// is their own, checked here for 100 impressions on three edges.
+/// Below 1,000 impressions a few events are more than 0.5%: the bound stated for such goals is
+/// ±2 events (the reservations racing for the last unit on two cores), checked here for 100
+/// impressions on three edges.
 #[test]
 fn small_goals_end_within_their_stated_bound() {
     let scenario = daily(GoalMetric::Impressions, PacingMode::Asap, 3, 100);
     let (outcome, _) = delivered("asap, daily 100 impressions, 3 edges", &scenario, DAY);
     let billed = outcome.billed_by_day[&DAY];
-    assert!((98..=101).contains(&billed), "{billed}");
+    assert!((98..=102).contains(&billed), "{billed}");
 }
