@@ -275,12 +275,10 @@ struct Budget {
     spec: BudgetSpec,
     accounts: BTreeMap<EdgeId, Account>,
     unreported_reclaimed: u64,
-    /// Held back for billing in flight: the largest margin computed in the last
-    /// `in_flight_allowance` (billing admitted before that has arrived).
-    margin: u64,
-    /// When `margin` was last raised or let down.
-    #[serde(default)]
-    margin_at: Option<Timestamp>,
+    /// Held back for billing in flight. (A state saved before the margin could be let down
+    /// kept a bare number under `margin`: ignored, the margin is measured again.)
+    #[serde(default, rename = "in_flight_margin")]
+    margin: Margin,
     /// Reservations of this period whose tokens expired unsettled: returned to it.
     #[serde(default)]
     returned: u64,
@@ -325,21 +323,6 @@ impl Budget {
             .saturating_sub(self.accounted().saturating_sub(self.returned))
     }
 
-    /// Takes in the margin for billing in flight computed now: raised at once, let down only
-    /// once `allowance` has passed since it was last set, when what was admitted under the
-    /// larger one has been billed.
-    fn hold_margin(&mut self, margin: u64, now: Timestamp, allowance: SignedDuration) -> u64 {
-        let settled = self
-            .margin_at
-            .and_then(|at| at.checked_add(allowance).ok())
-            .is_none_or(|until| now >= until);
-        if margin >= self.margin || settled {
-            self.margin = margin;
-            self.margin_at = Some(now);
-        }
-        self.margin
-    }
-
     /// Returns to the period what was reserved and never settled in windows whose tokens
     /// have all expired by `now` (less `grace` for clocks and transit); forgets those windows.
     fn return_expired(&mut self, now: Timestamp, config: &LeaseConfig) {
@@ -371,6 +354,32 @@ impl Budget {
                     .saturating_add(reserved.saturating_sub(settled));
             }
         }
+    }
+}
+
+/// What the book holds back for billing in flight: the largest margin computed in the last
+/// `in_flight_allowance` (billing admitted before that has arrived).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Margin {
+    held: u64,
+    /// When `held` was last raised or let down.
+    set_at: Option<Timestamp>,
+}
+
+impl Margin {
+    /// Takes in the margin computed now: raised at once, let down only once `allowance` has
+    /// passed since it was last set, when what was admitted under the larger one has been
+    /// billed. Returns the margin to hold.
+    fn hold(&mut self, margin: u64, now: Timestamp, allowance: SignedDuration) -> u64 {
+        let settled = self
+            .set_at
+            .and_then(|at| at.checked_add(allowance).ok())
+            .is_none_or(|until| now >= until);
+        if margin >= self.held || settled {
+            self.held = margin;
+            self.set_at = Some(now);
+        }
+        self.held
     }
 }
 
@@ -533,8 +542,7 @@ impl LeaseBook {
                 spec,
                 accounts: BTreeMap::new(),
                 unreported_reclaimed: 0,
-                margin: 0,
-                margin_at: None,
+                margin: Margin::default(),
                 returned: 0,
                 windows: BTreeMap::new(),
                 retired: 0,
@@ -547,8 +555,7 @@ impl LeaseBook {
                 account.baseline = account.closing.take().unwrap_or(account.reported);
             }
             budget.unreported_reclaimed = 0;
-            budget.margin = 0;
-            budget.margin_at = None;
+            budget.margin = Margin::default();
             budget.returned = 0;
             budget.retired = 0;
             budget.prior = spec.delivered;
@@ -608,13 +615,13 @@ impl LeaseBook {
             .entry(renewal.edge)
             .or_insert_with(|| Account::new(renewal, now));
         account.report(renewal, now, ended, config.rate_window)?;
-        let (own_billing_rate, own_used) = (account.billing_rate, account.used());
+        let own_used = account.used();
         let available = if ended {
             0
         } else {
-            let rate = others_rate + own_billing_rate;
+            let rate = others_rate + account.billing_rate;
             let margin = (rate * config.in_flight_allowance.as_secs_f64()).ceil() as u64;
-            let margin = budget.hold_margin(margin, now, config.in_flight_allowance);
+            let margin = budget.margin.hold(margin, now, config.in_flight_allowance);
             let used = others_used.saturating_add(own_used);
             let unexplained = budget
                 .spec
@@ -629,13 +636,6 @@ impl LeaseBook {
                 .saturating_sub(own_used)
                 .saturating_sub(unexplained)
         };
-        let account = budget
-            .accounts
-            .get_mut(&renewal.edge)
-            .ok_or(LeaseError::NoLease {
-                edge: renewal.edge,
-                line_item: renewal.line_item,
-            })?;
         let slice = config.slice(account.rate, budget.spec.unit, available);
         account.granted = account.reported.saturating_add(slice);
         account.expires_at = now.saturating_add(config.lease_duration).unwrap_or(now);
@@ -1519,6 +1519,19 @@ mod tests {
         let state: BookState = serde_json::from_str(&text).unwrap();
         let restored = LeaseBook::restore(LeaseConfig::default(), state).unwrap();
         assert_eq!(restored.state(), book.state());
+        assert_eq!(restored.usage(LINE), book.usage(LINE));
+        // A state saved by a build before settlement windows and the margin's timing reads.
+        let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for budget in older["budgets"].as_object_mut().unwrap().values_mut() {
+            let budget = budget.as_object_mut().unwrap();
+            for gone in ["in_flight_margin", "windows", "returned"] {
+                assert!(budget.remove(gone).is_some(), "{gone}");
+            }
+            budget.insert("margin".into(), 1_000.into());
+        }
+        let older = older.to_string();
+        let state: BookState = serde_json::from_str(&older).unwrap();
+        let restored = LeaseBook::restore(LeaseConfig::default(), state).unwrap();
         assert_eq!(restored.usage(LINE), book.usage(LINE));
     }
 
