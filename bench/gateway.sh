@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gateway mode (issue 10): `marquee serve` with [gateway] in front of N mock bidders
+# Gateway mode: `marquee serve` with [gateway] in front of N mock bidders
 # (`marquee bench mock-bidder`), measured with bench/ratio.sh against the reference
 # (CPU per auction, req/s, p99), or in open loop at a fixed rate (p50/p99, per-bidder metrics).
 #

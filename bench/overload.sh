@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overload sweeps (issue 7): open-loop load at 50% to 200% of the edge's peak, with shedding on
+# Overload sweeps: open-loop load at 50% to 200% of the edge's peak, with shedding on
 # and off in one run, on the ad path or the bid path, the edge inside `marquee serve` or on its
 # own following a `marquee manager`.
 #

@@ -10,7 +10,7 @@
 //!   with fresh ids per request, or user sessions walked from a Markov chain: ad requests, then
 //!   the signed impression beacons and clicks their answers carry, over one or several edges.
 //! - [`reference`]: `marquee bench reference`, the hello-world server on the same HTTP stack
-//!   (hyper 1) that is the 100% of every ratio run (`shared/design/method.md`).
+//!   (hyper 1) that is the 100% of every ratio run (`docs/benchmark-method.md`).
 //! - [`mock_bidder`]: `marquee bench mock-bidder`, a stand-in external bidder for gateway
 //!   benchmarks (fixed or random bids after a delay, no bids, errors, time-outs at given rates).
 //! - [`report`] and [`svg`]: the final table, JSON and hand-made SVG charts.

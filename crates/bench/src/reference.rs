@@ -1,4 +1,4 @@
-//! The hello-world reference: the 100% of ratio runs (`shared/design/method.md`). Bare hyper 1
+//! The hello-world reference: the 100% of ratio runs (`docs/benchmark-method.md`). Bare hyper 1
 //! HTTP/1.1 with a `service_fn`, the stack the edge is built on, doing no work: `GET` answers
 //! a fixed body of N bytes, `POST` reads the whole request body and answers a fixed JSON of M
 //! bytes. Anything a candidate does beyond that is what a ratio measures.

@@ -1,4 +1,4 @@
-//! User profiles on the edge (issue 9, item 5): `POST /profiles` takes a bulk upload (JSON, or
+//! User profiles on the edge: `POST /profiles` takes a bulk upload (JSON, or
 //! CSV with `Content-Type: text/csv`; see `marquee_sharedstate::profiles` for both formats and
 //! the checks) behind the edges' shared secret (`aggregation.token`), and answers a report of
 //! the rows refused, each with where it is and why. Ad requests look the user's profile up

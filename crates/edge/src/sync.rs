@@ -3,7 +3,7 @@
 //!
 //! In memory and per edge, bounded: each of [`SHARDS`] shards holds at most its share of the
 //! capacity and, when full, forgets an arbitrary entry to make room. Sharing matches across
-//! edges and restarts needs a shared store (Redis, issue 9).
+//! edges and restarts needs a shared store (Redis).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

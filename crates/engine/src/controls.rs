@@ -1,5 +1,5 @@
 //! What the engine asks of its caller per line item: frequency caps and pacing controls.
-//! Both are traits so that the edge can back them with in-process state or Redis (issue 9).
+//! Both are traits so that the edge can back them with in-process state or Redis.
 
 use std::hash::Hasher;
 use std::sync::Mutex;

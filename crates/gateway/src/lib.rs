@@ -1,4 +1,4 @@
-//! Gateway mode (issue 10): one incoming OpenRTB request fans out to several bidders at once
+//! Gateway mode: one incoming OpenRTB request fans out to several bidders at once
 //! (external ones over kept-alive HTTP/1.1 or h2c pools, and our own line items through the
 //! edge's bidder), every bid is checked, the best valid bid per imp wins at a first or second
 //! price, the answer leaves before the deadline, and win and loss notices go to each bidder

@@ -1,4 +1,4 @@
-//! Aggregation throughput: events aggregated per second of manager CPU (brief §4: at least
+//! Aggregation throughput: events aggregated per second of manager CPU (target: at least
 //! 1,000,000), over the whole path: reading segments of a real event log from disk, CRC,
 //! decode, sanitise against the demo catalog, dedupe, aggregate, HyperLogLog, and the SQLite
 //! (or PostgreSQL) commit (twelve statements per run).

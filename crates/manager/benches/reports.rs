@@ -1,5 +1,5 @@
 //! Report latency: a 30-day hourly report for one advertiser on the demo-size data set must
-//! answer in under 100 ms (issue 6). Measured through the API router (authentication, query
+//! answer in under 100 ms. Measured through the API router (authentication, query
 //! parsing, the SELECT, sketches, shaping in the advertiser's zone, JSON), in process.
 //!
 //! ```text

@@ -526,7 +526,7 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
 }
 
 /// An advertiser that buys on exchanges only: line items and creatives that bid on the
-/// OpenRTB samples in `shared/openrtb/` (banners of the usual and DOOH sizes, VAST video of 20
+/// OpenRTB samples in `openrtb/testdata/` (banners of the usual and DOOH sizes, VAST video of 20
 /// and 30 seconds, DAAST audio, a native ad with the assets the Native 1.2 samples require, and
 /// deals the samples offer). Every URL is https, so secure imps take them too. Returns the
 /// number of line items.

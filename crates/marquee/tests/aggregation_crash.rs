@@ -1,4 +1,4 @@
-//! Exactly-once aggregation under `kill -9` (issue 6, "done when"): `marquee serve` aggregates
+//! Exactly-once aggregation under `kill -9`: `marquee serve` aggregates
 //! every 20 ms while clients fetch ads, fire beacons and click, and is killed at a random
 //! moment, 20 times in a row on the same data directory. After each restart, clients also
 //! fire beacons of the round before again (the edge's replay guard forgot them, so the log

@@ -1,4 +1,4 @@
-//! The ad server end to end in a real browser (issue 4's "done when"): `marquee serve --demo`,
+//! The ad server end to end in a real browser: `marquee serve --demo`,
 //! a publisher page carrying the async tags of two demo placements (so `tag.js` is included
 //! twice), loaded in headless Chromium; the ads render in sandboxed iframes, each impression
 //! is logged once (a repeated beacon included), and a click goes through the click redirect

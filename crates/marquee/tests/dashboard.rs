@@ -1,4 +1,4 @@
-//! The dashboard end to end in a real browser (issue 8's "done when"): `marquee serve --demo`,
+//! The dashboard end to end in a real browser: `marquee serve --demo`,
 //! an advertiser user made with `marquee user create` (password on stdin), and
 //! `tests/browser/dashboard.mjs` driving headless Chromium through the pages: sign in, a
 //! validation error at its field, a line item with a targeting row and a frequency cap made

@@ -1,4 +1,4 @@
-//! A full disk under a running edge (issue 11, fault tests): `marquee serve --demo` logs to
+//! A full disk under a running edge: `marquee serve --demo` logs to
 //! `data/events`, a small tmpfs mounted there for the test (root only: CI runs as root). A
 //! filler file takes the space while clients keep fetching ads and firing impression beacons:
 //! every request is still answered, the events that cannot be logged are not counted and the

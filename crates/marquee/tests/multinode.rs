@@ -1,4 +1,4 @@
-//! Split roles on loopback (issue 9, item 4): one `marquee manager` and three `marquee edge`
+//! Split roles on loopback: one `marquee manager` and three `marquee edge`
 //! processes, clients fetching ads and firing impression beacons at every edge, and then:
 //!
 //! - a campaign change (a rename over the API) is served by all three edges; the time it took is

@@ -1,4 +1,4 @@
-//! PostgreSQL restarted mid-run (issue 11, fault tests): `marquee serve --demo` keeps its
+//! PostgreSQL restarted mid-run: `marquee serve --demo` keeps its
 //! database on a PostgreSQL cluster of the test's own (so the shared test server of
 //! `scripts/test-deps.sh` is left alone; its binaries are used), aggregating every 20 ms while
 //! clients fetch ads and fire beacons. The cluster is stopped (`pg_ctl stop -m fast`, which

@@ -1,4 +1,4 @@
-//! Redis restarted mid-run under an edge (issue 11, fault tests): `marquee serve --demo` with
+//! Redis restarted mid-run under an edge: `marquee serve --demo` with
 //! `[redis]` on a `redis-server` of the test's own (the binary `scripts/test-deps.sh`
 //! installs), asked for ads in a loop. Redis is killed (`kill -9`) and started again on the same
 //! port: every request is answered throughout, the breaker opens while Redis is away (the

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{Server, get_json, metrics_page, serve_and_fire, token_from, wait_for_ad};
 use serde_json::Value;
 
-/// The freshness requirement (brief §4): an event shows in reports within 2 s.
+/// The freshness requirement: an event shows in reports within 2 s.
 const FRESHNESS: Duration = Duration::from_secs(2);
 
 fn around_now() -> String {

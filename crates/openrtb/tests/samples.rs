@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Every sample in `testdata/` (copied from `shared/openrtb/`, sources in its README).
+//! Every sample in `testdata/` (sources in its README).
 
 use std::borrow::Cow;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! State shared by edges through Redis (issue 9): frequency caps, budget counters and user
+//! State shared by edges through Redis: frequency caps, budget counters and user
 //! profiles ([`profiles`], which also holds the in-memory store of the embedded default).
 //!
 //! Every check-and-count is one atomic round trip: a Lua script, loaded once and called by

@@ -1,4 +1,4 @@
-//! Clock jumps (issue 11, fault tests): the edge checks tokens and repeats against its own
+//! Clock jumps: the edge checks tokens and repeats against its own
 //! clock, passed in as `now`. A jump back or forward must neither count a beacon twice nor
 //! panic; what it may do is refuse beacons while the clock is wrong (outside the tokens'
 //! validity), which loses nothing the manager would bill twice.

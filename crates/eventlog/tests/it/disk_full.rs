@@ -1,4 +1,4 @@
-//! A full disk (issue 11, fault tests): the log lives on a small tmpfs mounted for the test
+//! A full disk: the log lives on a small tmpfs mounted for the test
 //! (root only: CI runs as root), a filler file takes the space, and the writes fail with
 //! ENOSPC. The shard stops and says so (failed appends and waits, `io_errors`), restarts by
 //! itself once space returns, and what it acknowledged as durable is exactly what a reader
