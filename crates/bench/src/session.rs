@@ -1,6 +1,6 @@
 //! The user-session model: a Markov chain of page views, ad requests, impression beacons and
-//! clicks with an absorbing exit, after seed `003_*` (which modelled its clients the same way to
-//! find the most frequent requests). Each state may send one request; the probabilities come
+//! clicks with an absorbing exit (a common way to model a server's clients and find its most
+//! frequent requests). Each state may send one request; the probabilities come
 //! from a small TOML file whose rows replace the defaults row by row. Page views and ad requests
 //! have path templates; impressions and clicks fire the signed URLs of the session's last ad
 //! answer (see [`crate::workload`]), so they have none.
