@@ -282,6 +282,11 @@ struct Budget {
     /// Reservations of this period whose tokens expired unsettled: returned to it.
     #[serde(default)]
     returned: u64,
+    /// Settlements of this period's closed windows beyond what their edges reported reserving:
+    /// decisions of an edge that died before reporting them, billed on other edges. Counted
+    /// as used (see [`Windows`]).
+    #[serde(default)]
+    settled_unreported: u64,
     /// Reserved and settled per window of decision time and edge, until the window's tokens
     /// have all expired (see [`crate::Settlement`]).
     #[serde(default)]
@@ -314,13 +319,53 @@ impl Budget {
             .fold(self.retired.saturating_add(self.prior), u64::saturating_add)
     }
 
-    /// Delivery the aggregation has counted that the book's records do not explain (edges
-    /// that billed and crashed before reporting, a book that lost its state): counted as used
-    /// on top of them, so that the period's use is never below the aggregation's.
+    /// Delivery the book's records do not explain: counted as used on top of them, so that
+    /// the period's use is never below what the aggregation counted billed plus what is
+    /// reserved and not settled yet (see [`Windows`]).
     fn unexplained(&self) -> u64 {
-        self.spec
-            .delivered
-            .saturating_sub(self.accounted().saturating_sub(self.returned))
+        let windows = self.window_terms();
+        windows
+            .floor(self.spec.delivered)
+            .saturating_sub(windows.net(self.accounted(), self.returned))
+    }
+
+    /// What the open settlement windows of this period add to the book's view.
+    fn window_terms(&self) -> Windows {
+        self.windows
+            .iter()
+            .filter(|(window, _)| self.of_this_period(**window))
+            .map(|(_, tallies)| Self::sum(tallies))
+            .fold(
+                Windows {
+                    settled_unreported: self.settled_unreported,
+                    pending: 0,
+                },
+                |terms, (reserved, settled)| Windows {
+                    settled_unreported: terms
+                        .settled_unreported
+                        .saturating_add(settled.saturating_sub(reserved)),
+                    pending: terms
+                        .pending
+                        .saturating_add(reserved.saturating_sub(settled)),
+                },
+            )
+    }
+
+    fn sum(tallies: &BTreeMap<EdgeId, WindowTally>) -> (u64, u64) {
+        tallies.values().fold((0u64, 0u64), |(r, s), tally| {
+            (
+                r.saturating_add(tally.reserved),
+                s.saturating_add(tally.settled),
+            )
+        })
+    }
+
+    /// Whether a window of decision time began in this period.
+    fn of_this_period(&self, window: i64) -> bool {
+        Timestamp::from_second(window.saturating_mul(WINDOW_SECS))
+            .ok()
+            .zip(self.spec.starts_at)
+            .is_some_and(|(start, period_start)| start >= period_start)
     }
 
     /// Returns to the period what was reserved and never settled in windows whose tokens
@@ -337,23 +382,50 @@ impl Budget {
             if settled_by(window).is_none_or(|at| now < at) {
                 break;
             }
-            let (reserved, settled) =
-                entry.remove().values().fold((0u64, 0u64), |(r, s), tally| {
-                    (
-                        r.saturating_add(tally.reserved),
-                        s.saturating_add(tally.settled),
-                    )
-                });
-            let of_this_period = Timestamp::from_second(window.saturating_mul(WINDOW_SECS))
-                .ok()
-                .zip(self.spec.starts_at)
-                .is_some_and(|(start, period_start)| start >= period_start);
-            if of_this_period {
+            let (reserved, settled) = Self::sum(&entry.remove());
+            if self.of_this_period(window) {
                 self.returned = self
                     .returned
                     .saturating_add(reserved.saturating_sub(settled));
+                self.settled_unreported = self
+                    .settled_unreported
+                    .saturating_add(settled.saturating_sub(reserved));
             }
         }
+    }
+}
+
+/// What a budget's settlement windows of this period say beyond the edges' reports.
+///
+/// An edge killed with reservations it had not reported yet (at most a sync interval's) had
+/// its lease reclaimed down to its last report. Those of its decisions billed on other edges
+/// show as settlements beyond what was reported reserved (`settled_unreported`); those billed
+/// on itself, or settled there and not reported, show only in the aggregation's count, which
+/// the book compares with what it knows is still pending (reserved, not settled, tokens not
+/// expired). Counted as used, neither is granted a second time. (A window's reports may cross,
+/// a settlement arriving before its reservation; the aggregation may count an event before its
+/// settlement is reported: each is then counted for a second, the safe side.)
+#[derive(Debug, Clone, Copy)]
+struct Windows {
+    /// Settled beyond what was reported reserved, closed windows included.
+    settled_unreported: u64,
+    /// Reserved and not (yet) settled, in open windows.
+    pending: u64,
+}
+
+impl Windows {
+    /// The period's use by the book's records, from what edges reported (`reported`): less
+    /// the reservations returned, plus the settlements no report explains.
+    fn net(self, reported: u64, returned: u64) -> u64 {
+        reported
+            .saturating_sub(returned)
+            .saturating_add(self.settled_unreported)
+    }
+
+    /// The least the period has used: what the aggregation counted billed, plus what is
+    /// reserved and still pending.
+    fn floor(self, delivered: u64) -> u64 {
+        delivered.saturating_add(self.pending)
     }
 }
 
@@ -544,6 +616,7 @@ impl LeaseBook {
                 unreported_reclaimed: 0,
                 margin: Margin::default(),
                 returned: 0,
+                settled_unreported: 0,
                 windows: BTreeMap::new(),
                 retired: 0,
                 prior: spec.delivered,
@@ -557,6 +630,7 @@ impl LeaseBook {
             budget.unreported_reclaimed = 0;
             budget.margin = Margin::default();
             budget.returned = 0;
+            budget.settled_unreported = 0;
             budget.retired = 0;
             budget.prior = spec.delivered;
         }
@@ -610,6 +684,7 @@ impl LeaseBook {
             }
         }
         let ended = budget.ended(now);
+        let windows = budget.window_terms();
         let account = budget
             .accounts
             .entry(renewal.edge)
@@ -622,15 +697,13 @@ impl LeaseBook {
             let rate = others_rate + account.billing_rate;
             let margin = (rate * config.in_flight_allowance.as_secs_f64()).ceil() as u64;
             let margin = budget.margin.hold(margin, now, config.in_flight_allowance);
-            let used = others_used.saturating_add(own_used);
-            let unexplained = budget
-                .spec
-                .delivered
-                .saturating_sub(used.saturating_sub(budget.returned));
+            let used = windows.net(others_used.saturating_add(own_used), budget.returned);
+            let unexplained = windows.floor(budget.spec.delivered).saturating_sub(used);
             budget
                 .spec
                 .limit
                 .saturating_add(budget.returned)
+                .saturating_sub(windows.settled_unreported)
                 .saturating_sub(margin)
                 .saturating_sub(others)
                 .saturating_sub(own_used)
@@ -739,6 +812,7 @@ impl LeaseBook {
         let budget = self.state.budgets.get(&line_item)?;
         let accounts = budget.accounts.values();
         let unexplained = budget.unexplained();
+        let windows = budget.window_terms();
         let committed = accounts.clone().map(Account::committed).fold(
             budget.retired.saturating_add(budget.prior),
             u64::saturating_add,
@@ -746,12 +820,11 @@ impl LeaseBook {
         Some(BudgetUsage {
             period: budget.spec.period,
             limit: budget.spec.limit,
-            used: budget
-                .accounted()
-                .saturating_sub(budget.returned)
+            used: windows
+                .net(budget.accounted(), budget.returned)
                 .saturating_add(unexplained),
-            committed: committed
-                .saturating_sub(budget.returned)
+            committed: windows
+                .net(committed, budget.returned)
                 .saturating_add(unexplained),
             unreported_reclaimed: budget.unreported_reclaimed,
             returned: budget.returned,
@@ -1276,6 +1349,74 @@ mod tests {
         assert_eq!(book.usage(LINE).unwrap().used, 1_000);
     }
 
+    /// Edge 1 reserves 100 in a minute but dies having reported 90 of them; their beacons all
+    /// land on edge 2, which settles 100. The 10 it never reported were billed: they count as
+    /// used, before and after the minute closes, and are not granted again.
+    #[test]
+    fn settlements_beyond_what_was_reported_reserved_count_as_used() {
+        let config = LeaseConfig::default();
+        let window = window_of_timestamp(at(0));
+        let start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
+        let mut book = LeaseBook::new(config.clone()).unwrap();
+        book.set_budget(
+            LINE,
+            BudgetSpec {
+                period: 1,
+                limit: 1_000,
+                unit: 1,
+                ends_at: Some(at(PERIOD_END)),
+                delivered: 0,
+                starts_at: Some(start),
+            },
+        );
+        book.renew(&reserving(1, 0, 0), start).unwrap();
+        book.renew(&reserving(1, 90, 0), start).unwrap();
+        book.record(EdgeId(1), &[settlement(window, 90, 0)]);
+        book.record(EdgeId(2), &[settlement(window, 0, 100)]);
+        assert_eq!(book.usage(LINE).unwrap().used, 100);
+        let closed =
+            start + SignedDuration::from_secs(WINDOW_SECS) + config.token_lifetime + config.grace;
+        book.expire(closed);
+        let usage = book.usage(LINE).unwrap();
+        assert_eq!((usage.used, usage.returned), (100, 0));
+        // Edge 2 is granted at most what is left.
+        let mut ceiling = 0;
+        for _ in 0..100 {
+            ceiling = book
+                .renew(&reserving(2, ceiling, ceiling), closed)
+                .unwrap()
+                .ceiling;
+        }
+        assert_eq!(ceiling, 900);
+    }
+
+    /// Edge 1 reserves 100 and dies having reported 90; 10 of those 90 and the 10 it never
+    /// reported had their beacons on edge 1 itself, which counted them but never reported the
+    /// settlements; edge 2 settled the other 80. The aggregation counts 90 billed and 10 are
+    /// still pending: 100 used, not the 90 the reports explain.
+    #[test]
+    fn billing_the_reports_miss_is_counted_from_the_aggregation_and_what_is_pending() {
+        let window = window_of_timestamp(at(0));
+        let start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
+        let spec = |delivered| BudgetSpec {
+            period: 1,
+            limit: 1_000,
+            unit: 1,
+            ends_at: Some(at(PERIOD_END)),
+            delivered,
+            starts_at: Some(start),
+        };
+        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book.set_budget(LINE, spec(0));
+        book.renew(&reserving(1, 0, 0), start).unwrap();
+        book.renew(&reserving(1, 90, 0), start).unwrap();
+        book.record(EdgeId(1), &[settlement(window, 90, 0)]);
+        book.record(EdgeId(2), &[settlement(window, 0, 80)]);
+        assert_eq!(book.usage(LINE).unwrap().used, 90);
+        book.set_budget(LINE, spec(90));
+        assert_eq!(book.usage(LINE).unwrap().used, 100);
+    }
+
     /// Reservations made before the period started are not returned to it.
     #[test]
     fn reservations_of_an_earlier_period_are_not_returned_to_this_one() {
@@ -1524,7 +1665,12 @@ mod tests {
         let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
         for budget in older["budgets"].as_object_mut().unwrap().values_mut() {
             let budget = budget.as_object_mut().unwrap();
-            for gone in ["in_flight_margin", "windows", "returned"] {
+            for gone in [
+                "in_flight_margin",
+                "windows",
+                "returned",
+                "settled_unreported",
+            ] {
                 assert!(budget.remove(gone).is_some(), "{gone}");
             }
             budget.insert("margin".into(), 1_000.into());
