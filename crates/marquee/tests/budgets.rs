@@ -29,9 +29,9 @@
 //! Impressions answered within the group-commit window before the edge's kill may be missing
 //! from its log: they are then missing from both counts, which is the only loss allowed. Each
 //! scenario's trace is printed from the logs too: decisions and impressions per edge, decisions
-//! never settled, and what the killed edge decided and settled in its last sync interval (its
-//! reservations the book never heard of: the unreported part of the overspend bound of
-//! `docs/pacing-and-budgets.md` §6, which a kill spends from the ±0.5% band).
+//! never settled, and what the killed edge decided and settled in its last sync interval
+//! (reservations and settlements the book never heard of: it counts them as used from the
+//! other edges' settlements and from the aggregation, `docs/pacing-and-budgets.md` §6).
 //!
 //! `MARQUEE_BUDGETS_SCENARIOS=4,6` runs only those scenarios (numbered as above).
 //!
