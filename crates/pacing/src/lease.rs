@@ -287,6 +287,11 @@ struct Budget {
     /// as used (see [`Windows`]).
     #[serde(default)]
     settled_unreported: u64,
+    /// The unreported parts of reclaimed leases of edges that reserved at their decisions,
+    /// held as used until every token they could have issued on them has expired: by then
+    /// whatever such an edge decided and was billed shows in the windows and the aggregation.
+    #[serde(default)]
+    held: Vec<Held>,
     /// Reserved and settled per window of decision time and edge, until the window's tokens
     /// have all expired (see [`crate::Settlement`]).
     #[serde(default)]
@@ -339,6 +344,11 @@ impl Budget {
                 Windows {
                     settled_unreported: self.settled_unreported,
                     pending: 0,
+                    held: self
+                        .held
+                        .iter()
+                        .map(|held| held.amount)
+                        .fold(0, u64::saturating_add),
                 },
                 |terms, (reserved, settled)| Windows {
                     settled_unreported: terms
@@ -347,6 +357,7 @@ impl Budget {
                     pending: terms
                         .pending
                         .saturating_add(reserved.saturating_sub(settled)),
+                    ..terms
                 },
             )
     }
@@ -411,15 +422,19 @@ struct Windows {
     settled_unreported: u64,
     /// Reserved and not (yet) settled, in open windows.
     pending: u64,
+    /// Unreported parts of reclaimed leases still held ([`Budget::held`]).
+    held: u64,
 }
 
 impl Windows {
     /// The period's use by the book's records, from what edges reported (`reported`): less
-    /// the reservations returned, plus the settlements no report explains.
+    /// the reservations returned, plus the settlements no report explains and what is held
+    /// of reclaimed leases.
     fn net(self, reported: u64, returned: u64) -> u64 {
         reported
             .saturating_sub(returned)
             .saturating_add(self.settled_unreported)
+            .saturating_add(self.held)
     }
 
     /// The least the period has used: what the aggregation counted billed, plus what is
@@ -427,6 +442,13 @@ impl Windows {
     fn floor(self, delivered: u64) -> u64 {
         delivered.saturating_add(self.pending)
     }
+}
+
+/// A reclaimed lease's unreported part, held as used until `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Held {
+    until: Timestamp,
+    amount: u64,
 }
 
 /// What the book holds back for billing in flight: the largest margin computed in the last
@@ -617,6 +639,7 @@ impl LeaseBook {
                 margin: Margin::default(),
                 returned: 0,
                 settled_unreported: 0,
+                held: Vec::new(),
                 windows: BTreeMap::new(),
                 retired: 0,
                 prior: spec.delivered,
@@ -631,6 +654,7 @@ impl LeaseBook {
             budget.margin = Margin::default();
             budget.returned = 0;
             budget.settled_unreported = 0;
+            budget.held.clear();
             budget.retired = 0;
             budget.prior = spec.delivered;
         }
@@ -698,15 +722,13 @@ impl LeaseBook {
             let margin = (rate * config.in_flight_allowance.as_secs_f64()).ceil() as u64;
             let margin = budget.margin.hold(margin, now, config.in_flight_allowance);
             let used = windows.net(others_used.saturating_add(own_used), budget.returned);
+            let committed = windows.net(others.saturating_add(own_used), budget.returned);
             let unexplained = windows.floor(budget.spec.delivered).saturating_sub(used);
             budget
                 .spec
                 .limit
-                .saturating_add(budget.returned)
-                .saturating_sub(windows.settled_unreported)
                 .saturating_sub(margin)
-                .saturating_sub(others)
-                .saturating_sub(own_used)
+                .saturating_sub(committed)
                 .saturating_sub(unexplained)
         };
         let slice = config.slice(account.rate, budget.spec.unit, available);
@@ -776,8 +798,13 @@ impl LeaseBook {
             })
         });
         let mut expired = Vec::new();
+        let hold_for = config
+            .token_lifetime
+            .saturating_add(config.grace)
+            .saturating_add(SignedDuration::from_secs(WINDOW_SECS));
         for (line_item, budget) in &mut self.state.budgets {
             budget.return_expired(now, config);
+            budget.held.retain(|held| held.until > now);
             budget.accounts.retain(|_, account| {
                 let keep = account.closed_at.is_none_or(|closed| {
                     closed.saturating_add(config.forget_after).unwrap_or(closed) > now
@@ -795,9 +822,16 @@ impl LeaseBook {
                 if account.closed_at.is_some() || now < reclaim_at {
                     continue;
                 }
+                let reserving = account.reported > account.on_billing;
                 let unreported = account.close(now);
                 budget.unreported_reclaimed =
                     budget.unreported_reclaimed.saturating_add(unreported);
+                if reserving && unreported > 0 {
+                    budget.held.push(Held {
+                        until: now.saturating_add(hold_for).unwrap_or(now),
+                        amount: unreported,
+                    });
+                }
                 expired.push(Expiry {
                     line_item: *line_item,
                     edge: *edge,
@@ -1317,6 +1351,7 @@ mod tests {
                 .ceiling;
         }
         assert_eq!(ceiling, 1_000);
+        book.renew(&reserving(1, 1_000, 1_000), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 1_000, 0)]);
         book.record(EdgeId(2), &[settlement(window, 0, 900)]);
         // A late, older report changes nothing.
@@ -1376,9 +1411,23 @@ mod tests {
         assert_eq!(book.usage(LINE).unwrap().used, 100);
         let closed =
             start + SignedDuration::from_secs(WINDOW_SECS) + config.token_lifetime + config.grace;
+        // Edge 1's lease, silent, was reclaimed; what it had not reported of its slice is held
+        // as used until every token it could have issued on it has expired.
+        book.expire(start + config.lease_duration + config.grace);
+        let held = book.usage(LINE).unwrap();
+        assert!(held.used > 100, "{held:?}");
         book.expire(closed);
+        assert!(book.usage(LINE).unwrap().used >= held.used);
+        let released = start
+            + config.lease_duration
+            + config.grace
+            + config.token_lifetime
+            + config.grace
+            + SignedDuration::from_secs(WINDOW_SECS);
+        book.expire(released);
         let usage = book.usage(LINE).unwrap();
         assert_eq!((usage.used, usage.returned), (100, 0));
+        let closed = released;
         // Edge 2 is granted at most what is left.
         let mut ceiling = 0;
         for _ in 0..100 {
