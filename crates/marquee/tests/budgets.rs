@@ -21,7 +21,9 @@
 //! the manager, which reads the same key) and is served again. Delivery has stopped when the
 //! aggregated impressions equal what the lease book counts used and reach the goal, unchanged
 //! for a few seconds. Every scenario must then have delivered (aggregated, billed) within
-//! ±0.5% of its goal; a table `| scenario | goal | delivered | delta % |` is printed.
+//! ±0.5% of its goal — the edge kill within the bound stated for it when that is wider: the
+//! goal plus what the killed edge decided and settled in its last sync interval, which the
+//! book cannot have heard of; a table `| scenario | goal | delivered | delta % |` is printed.
 //!
 //! At the end, with everything stopped, the stored aggregates equal a direct count of the three
 //! edges' logs (every event once: nothing counted twice through the kills and restarts), and
@@ -47,8 +49,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Guard, Server, event_count, free_port, get_json, logged_events, metric};
-use common::{postgres_minute_rows, token_from, try_get_text};
+use common::{BIN, Guard, RedisServer, Server, event_count, free_port, get_json, logged_events};
+use common::{metric, postgres_minute_rows, token_from, try_get_text, wait_for_edges};
 use marquee_eventlog::Kind as EventKind;
 use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
@@ -65,6 +67,9 @@ const GOAL: u64 = 2_000;
 const TOLERANCE_PERMILLE: u64 = 5;
 /// Tracking tokens' lifetime, on edges and manager: the configuration's minimum.
 const TOKEN_LIFETIME_SECS: &str = "60";
+/// How often each edge syncs with the manager (`pacing.sync_interval_ms`).
+const SYNC_INTERVAL_MS: &str = "200";
+const SYNC_INTERVAL_MICROS: i64 = 200_000;
 /// The edges' group commit interval (`events.group_commit_ms`).
 const GROUP_COMMIT_MS: u64 = 5;
 /// The workload's open connections (sessions in flight), over all edges.
@@ -129,39 +134,12 @@ fn start_edge(data: &Path, manager: &str, port: u16, redis: &str) -> Guard {
         &[
             ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
             ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
-            ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
+            ("MARQUEE_PACING__SYNC_INTERVAL_MS", SYNC_INTERVAL_MS),
             ("MARQUEE_EVENTS__GROUP_COMMIT_MS", &commit),
             ("MARQUEE_REDIS__URL", redis),
             ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
         ],
     )))
-}
-
-/// A Redis server without persistence on `port`; killed on drop.
-struct Redis(Child);
-
-impl Redis {
-    fn start(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is missing: run scripts/test-deps.sh, which installs it");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis(child)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A `marquee bench run --session` process; killed on drop.
@@ -222,9 +200,13 @@ impl Outcome {
     }
 
     fn within_band(&self) -> bool {
-        let band = GOAL * TOLERANCE_PERMILLE / 1000;
-        (GOAL - band..=GOAL + band).contains(&self.delivered)
+        (GOAL - band()..=GOAL + band()).contains(&self.delivered)
     }
+}
+
+/// ±0.5% of the goal.
+fn band() -> u64 {
+    GOAL * TOLERANCE_PERMILLE / 1000
 }
 
 /// The manager, three edges, Redis, and what the API needs.
@@ -238,7 +220,7 @@ struct Cluster {
     edge_dirs: Vec<PathBuf>,
     edges: Vec<Guard>,
     redis_port: u16,
-    redis: Option<Redis>,
+    redis: Option<RedisServer>,
     admin: String,
     client: reqwest::Client,
     site: u64,
@@ -430,7 +412,7 @@ impl Cluster {
             if let Some(at) = redis_back_at
                 && Instant::now() >= at
             {
-                self.redis = Some(Redis::start(self.redis_port));
+                self.redis = Some(RedisServer::start(self.redis_port));
                 redis_back_at = None;
                 println!("  {}: Redis back", scenario.name);
             }
@@ -467,7 +449,7 @@ impl Cluster {
         };
         drop(bench);
         if redis_back_at.is_some() {
-            self.redis = Some(Redis::start(self.redis_port));
+            self.redis = Some(RedisServer::start(self.redis_port));
         }
         let (delivered, used, returned, unreported) = figures;
         Outcome {
@@ -550,55 +532,29 @@ fn trace(outcome: &Outcome, by_edge: &[Vec<marquee_eventlog::Event>]) -> String 
         decided.iter().map(HashSet::len).collect::<Vec<_>>(),
         settled.iter().map(HashSet::len).collect::<Vec<_>>(),
     );
-    if let Some(killed) = outcome.killed_at_micros {
-        let window = |kind: EventKind, micros: i64| {
-            by_edge[VICTIM]
-                .iter()
-                .filter(ours)
-                .filter(|e| e.kind == kind && e.time_micros <= killed)
-                .filter(|e| killed - e.time_micros <= micros)
-                .count()
-        };
+    if let Some((decided, settled)) = last_interval(outcome, by_edge) {
         text.push_str(&format!(
-            "; the killed edge's last 200 ms: {} decided, {} settled",
-            window(EventKind::Decision, 200_000),
-            window(EventKind::Impression, 200_000)
+            "; the killed edge's last sync interval: {decided} decided, {settled} settled"
         ));
     }
     text
 }
 
-/// The manager's edge registry.
-async fn registry(client: &reqwest::Client, manager: &str) -> Vec<Value> {
-    let answer = get_json(
-        client,
-        &format!("{manager}/internal/v1/edges"),
-        Some(SECRET),
-    )
-    .await;
-    answer["edges"].as_array().cloned().unwrap_or_default()
-}
-
-/// Waits until `want` edges are live, serve the manager's current snapshot and (with
-/// `caught_up`) have nothing left to collect.
-async fn wait_registry(client: &reqwest::Client, manager: &str, want: usize, caught_up: bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let edges = registry(client, manager).await;
-        let ready = edges
+/// What the killed edge logged for the scenario's line item in its last sync interval before
+/// the kill (decisions, impressions): what the lease book cannot have heard of.
+fn last_interval(
+    outcome: &Outcome,
+    by_edge: &[Vec<marquee_eventlog::Event>],
+) -> Option<(usize, usize)> {
+    let killed = outcome.killed_at_micros?;
+    let count = |kind: EventKind| {
+        by_edge[VICTIM]
             .iter()
-            .filter(|e| e["live"] == true && e["snapshot_current"] == true)
-            .filter(|e| !caught_up || (e["log_backlog_bytes"] == 0 && e["log_behind_secs"] == 0))
-            .count();
-        if ready == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "edges not ready within 30 s: {edges:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            .filter(|e| e.line_item == outcome.line_item && e.kind == kind)
+            .filter(|e| e.time_micros <= killed && killed - e.time_micros <= SYNC_INTERVAL_MICROS)
+            .count()
+    };
+    Some((count(EventKind::Decision), count(EventKind::Impression)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -614,7 +570,7 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
         .build()
         .unwrap();
     let redis_port = free_port();
-    let redis = Redis::start(redis_port);
+    let redis = RedisServer::start(redis_port);
     let database = TestDatabase::create().await;
     let manager_port = free_port();
     let manager_url = format!("http://127.0.0.1:{manager_port}");
@@ -625,7 +581,15 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
     let edges: Vec<Guard> = (0..EDGES)
         .map(|i| start_edge(&edge_dirs[i], &manager_url, edge_ports[i], &redis_url))
         .collect();
-    wait_registry(&client, &manager_url, EDGES, false).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        false,
+        Duration::from_secs(30),
+    )
+    .await;
     let sites = get_json(
         &client,
         &format!("{manager_url}/api/v1/sites"),
@@ -727,7 +691,15 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
     // Everything collected, then everything stopped: the last appends fsynced, then every edge
     // read to its tail.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    wait_registry(&cluster.client, &cluster.manager_url, EDGES, true).await;
+    wait_for_edges(
+        &cluster.client,
+        &cluster.manager_url,
+        SECRET,
+        EDGES,
+        true,
+        Duration::from_secs(30),
+    )
+    .await;
     cluster.manager.stop();
     for edge in &mut cluster.edges {
         edge.stop();
@@ -796,7 +768,12 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
                 o.name, o.delivered
             ));
         }
-        if !o.within_band() || !o.stopped {
+        // An edge killed before it reported its last sync interval: the bound stated for that
+        // fault is the goal plus what the killed edge decided and settled in it, when that is
+        // more than the band (see `docs/pacing-and-budgets.md`).
+        let unheard = last_interval(o, &by_edge).map_or(0, |(d, s)| (d + s) as u64);
+        let within_bound = o.delivered <= GOAL + unheard && o.delivered >= GOAL - band();
+        if !(o.within_band() || within_bound) || !o.stopped {
             failures.push(format!(
                 "{}: delivered {} of {GOAL} ({:+.2}%), used {}, returned {}, unreported \
                  reclaimed {}, {} after {:.1} s",

@@ -33,9 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    BIN, Guard, Server, event_count, free_port, get_as_german_iphone, get_json, impression_token,
-    logged_events, metric, metrics_page, now_secs, postgres_minute_rows, test_redis, token_from,
-    try_get_text, update_line_item,
+    BIN, Guard, Server, edge_registry, event_count, free_port, get_as_german_iphone,
+    impression_token, logged_events, metric, metrics_page, now_secs, postgres_minute_rows,
+    test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
 };
 use marquee_eventlog::Kind as EventKind;
 use marquee_store::stats_suite::direct_minute_count;
@@ -110,39 +110,6 @@ fn start_edge(data: &Path, manager: &str) -> Guard {
             ("MARQUEE_EVENTS__GROUP_COMMIT_MS", &commit),
         ],
     )))
-}
-
-/// The manager's edge registry.
-async fn registry(client: &reqwest::Client, manager: &str) -> Vec<Value> {
-    let answer = get_json(
-        client,
-        &format!("{manager}/internal/v1/edges"),
-        Some(SECRET),
-    )
-    .await;
-    answer["edges"].as_array().cloned().unwrap_or_default()
-}
-
-/// Waits until `want` edges are live, serve the manager's current snapshot and (with
-/// `caught_up`) have nothing left to collect.
-async fn wait_registry(client: &reqwest::Client, manager: &str, want: usize, caught_up: bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let edges = registry(client, manager).await;
-        let ready = edges
-            .iter()
-            .filter(|e| e["live"] == true && e["snapshot_current"] == true)
-            .filter(|e| !caught_up || (e["log_backlog_bytes"] == 0 && e["log_behind_secs"] == 0))
-            .count();
-        if ready == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "edges not ready within 20 s: {edges:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// One beacon answered (200 and the GIF) by an edge.
@@ -279,8 +246,16 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         .map(|d| start_edge(d, &manager_url))
         .collect();
     let bases: Vec<String> = edges.iter().map(|e| e.server().base.clone()).collect();
-    wait_registry(&client, &manager_url, EDGES, false).await;
-    let ids: Vec<String> = registry(&client, &manager_url)
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        false,
+        Duration::from_secs(20),
+    )
+    .await;
+    let ids: Vec<String> = edge_registry(&client, &manager_url, SECRET)
         .await
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_owned())
@@ -326,7 +301,15 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     traffic.manager_down.store(false, Ordering::Relaxed);
     let mut manager = start_manager(&manager_dir, database.url(), port, false);
-    wait_registry(&client, &manager_url, EDGES, false).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        false,
+        Duration::from_secs(20),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // An edge killed mid-run, restarted on its data directory (a new port).
@@ -336,7 +319,15 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     edges[victim] = start_edge(&edge_dirs[victim], &manager_url);
     traffic.bases.lock().unwrap()[victim] = edges[victim].server().base.clone();
-    wait_registry(&client, &manager_url, EDGES, false).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        false,
+        Duration::from_secs(20),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     traffic.stop.store(true, Ordering::Relaxed);
@@ -346,9 +337,17 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     // Everything collected: the last appends fsynced (5 ms group commit), then every edge read
     // to its tail. The manager stops first, so that its last run still reaches every edge.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    wait_registry(&client, &manager_url, EDGES, true).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        true,
+        Duration::from_secs(20),
+    )
+    .await;
     let manager_page = metrics_page(&client, &manager_url).await;
-    let after_restart: Vec<String> = registry(&client, &manager_url)
+    let after_restart: Vec<String> = edge_registry(&client, &manager_url, SECRET)
         .await
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_owned())
@@ -496,7 +495,15 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         })
         .collect();
     let client = reqwest::Client::new();
-    wait_registry(&client, &manager_url, EDGES, false).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        EDGES,
+        false,
+        Duration::from_secs(20),
+    )
+    .await;
     // Line item 1 has a goal: each edge serves it once its lease is granted. Warm-up users are
     // fresh ones, so the capped user's count starts at zero.
     let serves_line_item_1 = |base: String, user: String| {
@@ -667,7 +674,15 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    wait_registry(&client, &manager_url, 2, false).await;
+    wait_for_edges(
+        &client,
+        &manager_url,
+        SECRET,
+        2,
+        false,
+        Duration::from_secs(20),
+    )
+    .await;
     for edge in &edges {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

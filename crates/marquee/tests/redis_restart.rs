@@ -7,37 +7,9 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, free_port, get_as_german_iphone, metrics_page, required_metric};
-
-/// A Redis server without persistence on `port`; killed on drop.
-struct Redis(Child);
-
-impl Redis {
-    fn start(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is missing: run scripts/test-deps.sh, which installs it");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis(child)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{RedisServer, Server, free_port, get_as_german_iphone, metrics_page, required_metric};
 
 struct Client {
     http: reqwest::Client,
@@ -88,7 +60,7 @@ impl Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_keeps_answering_through_a_redis_restart_and_its_breaker_recovers() {
     let port = free_port();
-    let redis = Redis::start(port);
+    let redis = RedisServer::start(port);
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with(
         data.path(),
@@ -117,7 +89,7 @@ async fn an_edge_keeps_answering_through_a_redis_restart_and_its_breaker_recover
     for _ in 0..20 {
         client.ad().await;
     }
-    let redis = Redis::start(port);
+    let redis = RedisServer::start(port);
     client.until_breaker(true).await;
     for _ in 0..20 {
         client.ad().await;

@@ -1328,21 +1328,10 @@ mod tests {
     #[test]
     fn reservations_whose_tokens_expired_unsettled_return_to_the_period() {
         let config = LeaseConfig::default();
-        let window = window_of_timestamp(at(0));
-        let window_start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
-        let start = window_start;
+        let (window, start, spec) = minute_budget(0);
+        let window_start = start;
         let mut book = LeaseBook::new(config.clone()).unwrap();
-        book.set_budget(
-            LINE,
-            BudgetSpec {
-                period: 1,
-                limit: 1_000,
-                unit: 1,
-                ends_at: Some(at(PERIOD_END)),
-                delivered: 0,
-                starts_at: Some(start),
-            },
-        );
+        book.set_budget(LINE, spec);
         let mut ceiling = 0;
         while ceiling < 1_000 {
             ceiling = book
@@ -1370,17 +1359,7 @@ mod tests {
         assert!(grant.ceiling > 1_000 && grant.ceiling <= 1_100, "{grant:?}");
         // Delivery the aggregation counted stays a floor: returned or not, what was billed
         // is used.
-        book.set_budget(
-            LINE,
-            BudgetSpec {
-                period: 1,
-                limit: 1_000,
-                unit: 1,
-                ends_at: Some(at(PERIOD_END)),
-                delivered: 1_000,
-                starts_at: Some(start),
-            },
-        );
+        book.set_budget(LINE, minute_budget(1_000).2);
         assert_eq!(book.usage(LINE).unwrap().used, 1_000);
     }
 
@@ -1390,20 +1369,9 @@ mod tests {
     #[test]
     fn settlements_beyond_what_was_reported_reserved_count_as_used() {
         let config = LeaseConfig::default();
-        let window = window_of_timestamp(at(0));
-        let start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
+        let (window, start, spec) = minute_budget(0);
         let mut book = LeaseBook::new(config.clone()).unwrap();
-        book.set_budget(
-            LINE,
-            BudgetSpec {
-                period: 1,
-                limit: 1_000,
-                unit: 1,
-                ends_at: Some(at(PERIOD_END)),
-                delivered: 0,
-                starts_at: Some(start),
-            },
-        );
+        book.set_budget(LINE, spec);
         book.renew(&reserving(1, 0, 0), start).unwrap();
         book.renew(&reserving(1, 90, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 90, 0)]);
@@ -1445,24 +1413,15 @@ mod tests {
     /// still pending: 100 used, not the 90 the reports explain.
     #[test]
     fn billing_the_reports_miss_is_counted_from_the_aggregation_and_what_is_pending() {
-        let window = window_of_timestamp(at(0));
-        let start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
-        let spec = |delivered| BudgetSpec {
-            period: 1,
-            limit: 1_000,
-            unit: 1,
-            ends_at: Some(at(PERIOD_END)),
-            delivered,
-            starts_at: Some(start),
-        };
+        let (window, start, spec) = minute_budget(0);
         let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
-        book.set_budget(LINE, spec(0));
+        book.set_budget(LINE, spec);
         book.renew(&reserving(1, 0, 0), start).unwrap();
         book.renew(&reserving(1, 90, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 90, 0)]);
         book.record(EdgeId(2), &[settlement(window, 0, 80)]);
         assert_eq!(book.usage(LINE).unwrap().used, 90);
-        book.set_budget(LINE, spec(90));
+        book.set_budget(LINE, minute_budget(90).2);
         assert_eq!(book.usage(LINE).unwrap().used, 100);
     }
 
@@ -1487,6 +1446,22 @@ mod tests {
         book.record(EdgeId(1), &[settlement(yesterday, 500, 0)]);
         book.expire(at(PERIOD_END - 1));
         assert_eq!(book.usage(LINE).unwrap().returned, 0);
+    }
+
+    /// The minute of decision time `at(0)` falls in, its start, and a budget of 1,000 for a
+    /// period that starts then, of which `delivered` is aggregated.
+    fn minute_budget(delivered: u64) -> (i64, Timestamp, BudgetSpec) {
+        let window = window_of_timestamp(at(0));
+        let start = Timestamp::from_second(window * WINDOW_SECS).unwrap();
+        let spec = BudgetSpec {
+            period: 1,
+            limit: 1_000,
+            unit: 1,
+            ends_at: Some(at(PERIOD_END)),
+            delivered,
+            starts_at: Some(start),
+        };
+        (window, start, spec)
     }
 
     fn window_of_timestamp(at: Timestamp) -> i64 {

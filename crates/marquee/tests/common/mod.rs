@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
@@ -657,4 +657,71 @@ pub fn crawlers_for_headless_chromium(data: &Path) -> String {
     let crawlers = data.join("crawlers.txt");
     std::fs::write(&crawlers, "# the browser tests' crawler list\nExampleBot\n").unwrap();
     crawlers.to_str().unwrap().to_owned()
+}
+
+/// A Redis server of a test's own, without persistence, on `port`; killed on drop.
+pub struct RedisServer(Child);
+
+impl RedisServer {
+    pub fn start(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run scripts/test-deps.sh, which installs it");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer(child)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The manager's edge registry (`GET /internal/v1/edges` with the shared secret).
+pub async fn edge_registry(client: &reqwest::Client, manager: &str, secret: &str) -> Vec<Value> {
+    let answer = get_json(
+        client,
+        &format!("{manager}/internal/v1/edges"),
+        Some(secret),
+    )
+    .await;
+    answer["edges"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits up to `within` until `want` edges are live, serve the manager's current snapshot and
+/// (with `caught_up`) have nothing left to collect.
+pub async fn wait_for_edges(
+    client: &reqwest::Client,
+    manager: &str,
+    secret: &str,
+    want: usize,
+    caught_up: bool,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let edges = edge_registry(client, manager, secret).await;
+        let ready = edges
+            .iter()
+            .filter(|e| e["live"] == true && e["snapshot_current"] == true)
+            .filter(|e| !caught_up || (e["log_backlog_bytes"] == 0 && e["log_behind_secs"] == 0))
+            .count();
+        if ready == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edges not ready within {within:?}: {edges:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
