@@ -564,10 +564,20 @@ impl Account {
             self.closing = Some(self.reported);
         }
         let elapsed = now.duration_since(self.reported_at).as_secs_f64();
+        // Used up to the ceiling granted: the edge was held back by its slice, so what it
+        // consumed is a floor of its demand, not a sample of it.
+        let starved = self.granted > 0 && renewal.consumed >= self.granted;
         if elapsed > 0.0 {
             let weight = 1.0 - (-elapsed / rate_window.as_secs_f64()).exp();
             let instant = (renewal.consumed - self.reported) as f64 / elapsed;
             self.rate += (instant - self.rate) * weight;
+            if starved {
+                // Smoothed, a starved edge's rate would creep up a few percent a renewal and
+                // a busy edge would take a minute to get slices its traffic needs; taken as
+                // it is, each renewal multiplies the slice by `renew_every × headroom` ÷ the
+                // time between renewals (ten with the defaults and a sync a second).
+                self.rate = self.rate.max(instant);
+            }
             let on_billing = renewal.on_billing.saturating_sub(self.on_billing) as f64 / elapsed;
             self.billing_rate += (on_billing - self.billing_rate) * weight;
         }
@@ -1292,6 +1302,26 @@ mod tests {
         assert!((99_950..=100_000).contains(&ceiling), "{ceiling}");
     }
 
+    /// An edge that uses up every slice at once (a busy edge on a fresh budget) gets slices
+    /// that grow tenfold a renewal, not a few percent: full speed within seconds.
+    #[test]
+    fn a_starved_edge_s_slices_grow_tenfold_a_renewal() {
+        let mut book = book(1_000_000_000);
+        let mut ceiling = 0;
+        let mut slices = Vec::new();
+        for second in 0..6 {
+            let grant = book
+                .renew(&reserving(1, ceiling, ceiling), at(second))
+                .unwrap();
+            slices.push(grant.ceiling - ceiling);
+            ceiling = grant.ceiling;
+        }
+        assert_eq!(slices[0], 10, "the floor");
+        for pair in slices.windows(2) {
+            assert!(pair[1] >= 9 * pair[0], "{slices:?}");
+        }
+    }
+
     /// Edges that reserve at their decisions have nothing in flight when they stop: the whole
     /// budget is granted, no margin held back.
     #[test]
@@ -1517,8 +1547,9 @@ mod tests {
     fn a_new_period_counts_from_each_edges_last_report_before_the_end() {
         let mut book = book(100);
         let first = book.renew(&renewal(1, 0, 0), at(0)).unwrap();
+        // It used its whole first slice: the next one is sized on that (2 a second, 20).
         let second = book.renew(&renewal(1, 10, first.ceiling), at(5)).unwrap();
-        assert_eq!(second.ceiling, 20);
+        assert_eq!(second.ceiling, 30);
         // Past the end nothing more is granted: the ceiling comes down to the counter.
         let closed = book
             .renew(&renewal(1, 12, second.ceiling), at(PERIOD_END))
@@ -1536,9 +1567,9 @@ mod tests {
             },
         );
         // The 2 billed after the last report before the end count against the new period, and
-        // so does the 20 the edge may still hold if it missed the lowered ceiling.
+        // so does the 30 the edge may still hold if it missed the lowered ceiling.
         let usage = book.usage(LINE).unwrap();
-        assert_eq!((usage.used, usage.committed), (2, 10));
+        assert_eq!((usage.used, usage.committed), (2, 20));
         let grant = book
             .renew(&renewal(1, 15, closed.ceiling), at(PERIOD_END + 1))
             .unwrap();
