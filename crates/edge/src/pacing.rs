@@ -93,12 +93,8 @@ impl EdgePacing {
     /// Pacing under a new random id (a restarted edge is a new one to the lease book), for
     /// tokens valid `token_lifetime`.
     pub fn new(token_lifetime: Duration) -> EdgePacing {
-        EdgePacing::with_id(EdgeId(random_id()), token_lifetime)
-    }
-
-    pub fn with_id(edge: EdgeId, token_lifetime: Duration) -> EdgePacing {
         EdgePacing {
-            edge,
+            edge: EdgeId(random_id()),
             token_lifetime: SignedDuration::try_from(token_lifetime).unwrap_or(SignedDuration::MAX),
             leases: Mutex::new(HashMap::new()),
             controls: Mutex::new((0, HashMap::new())),

@@ -49,8 +49,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Guard, RedisServer, Server, event_count, free_port, get_json, logged_events};
-use common::{metric, postgres_minute_rows, token_from, try_get_text, wait_for_edges};
+use common::{
+    BIN, EDGE_SYNC_INTERVAL_MS, Guard, RedisServer, Roles, event_count, free_port, get_json,
+    logged_events, metric, postgres_minute_rows, token_from, try_get_text, wait_for_edges,
+};
 use marquee_eventlog::Kind as EventKind;
 use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
@@ -67,11 +69,6 @@ const GOAL: u64 = 2_000;
 const TOLERANCE_PERMILLE: u64 = 5;
 /// Tracking tokens' lifetime, on edges and manager: the configuration's minimum.
 const TOKEN_LIFETIME_SECS: &str = "60";
-/// How often each edge syncs with the manager (`pacing.sync_interval_ms`).
-const SYNC_INTERVAL_MS: &str = "200";
-const SYNC_INTERVAL_MICROS: i64 = 200_000;
-/// The edges' group commit interval (`events.group_commit_ms`).
-const GROUP_COMMIT_MS: u64 = 5;
 /// The workload's open connections (sessions in flight), over all edges.
 const CONNECTIONS: &str = "6";
 /// How long delivery must stay unchanged, at the goal, to count as stopped.
@@ -85,61 +82,23 @@ const VICTIM: usize = 1;
 /// How long Redis is away in scenario 6.
 const REDIS_AWAY: Duration = Duration::from_secs(10);
 
-fn command(args: &[&str], data: &Path, envs: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env("MARQUEE_AGGREGATION__TOKEN", SECRET)
-        .env("MARQUEE_TRACKING__KEYS", format!("[\"{TRACKING_KEY}\"]"))
-        .env("MARQUEE_EDGE__TOKEN_LIFETIME_SECS", TOKEN_LIFETIME_SECS)
-        .env("MARQUEE_LOG__LEVEL", "warn")
-        .env("NO_COLOR", "1")
-        .envs(envs.iter().copied());
-    command
-}
+const ROLES: Roles = Roles {
+    secret: SECRET,
+    tracking_key: TRACKING_KEY,
+    common: &[("MARQUEE_EDGE__TOKEN_LIFETIME_SECS", TOKEN_LIFETIME_SECS)],
+};
 
 fn start_manager(data: &Path, database: &str, port: u16, demo: bool) -> Guard {
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["manager", "--listen", &listen, "--database", database];
-    if demo {
-        args.push("--demo");
-    }
-    Guard::new(Server::spawn(command(
-        &args,
-        data,
-        &[
-            ("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "100"),
-            ("MARQUEE_AGGREGATION__INTERVAL_MS", "200"),
-            // The logs stay whole, to be counted directly at the end.
-            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
-            ("MARQUEE_PACING__INTERVAL_MS", "500"),
-            ("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000"),
-            // Small slices, renewed often: the last ones are small as the budget runs out.
-            ("MARQUEE_PACING__LEASE_RENEW_MS", "500"),
-            // Longer than the manager's planned absence: edges keep serving on their leases.
-            ("MARQUEE_PACING__LEASE_DURATION_MS", "5000"),
-            ("MARQUEE_PACING__LEASE_GRACE_MS", "500"),
-        ],
-    )))
+    ROLES.manager(data, database, port, demo, &[])
 }
 
 fn start_edge(data: &Path, manager: &str, port: u16, redis: &str) -> Guard {
-    let commit = GROUP_COMMIT_MS.to_string();
     let listen = format!("127.0.0.1:{port}");
-    Guard::new(Server::spawn(command(
-        &["edge", "--listen", &listen, "--manager", manager],
-        data,
-        &[
-            ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
-            ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
-            ("MARQUEE_PACING__SYNC_INTERVAL_MS", SYNC_INTERVAL_MS),
-            ("MARQUEE_EVENTS__GROUP_COMMIT_MS", &commit),
-            ("MARQUEE_REDIS__URL", redis),
-            ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
-        ],
-    )))
+    let settings = [
+        ("MARQUEE_REDIS__URL", redis),
+        ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+    ];
+    ROLES.edge(data, manager, &listen, &settings)
 }
 
 /// A `marquee bench run --session` process; killed on drop.
@@ -547,11 +506,12 @@ fn last_interval(
     by_edge: &[Vec<marquee_eventlog::Event>],
 ) -> Option<(usize, usize)> {
     let killed = outcome.killed_at_micros?;
+    let sync_interval_micros = i64::try_from(EDGE_SYNC_INTERVAL_MS * 1_000).unwrap();
     let count = |kind: EventKind| {
         by_edge[VICTIM]
             .iter()
             .filter(|e| e.line_item == outcome.line_item && e.kind == kind)
-            .filter(|e| e.time_micros <= killed && killed - e.time_micros <= SYNC_INTERVAL_MICROS)
+            .filter(|e| e.time_micros <= killed && killed - e.time_micros <= sync_interval_micros)
             .count()
     };
     Some((count(EventKind::Decision), count(EventKind::Impression)))

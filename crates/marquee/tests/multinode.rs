@@ -27,15 +27,14 @@ mod common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    BIN, Guard, Server, edge_registry, event_count, free_port, get_as_german_iphone,
-    impression_token, logged_events, metric, metrics_page, now_secs, postgres_minute_rows,
-    test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
+    EDGE_GROUP_COMMIT_MS, Guard, Roles, Server, edge_registry, event_count, free_port,
+    get_as_german_iphone, impression_token, logged_events, metric, metrics_page, now_secs,
+    postgres_minute_rows, test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
 };
 use marquee_eventlog::Kind as EventKind;
 use marquee_store::stats_suite::direct_minute_count;
@@ -52,64 +51,30 @@ const EDGES: usize = 3;
 const CLIENTS_PER_EDGE: usize = 2;
 /// The impression budget set on one line item for the run.
 const BUDGET: u64 = 150;
-/// The edges' group commit interval (`events.group_commit_ms`).
-const GROUP_COMMIT_MS: u64 = 5;
 /// How long before an edge's kill an answered impression may be missing from its log: the
 /// commit interval plus scheduling on a busy two-core machine (see `crash.rs`).
-const KILL_WINDOW: Duration = Duration::from_millis(GROUP_COMMIT_MS + 250);
+const KILL_WINDOW: Duration = Duration::from_millis(EDGE_GROUP_COMMIT_MS + 250);
 const GIF: &[u8] = b"GIF89a";
 
-fn command(args: &[&str], data: &Path, envs: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env("MARQUEE_AGGREGATION__TOKEN", SECRET)
-        .env("MARQUEE_TRACKING__KEYS", format!("[\"{TRACKING_KEY}\"]"))
-        .env("MARQUEE_LOG__LEVEL", "warn")
-        .env("NO_COLOR", "1")
-        .envs(envs.iter().copied());
-    command
-}
+const ROLES: Roles = Roles {
+    secret: SECRET,
+    tracking_key: TRACKING_KEY,
+    common: &[],
+};
 
 fn start_manager(data: &Path, database: &str, port: u16, demo: bool) -> Guard {
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["manager", "--listen", &listen, "--database", database];
-    if demo {
-        args.push("--demo");
-    }
-    Guard::new(Server::spawn(command(
-        &args,
-        data,
-        &[
-            ("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "100"),
-            ("MARQUEE_AGGREGATION__INTERVAL_MS", "200"),
-            // The logs stay whole, to be counted directly at the end.
-            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
-            ("MARQUEE_PACING__INTERVAL_MS", "500"),
-            ("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000"),
-            ("MARQUEE_PACING__LEASE_RENEW_MS", "500"),
-            // Longer than the manager's planned absence: edges keep serving on their leases.
-            ("MARQUEE_PACING__LEASE_DURATION_MS", "5000"),
-            ("MARQUEE_PACING__LEASE_GRACE_MS", "500"),
-            ("MARQUEE_PACING__IN_FLIGHT_ALLOWANCE_MS", "0"),
-        ],
-    )))
+    let settings = [("MARQUEE_PACING__IN_FLIGHT_ALLOWANCE_MS", "0")];
+    ROLES.manager(data, database, port, demo, &settings)
 }
 
 fn start_edge(data: &Path, manager: &str) -> Guard {
-    let commit = GROUP_COMMIT_MS.to_string();
-    Guard::new(Server::spawn(command(
-        &["edge", "--listen", "127.0.0.1:0", "--manager", manager],
-        data,
-        &[
-            ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
-            ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
-            ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
-            ("MARQUEE_EVENTS__GROUP_COMMIT_MS", &commit),
-        ],
-    )))
+    ROLES.edge(data, manager, "127.0.0.1:0", &[])
+}
+
+/// Waits until `want` edges are ready (see [`wait_for_edges`]), for up to 20 s.
+async fn edges_ready(client: &reqwest::Client, manager: &str, want: usize, caught_up: bool) {
+    let within = Duration::from_secs(20);
+    wait_for_edges(client, manager, SECRET, want, caught_up, within).await;
 }
 
 /// One beacon answered (200 and the GIF) by an edge.
@@ -246,15 +211,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         .map(|d| start_edge(d, &manager_url))
         .collect();
     let bases: Vec<String> = edges.iter().map(|e| e.server().base.clone()).collect();
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        EDGES,
-        false,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, EDGES, false).await;
     let ids: Vec<String> = edge_registry(&client, &manager_url, SECRET)
         .await
         .iter()
@@ -301,15 +258,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     traffic.manager_down.store(false, Ordering::Relaxed);
     let mut manager = start_manager(&manager_dir, database.url(), port, false);
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        EDGES,
-        false,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, EDGES, false).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // An edge killed mid-run, restarted on its data directory (a new port).
@@ -319,15 +268,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     edges[victim] = start_edge(&edge_dirs[victim], &manager_url);
     traffic.bases.lock().unwrap()[victim] = edges[victim].server().base.clone();
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        EDGES,
-        false,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, EDGES, false).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     traffic.stop.store(true, Ordering::Relaxed);
@@ -337,15 +278,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     // Everything collected: the last appends fsynced (5 ms group commit), then every edge read
     // to its tail. The manager stops first, so that its last run still reaches every edge.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        EDGES,
-        true,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, EDGES, true).await;
     let manager_page = metrics_page(&client, &manager_url).await;
     let after_restart: Vec<String> = edge_registry(&client, &manager_url, SECRET)
         .await
@@ -478,7 +411,7 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
     let edges: Vec<Guard> = (0..EDGES)
         .map(|i| {
             let data = dir.path().join(format!("edge-{i}"));
-            Guard::new(Server::spawn(command(
+            Guard::new(Server::spawn(ROLES.command(
                 &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
                 &data,
                 &[
@@ -495,15 +428,7 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         })
         .collect();
     let client = reqwest::Client::new();
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        EDGES,
-        false,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, EDGES, false).await;
     // Line item 1 has a goal: each edge serves it once its lease is granted. Warm-up users are
     // fresh ones, so the capped user's count starts at zero.
     let serves_line_item_1 = |base: String, user: String| {
@@ -657,7 +582,7 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
     let mut edges: Vec<Guard> = (0..2)
         .map(|i| {
             let data = dir.path().join(format!("edge-{i}"));
-            Guard::new(Server::spawn(command(
+            Guard::new(Server::spawn(ROLES.command(
                 &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
                 &data,
                 &[
@@ -674,15 +599,7 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    wait_for_edges(
-        &client,
-        &manager_url,
-        SECRET,
-        2,
-        false,
-        Duration::from_secs(20),
-    )
-    .await;
+    edges_ready(&client, &manager_url, 2, false).await;
     for edge in &edges {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

@@ -725,3 +725,87 @@ pub async fn wait_for_edges(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The edges' group commit interval in the multi-process tests (`events.group_commit_ms`).
+pub const EDGE_GROUP_COMMIT_MS: u64 = 5;
+/// How often their edges sync with the manager (`pacing.sync_interval_ms`).
+pub const EDGE_SYNC_INTERVAL_MS: u64 = 200;
+
+/// Split roles as the multi-process tests start them (`marquee manager`, `marquee edge`): one
+/// shared secret and tracking key (a beacon may reach another edge than its ad), short
+/// intervals, and each test's own settings on top (later settings win).
+pub struct Roles<'a> {
+    pub secret: &'a str,
+    pub tracking_key: &'a str,
+    /// Settings every process of the test gets.
+    pub common: &'a [(&'a str, &'a str)],
+}
+
+impl Roles<'_> {
+    pub fn command(&self, args: &[&str], data: &Path, envs: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .arg("--data")
+            .arg(data)
+            .env("MARQUEE_AGGREGATION__TOKEN", self.secret)
+            .env(
+                "MARQUEE_TRACKING__KEYS",
+                format!("[\"{}\"]", self.tracking_key),
+            )
+            .env("MARQUEE_LOG__LEVEL", "warn")
+            .env("NO_COLOR", "1")
+            .envs(self.common.iter().copied())
+            .envs(envs.iter().copied());
+        command
+    }
+
+    /// A manager on `database` (a PostgreSQL URL or a SQLite path) at `port`.
+    pub fn manager(
+        &self,
+        data: &Path,
+        database: &str,
+        port: u16,
+        demo: bool,
+        envs: &[(&str, &str)],
+    ) -> Guard {
+        let listen = format!("127.0.0.1:{port}");
+        let mut args = vec!["manager", "--listen", &listen, "--database", database];
+        if demo {
+            args.push("--demo");
+        }
+        let mut settings = vec![
+            ("MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS", "100"),
+            ("MARQUEE_AGGREGATION__INTERVAL_MS", "200"),
+            // The logs stay whole, to be counted directly at the end.
+            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
+            ("MARQUEE_PACING__INTERVAL_MS", "500"),
+            ("MARQUEE_PACING__INITIAL_THROTTLE_PPM", "1000000"),
+            // Small slices, renewed often: the last ones are small as the budget runs out.
+            ("MARQUEE_PACING__LEASE_RENEW_MS", "500"),
+            // Longer than a manager's planned absence: edges keep serving on their leases.
+            ("MARQUEE_PACING__LEASE_DURATION_MS", "5000"),
+            ("MARQUEE_PACING__LEASE_GRACE_MS", "500"),
+        ];
+        settings.extend_from_slice(envs);
+        Guard::new(Server::spawn(self.command(&args, data, &settings)))
+    }
+
+    /// An edge of the manager at `manager`, listening on `listen`.
+    pub fn edge(&self, data: &Path, manager: &str, listen: &str, envs: &[(&str, &str)]) -> Guard {
+        let commit = EDGE_GROUP_COMMIT_MS.to_string();
+        let sync = EDGE_SYNC_INTERVAL_MS.to_string();
+        let mut settings = vec![
+            ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
+            ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
+            ("MARQUEE_PACING__SYNC_INTERVAL_MS", sync.as_str()),
+            ("MARQUEE_EVENTS__GROUP_COMMIT_MS", commit.as_str()),
+        ];
+        settings.extend_from_slice(envs);
+        Guard::new(Server::spawn(self.command(
+            &["edge", "--listen", listen, "--manager", manager],
+            data,
+            &settings,
+        )))
+    }
+}
