@@ -80,6 +80,9 @@ pub enum DeviceType {
     Tablet,
     Ctv,
     Other,
+    /// A games console (PlayStation, Xbox, Nintendo). Last, so that the codes and encodings of
+    /// the variants before it stay as they were.
+    Console,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
