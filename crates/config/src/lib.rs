@@ -42,6 +42,47 @@ pub struct Config {
     pub dashboard: DashboardSection,
     #[serde(default)]
     pub traffic: TrafficSection,
+    #[serde(default)]
+    pub geo: GeoSection,
+}
+
+/// IP geolocation from MaxMind DB format files (GeoIP2 / GeoLite2 City or Country, DB-IP's
+/// lite files): where the edge learns a visitor's country, region, city, metro, postal code and
+/// location, and a bid request's when it carries an address but no `device.geo`. See
+/// `docs/geo-and-device.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GeoSection {
+    /// A City or Country database; reloaded when the file changes (a bad file keeps the last
+    /// good one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<PathBuf>,
+    /// An ASN or connection-type database, for `asn` and `connection_type` targeting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asn_database: Option<PathBuf>,
+    /// How often the database files are checked for changes, in seconds.
+    pub reload_interval_secs: u64,
+}
+
+impl Default for GeoSection {
+    fn default() -> Self {
+        GeoSection {
+            database: None,
+            asn_database: None,
+            reload_interval_secs: 60,
+        }
+    }
+}
+
+impl GeoSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        in_range(
+            "geo.reload_interval_secs",
+            self.reload_interval_secs,
+            1,
+            86_400,
+        )
+    }
 }
 
 /// Traffic quality: the general invalid traffic screen of events and bid requests (see
@@ -1093,6 +1134,7 @@ impl Default for Config {
             metrics: MetricsSection::default(),
             dashboard: DashboardSection::default(),
             traffic: TrafficSection::default(),
+            geo: GeoSection::default(),
         }
     }
 }
@@ -1124,7 +1166,7 @@ pub enum ConfigError {
 pub const ENV_PREFIX: &str = "MARQUEE_";
 
 /// Top-level keys; a `MARQUEE_*` variable naming anything else is left alone.
-const SECTIONS: [&str; 20] = [
+const SECTIONS: [&str; 21] = [
     "listen",
     "data_dir",
     "database",
@@ -1145,6 +1187,7 @@ const SECTIONS: [&str; 20] = [
     "metrics",
     "dashboard",
     "traffic",
+    "geo",
 ];
 
 impl Config {
@@ -1208,6 +1251,7 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         self.database.validate()?;
         self.traffic.validate()?;
+        self.geo.validate()?;
         self.edge.validate_proxies()?;
         in_range(
             "snapshot.compile_interval_ms",
@@ -1589,6 +1633,30 @@ mod tests {
                 error.contains("`tracking.replay_capacity_per_minute` is 1000; it must be between"),
                 "{error}"
             );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn geo_databases_are_set_by_file_or_environment_and_the_interval_checked() {
+        Jail::expect_with(|jail| {
+            let config = |jail: &Jail, toml: &str| load_in(jail, toml).map_err(|e| e.to_string());
+            assert_eq!(config(jail, "")?.geo, GeoSection::default());
+            let toml = "[geo]\ndatabase = \"/srv/GeoLite2-City.mmdb\"\n";
+            let geo = config(jail, toml)?.geo;
+            assert_eq!(geo.database, Some(PathBuf::from("/srv/GeoLite2-City.mmdb")));
+            assert_eq!(geo.asn_database, None);
+            jail.set_env("MARQUEE_GEO__ASN_DATABASE", "/srv/asn.mmdb");
+            jail.set_env("MARQUEE_GEO__RELOAD_INTERVAL_SECS", "0");
+            let error = config(jail, toml).err().unwrap_or_default();
+            assert!(
+                error.contains("`geo.reload_interval_secs` is 0; it must be between"),
+                "{error}"
+            );
+            jail.set_env("MARQUEE_GEO__RELOAD_INTERVAL_SECS", "30");
+            let geo = config(jail, toml)?.geo;
+            assert_eq!(geo.asn_database, Some(PathBuf::from("/srv/asn.mmdb")));
+            assert_eq!(geo.reload_interval_secs, 30);
             Ok(())
         });
     }
