@@ -675,6 +675,10 @@ pub(crate) fn bid(
             region,
             city: geo.and_then(|g| g.city.as_deref()),
             point: geo.and_then(|g| Some((g.lat?, g.lon?))),
+            metro: None,
+            postal: None,
+            asn: None,
+            connection_type: None,
         },
         user: User {
             id: user_id.as_deref(),

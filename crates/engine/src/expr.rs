@@ -124,6 +124,12 @@ pub(crate) fn leaf_matches(leaf: &Targeting, request: &Request<'_>, local: Local
             .is_some_and(|ip| nets.iter().any(|n| n.contains(&ip))),
         Targeting::Size(sizes) => r.slot.sizes.iter().any(|s| sizes.contains(s)),
         Targeting::Format(formats) => r.formats().iter().any(|f| formats.contains(f)),
+        Targeting::Metro(codes) => r.geo.metro.is_some_and(|m| codes.contains(&m)),
+        Targeting::Postal(codes) => contains_str(codes, r.geo.postal),
+        Targeting::Asn(numbers) => r.geo.asn.is_some_and(|n| numbers.contains(&n)),
+        Targeting::ConnectionType(types) => {
+            r.geo.connection_type.is_some_and(|t| types.contains(&t))
+        }
     }
 }
 
@@ -141,37 +147,9 @@ pub(crate) fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
     2.0 * EARTH_RADIUS_KM * a.sqrt().min(1.0).asin()
 }
 
-/// The name of a leaf's attribute, as explain mode reports it.
-pub fn attribute_name(leaf: &Targeting) -> &'static str {
-    match leaf {
-        Targeting::All(_) => "all",
-        Targeting::Any(_) => "any",
-        Targeting::Not(_) => "not",
-        Targeting::Placement(_) => "placement",
-        Targeting::Site(_) => "site",
-        Targeting::Domain(_) => "domain",
-        Targeting::PageUrl(_) => "page_url",
-        Targeting::Country(_) => "country",
-        Targeting::Region(_) => "region",
-        Targeting::City(_) => "city",
-        Targeting::GeoRadius(_) => "geo_radius",
-        Targeting::DeviceType(_) => "device_type",
-        Targeting::Os(_) => "os",
-        Targeting::Browser(_) => "browser",
-        Targeting::Language(_) => "language",
-        Targeting::DayOfWeek(_) => "day_of_week",
-        Targeting::Hour(_) => "hour",
-        Targeting::KeyValue(_) => "key_value",
-        Targeting::Segment(_) => "segment",
-        Targeting::Ip(_) => "ip",
-        Targeting::Size(_) => "size",
-        Targeting::Format(_) => "format",
-    }
-}
-
 /// Why an expression that does not match fails: the first leaf, in evaluation order, whose
-/// value decided it, prefixed `not ` when the leaf matched under a negation. `None` if it
-/// matches.
+/// value decided it, by its attribute's JSON key ([`Targeting::attribute`]), prefixed `not `
+/// when the leaf matched under a negation. `None` if it matches.
 pub fn blame(expr: &Targeting, request: &Request<'_>, local: LocalTime) -> Option<String> {
     blame_under(expr, request, local, false)
 }
@@ -196,8 +174,8 @@ fn blame_under(
         (Targeting::Any(children), false) | (Targeting::All(children), true) => children
             .first()
             .and_then(|c| blame_under(c, request, local, negated)),
-        (leaf, false) => Some(attribute_name(leaf).to_owned()),
-        (leaf, true) => Some(format!("not {}", attribute_name(leaf))),
+        (leaf, false) => Some(leaf.attribute().to_owned()),
+        (leaf, true) => Some(format!("not {}", leaf.attribute())),
     }
 }
 

@@ -76,6 +76,10 @@ enum Attr {
     Country,
     Region,
     City,
+    Metro,
+    Postal,
+    Asn,
+    ConnectionType,
     DeviceType,
     Os,
     Browser,
@@ -532,16 +536,24 @@ impl Index {
             (Attr::Country, r.geo.country),
             (Attr::Region, r.geo.region),
             (Attr::City, r.geo.city),
+            (Attr::Postal, r.geo.postal),
             (Attr::Os, r.device.os),
             (Attr::Browser, r.device.browser),
             (Attr::Language, r.device.language),
         ] {
             add(value.and_then(|v| self.find_str(attr, v)));
         }
-        add(r
-            .device
-            .device_type
-            .and_then(|t| self.find_int(Attr::DeviceType, t as u64)));
+        for (attr, value) in [
+            (Attr::Metro, r.geo.metro.map(u64::from)),
+            (Attr::Asn, r.geo.asn.map(u64::from)),
+            (
+                Attr::ConnectionType,
+                r.geo.connection_type.map(|t| t as u64),
+            ),
+            (Attr::DeviceType, r.device.device_type.map(|t| t as u64)),
+        ] {
+            add(value.and_then(|v| self.find_int(attr, v)));
+        }
         for segment in r.user.segments {
             add(self.find_str(Attr::Segment, segment));
         }
@@ -768,6 +780,19 @@ fn indexable<'s>(
         Targeting::Country(list) => strs(Attr::Country, list),
         Targeting::Region(list) => strs(Attr::Region, list),
         Targeting::City(list) => strs(Attr::City, list),
+        Targeting::Postal(list) => strs(Attr::Postal, list),
+        Targeting::Metro(codes) => Some((
+            Attr::Metro,
+            codes.iter().map(|c| Value::Int(u64::from(*c))).collect(),
+        )),
+        Targeting::Asn(numbers) => Some((
+            Attr::Asn,
+            numbers.iter().map(|n| Value::Int(u64::from(*n))).collect(),
+        )),
+        Targeting::ConnectionType(types) => Some((
+            Attr::ConnectionType,
+            types.iter().map(|t| Value::Int(*t as u64)).collect(),
+        )),
         Targeting::Os(list) => strs(Attr::Os, list),
         Targeting::Browser(list) => strs(Attr::Browser, list),
         Targeting::Language(list) => strs(Attr::Language, list),

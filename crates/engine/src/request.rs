@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 
 use jiff::Timestamp;
-use marquee_model::{Channel, Currency, DeviceType, Format, Micros, PlacementId, SiteId, Size};
+use marquee_model::{
+    Channel, ConnectionType, Currency, DeviceType, Format, Micros, PlacementId, SiteId, Size,
+};
 
 /// One opportunity to show an ad.
 #[derive(Debug, Clone, Copy)]
@@ -143,13 +145,24 @@ pub struct Device<'a> {
     pub ip: Option<IpAddr>,
 }
 
+/// Where the request comes from. Each field is matched exactly as targeting spells it (the
+/// caller normalises: upper-case country and region codes, a geo database's spelling of
+/// cities and postal codes).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Geo<'a> {
+    /// ISO 3166-1 alpha-2, e.g. `DE`.
     pub country: Option<&'a str>,
+    /// ISO 3166-2, e.g. `DE-BY`.
     pub region: Option<&'a str>,
     pub city: Option<&'a str>,
     /// Latitude and longitude in degrees.
     pub point: Option<(f64, f64)>,
+    /// Nielsen DMA code, e.g. `807`.
+    pub metro: Option<u16>,
+    pub postal: Option<&'a str>,
+    /// Autonomous system number of the client's network.
+    pub asn: Option<u32>,
+    pub connection_type: Option<ConnectionType>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use marquee_engine::{Blocked, Deal, Device, Engine, Geo, Request, Scratch, Slot, User};
 use marquee_model::{
-    Channel, DeviceType, Format, GeoCircle, HourRange, KeyValues, PlacementId, SiteId, Size,
-    Targeting, Tier, Weekday,
+    Channel, ConnectionType, DeviceType, Format, GeoCircle, HourRange, KeyValues, PlacementId,
+    SiteId, Size, Targeting, Tier, Weekday,
 };
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
@@ -19,6 +19,15 @@ use proptest::sample::{select, subsequence};
 const COUNTRIES: [&str; 4] = ["DE", "AT", "US", "FR"];
 const REGIONS: [&str; 3] = ["DE-BY", "US-CA", "FR-IDF"];
 const CITIES: [&str; 2] = ["Berlin", "Paris"];
+const METROS: [u16; 3] = [501, 803, 807];
+const POSTALS: [&str; 3] = ["10115", "75001", "SW1A 1AA"];
+const ASNS: [u32; 3] = [3320, 6805, 4_200_000_000];
+const CONNECTIONS: [ConnectionType; 4] = [
+    ConnectionType::CableDsl,
+    ConnectionType::Cellular,
+    ConnectionType::Corporate,
+    ConnectionType::Satellite,
+];
 const OSES: [&str; 2] = ["iOS", "Android"];
 const BROWSERS: [&str; 2] = ["Chrome", "Safari"];
 const LANGUAGES: [&str; 2] = ["de", "en"];
@@ -44,11 +53,12 @@ const SIZES: [Size; 3] = [
     Size { w: 320, h: 50 },
 ];
 const FORMATS: [Format; 3] = [Format::Banner, Format::Video, Format::Native];
-const DEVICES: [DeviceType; 4] = [
+const DEVICES: [DeviceType; 5] = [
     DeviceType::Desktop,
     DeviceType::Phone,
     DeviceType::Tablet,
     DeviceType::Ctv,
+    DeviceType::Console,
 ];
 const WEEKDAYS: [Weekday; 7] = [
     Weekday::Mon,
@@ -90,6 +100,10 @@ fn leaf() -> impl Strategy<Value = Targeting> {
         strings(&COUNTRIES).prop_map(Targeting::Country),
         strings(&REGIONS).prop_map(Targeting::Region),
         strings(&CITIES).prop_map(Targeting::City),
+        subsequence(&METROS[..], 1..=2).prop_map(Targeting::Metro),
+        strings(&POSTALS).prop_map(Targeting::Postal),
+        subsequence(&ASNS[..], 1..=2).prop_map(Targeting::Asn),
+        subsequence(&CONNECTIONS[..], 1..=2).prop_map(Targeting::ConnectionType),
         (select(&POINTS[..]), 1.0f64..1500.0).prop_map(|((lat, lon), radius_km)| {
             Targeting::GeoRadius(GeoCircle {
                 lat,
@@ -189,6 +203,10 @@ struct RequestSpec {
     region: Option<&'static str>,
     city: Option<&'static str>,
     point: Option<(f64, f64)>,
+    metro: Option<u16>,
+    postal: Option<&'static str>,
+    asn: Option<u32>,
+    connection_type: Option<ConnectionType>,
     device: Option<DeviceType>,
     os: Option<&'static str>,
     browser: Option<&'static str>,
@@ -244,11 +262,19 @@ fn request_spec() -> impl Strategy<Value = RequestSpec> {
         any::<bool>(),
         subsequence(&DEALS[..], 0..=2),
     );
-    (a, b, c).prop_map(
+    // One value of each outside the line items' lists too, and often none.
+    let geo = (
+        maybe(&[501, 803, 807, 602]),
+        maybe(&["10115", "75001", "SW1A 1AA", "99999"]),
+        maybe(&[3320, 6805, 4_200_000_000, 15169]),
+        maybe(&CONNECTIONS),
+    );
+    (a, b, c, geo).prop_map(
         |(
             (offset, placement, site, domain, url, country, region, city),
             (point, device, os, browser, language, ip, segments, key_values, sizes, formats),
             (channel, private_auction, deals),
+            (metro, postal, asn, connection_type),
         )| RequestSpec {
             channel,
             private_auction,
@@ -265,6 +291,10 @@ fn request_spec() -> impl Strategy<Value = RequestSpec> {
             region,
             city,
             point: point.map(|((lat, lon), jitter)| (lat + jitter, lon + jitter)),
+            metro,
+            postal,
+            asn,
+            connection_type,
             device,
             os,
             browser,
@@ -321,6 +351,10 @@ fn request_of(spec: &RequestSpec) -> Request<'_> {
             region: spec.region,
             city: spec.city,
             point: spec.point,
+            metro: spec.metro,
+            postal: spec.postal,
+            asn: spec.asn,
+            connection_type: spec.connection_type,
         },
         user: User {
             id: None,

@@ -9,7 +9,8 @@ use marquee_engine::{
     LocalCaps, NoCaps, Outcome, Request, Slot, user_key,
 };
 use marquee_model::{
-    CapWindow, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size, Targeting, Tier,
+    CapWindow, ConnectionType, Currency, FrequencyCap, LineItemId, Micros, PricingModel, Size,
+    Targeting, Tier,
 };
 
 fn request() -> Request<'static> {
@@ -327,6 +328,77 @@ fn throttles_and_multipliers_come_from_the_control_array() {
         },
     );
     assert_eq!(h.decide_with(&request(), &NoCaps, &controls), None);
+}
+
+/// Metro, postal code, autonomous system and connection type each admit the request that has
+/// one of their values, and explain names the one that does not hold.
+#[test]
+fn network_and_metro_geo_leaves_match_and_explain_names_them() {
+    let leaves = [
+        (
+            Targeting::Metro(vec![807, 501]),
+            Targeting::Metro(vec![501]),
+        ),
+        (
+            Targeting::Postal(vec!["10115".into()]),
+            Targeting::Postal(vec!["10117".into()]),
+        ),
+        (Targeting::Asn(vec![3320]), Targeting::Asn(vec![6805])),
+        (
+            Targeting::ConnectionType(vec![ConnectionType::Cellular, ConnectionType::Satellite]),
+            Targeting::ConnectionType(vec![ConnectionType::CableDsl]),
+        ),
+    ];
+    let mut line_items = Vec::new();
+    for (i, (holds, fails)) in leaves.iter().enumerate() {
+        let id = i as u64 * 3;
+        line_items.push(line_item(id + 1, Tier::Standard, Some(holds.clone())));
+        line_items.push(line_item(id + 2, Tier::Standard, Some(fails.clone())));
+        let negated = Targeting::Not(Box::new(holds.clone()));
+        line_items.push(line_item(id + 3, Tier::Standard, Some(negated)));
+    }
+    let mut h = Harness::new(Engine::new(snapshot(line_items, None, vec![])));
+    let mut req = request();
+    req.geo.metro = Some(807);
+    req.geo.postal = Some("10115");
+    req.geo.asn = Some(3320);
+    req.geo.connection_type = Some(ConnectionType::Cellular);
+    let (_, verdicts) = h.explain(&req, &NoCaps, &FullSpeed);
+    for (i, (holds, _)) in leaves.iter().enumerate() {
+        let id = i as u64 * 3;
+        let outcome = |id: u64| {
+            verdicts
+                .iter()
+                .find(|v| v.line_item == LineItemId(id))
+                .map(|v| v.outcome.clone())
+                .expect("every line item has a verdict")
+        };
+        let name = holds.attribute();
+        assert!(
+            matches!(
+                outcome(id + 1),
+                Outcome::Won | Outcome::Eliminated(Elimination::NotChosen)
+            ),
+            "{name}: {:?}",
+            outcome(id + 1)
+        );
+        assert_eq!(
+            outcome(id + 2),
+            Outcome::Eliminated(Elimination::Targeting(name.into()))
+        );
+        assert_eq!(
+            outcome(id + 3),
+            Outcome::Eliminated(Elimination::Targeting(format!("not {name}")))
+        );
+    }
+    // Without the values in the request, no positive leaf holds and every negated one does.
+    let (_, verdicts) = h.explain(&request(), &NoCaps, &FullSpeed);
+    let eligible: Vec<u64> = verdicts
+        .iter()
+        .filter(|v| !matches!(v.outcome, Outcome::Eliminated(Elimination::Targeting(_))))
+        .map(|v| v.line_item.0)
+        .collect();
+    assert_eq!(eligible, [3, 6, 9, 12]);
 }
 
 #[test]

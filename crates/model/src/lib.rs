@@ -38,5 +38,7 @@ pub use objects::{
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use secret::same_secret;
 pub use stored::{Catalog, Meta, Stored};
-pub use targeting::{DeviceType, GeoCircle, HourRange, KeyValues, Targeting, Weekday};
+pub use targeting::{
+    ConnectionType, DeviceType, GeoCircle, HourRange, KeyValues, Leaves, Targeting, Weekday,
+};
 pub use validate::{ValidationError, Violation, Violations};

@@ -13,6 +13,8 @@ pub const MAX_DEPTH: usize = 8;
 /// Most leaf values in one expression, all leaves together.
 pub const MAX_VALUES: usize = 10_000;
 
+/// A targeting expression. Snapshots encode a variant by its position, so new attributes are
+/// appended at the end: a snapshot written before them decodes unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Targeting {
@@ -59,6 +61,15 @@ pub enum Targeting {
     Size(Vec<Size>),
     /// The ad slot accepts one of these formats.
     Format(Vec<Format>),
+    /// Nielsen DMA (designated market area) codes, the United States' metro areas: three
+    /// digits from 500 to 881, e.g. `807` (San Francisco-Oakland-San Jose).
+    Metro(Vec<u16>),
+    /// Postal codes as the geo database spells them, e.g. `10115`, `SW1A 1AA`.
+    Postal(Vec<String>),
+    /// Autonomous system numbers of the network the request comes from, e.g. `3320`.
+    Asn(Vec<u32>),
+    /// The kind of network the request comes from.
+    ConnectionType(Vec<ConnectionType>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -83,6 +94,19 @@ pub enum DeviceType {
     /// A games console (PlayStation, Xbox, Nintendo). Last, so that the codes and encodings of
     /// the variants before it stay as they were.
     Console,
+}
+
+/// The kind of network a request comes from, as geo databases classify an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionType {
+    /// A fixed broadband line (cable, DSL, fibre).
+    CableDsl,
+    /// A mobile network.
+    Cellular,
+    /// A company's own network.
+    Corporate,
+    Satellite,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -114,6 +138,10 @@ pub struct KeyValues {
 }
 
 const MAX_VALUE_CHARS: usize = 256;
+/// Longest postal code accepted, in characters.
+const MAX_POSTAL_CHARS: usize = 16;
+/// Nielsen DMA codes lie in this range.
+const METRO_CODES: std::ops::RangeInclusive<u16> = 500..=881;
 
 impl Targeting {
     pub fn validate(&self, v: &mut Violations) {
@@ -212,7 +240,105 @@ impl Targeting {
             Targeting::Format(formats) => {
                 v.field("format", |v| leaf(v, formats, values, |_, _| ()))
             }
+            Targeting::Metro(codes) => v.field("metro", |v| {
+                leaf(v, codes, values, |v, c| {
+                    v.check(
+                        METRO_CODES.contains(c),
+                        format!(
+                            "{c} is not a Nielsen DMA code ({} to {})",
+                            METRO_CODES.start(),
+                            METRO_CODES.end()
+                        ),
+                    )
+                })
+            }),
+            Targeting::Postal(codes) => v.field("postal", |v| leaf(v, codes, values, postal_code)),
+            Targeting::Asn(numbers) => v.field("asn", |v| {
+                leaf(v, numbers, values, |v, n| {
+                    v.check(*n > 0, "autonomous system numbers start at 1")
+                })
+            }),
+            Targeting::ConnectionType(types) => {
+                v.field("connection_type", |v| leaf(v, types, values, |_, _| ()))
+            }
         }
+    }
+
+    /// The attribute a leaf targets, by its JSON key (`all`, `any` and `not` for the
+    /// combinators).
+    pub fn attribute(&self) -> &'static str {
+        match self {
+            Targeting::All(_) => "all",
+            Targeting::Any(_) => "any",
+            Targeting::Not(_) => "not",
+            Targeting::Placement(_) => "placement",
+            Targeting::Site(_) => "site",
+            Targeting::Domain(_) => "domain",
+            Targeting::PageUrl(_) => "page_url",
+            Targeting::Country(_) => "country",
+            Targeting::Region(_) => "region",
+            Targeting::City(_) => "city",
+            Targeting::GeoRadius(_) => "geo_radius",
+            Targeting::DeviceType(_) => "device_type",
+            Targeting::Os(_) => "os",
+            Targeting::Browser(_) => "browser",
+            Targeting::Language(_) => "language",
+            Targeting::DayOfWeek(_) => "day_of_week",
+            Targeting::Hour(_) => "hour",
+            Targeting::KeyValue(_) => "key_value",
+            Targeting::Segment(_) => "segment",
+            Targeting::Ip(_) => "ip",
+            Targeting::Size(_) => "size",
+            Targeting::Format(_) => "format",
+            Targeting::Metro(_) => "metro",
+            Targeting::Postal(_) => "postal",
+            Targeting::Asn(_) => "asn",
+            Targeting::ConnectionType(_) => "connection_type",
+        }
+    }
+
+    /// Whether this is a leaf over where the request comes from: a place (country, region,
+    /// city, metro, postal code, circle) or a network (autonomous system, connection type),
+    /// which an edge knows only from a geo source.
+    pub fn is_geo(&self) -> bool {
+        match self {
+            Targeting::Country(_)
+            | Targeting::Region(_)
+            | Targeting::City(_)
+            | Targeting::Metro(_)
+            | Targeting::Postal(_)
+            | Targeting::GeoRadius(_)
+            | Targeting::Asn(_)
+            | Targeting::ConnectionType(_) => true,
+            Targeting::All(_)
+            | Targeting::Any(_)
+            | Targeting::Not(_)
+            | Targeting::Placement(_)
+            | Targeting::Site(_)
+            | Targeting::Domain(_)
+            | Targeting::PageUrl(_)
+            | Targeting::DeviceType(_)
+            | Targeting::Os(_)
+            | Targeting::Browser(_)
+            | Targeting::Language(_)
+            | Targeting::DayOfWeek(_)
+            | Targeting::Hour(_)
+            | Targeting::KeyValue(_)
+            | Targeting::Segment(_)
+            | Targeting::Ip(_)
+            | Targeting::Size(_)
+            | Targeting::Format(_) => false,
+        }
+    }
+
+    /// Whether any leaf, however nested (negated ones too), is a geo leaf ([`Self::is_geo`]).
+    pub fn uses_geo(&self) -> bool {
+        self.leaves().any(Targeting::is_geo)
+    }
+
+    /// Every leaf of the expression, however nested, in the order they are written.
+    pub fn leaves(&self) -> Leaves<'_> {
+        Leaves { stack: vec![self] }
     }
 
     fn validate_children(
@@ -227,6 +353,30 @@ impl Targeting {
         for (i, child) in children.iter().enumerate() {
             v.index(i, |v| child.validate_at(v, depth + 1, values));
         }
+    }
+}
+
+/// The leaves of an expression, depth first: see [`Targeting::leaves`].
+#[derive(Debug, Clone)]
+pub struct Leaves<'t> {
+    /// Expressions still to visit, the next on top.
+    stack: Vec<&'t Targeting>,
+}
+
+impl<'t> Iterator for Leaves<'t> {
+    type Item = &'t Targeting;
+
+    fn next(&mut self) -> Option<&'t Targeting> {
+        while let Some(expr) = self.stack.pop() {
+            match expr {
+                Targeting::All(children) | Targeting::Any(children) => {
+                    self.stack.extend(children.iter().rev());
+                }
+                Targeting::Not(child) => self.stack.push(child),
+                leaf => return Some(leaf),
+            }
+        }
+        None
     }
 }
 
@@ -268,6 +418,19 @@ fn plain_text(v: &mut Violations, s: &impl AsRef<str>) {
         v.fail(format!("must be at most {MAX_VALUE_CHARS} characters"));
     } else if s.chars().any(char::is_control) {
         v.fail("must not contain control characters");
+    }
+}
+
+fn postal_code(v: &mut Violations, code: &impl AsRef<str>) {
+    let code = code.as_ref();
+    if code.trim().is_empty() {
+        v.fail("must not be empty");
+    } else if code.chars().count() > MAX_POSTAL_CHARS {
+        v.fail(format!("must be at most {MAX_POSTAL_CHARS} characters"));
+    } else if code.chars().any(char::is_control) {
+        v.fail("must not contain control characters");
+    } else if code.trim() != code {
+        v.fail("must not begin or end with white space");
     }
 }
 
@@ -352,7 +515,10 @@ mod tests {
             {"domain": ["news.example.com"]},
             {"page_url": ["https://news.example.com/sport/"]},
             {"placement": [1]}, {"site": [2]}, {"os": ["iOS"]}, {"browser": ["Chrome"]},
-            {"language": ["de"]}, {"city": ["Berlin"]}
+            {"language": ["de"]}, {"city": ["Berlin"]},
+            {"metro": [500, 807, 881]}, {"postal": ["10115", "SW1A 1AA"]},
+            {"asn": [3320, 4_200_000_000u32]},
+            {"connection_type": ["cable_dsl", "cellular", "corporate", "satellite"]}
         ]});
         assert_eq!(violations(expr), vec![]);
     }
@@ -393,6 +559,21 @@ mod tests {
             (json!({"placement": [0]}), "placement[0]"),
             (json!({"size": [{"w": 0, "h": 250}]}), "size[0].w"),
             (json!({"segment": ["a\u{0007}"]}), "segment[0]"),
+            (json!({"metro": []}), "metro"),
+            (json!({"metro": [807, 499]}), "metro[1]"),
+            (json!({"metro": [882]}), "metro[0]"),
+            (json!({"metro": [807, 807]}), "metro[1]"),
+            (json!({"postal": [""]}), "postal[0]"),
+            (json!({"postal": ["  "]}), "postal[0]"),
+            (json!({"postal": ["12345678901234567"]}), "postal[0]"),
+            (json!({"postal": ["101\n15"]}), "postal[0]"),
+            (json!({"postal": [" 10115"]}), "postal[0]"),
+            (json!({"asn": [3320, 0]}), "asn[1]"),
+            (json!({"connection_type": []}), "connection_type"),
+            (
+                json!({"not": {"all": [{"postal": ["10115", "10115"]}]}}),
+                "not.all[0].postal[1]",
+            ),
             (
                 json!({"any": [{"not": {"country": ["D"]}}]}),
                 "any[0].not.country[0]",
@@ -447,6 +628,133 @@ mod tests {
                 "brings the expression to 10001 values in all; at most 10000 are allowed"
                     .to_owned()
             )]
+        );
+    }
+
+    #[test]
+    fn rule_messages_say_what_is_expected() {
+        let messages =
+            |expr| -> Vec<String> { violations(expr).into_iter().map(|(_, m)| m).collect() };
+        assert_eq!(
+            messages(json!({"metro": [100]})),
+            ["100 is not a Nielsen DMA code (500 to 881)"]
+        );
+        assert_eq!(
+            messages(json!({"postal": ["12345678901234567"]})),
+            ["must be at most 16 characters"]
+        );
+        // Sixteen characters, counted as characters, not bytes.
+        assert_eq!(
+            messages(json!({"postal": ["ÄÖÜ-ÄÖÜ-ÄÖÜ-ÄÖÜÄ"]})),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            messages(json!({"asn": [0]})),
+            ["autonomous system numbers start at 1"]
+        );
+    }
+
+    #[test]
+    fn the_new_leaves_parse_from_their_json_names_only() {
+        let parsed: Targeting =
+            serde_json::from_value(json!({"connection_type": ["cable_dsl"]})).expect("parses");
+        assert_eq!(
+            parsed,
+            Targeting::ConnectionType(vec![ConnectionType::CableDsl])
+        );
+        for bad in [
+            json!({"connection_type": ["dialup"]}),
+            json!({"connection_type": ["CableDsl"]}),
+            json!({"metro": [-1]}),
+            json!({"metro": [70_000]}),
+            json!({"asn": ["AS3320"]}),
+            json!({"postal": [10115]}),
+        ] {
+            assert!(
+                serde_json::from_value::<Targeting>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    /// One leaf of every attribute, in declaration order.
+    fn one_of_each() -> Vec<Targeting> {
+        let leaves = json!([
+            {"placement": [1]}, {"site": [1]}, {"domain": ["example.com"]},
+            {"page_url": ["https://example.com/"]}, {"country": ["DE"]}, {"region": ["DE-BY"]},
+            {"city": ["Berlin"]}, {"geo_radius": {"lat": 0.0, "lon": 0.0, "radius_km": 1.0}},
+            {"device_type": ["phone"]}, {"os": ["iOS"]}, {"browser": ["Chrome"]},
+            {"language": ["de"]}, {"day_of_week": ["mon"]}, {"hour": [{"from": 1, "to": 2}]},
+            {"key_value": {"key": "k", "values": ["v"]}}, {"segment": ["s"]},
+            {"ip": ["10.0.0.0/8"]}, {"size": [{"w": 1, "h": 1}]}, {"format": ["banner"]},
+            {"metro": [807]}, {"postal": ["10115"]}, {"asn": [3320]},
+            {"connection_type": ["cellular"]}
+        ]);
+        serde_json::from_value(leaves).expect("parses")
+    }
+
+    #[test]
+    fn a_leaf_names_its_attribute_by_its_json_key() {
+        let mut leaves = one_of_each();
+        leaves.push(Targeting::Not(Box::new(Targeting::Segment(vec![
+            "s".into(),
+        ]))));
+        leaves.push(Targeting::All(vec![Targeting::Segment(vec!["s".into()])]));
+        leaves.push(Targeting::Any(vec![Targeting::Segment(vec!["s".into()])]));
+        for leaf in leaves {
+            let json = serde_json::to_value(&leaf).expect("serialises");
+            let key = json.as_object().and_then(|o| o.keys().next()).cloned();
+            assert_eq!(key.as_deref(), Some(leaf.attribute()), "{json}");
+        }
+    }
+
+    #[test]
+    fn geo_leaves_are_found_however_nested() {
+        let geo: Vec<&str> = one_of_each()
+            .iter()
+            .filter(|l| l.is_geo())
+            .map(Targeting::attribute)
+            .collect();
+        assert_eq!(
+            geo,
+            [
+                "country",
+                "region",
+                "city",
+                "geo_radius",
+                "metro",
+                "postal",
+                "asn",
+                "connection_type"
+            ]
+        );
+        for leaf in one_of_each() {
+            let nested = Targeting::All(vec![
+                Targeting::Segment(vec!["s".into()]),
+                Targeting::Any(vec![
+                    Targeting::Os(vec!["iOS".into()]),
+                    Targeting::Not(Box::new(leaf.clone())),
+                ]),
+            ]);
+            assert_eq!(nested.uses_geo(), leaf.is_geo(), "{leaf:?}");
+        }
+        let parse = |expr| serde_json::from_value::<Targeting>(expr).expect("parses");
+        assert!(!parse(json!({"all": [{"ip": ["10.0.0.0/8"]}, {"os": ["iOS"]}]})).uses_geo());
+    }
+
+    #[test]
+    fn leaves_come_in_written_order() {
+        let expr: Targeting = serde_json::from_value(json!({"all": [
+            {"country": ["DE"]},
+            {"any": [{"os": ["iOS"]}, {"not": {"metro": [807]}}]},
+            {"not": {"all": [{"asn": [1]}, {"postal": ["1"]}]}},
+            {"segment": ["s"]}
+        ]}))
+        .expect("parses");
+        let names: Vec<&str> = expr.leaves().map(Targeting::attribute).collect();
+        assert_eq!(
+            names,
+            ["country", "os", "metro", "asn", "postal", "segment"]
         );
     }
 

@@ -101,18 +101,23 @@
 //!                    3 Placement([u64]), 4 Site([u64]), 5 Domain([string]),
 //!                    6 PageUrl([string]), 7 Country([string]), 8 Region([string]),
 //!                    9 City([string]), 10 GeoRadius(lat: f64, lon: f64, radius_km: f64),
-//!                    11 DeviceType([enum { Desktop, Phone, Tablet, Ctv, Other }]),
+//!                    11 DeviceType([enum { Desktop, Phone, Tablet, Ctv, Other, Console }]),
 //!                    12 Os([string]), 13 Browser([string]), 14 Language([string]),
 //!                    15 DayOfWeek([enum { Mon, Tue, Wed, Thu, Fri, Sat, Sun }]),
 //!                    16 Hour([from: u8, to: u8]), 17 KeyValue(key: string, values: [string]),
 //!                    18 Segment([string]), 19 Ip([IpNet]), 20 Size([Size]),
-//!                    21 Format([Format]) }
+//!                    21 Format([Format]), 22 Metro([u16]), 23 Postal([string]),
+//!                    24 Asn([u32]),
+//!                    25 ConnectionType([enum { CableDsl, Cellular, Corporate, Satellite }]) }
 //! IpNet          = enum { 0 V4(4 address bytes: u8 each, prefix length: u8),
 //!                         1 V6(16 address bytes: u8 each, prefix length: u8) }
 //! ```
 //!
 //! The test `golden_bytes_pin_the_format` pins these bytes: if it fails, the layout changed and
-//! [`FORMAT_VERSION`] must change with it.
+//! [`FORMAT_VERSION`] must change with it. Targeting's variants and those of the enums it holds
+//! are only ever appended (`Targeting` 22 to 25 and `DeviceType`'s `Console` came later, within
+//! version 4): every file an earlier build wrote decodes unchanged, and an earlier build refuses
+//! only a file that uses a later variant (its edges keep the snapshot they hold).
 
 mod compile;
 mod data;
