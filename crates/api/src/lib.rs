@@ -15,6 +15,7 @@
 mod auth;
 mod currency;
 mod error;
+mod geo;
 mod links;
 mod objects;
 pub mod openapi;
@@ -36,6 +37,7 @@ use schemars::generate::SchemaSettings;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
+pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
 pub use reports::{BuiltReport, ReportsState, build_report, report_csv};
 pub use roles::{Change, WriteRefused, check_write};
@@ -48,6 +50,9 @@ pub struct ApiState {
     pub store: Arc<dyn Store>,
     /// Public base URL of the edges, for generated ad tags.
     pub ad_url: Arc<str>,
+    /// Where the edges learn a request's location: line items whose geo targeting cannot
+    /// match ad requests are answered with a warning.
+    pub geo: GeoAvailability,
 }
 
 impl HasStore for ApiState {
@@ -74,30 +79,40 @@ impl Default for ApiOptions {
     }
 }
 
-/// Adds every `/api/v1` route to `table` with default [`ApiOptions`]. `ad_url` is the edges'
-/// public base URL, used in the generated ad tags; `clock` says when "now" is (a report
-/// without `to` ends then).
+/// Adds every `/api/v1` route to `table` with default [`ApiOptions`] and no geo source
+/// ([`GeoAvailability::None`]). `ad_url` is the edges' public base URL, used in the generated
+/// ad tags; `clock` says when "now" is (a report without `to` ends then).
 pub fn add_routes(
     table: RouteTable,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     ad_url: &str,
 ) -> RouteTable {
-    add_routes_with(table, store, clock, ad_url, ApiOptions::default())
+    add_routes_with(
+        table,
+        store,
+        clock,
+        ad_url,
+        ApiOptions::default(),
+        GeoAvailability::default(),
+    )
 }
 
-/// Adds every `/api/v1` route to `table`.
+/// Adds every `/api/v1` route to `table`; `geo` says where the edges learn a request's
+/// location, for the warnings of line items.
 pub fn add_routes_with(
     mut table: RouteTable,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     ad_url: &str,
     options: ApiOptions,
+    geo: GeoAvailability,
 ) -> RouteTable {
     let reports = ReportsState::new(Arc::clone(&store), clock, options.report_max_rows);
     let state = ApiState {
         store,
         ad_url: ad_url.into(),
+        geo,
     };
     let mut generator = SchemaGenerator::new(SchemaSettings::openapi3());
     let mut names = Vec::new();

@@ -9,6 +9,7 @@ use marquee_model::{Kind, Meta, Object, Principal, Status, Stored, ValidationErr
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
+use crate::geo::{GeoAvailability, warnings};
 use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
 /// Largest page a list call returns.
@@ -17,7 +18,7 @@ const DEFAULT_LIMIT: u32 = 50;
 
 /// Fields the server owns: accepted in an update body so that GET, edit, PUT works, but never
 /// written from it.
-const READ_ONLY_FIELDS: [&str; 3] = ["id", "created_at", "updated_at"];
+const READ_ONLY_FIELDS: [&str; 4] = ["id", "created_at", "updated_at", "warnings"];
 
 /// The JSON of a stored object: its fields plus `id`, `version`, `created_at`, `updated_at`.
 pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
@@ -141,7 +142,7 @@ pub async fn create<T: Object>(
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        Json(resource(&stored)?),
+        Json(resource_with_warnings(&stored, state.geo)?),
     )
         .into_response())
 }
@@ -156,7 +157,7 @@ pub async fn get<T: Object>(
         .store
         .get_object::<T>(parse_id(&id)?, principal.scope())
         .await?;
-    Ok(Json(resource(&stored)?))
+    Ok(Json(resource_with_warnings(&stored, state.geo)?))
 }
 
 /// Query parameters of a list call; anything else is refused by name.
@@ -302,7 +303,7 @@ pub async fn update<T: Object>(
         .store
         .update_object(id, version, &object, principal.scope())
         .await?;
-    Ok(Json(resource(&stored)?))
+    Ok(Json(resource_with_warnings(&stored, state.geo)?))
 }
 
 pub async fn archive<T: Object>(
@@ -317,6 +318,22 @@ pub async fn archive<T: Object>(
         .archive(T::KIND, parse_id(&id)?, principal.scope())
         .await?;
     Ok(Json(resource(&record.decode::<T>()?)?))
+}
+
+/// [`resource`] plus `warnings` (see [`GeoAvailability::line_item_warnings`]) when there are
+/// any: the answer of a create, read or update.
+fn resource_with_warnings<T: Object>(
+    stored: &Stored<T>,
+    geo: GeoAvailability,
+) -> Result<Value, ApiError> {
+    let mut body = resource(stored)?;
+    let warnings = warnings(&stored.object, geo);
+    if !warnings.is_empty()
+        && let Value::Object(fields) = &mut body
+    {
+        fields.insert("warnings".into(), warnings.into());
+    }
+    Ok(body)
 }
 
 /// Used by link handlers: the line item must be visible to the caller.

@@ -1,8 +1,8 @@
 //! OpenAPI operations and schemas for the management API. Object schemas are derived from the
 //! model types (schemars), so the document follows the code.
 
-use marquee_model::{Kind, Object};
-use schemars::SchemaGenerator;
+use marquee_model::{Kind, LineItem, Object};
+use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 pub fn schema_ref(name: &str) -> Value {
@@ -313,6 +313,18 @@ pub fn add_schemas(
                 json!({ "type": "integer", "minimum": 1, "description": "the version this update is based on" }),
             )],
         );
+        let resource = if *name == LineItem::schema_name() {
+            with_optional_property(
+                resource,
+                "warnings",
+                json!({
+                    "type": "array", "items": { "type": "string" },
+                    "description": "Why the line item may not serve as written, e.g. geo targeting that ad requests cannot match without a geo source; present only when there is something to say (create, read and update answers). Ignored in an update."
+                }),
+            )
+        } else {
+            resource
+        };
         schemas.insert(format!("{name}Resource"), resource);
         schemas.insert(format!("{name}Update"), update);
     }
@@ -338,6 +350,12 @@ pub fn add_schemas(
             }}
         }),
     );
+}
+
+/// A schema with one more property, not required.
+fn with_optional_property(mut schema: Value, name: &str, property: Value) -> Value {
+    schema["properties"][name] = property;
+    schema
 }
 
 /// A copy of an object schema with extra required properties.

@@ -8,7 +8,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use marquee_api::{RouteTable, add_routes, hash_token};
+use marquee_api::{
+    ApiOptions, GeoAvailability, GeoLocationSource, RouteTable, add_routes_with, hash_token,
+};
 use marquee_model::{Kind, LineItem, ManualClock, Role};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{Draft, NewToken, PostgresStore, SqliteStore, Store};
@@ -52,6 +54,15 @@ impl App {
 
     /// The API on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
     async fn on(postgres: Option<TestDatabase>) -> App {
+        App::with(postgres, GeoAvailability::default()).await
+    }
+
+    /// The API on SQLite with the edges learning requests' locations as `geo` says.
+    async fn with_geo(geo: GeoAvailability) -> App {
+        App::with(None, geo).await
+    }
+
+    async fn with(postgres: Option<TestDatabase>, geo: GeoAvailability) -> App {
         let dir = TempDir::new().unwrap();
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> = match &postgres {
@@ -62,11 +73,13 @@ impl App {
             ),
             None => Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock.clone()).unwrap()),
         };
-        let router = add_routes(
+        let router = add_routes_with(
             RouteTable::new(),
             Arc::clone(&store),
             clock,
             "https://ads.example.com",
+            ApiOptions::default(),
+            geo,
         )
         .into_router("test", "0");
         let mut app = App {
@@ -1245,4 +1258,97 @@ async fn a_line_item_stored_in_another_currency_before_the_rule_can_be_put_right
         )),
         "{message}"
     );
+}
+
+/// A line item's answers (create, read, update) carry `warnings` when its geo targeting cannot
+/// match ad requests with the geo sources the edges have, and no `warnings` key otherwise; a
+/// body read with them is written back as it is.
+#[tokio::test]
+async fn geo_targeting_the_edges_cannot_resolve_is_answered_with_a_warning() {
+    let geo = |location, network| GeoAvailability { location, network };
+    let nowhere = "geo targeting (country, metro) cannot match ad requests: no geo database is \
+                   configured (geo.database) and no country header (edge.country_header)";
+    let country_only = "geo targeting (metro) cannot match ad requests: no geo database is \
+                        configured (geo.database), and the country header \
+                        (edge.country_header) gives the country only";
+    let network = "geo targeting (asn) cannot match ad requests: no ASN or connection-type \
+                   database is configured (geo.asn_database)";
+    let cases = [
+        (geo(GeoLocationSource::None, false), vec![nowhere, network]),
+        (
+            geo(GeoLocationSource::CountryHeaderOnly, false),
+            vec![country_only, network],
+        ),
+        (
+            geo(GeoLocationSource::CountryHeaderOnly, true),
+            vec![country_only],
+        ),
+        (geo(GeoLocationSource::Configured, false), vec![network]),
+        (geo(GeoLocationSource::Configured, true), vec![]),
+    ];
+    for (availability, expected) in cases {
+        let app = App::with_geo(availability).await;
+        let w = world(&app, "Acme").await;
+        let mut body = line_item(w.campaign);
+        body["targeting"] = json!({ "all": [
+            { "country": ["DE"] },
+            { "not": { "metro": [807] } },
+            { "any": [{ "asn": [3320] }, { "os": ["iOS"] }] }
+        ]});
+        let warnings = |reply: &Reply| reply.body.get("warnings").cloned();
+        let expected = (!expected.is_empty()).then(|| json!(expected));
+        let created = app.admin("POST", "/api/v1/line-items", Some(body)).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        assert_eq!(warnings(&created), expected, "{availability:?}");
+        let path = format!("/api/v1/line-items/{}", created.body["id"]);
+        let read = app.admin("GET", &path, None).await;
+        assert_eq!(warnings(&read), expected, "{availability:?}");
+        // Read, edit, write: the warnings sent back are ignored.
+        let mut edited = read.body.clone();
+        edited["name"] = json!("Boots, renamed");
+        let updated = app.admin("PUT", &path, Some(edited)).await;
+        assert_eq!(updated.status, StatusCode::OK, "{}", updated.body);
+        assert_eq!(warnings(&updated), expected, "{availability:?}");
+        // A line item without geo targeting, and other kinds, never carry the key.
+        let mut plain = line_item(w.campaign);
+        plain["targeting"] = json!({ "os": ["iOS"] });
+        let plain = app.admin("POST", "/api/v1/line-items", Some(plain)).await;
+        assert_eq!(warnings(&plain), None, "{}", plain.body);
+        let campaign = app
+            .admin("GET", &format!("/api/v1/campaigns/{}", w.campaign), None)
+            .await;
+        assert_eq!(warnings(&campaign), None);
+    }
+    // Bid requests carry their own location: a line item only on exchanges is not warned about.
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let mut body = line_item(w.campaign);
+    body["channels"] = json!(["exchange"]);
+    let created = app.admin("POST", "/api/v1/line-items", Some(body)).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body.get("warnings"), None);
+}
+
+#[tokio::test]
+async fn the_line_item_resource_documents_its_warnings() {
+    let app = App::new().await;
+    let doc = openapi(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let warnings = &schemas["LineItemResource"]["properties"]["warnings"];
+    assert_eq!(warnings["type"], "array");
+    assert_eq!(warnings["items"]["type"], "string");
+    let required = schemas["LineItemResource"]["required"].as_array().unwrap();
+    assert!(!required.contains(&json!("warnings")));
+    assert!(schemas["CampaignResource"]["properties"]["warnings"].is_null());
+    // The targeting schema has the new attributes.
+    let text = schemas.to_string();
+    for name in [
+        "\"metro\"",
+        "\"postal\"",
+        "\"asn\"",
+        "\"connection_type\"",
+        "\"cable_dsl\"",
+    ] {
+        assert!(text.contains(name), "{name}");
+    }
 }

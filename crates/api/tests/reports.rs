@@ -9,7 +9,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use jiff::SignedDuration;
-use marquee_api::{ApiOptions, RouteTable, add_routes, add_routes_with, hash_token};
+use marquee_api::{
+    ApiOptions, GeoAvailability, RouteTable, add_routes, add_routes_with, hash_token,
+};
 use marquee_model::{Kind, ManualClock, Role, Status};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
 use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
@@ -435,6 +437,7 @@ async fn a_report_over_max_rows_is_refused_and_one_within_it_answers() {
         app.clock.clone(),
         "https://ads.example.com",
         ApiOptions { report_max_rows: 1 },
+        GeoAvailability::default(),
     )
     .into_router("test", "0");
     let admin = app.token(Role::Admin, None).await;

@@ -66,6 +66,7 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
         Arc::clone(manager.clock()),
         ad_url,
         api,
+        manager.geo_availability(),
     )
     .into_router("Marquee", env!("CARGO_PKG_VERSION"))
     .merge(internal_routes(manager))

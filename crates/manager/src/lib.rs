@@ -32,6 +32,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use marquee_api::GeoAvailability;
 use marquee_model::{Clock, MetricsAccess};
 use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
@@ -125,6 +126,8 @@ pub struct Manager {
     remote_secret: OnceLock<String>,
     /// Who may read `/metrics`; unset: loopback peers only.
     metrics_access: OnceLock<MetricsAccess>,
+    /// Where the edges learn a request's location; unset: nowhere.
+    geo: OnceLock<GeoAvailability>,
 }
 
 impl Manager {
@@ -157,6 +160,7 @@ impl Manager {
             edges: EdgeRegistry::new(Arc::clone(&clock), EDGE_SILENT_AFTER),
             remote_secret: OnceLock::new(),
             metrics_access: OnceLock::new(),
+            geo: OnceLock::new(),
             clock,
             dir,
             compile_interval: options.compile_interval,
@@ -228,6 +232,20 @@ impl Manager {
     pub fn metrics_access(&self) -> &MetricsAccess {
         static LOOPBACK_ONLY: MetricsAccess = MetricsAccess::loopback_only();
         self.metrics_access.get().unwrap_or(&LOOPBACK_ONLY)
+    }
+
+    /// Says where the edges learn a request's location (set once, before the router is made;
+    /// until then, and by default, nowhere): the API's answers and the dashboard warn about
+    /// line items whose geo targeting cannot match ad requests.
+    pub fn set_geo_availability(&self, geo: GeoAvailability) {
+        if self.geo.set(geo).is_err() {
+            tracing::warn!("geo availability is already set; keeping the first");
+        }
+    }
+
+    /// Where the edges learn a request's location.
+    pub fn geo_availability(&self) -> GeoAvailability {
+        self.geo.get().copied().unwrap_or_default()
     }
 
     /// The shared secret of remote edges, once [`accept_remote_edges`](Self::accept_remote_edges)
