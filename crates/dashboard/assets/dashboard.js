@@ -8,8 +8,24 @@
       field.hidden = wanted === "*" ? source.value === "" : source.value !== wanted;
     });
   }
-  document.addEventListener("change", update);
+  // A targeting row whose attribute has fixed values shows their select instead of its text
+  // (the text stays when it holds something, so nothing typed is hidden).
+  function rows(event) {
+    document.querySelectorAll(".row.targeting").forEach(function (row) {
+      var attribute = row.querySelector('[name="t_attr"]');
+      var text = row.querySelector('[name="t_values"]');
+      var chosen = false;
+      row.querySelectorAll("select[data-choices]").forEach(function (select) {
+        select.hidden = select.dataset.choices !== attribute.value;
+        chosen = chosen || !select.hidden;
+      });
+      if (chosen && event && event.target === attribute) text.value = "";
+      text.hidden = chosen && text.value === "";
+    });
+  }
+  document.addEventListener("change", function (event) { update(); rows(event); });
   update();
+  rows(null);
   document.querySelectorAll("button.copy").forEach(function (button) {
     button.addEventListener("click", function () {
       var text = document.getElementById(button.dataset.copy).value;

@@ -204,9 +204,12 @@ pub struct CapRow {
 }
 
 pub struct TargetingRowView {
+    /// The row's place in the form, from 0: its choices are posted as `t_choice_{index}`.
+    pub index: usize,
     pub attribute: String,
     pub exclude: bool,
     pub values: String,
+    pub choices: Vec<targeting::ChoiceSelect>,
 }
 
 /// What a line item's page shows besides its form.
@@ -215,6 +218,8 @@ pub struct LineItemExtras {
     pub linked: Vec<(u64, String)>,
     /// Placements an admin may link (id, label).
     pub linkable: Vec<(u64, String)>,
+    /// What the API answers for it in `warnings`: geo targeting ad requests cannot match.
+    pub warnings: Vec<String>,
 }
 
 pub struct PlacementTags {
@@ -430,21 +435,24 @@ async fn object_page(
 ) -> Result<ObjectPage, PageError> {
     let fields = field_views(dashboard, user, kind, &source, parent, errors).await?;
     let editor = targeting_editor(&source);
-    let mut targeting_rows: Vec<TargetingRowView> = editor
+    let blank = targeting::Row::default();
+    let targeting_rows: Vec<TargetingRowView> = editor
         .rows
         .iter()
-        .map(|r| TargetingRowView {
-            attribute: r.attribute.clone(),
-            exclude: r.exclude,
-            values: r.values.clone(),
-        })
         .filter(|r| !r.attribute.is_empty() || !r.values.is_empty())
+        .chain(std::iter::repeat_n(&blank, BLANK_TARGETING_ROWS))
+        .enumerate()
+        .map(|(index, r)| {
+            let (choices, values) = r.choice_selects();
+            TargetingRowView {
+                index,
+                attribute: r.attribute.clone(),
+                exclude: r.exclude,
+                values,
+                choices,
+            }
+        })
         .collect();
-    targeting_rows.extend((0..BLANK_TARGETING_ROWS).map(|_| TargetingRowView {
-        attribute: String::new(),
-        exclude: false,
-        values: String::new(),
-    }));
     let error_list = |name: &str| errors.get(name).cloned().unwrap_or_default();
     let (title, action) = match record {
         Some(r) => (
@@ -968,6 +976,10 @@ async fn line_item_extras(
         pacing: crate::pages::pacing_view(dashboard, user, &line_item).await?,
         linked,
         linkable,
+        warnings: dashboard
+            .manager
+            .geo_availability()
+            .line_item_warnings(&line_item.object),
     })
 }
 

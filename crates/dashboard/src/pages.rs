@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, civil};
 use marquee_api::BuiltReport;
-use marquee_engine::{Context, Engine, FullSpeed, NoCaps, Outcome, Request, Scratch};
+use marquee_engine::{Context, Engine, FullSpeed, Geo, NoCaps, Outcome, Request, Scratch};
 use marquee_model::{
     Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, Kind, LineItem,
     LineItemId, PlacementId, Role, Stored,
@@ -938,6 +938,18 @@ pub struct ExplainParams {
     #[serde(default)]
     country: String,
     #[serde(default)]
+    region: String,
+    #[serde(default)]
+    city: String,
+    #[serde(default)]
+    metro: String,
+    #[serde(default)]
+    postal: String,
+    #[serde(default)]
+    asn: String,
+    #[serde(default)]
+    connection: String,
+    #[serde(default)]
     device: String,
     #[serde(default)]
     key_values: String,
@@ -945,6 +957,63 @@ pub struct ExplainParams {
     time: String,
     #[serde(default)]
     page_url: String,
+}
+
+impl ExplainParams {
+    /// The form as targeting spells its values: no surrounding spaces, country and region
+    /// codes in capitals. The page shows them so.
+    fn normalized(self) -> ExplainParams {
+        let trimmed = |text: String| text.trim().to_owned();
+        ExplainParams {
+            country: self.country.trim().to_ascii_uppercase(),
+            region: self.region.trim().to_ascii_uppercase(),
+            city: trimmed(self.city),
+            metro: trimmed(self.metro),
+            postal: trimmed(self.postal),
+            asn: trimmed(self.asn),
+            ..self
+        }
+    }
+
+    /// Where the test request comes from, as the form says.
+    fn geo(&self) -> Result<Geo<'_>, String> {
+        Ok(Geo {
+            country: text(&self.country),
+            region: text(&self.region),
+            city: text(&self.city),
+            point: None,
+            metro: number(&self.metro, "a DMA code")?,
+            postal: text(&self.postal),
+            asn: number(&self.asn, "an AS number")?,
+            connection_type: choice(&self.connection, "a connection type")?,
+        })
+    }
+}
+
+/// Text from the form; `None` when empty.
+fn text(value: &str) -> Option<&str> {
+    Some(value).filter(|v| !v.is_empty())
+}
+
+/// A number from the form; `None` when empty.
+fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<Option<T>, String> {
+    match text {
+        "" => Ok(None),
+        text => text
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{text:?} is not {what}")),
+    }
+}
+
+/// One of a model enum's values, by its JSON name; `None` when empty.
+fn choice<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<Option<T>, String> {
+    match text {
+        "" => Ok(None),
+        text => serde_json::from_value(serde_json::Value::String(text.to_owned()))
+            .map(Some)
+            .map_err(|_| format!("{text:?} is not {what}")),
+    }
 }
 
 pub struct VerdictRow {
@@ -961,13 +1030,14 @@ struct ExplainPage {
     params: ExplainParams,
     placements: Vec<(u64, String, bool)>,
     devices: &'static [&'static str],
+    connections: &'static [&'static str],
     error: Option<String>,
     snapshot: Option<u64>,
     verdicts: Option<Vec<VerdictRow>>,
     winner: Option<String>,
 }
 
-const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "other"];
+const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "console", "other"];
 
 /// Ad requests convert nothing (no floor, no bid currency), as at the edge.
 static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
@@ -1017,20 +1087,13 @@ fn explain(
         format!("placement {placement} is not in the latest snapshot (paused, archived or new)")
     })?;
     let domain = data.site(entry.site_id).map(|s| s.domain.as_str());
-    let device_type = match params.device.as_str() {
-        "" => None,
-        text => Some(
-            serde_json::from_value::<DeviceType>(serde_json::Value::String(text.to_owned()))
-                .map_err(|_| format!("{text:?} is not a device type"))?,
-        ),
-    };
+    let device_type: Option<DeviceType> = choice(&params.device, "a device type")?;
     let pairs: Vec<(&str, &str)> = params
         .key_values
         .split(',')
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.trim(), v.trim()))
         .collect();
-    let country = params.country.trim().to_ascii_uppercase();
     let request = Request {
         channel: Channel::Direct,
         placement: Some(PlacementId(placement)),
@@ -1046,10 +1109,7 @@ fn explain(
             device_type,
             ..marquee_engine::Device::default()
         },
-        geo: marquee_engine::Geo {
-            country: Some(country.as_str()).filter(|c| !c.is_empty()),
-            ..marquee_engine::Geo::default()
-        },
+        geo: params.geo()?,
         key_values: &pairs,
         ..Request::at(now)
     };
@@ -1141,11 +1201,12 @@ pub async fn why_not_served(
         nav: Nav::new(&user, "why-not-served"),
         placements,
         devices: DEVICES,
+        connections: crate::targeting::CONNECTION_TYPES,
         error: None,
         snapshot: None,
         verdicts: None,
         winner: None,
-        params,
+        params: params.normalized(),
     };
     if page.params.placement.is_empty() {
         return Ok(html(&page));

@@ -12,7 +12,17 @@ pub const ATTRIBUTES: &[(&str, &str)] = &[
     ("country", "Country (DE, US)"),
     ("region", "Region (DE-BY)"),
     ("city", "City"),
-    ("device_type", "Device (desktop, phone, tablet, ctv, other)"),
+    ("metro", "Metro (Nielsen DMA code: 807)"),
+    ("postal", "Postal code"),
+    ("asn", "Network (AS number: 3320)"),
+    (
+        "connection_type",
+        "Connection (cable_dsl, cellular, corporate, satellite)",
+    ),
+    (
+        "device_type",
+        "Device (desktop, phone, tablet, ctv, console, other)",
+    ),
     ("os", "Operating system"),
     ("browser", "Browser"),
     ("language", "Language (de, en)"),
@@ -28,6 +38,13 @@ pub const ATTRIBUTES: &[(&str, &str)] = &[
     ("size", "Slot size (300x250)"),
     ("format", "Slot format (banner, video, native, audio)"),
 ];
+
+/// Attributes whose values are a fixed set: each row offers them as a multiple select
+/// (`t_choice_{row}`, rows counted from 0), whose selection takes the place of the row's text.
+pub const CHOICES: &[(&str, &[&str])] = &[("connection_type", CONNECTION_TYPES)];
+
+/// The connection types ([`marquee_model::ConnectionType`]) by their JSON names.
+pub const CONNECTION_TYPES: &[&str] = &["cable_dsl", "cellular", "corporate", "satellite"];
 
 /// One row of the form.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,13 +78,69 @@ pub fn rows_of_form(form: &FormData) -> Editor {
     let rows = attributes
         .iter()
         .enumerate()
-        .map(|(i, attribute)| Row {
-            attribute: (*attribute).to_owned(),
-            exclude: ops.get(i) == Some(&"not_in"),
-            values: values.get(i).copied().unwrap_or("").to_owned(),
+        .map(|(i, attribute)| {
+            let chosen = form.all(&format!("t_choice_{i}"));
+            let values = if choices_of(attribute).is_some() && !chosen.is_empty() {
+                chosen.join(", ")
+            } else {
+                values.get(i).copied().unwrap_or("").to_owned()
+            };
+            Row {
+                attribute: (*attribute).to_owned(),
+                exclude: ops.get(i) == Some(&"not_in"),
+                values,
+            }
         })
         .collect();
     Editor { rows, json: None }
+}
+
+/// The fixed values of an attribute, if it has them ([`CHOICES`]).
+fn choices_of(attribute: &str) -> Option<&'static [&'static str]> {
+    CHOICES
+        .iter()
+        .find(|(name, _)| *name == attribute)
+        .map(|(_, values)| *values)
+}
+
+/// A row's select of fixed values, as the form shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChoiceSelect {
+    pub attribute: &'static str,
+    /// Each value with whether it is selected.
+    pub options: Vec<(&'static str, bool)>,
+    /// Shown: the row targets this attribute.
+    pub shown: bool,
+}
+
+impl Row {
+    /// The selects of fixed values the row offers, and the text its input shows: a row whose
+    /// values are all among its attribute's choices shows them selected and no text.
+    pub fn choice_selects(&self) -> (Vec<ChoiceSelect>, String) {
+        let values: Vec<&str> = split(&self.values).collect();
+        let selected = choices_of(&self.attribute)
+            .filter(|choices| !values.is_empty() && values.iter().all(|v| choices.contains(v)));
+        let selects = CHOICES
+            .iter()
+            .map(|&(attribute, choices)| {
+                let shown = attribute == self.attribute;
+                ChoiceSelect {
+                    attribute,
+                    options: choices
+                        .iter()
+                        .map(|&c| (c, shown && selected.is_some() && values.contains(&c)))
+                        .collect(),
+                    shown,
+                }
+            })
+            .collect();
+        let text = if selected.is_some() {
+            String::new()
+        } else {
+            self.values.clone()
+        };
+        (selects, text)
+    }
 }
 
 fn split(text: &str) -> impl Iterator<Item = &str> {
@@ -88,6 +161,14 @@ fn leaf(row: &Row) -> Result<Value, String> {
         "placement" | "site" => values
             .iter()
             .map(|v| number(v, "an id"))
+            .collect::<Result<Vec<_>, _>>()?,
+        "metro" => values
+            .iter()
+            .map(|v| number(v, "a DMA code"))
+            .collect::<Result<Vec<_>, _>>()?,
+        "asn" => values
+            .iter()
+            .map(|v| number(v.trim_start_matches("AS"), "an AS number"))
             .collect::<Result<Vec<_>, _>>()?,
         "hour" => values
             .iter()
@@ -118,7 +199,7 @@ fn leaf(row: &Row) -> Result<Value, String> {
             let values: Vec<&str> = split(first).collect();
             return Ok(json!({ "key_value": { "key": key.trim(), "values": values } }));
         }
-        "device_type" | "day_of_week" | "format" => values
+        "device_type" | "day_of_week" | "format" | "connection_type" => values
             .iter()
             .map(|v| json!(v.to_ascii_lowercase()))
             .collect(),
@@ -263,6 +344,131 @@ mod tests {
         assert_eq!(back.rows[2], row("key_value", false, "section=sport, news"));
         assert_eq!(back.rows[3], row("hour", false, "9-17"));
         assert_eq!(back.rows[4], row("placement", false, "3, 4"));
+    }
+
+    #[test]
+    fn geo_and_network_rows_become_leaves_and_back() {
+        let editor = Editor {
+            rows: vec![
+                row("metro", false, "807, 501"),
+                row("postal", true, "10115, SW1A 1AA"),
+                row("asn", false, "AS3320, 6805"),
+                row("connection_type", false, "Cellular, satellite"),
+            ],
+            json: None,
+        };
+        let value = from_rows(&editor).unwrap().unwrap();
+        assert_eq!(
+            value,
+            json!({ "all": [
+                { "metro": [807, 501] },
+                { "not": { "postal": ["10115", "SW1A 1AA"] } },
+                { "asn": [3320, 6805] },
+                { "connection_type": ["cellular", "satellite"] },
+            ]})
+        );
+        let back = editor_for(Some(&value));
+        assert_eq!(
+            back.rows,
+            [
+                row("metro", false, "807, 501"),
+                row("postal", true, "10115, SW1A 1AA"),
+                row("asn", false, "3320, 6805"),
+                row("connection_type", false, "cellular, satellite"),
+            ]
+        );
+        for (attribute, values) in [("metro", "DMA 807"), ("asn", "3320x"), ("metro", "70000")] {
+            let bad = Editor {
+                rows: vec![row(attribute, false, values)],
+                json: None,
+            };
+            assert!(
+                from_rows(&bad).unwrap_err().starts_with("row 1:"),
+                "{values}"
+            );
+        }
+    }
+
+    fn form(fields: &[(&str, &str)]) -> FormData {
+        FormData {
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            upload: None,
+        }
+    }
+
+    #[test]
+    fn a_rows_choices_replace_its_text() {
+        let posted = form(&[
+            ("t_attr", "country"),
+            ("t_op", "in"),
+            ("t_values", "DE"),
+            ("t_choice_0", "cellular"),
+            ("t_attr", "connection_type"),
+            ("t_op", "not_in"),
+            ("t_values", "corporate"),
+            ("t_choice_1", "cellular"),
+            ("t_choice_1", "satellite"),
+            ("t_attr", "connection_type"),
+            ("t_op", "in"),
+            ("t_values", "cable_dsl"),
+        ]);
+        let editor = rows_of_form(&posted);
+        assert_eq!(
+            editor.rows,
+            [
+                // Only attributes with choices read them.
+                row("country", false, "DE"),
+                row("connection_type", true, "cellular, satellite"),
+                // Nothing chosen: the text counts.
+                row("connection_type", false, "cable_dsl"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_of_choices_shows_them_selected_and_no_text() {
+        let (selects, text) = row("connection_type", false, "cellular, satellite").choice_selects();
+        assert_eq!(text, "");
+        assert_eq!(
+            selects,
+            [ChoiceSelect {
+                attribute: "connection_type",
+                options: vec![
+                    ("cable_dsl", false),
+                    ("cellular", true),
+                    ("corporate", false),
+                    ("satellite", true)
+                ],
+                shown: true,
+            }]
+        );
+        // A value outside the choices stays as text, so that the row's error can be read.
+        let (selects, text) = row("connection_type", false, "cellular, dialup").choice_selects();
+        assert_eq!(text, "cellular, dialup");
+        assert!(selects[0].shown && selects[0].options.iter().all(|(_, s)| !s));
+        // Other attributes keep their text; their rows offer the select hidden.
+        let (selects, text) = row("os", false, "iOS").choice_selects();
+        assert_eq!(text, "iOS");
+        assert!(!selects[0].shown);
+    }
+
+    #[test]
+    fn the_choices_are_the_models_values() {
+        for &(attribute, choices) in CHOICES {
+            for choice in choices {
+                let leaf = json!({ attribute: [choice] });
+                assert!(
+                    serde_json::from_value::<Targeting>(leaf.clone()).is_ok(),
+                    "{leaf}"
+                );
+            }
+        }
+        let all: Vec<marquee_model::ConnectionType> =
+            serde_json::from_value(json!(CONNECTION_TYPES)).unwrap();
+        assert_eq!(all.len(), 4);
     }
 
     #[test]

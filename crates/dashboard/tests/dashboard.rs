@@ -12,9 +12,10 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use jiff::{SignedDuration, Timestamp};
+use marquee_api::{GeoAvailability, GeoLocationSource};
 use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
 use marquee_manager::{Manager, ManagerOptions};
-use marquee_model::{Kind, LineItem, ManualClock, Role, Targeting};
+use marquee_model::{ConnectionType, Kind, LineItem, ManualClock, Role, Targeting};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
 use tower::ServiceExt as _;
@@ -23,6 +24,7 @@ const PASSWORD: &str = "correct horse battery";
 
 struct Site {
     router: axum::Router,
+    manager: Arc<Manager>,
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
     uploads: PathBuf,
@@ -82,7 +84,7 @@ impl Site {
         .await
         .unwrap();
         let dashboard = Dashboard::new(
-            manager,
+            Arc::clone(&manager),
             clock.clone(),
             DashboardOptions {
                 public_url: public_url.into(),
@@ -94,6 +96,7 @@ impl Site {
         );
         let site = Site {
             router: marquee_dashboard::router(Arc::new(dashboard)),
+            manager,
             store,
             clock,
             uploads,
@@ -575,6 +578,217 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
     assert!(page.body.contains("Saved."));
     assert!(page.body.contains("value=\"DE, AT\""));
     assert!(page.body.contains("id=\"pacing\""));
+}
+
+/// Metro, postal code, AS number and connection type rows are stored as their leaves and shown
+/// back; the connection types as a select of their values.
+#[tokio::test]
+async fn geo_and_network_rows_round_trip_through_the_form() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect();
+    form.extend([
+        ("t_attr", "metro"),
+        ("t_op", "in"),
+        ("t_values", "807, 501"),
+        ("t_attr", "postal"),
+        ("t_op", "not_in"),
+        ("t_values", "10115"),
+        ("t_attr", "asn"),
+        ("t_op", "in"),
+        ("t_values", "AS3320"),
+        ("t_attr", "connection_type"),
+        ("t_op", "in"),
+        ("t_values", ""),
+        ("t_choice_3", "cellular"),
+        ("t_choice_3", "satellite"),
+    ]);
+    let id = site.create(&admin, "line-items", &form).await;
+    let stored = site
+        .store
+        .get(Kind::LineItem, id, None)
+        .await
+        .unwrap()
+        .decode::<LineItem>()
+        .unwrap()
+        .object;
+    assert_eq!(
+        stored.targeting,
+        Some(Targeting::All(vec![
+            Targeting::Metro(vec![807, 501]),
+            Targeting::Not(Box::new(Targeting::Postal(vec!["10115".into()]))),
+            Targeting::Asn(vec![3320]),
+            Targeting::ConnectionType(vec![ConnectionType::Cellular, ConnectionType::Satellite]),
+        ]))
+    );
+    let page = site.get(&format!("/line-items/{id}"), &admin).await;
+    assert!(page.body.contains("value=\"807, 501\""), "{}", page.body);
+    assert!(page.body.contains("value=\"10115\""));
+    assert!(page.body.contains("value=\"3320\""));
+    let select = page
+        .body
+        .split("<select name=\"t_choice_3\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</select>").next())
+        .unwrap();
+    assert!(!select.contains(" hidden"), "{select}");
+    assert!(select.contains("value=\"cellular\" selected"), "{select}");
+    assert!(select.contains("value=\"satellite\" selected"), "{select}");
+    assert!(!select.contains("value=\"corporate\" selected"), "{select}");
+}
+
+/// A line item's page warns, in the API's words, about geo targeting the edges cannot match
+/// on ad requests, by where they learn a request's location.
+#[tokio::test]
+async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    // Country DE, not device tablet.
+    let id = site
+        .create(&admin, "line-items", &line_item_form(&campaign))
+        .await;
+    let untargeted: Vec<(&str, &str)> = line_item_form(&campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect();
+    let untargeted = site.create(&admin, "line-items", &untargeted).await;
+    let warning = "<p class=\"warning\" role=\"status\">geo targeting (country) cannot match ad \
+                   requests: no geo database is configured (geo.database) and no country header \
+                   (edge.country_header)</p>";
+    let page = site.get(&format!("/line-items/{id}"), &admin).await;
+    assert!(page.body.contains(warning), "{}", page.body);
+    let page = site.get(&format!("/line-items/{untargeted}"), &admin).await;
+    assert!(!page.body.contains("class=\"warning\""), "{}", page.body);
+
+    site.manager.set_geo_availability(GeoAvailability {
+        location: GeoLocationSource::CountryHeaderOnly,
+        network: false,
+    });
+    let page = site.get(&format!("/line-items/{id}"), &admin).await;
+    assert!(!page.body.contains("class=\"warning\""), "{}", page.body);
+}
+
+/// Why-not-served takes the request's region, city, metro, postal code, AS number and
+/// connection type, and names the geo attribute that rejects a line item.
+#[tokio::test]
+async fn why_not_served_takes_the_requests_whole_location() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect();
+    let rows = [
+        ("region", "US-CA"),
+        ("city", "San Francisco"),
+        ("metro", "807"),
+        ("postal", "94103"),
+        ("asn", "7922"),
+        ("connection_type", "cable_dsl"),
+    ];
+    for (attribute, values) in rows {
+        form.extend([("t_attr", attribute), ("t_op", "in"), ("t_values", values)]);
+    }
+    let id = site.create(&admin, "line-items", &form).await;
+    let publisher = site
+        .create(
+            &admin,
+            "publishers",
+            &[("name", "Daily News"), ("status", "active")],
+        )
+        .await
+        .to_string();
+    let news = site
+        .create(
+            &admin,
+            "sites",
+            &[
+                ("publisher_id", publisher.as_str()),
+                ("name", "News"),
+                ("status", "active"),
+                ("domain", "news.example"),
+            ],
+        )
+        .await
+        .to_string();
+    let placement = site
+        .create(
+            &admin,
+            "placements",
+            &[
+                ("site_id", news.as_str()),
+                ("name", "Top"),
+                ("status", "active"),
+                ("sizes", "300x250"),
+                ("formats", "banner"),
+                ("image_tag", "off"),
+            ],
+        )
+        .await;
+    site.manager.refresh().await.unwrap();
+    let verdict = |query: String| {
+        let site = &site;
+        let admin = admin.clone();
+        async move {
+            let page = site
+                .get(
+                    &format!("/why-not-served?placement={placement}&{query}"),
+                    &admin,
+                )
+                .await;
+            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+            let row = format!("/line-items/{id}\"");
+            let at = page
+                .body
+                .find(&row)
+                .unwrap_or_else(|| panic!("{}", page.body));
+            page.body[at..]
+                .split("<td>")
+                .nth(1)
+                .and_then(|cell| cell.split("</td>").next())
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let everywhere = "region=us-ca&city=San+Francisco&metro=807&postal=94103&asn=7922\
+                      &connection=cable_dsl";
+    // No creative: targeting holds, the line item fails later.
+    let holds = verdict(everywhere.to_owned()).await;
+    assert!(!holds.contains("targeting"), "{holds}");
+    for (field, other, attribute) in [
+        ("region=us-ca", "region=US-NY", "region"),
+        ("city=San+Francisco", "city=Oakland", "city"),
+        ("metro=807", "metro=501", "metro"),
+        ("postal=94103", "postal=94110", "postal"),
+        ("asn=7922", "asn=3320", "asn"),
+        (
+            "connection=cable_dsl",
+            "connection=cellular",
+            "connection_type",
+        ),
+    ] {
+        let reason = verdict(everywhere.replace(field, other)).await;
+        assert_eq!(
+            reason,
+            format!("targeting or placement links reject it ({attribute})")
+        );
+    }
+    let page = site
+        .get(
+            &format!("/why-not-served?placement={placement}&metro=eight"),
+            &admin,
+        )
+        .await;
+    assert!(page.body.contains("is not a DMA code"), "{}", page.body);
 }
 
 #[tokio::test]
