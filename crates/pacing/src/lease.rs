@@ -296,6 +296,9 @@ struct Budget {
     /// have all expired (see [`crate::Settlement`]).
     #[serde(default)]
     windows: BTreeMap<i64, BTreeMap<EdgeId, WindowTally>>,
+    /// When the windows' settlements last moved one aging step ([`Budget::age_settlements`]).
+    #[serde(default)]
+    aged_at: Option<Timestamp>,
     /// Billed in this period by edges the book has since forgotten.
     retired: u64,
     /// Delivered in this period before the book started counting it: the aggregation's count
@@ -350,25 +353,46 @@ impl Budget {
                         .map(|held| held.amount)
                         .fold(0, u64::saturating_add),
                 },
-                |terms, (reserved, settled)| Windows {
+                |terms, window| Windows {
                     settled_unreported: terms
                         .settled_unreported
-                        .saturating_add(settled.saturating_sub(reserved)),
+                        .saturating_add(window.settled.saturating_sub(window.reserved)),
                     pending: terms
                         .pending
-                        .saturating_add(reserved.saturating_sub(settled)),
+                        .saturating_add(window.reserved.saturating_sub(window.aggregated)),
                     ..terms
                 },
             )
     }
 
-    fn sum(tallies: &BTreeMap<EdgeId, WindowTally>) -> (u64, u64) {
-        tallies.values().fold((0u64, 0u64), |(r, s), tally| {
-            (
-                r.saturating_add(tally.reserved),
-                s.saturating_add(tally.settled),
-            )
-        })
+    /// A window's counts summed over its edges.
+    fn sum(tallies: &BTreeMap<EdgeId, WindowTally>) -> WindowTally {
+        tallies
+            .values()
+            .fold(WindowTally::default(), |sum, tally| WindowTally {
+                reserved: sum.reserved.saturating_add(tally.reserved),
+                settled: sum.settled.saturating_add(tally.settled),
+                aggregated: sum.aggregated.saturating_add(tally.aggregated),
+                staged: sum.staged.saturating_add(tally.staged),
+            })
+    }
+
+    /// Moves every window's settlements one aging step once `step` has passed since the last:
+    /// a settlement reaches `aggregated` one to two steps after it was reported, by when the
+    /// aggregation (which runs every second or so) has counted its event.
+    fn age_settlements(&mut self, now: Timestamp, step: SignedDuration) {
+        if self
+            .aged_at
+            .and_then(|at| at.checked_add(step).ok())
+            .is_some_and(|due| now < due)
+        {
+            return;
+        }
+        for tally in self.windows.values_mut().flat_map(BTreeMap::values_mut) {
+            tally.aggregated = tally.staged;
+            tally.staged = tally.settled;
+        }
+        self.aged_at = Some(now);
     }
 
     /// Whether a window of decision time began in this period.
@@ -393,7 +417,9 @@ impl Budget {
             if settled_by(window).is_none_or(|at| now < at) {
                 break;
             }
-            let (reserved, settled) = Self::sum(&entry.remove());
+            let WindowTally {
+                reserved, settled, ..
+            } = Self::sum(&entry.remove());
             if self.of_this_period(window) {
                 self.returned = self
                     .returned
@@ -413,14 +439,20 @@ impl Budget {
 /// show as settlements beyond what was reported reserved (`settled_unreported`); those billed
 /// on itself, or settled there and not reported, show only in the aggregation's count, which
 /// the book compares with what it knows is still pending (reserved, not settled, tokens not
-/// expired). Counted as used, neither is granted a second time. (A window's reports may cross,
-/// a settlement arriving before its reservation; the aggregation may count an event before its
-/// settlement is reported: each is then counted for a second, the safe side.)
+/// expired). Counted as used, neither is granted a second time.
+///
+/// Once the killed edge's reservations are returned, the aggregation's count is what holds the
+/// period's use up, so a reservation stays pending until its settlement has aged one `grace`
+/// (two at most): a settlement reported before the aggregation counted its event would
+/// otherwise drop out of both terms for a second, and the book would grant it again. (Reports
+/// may cross the other way too, a settlement before its reservation, or an event counted while
+/// its settlement ages: each is then counted twice for a few seconds, the safe side.)
 #[derive(Debug, Clone, Copy)]
 struct Windows {
     /// Settled beyond what was reported reserved, closed windows included.
     settled_unreported: u64,
-    /// Reserved and not (yet) settled, in open windows.
+    /// Reserved and not settled (or settled too recently for the aggregation to have counted
+    /// it), in open windows.
     pending: u64,
     /// Unreported parts of reclaimed leases still held ([`Budget::held`]).
     held: u64,
@@ -482,6 +514,15 @@ impl Margin {
 struct WindowTally {
     reserved: u64,
     settled: u64,
+    /// `settled` as it was at least one aging step ago ([`Budget::age_settlements`]): what
+    /// the aggregation has had time to count. The floor takes a reservation as pending until
+    /// then, so that a settlement reported before its event is aggregated is counted once,
+    /// not zero times.
+    #[serde(default)]
+    aggregated: u64,
+    /// `settled` at the last aging step, `aggregated` at the next.
+    #[serde(default)]
+    staged: u64,
 }
 
 /// One edge's standing with one budget. Its ceiling the book must assume is the larger of the
@@ -651,6 +692,7 @@ impl LeaseBook {
                 settled_unreported: 0,
                 held: Vec::new(),
                 windows: BTreeMap::new(),
+                aged_at: None,
                 retired: 0,
                 prior: spec.delivered,
                 suspended_at: None,
@@ -814,6 +856,7 @@ impl LeaseBook {
             .saturating_add(SignedDuration::from_secs(WINDOW_SECS));
         for (line_item, budget) in &mut self.state.budgets {
             budget.return_expired(now, config);
+            budget.age_settlements(now, config.grace);
             budget.held.retain(|held| held.until > now);
             budget.accounts.retain(|_, account| {
                 let keep = account.closed_at.is_none_or(|closed| {
@@ -1450,9 +1493,42 @@ mod tests {
         book.renew(&reserving(1, 90, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 90, 0)]);
         book.record(EdgeId(2), &[settlement(window, 0, 80)]);
+        // Until the aggregation has had time to count them, the 80 settled stay pending too.
         assert_eq!(book.usage(LINE).unwrap().used, 90);
         book.set_budget(LINE, minute_budget(90).2);
+        assert_eq!(book.usage(LINE).unwrap().used, 180);
+        let grace = LeaseConfig::default().grace;
+        book.expire(start);
+        book.expire(start + grace);
         assert_eq!(book.usage(LINE).unwrap().used, 100);
+    }
+
+    /// The aggregation's count holds the period's use up (the reports explain less, as after
+    /// an edge's kill): a settlement reported before the aggregation has counted its event
+    /// keeps its reservation pending, so the period's use does not dip and the book does not
+    /// grant the reservation a second time.
+    #[test]
+    fn a_settlement_reported_before_its_event_is_aggregated_keeps_the_use_up() {
+        let (window, start, spec) = minute_budget(0);
+        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book.set_budget(LINE, spec);
+        book.renew(&reserving(1, 0, 0), start).unwrap();
+        book.renew(&reserving(1, 50, 0), start).unwrap();
+        book.record(EdgeId(1), &[settlement(window, 50, 0)]);
+        // The aggregation counted 40 more billed than the reports explain (the returned
+        // reservations of a killed edge that in fact settled on it).
+        book.set_budget(LINE, minute_budget(40).2);
+        assert_eq!(book.usage(LINE).unwrap().used, 90);
+        // The 50 settle; their events are not aggregated yet: the use stays at 90.
+        book.record(EdgeId(1), &[settlement(window, 50, 50)]);
+        assert_eq!(book.usage(LINE).unwrap().used, 90);
+        let grace = LeaseConfig::default().grace;
+        book.expire(start);
+        assert_eq!(book.usage(LINE).unwrap().used, 90);
+        // Aggregated, and aged: counted once, as billed.
+        book.set_budget(LINE, minute_budget(90).2);
+        book.expire(start + grace);
+        assert_eq!(book.usage(LINE).unwrap().used, 90);
     }
 
     /// Reservations made before the period started are not returned to it.
