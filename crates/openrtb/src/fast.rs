@@ -918,6 +918,8 @@ impl<'a> FromObject<'a> for Geo<'a> {
             "city" => geo.city = c.opt_string()?,
             "lat" => geo.lat = c.opt_f64()?,
             "lon" => geo.lon = c.opt_f64()?,
+            "metro" => geo.metro = c.opt_string()?,
+            "zip" => geo.zip = c.opt_string()?,
             "type" => geo.location_type = opt_code(c, LocationType)?,
         })
     }

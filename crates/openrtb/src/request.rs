@@ -307,6 +307,12 @@ pub struct Geo<'a> {
     pub lat: Option<f64>,
     #[serde(default)]
     pub lon: Option<f64>,
+    /// The metro (Nielsen DMA) code, as text (`"807"`).
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub metro: Option<Cow<'a, str>>,
+    /// Postal or ZIP code.
+    #[serde(default, borrow, deserialize_with = "de::opt_cow")]
+    pub zip: Option<Cow<'a, str>>,
     #[serde(default, rename = "type")]
     pub location_type: Option<LocationType>,
 }
@@ -327,6 +333,11 @@ impl<'a> Geo<'a> {
             .binary_search_by_key(&code, |(alpha3, _)| *alpha3)
             .ok()?;
         Some(table[at].1)
+    }
+
+    /// The metro code as a number (`"807"` → 807); `None` when absent or not a number.
+    pub fn metro_code(&self) -> Option<u16> {
+        self.metro.as_deref()?.trim().parse().ok()
     }
 
     /// The region as ISO 3166-2 (`US-CA`), as targeting names regions: OpenRTB sends the part

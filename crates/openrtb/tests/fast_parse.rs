@@ -522,6 +522,8 @@ const KEYS: &[&str] = &[
     "city",
     "lat",
     "lon",
+    "metro",
+    "zip",
     "type",
     "ua",
     "ip",

@@ -397,4 +397,16 @@ fn geo_codes_become_targeting_s() {
     );
     let long = geo(Some("USA"), Some("CALIFORNIA"));
     assert_eq!(code(&long, Some("US")), None, "longer than any code");
+
+    let metro = |text: &'static str| {
+        Geo {
+            metro: Some(Cow::Borrowed(text)),
+            ..Geo::default()
+        }
+        .metro_code()
+    };
+    assert_eq!(metro("807"), Some(807));
+    assert_eq!(metro(" 501 "), Some(501));
+    assert_eq!(metro("SF Bay"), None);
+    assert_eq!(Geo::default().metro_code(), None);
 }
