@@ -2,8 +2,8 @@
 //! of the words that matter, collecting a bit set; rules over that set then name the device
 //! type, the operating system family and the browser family.
 //!
-//! Words are what lies between spaces, parentheses, semicolons, commas, slashes and a few
-//! other separators: `Mozilla/5.0 (Linux; Android 14; K) … Chrome/124.0.0.0 Mobile Safari/537.36`
+//! Words are runs of ASCII letters, digits, `.`, `-` and `_`; any other byte separates them:
+//! `Mozilla/5.0 (Linux; Android 14; K) … Chrome/124.0.0.0 Mobile Safari/537.36`
 //! reads as `Mozilla`, `5.0`, `Linux`, `Android`, `14`, `K`, …, `Chrome`, `124.0.0.0`, `Mobile`,
 //! `Safari`, `537.36`. A word is matched whole, so `Mobile` is not found in `T-Mobile`, and the
 //! rules, not the order of the words, decide which one wins (`Edg` over `Chrome` over `Safari`).
@@ -204,35 +204,65 @@ fn browser(s: Seen, family: Option<&'static str>) -> Option<&'static str> {
     Some(name)
 }
 
-/// One pass over the User-Agent: every word is looked up once.
+/// One pass over the User-Agent: every word is looked up once. Separators are found eight
+/// bytes at a time, with arithmetic on a `u64` rather than a comparison per byte.
 fn scan(user_agent: &[u8]) -> Seen {
     let ua = user_agent.get(..MAX_LEN).unwrap_or(user_agent);
     let mut seen = 0;
+    // Where the current word starts.
     let mut start = 0;
-    for (i, &b) in ua.iter().enumerate() {
-        if SEPARATOR[usize::from(b)] {
-            if i > start {
-                seen |= word_at(ua, start, i - start);
+    let mut base = 0;
+    while base <= ua.len() {
+        let bytes = match ua.get(base..base + 8) {
+            Some(eight) => <[u8; 8]>::try_from(eight).unwrap_or([b' '; 8]),
+            // The last bytes, padded with separators: the first of them ends the last word.
+            None => {
+                let mut padded = [b' '; 8];
+                let tail = ua.get(base..).unwrap_or_default();
+                padded
+                    .get_mut(..tail.len())
+                    .unwrap_or_default()
+                    .copy_from_slice(tail);
+                padded
             }
-            start = i + 1;
+        };
+        let mut separators = separators(u64::from_le_bytes(bytes));
+        while separators != 0 {
+            let end = base + separators.trailing_zeros() as usize / 8;
+            // No word of the table is one byte long or starts with a digit (versions, builds).
+            if end > start + 1 && ua.get(start).is_some_and(|b| !b.is_ascii_digit()) {
+                seen |= word_at(ua, start, end - start);
+            }
+            start = end + 1;
+            separators &= separators - 1;
         }
-    }
-    if ua.len() > start {
-        seen |= word_at(ua, start, ua.len() - start);
+        base += 8;
     }
     seen
 }
 
-const SEPARATOR: [bool; 256] = {
-    let mut table = [false; 256];
-    let separators = b" \t()[];,/+\"";
-    let mut i = 0;
-    while i < separators.len() {
-        table[separators[i] as usize] = true;
-        i += 1;
-    }
-    table
-};
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+const fn splat(b: u8) -> u64 {
+    0x0101_0101_0101_0101 * b as u64
+}
+
+/// The separators among the eight bytes of `x`: the high bit of each separator's byte set, all
+/// else clear. Words are made of ASCII letters and digits, `.`, `-` and `_`; any other byte
+/// separates them. Each lane is kept below 0x80 so that no sum carries into the next.
+fn separators(x: u64) -> u64 {
+    let low = x & !HIGH;
+    // Lanes from `lo` to `hi`.
+    let within = |v: u64, lo: u8, hi: u8| {
+        v.wrapping_add(splat(0x80 - lo)) & !v.wrapping_add(splat(0x7f - hi)) & HIGH
+    };
+    let equal = |v: u64, b: u8| !(v ^ splat(b)).wrapping_add(splat(0x7f)) & HIGH;
+    let letters = within(low | splat(0x20), b'a', b'z');
+    // '-', '.', '/' and the digits are adjacent; '/' is not part of a word.
+    let digits_dot_dash = within(low, b'-', b'9') & !equal(low, b'/');
+    let word = (letters | digits_dot_dash | equal(low, b'_')) & !x;
+    !word & HIGH
+}
 
 /// Longest word looked up; longer ones (tokens, hashes) cannot be in the table.
 const MAX_WORD: usize = 24;
@@ -241,11 +271,8 @@ const MAX_WORD: usize = 24;
 /// load, a multiplication and one look at an empty slot.
 #[inline]
 fn word_at(ua: &[u8], start: usize, len: usize) -> Seen {
-    let Some(&first) = ua.get(start) else {
-        return 0;
-    };
-    if first.is_ascii_digit() || len > MAX_WORD {
-        // Versions and build numbers; tokens longer than any word of the table.
+    if len > MAX_WORD {
+        // Tokens longer than any word of the table.
         return 0;
     }
     let key = key_at(ua, start, len);
@@ -451,7 +478,7 @@ static TABLE: [Entry; SLOTS] = {
     let mut i = 0;
     while i < WORDS.len() {
         let (text, seen) = WORDS[i];
-        assert!(!text.is_empty() && text.len() <= MAX_WORD && !text[0].is_ascii_digit());
+        assert!(text.len() > 1 && text.len() <= MAX_WORD && !text[0].is_ascii_digit());
         let key = key(text);
         let mut slot = slot(key, text.len());
         while table[slot].len != 0 {
@@ -511,6 +538,30 @@ mod tests {
             b"SamsungBrowsex",
         ] {
             assert_eq!(scan(word), 0, "{}", String::from_utf8_lossy(word));
+        }
+    }
+
+    fn is_separator(b: u8) -> bool {
+        !(b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+    }
+
+    #[test]
+    fn separators_are_found_eight_at_a_time_as_one_at_a_time() {
+        for b in 0..=255u8 {
+            for lane in 0..8 {
+                let mut bytes = *b"abcdefgh";
+                bytes[lane] = b;
+                let expected = if is_separator(b) {
+                    0x80 << (8 * lane)
+                } else {
+                    0
+                };
+                assert_eq!(
+                    separators(u64::from_le_bytes(bytes)),
+                    expected,
+                    "{b:#x} in {lane}"
+                );
+            }
         }
     }
 
