@@ -260,6 +260,29 @@ fn ipv6_networks_over_the_mapped_range_are_kept_as_inserted() {
 }
 
 #[test]
+fn all_of_ipv4_as_one_network_is_found_as_mapped_too() {
+    let mut writer = DatabaseWriter::new("Test", "test");
+    writer
+        .insert(
+            "0.0.0.0/0".parse().unwrap(),
+            &Value::map([("n", Value::Uint16(1))]),
+        )
+        .unwrap();
+    let reader = read(writer.to_bytes().unwrap());
+    let n = |address: &str| -> Option<u16> {
+        reader
+            .lookup(ip(address))
+            .unwrap()
+            .decode_path(&[PathElement::Key("n")])
+            .unwrap()
+    };
+    assert_eq!(n("1.2.3.4"), Some(1));
+    assert_eq!(n("::ffff:1.2.3.4"), Some(1));
+    assert_eq!(n("::1:0:0"), None);
+    assert_eq!(n("2001:db8::1"), None);
+}
+
+#[test]
 fn the_whole_address_space_can_be_one_network() {
     let mut writer = DatabaseWriter::new("Test", "test");
     writer

@@ -96,12 +96,17 @@ impl Tree {
     /// alone where no IPv4 network was inserted, or where IPv6 networks were inserted over
     /// that range.
     pub(crate) fn alias_ipv4_mapped(&mut self) -> Result<(), WriteError> {
-        let mut ipv4_root = 0;
-        for _ in 0..96 {
-            match self.nodes[ipv4_root][0] {
-                Record::Node(next) => ipv4_root = next as usize,
+        // The record for ::/96: the IPv4 subtree, or one network covering all of IPv4.
+        let mut node = 0;
+        for _ in 0..95 {
+            match self.nodes[node][0] {
+                Record::Node(next) => node = next as usize,
                 _ => return Ok(()),
             }
+        }
+        let ipv4 = self.nodes[node][0];
+        if ipv4 == Record::Empty {
+            return Ok(());
         }
         let mapped: u128 = 0xffff << 32;
         let mut node = 0;
@@ -119,8 +124,7 @@ impl Tree {
         }
         let last = &mut self.nodes[node][bit_at(mapped, 95)];
         if *last == Record::Empty {
-            // `ipv4_root` is a node's index, which `push` keeps below `u32::MAX`.
-            *last = Record::Node(ipv4_root as u32);
+            *last = ipv4;
         }
         Ok(())
     }
