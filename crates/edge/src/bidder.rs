@@ -44,6 +44,7 @@ use crate::notice::{self, NoticeClaims};
 use crate::profiles;
 use crate::shared::{self, EdgeCaps};
 use crate::sync::UserSyncs;
+use crate::visitor::{self, Visitor};
 use crate::{Edge, Loaded, Stats};
 
 /// One exchange's settings (`[exchanges.NAME]` over `[bidder]`; the unnamed endpoint uses
@@ -647,6 +648,16 @@ pub(crate) fn bid(
     let geo = device
         .and_then(|d| d.geo.as_ref())
         .or_else(|| request.user.as_ref().and_then(|u| u.geo.as_ref()));
+    let ip = device.and_then(|d| {
+        d.ip.as_deref()
+            .or(d.ipv6.as_deref())
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+    });
+    // The exchange's location when it sent one; else the device's address looked up.
+    let located = match geo {
+        Some(_) => Visitor::default(),
+        None => Visitor::at(ip.and_then(|ip| visitor::locate_address(edge, ip))),
+    };
     // OpenRTB's codes (ISO 3166-1 alpha-3, a region without its country) in targeting's.
     let country = geo.and_then(|g| g.country_alpha2());
     let mut region_buf = [0u8; 8];
@@ -666,19 +677,19 @@ pub(crate) fn bid(
             os: device.and_then(|d| d.os.as_deref()),
             browser: None,
             language: device.and_then(|d| d.language.as_deref()),
-            ip: device
-                .and_then(|d| d.ip.as_deref())
-                .and_then(|ip| ip.parse::<IpAddr>().ok()),
+            ip,
         },
-        geo: Geo {
-            country,
-            region,
-            city: geo.and_then(|g| g.city.as_deref()),
-            point: geo.and_then(|g| Some((g.lat?, g.lon?))),
-            metro: None,
-            postal: None,
-            asn: None,
-            connection_type: None,
+        geo: match geo {
+            Some(geo) => Geo {
+                country,
+                region,
+                city: geo.city.as_deref(),
+                point: geo.lat.zip(geo.lon),
+                metro: geo.metro_code(),
+                postal: geo.zip.as_deref(),
+                ..Geo::default()
+            },
+            None => located.geo(),
         },
         user: User {
             id: user_id.as_deref(),

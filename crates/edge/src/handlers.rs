@@ -11,11 +11,9 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
-use marquee_engine::{
-    Blocked, Context, Decision, Device, Geo, Request, Scratch, Slot, User, user_key,
-};
+use marquee_engine::{Blocked, Context, Decision, Device, Request, Scratch, Slot, User, user_key};
 use marquee_eventlog::{AppendError, Event, InvalidReason, Kind as EventKind};
-use marquee_model::{CampaignId, Channel, DeviceType, Format, LineItemId, PlacementId};
+use marquee_model::{CampaignId, Channel, Format, LineItemId, PlacementId};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, CreativeEntry, SnapshotData};
@@ -29,6 +27,7 @@ use crate::profiles;
 use crate::query::{self, AdFormat, AdQuery};
 use crate::render::{self, Values};
 use crate::shared::{self, EdgeCaps};
+pub(crate) use crate::visitor::Visitor;
 use crate::{Edge, Fallback, Loaded, Stats};
 
 pub(crate) type Body = Full<Bytes>;
@@ -187,12 +186,19 @@ pub(crate) fn readyz(edge: &Edge) -> Response<Body> {
     }
 }
 
+/// The tag script, asking the browser for the client hints the ad requests it makes are read
+/// by (`visitor.rs`).
 pub(crate) fn tag_js() -> Response<Body> {
-    response(
+    let mut answer = response(
         StatusCode::OK,
         "application/javascript; charset=utf-8",
         Bytes::from_static(TAG_JS.as_bytes()),
-    )
+    );
+    answer.headers_mut().insert(
+        hyper::header::HeaderName::from_static("accept-ch"),
+        HeaderValue::from_static(marquee_device::ACCEPT_CH),
+    );
+    answer
 }
 
 pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -211,60 +217,6 @@ pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> 
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
-}
-
-/// Device type, OS and browser from the User-Agent, coarsely: enough for targeting by family.
-fn device(
-    headers: &HeaderMap,
-) -> (
-    Option<DeviceType>,
-    Option<&'static str>,
-    Option<&'static str>,
-) {
-    let Some(ua) = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return (None, None, None);
-    };
-    let device = if ua.contains("iPad") || (ua.contains("Android") && !ua.contains("Mobile")) {
-        DeviceType::Tablet
-    } else if ua.contains("Mobile") || ua.contains("iPhone") {
-        DeviceType::Phone
-    } else if ua.contains("SmartTV") || ua.contains("SMART-TV") || ua.contains("CrKey") {
-        DeviceType::Ctv
-    } else {
-        DeviceType::Desktop
-    };
-    let os = [
-        ("iPhone", "iOS"),
-        ("iPad", "iOS"),
-        ("Android", "Android"),
-        ("Windows", "Windows"),
-        ("Mac OS X", "macOS"),
-        ("Linux", "Linux"),
-    ]
-    .into_iter()
-    .find(|(needle, _)| ua.contains(needle))
-    .map(|(_, os)| os);
-    let browser = [
-        ("Edg/", "Edge"),
-        ("Firefox/", "Firefox"),
-        ("Chrome/", "Chrome"),
-        ("Safari/", "Safari"),
-    ]
-    .into_iter()
-    .find(|(needle, _)| ua.contains(needle))
-    .map(|(_, browser)| browser);
-    (Some(device), os, browser)
-}
-
-fn country<'h>(edge: &Edge, headers: &'h HeaderMap) -> Option<&'h str> {
-    let name = edge.config.country_header.as_deref()?;
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
 }
 
 /// One served ad, ready to answer in any format.
@@ -401,6 +353,7 @@ pub(crate) async fn ad(
         .then(|| query.cache_buster.as_deref())
         .flatten()
         .map(|cb| crate::image_tag::key(&query.placements, cb));
+    let visitor = Visitor::of(edge, headers, client);
     let step = WORKER.with(|worker| {
         let mut worker = worker.borrow_mut();
         let worker = &mut *worker;
@@ -428,7 +381,7 @@ pub(crate) async fn ad(
                 edge,
                 &loaded,
                 &query,
-                headers,
+                &visitor,
                 user_id.as_deref(),
                 profile.as_deref(),
                 placement,
@@ -604,7 +557,7 @@ fn serve_one<'s>(
     edge: &Edge,
     loaded: &'s Loaded,
     query: &AdQuery<'_>,
-    headers: &HeaderMap,
+    visitor: &Visitor,
     user_id: Option<&str>,
     profile: Option<&Profile>,
     placement: PlacementId,
@@ -624,13 +577,11 @@ fn serve_one<'s>(
         .collect();
     let mut segments: Vec<&str> = Vec::new();
     profiles::add_targeting(profile, &mut segments, &mut key_values);
-    let (device_type, os, browser) = device(headers);
     let sizes = if query.sizes.is_empty() {
         &entry.sizes[..]
     } else {
         &query.sizes[..]
     };
-    let visitor_country = country(edge, headers);
     // Our tags put banners and native ads in pages; a VAST creative (video, audio) has no
     // markup there, so it must not win the slot. (No formats at all means banner.)
     let mut page_formats = [Format::Banner; 2];
@@ -663,16 +614,13 @@ fn serve_one<'s>(
         domain,
         page_url: query.page_url.as_deref(),
         device: Device {
-            device_type,
-            os,
-            browser,
+            device_type: visitor.device.device_type,
+            os: visitor.device.os,
+            browser: visitor.device.browser,
             language: None,
             ip: None,
         },
-        geo: Geo {
-            country: visitor_country,
-            ..Geo::default()
-        },
+        geo: visitor.geo(),
         user: User {
             id: user_id,
             segments: &segments,
@@ -729,17 +677,7 @@ fn serve_one<'s>(
     }
     // An image tag's click request re-derives the decision its image request made and logged.
     if query.format != Some(AdFormat::Click) {
-        log(
-            edge,
-            event(
-                EventKind::Decision,
-                &claims,
-                now,
-                visitor_country,
-                device_type,
-                0,
-            ),
-        );
+        log(edge, event(EventKind::Decision, &claims, now, visitor, 0));
     }
     Some(Served {
         placement,
@@ -920,14 +858,9 @@ fn event(
     kind: EventKind,
     claims: &Claims,
     now: Timestamp,
-    country: Option<&str>,
-    device: Option<DeviceType>,
+    visitor: &Visitor,
     amount_micros: i64,
 ) -> Event {
-    let country = country.map_or([0, 0], |c| {
-        let b = c.as_bytes();
-        [b[0], b[1]]
-    });
     Event {
         kind,
         time_micros: now.as_microsecond(),
@@ -935,8 +868,8 @@ fn event(
         creative: claims.creative,
         placement: claims.placement,
         user: claims.user,
-        country,
-        device: device.map_or(0, |d| d as u8 + 1),
+        country: visitor.country_bytes(),
+        device: visitor.device_type().map_or(0, |d| d as u8 + 1),
         amount_micros,
         event_id: u128::from(claims.nonce),
     }
@@ -1022,7 +955,7 @@ pub(crate) async fn track(
     if let Some(claims) = &claims
         && counts
     {
-        let visitor = Visitor::of(edge, headers);
+        let visitor = Visitor::of(edge, headers, client);
         // A click within the minimum delay of its decision (the token's issue time, in whole
         // seconds: a click is judged at most a second later than it came) is no person's.
         let elapsed_ms = now.as_millisecond() - claims.issued_at.saturating_mul(1_000);
@@ -1080,7 +1013,7 @@ pub(crate) fn log_invalid(
     kind: Kind,
     claims: &Claims,
     reason: InvalidReason,
-    visitor: &Visitor<'_>,
+    visitor: &Visitor,
     now: Timestamp,
 ) {
     edge.quality.count(kind, reason);
@@ -1094,14 +1027,7 @@ pub(crate) fn log_invalid(
         edge,
         Event {
             event_id: u128::from(id),
-            ..event(
-                event_kind,
-                claims,
-                now,
-                visitor.country,
-                visitor.device,
-                i64::from(reason.code()),
-            )
+            ..event(event_kind, claims, now, visitor, i64::from(reason.code()))
         },
     );
 }
@@ -1204,22 +1130,6 @@ fn untokened_expiry(claims: &Claims, now: i64) -> i64 {
     now - (now - phase).rem_euclid(lifetime) + lifetime
 }
 
-/// Where an event's visitor is, as far as the request tells.
-pub(crate) struct Visitor<'a> {
-    pub(crate) country: Option<&'a str>,
-    pub(crate) device: Option<DeviceType>,
-}
-
-impl<'a> Visitor<'a> {
-    /// What `headers` tell of the visitor.
-    pub(crate) fn of(edge: &'a Edge, headers: &'a HeaderMap) -> Visitor<'a> {
-        Visitor {
-            country: country(edge, headers),
-            device: device(headers).0,
-        }
-    }
-}
-
 /// Whether [`count_once`] counted its event or found it counted before.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Counted {
@@ -1258,7 +1168,7 @@ async fn count_once(
     claims: &Claims,
     expires_at: i64,
     now: Timestamp,
-    visitor: &Visitor<'_>,
+    visitor: &Visitor,
     source: Source,
 ) -> Counted {
     let event_kind = match kind {
@@ -1276,14 +1186,7 @@ async fn count_once(
     let amount = loaded
         .as_deref()
         .map_or(0, |l| amount(&l.engine.snapshot().data, claims, kind));
-    let event = event(
-        event_kind,
-        claims,
-        now,
-        visitor.country,
-        visitor.device,
-        amount,
-    );
+    let event = event(event_kind, claims, now, visitor, amount);
     let claims = *claims;
     commit_and_settle(edge, &event, move |edge, logged| {
         settle(

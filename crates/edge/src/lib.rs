@@ -19,6 +19,7 @@
 pub mod bidder;
 mod client;
 mod gateway;
+pub mod geo;
 mod handlers;
 pub mod holder;
 mod idle_body;
@@ -38,6 +39,7 @@ mod render;
 mod server;
 mod shared;
 pub mod sync;
+mod visitor;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,6 +150,9 @@ pub struct Edge {
     pub metrics_access: marquee_model::MetricsAccess,
     /// The invalid-traffic screen of events and bid requests (see [`quality`]).
     pub quality: Quality,
+    /// Where visitors are, by their address (`[geo]`, or the demo's database); `None` leaves
+    /// the country header as the only source of location (see `visitor.rs`).
+    pub geo: Option<Arc<marquee_geo::GeoSource>>,
     /// The image-tag impressions served within the click window (see `image_tag.rs`).
     images: image_tag::ServedImages,
     /// How the replay guards (here and the bidder's) are sized.
@@ -253,6 +258,12 @@ impl Edge {
         self
     }
 
+    /// Locates visitors with `geo`'s databases.
+    pub fn with_geo(mut self, geo: Arc<marquee_geo::GeoSource>) -> Edge {
+        self.geo = Some(geo);
+        self
+    }
+
     /// Serves `/metrics` to the callers `access` allows (the default: loopback peers only).
     pub fn with_metrics_access(mut self, access: marquee_model::MetricsAccess) -> Edge {
         self.metrics_access = access;
@@ -264,6 +275,7 @@ impl Edge {
             shared: None,
             metrics_access: marquee_model::MetricsAccess::default(),
             quality: Quality::default(),
+            geo: None,
             images: image_tag::ServedImages::new(IMAGES_REMEMBERED),
             profiles: profiles::load(&config.data_dir),
             bidder: bidder::Bidder::new(BidderConfig::default()),

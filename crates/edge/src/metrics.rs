@@ -363,6 +363,7 @@ pub(crate) fn render(edge: &Edge) -> String {
     }
 
     crate::quality::render_metrics(edge, &mut out);
+    crate::geo::render_metrics(edge, &mut out);
     crate::bidder::render_metrics(edge, &mut out);
     if let Some(gateway) = edge.gateway.get() {
         gateway.render_metrics(&mut out);

@@ -21,6 +21,7 @@ use marquee_sharedstate::{SharedConfig, SharedState};
 use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
 
+mod geo;
 mod roles;
 mod users;
 
@@ -453,6 +454,13 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Duration::from_secs(config.traffic.reload_interval_secs),
         until_stopped(),
     ));
+    let geo_reload = edge.geo.clone().map(|geo| {
+        tokio::spawn(marquee_edge::geo::reload_geo_every(
+            geo,
+            Duration::from_secs(config.geo.reload_interval_secs),
+            until_stopped(),
+        ))
+    });
     let app = marquee_manager::router_with(
         &manager,
         &public_url,
@@ -474,6 +482,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     aggregation.await?;
     disk_limit.await?;
     list_reload.await?;
+    if let Some(geo_reload) = geo_reload {
+        geo_reload.await?;
+    }
     pacing_loop.await?;
     edge_sync.await?;
     local_heartbeat.await?;
@@ -676,6 +687,10 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         // A new edge: nothing has set it yet.
         let _ = edge.gateway.set(gateway);
     }
+    let edge = match geo::open(config)? {
+        Some(geo) => edge.with_geo(geo),
+        None => edge,
+    };
     Ok(match shared_state(config)? {
         Some(shared) => edge.with_shared_state(shared),
         None => edge,

@@ -372,6 +372,13 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         Duration::from_secs(config.traffic.reload_interval_secs),
         until_stopped(),
     ));
+    let geo_reload = edge.geo.clone().map(|geo| {
+        tokio::spawn(marquee_edge::geo::reload_geo_every(
+            geo,
+            Duration::from_secs(config.geo.reload_interval_secs),
+            until_stopped(),
+        ))
+    });
     let shutdown = Box::pin(async move {
         signalled.await;
         let _ = stop.send(true);
@@ -382,6 +389,9 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     heartbeat.await?;
     disk_limit.await?;
     list_reload.await?;
+    if let Some(geo_reload) = geo_reload {
+        geo_reload.await?;
+    }
     edge.log.flush_and_close()?;
     give_leases_back(&edge, &*sync_client).await;
     tracing::info!("edge stopped; event log flushed");

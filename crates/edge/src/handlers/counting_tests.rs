@@ -420,10 +420,7 @@ async fn an_image_tag_fetched_again_within_its_window_counts_once() {
         };
         let edge = Arc::clone(&edge);
         async move {
-            let visitor = Visitor {
-                country: None,
-                device: None,
-            };
+            let visitor = Visitor::default();
             let loaded = edge.holder.current();
             count_once(
                 &edge,

@@ -50,7 +50,7 @@ pub(super) async fn before_decision(
         // A placement not in the snapshot is logged under none: the manager would drop it.
         let known = entry.map_or(0, |p| p.id.0);
         let claims = claims_of(edge, Kind::Impression, known, 0, 0, 0, 0, now);
-        let visitor = Visitor::of(edge, headers);
+        let visitor = Visitor::of(edge, headers, client);
         let kind = counted_kind(format);
         log_invalid(
             edge,
@@ -89,7 +89,7 @@ pub(super) async fn after_decision(
     let (kind, claims) = (event.kind, &event.claims);
     let rate_user = if event.new_user { 0 } else { claims.user };
     let now = Timestamp::now();
-    let visitor = Visitor::of(edge, headers);
+    let visitor = Visitor::of(edge, headers, client);
     let cache_buster = image_tag::cache_buster(image.cache_buster);
     let invalid = match (kind, cache_buster) {
         (_, None) => Some(InvalidReason::NoCacheBuster),
@@ -211,7 +211,7 @@ async fn click(
     if answer.status() != StatusCode::FOUND {
         return (answer, Outcome::Fallback);
     }
-    let visitor = Visitor::of(edge, headers);
+    let visitor = Visitor::of(edge, headers, client);
     let elapsed_ms = now.as_millisecond() - served.served_at_ms;
     let invalid = edge
         .quality
