@@ -25,7 +25,7 @@ use crate::client::Client;
 
 /// Addresses each worker remembers with their location. A hit costs a hash and a compare; a
 /// miss, a lookup in the database (see `crates/geo/README.md` for both).
-const CACHED_ADDRESSES: usize = 4096;
+const CACHED_ADDRESSES: usize = 8192;
 
 thread_local! {
     static LOOKUPS: RefCell<LookupCache> = RefCell::new(LookupCache::new(CACHED_ADDRESSES));
