@@ -152,3 +152,159 @@ fn connection_type(kind: marquee_geo::ConnectionType) -> ConnectionType {
         marquee_geo::ConnectionType::Satellite => ConnectionType::Satellite,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::net::{IpAddr, SocketAddr};
+    use std::time::Duration;
+
+    use hyper::Method;
+    use hyper::header::HeaderValue;
+    use ipnet::IpNet;
+    use marquee_eventlog::EventLog;
+    use marquee_geo::GeoDatabase;
+    use marquee_tracking::KeyRing;
+
+    use super::*;
+    use crate::{EdgeConfig, Fallback, Limits};
+
+    /// An edge locating visitors with the demo database (10/8 Berlin, 192.168/16 London,
+    /// loopback San Francisco), reading the country from `X-Country` if `header`.
+    fn edge(dir: &std::path::Path, geo: bool, header: bool) -> Edge {
+        let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
+        let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+        let edge = Edge::new(
+            EdgeConfig {
+                public_url: "http://127.0.0.1".into(),
+                token_lifetime: Duration::from_secs(600),
+                fallback: Fallback::Empty,
+                cookies: false,
+                country_header: header.then(|| "x-country".to_owned()),
+                data_dir: dir.join("edge"),
+                limits: Limits::default(),
+            },
+            Arc::new(log),
+            keys,
+        );
+        if !geo {
+            return edge;
+        }
+        let database = GeoDatabase::from_bytes(marquee_geo::demo::demo_database(), None).unwrap();
+        edge.with_geo(Arc::new(GeoSource::fixed(database)))
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    fn visitor(edge: &Edge, peer: &str, headers: &HeaderMap, trusted: &[IpNet]) -> Visitor {
+        let peer = SocketAddr::new(peer.parse::<IpAddr>().unwrap(), 40_000);
+        let client = Client::of(Some(peer), &Method::GET, headers, trusted);
+        Visitor::of(edge, headers, &client)
+    }
+
+    #[test]
+    fn the_peer_s_address_is_located_with_every_field_the_database_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = edge(dir.path(), true, false);
+        let berlin = visitor(&edge, "10.1.2.3", &HeaderMap::new(), &[]);
+        let geo = berlin.geo();
+        assert_eq!(geo.country, Some("DE"));
+        assert_eq!(geo.region, Some("DE-BE"));
+        assert_eq!(geo.city, Some("Berlin"));
+        assert_eq!(geo.postal, Some("10115"));
+        let (lat, lon) = geo.point.unwrap();
+        assert!((lat - 52.52).abs() < 0.01 && (lon - 13.405).abs() < 0.01);
+        assert_eq!(berlin.country_bytes(), *b"DE");
+
+        let here = visitor(&edge, "127.0.0.1", &HeaderMap::new(), &[]);
+        assert_eq!(here.geo().metro, Some(807));
+        assert_eq!(here.geo().region, Some("US-CA"));
+
+        // An address the database does not know: nothing, and the log stores no country.
+        let unknown = visitor(&edge, "203.0.113.9", &HeaderMap::new(), &[]);
+        assert_eq!(unknown.geo().country, None);
+        assert_eq!(unknown.country_bytes(), [0, 0]);
+    }
+
+    #[test]
+    fn a_forwarded_address_is_located_only_behind_a_trusted_proxy() {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = edge(dir.path(), true, false);
+        let forwarded = headers(&[("x-forwarded-for", "192.168.7.7")]);
+        let proxy: IpNet = "10.0.0.0/8".parse().unwrap();
+        // From the trusted proxy (Berlin's range), the forwarded client is in London.
+        let behind = visitor(&edge, "10.9.9.9", &forwarded, &[proxy]);
+        assert_eq!(behind.country(), Some("GB"));
+        // The same header from a peer that is no proxy of ours is not believed.
+        let claimed = visitor(&edge, "10.9.9.9", &forwarded, &[]);
+        assert_eq!(claimed.country(), Some("DE"));
+    }
+
+    #[test]
+    fn the_country_header_overrides_and_a_disagreeing_database_keeps_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = edge(dir.path(), true, true);
+        let agreeing = visitor(&edge, "10.1.2.3", &headers(&[("x-country", "de")]), &[]);
+        assert_eq!(agreeing.geo().country, Some("DE"));
+        assert_eq!(agreeing.geo().city, Some("Berlin"));
+        let disagreeing = visitor(&edge, "10.1.2.3", &headers(&[("x-country", "FR")]), &[]);
+        let geo = disagreeing.geo();
+        assert_eq!(geo.country, Some("FR"));
+        assert_eq!((geo.region, geo.city, geo.point), (None, None, None));
+        assert_eq!(disagreeing.country_bytes(), *b"FR");
+        // A header that is not a country code is ignored.
+        let junk = visitor(
+            &edge,
+            "10.1.2.3",
+            &headers(&[("x-country", "Germany")]),
+            &[],
+        );
+        assert_eq!(junk.country(), Some("DE"));
+    }
+
+    #[test]
+    fn without_a_database_only_the_country_header_locates() {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = edge(dir.path(), false, true);
+        let none = visitor(&edge, "10.1.2.3", &HeaderMap::new(), &[]);
+        assert_eq!(none.geo().country, None);
+        let header = visitor(&edge, "10.1.2.3", &headers(&[("x-country", "at")]), &[]);
+        assert_eq!(header.geo().country, Some("AT"));
+        assert_eq!(header.geo().region, None);
+    }
+
+    #[test]
+    fn client_hints_and_the_user_agent_give_the_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = edge(dir.path(), false, false);
+        let phone = visitor(
+            &edge,
+            "10.1.2.3",
+            &headers(&[
+                (
+                    "user-agent",
+                    "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36",
+                ),
+                ("sec-ch-ua-mobile", "?1"),
+                ("sec-ch-ua-platform", "\"Android\""),
+                (
+                    "sec-ch-ua",
+                    "\"Chromium\";v=\"124\", \"Google Chrome\";v=\"124\", \"Not-A.Brand\";v=\"99\"",
+                ),
+            ]),
+            &[],
+        );
+        assert_eq!(phone.device_type(), Some(DeviceType::Phone));
+        assert_eq!(phone.device.os, Some("Android"));
+        assert_eq!(phone.device.browser, Some("Chrome"));
+        let none = visitor(&edge, "10.1.2.3", &HeaderMap::new(), &[]);
+        assert_eq!(none.device.browser, None);
+    }
+}

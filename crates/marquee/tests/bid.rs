@@ -660,6 +660,24 @@ async fn each_request_rule_allows_and_refuses() {
     assert_bids(c, s, bid, &california, true, at("USA", "CA")).await;
     assert_bids(c, s, bid, &california, false, at("USA", "NY")).await;
     assert_bids(c, s, bid, &california, false, at("CAN", "CA")).await;
+    // Without `device.geo`, the device's address is looked up (here in the demo's database:
+    // loopback is San Francisco, 10/8 Berlin); the exchange's own `geo` wins over the address.
+    let from = |ip: &'static str| {
+        move |r: &mut Value| {
+            r["device"] = json!({ "ip": ip, "ua": "Mozilla/5.0 (Windows NT 10.0; Win64; x64)" })
+        }
+    };
+    assert_bids(c, s, bid, &california, true, from("127.0.0.1")).await;
+    assert_bids(c, s, bid, &california, false, from("10.1.2.3")).await;
+    assert_bids(c, s, bid, &california, true, |r| {
+        r["device"] = json!({ "ipv6": "::1" })
+    })
+    .await;
+    assert_bids(c, s, bid, &california, false, |r| {
+        from("127.0.0.1")(r);
+        at("DEU", "BY")(r);
+    })
+    .await;
 
     // Currency: one we have no rate for.
     assert_bids(c, s, bid, &base, false, |r| r["cur"] = json!(["JPY"])).await;
