@@ -21,6 +21,7 @@
 #   --post-bytes P     reference POST answer size [600]
 #   --path PATH        request path and query [/]
 #   --body-file FILE   POST this body (application/json) instead of GET
+#   --header 'N: V'    a header on every request (repeatable), e.g. a browser's User-Agent
 #   --pairs N          [8]      --duration S   seconds per run [8]
 #   --warmup S         [5]      --connections C [64]
 #   --loadgen marquee|wrk   the load generator, the same on both sides [marquee]
@@ -50,6 +51,7 @@ warmup=5
 connections=64
 loadgen=marquee
 busy_poll=()
+headers=()
 json_out=""
 build=1
 server_cpu=1
@@ -64,6 +66,7 @@ while [[ $# -gt 0 ]]; do
     --post-bytes) post_bytes="$2"; shift 2 ;;
     --path) path="$2"; shift 2 ;;
     --body-file) body_file="$(realpath "$2")"; shift 2 ;;
+    --header) headers+=(-H "$2"); shift 2 ;;
     --pairs) pairs="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
@@ -147,12 +150,12 @@ load() {
     local body=()
     [[ -n "$body_file" ]] && body=(--body-file "$body_file" -X POST -H "Content-Type: application/json")
     taskset -c "$loadgen_cpu" "$MARQUEE_BIN" bench run "$url" -c "$connections" -t 1 \
-      -d "${seconds}s" -q --json "$out" "${body[@]}" "${busy_poll[@]}" > /dev/null
+      -d "${seconds}s" -q --json "$out" "${body[@]}" "${headers[@]}" "${busy_poll[@]}" > /dev/null
   else
     local script=()
     [[ -n "$body_file" ]] && script=(-s "$lua")
     taskset -c "$loadgen_cpu" wrk -t1 -c "$connections" -d "${seconds}s" --latency \
-      "${script[@]}" "$url" > "$out"
+      "${script[@]}" "${headers[@]}" "$url" > "$out"
   fi
 }
 
@@ -188,6 +191,7 @@ RATIO_CLK_TCK="$(getconf CLK_TCK)" RATIO_LOADGEN="$loadgen" RATIO_DATE="$stamp" 
 RATIO_BUSY_POLL="${#busy_poll[@]}" \
 RATIO_PAIRS="$pairs" RATIO_DURATION="$duration" RATIO_WARMUP="$warmup" \
 RATIO_CONNECTIONS="$connections" RATIO_PATH="$path" RATIO_BODY_FILE="$body_file" \
+RATIO_HEADERS="$(printf '%s\n' "${headers[@]}" | grep -v '^-H$' || true)" \
 RATIO_CANDIDATE="$candidate_cmd" RATIO_REFERENCE="$reference_cmd" \
 RATIO_HOST="$(uname -n) $(nproc --all) CPUs, $(uname -r)" \
 python3 - "$runs" "$json_out" <<'PY'
@@ -202,6 +206,7 @@ settings = {
     "pairs": int(env["RATIO_PAIRS"]), "duration_s": float(env["RATIO_DURATION"]),
     "warmup_s": float(env["RATIO_WARMUP"]), "connections": int(env["RATIO_CONNECTIONS"]),
     "path": env["RATIO_PATH"], "body_file": env["RATIO_BODY_FILE"] or None,
+    "headers": [h for h in env["RATIO_HEADERS"].split("\n") if h],
     "candidate": env["RATIO_CANDIDATE"], "reference": env["RATIO_REFERENCE"],
     "server_cpu": 1, "loadgen_cpu": 0, "busy_poll": env["RATIO_BUSY_POLL"] == "1",
 }
