@@ -148,8 +148,6 @@ fn platform(s: Seen) -> (Option<DeviceType>, Option<&'static str>) {
         (Desktop, Some(os::WINDOWS))
     } else if has(s, LINUX) {
         (Desktop, Some(os::LINUX))
-    } else if has(s, TABLET) {
-        (Tablet, None)
     } else {
         return (None, None);
     };
@@ -209,9 +207,15 @@ fn browser(s: Seen, family: Option<&'static str>) -> Option<&'static str> {
 fn scan(user_agent: &[u8]) -> Seen {
     let ua = user_agent.get(..MAX_LEN).unwrap_or(user_agent);
     let mut seen = 0;
-    // Where the current word starts.
-    let mut start = 0;
-    let mut base = 0;
+    // Nearly every User-Agent opens with this, which says nothing: start after it.
+    let opening = if ua.starts_with(b"Mozilla/5.0 (") {
+        13
+    } else {
+        0
+    };
+    // Where the current word starts, and where the eight bytes read next.
+    let mut start = opening;
+    let mut base = opening;
     while base <= ua.len() {
         let bytes = match ua.get(base..base + 8) {
             Some(eight) => <[u8; 8]>::try_from(eight).unwrap_or([b' '; 8]),
