@@ -207,11 +207,11 @@ fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
                         ApiError::bad_field(
                             "device",
                             format!(
-                                "{name:?} is not a device type; use desktop, phone, tablet, ctv, other or unknown"
+                                "{name:?} is not a device type; use desktop, phone, tablet, ctv, console, other or unknown"
                             ),
                         )
                     })?;
-                    // DEVICES has six entries.
+                    // DEVICES has seven entries.
                     devices.push(code as u8);
                 }
                 p.devices = Some(devices);
@@ -756,7 +756,7 @@ pub fn operation_doc() -> Value {
             ),
             param(
                 "device",
-                "only these device types (desktop, phone, tablet, ctv, other, unknown)",
+                "only these device types (desktop, phone, tablet, ctv, console, other, unknown)",
                 text.clone(),
             ),
             param(

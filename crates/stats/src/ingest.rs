@@ -24,7 +24,7 @@ pub use marquee_model::MAX_AMOUNT_MICROS;
 
 /// Device type codes as the edge writes them: `0` unknown, then the model's `DeviceType` in
 /// declaration order plus one.
-pub const DEVICES: [&str; 6] = ["", "desktop", "phone", "tablet", "ctv", "other"];
+pub const DEVICES: [&str; 7] = ["", "desktop", "phone", "tablet", "ctv", "other", "console"];
 
 /// The acceptance window for event times, relative to the run's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
