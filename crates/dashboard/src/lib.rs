@@ -12,7 +12,8 @@
 //!   model's own rules, as the API does; errors are shown at their fields.
 //! - Delivery (home, line item pacing), reports (through the API's report builder, so scoping
 //!   and numbers are the API's), charts as server-side SVG ([`chart`]), why-not-served (the
-//!   engine's explain mode on the latest snapshot) and the edges.
+//!   engine's explain mode on the latest snapshot, the test request located by its IP address
+//!   in the edges' geo databases when the dashboard has them) and the edges.
 //!
 //! [`router`] gives the routes; the binary merges them into the manager's router. Paths:
 //! `/`, `/login`, `/logout`, `/assets/…`, `/uploads/…`, the object collections
@@ -25,6 +26,7 @@ pub mod form;
 pub mod limiter;
 mod objects;
 mod pages;
+mod request_geo;
 pub mod targeting;
 
 use std::path::PathBuf;
@@ -37,6 +39,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use jiff::SignedDuration;
 use marquee_api::ReportsState;
+use marquee_geo::GeoSource;
 use marquee_manager::Manager;
 use marquee_model::{Clock, Kind, Side};
 use marquee_store::Store;
@@ -78,6 +81,8 @@ pub struct Dashboard {
     /// Signs the sign-in form's tokens: the installation's key when given, else one made at
     /// random on first use (valid for this process only).
     sign_in_key: OnceLock<auth::SignInKey>,
+    /// The geo databases the edges locate visitors with, for why-not-served's IP address.
+    geo: Option<Arc<GeoSource>>,
 }
 
 impl Dashboard {
@@ -96,7 +101,14 @@ impl Dashboard {
             sign_ins: limiter::SignInLimiter::new(limiter::SignInLimits::default()),
             hashing: auth::HashingSlots::for_this_machine(),
             sign_in_key: OnceLock::new(),
+            geo: None,
         }
+    }
+
+    /// Locates why-not-served's test requests by their IP address in `geo`, the databases the
+    /// edges use (without one, an address is not looked up).
+    pub fn with_geo(self, geo: Option<Arc<GeoSource>>) -> Self {
+        Dashboard { geo, ..self }
     }
 
     /// Signs the sign-in form's tokens with `key`: a key the installation keeps lets a form

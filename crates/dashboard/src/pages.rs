@@ -16,7 +16,7 @@ use marquee_api::BuiltReport;
 use marquee_engine::{Context, Engine, FullSpeed, Geo, NoCaps, Outcome, Request, Scratch};
 use marquee_model::{
     Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, Kind, LineItem,
-    LineItemId, PlacementId, Role, Stored,
+    LineItemId, PlacementId, Role, Stored, Targeting,
 };
 use marquee_pacing::{Schedule, TrafficProfile};
 use marquee_snapshot::Snapshot;
@@ -31,6 +31,7 @@ use crate::chart::{self, Series};
 use crate::fields::format_money;
 use crate::form::FormData;
 use crate::limiter::MAX_NAME_BYTES;
+use crate::request_geo::{Lookup, RequestGeo};
 use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_user};
 
 /// How long the sign-in form's token lives.
@@ -935,6 +936,9 @@ pub async fn pacing_view(
 pub struct ExplainParams {
     #[serde(default)]
     placement: String,
+    /// The visitor's IP address, looked up in the geo databases.
+    #[serde(default)]
+    ip: String,
     #[serde(default)]
     country: String,
     #[serde(default)]
@@ -965,6 +969,7 @@ impl ExplainParams {
     fn normalized(self) -> ExplainParams {
         let trimmed = |text: String| text.trim().to_owned();
         ExplainParams {
+            ip: trimmed(self.ip),
             country: self.country.trim().to_ascii_uppercase(),
             region: self.region.trim().to_ascii_uppercase(),
             city: trimmed(self.city),
@@ -975,7 +980,7 @@ impl ExplainParams {
         }
     }
 
-    /// Where the test request comes from, as the form says.
+    /// Where the test request comes from, as the form's location fields say.
     fn geo(&self) -> Result<Geo<'_>, String> {
         Ok(Geo {
             country: text(&self.country),
@@ -1032,6 +1037,8 @@ struct ExplainPage {
     devices: &'static [&'static str],
     connections: &'static [&'static str],
     error: Option<String>,
+    /// The IP address and the location it resolved to.
+    resolved: Option<String>,
     snapshot: Option<u64>,
     verdicts: Option<Vec<VerdictRow>>,
     winner: Option<String>,
@@ -1042,8 +1049,9 @@ const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "console", "othe
 /// Ad requests convert nothing (no floor, no bid currency), as at the edge.
 static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
 
-/// Why a rule eliminated a line item, in words.
-fn reason(outcome: &Outcome) -> String {
+/// Why a rule eliminated a line item, in words; a targeting miss on a geo attribute of
+/// `targeting` (the line item's) with the request's value and the targeted ones.
+fn reason(outcome: &Outcome, targeting: Option<&Targeting>, request: &RequestGeo<'_>) -> String {
     use marquee_engine::Elimination as E;
     let Outcome::Eliminated(elimination) = outcome else {
         return "serves".into();
@@ -1051,7 +1059,9 @@ fn reason(outcome: &Outcome) -> String {
     match elimination {
         E::Channel => "does not take this channel".into(),
         E::Deal => "deal rules".into(),
-        E::Targeting(attribute) => format!("targeting or placement links reject it ({attribute})"),
+        E::Targeting(attribute) => targeting
+            .and_then(|targeting| request.miss(attribute, targeting))
+            .unwrap_or_else(|| format!("targeting or placement links reject it ({attribute})")),
         E::Stopped => "stopped by pacing (goal reached or held)".into(),
         E::Dates => "outside its flight".into(),
         E::BlockedAdvertiser => "advertiser blocked".into(),
@@ -1074,14 +1084,14 @@ fn reason(outcome: &Outcome) -> String {
 /// The line item that would serve, and each line item's outcome.
 type Explained = (Option<u64>, Vec<(u64, Outcome)>);
 
-/// The explained decision for the test request, on the latest snapshot.
+/// The explained decision for the test request from `geo`, on the engine's snapshot.
 fn explain(
-    snapshot: Snapshot,
+    engine: &Engine,
     params: &ExplainParams,
+    geo: Geo<'_>,
     placement: u64,
     now: Timestamp,
 ) -> Result<Explained, String> {
-    let engine = Engine::new(Arc::new(snapshot));
     let data = &engine.snapshot().data;
     let entry = data.placement(PlacementId(placement)).ok_or_else(|| {
         format!("placement {placement} is not in the latest snapshot (paused, archived or new)")
@@ -1109,7 +1119,7 @@ fn explain(
             device_type,
             ..marquee_engine::Device::default()
         },
-        geo: params.geo()?,
+        geo,
         key_values: &pairs,
         ..Request::at(now)
     };
@@ -1203,6 +1213,7 @@ pub async fn why_not_served(
         devices: DEVICES,
         connections: crate::targeting::CONNECTION_TYPES,
         error: None,
+        resolved: None,
         snapshot: None,
         verdicts: None,
         winner: None,
@@ -1225,6 +1236,22 @@ pub async fn why_not_served(
                 PageError::BadRequest(format!("{text:?} is not a time such as 2026-12-01T08:00"))
             })?,
     };
+    let lookup = match Lookup::resolve(dashboard.geo.as_deref(), &page.params.ip) {
+        Ok(lookup) => lookup,
+        Err(message) => {
+            page.error = Some(message);
+            return Ok(html(&page));
+        }
+    };
+    page.resolved = lookup.describe();
+    let typed = match page.params.geo() {
+        Ok(typed) => typed,
+        Err(message) => {
+            page.error = Some(message);
+            return Ok(html(&page));
+        }
+    };
+    let request_geo = RequestGeo::new(typed, &lookup);
     let Some(published) = dashboard.manager.latest() else {
         page.error = Some("no snapshot has been published yet".into());
         return Ok(html(&page));
@@ -1232,13 +1259,9 @@ pub async fn why_not_served(
     let snapshot = Snapshot::decode(&published.bytes)
         .map_err(|e| PageError::Internal(format!("latest snapshot: {e}")))?;
     page.snapshot = Some(snapshot.version);
-    let data_owner: HashMap<u64, u64> = snapshot
-        .data
-        .line_items
-        .iter()
-        .map(|li| (li.id.0, li.advertiser_id.0))
-        .collect();
-    match explain(snapshot, &page.params, placement, now) {
+    let engine = Engine::new(Arc::new(snapshot));
+    let data = &engine.snapshot().data;
+    match explain(&engine, &page.params, request_geo.geo, placement, now) {
         Ok((winner, verdicts)) => {
             let names: HashMap<u64, String> = dashboard
                 .store
@@ -1256,8 +1279,12 @@ pub async fn why_not_served(
                 .collect();
             // An advertiser sees only its own line items, and which line item won only if
             // it is its own.
-            let visible =
-                |id: u64| user.owner_id.is_none() || data_owner.get(&id) == user.owner_id.as_ref();
+            let visible = |id: u64| {
+                user.owner_id.is_none()
+                    || data
+                        .line_item(LineItemId(id))
+                        .is_some_and(|li| Some(li.advertiser_id.0) == user.owner_id)
+            };
             page.winner = winner.filter(|&id| visible(id)).map(|id| {
                 names
                     .get(&id)
@@ -1271,7 +1298,12 @@ pub async fn why_not_served(
                         id,
                         name: names.get(&id).cloned().unwrap_or_default(),
                         won: outcome == Outcome::Won,
-                        reason: reason(&outcome),
+                        reason: reason(
+                            &outcome,
+                            data.line_item(LineItemId(id))
+                                .and_then(|li| li.targeting.as_ref()),
+                            &request_geo,
+                        ),
                     })
                     .collect(),
             );

@@ -14,6 +14,7 @@ use axum::http::{Request, StatusCode, header};
 use jiff::{SignedDuration, Timestamp};
 use marquee_api::{GeoAvailability, GeoLocationSource};
 use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
+use marquee_geo::{GeoDatabase, GeoSource};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{ConnectionType, Kind, LineItem, ManualClock, Role, Targeting};
 use marquee_store::test_postgres::TestDatabase;
@@ -50,14 +51,23 @@ impl Site {
 
     /// The dashboard on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
     async fn on(postgres: Option<TestDatabase>) -> Site {
-        Site::serving(postgres, "http://ads.test", false).await
+        Site::serving(postgres, "http://ads.test", false, None).await
     }
 
-    /// With the edges at `public_url` and the dashboard's own cookies `Secure` or not.
+    /// Locating why-not-served's IP addresses in the demo geo database.
+    async fn with_demo_geo() -> Site {
+        let database = GeoDatabase::from_bytes(marquee_geo::demo::demo_database(), None).unwrap();
+        let geo = Arc::new(GeoSource::fixed(database));
+        Site::serving(None, "http://ads.test", false, Some(geo)).await
+    }
+
+    /// With the edges at `public_url`, the dashboard's own cookies `Secure` or not, and the
+    /// geo databases of `geo`.
     async fn serving(
         postgres: Option<TestDatabase>,
         public_url: &str,
         secure_cookies: bool,
+        geo: Option<Arc<GeoSource>>,
     ) -> Site {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(
@@ -93,7 +103,8 @@ impl Site {
                 report_max_rows: 10_000,
                 secure_cookies,
             },
-        );
+        )
+        .with_geo(geo);
         let site = Site {
             router: marquee_dashboard::router(Arc::new(dashboard)),
             manager,
@@ -454,11 +465,11 @@ async fn the_session_cookie_is_http_only_and_same_site() {
 /// Split roles: the edges' URL and the dashboard's origin differ; the dashboard's decides.
 #[tokio::test]
 async fn cookies_are_secure_by_the_dashboard_s_origin_not_the_edges() {
-    let plain_dashboard = Site::serving(None, "https://ads.test", false).await;
+    let plain_dashboard = Site::serving(None, "https://ads.test", false, None).await;
     let (form, session) = sign_in_cookies(&plain_dashboard).await;
     assert!(!form.contains("Secure"), "{form}");
     assert!(!session.contains("Secure"), "{session}");
-    let tls_dashboard = Site::serving(None, "http://ads.test", true).await;
+    let tls_dashboard = Site::serving(None, "http://ads.test", true, None).await;
     let (form, session) = sign_in_cookies(&tls_dashboard).await;
     assert!(form.ends_with("; Secure"), "{form}");
     assert!(session.ends_with("; Secure"), "{session}");
@@ -699,41 +710,7 @@ async fn why_not_served_takes_the_requests_whole_location() {
         form.extend([("t_attr", attribute), ("t_op", "in"), ("t_values", values)]);
     }
     let id = site.create(&admin, "line-items", &form).await;
-    let publisher = site
-        .create(
-            &admin,
-            "publishers",
-            &[("name", "Daily News"), ("status", "active")],
-        )
-        .await
-        .to_string();
-    let news = site
-        .create(
-            &admin,
-            "sites",
-            &[
-                ("publisher_id", publisher.as_str()),
-                ("name", "News"),
-                ("status", "active"),
-                ("domain", "news.example"),
-            ],
-        )
-        .await
-        .to_string();
-    let placement = site
-        .create(
-            &admin,
-            "placements",
-            &[
-                ("site_id", news.as_str()),
-                ("name", "Top"),
-                ("status", "active"),
-                ("sizes", "300x250"),
-                ("formats", "banner"),
-                ("image_tag", "off"),
-            ],
-        )
-        .await;
+    let placement = news_placement(&site, &admin).await;
     site.manager.refresh().await.unwrap();
     let verdict = |query: String| {
         let site = &site;
@@ -746,17 +723,7 @@ async fn why_not_served_takes_the_requests_whole_location() {
                 )
                 .await;
             assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-            let row = format!("/line-items/{id}\"");
-            let at = page
-                .body
-                .find(&row)
-                .unwrap_or_else(|| panic!("{}", page.body));
-            page.body[at..]
-                .split("<td>")
-                .nth(1)
-                .and_then(|cell| cell.split("</td>").next())
-                .unwrap()
-                .to_owned()
+            outcome(&page.body, id)
         }
     };
     let everywhere = "region=us-ca&city=San+Francisco&metro=807&postal=94103&asn=7922\
@@ -764,24 +731,47 @@ async fn why_not_served_takes_the_requests_whole_location() {
     // No creative: targeting holds, the line item fails later.
     let holds = verdict(everywhere.to_owned()).await;
     assert!(!holds.contains("targeting"), "{holds}");
-    for (field, other, attribute) in [
-        ("region=us-ca", "region=US-NY", "region"),
-        ("city=San+Francisco", "city=Oakland", "city"),
-        ("metro=807", "metro=501", "metro"),
-        ("postal=94103", "postal=94110", "postal"),
-        ("asn=7922", "asn=3320", "asn"),
+    for (field, other, reason) in [
+        (
+            "region=us-ca",
+            "region=US-NY",
+            "region — request: US-NY; targeted: US-CA",
+        ),
+        (
+            "city=San+Francisco",
+            "city=Oakland",
+            "city — request: Oakland; targeted: San Francisco",
+        ),
+        (
+            "metro=807",
+            "metro=501",
+            "metro — request: 501; targeted: 807",
+        ),
+        (
+            "postal=94103",
+            "postal=94110",
+            "postal — request: 94110; targeted: 94103",
+        ),
+        (
+            "asn=7922",
+            "asn=3320",
+            "asn — request: AS3320; targeted: AS7922",
+        ),
         (
             "connection=cable_dsl",
             "connection=cellular",
-            "connection_type",
+            "connection_type — request: cellular; targeted: cable/DSL",
         ),
     ] {
-        let reason = verdict(everywhere.replace(field, other)).await;
-        assert_eq!(
-            reason,
-            format!("targeting or placement links reject it ({attribute})")
-        );
+        let shown = verdict(everywhere.replace(field, other)).await;
+        assert_eq!(shown, format!("targeting: {reason}"));
     }
+    // Without an address or the field, and without a geo database, the value is unknown.
+    let shown = verdict(everywhere.replace("region=us-ca", "region=")).await;
+    assert_eq!(
+        shown,
+        "region: unknown — no geo database configured; targeted: US-CA"
+    );
     let page = site
         .get(
             &format!("/why-not-served?placement={placement}&metro=eight"),
@@ -789,6 +779,188 @@ async fn why_not_served_takes_the_requests_whole_location() {
         )
         .await;
     assert!(page.body.contains("is not a DMA code"), "{}", page.body);
+}
+
+/// Why-not-served locates an IP address in the geo database and explains geo targeting with
+/// the request's value beside the targeted ones; a field typed in the form replaces what the
+/// lookup gave.
+#[tokio::test]
+async fn why_not_served_locates_the_request_by_its_ip_address() {
+    let site = Site::with_demo_geo().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (placement, germany, america) = one_line_item_per_country(&site, &admin).await;
+    let explain = |query: &str| {
+        let site = &site;
+        let path = format!("/why-not-served?placement={placement}&{query}");
+        let admin = admin.clone();
+        async move {
+            let page = site.get(&path, &admin).await;
+            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+            page.body
+        }
+    };
+
+    let berlin = explain("ip=10.1.2.3").await;
+    assert!(
+        berlin.contains("Resolved location: 10.1.2.3 → DE · DE-BE · Berlin · 10115 · "),
+        "{berlin}"
+    );
+    assert!(
+        berlin.contains(&format!("Serves: Germany (#{germany})")),
+        "{berlin}"
+    );
+    assert_eq!(outcome(&berlin, germany), "serves");
+    assert_eq!(
+        outcome(&berlin, america),
+        "targeting: country — request: DE; targeted: US"
+    );
+
+    // What if the visitor were in the United States.
+    let what_if = explain("ip=10.1.2.3&country=us").await;
+    assert_eq!(
+        outcome(&what_if, germany),
+        "targeting: country — request: US; targeted: DE"
+    );
+    assert_eq!(
+        outcome(&what_if, america),
+        "no creative fits the placement&#39;s sizes and formats"
+    );
+
+    let elsewhere = explain("ip=203.0.113.7").await;
+    assert!(
+        elsewhere.contains("Resolved location: 203.0.113.7 → not in the geo database"),
+        "{elsewhere}"
+    );
+    assert_eq!(
+        outcome(&elsewhere, america),
+        "country: unknown — 203.0.113.7 is not in the geo database; targeted: US"
+    );
+
+    let nothing = explain("ip=").await;
+    assert!(!nothing.contains("Resolved location"), "{nothing}");
+    assert_eq!(
+        outcome(&nothing, germany),
+        "country: unknown — no IP address or country given; targeted: DE"
+    );
+
+    let malformed = explain("ip=10.1.2").await;
+    assert!(
+        malformed.contains("10.1.2&#34; is not an IP address such as 203.0.113.7"),
+        "{malformed}"
+    );
+    assert!(!malformed.contains("id=\"verdicts\""), "{malformed}");
+}
+
+/// Without a geo database an address is not looked up, and the page says so.
+#[tokio::test]
+async fn why_not_served_without_a_geo_database_says_so() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (placement, _, america) = one_line_item_per_country(&site, &admin).await;
+    let page = site
+        .get(
+            &format!("/why-not-served?placement={placement}&ip=10.1.2.3"),
+            &admin,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body
+            .contains("Resolved location: 10.1.2.3 is not looked up — no geo database configured"),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        outcome(&page.body, america),
+        "country: unknown — no geo database configured; targeted: US"
+    );
+}
+
+/// A placement on a news site, for test requests.
+async fn news_placement(site: &Site, admin: &str) -> u64 {
+    let publisher = site
+        .create(
+            admin,
+            "publishers",
+            &[("name", "Daily News"), ("status", "active")],
+        )
+        .await
+        .to_string();
+    let news = site
+        .create(
+            admin,
+            "sites",
+            &[
+                ("publisher_id", publisher.as_str()),
+                ("name", "News"),
+                ("status", "active"),
+                ("domain", "news.example"),
+            ],
+        )
+        .await
+        .to_string();
+    site.create(
+        admin,
+        "placements",
+        &[
+            ("site_id", news.as_str()),
+            ("name", "Top"),
+            ("status", "active"),
+            ("sizes", "300x250"),
+            ("formats", "banner"),
+            ("image_tag", "off"),
+        ],
+    )
+    .await
+}
+
+/// A placement, a line item "Germany" targeting country DE with a creative that fits it, and
+/// one "America" targeting US without a creative; published. Returns their ids.
+async fn one_line_item_per_country(site: &Site, admin: &str) -> (u64, u64, u64) {
+    let (campaign, _) = two_advertisers(site, admin).await;
+    let campaign = campaign.to_string();
+    let targeting = |name: &'static str, country: &'static str| {
+        let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("t_") && *k != "name")
+            .collect();
+        form.extend([
+            ("name", name),
+            ("t_attr", "country"),
+            ("t_op", "in"),
+            ("t_values", country),
+        ]);
+        form
+    };
+    let germany = site
+        .create(admin, "line-items", &targeting("Germany", "DE"))
+        .await;
+    let america = site
+        .create(admin, "line-items", &targeting("America", "US"))
+        .await;
+    let creative = upload_creative(
+        site,
+        admin,
+        &germany.to_string(),
+        "https://shop.example/boots",
+    )
+    .await;
+    assert_eq!(creative.status, StatusCode::SEE_OTHER, "{}", creative.body);
+    let placement = news_placement(site, admin).await;
+    site.manager.refresh().await.unwrap();
+    (placement, germany, america)
+}
+
+/// The outcome cell of `line_item`'s row in a why-not-served page.
+fn outcome(body: &str, line_item: u64) -> String {
+    let row = format!("/line-items/{line_item}\"");
+    let at = body.find(&row).unwrap_or_else(|| panic!("{body}"));
+    body[at..]
+        .split("<td>")
+        .nth(1)
+        .and_then(|cell| cell.split("</td>").next())
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test]

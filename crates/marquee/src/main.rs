@@ -468,7 +468,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
         },
     );
-    let app = users::with_dashboard(app, &manager, &config, &public_url, true)?;
+    let app = users::with_dashboard(app, &manager, &config, &public_url, true, edge.geo.clone())?;
     let shutdown = Box::pin({
         let lock = Arc::clone(&lock);
         async move {

@@ -194,6 +194,8 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     };
     let demo_token = load_demo(&config, &*store).await?;
     let manager = open_manager(&config, &store).await?;
+    // The dashboard's why-not-served locates test requests as the edges do.
+    let geo = crate::geo::open(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
@@ -222,6 +224,13 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
     let pacing_loop = tokio::spawn(Arc::clone(&pacing).run_loop(until_stopped()));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
+    let geo_reload = geo.clone().map(|geo| {
+        tokio::spawn(marquee_edge::geo::reload_geo_every(
+            geo,
+            Duration::from_secs(config.geo.reload_interval_secs),
+            until_stopped(),
+        ))
+    });
     let app = marquee_manager::router_with(
         &manager,
         &ad_url,
@@ -229,7 +238,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
             report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
         },
     );
-    let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false)?;
+    let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false, geo)?;
     // With the peer's address: `/metrics` without a token and the dashboard's sign-in limits
     // go by it.
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
@@ -245,6 +254,9 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     compile_loop.await?;
     pacing_loop.await?;
     aggregation.await?;
+    if let Some(geo_reload) = geo_reload {
+        geo_reload.await?;
+    }
     finish_as_manager(&aggregator, &lock).await?;
     tracing::info!("manager stopped");
     Ok(())

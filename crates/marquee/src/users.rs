@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use marquee_config::{Config, Overrides};
 use marquee_dashboard::auth::{SIGN_IN_KEY_BYTES, SignInKey};
 use marquee_dashboard::{Dashboard, DashboardOptions};
+use marquee_geo::GeoSource;
 use marquee_manager::Manager;
 use marquee_model::{Role, SystemClock};
 use marquee_store::{NewUser, Store};
@@ -173,13 +174,14 @@ pub(crate) async fn create_demo_user(store: &dyn Store) -> Result<(), Failure> {
 /// The manager's router with the dashboard's pages at `/`. `public_url` is the edges' (for ad
 /// tags); `shares_edge_origin` says whether browsers reach the dashboard under it too
 /// (`marquee serve`), which then also decides its cookies' `Secure` flag when
-/// `dashboard.secure_cookies` is unset.
+/// `dashboard.secure_cookies` is unset. `geo` locates why-not-served's IP addresses.
 pub(crate) fn with_dashboard(
     app: axum::Router,
     manager: &Arc<Manager>,
     config: &Config,
     public_url: &str,
     shares_edge_origin: bool,
+    geo: Option<Arc<GeoSource>>,
 ) -> Result<axum::Router, Failure> {
     let key = sign_in_key(&config.data_dir)?;
     let dashboard = Dashboard::new(
@@ -195,7 +197,8 @@ pub(crate) fn with_dashboard(
                 .secure_cookies(shares_edge_origin.then_some(public_url)),
         },
     )
-    .with_sign_in_key(key);
+    .with_sign_in_key(key)
+    .with_geo(geo);
     Ok(app.merge(marquee_dashboard::router(Arc::new(dashboard))))
 }
 
