@@ -1,6 +1,14 @@
 //! The demo data set: enough for a new user to click through every kind of object, targeting
 //! rule and cap. Loaded through the same validation, checks across objects (amounts in their
 //! advertiser's currency) and store calls as the API.
+//!
+//! The geo demo comes last: "Bay Area city breaks (geo demo)", a remnant line item of Globex
+//! Travel targeting metro 807 (San Francisco-Oakland-San Jose) on the News sidebar rectangle.
+//! Without `geo.database`, `marquee serve --demo` locates loopback addresses there (the demo
+//! geo database, `marquee_geo::demo`), so a page opened on the server's own machine shows it in
+//! the sidebar; a visitor located elsewhere, or one a country header places elsewhere, gets
+//! what the sidebar served before. Objects are only ever added at the end of the data set, so
+//! the ids of the ones before stay what the README and the tests use.
 
 use jiff::civil::{DateTime, date};
 use jiff::tz::TimeZone;
@@ -518,11 +526,57 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         }
     }
     let exchange_line_items = load_exchange_demand(store, flight).await?;
+    let geo_line_items = load_geo_demo(store, flight, getaways, news_side).await?;
     Ok(DemoSummary {
         advertisers: 4,
-        line_items: 6 + exchange_line_items,
+        line_items: 6 + exchange_line_items + geo_line_items,
         placements: placements.len(),
     })
+}
+
+/// The name of the geo demo's line item.
+pub const GEO_DEMO_LINE_ITEM: &str = "Bay Area city breaks (geo demo)";
+
+/// The geo demo: a line item of `campaign` (Globex Travel's "City getaways") for visitors in
+/// metro 807, the San Francisco Bay Area, on `placement` (the News sidebar rectangle), with a
+/// creative of its size. Remnant: it outranks only the house promotion, so the sidebar's
+/// standard line items still come first where they match, and the sidebar's other remnant line
+/// item ("Berlin weekend deals", a radius around Berlin) never matches the same visitor.
+/// Returns the number of line items.
+async fn load_geo_demo(
+    store: &dyn Store,
+    flight: Flight,
+    campaign: u64,
+    placement: u64,
+) -> Result<usize, DemoError> {
+    let usd = Currency::USD;
+    let mut bay_area = line_item(
+        campaign,
+        GEO_DEMO_LINE_ITEM,
+        Tier::Remnant,
+        cpm(1_500_000, usd),
+        flight,
+    );
+    bay_area.time_zone = "America/New_York".into();
+    bay_area.pacing = PacingMode::Asap;
+    bay_area.targeting = Some(Targeting::Metro(vec![807]));
+    let bay_area = add(store, bay_area).await?;
+    add(
+        store,
+        html(
+            bay_area,
+            "Bay Area rectangle (HTML, geo demo)",
+            300,
+            250,
+            "https://globex-travel.example/bay-area",
+            "Bay Area city breaks",
+        ),
+    )
+    .await?;
+    store
+        .link(LineItemId(bay_area), PlacementId(placement))
+        .await?;
+    Ok(1)
 }
 
 /// An advertiser that buys on exchanges only: line items and creatives that bid on the
@@ -769,6 +823,72 @@ mod tests {
             }
             now += SignedDuration::from_hours(1);
         }
+    }
+
+    /// The geo demo is the last line item and the last creative, so every object of the data
+    /// set before it kept its id; it targets metro 807 only, on the News sidebar rectangle only.
+    #[tokio::test]
+    async fn the_geo_demo_comes_last_targeting_metro_807_on_the_news_sidebar() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(at("2026-12-01T12:00:00Z")));
+        let store = SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap();
+        let summary = load(&store, &*clock).await.unwrap();
+        let catalog = store.catalog().await.unwrap();
+        assert_eq!(summary.line_items, 14);
+
+        let geo = catalog
+            .line_items
+            .iter()
+            .max_by_key(|li| li.meta.id)
+            .unwrap();
+        assert_eq!(
+            (geo.meta.id, geo.object.name.as_str()),
+            (14, GEO_DEMO_LINE_ITEM)
+        );
+        assert_eq!(geo.object.tier, Tier::Remnant);
+        assert_eq!(geo.object.channels, [Channel::Direct]);
+        assert_eq!(geo.object.targeting, Some(Targeting::Metro(vec![807])));
+        let advertiser = |campaign: CampaignId| {
+            let campaign = catalog
+                .campaigns
+                .iter()
+                .find(|c| c.meta.id == campaign.0)
+                .unwrap();
+            catalog
+                .advertisers
+                .iter()
+                .find(|a| a.meta.id == campaign.object.advertiser_id.0)
+                .unwrap()
+        };
+        let globex = advertiser(geo.object.campaign_id);
+        assert_eq!(globex.object.name, "Globex Travel");
+        assert_eq!(globex.object.currency, Currency::USD);
+
+        let last = catalog.creatives.iter().max_by_key(|c| c.meta.id).unwrap();
+        assert_eq!(last.object.line_item_id, LineItemId(geo.meta.id));
+        assert_eq!(last.object.size, Some(Size { w: 300, h: 250 }));
+        assert_eq!(
+            catalog
+                .creatives
+                .iter()
+                .filter(|c| c.object.line_item_id == LineItemId(geo.meta.id))
+                .count(),
+            1
+        );
+
+        let sidebar = catalog
+            .placements
+            .iter()
+            .find(|p| p.object.name == "News sidebar rectangle")
+            .unwrap();
+        let linked: Vec<u64> = catalog
+            .links
+            .iter()
+            .filter(|(li, _)| li.0 == geo.meta.id)
+            .map(|(_, p)| p.0)
+            .collect();
+        assert_eq!(linked, [sidebar.meta.id]);
+        assert!(sidebar.object.sizes.contains(&Size { w: 300, h: 250 }));
     }
 
     #[tokio::test]

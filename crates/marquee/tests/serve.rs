@@ -43,7 +43,7 @@ async fn serve_demo_end_to_end() {
     assert_eq!(advertisers["items"].as_array().unwrap().len(), 4);
     let line_items: Value =
         get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
-    assert_eq!(line_items["items"].as_array().unwrap().len(), 13);
+    assert_eq!(line_items["items"].as_array().unwrap().len(), 14);
 
     // The snapshot goes only to callers with the edges' shared secret: it holds every
     // campaign's prices, budgets and targeting.
