@@ -1,15 +1,28 @@
-//! The ad server end to end in a real browser: `marquee serve --demo`,
-//! a publisher page carrying the async tags of two demo placements (so `tag.js` is included
-//! twice), loaded in headless Chromium; the ads render in sandboxed iframes, each impression
-//! is logged once (a repeated beacon included), and a click goes through the click redirect
-//! to the creative's landing URL and is logged once (a second click on the same ad included).
+//! The ad server end to end in a real browser (headless Chromium):
 //!
-//! The browser is driven by `tests/browser/e2e.mjs` (Node, playwright-core, Debian's
-//! Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only loopback is contacted: the page is
-//! served by a small HTTP server in this test (as `localhost`, so the page and the edge at
-//! `127.0.0.1` are different sites, as a publisher and its ad server are); the demo's landing
-//! pages and creative images live on `*.example` hosts, which the driver intercepts (landing
-//! requests aborted, images answered with a stand-in picture).
+//! - `async_tag_in_headless_chromium`: `marquee serve --demo` and a publisher page carrying
+//!   the async tags of two demo placements (so `tag.js` is included twice); the ads render in
+//!   sandboxed iframes, each impression is logged once (a repeated beacon included), and a
+//!   click goes through the click redirect to the creative's landing URL and is logged once (a
+//!   second click on the same ad included). The demo's geo database places this machine in
+//!   San Francisco: the sidebar shows the geo demo line item's creative, and the events are
+//!   logged with country US.
+//! - `async_tag_passes_the_cmps_refusal_on`: the same page behind a consent platform whose
+//!   visitor refuses; the ads serve without identifying the visitor.
+//! - `forwarded_addresses_serve_exactly_their_geo_line_items`: `marquee serve` with a City
+//!   database the test writes (`geo.database`) and loopback as a trusted proxy; a page of five
+//!   placements, each with a line item targeted by country, region, city, metro or radius, is
+//!   visited from four forwarded addresses (`X-Forwarded-For`) by one browser, a fresh context
+//!   each: exactly the matching line items serve, and their impressions are logged with the
+//!   address's country.
+//!
+//! The browser is driven by `tests/browser/e2e.mjs` (the first two) and `tests/browser/geo.mjs`
+//! (Node, playwright-core, Debian's Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only
+//! loopback is contacted: each page is served by a small HTTP server in this test (as
+//! `localhost`, so the page and the edge at `127.0.0.1` are different sites, as a publisher
+//! and its ad server are); the demo's landing pages and creative images live on `*.example`
+//! hosts, which the drivers intercept (landing requests aborted, images answered with a
+//! stand-in picture).
 //!
 //! Run it alone:
 //!
@@ -21,22 +34,29 @@
 //!
 //! It fails (it never skips) when Chromium, Node or the Node dependencies are missing. On a
 //! failure the temporary directory is kept and its path printed: it holds the data directory
-//! (event log) and the page screenshot (`browser/page.png`, or `browser/failure.png`). The
+//! (event log) and the page screenshots (`browser/page.png` or `browser/failure.png`;
+//! `browser/geo-N.png` per visit or `browser/geo-failure.png`, and the test's database). The
 //! browser runs with a fresh profile there, removed when it closes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, get_json, logged_events, repo_root, require_browser_tools, token_from};
+use common::{
+    Server, create_object, get_json, id_named, logged_events, repo_root, require_browser_tools,
+    token_from,
+};
 use marquee_eventlog::{Event, Kind as EventKind};
-use serde_json::Value;
+use marquee_geo::writer::{DatabaseWriter, city_record};
+use marquee_geo::{CountryCode, Location, Point, RegionCode};
+use marquee_manager::demo::GEO_DEMO_LINE_ITEM;
+use serde_json::{Value, json};
 
 /// The demo placements on the page, leaderboard first; the ad in the sidebar is clicked.
 const SIDEBAR: &str = "News sidebar rectangle";
@@ -143,7 +163,8 @@ fn serve_page(page: String) -> u16 {
     port
 }
 
-/// Runs the driver and returns its JSON result; panics with what it saw when it fails.
+/// Runs the click-through driver (`e2e.mjs`) and returns its JSON result; panics with what it
+/// saw when it fails.
 fn run_driver(
     root: &Path,
     chromium: &Path,
@@ -152,10 +173,22 @@ fn run_driver(
     out: &Path,
     click: u64,
 ) -> Value {
+    let click = click.to_string();
+    run_node(
+        root,
+        chromium,
+        "e2e.mjs",
+        &[page_url, "--edge", edge, "--click", &click],
+        out,
+    )
+}
+
+/// Runs the driver `tests/browser/{script}` with `args` (and `--out`, `--timeout-ms`), and
+/// returns its JSON result; panics with what it saw when it fails.
+fn run_node(root: &Path, chromium: &Path, script: &str, args: &[&str], out: &Path) -> Value {
     let child = Command::new("node")
-        .arg(root.join("tests/browser/e2e.mjs"))
-        .arg(page_url)
-        .args(["--edge", edge, "--click", &click.to_string()])
+        .arg(root.join("tests/browser").join(script))
+        .args(args)
         .arg("--out")
         .arg(out)
         // Playwright's fresh browser profile goes there too.
@@ -244,7 +277,6 @@ fn by_placement(events: &[Event], kind: EventKind) -> HashMap<u64, Vec<Event>> {
 /// ids (sidebar, leaderboard).
 async fn publisher_page(server: &Server, token: &str, head: &str) -> (String, u64, u64) {
     let client = reqwest::Client::new();
-    let base = &server.base;
     let placements = get_json(&client, &server.url("/api/v1/placements"), Some(token)).await;
     let id_of = |name: &str| {
         placements["items"]
@@ -256,8 +288,17 @@ async fn publisher_page(server: &Server, token: &str, head: &str) -> (String, u6
             .unwrap_or_else(|| panic!("no demo placement {name:?} in {placements}"))
     };
     let (sidebar, leaderboard) = (id_of(SIDEBAR), id_of(LEADERBOARD));
+    let url = page_with_tags(server, token, &[leaderboard, sidebar], head).await;
+    (url, sidebar, leaderboard)
+}
+
+/// Serves a publisher page carrying the async tags of `placements` in this order, as the API
+/// hands them out, with `head` in its `<head>`; returns its URL.
+async fn page_with_tags(server: &Server, token: &str, placements: &[u64], head: &str) -> String {
+    let client = reqwest::Client::new();
+    let base = &server.base;
     let mut tags = Vec::new();
-    for id in [leaderboard, sidebar] {
+    for &id in placements {
         let answer = get_json(
             &client,
             &server.url(&format!("/api/v1/placements/{id}/tags")),
@@ -271,15 +312,15 @@ async fn publisher_page(server: &Server, token: &str, head: &str) -> (String, u6
         );
         tags.push(tag);
     }
+    let (first, rest) = tags.split_first().expect("a placement for the page");
     let page = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>Daily Planet: an article</title>{head}</head>\n\
-         <body style=\"font:16px sans-serif;margin:16px\">\n<h1>Daily Planet</h1>\n{}\n\
-         <p>An article with a leaderboard above and a rectangle below; each ad tag includes tag.js.</p>\n{}\n\
+         <body style=\"font:16px sans-serif;margin:16px\">\n<h1>Daily Planet</h1>\n{first}\n\
+         <p>An article with an ad above and more below; each ad tag includes tag.js.</p>\n{}\n\
          </body></html>\n",
-        tags[0], tags[1]
+        rest.join("\n")
     );
-    let url = format!("http://localhost:{}/article.html", serve_page(page));
-    (url, sidebar, leaderboard)
+    format!("http://localhost:{}/article.html", serve_page(page))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,6 +368,37 @@ async fn async_tag_in_headless_chromium() {
             .find(|ad| ad["placement"] == placement)
             .unwrap_or_else(|| panic!("no ad for placement {placement} in {ads:#?}"))
     };
+
+    // The geo demo: without `geo.database`, the demo's geo database places this machine (the
+    // browser reaches the edge from loopback) in San Francisco, metro 807, which the geo demo
+    // line item targets on the sidebar; the page shows its creative there.
+    let line_items = get_json(&client, &server.url("/api/v1/line-items"), Some(&token)).await;
+    let geo_demo = id_named(&line_items, GEO_DEMO_LINE_ITEM);
+    let sidebar_ad = ad_for(sidebar);
+    assert_eq!(
+        u64_of(&sidebar_ad["line_item"], "line_item"),
+        geo_demo,
+        "the sidebar serves the geo demo to a visitor on this machine: {sidebar_ad:#}"
+    );
+    let geo_creative = u64_of(&sidebar_ad["creative"], "creative");
+    let stored = get_json(
+        &client,
+        &server.url(&format!("/api/v1/creatives/{geo_creative}")),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(stored["line_item_id"], geo_demo, "{stored:#}");
+    let sidebar_slot = result["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|slot| slot["placement"] == sidebar)
+        .unwrap_or_else(|| panic!("no sidebar slot: {result:#}"));
+    let shown = str_of(&sidebar_slot["ad"]["text"], "sidebar ad text");
+    assert!(
+        shown.contains("Bay Area city breaks"),
+        "the sidebar renders the geo demo's creative: {sidebar_slot:#}"
+    );
 
     // Each slot: filled once, by a sandboxed srcdoc iframe of the creative's size holding the
     // ad (a click link through the edge and a picture or markup) and its impression beacon.
@@ -525,7 +597,14 @@ async fn async_tag_in_headless_chromium() {
             (line_item, creative, decision.event_id),
             "placement {placement}: the impression is the decision's"
         );
+        // Located by the demo's geo database: loopback is in the United States.
+        assert_eq!(
+            (&decision.country, &impression.country),
+            (b"US", b"US"),
+            "placement {placement}: the visitor's country in the log"
+        );
     }
+    assert_eq!(impressions[&sidebar][0].line_item, geo_demo);
     let clicked_events: Vec<Event> = clicks.values().flatten().copied().collect();
     assert_eq!(
         clicked_events.len(),
@@ -636,4 +715,383 @@ fn start_for_headless_chromium(data: &Path) -> Server {
         &["--demo"],
         &[("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str())],
     )
+}
+
+/// Addresses of the documentation networks (RFC 5737, RFC 3849) that the geo test's database
+/// locates, and one it does not: each visit of the geo test forwards one.
+const NEW_YORK: &str = "203.0.113.7";
+const MUNICH: &str = "198.51.100.23";
+const LONDON: &str = "2001:db8::17";
+const NOWHERE: &str = "192.0.2.1";
+
+/// The country the geo test's database gives `address`, as the event log stores it.
+fn country_of(address: &str) -> [u8; 2] {
+    match address {
+        NEW_YORK => *b"US",
+        MUNICH => *b"DE",
+        LONDON => *b"GB",
+        _ => panic!("{address} is located nowhere"),
+    }
+}
+
+fn city(
+    country: &str,
+    subdivision: &str,
+    name: &str,
+    metro: Option<u16>,
+    postal: &str,
+    (lat, lon): (f64, f64),
+) -> Location {
+    let country = CountryCode::new(country).unwrap();
+    Location {
+        country: Some(country),
+        region: Some(RegionCode::new(country, subdivision).unwrap()),
+        city: Some(name.into()),
+        metro,
+        postal: Some(postal.into()),
+        point: Some(Point::new(lat, lon).unwrap()),
+        ..Location::default()
+    }
+}
+
+/// Writes the geo test's City database (GeoIP2's layout) to `path`: New York, Munich and
+/// London on documentation networks.
+fn write_geo_database(path: &Path) {
+    let mut writer = DatabaseWriter::new(
+        "Marquee-Test-City",
+        "The browser test's locations for documentation networks",
+    );
+    writer.language("en");
+    let networks = [
+        (
+            "203.0.113.0/24",
+            city("US", "NY", "New York", Some(501), "10001", (40.71, -74.00)),
+        ),
+        (
+            "198.51.100.0/24",
+            city("DE", "BY", "Munich", None, "80331", (48.14, 11.58)),
+        ),
+        (
+            "2001:db8::/32",
+            city("GB", "ENG", "London", None, "EC1A", (51.5074, -0.1278)),
+        ),
+    ];
+    for (network, location) in networks {
+        writer
+            .insert(network.parse().unwrap(), &city_record(&location))
+            .unwrap();
+    }
+    std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
+}
+
+/// A line item of the geo test: its name (its creative shows it), its targeting, and the
+/// forwarded addresses it serves.
+struct GeoLineItem {
+    name: &'static str,
+    targeting: Value,
+    serves: &'static [&'static str],
+}
+
+/// One line item per geo attribute, each on a placement of its own. Each address is served a
+/// different set, and each line item has a value its addresses' country shares with one
+/// it does not serve (Munich is in DE but not DE-BE; New York has a metro, London none).
+fn geo_line_items() -> Vec<GeoLineItem> {
+    vec![
+        GeoLineItem {
+            name: "Country DE or GB",
+            targeting: json!({ "country": ["DE", "GB"] }),
+            serves: &[MUNICH, LONDON],
+        },
+        GeoLineItem {
+            name: "Region US-NY or DE-BE",
+            targeting: json!({ "region": ["US-NY", "DE-BE"] }),
+            serves: &[NEW_YORK],
+        },
+        GeoLineItem {
+            name: "City New York or London",
+            targeting: json!({ "city": ["New York", "London"] }),
+            serves: &[NEW_YORK, LONDON],
+        },
+        GeoLineItem {
+            name: "Metro 501 or 807",
+            targeting: json!({ "metro": [501, 807] }),
+            serves: &[NEW_YORK],
+        },
+        GeoLineItem {
+            name: "Within 50 km of Munich",
+            targeting: json!({ "geo_radius": { "lat": 48.137, "lon": 11.575, "radius_km": 50.0 } }),
+            serves: &[MUNICH],
+        },
+    ]
+}
+
+/// Geo targeting from a real browser behind a trusted proxy: `marquee serve` with a City
+/// database the test writes (`geo.database`) and `edge.trusted_proxies` naming loopback; a page
+/// with five placements, each with one line item targeted by country, region, city, metro or
+/// radius (made through the API); visited four times, each visit in a fresh browser context
+/// whose requests carry `X-Forwarded-For` with another address (New York, Munich, London, and
+/// one the database does not know). Exactly the line items targeting the forwarded address's
+/// location serve, every other slot stays empty, and each impression is logged with that
+/// address's country.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
+    let started = Instant::now();
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = Scratch::new("marquee-browser-geo-");
+    let data = scratch.path().join("data");
+    let out = scratch.browser();
+    let database = scratch.path().join("test-city.mmdb");
+    write_geo_database(&database);
+
+    // No demo: the test's objects are the only ones. The admin token is made before the start.
+    let made = common::run(
+        &[
+            "token",
+            "create",
+            "--role",
+            "admin",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let crawlers = common::crawlers_for_headless_chromium(&data);
+    let server = Server::start_with(
+        &data,
+        &[],
+        &[
+            ("MARQUEE_GEO__DATABASE", database.to_str().unwrap()),
+            ("MARQUEE_EDGE__TRUSTED_PROXIES", "[\"127.0.0.1\", \"::1\"]"),
+            ("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str()),
+        ],
+    );
+    let base = server.base.clone();
+    let client = reqwest::Client::new();
+
+    let publisher = create_object(
+        &client,
+        &server,
+        &token,
+        "publishers",
+        &json!({ "name": "Geo Gazette" }),
+    )
+    .await;
+    let site = create_object(
+        &client,
+        &server,
+        &token,
+        "sites",
+        &json!({ "publisher_id": publisher, "name": "Geo Gazette", "domain": "geo.example" }),
+    )
+    .await;
+    let advertiser = create_object(
+        &client,
+        &server,
+        &token,
+        "advertisers",
+        &json!({ "name": "Geo Tours", "currency": "USD", "time_zone": "UTC" }),
+    )
+    .await;
+    let campaign = create_object(
+        &client,
+        &server,
+        &token,
+        "campaigns",
+        &json!({ "advertiser_id": advertiser, "name": "Everywhere" }),
+    )
+    .await;
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    let line_items = geo_line_items();
+    // By placement: the line item's id and its row in `line_items`.
+    let mut placements: Vec<(u64, u64, &GeoLineItem)> = Vec::new();
+    for item in &line_items {
+        let placement = create_object(
+            &client,
+            &server,
+            &token,
+            "placements",
+            &json!({ "site_id": site, "name": format!("Geo slot: {}", item.name),
+                "sizes": [{ "w": 320, "h": 50 }], "formats": ["banner"] }),
+        )
+        .await;
+        let line_item = create_object(
+            &client,
+            &server,
+            &token,
+            "line-items",
+            &json!({
+                "campaign_id": campaign, "name": item.name,
+                "start": format!("{today}T00:00:00"), "time_zone": "UTC",
+                "tier": "standard", "channels": ["direct"], "pacing": "asap",
+                "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
+                "targeting": item.targeting,
+            }),
+        )
+        .await;
+        let html = format!(
+            "<a href=\"{{{{CLICK_URL}}}}\" target=\"_blank\" style=\"display:block;width:320px;\
+             height:50px;background:#0f766e;color:#fff;font:bold 16px sans-serif;\
+             text-align:center;line-height:50px\">{}</a>\
+             <img src=\"{{{{IMPRESSION_URL}}}}\" width=\"1\" height=\"1\" alt=\"\">",
+            item.name
+        );
+        create_object(
+            &client,
+            &server,
+            &token,
+            "creatives",
+            &json!({ "line_item_id": line_item, "name": item.name, "size": { "w": 320, "h": 50 },
+                "landing_url": "https://geo.example/", "content": { "type": "html", "html": html } }),
+        )
+        .await;
+        let linked = client
+            .put(server.url(&format!(
+                "/api/v1/line-items/{line_item}/placements/{placement}"
+            )))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            linked.status().is_success(),
+            "{}",
+            linked.text().await.unwrap()
+        );
+        placements.push((placement, line_item, item));
+    }
+
+    // The last link is in a snapshot the edge serves once Munich gets the radius line item:
+    // every object before it is in that snapshot too.
+    let (last, ..) = placements[placements.len() - 1];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer: Value = client
+            .get(server.url(&format!("/ad.json?p={last}")))
+            .header("x-forwarded-for", MUNICH)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the test's line items did not reach the edge in 10 s: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let ids: Vec<u64> = placements.iter().map(|(p, ..)| *p).collect();
+    let page_url = page_with_tags(&server, &token, &ids, "").await;
+    let visits = [NEW_YORK, MUNICH, LONDON, NOWHERE];
+    let mut args = vec![page_url.as_str(), "--edge", base.as_str()];
+    for address in visits {
+        args.extend(["--visit", address]);
+    }
+    let result = run_node(&root, &chromium, "geo.mjs", &args, &out);
+    let browser_ms = result["elapsed_ms"].as_u64().unwrap_or(0);
+
+    let visited = result["visits"].as_array().unwrap();
+    assert_eq!(visited.len(), visits.len(), "{result:#}");
+    for (visit, address) in visited.iter().zip(visits) {
+        assert_eq!(visit["address"], address);
+        let expected: BTreeMap<u64, u64> = placements
+            .iter()
+            .filter(|(.., item)| item.serves.contains(&address))
+            .map(|(placement, line_item, _)| (*placement, *line_item))
+            .collect();
+
+        // One /ad.json request for the five slots, answered with exactly the matching ads.
+        let exchanges = visit["ad_json"].as_array().unwrap();
+        assert_eq!(exchanges.len(), 1, "{address}: {visit:#}");
+        assert_eq!(exchanges[0]["status"], 200, "{address}: {visit:#}");
+        let served: BTreeMap<u64, u64> = exchanges[0]["body"]["ads"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{address}: no ads in {:#}", exchanges[0]))
+            .iter()
+            .map(|ad| {
+                (
+                    u64_of(&ad["placement"], "placement"),
+                    u64_of(&ad["line_item"], "line_item"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            served, expected,
+            "{address}: the ads served (placement → line item)"
+        );
+
+        // On the page: the matching slots show their line item's creative, the others are
+        // empty.
+        let slots = visit["slots"].as_array().unwrap();
+        assert_eq!(slots.len(), placements.len(), "{address}: {slots:#?}");
+        for slot in slots {
+            let placement = u64_of(&slot["placement"], "slot placement");
+            let (.., item) = placements
+                .iter()
+                .find(|(p, ..)| *p == placement)
+                .unwrap_or_else(|| panic!("{address}: a slot of no test placement: {slot:#}"));
+            if expected.contains_key(&placement) {
+                assert_eq!(slot["state"], "filled", "{address}: {slot:#}");
+                assert_eq!(slot["iframes"], 1, "{address}: {slot:#}");
+                assert_eq!(
+                    str_of(&slot["ad"]["text"], "ad text"),
+                    item.name,
+                    "{address}: {slot:#}"
+                );
+            } else {
+                assert_eq!(slot["state"], "empty", "{address}: {slot:#}");
+                assert_eq!(slot["iframes"], 0, "{address}: {slot:#}");
+            }
+        }
+        let beacons = visit["beacons"].as_array().unwrap();
+        assert_eq!(beacons.len(), expected.len(), "{address}: {beacons:#?}");
+        assert!(
+            beacons.iter().all(|b| b["status"] == 200),
+            "{address}: {beacons:#?}"
+        );
+        // Only loopback was contacted.
+        for request in visit["requests"].as_array().unwrap() {
+            assert_eq!(
+                request["action"], "continued",
+                "{address}: a request to another host: {request:#}"
+            );
+        }
+    }
+
+    // The log: one impression per served ad, with the forwarded address's country.
+    server.stop();
+    let mut logged: Vec<(u64, [u8; 2])> = logged_events(&data)
+        .iter()
+        .filter(|e| e.kind == EventKind::Impression)
+        .map(|e| (e.line_item, e.country))
+        .collect();
+    logged.sort_unstable();
+    let mut expected: Vec<(u64, [u8; 2])> = placements
+        .iter()
+        .flat_map(|(_, line_item, item)| {
+            item.serves
+                .iter()
+                .map(move |address| (*line_item, country_of(address)))
+        })
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(logged, expected, "impressions (line item, country)");
+    eprintln!(
+        "browser geo test: passed in {:?} (browser {browser_ms} ms for {} visits)",
+        started.elapsed(),
+        visits.len()
+    );
 }
