@@ -63,7 +63,7 @@ impl Lookup {
                     }),
                     location
                         .connection_type
-                        .map(|kind| connection_label(connection_type(kind)).to_owned()),
+                        .map(|kind| connection_label(kind).to_owned()),
                 ]
                 .into_iter()
                 .flatten()
@@ -118,9 +118,7 @@ impl<'a> RequestGeo<'a> {
                 metro: typed.metro.or(found.metro),
                 postal: typed.postal.or(found.postal.as_deref()),
                 asn: typed.asn.or(found.asn),
-                connection_type: typed
-                    .connection_type
-                    .or(found.connection_type.map(connection_type)),
+                connection_type: typed.connection_type.or(found.connection_type),
             },
         };
         RequestGeo { geo, lookup }
@@ -216,15 +214,6 @@ fn connection_label(kind: ConnectionType) -> &'static str {
 }
 
 /// The database's connection type as targeting names it.
-fn connection_type(kind: marquee_geo::ConnectionType) -> ConnectionType {
-    match kind {
-        marquee_geo::ConnectionType::CableDsl => ConnectionType::CableDsl,
-        marquee_geo::ConnectionType::Cellular => ConnectionType::Cellular,
-        marquee_geo::ConnectionType::Corporate => ConnectionType::Corporate,
-        marquee_geo::ConnectionType::Satellite => ConnectionType::Satellite,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -249,7 +238,7 @@ mod tests {
                 point: Point::new(40.7128, -74.0036),
                 asn: Some(64500),
                 as_org: Some(Arc::from("Example Net")),
-                connection_type: Some(marquee_geo::ConnectionType::CableDsl),
+                connection_type: Some(ConnectionType::CableDsl),
             },
         )
     }

@@ -18,7 +18,7 @@ use hyper::header::{HeaderMap, HeaderName, USER_AGENT};
 use marquee_device::{ClientHints, Device};
 use marquee_engine::Geo;
 use marquee_geo::{CountryCode, GeoSource, Location, LookupCache};
-use marquee_model::{ConnectionType, DeviceType};
+use marquee_model::DeviceType;
 
 use crate::Edge;
 use crate::client::Client;
@@ -112,7 +112,7 @@ impl Visitor {
             metro: location.metro,
             postal: location.postal.as_deref(),
             asn: location.asn,
-            connection_type: location.connection_type.map(connection_type),
+            connection_type: location.connection_type,
         }
     }
 }
@@ -142,15 +142,6 @@ fn device(headers: &HeaderMap) -> Device {
             brands: text(&SEC_CH_UA),
         },
     )
-}
-
-fn connection_type(kind: marquee_geo::ConnectionType) -> ConnectionType {
-    match kind {
-        marquee_geo::ConnectionType::CableDsl => ConnectionType::CableDsl,
-        marquee_geo::ConnectionType::Cellular => ConnectionType::Cellular,
-        marquee_geo::ConnectionType::Corporate => ConnectionType::Corporate,
-        marquee_geo::ConnectionType::Satellite => ConnectionType::Satellite,
-    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,10 @@ pub mod writer;
 pub use anonymize::anonymize;
 pub use cache::LookupCache;
 pub use database::{DatabaseInfo, GeoDatabase};
-pub use location::{ConnectionType, CountryCode, Location, Point, RegionCode};
+pub use location::{
+    ConnectionType, CountryCode, Location, Point, RegionCode, connection_type_database_name,
+    connection_type_from_database_name,
+};
 pub use source::{GeoPaths, GeoSource, Reload};
 
 /// Why a database could not be used. Each names the file (its path, or what it is for one

@@ -120,43 +120,33 @@ impl RegionCode {
     }
 }
 
-/// The kind of access network, from a GeoIP2 Connection-Type database's `connection_type`.
+/// The kind of access network targeting names ([`marquee_model::ConnectionType`]), read from a
+/// GeoIP2 Connection-Type database's `connection_type`.
 ///
 /// Values the database may gain later, and the retired `Dialup`, are read as no connection
 /// type at all rather than as a catch-all variant: targeting names one of these four, and an
 /// unknown kind matches none of them either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnectionType {
-    /// `Cable/DSL`: fixed broadband, including fibre.
-    CableDsl,
-    /// `Cellular`: mobile networks.
-    Cellular,
-    /// `Corporate`: business networks.
-    Corporate,
-    /// `Satellite`.
-    Satellite,
+pub use marquee_model::ConnectionType;
+
+/// The connection type a database names (`Cable/DSL`, `Cellular`, `Corporate`,
+/// `Satellite`); `None` for any other string.
+pub fn connection_type_from_database_name(name: &str) -> Option<ConnectionType> {
+    match name {
+        "Cable/DSL" => Some(ConnectionType::CableDsl),
+        "Cellular" => Some(ConnectionType::Cellular),
+        "Corporate" => Some(ConnectionType::Corporate),
+        "Satellite" => Some(ConnectionType::Satellite),
+        _ => None,
+    }
 }
 
-impl ConnectionType {
-    /// The database's name for it, e.g. `Cable/DSL`; `None` for any other string.
-    pub fn from_database_name(name: &str) -> Option<ConnectionType> {
-        match name {
-            "Cable/DSL" => Some(ConnectionType::CableDsl),
-            "Cellular" => Some(ConnectionType::Cellular),
-            "Corporate" => Some(ConnectionType::Corporate),
-            "Satellite" => Some(ConnectionType::Satellite),
-            _ => None,
-        }
-    }
-
-    /// The database's name for it, e.g. `Cable/DSL`.
-    pub fn database_name(self) -> &'static str {
-        match self {
-            ConnectionType::CableDsl => "Cable/DSL",
-            ConnectionType::Cellular => "Cellular",
-            ConnectionType::Corporate => "Corporate",
-            ConnectionType::Satellite => "Satellite",
-        }
+/// The database's name for a connection type, e.g. `Cable/DSL`.
+pub fn connection_type_database_name(kind: ConnectionType) -> &'static str {
+    match kind {
+        ConnectionType::CableDsl => "Cable/DSL",
+        ConnectionType::Cellular => "Cellular",
+        ConnectionType::Corporate => "Corporate",
+        ConnectionType::Satellite => "Satellite",
     }
 }
 
@@ -181,12 +171,6 @@ impl fmt::Debug for RegionCode {
 impl fmt::Display for RegionCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for ConnectionType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.database_name())
     }
 }
 
@@ -239,11 +223,11 @@ mod tests {
             ConnectionType::Satellite,
         ] {
             assert_eq!(
-                ConnectionType::from_database_name(kind.database_name()),
+                connection_type_from_database_name(connection_type_database_name(kind)),
                 Some(kind)
             );
         }
-        assert_eq!(ConnectionType::from_database_name("Dialup"), None);
-        assert_eq!(ConnectionType::from_database_name("cellular"), None);
+        assert_eq!(connection_type_from_database_name("Dialup"), None);
+        assert_eq!(connection_type_from_database_name("cellular"), None);
     }
 }

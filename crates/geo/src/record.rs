@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 
-use crate::location::{ConnectionType, CountryCode, Location, Point, RegionCode};
+use crate::location::{
+    CountryCode, Location, Point, RegionCode, connection_type_from_database_name,
+};
 
 /// A City or Country database's record.
 #[derive(Debug, Deserialize)]
@@ -125,7 +127,7 @@ impl<'a> Record<'a> for NetworkRecord<'a> {
         location.as_org = self.autonomous_system_organization.and_then(non_empty);
         location.connection_type = self
             .connection_type
-            .and_then(ConnectionType::from_database_name);
+            .and_then(connection_type_from_database_name);
         location.asn.is_some() || location.as_org.is_some() || location.connection_type.is_some()
     }
 }

@@ -138,8 +138,9 @@ pub(crate) async fn open_manager(
     .await?;
     manager.set_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
     manager.set_geo_availability(marquee_api::GeoAvailability {
+        // `--demo` without a file locates with the demo database (`geo::open`).
         location: marquee_api::GeoLocationSource::from_sources(
-            config.geo.database.is_some(),
+            config.geo.database.is_some() || config.demo,
             !config.edge.country_header.is_empty(),
         ),
         network: config.geo.asn_database.is_some(),

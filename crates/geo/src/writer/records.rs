@@ -60,7 +60,10 @@ pub fn asn_record(location: &Location) -> Value {
 pub fn connection_type_record(location: &Location) -> Value {
     let mut entries = Vec::new();
     if let Some(kind) = location.connection_type {
-        entries.push(("connection_type", Value::from(kind.database_name())));
+        entries.push((
+            "connection_type",
+            Value::from(crate::location::connection_type_database_name(kind)),
+        ));
     }
     Value::map(entries)
 }

@@ -63,7 +63,10 @@ pub fn network_database(networks: &[(&str, &Location)]) -> Vec<u8> {
                 unreachable!("asn_record writes a map")
             };
             if let Some(kind) = l.connection_type {
-                entries.push(("connection_type".into(), Value::from(kind.database_name())));
+                entries.push((
+                    "connection_type".into(),
+                    Value::from(marquee_geo::connection_type_database_name(kind)),
+                ));
             }
             (*n, Value::Map(entries))
         })
