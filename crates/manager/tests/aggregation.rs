@@ -356,6 +356,7 @@ async fn statements_per_run_are_the_same_for_a_thousand_and_a_million_events() {
 /// The same on PostgreSQL (a database of its own on the server `scripts/test-deps.sh` starts),
 /// with 100,000 events for the larger run.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn statements_per_run_on_postgres_are_the_same_for_a_thousand_and_100_000_events() {
     let w = world_on(Some(TestDatabase::create().await)).await;
     let statements = statements_per_run(&w, [1_000, 100_000]).await;
@@ -450,6 +451,7 @@ async fn a_fenced_run_counts_and_acknowledges_nothing_on_sqlite() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_fenced_run_counts_and_acknowledges_nothing_on_postgres() {
     a_fenced_run_counts_and_acknowledges_nothing(
         world_on(Some(TestDatabase::create().await)).await,

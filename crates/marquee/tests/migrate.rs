@@ -40,6 +40,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn two_migrates_at_once_apply_postgres_migrations_once() {
     let db = TestDatabase::create().await;
     let (first, _first_data) = start(&["migrate", "--database", db.url()]);
@@ -101,6 +102,7 @@ fn a_bad_database_url_is_refused_with_its_reason() {
 /// PostgreSQL one; a manager on PostgreSQL then answers the same objects, the same report and
 /// the same admin token. A second copy into that database is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn copy_database_moves_a_single_machine_install_to_postgres() {
     let data = tempfile::tempdir().unwrap();
     let serve = common::Server::start(data.path(), &["--demo"]);

@@ -164,6 +164,7 @@ async fn a_second_manager_on_one_sqlite_data_directory_waits_for_the_first() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_second_manager_on_one_postgres_database_waits_for_the_first() {
     let db = TestDatabase::create().await;
     let first = tempfile::tempdir().unwrap();

@@ -265,6 +265,7 @@ bob,vip,tier=silver
 
 /// With `[redis]`: an upload to one edge is written to Redis and targeted on another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn profiles_uploaded_to_one_edge_reach_another_through_redis() {
     let redis = redis_url();
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];

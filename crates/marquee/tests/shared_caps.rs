@@ -58,6 +58,7 @@ async fn wait_for_ads(client: &reqwest::Client, server: &Server) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
     let redis = test_redis();
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

@@ -1,6 +1,7 @@
 //! The shared state against a real Redis: the instance scripts/test-deps.sh starts
 //! (redis://127.0.0.1:26379, or MARQUEE_TEST_REDIS_URL), and for the outage tests servers of
-//! their own started from the same `redis-server` binary, paused and stopped at will.
+//! their own started from the same `redis-server` binary, paused and stopped at will. The tests
+//! that need either are ignored by plain `cargo test` and run by `scripts/test.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
@@ -64,6 +65,7 @@ fn rule(line_item: u64, window_seconds: u32, limit: u32) -> CapRule {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
     inspect().await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -113,6 +115,7 @@ async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn one_users_keys_share_a_cluster_slot_and_expire_with_their_window() {
     let mut redis = inspect().await;
     let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
@@ -169,6 +172,7 @@ async fn one_users_keys_share_a_cluster_slot_and_expire_with_their_window() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn windows_slide_on_the_injected_clock() {
     inspect().await;
     let clock = Arc::new(ManualClock::new(Timestamp::now()));
@@ -205,6 +209,7 @@ async fn windows_slide_on_the_injected_clock() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn queued_counts_and_charges_reach_redis_in_one_flush() {
     let mut redis = inspect().await;
     let config = SharedConfig {
@@ -257,6 +262,7 @@ async fn queued_counts_and_charges_reach_redis_in_one_flush() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn budget_charges_race_within_their_limit() {
     inspect().await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -424,6 +430,7 @@ async fn nothing_listening_opens_the_breaker_and_every_answer_comes_in_time() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
     let server = OwnServer::start();
     let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
@@ -488,6 +495,7 @@ async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_restarted_server_is_found_again_and_gets_the_script_back() {
     let server = OwnServer::start();
     let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
@@ -519,6 +527,7 @@ async fn a_restarted_server_is_found_again_and_gets_the_script_back() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
     inspect().await;
     let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
@@ -535,6 +544,7 @@ async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
     let mut redis = inspect().await;
     let edges = [
@@ -592,6 +602,7 @@ fn round_trips(shared: &SharedState) -> u64 {
 /// Bid requests look profiles up without waiting: the first of a user goes without, one fetch
 /// in the background serves the rest, however many arrive while it runs.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_user_unknown_to_the_cache_is_fetched_once_in_the_background() {
     inspect().await;
     let writer = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
@@ -663,6 +674,7 @@ async fn zcard(redis: &mut redis::aio::MultiplexedConnection, key: String) -> u6
 /// A flush that timed out may have run in Redis all the same (here it waits in the paused
 /// server's socket and runs on its return); sending it again must not count it again.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() {
     let server = OwnServer::start();
     let config = SharedConfig {
@@ -712,6 +724,7 @@ async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() 
 /// A chunk that fails goes back to the queue, alone: the chunks before it were counted, and
 /// the commands of it that Redis ran are not counted twice when it is sent again.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn only_the_chunk_that_failed_is_sent_again() {
     let mut redis = inspect().await;
     let config = SharedConfig {
@@ -755,6 +768,7 @@ async fn only_the_chunk_that_failed_is_sent_again() {
 /// A long queue (Redis was away) drains in one flush, in chunks each within the flush timeout,
 /// however short the requests' timeout is.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_queue_of_many_chunks_drains_under_the_short_request_timeout() {
     let mut redis = inspect().await;
     let config = SharedConfig {
@@ -782,6 +796,7 @@ async fn a_queue_of_many_chunks_drains_under_the_short_request_timeout() {
 
 /// The breaker protects requests; a flush is not one: its failures leave the breaker alone.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_flush_that_times_out_does_not_open_the_breaker() {
     let server = OwnServer::start();
     let config = SharedConfig {
@@ -812,6 +827,7 @@ async fn a_flush_that_times_out_does_not_open_the_breaker() {
 /// A stopping edge sends what is queued even while the breaker is open, which a regular flush
 /// waits out.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
     let server = OwnServer::start();
     let config = SharedConfig {
@@ -857,6 +873,7 @@ async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
 /// Ad ops raise a cap: a user the cache knows full at the old limit is allowed at the new one
 /// at once, not when the old window ends.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_raised_limit_is_not_refused_from_the_cache() {
     inspect().await;
     let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
@@ -890,6 +907,7 @@ async fn a_raised_limit_is_not_refused_from_the_cache() {
 /// server's socket and runs on its return). The edge served that decision from local state
 /// and queued its count: sent, the queued count must not count the decision again.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_check_that_timed_out_after_redis_counted_it_counts_once_when_queued() {
     let server = OwnServer::start();
     let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
@@ -939,6 +957,7 @@ async fn a_check_that_timed_out_after_redis_counted_it_counts_once_when_queued()
 /// The shared budget figure stays true on an edge that stopped charging: it reads the counter
 /// back every second, so another edge's charges show there too.
 #[tokio::test]
+#[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn the_shared_budget_figure_follows_other_edges_charges() {
     let config = || SharedConfig {
         flush_interval: Duration::from_millis(50),

@@ -1,5 +1,6 @@
 //! The conformance suite of [`StatsStore`], in the style of [`suite`](crate::suite): every
-//! backend runs the same cases.
+//! backend runs the same cases, and attributes after the factory expression go on every
+//! generated test.
 //!
 //! ```text
 //! marquee_store::stats_suite!(fresh_store());
@@ -76,8 +77,21 @@ pub fn direct_minute_count(events: &[Event]) -> HashMap<MinuteKey, Counters> {
 /// Expands into one `#[tokio::test]` per stats conformance case.
 #[macro_export]
 macro_rules! stats_suite {
-    ($factory:expr) => {
-        $crate::stats_suite!(@cases ($factory)
+    (@cases $attrs:tt ($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            $crate::stats_suite!(@case $attrs ($factory) $case);
+        )*
+    };
+    (@case {$(#[$attr:meta])*} ($factory:expr) $case:ident) => {
+        #[tokio::test]
+        $(#[$attr])*
+        async fn $case() {
+            let (store, clock, _guard) = $factory.await;
+            $crate::stats_suite::$case(store, clock).await;
+        }
+    };
+    ($factory:expr $(, #[$attr:meta])* $(,)?) => {
+        $crate::stats_suite!(@cases {$(#[$attr])*} ($factory)
             runs_add_counters_and_move_checkpoints,
             a_run_from_checkpoints_another_run_moved_writes_nothing,
             a_run_that_found_no_checkpoint_loses_to_one_that_made_it,
@@ -92,15 +106,6 @@ macro_rules! stats_suite {
             invalid_traffic_is_stored_by_kind_and_reason,
             dimensions_hold_every_status,
         );
-    };
-    (@cases ($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                let (store, clock, _guard) = $factory.await;
-                $crate::stats_suite::$case(store, clock).await;
-            }
-        )*
     };
 }
 

@@ -10,6 +10,9 @@
 //! evaluated afresh in every test, so each case gets an empty store. The store must take its
 //! time from `clock`; `guard` is kept alive until the case ends (a temporary directory, a
 //! server). The calling crate needs `tokio` with the `macros` and `rt` features.
+//!
+//! Attributes after the expression go on every generated test, as for a backend that needs a
+//! server: `store_suite!(fresh_store(), #[ignore = "needs PostgreSQL: ..."])`.
 
 // Test code: a panic is how a case fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -33,8 +36,21 @@ use crate::{
 /// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
 #[macro_export]
 macro_rules! store_suite {
-    ($factory:expr) => {
-        $crate::store_suite!(@cases ($factory)
+    (@cases $attrs:tt ($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            $crate::store_suite!(@case $attrs ($factory) $case);
+        )*
+    };
+    (@case {$(#[$attr:meta])*} ($factory:expr) $case:ident) => {
+        #[tokio::test]
+        $(#[$attr])*
+        async fn $case() {
+            let (store, clock, _guard) = $factory.await;
+            $crate::suite::$case(store, clock).await;
+        }
+    };
+    ($factory:expr $(, #[$attr:meta])* $(,)?) => {
+        $crate::store_suite!(@cases {$(#[$attr])*} ($factory)
             round_trip_every_kind,
             owner_is_derived_from_the_root,
             missing_objects_are_not_found,
@@ -56,15 +72,6 @@ macro_rules! store_suite {
             change_counter_counts_only_mutations,
             catalog_holds_active_rows_and_all_links,
         );
-    };
-    (@cases ($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                let (store, clock, _guard) = $factory.await;
-                $crate::suite::$case(store, clock).await;
-            }
-        )*
     };
 }
 

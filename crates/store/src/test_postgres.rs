@@ -3,9 +3,11 @@
 //! run in parallel without seeing each other's rows or migrations.
 //!
 //! The server is the one `scripts/test-deps.sh` starts, at [`DEFAULT_URL`], unless
-//! `MARQUEE_TEST_POSTGRES_URL` names another (a URL whose user may create databases). When it
-//! cannot be reached, [`TestDatabase::create`] panics with a message naming that script: a test
-//! that needs PostgreSQL fails, it is never skipped.
+//! `MARQUEE_TEST_POSTGRES_URL` names another (a URL whose user may create databases). Tests
+//! that use it carry `#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]`: plain
+//! `cargo test` leaves them out, `scripts/test.sh` runs them. When the server cannot be
+//! reached, [`TestDatabase::create`] panics with a message naming `scripts/test-deps.sh`: a
+//! test that runs without PostgreSQL fails, it does not pass quietly.
 
 // Test support: a panic is how a test using it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,7 @@
 //! The conformance suites and PostgreSQL-specific behaviour (migrations under the advisory
 //! lock, concurrent writers) of `PostgresStore`. Each test gets a database of its own on the
-//! server `scripts/test-deps.sh` starts (see `marquee_store::test_postgres`).
+//! server `scripts/test-deps.sh` starts (see `marquee_store::test_postgres`); those tests are
+//! ignored by plain `cargo test` and run by `scripts/test.sh`.
 
 // Test code: a panic is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,11 +33,17 @@ async fn fresh_store() -> (Arc<dyn Store>, Arc<ManualClock>, TestDatabase) {
 }
 
 mod conformance {
-    marquee_store::store_suite!(super::fresh_store());
+    marquee_store::store_suite!(
+        super::fresh_store(),
+        #[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
+    );
 }
 
 mod stats_conformance {
-    marquee_store::stats_suite!(super::fresh_store());
+    marquee_store::stats_suite!(
+        super::fresh_store(),
+        #[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
+    );
 }
 
 /// A plain client of the test database, for looking behind the store.
@@ -61,6 +68,7 @@ async fn applied_migrations(db: &TestDatabase) -> Vec<(i32, String, String, i64)
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn migrations_build_the_schema_on_an_empty_database() {
     let db = TestDatabase::create().await;
     let clock = clock();
@@ -93,6 +101,7 @@ async fn migrations_build_the_schema_on_an_empty_database() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn reconnecting_keeps_data_and_applies_nothing_twice() {
     let db = TestDatabase::create().await;
     let clock = clock();
@@ -121,6 +130,7 @@ async fn reconnecting_keeps_data_and_applies_nothing_twice() {
 /// Two managers starting at once on an empty database: both connect, each migration is
 /// applied once (the second waits on the advisory lock, then finds it applied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn concurrent_migrations_apply_each_version_once() {
     let db = TestDatabase::create().await;
     let url = db.url().to_owned();
@@ -148,6 +158,7 @@ async fn concurrent_migrations_apply_each_version_once() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_changed_migration_is_refused() {
     let db = TestDatabase::create().await;
     drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
@@ -161,6 +172,7 @@ async fn a_changed_migration_is_refused() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_database_from_a_newer_binary_is_refused() {
     let db = TestDatabase::create().await;
     drop(PostgresStore::connect(db.url(), clock()).await.unwrap());
@@ -187,6 +199,7 @@ async fn an_unreachable_server_is_named_in_the_error() {
 /// Writers on several connections at once: every create bumps the counter once, ids are
 /// unique, and readers see catalogs whose campaigns match the counter they were read at.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn concurrent_writers_and_readers_stay_consistent() {
     const WRITERS: u64 = 4;
     const WRITES: u64 = 10;
@@ -257,6 +270,7 @@ async fn take_lock(store: &dyn Store) -> ManagerLock {
 /// The lock is per database: a manager of another database on the same server is not kept
 /// waiting.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn manager_locks_of_two_databases_do_not_contend() {
     let (first, _, _db) = fresh_store().await;
     let (second, _, _other) = fresh_store().await;
@@ -267,6 +281,7 @@ async fn manager_locks_of_two_databases_do_not_contend() {
 /// A holder whose session ends (the server restarted, the connection broke) takes the lock
 /// again when no other manager did, and goes on as the active manager.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_manager_lock_whose_session_ends_is_taken_again() {
     let (store, _clock, db) = fresh_store().await;
     let lock = take_lock(&*store).await;
@@ -302,6 +317,7 @@ async fn a_manager_lock_whose_session_ends_is_taken_again() {
 /// If another manager takes the lock while the holder's session is gone, the holder learns
 /// that it lost it (and must stop).
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_manager_lock_taken_by_another_meanwhile_is_lost() {
     let (store, _clock, db) = fresh_store().await;
     let lock = take_lock(&*store).await;
@@ -328,6 +344,7 @@ async fn a_manager_lock_taken_by_another_meanwhile_is_lost() {
 /// transaction's row lock, then compares with the outcome: refused if the row moved, made if
 /// the other transaction rolled back.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_run_meeting_a_concurrent_checkpoint_move_waits_and_compares_with_its_outcome() {
     let checkpoint = |segment| Checkpoint {
         source: "eu-1".into(),
