@@ -9,6 +9,7 @@
 #   bench/bid-instructions.sh --data DIR [-n 2000] [--warm 300] [--bin PATH] [--out FILE]
 #   bench/bid-instructions.sh --reference [-n 2000] ...
 #   bench/bid-instructions.sh --data DIR --get '/ad?placement=2&format=js&uid=bench' ...
+#   bench/bid-instructions.sh ... --header 'User-Agent: Mozilla/5.0 ...' (repeatable)
 #
 # --reference counts the same for `marquee bench reference --post-bytes 1594` instead (the
 # hello-world every ratio is measured against, answering as many bytes as a bid), so the two
@@ -28,6 +29,7 @@ warm=300
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 out=""
 get=""
+headers=()
 die() { echo "bid-instructions.sh: $*" >&2; exit 64; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --get) get="$2"; shift 2 ;;
+    --header) headers+=(-H "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -80,6 +83,7 @@ if [[ -n "$get" ]]; then
   url="http://$addr$get"
   load=()
 fi
+load+=("${headers[@]}")
 # The manager's first aggregation run loads the stored dedupe set, a one-off cost that must not
 # land inside the measured window: wait for two runs to have finished.
 for _ in $(seq 1 600); do
@@ -102,7 +106,7 @@ echo "answers: $(grep -E '^  "(bids|no_bids|errors_total)"' "$work/run.json" | t
 echo "instructions: $total total, $((total / count)) per request ($count requests)"
 echo "inclusive per request:"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null |
-  grep -E 'bidder::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|handlers::ad[^a-z_]|fill_tracked|notice::|aggregat' |
+  grep -E 'bidder::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|handlers::ad[^a-z_]|fill_tracked|notice::|aggregat|Visitor::of|marquee_device::detect|LookupCache::lookup' |
   head -n 20 |
   awk -v n="$count" '{ gsub(",", "", $1); printf "  %8d  %s\n", $1 / n, substr($0, index($0, $2)) }'
 echo "dump: $dump"
