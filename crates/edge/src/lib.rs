@@ -18,6 +18,7 @@
 
 pub mod bidder;
 mod client;
+mod device_cache;
 mod gateway;
 pub mod geo;
 mod handlers;

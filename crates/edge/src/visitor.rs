@@ -14,14 +14,15 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use hyper::header::{HeaderMap, HeaderName, USER_AGENT};
-use marquee_device::{ClientHints, Device};
+use hyper::header::HeaderMap;
+use marquee_device::Device;
 use marquee_engine::Geo;
 use marquee_geo::{CountryCode, GeoSource, Location, LookupCache};
 use marquee_model::DeviceType;
 
 use crate::Edge;
 use crate::client::Client;
+use crate::device_cache::{DeviceCache, DeviceHeaders};
 
 /// Addresses each worker remembers with their location. A hit costs a hash and a compare; a
 /// miss, a lookup in the database (see `crates/geo/README.md` for both).
@@ -29,11 +30,8 @@ const CACHED_ADDRESSES: usize = 8192;
 
 thread_local! {
     static LOOKUPS: RefCell<LookupCache> = RefCell::new(LookupCache::new(CACHED_ADDRESSES));
+    static DEVICES: RefCell<DeviceCache> = RefCell::new(DeviceCache::new());
 }
-
-const SEC_CH_UA: HeaderName = HeaderName::from_static("sec-ch-ua");
-const SEC_CH_UA_MOBILE: HeaderName = HeaderName::from_static("sec-ch-ua-mobile");
-const SEC_CH_UA_PLATFORM: HeaderName = HeaderName::from_static("sec-ch-ua-platform");
 
 /// Where the visitor is and what it browses with, as far as the request tells.
 #[derive(Debug, Clone, Default)]
@@ -130,18 +128,29 @@ pub(crate) fn locate_address(edge: &Edge, address: std::net::IpAddr) -> Option<A
     LOOKUPS.with(|cache| cache.borrow_mut().lookup(&database, address))
 }
 
-/// The device from the client hints and the User-Agent.
+/// The device from the client hints and the User-Agent, through this worker's cache. The
+/// headers are found in one pass over the request's few headers, which costs less than a
+/// hashed lookup of each of the four names; the first of each counts.
 fn device(headers: &HeaderMap) -> Device {
-    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    let user_agent = headers.get(USER_AGENT).map_or(&[][..], |v| v.as_bytes());
-    marquee_device::detect(
-        user_agent,
-        ClientHints {
-            mobile: text(&SEC_CH_UA_MOBILE),
-            platform: text(&SEC_CH_UA_PLATFORM),
-            brands: text(&SEC_CH_UA),
-        },
-    )
+    let mut found = DeviceHeaders::default();
+    let mut user_agent = None;
+    for (name, value) in headers {
+        let slot = match name.as_str() {
+            "user-agent" => {
+                user_agent.get_or_insert(value.as_bytes());
+                continue;
+            }
+            "sec-ch-ua" => &mut found.brands,
+            "sec-ch-ua-mobile" => &mut found.mobile,
+            "sec-ch-ua-platform" => &mut found.platform,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = value.to_str().ok();
+        }
+    }
+    found.user_agent = user_agent.unwrap_or_default();
+    DEVICES.with(|cache| cache.borrow_mut().device(&found))
 }
 
 #[cfg(test)]
