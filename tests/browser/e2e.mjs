@@ -23,19 +23,8 @@
 // a failure). The browser profile is Playwright's fresh temporary one, removed on close.
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { FLAGS, Network, waitForSlots } from './intercept.mjs';
 
-// The flags known to work on these machines (see the environment notes): no sandbox as root,
-// no GPU, and no background traffic to Google's services.
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 function parseArgs(argv) {
   const args = { page: null, edge: null, out: null, click: null, timeoutMs: 20000 };
@@ -57,98 +46,6 @@ function parseArgs(argv) {
       'usage: e2e.mjs <page-url> --edge <edge-base-url> --out <dir> [--click ID] [--timeout-ms N]');
   }
   return args;
-}
-
-const isLoopback = (host) => ['127.0.0.1', 'localhost', '[::1]'].includes(host);
-
-/** A stand-in for a creative image on an unreachable host, so the screenshot shows the ad. */
-function standInImage(url) {
-  const m = /(\d+)x(\d+)/.exec(url);
-  const [w, h] = m ? [Number(m[1]), Number(m[2])] : [300, 250];
-  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}">` +
-    '<rect width="100%" height="100%" fill="#b91c1c"/>' +
-    '<text x="50%" y="50%" fill="#fff" font-family="sans-serif" font-size="18" ' +
-    `text-anchor="middle" dominant-baseline="middle">stand-in for ${w}x${h} image</text></svg>`;
-  return {
-    responseCode: 200,
-    responseHeaders: [{ name: 'Content-Type', value: 'image/svg+xml' }],
-    body: Buffer.from(svg).toString('base64'),
-  };
-}
-
-/**
- * Intercepts every request of the browser (all targets) and keeps a log: one entry per request
- * hop, `{ id, url, type, action, status, location, headers, redirected_from, body }`.
- */
-class Network {
-  constructor(cdp) {
-    this.cdp = cdp;
-    this.log = [];
-    this.errors = [];
-    this.byId = new Map();
-  }
-
-  async start() {
-    this.cdp.on('Fetch.requestPaused', (event) => {
-      this.paused(event).catch((error) => {
-        this.errors.push(`${event.request.url}: ${error.message}`);
-        this.cdp.send('Fetch.continueRequest', { requestId: event.requestId }).catch(() => {});
-      });
-    });
-    await this.cdp.send('Fetch.enable', {
-      patterns: [
-        { urlPattern: '*', requestStage: 'Request' },
-        { urlPattern: 'http://127.0.0.1:*', requestStage: 'Response' },
-        { urlPattern: 'http://localhost:*', requestStage: 'Response' },
-      ],
-    });
-  }
-
-  async paused(event) {
-    const id = event.requestId;
-    const responding = event.responseStatusCode !== undefined || event.responseErrorReason !== undefined;
-    if (responding) {
-      const entry = this.byId.get(id) ?? { id, url: event.request.url };
-      entry.status = event.responseStatusCode ?? null;
-      entry.failure = event.responseErrorReason ?? null;
-      entry.headers = Object.fromEntries(
-        (event.responseHeaders ?? []).map((h) => [h.name.toLowerCase(), h.value]));
-      entry.location = entry.headers.location ?? null;
-      if (entry.url.includes('/ad.json?') && entry.status === 200) {
-        const { body, base64Encoded } = await this.cdp.send('Fetch.getResponseBody', { requestId: id });
-        entry.body = base64Encoded ? Buffer.from(body, 'base64').toString() : body;
-      }
-      entry.responded = true;
-      await this.cdp.send('Fetch.continueRequest', { requestId: id });
-      return;
-    }
-    const url = new URL(event.request.url);
-    const entry = {
-      id,
-      url: event.request.url,
-      type: event.resourceType,
-      redirected_from: event.redirectedRequestId ?? null,
-      action: 'continued',
-      status: null,
-      location: null,
-    };
-    this.byId.set(id, entry);
-    this.log.push(entry);
-    if (isLoopback(url.hostname) || url.protocol === 'data:') {
-      await this.cdp.send('Fetch.continueRequest', { requestId: id });
-    } else if (event.resourceType === 'Image') {
-      entry.action = 'stand-in image';
-      await this.cdp.send('Fetch.fulfillRequest', { requestId: id, ...standInImage(entry.url) });
-    } else {
-      entry.action = 'aborted';
-      await this.cdp.send('Fetch.failRequest', { requestId: id, errorReason: 'BlockedByClient' });
-    }
-  }
-
-  /** Log entries without the large fields, for the result. */
-  summary() {
-    return this.log.map(({ body: _body, headers: _headers, ...rest }) => rest);
-  }
 }
 
 async function main() {
@@ -197,30 +94,10 @@ async function main() {
     await page.goto(args.page, { waitUntil: 'load', timeout: left() });
 
     // The async tag: every slot ends filled (or empty / error, which fails below).
-    if ((await page.locator('ins.marquee').count()) === 0) {
-      throw new Error('the page has no <ins class="marquee"> slot');
-    }
-    await page
-      .waitForFunction(
-        () => [...document.querySelectorAll('ins.marquee')].every((s) =>
-          ['filled', 'empty', 'error'].includes(s.getAttribute('data-marquee'))),
-        null,
-        { timeout: left(), polling: 50 },
-      )
-      .catch(() => {
-        throw new Error('the async tag did not finish: a slot never left data-marquee="pending" (or was never touched)');
-      });
+    await waitForSlots(page, left);
 
     // What the tag asked the edge and what it answered.
-    for (const e of network.log.filter((x) => x.url.startsWith(`${args.edge}/ad.json?`))) {
-      let body = null;
-      try {
-        body = e.body ? JSON.parse(e.body) : null;
-      } catch {
-        body = e.body;
-      }
-      result.ad_json.push({ url: e.url, status: e.status, headers: e.headers ?? {}, body });
-    }
+    result.ad_json.push(...network.adJson(args.edge));
 
     for (const handle of await page.locator('ins.marquee').elementHandles()) {
       const slot = await handle.evaluate((s) => ({

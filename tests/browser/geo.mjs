@@ -4,20 +4,17 @@
 //        --visit <address> [--visit <address> ...] [--timeout-ms <n>]
 //
 // Drives Debian's Chromium (/usr/bin/chromium, or $CHROMIUM) headless through playwright-core,
-// with the flags of e2e.mjs. For each address, one visit in a fresh browser context (a fresh
+// with the flags of intercept.mjs. For each address, one visit in a fresh browser context (a fresh
 // profile, closed before the next visit): it loads the publisher page, waits for the async tag
 // to settle every <ins class="marquee"> slot (filled or empty), reads each filled slot's ad
 // document and waits for its impression beacon to be answered. One browser serves every visit.
 //
-// Every request of the browser passes through one interceptor on the browser target (CDP
-// `Fetch`, as in e2e.mjs: Playwright's own events and `route` do not see the requests of the
-// ads' sandboxed srcdoc iframes, the impression beacons). It adds `X-Forwarded-For: <address>`
-// to every request for the edge, as a proxy in front of the edge would: below the page, so
-// that the browser does not take the header for the page's own and ask the edge a CORS
-// preflight first, as it does for a header set with Playwright's `extraHTTPHeaders` while
-// this interceptor is on. Loopback requests go through and their answers are recorded;
-// requests to other hosts never leave the browser: they are aborted and recorded (the test's
-// creatives need none).
+// Every request of the browser passes through the interceptor of intercept.mjs, shared with
+// e2e.mjs. For each visit it adds `X-Forwarded-For: <address>` to every request for the edge,
+// as a proxy in front of the edge would: below the page, so that the browser does not take the
+// header for the page's own and ask the edge a CORS preflight first, as it does for a header
+// set with Playwright's `extraHTTPHeaders` while the interceptor is on. Requests to other
+// hosts never leave the browser (the test's creatives need none; the Rust test fails on any).
 //
 // Prints one JSON object on stdout, `{ visits: [...], elapsed_ms }`, what the Rust test
 // asserts on; each visit holds its address, the /ad.json answers, the slots and the beacons.
@@ -26,18 +23,8 @@
 // page to <out>/geo-<n>.png (<out>/geo-failure.png on a failure).
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { FLAGS, Network, waitForSlots } from './intercept.mjs';
 
-// As in e2e.mjs: no sandbox as root, no GPU, and no background traffic to Google's services.
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 function parseArgs(argv) {
   const args = { page: null, edge: null, out: null, visits: [], timeoutMs: 20000 };
@@ -61,80 +48,6 @@ function parseArgs(argv) {
   return args;
 }
 
-const isLoopback = (host) => ['127.0.0.1', 'localhost', '[::1]'].includes(host);
-
-/**
- * Intercepts every request of the browser (all targets) and keeps a log of the current visit:
- * one entry per request, `{ id, url, method, action, status, responded, body }` (the body of
- * /ad.json answers only).
- */
-class Network {
-  constructor(cdp) {
-    this.cdp = cdp;
-    this.log = [];
-    this.errors = [];
-    this.byId = new Map();
-  }
-
-  async start() {
-    this.cdp.on('Fetch.requestPaused', (event) => {
-      this.paused(event).catch((error) => {
-        this.errors.push(`${event.request.url}: ${error.message}`);
-        this.cdp.send('Fetch.continueRequest', { requestId: event.requestId }).catch(() => {});
-      });
-    });
-    await this.cdp.send('Fetch.enable', {
-      patterns: [
-        { urlPattern: '*', requestStage: 'Request' },
-        { urlPattern: 'http://127.0.0.1:*', requestStage: 'Response' },
-        { urlPattern: 'http://localhost:*', requestStage: 'Response' },
-      ],
-    });
-  }
-
-  /** Starts the log of a new visit, whose requests for `edge` come from `address`. */
-  visit(edge, address) {
-    this.log = [];
-    this.byId = new Map();
-    this.edge = edge;
-    this.forwardedFor = address;
-  }
-
-  async paused(event) {
-    const id = event.requestId;
-    if (event.responseStatusCode !== undefined || event.responseErrorReason !== undefined) {
-      const entry = this.byId.get(id) ?? { id, url: event.request.url };
-      entry.status = event.responseStatusCode ?? null;
-      entry.failure = event.responseErrorReason ?? null;
-      if (entry.url.includes('/ad.json?') && entry.status === 200) {
-        const { body, base64Encoded } = await this.cdp.send('Fetch.getResponseBody', { requestId: id });
-        entry.body = base64Encoded ? Buffer.from(body, 'base64').toString() : body;
-      }
-      entry.responded = true;
-      await this.cdp.send('Fetch.continueRequest', { requestId: id });
-      return;
-    }
-    const url = new URL(event.request.url);
-    const entry = {
-      id, url: event.request.url, method: event.request.method, action: 'continued', status: null,
-    };
-    this.byId.set(id, entry);
-    this.log.push(entry);
-    if (this.forwardedFor && event.request.url.startsWith(`${this.edge}/`)) {
-      const headers = Object.entries(event.request.headers)
-        .filter(([name]) => name.toLowerCase() !== 'x-forwarded-for')
-        .map(([name, value]) => ({ name, value }));
-      headers.push({ name: 'X-Forwarded-For', value: this.forwardedFor });
-      await this.cdp.send('Fetch.continueRequest', { requestId: id, headers });
-    } else if (isLoopback(url.hostname) || url.protocol === 'data:') {
-      await this.cdp.send('Fetch.continueRequest', { requestId: id });
-    } else {
-      entry.action = 'aborted';
-      await this.cdp.send('Fetch.failRequest', { requestId: id, errorReason: 'BlockedByClient' });
-    }
-  }
-}
-
 /** One visit of the page from `address`, in a fresh context of `browser`; fills `visit`. */
 async function drive(browser, network, args, address, n, visit, left) {
   network.visit(args.edge, address);
@@ -146,30 +59,10 @@ async function drive(browser, network, args, address, n, visit, left) {
     page.on('pageerror', (e) => visit.page_errors.push(String(e)));
 
     await page.goto(args.page, { waitUntil: 'load', timeout: left() });
-    if ((await page.locator('ins.marquee').count()) === 0) {
-      throw new Error('the page has no <ins class="marquee"> slot');
-    }
-    await page
-      .waitForFunction(
-        () => [...document.querySelectorAll('ins.marquee')].every((s) =>
-          ['filled', 'empty', 'error'].includes(s.getAttribute('data-marquee'))),
-        null,
-        { timeout: left(), polling: 50 },
-      )
-      .catch(() => {
-        throw new Error('the async tag did not finish: a slot never left data-marquee="pending"');
-      });
+    await waitForSlots(page, left);
 
     // What the tag asked the edge and what it answered.
-    for (const e of network.log.filter((x) => x.url.startsWith(`${args.edge}/ad.json?`))) {
-      let body = null;
-      try {
-        body = e.body ? JSON.parse(e.body) : null;
-      } catch {
-        body = e.body;
-      }
-      visit.ad_json.push({ url: e.url, status: e.status, body });
-    }
+    visit.ad_json.push(...network.adJson(args.edge));
 
     for (const handle of await page.locator('ins.marquee').elementHandles()) {
       const slot = await handle.evaluate((s) => ({
