@@ -11,44 +11,31 @@
 //! The limit is part of the key: a cap raised since (1 a day becomes 5) is another cap, not
 //! full because the old one was.
 
-use std::sync::Mutex;
-
-use rustc_hash::FxHashMap;
-
-use crate::state::CapRule;
-
-const SHARDS: usize = 32;
-
-type Shard = FxHashMap<(u64, CapRule), i64>;
+use crate::caps::CapRule;
+use crate::shards::Shards;
 
 #[derive(Debug)]
 pub struct FullCaps {
-    shards: Vec<Mutex<Shard>>,
-    per_shard: usize,
+    /// (user, cap) → the unix ms at which the cap has room again.
+    shards: Shards<(u64, CapRule), i64>,
 }
 
 impl FullCaps {
     pub fn new(capacity: usize) -> FullCaps {
         FullCaps {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(FxHashMap::default()))
-                .collect(),
-            per_shard: capacity.div_ceil(SHARDS).max(1),
+            shards: Shards::new(capacity),
         }
-    }
-
-    fn shard(&self, user: u64) -> &Mutex<Shard> {
-        &self.shards[(user as usize) % SHARDS]
     }
 
     /// Records that a cap is full until `until_ms` (unix milliseconds).
     pub fn insert(&self, user: u64, rule: CapRule, until_ms: i64, now_ms: i64) {
-        let Ok(mut shard) = self.shard(user).lock() else {
+        let Ok(mut shard) = self.shards.of(user).lock() else {
             return;
         };
-        if shard.len() >= self.per_shard {
+        let per_shard = self.shards.per_shard();
+        if shard.len() >= per_shard {
             shard.retain(|_, until| *until > now_ms);
-            if shard.len() >= self.per_shard {
+            if shard.len() >= per_shard {
                 shard.clear();
             }
         }
@@ -57,7 +44,7 @@ impl FullCaps {
 
     /// Whether a cap is known full at `now_ms`.
     pub fn is_full(&self, user: u64, rule: &CapRule, now_ms: i64) -> bool {
-        self.shard(user).lock().is_ok_and(|shard| {
+        self.shards.of(user).lock().is_ok_and(|shard| {
             shard
                 .get(&(user, *rule))
                 .is_some_and(|until| *until > now_ms)
@@ -69,6 +56,7 @@ impl FullCaps {
 mod tests {
     use super::*;
     use crate::keys::Scope;
+    use crate::shards::SHARDS;
 
     fn cap(window_seconds: u32, limit: u32) -> CapRule {
         CapRule {

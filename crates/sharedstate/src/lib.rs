@@ -18,17 +18,31 @@
 //! - Cap windows slide on the injected [`Clock`](marquee_model::Clock)'s time; key TTLs (one
 //!   window after the last count) only collect garbage.
 //! - Redis failures never surface as errors: they are answers (`Unavailable`) and metrics.
+//!
+//! Where things are: `state` holds [`SharedState`], with a table of the modules that add its
+//! calls, one concern each.
 
 mod breaker;
+mod budgets;
 mod cache;
+mod caps;
+mod config;
+mod images;
 pub mod keys;
+mod metrics;
+mod profile_cache;
 pub mod profiles;
+mod round_trip;
+mod shards;
 mod state;
+mod write_behind;
 
 pub use breaker::BreakerState;
+pub use budgets::BudgetAnswer;
+pub use caps::{CapAnswer, CapCount, CapRule};
+pub use config::SharedConfig;
 pub use keys::Scope;
 pub use profiles::{MemoryProfiles, Profile};
-pub use state::{
-    BudgetAnswer, CapAnswer, CapCount, CapRule, Fallback, SharedConfig, SharedState,
-    SharedStateError, drain_at_exit,
-};
+pub use round_trip::Fallback;
+pub use state::{SharedState, SharedStateError};
+pub use write_behind::drain_at_exit;
