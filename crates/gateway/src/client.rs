@@ -110,23 +110,7 @@ impl BidderClient {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad(format!("notice_hosts: {e}")))?;
         let notice_guard = Arc::new(AddressGuard::new(endpoint_host.clone()));
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            HeaderName::from_static("x-openrtb-version"),
-            HeaderValue::from_static(spec.version.header()),
-        );
-        if spec.gzip {
-            headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-        }
-        for (name, value) in &spec.headers {
-            let name = HeaderName::try_from(name.as_str())
-                .map_err(|e| bad(format!("header name {name:?}: {e}")))?;
-            let value = HeaderValue::try_from(value.as_str())
-                .map_err(|e| bad(format!("header {name} value: {e}")))?;
-            headers.insert(name, value);
-        }
+        let headers = call_headers(&spec).map_err(bad)?;
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
@@ -321,6 +305,29 @@ impl BidderClient {
             );
         }
     }
+}
+
+/// The headers of every call to a bidder: JSON, its OpenRTB version, gzip when it takes it,
+/// and its own; a message for what cannot be a header.
+fn call_headers(spec: &BidderSpec) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        HeaderName::from_static("x-openrtb-version"),
+        HeaderValue::from_static(spec.version.header()),
+    );
+    if spec.gzip {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    for (name, value) in &spec.headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("header name {name:?}: {e}"))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|e| format!("header {name} value: {e}"))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }
 
 /// How a notice ended.

@@ -137,6 +137,13 @@ pub(crate) fn render<'a>(
     gateway: &GatewayStats,
     bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
 ) {
+    render_gateway(out, gateway);
+    render_bidder_counters(out, bidders.clone());
+    render_bidder_gauges(out, bidders.clone());
+    render_latency(out, bidders);
+}
+
+fn render_gateway(out: &mut String, gateway: &GatewayStats) {
     for (name, help, value) in [
         (
             "marquee_gateway_auctions_total",
@@ -160,6 +167,12 @@ pub(crate) fn render<'a>(
             BidderStats::get(value)
         );
     }
+}
+
+fn render_bidder_counters<'a>(
+    out: &mut String,
+    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
+) {
     for (suffix, help, field) in COUNTERS {
         let _ = writeln!(
             out,
@@ -173,6 +186,12 @@ pub(crate) fn render<'a>(
             );
         }
     }
+}
+
+fn render_bidder_gauges<'a>(
+    out: &mut String,
+    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
+) {
     for (metric, help, pick) in [
         (
             "marquee_gateway_bidder_health",
@@ -200,6 +219,12 @@ pub(crate) fn render<'a>(
             let _ = writeln!(out, "{metric}{{bidder=\"{bidder}\"}} {value}");
         }
     }
+}
+
+fn render_latency<'a>(
+    out: &mut String,
+    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)>,
+) {
     let name = "marquee_gateway_bidder_latency_seconds";
     let _ = writeln!(
         out,
