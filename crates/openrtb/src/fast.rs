@@ -17,6 +17,11 @@
 //! correct; only a `Some` that differs from serde's value would be a bug. The differential
 //! tests (`tests/fast_parse.rs`), a proptest and a fuzz target check this invariant.
 //!
+//! A field the reader did not know would be skipped as unknown, silently breaking the
+//! invariant, so each struct's keys are one list (`fields!`) that generates both the dispatch
+//! and [`FAST_READER_KEYS`]; `tests/fast_fields.rs` holds that to the field names serde's
+//! derives report, so a field added to a request type fails it until the reader reads it.
+//!
 //! Values are read as serde_json reads them: strings borrowed when they have no escapes and
 //! decoded like serde_json otherwise, `f64` through serde_json's own number parser, money
 //! through [`decimal::parse_micros`] like `de::micros`, raw `ext` values through serde_json's
@@ -610,8 +615,74 @@ macro_rules! read_object {
     }};
 }
 
-/// A struct read from a JSON object, in place.
+/// A struct's `KEYS` and `read_fields` from one list of its keys, so that no key can be read
+/// without being listed or listed without being read. The dispatch is [`read_object!`]'s.
+/// `where … then …` runs a statement before the object and checks it after (a key without a
+/// default was given).
+macro_rules! fields {
+    ($c:ident, $into:ident, { $($key:literal => $read:expr),* $(,)? }) => {
+        const KEYS: &'static [&'static str] = &[$($key),*];
+
+        fn read_fields($c: &mut Cursor<'a>, $into: &mut Self) -> Option<()> {
+            read_object!($c, { $($key => $read),* })
+        }
+    };
+    (
+        $c:ident, $into:ident, { $($key:literal => $read:expr),* $(,)? }
+        where $before:stmt; then $after:expr
+    ) => {
+        const KEYS: &'static [&'static str] = &[$($key),*];
+
+        fn read_fields($c: &mut Cursor<'a>, $into: &mut Self) -> Option<()> {
+            $before
+            read_object!($c, { $($key => $read),* })?;
+            $after
+        }
+    };
+}
+
+/// Every struct the reader builds, by its name (serde's: none is renamed), with the JSON keys
+/// it reads. The tests hold this to serde's field names and draw random keys from it.
+macro_rules! keys_read {
+    ($($name:ident $(<$lt:lifetime>)?),* $(,)?) => {
+        &[$((stringify!($name), <$name $(<$lt>)? as FromObject<'static>>::KEYS)),*]
+    };
+}
+
+/// See [`keys_read!`]; public (hidden) for the integration tests.
+pub const FAST_READER_KEYS: &[(&str, &[&str])] = keys_read!(
+    BidRequest<'static>,
+    Imp<'static>,
+    Format,
+    Banner<'static>,
+    Video<'static>,
+    Audio<'static>,
+    Native<'static>,
+    Pmp<'static>,
+    Deal<'static>,
+    Publisher<'static>,
+    Site<'static>,
+    App<'static>,
+    Geo<'static>,
+    Device<'static>,
+    Segment<'static>,
+    Data<'static>,
+    Uid<'static>,
+    Eid<'static>,
+    User<'static>,
+    SupplyChainNode<'static>,
+    SupplyChain<'static>,
+    Source<'static>,
+    Regs<'static>,
+);
+
+/// A struct read from a JSON object, in place. Implemented through [`fields!`], so that the keys
+/// it reads and the keys it lists are one list.
 trait FromObject<'a>: Sized {
+    /// The JSON keys `read_fields` reads: every serde field name of the struct (the test
+    /// `tests/fast_fields.rs` holds it to the derive's).
+    const KEYS: &'static [&'static str];
+
     /// The value serde's derive starts from: every field at its `#[serde(default…)]`.
     fn empty() -> Self;
 
@@ -648,32 +719,30 @@ impl<'a> FromObject<'a> for BidRequest<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, request: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => request.id = c.string()?,
-            "imp" => request.imp = c.objects()?,
-            "site" => c.optional(&mut request.site)?,
-            "app" => c.optional(&mut request.app)?,
-            "device" => c.optional(&mut request.device)?,
-            "user" => c.optional(&mut request.user)?,
-            "at" => request.at = AuctionType(c.i32()?),
-            "tmax" => request.tmax = c.opt_u32()?,
-            "wseat" => request.wseat = c.strings()?,
-            "bseat" => request.bseat = c.strings()?,
-            "allimps" => request.allimps = c.flag()?,
-            "cur" => request.cur = c.strings()?,
-            "wlang" => request.wlang = c.strings()?,
-            "bcat" => request.bcat = c.strings()?,
-            "cattax" => request.cattax = c.opt_u32()?,
-            "badv" => request.badv = c.strings()?,
-            "bapp" => request.bapp = c.strings()?,
-            "source" => c.optional(&mut request.source)?,
-            "regs" => c.optional(&mut request.regs)?,
-            "test" => request.test = c.flag()?,
-            "ext" => request.ext = c.opt_raw()?,
-            "openrtb" => request.openrtb3 = c.opt_raw()?,
-        })
-    }
+    fields!(c, request, {
+        "id" => request.id = c.string()?,
+        "imp" => request.imp = c.objects()?,
+        "site" => c.optional(&mut request.site)?,
+        "app" => c.optional(&mut request.app)?,
+        "device" => c.optional(&mut request.device)?,
+        "user" => c.optional(&mut request.user)?,
+        "at" => request.at = AuctionType(c.i32()?),
+        "tmax" => request.tmax = c.opt_u32()?,
+        "wseat" => request.wseat = c.strings()?,
+        "bseat" => request.bseat = c.strings()?,
+        "allimps" => request.allimps = c.flag()?,
+        "cur" => request.cur = c.strings()?,
+        "wlang" => request.wlang = c.strings()?,
+        "bcat" => request.bcat = c.strings()?,
+        "cattax" => request.cattax = c.opt_u32()?,
+        "badv" => request.badv = c.strings()?,
+        "bapp" => request.bapp = c.strings()?,
+        "source" => c.optional(&mut request.source)?,
+        "regs" => c.optional(&mut request.regs)?,
+        "test" => request.test = c.flag()?,
+        "ext" => request.ext = c.opt_raw()?,
+        "openrtb" => request.openrtb3 = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Imp<'a> {
@@ -695,23 +764,21 @@ impl<'a> FromObject<'a> for Imp<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, imp: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => imp.id = c.string()?,
-            "banner" => c.optional(&mut imp.banner)?,
-            "video" => c.optional(&mut imp.video)?,
-            "audio" => c.optional(&mut imp.audio)?,
-            "native" => c.optional(&mut imp.native)?,
-            "pmp" => c.optional(&mut imp.pmp)?,
-            "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
-            "bidfloorcur" => imp.bidfloorcur = c.string()?,
-            "secure" => imp.secure = c.flag()?,
-            "tagid" => imp.tagid = c.opt_string()?,
-            "instl" => imp.instl = c.flag()?,
-            "exp" => imp.exp = c.opt_u32()?,
-            "ext" => imp.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, imp, {
+        "id" => imp.id = c.string()?,
+        "banner" => c.optional(&mut imp.banner)?,
+        "video" => c.optional(&mut imp.video)?,
+        "audio" => c.optional(&mut imp.audio)?,
+        "native" => c.optional(&mut imp.native)?,
+        "pmp" => c.optional(&mut imp.pmp)?,
+        "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
+        "bidfloorcur" => imp.bidfloorcur = c.string()?,
+        "secure" => imp.secure = c.flag()?,
+        "tagid" => imp.tagid = c.opt_string()?,
+        "instl" => imp.instl = c.flag()?,
+        "exp" => imp.exp = c.opt_u32()?,
+        "ext" => imp.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Format {
@@ -719,12 +786,10 @@ impl<'a> FromObject<'a> for Format {
         Format::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, format: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "w" => format.w = c.u32()?,
-            "h" => format.h = c.u32()?,
-        })
-    }
+    fields!(c, format, {
+        "w" => format.w = c.u32()?,
+        "h" => format.h = c.u32()?,
+    });
 }
 
 /// A list of an enumeration's values.
@@ -742,18 +807,16 @@ impl<'a> FromObject<'a> for Banner<'a> {
         Banner::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, banner: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "format" => banner.format = c.objects()?,
-            "w" => banner.w = c.opt_u32()?,
-            "h" => banner.h = c.opt_u32()?,
-            "btype" => banner.btype = codes(c, BannerAdType)?,
-            "battr" => banner.battr = codes(c, CreativeAttribute)?,
-            "pos" => banner.pos = opt_code(c, AdPosition)?,
-            "api" => banner.api = codes(c, ApiFramework)?,
-            "mimes" => banner.mimes = c.strings()?,
-        })
-    }
+    fields!(c, banner, {
+        "format" => banner.format = c.objects()?,
+        "w" => banner.w = c.opt_u32()?,
+        "h" => banner.h = c.opt_u32()?,
+        "btype" => banner.btype = codes(c, BannerAdType)?,
+        "battr" => banner.battr = codes(c, CreativeAttribute)?,
+        "pos" => banner.pos = opt_code(c, AdPosition)?,
+        "api" => banner.api = codes(c, ApiFramework)?,
+        "mimes" => banner.mimes = c.strings()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Video<'a> {
@@ -761,21 +824,19 @@ impl<'a> FromObject<'a> for Video<'a> {
         Video::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, video: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "mimes" => video.mimes = c.strings()?,
-            "minduration" => video.minduration = c.opt_u32()?,
-            "maxduration" => video.maxduration = c.opt_u32()?,
-            "protocols" => video.protocols = codes(c, Protocol)?,
-            "w" => video.w = c.opt_u32()?,
-            "h" => video.h = c.opt_u32()?,
-            "plcmt" => video.plcmt = opt_code(c, VideoPlcmt)?,
-            "placement" => video.placement = opt_code(c, VideoPlacement)?,
-            "linearity" => video.linearity = opt_code(c, Linearity)?,
-            "startdelay" => video.startdelay = opt_code(c, StartDelay)?,
-            "battr" => video.battr = codes(c, CreativeAttribute)?,
-        })
-    }
+    fields!(c, video, {
+        "mimes" => video.mimes = c.strings()?,
+        "minduration" => video.minduration = c.opt_u32()?,
+        "maxduration" => video.maxduration = c.opt_u32()?,
+        "protocols" => video.protocols = codes(c, Protocol)?,
+        "w" => video.w = c.opt_u32()?,
+        "h" => video.h = c.opt_u32()?,
+        "plcmt" => video.plcmt = opt_code(c, VideoPlcmt)?,
+        "placement" => video.placement = opt_code(c, VideoPlacement)?,
+        "linearity" => video.linearity = opt_code(c, Linearity)?,
+        "startdelay" => video.startdelay = opt_code(c, StartDelay)?,
+        "battr" => video.battr = codes(c, CreativeAttribute)?,
+    });
 }
 
 impl<'a> FromObject<'a> for Audio<'a> {
@@ -783,15 +844,13 @@ impl<'a> FromObject<'a> for Audio<'a> {
         Audio::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, audio: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "mimes" => audio.mimes = c.strings()?,
-            "minduration" => audio.minduration = c.opt_u32()?,
-            "maxduration" => audio.maxduration = c.opt_u32()?,
-            "protocols" => audio.protocols = codes(c, Protocol)?,
-            "battr" => audio.battr = codes(c, CreativeAttribute)?,
-        })
-    }
+    fields!(c, audio, {
+        "mimes" => audio.mimes = c.strings()?,
+        "minduration" => audio.minduration = c.opt_u32()?,
+        "maxduration" => audio.maxduration = c.opt_u32()?,
+        "protocols" => audio.protocols = codes(c, Protocol)?,
+        "battr" => audio.battr = codes(c, CreativeAttribute)?,
+    });
 }
 
 impl<'a> FromObject<'a> for Native<'a> {
@@ -803,19 +862,15 @@ impl<'a> FromObject<'a> for Native<'a> {
         }
     }
 
-    /// `request` has no default: without it serde errors, so this bails.
-    fn read_fields(c: &mut Cursor<'a>, native: &mut Self) -> Option<()> {
-        let mut has_request = false;
-        read_object!(c, {
-            "request" => {
-                native.request = c.string()?;
-                has_request = true;
-            },
-            "ver" => native.ver = c.opt_string()?,
-            "battr" => native.battr = codes(c, CreativeAttribute)?,
-        })?;
-        has_request.then_some(())
-    }
+    // `request` has no default: without it serde errors, so this bails.
+    fields!(c, native, {
+        "request" => {
+            native.request = c.string()?;
+            has_request = true;
+        },
+        "ver" => native.ver = c.opt_string()?,
+        "battr" => native.battr = codes(c, CreativeAttribute)?,
+    } where let mut has_request = false; then has_request.then_some(()));
 }
 
 impl<'a> FromObject<'a> for Pmp<'a> {
@@ -823,12 +878,10 @@ impl<'a> FromObject<'a> for Pmp<'a> {
         Pmp::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, pmp: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "private_auction" => pmp.private_auction = c.flag()?,
-            "deals" => pmp.deals = c.objects()?,
-        })
-    }
+    fields!(c, pmp, {
+        "private_auction" => pmp.private_auction = c.flag()?,
+        "deals" => pmp.deals = c.objects()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Deal<'a> {
@@ -844,17 +897,15 @@ impl<'a> FromObject<'a> for Deal<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, deal: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => deal.id = c.string()?,
-            "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
-            "bidfloorcur" => deal.bidfloorcur = c.string()?,
-            "at" => deal.at = opt_code(c, AuctionType)?,
-            "wseat" => deal.wseat = c.strings()?,
-            "wadomain" => deal.wadomain = c.strings()?,
-            "ext" => deal.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, deal, {
+        "id" => deal.id = c.string()?,
+        "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
+        "bidfloorcur" => deal.bidfloorcur = c.string()?,
+        "at" => deal.at = opt_code(c, AuctionType)?,
+        "wseat" => deal.wseat = c.strings()?,
+        "wadomain" => deal.wadomain = c.strings()?,
+        "ext" => deal.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Publisher<'a> {
@@ -862,11 +913,9 @@ impl<'a> FromObject<'a> for Publisher<'a> {
         Publisher::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, publisher: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => publisher.id = c.opt_string()?,
-        })
-    }
+    fields!(c, publisher, {
+        "id" => publisher.id = c.opt_string()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Site<'a> {
@@ -874,18 +923,16 @@ impl<'a> FromObject<'a> for Site<'a> {
         Site::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, site: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => site.id = c.opt_string()?,
-            "domain" => site.domain = c.opt_string()?,
-            "page" => site.page = c.opt_string()?,
-            "ref" => site.referrer = c.opt_string()?,
-            "cat" => site.cat = c.strings()?,
-            "publisher" => c.optional(&mut site.publisher)?,
-            "keywords" => site.keywords = c.opt_string()?,
-            "ext" => site.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, site, {
+        "id" => site.id = c.opt_string()?,
+        "domain" => site.domain = c.opt_string()?,
+        "page" => site.page = c.opt_string()?,
+        "ref" => site.referrer = c.opt_string()?,
+        "cat" => site.cat = c.strings()?,
+        "publisher" => c.optional(&mut site.publisher)?,
+        "keywords" => site.keywords = c.opt_string()?,
+        "ext" => site.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for App<'a> {
@@ -893,17 +940,15 @@ impl<'a> FromObject<'a> for App<'a> {
         App::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, app: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => app.id = c.opt_string()?,
-            "bundle" => app.bundle = c.opt_string()?,
-            "domain" => app.domain = c.opt_string()?,
-            "storeurl" => app.storeurl = c.opt_string()?,
-            "cat" => app.cat = c.strings()?,
-            "publisher" => c.optional(&mut app.publisher)?,
-            "ext" => app.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, app, {
+        "id" => app.id = c.opt_string()?,
+        "bundle" => app.bundle = c.opt_string()?,
+        "domain" => app.domain = c.opt_string()?,
+        "storeurl" => app.storeurl = c.opt_string()?,
+        "cat" => app.cat = c.strings()?,
+        "publisher" => c.optional(&mut app.publisher)?,
+        "ext" => app.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Geo<'a> {
@@ -911,18 +956,16 @@ impl<'a> FromObject<'a> for Geo<'a> {
         Geo::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, geo: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "country" => geo.country = c.opt_string()?,
-            "region" => geo.region = c.opt_string()?,
-            "city" => geo.city = c.opt_string()?,
-            "lat" => geo.lat = c.opt_f64()?,
-            "lon" => geo.lon = c.opt_f64()?,
-            "metro" => geo.metro = c.opt_string()?,
-            "zip" => geo.zip = c.opt_string()?,
-            "type" => geo.location_type = opt_code(c, LocationType)?,
-        })
-    }
+    fields!(c, geo, {
+        "country" => geo.country = c.opt_string()?,
+        "region" => geo.region = c.opt_string()?,
+        "city" => geo.city = c.opt_string()?,
+        "lat" => geo.lat = c.opt_f64()?,
+        "lon" => geo.lon = c.opt_f64()?,
+        "metro" => geo.metro = c.opt_string()?,
+        "zip" => geo.zip = c.opt_string()?,
+        "type" => geo.location_type = opt_code(c, LocationType)?,
+    });
 }
 
 impl<'a> FromObject<'a> for Device<'a> {
@@ -930,22 +973,20 @@ impl<'a> FromObject<'a> for Device<'a> {
         Device::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, device: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "ua" => device.ua = c.opt_string()?,
-            "ip" => device.ip = c.opt_string()?,
-            "ipv6" => device.ipv6 = c.opt_string()?,
-            "devicetype" => device.devicetype = opt_code(c, DeviceType)?,
-            "os" => device.os = c.opt_string()?,
-            "osv" => device.osv = c.opt_string()?,
-            "language" => device.language = c.opt_string()?,
-            "ifa" => device.ifa = c.opt_string()?,
-            "dnt" => device.dnt = c.opt_flag()?,
-            "lmt" => device.lmt = c.opt_flag()?,
-            "geo" => c.optional(&mut device.geo)?,
-            "ext" => device.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, device, {
+        "ua" => device.ua = c.opt_string()?,
+        "ip" => device.ip = c.opt_string()?,
+        "ipv6" => device.ipv6 = c.opt_string()?,
+        "devicetype" => device.devicetype = opt_code(c, DeviceType)?,
+        "os" => device.os = c.opt_string()?,
+        "osv" => device.osv = c.opt_string()?,
+        "language" => device.language = c.opt_string()?,
+        "ifa" => device.ifa = c.opt_string()?,
+        "dnt" => device.dnt = c.opt_flag()?,
+        "lmt" => device.lmt = c.opt_flag()?,
+        "geo" => c.optional(&mut device.geo)?,
+        "ext" => device.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Segment<'a> {
@@ -953,11 +994,9 @@ impl<'a> FromObject<'a> for Segment<'a> {
         Segment::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, segment: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => segment.id = c.opt_string()?,
-        })
-    }
+    fields!(c, segment, {
+        "id" => segment.id = c.opt_string()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Data<'a> {
@@ -965,12 +1004,10 @@ impl<'a> FromObject<'a> for Data<'a> {
         Data::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, data: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => data.id = c.opt_string()?,
-            "segment" => data.segment = c.objects()?,
-        })
-    }
+    fields!(c, data, {
+        "id" => data.id = c.opt_string()?,
+        "segment" => data.segment = c.objects()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Uid<'a> {
@@ -981,12 +1018,10 @@ impl<'a> FromObject<'a> for Uid<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, uid: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => uid.id = c.string()?,
-            "atype" => uid.atype = opt_code(c, AgentType)?,
-        })
-    }
+    fields!(c, uid, {
+        "id" => uid.id = c.string()?,
+        "atype" => uid.atype = opt_code(c, AgentType)?,
+    });
 }
 
 impl<'a> FromObject<'a> for Eid<'a> {
@@ -997,12 +1032,10 @@ impl<'a> FromObject<'a> for Eid<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, eid: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "source" => eid.source = c.string()?,
-            "uids" => eid.uids = c.objects()?,
-        })
-    }
+    fields!(c, eid, {
+        "source" => eid.source = c.string()?,
+        "uids" => eid.uids = c.objects()?,
+    });
 }
 
 impl<'a> FromObject<'a> for User<'a> {
@@ -1010,20 +1043,18 @@ impl<'a> FromObject<'a> for User<'a> {
         User::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, user: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "id" => user.id = c.opt_string()?,
-            "buyeruid" => user.buyeruid = c.opt_string()?,
-            "yob" => user.yob = c.opt_i32()?,
-            "gender" => user.gender = c.opt_string()?,
-            "keywords" => user.keywords = c.opt_string()?,
-            "consent" => user.consent = c.opt_string()?,
-            "eids" => user.eids = c.objects()?,
-            "geo" => c.optional(&mut user.geo)?,
-            "data" => user.data = c.objects()?,
-            "ext" => user.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, user, {
+        "id" => user.id = c.opt_string()?,
+        "buyeruid" => user.buyeruid = c.opt_string()?,
+        "yob" => user.yob = c.opt_i32()?,
+        "gender" => user.gender = c.opt_string()?,
+        "keywords" => user.keywords = c.opt_string()?,
+        "consent" => user.consent = c.opt_string()?,
+        "eids" => user.eids = c.objects()?,
+        "geo" => c.optional(&mut user.geo)?,
+        "data" => user.data = c.objects()?,
+        "ext" => user.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for SupplyChainNode<'a> {
@@ -1036,14 +1067,12 @@ impl<'a> FromObject<'a> for SupplyChainNode<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, node: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "asi" => node.asi = c.string()?,
-            "sid" => node.sid = c.string()?,
-            "rid" => node.rid = c.opt_string()?,
-            "hp" => node.hp = c.flag()?,
-        })
-    }
+    fields!(c, node, {
+        "asi" => node.asi = c.string()?,
+        "sid" => node.sid = c.string()?,
+        "rid" => node.rid = c.opt_string()?,
+        "hp" => node.hp = c.flag()?,
+    });
 }
 
 impl<'a> FromObject<'a> for SupplyChain<'a> {
@@ -1055,13 +1084,11 @@ impl<'a> FromObject<'a> for SupplyChain<'a> {
         }
     }
 
-    fn read_fields(c: &mut Cursor<'a>, chain: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "complete" => chain.complete = c.flag()?,
-            "ver" => chain.ver = c.string()?,
-            "nodes" => chain.nodes = c.objects()?,
-        })
-    }
+    fields!(c, chain, {
+        "complete" => chain.complete = c.flag()?,
+        "ver" => chain.ver = c.string()?,
+        "nodes" => chain.nodes = c.objects()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Source<'a> {
@@ -1069,13 +1096,11 @@ impl<'a> FromObject<'a> for Source<'a> {
         Source::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, source: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "tid" => source.tid = c.opt_string()?,
-            "schain" => c.optional(&mut source.schain)?,
-            "ext" => source.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, source, {
+        "tid" => source.tid = c.opt_string()?,
+        "schain" => c.optional(&mut source.schain)?,
+        "ext" => source.ext = c.opt_raw()?,
+    });
 }
 
 impl<'a> FromObject<'a> for Regs<'a> {
@@ -1083,14 +1108,12 @@ impl<'a> FromObject<'a> for Regs<'a> {
         Regs::default()
     }
 
-    fn read_fields(c: &mut Cursor<'a>, regs: &mut Self) -> Option<()> {
-        read_object!(c, {
-            "coppa" => regs.coppa = c.flag()?,
-            "gdpr" => regs.gdpr = c.opt_flag()?,
-            "us_privacy" => regs.us_privacy = c.opt_string()?,
-            "gpp" => regs.gpp = c.opt_string()?,
-            "gpp_sid" => regs.gpp_sid = c.i32s()?,
-            "ext" => regs.ext = c.opt_raw()?,
-        })
-    }
+    fields!(c, regs, {
+        "coppa" => regs.coppa = c.flag()?,
+        "gdpr" => regs.gdpr = c.opt_flag()?,
+        "us_privacy" => regs.us_privacy = c.opt_string()?,
+        "gpp" => regs.gpp = c.opt_string()?,
+        "gpp_sid" => regs.gpp_sid = c.i32s()?,
+        "ext" => regs.ext = c.opt_raw()?,
+    });
 }

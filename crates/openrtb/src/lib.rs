@@ -34,6 +34,9 @@ pub use enums::{
     SlotPositionInPod, StartDelay, VideoPlacement, VideoPlcmt,
 };
 pub use error::{JsonError, ParseError, RequestError};
+/// The fast request reader's keys per struct, for the tests that hold it to serde's fields.
+#[doc(hidden)]
+pub use fast::FAST_READER_KEYS;
 pub use macros::{AuctionMacros, expand_macros, parse_notice_price};
 pub use native::{
     AssetRequest, DataRequest, EventTrackerRequest, ImageRequest, MismatchReason, NativeCreative,
