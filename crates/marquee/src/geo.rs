@@ -15,14 +15,8 @@ use crate::{Failure, config_error};
 /// then matches.
 pub(crate) fn open(config: &Config) -> Result<Option<Arc<GeoSource>>, Failure> {
     let geo = &config.geo;
+    // The load refused `geo.asn_database` without `geo.database`.
     let Some(location) = geo.database.clone() else {
-        if geo.asn_database.is_some() {
-            return Err(config_error(
-                "`geo.asn_database` is set without `geo.database`; set both (a City or Country \
-                 database, and an ASN or Connection-Type one)"
-                    .into(),
-            ));
-        }
         return Ok(if config.demo {
             demo().map(Some)?
         } else {
@@ -60,18 +54,18 @@ fn demo() -> Result<Arc<GeoSource>, Failure> {
 }
 
 fn warn_without_database(config: &Config) {
-    if config.edge.country_header.is_empty() {
+    let Some(header) = &config.edge.country_header else {
         tracing::warn!(
             "no geo database (`geo.database`) and no country header (`edge.country_header`): \
              line items targeting a country, region, city, metro, postal code, radius, AS \
              number or connection type will not serve on ad requests; see docs/geo-and-device.md"
         );
-    } else {
-        tracing::warn!(
-            header = %config.edge.country_header,
-            "no geo database (`geo.database`): ad requests carry a country from the header \
-             only; region, city, metro, postal code, radius, AS number and connection type \
-             targeting will not serve on them; see docs/geo-and-device.md"
-        );
-    }
+        return;
+    };
+    tracing::warn!(
+        header = %header,
+        "no geo database (`geo.database`): ad requests carry a country from the header \
+         only; region, city, metro, postal code, radius, AS number and connection type \
+         targeting will not serve on them; see docs/geo-and-device.md"
+    );
 }

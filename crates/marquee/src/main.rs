@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use marquee_config::{Config, Database, DurabilityMode, LogFormat, Overrides};
+use marquee_config::{
+    AuctionKind, Config, Database, DurabilityMode, LogFormat, MediaType, OpenRtbVersion, Overrides,
+};
 use marquee_edge::{
     BidderConfig, Edge, EdgeConfig, Exchange, Fallback, Limits, Quality, QualityRules,
 };
@@ -210,7 +212,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::CopyDatabase(args) => copy_database(args).await,
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
-            init_logging(&config);
+            init_logging(&config)?;
             open_store(&config).await?;
             println!("migrations applied to {}", config.database().describe());
             Ok(())
@@ -220,19 +222,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 fn load_config(common: &CommonArgs, mut overrides: Overrides) -> Result<Config, Failure> {
     overrides.data_dir = common.data.clone();
-    overrides.database = common
-        .database
-        .clone()
-        .map(|url| marquee_config::DatabaseSection { url });
+    overrides.database_url = common.database.clone();
     Config::load(common.config.as_deref(), &overrides).map_err(|error| Failure {
         status: EXIT_CONFIG,
         message: error.to_string(),
     })
 }
 
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Starts logging as `[log]` says; a filter the logging library cannot read is a configuration
+/// error.
+fn init_logging(config: &Config) -> Result<(), Failure> {
+    let filter = tracing_subscriber::EnvFilter::try_new(config.log.level.as_str())
+        .map_err(|error| config_error(format!("`log.level`: {error}")))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -241,6 +242,7 @@ fn init_logging(config: &Config) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+    Ok(())
 }
 
 /// Opens the database `database.url` selects (SQLite in the data directory by default) and
@@ -249,7 +251,7 @@ fn init_logging(config: &Config) {
 /// store it changes.
 async fn open_admin_store(common: &CommonArgs) -> Result<(Config, Arc<dyn Store>), Failure> {
     let config = load_config(common, Overrides::default())?;
-    init_logging(&config);
+    init_logging(&config)?;
     let store = open_store(&config).await?;
     Ok((config, store))
 }
@@ -274,7 +276,7 @@ async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
 
 async fn copy_database(args: CopyArgs) -> Result<(), Failure> {
     let config = load_config(&args.common, Overrides::default())?;
-    init_logging(&config);
+    init_logging(&config)?;
     let Database::Postgres(url) = config.database() else {
         return Err(Failure {
             status: EXIT_CONFIG,
@@ -365,7 +367,7 @@ async fn revoke_token(args: TokenRevokeArgs) -> Result<(), Failure> {
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = args.config()?;
-    init_logging(&config);
+    init_logging(&config)?;
     let mut signalled = Box::pin(shutdown_signal());
     let store = open_store(&config).await?;
     // Before the edge opens the event log too: a second `serve` on this data directory waits
@@ -380,11 +382,11 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
     let address = listener.local_addr()?;
-    let public_url = if config.edge.public_url.is_empty() {
-        format!("http://{address}")
-    } else {
-        config.edge.public_url.clone()
-    };
+    let public_url = config
+        .edge
+        .public_url
+        .as_ref()
+        .map_or_else(|| format!("http://{address}"), ToString::to_string);
     let edge = Arc::new(open_edge(&config, &public_url)?);
     // Ready before announcing: the published snapshot, or the copy kept from the last run.
     let installed = match manager.latest() {
@@ -424,40 +426,40 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let edge_sync = tokio::spawn(marquee_edge::pacing::run_sync(
         Arc::clone(&edge),
         Arc::clone(&sync_client),
-        Duration::from_millis(config.pacing.sync_interval_ms),
+        config.pacing.sync_interval,
         until_stopped(),
     ));
     let aggregator = open_aggregator(&config, &store, Some(&edge));
     manager.attach_aggregator(Arc::clone(&aggregator));
-    if !config.aggregation.token.is_empty() {
+    if let Some(token) = &config.aggregation.token {
         // Remote edges may join this one (`marquee edge --manager` pointed here).
         manager
-            .accept_remote_edges(config.aggregation.token.clone())
+            .accept_remote_edges(token.as_str().to_owned())
             .await?;
     }
     let local_heartbeat = tokio::spawn(roles::local_heartbeat(
         Arc::clone(&manager),
         Arc::clone(&edge),
         public_url.clone(),
-        Duration::from_millis(config.edge.heartbeat_ms),
+        config.edge.heartbeat,
         until_stopped(),
     ));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
     let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
         Arc::clone(&edge.log),
-        config.aggregation.log_disk_limit_mb.saturating_mul(1 << 20),
+        config.aggregation.log_disk_limit_bytes(),
         Duration::from_secs(10),
         until_stopped(),
     ));
     let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
         Arc::clone(&edge),
-        Duration::from_secs(config.traffic.reload_interval_secs),
+        config.traffic.reload_interval,
         until_stopped(),
     ));
     let geo_reload = edge.geo.clone().map(|geo| {
         tokio::spawn(marquee_edge::geo::reload_geo_every(
             geo,
-            Duration::from_secs(config.geo.reload_interval_secs),
+            config.geo.reload_interval,
             until_stopped(),
         ))
     });
@@ -465,7 +467,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         &manager,
         &public_url,
         marquee_api::ApiOptions {
-            report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+            report_max_rows: config.reports.max_rows(),
         },
     );
     let app = users::with_dashboard(app, &manager, &config, &public_url, true, edge.geo.clone())?;
@@ -525,25 +527,31 @@ async fn open_pacing(
     store: &Arc<dyn Store>,
 ) -> Result<Arc<marquee_manager::Pacing>, Failure> {
     let p = &config.pacing;
-    let millis = |ms: u64| jiff::SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX));
+    // The load bounded every one of these far below `SignedDuration`'s range.
+    let signed = |duration: Duration| {
+        jiff::SignedDuration::try_from(duration).unwrap_or(jiff::SignedDuration::MAX)
+    };
     let options = marquee_manager::PacingOptions {
-        interval: Duration::from_millis(p.interval_ms),
+        interval: p.interval,
         pacer: marquee_pacing::PacerConfig {
             max_bid_permille: p.max_bid_permille,
             initial_throttle: f64::from(p.initial_throttle_ppm) / 1_000_000.0,
             ..marquee_pacing::PacerConfig::default()
         },
         leases: marquee_pacing::LeaseConfig {
-            renew_every: millis(p.lease_renew_ms),
-            lease_duration: millis(p.lease_duration_ms),
-            grace: millis(p.lease_grace_ms),
-            in_flight_allowance: millis(p.in_flight_allowance_ms),
-            token_lifetime: jiff::SignedDuration::from_secs(i64::from(
-                config.edge.token_lifetime_secs,
-            )),
+            renew_every: signed(p.lease_renew),
+            lease_duration: signed(p.lease_duration),
+            grace: signed(p.lease_grace),
+            in_flight_allowance: signed(p.in_flight_allowance),
+            token_lifetime: signed(config.edge.token_lifetime),
             ..marquee_pacing::LeaseConfig::default()
         },
-        secret: config.aggregation.token.clone(),
+        secret: config
+            .aggregation
+            .token
+            .as_ref()
+            .map(|token| token.as_str().to_owned())
+            .unwrap_or_default(),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pacing = marquee_manager::Pacing::open(Arc::clone(store), clock, options)
@@ -601,16 +609,21 @@ fn open_aggregator(
             Arc::clone(&edge.log),
         )));
     }
-    for (name, url) in a.remote_edges() {
-        sources.push(Arc::new(HttpLogSource::new(name, url, &a.token)));
-    }
-    if let Some(edge) = edge
-        && !a.token.is_empty()
-    {
-        // Set once, before serving: it cannot already be set.
-        let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
-            token: a.token.clone(),
-        });
+    // The load refused remote edges without a token.
+    if let Some(token) = &a.token {
+        for remote in &a.edges {
+            sources.push(Arc::new(HttpLogSource::new(
+                remote.name.as_str(),
+                remote.url.as_str(),
+                token.as_str(),
+            )));
+        }
+        if let Some(edge) = edge {
+            // Set once, before serving: it cannot already be set.
+            let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
+                token: token.as_str().to_owned(),
+            });
+        }
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     Arc::new(Aggregator::new(
@@ -618,13 +631,12 @@ fn open_aggregator(
         clock,
         sources,
         AggregationOptions {
-            interval: Duration::from_millis(a.interval_ms),
-            max_run_bytes: usize::try_from(a.max_run_mb.saturating_mul(1 << 20))
-                .unwrap_or(usize::MAX),
-            max_event_age: Duration::from_secs(a.max_event_age_hours.saturating_mul(3_600)),
-            max_clock_skew: Duration::from_secs(a.max_clock_skew_secs),
-            token_lifetime: Duration::from_secs(u64::from(config.edge.token_lifetime_secs)),
-            minute_retention: Duration::from_secs(a.minute_retention_days.saturating_mul(86_400)),
+            interval: a.interval,
+            max_run_bytes: a.max_run_bytes(),
+            max_event_age: a.max_event_age,
+            max_clock_skew: a.max_clock_skew,
+            token_lifetime: config.edge.token_lifetime,
+            minute_retention: a.minute_retention,
             delete_consumed: a.delete_consumed,
         },
     ))
@@ -635,10 +647,10 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
     let events = &config.events;
     let durability = match events.durability {
         DurabilityMode::Group => Durability::Group {
-            interval: Duration::from_millis(events.group_commit_ms),
+            interval: events.group_commit,
         },
         DurabilityMode::Strict => Durability::Strict {
-            interval: Duration::from_millis(events.group_commit_ms),
+            interval: events.group_commit,
         },
     };
     let log = EventLog::open(
@@ -646,30 +658,30 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         marquee_eventlog::Config {
             durability,
             segment_max_bytes: events.segment_max_mb * 1024 * 1024,
-            segment_max_age: Duration::from_secs(events.segment_max_age_secs),
+            segment_max_age: events.segment_max_age,
             ..marquee_eventlog::Config::default()
         },
     )?;
     let keys = tracking_keys(config)?;
-    let fallback = match config.edge.fallback.as_str() {
-        "empty" => Fallback::Empty,
-        url => Fallback::Passback(url.to_owned()),
+    let fallback = match &config.edge.fallback {
+        marquee_config::Fallback::Empty => Fallback::Empty,
+        marquee_config::Fallback::Passback(url) => Fallback::Passback(url.to_string()),
     };
     let edge = Edge::new(
         EdgeConfig {
             public_url: public_url.to_owned(),
-            token_lifetime: Duration::from_secs(u64::from(config.edge.token_lifetime_secs)),
+            token_lifetime: config.edge.token_lifetime,
             fallback,
             cookies: config.edge.cookies,
-            country_header: Some(config.edge.country_header.clone()).filter(|h| !h.is_empty()),
+            country_header: config.edge.country_header.clone(),
             data_dir: config.data_dir.join("edge"),
             limits: Limits {
                 max_in_flight: usize::try_from(config.edge.max_in_flight).unwrap_or(usize::MAX),
-                max_queue_delay: Some(Duration::from_millis(config.edge.max_queue_delay_ms))
-                    .filter(|delay| !delay.is_zero()),
-                deadline: Duration::from_millis(config.edge.deadline_ms),
-                header_read_timeout: Duration::from_millis(config.edge.header_read_timeout_ms),
-                body_timeout: Duration::from_millis(config.edge.body_timeout_ms),
+                // Zero switches this signal off.
+                max_queue_delay: Some(config.edge.max_queue_delay).filter(|delay| !delay.is_zero()),
+                deadline: config.edge.deadline,
+                header_read_timeout: config.edge.header_read_timeout,
+                body_timeout: config.edge.body_timeout,
                 max_header_bytes: usize::try_from(config.edge.max_header_bytes)
                     .unwrap_or(usize::MAX),
             },
@@ -705,10 +717,10 @@ fn quality(config: &Config) -> Result<Quality, Failure> {
         events_per_user_per_minute: traffic.events_per_user_per_minute,
         events_per_prefix_per_minute: traffic.events_per_prefix_per_minute,
         image_tags_per_prefix_per_minute: traffic.image_tags_per_prefix_per_minute,
-        min_click_delay: Duration::from_millis(traffic.min_click_delay_ms),
-        image_click_window: Duration::from_secs(traffic.image_click_window_secs),
+        min_click_delay: traffic.min_click_delay,
+        image_click_window: traffic.image_click_window,
         clicks_need_impression: traffic.clicks_need_impression,
-        trusted_proxies: config.edge.trusted_networks(),
+        trusted_proxies: config.edge.trusted_proxies.clone(),
     };
     Quality::open(
         rules,
@@ -722,18 +734,18 @@ fn quality(config: &Config) -> Result<Quality, Failure> {
 /// write-behind flusher); connects on first use, so Redis may come up after the edge.
 fn shared_state(config: &Config) -> Result<Option<SharedState>, Failure> {
     let redis = &config.redis;
-    if redis.url.is_empty() {
+    let Some(url) = &redis.url else {
         return Ok(None);
-    }
+    };
     let shared_config = SharedConfig {
-        timeout: Duration::from_millis(redis.timeout_ms),
+        timeout: redis.timeout,
         cache_entries: usize::try_from(redis.cache_entries).unwrap_or(usize::MAX),
-        flush_interval: Duration::from_millis(redis.flush_interval_ms),
-        flush_timeout: Duration::from_millis(redis.flush_timeout_ms),
+        flush_interval: redis.flush_interval,
+        flush_timeout: redis.flush_timeout,
         queue_limit: usize::try_from(redis.queue_limit).unwrap_or(usize::MAX),
         failures_to_open: redis.failures_to_open,
-        open_for: Duration::from_millis(redis.open_ms),
-        ..SharedConfig::new(redis.url.clone())
+        open_for: redis.open,
+        ..SharedConfig::new(url.as_str().to_owned())
     };
     SharedState::new(shared_config, Arc::new(SystemClock))
         .map(Some)
@@ -748,49 +760,41 @@ fn config_error(message: String) -> Failure {
 }
 
 /// The bidder's settings: `[bidder]`, each `[exchanges.NAME]` over it, `[currency]` rates.
-/// Values the config crate cannot check (keys, rates) are checked here, naming the key.
+/// Values the config crate cannot check (the keys' base64, the rates' decimals) are checked
+/// here, naming the key.
 fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
-    use marquee_model::{Currency, CurrencyRates};
+    use marquee_model::CurrencyRates;
     let exchange = |name: &str, section: &marquee_config::BidderSection| {
         let key = if name.is_empty() {
             "bidder".to_owned()
         } else {
             format!("exchanges.{name}")
         };
-        let crypto = if section.price_encryption_key.is_empty() {
-            None
-        } else {
-            Some(
-                marquee_openrtb::PriceCrypto::from_base64(
-                    &section.price_encryption_key,
-                    &section.price_integrity_key,
-                )
-                .map_err(|e| config_error(format!("`{key}.price_encryption_key`: {e}")))?,
-            )
-        };
+        let crypto = section
+            .price_keys()
+            .map(|keys| {
+                marquee_openrtb::PriceCrypto::from_base64(keys.encryption, keys.integrity)
+                    .map_err(|e| config_error(format!("`{key}.price_encryption_key`: {e}")))
+            })
+            .transpose()?;
         Ok::<_, Failure>(Exchange {
             name: name.to_owned(),
             seat: section.seat.clone(),
-            currency: Currency::try_from(section.currency.as_str())
-                .map_err(|e| config_error(format!("`{key}.currency`: {e}")))?,
+            currency: currency(section.currency, &format!("{key}.currency"))?,
             crypto,
-            latency_margin: Duration::from_millis(section.latency_margin_ms),
-            default_tmax: Duration::from_millis(section.default_tmax_ms),
-            max_body_bytes: usize::try_from(section.max_body_bytes).unwrap_or(usize::MAX),
+            latency_margin: section.latency_margin,
+            default_tmax: section.default_tmax,
+            max_body_bytes: section.max_body_bytes(),
             log_bids_per_mille: section.log_bids_per_mille,
             no_bid_reason: section.no_bid_reason,
-            sync_url: Some(section.sync_url.clone()).filter(|u| !u.is_empty()),
+            sync_url: section.sync_url.as_ref().map(ToString::to_string),
             filters_invalid_traffic: section.filters_invalid_traffic,
         })
     };
-    let base = Currency::try_from(config.currency.base.as_str())
-        .map_err(|e| config_error(format!("`currency.base`: {e}")))?;
-    let mut rates = CurrencyRates::new(base);
+    let mut rates = CurrencyRates::new(currency(config.currency.base, "currency.base")?);
     for (code, rate) in &config.currency.rates {
-        let currency = Currency::try_from(code.to_ascii_uppercase())
-            .map_err(|e| config_error(format!("`currency.rates`: {e}")))?;
         rates
-            .set(currency, rate)
+            .set(currency(*code, "currency.rates")?, rate)
             .map_err(|e| config_error(format!("`currency.rates.{code}`: {e}")))?;
     }
     let exchanges = config
@@ -812,13 +816,14 @@ fn gateway_config(
     config: &Config,
     rates: &marquee_model::CurrencyRates,
 ) -> Result<Option<marquee_gateway::GatewayConfig>, Failure> {
-    use marquee_gateway::{AuctionKind, BidderSpec, GatewayConfig, HealthConfig, Media};
+    use marquee_gateway::{BidderSpec, GatewayConfig, HealthConfig, Media};
     let section = &config.gateway;
     if !section.enabled {
         return Ok(None);
     }
-    let auction = match section.auction.as_str() {
-        "second_price" => AuctionKind::SecondPrice {
+    let auction = match section.auction {
+        AuctionKind::FirstPrice => marquee_gateway::AuctionKind::FirstPrice,
+        AuctionKind::SecondPrice => marquee_gateway::AuctionKind::SecondPrice {
             increment_micros: marquee_openrtb::parse_micros(
                 &section.increment,
                 marquee_openrtb::Rounding::Nearest,
@@ -832,18 +837,14 @@ fn gateway_config(
                 ))
             })?,
         },
-        _ => AuctionKind::FirstPrice,
     };
-    let currency = marquee_model::Currency::try_from(section.currency.as_str())
-        .map_err(|e| config_error(format!("`gateway.currency`: {e}")))?;
     let bidders = section
         .bidders
         .iter()
         .map(|(name, b)| BidderSpec {
-            version: if b.openrtb == "2.5" {
-                marquee_gateway::OpenRtbVersion::V25
-            } else {
-                marquee_gateway::OpenRtbVersion::V26
+            version: match b.openrtb {
+                OpenRtbVersion::V25 => marquee_gateway::OpenRtbVersion::V25,
+                OpenRtbVersion::V26 => marquee_gateway::OpenRtbVersion::V26,
             },
             http2: b.http2,
             timeout_percent: b.timeout_percent,
@@ -854,67 +855,75 @@ fn gateway_config(
             media: b
                 .media
                 .iter()
-                .map(|m| match m.as_str() {
-                    "video" => Media::Video,
-                    "audio" => Media::Audio,
-                    "native" => Media::Native,
-                    _ => Media::Banner,
+                .map(|media| match media {
+                    MediaType::Banner => Media::Banner,
+                    MediaType::Video => Media::Video,
+                    MediaType::Audio => Media::Audio,
+                    MediaType::Native => Media::Native,
                 })
                 .collect(),
             exchanges: b.exchanges.clone(),
             price_permille: b.price_permille,
             enabled: b.enabled,
-            notice_hosts: b.notice_hosts.clone(),
-            ..BidderSpec::new(name, &b.endpoint)
+            notice_hosts: b
+                .notice_hosts
+                .iter()
+                .map(|h| h.as_str().to_owned())
+                .collect(),
+            ..BidderSpec::new(name, b.endpoint.as_str())
         })
         .collect();
     Ok(Some(GatewayConfig {
         auction,
         deals_first: section.deals_first,
-        currency,
+        currency: currency(section.currency, "gateway.currency")?,
         rates: rates.clone(),
-        response_margin: Duration::from_millis(section.response_margin_ms),
-        internal_bidder: Some(section.internal_bidder.clone()).filter(|n| !n.is_empty()),
+        response_margin: section.response_margin,
+        internal_bidder: section.internal_bidder.as_ref().map(ToString::to_string),
         bidders,
         health: HealthConfig {
             throttle_below: section.health_throttle_below,
-            probe_interval: Duration::from_millis(section.health_probe_interval_ms),
+            probe_interval: section.health_probe_interval,
         },
         max_response_bytes: usize::try_from(section.max_response_bytes).unwrap_or(usize::MAX),
-        late_grace: Duration::from_millis(section.late_grace_ms),
-        notice_timeout: Duration::from_millis(section.notice_timeout_ms),
-        admin_token: section.admin_token.clone(),
+        late_grace: section.late_grace,
+        notice_timeout: section.notice_timeout,
+        // The gateway serves no registry API without one.
+        admin_token: section
+            .admin_token
+            .as_ref()
+            .map(|token| token.as_str().to_owned())
+            .unwrap_or_default(),
     }))
+}
+
+/// A configured currency as the money library's (both are three upper-case letters).
+fn currency(
+    code: marquee_config::CurrencyCode,
+    key: &str,
+) -> Result<marquee_model::Currency, Failure> {
+    marquee_model::Currency::try_from(code.as_str())
+        .map_err(|e| config_error(format!("`{key}`: {e}")))
 }
 
 /// Tracking keys from the configuration, or the data directory's own key (made on first
 /// start), so that tracking links stay valid across restarts.
 fn tracking_keys(config: &Config) -> Result<KeyRing, Failure> {
-    let configured: Vec<String> = if config.tracking.keys.is_empty() {
-        vec![local_tracking_key(&config.data_dir)?]
+    let tracking = &config.tracking;
+    // Without configured keys, the data directory's own key (id 1) signs.
+    let local;
+    let (signing, keys) = if tracking.keys.is_empty() {
+        local = marquee_config::TrackingKey::try_from(local_tracking_key(&config.data_dir)?)
+            .map_err(|error| config_error(format!("`tracking.keys`: {error}")))?;
+        (1, std::slice::from_ref(&local))
     } else {
-        config.tracking.keys.clone()
+        (tracking.signing_key, tracking.keys.as_slice())
     };
-    let mut parsed = Vec::new();
-    for entry in &configured {
-        let (id, secret) = entry
-            .split_once(':')
-            .and_then(|(id, secret)| Some((id.parse::<u8>().ok()?, secret)))
-            .ok_or_else(|| Failure {
-                status: EXIT_CONFIG,
-                message: "invalid configuration: `tracking.keys`: each entry is ID:hex:… or ID:base64:… with ID from 0 to 255".into(),
-            })?;
-        parsed.push((id, secret));
-    }
-    let signing = if config.tracking.keys.is_empty() {
-        1
-    } else {
-        config.tracking.signing_key
-    };
-    KeyRing::from_config(signing, parsed).map_err(|error| Failure {
-        status: EXIT_CONFIG,
-        message: format!("invalid configuration: `tracking.keys`: {error}"),
-    })
+    KeyRing::from_config(
+        signing,
+        keys.iter().map(|key| (key.id, key.secret.as_str())),
+    )
+    .map_err(|error| config_error(format!("`tracking.keys`: {error}")))
 }
 
 fn local_tracking_key(data_dir: &Path) -> Result<String, Failure> {

@@ -54,13 +54,13 @@ pub(crate) fn stop_channel() -> (
 
 /// The shared secret split roles need: edges register, sync and serve their logs with it.
 fn required_secret(config: &Config, role: &str) -> Result<String, Failure> {
-    if config.aggregation.token.is_empty() {
+    let Some(token) = &config.aggregation.token else {
         return Err(config_error(format!(
             "`aggregation.token` must be set for `marquee {role}`: edges register, sync and \
              serve their logs with it (the same value on the manager and every edge)"
         )));
-    }
-    Ok(config.aggregation.token.clone())
+    };
+    Ok(token.as_str().to_owned())
 }
 
 /// Exit status of a manager that lost the manager lock to another (sysexits EX_TEMPFAIL): a
@@ -132,7 +132,7 @@ pub(crate) async fn open_manager(
         ManagerOptions {
             snapshot_dir: config.data_dir.join("snapshots"),
             keep: config.snapshot.keep,
-            compile_interval: Duration::from_millis(config.snapshot.compile_interval_ms),
+            compile_interval: config.snapshot.compile_interval,
         },
     )
     .await?;
@@ -141,7 +141,7 @@ pub(crate) async fn open_manager(
         // `--demo` without a file locates with the demo database (`geo::open`).
         location: marquee_api::GeoLocationSource::from_sources(
             config.geo.database.is_some() || config.demo,
-            !config.edge.country_header.is_empty(),
+            config.edge.country_header.is_some(),
         ),
         network: config.geo.asn_database.is_some(),
     });
@@ -187,7 +187,7 @@ pub(crate) async fn give_leases_back(edge: &Edge, client: &dyn SyncClient) {
 pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let config = args.config()?;
     let secret = required_secret(&config, "manager")?;
-    init_logging(&config);
+    init_logging(&config)?;
     let mut signalled = Box::pin(shutdown_signal());
     let store = open_store(&config).await?;
     let Some(lock) = become_active_manager(&*store, &mut signalled).await? else {
@@ -201,13 +201,14 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
     let address = listener.local_addr()?;
-    let ad_url = if config.edge.public_url.is_empty() {
-        tracing::warn!(
-            "edge.public_url is not set: generated ad tags point at the manager, which serves no ads"
-        );
-        format!("http://{address}")
-    } else {
-        config.edge.public_url.clone()
+    let ad_url = match &config.edge.public_url {
+        Some(url) => url.to_string(),
+        None => {
+            tracing::warn!(
+                "edge.public_url is not set: generated ad tags point at the manager, which serves no ads"
+            );
+            format!("http://{address}")
+        }
     };
     let pacing = open_pacing(&config, &store).await?;
     manager.attach_pacing(Arc::clone(&pacing));
@@ -228,7 +229,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     let geo_reload = geo.clone().map(|geo| {
         tokio::spawn(marquee_edge::geo::reload_geo_every(
             geo,
-            Duration::from_secs(config.geo.reload_interval_secs),
+            config.geo.reload_interval,
             until_stopped(),
         ))
     });
@@ -236,7 +237,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         &manager,
         &ad_url,
         marquee_api::ApiOptions {
-            report_max_rows: usize::try_from(config.reports.max_rows).unwrap_or(usize::MAX),
+            report_max_rows: config.reports.max_rows(),
         },
     );
     let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false, geo)?;
@@ -271,22 +272,27 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     };
     let config = load_config(&args.common, overrides)?;
     let secret = required_secret(&config, "edge")?;
-    let manager_url = args
+    let Some(manager_url) = args
         .manager
         .clone()
         .filter(|url| !url.is_empty())
-        .unwrap_or_else(|| config.edge.manager_url.clone());
-    if manager_url.is_empty() {
+        .or_else(|| config.edge.manager_url.as_ref().map(ToString::to_string))
+    else {
         return Err(config_error(
             "`marquee edge` needs the manager's URL: `--manager http://…` or `edge.manager_url`"
                 .into(),
         ));
-    }
+    };
     let client = ManagerClient::new(&manager_url, &secret)
         .map_err(|error| config_error(format!("`--manager` / `edge.manager_url`: {error}")))?;
-    init_logging(&config);
+    init_logging(&config)?;
     let signalled = shutdown_signal();
-    let configured_id = args.id.as_deref().unwrap_or(&config.edge.id);
+    // `remote::identity` makes and keeps an id when given none (empty).
+    let configured_id = args
+        .id
+        .as_deref()
+        .or(config.edge.id.as_deref())
+        .unwrap_or_default();
     let edge_dir = config.data_dir.join("edge");
     let id = remote::identity(&edge_dir, configured_id).map_err(|error| Failure {
         status: match error {
@@ -301,12 +307,11 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     // browsers could never reach its tracking links.
     if config.listen.ip().is_unspecified() {
         let unset: Vec<&str> = [
-            ("edge.log_url", &config.edge.log_url),
-            ("edge.public_url", &config.edge.public_url),
+            ("edge.log_url", config.edge.log_url.is_none()),
+            ("edge.public_url", config.edge.public_url.is_none()),
         ]
         .into_iter()
-        .filter(|(_, url)| url.is_empty())
-        .map(|(key, _)| key)
+        .filter_map(|(key, unset)| unset.then_some(key))
         .collect();
         if !unset.is_empty() {
             return Err(config_error(format!(
@@ -321,22 +326,24 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
     let address = listener.local_addr()?;
-    let or_listen = |url: &str| {
-        if url.is_empty() {
-            format!("http://{address}")
-        } else {
-            url.to_owned()
-        }
-    };
+    let listen_url = || format!("http://{address}");
     let addresses = Addresses {
-        public_url: or_listen(&config.edge.public_url),
-        log_url: or_listen(&config.edge.log_url),
+        public_url: config
+            .edge
+            .public_url
+            .as_ref()
+            .map_or_else(listen_url, ToString::to_string),
+        log_url: config
+            .edge
+            .log_url
+            .as_ref()
+            .map_or_else(listen_url, ToString::to_string),
     };
     let edge = Arc::new(open_edge(&config, &addresses.public_url)?);
     // Set once, before serving: it cannot already be set.
-    let _ = edge
-        .log_access
-        .set(marquee_edge::log_service::LogAccess { token: secret });
+    let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
+        token: secret.clone(),
+    });
     // Serve from the copy kept by the last run until the manager answers (it may be away).
     if edge
         .holder
@@ -356,14 +363,14 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     let follower = tokio::spawn(marquee_edge::poll::follow(
         Arc::clone(&edge),
         client.base().to_owned(),
-        config.aggregation.token.clone(),
-        Duration::from_millis(config.edge.poll_interval_ms),
+        secret.clone(),
+        config.edge.poll_interval,
         until_stopped(),
     ));
     let edge_sync = tokio::spawn(marquee_edge::pacing::run_sync(
         Arc::clone(&edge),
         Arc::clone(&sync_client),
-        Duration::from_millis(config.pacing.sync_interval_ms),
+        config.pacing.sync_interval,
         until_stopped(),
     ));
     let heartbeat = tokio::spawn(remote::run_heartbeat(
@@ -371,24 +378,24 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         client,
         id,
         addresses,
-        Duration::from_millis(config.edge.heartbeat_ms),
+        config.edge.heartbeat,
         until_stopped(),
     ));
     let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
         Arc::clone(&edge.log),
-        config.aggregation.log_disk_limit_mb.saturating_mul(1 << 20),
+        config.aggregation.log_disk_limit_bytes(),
         Duration::from_secs(10),
         until_stopped(),
     ));
     let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
         Arc::clone(&edge),
-        Duration::from_secs(config.traffic.reload_interval_secs),
+        config.traffic.reload_interval,
         until_stopped(),
     ));
     let geo_reload = edge.geo.clone().map(|geo| {
         tokio::spawn(marquee_edge::geo::reload_geo_every(
             geo,
-            Duration::from_secs(config.geo.reload_interval_secs),
+            config.geo.reload_interval,
             until_stopped(),
         ))
     });

@@ -125,7 +125,7 @@ async fn delete(args: UserDeleteArgs) -> Result<(), Failure> {
 
 async fn create(args: UserCreateArgs) -> Result<(), Failure> {
     let config = load_config(&args.common, Overrides::default())?;
-    init_logging(&config);
+    init_logging(&config)?;
     let longest = marquee_dashboard::limiter::MAX_NAME_BYTES;
     if args.name.is_empty() || args.name.len() > longest {
         // The sign-in page refuses longer names, so such a user could never sign in.
