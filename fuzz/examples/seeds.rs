@@ -52,6 +52,7 @@ fn main() {
         placement: 3,
         user: 99,
         country: *b"FR",
+        region: [0; 3],
         device: 2,
         amount_micros: 1_250,
         event_id: 42,

@@ -24,7 +24,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, civil};
-use marquee_model::{Clock, Principal, Role};
+use marquee_model::{Clock, Principal, Role, is_region_code};
 use marquee_stats::{
     Counters, DEVICES, Dimension, Dimensions, Granularity, InvalidReason, Report, ReportSpec,
     Value as DimValue,
@@ -36,7 +36,7 @@ use crate::openapi::{operation, response, responses, schema_ref};
 use crate::{ApiError, Caller, HasStore};
 
 /// The query parameters this route knows.
-const PARAMETERS: [&str; 11] = [
+const PARAMETERS: [&str; 12] = [
     "from",
     "to",
     "granularity",
@@ -45,6 +45,7 @@ const PARAMETERS: [&str; 11] = [
     "advertiser",
     "placement",
     "country",
+    "region",
     "device",
     "tz",
     "format",
@@ -121,6 +122,7 @@ struct Params {
     advertiser: Option<u64>,
     placements: Option<Vec<u64>>,
     countries: Option<Vec<String>>,
+    regions: Option<Vec<String>>,
     devices: Option<Vec<u8>>,
     tz: Option<String>,
     format: Option<String>,
@@ -193,6 +195,25 @@ fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
                     }
                 }
                 p.countries = Some(countries);
+            }
+            "region" => {
+                let mut regions = Vec::new();
+                for code in value.split(',') {
+                    let code = code.trim();
+                    if code == "unknown" {
+                        regions.push(String::new());
+                    } else if is_region_code(&code.to_ascii_uppercase()) {
+                        regions.push(code.to_ascii_uppercase());
+                    } else {
+                        return Err(ApiError::bad_field(
+                            "region",
+                            format!(
+                                "{code:?} is not an ISO 3166-2 code such as US-CA, or `unknown`"
+                            ),
+                        ));
+                    }
+                }
+                p.regions = Some(regions);
             }
             "device" => {
                 let mut devices = Vec::new();
@@ -477,6 +498,7 @@ async fn build(
         line_items: scope.line_items.clone(),
         placements: scope.placements.clone(),
         countries: p.countries.clone(),
+        regions: p.regions.clone(),
         devices: p.devices.clone(),
     };
     let limit = stored_row_limit(&spec, &dims, state.max_rows);
@@ -578,7 +600,7 @@ fn dim_value(value: &DimValue) -> Value {
     match value {
         DimValue::Id(id) => json!(id),
         DimValue::Text(text) => json!(text),
-        DimValue::Country(code) => json!(code),
+        DimValue::Country(code) | DimValue::Region(code) => json!(code),
     }
 }
 
@@ -639,7 +661,7 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
     for row in &report.rows {
         let _ = write!(out, "{}", row.start.strftime("%Y-%m-%dT%H:%M:%S%:z"));
         for value in &row.values {
-            // Ids, country codes and device names: never a comma or a quote.
+            // Ids, country and region codes and device names: never a comma or a quote.
             match value {
                 DimValue::Id(id) => {
                     let _ = write!(out, ",{id}");
@@ -647,7 +669,7 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
                 DimValue::Text(text) => {
                     let _ = write!(out, ",{text}");
                 }
-                DimValue::Country(code) => {
+                DimValue::Country(code) | DimValue::Region(code) => {
                     let _ = write!(out, ",{code}");
                 }
             }
@@ -755,6 +777,11 @@ pub fn operation_doc() -> Value {
                 text.clone(),
             ),
             param(
+                "region",
+                "only these regions (comma-separated ISO 3166-2 codes such as US-CA, `unknown`)",
+                text.clone(),
+            ),
+            param(
                 "device",
                 "only these device types (desktop, phone, tablet, ctv, console, other, unknown)",
                 text.clone(),
@@ -842,6 +869,7 @@ mod tests {
             line_items: Some(vec![1, 2]),
             placements: None,
             countries: None,
+            regions: None,
             devices: None,
         };
         let dims = Dimensions::builder().build();

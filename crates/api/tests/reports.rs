@@ -63,6 +63,13 @@ fn row(
             creative: 0,
             placement,
             country: *country,
+            // One region per country: Bavaria, Île-de-France, California.
+            region: match country {
+                b"DE" => *b"BY\0",
+                b"FR" => *b"IDF",
+                b"US" => *b"CA\0",
+                _ => [0; 3],
+            },
             device: 1,
         },
         Counters {
@@ -319,6 +326,28 @@ async fn an_admin_groups_and_filters_anything_in_any_zone() {
             .any(|r| r["advertiser"] == app.b && r["country"] == "US" && r["impressions"] == 80)
     );
 
+    // Regions: ISO 3166-2, grouped and filtered, case-insensitive on the way in.
+    let regions = app
+        .json(
+            &admin,
+            "from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&group_by=region&region=us-ca,FR-IDF",
+        )
+        .await;
+    let mut found: Vec<(String, i64)> = regions["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["region"].as_str().unwrap().to_owned(),
+                r["impressions"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, vec![("FR-IDF".into(), 40), ("US-CA".into(), 80)]);
+    assert_eq!(regions["totals"]["impressions"], 120);
+
     // One advertiser's line items bring its zone; `tz` overrides.
     let ny = app
         .json(
@@ -413,6 +442,8 @@ async fn bad_parameters_are_named() {
         ("from=2026-12-01&group_by=planet", "group_by"),
         ("from=2026-12-01&line_item=x", "line_item"),
         ("from=2026-12-01&country=Germany", "country"),
+        ("from=2026-12-01&region=Bavaria", "region"),
+        ("from=2026-12-01&region=US-CALI", "region"),
         ("from=2026-12-01&device=toaster", "device"),
         ("from=2026-12-01&tz=Mars/Olympus", "tz"),
         ("from=2026-12-01&format=xml", "format"),
@@ -628,6 +659,7 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
                     creative: 0,
                     placement: app.p1,
                     country: *b"US",
+                    region: [0; 3],
                     device: 1,
                 },
                 Counters {
@@ -689,6 +721,7 @@ async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
         creative: 0,
         placement: app.p1,
         country: *b"DE",
+        region: [0; 3],
         device: 1,
     };
     // Hour 05: 4 valid impressions at a CPM of 2 and one click at 0.25; 3 crawler impressions,

@@ -420,6 +420,8 @@ pub struct ReportParams {
     #[serde(default)]
     country: String,
     #[serde(default)]
+    region: String,
+    #[serde(default)]
     device: String,
     #[serde(default)]
     tz: String,
@@ -456,6 +458,7 @@ impl ReportParams {
             ("line_item", &self.line_item),
             ("placement", &self.placement),
             ("country", &self.country),
+            ("region", &self.region),
             ("device", &self.device),
             ("tz", &self.tz),
         ] {
@@ -500,7 +503,7 @@ fn dim_text(value: &DimValue) -> String {
     match value {
         DimValue::Id(id) => format!("#{id}"),
         DimValue::Text(text) => (*text).to_owned(),
-        DimValue::Country(code) => code.clone(),
+        DimValue::Country(code) | DimValue::Region(code) => code.clone(),
     }
 }
 

@@ -1310,6 +1310,7 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
             creative: 0,
             placement: 0,
             country: *b"DE",
+            region: *b"BY\0",
             device: 1,
         },
         counters,
@@ -1559,6 +1560,7 @@ fn row_key(line_item: u64, bucket: i64) -> marquee_stats::RowKey {
         creative: 0,
         placement: 0,
         country: [0, 0],
+        region: [0; 3],
         device: 0,
     }
 }

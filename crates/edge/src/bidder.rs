@@ -1067,6 +1067,7 @@ fn bidder_event(
         placement: 0,
         user,
         country: [0, 0],
+        region: [0; 3],
         device: 0,
         amount_micros: 0,
         event_id: 0,

@@ -869,6 +869,7 @@ fn event(
         placement: claims.placement,
         user: claims.user,
         country: visitor.country_bytes(),
+        region: visitor.region_bytes(),
         device: visitor.device_type().map_or(0, |d| d as u8 + 1),
         amount_micros,
         event_id: u128::from(claims.nonce),

@@ -269,13 +269,14 @@ pub async fn enforce_disk_limit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use marquee_eventlog::{FRAME_LEN, SEGMENT_HEADER_LEN};
 
     #[test]
     fn over_the_limit_the_oldest_closed_segments_go() {
         let dir = tempfile::tempdir().unwrap();
         let config = marquee_eventlog::Config {
             shards: 1,
-            segment_max_bytes: 28 + 77 * 2,
+            segment_max_bytes: SEGMENT_HEADER_LEN + 2 * FRAME_LEN as u64,
             ..marquee_eventlog::Config::default()
         };
         let log = EventLog::open(dir.path(), config).unwrap();
@@ -288,6 +289,7 @@ mod tests {
                 placement: 1,
                 user: 0,
                 country: [0, 0],
+                region: [0; 3],
                 device: 0,
                 amount_micros: 0,
                 event_id: i,
@@ -297,7 +299,7 @@ mod tests {
         log.flush_and_close().unwrap();
         let before: Vec<u64> = log.segments(0).unwrap().iter().map(|s| s.id).collect();
         assert_eq!(before.len(), 5);
-        let segment_len = 28 + 77 * 2;
+        let segment_len = SEGMENT_HEADER_LEN + 2 * FRAME_LEN as u64;
         let (segments, bytes) = trim_to_limit(&log, 3 * segment_len).unwrap();
         assert_eq!((segments, bytes), (2, 2 * segment_len));
         let after: Vec<u64> = log.segments(0).unwrap().iter().map(|s| s.id).collect();

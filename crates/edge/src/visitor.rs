@@ -8,7 +8,7 @@
 //! - **Device** type, OS and browser families from User-Agent Client Hints and the User-Agent
 //!   (`marquee_device`).
 //!
-//! Nothing here is stored: the event log keeps the country and the device type only
+//! Nothing here is stored: the event log keeps the country, the region and the device type only
 //! (`docs/privacy.md`).
 
 use std::cell::RefCell;
@@ -83,6 +83,19 @@ impl Visitor {
             Some(&[a, b]) => [a, b],
             _ => [0, 0],
         }
+    }
+
+    /// The region as the event log stores it: the subdivision code of the region the engine
+    /// sees (so none when a country header disagrees with the database), `0`-padded.
+    pub(crate) fn region_bytes(&self) -> [u8; 3] {
+        let mut bytes = [0u8; 3];
+        if let Some(region) = self.geo().region {
+            let subdivision = region.split_once('-').map_or("", |(_, code)| code);
+            for (slot, byte) in bytes.iter_mut().zip(subdivision.bytes()) {
+                *slot = byte;
+            }
+        }
+        bytes
     }
 
     pub(crate) fn device_type(&self) -> Option<DeviceType> {
@@ -222,15 +235,18 @@ mod tests {
         let (lat, lon) = geo.point.unwrap();
         assert!((lat - 52.52).abs() < 0.01 && (lon - 13.405).abs() < 0.01);
         assert_eq!(berlin.country_bytes(), *b"DE");
+        assert_eq!(berlin.region_bytes(), *b"BE\0");
 
         let here = visitor(&edge, "127.0.0.1", &HeaderMap::new(), &[]);
         assert_eq!(here.geo().metro, Some(807));
         assert_eq!(here.geo().region, Some("US-CA"));
+        assert_eq!(here.region_bytes(), *b"CA\0");
 
         // An address the database does not know: nothing, and the log stores no country.
         let unknown = visitor(&edge, "203.0.113.9", &HeaderMap::new(), &[]);
         assert_eq!(unknown.geo().country, None);
         assert_eq!(unknown.country_bytes(), [0, 0]);
+        assert_eq!(unknown.region_bytes(), [0; 3]);
     }
 
     #[test]
@@ -259,6 +275,11 @@ mod tests {
         assert_eq!(geo.country, Some("FR"));
         assert_eq!((geo.region, geo.city, geo.point), (None, None, None));
         assert_eq!(disagreeing.country_bytes(), *b"FR");
+        assert_eq!(
+            disagreeing.region_bytes(),
+            [0; 3],
+            "Berlin's region is not France's"
+        );
         // A header that is not a country code is ignored.
         let junk = visitor(
             &edge,

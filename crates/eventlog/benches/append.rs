@@ -29,6 +29,7 @@ fn event(id: u64) -> Event {
         placement: id % 500,
         user: id.wrapping_mul(0x9E37_79B9_7F4A_7C15),
         country: *b"DE",
+        region: [0; 3],
         device: 1,
         amount_micros: 1_500,
         event_id: u128::from(id) << 64 | 0xABCD,

@@ -1,10 +1,14 @@
 //! The event record: a fixed little-endian layout, encoded without allocating.
 
 /// The record format version written by this crate, the first byte of every payload.
-pub const RECORD_VERSION: u8 = 1;
+pub const RECORD_VERSION: u8 = 2;
 
-/// Payload length of a version-1 record in bytes.
-pub const PAYLOAD_LEN: usize = 69;
+/// Payload length of a version-2 record in bytes.
+pub const PAYLOAD_LEN: usize = 72;
+
+/// Payload length of a version-1 record: version 2 without the region. Still read, so logs
+/// written before an upgrade are aggregated after it.
+const PAYLOAD_LEN_V1: usize = 69;
 
 /// What happened. Codes are stable on disk; `0` is never a kind, so a zeroed payload is
 /// rejected.
@@ -215,6 +219,9 @@ pub struct Event {
     pub user: u64,
     /// ISO 3166-1 alpha-2 in ASCII, or `[0, 0]` when unknown.
     pub country: [u8; 2],
+    /// The ISO 3166-2 subdivision code within `country` (`CA` of `US-CA`): one to three ASCII
+    /// letters or digits, left-aligned and padded with `0` bytes; all `0` when unknown.
+    pub region: [u8; 3],
     pub device: u8,
     /// Money in micros: the spend for billing events, `0` otherwise.
     pub amount_micros: i64,
@@ -229,8 +236,12 @@ pub enum DecodeError {
     Empty,
     #[error("record format version {0} is not supported (this reader knows {RECORD_VERSION})")]
     UnsupportedVersion(u8),
-    #[error("payload of {actual} bytes, version {RECORD_VERSION} records have {PAYLOAD_LEN}")]
-    Length { actual: usize },
+    #[error("payload of {actual} bytes, version {version} records have {expected}")]
+    Length {
+        version: u8,
+        actual: usize,
+        expected: usize,
+    },
     #[error("unknown event kind {0}")]
     UnknownKind(u8),
 }
@@ -247,7 +258,8 @@ impl DecodeError {
     }
 }
 
-// Field offsets in a version-1 payload (see the crate docs for the table).
+// Field offsets in a version-2 payload (see the crate docs for the table); version 1 is the
+// same up to `EVENT_ID` and ends there.
 const VERSION: usize = 0;
 const KIND: usize = 1;
 const DEVICE: usize = 2;
@@ -259,16 +271,17 @@ const PLACEMENT: usize = 29;
 const USER: usize = 37;
 const AMOUNT: usize = 45;
 const EVENT_ID: usize = 53;
+const REGION: usize = 69;
 
 impl Event {
-    /// The version-1 payload.
+    /// The version-2 payload.
     pub fn encode(&self) -> [u8; PAYLOAD_LEN] {
         let mut out = [0u8; PAYLOAD_LEN];
         self.encode_into(&mut out);
         out
     }
 
-    /// Writes the version-1 payload into `out`; a fixed array so the offsets cannot overrun.
+    /// Writes the version-2 payload into `out`; a fixed array so the offsets cannot overrun.
     pub(crate) fn encode_into(&self, out: &mut [u8; PAYLOAD_LEN]) {
         out[VERSION] = RECORD_VERSION;
         out[KIND] = self.kind.code();
@@ -280,31 +293,42 @@ impl Event {
         out[PLACEMENT..USER].copy_from_slice(&self.placement.to_le_bytes());
         out[USER..AMOUNT].copy_from_slice(&self.user.to_le_bytes());
         out[AMOUNT..EVENT_ID].copy_from_slice(&self.amount_micros.to_le_bytes());
-        out[EVENT_ID..PAYLOAD_LEN].copy_from_slice(&self.event_id.to_le_bytes());
+        out[EVENT_ID..REGION].copy_from_slice(&self.event_id.to_le_bytes());
+        out[REGION..PAYLOAD_LEN].copy_from_slice(&self.region);
     }
 
-    /// Reads a payload. The version is checked first, because another version may lay out
-    /// (and size) the rest differently.
+    /// Reads a payload of version 2, or of version 1 (whose events have no region). The version
+    /// is checked first, because another version may lay out (and size) the rest differently.
     pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
         let version = *payload.first().ok_or(DecodeError::Empty)?;
-        if version != RECORD_VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
+        let expected = match version {
+            1 => PAYLOAD_LEN_V1,
+            RECORD_VERSION => PAYLOAD_LEN,
+            _ => return Err(DecodeError::UnsupportedVersion(version)),
+        };
+        if payload.len() != expected {
+            return Err(DecodeError::Length {
+                version,
+                actual: payload.len(),
+                expected,
+            });
         }
-        let p: &[u8; PAYLOAD_LEN] = payload.try_into().map_err(|_| DecodeError::Length {
-            actual: payload.len(),
-        })?;
+        // Version 1 is version 2's first bytes: pad it to one layout, the region left unknown.
+        let mut p = [0u8; PAYLOAD_LEN];
+        p[..expected].copy_from_slice(payload);
         let kind = Kind::from_code(p[KIND]).ok_or(DecodeError::UnknownKind(p[KIND]))?;
         Ok(Event {
             kind,
             device: p[DEVICE],
             country: [p[COUNTRY], p[COUNTRY + 1]],
-            time_micros: i64::from_le_bytes(array(p, TIME)),
-            line_item: u64::from_le_bytes(array(p, LINE_ITEM)),
-            creative: u64::from_le_bytes(array(p, CREATIVE)),
-            placement: u64::from_le_bytes(array(p, PLACEMENT)),
-            user: u64::from_le_bytes(array(p, USER)),
-            amount_micros: i64::from_le_bytes(array(p, AMOUNT)),
-            event_id: u128::from_le_bytes(array(p, EVENT_ID)),
+            region: array(&p, REGION),
+            time_micros: i64::from_le_bytes(array(&p, TIME)),
+            line_item: u64::from_le_bytes(array(&p, LINE_ITEM)),
+            creative: u64::from_le_bytes(array(&p, CREATIVE)),
+            placement: u64::from_le_bytes(array(&p, PLACEMENT)),
+            user: u64::from_le_bytes(array(&p, USER)),
+            amount_micros: i64::from_le_bytes(array(&p, AMOUNT)),
+            event_id: u128::from_le_bytes(array(&p, EVENT_ID)),
         })
     }
 }
@@ -330,6 +354,7 @@ mod tests {
             placement: 0,
             user: 0xDEAD_BEEF_0BAD_F00D,
             country: *b"DE",
+            region: *b"BE\0",
             device: 3,
             amount_micros: i64::MIN,
             event_id: u128::MAX - 7,
@@ -348,12 +373,40 @@ mod tests {
     #[test]
     fn layout_is_little_endian_at_the_documented_offsets() {
         let bytes = sample(Kind::Click).encode();
-        assert_eq!(bytes[0], 1);
+        assert_eq!(bytes[0], 2);
         assert_eq!(bytes[1], 3);
         assert_eq!(bytes[2], 3);
         assert_eq!(&bytes[3..5], b"DE");
         assert_eq!(&bytes[5..13], &(-1_234_567i64).to_le_bytes());
         assert_eq!(&bytes[53..69], &(u128::MAX - 7).to_le_bytes());
+        assert_eq!(&bytes[69..72], b"BE\0");
+    }
+
+    #[test]
+    fn version_1_records_read_with_no_region() {
+        let event = sample(Kind::Impression);
+        let mut v1 = event.encode()[..PAYLOAD_LEN_V1].to_vec();
+        v1[0] = 1;
+        let read = Event::decode(&v1).unwrap();
+        assert_eq!(read.region, [0; 3]);
+        assert_eq!(
+            Event {
+                region: [0; 3],
+                ..read
+            },
+            Event {
+                region: [0; 3],
+                ..event
+            }
+        );
+        assert_eq!(
+            Event::decode(&event.encode()[..PAYLOAD_LEN_V1 + 1]),
+            Err(DecodeError::Length {
+                version: 2,
+                actual: 70,
+                expected: 72
+            })
+        );
     }
 
     #[test]
@@ -363,16 +416,20 @@ mod tests {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }
-        bytes[0] = 2;
+        bytes[0] = 3;
         assert_eq!(
             Event::decode(&bytes),
-            Err(DecodeError::UnsupportedVersion(2))
+            Err(DecodeError::UnsupportedVersion(3))
         );
         assert_eq!(Event::decode(&[]), Err(DecodeError::Empty));
         let good = sample(Kind::Decision).encode();
         assert_eq!(
             Event::decode(&good[..PAYLOAD_LEN - 1]),
-            Err(DecodeError::Length { actual: 68 })
+            Err(DecodeError::Length {
+                version: 2,
+                actual: 71,
+                expected: 72
+            })
         );
     }
 

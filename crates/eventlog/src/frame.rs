@@ -5,7 +5,7 @@ use crate::event::{Event, PAYLOAD_LEN};
 /// Bytes a frame adds around its payload: the length before it and the CRC after it.
 pub const FRAME_OVERHEAD: usize = 8;
 
-/// Length of a framed version-1 record on disk.
+/// Length of a framed record of the version written now, on disk.
 pub const FRAME_LEN: usize = PAYLOAD_LEN + FRAME_OVERHEAD;
 
 /// The largest payload length a reader accepts. Bigger lengths can only come from a torn or
@@ -24,7 +24,7 @@ pub enum FrameError {
 }
 
 impl Event {
-    /// The framed version-1 record, built on the stack: appending copies it into the shard's
+    /// The framed record (the version written now), built on the stack: appending copies it into the shard's
     /// buffer, so no event allocates.
     pub fn to_frame(&self) -> [u8; FRAME_LEN] {
         let mut frame = [0u8; FRAME_LEN];
@@ -107,6 +107,7 @@ mod tests {
             placement: 4,
             user: 5,
             country: *b"FR",
+            region: [0; 3],
             device: 1,
             amount_micros: 1500,
             event_id: id,

@@ -13,7 +13,7 @@
 //! Records are raw: nothing is sanitised on append (the manager does it in bulk), and ids are
 //! plain `u64`s so this crate depends on no other workspace crate.
 //!
-//! # On-disk format, version 1
+//! # On-disk format
 //!
 //! A log directory holds `LOCK` (an advisory lock held while a log has it open) and one
 //! directory per shard, `shard-{k}` (`k` from 0, decimal). A shard directory holds segments
@@ -35,12 +35,14 @@
 //! payload. CRC-32 is CRC-32/ISO-HDLC (zlib's; `"123456789"` gives `0xCBF43926`). The first
 //! record starts at offset 28; a segment's readable end is always a record boundary.
 //!
-//! The payload's first byte is the record format version, which decides the rest. Version 1
-//! is 69 bytes (so a frame is 77):
+//! The payload's first byte is the record format version, which decides the rest. Version 2,
+//! written now, is 72 bytes (so a frame is 80); version 1, written before regions were
+//! recorded, is its first 69 bytes with `1` in byte 0, and is still read (its events have no
+//! region):
 //!
 //! | offset | size | field |
 //! |---:|---:|---|
-//! | 0 | 1 | record format version: `1` |
+//! | 0 | 1 | record format version: `2` (or `1`) |
 //! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid, 10 invalid impression, 11 invalid click, 12 invalid conversion; 0 never |
 //! | 2 | 1 | device type, u8 |
 //! | 3 | 2 | country: two ASCII letters, or `00 00` |
@@ -51,6 +53,7 @@
 //! | 37 | 8 | user key hash, u64 (0 = none) |
 //! | 45 | 8 | amount in micros, i64 (spend on billing events; an invalid event's reason code: 1 crawler, 2 prefetch, 3 datacenter, 4 rate, 5 click without impression, 6 too fast, 7 untokened disabled, 8 repeat conversion, 9 no cache buster) |
 //! | 53 | 16 | event id, u128 (decision id / tracking-token nonce; the dedupe key) |
+//! | 69 | 3 | region: the ISO 3166-2 subdivision code within the country (`CA` of `US-CA`), one to three ASCII letters or digits padded with `00`; all `00` when unknown (version 2 only) |
 //!
 //! Reading a frame checks the length bounds, that the whole frame is there, then the CRC. A
 //! frame that fails is damage: at the tail of the last segment when the log opens, it and

@@ -187,6 +187,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
             placement,
             user: rng.next() % 200_000 + 1,
             country: *COUNTRIES[(rng.next() % 20) as usize],
+            region: [0; 3],
             device: (rng.next() % 5 + 1) as u8,
             amount_micros: 0,
             event_id: id,

@@ -78,6 +78,7 @@ async fn bench() {
                         creative,
                         placement,
                         country: *country,
+                        region: [0; 3],
                         device,
                     };
                     let counters = Counters {

@@ -344,11 +344,13 @@ impl LiveState {
                     line_items: None,
                     placements: Some(placements),
                     countries: None,
+                    regions: None,
                     devices: None,
                     by_line_item: false,
                     by_creative: false,
                     by_placement: true,
                     by_country: false,
+                    by_region: false,
                     by_device: false,
                 })
                 .await?;

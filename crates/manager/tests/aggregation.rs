@@ -261,6 +261,7 @@ impl World {
             placement: self.placements[(n % 3) as usize],
             user: n % 997 + 1,
             country: [b"DE", b"FR", b"US"][(n / 7 % 3) as usize].to_owned(),
+            region: [0; 3],
             device: (n % 6) as u8,
             amount_micros: if kind == Kind::Impression {
                 1_500_000
@@ -606,7 +607,8 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     let open = || {
         let config = marquee_eventlog::Config {
             shards: 2,
-            segment_max_bytes: 28 + 77 * 10,
+            segment_max_bytes: marquee_eventlog::SEGMENT_HEADER_LEN
+                + 10 * marquee_eventlog::FRAME_LEN as u64,
             ..marquee_eventlog::Config::default()
         };
         Arc::new(EventLog::open(dir.path(), config).unwrap())

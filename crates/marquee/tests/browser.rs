@@ -727,12 +727,23 @@ const MUNICH: &str = "198.51.100.23";
 const LONDON: &str = "2001:db8::17";
 const NOWHERE: &str = "192.0.2.1";
 
-/// The country the geo test's database gives `address`, as the event log stores it.
-fn country_of(address: &str) -> [u8; 2] {
+/// The country and region the geo test's database gives `address`, as the event log stores
+/// them.
+fn location_of(address: &str) -> ([u8; 2], [u8; 3]) {
     match address {
-        NEW_YORK => *b"US",
-        MUNICH => *b"DE",
-        LONDON => *b"GB",
+        NEW_YORK => (*b"US", *b"NY\0"),
+        MUNICH => (*b"DE", *b"BY\0"),
+        LONDON => (*b"GB", *b"ENG"),
+        _ => panic!("{address} is located nowhere"),
+    }
+}
+
+/// The region of `address` as reports name it (ISO 3166-2).
+fn region_code_of(address: &str) -> &'static str {
+    match address {
+        NEW_YORK => "US-NY",
+        MUNICH => "DE-BY",
+        LONDON => "GB-ENG",
         _ => panic!("{address} is located nowhere"),
     }
 }
@@ -874,6 +885,8 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
             ("MARQUEE_GEO__DATABASE", database.to_str().unwrap()),
             ("MARQUEE_EDGE__TRUSTED_PROXIES", "[\"127.0.0.1\", \"::1\"]"),
             ("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str()),
+            // The log is read after the report: keep what the aggregation consumed.
+            ("MARQUEE_AGGREGATION__DELETE_CONSUMED", "false"),
         ],
     );
     let base = server.base.clone();
@@ -1075,24 +1088,65 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
         }
     }
 
-    // The log: one impression per served ad, with the forwarded address's country.
+    // The report by region: one impression per served ad in its address's region, once the
+    // aggregation (every second) has counted them all.
+    let mut expected_regions: Vec<(String, u64)> = Vec::new();
+    for address in placements.iter().flat_map(|(.., item)| item.serves.iter()) {
+        let code = region_code_of(address);
+        match expected_regions.iter_mut().find(|(c, _)| c == code) {
+            Some((_, count)) => *count += 1,
+            None => expected_regions.push((code.to_owned(), 1)),
+        }
+    }
+    expected_regions.sort();
+    let served: u64 = expected_regions.iter().map(|(_, n)| n).sum();
+    let report_url = server.url(&format!(
+        "/api/v1/reports?from={today}&granularity=day&tz=UTC&group_by=region"
+    ));
+    let mut report = Value::Null;
+    for _ in 0..300 {
+        report = get_json(&client, &report_url, Some(&token)).await;
+        if report["totals"]["impressions"].as_u64() == Some(served) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut regions: Vec<(String, u64)> = report["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a report: {report:#}"))
+        .iter()
+        .filter(|row| row["impressions"].as_u64() > Some(0))
+        .map(|row| {
+            (
+                str_of(&row["region"], "region").to_owned(),
+                u64_of(&row["impressions"], "impressions"),
+            )
+        })
+        .collect();
+    regions.sort();
+    assert_eq!(
+        regions, expected_regions,
+        "impressions by region: {report:#}"
+    );
+
+    // The log: one impression per served ad, with the forwarded address's country and region.
     server.stop();
-    let mut logged: Vec<(u64, [u8; 2])> = logged_events(&data)
+    let mut logged: Vec<(u64, ([u8; 2], [u8; 3]))> = logged_events(&data)
         .iter()
         .filter(|e| e.kind == EventKind::Impression)
-        .map(|e| (e.line_item, e.country))
+        .map(|e| (e.line_item, (e.country, e.region)))
         .collect();
     logged.sort_unstable();
-    let mut expected: Vec<(u64, [u8; 2])> = placements
+    let mut expected: Vec<(u64, ([u8; 2], [u8; 3]))> = placements
         .iter()
         .flat_map(|(_, line_item, item)| {
             item.serves
                 .iter()
-                .map(move |address| (*line_item, country_of(address)))
+                .map(move |address| (*line_item, location_of(address)))
         })
         .collect();
     expected.sort_unstable();
-    assert_eq!(logged, expected, "impressions (line item, country)");
+    assert_eq!(logged, expected, "impressions (line item, country, region)");
     eprintln!(
         "browser geo test: passed in {:?} (browser {browser_ms} ms for {} visits)",
         started.elapsed(),

@@ -40,5 +40,6 @@ pub use secret::same_secret;
 pub use stored::{Catalog, Meta, Stored};
 pub use targeting::{
     ConnectionType, DeviceType, GeoCircle, HourRange, KeyValues, Leaves, Targeting, Weekday,
+    is_region_code,
 };
 pub use validate::{ValidationError, Violation, Violations};

@@ -184,7 +184,7 @@ impl Targeting {
             Targeting::Region(codes) => v.field("region", |v| {
                 leaf(v, codes, values, |v, c| {
                     v.check(
-                        is_region(c),
+                        is_region_code(c),
                         format!("{c:?} is not an ISO 3166-2 code such as DE-BY"),
                     )
                 })
@@ -438,7 +438,9 @@ fn is_upper_code(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_uppercase())
 }
 
-fn is_region(s: &str) -> bool {
+/// Whether `s` is an ISO 3166-2 code as targeting and reports name regions: two capitals, `-`,
+/// and one to three capitals or digits (`US-CA`, `GB-ENG`, `FR-75`).
+pub fn is_region_code(s: &str) -> bool {
     match s.split_once('-') {
         Some((country, sub)) => {
             is_upper_code(country, 2)

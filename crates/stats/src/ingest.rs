@@ -1,5 +1,6 @@
 //! One aggregation run's work in memory: decode raw frames in bulk, sanitise, drop repeats,
-//! and sum what is left by minute × line item × creative × placement × country × device, with
+//! and sum what is left by minute × line item × creative × placement × country × region ×
+//! device, with
 //! unique-user sketches per line item and day. Nothing here touches a database; the result,
 //! [`Deltas`], is written by the store in a constant number of statements.
 
@@ -111,8 +112,9 @@ impl InvalidCounts {
 }
 
 /// The dimensions of one aggregate row. `bucket` is the bucket's start in seconds since the
-/// epoch (UTC); `country` is two ASCII capitals or `[0, 0]` for unknown; `device` a
-/// [`DEVICES`] index.
+/// epoch (UTC); `country` is two ASCII capitals or `[0, 0]` for unknown; `region` the
+/// subdivision code within the country (one to three ASCII capitals or digits, `0`-padded; all
+/// `0` when unknown, always so when the country is); `device` a [`DEVICES`] index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RowKey {
     pub line_item: u64,
@@ -120,6 +122,7 @@ pub struct RowKey {
     pub creative: u64,
     pub placement: u64,
     pub country: [u8; 2],
+    pub region: [u8; 3],
     pub device: u8,
 }
 
@@ -130,6 +133,15 @@ impl RowKey {
             .ok()
             .filter(|c| *c != "\0\0")
             .unwrap_or("")
+    }
+
+    /// The region as ISO 3166-2 (`US-CA`), empty when unknown.
+    pub fn region_code(&self) -> String {
+        let subdivision = self.region.split(|&b| b == 0).next().unwrap_or(&[]);
+        match (self.country_str(), std::str::from_utf8(subdivision)) {
+            ("", _) | (_, Ok("") | Err(_)) => String::new(),
+            (country, Ok(subdivision)) => format!("{country}-{subdivision}"),
+        }
     }
 
     fn rebucket(mut self, width: i64) -> RowKey {
@@ -349,6 +361,11 @@ impl<'a> Ingest<'a> {
         } else {
             [0, 0]
         };
+        let region = if country != [0, 0] && is_subdivision(e.region) {
+            e.region
+        } else {
+            [0; 3]
+        };
         let device = if usize::from(e.device) < DEVICES.len() {
             e.device
         } else {
@@ -360,6 +377,7 @@ impl<'a> Ingest<'a> {
             creative,
             placement: e.placement,
             country,
+            region,
             device,
         })
     }
@@ -418,11 +436,23 @@ pub fn line_item_totals(rows: &[(RowKey, Counters)]) -> Vec<(RowKey, Counters)> 
             creative: 0,
             placement: 0,
             country: [0, 0],
+            region: [0; 3],
             device: 0,
         };
         totals.entry(total).or_default().add(counters);
     }
     sorted(totals)
+}
+
+/// Whether `region` is a subdivision code as ISO 3166-2 writes them: one to three ASCII
+/// capitals or digits, then `0` padding.
+fn is_subdivision(region: [u8; 3]) -> bool {
+    let len = region.iter().take_while(|&&b| b != 0).count();
+    len > 0
+        && region[..len]
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        && region[len..].iter().all(|&b| b == 0)
 }
 
 fn sorted(rows: FxHashMap<RowKey, Counters>) -> Vec<(RowKey, Counters)> {
@@ -485,6 +515,7 @@ mod tests {
             placement: 7,
             user: 42,
             country: *b"DE",
+            region: *b"BE\0",
             device: 2,
             amount_micros: if kind == Kind::Impression {
                 2_000_000
@@ -575,6 +606,7 @@ mod tests {
             .find(|(k, _)| k.bucket == minute)
             .unwrap();
         assert_eq!(key.country_str(), "DE");
+        assert_eq!(key.region_code(), "DE-BE");
         assert_eq!(
             (counters.decisions, counters.impressions, counters.clicks),
             (1, 1, 1)
@@ -599,7 +631,7 @@ mod tests {
         let seen = Seen::default();
         let mut ingest = Ingest::new(&dims, &seen, rules());
         let t = NOW;
-        // A version-1 payload one byte short: no build writes it.
+        // A payload one byte short: no build writes it.
         let short = &event(Kind::Decision, 9, t).encode()[..PAYLOAD_LEN - 1];
         let mut bytes = frames(&[
             event(Kind::Impression, 1, t - 7_200),
@@ -622,6 +654,7 @@ mod tests {
             },
             Event {
                 country: [b'd', 0xFF],
+                region: [b'b', 0xFF, 0],
                 device: 77,
                 ..event(Kind::Impression, 7, t)
             },
@@ -645,7 +678,10 @@ mod tests {
             .find(|(k, _)| k.line_item == 100)
             .unwrap()
             .0;
-        assert_eq!((sanitised.country, sanitised.device), ([0, 0], 0));
+        assert_eq!(
+            (sanitised.country, sanitised.region, sanitised.device),
+            ([0, 0], [0; 3], 0)
+        );
         let no_bid = deltas
             .minutes
             .iter()
@@ -870,5 +906,32 @@ mod tests {
             Err(FrameError::CrcMismatch { .. })
         ));
         assert_eq!(ingest.finish().accepted, 0);
+    }
+
+    #[test]
+    fn a_region_is_a_subdivision_code_of_a_known_country() {
+        for (region, valid) in [
+            (*b"CA\0", true),
+            (*b"ENG", true),
+            (*b"75\0", true),
+            (*b"B\0\0", true),
+            (*b"ca\0", false),
+            (*b"B\0E", false),
+            (*b"-CA", false),
+            ([0; 3], false),
+        ] {
+            assert_eq!(is_subdivision(region), valid, "{region:?}");
+        }
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        ingest
+            .frames(&frames(&[Event {
+                country: [0, 0],
+                ..event(Kind::Impression, 1, NOW)
+            }]))
+            .unwrap();
+        let key = ingest.finish().minutes[0].0;
+        assert_eq!((key.region, key.region_code().as_str()), ([0; 3], ""));
     }
 }

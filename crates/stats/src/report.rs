@@ -72,11 +72,13 @@ pub enum Dimension {
     Site,
     Placement,
     Country,
+    /// ISO 3166-2 (`US-CA`): the country and its first subdivision.
+    Region,
     Device,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 9] = [
+    pub const ALL: [Dimension; 10] = [
         Dimension::Advertiser,
         Dimension::Campaign,
         Dimension::LineItem,
@@ -85,6 +87,7 @@ impl Dimension {
         Dimension::Site,
         Dimension::Placement,
         Dimension::Country,
+        Dimension::Region,
         Dimension::Device,
     ];
 
@@ -102,6 +105,7 @@ impl Dimension {
             Dimension::Site => "site",
             Dimension::Placement => "placement",
             Dimension::Country => "country",
+            Dimension::Region => "region",
             Dimension::Device => "device",
         }
     }
@@ -130,12 +134,15 @@ pub struct RowQuery {
     pub placements: Option<Vec<u64>>,
     /// Only these countries (two capitals, or empty for unknown).
     pub countries: Option<Vec<String>>,
+    /// Only these regions (ISO 3166-2 such as `US-CA`, or empty for unknown).
+    pub regions: Option<Vec<String>>,
     /// Only these device codes.
     pub devices: Option<Vec<u8>>,
     pub by_line_item: bool,
     pub by_creative: bool,
     pub by_placement: bool,
     pub by_country: bool,
+    pub by_region: bool,
     pub by_device: bool,
 }
 
@@ -147,6 +154,8 @@ pub struct StoredRow {
     pub creative: u64,
     pub placement: u64,
     pub country: String,
+    /// ISO 3166-2 (`US-CA`), empty when unknown.
+    pub region: String,
     pub device: u8,
     pub counters: Counters,
 }
@@ -163,6 +172,7 @@ pub struct ReportSpec {
     pub line_items: Option<Vec<u64>>,
     pub placements: Option<Vec<u64>>,
     pub countries: Option<Vec<String>>,
+    pub regions: Option<Vec<String>>,
     pub devices: Option<Vec<u8>>,
 }
 
@@ -172,6 +182,7 @@ pub enum Value {
     Id(u64),
     Text(&'static str),
     Country(String),
+    Region(String),
 }
 
 /// One report row.
@@ -265,6 +276,7 @@ impl ReportSpec {
             line_items: self.line_items.clone(),
             placements: self.placements.clone(),
             countries: self.countries.clone(),
+            regions: self.regions.clone(),
             devices: self.devices.clone(),
             by_line_item: has(&[
                 Dimension::LineItem,
@@ -274,6 +286,7 @@ impl ReportSpec {
             by_creative: has(&[Dimension::Creative]),
             by_placement: has(&[Dimension::Placement, Dimension::Site, Dimension::Publisher]),
             by_country: has(&[Dimension::Country]),
+            by_region: has(&[Dimension::Region]),
             by_device: has(&[Dimension::Device]),
         }
     }
@@ -488,6 +501,7 @@ impl ReportSpec {
                     creative: 0,
                     placement: 0,
                     country: String::new(),
+                    region: String::new(),
                     device: 0,
                     counters: Counters::default(),
                 };
@@ -617,6 +631,7 @@ fn value(dims: &Dimensions, row: &StoredRow, dimension: Dimension) -> Value {
         Dimension::Site => Value::Id(placement.map_or(0, |p| p.site)),
         Dimension::Placement => Value::Id(row.placement),
         Dimension::Country => Value::Country(row.country.clone()),
+        Dimension::Region => Value::Region(row.region.clone()),
         Dimension::Device => Value::Text(
             crate::ingest::DEVICES
                 .get(usize::from(row.device))
@@ -655,6 +670,7 @@ mod tests {
             line_items: None,
             placements: None,
             countries: None,
+            regions: None,
             devices: None,
         }
     }
@@ -666,6 +682,7 @@ mod tests {
             creative: 0,
             placement: 7,
             country: "DE".into(),
+            region: "DE-BE".into(),
             device: 1,
             counters: Counters {
                 impressions,

@@ -308,6 +308,7 @@ pub(crate) const FULL_KEYS: &[&str] = &[
     "creative",
     "placement",
     "country",
+    "region",
     "device",
 ];
 /// The key columns of `stats_hour_line_item`.
@@ -389,9 +390,10 @@ pub(crate) fn each_counter(write: impl Fn(&str) -> String) -> String {
 /// supply, country or device detail, from a small fraction of the rows.
 pub(crate) fn report_table(q: &RowQuery) -> &'static str {
     let per_line_item = q.table == Granularity::Hour
-        && !(q.by_creative || q.by_placement || q.by_country || q.by_device)
+        && !(q.by_creative || q.by_placement || q.by_country || q.by_region || q.by_device)
         && q.placements.is_none()
         && q.countries.is_none()
+        && q.regions.is_none()
         && q.devices.is_none();
     if per_line_item {
         "stats_hour_line_item"
@@ -400,15 +402,16 @@ pub(crate) fn report_table(q: &RowQuery) -> &'static str {
     }
 }
 
-/// The five dimension columns of a report's SELECT (line item, creative, placement, country,
-/// device; each the column where the query groups by it, else its entry in `zeros`, the
+/// The six dimension columns of a report's SELECT (line item, creative, placement, country,
+/// region, device; each the column where the query groups by it, else its entry in `zeros`, the
 /// dialect's constant of that column's type) and its GROUP BY list, `bucket_start` first.
-pub(crate) fn report_grouping(q: &RowQuery, zeros: [&str; 5]) -> (String, String) {
+pub(crate) fn report_grouping(q: &RowQuery, zeros: [&str; 6]) -> (String, String) {
     let grouped = [
         ("line_item", q.by_line_item),
         ("creative", q.by_creative),
         ("placement", q.by_placement),
         ("country", q.by_country),
+        ("region", q.by_region),
         ("device", q.by_device),
     ];
     let select = grouped

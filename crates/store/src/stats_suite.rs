@@ -24,8 +24,8 @@ use marquee_stats::{
 
 use crate::{Checkpoint, CheckpointMove, CheckpointMoved, Draft, RunWrite, StatsStore, Store};
 
-/// A minute row's whole key: line item, minute, creative, placement, country, device.
-pub type MinuteKey = (u64, i64, u64, u64, String, u8);
+/// A minute row's whole key: line item, minute, creative, placement, country, region, device.
+pub type MinuteKey = (u64, i64, u64, u64, String, String, u8);
 
 /// Every stored minute row, for tests that compare the aggregates with the logs.
 pub async fn all_minute_rows(store: &dyn StatsStore) -> HashMap<MinuteKey, Counters> {
@@ -38,6 +38,7 @@ pub async fn all_minute_rows(store: &dyn StatsStore) -> HashMap<MinuteKey, Count
                 r.creative,
                 r.placement,
                 r.country,
+                r.region,
                 r.device,
             );
             (key, r.counters)
@@ -61,12 +62,28 @@ pub fn direct_minute_count(events: &[Event]) -> HashMap<MinuteKey, Counters> {
         } else {
             String::new()
         };
+        // A region is kept as `CC-SUB` when the country is and its code is 1-3 capitals or
+        // digits padded with zeros.
+        let subdivision = String::from_utf8_lossy(&e.region)
+            .trim_end_matches('\0')
+            .to_owned();
+        let region = if !country.is_empty()
+            && !subdivision.is_empty()
+            && subdivision
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        {
+            format!("{country}-{subdivision}")
+        } else {
+            String::new()
+        };
         let key = (
             e.line_item,
             secs - secs.rem_euclid(60),
             e.creative,
             e.placement,
             country,
+            region,
             e.device,
         );
         rows.entry(key).or_default().record(e.kind, e.amount_micros);
@@ -122,6 +139,7 @@ fn key(line_item: u64, bucket: i64) -> RowKey {
         creative: line_item * 10,
         placement: 7,
         country: *b"DE",
+        region: *b"BE\0",
         device: 2,
     }
 }
@@ -159,11 +177,13 @@ fn all(table: Granularity) -> RowQuery {
         line_items: None,
         placements: None,
         countries: None,
+        regions: None,
         devices: None,
         by_line_item: true,
         by_creative: true,
         by_placement: true,
         by_country: true,
+        by_region: true,
         by_device: true,
     }
 }
@@ -218,7 +238,7 @@ pub async fn runs_add_counters_and_move_checkpoints(store: Db, _clock: Arc<Manua
             (row.line_item, row.creative, row.placement, row.device),
             (1, 10, 7, 2)
         );
-        assert_eq!(row.country, "DE");
+        assert_eq!((row.country.as_str(), row.region.as_str()), ("DE", "DE-BE"));
         assert_eq!(row.bucket % table.seconds(), 0);
     }
     let state = store.collection_state().await.unwrap();
@@ -555,11 +575,11 @@ pub async fn minute_retention_keeps_hours_and_days(store: Db, _clock: Arc<Manual
 pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<ManualClock>) {
     let minute = at("2026-12-01T10:00:00Z");
     let mut run = RunWrite::default();
-    for (line_item, placement, country, device, impressions) in [
-        (1u64, 7u64, *b"DE", 1u8, 1i64),
-        (1, 8, *b"FR", 2, 2),
-        (2, 7, *b"DE", 2, 4),
-        (3, 8, [0, 0], 0, 8),
+    for (line_item, placement, country, region, device, impressions) in [
+        (1u64, 7u64, *b"DE", *b"BE\0", 1u8, 1i64),
+        (1, 8, *b"FR", *b"IDF", 2, 2),
+        (2, 7, *b"DE", *b"BY\0", 2, 4),
+        (3, 8, [0, 0], [0; 3], 0, 8),
     ] {
         let key = RowKey {
             line_item,
@@ -567,6 +587,7 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
             creative: line_item * 10,
             placement,
             country,
+            region,
             device,
         };
         run.hours.push((key, counts(impressions, 0, 0)));
@@ -581,6 +602,7 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
         q.by_creative = false;
         q.by_placement = false;
         q.by_country = false;
+        q.by_region = false;
         q.by_device = false;
         f(&mut q);
         q
@@ -622,6 +644,43 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
         .await
         .unwrap();
     assert_eq!(total(&rows), 8);
+
+    // Regions are ISO 3166-2 codes, the country included; '' is unknown.
+    let rows = store
+        .report_rows(query(&|q| q.by_region = true))
+        .await
+        .unwrap();
+    let mut regions: Vec<(String, i64)> = rows
+        .iter()
+        .map(|r| (r.region.clone(), r.counters.impressions))
+        .collect();
+    regions.sort();
+    assert_eq!(
+        regions,
+        vec![
+            ("".into(), 8),
+            ("DE-BE".into(), 1),
+            ("DE-BY".into(), 4),
+            ("FR-IDF".into(), 2)
+        ]
+    );
+    let rows = store
+        .report_rows(query(&|q| {
+            q.by_country = true;
+            q.regions = Some(vec!["DE-BY".into(), "FR-IDF".into()]);
+        }))
+        .await
+        .unwrap();
+    let mut by_country: Vec<(String, String, i64)> = rows
+        .iter()
+        .map(|r| (r.country.clone(), r.region.clone(), r.counters.impressions))
+        .collect();
+    by_country.sort();
+    assert_eq!(
+        by_country,
+        vec![("DE".into(), "".into(), 4), ("FR".into(), "".into(), 2)]
+    );
+
     let rows = store
         .report_rows(query(&|q| q.from = minute + 3_600))
         .await

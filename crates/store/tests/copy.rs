@@ -152,6 +152,7 @@ async fn fill(store: &SqliteStore) {
         creative: line_item * 10,
         placement,
         country: *b"DE",
+        region: *b"BE\0",
         device: 2,
     };
     // Invalid traffic too: its columns come along with the others.
@@ -179,6 +180,7 @@ async fn fill(store: &SqliteStore) {
                 creative: 0,
                 placement: 0,
                 country: [0, 0],
+                region: [0; 3],
                 device: 0,
                 ..key(line_items[0], minute - minute % 3_600)
             },

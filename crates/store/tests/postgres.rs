@@ -93,7 +93,12 @@ async fn migrations_build_the_schema_on_an_empty_database() {
     let names: Vec<(i32, &str)> = applied.iter().map(|m| (m.0, m.1.as_str())).collect();
     assert_eq!(
         names,
-        vec![(1, "initial"), (2, "users"), (3, "invalid_traffic")]
+        vec![
+            (1, "initial"),
+            (2, "users"),
+            (3, "invalid_traffic"),
+            (4, "stats_region")
+        ]
     );
     assert_eq!(applied[0].2.len(), 64);
     assert_eq!(applied[0].3, clock.now().as_microsecond());
@@ -146,7 +151,7 @@ async fn concurrent_migrations_apply_each_version_once() {
     let applied = applied_migrations(&db).await;
     assert_eq!(
         applied.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3]
+        vec![1, 2, 3, 4]
     );
     let counters = raw(&db)
         .await

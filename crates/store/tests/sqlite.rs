@@ -83,7 +83,30 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (4, "stats_hour_line_item"),
             (5, "pacing_state"),
             (6, "users"),
-            (7, "invalid_traffic")
+            (7, "invalid_traffic"),
+            (8, "stats_region")
+        ]
+    );
+    // The stats tables rebuilt with a region keep their indexes.
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN \
+             ('stats_minute', 'stats_hour', 'stats_day') AND sql IS NOT NULL ORDER BY name",
+        )
+        .unwrap();
+    let indexes: Vec<String> = stmt
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        indexes,
+        [
+            "stats_day_bucket",
+            "stats_day_placement",
+            "stats_hour_bucket",
+            "stats_hour_placement",
+            "stats_minute_bucket"
         ]
     );
     let (_, _, sha256, applied_at) = &applied[0];

@@ -23,6 +23,7 @@ fn every_kind_round_trips_through_the_files() {
                 placement: 0,
                 user: 0,
                 country: [0, 0],
+                region: [0; 3],
                 device: 255,
                 amount_micros: -1_000_000 * i as i64,
                 event_id: u128::MAX / (i as u128 + 1),

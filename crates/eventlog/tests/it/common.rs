@@ -21,6 +21,7 @@ pub fn event(kind: Kind, id: u128) -> Event {
         placement: 30,
         user: 0xABCD,
         country: *b"NL",
+        region: [0; 3],
         device: 2,
         amount_micros: if kind.is_billing() { 1_250 } else { 0 },
         event_id: id,

@@ -23,6 +23,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 placement: ids[2],
                 user: ids[3],
                 country: [bytes[0], bytes[1]],
+                region: [0; 3],
                 device: bytes[2],
                 amount_micros,
                 event_id,

@@ -3,7 +3,7 @@ use std::io::Write;
 
 use marquee_eventlog::{
     Budget, Config, DecodeError, DeleteError, Event, EventLog, FRAME_LEN, FrameError, Kind,
-    ReadEnd, ReadError, Rejected, SEGMENT_HEADER_LEN,
+    RECORD_VERSION, ReadEnd, ReadError, Rejected, SEGMENT_HEADER_LEN,
 };
 
 use crate::common::*;
@@ -119,13 +119,17 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
     let mut unknown_kind = event(Kind::Decision, 7).encode();
     unknown_kind[1] = 200;
     let mut newer = event(Kind::Decision, 8).encode().to_vec();
-    newer[0] = 2;
+    newer[0] = RECORD_VERSION + 1;
     newer.extend_from_slice(b"a longer future layout");
     let path = segment_file(dir.path(), 0, 1);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     file.write_all(&frame(&unknown_kind)).unwrap();
     file.write_all(&frame(&newer)).unwrap();
     file.write_all(&event(Kind::Click, 3).to_frame()).unwrap();
+    // A version-1 record (written before regions were recorded) is read, with no region.
+    let mut version_1 = event(Kind::Impression, 4).encode()[..69].to_vec();
+    version_1[0] = 1;
+    file.write_all(&frame(&version_1)).unwrap();
     drop(file);
 
     // Intact frames survive recovery whatever their payload.
@@ -134,7 +138,12 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
     let batch = log.read(0, 1, 0, Budget::default()).unwrap();
     assert_eq!(
         batch.events,
-        vec![written[0], written[1], event(Kind::Click, 3)]
+        vec![
+            written[0],
+            written[1],
+            event(Kind::Click, 3),
+            event(Kind::Impression, 4)
+        ]
     );
     assert_eq!(
         batch.rejected,
@@ -145,7 +154,7 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
             },
             Rejected {
                 offset: at(3),
-                error: DecodeError::UnsupportedVersion(2)
+                error: DecodeError::UnsupportedVersion(RECORD_VERSION + 1)
             },
         ]
     );

@@ -19,6 +19,7 @@ pub async fn commit(
         creative: 0,
         placement,
         country: [0, 0],
+        region: [0; 3],
         device: 0,
     };
     store

@@ -31,6 +31,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "invalid_traffic",
         sql: include_str!("../../migrations/postgres/0003_invalid_traffic.sql"),
     },
+    Migration {
+        version: 4,
+        name: "stats_region",
+        sql: include_str!("../../migrations/postgres/0004_stats_region.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

@@ -53,7 +53,7 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
     let types = keys
         .iter()
         .map(|k| match *k {
-            "country" => "text[]",
+            "country" | "region" => "text[]",
             "device" => "int2[]",
             _ => "int8[]",
         })
@@ -85,6 +85,7 @@ struct RowColumns<'a> {
     creative: Vec<i64>,
     placement: Vec<i64>,
     country: Vec<&'a str>,
+    region: Vec<String>,
     device: Vec<i16>,
     counters: [Vec<i64>; COLUMN_COUNT],
 }
@@ -111,6 +112,7 @@ impl<'a> RowColumns<'a> {
                     } else {
                         ""
                     });
+                c.region.push(key.region_code());
                 c.device.push(i16::from(key.device));
             }
             for (column, value) in c.counters.iter_mut().zip(counters.values()) {
@@ -128,6 +130,7 @@ impl<'a> RowColumns<'a> {
                 &self.creative as &(dyn ToSql + Sync),
                 &self.placement,
                 &self.country,
+                &self.region,
                 &self.device,
             ]);
         }
@@ -374,8 +377,12 @@ async fn report_rows_in(
     q: &RowQuery,
     limit: Option<usize>,
 ) -> Result<Vec<StoredRow>, StoreError> {
-    let (select, group) =
-        report_grouping(q, ["0::int8", "0::int8", "0::int8", "''::text", "0::int2"]);
+    let (select, group) = report_grouping(
+        q,
+        [
+            "0::int8", "0::int8", "0::int8", "''::text", "''::text", "0::int2",
+        ],
+    );
     let line_items = q.line_items.as_deref().map(id_array).transpose()?;
     let placements = q.placements.as_deref().map(id_array).transpose()?;
     let devices: Option<Vec<i16>> = q
@@ -399,6 +406,11 @@ async fn report_rows_in(
             "country",
             "text[]",
             q.countries.as_ref().map(|l| l as &(dyn ToSql + Sync)),
+        ),
+        (
+            "region",
+            "text[]",
+            q.regions.as_ref().map(|l| l as &(dyn ToSql + Sync)),
         ),
         (
             "device",
@@ -548,10 +560,10 @@ mod tests {
                 "{column} = CASE WHEN excluded.{column} > 0 AND stats_hour.{column} > "
             )));
         }
-        assert!(sql.contains("$5::text[], $6::int2[], $7::int8[]"));
-        // Six key columns, then one array per counter.
+        assert!(sql.contains("$5::text[], $6::text[], $7::int2[], $8::int8[]"));
+        // Seven key columns, then one array per counter.
         let last = FULL_KEYS.len() + COLUMN_COUNT;
-        assert_eq!(last, 29);
+        assert_eq!(last, 30);
         assert!(sql.contains(&format!("${last}::int8[])")));
         assert!(!sql.contains(&format!("${}", last + 1)));
     }

@@ -137,7 +137,7 @@ pub(crate) fn counters(row: &impl Columns, first: usize) -> Result<Counters, Sto
     Ok(Counters::from_values(values))
 }
 
-/// A report row selected as `bucket_start`, the five dimension columns, then the counters.
+/// A report row selected as `bucket_start`, the six dimension columns, then the counters.
 pub(crate) fn stored_row(row: &impl Columns) -> Result<StoredRow, StoreError> {
     Ok(StoredRow {
         bucket: row.i64(0)?,
@@ -145,8 +145,9 @@ pub(crate) fn stored_row(row: &impl Columns) -> Result<StoredRow, StoreError> {
         creative: row.u64(2, "creative")?,
         placement: row.u64(3, "placement")?,
         country: row.string(4)?,
-        device: row.u8(5, "device code")?,
-        counters: counters(row, 6)?,
+        region: row.string(5)?,
+        device: row.u8(6, "device code")?,
+        counters: counters(row, 7)?,
     })
 }
 

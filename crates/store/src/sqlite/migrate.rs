@@ -45,6 +45,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "invalid_traffic",
         sql: include_str!("../../migrations/sqlite/0007_invalid_traffic.sql"),
     },
+    Migration {
+        version: 8,
+        name: "stats_region",
+        sql: include_str!("../../migrations/sqlite/0008_stats_region.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
@@ -167,11 +172,13 @@ mod tests {
             line_items: None,
             placements: None,
             countries: None,
+            regions: None,
             devices: None,
             by_line_item: true,
             by_creative: !by_line_item_only,
             by_placement: !by_line_item_only,
             by_country: !by_line_item_only,
+            by_region: !by_line_item_only,
             by_device: !by_line_item_only,
         };
         let old = Counters {
@@ -197,6 +204,7 @@ mod tests {
             creative: 70,
             placement: 5,
             country: *b"DE",
+            region: [0; 3],
             device: 2,
         };
         let hours = vec![(key, invalid)];

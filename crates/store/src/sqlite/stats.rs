@@ -56,7 +56,7 @@ fn upsert_rows_sql(table: &str, keys: &[&str]) -> String {
     )
 }
 
-/// `[[line_item, bucket, creative, placement, "CC", device, counters…], …]`, or only
+/// `[[line_item, bucket, creative, placement, "CC", "CC-RRR", device, counters…], …]`, or only
 /// `[line_item, bucket, counters…]` rows without `full`.
 fn rows_json(rows: &[(RowKey, Counters)], full: bool) -> Result<String, StoreError> {
     let mut out = String::with_capacity(rows.len() * 64 + 2);
@@ -65,12 +65,14 @@ fn rows_json(rows: &[(RowKey, Counters)], full: bool) -> Result<String, StoreErr
         if i > 0 {
             out.push(',');
         }
-        // Only two capitals are ever written as a country, so no escaping is needed.
+        // Only two capitals are ever written as a country, and a region only as the country,
+        // `-` and capitals or digits, so no escaping is needed.
         let country = if key.country.iter().all(u8::is_ascii_uppercase) {
             key.country_str()
         } else {
             ""
         };
+        let region = key.region_code();
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -81,7 +83,7 @@ fn rows_json(rows: &[(RowKey, Counters)], full: bool) -> Result<String, StoreErr
         if full {
             let _ = write!(
                 out,
-                ",{},{},\"{country}\",{}",
+                ",{},{},\"{country}\",\"{region}\",{}",
                 sql_i64(key.creative, "creative")?,
                 sql_i64(key.placement, "placement")?,
                 key.device
@@ -345,7 +347,7 @@ fn report_rows_in(
     limit: Option<usize>,
 ) -> Result<Vec<StoredRow>, StoreError> {
     let table = report_table(q);
-    let (select, group) = report_grouping(q, ["0", "0", "0", "''", "0"]);
+    let (select, group) = report_grouping(q, ["0", "0", "0", "''", "''", "0"]);
     let mut params: Vec<Value> = vec![Value::Integer(q.from), Value::Integer(q.to)];
     let mut filters = String::new();
     let mut filter = |column: &str, list: String| {
@@ -366,6 +368,12 @@ fn report_rows_in(
         filter(
             "country",
             serde_json::to_string(countries).unwrap_or_else(|_| "[]".into()),
+        );
+    }
+    if let Some(regions) = &q.regions {
+        filter(
+            "region",
+            serde_json::to_string(regions).unwrap_or_else(|_| "[]".into()),
         );
     }
     if let Some(devices) = &q.devices {
@@ -524,9 +532,9 @@ mod tests {
                 "{column} = CASE WHEN excluded.{column} > 0 AND {column} > "
             )));
         }
-        // Six key columns, then the counters: the last is the row's element 28.
+        // Seven key columns, then the counters: the last is the row's element 29.
         let last = FULL_KEYS.len() + COLUMNS.len() - 1;
-        assert_eq!(last, 28);
+        assert_eq!(last, 29);
         assert!(sql.contains(&format!("value ->> {last} ")));
         assert!(!sql.contains(&format!("value ->> {}", last + 1)));
     }
