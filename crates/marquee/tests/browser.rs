@@ -738,6 +738,9 @@ fn location_of(address: &str) -> ([u8; 2], [u8; 3]) {
     }
 }
 
+/// An impression as the geo test checks it in the log: line item, country, region.
+type LocatedImpression = (u64, ([u8; 2], [u8; 3]));
+
 /// The region of `address` as reports name it (ISO 3166-2).
 fn region_code_of(address: &str) -> &'static str {
     match address {
@@ -1131,13 +1134,13 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
 
     // The log: one impression per served ad, with the forwarded address's country and region.
     server.stop();
-    let mut logged: Vec<(u64, ([u8; 2], [u8; 3]))> = logged_events(&data)
+    let mut logged: Vec<LocatedImpression> = logged_events(&data)
         .iter()
         .filter(|e| e.kind == EventKind::Impression)
         .map(|e| (e.line_item, (e.country, e.region)))
         .collect();
     logged.sort_unstable();
-    let mut expected: Vec<(u64, ([u8; 2], [u8; 3]))> = placements
+    let mut expected: Vec<LocatedImpression> = placements
         .iter()
         .flat_map(|(_, line_item, item)| {
             item.serves
