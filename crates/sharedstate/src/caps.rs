@@ -11,7 +11,6 @@ use redis::{Pipeline, RedisWrite, Script, ToRedisArgs};
 
 use crate::cache::FullCaps;
 use crate::keys::{self, Scope};
-use crate::metrics::bump;
 use crate::round_trip::Fallback;
 use crate::state::{Inner, SharedState, process_random};
 use crate::write_behind::QueuedCount;
@@ -212,7 +211,7 @@ impl SharedState {
     fn refused_from_cache(&self, user: u64, rules: &[CapRule]) -> bool {
         let full = self.known_full(user, rules);
         if full {
-            bump(&self.inner.counters.cache_refusals, 1);
+            self.inner.counters.cache_refusals.inc();
         }
         full
     }

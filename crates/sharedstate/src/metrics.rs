@@ -1,38 +1,70 @@
-//! The `marquee_redis_*` metrics: the counters the other modules bump, and their Prometheus
-//! text ([`SharedState::render_metrics`]).
+//! The `marquee_redis_*` metrics: the counters the other modules bump, and their families
+//! ([`SharedState::register_metrics`]).
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::breaker::BreakerState;
-use crate::round_trip::Fallback;
-use crate::state::SharedState;
+use marquee_metrics::{
+    Counter, Def, DurationCounter, Format, Labelled, Observed, ObservedBy, Registry, Unit,
+};
 
-/// Counters for `/metrics`.
+use crate::round_trip::Fallback;
+use crate::state::{Inner, SharedState};
+
+const BREAKER_STATE: Def = Def::new(
+    "marquee_redis_breaker_state",
+    "Shared-state circuit breaker: 0 closed, 1 open (answers from local state), 2 half open (probing).",
+);
+const ROUND_TRIPS: Def = Def::new(
+    "marquee_redis_round_trips",
+    "Round trips to Redis that completed.",
+);
+const ROUND_TRIP_TIME: Def = Def::new(
+    "marquee_redis_round_trip",
+    "Time spent in completed round trips.",
+)
+.with_unit(Unit::Seconds);
+const ERRORS: Def = Def::new(
+    "marquee_redis_errors",
+    "Round trips that failed (error or timeout).",
+);
+const FALLBACKS: Def = Def::new(
+    "marquee_redis_fallbacks",
+    "Checks decided from local state instead of Redis, by reason.",
+);
+const CACHE_REFUSALS: Def = Def::new(
+    "marquee_redis_cache_refusals",
+    "Checks refused from the cache of full caps, without a round trip.",
+);
+const WRITE_BEHIND: Def = Def::new(
+    "marquee_redis_write_behind",
+    "Counts queued for Redis, sent, and dropped (queue full).",
+);
+const WRITE_BEHIND_PENDING: Def = Def::new(
+    "marquee_redis_write_behind_pending",
+    "Counts and charges waiting for the next flush.",
+);
+const BUDGET_SPENT: Def = Def::new(
+    "marquee_redis_budget_spent",
+    "A line item's shared budget counter (all edges, lease units), read back every second for each line item this edge has charged.",
+);
+
+/// The counters' handles; recording is one relaxed atomic addition.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) round_trips: AtomicU64,
-    pub(crate) round_trip_micros: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) fallbacks_breaker: AtomicU64,
-    pub(crate) fallbacks_timeout: AtomicU64,
-    pub(crate) fallbacks_error: AtomicU64,
-    pub(crate) fallbacks_no_time: AtomicU64,
-    pub(crate) cache_refusals: AtomicU64,
+    pub(crate) round_trips: Counter,
+    pub(crate) round_trip_time: DurationCounter,
+    pub(crate) errors: Counter,
+    pub(crate) timeouts: Counter,
+    pub(crate) fallbacks_breaker: Counter,
+    pub(crate) fallbacks_timeout: Counter,
+    pub(crate) fallbacks_error: Counter,
+    pub(crate) fallbacks_no_time: Counter,
+    pub(crate) cache_refusals: Counter,
     /// Counts queued for the flush (charges are not counted here).
-    pub(crate) queued: AtomicU64,
-    pub(crate) flushed: AtomicU64,
-    pub(crate) dropped: AtomicU64,
-}
-
-pub(crate) fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
-}
-
-fn load(counter: &AtomicU64) -> u64 {
-    counter.load(Ordering::Relaxed)
+    pub(crate) queued: Counter,
+    pub(crate) flushed: Counter,
+    pub(crate) dropped: Counter,
 }
 
 impl Counters {
@@ -44,132 +76,86 @@ impl Counters {
             Fallback::Error => &self.fallbacks_error,
             Fallback::NoTime => &self.fallbacks_no_time,
         };
-        bump(counter, 1);
+        counter.inc();
         reason
     }
 
     /// Counts a round trip that completed, and the time it took.
     pub(crate) fn completed(&self, took: Duration) {
-        bump(&self.round_trips, 1);
-        bump(
-            &self.round_trip_micros,
-            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-        );
+        self.round_trips.inc();
+        self.round_trip_time.add(took);
     }
+}
+
+/// `read` of the state behind `inner` at a scrape; `empty` once every clone of the state is
+/// gone (a registry does not keep the connection and its flusher alive).
+fn observe<T, F>(inner: &Arc<Inner>, empty: T, read: F) -> impl Fn() -> T + use<T, F>
+where
+    T: Clone,
+    F: Fn(&Inner) -> T,
+{
+    let inner: Weak<Inner> = Arc::downgrade(inner);
+    move || inner.upgrade().map_or_else(|| empty.clone(), |i| read(&i))
 }
 
 impl SharedState {
-    /// Appends the `marquee_redis_*` metrics in Prometheus text format.
+    /// Registers the `marquee_redis_*` families into `registry` (once per registry).
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        let c = &self.inner.counters;
+        let breaker = observe(&self.inner, 0_i64, |i| i64::from(i.breaker.state().gauge()));
+        BREAKER_STATE.register(registry, Observed::new(breaker));
+        ROUND_TRIPS.register(registry, c.round_trips.clone());
+        ROUND_TRIP_TIME.register(registry, c.round_trip_time.clone());
+        let errors = [("error", &c.errors), ("timeout", &c.timeouts)];
+        ERRORS.register(registry, by("kind", errors));
+        let fallbacks = [
+            ("breaker_open", &c.fallbacks_breaker),
+            ("timeout", &c.fallbacks_timeout),
+            ("error", &c.fallbacks_error),
+            ("no_time", &c.fallbacks_no_time),
+        ];
+        FALLBACKS.register(registry, by("reason", fallbacks));
+        CACHE_REFUSALS.register(registry, c.cache_refusals.clone());
+        let stages = [
+            ("queued", &c.queued),
+            ("flushed", &c.flushed),
+            ("dropped", &c.dropped),
+        ];
+        WRITE_BEHIND.register(registry, by("stage", stages));
+        let pending = observe(&self.inner, 0_i64, |i| {
+            i64::try_from(i.write_behind.len()).unwrap_or(i64::MAX)
+        });
+        WRITE_BEHIND_PENDING.register(registry, Observed::new(pending));
+        let spent = observe(&self.inner, Vec::new(), |i| {
+            i.budgets
+                .totals_seen()
+                .into_iter()
+                .map(|(line_item, total)| {
+                    (
+                        line_item.to_string(),
+                        i64::try_from(total).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect()
+        });
+        BUDGET_SPENT.register(registry, ObservedBy::new("line_item", spent));
+    }
+
+    /// Appends the `marquee_redis_*` metrics in the Prometheus text format (0.0.4), for pages
+    /// written as that text.
     pub fn render_metrics(&self, out: &mut String) {
-        let counters = &self.inner.counters;
-        render_breaker(out, self.breaker_state());
-        render_round_trips(out, counters);
-        render_fallbacks(out, counters);
-        render_write_behind(out, counters, self.queued());
-        render_budget_spent(out, &self.inner.budgets.totals_seen());
+        let mut registry = Registry::default();
+        self.register_metrics(&mut registry);
+        out.push_str(&marquee_metrics::encode(&registry, Format::Text));
     }
 }
 
-/// A metric's `# HELP` and `# TYPE` lines.
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn render_breaker(out: &mut String, state: BreakerState) {
-    let name = "marquee_redis_breaker_state";
-    header(
-        out,
-        name,
-        "gauge",
-        "Shared-state circuit breaker: 0 closed, 1 open (answers from local state), 2 half open (probing).",
-    );
-    let _ = writeln!(out, "{name} {}", state.gauge());
-}
-
-fn render_round_trips(out: &mut String, c: &Counters) {
-    let name = "marquee_redis_round_trips";
-    header(out, name, "counter", "Round trips to Redis that completed.");
-    let _ = writeln!(out, "{name} {}", load(&c.round_trips));
-    let name = "marquee_redis_round_trip_seconds_total";
-    header(out, name, "counter", "Time spent in completed round trips.");
-    let seconds = load(&c.round_trip_micros) as f64 / 1e6;
-    let _ = writeln!(out, "{name} {seconds:.6}");
-    let name = "marquee_redis_errors";
-    header(
-        out,
-        name,
-        "counter",
-        "Round trips that failed (error or timeout).",
-    );
-    for (kind, counter) in [("error", &c.errors), ("timeout", &c.timeouts)] {
-        let _ = writeln!(out, "{name}{{kind=\"{kind}\"}} {}", load(counter));
-    }
-}
-
-fn render_fallbacks(out: &mut String, c: &Counters) {
-    let name = "marquee_redis_fallbacks";
-    header(
-        out,
-        name,
-        "counter",
-        "Checks decided from local state instead of Redis, by reason.",
-    );
-    for (reason, counter) in [
-        ("breaker_open", &c.fallbacks_breaker),
-        ("timeout", &c.fallbacks_timeout),
-        ("error", &c.fallbacks_error),
-        ("no_time", &c.fallbacks_no_time),
-    ] {
-        let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {}", load(counter));
-    }
-    let name = "marquee_redis_cache_refusals";
-    header(
-        out,
-        name,
-        "counter",
-        "Checks refused from the cache of full caps, without a round trip.",
-    );
-    let _ = writeln!(out, "{name} {}", load(&c.cache_refusals));
-}
-
-fn render_write_behind(out: &mut String, c: &Counters, pending: usize) {
-    let name = "marquee_redis_write_behind";
-    header(
-        out,
-        name,
-        "counter",
-        "Counts queued for Redis, sent, and dropped (queue full).",
-    );
-    for (stage, counter) in [
-        ("queued", &c.queued),
-        ("flushed", &c.flushed),
-        ("dropped", &c.dropped),
-    ] {
-        let _ = writeln!(out, "{name}{{stage=\"{stage}\"}} {}", load(counter));
-    }
-    let name = "marquee_redis_write_behind_pending";
-    header(
-        out,
-        name,
-        "gauge",
-        "Counts and charges waiting for the next flush.",
-    );
-    let _ = writeln!(out, "{name} {pending}");
-}
-
-/// `totals`: (line item, shared total), sorted by line item.
-fn render_budget_spent(out: &mut String, totals: &[(u64, u64)]) {
-    let name = "marquee_redis_budget_spent";
-    header(
-        out,
-        name,
-        "gauge",
-        "A line item's shared budget counter (all edges, lease units), read back every second for each line item this edge has charged.",
-    );
-    for (line_item, total) in totals {
-        let _ = writeln!(out, "{name}{{line_item=\"{line_item}\"}} {total}");
-    }
+/// A family of `counters` labelled `label`.
+fn by<const N: usize>(
+    label: &'static str,
+    counters: [(&'static str, &Counter); N],
+) -> Labelled<[(&'static str, &'static str); 1], Counter> {
+    Labelled::new(counters.map(|(value, counter)| ([(label, value)], counter.clone())))
 }
 
 #[cfg(test)]
@@ -181,18 +167,21 @@ mod tests {
     use crate::config::SharedConfig;
     use crate::keys::Scope;
 
-    /// Dashboards and alerts read these names and labels: the text stays as it is.
-    #[tokio::test]
-    async fn the_text_keeps_its_names_labels_and_order() {
+    fn state() -> SharedState {
         let config = SharedConfig {
             flush_interval: Duration::from_secs(3600),
             ..SharedConfig::new("redis://127.0.0.1:1")
         };
-        let state = SharedState::new(config, Arc::new(marquee_model::SystemClock)).unwrap();
+        SharedState::new(config, Arc::new(marquee_model::SystemClock)).unwrap()
+    }
+
+    /// Dashboards and alerts read these names and labels: the text stays as it is.
+    #[tokio::test]
+    async fn the_text_keeps_its_names_labels_and_order() {
+        let state = state();
         let c = &state.inner.counters;
         let counters = [
             &c.round_trips,
-            &c.round_trip_micros,
             &c.errors,
             &c.timeouts,
             &c.fallbacks_breaker,
@@ -205,8 +194,9 @@ mod tests {
             &c.dropped,
         ];
         for (i, counter) in (1..).zip(counters) {
-            bump(counter, 1_000 * i + 7);
+            counter.inc_by(1_000 * i + 7);
         }
+        c.round_trip_time.add(Duration::from_micros(2_007));
         state.inner.budgets.saw([(9, 500), (3, 40)]);
         state.charge_later(3, 2);
         let rule = CapRule {
@@ -220,34 +210,54 @@ mod tests {
         assert_eq!(out, EXPECTED);
     }
 
+    /// Every family follows the naming conventions and is in the operator documentation,
+    /// which names no `marquee_redis_*` metric that is not exposed.
+    #[tokio::test]
+    async fn the_families_are_conventional_and_documented() {
+        let mut registry = Registry::default();
+        state().register_metrics(&mut registry);
+        let text = marquee_metrics::encode(&registry, Format::OpenMetrics);
+        assert_eq!(
+            marquee_metrics::check::convention_violations(&text),
+            Vec::<String>::new()
+        );
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/operations.md"
+        ))
+        .unwrap();
+        let gaps = marquee_metrics::check::documentation_gaps(&text, &doc, &["marquee_redis_"]);
+        assert_eq!(gaps, Vec::<String>::new());
+    }
+
     const EXPECTED: &str = r#"before
 # HELP marquee_redis_breaker_state Shared-state circuit breaker: 0 closed, 1 open (answers from local state), 2 half open (probing).
 # TYPE marquee_redis_breaker_state gauge
 marquee_redis_breaker_state 0
-# HELP marquee_redis_round_trips Round trips to Redis that completed.
-# TYPE marquee_redis_round_trips counter
-marquee_redis_round_trips 1007
+# HELP marquee_redis_round_trips_total Round trips to Redis that completed.
+# TYPE marquee_redis_round_trips_total counter
+marquee_redis_round_trips_total 1007
 # HELP marquee_redis_round_trip_seconds_total Time spent in completed round trips.
 # TYPE marquee_redis_round_trip_seconds_total counter
 marquee_redis_round_trip_seconds_total 0.002007
-# HELP marquee_redis_errors Round trips that failed (error or timeout).
-# TYPE marquee_redis_errors counter
-marquee_redis_errors{kind="error"} 3007
-marquee_redis_errors{kind="timeout"} 4007
-# HELP marquee_redis_fallbacks Checks decided from local state instead of Redis, by reason.
-# TYPE marquee_redis_fallbacks counter
-marquee_redis_fallbacks{reason="breaker_open"} 5007
-marquee_redis_fallbacks{reason="timeout"} 6007
-marquee_redis_fallbacks{reason="error"} 7007
-marquee_redis_fallbacks{reason="no_time"} 8007
-# HELP marquee_redis_cache_refusals Checks refused from the cache of full caps, without a round trip.
-# TYPE marquee_redis_cache_refusals counter
-marquee_redis_cache_refusals 9007
-# HELP marquee_redis_write_behind Counts queued for Redis, sent, and dropped (queue full).
-# TYPE marquee_redis_write_behind counter
-marquee_redis_write_behind{stage="queued"} 10008
-marquee_redis_write_behind{stage="flushed"} 11007
-marquee_redis_write_behind{stage="dropped"} 12007
+# HELP marquee_redis_errors_total Round trips that failed (error or timeout).
+# TYPE marquee_redis_errors_total counter
+marquee_redis_errors_total{kind="error"} 2007
+marquee_redis_errors_total{kind="timeout"} 3007
+# HELP marquee_redis_fallbacks_total Checks decided from local state instead of Redis, by reason.
+# TYPE marquee_redis_fallbacks_total counter
+marquee_redis_fallbacks_total{reason="breaker_open"} 4007
+marquee_redis_fallbacks_total{reason="timeout"} 5007
+marquee_redis_fallbacks_total{reason="error"} 6007
+marquee_redis_fallbacks_total{reason="no_time"} 7007
+# HELP marquee_redis_cache_refusals_total Checks refused from the cache of full caps, without a round trip.
+# TYPE marquee_redis_cache_refusals_total counter
+marquee_redis_cache_refusals_total 8007
+# HELP marquee_redis_write_behind_total Counts queued for Redis, sent, and dropped (queue full).
+# TYPE marquee_redis_write_behind_total counter
+marquee_redis_write_behind_total{stage="queued"} 9008
+marquee_redis_write_behind_total{stage="flushed"} 10007
+marquee_redis_write_behind_total{stage="dropped"} 11007
 # HELP marquee_redis_write_behind_pending Counts and charges waiting for the next flush.
 # TYPE marquee_redis_write_behind_pending gauge
 marquee_redis_write_behind_pending 2

@@ -60,11 +60,11 @@ impl Inner {
             }
             Ok(Err(error)) => {
                 tracing::debug!(%error, "redis round trip failed");
-                crate::metrics::bump(&self.counters.errors, 1);
+                self.counters.errors.inc();
                 Err(self.counters.fallback(Fallback::Error))
             }
             Err(_) => {
-                crate::metrics::bump(&self.counters.timeouts, 1);
+                self.counters.timeouts.inc();
                 Err(self.counters.fallback(Fallback::Timeout))
             }
         }

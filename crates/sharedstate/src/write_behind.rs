@@ -13,7 +13,6 @@ use rustc_hash::FxHashMap;
 use crate::breaker::BreakerState;
 use crate::budgets::{Budgets, SPENT_REFRESH, sum_known};
 use crate::caps::{CapCount, CapRule, Caps};
-use crate::metrics::bump;
 use crate::round_trip::Fallback;
 use crate::state::{Inner, SharedState};
 
@@ -132,7 +131,7 @@ impl WriteBehind {
     }
 
     /// Counts and charges waiting for the next flush.
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queue.lock().map_or(0, |q| {
             q.counts.len() + q.charges.len() + q.unconfirmed.len()
         })
@@ -203,11 +202,11 @@ impl Inner {
             return;
         };
         if queue.counts.len() >= self.config.queue_limit {
-            bump(&self.counters.dropped, 1);
+            self.counters.dropped.inc();
             return;
         }
         queue.counts.push(count);
-        bump(&self.counters.queued, 1);
+        self.counters.queued.inc();
     }
 
     /// Sends the queue in chunks of at most [`FLUSH_CHUNK`] counts and charges, charges first
@@ -243,7 +242,7 @@ impl Inner {
             .timed(budget, pipe.query_async(&mut connection))
             .await?;
         self.learn_from_replies(chunk, &replies);
-        bump(&self.counters.flushed, chunk.counts.len() as u64);
+        self.counters.flushed.inc_by(chunk.counts.len() as u64);
         Ok(())
     }
 
@@ -319,7 +318,7 @@ impl Inner {
                 chunk.charges.into_iter().chain(charges).collect(),
                 self.config.queue_limit,
             );
-            bump(&self.counters.dropped, lost as u64);
+            self.counters.dropped.inc_by(lost as u64);
         }
     }
 }

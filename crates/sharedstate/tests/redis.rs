@@ -244,12 +244,11 @@ async fn queued_counts_and_charges_reach_redis_in_one_flush() {
         "the flush taught the cache"
     );
     assert_eq!(shared.spent(line_item), Some(1000));
-    let mut metrics = String::new();
-    shared.render_metrics(&mut metrics);
+    let metrics = metrics(&shared);
     assert!(metrics.contains(&format!(
         "marquee_redis_budget_spent{{line_item=\"{line_item}\"}} 1000\n"
     )));
-    assert!(metrics.contains("marquee_redis_write_behind{stage=\"flushed\"} 3\n"));
+    assert!(metrics.contains("marquee_redis_write_behind_total{stage=\"flushed\"} 3\n"));
     let deadline = later(Duration::from_secs(5));
     assert_eq!(
         shared.charge_within(line_item, 500, 1200, deadline).await,
@@ -420,13 +419,12 @@ async fn nothing_listening_opens_the_breaker_and_every_answer_comes_in_time() {
     assert!(matches!(reasons[0], Fallback::Error | Fallback::Timeout));
     assert_eq!(reasons[2..], [Fallback::BreakerOpen, Fallback::BreakerOpen]);
     assert_eq!(shared.breaker_state(), BreakerState::Open);
-    let mut metrics = String::new();
-    shared.render_metrics(&mut metrics);
+    let metrics = metrics(&shared);
     assert!(
         metrics.contains("marquee_redis_breaker_state 1\n"),
         "{metrics}"
     );
-    assert!(metrics.contains("marquee_redis_fallbacks{reason=\"breaker_open\"} 2\n"));
+    assert!(metrics.contains("marquee_redis_fallbacks_total{reason=\"breaker_open\"} 2\n"));
 }
 
 #[tokio::test]
@@ -589,14 +587,20 @@ async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
     );
 }
 
+/// The `marquee_redis_*` metrics as a scrape reads them.
+fn metrics(shared: &SharedState) -> String {
+    let mut registry = marquee_metrics::Registry::default();
+    shared.register_metrics(&mut registry);
+    marquee_metrics::encode(&registry, marquee_metrics::Format::Text)
+}
+
 /// The round trips completed so far, from the metrics.
 fn round_trips(shared: &SharedState) -> u64 {
-    let mut text = String::new();
-    shared.render_metrics(&mut text);
+    let text = metrics(shared);
     text.lines()
-        .find_map(|line| line.strip_prefix("marquee_redis_round_trips "))
+        .find_map(|line| line.strip_prefix("marquee_redis_round_trips_total "))
         .and_then(|n| n.parse().ok())
-        .expect("marquee_redis_round_trips in the metrics")
+        .expect("marquee_redis_round_trips_total in the metrics")
 }
 
 /// Bid requests look profiles up without waiting: the first of a user goes without, one fetch
@@ -815,10 +819,9 @@ async fn a_flush_that_times_out_does_not_open_the_breaker() {
     server.signal("-STOP");
     assert!(!shared.flush().await);
     assert_eq!(shared.breaker_state(), BreakerState::Closed);
-    let mut metrics = String::new();
-    shared.render_metrics(&mut metrics);
+    let metrics = metrics(&shared);
     assert!(
-        metrics.contains("marquee_redis_errors{kind=\"timeout\"} 1\n"),
+        metrics.contains("marquee_redis_errors_total{kind=\"timeout\"} 1\n"),
         "{metrics}"
     );
     assert_eq!(shared.queued(), 1);
@@ -980,8 +983,7 @@ async fn the_shared_budget_figure_follows_other_edges_charges() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut metrics = String::new();
-    stopped.render_metrics(&mut metrics);
+    let metrics = metrics(&stopped);
     assert!(metrics.contains(&format!(
         "marquee_redis_budget_spent{{line_item=\"{line_item}\"}} 500\n"
     )));
