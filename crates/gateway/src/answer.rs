@@ -11,7 +11,6 @@ use marquee_openrtb::{
 
 use crate::auction::{self, Entry, Outcome, RateConverter};
 use crate::macros::{billed_by_caller, macros};
-use crate::metrics::BidderStats;
 use crate::{Gateway, Source};
 
 /// A bid placed in the answer: its id there, its seat, the index of its outcome.
@@ -91,7 +90,7 @@ impl Gateway {
                 dropped.push(id);
             }
         }
-        BidderStats::add(&self.stats.dropped_winners, dropped.len() as u64);
+        self.stats.dropped_winners.inc_by(dropped.len() as u64);
         if violations.iter().any(|v| v.bid_id.is_none()) {
             return None;
         }

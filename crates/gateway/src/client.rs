@@ -190,7 +190,7 @@ impl BidderClient {
                 };
             let answered = !matches!(answer, Answer::Failed);
             if sender.send(answer).is_err() && answered {
-                BidderStats::bump(&bidder.stats.late);
+                bidder.stats.late.inc();
             }
             drop(place);
         });
@@ -258,15 +258,19 @@ impl BidderClient {
             _ => None,
         };
         let Ok(uri) = url.as_str().parse::<Uri>() else {
-            BidderStats::bump(&self.stats.notice_errors);
+            self.stats.notice_errors.inc();
             return;
         };
         let bidder = Arc::clone(self);
         tokio::spawn(async move {
             match tokio::time::timeout(timeout, bidder.deliver(uri, literal)).await {
-                Ok(Delivery::Sent) => BidderStats::bump(&bidder.stats.notices),
+                Ok(Delivery::Sent) => {
+                    bidder.stats.notices.inc();
+                }
                 Ok(Delivery::Refused(ip)) => bidder.refuse(&NoticeRefusal::Address(ip)),
-                Ok(Delivery::Failed) | Err(_) => BidderStats::bump(&bidder.stats.notice_errors),
+                Ok(Delivery::Failed) | Err(_) => {
+                    bidder.stats.notice_errors.inc();
+                }
             }
         });
     }
@@ -294,12 +298,12 @@ impl BidderClient {
 
     /// Counts a refused notice, and logs it unless one was logged within the interval.
     fn refuse(&self, refusal: &NoticeRefusal) {
-        BidderStats::bump(&self.stats.notices_refused);
+        self.stats.notices_refused.inc();
         if self.refusal_log.allow(Instant::now()) {
             tracing::warn!(
                 bidder = %self.spec.name,
                 %refusal,
-                refused = BidderStats::get(&self.stats.notices_refused),
+                refused = self.stats.notices_refused.get(),
                 "notice not sent; refusals are counted in \
                  marquee_gateway_bidder_notices_refused_total and logged at most once a minute"
             );
@@ -406,9 +410,9 @@ mod tests {
         loop {
             let stats = &bidder.stats;
             let counts = (
-                BidderStats::get(&stats.notices),
-                BidderStats::get(&stats.notice_errors),
-                BidderStats::get(&stats.notices_refused),
+                stats.notices.get(),
+                stats.notice_errors.get(),
+                stats.notices_refused.get(),
             );
             if counts.0 + counts.1 + counts.2 >= count || Instant::now() > until {
                 return counts;

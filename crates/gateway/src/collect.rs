@@ -8,7 +8,6 @@ use marquee_openrtb::{BidRequest, BidResponse};
 use crate::auction::Entry;
 use crate::client::Answer;
 use crate::fan_out::Call;
-use crate::metrics::BidderStats;
 use crate::{Gateway, InternalBidder, Source};
 
 /// An answer body, where it came from and the imps (by index) it was sent.
@@ -50,14 +49,14 @@ impl Gateway {
             .as_ref()
             .is_some_and(|i| i.enabled.load(std::sync::atomic::Ordering::Relaxed));
         let bidder = internal.filter(|_| enabled)?;
-        BidderStats::bump(&self.internal_stats.requests);
+        self.internal_stats.requests.inc();
         let answer = bidder.bid(json, currency).map(|body| Received {
             source: Source::Internal,
             sent: vec![true; request.imp.len()],
             body,
         });
         if answer.is_none() {
-            BidderStats::bump(&self.internal_stats.no_bids);
+            self.internal_stats.no_bids.inc();
         }
         answer
     }
@@ -79,15 +78,15 @@ impl Gateway {
             }
             Ok(Ok(Answer::NoBid)) => {
                 bidder.health.record_success();
-                BidderStats::bump(&stats.no_bids);
+                stats.no_bids.inc();
             }
             Ok(Ok(Answer::Failed)) | Ok(Err(_)) => {
                 bidder.health.record_failure();
-                BidderStats::bump(&stats.errors);
+                stats.errors.inc();
             }
             Err(_) => {
                 bidder.health.record_failure();
-                BidderStats::bump(&stats.timeouts);
+                stats.timeouts.inc();
             }
         }
         None
@@ -102,7 +101,7 @@ impl Gateway {
             let stats = self.stats_of(*source);
             match BidResponse::parse(body) {
                 Ok(response) if response.seatbid.iter().all(|s| s.bid.is_empty()) => {
-                    BidderStats::bump(&stats.no_bids);
+                    stats.no_bids.inc();
                 }
                 Ok(response) => {
                     entries.push(Entry {
@@ -117,7 +116,7 @@ impl Gateway {
                     if let Source::External(i) = source {
                         self.bidders[*i].health.record_failure();
                     }
-                    BidderStats::bump(&stats.errors);
+                    stats.errors.inc();
                 }
             }
         }

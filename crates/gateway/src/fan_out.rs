@@ -10,7 +10,6 @@ use tokio::sync::oneshot;
 use crate::Gateway;
 use crate::client::{Answer, BidderClient};
 use crate::config::{BidderSpec, Media, OpenRtbVersion};
-use crate::metrics::BidderStats;
 use crate::outgoing::RawRequest;
 
 /// A call in flight.
@@ -51,17 +50,17 @@ impl Gateway {
                 continue;
             }
             if !bidder.health.allow(now) {
-                BidderStats::bump(&bidder.stats.skipped_unhealthy);
+                bidder.stats.skipped_unhealthy.inc();
                 continue;
             }
             let Some(place) = bidder.try_enter() else {
-                BidderStats::bump(&bidder.stats.skipped_at_limit);
+                bidder.stats.skipped_at_limit.inc();
                 continue;
             };
             let share = remaining * spec.timeout_percent.clamp(1, 100) / 100;
             let tmax_ms = u64::try_from(share.as_millis()).unwrap_or(u64::MAX).max(1);
             let body = self.body_for(&mut bodies, raw, &sent, spec, tmax_ms);
-            BidderStats::bump(&bidder.stats.requests);
+            bidder.stats.requests.inc();
             let until = now + share;
             let answer = BidderClient::call(
                 place,

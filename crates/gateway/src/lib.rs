@@ -85,7 +85,8 @@ pub struct Auctioned {
 #[derive(Debug)]
 struct Internal {
     name: String,
-    enabled: AtomicBool,
+    /// Shared with the `enabled` gauge.
+    enabled: Arc<AtomicBool>,
 }
 
 /// The gateway: the registry, the pools, the auction rules and the counters.
@@ -120,7 +121,7 @@ impl Gateway {
             .collect::<Result<Vec<_>, _>>()?;
         let internal = config.internal_bidder.as_ref().map(|name| Internal {
             name: name.clone(),
-            enabled: AtomicBool::new(true),
+            enabled: Arc::new(AtomicBool::new(true)),
         });
         Ok(Gateway {
             config,
@@ -147,7 +148,7 @@ impl Gateway {
     ) -> Result<Auctioned, ParseError> {
         let request = BidRequest::parse(json)?;
         let deadline = deadline(request.tmax);
-        BidderStats::bump(&self.stats.auctions);
+        self.stats.auctions.inc();
         let request_id = request.id.to_string();
         let ready = match self.prepare(json, &request, deadline) {
             Ok(ready) => ready,
@@ -211,9 +212,9 @@ impl Gateway {
         {
             let stats = self.stats_of(sources[e]);
             let received = entries[e].response.bids().count() as u64;
-            BidderStats::add(&stats.bids, valid);
-            BidderStats::add(&stats.wins, wins);
-            BidderStats::add(&stats.invalid_bids, received - valid);
+            stats.bids.inc_by(valid);
+            stats.wins.inc_by(wins);
+            stats.invalid_bids.inc_by(received - valid);
         }
     }
 
@@ -225,7 +226,7 @@ impl Gateway {
         internal_notices: Vec<String>,
     ) -> Auctioned {
         if answer.is_some() {
-            BidderStats::bump(&self.stats.filled);
+            self.stats.filled.inc();
         }
         Auctioned {
             request_id,

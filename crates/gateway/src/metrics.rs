@@ -1,250 +1,286 @@
-//! Per-bidder counters and call latency, relaxed atomics formatted only when `/metrics` is
-//! scraped (Prometheus text, written by hand like the edge's).
+//! Per-bidder counters and call latency, and their families
+//! ([`Gateway::register_metrics`](crate::Gateway::register_metrics)). Every handle is made
+//! with its bidder, so recording is one relaxed atomic addition (a latency, a few).
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Upper bounds of the call latency buckets, in milliseconds (`+Inf` implied).
-const BUCKETS_MS: [u64; 11] = [1, 2, 5, 10, 20, 30, 50, 75, 100, 200, 500];
+use marquee_metrics::{Counter, Def, Histogram, Labelled, ObservedBy, Registry, Unit};
+
+/// Upper bounds of the call latency buckets, in microseconds (`+Inf` implied).
+const BUCKETS_US: [u64; 11] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 50_000, 75_000, 100_000, 200_000, 500_000,
+];
 
 /// One bidder's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BidderStats {
     /// Calls sent.
-    pub requests: AtomicU64,
+    pub requests: Counter,
     /// Valid bids received.
-    pub bids: AtomicU64,
+    pub bids: Counter,
     /// Bids received that failed the checks.
-    pub invalid_bids: AtomicU64,
+    pub invalid_bids: Counter,
     /// Auctions won (one per imp won).
-    pub wins: AtomicU64,
+    pub wins: Counter,
     /// Answers without a bid (204, or a response without bids).
-    pub no_bids: AtomicU64,
+    pub no_bids: Counter,
     /// Calls the auction stopped waiting for.
-    pub timeouts: AtomicU64,
+    pub timeouts: Counter,
     /// Of those, answers that came afterwards (ignored).
-    pub late: AtomicU64,
+    pub late: Counter,
     /// Transport errors, bad statuses, unreadable answers.
-    pub errors: AtomicU64,
+    pub errors: Counter,
     /// Requests it was not called for because its calls in flight were at the limit.
-    pub skipped_at_limit: AtomicU64,
+    pub skipped_at_limit: Counter,
     /// Requests it was not called for because its health score throttled it.
-    pub skipped_unhealthy: AtomicU64,
+    pub skipped_unhealthy: Counter,
     /// Win and loss notices forwarded, and those that failed.
-    pub notices: AtomicU64,
-    pub notice_errors: AtomicU64,
+    pub notices: Counter,
+    pub notice_errors: Counter,
     /// Notices not sent because the bidder's notice policy refused their URL or address.
-    pub notices_refused: AtomicU64,
-    latency: [AtomicU64; BUCKETS_MS.len() + 1],
-    latency_sum_us: AtomicU64,
+    pub notices_refused: Counter,
+    latency: Histogram,
+}
+
+impl Default for BidderStats {
+    fn default() -> Self {
+        BidderStats {
+            requests: Counter::default(),
+            bids: Counter::default(),
+            invalid_bids: Counter::default(),
+            wins: Counter::default(),
+            no_bids: Counter::default(),
+            timeouts: Counter::default(),
+            late: Counter::default(),
+            errors: Counter::default(),
+            skipped_at_limit: Counter::default(),
+            skipped_unhealthy: Counter::default(),
+            notices: Counter::default(),
+            notice_errors: Counter::default(),
+            notices_refused: Counter::default(),
+            latency: Histogram::new(&BUCKETS_US),
+        }
+    }
 }
 
 impl BidderStats {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        if n > 0 {
-            counter.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
     /// Records the time a call took until its answer was read.
     pub(crate) fn observe(&self, elapsed: Duration) {
-        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-        let bucket = BUCKETS_MS
-            .iter()
-            .position(|&bound| ms < bound)
-            .unwrap_or(BUCKETS_MS.len());
-        self.latency[bucket].fetch_add(1, Ordering::Relaxed);
-        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
+        self.latency.observe(elapsed);
     }
 }
 
 /// The gateway's own counters.
 #[derive(Debug, Default)]
 pub struct GatewayStats {
-    pub auctions: AtomicU64,
+    pub auctions: Counter,
     /// Auctions answered with at least one bid.
-    pub filled: AtomicU64,
+    pub filled: Counter,
     /// Winning bids dropped by the final check of the answer.
-    pub dropped_winners: AtomicU64,
+    pub dropped_winners: Counter,
 }
 
-type Counter = (&'static str, &'static str, fn(&BidderStats) -> &AtomicU64);
+const AUCTIONS: Def = Def::new(
+    "marquee_gateway_auctions",
+    "Auction requests the gateway ran.",
+);
+const FILLED: Def = Def::new(
+    "marquee_gateway_filled",
+    "Auctions answered with at least one bid.",
+);
+const DROPPED_WINNERS: Def = Def::new(
+    "marquee_gateway_dropped_winners",
+    "Winning bids dropped by the final check of the answer.",
+);
 
-const COUNTERS: [Counter; 13] = [
-    ("requests", "Calls sent to the bidder.", |s| &s.requests),
-    ("bids", "Valid bids received from the bidder.", |s| &s.bids),
+/// A per-bidder counter family and where its handle is in a bidder's stats.
+type BidderCounter = (Def, fn(&BidderStats) -> &Counter);
+
+const BIDDER_COUNTERS: [BidderCounter; 13] = [
     (
-        "invalid_bids",
-        "Bids received that failed the checks.",
+        Def::new(
+            "marquee_gateway_bidder_requests",
+            "Calls sent to the bidder.",
+        ),
+        |s| &s.requests,
+    ),
+    (
+        Def::new(
+            "marquee_gateway_bidder_bids",
+            "Valid bids received from the bidder.",
+        ),
+        |s| &s.bids,
+    ),
+    (
+        Def::new(
+            "marquee_gateway_bidder_invalid_bids",
+            "Bids received that failed the checks.",
+        ),
         |s| &s.invalid_bids,
     ),
-    ("wins", "Imps the bidder won.", |s| &s.wins),
-    ("no_bids", "Answers without a bid.", |s| &s.no_bids),
-    ("timeouts", "Calls the auction stopped waiting for.", |s| {
-        &s.timeouts
-    }),
     (
-        "late",
-        "Answers that came after the auction stopped waiting (ignored).",
+        Def::new("marquee_gateway_bidder_wins", "Imps the bidder won."),
+        |s| &s.wins,
+    ),
+    (
+        Def::new("marquee_gateway_bidder_no_bids", "Answers without a bid."),
+        |s| &s.no_bids,
+    ),
+    (
+        Def::new(
+            "marquee_gateway_bidder_timeouts",
+            "Calls the auction stopped waiting for.",
+        ),
+        |s| &s.timeouts,
+    ),
+    (
+        Def::new(
+            "marquee_gateway_bidder_late",
+            "Answers that came after the auction stopped waiting (ignored).",
+        ),
         |s| &s.late,
     ),
     (
-        "errors",
-        "Transport errors, bad statuses and unreadable answers.",
+        Def::new(
+            "marquee_gateway_bidder_errors",
+            "Transport errors, bad statuses and unreadable answers.",
+        ),
         |s| &s.errors,
     ),
     (
-        "skipped_at_limit",
-        "Auctions the bidder was left out of because its calls in flight were at the limit.",
+        Def::new(
+            "marquee_gateway_bidder_skipped_at_limit",
+            "Auctions the bidder was left out of because its calls in flight were at the limit.",
+        ),
         |s| &s.skipped_at_limit,
     ),
     (
-        "skipped_unhealthy",
-        "Auctions the bidder was left out of because its health score throttled it.",
+        Def::new(
+            "marquee_gateway_bidder_skipped_unhealthy",
+            "Auctions the bidder was left out of because its health score throttled it.",
+        ),
         |s| &s.skipped_unhealthy,
     ),
     (
-        "notices",
-        "Win and loss notices forwarded to the bidder.",
+        Def::new(
+            "marquee_gateway_bidder_notices",
+            "Win and loss notices forwarded to the bidder.",
+        ),
         |s| &s.notices,
     ),
     (
-        "notice_errors",
-        "Notices that failed (unreadable URL, transport error, non-2xx, time-out).",
+        Def::new(
+            "marquee_gateway_bidder_notice_errors",
+            "Notices that failed (unreadable URL, transport error, non-2xx, time-out).",
+        ),
         |s| &s.notice_errors,
     ),
     (
-        "notices_refused",
-        "Notices not sent: not an http(s) URL, user info, a host not allowed for the bidder, or an internal address.",
+        Def::new(
+            "marquee_gateway_bidder_notices_refused",
+            "Notices not sent: not an http(s) URL, user info, a host not allowed for the bidder, or an internal address.",
+        ),
         |s| &s.notices_refused,
     ),
 ];
 
-/// Appends the gateway's metrics; `bidders` gives each bidder's name, stats, health score,
-/// calls in flight and whether it is enabled.
-pub(crate) fn render<'a>(
-    out: &mut String,
+const HEALTH: Def = Def::new(
+    "marquee_gateway_bidder_health",
+    "Health score of the bidder, 0 to 1000 (below the threshold it is throttled).",
+);
+const IN_FLIGHT: Def = Def::new(
+    "marquee_gateway_bidder_in_flight",
+    "Calls to the bidder in flight.",
+);
+const ENABLED: Def = Def::new(
+    "marquee_gateway_bidder_enabled",
+    "1 when the bidder takes part in auctions.",
+);
+const LATENCY: Def = Def::new(
+    "marquee_gateway_bidder_latency",
+    "Time from sending a call to having its answer read, per bidder.",
+)
+.with_unit(Unit::Seconds);
+
+/// A bidder's state at a scrape: health score, calls in flight, enabled.
+pub(crate) type ReadState = dyn Fn() -> (i64, i64, bool) + Send + Sync;
+
+/// Registers the gateway's families; `bidders` gives each bidder's name, counters and a
+/// reader of its state.
+pub(crate) fn register(
+    registry: &mut Registry,
     gateway: &GatewayStats,
-    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
+    bidders: &[(String, &BidderStats, std::sync::Arc<ReadState>)],
 ) {
-    render_gateway(out, gateway);
-    render_bidder_counters(out, bidders.clone());
-    render_bidder_gauges(out, bidders.clone());
-    render_latency(out, bidders);
-}
-
-fn render_gateway(out: &mut String, gateway: &GatewayStats) {
-    for (name, help, value) in [
-        (
-            "marquee_gateway_auctions_total",
-            "Auction requests the gateway ran.",
-            &gateway.auctions,
-        ),
-        (
-            "marquee_gateway_filled_total",
-            "Auctions answered with at least one bid.",
-            &gateway.filled,
-        ),
-        (
-            "marquee_gateway_dropped_winners_total",
-            "Winning bids dropped by the final check of the answer.",
-            &gateway.dropped_winners,
-        ),
-    ] {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-            BidderStats::get(value)
-        );
+    AUCTIONS.register(registry, gateway.auctions.clone());
+    FILLED.register(registry, gateway.filled.clone());
+    DROPPED_WINNERS.register(registry, gateway.dropped_winners.clone());
+    for (def, field) in BIDDER_COUNTERS {
+        let children = bidders
+            .iter()
+            .map(|(name, stats, _)| ([("bidder", name.clone())], field(stats).clone()));
+        def.register(registry, Labelled::new(children));
     }
+    let states: Vec<_> = bidders
+        .iter()
+        .map(|(name, _, read)| (name.clone(), std::sync::Arc::clone(read)))
+        .collect();
+    let gauge = |pick: fn((i64, i64, bool)) -> i64| {
+        let states = states.clone();
+        ObservedBy::new("bidder", move || {
+            states
+                .iter()
+                .map(|(name, read)| (name.clone(), pick(read())))
+                .collect()
+        })
+    };
+    HEALTH.register(registry, gauge(|(health, ..)| health));
+    IN_FLIGHT.register(registry, gauge(|(_, in_flight, _)| in_flight));
+    ENABLED.register(registry, gauge(|(.., enabled)| i64::from(enabled)));
+    let latency = bidders
+        .iter()
+        .map(|(name, stats, _)| ([("bidder", name.clone())], stats.latency.clone()));
+    LATENCY.register(registry, Labelled::new(latency));
 }
 
-fn render_bidder_counters<'a>(
-    out: &mut String,
-    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
-) {
-    for (suffix, help, field) in COUNTERS {
-        let _ = writeln!(
-            out,
-            "# HELP marquee_gateway_bidder_{suffix}_total {help}\n# TYPE marquee_gateway_bidder_{suffix}_total counter"
-        );
-        for (bidder, stats, ..) in bidders.clone() {
-            let _ = writeln!(
-                out,
-                "marquee_gateway_bidder_{suffix}_total{{bidder=\"{bidder}\"}} {}",
-                BidderStats::get(field(stats))
-            );
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use marquee_metrics::{Format, check, encode};
 
-fn render_bidder_gauges<'a>(
-    out: &mut String,
-    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)> + Clone,
-) {
-    for (metric, help, pick) in [
-        (
-            "marquee_gateway_bidder_health",
-            "Health score of the bidder, 0 to 1000 (below the threshold it is throttled).",
-            0usize,
-        ),
-        (
-            "marquee_gateway_bidder_in_flight",
-            "Calls to the bidder in flight.",
-            1,
-        ),
-        (
-            "marquee_gateway_bidder_enabled",
-            "1 when the bidder takes part in auctions.",
-            2,
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
-        for (bidder, _, health, in_flight, enabled) in bidders.clone() {
-            let value = match pick {
-                0 => health as usize,
-                1 => in_flight,
-                _ => usize::from(enabled),
-            };
-            let _ = writeln!(out, "{metric}{{bidder=\"{bidder}\"}} {value}");
-        }
-    }
-}
+    use super::*;
+    use crate::{BidderSpec, Gateway, GatewayConfig};
 
-fn render_latency<'a>(
-    out: &mut String,
-    bidders: impl Iterator<Item = (&'a str, &'a BidderStats, u32, usize, bool)>,
-) {
-    let name = "marquee_gateway_bidder_latency_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time from sending a call to having its answer read, per bidder.\n# TYPE {name} histogram"
-    );
-    for (bidder, stats, ..) in bidders {
-        let mut cumulative = 0;
-        for (i, count) in stats.latency.iter().enumerate() {
-            cumulative += count.load(Ordering::Relaxed);
-            let le = BUCKETS_MS.get(i).map_or_else(
-                || "+Inf".to_owned(),
-                |ms| format!("{}", *ms as f64 / 1000.0),
-            );
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{bidder=\"{bidder}\",le=\"{le}\"}} {cumulative}"
-            );
+    /// Every family follows the naming conventions and is in the operator documentation,
+    /// which names no `marquee_gateway_*` metric that is not exposed.
+    #[tokio::test]
+    async fn the_families_are_conventional_and_documented() {
+        let gateway = Gateway::new(GatewayConfig {
+            bidders: vec![BidderSpec::new("alpha", "http://127.0.0.1:1/bid")],
+            internal_bidder: Some("marquee".to_owned()),
+            ..GatewayConfig::default()
+        })
+        .unwrap();
+        gateway
+            .bidder_stats("alpha")
+            .unwrap()
+            .observe(Duration::from_millis(3));
+        let mut registry = Registry::default();
+        gateway.register_metrics(&mut registry);
+        let text = encode(&registry, Format::OpenMetrics);
+        assert_eq!(check::convention_violations(&text), Vec::<String>::new());
+        for line in [
+            "marquee_gateway_bidder_enabled{bidder=\"marquee\"} 1",
+            "marquee_gateway_bidder_health{bidder=\"alpha\"} 1000",
+            "marquee_gateway_bidder_latency_seconds_bucket{le=\"0.005\",bidder=\"alpha\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
-        let sum = stats.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum{{bidder=\"{bidder}\"}} {sum}");
-        let _ = writeln!(out, "{name}_count{{bidder=\"{bidder}\"}} {cumulative}");
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/operations.md"
+        ))
+        .unwrap();
+        let gaps = check::documentation_gaps(&text, &doc, &["marquee_gateway_"]);
+        assert_eq!(gaps, Vec::<String>::new());
     }
 }

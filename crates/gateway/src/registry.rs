@@ -1,11 +1,13 @@
 //! The registry as the management API and the metrics see it: every bidder's state and
 //! counters, and switching one on or off.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use marquee_metrics::{Format, Registry};
 use serde::Serialize;
 
-use crate::metrics::{self, BidderStats};
+use crate::metrics::{self, BidderStats, ReadState};
 use crate::{Gateway, UnknownBidder, health};
 
 /// One bidder as the management API shows it.
@@ -32,7 +34,6 @@ pub struct BidderView {
 impl Gateway {
     /// Every bidder with its state and counters, the internal one first.
     pub fn bidders(&self) -> Vec<BidderView> {
-        let get = BidderStats::get;
         let view = |name: &str, endpoint: &str, stats: &BidderStats| BidderView {
             name: name.to_owned(),
             endpoint: endpoint.to_owned(),
@@ -43,12 +44,12 @@ impl Gateway {
             throttled: false,
             in_flight: 0,
             max_in_flight: 0,
-            requests: get(&stats.requests),
-            bids: get(&stats.bids),
-            wins: get(&stats.wins),
-            timeouts: get(&stats.timeouts),
-            errors: get(&stats.errors),
-            skipped_at_limit: get(&stats.skipped_at_limit),
+            requests: stats.requests.get(),
+            bids: stats.bids.get(),
+            wins: stats.wins.get(),
+            timeouts: stats.timeouts.get(),
+            errors: stats.errors.get(),
+            skipped_at_limit: stats.skipped_at_limit.get(),
         };
         let internal = self.internal.iter().map(|i| BidderView {
             enabled: i.enabled.load(Ordering::Relaxed),
@@ -94,22 +95,34 @@ impl Gateway {
             .map(|b| &b.stats)
     }
 
-    /// Appends the gateway's Prometheus metrics.
-    pub fn render_metrics(&self, out: &mut String) {
+    /// Registers the `marquee_gateway_*` families into `registry` (once per registry).
+    pub fn register_metrics(&self, registry: &mut Registry) {
         let internal = self.internal.iter().map(|i| {
-            let enabled = i.enabled.load(Ordering::Relaxed);
-            let stats = &self.internal_stats;
-            (i.name.as_str(), stats, health::MAX_SCORE, 0, enabled)
+            let enabled = Arc::clone(&i.enabled);
+            let read: Arc<ReadState> = Arc::new(move || {
+                let on = enabled.load(Ordering::Relaxed);
+                (i64::from(health::MAX_SCORE), 0, on)
+            });
+            (i.name.clone(), &self.internal_stats, read)
         });
         let external = self.bidders.iter().map(|b| {
-            (
-                b.spec.name.as_str(),
-                &b.stats,
-                b.health.score(),
-                b.in_flight(),
-                b.enabled(),
-            )
+            let bidder = Arc::clone(b);
+            let read: Arc<ReadState> = Arc::new(move || {
+                let in_flight = i64::try_from(bidder.in_flight()).unwrap_or(i64::MAX);
+                let health = i64::from(bidder.health.score());
+                (health, in_flight, bidder.enabled())
+            });
+            (b.spec.name.clone(), &b.stats, read)
         });
-        metrics::render(out, &self.stats, internal.chain(external));
+        let bidders: Vec<_> = internal.chain(external).collect();
+        metrics::register(registry, &self.stats, &bidders);
+    }
+
+    /// Appends the gateway's metrics in the Prometheus text format (0.0.4), for pages
+    /// written as that text.
+    pub fn render_metrics(&self, out: &mut String) {
+        let mut registry = Registry::default();
+        self.register_metrics(&mut registry);
+        out.push_str(&marquee_metrics::encode(&registry, Format::Text));
     }
 }

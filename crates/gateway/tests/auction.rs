@@ -9,9 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Behaviour, MockBidder, deadline, gateway, request, run, winners};
-use marquee_gateway::{
-    AuctionKind, BidderStats, InternalBidder, Media, OpenRtbVersion, RateConverter,
-};
+use marquee_gateway::{AuctionKind, InternalBidder, Media, OpenRtbVersion, RateConverter};
 use marquee_model::{Currency, CurrencyRates};
 use marquee_openrtb::{BidRequest, BidResponse, NoConversion, validate_response};
 
@@ -22,8 +20,8 @@ fn bidding(price: &str) -> Behaviour {
     }
 }
 
-fn count(stats: &std::sync::atomic::AtomicU64) -> u64 {
-    BidderStats::get(stats)
+fn count(counter: &marquee_metrics::Counter) -> u64 {
+    counter.get()
 }
 
 /// The answer is a valid OpenRTB response to the request.
@@ -94,8 +92,7 @@ async fn all_bid_the_highest_wins_and_every_bidder_hears_how_it_went() {
     assert_eq!((count(&stats.requests), count(&stats.bids)), (1, 2));
     assert_eq!(count(&stats.wins), 2);
     assert_eq!(count(&gateway.bidder_stats("alpha").unwrap().wins), 0);
-    let mut metrics = String::new();
-    gateway.render_metrics(&mut metrics);
+    let metrics = common::metrics(&gateway);
     assert!(
         metrics.contains("marquee_gateway_bidder_wins_total{bidder=\"beta\"} 2"),
         "{metrics}"

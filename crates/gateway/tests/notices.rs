@@ -8,7 +8,6 @@ mod common;
 use std::time::Duration;
 
 use common::{Behaviour, MockBidder, gateway, request, run, winners};
-use marquee_gateway::BidderStats;
 
 /// A bidder bidding `price` whose notice URLs point at `base`.
 async fn bidder(name: &str, price: &str, base: &str) -> MockBidder {
@@ -26,9 +25,9 @@ async fn bidder(name: &str, price: &str, base: &str) -> MockBidder {
 fn notices(gateway: &marquee_gateway::Gateway, name: &str) -> (u64, u64, u64) {
     let stats = gateway.bidder_stats(name).unwrap();
     (
-        BidderStats::get(&stats.notices),
-        BidderStats::get(&stats.notice_errors),
-        BidderStats::get(&stats.notices_refused),
+        stats.notices.get(),
+        stats.notice_errors.get(),
+        stats.notices_refused.get(),
     )
 }
 
@@ -65,8 +64,7 @@ async fn notices_to_a_host_other_than_the_endpoints_are_not_sent_and_are_counted
     assert_eq!(notices(&gateway, "high"), (0, 0, 1), "the win notice");
     assert_eq!(notices(&gateway, "low"), (0, 0, 1), "the loss notice");
     assert_eq!(notices(&gateway, "sneaky"), (0, 0, 1), "user info");
-    let mut metrics = String::new();
-    gateway.render_metrics(&mut metrics);
+    let metrics = common::metrics(&gateway);
     for name in ["high", "low", "sneaky"] {
         assert!(
             metrics.contains(&format!(

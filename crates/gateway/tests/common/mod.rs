@@ -264,6 +264,13 @@ pub fn gateway(bidders: &[&MockBidder], change: impl FnOnce(&mut GatewayConfig))
     Gateway::new(config).unwrap()
 }
 
+/// The gateway's metrics as a scrape reads them.
+pub fn metrics(gateway: &Gateway) -> String {
+    let mut registry = marquee_metrics::Registry::default();
+    gateway.register_metrics(&mut registry);
+    marquee_metrics::encode(&registry, marquee_metrics::Format::Text)
+}
+
 /// A deadline far enough for debug builds on a busy machine.
 pub fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(3)
