@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs beyond the Rust toolchain. Idempotent, and
 # silent when everything is present.
-# - python3 (scripts).
+# - python3 (scripts); curl and jq (the README's tour, crates/marquee/tests/readme_tour.rs).
 # - For the end-to-end browser test (crates/marquee/tests/browser.rs): Chromium from Debian's
 #   `chromium` package (/usr/bin/chromium); a check for Node.js >= 20 with npm; the test's Node
 #   dependencies (playwright-core, pinned in tests/browser/package-lock.json) with `npm ci`.
@@ -35,6 +35,11 @@ apt_install() {
 if ! need python3; then
   apt_install python3
 fi
+for tool in curl jq; do
+  if ! need "$tool"; then
+    apt_install "$tool"
+  fi
+done
 if [ ! -x /usr/bin/chromium ]; then
   echo "test-deps: installing chromium (Debian) for the browser test" >&2
   apt_install chromium
