@@ -1,6 +1,6 @@
 //! Gateway mode on the edge (see `marquee-gateway`): `POST /openrtb2/auction` and
 //! `/openrtb2/auction/{exchange}` run an auction among the configured external bidders and our
-//! own line items (the bidder of `bidder.rs`, called in process as the internal bidder), and
+//! own line items (the bidder of `bid/`, called in process as the internal bidder), and
 //! `/gateway/bidders` is the registry's management API.
 //!
 //! The overload rules are the bid path's: through the in-flight gate (full: 204 at once), the
@@ -12,17 +12,19 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use hyper::body::{Body as _, Incoming};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use marquee_gateway::{Gateway, InternalBidder};
 use marquee_model::Currency;
-use marquee_openrtb::{BidResponse, NoBidReason, decode_body};
+use marquee_openrtb::{NoBidReason, decode_body};
 
-use crate::bidder::{self, Exchange, NoticeKind};
-use crate::handlers::{self, Body};
+use crate::bid::{self, BodyFailure, Exchange};
+use crate::http::{self, Body};
 use crate::metrics::Outcome;
-use crate::server::{self, BodyFailure};
+use crate::notice::{self, NoticeKind};
 use crate::{Edge, log_service};
 
 /// Our own line items, bidding through the edge's bid path on the same request.
@@ -34,8 +36,7 @@ struct OwnLineItems<'e> {
 
 impl InternalBidder for OwnLineItems<'_> {
     fn bid(&self, json: &[u8], currency: Currency) -> Option<Bytes> {
-        let (response, _) =
-            bidder::bid(self.edge, self.exchange, currency, json, None, self.started);
+        let (response, _) = bid::bid(self.edge, self.exchange, currency, json, None, self.started);
         if response.status() != StatusCode::OK {
             return None;
         }
@@ -48,17 +49,8 @@ impl InternalBidder for OwnLineItems<'_> {
     }
 }
 
-fn no_content() -> Response<Body> {
-    let mut answer = Response::new(Body::new(Bytes::new()));
-    *answer.status_mut() = StatusCode::NO_CONTENT;
-    answer
-}
-
 fn client_error(status: StatusCode, reason: String) -> (Response<Body>, Outcome) {
-    (
-        handlers::response(status, "text/plain; charset=utf-8", reason + "\n"),
-        Outcome::ClientError,
-    )
+    (http::text(status, reason + "\n"), Outcome::ClientError)
 }
 
 /// `POST /openrtb2/auction[/{exchange}]`.
@@ -68,22 +60,22 @@ pub(crate) async fn auction(
     started: Instant,
 ) -> (Response<Body>, Outcome) {
     let Some(gateway) = edge.gateway.get() else {
-        return (handlers::not_found(), Outcome::ClientError);
+        return (http::not_found(), Outcome::ClientError);
     };
-    let Some(name) = server::exchange_name(request.uri().path(), "/openrtb2/auction") else {
-        return (handlers::not_found(), Outcome::ClientError);
+    let Some(name) = bid::exchange_name(request.uri().path(), "/openrtb2/auction") else {
+        return (http::not_found(), Outcome::ClientError);
     };
     let name = name.map(str::to_owned);
     let Some(exchange) = edge.bidder.exchange(name.as_deref()) else {
-        return (handlers::not_found(), Outcome::ClientError);
+        return (http::not_found(), Outcome::ClientError);
     };
     let Some(_admitted) = edge.try_admit_bid(exchange) else {
-        return (no_content(), Outcome::Shed);
+        return (http::no_content(), Outcome::Shed);
     };
-    let (body, encoding) = match server::read_bid_body(exchange, request, started).await {
+    let (body, encoding) = match bid::read_bid_body(exchange, request, started).await {
         Ok(read) => read,
-        Err(BodyFailure::Late) => return (no_content(), Outcome::Late),
-        Err(BodyFailure::Bad(status, _, reason)) => return client_error(status, reason),
+        Err(BodyFailure::Late) => return (http::no_content(), Outcome::Late),
+        Err(BodyFailure::Bad(bad)) => return client_error(bad.status, bad.reason),
     };
     let json = match decode_body(&body, encoding.as_deref(), exchange.max_body_bytes) {
         Ok(json) => json,
@@ -106,15 +98,11 @@ pub(crate) async fn auction(
         internal_notice(edge, &url);
     }
     let Some(text) = auctioned.response else {
-        if !exchange.no_bid_reason {
-            return (no_content(), Outcome::Fallback);
-        }
         let reason = auctioned.no_bid.unwrap_or(NoBidReason::UNKNOWN_ERROR);
-        let text = BidResponse::no_bid(auctioned.request_id, reason).to_json();
-        let answer = handlers::response(StatusCode::OK, "application/json", text);
+        let answer = bid::no_bid_body(exchange, Cow::Owned(auctioned.request_id), reason);
         return (answer, Outcome::Fallback);
     };
-    (handlers::openrtb_answer(text), Outcome::Ok)
+    (http::openrtb_answer(text), Outcome::Ok)
 }
 
 /// A win or loss notice for our own bid, handled in process as if the exchange had sent it.
@@ -129,7 +117,7 @@ fn internal_notice(edge: &Arc<Edge>, url: &str) {
     };
     let edge = Arc::clone(edge);
     tokio::spawn(async move {
-        let _ = bidder::notice(&edge, kind, uri.query().unwrap_or("")).await;
+        let _ = notice::notice(&edge, kind, uri.query().unwrap_or("")).await;
     });
 }
 
@@ -138,16 +126,15 @@ fn internal_notice(edge: &Arc<Edge>, url: &str) {
 /// `POST /gateway/bidders/{name}/enable` and `/disable` switch one until the next start.
 pub(crate) fn registry(edge: &Edge, request: &Request<Incoming>) -> Response<Body> {
     let Some(gateway) = edge.gateway.get() else {
-        return handlers::not_found();
+        return http::not_found();
     };
     let token = gateway.config().admin_token.as_str();
     if token.is_empty() {
-        return handlers::not_found();
+        return http::not_found();
     }
     if !log_service::bearer_matches(request.headers(), token) {
-        return handlers::response(
+        return http::text(
             StatusCode::UNAUTHORIZED,
-            "text/plain; charset=utf-8",
             "the gateway registry needs `Authorization: Bearer <gateway.admin_token>`\n",
         );
     }
@@ -161,22 +148,18 @@ pub(crate) fn registry(edge: &Edge, request: &Request<Incoming>) -> Response<Bod
                     .or_else(|| rest.strip_suffix("/disable").map(|name| (name, false)))
             });
             let Some((name, enabled)) = switch else {
-                return handlers::not_found();
+                return http::not_found();
             };
             match gateway.set_enabled(name, enabled) {
                 Ok(()) => list(gateway),
-                Err(error) => handlers::response(
-                    StatusCode::NOT_FOUND,
-                    "text/plain; charset=utf-8",
-                    format!("{error}\n"),
-                ),
+                Err(error) => http::text(StatusCode::NOT_FOUND, format!("{error}\n")),
             }
         }
-        _ => handlers::not_found(),
+        _ => http::not_found(),
     }
 }
 
 fn list(gateway: &Gateway) -> Response<Body> {
     let body = serde_json::json!({ "bidders": gateway.bidders() }).to_string();
-    handlers::response(StatusCode::OK, "application/json", body)
+    http::response(StatusCode::OK, "application/json", body)
 }

@@ -10,10 +10,12 @@ use std::hash::Hasher;
 use std::sync::{Mutex, PoisonError};
 
 use marquee_model::PlacementId;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The key an image and its click share: SipHash-1-3 of the placements and the cache buster.
 /// Fixed by its definition, not left to std, so that edges of different builds agree during a
-/// rolling upgrade (it also seeds the draws both requests make, see `handlers`).
+/// rolling upgrade (it also seeds the draws both requests make: [`rng`]).
 pub(crate) fn key(placements: &[PlacementId], cache_buster: &str) -> u64 {
     let mut hasher = siphasher::sip::SipHasher13::new();
     for placement in placements {
@@ -22,6 +24,14 @@ pub(crate) fn key(placements: &[PlacementId], cache_buster: &str) -> u64 {
     hasher.write_u8(0xff);
     hasher.write(cache_buster.as_bytes());
     hasher.finish()
+}
+
+/// The generator an image tag's image and click requests both draw from, seeded by the key of
+/// what they share ([`key`]). The hash (SipHash-1-3) and the generator (xoshiro256++) are fixed
+/// by their definitions, not left to std or rand, whose choices may change between releases:
+/// during a rolling upgrade the image and its click may reach edges of different builds.
+pub(crate) fn rng(key: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(key)
 }
 
 /// The cache buster of an image-tag request, if it is one: 1 to 32 letters and digits with at
@@ -165,6 +175,40 @@ mod tests {
             user: 0,
             served_at_ms: at,
             click_worth: 1_000_000,
+        }
+    }
+
+    /// The values come from the algorithms' definitions (SipHash-1-3 with zero keys over the
+    /// placements' little-endian bytes, 0xff and the cache buster; SplitMix64 seeding
+    /// xoshiro256++), computed outside this code base: a build whose hash or generator differs
+    /// would send an image tag's click to another ad than its image showed.
+    #[test]
+    fn image_tag_draws_do_not_change_between_builds() {
+        use rand::Rng;
+        for (placements, cache_buster, draws) in [
+            (
+                &[2][..],
+                "12345",
+                [0xd9e3_cd47_bee7_30e6, 0xa0c9_f54e_8658_a73e],
+            ),
+            (
+                &[2][..],
+                "12346",
+                [0x84ae_d141_e499_6485, 0xecd6_735a_423c_52a0],
+            ),
+            (
+                &[3][..],
+                "12345",
+                [0x5acf_ff7a_0b0f_ce05, 0x13bc_6797_bde6_d92e],
+            ),
+        ] {
+            let placements: Vec<PlacementId> = placements.iter().map(|&p| PlacementId(p)).collect();
+            let mut rng = rng(key(&placements, cache_buster));
+            assert_eq!(
+                [rng.next_u64(), rng.next_u64()],
+                draws,
+                "{placements:?} {cache_buster}"
+            );
         }
     }
 

@@ -16,13 +16,15 @@
 //!   is answered at once with the fallback or a 204, never queued; one past its deadline is
 //!   abandoned with the fallback.
 
-pub mod bidder;
+mod ad;
+pub mod bid;
 mod client;
 mod device_cache;
+mod events;
 mod gateway;
 pub mod geo;
-mod handlers;
 pub mod holder;
+mod http;
 mod idle_body;
 mod image_tag;
 pub mod log_service;
@@ -40,7 +42,9 @@ mod render;
 mod server;
 mod shared;
 pub mod sync;
+mod track;
 mod visitor;
+mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +55,7 @@ use marquee_engine::LocalCaps;
 use marquee_eventlog::EventLog;
 use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
 
-pub use bidder::{BidderConfig, Exchange};
+pub use bid::{BidderConfig, Exchange};
 pub use holder::{Holder, InstallError, Loaded};
 pub use metrics::{Endpoint, Metrics, Outcome};
 pub use overload::{Admitted, Gate, Limits};
@@ -126,15 +130,15 @@ pub struct Edge {
     pub config: EdgeConfig,
     pub holder: Holder,
     pub log: Arc<EventLog>,
-    pub keys: KeyRing,
-    pub caps: LocalCaps,
+    pub(crate) keys: KeyRing,
+    pub(crate) caps: LocalCaps,
     pub stats: Stats,
     /// Requests by endpoint and outcome, latencies.
     pub metrics: Metrics,
     /// The bound on ad requests in progress.
     pub gate: Gate,
     /// The OpenRTB bidder: settings, user matches, notice dedupe, counters.
-    pub bidder: bidder::Bidder,
+    pub bidder: bid::Bidder,
     /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
     pub log_access: OnceLock<log_service::LogAccess>,
     /// Pacing controls and budget leases (see [`pacing`]).
@@ -146,11 +150,11 @@ pub struct Edge {
     pub shared: Option<marquee_sharedstate::SharedState>,
     /// User profiles held in this process (the embedded default; with `[redis]` they live in
     /// Redis). See `profiles.rs`.
-    pub profiles: marquee_sharedstate::MemoryProfiles,
+    pub(crate) profiles: marquee_sharedstate::MemoryProfiles,
     /// Who may read `/metrics` (loopback peers only unless a token is set).
-    pub metrics_access: marquee_model::MetricsAccess,
+    pub(crate) metrics_access: marquee_model::MetricsAccess,
     /// The invalid-traffic screen of events and bid requests (see [`quality`]).
-    pub quality: Quality,
+    pub(crate) quality: Quality,
     /// Where visitors are, by their address (`[geo]`, or the demo's database); `None` leaves
     /// the country header as the only source of location (see `visitor.rs`).
     pub geo: Option<Arc<marquee_geo::GeoSource>>,
@@ -158,9 +162,8 @@ pub struct Edge {
     images: image_tag::ServedImages,
     /// How the replay guards (here and the bidder's) are sized.
     replay: ReplayConfig,
-    impressions_seen: ReplayGuard,
-    clicks_seen: ReplayGuard,
-    conversions_seen: ReplayGuard,
+    /// The replay guards of tracking tokens (see `track/`).
+    tracking_seen: track::TrackingSeen,
 }
 
 impl Edge {
@@ -175,7 +178,7 @@ impl Edge {
     /// [`Edge::try_admit`] for an OpenRTB request (bid or gateway auction) from `exchange`: its
     /// queue may take up to three quarters of the exchange's default answer time (less the
     /// network margin) before requests are shed.
-    pub fn try_admit_bid(&self, exchange: &bidder::Exchange) -> Option<Admitted<'_>> {
+    pub fn try_admit_bid(&self, exchange: &bid::Exchange) -> Option<Admitted<'_>> {
         self.gate.try_enter(
             exchange
                 .default_tmax
@@ -198,7 +201,7 @@ impl Edge {
 
     /// The bidder's settings (exchanges, currency rates); the defaults otherwise.
     pub fn with_bidder(mut self, config: BidderConfig) -> Edge {
-        self.bidder = bidder::Bidder::with_replay(config, self.replay);
+        self.bidder = bid::Bidder::with_replay(config, self.replay);
         self
     }
 
@@ -217,33 +220,27 @@ impl Edge {
             bucket_capacity: capacity,
             ..self.replay
         };
-        self.impressions_seen = ReplayGuard::new(self.replay);
-        self.clicks_seen = ReplayGuard::new(self.replay);
-        self.conversions_seen = ReplayGuard::new(self.replay);
+        self.tracking_seen = track::TrackingSeen::new(self.replay);
         self.bidder.set_replay(self.replay);
         self
     }
 
     /// The replay guard of a tracking kind.
     pub(crate) fn replay_guard(&self, kind: marquee_tracking::Kind) -> &ReplayGuard {
-        match kind {
-            marquee_tracking::Kind::Impression => &self.impressions_seen,
-            marquee_tracking::Kind::Click => &self.clicks_seen,
-            marquee_tracking::Kind::Conversion => &self.conversions_seen,
-        }
+        self.tracking_seen.of(kind)
     }
 
     /// Every replay guard with its kind, as labelled in metrics.
     pub(crate) fn replay_guards(&self) -> [(&'static str, &ReplayGuard); 6] {
+        let [impression, click, conversion] = self.tracking_seen.labelled();
         let [win, billing, loss] = self.bidder.replay_guards();
-        [
-            ("impression", &self.impressions_seen),
-            ("click", &self.clicks_seen),
-            ("conversion", &self.conversions_seen),
-            win,
-            billing,
-            loss,
-        ]
+        [impression, click, conversion, win, billing, loss]
+    }
+
+    /// The lifetime of the tokens this edge signs, in seconds as they carry it.
+    #[inline]
+    pub(crate) fn token_lifetime_secs(&self) -> u32 {
+        u32::try_from(self.config.token_lifetime.as_secs()).unwrap_or(u32::MAX)
     }
 
     /// Shares caps and budget counters with other edges through Redis.
@@ -279,7 +276,7 @@ impl Edge {
             geo: None,
             images: image_tag::ServedImages::new(IMAGES_REMEMBERED),
             profiles: profiles::load(&config.data_dir),
-            bidder: bidder::Bidder::new(BidderConfig::default()),
+            bidder: bid::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),
             log_access: OnceLock::new(),
             gateway: OnceLock::new(),
@@ -292,9 +289,7 @@ impl Edge {
             caps: LocalCaps::default(),
             stats: Stats::default(),
             replay: ReplayConfig::default(),
-            impressions_seen: ReplayGuard::new(ReplayConfig::default()),
-            clicks_seen: ReplayGuard::new(ReplayConfig::default()),
-            conversions_seen: ReplayGuard::new(ReplayConfig::default()),
+            tracking_seen: track::TrackingSeen::new(ReplayConfig::default()),
         }
     }
 }

@@ -28,7 +28,7 @@ use marquee_eventlog::{Budget, DeleteError, EventLog, ReadError, SEGMENT_HEADER_
 use marquee_model::same_secret;
 
 use crate::Edge;
-use crate::handlers::Body;
+use crate::http::Body;
 use crate::periodic::Schedule;
 
 /// The most one `/log/read` answers, whatever `max_bytes` asks.

@@ -11,7 +11,7 @@ use hyper::{Response, StatusCode};
 use marquee_model::MetricsRefusal;
 
 use crate::Edge;
-use crate::handlers::{self, Body};
+use crate::http::{self, Body};
 
 /// What a request asked for, as labelled in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,8 +167,7 @@ impl Metrics {
 /// The answer to a scrape `edge.metrics_access` refused: the reason, no metric data.
 pub(crate) fn refused(refusal: MetricsRefusal) -> Response<Body> {
     let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
-    let mut answer =
-        handlers::response(status, "text/plain; charset=utf-8", format!("{refusal}\n"));
+    let mut answer = http::text(status, format!("{refusal}\n"));
     if status == StatusCode::UNAUTHORIZED {
         answer
             .headers_mut()
@@ -364,7 +363,7 @@ pub(crate) fn render(edge: &Edge) -> String {
 
     crate::quality::render_metrics(edge, &mut out);
     crate::geo::render_metrics(edge, &mut out);
-    crate::bidder::render_metrics(edge, &mut out);
+    crate::bid::render_metrics(edge, &mut out);
     if let Some(gateway) = edge.gateway.get() {
         gateway.render_metrics(&mut out);
     }

@@ -27,7 +27,7 @@ use marquee_sharedstate::{MemoryProfiles, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::Edge;
-use crate::handlers::{Body, response};
+use crate::http::{Body, response};
 use crate::log_service::bearer_matches;
 
 /// The largest upload accepted.

@@ -10,7 +10,6 @@ use std::time::Instant;
 use axum::Router;
 use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
-use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
@@ -19,13 +18,12 @@ use marquee_tracking::Kind;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use crate::Edge;
-use crate::bidder::{self, NoticeKind};
 use crate::client::Client;
-use crate::handlers::{self, Body};
+use crate::http::{self, Body};
 use crate::idle_body::IdleTimeout;
-use crate::log_service;
 use crate::metrics::{Endpoint, Outcome};
+use crate::notice::NoticeKind;
+use crate::{Edge, ad, bid, log_service, notice, sync, track};
 
 /// Resolves when the server should stop accepting and drain.
 pub type Shutdown = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -45,35 +43,6 @@ async fn dispatch(
     Ok(answer)
 }
 
-/// Ad requests go through the gate: one that cannot start now gets the fallback at once.
-async fn ad_request(
-    edge: &Arc<Edge>,
-    request: &Request<Incoming>,
-    peer: SocketAddr,
-    json: bool,
-    started: Instant,
-) -> (Response<Body>, Outcome) {
-    let query = request.uri().query().unwrap_or("");
-    let (mut answer, outcome) = match edge.try_admit() {
-        Some(_admitted) => {
-            handlers::ad(
-                edge,
-                query,
-                request.headers(),
-                &client(edge, peer, request),
-                json,
-                started + edge.config.limits.deadline,
-            )
-            .await
-        }
-        None => (handlers::ad_shed(edge, query, json), Outcome::Shed),
-    };
-    if json {
-        handlers::allow_origin(request.headers(), &mut answer);
-    }
-    (answer, outcome)
-}
-
 /// Who sent `request`, for the traffic-quality screen.
 fn client<'r>(edge: &'r Edge, peer: SocketAddr, request: &'r Request<Incoming>) -> Client<'r> {
     Client::of(
@@ -84,83 +53,24 @@ fn client<'r>(edge: &'r Edge, peer: SocketAddr, request: &'r Request<Incoming>) 
     )
 }
 
-/// The `{exchange}` of `PREFIX` (`Some(None)`) or `PREFIX/{exchange}`; `None` for another path
-/// (`/openrtb2/bidder` and the like are not bid endpoints).
-pub(crate) fn exchange_name<'p>(path: &'p str, prefix: &str) -> Option<Option<&'p str>> {
-    match path.strip_prefix(prefix)? {
-        "" => Some(None),
-        rest => rest.strip_prefix('/').map(Some),
+/// The tracking call a path is, with its endpoint.
+fn tracking(path: &str) -> Option<(Endpoint, Kind)> {
+    match path {
+        "/t/i" => Some((Endpoint::Impression, Kind::Impression)),
+        "/t/c" => Some((Endpoint::Click, Kind::Click)),
+        "/t/v" => Some((Endpoint::Conversion, Kind::Conversion)),
+        _ => None,
     }
 }
 
-/// Why a bid request's body could not be read.
-pub(crate) enum BodyFailure {
-    /// Not all there by the exchange's default `tmax`.
-    Late,
-    /// Too large, or broken off: the status, a metrics label and the reason.
-    Bad(hyper::StatusCode, &'static str, String),
-}
-
-/// Reads a bid request's body within the exchange's size limit and default `tmax`; gives it
-/// with its `Content-Encoding`.
-pub(crate) async fn read_bid_body(
-    exchange: &bidder::Exchange,
-    request: Request<Incoming>,
-    started: Instant,
-) -> Result<(bytes::Bytes, Option<String>), BodyFailure> {
-    let encoding = request
-        .headers()
-        .get(hyper::header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let body = http_body_util::Limited::new(request.into_body(), exchange.max_body_bytes);
-    let read_by = tokio::time::Instant::from_std(started + exchange.default_tmax);
-    match tokio::time::timeout_at(read_by, body.collect()).await {
-        Err(_) => Err(BodyFailure::Late),
-        Ok(Err(error)) => {
-            let (status, label) = if error.is::<http_body_util::LengthLimitError>() {
-                (hyper::StatusCode::PAYLOAD_TOO_LARGE, "too_large")
-            } else {
-                (hyper::StatusCode::BAD_REQUEST, "body_read")
-            };
-            Err(BodyFailure::Bad(status, label, format!("body: {error}")))
-        }
-        Ok(Ok(collected)) => Ok((collected.to_bytes(), encoding)),
+/// The notice a path is.
+fn notice_kind(path: &str) -> Option<NoticeKind> {
+    match path {
+        "/openrtb2/win" => Some(NoticeKind::Win),
+        "/openrtb2/bill" => Some(NoticeKind::Billing),
+        "/openrtb2/loss" => Some(NoticeKind::Loss),
+        _ => None,
     }
-}
-
-/// `POST /openrtb2/bid[/{exchange}]`: through the gate (full: 204 at once), the body read
-/// within its size limit and the exchange's default `tmax`, then decided.
-async fn bid_request(
-    edge: &Edge,
-    request: Request<Incoming>,
-    started: Instant,
-) -> (Response<Body>, Outcome) {
-    let Some(name) = exchange_name(request.uri().path(), "/openrtb2/bid") else {
-        return (handlers::not_found(), Outcome::ClientError);
-    };
-    let Some(exchange) = edge.bidder.exchange(name) else {
-        return (handlers::not_found(), Outcome::ClientError);
-    };
-    let Some(_admitted) = edge.try_admit_bid(exchange) else {
-        return bidder::shed(edge);
-    };
-    let (body, encoding) = match read_bid_body(exchange, request, started).await {
-        Ok(read) => read,
-        Err(BodyFailure::Late) => return bidder::late(edge),
-        Err(BodyFailure::Bad(status, label, reason)) => {
-            return bidder::bad_bid_request(edge, status, label, reason);
-        }
-    };
-    let currency = exchange.currency;
-    bidder::bid(
-        edge,
-        exchange,
-        currency,
-        &body,
-        encoding.as_deref(),
-        started,
-    )
 }
 
 fn edge_answer(answer: Response<Body>) -> (Answer, Outcome) {
@@ -180,48 +90,25 @@ async fn answer(
         // `HEAD` is answered as `GET` (an image or a redirect without its body), and its
         // event logged as a crawler's: nobody saw anything.
         (&Method::GET | &Method::HEAD, "/ad") => {
-            let (answer, outcome) = ad_request(edge, &request, peer, false, started).await;
+            let client = client(edge, peer, &request);
+            let (answer, outcome) = ad::request(edge, &request, &client, false, started).await;
             return (Endpoint::Ad, (answer.map(Either::Left), outcome));
         }
         (&Method::GET, "/ad.json") => {
-            let (answer, outcome) = ad_request(edge, &request, peer, true, started).await;
+            let client = client(edge, peer, &request);
+            let (answer, outcome) = ad::request(edge, &request, &client, true, started).await;
             return (Endpoint::AdJson, (answer.map(Either::Left), outcome));
         }
-        (&Method::GET | &Method::HEAD, "/t/i") => (
-            Endpoint::Impression,
-            handlers::track(
-                edge,
-                Kind::Impression,
-                query,
-                request.headers(),
-                &client(edge, peer, &request),
+        (&Method::GET | &Method::HEAD, path) if let Some((endpoint, kind)) = tracking(path) => {
+            let client = client(edge, peer, &request);
+            let headers = request.headers();
+            (
+                endpoint,
+                track::track(edge, kind, query, headers, &client).await,
             )
-            .await,
-        ),
-        (&Method::GET | &Method::HEAD, "/t/c") => (
-            Endpoint::Click,
-            handlers::track(
-                edge,
-                Kind::Click,
-                query,
-                request.headers(),
-                &client(edge, peer, &request),
-            )
-            .await,
-        ),
-        (&Method::GET | &Method::HEAD, "/t/v") => (
-            Endpoint::Conversion,
-            handlers::track(
-                edge,
-                Kind::Conversion,
-                query,
-                request.headers(),
-                &client(edge, peer, &request),
-            )
-            .await,
-        ),
+        }
         (&Method::POST, path) if path.starts_with("/openrtb2/bid") => {
-            let (answer, outcome) = bid_request(edge, request, started).await;
+            let (answer, outcome) = bid::request(edge, request, started).await;
             return (Endpoint::Bid, (answer.map(Either::Left), outcome));
         }
         (&Method::POST, "/profiles") => (
@@ -235,120 +122,67 @@ async fn answer(
         (_, path) if path.starts_with("/gateway/") => {
             (Endpoint::Probe, crate::gateway::registry(edge, &request))
         }
-        (&Method::GET, "/openrtb2/win") => (
-            Endpoint::Notice,
-            bidder::notice(edge, NoticeKind::Win, query).await,
-        ),
-        (&Method::GET, "/openrtb2/bill") => (
-            Endpoint::Notice,
-            bidder::notice(edge, NoticeKind::Billing, query).await,
-        ),
-        (&Method::GET, "/openrtb2/loss") => (
-            Endpoint::Notice,
-            bidder::notice(edge, NoticeKind::Loss, query).await,
-        ),
+        (&Method::GET, path) if let Some(kind) = notice_kind(path) => {
+            (Endpoint::Notice, notice::notice(edge, kind, query).await)
+        }
         (&Method::GET, "/sync") => (
             Endpoint::Sync,
-            bidder::sync_in(edge, query, request.headers()),
+            sync::sync_in(edge, query, request.headers()),
         ),
         (&Method::GET, "/sync/out") => (
             Endpoint::Sync,
-            bidder::sync_out(edge, query, request.headers()),
+            sync::sync_out(edge, query, request.headers()),
         ),
-        (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, handlers::tag_js()),
+        (&Method::GET | &Method::HEAD, "/tag.js") => (Endpoint::TagJs, ad::tag_js()),
         (&Method::GET, "/metrics") => (
             Endpoint::Probe,
-            metrics(edge, fallback, peer, &request).await,
+            http::metrics(edge, fallback, peer, &request).await,
         ),
-        (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, handlers::readyz(edge)),
+        (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, http::readyz(edge)),
         (_, path) if path.starts_with("/log/") && edge.log_access.get().is_some() => {
             (Endpoint::Probe, log_service::answer(edge, &request).await)
         }
         _ => {
-            let Some(router) = fallback else {
-                return (Endpoint::Manager, edge_answer(handlers::not_found()));
-            };
-            // The manager's routes read whole bodies: a client that holds its body back is cut
-            // after the header timeout without a frame (the head alone is covered by hyper),
-            // and one that trickles it at the body timeout after its head was read.
-            let limits = &edge.config.limits;
-            let idle = limits.header_read_timeout;
-            let by = tokio::time::Instant::from_std(started + limits.body_timeout);
-            let mut request = request.map(|body| {
-                axum::body::Body::new(IdleTimeout::new(body, idle, by).map_err(axum::Error::new))
-            });
-            // The peer's address, for the manager's routes (sign-in rate limiting).
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
-            // An axum router never fails: its error type is Infallible.
-            let response = match router.oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            let outcome = Outcome::from_status(response.status());
-            return (Endpoint::Manager, (response.map(Either::Right), outcome));
+            return (
+                Endpoint::Manager,
+                manager(edge, fallback, peer, request, started).await,
+            );
         }
     };
     (endpoint, edge_answer(answer))
 }
 
-/// `GET /metrics` for the callers `edge.metrics_access` allows (a refusal carries no metric
-/// data): the edge's metrics followed by the manager's (its router's `/metrics`), so that one
-/// scrape of `marquee serve` sees both.
-async fn metrics(
+/// Every other path: the manager's router (in `marquee serve`), else 404.
+async fn manager(
     edge: &Edge,
     fallback: Option<Router>,
     peer: SocketAddr,
-    request: &Request<Incoming>,
-) -> Response<Body> {
-    let authorization = request.headers().get(hyper::header::AUTHORIZATION);
-    let allowed = edge
-        .metrics_access
-        .check(Some(peer.ip()), authorization.map(HeaderValue::as_bytes));
-    if let Err(refusal) = allowed {
-        return crate::metrics::refused(refusal);
-    }
-    let mine = handlers::metrics(edge);
+    request: Request<Incoming>,
+    started: Instant,
+) -> (Answer, Outcome) {
     let Some(router) = fallback else {
-        return mine;
+        return edge_answer(http::not_found());
     };
-    // The manager's route decides access again, by the same rule: it gets what this request
-    // showed, the caller's address and credentials.
-    let mut manager = Request::get("/metrics");
-    if let Some(authorization) = authorization {
-        manager = manager.header(hyper::header::AUTHORIZATION, authorization.clone());
-    }
-    let Ok(mut manager) = manager.body(axum::body::Body::empty()) else {
-        return mine;
-    };
-    manager
+    // The manager's routes read whole bodies: a client that holds its body back is cut
+    // after the header timeout without a frame (the head alone is covered by hyper),
+    // and one that trickles it at the body timeout after its head was read.
+    let limits = &edge.config.limits;
+    let idle = limits.header_read_timeout;
+    let by = tokio::time::Instant::from_std(started + limits.body_timeout);
+    let mut request = request.map(|body| {
+        axum::body::Body::new(IdleTimeout::new(body, idle, by).map_err(axum::Error::new))
+    });
+    // The peer's address, for the manager's routes (sign-in rate limiting).
+    request
         .extensions_mut()
         .insert(axum::extract::ConnectInfo(peer));
-    with_manager_metrics(mine, router, manager).await
-}
-
-/// `edge`'s metrics followed by the manager router's answer to `request`, if that is a 200.
-async fn with_manager_metrics(
-    edge: Response<Body>,
-    router: Router,
-    request: Request<axum::body::Body>,
-) -> Response<Body> {
-    let manager = match router.oneshot(request).await {
+    // An axum router never fails: its error type is Infallible.
+    let response = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
-    if !manager.status().is_success() {
-        return edge;
-    }
-    let Ok(manager) = manager.into_body().collect().await else {
-        return edge;
-    };
-    let (parts, body) = edge.into_parts();
-    let Ok(mine) = body.collect().await;
-    let mut text = mine.to_bytes().to_vec();
-    text.extend_from_slice(&manager.to_bytes());
-    Response::from_parts(parts, Body::new(bytes::Bytes::from(text)))
+    let outcome = Outcome::from_status(response.status());
+    (response.map(Either::Right), outcome)
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits for open connections to

@@ -91,6 +91,22 @@ pub(crate) fn rules(data: &SnapshotData, line_item: u64) -> Vec<CapRule> {
         .collect()
 }
 
+/// Adds a decision for `line_item` to its request's `decided` list, which the caps of the
+/// request's later slots count; only a request of more than one slot (`slots`) needs the list.
+#[inline]
+pub(crate) fn note_decision(
+    decided: &mut Vec<(LineItemId, CampaignId)>,
+    slots: usize,
+    data: &SnapshotData,
+    line_item: LineItemId,
+) {
+    if slots > 1
+        && let Some(li) = data.line_item(line_item)
+    {
+        decided.push((li.id, li.campaign_id));
+    }
+}
+
 /// Whether a decision for `line_item` needs counting in Redis before it is answered.
 pub(crate) fn needs_count(data: &SnapshotData, user: u64, line_item: u64) -> bool {
     user != 0

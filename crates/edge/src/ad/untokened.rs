@@ -6,7 +6,7 @@
 //!    click window (found here, or in Redis) goes to that image's ad and counts once, unless the
 //!    screen finds it invalid or too fast. Its line item charges it only if it charges
 //!    untokened clicks.
-//! 3. Otherwise the decision is made as for any ad request (`handlers::ad`), and then:
+//! 3. Otherwise the decision is made as for any ad request (`ad::ad`), and then:
 //!    **the image** counts once per cache buster if its cache buster is real and the screen
 //!    (with the image-tag rate) passes it, and is remembered for its click; **a click** whose
 //!    image was not found is redirected to the ad the same draw picks, and logged as invalid
@@ -15,94 +15,114 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper::header::HeaderMap;
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
 use marquee_eventlog::InvalidReason;
 use marquee_model::{ImageTag, UntokenedClicks};
 use marquee_tracking::{Claims, Kind};
 
-use super::{
-    Body, Counted, Source, UntokenedEvent, Visitor, count_once, fallback, landing_with_conversion,
-    log_invalid, not_found, redirect, untokened_expiry, worth,
-};
-use crate::client::Client;
+use super::{AdRequest, Decided, answer};
+use crate::http::Body;
 use crate::image_tag::{self, ImageServed};
 use crate::metrics::Outcome;
 use crate::query::{AdFormat, AdQuery};
+use crate::track::{self, Counted, Source, TrackedEvent, log_invalid, untokened_expiry};
+use crate::visitor::Visitor;
 use crate::{Edge, Loaded};
 
-/// Steps 1 and 2: an answer, or `None` to decide as usual.
+/// What an image tag's request counts once it is answered: serving the image is the
+/// impression, following the click the click (neither can carry a token).
+pub(super) struct UntokenedEvent {
+    kind: Kind,
+    claims: Claims,
+    /// The user id was made for this request (no cookie, no `uid`): it says nothing of the
+    /// client, so no per-user rate is counted for it.
+    new_user: bool,
+}
+
+/// The key of an image-tag request's placement and cache buster (`image_tag::key`): the seed
+/// of its draws, and where its image is remembered for the click.
+pub(super) fn image_key(query: &AdQuery<'_>) -> Option<u64> {
+    matches!(query.format, Some(AdFormat::Img | AdFormat::Click))
+        .then(|| query.cache_buster.as_deref())
+        .flatten()
+        .map(|cb| image_tag::key(&query.placements, cb))
+}
+
+/// Steps 1 and 2 for an image tag's request: an answer, or `None` to decide as usual.
 pub(super) async fn before_decision(
-    edge: &Arc<Edge>,
+    request: &AdRequest<'_>,
     loaded: &Arc<Loaded>,
-    query: &AdQuery<'_>,
-    format: AdFormat,
-    headers: &HeaderMap,
-    client: &Client<'_>,
-    deadline: Instant,
 ) -> Option<(Response<Body>, Outcome)> {
+    let format = request
+        .query
+        .format
+        .filter(|f| !request.json && matches!(f, AdFormat::Img | AdFormat::Click))?;
+    let (edge, query) = (request.edge, request.query);
     let now = Timestamp::now();
     let placement = *query.placements.first()?;
     let data = &loaded.engine.snapshot().data;
     let entry = data.placement(placement);
     if entry.is_none_or(|p| p.image_tag != ImageTag::On) {
         // A placement not in the snapshot is logged under none: the manager would drop it.
-        let known = entry.map_or(0, |p| p.id.0);
-        let claims = claims_of(edge, Kind::Impression, known, 0, 0, 0, 0, now);
-        let visitor = Visitor::of(edge, headers, client);
-        let kind = counted_kind(format);
-        log_invalid(
-            edge,
-            kind,
-            &claims,
-            InvalidReason::UntokenedDisabled,
-            &visitor,
-            now,
-        );
-        return Some((fallback(edge, Some(format), false), Outcome::Fallback));
+        let claims = Claims {
+            placement: entry.map_or(0, |p| p.id.0),
+            ..claims_of(edge, Kind::Impression, now)
+        };
+        let visitor = Visitor::of(edge, request.headers, request.client);
+        let reason = InvalidReason::UntokenedDisabled;
+        log_invalid(edge, counted_kind(format), &claims, reason, &visitor, now);
+        return Some((
+            answer::fallback(edge, Some(format), false),
+            Outcome::Fallback,
+        ));
     }
     if format != AdFormat::Click {
         return None;
     }
     let cache_buster = image_tag::cache_buster(query.cache_buster.as_deref())?;
     let key = image_tag::key(&query.placements, cache_buster);
-    let served = find_image(edge, key, now, deadline).await?;
-    Some(click(edge, loaded, &served, headers, client, now).await)
+    let served = find_image(edge, key, now, request.deadline).await?;
+    Some(click(request, loaded, &served, now).await)
 }
 
-/// What an image-tag request says of its image: the cache buster it brought and the key of
-/// placement and cache buster (`image_tag::key`, computed once for the draws' seed).
-pub(super) struct Image<'q> {
-    pub key: Option<u64>,
-    pub cache_buster: Option<&'q str>,
+/// What the image tag's request `decided` counts once its answer is made.
+pub(super) fn event_of(request: &AdRequest<'_>, decided: &Decided<'_>) -> Option<UntokenedEvent> {
+    let ad = decided.served.first().filter(|_| !request.json)?;
+    let kind = match request.query.format? {
+        AdFormat::Img if matches!(ad.creative.content, marquee_snapshot::Content::Image { .. }) => {
+            Kind::Impression
+        }
+        AdFormat::Click => Kind::Click,
+        _ => return None,
+    };
+    Some(UntokenedEvent {
+        kind,
+        claims: ad.claims,
+        new_user: decided.set_cookie,
+    })
 }
 
 /// Step 3, once the decision's answer was made (an image or a redirect actually sent).
-pub(super) async fn after_decision(
-    edge: &Arc<Edge>,
-    image: Image<'_>,
-    event: &UntokenedEvent,
-    headers: &HeaderMap,
-    client: &Client<'_>,
-) {
+pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEvent) {
+    let edge = request.edge;
     let (kind, claims) = (event.kind, &event.claims);
     let rate_user = if event.new_user { 0 } else { claims.user };
     let now = Timestamp::now();
-    let visitor = Visitor::of(edge, headers, client);
-    let cache_buster = image_tag::cache_buster(image.cache_buster);
+    let visitor = Visitor::of(edge, request.headers, request.client);
+    let cache_buster = image_tag::cache_buster(request.query.cache_buster.as_deref());
     let invalid = match (kind, cache_buster) {
         (_, None) => Some(InvalidReason::NoCacheBuster),
         (Kind::Click, Some(_)) => Some(InvalidReason::ClickWithoutImpression),
         _ => edge
             .quality
-            .screen_image(client, rate_user, now.as_second()),
+            .screen_image(request.client, rate_user, now.as_second()),
     };
     if let Some(reason) = invalid {
         log_invalid(edge, kind, claims, reason, &visitor, now);
         return;
     }
-    let Some(key) = image.key.filter(|_| cache_buster.is_some()) else {
+    let Some(key) = request.image_key.filter(|_| cache_buster.is_some()) else {
         return;
     };
     let loaded = edge.holder.current();
@@ -111,23 +131,12 @@ pub(super) async fn after_decision(
         .and_then(|l| {
             let data = &l.engine.snapshot().data;
             data.line_item(marquee_model::LineItemId(claims.line_item))
-                .map(|li| worth(&li.price, Kind::Click))
+                .map(|li| track::worth(&li.price, Kind::Click))
         })
         .unwrap_or(0);
     // Not recorded against caps: a cap the image filled must not change which ad another
     // image of the same cache buster shows (the draw is seeded by it).
-    let expires_at = untokened_expiry(claims, now.as_second());
-    let counted = count_once(
-        edge,
-        loaded,
-        kind,
-        claims,
-        expires_at,
-        now,
-        &visitor,
-        Source::ImageTag,
-    )
-    .await;
+    let counted = track::count_once(edge, loaded, untokened(kind, claims, now), &visitor).await;
     // Remembered for its click once counted; a fetch again of the same image changes nothing.
     if counted == Counted::First {
         let served = ImageServed {
@@ -140,6 +149,17 @@ pub(super) async fn after_decision(
             click_worth,
         };
         remember_image(edge, key, served);
+    }
+}
+
+/// An image tag's event to count once, remembered until the end of its window.
+fn untokened(kind: Kind, claims: &Claims, now: Timestamp) -> TrackedEvent {
+    TrackedEvent {
+        kind,
+        claims: *claims,
+        expires_at: untokened_expiry(claims, now.as_second()),
+        now,
+        source: Source::ImageTag,
     }
 }
 
@@ -176,46 +196,38 @@ fn window_ms(edge: &Edge) -> i64 {
 
 /// The click of a served image: to its ad's landing URL, counted once unless invalid.
 async fn click(
-    edge: &Arc<Edge>,
+    request: &AdRequest<'_>,
     loaded: &Arc<Loaded>,
     served: &ImageServed,
-    headers: &HeaderMap,
-    client: &Client<'_>,
     now: Timestamp,
 ) -> (Response<Body>, Outcome) {
+    let edge = request.edge;
     let data = &loaded.engine.snapshot().data;
     let charged = data
         .line_item(marquee_model::LineItemId(served.line_item))
         .is_some_and(|li| li.untokened_clicks == UntokenedClicks::Charged);
-    let mut claims = claims_of(
-        edge,
-        Kind::Click,
-        served.placement,
-        served.line_item,
-        served.creative,
-        served.user,
-        served.nonce,
-        now,
-    );
-    claims.issued_at = served.served_at_ms.div_euclid(1_000);
-    claims.amount_micros = Some(if charged { served.click_worth } else { 0 });
+    let claims = Claims {
+        placement: served.placement,
+        line_item: served.line_item,
+        creative: served.creative,
+        user: served.user,
+        nonce: served.nonce,
+        issued_at: served.served_at_ms.div_euclid(1_000),
+        amount_micros: Some(if charged { served.click_worth } else { 0 }),
+        ..claims_of(edge, Kind::Click, now)
+    };
     let answer = match data.creative(marquee_model::CreativeId(served.creative)) {
-        Some(creative) => {
-            match landing_with_conversion(edge, &claims, &creative.landing_url, now) {
-                Some(location) => redirect(&location),
-                None => not_found(),
-            }
-        }
-        None => not_found(),
+        Some(creative) => track::to_landing(edge, &claims, &creative.landing_url, now),
+        None => crate::http::not_found(),
     };
     if answer.status() != StatusCode::FOUND {
         return (answer, Outcome::Fallback);
     }
-    let visitor = Visitor::of(edge, headers, client);
+    let visitor = Visitor::of(edge, request.headers, request.client);
     let elapsed_ms = now.as_millisecond() - served.served_at_ms;
     let invalid = edge
         .quality
-        .screen(client, served.user, now.as_second())
+        .screen(request.client, served.user, now.as_second())
         .or_else(|| {
             edge.quality
                 .too_fast(Duration::from_millis(elapsed_ms.max(0).unsigned_abs()))
@@ -224,18 +236,8 @@ async fn click(
     match invalid {
         Some(reason) => log_invalid(edge, Kind::Click, &claims, reason, &visitor, now),
         None => {
-            let expires_at = untokened_expiry(&claims, now.as_second());
-            count_once(
-                edge,
-                Some(Arc::clone(loaded)),
-                Kind::Click,
-                &claims,
-                expires_at,
-                now,
-                &visitor,
-                Source::ImageTag,
-            )
-            .await;
+            let event = untokened(Kind::Click, &claims, now);
+            track::count_once(edge, Some(Arc::clone(loaded)), event, &visitor).await;
         }
     }
     (answer, Outcome::Ok)
@@ -249,29 +251,20 @@ fn counted_kind(format: AdFormat) -> Kind {
     }
 }
 
-/// The claims an untokened event is logged and counted under, living the click window.
-#[allow(clippy::too_many_arguments)]
-fn claims_of(
-    edge: &Edge,
-    kind: Kind,
-    placement: u64,
-    line_item: u64,
-    creative: u64,
-    user: u64,
-    nonce: u64,
-    now: Timestamp,
-) -> Claims {
+/// The claims of an untokened event of `kind` issued `now`, living the click window; of no
+/// decision until the caller names one.
+fn claims_of(edge: &Edge, kind: Kind, now: Timestamp) -> Claims {
     Claims {
         kind,
-        line_item,
-        creative,
-        placement,
-        user,
+        line_item: 0,
+        creative: 0,
+        placement: 0,
+        user: 0,
         issued_at: now.as_second(),
         lifetime: u32::try_from(edge.quality.rules.image_click_window.as_secs())
             .unwrap_or(u32::MAX)
             .max(1),
-        nonce,
+        nonce: 0,
         amount_micros: None,
     }
 }

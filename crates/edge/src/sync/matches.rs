@@ -1,4 +1,4 @@
-//! User sync (cookie matching): which of our user ids an exchange's user id stands for, so that
+//! User matches: which of our user ids an exchange's user id stands for, so that
 //! `user.buyeruid` (or `user.id`) in a later bid request finds our user for frequency caps.
 //!
 //! In memory and per edge, bounded: each of [`SHARDS`] shards holds at most its share of the

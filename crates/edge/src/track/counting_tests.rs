@@ -20,16 +20,21 @@ use marquee_snapshot::{
 };
 use marquee_tracking::KeyRing;
 
+use hyper::StatusCode;
+use hyper::header::{self, HeaderValue};
+use marquee_model::Format;
+use marquee_snapshot::{CreativeEntry, SnapshotData};
+
+use super::click::CONVERSION_PARAMETER;
 use super::*;
+use crate::notice::{self, NoticeClaims, NoticeKind};
+use crate::{EdgeConfig, Fallback, Limits};
 
 /// A client the screen passes: no address, no headers.
 fn anonymous() -> Client<'static> {
     static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
     Client::of(None, &hyper::Method::GET, &NO_HEADERS, &[])
 }
-use crate::bidder::{self, NoticeKind};
-use crate::notice::{self, NoticeClaims};
-use crate::{EdgeConfig, Fallback, Limits};
 
 const LINE_ITEM: u64 = 10;
 const PLACEMENT: u64 = 5;
@@ -422,17 +427,14 @@ async fn an_image_tag_fetched_again_within_its_window_counts_once() {
         async move {
             let visitor = Visitor::default();
             let loaded = edge.holder.current();
-            count_once(
-                &edge,
-                loaded,
-                Kind::Impression,
-                &claims,
-                untokened_expiry(&claims, at),
-                Timestamp::from_second(at).unwrap(),
-                &visitor,
-                Source::ImageTag,
-            )
-            .await;
+            let event = TrackedEvent {
+                kind: Kind::Impression,
+                claims,
+                expires_at: untokened_expiry(&claims, at),
+                now: Timestamp::from_second(at).unwrap(),
+                source: Source::ImageTag,
+            };
+            count_once(&edge, loaded, event, &visitor).await;
         }
     };
     fetch(window + 1).await;
@@ -506,15 +508,15 @@ async fn a_billing_notice_the_log_refused_counts_when_the_exchange_retries() {
         let s = &edge.bidder.stats;
         (load(&s.billings), load(&s.repeated_notices))
     };
-    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    notice::notice(&edge, NoticeKind::Billing, &token).await;
     assert_eq!(stats(&edge), (0, 0), "not counted while the log refuses it");
     assert_eq!(load(&edge.stats.log_errors), 1);
 
     Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
-    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    notice::notice(&edge, NoticeKind::Billing, &token).await;
     assert_eq!(stats(&edge), (1, 0), "the exchange's retry counts");
     assert_eq!(edge.log.counters().appended, 1);
-    bidder::notice(&edge, NoticeKind::Billing, &token).await;
+    notice::notice(&edge, NoticeKind::Billing, &token).await;
     assert_eq!(stats(&edge), (1, 1), "once");
 }
 

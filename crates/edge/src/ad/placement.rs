@@ -1,0 +1,258 @@
+//! One placement of an ad request: its engine request built → decided → its impression
+//! claims signed and its ad code filled → its impression reserved → its decision logged.
+
+use jiff::Timestamp;
+use marquee_engine::{Blocked, Context, Decision, Device, Request, Slot, User, user_key};
+use marquee_eventlog::Kind as EventKind;
+use marquee_model::{Channel, Format, PlacementId, Price};
+use marquee_sharedstate::Profile;
+use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
+use marquee_snapshot::{AdCode, PlacementEntry, SnapshotData};
+use marquee_tracking::{Claims, Kind};
+use rand::Rng;
+
+use super::Served;
+use crate::query::{AdFormat, AdQuery};
+use crate::shared::EdgeCaps;
+use crate::visitor::Visitor;
+use crate::worker::Worker;
+use crate::{Edge, Loaded, Stats, events, profiles, track};
+
+/// What every placement of one ad request shares.
+pub(super) struct PageContext<'a> {
+    pub(super) edge: &'a Edge,
+    pub(super) query: &'a AdQuery<'a>,
+    pub(super) visitor: &'a Visitor,
+    pub(super) user_id: Option<&'a str>,
+    pub(super) profile: Option<&'a Profile>,
+    pub(super) now: Timestamp,
+}
+
+/// The ad of `placement`, if one may serve there.
+pub(super) fn serve_one<'s>(
+    page: &PageContext<'_>,
+    loaded: &'s Loaded,
+    placement: PlacementId,
+    caps: &EdgeCaps<'_>,
+    worker: &mut Worker,
+) -> Option<Served<'s>> {
+    let data: &'s SnapshotData = &loaded.engine.snapshot().data;
+    let entry = data.placement(placement)?;
+    let targeting = Targeting::of(page.query, page.profile);
+    let Some(formats) = PageFormats::of(entry) else {
+        Stats::bump(&page.edge.stats.fallbacks);
+        return None;
+    };
+    let request = engine_request(page, data, entry, placement, &formats, &targeting);
+    let decision = decide(page, loaded, &request, caps, worker)?;
+    let creative = data.creative(decision.creative)?;
+    let code = creative.ad_code.as_ref()?;
+    let price = &data.line_item(decision.line_item)?.price;
+    let claims = impression_claims(page, placement, &decision, price, worker);
+    let html = render(page, code, &claims, price, worker);
+    reserve(page, loaded, &decision);
+    log_decision(page, &claims);
+    Some(Served {
+        placement,
+        decision,
+        creative,
+        claims,
+        html,
+    })
+}
+
+/// The key-values and segments the engine targets: the page's key-values, less the `u_*` ones
+/// (the profile's attributes; the page cannot claim them), then the profile's.
+struct Targeting<'a> {
+    key_values: Vec<(&'a str, &'a str)>,
+    segments: Vec<&'a str>,
+}
+
+impl<'a> Targeting<'a> {
+    fn of(query: &'a AdQuery<'_>, profile: Option<&'a Profile>) -> Targeting<'a> {
+        let mut key_values: Vec<(&str, &str)> = query
+            .key_values
+            .iter()
+            .filter(|(k, _)| !k.starts_with(ATTRIBUTE_PREFIX))
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .collect();
+        let mut segments: Vec<&str> = Vec::new();
+        profiles::add_targeting(profile, &mut segments, &mut key_values);
+        Targeting {
+            key_values,
+            segments,
+        }
+    }
+}
+
+/// The formats a placement takes in a page. Our tags put banners and native ads in pages; a
+/// VAST creative (video, audio) has no markup there, so it must not win the slot.
+#[derive(Clone, Copy)]
+struct PageFormats {
+    formats: [Format; 2],
+    kept: usize,
+}
+
+impl PageFormats {
+    /// `None` when the placement takes only formats a page cannot show. (No formats at all
+    /// means banner.)
+    fn of(entry: &PlacementEntry) -> Option<PageFormats> {
+        let mut page = PageFormats {
+            formats: [Format::Banner; 2],
+            kept: 0,
+        };
+        for format in entry
+            .formats
+            .iter()
+            .filter(|f| matches!(f, Format::Banner | Format::Native))
+        {
+            if let Some(slot) = page.formats.get_mut(page.kept) {
+                *slot = *format;
+                page.kept += 1;
+            }
+        }
+        (page.kept > 0 || entry.formats.is_empty()).then_some(page)
+    }
+
+    fn as_slice(&self) -> &[Format] {
+        &self.formats[..self.kept]
+    }
+}
+
+/// The engine's view of the placement on this page, for this visitor.
+fn engine_request<'r>(
+    page: &'r PageContext<'_>,
+    data: &'r SnapshotData,
+    entry: &'r PlacementEntry,
+    placement: PlacementId,
+    formats: &'r PageFormats,
+    targeting: &'r Targeting<'_>,
+) -> Request<'r> {
+    let query = page.query;
+    let sizes = if query.sizes.is_empty() {
+        &entry.sizes[..]
+    } else {
+        &query.sizes[..]
+    };
+    Request {
+        now: page.now,
+        channel: Channel::Direct,
+        placement: Some(placement),
+        site: Some(entry.site_id),
+        slot: Slot {
+            sizes,
+            formats: formats.as_slice(),
+            floor: None,
+            ..Slot::default()
+        },
+        domain: data.site(entry.site_id).map(|site| site.domain.as_str()),
+        page_url: query.page_url.as_deref(),
+        device: Device {
+            device_type: page.visitor.device.device_type,
+            os: page.visitor.device.os,
+            browser: page.visitor.device.browser,
+            language: None,
+            ip: None,
+        },
+        geo: page.visitor.geo(),
+        user: User {
+            id: page.user_id,
+            segments: &targeting.segments,
+        },
+        key_values: &targeting.key_values,
+        blocked: Blocked::default(),
+        bid_currency: None,
+    }
+}
+
+/// The engine's decision for `request`, counted either way.
+fn decide(
+    page: &PageContext<'_>,
+    loaded: &Loaded,
+    request: &Request<'_>,
+    caps: &EdgeCaps<'_>,
+    worker: &mut Worker,
+) -> Option<Decision> {
+    let edge = page.edge;
+    let paced = edge.pacing.view(loaded, page.now);
+    let mut context = Context {
+        rng: &mut worker.rng,
+        caps,
+        pacing: &paced,
+        // Ad requests carry no floor and no bid currency: the rates only rank remnant and
+        // house bids of line items priced in different currencies (`select::rank`).
+        rates: &edge.bidder.config.rates,
+        scratch: &mut worker.scratch,
+    };
+    let Some(decision) = loaded.engine.decide(request, &mut context) else {
+        Stats::bump(&edge.stats.fallbacks);
+        return None;
+    };
+    Stats::bump(&edge.stats.decisions);
+    Some(decision)
+}
+
+/// The claims of the decision's impression, signed into its beacon: a new nonce, and what
+/// it is worth at the line item's price now.
+fn impression_claims(
+    page: &PageContext<'_>,
+    placement: PlacementId,
+    decision: &Decision,
+    price: &Price,
+    worker: &mut Worker,
+) -> Claims {
+    Claims {
+        kind: Kind::Impression,
+        line_item: decision.line_item.0,
+        creative: decision.creative.0,
+        placement: placement.0,
+        user: page.user_id.map_or(0, user_key),
+        issued_at: page.now.as_second(),
+        lifetime: page.edge.token_lifetime_secs(),
+        nonce: worker.rng.next_u64(),
+        amount_micros: Some(track::worth(price, Kind::Impression)),
+    }
+}
+
+/// Fills the ad code with its tracking URLs at the end of the worker's text; where it is.
+fn render(
+    page: &PageContext<'_>,
+    code: &AdCode,
+    claims: &Claims,
+    price: &Price,
+    worker: &mut Worker,
+) -> std::ops::Range<usize> {
+    let start = worker.text.len();
+    let mut digits = itoa::Buffer::new();
+    let cache_buster = page.query.cache_buster.as_deref();
+    track::fill_tracked(
+        page.edge,
+        code,
+        claims,
+        track::worth(price, Kind::Click),
+        track::cache_buster(cache_buster, &mut worker.rng, &mut digits),
+        &mut worker.urls,
+        &mut worker.text,
+    );
+    start..worker.text.len()
+}
+
+/// An image tag's image is its own impression (counted, and charged, as it is fetched);
+/// every other answer carries a beacon whose impression is reserved now, on this edge's
+/// lease, wherever the beacon lands.
+fn reserve(page: &PageContext<'_>, loaded: &Loaded, decision: &Decision) {
+    if !matches!(page.query.format, Some(AdFormat::Img | AdFormat::Click)) {
+        page.edge
+            .pacing
+            .reserve(loaded, decision.line_item.0, page.now);
+    }
+}
+
+/// Logs the decision; not an image tag's click request, which re-derives the decision its
+/// image request made and logged.
+fn log_decision(page: &PageContext<'_>, claims: &Claims) {
+    if page.query.format != Some(AdFormat::Click) {
+        let event = events::tracked(EventKind::Decision, claims, page.now, page.visitor, 0);
+        events::log(page.edge, event);
+    }
+}
