@@ -10,8 +10,8 @@ use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Response, StatusCode};
 use marquee_model::MetricsRefusal;
 
-use crate::Edge;
 use crate::http::{self, Body};
+use crate::{Edge, Stats};
 
 /// What a request asked for, as labelled in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,10 +192,32 @@ fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display
 
 /// The whole exposition.
 pub(crate) fn render(edge: &Edge) -> String {
-    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let mut out = String::with_capacity(8 * 1024);
-    let metrics = &edge.metrics;
+    requests(&mut out, &edge.metrics);
+    edge_counters(&mut out, &edge.stats);
+    gate(&mut out, edge);
+    event_log(&mut out, edge);
+    replay_overflows(&mut out, edge);
+    crate::quality::render_metrics(edge, &mut out);
+    crate::geo::render_metrics(edge, &mut out);
+    crate::bid::render_metrics(edge, &mut out);
+    if let Some(gateway) = edge.gateway.get() {
+        gateway.render_metrics(&mut out);
+    }
+    if let Some(shared) = &edge.shared {
+        shared.render_metrics(&mut out);
+    }
+    crate::pacing::render_metrics(edge, &mut out);
+    snapshot(&mut out, edge);
+    out
+}
 
+fn load(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// Requests by endpoint and outcome, and their latency.
+fn requests(out: &mut String, metrics: &Metrics) {
     out.push_str("# HELP marquee_edge_requests_total Requests answered by the edge, by endpoint and outcome.\n# TYPE marquee_edge_requests_total counter\n");
     for (e, (_, endpoint)) in ENDPOINTS.iter().enumerate() {
         for (o, (_, outcome)) in OUTCOMES.iter().enumerate() {
@@ -231,8 +253,10 @@ pub(crate) fn render(edge: &Edge) -> String {
             load(&histogram.sum_ns) as f64 / 1e9
         );
     }
+}
 
-    let stats = &edge.stats;
+/// The ad path's and tracking's counters.
+fn edge_counters(out: &mut String, stats: &Stats) {
     for (name, help, value) in [
         (
             "marquee_edge_decisions_total",
@@ -295,27 +319,34 @@ pub(crate) fn render(edge: &Edge) -> String {
             &stats.log_errors,
         ),
     ] {
-        counter(&mut out, name, help, load(value));
+        counter(out, name, help, load(value));
     }
+}
+
+/// The in-flight gate: requests in progress, queue delay, the bound.
+fn gate(out: &mut String, edge: &Edge) {
     gauge(
-        &mut out,
+        out,
         "marquee_edge_in_flight",
         "Ad requests in progress now.",
         edge.gate.in_flight(),
     );
     gauge(
-        &mut out,
+        out,
         "marquee_edge_queue_delay_seconds",
         "How long the probe's last wake-up waited for a worker (past edge.max_queue_delay_ms, or three quarters of a request's deadline if longer, only a share of requests start).",
         edge.gate.queue_delay().as_secs_f64(),
     );
     gauge(
-        &mut out,
+        out,
         "marquee_edge_max_in_flight",
         "The configured bound on ad requests in progress (0: none).",
         edge.gate.max().unwrap_or(0),
     );
+}
 
+/// The event log's counters.
+fn event_log(out: &mut String, edge: &Edge) {
     let log = edge.log.counters();
     for (name, help, value) in [
         (
@@ -349,9 +380,12 @@ pub(crate) fn render(edge: &Edge) -> String {
             log.truncated_bytes,
         ),
     ] {
-        counter(&mut out, name, help, value);
+        counter(out, name, help, value);
     }
+}
 
+/// The replay guards' overflows, by kind.
+fn replay_overflows(out: &mut String, edge: &Edge) {
     out.push_str("# HELP marquee_tracking_replay_overflows_total Times a replay guard's bucket share was full and emptied early (tracking.replay_capacity_per_minute too small for the traffic): repeats of the nonces forgotten count again on this edge.\n# TYPE marquee_tracking_replay_overflows_total counter\n");
     for (kind, guard) in edge.replay_guards() {
         let _ = writeln!(
@@ -360,22 +394,14 @@ pub(crate) fn render(edge: &Edge) -> String {
             guard.overflows()
         );
     }
+}
 
-    crate::quality::render_metrics(edge, &mut out);
-    crate::geo::render_metrics(edge, &mut out);
-    crate::bid::render_metrics(edge, &mut out);
-    if let Some(gateway) = edge.gateway.get() {
-        gateway.render_metrics(&mut out);
-    }
-    if let Some(shared) = &edge.shared {
-        shared.render_metrics(&mut out);
-    }
-    crate::pacing::render_metrics(edge, &mut out);
-
+/// The snapshot serving: loaded, version, age, swaps and rejections.
+fn snapshot(out: &mut String, edge: &Edge) {
     let holder = &edge.holder;
     let current = holder.current();
     gauge(
-        &mut out,
+        out,
         "marquee_snapshot_loaded",
         "1 when a snapshot is loaded (the edge is ready), else 0.",
         u8::from(current.is_some()),
@@ -383,30 +409,29 @@ pub(crate) fn render(edge: &Edge) -> String {
     if let Some(loaded) = &current {
         let snapshot = loaded.engine.snapshot();
         gauge(
-            &mut out,
+            out,
             "marquee_snapshot_version",
             "Version (the store's change counter) of the snapshot serving.",
             snapshot.version,
         );
         let age = jiff::Timestamp::now().duration_since(snapshot.built_at);
         gauge(
-            &mut out,
+            out,
             "marquee_snapshot_age_seconds",
             "Seconds since the serving snapshot was built.",
             age.as_secs_f64().max(0.0),
         );
     }
     counter(
-        &mut out,
+        out,
         "marquee_snapshot_swaps_total",
         "Snapshots swapped in.",
         holder.swaps(),
     );
     counter(
-        &mut out,
+        out,
         "marquee_snapshot_rejected_total",
         "Snapshots rejected (bad checksum or format, or not newer).",
         holder.rejected(),
     );
-    out
 }
