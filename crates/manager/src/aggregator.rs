@@ -46,13 +46,13 @@
 //! outright (see `behind_checkpoint` and `cut_below_checkpoint`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use marquee_eventlog::wire::WireEnd;
 use marquee_eventlog::{SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_metrics::{Counter, Def, FloatGauge, Gauge, Labelled, Registry, Unit};
 use marquee_model::Clock;
 use marquee_stats::{
     Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, MINUTE, Rules, Seen,
@@ -229,28 +229,33 @@ struct ShardDone {
     backlog_bytes: u64,
 }
 
-/// Counters and gauges exported at `/metrics`.
+/// Counters and gauges exported at `/metrics` ([`Aggregator::register_metrics`]).
 #[derive(Debug, Default)]
 struct Metrics {
-    runs: AtomicU64,
-    failures: AtomicU64,
-    fenced: AtomicU64,
-    statements: AtomicU64,
-    bytes: AtomicU64,
-    records: AtomicU64,
-    events: AtomicU64,
-    duplicates: AtomicU64,
-    invalid: [AtomicU64; Invalid::ALL.len()],
-    source_errors: AtomicU64,
-    lost_segments: AtomicU64,
-    corrupt_skipped: AtomicU64,
-    shards_waiting: AtomicU64,
-    shards_behind: AtomicU64,
-    lag_seconds: AtomicI64,
-    backlog_bytes: AtomicU64,
-    last_run_micros: AtomicU64,
-    throughput: AtomicU64,
-    seen_ids: AtomicU64,
+    runs: Counter,
+    failures: Counter,
+    fenced: Counter,
+    statements: Gauge,
+    bytes: Counter,
+    records: Counter,
+    events: Counter,
+    duplicates: Counter,
+    invalid: [Counter; Invalid::ALL.len()],
+    source_errors: Counter,
+    lost_segments: Counter,
+    corrupt_skipped: Counter,
+    shards_waiting: Gauge,
+    shards_behind: Gauge,
+    lag_seconds: Gauge,
+    backlog_bytes: Gauge,
+    last_run_seconds: FloatGauge,
+    throughput: Gauge,
+    seen_ids: Gauge,
+}
+
+/// A count as a gauge's value.
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// Collects from every source and commits aggregates; see the module docs.
@@ -384,10 +389,8 @@ impl Aggregator {
         let result = self.run_locked(&mut state, started).await;
         match &result {
             Ok(report) => {
-                self.metrics.runs.fetch_add(1, Relaxed);
-                self.metrics
-                    .statements
-                    .store(u64::from(report.statements), Relaxed);
+                self.metrics.runs.inc();
+                self.metrics.statements.set(i64::from(report.statements));
             }
             Err(error) => {
                 let counter = if error.is_fenced() {
@@ -395,7 +398,7 @@ impl Aggregator {
                 } else {
                     &self.metrics.failures
                 };
-                counter.fetch_add(1, Relaxed);
+                counter.inc();
                 // Whatever was in memory may be ahead of or behind the database now.
                 state.loaded = false;
             }
@@ -456,7 +459,7 @@ impl Aggregator {
             match collected {
                 Ok(mut shards) => reads.append(&mut shards),
                 Err(error) => {
-                    self.metrics.source_errors.fetch_add(1, Relaxed);
+                    self.metrics.source_errors.inc();
                     tracing::warn!(%error, "cannot read an edge's log this run");
                     failed_sources.push(index);
                 }
@@ -596,27 +599,26 @@ impl Aggregator {
             behind,
         } = stats;
         let m = &self.metrics;
-        m.bytes.fetch_add(bytes, Relaxed);
-        m.records.fetch_add(records, Relaxed);
-        m.events.fetch_add(accepted, Relaxed);
-        m.duplicates.fetch_add(duplicates, Relaxed);
+        m.bytes.inc_by(bytes);
+        m.records.inc_by(records);
+        m.events.inc_by(accepted);
+        m.duplicates.inc_by(duplicates);
         for (counter, reason) in m.invalid.iter().zip(Invalid::ALL) {
-            counter.fetch_add(invalid.get(reason), Relaxed);
+            counter.inc_by(invalid.get(reason));
         }
-        m.corrupt_skipped.fetch_add(corrupt, Relaxed);
-        m.lost_segments.fetch_add(lost, Relaxed);
-        m.shards_waiting.store(waiting, Relaxed);
-        m.shards_behind.store(behind, Relaxed);
-        m.lag_seconds.store(lag, Relaxed);
+        m.corrupt_skipped.inc_by(corrupt);
+        m.lost_segments.inc_by(lost);
+        m.shards_waiting.set(gauge(waiting));
+        m.shards_behind.set(gauge(behind));
+        m.lag_seconds.set(lag);
         m.backlog_bytes
-            .store(shards.iter().map(|s| s.backlog_bytes).sum(), Relaxed);
+            .set(gauge(shards.iter().map(|s| s.backlog_bytes).sum()));
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        m.last_run_micros.store(micros, Relaxed);
+        m.last_run_seconds.set(elapsed.as_secs_f64());
         if records > 0 {
-            m.throughput
-                .store(records * 1_000_000 / micros.max(1), Relaxed);
+            m.throughput.set(gauge(records * 1_000_000 / micros.max(1)));
         }
-        m.seen_ids.store(state.seen.len() as u64, Relaxed);
+        m.seen_ids.set(gauge(state.seen.len() as u64));
         Ok(RunReport {
             statements: written.statements,
             bytes,
@@ -733,151 +735,116 @@ impl Aggregator {
         }
     }
 
-    /// The aggregation metrics in the Prometheus text format (names in
+    /// Registers the `marquee_aggregation_*` families into `registry` (names in
     /// `docs/operations.md`).
-    pub fn render_metrics(&self) -> String {
+    pub fn register_metrics(&self, registry: &mut Registry) {
         let m = &self.metrics;
-        let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        let get = |a: &AtomicU64| a.load(Relaxed).to_string();
-        metric(
-            "marquee_aggregation_runs_total",
-            "counter",
-            "Aggregation runs committed.",
-            get(&m.runs),
-        );
-        metric(
-            "marquee_aggregation_failures_total",
-            "counter",
-            "Aggregation runs that failed (and were retried from the database's state).",
-            get(&m.failures),
-        );
-        metric(
-            "marquee_aggregation_fenced_runs_total",
-            "counter",
-            "Aggregation runs rolled back because another manager had committed the log \
-             positions they started from (a takeover): nothing counted twice or acknowledged.",
-            get(&m.fenced),
-        );
-        metric(
-            "marquee_aggregation_statements",
-            "gauge",
-            "SQL statements the last run's commit executed (constant by design).",
-            get(&m.statements),
-        );
-        metric(
-            "marquee_aggregation_read_bytes_total",
-            "counter",
-            "Event log bytes read.",
-            get(&m.bytes),
-        );
-        metric(
-            "marquee_aggregation_records_total",
-            "counter",
-            "Event log records read.",
-            get(&m.records),
-        );
-        metric(
-            "marquee_aggregation_events_total",
-            "counter",
-            "Events counted (valid and first seen); rate() gives events per second.",
-            get(&m.events),
-        );
-        metric(
-            "marquee_aggregation_duplicates_total",
-            "counter",
-            "Events dropped as repeats of an event id already counted.",
-            get(&m.duplicates),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP marquee_aggregation_invalid_total Records dropped by sanitising, by reason.\n\
-             # TYPE marquee_aggregation_invalid_total counter"
-        );
-        for (counter, reason) in m.invalid.iter().zip(Invalid::ALL) {
-            let _ = writeln!(
-                out,
-                "marquee_aggregation_invalid_total{{reason=\"{}\"}} {}",
-                reason.label(),
-                counter.load(Relaxed)
-            );
+        for (def, counter) in [
+            (RUNS, &m.runs),
+            (FAILURES, &m.failures),
+            (FENCED, &m.fenced),
+            (READ_BYTES, &m.bytes),
+            (RECORDS, &m.records),
+            (EVENTS, &m.events),
+            (DUPLICATES, &m.duplicates),
+            (SOURCE_ERRORS, &m.source_errors),
+            (LOST_SEGMENTS, &m.lost_segments),
+            (CORRUPT_SEGMENTS, &m.corrupt_skipped),
+        ] {
+            def.register(registry, counter.clone());
         }
-        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        metric(
-            "marquee_aggregation_source_errors_total",
-            "counter",
-            "Edges whose log could not be listed in a run.",
-            get(&m.source_errors),
-        );
-        metric(
-            "marquee_aggregation_lost_segments_total",
-            "counter",
-            "Unread segments an edge deleted (its disk limit) before they were counted, and \
-             partly counted ones it cut below the checkpoint (their unread rest is lost).",
-            get(&m.lost_segments),
-        );
-        metric(
-            "marquee_aggregation_corrupt_segments_total",
-            "counter",
-            "Closed segments whose damaged rest was skipped.",
-            get(&m.corrupt_skipped),
-        );
-        metric(
-            "marquee_aggregation_shards_waiting_for_upgrade",
-            "gauge",
-            "Edge log shards stopped at a record a later Marquee build wrote (upgrade the manager).",
-            get(&m.shards_waiting),
-        );
-        metric(
-            "marquee_aggregation_shards_behind_checkpoint",
-            "gauge",
-            "Edge log shards whose segments end before the stored checkpoint (a log restored \
-             from a backup): not read, not acknowledged until an operator resolves it.",
-            get(&m.shards_behind),
-        );
-        metric(
-            "marquee_aggregation_lag_seconds",
-            "gauge",
-            "How far behind the newest logged events the counts are (0 when caught up).",
-            m.lag_seconds.load(Relaxed).to_string(),
-        );
-        metric(
-            "marquee_aggregation_backlog_bytes",
-            "gauge",
-            "Log bytes listed but not yet read after the last run.",
-            get(&m.backlog_bytes),
-        );
-        metric(
-            "marquee_aggregation_last_run_seconds",
-            "gauge",
-            "Wall time of the last run.",
-            format!("{:.6}", m.last_run_micros.load(Relaxed) as f64 / 1e6),
-        );
-        metric(
-            "marquee_aggregation_throughput_events_per_second",
-            "gauge",
-            "Records processed per second of the last run that read any.",
-            get(&m.throughput),
-        );
-        metric(
-            "marquee_aggregation_seen_ids",
-            "gauge",
-            "Event ids remembered for dedupe.",
-            get(&m.seen_ids),
-        );
-        out
+        let invalid = m
+            .invalid
+            .iter()
+            .zip(Invalid::ALL)
+            .map(|(counter, reason)| ([("reason", reason.label())], counter.clone()));
+        INVALID.register(registry, Labelled::new(invalid));
+        for (def, gauge) in [
+            (STATEMENTS, &m.statements),
+            (SHARDS_WAITING, &m.shards_waiting),
+            (SHARDS_BEHIND, &m.shards_behind),
+            (LAG, &m.lag_seconds),
+            (BACKLOG, &m.backlog_bytes),
+            (THROUGHPUT, &m.throughput),
+            (SEEN_IDS, &m.seen_ids),
+        ] {
+            def.register(registry, gauge.clone());
+        }
+        LAST_RUN.register(registry, m.last_run_seconds.clone());
     }
 }
+
+const RUNS: Def = Def::new("marquee_aggregation_runs", "Aggregation runs committed.");
+const FAILURES: Def = Def::new(
+    "marquee_aggregation_failures",
+    "Aggregation runs that failed (and were retried from the database's state).",
+);
+const FENCED: Def = Def::new(
+    "marquee_aggregation_fenced_runs",
+    "Aggregation runs rolled back because another manager had committed the log positions \
+     they started from (a takeover): nothing counted twice or acknowledged.",
+);
+const STATEMENTS: Def = Def::new(
+    "marquee_aggregation_statements",
+    "SQL statements the last run's commit executed (constant by design).",
+);
+const READ_BYTES: Def =
+    Def::new("marquee_aggregation_read", "Event log bytes read.").with_unit(Unit::Bytes);
+const RECORDS: Def = Def::new("marquee_aggregation_records", "Event log records read.");
+const EVENTS: Def = Def::new(
+    "marquee_aggregation_events",
+    "Events counted (valid and first seen); rate() gives events per second.",
+);
+const DUPLICATES: Def = Def::new(
+    "marquee_aggregation_duplicates",
+    "Events dropped as repeats of an event id already counted.",
+);
+const INVALID: Def = Def::new(
+    "marquee_aggregation_invalid",
+    "Records dropped by sanitising, by reason.",
+);
+const SOURCE_ERRORS: Def = Def::new(
+    "marquee_aggregation_source_errors",
+    "Edges whose log could not be listed in a run.",
+);
+const LOST_SEGMENTS: Def = Def::new(
+    "marquee_aggregation_lost_segments",
+    "Unread segments an edge deleted (its disk limit) before they were counted, and partly \
+     counted ones it cut below the checkpoint (their unread rest is lost).",
+);
+const CORRUPT_SEGMENTS: Def = Def::new(
+    "marquee_aggregation_corrupt_segments",
+    "Closed segments whose damaged rest was skipped.",
+);
+const SHARDS_WAITING: Def = Def::new(
+    "marquee_aggregation_shards_waiting_for_upgrade",
+    "Edge log shards stopped at a record a later Marquee build wrote (upgrade the manager).",
+);
+const SHARDS_BEHIND: Def = Def::new(
+    "marquee_aggregation_shards_behind_checkpoint",
+    "Edge log shards whose segments end before the stored checkpoint (a log restored from a \
+     backup): not read, not acknowledged until an operator resolves it.",
+);
+const LAG: Def = Def::new(
+    "marquee_aggregation_lag",
+    "How far behind the newest logged events the counts are (0 when caught up).",
+)
+.with_unit(Unit::Seconds);
+const BACKLOG: Def = Def::new(
+    "marquee_aggregation_backlog",
+    "Log bytes listed but not yet read after the last run.",
+)
+.with_unit(Unit::Bytes);
+const LAST_RUN: Def =
+    Def::new("marquee_aggregation_last_run", "Wall time of the last run.").with_unit(Unit::Seconds);
+const THROUGHPUT: Def = Def::new(
+    "marquee_aggregation_throughput_events_per_second",
+    "Records processed per second of the last run that read any.",
+);
+const SEEN_IDS: Def = Def::new(
+    "marquee_aggregation_seen_ids",
+    "Event ids remembered for dedupe.",
+);
 
 /// The run's byte budget, shared by the sources read at once: a read reserves what it asks
 /// for and gives back what it did not get, so a run holds about `max_run_bytes` however many

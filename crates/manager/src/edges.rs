@@ -30,12 +30,11 @@
 //!   newer versions, so the manager publishes above it.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use marquee_metrics::{Counter, Def, Labelled, Registry};
 use marquee_model::Clock;
 use marquee_pacing::{EdgeId, EdgeReport};
 use serde::{Deserialize, Serialize};
@@ -197,6 +196,11 @@ pub(crate) enum Change {
     Collect(Known),
 }
 
+const ID_CONFLICTS: Def = Def::new(
+    "marquee_registry_id_conflicts",
+    "Edge heartbeats refused because another live edge reports under the same id.",
+);
+
 /// The edges heard from; see the module docs.
 #[derive(Debug)]
 pub struct EdgeRegistry {
@@ -204,8 +208,8 @@ pub struct EdgeRegistry {
     silent_after: Duration,
     entries: Mutex<BTreeMap<String, Entry>>,
     /// Reports refused because another live edge has the id, by [`IdConflict::reason`].
-    conflicts_log_url: AtomicU64,
-    conflicts_process: AtomicU64,
+    conflicts_log_url: Counter,
+    conflicts_process: Counter,
 }
 
 impl EdgeRegistry {
@@ -215,8 +219,8 @@ impl EdgeRegistry {
             clock,
             silent_after,
             entries: Mutex::new(BTreeMap::new()),
-            conflicts_log_url: AtomicU64::new(0),
-            conflicts_process: AtomicU64::new(0),
+            conflicts_log_url: Counter::default(),
+            conflicts_process: Counter::default(),
         }
     }
 
@@ -361,7 +365,7 @@ impl EdgeRegistry {
             IdConflict::LogUrl { .. } => &self.conflicts_log_url,
             IdConflict::Process { .. } => &self.conflicts_process,
         }
-        .fetch_add(1, Ordering::Relaxed);
+        .inc();
         let reason = conflict.reason();
         let error = ReportError::IdInUse {
             id,
@@ -393,24 +397,13 @@ impl EdgeRegistry {
             .max()
     }
 
-    /// The registry's metrics in the Prometheus text format.
-    pub fn render_metrics(&self) -> String {
-        let mut text = String::from(
-            "# HELP marquee_registry_id_conflicts_total Edge heartbeats refused because another \
-             live edge reports under the same id.\n\
-             # TYPE marquee_registry_id_conflicts_total counter\n",
-        );
-        for (reason, count) in [
-            ("log_url", &self.conflicts_log_url),
-            ("process", &self.conflicts_process),
-        ] {
-            let _ = writeln!(
-                text,
-                "marquee_registry_id_conflicts_total{{reason=\"{reason}\"}} {}",
-                count.load(Ordering::Relaxed)
-            );
-        }
-        text
+    /// Registers the edge registry's families into `registry`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        let conflicts = Labelled::new([
+            ([("reason", "log_url")], self.conflicts_log_url.clone()),
+            ([("reason", "process")], self.conflicts_process.clone()),
+        ]);
+        ID_CONFLICTS.register(registry, conflicts);
     }
 
     /// Every edge, by id, with its log lag from `lag` and compared with the `latest` snapshot
@@ -729,7 +722,7 @@ mod tests {
             registry.heartbeat(report("e1", 1, 2, 5), false).unwrap(),
             Change::None
         );
-        assert!(registry.render_metrics().contains("{reason=\"log_url\"} 1"));
+        assert_eq!(registry.conflicts_log_url.get(), 1);
         // Silent for longer than `silent_after`: the edge moved, and its new address is taken.
         clock.advance(jiff::SignedDuration::from_secs(6));
         assert!(matches!(
@@ -774,7 +767,7 @@ mod tests {
                 ..
             })
         ));
-        assert!(registry.render_metrics().contains("{reason=\"process\"} 1"));
+        assert_eq!(registry.conflicts_process.get(), 1);
         assert_eq!(
             registry.heartbeat(report("e1", 2, 3, 0), false).unwrap(),
             Change::None

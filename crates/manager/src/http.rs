@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use marquee_api::openapi::{public_operation, response, responses};
 use marquee_api::{ApiOptions, RouteTable};
+use marquee_metrics::{CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Format};
 use marquee_model::same_secret;
 use serde_json::json;
 
@@ -42,12 +43,12 @@ pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axu
             metrics,
             Arc::clone(manager),
             public_operation(
-                "Aggregation and pacing metrics in the Prometheus text format (in `marquee serve`, after the edge's); not an API token but `Authorization: Bearer <metrics.token>`, or without `metrics.token` a loopback peer",
+                "Aggregation and pacing metrics: OpenMetrics text when `Accept` asks for `application/openmetrics-text` (as Prometheus does), else the Prometheus text format (in `marquee serve`, after the edge's); not an API token but `Authorization: Bearer <metrics.token>`, or without `metrics.token` a loopback peer",
                 "meta",
                 responses([
                     (
                         200,
-                        json!({ "description": "metrics", "content": { "text/plain": {} } }),
+                        json!({ "description": "metrics", "content": { CONTENT_TYPE_OPENMETRICS: {}, CONTENT_TYPE_TEXT: {} } }),
                     ),
                     (
                         401,
@@ -277,22 +278,12 @@ async fn metrics(
             (status, reason).into_response()
         };
     }
-    let mut text = manager
-        .aggregator()
-        .map(|aggregator| aggregator.render_metrics())
-        .unwrap_or_default();
-    text.push_str(&manager.edges.render_metrics());
-    if let Some(pacing) = manager.pacing() {
-        text.push_str(&pacing.render_metrics().await);
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    // Prometheus asks for OpenMetrics; the edge, which appends this page to its own 0.0.4
+    // text in `marquee serve`, asks for nothing.
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let text = manager.encode_metrics(format).await;
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 /// `GET /snapshot/latest`: the published snapshot for remote edges, with the shared secret

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use marquee_api::GeoAvailability;
+use marquee_metrics::{Format, Registry};
 use marquee_model::{Clock, MetricsAccess};
 use marquee_snapshot::{DirError, Header, LoadError, Snapshot, SnapshotDir};
 use marquee_store::{Store, StoreError};
@@ -128,6 +129,9 @@ pub struct Manager {
     metrics_access: OnceLock<MetricsAccess>,
     /// Where the edges learn a request's location; unset: nowhere.
     geo: OnceLock<GeoAvailability>,
+    /// The families `/metrics` serves: the edge registry's from the start, the aggregator's
+    /// and pacing's once attached. Locked to register and to encode, never to record.
+    metrics: std::sync::Mutex<Registry>,
 }
 
 impl Manager {
@@ -155,9 +159,13 @@ impl Manager {
         })
         .await??;
         let (latest, _) = watch::channel(on_disk);
+        let edges = EdgeRegistry::new(Arc::clone(&clock), EDGE_SILENT_AFTER);
+        let mut metrics = Registry::default();
+        edges.register_metrics(&mut metrics);
         Ok(Arc::new(Manager {
             store,
-            edges: EdgeRegistry::new(Arc::clone(&clock), EDGE_SILENT_AFTER),
+            edges,
+            metrics: std::sync::Mutex::new(metrics),
             remote_secret: OnceLock::new(),
             metrics_access: OnceLock::new(),
             geo: OnceLock::new(),
@@ -183,8 +191,13 @@ impl Manager {
 
     /// Attaches the event aggregation (once), so that `/metrics` reports it.
     pub fn attach_aggregator(&self, aggregator: Arc<Aggregator>) {
-        if self.aggregator.set(aggregator).is_err() {
-            tracing::warn!("an aggregator is already attached; keeping the first");
+        match self.aggregator.set(aggregator) {
+            Ok(()) => self.register_metrics(|registry| {
+                if let Some(aggregator) = self.aggregator.get() {
+                    aggregator.register_metrics(registry);
+                }
+            }),
+            Err(_) => tracing::warn!("an aggregator is already attached; keeping the first"),
         }
     }
 
@@ -194,9 +207,37 @@ impl Manager {
 
     /// Attaches pacing (once), so that `/metrics` and `/internal/v1/sync` serve it.
     pub fn attach_pacing(&self, pacing: Arc<Pacing>) {
-        if self.pacing.set(pacing).is_err() {
-            tracing::warn!("pacing is already attached; keeping the first");
+        match self.pacing.set(pacing) {
+            Ok(()) => self.register_metrics(|registry| {
+                if let Some(pacing) = self.pacing.get() {
+                    pacing.register_metrics(registry);
+                }
+            }),
+            Err(_) => tracing::warn!("pacing is already attached; keeping the first"),
         }
+    }
+
+    fn register_metrics(&self, register: impl FnOnce(&mut Registry)) {
+        // A panic while registering cannot leave the registry half-changed in a way that
+        // matters: families are only appended.
+        let mut registry = self
+            .metrics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        register(&mut registry);
+    }
+
+    /// The manager's metrics as `/metrics` serves them: aggregation, pacing and leases, the
+    /// edge registry.
+    pub async fn encode_metrics(&self, format: Format) -> String {
+        if let Some(pacing) = self.pacing() {
+            pacing.publish_metrics().await;
+        }
+        let registry = self
+            .metrics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        marquee_metrics::encode(&registry, format)
     }
 
     pub fn pacing(&self) -> Option<&Arc<Pacing>> {

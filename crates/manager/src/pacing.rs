@@ -10,12 +10,11 @@
 //! - Only line items with a goal have a control, a budget, or a metric series.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use marquee_metrics::{Counter, Def, Observed, ObservedBy, Registry};
 use marquee_model::{Catalog, Clock, GoalMetric, LineItemId};
 use marquee_pacing::{
     BookState, BudgetSpec, Charge, ControlEntry, Delivery, LeaseBook, LeaseConfig, LeaseError,
@@ -125,12 +124,21 @@ pub struct RoundReport {
 
 #[derive(Debug, Default)]
 struct Counts {
-    rounds: AtomicU64,
-    round_errors: AtomicU64,
-    syncs: AtomicU64,
-    grants: AtomicU64,
-    unbudgeted: AtomicU64,
-    expiries: AtomicU64,
+    rounds: Counter,
+    round_errors: Counter,
+    syncs: Counter,
+    grants: Counter,
+    unbudgeted: Counter,
+    expiries: Counter,
+}
+
+/// The per line item state the metrics show, as of the last [`Pacing::publish_metrics`]:
+/// the state lives behind an async lock that a scrape's encoder cannot wait for.
+#[derive(Debug, Default)]
+struct Published {
+    control_version: u64,
+    controls: Vec<ControlEntry>,
+    usages: Vec<(LineItemId, marquee_pacing::BudgetUsage)>,
 }
 
 /// The pacing loop and the lease book behind the sync endpoint.
@@ -142,6 +150,7 @@ pub struct Pacing {
     options: PacingOptions,
     state: Mutex<State>,
     counts: Counts,
+    published: Arc<std::sync::Mutex<Published>>,
     /// Names this process to the edges ([`SyncResponse::manager`]): its start instant, in
     /// nanoseconds.
     instance: u64,
@@ -176,6 +185,7 @@ impl Pacing {
                 catalog_version: None,
             }),
             counts: Counts::default(),
+            published: Arc::default(),
         })
     }
 
@@ -187,9 +197,9 @@ impl Pacing {
     /// silent edges' leases, then the state persisted.
     pub async fn round(&self) -> Result<RoundReport, PacingError> {
         let result = self.try_round().await;
-        self.counts.rounds.fetch_add(1, Ordering::Relaxed);
+        self.counts.rounds.inc();
         if result.is_err() {
-            self.counts.round_errors.fetch_add(1, Ordering::Relaxed);
+            self.counts.round_errors.inc();
         }
         result
     }
@@ -262,7 +272,7 @@ impl Pacing {
             state.book.suspend(id, now);
         }
         for expiry in state.book.expire(now) {
-            self.counts.expiries.fetch_add(1, Ordering::Relaxed);
+            self.counts.expiries.inc();
             tracing::info!(
                 line_item = expiry.line_item.0,
                 edge = expiry.edge.0,
@@ -401,7 +411,7 @@ impl Pacing {
     /// Answers an edge: releases, then renewals (each renewal is taken as the requesting
     /// edge's), persisting the book before answering; the control set if the edge's differs.
     pub async fn sync(&self, request: SyncRequest) -> Result<SyncResponse, PacingError> {
-        self.counts.syncs.fetch_add(1, Ordering::Relaxed);
+        self.counts.syncs.inc();
         let mut state = self.state.lock().await;
         let now = self.clock.now();
         let edge = request.edge;
@@ -439,12 +449,10 @@ impl Pacing {
         if changed {
             self.persist(&state).await?;
         }
-        self.counts
-            .grants
-            .fetch_add(response.grants.len() as u64, Ordering::Relaxed);
+        self.counts.grants.inc_by(response.grants.len() as u64);
         self.counts
             .unbudgeted
-            .fetch_add(response.unbudgeted.len() as u64, Ordering::Relaxed);
+            .inc_by(response.unbudgeted.len() as u64);
         if request.control_version != state.control_version {
             response.controls = Some(state.controls.values().copied().collect());
         }
@@ -488,137 +496,168 @@ impl Pacing {
         )
     }
 
-    /// Prometheus text: loop counters, and per line item with a goal its control and lease
-    /// state.
-    pub async fn render_metrics(&self) -> String {
+    /// Copies the per line item state for the metrics (a scrape calls it before encoding):
+    /// each line item with a goal, its control and its lease book's usage.
+    pub async fn publish_metrics(&self) {
         let state = self.state.lock().await;
-        let mut out = String::new();
-        let counts = [
-            (
-                "marquee_pacing_rounds_total",
-                "Pacing rounds run.",
-                &self.counts.rounds,
-            ),
-            (
-                "marquee_pacing_round_errors_total",
-                "Pacing rounds that failed.",
-                &self.counts.round_errors,
-            ),
-            (
-                "marquee_pacing_syncs_total",
-                "Edge sync calls answered.",
-                &self.counts.syncs,
-            ),
-            (
-                "marquee_lease_grants_total",
-                "Lease grants handed to edges.",
-                &self.counts.grants,
-            ),
-            (
-                "marquee_lease_unbudgeted_total",
-                "Renewals answered without a grant (no budget now).",
-                &self.counts.unbudgeted,
-            ),
-            (
-                "marquee_lease_expiries_total",
-                "Leases reclaimed from silent edges.",
-                &self.counts.expiries,
-            ),
-        ];
-        for (name, help, counter) in counts {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                counter.load(Ordering::Relaxed)
-            );
+        let published = Published {
+            control_version: state.control_version,
+            controls: state.controls.values().copied().collect(),
+            usages: state
+                .goals
+                .iter()
+                .filter_map(|g| Some((g.id, state.book.usage(g.id)?)))
+                .collect(),
+        };
+        drop(state);
+        if let Ok(mut shown) = self.published.lock() {
+            *shown = published;
         }
-        let _ = writeln!(
-            out,
-            "# HELP marquee_pacing_control_version Version of the control set edges fetch.\n\
-             # TYPE marquee_pacing_control_version gauge\nmarquee_pacing_control_version {}",
-            state.control_version
-        );
-        type Series = (&'static str, &'static str, fn(&ControlEntry) -> u64);
-        let control_series: [Series; 3] = [
-            (
-                "marquee_pacing_throttle_ppm",
-                "Share of eligible requests a line item takes part in, per million.",
-                |c| u64::from(c.throttle_ppm),
-            ),
-            (
-                "marquee_pacing_bid_multiplier_permille",
-                "Bid multiplier of a line item, per mille.",
-                |c| u64::from(c.bid_multiplier_permille),
-            ),
-            (
-                "marquee_pacing_stopped",
-                "1 when a line item is stopped (outside its flight or goal reached).",
-                |c| u64::from(c.stopped),
-            ),
-        ];
-        for (name, help, value) in control_series {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for control in state.controls.values() {
-                let _ = writeln!(
-                    out,
-                    "{name}{{line_item=\"{}\"}} {}",
-                    control.line_item,
-                    value(control)
-                );
-            }
+    }
+
+    /// Registers the `marquee_pacing_*` and `marquee_lease_*` families into `registry`: the
+    /// loop's counters, and per line item with a goal its control and lease state as of the
+    /// last [`Pacing::publish_metrics`].
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        let c = &self.counts;
+        for (def, counter) in [
+            (ROUNDS, &c.rounds),
+            (ROUND_ERRORS, &c.round_errors),
+            (SYNCS, &c.syncs),
+            (GRANTS, &c.grants),
+            (UNBUDGETED, &c.unbudgeted),
+            (EXPIRIES, &c.expiries),
+        ] {
+            def.register(registry, counter.clone());
         }
-        type Usage = (
-            &'static str,
-            &'static str,
-            fn(&marquee_pacing::BudgetUsage) -> u64,
-        );
-        let lease_series: [Usage; 6] = [
-            (
-                "marquee_lease_limit",
-                "Budget of the current period, in the goal's metric.",
-                |u| u.limit,
-            ),
-            (
-                "marquee_lease_used",
-                "Charged in the current period as edges reported it (reserved at decisions or \
-                 charged on billing events, less reservations returned), or as aggregated if more.",
-                |u| u.used,
-            ),
-            (
-                "marquee_lease_returned",
-                "Reservations of the current period whose tokens expired unsettled, returned to it.",
-                |u| u.returned,
-            ),
-            (
-                "marquee_lease_committed",
-                "Used plus outstanding slices: what edges may bill without renewing.",
-                |u| u.committed,
-            ),
-            (
-                "marquee_lease_unreported_reclaimed",
-                "Unreported parts of leases reclaimed from silent edges this period.",
-                |u| u.unreported_reclaimed,
-            ),
-            (
-                "marquee_lease_live_edges",
-                "Edges holding a live lease.",
-                |u| u.live_edges as u64,
-            ),
-        ];
-        let usages: Vec<_> = state
-            .goals
-            .iter()
-            .filter_map(|g| Some((g.id, state.book.usage(g.id)?)))
-            .collect();
-        for (name, help, value) in lease_series {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for (id, usage) in &usages {
-                let _ = writeln!(out, "{name}{{line_item=\"{id}\"}} {}", value(usage));
-            }
+        let published = Arc::clone(&self.published);
+        let version =
+            Observed::new(move || published.lock().map_or(0, |p| gauge(p.control_version)));
+        CONTROL_VERSION.register(registry, version);
+        for (def, value) in CONTROL_SERIES {
+            let published = Arc::clone(&self.published);
+            let series = ObservedBy::new("line_item", move || {
+                published.lock().map_or_else(
+                    |_| Vec::new(),
+                    |p| {
+                        let controls = p.controls.iter();
+                        controls
+                            .map(|c| (c.line_item.to_string(), gauge(value(c))))
+                            .collect()
+                    },
+                )
+            });
+            def.register(registry, series);
         }
-        out
+        for (def, value) in LEASE_SERIES {
+            let published = Arc::clone(&self.published);
+            let series = ObservedBy::new("line_item", move || {
+                published.lock().map_or_else(
+                    |_| Vec::new(),
+                    |p| {
+                        let usages = p.usages.iter();
+                        usages
+                            .map(|(id, usage)| (id.to_string(), gauge(value(usage))))
+                            .collect()
+                    },
+                )
+            });
+            def.register(registry, series);
+        }
     }
 }
+
+/// A count as a gauge's value.
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+const ROUNDS: Def = Def::new("marquee_pacing_rounds", "Pacing rounds run.");
+const ROUND_ERRORS: Def = Def::new("marquee_pacing_round_errors", "Pacing rounds that failed.");
+const SYNCS: Def = Def::new("marquee_pacing_syncs", "Edge sync calls answered.");
+const GRANTS: Def = Def::new("marquee_lease_grants", "Lease grants handed to edges.");
+const UNBUDGETED: Def = Def::new(
+    "marquee_lease_unbudgeted",
+    "Renewals answered without a grant (no budget now).",
+);
+const EXPIRIES: Def = Def::new(
+    "marquee_lease_expiries",
+    "Leases reclaimed from silent edges.",
+);
+const CONTROL_VERSION: Def = Def::new(
+    "marquee_pacing_control_version",
+    "Version of the control set edges fetch.",
+);
+
+/// A per line item family and its value.
+type Series<T> = (Def, fn(&T) -> u64);
+
+const CONTROL_SERIES: [Series<ControlEntry>; 3] = [
+    (
+        Def::new(
+            "marquee_pacing_throttle_ppm",
+            "Share of eligible requests a line item takes part in, per million.",
+        ),
+        |c| u64::from(c.throttle_ppm),
+    ),
+    (
+        Def::new(
+            "marquee_pacing_bid_multiplier_permille",
+            "Bid multiplier of a line item, per mille.",
+        ),
+        |c| u64::from(c.bid_multiplier_permille),
+    ),
+    (
+        Def::new(
+            "marquee_pacing_stopped",
+            "1 when a line item is stopped (outside its flight or goal reached).",
+        ),
+        |c| u64::from(c.stopped),
+    ),
+];
+
+const LEASE_SERIES: [Series<marquee_pacing::BudgetUsage>; 6] = [
+    (
+        Def::new(
+            "marquee_lease_limit",
+            "Budget of the current period, in the goal's metric.",
+        ),
+        |u| u.limit,
+    ),
+    (
+        Def::new(
+            "marquee_lease_used",
+            "Charged in the current period as edges reported it (reserved at decisions or \
+             charged on billing events, less reservations returned), or as aggregated if more.",
+        ),
+        |u| u.used,
+    ),
+    (
+        Def::new(
+            "marquee_lease_returned",
+            "Reservations of the current period whose tokens expired unsettled, returned to it.",
+        ),
+        |u| u.returned,
+    ),
+    (
+        Def::new(
+            "marquee_lease_committed",
+            "Used plus outstanding slices: what edges may bill without renewing.",
+        ),
+        |u| u.committed,
+    ),
+    (
+        Def::new(
+            "marquee_lease_unreported_reclaimed",
+            "Unreported parts of leases reclaimed from silent edges this period.",
+        ),
+        |u| u.unreported_reclaimed,
+    ),
+    (
+        Def::new("marquee_lease_live_edges", "Edges holding a live lease."),
+        |u| u.live_edges as u64,
+    ),
+];
 
 /// Delivery in a goal's metric, as the leases charge it (spend: Σ CPM ÷ 1000 + CPC).
 fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {

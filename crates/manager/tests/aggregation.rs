@@ -380,7 +380,7 @@ async fn statements_per_run(w: &World, counts: [u64; 2]) -> Vec<u32> {
         assert_eq!(report.accepted, count);
         assert!(!report.more);
         statements.push(report.statements);
-        let metrics = aggregator.render_metrics();
+        let metrics = scrape(&aggregator);
         assert!(
             metrics.contains(&format!(
                 "marquee_aggregation_statements {}",
@@ -431,7 +431,7 @@ async fn a_fenced_run_counts_and_acknowledges_nothing(w: World) {
     );
     let listed = source.listed_ids().await;
     assert_eq!(listed, [2], "nothing deleted");
-    let metrics = old.render_metrics();
+    let metrics = scrape(&old);
     for line in [
         "marquee_aggregation_fenced_runs_total 1\n",
         "marquee_aggregation_failures_total 0\n",
@@ -480,7 +480,7 @@ async fn invalid_and_old_events_are_dropped_and_counted() {
     let report = aggregator.run_once().await.unwrap();
     assert_eq!((report.accepted, report.duplicates), (1, 1));
     assert_eq!(report.invalid.total(), 2);
-    let metrics = aggregator.render_metrics();
+    let metrics = scrape(&aggregator);
     for line in [
         "marquee_aggregation_invalid_total{reason=\"too_old\"} 1",
         "marquee_aggregation_invalid_total{reason=\"unknown_line_item\"} 1",
@@ -503,8 +503,10 @@ async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
     let second: Vec<Event> = (7..=9).map(|n| w.event(n, Kind::Impression)).collect();
     source.push_segment(0, &first, true);
     source.push_segment(0, &second, true);
-    // Record 3 as a later build writes it: format version 2.
-    source.edit_record(0, 1, 2, |payload| payload[0] = 2);
+    // Record 3 as a later build writes it: the format version after this build's.
+    source.edit_record(0, 1, 2, |payload| {
+        payload[0] = marquee_eventlog::RECORD_VERSION + 1;
+    });
     let aggregator = w.aggregator(source.clone(), 1 << 20);
     for _ in 0..3 {
         let report = aggregator.run_once().await.unwrap();
@@ -512,7 +514,7 @@ async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
     }
     assert_eq!(w.minutes().await, direct_minute_count(&first[..2]));
     assert!(source.acks.lock().unwrap().is_empty());
-    let metrics = aggregator.render_metrics();
+    let metrics = scrape(&aggregator);
     assert!(
         metrics.contains("marquee_aggregation_shards_waiting_for_upgrade 1"),
         "{metrics}"
@@ -523,16 +525,14 @@ async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
     );
 
     // The upgraded manager reads the record (here: it is rewritten as this build's).
-    source.edit_record(0, 1, 2, |payload| payload[0] = 1);
+    source.edit_record(0, 1, 2, |payload| {
+        payload[0] = marquee_eventlog::RECORD_VERSION;
+    });
     aggregator.drain().await.unwrap();
     let all: Vec<Event> = first.iter().chain(&second).copied().collect();
     assert_eq!(w.minutes().await, direct_minute_count(&all));
     assert!(source.acks.lock().unwrap().contains(&(0, 2)));
-    assert!(
-        aggregator
-            .render_metrics()
-            .contains("marquee_aggregation_shards_waiting_for_upgrade 0"),
-    );
+    assert!(scrape(&aggregator).contains("marquee_aggregation_shards_waiting_for_upgrade 0"),);
 }
 
 /// An edge whose log has never been read (unreachable from the start) may still hold repeats
@@ -754,7 +754,7 @@ async fn a_silent_edge_does_not_hold_back_the_others() {
         .unwrap();
     assert_eq!(report.accepted, 12);
     assert_eq!(w.minutes().await, direct_minute_count(&events));
-    let metrics = aggregator.render_metrics();
+    let metrics = scrape(&aggregator);
     assert!(
         metrics.contains("marquee_aggregation_source_errors_total 1"),
         "{metrics}"
@@ -806,7 +806,7 @@ async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged()
     let listed = source.listed_ids().await;
     assert_eq!(listed, [1, 2, 3], "nothing deleted");
     assert_eq!(w.minutes().await, direct_minute_count(&counted));
-    let metrics = restarted.render_metrics();
+    let metrics = scrape(&restarted);
     assert!(
         metrics.contains("marquee_aggregation_shards_behind_checkpoint 1"),
         "{metrics}"
@@ -840,6 +840,13 @@ async fn checkpoint(w: &World, source: &str) -> Option<(u64, u64)> {
         .iter()
         .find(|c| c.source == source && c.shard == 0)
         .map(|c| (c.segment, c.offset))
+}
+
+/// The aggregator's metrics as a scrape reads them.
+fn scrape(aggregator: &Aggregator) -> String {
+    let mut registry = marquee_metrics::Registry::default();
+    aggregator.register_metrics(&mut registry);
+    marquee_metrics::encode(&registry, marquee_metrics::Format::Text)
 }
 
 fn metric_line(metrics: &str, name: &str) -> String {
@@ -915,7 +922,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     // 4. The next run is not held back as a restored log: the shard moves to segment 2.
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.records, 0);
-    let metrics = aggregator.render_metrics();
+    let metrics = scrape(&aggregator);
     assert_eq!(
         metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
         "marquee_aggregation_shards_behind_checkpoint 0"
@@ -952,7 +959,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     // Counted once: the lost segment is not counted again.
     assert_eq!(
         metric_line(
-            &aggregator.render_metrics(),
+            &scrape(&aggregator),
             "marquee_aggregation_lost_segments_total"
         ),
         "marquee_aggregation_lost_segments_total 1"
@@ -1023,7 +1030,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
         1 << 20,
     );
     let held = |aggregator: &Aggregator| {
-        let metrics = aggregator.render_metrics();
+        let metrics = scrape(aggregator);
         assert_eq!(
             metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
             "marquee_aggregation_shards_behind_checkpoint 1"

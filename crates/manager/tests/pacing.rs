@@ -93,6 +93,14 @@ async fn deliver(store: &dyn Store, line_item: LineItemId, impressions: i64, at:
     support::commit(store, line_item.0, 0, counters, at).await;
 }
 
+/// Pacing's metrics as a scrape reads them.
+async fn scrape(pacing: &Pacing) -> String {
+    pacing.publish_metrics().await;
+    let mut registry = marquee_metrics::Registry::default();
+    pacing.register_metrics(&mut registry);
+    marquee_metrics::encode(&registry, marquee_metrics::Format::Text)
+}
+
 #[tokio::test]
 async fn a_round_paces_goals_and_stops_a_line_item_at_its_daily_goal() {
     let setup = setup().await;
@@ -133,7 +141,7 @@ async fn a_round_paces_goals_and_stops_a_line_item_at_its_daily_goal() {
         .find(|c| c.line_item == setup.boots)
         .unwrap();
     assert!(boots.stopped, "goal reached: {boots:?}");
-    let metrics = pacing.render_metrics().await;
+    let metrics = scrape(&pacing).await;
     let stopped = format!("marquee_pacing_stopped{{line_item=\"{}\"}} 1", setup.boots);
     assert!(metrics.contains(&stopped), "{metrics}");
 
@@ -171,14 +179,14 @@ async fn grants_stay_within_the_budget_survive_a_restart_and_silent_edges_are_re
     // A restarted manager remembers the grant: the edge's report lands on its account.
     drop(pacing);
     let pacing = open(&setup).await;
-    let metrics = pacing.render_metrics().await;
+    let metrics = scrape(&pacing).await;
     let committed = format!(
         "marquee_lease_committed{{line_item=\"{}\"}} {}",
         setup.boots, grant.ceiling
     );
     // Metrics list line items once a round has resolved the goals.
     pacing.round().await.unwrap();
-    let metrics_after = pacing.render_metrics().await;
+    let metrics_after = scrape(&pacing).await;
     assert!(
         metrics_after.contains(&committed),
         "{metrics}\n---\n{metrics_after}"
@@ -187,7 +195,7 @@ async fn grants_stay_within_the_budget_survive_a_restart_and_silent_edges_are_re
     // The edge goes silent: after expiry and grace the lease is reclaimed.
     setup.clock.advance(SignedDuration::from_secs(21));
     pacing.round().await.unwrap();
-    let metrics = pacing.render_metrics().await;
+    let metrics = scrape(&pacing).await;
     assert!(
         metrics.contains("marquee_lease_expiries_total 1"),
         "{metrics}"
@@ -368,7 +376,7 @@ async fn a_paused_line_item_keeps_its_budget_s_accounts_for_its_return() {
         .unwrap()
         .grants[0];
     assert!(resumed.ceiling > consumed, "{resumed:?}");
-    let metrics = pacing.render_metrics().await;
+    let metrics = scrape(&pacing).await;
     let used = format!(
         "marquee_lease_used{{line_item=\"{}\"}} {consumed}",
         setup.boots
