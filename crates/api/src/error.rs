@@ -1,5 +1,7 @@
 //! The one place where every failure becomes an HTTP status and a JSON body.
 
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use marquee_model::{ValidationError, Violation};
@@ -32,6 +34,9 @@ pub enum ApiError {
     },
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The request body is over [`crate::MAX_BODY_BYTES`].
+    #[error("{0}")]
+    PayloadTooLarge(String),
     /// The server is at capacity for this kind of request; the client should try again after
     /// `retry_after_secs`.
     #[error("{message}")]
@@ -71,6 +76,7 @@ impl ApiError {
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -86,6 +92,7 @@ impl ApiError {
             ApiError::Invalid(_) => "validation_failed",
             ApiError::Conflict { .. } => "conflict",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -128,6 +135,46 @@ impl From<StoreError> for ApiError {
             | StoreError::CheckpointMoved(_)
             | StoreError::Backend(_) => ApiError::Internal(error.to_string()),
         }
+    }
+}
+
+/// An axum rejection by its status: the client's fault is a bad request, the rest (a route
+/// whose parameters do not fit its handler) an internal error.
+fn rejected(status: StatusCode, text: String) -> ApiError {
+    if status.is_server_error() {
+        ApiError::Internal(text)
+    } else {
+        ApiError::bad_request(text)
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "request body over the limit of {} bytes",
+                crate::MAX_BODY_BYTES
+            ))
+        } else {
+            rejected(rejection.status(), rejection.body_text())
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        if let PathRejection::FailedToDeserializePathParams(error) = &rejection
+            && let ErrorKind::InvalidUtf8InPathParam { key } = error.kind()
+        {
+            return ApiError::bad_field(key.clone(), "is not valid UTF-8");
+        }
+        rejected(rejection.status(), rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        rejected(rejection.status(), rejection.body_text())
     }
 }
 

@@ -15,6 +15,7 @@
 mod auth;
 mod currency;
 mod error;
+mod extract;
 mod geo;
 mod links;
 mod objects;
@@ -63,6 +64,10 @@ impl HasStore for ApiState {
 
 /// Path of the served OpenAPI document.
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// Largest request body the API reads (2 MiB, axum's default, stated so that the error can
+/// name it); a larger one is refused with 413 `payload_too_large`.
+pub const MAX_BODY_BYTES: usize = 2 << 20;
 
 /// Settings of the API beyond the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

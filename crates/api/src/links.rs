@@ -3,12 +3,13 @@
 //! one tenant's demand to another tenant's supply.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use marquee_model::{Kind, LineItemId, PlacementId, Principal, Role};
 use serde_json::{Value, json};
 
+use crate::extract::Path;
 use crate::objects::{ensure_visible, parse_id};
 use crate::{ApiError, ApiState, Caller};
 

@@ -2,13 +2,14 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use marquee_model::{Kind, Meta, Object, Principal, Status, Stored, ValidationError};
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
+use crate::extract::{Body, Path, Query};
 use crate::geo::{GeoAvailability, warnings};
 use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
@@ -120,7 +121,7 @@ pub async fn create<T: Object>(
     State(state): State<ApiState>,
     Caller(principal): Caller,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Response, ApiError> {
     ensure_access(&principal, T::KIND)?;
     check_write(&principal, T::KIND, Change::Create)?;
@@ -259,7 +260,7 @@ pub async fn update<T: Object>(
     Caller(principal): Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
     ensure_access(&principal, T::KIND)?;
     check_write(&principal, T::KIND, Change::Update)?;

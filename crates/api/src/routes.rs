@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::handler::Handler;
 use axum::http::{Method, header};
 use axum::routing::{MethodFilter, get, on};
@@ -121,5 +122,6 @@ impl RouteTable {
             .method_not_allowed_fallback(|| async {
                 ApiError::MethodNotAllowed("this route does not take that method".into())
             })
+            .layer(DefaultBodyLimit::max(crate::MAX_BODY_BYTES))
     }
 }

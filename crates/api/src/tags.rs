@@ -2,10 +2,11 @@
 //! configured public ad URL.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use marquee_model::{Kind, Placement};
 use serde_json::{Value, json};
 
+use crate::extract::Path;
 use crate::objects::{ensure_visible, parse_id};
 use crate::{ApiError, ApiState, Caller};
 

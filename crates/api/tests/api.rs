@@ -873,6 +873,118 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
 }
 
+/// Requests refused before a handler reads them (axum's extractors: body size, path
+/// parameters) answer in the same JSON error shape as every other error.
+#[tokio::test]
+async fn rejected_requests_answer_in_the_error_shape() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let ten_megabytes = format!(
+        "{{\"advertiser_id\": {}, \"name\": \"{}\"}}",
+        w.advertiser,
+        "x".repeat(10 << 20)
+    );
+    let request = |method: &str, path: &str, content_type: Option<&str>, body: Body| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", app.admin));
+        if let Some(content_type) = content_type {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        request.body(body).unwrap()
+    };
+    let campaign = format!("/api/v1/campaigns/{}", w.campaign);
+    let json = Some("application/json");
+    let cases = [
+        (
+            "10 MB create",
+            request(
+                "POST",
+                "/api/v1/campaigns",
+                json,
+                Body::from(ten_megabytes.clone()),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+        (
+            "10 MB update",
+            request("PUT", &campaign, json, Body::from(ten_megabytes)),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+        (
+            "missing body",
+            request("POST", "/api/v1/campaigns", json, Body::empty()),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "malformed JSON",
+            request("POST", "/api/v1/campaigns", json, Body::from("{\"name\": ")),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "text content type",
+            request(
+                "POST",
+                "/api/v1/campaigns",
+                Some("text/plain"),
+                Body::from("{}"),
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            "form content type",
+            request(
+                "PUT",
+                &campaign,
+                Some("application/x-www-form-urlencoded"),
+                Body::from("name=X"),
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            "path parameter not UTF-8",
+            request("GET", "/api/v1/campaigns/%FF", None, Body::empty()),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "link path parameter not UTF-8",
+            request(
+                "DELETE",
+                &format!("/api/v1/line-items/%FF/placements/{}", w.placement),
+                None,
+                Body::empty(),
+            ),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+    ];
+    for (case, request, status, code) in cases {
+        let reply = app.raw(request).await;
+        assert_eq!(reply.status, status, "{case}: {}", reply.body);
+        assert_eq!(
+            reply.headers[header::CONTENT_TYPE],
+            "application/json",
+            "{case}"
+        );
+        let error = &reply.body["error"];
+        assert_eq!(error["status"], status.as_u16(), "{case}: {}", reply.body);
+        assert_eq!(error["code"], code, "{case}: {}", reply.body);
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{case}: {}",
+            reply.body
+        );
+    }
+}
+
 #[tokio::test]
 async fn lists_page_and_filter() {
     let app = App::new().await;
