@@ -106,7 +106,7 @@ echo "answers: $(grep -E '^  "(bids|no_bids|errors_total)"' "$work/run.json" | t
 echo "instructions: $total total, $((total / count)) per request ($count requests)"
 echo "inclusive per request:"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null |
-  grep -E 'bidder::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|handlers::ad[^a-z_]|fill_tracked|notice::|aggregat|Visitor::of|marquee_device::detect|LookupCache::lookup' |
+  grep -E 'bid::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|ad::ad[^a-z_]|fill_tracked|notice::|aggregat|Visitor::of|marquee_device::detect|LookupCache::lookup' |
   head -n 20 |
   awk -v n="$count" '{ gsub(",", "", $1); printf "  %8d  %s\n", $1 / n, substr($0, index($0, $2)) }'
 echo "dump: $dump"
