@@ -1,0 +1,10 @@
+//! Integration tests of the geo database: lookups, its cache, reloads, corrupt files, the writer.
+
+mod anonymize;
+mod cache;
+mod corrupt;
+mod demo;
+mod lookup;
+mod reload;
+mod support;
+mod writer;

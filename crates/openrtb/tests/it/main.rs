@@ -1,0 +1,10 @@
+//! Integration tests of the OpenRTB types, readers, validation and crypto.
+
+mod crypto;
+mod fast_fields;
+mod fast_parse;
+mod native;
+mod never_panics;
+mod request;
+mod samples;
+mod validate;
