@@ -59,7 +59,7 @@ pub(crate) async fn auction(
     request: Request<Incoming>,
     started: Instant,
 ) -> (Response<Body>, Outcome) {
-    let Some(gateway) = edge.gateway.get() else {
+    let Some(gateway) = edge.gateway.as_ref() else {
         return (http::not_found(), Outcome::ClientError);
     };
     let Some(name) = bid::exchange_name(request.uri().path(), "/openrtb2/auction") else {
@@ -125,7 +125,7 @@ fn internal_notice(edge: &Arc<Edge>, url: &str) {
 /// `GET /gateway/bidders` lists every bidder with its state and counters;
 /// `POST /gateway/bidders/{name}/enable` and `/disable` switch one until the next start.
 pub(crate) fn registry(edge: &Edge, request: &Request<Incoming>) -> Response<Body> {
-    let Some(gateway) = edge.gateway.get() else {
+    let Some(gateway) = edge.gateway.as_ref() else {
         return http::not_found();
     };
     let token = gateway.config().admin_token.as_str();

@@ -48,7 +48,7 @@ mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use marquee_engine::LocalCaps;
@@ -140,11 +140,11 @@ pub struct Edge {
     /// The OpenRTB bidder: settings, user matches, notice dedupe, counters.
     pub bidder: bid::Bidder,
     /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
-    pub log_access: OnceLock<log_service::LogAccess>,
+    pub log_access: Option<log_service::LogAccess>,
     /// Pacing controls and budget leases (see [`pacing`]).
     pub pacing: pacing::EdgePacing,
-    /// Gateway mode (`/openrtb2/auction`), set once before serving when bidders are configured.
-    pub gateway: OnceLock<marquee_gateway::Gateway>,
+    /// Gateway mode (`/openrtb2/auction`), when bidders are configured.
+    pub gateway: Option<marquee_gateway::Gateway>,
     /// Caps and budget counters shared with other edges through Redis (`[redis]`); `None`
     /// keeps them in this process only.
     pub shared: Option<marquee_sharedstate::SharedState>,
@@ -262,6 +262,18 @@ impl Edge {
         self
     }
 
+    /// Serves the event log at `/log/…` to callers with `access`'s token.
+    pub fn with_log_access(mut self, access: log_service::LogAccess) -> Edge {
+        self.log_access = Some(access);
+        self
+    }
+
+    /// Runs gateway auctions (`/openrtb2/auction`) with `gateway`'s bidders.
+    pub fn with_gateway(mut self, gateway: marquee_gateway::Gateway) -> Edge {
+        self.gateway = Some(gateway);
+        self
+    }
+
     /// Serves `/metrics` to the callers `access` allows (the default: loopback peers only).
     pub fn with_metrics_access(mut self, access: marquee_model::MetricsAccess) -> Edge {
         self.metrics_access = access;
@@ -278,8 +290,8 @@ impl Edge {
             profiles: profiles::load(&config.data_dir),
             bidder: bid::Bidder::new(BidderConfig::default()),
             gate: Gate::new(&config.limits),
-            log_access: OnceLock::new(),
-            gateway: OnceLock::new(),
+            log_access: None,
+            gateway: None,
             pacing: pacing::EdgePacing::new(config.token_lifetime),
             metrics: Metrics::default(),
             config,

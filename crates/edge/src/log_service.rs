@@ -104,7 +104,7 @@ fn param<T: std::str::FromStr>(query: &str, name: &str, default: Option<T>) -> R
 
 /// Answers a `/log/…` request. Only called when [`Edge::log_access`] is set.
 pub(crate) async fn answer(edge: &Edge, request: &Request<Incoming>) -> Response<Body> {
-    let Some(access) = edge.log_access.get() else {
+    let Some(access) = edge.log_access.as_ref() else {
         return text(StatusCode::NOT_FOUND, "not found\n");
     };
     if !authorised(access, request) {

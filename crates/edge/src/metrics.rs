@@ -201,7 +201,7 @@ pub(crate) fn render(edge: &Edge) -> String {
     crate::quality::render_metrics(edge, &mut out);
     crate::geo::render_metrics(edge, &mut out);
     crate::bid::render_metrics(edge, &mut out);
-    if let Some(gateway) = edge.gateway.get() {
+    if let Some(gateway) = edge.gateway.as_ref() {
         gateway.render_metrics(&mut out);
     }
     if let Some(shared) = &edge.shared {

@@ -150,7 +150,7 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
 
 /// `POST /profiles`.
 pub(crate) async fn upload(edge: &Edge, request: Request<Incoming>) -> Response<Body> {
-    let Some(access) = edge.log_access.get() else {
+    let Some(access) = edge.log_access.as_ref() else {
         return error(
             StatusCode::NOT_FOUND,
             "profile uploads need aggregation.token set",

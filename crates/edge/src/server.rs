@@ -139,7 +139,7 @@ async fn answer(
             http::metrics(edge, fallback, peer, &request).await,
         ),
         (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, http::readyz(edge)),
-        (_, path) if path.starts_with("/log/") && edge.log_access.get().is_some() => {
+        (_, path) if path.starts_with("/log/") && edge.log_access.is_some() => {
             (Endpoint::Probe, log_service::answer(edge, &request).await)
         }
         _ => {

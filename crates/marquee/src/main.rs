@@ -618,12 +618,6 @@ fn open_aggregator(
                 token.as_str(),
             )));
         }
-        if let Some(edge) = edge {
-            // Set once, before serving: it cannot already be set.
-            let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
-                token: token.as_str().to_owned(),
-            });
-        }
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     Arc::new(Aggregator::new(
@@ -693,12 +687,21 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
     .with_quality(quality(config)?)
     .with_bidder(bidder_config(config)?)
     .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
-    if let Some(gateway) = gateway_config(config, &edge.bidder.config.rates)? {
-        let gateway = marquee_gateway::Gateway::new(gateway)
-            .map_err(|e| config_error(format!("`gateway.bidders`: {e}")))?;
-        // A new edge: nothing has set it yet.
-        let _ = edge.gateway.set(gateway);
-    }
+    let edge = match gateway_config(config, &edge.bidder.config.rates)? {
+        Some(gateway) => edge.with_gateway(
+            marquee_gateway::Gateway::new(gateway)
+                .map_err(|e| config_error(format!("`gateway.bidders`: {e}")))?,
+        ),
+        None => edge,
+    };
+    // With the shared secret set, the log is served to the manager at `/log/…` (split roles,
+    // and remote managers of `marquee serve`).
+    let edge = match &config.aggregation.token {
+        Some(token) => edge.with_log_access(marquee_edge::log_service::LogAccess {
+            token: token.as_str().to_owned(),
+        }),
+        None => edge,
+    };
     let edge = match geo::open(config)? {
         Some(geo) => edge.with_geo(geo),
         None => edge,

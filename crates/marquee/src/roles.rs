@@ -339,11 +339,8 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
             .as_ref()
             .map_or_else(listen_url, ToString::to_string),
     };
+    // `open_edge` serves the log with the shared secret, which `required_secret` checked.
     let edge = Arc::new(open_edge(&config, &addresses.public_url)?);
-    // Set once, before serving: it cannot already be set.
-    let _ = edge.log_access.set(marquee_edge::log_service::LogAccess {
-        token: secret.clone(),
-    });
     // Serve from the copy kept by the last run until the manager answers (it may be away).
     if edge
         .holder

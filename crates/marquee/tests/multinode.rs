@@ -483,7 +483,7 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
         let text = metrics_page(&client, &edge.server().base).await;
         assert_eq!(metric(&text, "marquee_redis_breaker_state"), Some(0.0));
         assert_eq!(
-            metric(&text, "marquee_redis_fallbacks{reason=\"timeout\"}"),
+            metric(&text, "marquee_redis_fallbacks_total{reason=\"timeout\"}"),
             Some(0.0)
         );
     }

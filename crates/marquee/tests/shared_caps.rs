@@ -87,11 +87,11 @@ async fn a_cap_of_three_holds_across_three_edges_sharing_redis() {
         let text = metrics_page(&client, &edge.base).await;
         assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 0.0);
         for reason in ["breaker_open", "timeout", "error", "no_time"] {
-            let name = format!("marquee_redis_fallbacks{{reason=\"{reason}\"}}");
+            let name = format!("marquee_redis_fallbacks_total{{reason=\"{reason}\"}}");
             assert_eq!(required_metric(&text, &name), 0.0, "{name}");
         }
         refusals += required_metric(&text, "marquee_edge_shared_cap_refusals_total");
-        refusals += required_metric(&text, "marquee_redis_cache_refusals");
+        refusals += required_metric(&text, "marquee_redis_cache_refusals_total");
     }
     // Each of the two edges that did not serve the third ad learnt the cap was full from
     // Redis once; after that their caches kept the line item out of their decisions.
@@ -133,7 +133,12 @@ async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
     }
     let text = metrics_page(&client, &server.base).await;
     assert_eq!(required_metric(&text, "marquee_redis_breaker_state"), 1.0);
-    assert!(required_metric(&text, "marquee_redis_fallbacks{reason=\"breaker_open\"}") >= 3.0);
-    assert!(required_metric(&text, "marquee_redis_write_behind{stage=\"queued\"}") >= 5.0);
+    assert!(
+        required_metric(
+            &text,
+            "marquee_redis_fallbacks_total{reason=\"breaker_open\"}"
+        ) >= 3.0
+    );
+    assert!(required_metric(&text, "marquee_redis_write_behind_total{stage=\"queued\"}") >= 5.0);
     server.stop();
 }

@@ -83,8 +83,7 @@ async fn start(
         ..GatewayConfig::default()
     })
     .unwrap();
-    edge.gateway.set(gateway).unwrap();
-    let edge = Arc::new(edge);
+    let edge = Arc::new(edge.with_gateway(gateway));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(marquee_edge::serve(
