@@ -7,7 +7,7 @@ use std::sync::Arc;
 use askama::Template;
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{ConnectInfo, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use jiff::tz::TimeZone;
@@ -403,31 +403,59 @@ pub async fn home(
 }
 
 /// The report form's parameters, as the API names them.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Default)]
 pub struct ReportParams {
-    #[serde(default)]
     from: String,
-    #[serde(default)]
     to: String,
-    #[serde(default)]
     granularity: String,
-    #[serde(default)]
+    /// Comma-separated, as the API takes it.
     group_by: String,
-    #[serde(default)]
     line_item: String,
-    #[serde(default)]
     placement: String,
-    #[serde(default)]
     country: String,
-    #[serde(default)]
     region: String,
-    #[serde(default)]
     device: String,
-    #[serde(default)]
     tz: String,
 }
 
 impl ReportParams {
+    /// The parameters of a query string. The form sends `group_by` once per box ticked, so
+    /// repeated values are joined (a derived `Deserialize` refuses a repeated key); of another
+    /// repeated key the last wins. Keys the form does not have are ignored.
+    fn from_query(query: Option<&str>) -> Result<ReportParams, PageError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+            .map_err(|e| PageError::BadRequest(format!("malformed query string: {e}")))?;
+        let mut params = ReportParams::default();
+        let mut group_by: Vec<String> = Vec::new();
+        for (key, value) in pairs {
+            let field = match key.as_str() {
+                "group_by" => {
+                    group_by.extend(
+                        value
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|d| !d.is_empty())
+                            .map(str::to_owned),
+                    );
+                    continue;
+                }
+                "from" => &mut params.from,
+                "to" => &mut params.to,
+                "granularity" => &mut params.granularity,
+                "line_item" => &mut params.line_item,
+                "placement" => &mut params.placement,
+                "country" => &mut params.country,
+                "region" => &mut params.region,
+                "device" => &mut params.device,
+                "tz" => &mut params.tz,
+                _ => continue,
+            };
+            *field = value;
+        }
+        params.group_by = group_by.join(",");
+        Ok(params)
+    }
+
     /// The non-empty parameters, with defaults: from yesterday, by hour.
     fn query(&self, now: Timestamp) -> Vec<(&'static str, String)> {
         let default_from = (now - SignedDuration::from_hours(24))
@@ -638,9 +666,10 @@ fn bar_chart(built: &BuiltReport) -> String {
 pub async fn reports(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
-    Query(params): Query<ReportParams>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
+    let params = ReportParams::from_query(query.as_deref())?;
     let query = params.query(dashboard.clock.now());
     let csv = serde_urlencoded::to_string(&query).unwrap_or_default();
     let result = report(&dashboard, &user, &query).await;
@@ -691,9 +720,10 @@ pub async fn reports(
 pub async fn reports_csv(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
-    Query(params): Query<ReportParams>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
+    let params = ReportParams::from_query(query.as_deref())?;
     let built = report(&dashboard, &user, &params.query(dashboard.clock.now())).await?;
     Ok((
         [

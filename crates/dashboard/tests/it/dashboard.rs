@@ -1270,6 +1270,24 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
         .await;
     assert_eq!(csv.status, StatusCode::OK);
     assert!(csv.body.starts_with("time,requests,"), "{}", csv.body);
+    // Two ticked "Group by" boxes send the key twice: both apply, on the page and in the CSV.
+    let two = "from=2026-11-01&to=2026-12-01&granularity=day&group_by=line_item&group_by=country";
+    let page = site.get(&format!("/reports?{two}"), &admin).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    for dimension in ["line_item", "country"] {
+        assert!(
+            page.body
+                .contains(&format!("value=\"{dimension}\" checked")),
+            "{dimension} stays ticked"
+        );
+    }
+    let csv = site.get(&format!("/reports.csv?{two}"), &admin).await;
+    assert_eq!(csv.status, StatusCode::OK, "{}", csv.body);
+    assert!(
+        csv.body.starts_with("time,line_item,country,requests,"),
+        "{}",
+        csv.body
+    );
     let bad = site.get("/reports?from=yesterday", &admin).await;
     assert_eq!(bad.status, StatusCode::OK);
     assert!(bad.body.contains("is not a date"));
