@@ -375,13 +375,21 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let Some(lock) = roles::become_active_manager(&*store, &mut signalled).await? else {
         return Ok(());
     };
-    let demo_token = load_demo(&config, &*store).await?;
-    let manager = roles::open_manager(&config, &store).await?;
-
+    // Listening before the demo is made: a start that cannot listen creates nothing, so the
+    // demo's admin token (shown once) is never made and then lost with the failed start.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
     let address = listener.local_addr()?;
+    if let Some(token) = load_demo(&config, &*store).await? {
+        // At once (on stderr, so stdout's first line stays the address): nothing after this
+        // may lose it.
+        eprintln!(
+            "demo admin token (shown once): {token}\n\
+             try: curl -H 'Authorization: Bearer {token}' http://{address}/api/v1/line-items"
+        );
+    }
+    let manager = roles::open_manager(&config, &store).await?;
     let public_url = config
         .edge
         .public_url
@@ -399,12 +407,6 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     // The first line on stdout is the address, for scripts and tests that start on port 0.
     println!("marquee listening on http://{address}");
     tracing::info!(%address, data_dir = %config.data_dir.display(), "serving");
-    if let Some(token) = demo_token {
-        eprintln!(
-            "demo admin token (shown once): {token}\n\
-             try: curl -H 'Authorization: Bearer {token}' http://{address}/api/v1/line-items"
-        );
-    }
 
     let (stop, until_stopped) = roles::stop_channel();
     let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
