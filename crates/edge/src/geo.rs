@@ -1,14 +1,12 @@
 //! The geo databases' upkeep: reloaded when their files change (off the request threads),
 //! and their state in `/metrics`. Per-request lookups are in `visitor.rs`.
 
-use std::fmt::Write;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use marquee_geo::{GeoSource, Reload};
-
-use crate::Edge;
+use marquee_metrics::{Def, ObservedBy, ObservedCounter, Registry, Unit};
 
 /// Looks at the geo database files every `every` and reloads those that changed (`[geo]`
 /// `reload_interval_secs`); a file that fails keeps the last good one, and says so in the log
@@ -55,39 +53,37 @@ fn reload(geo: &GeoSource) {
     }
 }
 
+const RELOADS: Def = Def::new(
+    "marquee_geo_reloads",
+    "Geo database files reloaded after they changed.",
+);
+const RELOAD_FAILURES: Def = Def::new(
+    "marquee_geo_reload_failures",
+    "Changed geo database files that could not be used (the last good one stays).",
+);
+const BUILT: Def = Def::new(
+    "marquee_geo_database_build_timestamp",
+    "When the geo database in use was built, by its metadata.",
+)
+.with_unit(Unit::Seconds);
+
 /// `marquee_geo_*`: reloads, failed reloads, and when the databases in use were built (to
 /// alert on a file that stopped being refreshed).
-pub(crate) fn render_metrics(edge: &Edge, out: &mut String) {
-    let Some(geo) = &edge.geo else {
-        return;
+pub(crate) fn register_metrics(registry: &mut Registry, geo: &Arc<GeoSource>) {
+    let source = Arc::clone(geo);
+    RELOADS.register(registry, ObservedCounter::new(move || source.reloads()));
+    let source = Arc::clone(geo);
+    let failures = move || source.reload_failures();
+    RELOAD_FAILURES.register(registry, ObservedCounter::new(failures));
+    let source = Arc::clone(geo);
+    let built = move || {
+        let database = source.load();
+        let files = [("location", Some(database.location_info()))]
+            .into_iter()
+            .chain([("network", database.network_info())]);
+        files
+            .filter_map(|(role, info)| Some((role.to_owned(), info?.build_epoch)))
+            .collect::<Vec<_>>()
     };
-    let _ = writeln!(
-        out,
-        "# HELP marquee_geo_reloads_total Geo database files reloaded after they changed.\n\
-         # TYPE marquee_geo_reloads_total counter\nmarquee_geo_reloads_total {}",
-        geo.reloads()
-    );
-    let _ = writeln!(
-        out,
-        "# HELP marquee_geo_reload_failures_total Changed geo database files that could not be used (the last good one stays).\n\
-         # TYPE marquee_geo_reload_failures_total counter\nmarquee_geo_reload_failures_total {}",
-        geo.reload_failures()
-    );
-    let database = geo.load();
-    out.push_str(
-        "# HELP marquee_geo_database_build_timestamp_seconds When the geo database in use was built, by its metadata.\n\
-         # TYPE marquee_geo_database_build_timestamp_seconds gauge\n",
-    );
-    let files = [("location", Some(database.location_info()))]
-        .into_iter()
-        .chain([("network", database.network_info())]);
-    for (role, info) in files {
-        if let Some(info) = info {
-            let _ = writeln!(
-                out,
-                "marquee_geo_database_build_timestamp_seconds{{database=\"{role}\"}} {}",
-                info.build_epoch
-            );
-        }
-    }
+    BUILT.register(registry, ObservedBy::new("database", built));
 }

@@ -47,12 +47,12 @@ mod visitor;
 mod worker;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use marquee_engine::LocalCaps;
 use marquee_eventlog::EventLog;
+use marquee_metrics::{Counter, Registry};
 use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
 
 pub use bid::{BidderConfig, Exchange};
@@ -89,35 +89,36 @@ pub struct EdgeConfig {
     pub limits: Limits,
 }
 
-/// Counts the edge keeps; exported as metrics.
+/// Counts the edge keeps; exported as metrics (the handles are registered, so a count is one
+/// relaxed atomic addition).
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub ad_requests: AtomicU64,
-    pub decisions: AtomicU64,
-    pub fallbacks: AtomicU64,
-    pub bad_requests: AtomicU64,
-    pub impressions: AtomicU64,
-    pub clicks: AtomicU64,
-    pub conversions: AtomicU64,
+    pub ad_requests: Counter,
+    pub decisions: Counter,
+    pub fallbacks: Counter,
+    pub bad_requests: Counter,
+    pub impressions: Counter,
+    pub clicks: Counter,
+    pub conversions: Counter,
     /// Tracking calls whose token was malformed, forged, altered, expired or of another kind.
-    pub invalid_tokens: AtomicU64,
+    pub invalid_tokens: Counter,
     /// Tracking calls for a decision already counted.
-    pub repeats: AtomicU64,
+    pub repeats: Counter,
     /// Events the log refused (disk full, I/O error).
-    pub log_errors: AtomicU64,
+    pub log_errors: Counter,
     /// Ad requests answered with the fallback at once because `max_in_flight` were in progress
     /// or the workers were behind.
-    pub shed: AtomicU64,
+    pub shed: Counter,
     /// Ad requests abandoned at their deadline.
-    pub late: AtomicU64,
+    pub late: Counter,
     /// Ad decisions not served because Redis found one of their frequency caps full (another
     /// edge filled it).
-    pub shared_cap_refusals: AtomicU64,
+    pub shared_cap_refusals: Counter,
 }
 
 impl Stats {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn bump(counter: &Counter) {
+        counter.inc();
     }
 }
 
@@ -128,21 +129,23 @@ const IMAGES_REMEMBERED: usize = 1 << 20;
 #[derive(Debug)]
 pub struct Edge {
     pub config: EdgeConfig,
-    pub holder: Holder,
+    pub holder: Arc<Holder>,
     pub log: Arc<EventLog>,
     pub(crate) keys: KeyRing,
     pub(crate) caps: LocalCaps,
     pub stats: Stats,
     /// Requests by endpoint and outcome, latencies.
     pub metrics: Metrics,
+    /// Every family `/metrics` serves, of the parts the edge has now (see [`Edge::registered`]).
+    registry: Registry,
     /// The bound on ad requests in progress.
-    pub gate: Gate,
+    pub gate: Arc<Gate>,
     /// The OpenRTB bidder: settings, user matches, notice dedupe, counters.
     pub bidder: bid::Bidder,
     /// Set to serve the log to a remote manager at `/log/…` (see [`log_service`]).
     pub log_access: Option<log_service::LogAccess>,
     /// Pacing controls and budget leases (see [`pacing`]).
-    pub pacing: pacing::EdgePacing,
+    pub pacing: Arc<pacing::EdgePacing>,
     /// Gateway mode (`/openrtb2/auction`), when bidders are configured.
     pub gateway: Option<marquee_gateway::Gateway>,
     /// Caps and budget counters shared with other edges through Redis (`[redis]`); `None`
@@ -202,7 +205,7 @@ impl Edge {
     /// The bidder's settings (exchanges, currency rates); the defaults otherwise.
     pub fn with_bidder(mut self, config: BidderConfig) -> Edge {
         self.bidder = bid::Bidder::with_replay(config, self.replay);
-        self
+        self.registered()
     }
 
     /// Sizes every replay guard (impressions, clicks, conversions; the bidder's wins, billing
@@ -222,7 +225,7 @@ impl Edge {
         };
         self.tracking_seen = track::TrackingSeen::new(self.replay);
         self.bidder.set_replay(self.replay);
-        self
+        self.registered()
     }
 
     /// The replay guard of a tracking kind.
@@ -231,7 +234,7 @@ impl Edge {
     }
 
     /// Every replay guard with its kind, as labelled in metrics.
-    pub(crate) fn replay_guards(&self) -> [(&'static str, &ReplayGuard); 6] {
+    pub(crate) fn replay_guards(&self) -> [(&'static str, &Arc<ReplayGuard>); 6] {
         let [impression, click, conversion] = self.tracking_seen.labelled();
         let [win, billing, loss] = self.bidder.replay_guards();
         [impression, click, conversion, win, billing, loss]
@@ -246,20 +249,20 @@ impl Edge {
     /// Shares caps and budget counters with other edges through Redis.
     pub fn with_shared_state(mut self, shared: marquee_sharedstate::SharedState) -> Edge {
         self.shared = Some(shared);
-        self
+        self.registered()
     }
 
     /// Screens events and bid requests with `quality`'s lists and rules (the default: the
     /// shipped lists and default rules).
     pub fn with_quality(mut self, quality: Quality) -> Edge {
         self.quality = quality;
-        self
+        self.registered()
     }
 
     /// Locates visitors with `geo`'s databases.
     pub fn with_geo(mut self, geo: Arc<marquee_geo::GeoSource>) -> Edge {
         self.geo = Some(geo);
-        self
+        self.registered()
     }
 
     /// Serves the event log at `/log/…` to callers with `access`'s token.
@@ -271,12 +274,21 @@ impl Edge {
     /// Runs gateway auctions (`/openrtb2/auction`) with `gateway`'s bidders.
     pub fn with_gateway(mut self, gateway: marquee_gateway::Gateway) -> Edge {
         self.gateway = Some(gateway);
-        self
+        self.registered()
     }
 
     /// Serves `/metrics` to the callers `access` allows (the default: loopback peers only).
     pub fn with_metrics_access(mut self, access: marquee_model::MetricsAccess) -> Edge {
         self.metrics_access = access;
+        self
+    }
+
+    /// The edge with its registry holding the families of the parts it has now. Every builder
+    /// that adds or replaces a part ends here: prometheus-client cannot unregister a family, and
+    /// a replaced part (the bidder, the screen, the replay guards) must not stay registered.
+    /// Building a registry only clones handles; it happens before serving.
+    fn registered(mut self) -> Edge {
+        self.registry = metrics::registry(&self);
         self
     }
 
@@ -289,13 +301,14 @@ impl Edge {
             images: image_tag::ServedImages::new(IMAGES_REMEMBERED),
             profiles: profiles::load(&config.data_dir),
             bidder: bid::Bidder::new(BidderConfig::default()),
-            gate: Gate::new(&config.limits),
+            gate: Arc::new(Gate::new(&config.limits)),
             log_access: None,
             gateway: None,
-            pacing: pacing::EdgePacing::new(config.token_lifetime),
+            pacing: Arc::new(pacing::EdgePacing::new(config.token_lifetime)),
             metrics: Metrics::default(),
+            registry: Registry::default(),
             config,
-            holder: Holder::default(),
+            holder: Arc::default(),
             log,
             keys,
             caps: LocalCaps::default(),
@@ -303,5 +316,6 @@ impl Edge {
             replay: ReplayConfig::default(),
             tracking_seen: track::TrackingSeen::new(ReplayConfig::default()),
         }
+        .registered()
     }
 }

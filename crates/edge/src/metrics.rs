@@ -1,13 +1,20 @@
-//! `GET /metrics`: the edge's counters in the Prometheus text format (version 0.0.4), written
-//! by hand from atomics. Recording costs a few relaxed atomic additions per request; only a
-//! scrape walks and formats them. The names are documented in `docs/operations.md`.
+//! `GET /metrics`: the edge's families, registered once with name, help and unit on the
+//! edge's `marquee-metrics` registry when it is built ([`registry`]), and encoded as OpenMetrics
+//! or the Prometheus text format at each scrape. Recording on request paths is a relaxed atomic
+//! addition on a handle made with the edge; counts other parts keep for their own use (the
+//! event log's, the replay guards', the snapshot holder's, the leases') are read at the scrape.
+//! The names are documented in `docs/operations.md`.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Response, StatusCode};
+pub use marquee_metrics::Format;
+use marquee_metrics::{
+    Counter, Def, Histogram, Labelled, Observed, ObservedCounter, ObservedCounterBy, ObservedSome,
+    Registry, Unit,
+};
 use marquee_model::MetricsRefusal;
 
 use crate::http::{self, Body};
@@ -96,32 +103,21 @@ const BUCKETS_US: [u64; 14] = [
     5_000_000,
 ];
 
-/// A fixed-bucket latency histogram of atomics.
-#[derive(Debug, Default)]
-struct Histogram {
-    /// Per bucket (not cumulative; the last is `+Inf`).
-    counts: [AtomicU64; BUCKETS_US.len() + 1],
-    sum_ns: AtomicU64,
-}
-
-impl Histogram {
-    fn observe(&self, elapsed: Duration) {
-        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let bucket = BUCKETS_US
-            .iter()
-            .position(|&bound| us <= bound)
-            .unwrap_or(BUCKETS_US.len());
-        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
-    }
-}
-
-/// Requests by endpoint and outcome, and latency by endpoint.
-#[derive(Debug, Default)]
+/// Requests by endpoint and outcome, and latency by endpoint: one handle per series, made
+/// with the edge.
+#[derive(Debug)]
 pub struct Metrics {
-    requests: [[AtomicU64; OUTCOMES.len()]; ENDPOINTS.len()],
+    requests: [[Counter; OUTCOMES.len()]; ENDPOINTS.len()],
     latency: [Histogram; ENDPOINTS.len()],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: std::array::from_fn(|_| std::array::from_fn(|_| Counter::default())),
+            latency: std::array::from_fn(|_| Histogram::new(&BUCKETS_US)),
+        }
+    }
 }
 
 fn endpoint_index(endpoint: Endpoint) -> usize {
@@ -142,13 +138,13 @@ impl Metrics {
     /// Counts one answered request.
     pub fn record(&self, endpoint: Endpoint, outcome: Outcome, elapsed: Duration) {
         let e = endpoint_index(endpoint);
-        self.requests[e][outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
+        self.requests[e][outcome_index(outcome)].inc();
         self.latency[e].observe(elapsed);
     }
 
     /// Requests counted so far for an endpoint and outcome.
     pub fn requests(&self, endpoint: Endpoint, outcome: Outcome) -> u64 {
-        self.requests[endpoint_index(endpoint)][outcome_index(outcome)].load(Ordering::Relaxed)
+        self.requests[endpoint_index(endpoint)][outcome_index(outcome)].get()
     }
 
     /// Requests answered so far for ads, tracking and bidding, whatever their outcome (probes
@@ -159,8 +155,31 @@ impl Metrics {
             .enumerate()
             .filter(|(_, (e, _))| !matches!(e, Endpoint::Probe | Endpoint::Manager))
             .flat_map(|(i, _)| &self.requests[i])
-            .map(|count| count.load(Ordering::Relaxed))
+            .map(Counter::get)
             .sum()
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        let requests = ENDPOINTS
+            .iter()
+            .zip(&self.requests)
+            .flat_map(|((_, endpoint), counts)| {
+                OUTCOMES
+                    .iter()
+                    .zip(counts)
+                    .map(move |((_, outcome), count)| {
+                        (
+                            [("endpoint", *endpoint), ("outcome", *outcome)],
+                            count.clone(),
+                        )
+                    })
+            });
+        REQUESTS.register(registry, Labelled::new(requests));
+        let latency = ENDPOINTS
+            .iter()
+            .zip(&self.latency)
+            .map(|((_, endpoint), histogram)| ([("endpoint", *endpoint)], histogram.clone()));
+        REQUEST_DURATION.register(registry, Labelled::new(latency));
     }
 }
 
@@ -176,262 +195,250 @@ pub(crate) fn refused(refusal: MetricsRefusal) -> Response<Body> {
     answer
 }
 
-pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-    );
+/// The edge's families in `format`.
+pub(crate) fn encode(edge: &Edge, format: Format) -> String {
+    marquee_metrics::encode(&edge.registry, format)
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-    );
-}
-
-/// The whole exposition.
-pub(crate) fn render(edge: &Edge) -> String {
-    let mut out = String::with_capacity(8 * 1024);
-    requests(&mut out, &edge.metrics);
-    edge_counters(&mut out, &edge.stats);
-    gate(&mut out, edge);
-    event_log(&mut out, edge);
-    replay_overflows(&mut out, edge);
-    crate::quality::render_metrics(edge, &mut out);
-    crate::geo::render_metrics(edge, &mut out);
-    crate::bid::render_metrics(edge, &mut out);
-    if let Some(gateway) = edge.gateway.as_ref() {
-        gateway.render_metrics(&mut out);
+/// A registry of every family of `edge` as it is now: its own, then its parts' (screen, geo,
+/// bidder, gateway, Redis, pacing), then the snapshot's.
+pub(crate) fn registry(edge: &Edge) -> Registry {
+    let mut registry = Registry::default();
+    edge.metrics.register(&mut registry);
+    register_stats(&mut registry, &edge.stats);
+    register_gate(&mut registry, edge);
+    register_event_log(&mut registry, edge);
+    register_replay_overflows(&mut registry, edge);
+    crate::quality::register_metrics(&mut registry, &edge.quality.stats);
+    if let Some(geo) = &edge.geo {
+        crate::geo::register_metrics(&mut registry, geo);
+    }
+    crate::bid::register_metrics(&mut registry, &edge.bidder);
+    if let Some(gateway) = &edge.gateway {
+        gateway.register_metrics(&mut registry);
     }
     if let Some(shared) = &edge.shared {
-        shared.render_metrics(&mut out);
+        shared.register_metrics(&mut registry);
     }
-    crate::pacing::render_metrics(edge, &mut out);
-    snapshot(&mut out, edge);
-    out
+    crate::pacing::register_metrics(&mut registry, &edge.pacing);
+    register_snapshot(&mut registry, edge);
+    registry
 }
 
-fn load(counter: &AtomicU64) -> u64 {
-    counter.load(Ordering::Relaxed)
-}
-
-/// Requests by endpoint and outcome, and their latency.
-fn requests(out: &mut String, metrics: &Metrics) {
-    out.push_str("# HELP marquee_edge_requests_total Requests answered by the edge, by endpoint and outcome.\n# TYPE marquee_edge_requests_total counter\n");
-    for (e, (_, endpoint)) in ENDPOINTS.iter().enumerate() {
-        for (o, (_, outcome)) in OUTCOMES.iter().enumerate() {
-            let value = load(&metrics.requests[e][o]);
-            // Every endpoint shows `ok`; other outcomes once they happened, so the series
-            // stay few.
-            if value > 0 || o == 0 {
-                let _ = writeln!(
-                    out,
-                    "marquee_edge_requests_total{{endpoint=\"{endpoint}\",outcome=\"{outcome}\"}} {value}"
-                );
-            }
-        }
-    }
-    out.push_str("# HELP marquee_edge_request_duration_seconds Time from the start of a request to its answer (body excluded), by endpoint.\n# TYPE marquee_edge_request_duration_seconds histogram\n");
-    for (e, (_, endpoint)) in ENDPOINTS.iter().enumerate() {
-        let histogram = &metrics.latency[e];
-        let mut cumulative = 0;
-        for (b, bound) in BUCKETS_US.iter().enumerate() {
-            cumulative += load(&histogram.counts[b]);
-            let _ = writeln!(
-                out,
-                "marquee_edge_request_duration_seconds_bucket{{endpoint=\"{endpoint}\",le=\"{}\"}} {cumulative}",
-                *bound as f64 / 1e6
-            );
-        }
-        cumulative += load(&histogram.counts[BUCKETS_US.len()]);
-        let _ = writeln!(
-            out,
-            "marquee_edge_request_duration_seconds_bucket{{endpoint=\"{endpoint}\",le=\"+Inf\"}} {cumulative}\n\
-             marquee_edge_request_duration_seconds_sum{{endpoint=\"{endpoint}\"}} {}\n\
-             marquee_edge_request_duration_seconds_count{{endpoint=\"{endpoint}\"}} {cumulative}",
-            load(&histogram.sum_ns) as f64 / 1e9
-        );
-    }
-}
+const REQUESTS: Def = Def::new(
+    "marquee_edge_requests",
+    "Requests answered by the edge, by endpoint and outcome.",
+);
+const REQUEST_DURATION: Def = Def::new(
+    "marquee_edge_request_duration",
+    "Time from the start of a request to its answer (body excluded), by endpoint.",
+)
+.with_unit(Unit::Seconds);
 
 /// The ad path's and tracking's counters.
-fn edge_counters(out: &mut String, stats: &Stats) {
-    for (name, help, value) in [
+fn register_stats(registry: &mut Registry, stats: &Stats) {
+    for (name, help, counter) in [
         (
-            "marquee_edge_decisions_total",
+            "marquee_edge_decisions",
             "Ads chosen (one per placement served).",
             &stats.decisions,
         ),
         (
-            "marquee_edge_no_ad_total",
+            "marquee_edge_no_ad",
             "Placements for which no line item could serve.",
             &stats.fallbacks,
         ),
         (
-            "marquee_edge_shed_total",
+            "marquee_edge_shed",
             "Ad requests not started because max_in_flight were in progress; answered with the fallback at once.",
             &stats.shed,
         ),
         (
-            "marquee_edge_late_total",
+            "marquee_edge_late",
             "Ad requests abandoned at their deadline; answered with the fallback.",
             &stats.late,
         ),
         (
-            "marquee_edge_bad_requests_total",
+            "marquee_edge_bad_requests",
             "Ad requests with a bad query (400).",
             &stats.bad_requests,
         ),
         (
-            "marquee_edge_shared_cap_refusals_total",
+            "marquee_edge_shared_cap_refusals",
             "Ad decisions not served because Redis found a frequency cap full (filled on another edge).",
             &stats.shared_cap_refusals,
         ),
         (
-            "marquee_edge_impressions_total",
+            "marquee_edge_impressions",
             "Impressions counted (valid token, first time).",
             &stats.impressions,
         ),
         (
-            "marquee_edge_clicks_total",
+            "marquee_edge_clicks",
             "Clicks counted (valid token, first time).",
             &stats.clicks,
         ),
         (
-            "marquee_edge_conversions_total",
+            "marquee_edge_conversions",
             "Conversions counted (valid token, first time).",
             &stats.conversions,
         ),
         (
-            "marquee_edge_invalid_tokens_total",
+            "marquee_edge_invalid_tokens",
             "Tracking calls with a malformed, forged, altered, expired or wrong-kind token.",
             &stats.invalid_tokens,
         ),
         (
-            "marquee_edge_repeats_total",
+            "marquee_edge_repeats",
             "Tracking calls for a decision already counted.",
             &stats.repeats,
         ),
         (
-            "marquee_edge_log_errors_total",
+            "marquee_edge_log_errors",
             "Events the event log refused (disk full, I/O error).",
             &stats.log_errors,
         ),
     ] {
-        counter(out, name, help, load(value));
+        Def::new(name, help).register(registry, counter.clone());
     }
 }
+
+const IN_FLIGHT: Def = Def::new("marquee_edge_in_flight", "Ad requests in progress now.");
+const QUEUE_DELAY: Def = Def::new(
+    "marquee_edge_queue_delay",
+    "How long the probe's last wake-up waited for a worker (past edge.max_queue_delay_ms, or three quarters of a request's deadline if longer, only a share of requests start).",
+)
+.with_unit(Unit::Seconds);
+const MAX_IN_FLIGHT: Def = Def::new(
+    "marquee_edge_max_in_flight",
+    "The configured bound on ad requests in progress (0: none).",
+);
 
 /// The in-flight gate: requests in progress, queue delay, the bound.
-fn gate(out: &mut String, edge: &Edge) {
-    gauge(
-        out,
-        "marquee_edge_in_flight",
-        "Ad requests in progress now.",
-        edge.gate.in_flight(),
+fn register_gate(registry: &mut Registry, edge: &Edge) {
+    let gate = Arc::clone(&edge.gate);
+    IN_FLIGHT.register(registry, Observed::new(move || gate.in_flight()));
+    let gate = Arc::clone(&edge.gate);
+    QUEUE_DELAY.register(
+        registry,
+        Observed::new(move || gate.queue_delay().as_secs_f64()),
     );
-    gauge(
-        out,
-        "marquee_edge_queue_delay_seconds",
-        "How long the probe's last wake-up waited for a worker (past edge.max_queue_delay_ms, or three quarters of a request's deadline if longer, only a share of requests start).",
-        edge.gate.queue_delay().as_secs_f64(),
-    );
-    gauge(
-        out,
-        "marquee_edge_max_in_flight",
-        "The configured bound on ad requests in progress (0: none).",
-        edge.gate.max().unwrap_or(0),
-    );
+    let max = edge.gate.max().unwrap_or(0);
+    MAX_IN_FLIGHT.register(registry, Observed::new(move || max));
 }
 
-/// The event log's counters.
-fn event_log(out: &mut String, edge: &Edge) {
-    let log = edge.log.counters();
-    for (name, help, value) in [
+/// The event log's counters, read from the log at each scrape.
+fn register_event_log(registry: &mut Registry, edge: &Edge) {
+    type Read = fn(&marquee_eventlog::Counters) -> u64;
+    let counters: [(Def, Read); 6] = [
         (
-            "marquee_eventlog_appended_total",
-            "Events appended to the event log.",
-            log.appended,
+            Def::new(
+                "marquee_eventlog_appended",
+                "Events appended to the event log.",
+            ),
+            |c| c.appended,
         ),
         (
-            "marquee_eventlog_appended_bytes_total",
-            "Framed bytes of the appended events.",
-            log.appended_bytes,
+            Def::new(
+                "marquee_eventlog_appended",
+                "Framed bytes of the appended events.",
+            )
+            .with_unit(Unit::Bytes),
+            |c| c.appended_bytes,
         ),
         (
-            "marquee_eventlog_rejected_total",
-            "Appends refused (closed, full or failed log).",
-            log.rejected,
+            Def::new(
+                "marquee_eventlog_rejected",
+                "Appends refused (closed, full or failed log).",
+            ),
+            |c| c.rejected,
         ),
         (
-            "marquee_eventlog_fsyncs_total",
-            "Segment fsyncs.",
-            log.fsyncs,
+            Def::new("marquee_eventlog_fsyncs", "Segment fsyncs."),
+            |c| c.fsyncs,
         ),
         (
-            "marquee_eventlog_io_errors_total",
-            "Write, fsync or file-creation failures (each stops its shard).",
-            log.io_errors,
+            Def::new(
+                "marquee_eventlog_io_errors",
+                "Write, fsync or file-creation failures (each stops its shard).",
+            ),
+            |c| c.io_errors,
         ),
         (
-            "marquee_eventlog_truncated_bytes_total",
-            "Bytes cut from torn tails when the log was opened.",
-            log.truncated_bytes,
+            Def::new(
+                "marquee_eventlog_truncated",
+                "Bytes cut from torn tails when the log was opened.",
+            )
+            .with_unit(Unit::Bytes),
+            |c| c.truncated_bytes,
         ),
-    ] {
-        counter(out, name, help, value);
+    ];
+    for (def, read) in counters {
+        let log = Arc::clone(&edge.log);
+        def.register(
+            registry,
+            ObservedCounter::new(move || read(&log.counters())),
+        );
     }
 }
+
+const REPLAY_OVERFLOWS: Def = Def::new(
+    "marquee_tracking_replay_overflows",
+    "Times a replay guard's bucket share was full and emptied early (tracking.replay_capacity_per_minute too small for the traffic): repeats of the nonces forgotten count again on this edge.",
+);
 
 /// The replay guards' overflows, by kind.
-fn replay_overflows(out: &mut String, edge: &Edge) {
-    out.push_str("# HELP marquee_tracking_replay_overflows_total Times a replay guard's bucket share was full and emptied early (tracking.replay_capacity_per_minute too small for the traffic): repeats of the nonces forgotten count again on this edge.\n# TYPE marquee_tracking_replay_overflows_total counter\n");
-    for (kind, guard) in edge.replay_guards() {
-        let _ = writeln!(
-            out,
-            "marquee_tracking_replay_overflows_total{{kind=\"{kind}\"}} {}",
-            guard.overflows()
-        );
-    }
+fn register_replay_overflows(registry: &mut Registry, edge: &Edge) {
+    let guards = edge
+        .replay_guards()
+        .map(|(kind, guard)| (kind, Arc::clone(guard)));
+    let read = move || {
+        guards
+            .iter()
+            .map(|(kind, guard)| ((*kind).to_owned(), guard.overflows()))
+            .collect()
+    };
+    REPLAY_OVERFLOWS.register(registry, ObservedCounterBy::new("kind", read));
 }
 
-/// The snapshot serving: loaded, version, age, swaps and rejections.
-fn snapshot(out: &mut String, edge: &Edge) {
-    let holder = &edge.holder;
-    let current = holder.current();
-    gauge(
-        out,
-        "marquee_snapshot_loaded",
-        "1 when a snapshot is loaded (the edge is ready), else 0.",
-        u8::from(current.is_some()),
+const SNAPSHOT_LOADED: Def = Def::new(
+    "marquee_snapshot_loaded",
+    "1 when a snapshot is loaded (the edge is ready), else 0.",
+);
+const SNAPSHOT_VERSION: Def = Def::new(
+    "marquee_snapshot_version",
+    "Version (the store's change counter) of the snapshot serving.",
+);
+const SNAPSHOT_AGE: Def = Def::new(
+    "marquee_snapshot_age",
+    "Seconds since the serving snapshot was built.",
+)
+.with_unit(Unit::Seconds);
+const SNAPSHOT_SWAPS: Def = Def::new("marquee_snapshot_swaps", "Snapshots swapped in.");
+const SNAPSHOT_REJECTED: Def = Def::new(
+    "marquee_snapshot_rejected",
+    "Snapshots rejected (bad checksum or format, or not newer).",
+);
+
+/// The snapshot serving: loaded, version, age (these two only with a snapshot), swaps and
+/// rejections.
+fn register_snapshot(registry: &mut Registry, edge: &Edge) {
+    let holder = Arc::clone(&edge.holder);
+    SNAPSHOT_LOADED.register(
+        registry,
+        Observed::new(move || i64::from(holder.current().is_some())),
     );
-    if let Some(loaded) = &current {
-        let snapshot = loaded.engine.snapshot();
-        gauge(
-            out,
-            "marquee_snapshot_version",
-            "Version (the store's change counter) of the snapshot serving.",
-            snapshot.version,
-        );
-        let age = jiff::Timestamp::now().duration_since(snapshot.built_at);
-        gauge(
-            out,
-            "marquee_snapshot_age_seconds",
-            "Seconds since the serving snapshot was built.",
-            age.as_secs_f64().max(0.0),
-        );
-    }
-    counter(
-        out,
-        "marquee_snapshot_swaps_total",
-        "Snapshots swapped in.",
-        holder.swaps(),
-    );
-    counter(
-        out,
-        "marquee_snapshot_rejected_total",
-        "Snapshots rejected (bad checksum or format, or not newer).",
-        holder.rejected(),
-    );
+    let holder = Arc::clone(&edge.holder);
+    SNAPSHOT_VERSION.register(registry, ObservedSome::new(move || holder.version()));
+    let holder = Arc::clone(&edge.holder);
+    let age = move || {
+        let built_at = holder.current()?.engine.snapshot().built_at;
+        let age = jiff::Timestamp::now().duration_since(built_at);
+        Some(age.as_secs_f64().max(0.0))
+    };
+    SNAPSHOT_AGE.register(registry, ObservedSome::new(age));
+    let holder = Arc::clone(&edge.holder);
+    SNAPSHOT_SWAPS.register(registry, ObservedCounter::new(move || holder.swaps()));
+    let holder = Arc::clone(&edge.holder);
+    SNAPSHOT_REJECTED.register(registry, ObservedCounter::new(move || holder.rejected()));
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 use jiff::{SignedDuration, Timestamp};
 use marquee_engine::{Control, ControlArray, Pacing};
+use marquee_metrics::{Def, Observed, ObservedBy, ObservedCounterBy, Registry};
 use marquee_model::LineItemId;
 use marquee_pacing::{
     Billable, Charge, ControlEntry, EdgeId, Lease, Renewal, Settlement, SyncRequest, SyncResponse,
@@ -443,76 +444,75 @@ pub async fn run_sync(
     }
 }
 
-/// The edge's pacing metrics: the control set held and, per line item with a goal, what its
-/// lease has consumed and whether it has room now.
-pub(crate) fn render_metrics(edge: &Edge, out: &mut String) {
-    use std::fmt::Write as _;
-    let pacing = &edge.pacing;
-    let now = Timestamp::now();
-    if let Ok(controls) = pacing.controls.lock() {
-        let _ = writeln!(
-            out,
-            "# HELP marquee_edge_pacing_control_version Version of the control set applied.\n\
-             # TYPE marquee_edge_pacing_control_version gauge\n\
-             marquee_edge_pacing_control_version {}",
-            controls.0
-        );
+const CONTROL_VERSION: Def = Def::new(
+    "marquee_edge_pacing_control_version",
+    "Version of the control set applied.",
+);
+const THROTTLE: Def = Def::new(
+    "marquee_edge_pacing_throttle_ppm",
+    "Throttle the manager set, per million.",
+);
+const STOPPED: Def = Def::new(
+    "marquee_edge_pacing_stopped",
+    "1 when the manager stopped the line item.",
+);
+const LEASE_CONSUMED: Def = Def::new(
+    "marquee_edge_lease_consumed",
+    "Billed on the line item's lease since the edge started.",
+);
+const LEASE_ROOM: Def = Def::new(
+    "marquee_edge_lease_room",
+    "1 while the lease has room for one more charge.",
+);
+
+/// The edge's pacing families, read at each scrape: the control set held and, per line item
+/// with a goal, what its lease has consumed and whether it has room now.
+pub(crate) fn register_metrics(registry: &mut Registry, pacing: &Arc<EdgePacing>) {
+    let held = Arc::clone(pacing);
+    let version = move || held.controls.lock().map_or(0, |c| c.0);
+    CONTROL_VERSION.register(registry, Observed::new(version));
+    let held = Arc::clone(pacing);
+    let throttle = move || held.by_control(|e| i64::from(e.throttle_ppm));
+    THROTTLE.register(registry, ObservedBy::new("line_item", throttle));
+    let held = Arc::clone(pacing);
+    let stopped = move || held.by_control(|e| i64::from(e.stopped));
+    STOPPED.register(registry, ObservedBy::new("line_item", stopped));
+    let held = Arc::clone(pacing);
+    let consumed = move || held.by_lease(|lease, _| lease.consumed());
+    LEASE_CONSUMED.register(registry, ObservedCounterBy::new("line_item", consumed));
+    let held = Arc::clone(pacing);
+    let room = move || {
+        let now = Timestamp::now();
+        held.by_lease(|lease, charge| i64::from(lease.has_room(charge.amount, now)))
+    };
+    LEASE_ROOM.register(registry, ObservedBy::new("line_item", room));
+}
+
+impl EdgePacing {
+    /// `value` of every control held, by line item in id order (none if the lock is
+    /// poisoned).
+    fn by_control<N>(&self, value: impl Fn(&ControlEntry) -> N) -> Vec<(String, N)> {
+        let Ok(controls) = self.controls.lock() else {
+            return Vec::new();
+        };
         let mut entries: Vec<&ControlEntry> = controls.1.values().collect();
         entries.sort_by_key(|e| e.line_item);
-        let _ = writeln!(
-            out,
-            "# HELP marquee_edge_pacing_throttle_ppm Throttle the manager set, per million.\n\
-             # TYPE marquee_edge_pacing_throttle_ppm gauge"
-        );
-        for entry in &entries {
-            let _ = writeln!(
-                out,
-                "marquee_edge_pacing_throttle_ppm{{line_item=\"{}\"}} {}",
-                entry.line_item, entry.throttle_ppm
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP marquee_edge_pacing_stopped 1 when the manager stopped the line item.\n\
-             # TYPE marquee_edge_pacing_stopped gauge"
-        );
-        for entry in &entries {
-            let _ = writeln!(
-                out,
-                "marquee_edge_pacing_stopped{{line_item=\"{}\"}} {}",
-                entry.line_item,
-                u8::from(entry.stopped)
-            );
-        }
+        entries
+            .into_iter()
+            .map(|e| (e.line_item.to_string(), value(e)))
+            .collect()
     }
-    let Ok(leases) = pacing.leases.lock() else {
-        return;
-    };
-    let mut leases: Vec<_> = leases.iter().collect();
-    leases.sort_by_key(|(id, _)| **id);
-    let _ = writeln!(
-        out,
-        "# HELP marquee_edge_lease_consumed Billed on the line item's lease since the edge started.\n\
-         # TYPE marquee_edge_lease_consumed counter"
-    );
-    for (id, (lease, _)) in &leases {
-        let _ = writeln!(
-            out,
-            "marquee_edge_lease_consumed{{line_item=\"{id}\"}} {}",
-            lease.consumed()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP marquee_edge_lease_room 1 while the lease has room for one more charge.\n\
-         # TYPE marquee_edge_lease_room gauge"
-    );
-    for (id, (lease, charge)) in &leases {
-        let _ = writeln!(
-            out,
-            "marquee_edge_lease_room{{line_item=\"{id}\"}} {}",
-            u8::from(lease.has_room(charge.amount, now))
-        );
+
+    /// `value` of every lease held, by line item in id order (none if the lock is poisoned).
+    fn by_lease<N>(&self, value: impl Fn(&Lease, Charge) -> N) -> Vec<(String, N)> {
+        let Ok(leases) = self.leases.lock() else {
+            return Vec::new();
+        };
+        let mut held: Vec<_> = leases.iter().collect();
+        held.sort_by_key(|(id, _)| **id);
+        held.into_iter()
+            .map(|(id, (lease, charge))| (id.to_string(), value(lease, *charge)))
+            .collect()
     }
 }
 

@@ -10,11 +10,11 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ipnet::IpNet;
 use marquee_eventlog::InvalidReason;
+use marquee_metrics::{Counter, Def, Labelled, Registry};
 use marquee_tracking::Kind;
 use marquee_traffic::{CrawlerList, ListError, NetworkList, RateLimiter, Reload, Watched};
 
@@ -73,21 +73,21 @@ const REASONS: usize = InvalidReason::ALL.len();
 #[derive(Debug, Default)]
 pub struct QualityStats {
     /// Invalid events by kind and reason (index `reason code - 1`).
-    invalid: [[AtomicU64; REASONS]; 3],
+    invalid: [[Counter; REASONS]; 3],
     /// Bid requests answered no-bid as crawler or data-centre traffic.
-    pub(crate) bids_from_crawlers: AtomicU64,
-    pub(crate) bids_from_datacenters: AtomicU64,
+    pub(crate) bids_from_crawlers: Counter,
+    pub(crate) bids_from_datacenters: Counter,
     /// List reloads that failed (the last good list kept).
-    pub(crate) list_reload_failures: AtomicU64,
+    pub(crate) list_reload_failures: Counter,
 }
 
 impl QualityStats {
+    #[cfg(test)]
     pub(crate) fn invalid(&self, kind: Kind, reason: InvalidReason) -> u64 {
-        self.slot(kind, reason)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+        self.slot(kind, reason).map_or(0, Counter::get)
     }
 
-    fn slot(&self, kind: Kind, reason: InvalidReason) -> Option<&AtomicU64> {
+    fn slot(&self, kind: Kind, reason: InvalidReason) -> Option<&Counter> {
         // Token kinds are 1 to 3 on the wire.
         let by_kind = self.invalid.get((kind as usize).checked_sub(1)?)?;
         by_kind.get(usize::from(reason.code()).checked_sub(1)?)
@@ -322,38 +322,36 @@ pub async fn reload_lists_every(
     }
 }
 
-/// The screen's metrics: invalid events by kind and reason, bid requests refused, reloads
+const INVALID_EVENTS: Def = Def::new(
+    "marquee_invalid_events",
+    "Events judged invalid traffic (logged with their reason, never counted, charged, capped or paced), by kind and reason.",
+);
+const INVALID_BID_REQUESTS: Def = Def::new(
+    "marquee_bidder_invalid_requests",
+    "Bid requests answered no-bid as invalid traffic, by reason.",
+);
+const LIST_RELOAD_FAILURES: Def = Def::new(
+    "marquee_traffic_list_reload_failures",
+    "Crawler or data-centre list files that changed but could not be read or parsed (the last good list stays).",
+);
+
+/// The screen's families: invalid events by kind and reason, bid requests refused, reloads
 /// that failed.
-pub(crate) fn render_metrics(edge: &crate::Edge, out: &mut String) {
-    use std::fmt::Write;
-    let stats = &edge.quality.stats;
-    out.push_str("# HELP marquee_invalid_events_total Events judged invalid traffic (logged with their reason, never counted, charged, capped or paced), by kind and reason.\n# TYPE marquee_invalid_events_total counter\n");
-    for (kind, label) in SCREENED {
-        for reason in InvalidReason::ALL {
-            let _ = writeln!(
-                out,
-                "marquee_invalid_events_total{{kind=\"{}\",reason=\"{}\"}} {}",
-                label,
-                reason.label(),
-                stats.invalid(kind, reason)
-            );
-        }
-    }
-    out.push_str("# HELP marquee_bidder_invalid_requests_total Bid requests answered no-bid as invalid traffic, by reason.\n# TYPE marquee_bidder_invalid_requests_total counter\n");
-    for (reason, counter) in [
-        ("crawler", &stats.bids_from_crawlers),
-        ("datacenter", &stats.bids_from_datacenters),
-    ] {
-        let _ = writeln!(
-            out,
-            "marquee_bidder_invalid_requests_total{{reason=\"{reason}\"}} {}",
-            counter.load(Ordering::Relaxed)
-        );
-    }
-    crate::metrics::counter(
-        out,
-        "marquee_traffic_list_reload_failures_total",
-        "Crawler or data-centre list files that changed but could not be read or parsed (the last good list stays).",
-        stats.list_reload_failures.load(Ordering::Relaxed),
-    );
+pub(crate) fn register_metrics(registry: &mut Registry, stats: &QualityStats) {
+    let invalid = SCREENED.iter().flat_map(|&(kind, label)| {
+        InvalidReason::ALL.iter().filter_map(move |&reason| {
+            let count = stats.slot(kind, reason)?.clone();
+            Some(([("kind", label), ("reason", reason.label())], count))
+        })
+    });
+    INVALID_EVENTS.register(registry, Labelled::new(invalid));
+    let bids = Labelled::new([
+        ([("reason", "crawler")], stats.bids_from_crawlers.clone()),
+        (
+            [("reason", "datacenter")],
+            stats.bids_from_datacenters.clone(),
+        ),
+    ]);
+    INVALID_BID_REQUESTS.register(registry, bids);
+    LIST_RELOAD_FAILURES.register(registry, stats.list_reload_failures.clone());
 }

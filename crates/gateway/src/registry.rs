@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use marquee_metrics::{Format, Registry};
+use marquee_metrics::Registry;
 use serde::Serialize;
 
 use crate::metrics::{self, BidderStats, ReadState};
@@ -116,13 +116,5 @@ impl Gateway {
         });
         let bidders: Vec<_> = internal.chain(external).collect();
         metrics::register(registry, &self.stats, &bidders);
-    }
-
-    /// Appends the gateway's metrics in the Prometheus text format (0.0.4), for pages
-    /// written as that text.
-    pub fn render_metrics(&self, out: &mut String) {
-        let mut registry = Registry::default();
-        self.register_metrics(&mut registry);
-        out.push_str(&marquee_metrics::encode(&registry, Format::Text));
     }
 }

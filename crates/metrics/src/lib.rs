@@ -6,7 +6,8 @@
 //! them with [`Def::register`] into the registry it is given. Recording is a relaxed atomic
 //! operation on a handle the component keeps: no lock, no allocation, no label lookup.
 //! Values that live elsewhere are read when a scrape encodes them ([`Observed`],
-//! [`ObservedBy`]). [`encode`] writes a registry as OpenMetrics or Prometheus text.
+//! [`ObservedBy`], [`ObservedSome`], [`ObservedCounter`], [`ObservedCounterBy`]). [`encode`]
+//! writes a registry as OpenMetrics or Prometheus text.
 //!
 //! Names follow the Prometheus conventions, checked by [`check`]: `marquee_` and snake case;
 //! a counter's name is given without `_total` (the encoder appends it to the samples); a
@@ -20,7 +21,7 @@ mod text;
 
 pub use histogram::{DurationCounter, Histogram};
 pub use labelled::Labelled;
-pub use observed::{Observed, ObservedBy};
+pub use observed::{Observed, ObservedBy, ObservedCounter, ObservedCounterBy, ObservedSome};
 pub use prometheus_client;
 pub use prometheus_client::registry::Registry;
 pub use text::{CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Format, encode};

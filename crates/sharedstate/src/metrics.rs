@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use marquee_metrics::{
-    Counter, Def, DurationCounter, Format, Labelled, Observed, ObservedBy, Registry, Unit,
+    Counter, Def, DurationCounter, Labelled, Observed, ObservedBy, Registry, Unit,
 };
 
 use crate::round_trip::Fallback;
@@ -140,14 +140,6 @@ impl SharedState {
         });
         BUDGET_SPENT.register(registry, ObservedBy::new("line_item", spent));
     }
-
-    /// Appends the `marquee_redis_*` metrics in the Prometheus text format (0.0.4), for pages
-    /// written as that text.
-    pub fn render_metrics(&self, out: &mut String) {
-        let mut registry = Registry::default();
-        self.register_metrics(&mut registry);
-        out.push_str(&marquee_metrics::encode(&registry, Format::Text));
-    }
 }
 
 /// A family of `counters` labelled `label`.
@@ -161,6 +153,8 @@ fn by<const N: usize>(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use marquee_metrics::Format;
 
     use super::*;
     use crate::caps::CapRule;
@@ -205,9 +199,9 @@ mod tests {
             limit: 1,
         };
         state.count_later(1, &[rule], state.cap_count());
-        let mut out = String::from("before\n");
-        state.render_metrics(&mut out);
-        assert_eq!(out, EXPECTED);
+        let mut registry = Registry::default();
+        state.register_metrics(&mut registry);
+        assert_eq!(marquee_metrics::encode(&registry, Format::Text), EXPECTED);
     }
 
     /// Every family follows the naming conventions and is in the operator documentation,
@@ -230,8 +224,7 @@ mod tests {
         assert_eq!(gaps, Vec::<String>::new());
     }
 
-    const EXPECTED: &str = r#"before
-# HELP marquee_redis_breaker_state Shared-state circuit breaker: 0 closed, 1 open (answers from local state), 2 half open (probing).
+    const EXPECTED: &str = r#"# HELP marquee_redis_breaker_state Shared-state circuit breaker: 0 closed, 1 open (answers from local state), 2 half open (probing).
 # TYPE marquee_redis_breaker_state gauge
 marquee_redis_breaker_state 0
 # HELP marquee_redis_round_trips_total Round trips to Redis that completed.

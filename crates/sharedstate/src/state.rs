@@ -9,7 +9,7 @@
 //! | `write_behind` | the queue and its flush | `flush`, `drain`, `queued`, `drain_at_exit` |
 //! | `profile_cache` | user profiles in Redis and their cache | `profile`, `profile_now`, `put_profiles` |
 //! | `images` | image tag impressions | `remember_image`, `image` |
-//! | `metrics` | the counters and their families | `register_metrics`, `render_metrics` |
+//! | `metrics` | the counters and their families | `register_metrics` |
 //! | `round_trip` | one call to Redis: deadline, timeout, breaker | |
 
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! The bidder's state on one edge: its settings, user matches, counters, and the replay guards
 //! of its notices.
 
+use std::sync::Arc;
+
 use marquee_tracking::{ReplayConfig, ReplayGuard};
 
 use super::config::{BidderConfig, Exchange};
@@ -12,7 +14,7 @@ use crate::sync::UserSyncs;
 #[derive(Debug)]
 pub struct Bidder {
     pub config: BidderConfig,
-    pub syncs: UserSyncs,
+    pub syncs: Arc<UserSyncs>,
     pub stats: BidStats,
     notices_seen: NoticesSeen,
 }
@@ -25,7 +27,7 @@ impl Bidder {
     /// [`Bidder::new`] with its notices' replay guards sized by `replay`.
     pub(crate) fn with_replay(config: BidderConfig, replay: ReplayConfig) -> Bidder {
         Bidder {
-            syncs: UserSyncs::new(config.sync_capacity),
+            syncs: Arc::new(UserSyncs::new(config.sync_capacity)),
             config,
             stats: BidStats::default(),
             notices_seen: NoticesSeen::new(replay),
@@ -48,7 +50,7 @@ impl Bidder {
     }
 
     /// The notices' replay guards with their kinds, as labelled in metrics.
-    pub(crate) fn replay_guards(&self) -> [(&'static str, &ReplayGuard); 3] {
+    pub(crate) fn replay_guards(&self) -> [(&'static str, &Arc<ReplayGuard>); 3] {
         let seen = &self.notices_seen;
         [
             ("win", &seen.wins),
@@ -80,17 +82,17 @@ impl Bidder {
 /// The replay guards of notices, one per kind, sized alike.
 #[derive(Debug)]
 struct NoticesSeen {
-    wins: ReplayGuard,
-    billings: ReplayGuard,
-    losses: ReplayGuard,
+    wins: Arc<ReplayGuard>,
+    billings: Arc<ReplayGuard>,
+    losses: Arc<ReplayGuard>,
 }
 
 impl NoticesSeen {
     fn new(replay: ReplayConfig) -> NoticesSeen {
         NoticesSeen {
-            wins: ReplayGuard::new(replay),
-            billings: ReplayGuard::new(replay),
-            losses: ReplayGuard::new(replay),
+            wins: Arc::new(ReplayGuard::new(replay)),
+            billings: Arc::new(ReplayGuard::new(replay)),
+            losses: Arc::new(ReplayGuard::new(replay)),
         }
     }
 }

@@ -40,7 +40,7 @@ pub use config::{BidderConfig, Exchange};
 pub(crate) use no_bid::no_bid_body;
 pub use no_bid::no_bid_code;
 pub use stats::BidStats;
-pub(crate) use stats::render_metrics;
+pub(crate) use stats::register_metrics;
 
 use self::audience::{BidUser, Place, Targeting};
 use self::no_bid::{late_bid, no_bid, no_bid_answer};

@@ -2,7 +2,6 @@
 //! and counted, never sent.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 
 use marquee_engine::Decision;
 use marquee_gateway::RateConverter;
@@ -76,7 +75,7 @@ pub(super) fn checked<'r>(
         .bidder
         .stats
         .invalid_bids
-        .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+        .inc_by(dropped.len() as u64);
     Checked {
         response,
         decisions,

@@ -6,73 +6,94 @@ use std::net::SocketAddr;
 use axum::Router;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::header::HeaderValue;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use tower::ServiceExt;
 
 use super::{Body, response, text};
 use crate::Edge;
+use crate::metrics::Format;
 
 /// `GET /metrics` for the callers `edge.metrics_access` allows (a refusal carries no metric
-/// data): the edge's metrics followed by the manager's (its router's `/metrics`), so that one
-/// scrape of `marquee serve` sees both.
+/// data): the edge's families followed by the manager's (its router's `/metrics`), so that one
+/// scrape of `marquee serve` sees both; OpenMetrics for a scraper that asks for it, the
+/// Prometheus text format otherwise.
 pub(crate) async fn metrics(
     edge: &Edge,
     fallback: Option<Router>,
     peer: SocketAddr,
     request: &Request<Incoming>,
 ) -> Response<Body> {
-    let authorization = request.headers().get(hyper::header::AUTHORIZATION);
+    let headers = request.headers();
+    let authorization = headers.get(AUTHORIZATION);
     let allowed = edge
         .metrics_access
         .check(Some(peer.ip()), authorization.map(HeaderValue::as_bytes));
     if let Err(refusal) = allowed {
         return crate::metrics::refused(refusal);
     }
-    let mine = response(
-        StatusCode::OK,
-        "text/plain; version=0.0.4; charset=utf-8",
-        crate::metrics::render(edge),
-    );
+    let accept = headers.get(ACCEPT);
+    let format = Format::negotiate(accept.and_then(|v| v.to_str().ok()));
+    let mine = crate::metrics::encode(edge, format);
     let Some(router) = fallback else {
-        return mine;
+        return response(StatusCode::OK, format.content_type(), mine);
     };
     // The manager's route decides access again, by the same rule: it gets what this request
-    // showed, the caller's address and credentials.
+    // showed, the caller's address and credentials, and the format it asked for.
     let mut manager = Request::get("/metrics");
-    if let Some(authorization) = authorization {
-        manager = manager.header(hyper::header::AUTHORIZATION, authorization.clone());
+    for (name, value) in [(AUTHORIZATION, authorization), (ACCEPT, accept)] {
+        if let Some(value) = value {
+            manager = manager.header(name, value.clone());
+        }
     }
-    let Ok(mut manager) = manager.body(axum::body::Body::empty()) else {
-        return mine;
+    let page = match manager.body(axum::body::Body::empty()) {
+        Ok(mut manager) => {
+            manager
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            with_manager_metrics(mine, format, router, manager).await
+        }
+        Err(_) => mine,
     };
-    manager
-        .extensions_mut()
-        .insert(axum::extract::ConnectInfo(peer));
-    with_manager_metrics(mine, router, manager).await
+    response(StatusCode::OK, format.content_type(), page)
 }
 
-/// `edge`'s metrics followed by the manager router's answer to `request`, if that is a 200.
+/// The end of an OpenMetrics document.
+const EOF: &str = "# EOF\n";
+
+/// `edge`'s page in `format` followed by the manager router's answer to `request`, if that is
+/// a 200 in the same format.
 async fn with_manager_metrics(
-    edge: Response<Body>,
+    mut edge: String,
+    format: Format,
     router: Router,
     request: Request<axum::body::Body>,
-) -> Response<Body> {
+) -> String {
     let manager = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
-    if !manager.status().is_success() {
+    let same_format = manager
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes() == format.content_type().as_bytes());
+    if !manager.status().is_success() || !same_format {
         return edge;
     }
-    let Ok(manager) = manager.into_body().collect().await else {
+    let Ok(body) = manager.into_body().collect().await else {
         return edge;
     };
-    let (parts, body) = edge.into_parts();
-    let Ok(mine) = body.collect().await;
-    let mut text = mine.to_bytes().to_vec();
-    text.extend_from_slice(&manager.to_bytes());
-    Response::from_parts(parts, Body::new(bytes::Bytes::from(text)))
+    let Ok(text) = std::str::from_utf8(&body.to_bytes()).map(str::to_owned) else {
+        return edge;
+    };
+    // One OpenMetrics document ends once, after the last family: the manager's end.
+    if format == Format::OpenMetrics
+        && let Some(families) = edge.strip_suffix(EOF)
+    {
+        edge.truncate(families.len());
+    }
+    edge.push_str(&text);
+    edge
 }
 
 /// `GET /readyz`: 200 once a snapshot is loaded (ads can be served), 503 before.

@@ -6,7 +6,6 @@
 
 use std::path::Path;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -188,8 +187,8 @@ fn token_query(edge: &Edge, claims: &Claims) -> String {
     format!("t={}", edge.keys.sign(claims))
 }
 
-fn load(counter: &AtomicU64) -> u64 {
-    counter.load(Ordering::Relaxed)
+fn load(counter: &marquee_metrics::Counter) -> u64 {
+    counter.get()
 }
 
 /// What this edge settled of the line item's reservations (its impressions).
@@ -538,7 +537,7 @@ fn the_replay_capacity_sizes_every_guard_and_overflows_are_exported_by_kind() {
     }
     let overflows = edge.replay_guard(Kind::Click).overflows();
     assert!(overflows > 0);
-    let page = crate::metrics::render(&edge);
+    let page = crate::metrics::encode(&edge, crate::metrics::Format::Text);
     for (kind, value) in [
         ("impression", 0),
         ("click", overflows),

@@ -124,17 +124,17 @@ fn screen(
 /// The replay guards of tracking tokens, one per kind, sized alike.
 #[derive(Debug)]
 pub(crate) struct TrackingSeen {
-    impressions: ReplayGuard,
-    clicks: ReplayGuard,
-    conversions: ReplayGuard,
+    impressions: Arc<ReplayGuard>,
+    clicks: Arc<ReplayGuard>,
+    conversions: Arc<ReplayGuard>,
 }
 
 impl TrackingSeen {
     pub(crate) fn new(replay: ReplayConfig) -> TrackingSeen {
         TrackingSeen {
-            impressions: ReplayGuard::new(replay),
-            clicks: ReplayGuard::new(replay),
-            conversions: ReplayGuard::new(replay),
+            impressions: Arc::new(ReplayGuard::new(replay)),
+            clicks: Arc::new(ReplayGuard::new(replay)),
+            conversions: Arc::new(ReplayGuard::new(replay)),
         }
     }
 
@@ -147,7 +147,7 @@ impl TrackingSeen {
     }
 
     /// Every guard with its kind, as labelled in metrics.
-    pub(crate) fn labelled(&self) -> [(&'static str, &ReplayGuard); 3] {
+    pub(crate) fn labelled(&self) -> [(&'static str, &Arc<ReplayGuard>); 3] {
         [
             ("impression", &self.impressions),
             ("click", &self.clicks),

@@ -1,7 +1,10 @@
 //! Who may read `/metrics` over real connections: with a token, only its bearer (401
 //! otherwise, with no metric data, counted as a probe's client error); without one, loopback
 //! peers only (403 for others). In `marquee serve` the manager's metrics follow the edge's:
-//! they are fetched only for an allowed scrape, with its credentials and peer passed on.
+//! they are fetched only for an allowed scrape, with its credentials, peer and format passed
+//! on. And what an allowed scrape reads: OpenMetrics for a scraper that asks for it, every
+//! family named by the conventions and listed in `docs/operations.md`, and every metric the
+//! page lists under the edge's prefixes exposed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{IpAddr, SocketAddr};
@@ -38,18 +41,28 @@ fn edge(dir: &std::path::Path, access: MetricsAccess) -> Arc<Edge> {
     Arc::new(Edge::new(config, Arc::new(log), keys).with_metrics_access(access))
 }
 
-/// A stand-in for the manager's router: its `/metrics` answers with a series naming what the
-/// edge passed on (the peer it saw, whether the bearer token came along).
+/// A stand-in for the manager's router: its `/metrics` answers, in the format asked for as the
+/// manager's does, with a family naming what the edge passed on (the peer it saw, whether the
+/// bearer token came along).
 fn manager_router() -> axum::Router {
     async fn metrics(
         peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
         headers: HeaderMap,
-    ) -> String {
+    ) -> ([(&'static str, &'static str); 1], String) {
         let with_token = headers
             .get("authorization")
             .is_some_and(|value| value.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
         let loopback = peer.is_some_and(|p| p.0.0.ip().is_loopback());
-        format!("manager_budget_series{{with_token=\"{with_token}\",loopback=\"{loopback}\"}} 1\n")
+        let accept = headers.get("accept").and_then(|v| v.to_str().ok());
+        let format = marquee_metrics::Format::negotiate(accept);
+        let series = format!(
+            "manager_budget_series{{with_token=\"{with_token}\",loopback=\"{loopback}\"}} 1\n"
+        );
+        let page = match format {
+            marquee_metrics::Format::OpenMetrics => format!("{series}# EOF\n"),
+            marquee_metrics::Format::Text => series,
+        };
+        ([("content-type", format.content_type())], page)
     }
     axum::Router::new().route("/metrics", get(metrics))
 }
@@ -255,4 +268,145 @@ async fn a_token_opens_the_metrics_to_other_addresses() {
     .await;
     assert_eq!(allowed.status, 200, "{}", allowed.body);
     assert!(allowed.body.contains("marquee_edge_requests_total"));
+}
+
+/// The families the edge exposes, by name prefix: the documentation check looks for the page's
+/// names under these.
+const PREFIXES: [&str; 10] = [
+    "marquee_edge_",
+    "marquee_bidder_",
+    "marquee_eventlog_",
+    "marquee_tracking_",
+    "marquee_invalid_",
+    "marquee_traffic_",
+    "marquee_geo_",
+    "marquee_snapshot_",
+    // With `with_gateway` and `with_shared_state`.
+    "marquee_gateway_",
+    "marquee_redis_",
+];
+
+/// An edge with every part that adds families: a gateway, Redis (never reached), geo
+/// databases and a snapshot.
+async fn full_edge(dir: &std::path::Path) -> Arc<Edge> {
+    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    let config = EdgeConfig {
+        public_url: "http://127.0.0.1".into(),
+        token_lifetime: Duration::from_secs(600),
+        fallback: Fallback::Empty,
+        cookies: false,
+        country_header: None,
+        data_dir: dir.join("edge"),
+        limits: Limits {
+            max_queue_delay: None,
+            ..Limits::default()
+        },
+    };
+    let gateway = marquee_gateway::Gateway::new(marquee_gateway::GatewayConfig {
+        bidders: vec![marquee_gateway::BidderSpec::new(
+            "dsp",
+            "http://127.0.0.1:9/bid",
+        )],
+        internal_bidder: Some("marquee".into()),
+        admin_token: TOKEN.into(),
+        ..marquee_gateway::GatewayConfig::default()
+    })
+    .unwrap();
+    let shared = marquee_sharedstate::SharedState::new(
+        marquee_sharedstate::SharedConfig::new("redis://127.0.0.1:1"),
+        Arc::new(marquee_model::SystemClock),
+    )
+    .unwrap();
+    let database =
+        marquee_geo::GeoDatabase::from_bytes(marquee_geo::demo::demo_database(), None).unwrap();
+    let geo = Arc::new(marquee_geo::GeoSource::fixed(database));
+    let edge = Edge::new(config, Arc::new(log), keys)
+        .with_gateway(gateway)
+        .with_shared_state(shared)
+        .with_geo(geo);
+    let snapshot = marquee_snapshot::Snapshot {
+        version: 3,
+        built_at: "2026-11-21T12:00:00Z".parse().unwrap(),
+        data: marquee_snapshot::SnapshotData::default(),
+    };
+    edge.accept_snapshot(&snapshot.encode_with_header().1)
+        .unwrap();
+    Arc::new(edge)
+}
+
+#[tokio::test]
+async fn the_edge_serves_conventional_documented_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let edge = full_edge(dir.path()).await;
+    let address = start(&edge, "127.0.0.1:0", Some(manager_router())).await;
+    let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1\r\n";
+    let scraped = scrape(address, loopback(), "GET", prometheus).await;
+    assert_eq!(scraped.status, 200, "{}", scraped.body);
+    assert!(
+        scraped
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{}",
+        scraped.head
+    );
+    let page = &scraped.body;
+    // One document: the manager's families follow the edge's, and one `# EOF` ends both.
+    assert!(
+        page.ends_with("manager_budget_series{with_token=\"false\",loopback=\"true\"} 1\n# EOF\n"),
+        "{page}"
+    );
+    assert_eq!(page.matches("# EOF").count(), 1, "{page}");
+    for line in [
+        "# TYPE marquee_edge_requests counter",
+        "# TYPE marquee_edge_request_duration_seconds histogram",
+        "# UNIT marquee_eventlog_appended_bytes bytes",
+        "marquee_snapshot_version 3",
+        "marquee_snapshot_swaps_total 1",
+        "marquee_geo_database_build_timestamp_seconds{database=\"location\"} 1735689600",
+        "marquee_gateway_auctions_total 0",
+        "marquee_redis_breaker_state 0",
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} in\n{page}");
+    }
+    assert_eq!(
+        marquee_metrics::check::convention_violations(page),
+        Vec::<String>::new()
+    );
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/operations.md"
+    ))
+    .unwrap();
+    assert_eq!(
+        marquee_metrics::check::documentation_gaps(page, &doc, &PREFIXES),
+        Vec::<String>::new()
+    );
+
+    // Without asking for OpenMetrics (curl): the Prometheus text format, the manager's
+    // families asked for in it too.
+    let text = scrape(address, loopback(), "GET", "").await;
+    assert!(
+        text.head.contains("text/plain; version=0.0.4"),
+        "{}",
+        text.head
+    );
+    assert!(
+        text.body
+            .contains("# TYPE marquee_edge_requests_total counter\n"),
+        "{}",
+        text.body
+    );
+    assert!(
+        !text.body.contains("# EOF") && !text.body.contains("# UNIT"),
+        "{}",
+        text.body
+    );
+    assert!(
+        text.body
+            .ends_with("manager_budget_series{with_token=\"false\",loopback=\"true\"} 1\n"),
+        "{}",
+        text.body
+    );
 }
