@@ -1,5 +1,5 @@
 //! `GET /metrics`: the edge's families, registered once with name, help and unit on the
-//! edge's `marquee-metrics` registry when it is built ([`registry`]), and encoded as OpenMetrics
+//! edge's `marquee-metrics` registry when it is built (`registry`), and encoded as OpenMetrics
 //! or the Prometheus text format at each scrape. Recording on request paths is a relaxed atomic
 //! addition on a handle made with the edge; counts other parts keep for their own use (the
 //! event log's, the replay guards', the snapshot holder's, the leases') are read at the scrape.

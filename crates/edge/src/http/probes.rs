@@ -83,7 +83,8 @@ async fn with_manager_metrics(
     let Ok(body) = manager.into_body().collect().await else {
         return edge;
     };
-    let Ok(text) = std::str::from_utf8(&body.to_bytes()).map(str::to_owned) else {
+    let body = body.to_bytes();
+    let Ok(text) = std::str::from_utf8(&body) else {
         return edge;
     };
     // One OpenMetrics document ends once, after the last family: the manager's end.
@@ -92,7 +93,7 @@ async fn with_manager_metrics(
     {
         edge.truncate(families.len());
     }
-    edge.push_str(&text);
+    edge.push_str(text);
     edge
 }
 
