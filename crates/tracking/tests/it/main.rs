@@ -1,4 +1,5 @@
 //! Integration tests of the tracking tokens and the replay guard.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod clock_jumps;
 mod garbage;
