@@ -3,7 +3,7 @@
 //! rules, native assets, and the candidate cap of a crowded tier.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -2,7 +2,7 @@
 //! expressions, links and requests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Selection: tiers, weights, value, creative fit, caps, pacing, floors, dates, explain mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Harness, banner, line_item, now, snapshot};
 use marquee_engine::{
