@@ -1,4 +1,5 @@
 //! Integration tests of the OpenRTB types, readers, validation and crypto.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod crypto;
 mod fast_fields;
