@@ -1,4 +1,5 @@
 //! Integration tests of the stores: SQLite, PostgreSQL, and the copy between them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 mod copy;
