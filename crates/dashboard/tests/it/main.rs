@@ -1,4 +1,5 @@
 //! Integration tests of the dashboard router.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboard;
 mod sign_in_token;
