@@ -1,4 +1,5 @@
 //! Integration tests of the edge's server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod body_timeout;
 mod gateway;
