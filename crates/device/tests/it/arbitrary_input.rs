@@ -4,10 +4,7 @@
 
 use marquee_device::{ClientHints, Device, browser, detect, os};
 
-// Shared with the corpus test, which uses more of it.
-#[allow(dead_code)]
-#[path = "support/corpus.rs"]
-mod corpus;
+use crate::corpus_cases as corpus;
 
 /// SplitMix64: a small generator whose sequence its definition fixes.
 struct Rng(u64);

@@ -4,10 +4,7 @@
 
 use marquee_device::{ClientHints, DeviceType, detect};
 
-#[path = "support/corpus.rs"]
-mod corpus;
-
-use corpus::cases;
+use crate::corpus_cases::cases;
 
 /// (User-Agent, field, what is detected instead of the expectation, why).
 const KNOWN_MISSES: &[(&str, &str, &str, &str)] = &[(
