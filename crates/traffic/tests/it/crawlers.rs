@@ -1,12 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use marquee_traffic::CrawlerList;
 use regex::bytes::RegexBuilder;
 use support::user_agents::{BROWSERS, CRAWLERS, MORE_BROWSERS, MORE_CRAWLERS};
 
-const SHIPPED: &str = include_str!("../lists/crawlers.txt");
+const SHIPPED: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lists/crawlers.txt"));
 
 fn shipped_patterns() -> Vec<&'static str> {
     SHIPPED
