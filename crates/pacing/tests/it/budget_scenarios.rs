@@ -7,7 +7,7 @@
 //! their spend, or 1,000 clicks) ends within ±0.5% of its amount. Run with `--nocapture` for
 //! the table `docs/pacing-and-budgets.md` quotes.
 
-mod sim;
+use crate::sim;
 
 use marquee_model::{GoalMetric, PacingMode};
 use marquee_pacing::FLIGHT_PERIOD;

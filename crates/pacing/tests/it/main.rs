@@ -1,4 +1,5 @@
 //! Integration tests of pacing, on the simulator in `sim`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod budget_scenarios;
 mod sim;

@@ -4,7 +4,7 @@
 //! deterministic (seeded traffic, simulated time). Goals are spend in micros; an impression
 //! costs 2,000 micros (a CPM of 2.00). Run with `--nocapture` to see the figures the docs quote.
 
-mod sim;
+use crate::sim;
 
 use std::collections::BTreeMap;
 
