@@ -1,0 +1,5 @@
+//! Integration tests of the management API's router.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod api;
+mod reports;
