@@ -3,7 +3,7 @@
 //! the gateway call that host, and the refusal is counted; `notice_hosts` lets such a host in.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

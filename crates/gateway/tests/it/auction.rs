@@ -4,7 +4,7 @@
 //! health score. No test measures time: slow bidders are far slower than the deadline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,6 @@
+//! Integration tests of the gateway: auctions and notices against mock bidders.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod auction;
+mod common;
+mod notices;
