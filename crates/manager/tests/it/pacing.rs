@@ -14,7 +14,7 @@ use marquee_stats::Counters;
 use marquee_store::{Draft, SqliteStore, Store};
 use tempfile::TempDir;
 
-mod support;
+use crate::support;
 
 /// A Tuesday noon in Berlin's winter (UTC+1).
 const NOW: &str = "2026-12-01T12:00:00Z";

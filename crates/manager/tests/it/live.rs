@@ -18,7 +18,7 @@ use marquee_stats::Counters;
 use marquee_store::{SqliteStore, Store};
 use tempfile::TempDir;
 
-mod support;
+use crate::support;
 use support::commit;
 
 /// A Tuesday noon in Berlin's winter (UTC+1).
