@@ -48,7 +48,7 @@ pub enum RequestError {
     #[error("imp[{index}].id {id:?} repeats an earlier imp's id")]
     DuplicateImpId { index: usize, id: String },
     #[error(
-        "{path}: size {w}x{h} is not sane (give both or neither, each at most {max})",
+        "{path}: size {w}x{h} is not sane (each side at most {max})",
         max = crate::request::MAX_DIMENSION
     )]
     InvalidSize { path: String, w: u32, h: u32 },

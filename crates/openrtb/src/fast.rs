@@ -10,10 +10,12 @@
 //! **The invariant**: whenever [`bid_request`] returns `Some(v)`, serde_json with the derives
 //! would have returned `Ok(v)` with the same value in every field. Anything this reader does
 //! not handle exactly as serde_json does (escapes in keys, a modelled key given twice, `null`
-//! for a field that is not an `Option`, a fraction or exponent for an integer, a negative
+//! for a required member or in a list, a fraction or exponent for an integer, a negative
 //! unsigned, an overflow, a flag other than `0`/`1`/`true`/`false`, a struct written as an
 //! array, unknown values nested deeper than 128, trailing characters…) returns `None`, and the
-//! caller runs serde, which gives the value or the located error. Bailing out is always
+//! caller runs serde, which gives the value or the located error (or, for a malformed media
+//! object of an imp, the imp without it). `null` for an optional member is its default, as
+//! in serde's `de` helpers. Bailing out is always
 //! correct; only a `Some` that differs from serde's value would be a bug. The differential
 //! tests (`tests/fast_parse.rs`), a proptest and a fuzz target check this invariant.
 //!
@@ -165,11 +167,24 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The frame of an array; `push` reads one element into the vector.
+    /// `null` as `T::default()`, as serde's `de::nullable` reads an optional member.
+    fn or_default<T: Default>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        if self.null() {
+            Some(T::default())
+        } else {
+            read(self)
+        }
+    }
+
+    /// The frame of an array; `push` reads one element into the vector. `null` is the empty
+    /// list: every list of a request is an optional member.
     fn elements<T>(
         &mut self,
         mut push: impl FnMut(&mut Self, &mut Vec<T>) -> Option<()>,
     ) -> Option<Vec<T>> {
+        if self.null() {
+            return Some(Vec::new());
+        }
         self.eat(b'[')?;
         if self.peek()? == b']' {
             self.pos += 1;
@@ -261,6 +276,20 @@ impl<'a> Cursor<'a> {
 
     fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
         self.nullable(Self::string)
+    }
+
+    /// `de::cow_or_empty`: `null` is the empty string.
+    fn string_or_empty(&mut self) -> Option<Cow<'a, str>> {
+        self.or_default(Self::string)
+    }
+
+    /// `de::cow_or_usd`: `null` is `USD`.
+    fn currency(&mut self) -> Option<Cow<'a, str>> {
+        if self.null() {
+            Some(de::usd())
+        } else {
+            self.string()
+        }
     }
 
     fn strings(&mut self) -> Option<Vec<Cow<'a, str>>> {
@@ -462,11 +491,12 @@ impl<'a> Cursor<'a> {
         self.array(Self::i32)
     }
 
-    /// `de::flag`: `true`, `false`, `0` or `1`.
+    /// `de::flag`: `true`, `false`, `0` or `1`; `null` is `false`.
     fn flag(&mut self) -> Option<bool> {
         match self.peek()? {
             b't' => self.literal(b"true").map(|()| true),
             b'f' => self.literal(b"false").map(|()| false),
+            b'n' => self.literal(b"null").map(|()| false),
             _ => match self.integer()? {
                 (false, 0) => Some(false),
                 (false, 1) => Some(true),
@@ -482,6 +512,9 @@ impl<'a> Cursor<'a> {
     /// `de::floor_micros`: the number's text, exact, rounded up; a negative floor bails (serde
     /// gives the error), as does anything but a number.
     fn floor_micros(&mut self) -> Option<i64> {
+        if self.null() {
+            return Some(0);
+        }
         let token = self.number_token()?;
         decimal::parse_micros(token, Rounding::Up)
             .ok()
@@ -715,18 +748,19 @@ impl<'a> FromObject<'a> for BidRequest<'a> {
             regs: None,
             test: false,
             ext: None,
+            dooh: None,
             openrtb3: None,
         }
     }
 
     fields!(c, request, {
-        "id" => request.id = c.string()?,
+        "id" => request.id = c.string_or_empty()?,
         "imp" => request.imp = c.objects()?,
         "site" => c.optional(&mut request.site)?,
         "app" => c.optional(&mut request.app)?,
         "device" => c.optional(&mut request.device)?,
         "user" => c.optional(&mut request.user)?,
-        "at" => request.at = AuctionType(c.i32()?),
+        "at" => request.at = c.or_default(|c| c.i32().map(AuctionType))?,
         "tmax" => request.tmax = c.opt_u32()?,
         "wseat" => request.wseat = c.strings()?,
         "bseat" => request.bseat = c.strings()?,
@@ -741,6 +775,7 @@ impl<'a> FromObject<'a> for BidRequest<'a> {
         "regs" => c.optional(&mut request.regs)?,
         "test" => request.test = c.flag()?,
         "ext" => request.ext = c.opt_raw()?,
+        "dooh" => request.dooh = c.opt_raw()?,
         "openrtb" => request.openrtb3 = c.opt_raw()?,
     });
 }
@@ -761,18 +796,19 @@ impl<'a> FromObject<'a> for Imp<'a> {
             instl: false,
             exp: None,
             ext: None,
+            dropped: Vec::new(),
         }
     }
 
     fields!(c, imp, {
-        "id" => imp.id = c.string()?,
+        "id" => imp.id = c.string_or_empty()?,
         "banner" => c.optional(&mut imp.banner)?,
         "video" => c.optional(&mut imp.video)?,
         "audio" => c.optional(&mut imp.audio)?,
         "native" => c.optional(&mut imp.native)?,
         "pmp" => c.optional(&mut imp.pmp)?,
         "bidfloor" => imp.bidfloor_micros = c.floor_micros()?,
-        "bidfloorcur" => imp.bidfloorcur = c.string()?,
+        "bidfloorcur" => imp.bidfloorcur = c.currency()?,
         "secure" => imp.secure = c.flag()?,
         "tagid" => imp.tagid = c.opt_string()?,
         "instl" => imp.instl = c.flag()?,
@@ -787,8 +823,8 @@ impl<'a> FromObject<'a> for Format {
     }
 
     fields!(c, format, {
-        "w" => format.w = c.u32()?,
-        "h" => format.h = c.u32()?,
+        "w" => format.w = c.or_default(Cursor::u32)?,
+        "h" => format.h = c.or_default(Cursor::u32)?,
     });
 }
 
@@ -859,6 +895,7 @@ impl<'a> FromObject<'a> for Native<'a> {
             request: Cow::default(),
             ver: None,
             battr: Vec::new(),
+            unreadable: None,
         }
     }
 
@@ -898,9 +935,9 @@ impl<'a> FromObject<'a> for Deal<'a> {
     }
 
     fields!(c, deal, {
-        "id" => deal.id = c.string()?,
+        "id" => deal.id = c.string_or_empty()?,
         "bidfloor" => deal.bidfloor_micros = c.floor_micros()?,
-        "bidfloorcur" => deal.bidfloorcur = c.string()?,
+        "bidfloorcur" => deal.bidfloorcur = c.currency()?,
         "at" => deal.at = opt_code(c, AuctionType)?,
         "wseat" => deal.wseat = c.strings()?,
         "wadomain" => deal.wadomain = c.strings()?,
@@ -1019,7 +1056,7 @@ impl<'a> FromObject<'a> for Uid<'a> {
     }
 
     fields!(c, uid, {
-        "id" => uid.id = c.string()?,
+        "id" => uid.id = c.string_or_empty()?,
         "atype" => uid.atype = opt_code(c, AgentType)?,
     });
 }
@@ -1033,7 +1070,7 @@ impl<'a> FromObject<'a> for Eid<'a> {
     }
 
     fields!(c, eid, {
-        "source" => eid.source = c.string()?,
+        "source" => eid.source = c.string_or_empty()?,
         "uids" => eid.uids = c.objects()?,
     });
 }
@@ -1068,8 +1105,8 @@ impl<'a> FromObject<'a> for SupplyChainNode<'a> {
     }
 
     fields!(c, node, {
-        "asi" => node.asi = c.string()?,
-        "sid" => node.sid = c.string()?,
+        "asi" => node.asi = c.string_or_empty()?,
+        "sid" => node.sid = c.string_or_empty()?,
         "rid" => node.rid = c.opt_string()?,
         "hp" => node.hp = c.flag()?,
     });
@@ -1086,7 +1123,7 @@ impl<'a> FromObject<'a> for SupplyChain<'a> {
 
     fields!(c, chain, {
         "complete" => chain.complete = c.flag()?,
-        "ver" => chain.ver = c.string()?,
+        "ver" => chain.ver = c.string_or_empty()?,
         "nodes" => chain.nodes = c.objects()?,
     });
 }

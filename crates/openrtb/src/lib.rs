@@ -43,9 +43,9 @@ pub use native::{
     NativeError, NativeImage, NativeMismatch, NativeRequest, TitleRequest, VideoAssetRequest,
 };
 pub use request::{
-    App, Audio, Banner, BidRequest, Data, Deal, Device, Eid, Format, Geo, Imp, MAX_DIMENSION,
-    Native, Pmp, Publisher, Regs, Segment, Site, Source, SupplyChain, SupplyChainNode, Uid, User,
-    Video,
+    App, Audio, Banner, BidRequest, Data, Deal, Device, Dropped, Eid, Format, Geo, Imp,
+    MAX_DIMENSION, Native, Pmp, Publisher, Regs, Segment, Site, Source, SupplyChain,
+    SupplyChainNode, Uid, User, Video,
 };
 pub use response::{Bid, BidResponse, RawJson, SeatBid};
 pub use validate::{

@@ -31,11 +31,11 @@ pub struct NativeRequest<'a> {
     #[serde(default)]
     pub plcmttype: Option<NativePlacementType>,
     /// Identical placements in this imp; default 1.
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "count_or_one")]
     pub plcmtcnt: u32,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub assets: Vec<AssetRequest<'a>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub eventtrackers: Vec<EventTrackerRequest>,
     /// The placement renders its own privacy notice link.
     #[serde(default, deserialize_with = "de::flag")]
@@ -47,6 +47,11 @@ pub struct NativeRequest<'a> {
 
 fn one() -> u32 {
     1
+}
+
+/// `plcmtcnt`, `null` being the default 1 as when absent.
+fn count_or_one<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    Option::<u32>::deserialize(deserializer).map(|n| n.unwrap_or(1))
 }
 
 /// One asset the placement shows; exactly one of `title`, `img`, `video`, `data`.
@@ -68,7 +73,7 @@ pub struct AssetRequest<'a> {
 #[derive(Clone, Copy, Debug, Deserialize)]
 pub struct TitleRequest {
     /// Maximum characters (0: no limit given).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub len: u32,
 }
 
@@ -97,7 +102,7 @@ pub struct VideoAssetRequest<'a> {
     pub minduration: Option<u32>,
     #[serde(default)]
     pub maxduration: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub protocols: Vec<Protocol>,
 }
 
@@ -114,7 +119,7 @@ pub struct DataRequest {
 #[derive(Clone, Debug, Deserialize)]
 pub struct EventTrackerRequest {
     pub event: EventType,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub methods: Vec<EventTrackingMethod>,
 }
 

@@ -27,9 +27,9 @@ const CATTAX_IAB_1_0: u32 = 1;
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct BidRequest<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub id: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub imp: Vec<Imp<'a>>,
     #[serde(default, borrow)]
     pub site: Option<Site<'a>>,
@@ -40,7 +40,7 @@ pub struct BidRequest<'a> {
     #[serde(default, borrow)]
     pub user: Option<User<'a>>,
     /// Auction type; default second price.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub at: AuctionType,
     /// Milliseconds the exchange waits for the answer, network included.
     #[serde(default)]
@@ -81,6 +81,10 @@ pub struct BidRequest<'a> {
     pub test: bool,
     #[serde(default, borrow)]
     pub ext: Option<&'a RawValue>,
+    /// (2.6) The digital-out-of-home screen, in place of `site` or `app`; kept raw, only to
+    /// tell such traffic (whose creatives may be screen-sized) from the web's and apps'.
+    #[serde(default, borrow)]
+    pub dooh: Option<&'a RawValue>,
     /// The OpenRTB 3.0 envelope, only to say so when one is sent here.
     #[serde(default, rename = "openrtb", borrow)]
     pub(crate) openrtb3: Option<&'a RawValue>,
@@ -89,15 +93,17 @@ pub struct BidRequest<'a> {
 /// An impression offered for sale (§3.2.4).
 #[derive(Clone, Debug, Deserialize)]
 pub struct Imp<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub id: Cow<'a, str>,
-    #[serde(default, borrow)]
+    // The media objects are read on their own: a malformed one is dropped from this imp
+    // (see `dropped`), the rest of the request stands.
+    #[serde(default, borrow, deserialize_with = "de::media")]
     pub banner: Option<Banner<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::media")]
     pub video: Option<Video<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::media")]
     pub audio: Option<Audio<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::media")]
     pub native: Option<Native<'a>>,
     #[serde(default, borrow)]
     pub pmp: Option<Pmp<'a>>,
@@ -105,7 +111,7 @@ pub struct Imp<'a> {
     #[serde(default, rename = "bidfloor", deserialize_with = "de::floor_micros")]
     pub bidfloor_micros: i64,
     /// Currency of the floor; default `USD`.
-    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow")]
+    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow_or_usd")]
     pub bidfloorcur: Cow<'a, str>,
     /// Creative assets and markup must use `https` only.
     #[serde(default, deserialize_with = "de::flag")]
@@ -120,39 +126,62 @@ pub struct Imp<'a> {
     pub exp: Option<u32>,
     #[serde(default, borrow)]
     pub ext: Option<&'a RawValue>,
+    /// Media types left out of this imp because they could not be read or broke a rule (the
+    /// field is then `None`); the imp and the request stand if anything usable is left.
+    #[serde(skip)]
+    pub dropped: Vec<Dropped>,
+}
+
+/// A media type left out of an imp, and why (the error names the member, e.g.
+/// `imp[1].banner.format[0].w`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    pub media: MarkupType,
+    pub error: ParseError,
+}
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error {
+            ParseError::Json(e) => write!(f, "malformed, left out: {e}"),
+            ParseError::Invalid(e) => write!(f, "invalid, left out: {e}"),
+        }
+    }
 }
 
 /// A size in `banner.format`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Format {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub w: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub h: u32,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Banner<'a> {
     /// Allowed sizes; when present, `w`/`h` are only the preferred one.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub format: Vec<Format>,
     #[serde(default)]
     pub w: Option<u32>,
     #[serde(default)]
     pub h: Option<u32>,
     /// Blocked banner types.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub btype: Vec<BannerAdType>,
     /// Blocked creative attributes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub battr: Vec<CreativeAttribute>,
     #[serde(default)]
     pub pos: Option<AdPosition>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub api: Vec<ApiFramework>,
     /// Allowed MIME types (empty: any).
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
     pub mimes: Vec<Cow<'a, str>>,
+    #[serde(skip)]
+    pub(crate) unreadable: Option<JsonError>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -165,7 +194,7 @@ pub struct Video<'a> {
     /// Seconds.
     #[serde(default)]
     pub maxduration: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub protocols: Vec<Protocol>,
     #[serde(default)]
     pub w: Option<u32>,
@@ -181,8 +210,10 @@ pub struct Video<'a> {
     pub linearity: Option<Linearity>,
     #[serde(default)]
     pub startdelay: Option<StartDelay>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub battr: Vec<CreativeAttribute>,
+    #[serde(skip)]
+    pub(crate) unreadable: Option<JsonError>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -193,10 +224,12 @@ pub struct Audio<'a> {
     pub minduration: Option<u32>,
     #[serde(default)]
     pub maxduration: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub protocols: Vec<Protocol>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub battr: Vec<CreativeAttribute>,
+    #[serde(skip)]
+    pub(crate) unreadable: Option<JsonError>,
 }
 
 /// `imp.native`: the Native Ads request travels as a JSON string; see
@@ -207,8 +240,48 @@ pub struct Native<'a> {
     pub request: Cow<'a, str>,
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub ver: Option<Cow<'a, str>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub battr: Vec<CreativeAttribute>,
+    #[serde(skip)]
+    pub(crate) unreadable: Option<JsonError>,
+}
+
+impl de::Unreadable for Banner<'_> {
+    fn unreadable(error: JsonError) -> Self {
+        Banner {
+            unreadable: Some(error),
+            ..Banner::default()
+        }
+    }
+}
+
+impl de::Unreadable for Video<'_> {
+    fn unreadable(error: JsonError) -> Self {
+        Video {
+            unreadable: Some(error),
+            ..Video::default()
+        }
+    }
+}
+
+impl de::Unreadable for Audio<'_> {
+    fn unreadable(error: JsonError) -> Self {
+        Audio {
+            unreadable: Some(error),
+            ..Audio::default()
+        }
+    }
+}
+
+impl de::Unreadable for Native<'_> {
+    fn unreadable(error: JsonError) -> Self {
+        Native {
+            request: Cow::Borrowed(""),
+            ver: None,
+            battr: Vec::new(),
+            unreadable: Some(error),
+        }
+    }
 }
 
 impl Native<'_> {
@@ -224,18 +297,18 @@ pub struct Pmp<'a> {
     /// Only bids on the listed deals are accepted.
     #[serde(default, deserialize_with = "de::flag")]
     pub private_auction: bool,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub deals: Vec<Deal<'a>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Deal<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub id: Cow<'a, str>,
     /// Micros of `bidfloorcur`, read like `imp.bidfloor`.
     #[serde(default, rename = "bidfloor", deserialize_with = "de::floor_micros")]
     pub bidfloor_micros: i64,
-    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow")]
+    #[serde(default = "de::usd", borrow, deserialize_with = "de::cow_or_usd")]
     pub bidfloorcur: Cow<'a, str>,
     /// Overrides the request's `at` for this deal.
     #[serde(default)]
@@ -419,13 +492,13 @@ pub struct Segment<'a> {
 pub struct Data<'a> {
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub segment: Vec<Segment<'a>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Uid<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub id: Cow<'a, str>,
     #[serde(default)]
     pub atype: Option<AgentType>,
@@ -434,9 +507,9 @@ pub struct Uid<'a> {
 /// `user.eids`: ids from one source (2.6; `user.ext.eids` in 2.5).
 #[derive(Clone, Debug, Deserialize)]
 pub struct Eid<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub source: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub uids: Vec<Uid<'a>>,
 }
 
@@ -457,11 +530,11 @@ pub struct User<'a> {
     /// TCF consent string (2.6; `user.ext.consent` in 2.5).
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub consent: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub eids: Vec<Eid<'a>>,
     #[serde(default, borrow)]
     pub geo: Option<Geo<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub data: Vec<Data<'a>>,
     #[serde(default, borrow)]
     pub ext: Option<&'a RawValue>,
@@ -469,9 +542,9 @@ pub struct User<'a> {
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct SupplyChainNode<'a> {
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub asi: Cow<'a, str>,
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub sid: Cow<'a, str>,
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub rid: Option<Cow<'a, str>>,
@@ -486,9 +559,9 @@ pub struct SupplyChain<'a> {
     /// The chain holds every node back to the owner of the site or app.
     #[serde(default, deserialize_with = "de::flag")]
     pub complete: bool,
-    #[serde(default, borrow, deserialize_with = "de::cow")]
+    #[serde(default, borrow, deserialize_with = "de::cow_or_empty")]
     pub ver: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     pub nodes: Vec<SupplyChainNode<'a>>,
 }
 
@@ -518,7 +591,7 @@ pub struct Regs<'a> {
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     pub gpp: Option<Cow<'a, str>>,
     /// GPP sections in force.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de::nullable")]
     pub gpp_sid: Vec<i32>,
     #[serde(default, borrow)]
     pub ext: Option<&'a RawValue>,
@@ -538,7 +611,7 @@ struct RegsExt<'a> {
 struct UserExt<'a> {
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
     consent: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "de::nullable")]
     eids: Vec<Eid<'a>>,
 }
 
@@ -679,8 +752,27 @@ impl<'a> BidRequest<'a> {
         }
     }
 
-    /// The structural checks a bidder relies on.
-    fn validate(&self) -> Result<(), RequestError> {
+    /// The structural checks a bidder relies on. A media type of an imp that breaks one is
+    /// left out of the imp (`Imp::dropped`), as is one that could not be read; the request is
+    /// refused only when that leaves no imp anything to offer (with the first such error).
+    fn validate(&mut self) -> Result<(), ParseError> {
+        self.validate_request()?;
+        let mut first_drop = None;
+        for (index, imp) in self.imp.iter_mut().enumerate() {
+            imp.drop_unusable_media(index);
+            if first_drop.is_none() {
+                first_drop = imp.dropped.first().map(|d| d.error.clone());
+            }
+        }
+        if let Some(error) = first_drop
+            && !self.imp.iter().any(Imp::offers_any)
+        {
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    fn validate_request(&self) -> Result<(), RequestError> {
         if self.openrtb3.is_some() && self.id.is_empty() {
             return Err(RequestError::OpenRtb3);
         }
@@ -711,6 +803,14 @@ impl<'a> BidRequest<'a> {
 }
 
 impl<'a> Imp<'a> {
+    /// Whether the imp offers any media type.
+    pub fn offers_any(&self) -> bool {
+        self.banner.is_some()
+            || self.video.is_some()
+            || self.audio.is_some()
+            || self.native.is_some()
+    }
+
     /// Whether the imp offers this media type.
     pub fn offers(&self, media: MarkupType) -> bool {
         match media {
@@ -739,7 +839,8 @@ impl<'a> Imp<'a> {
     }
 
     /// Banner sizes a creative may have: every `format` entry with a size, and `w`×`h` when
-    /// both are given. Empty when the banner names no size (flexible or interstitial).
+    /// both are given (a width alone or a height alone is no size). Empty when the banner
+    /// names no size (flexible or interstitial).
     pub fn banner_sizes(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         let banner = self.banner.as_ref();
         let formats = banner
@@ -772,27 +873,71 @@ impl<'a> Imp<'a> {
         }
     }
 
-    fn validate(&self, index: usize) -> Result<(), RequestError> {
-        check_currency(&self.bidfloorcur, || format!("imp[{index}].bidfloorcur"))?;
-        if let Some(banner) = &self.banner {
-            check_size(banner.w, banner.h, || format!("imp[{index}].banner"))?;
-            for (f, format) in banner.format.iter().enumerate() {
-                check_size(Some(format.w), Some(format.h), || {
-                    format!("imp[{index}].banner.format[{f}]")
-                })?;
+    /// Leaves out of the imp each media type that could not be read or breaks a check,
+    /// noting why in `dropped`.
+    fn drop_unusable_media(&mut self, index: usize) {
+        let located = |media: &str, error: JsonError| {
+            ParseError::Json(JsonError {
+                path: join_path(&format!("imp[{index}].{media}"), &error.path),
+                message: error.message,
+            })
+        };
+        let mut dropped = Vec::new();
+        if let Some(banner) = &mut self.banner {
+            let error = match banner.unreadable.take() {
+                Some(error) => Some(located("banner", error)),
+                None => banner.check(index).err().map(ParseError::Invalid),
+            };
+            if let Some(error) = error {
+                self.banner = None;
+                dropped.push(Dropped {
+                    media: MarkupType::BANNER,
+                    error,
+                });
             }
         }
-        if let Some(video) = &self.video {
-            check_size(video.w, video.h, || format!("imp[{index}].video"))?;
-            check_durations(video.minduration, video.maxduration, || {
-                format!("imp[{index}].video")
-            })?;
+        if let Some(video) = &mut self.video {
+            let error = match video.unreadable.take() {
+                Some(error) => Some(located("video", error)),
+                None => video.check(index).err().map(ParseError::Invalid),
+            };
+            if let Some(error) = error {
+                self.video = None;
+                dropped.push(Dropped {
+                    media: MarkupType::VIDEO,
+                    error,
+                });
+            }
         }
-        if let Some(audio) = &self.audio {
-            check_durations(audio.minduration, audio.maxduration, || {
-                format!("imp[{index}].audio")
-            })?;
+        if let Some(audio) = &mut self.audio {
+            let error = match audio.unreadable.take() {
+                Some(error) => Some(located("audio", error)),
+                None => check_durations(audio.minduration, audio.maxduration, || {
+                    format!("imp[{index}].audio")
+                })
+                .err()
+                .map(ParseError::Invalid),
+            };
+            if let Some(error) = error {
+                self.audio = None;
+                dropped.push(Dropped {
+                    media: MarkupType::AUDIO,
+                    error,
+                });
+            }
         }
+        if let Some(error) = self.native.as_mut().and_then(|n| n.unreadable.take()) {
+            self.native = None;
+            dropped.push(Dropped {
+                media: MarkupType::NATIVE,
+                error: located("native", error),
+            });
+        }
+        self.dropped = dropped;
+    }
+
+    fn validate(&self, index: usize) -> Result<(), RequestError> {
+        check_currency(&self.bidfloorcur, || format!("imp[{index}].bidfloorcur"))?;
         if let Some(pmp) = &self.pmp {
             let mut seen = Seen::new();
             for (d, deal) in pmp.deals.iter().enumerate() {
@@ -813,8 +958,30 @@ impl<'a> Imp<'a> {
     }
 }
 
-/// Width and height: both given or neither (0 counts as not given: flexible sizes), each at
-/// most [`MAX_DIMENSION`].
+impl Banner<'_> {
+    /// Every size at most [`MAX_DIMENSION`]. A width without a height (or the reverse) is no
+    /// size rather than an error: both are optional, and `banner_sizes` skips such a pair.
+    fn check(&self, index: usize) -> Result<(), RequestError> {
+        check_size(self.w, self.h, || format!("imp[{index}].banner"))?;
+        for (f, format) in self.format.iter().enumerate() {
+            check_size(Some(format.w), Some(format.h), || {
+                format!("imp[{index}].banner.format[{f}]")
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Video<'_> {
+    fn check(&self, index: usize) -> Result<(), RequestError> {
+        check_size(self.w, self.h, || format!("imp[{index}].video"))?;
+        check_durations(self.minduration, self.maxduration, || {
+            format!("imp[{index}].video")
+        })
+    }
+}
+
+/// Width and height each at most [`MAX_DIMENSION`]; either may be absent or 0 (flexible).
 fn check_size(
     w: Option<u32>,
     h: Option<u32>,
@@ -822,7 +989,7 @@ fn check_size(
 ) -> Result<(), RequestError> {
     let w = w.unwrap_or(0);
     let h = h.unwrap_or(0);
-    if w > MAX_DIMENSION || h > MAX_DIMENSION || (w == 0) != (h == 0) {
+    if w > MAX_DIMENSION || h > MAX_DIMENSION {
         return Err(RequestError::InvalidSize { path: path(), w, h });
     }
     Ok(())

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use marquee_openrtb::{BidRequest, FAST_READER_KEYS};
+use marquee_openrtb::{Audio, Banner, BidRequest, FAST_READER_KEYS, Native, Video};
 use serde::Deserialize;
 use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -198,17 +198,28 @@ impl<'de> MapAccess<'de> for Members<'_> {
     }
 }
 
-/// Every struct `BidRequest`'s derive reaches, with its field names: walks again, leaving out
-/// the fields that stopped a walk, until a walk stops on no new field.
-fn serde_fields() -> StructFields {
-    let notes = Notes::default();
+/// Walks `T`'s derive again and again, leaving out the fields that stopped a walk, until a
+/// walk stops on no new field.
+fn walk<'de, T: Deserialize<'de>>(notes: &Notes) {
     loop {
         let skipped = notes.skip.borrow().len();
-        let walk = BidRequest::deserialize(Recorder(&notes));
+        let walk = T::deserialize(Recorder(notes));
         if walk.is_ok() || notes.skip.borrow().len() == skipped {
             break;
         }
     }
+}
+
+/// Every struct `BidRequest`'s derive reaches, with its field names. An imp's media objects
+/// are read through a raw value first (a malformed one is dropped from its imp alone), which
+/// the recorder cannot make up: their derives are walked from their own types.
+fn serde_fields() -> StructFields {
+    let notes = Notes::default();
+    walk::<BidRequest>(&notes);
+    walk::<Banner>(&notes);
+    walk::<Video>(&notes);
+    walk::<Audio>(&notes);
+    walk::<Native>(&notes);
     notes.structs.into_inner()
 }
 

@@ -198,12 +198,16 @@ fn duplicate_keys_go_to_serde_which_refuses_them() {
         r#"{"imp":[{"id":"1","bidfloor":1,"bidfloor":2}]}"#,
         r#"{"site":{"ref":"a","ref":"b"}}"#,
         r#"{"device":{"geo":{"type":1,"type":2}}}"#,
-        r#"{"imp":[{"native":{"request":"{}","request":"{}"}}]}"#,
         r#"{"openrtb":{},"openrtb":{}}"#,
     ] {
         let error = bails(body).unwrap_err();
         assert!(error.message.contains("duplicate field"), "{body}: {error}");
     }
+    // In a media object, the error leaves that media type out of its imp (here the only one).
+    let body = r#"{"id":"r","imp":[{"id":"1","native":{"request":"{}","request":"{}"}}]}"#;
+    assert!(bails(body).is_ok());
+    let error = BidRequest::parse(body.as_bytes()).unwrap_err().to_string();
+    assert!(error.contains("imp[0].native: duplicate field"), "{error}");
     // Unknown keys may repeat; renamed fields' Rust names are unknown keys.
     let request = fast(r#"{"id":"a","x":1,"x":2,"openrtb3":{},"openrtb3":1}"#);
     assert!(request.ext.is_none());
@@ -215,34 +219,58 @@ fn duplicate_keys_go_to_serde_which_refuses_them() {
 }
 
 #[test]
-fn null_is_none_for_options_and_an_error_otherwise() {
+fn null_is_the_member_absent() {
     let request = fast(
         r#"{"id":"r","site":null,"app":null,"device":{"ua":null,"dnt":null,"geo":{"lat":null,"type":null}},
-        "user":{"yob":null,"geo":null},"regs":{"gdpr":null},"tmax":null,"ext":null,"source":{"schain":null},
-        "imp":[{"id":"1","tagid":null,"exp":null,"banner":{"w":null,"pos":null},"pmp":{"deals":[{"id":"d","at":null}]}}]}"#,
+        "user":{"yob":null,"geo":null,"eids":null,"data":[{"segment":null}]},"regs":{"gdpr":null,"coppa":null,"gpp_sid":null},
+        "tmax":null,"ext":null,"source":{"schain":{"complete":null,"ver":null,"nodes":null}},"at":null,"cur":null,
+        "bcat":null,"badv":null,"bapp":null,"wseat":null,"bseat":null,"wlang":null,"test":null,"allimps":null,"dooh":null,
+        "imp":[{"id":"1","tagid":null,"exp":null,"bidfloor":null,"bidfloorcur":null,"secure":null,"instl":null,
+        "banner":{"w":null,"h":null,"pos":null,"format":null,"mimes":null,"battr":null,"btype":null,"api":null},
+        "video":{"mimes":null,"protocols":null,"battr":null,"w":null},"audio":null,"native":null,
+        "pmp":{"private_auction":null,"deals":[{"id":"d","at":null,"bidfloor":null,"bidfloorcur":null,"wseat":null,"wadomain":null}]}}]}"#,
     );
     assert!(request.site.is_none() && request.tmax.is_none() && request.ext.is_none());
     assert_eq!(request.device.as_ref().unwrap().dnt, None);
+    assert_eq!(request.at, marquee_openrtb::AuctionType::SECOND_PRICE);
+    assert!(request.cur.is_empty() && request.bcat.is_empty() && !request.test);
+    let imp = &request.imp[0];
+    assert_eq!((imp.bidfloor_micros, imp.bidfloorcur.as_ref()), (0, "USD"));
+    assert!(imp.banner.as_ref().unwrap().format.is_empty());
+    assert!(imp.video.as_ref().unwrap().mimes.is_empty());
+    let deal = &imp.pmp.as_ref().unwrap().deals[0];
+    assert_eq!(
+        (deal.bidfloor_micros, deal.bidfloorcur.as_ref()),
+        (0, "USD")
+    );
+    // A format's `w` and `h`, and ids, are empty when null: the checks then say what is wrong.
+    let request =
+        fast(r#"{"id":null,"imp":[{"id":null,"banner":{"format":[{"w":null,"h":250}]}}]}"#);
+    assert_eq!(request.imp[0].banner.as_ref().unwrap().format[0].w, 0);
+    assert_eq!(
+        BidRequest::parse(br#"{"id":null,"imp":[{"id":"1","banner":{}}]}"#).unwrap_err(),
+        marquee_openrtb::RequestError::MissingId.into()
+    );
+    assert_eq!(
+        BidRequest::parse(br#"{"id":"r","imp":null}"#).unwrap_err(),
+        marquee_openrtb::RequestError::NoImps.into()
+    );
+    // `null` where a list holds a value is not an absent member: serde says what is wrong.
     for body in [
-        r#"{"id":null}"#,
-        r#"{"imp":null}"#,
-        r#"{"at":null}"#,
-        r#"{"cur":null}"#,
         r#"{"cur":[null]}"#,
-        r#"{"test":null}"#,
         r#"{"imp":[null]}"#,
-        r#"{"imp":[{"bidfloor":null}]}"#,
-        r#"{"imp":[{"bidfloorcur":null}]}"#,
-        r#"{"imp":[{"banner":{"format":[{"w":null}]}}]}"#,
-        r#"{"imp":[{"banner":{"battr":[null]}}]}"#,
-        r#"{"imp":[{"native":{"request":null}}]}"#,
-        r#"{"regs":{"coppa":null}}"#,
-        r#"{"regs":{"gpp_sid":null}}"#,
-        r#"{"user":{"eids":null}}"#,
-        r#"{"source":{"schain":{"nodes":[{"asi":null}]}}}"#,
+        r#"{"site":{"cat":[null]}}"#,
     ] {
         assert!(bails(body).is_err(), "{body}");
     }
+    // A required member: `native.request` null leaves the native out of its imp, error named.
+    let body = r#"{"id":"r","imp":[{"id":"1","native":{"request":null}}]}"#;
+    assert!(bails(body).is_ok());
+    let error = BidRequest::parse(body.as_bytes()).unwrap_err().to_string();
+    assert!(
+        error.contains("imp[0].native.request: invalid type: null"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -269,10 +297,13 @@ fn integers_are_refused_where_serde_refuses_them() {
         r#"{"at":-2147483649}"#,
         r#"{"at":-0}"#,
         r#"{"at":1.5}"#,
-        r#"{"imp":[{"banner":{"format":[{"w":-728}]}}]}"#,
     ] {
         assert!(bails(body).is_err(), "{body}");
     }
+    let body = r#"{"id":"r","imp":[{"id":"1","banner":{"format":[{"w":-728}]}}]}"#;
+    assert!(bails(body).is_ok());
+    let error = BidRequest::parse(body.as_bytes()).unwrap_err().to_string();
+    assert!(error.contains("imp[0].banner.format[0].w"), "{error}");
     // A format as an array of its fields: serde reads it, the fast reader leaves it to serde.
     let request = bails(r#"{"imp":[{"banner":{"format":[[728,90]]}}]}"#).unwrap();
     assert_eq!(request.imp[0].banner.as_ref().unwrap().format[0].w, 728);
@@ -289,7 +320,7 @@ fn flags_are_true_false_0_or_1() {
         assert_eq!(request.regs.as_ref().unwrap().gdpr, Some(value));
     }
     for text in [
-        "2", "-1", "-0", "1.0", "0e0", "\"1\"", "01", "tru", "truex", "null", "[]",
+        "2", "-1", "-0", "1.0", "0e0", "\"1\"", "01", "tru", "truex", "nul", "[]",
     ] {
         let body = format!(r#"{{"test":{text}}}"#);
         assert!(bails(&body).is_err(), "{body}");
@@ -443,8 +474,14 @@ fn trailing_characters_and_other_shapes_go_to_serde() {
     assert_eq!(request.at.0, 2);
     let request = fast(r#"{"imp":[{}],"site":{},"regs":{},"source":{"schain":{}}}"#);
     assert_eq!(request.imp[0].bidfloorcur, "USD");
-    // A native object needs its request string, as serde says.
-    assert!(bails(r#"{"imp":[{"native":{"ver":"1.2"}}]}"#).is_err());
+    // A native object needs its request string: without it the native is left out of its imp.
+    let body = r#"{"id":"r","imp":[{"id":"1","native":{"ver":"1.2"}}]}"#;
+    assert!(bails(body).is_ok());
+    let error = BidRequest::parse(body.as_bytes()).unwrap_err().to_string();
+    assert!(
+        error.contains("imp[0].native: missing field `request`"),
+        "{error}"
+    );
     fast(r#"{"imp":[{"native":{"request":"{\"ver\":\"1.2\"}","ver":"1.2","battr":[1]}}]}"#);
 }
 

@@ -4,6 +4,7 @@
 mod crypto;
 mod fast_fields;
 mod fast_parse;
+mod leniency;
 mod native;
 mod never_panics;
 mod request;

@@ -184,14 +184,9 @@ fn every_structural_rule_has_its_error() {
             id: "1".into()
         }
     );
-    assert_eq!(
-        invalid(r#"{"id":"r","imp":[{"id":"1","banner":{"w":300}}]}"#),
-        RequestError::InvalidSize {
-            path: "imp[0].banner".into(),
-            w: 300,
-            h: 0
-        }
-    );
+    // A width without a height is no size, not an error (both are optional).
+    let request = parse(r#"{"id":"r","imp":[{"id":"1","banner":{"w":300}}]}"#).unwrap();
+    assert_eq!(request.imp[0].banner_sizes().count(), 0);
     let too_wide = format!(
         r#"{{"id":"r","imp":[{{"id":"1","banner":{{"format":[{{"w":300,"h":250}},{{"w":{},"h":90}}]}}}}]}}"#,
         MAX_DIMENSION + 1
@@ -200,8 +195,9 @@ fn every_structural_rule_has_its_error() {
         invalid(&too_wide),
         RequestError::InvalidSize { path, .. } if path == "imp[0].banner.format[1]"
     ));
+    assert!(parse(r#"{"id":"r","imp":[{"id":"1","video":{"w":0,"h":480}}]}"#).is_ok());
     assert!(matches!(
-        invalid(r#"{"id":"r","imp":[{"id":"1","video":{"w":0,"h":480}}]}"#),
+        invalid(r#"{"id":"r","imp":[{"id":"1","video":{"w":640,"h":16385}}]}"#),
         RequestError::InvalidSize { path, .. } if path == "imp[0].video"
     ));
     assert_eq!(
