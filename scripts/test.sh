@@ -9,7 +9,7 @@
 #
 # Arguments go to `cargo test`; those after a `--` go to the test binaries, after
 # `--include-ignored`:
-#   scripts/test.sh --test multinode -- --nocapture
+#   scripts/test.sh --test it multinode:: -- --nocapture
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/test-deps.sh

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Budgets that end on their amount: the simulation of `sim` run through the scenarios the
-//! multi-process test (`crates/marquee/tests/budgets.rs`) measures on real processes — billing
+//! multi-process test (`crates/marquee/tests/it/budgets.rs`) measures on real processes — billing
 //! events reaching the deciding edge, always another one, or one at random; an edge restarted,
 //! an edge cut off and the manager restarted as the goal runs out — and through each pacing
 //! mode and goal metric on one to eight edges. Every goal of at least 1,000 impressions (or

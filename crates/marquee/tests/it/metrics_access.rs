@@ -4,7 +4,7 @@
 //! without one only to loopback peers (403 otherwise). A refusal carries no metric data.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! server collects a remote edge's log over HTTP with the shared secret and acknowledges it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! or manage tokens keep working meanwhile. On SQLite (one data directory) and PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! `bench/swap.sh` measures it on the release build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -51,7 +51,7 @@ impl Server {
     pub fn spawn(mut command: Command) -> Server {
         // Tests run many processes on a small machine, where a worker 10 ms behind is normal;
         // shedding on queue delay would turn the ads these tests count into fallbacks at
-        // random. Overload tests set it themselves (and crates/edge/tests/overload.rs,
+        // random. Overload tests set it themselves (and crates/edge/tests/it/overload.rs,
         // bench/overload.sh cover it).
         let queue_delay = std::ffi::OsStr::new("MARQUEE_EDGE__MAX_QUEUE_DELAY_MS");
         if !command.get_envs().any(|(key, _)| key == queue_delay) {
@@ -809,3 +809,10 @@ impl Roles<'_> {
         )))
     }
 }
+
+/// Taken for its whole run by each test that runs a topology of several servers and times
+/// kills, restarts or delivery (`multinode`, `budgets`, `crash`, `aggregation_crash`, the
+/// PostgreSQL and Redis restarts, `disk_full`), so that no two of them run at once: the tests
+/// of all files share one process and its test threads, and two such tests together on a small
+/// machine make those timings flaky.
+pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -13,7 +13,7 @@
 //! `AGGREGATION_CRASH_ROUNDS` changes the number of rounds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -110,6 +110,7 @@ async fn stored_minutes(data: &Path) -> HashMap<MinuteKey, Counters> {
 
 #[tokio::test]
 async fn kill_9_at_random_points_counts_every_logged_event_once() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let rounds = env_or("AGGREGATION_CRASH_ROUNDS", ROUNDS);
     let clock_seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)

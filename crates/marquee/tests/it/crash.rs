@@ -13,7 +13,7 @@
 //! version (release build, more rounds, the default 5 ms window as well).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -405,6 +405,7 @@ async fn crash_rounds(mode: &str) -> Figures {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_in_strict_mode_loses_no_answered_impression() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let figures = crash_rounds("strict").await;
     assert!(
         figures.answered > figures.rounds,
@@ -419,6 +420,7 @@ async fn kill_9_in_strict_mode_loses_no_answered_impression() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_in_group_mode_loses_at_most_the_commit_window() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let figures = crash_rounds("group").await;
     assert!(
         figures.answered > figures.rounds,

@@ -5,7 +5,7 @@
 //! same cache buster, from distinct clients) still counts exactly once each.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! stored minute rows equal a direct count of the logs: nothing lost, nothing counted twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -176,6 +176,7 @@ async fn client_loop(base: String, until: Instant) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn a_postgresql_restart_mid_run_loses_and_doubles_no_aggregate() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let cluster = Cluster::create();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();

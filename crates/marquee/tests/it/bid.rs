@@ -3,7 +3,7 @@
 //! notices counted once and only when signed, user sync feeding frequency caps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -13,8 +13,8 @@
 //!
 //! ```text
 //! scripts/test-deps.sh
-//! cargo test -p marquee --test dashboard -- --include-ignored --nocapture
-//! MARQUEE_SCREENSHOTS=docs/screenshots cargo test -p marquee --test dashboard -- --include-ignored
+//! cargo test -p marquee --test it dashboard:: -- --include-ignored --nocapture
+//! MARQUEE_SCREENSHOTS=docs/screenshots cargo test -p marquee --test it dashboard:: -- --include-ignored
 //! ```
 //!
 //! The browser test is ignored by plain `cargo test` and run by `scripts/test.sh`, where a
@@ -22,7 +22,7 @@
 //! kept and printed (data directory, `browser/failure.png`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::Path;

@@ -43,7 +43,7 @@
 //! either is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -521,6 +521,7 @@ fn last_interval(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL and Redis: scripts/test.sh starts them"]
 async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_through_faults() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let manager_dir = dir.path().join("manager");

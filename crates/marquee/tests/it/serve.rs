@@ -1,7 +1,7 @@
 //! The binary end to end: `marquee serve --demo`, tokens, snapshots, config errors, help.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

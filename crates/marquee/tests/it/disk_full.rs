@@ -8,7 +8,7 @@
 //! counts exactly once in the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,6 +67,7 @@ impl Edge {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_on_a_full_disk_keeps_answering_stops_counting_says_so_and_recovers() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let data = tempfile::tempdir().unwrap();
     let disk = Tmpfs::mount(&data.path().join("events"), 1 << 20);
     let server = Server::start_with(

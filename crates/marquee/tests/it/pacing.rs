@@ -4,7 +4,7 @@
 //! the stop the next round decides reaches the edge's metrics within one pacing interval.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

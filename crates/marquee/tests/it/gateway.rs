@@ -4,7 +4,7 @@
 //! counters move), and the registry API switches the external bidder off.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -3,10 +3,10 @@
 //! heads and bodies, a slowloris trickle, invalid UTF-8, deep JSON and seeded random bodies.
 //! Each request gets a 4xx or a closed connection, never a 5xx; the server keeps answering
 //! after every group and its resident memory stays bounded. Figures are printed per group
-//! (`cargo test -p marquee --test hostile -- --nocapture`) and copied into docs/reliability.md.
+//! (`cargo test -p marquee --test it hostile:: -- --nocapture`) and copied into docs/reliability.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -4,7 +4,7 @@
 //! example that fails, or answers with an API error, fails this test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -24,7 +24,7 @@
 //! `bench/multinode.sh` runs the same topology longer, in release, and prints the figures.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -172,14 +172,10 @@ async fn served_version(client: &reqwest::Client, edge: &str) -> Option<f64> {
     )
 }
 
-/// The tests of this file run one at a time: each starts a manager and three edges, and two
-/// such topologies at once on a small machine make the kill-and-restart timings flaky.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: scripts/test.sh starts it"]
 async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let manager_dir = dir.path().join("manager");
@@ -403,7 +399,7 @@ async fn served_versions(client: &reqwest::Client, bases: &[String]) -> Vec<f64>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_frequency_cap_holds_across_edges_sharing_redis() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -575,7 +571,7 @@ fn the_roles_name_what_is_missing() {
 async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
     const NEWSLETTER: u64 = 6;
     const READERS: u64 = 5;
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

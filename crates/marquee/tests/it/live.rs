@@ -3,7 +3,7 @@
 //! impressions were aggregated serves that count from the edge, rendered by the manager.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

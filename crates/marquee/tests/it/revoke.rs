@@ -4,7 +4,7 @@
 //! in). Unknown ids and names are refused with a message and a non-zero status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -5,7 +5,7 @@
 //! metrics say so) and closes again once it is back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,7 @@ impl Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn an_edge_keeps_answering_through_a_redis_restart_and_its_breaker_recovers() {
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let port = free_port();
     let redis = RedisServer::start(port);
     let data = tempfile::tempdir().unwrap();

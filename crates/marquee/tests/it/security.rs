@@ -4,7 +4,7 @@
 //! (click endpoint, sign-in); sign-in attempts are rate limited.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

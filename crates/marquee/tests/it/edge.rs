@@ -2,7 +2,7 @@
 //! going only to the creative's landing URL, caps, bad requests and fallbacks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! scripts/test-deps.sh starts (redis://127.0.0.1:26379, or MARQUEE_TEST_REDIS_URL).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -28,8 +28,8 @@
 //!
 //! ```text
 //! scripts/test-deps.sh                                   # chromium, node, tests/browser/node_modules
-//! cargo test -p marquee --test browser -- --include-ignored --nocapture
-//! BROWSER_TEST_KEEP=1 cargo test -p marquee --test browser -- --include-ignored --nocapture   # keep the temp dir
+//! cargo test -p marquee --test it browser:: -- --include-ignored --nocapture
+//! BROWSER_TEST_KEEP=1 cargo test -p marquee --test it browser:: -- --include-ignored --nocapture   # keep the temp dir
 //! ```
 //!
 //! Plain `cargo test` leaves these tests out (ignored); `scripts/test.sh` runs them, and there
@@ -40,7 +40,7 @@
 //! browser runs with a fresh profile there, removed when it closes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
@@ -651,7 +651,7 @@ const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
 ///
 /// Whether `mq_uid` was set cannot be seen from here: the driver's interceptor (CDP `Fetch`)
 /// is not shown `Set-Cookie`, and over http the browser refuses the edge's `SameSite=Lax` cookie
-/// on a cross-site fetch anyway. The header itself is checked in `tests/edge.rs`
+/// on a cross-site fetch anyway. The header itself is checked in `tests/it/edge.rs`
 /// (`only_consent_to_device_storage_identifies_the_visitor`); it goes with the user key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
