@@ -39,8 +39,11 @@ pub struct Request<'a> {
 /// What the ad slot (an OpenRTB imp) accepts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Slot<'a> {
-    /// Accepted sizes; empty means any size.
+    /// Accepted sizes; empty means any size (up to `max_size`).
     pub sizes: &'a [Size],
+    /// When `sizes` is empty, the largest banner that may fill the slot (`None`: no limit):
+    /// a sizeless web or app slot must not draw a screen-sized out-of-home creative.
+    pub max_size: Option<Size>,
     /// Accepted formats; empty means banner only.
     pub formats: &'a [Format],
     /// The lowest price (as CPM) the seller takes in the open auction (`bidfloor`).

@@ -494,8 +494,14 @@ fn creative_fit(
     let content = &creative.content;
     match creative.format {
         Format::Banner => {
-            let sized = slot.sizes.is_empty()
-                || creative.size.is_some_and(|size| slot.sizes.contains(&size));
+            let sized = if slot.sizes.is_empty() {
+                match (slot.max_size, creative.size) {
+                    (Some(max), Some(size)) => size.w <= max.w && size.h <= max.h,
+                    _ => true,
+                }
+            } else {
+                creative.size.is_some_and(|size| slot.sizes.contains(&size))
+            };
             if !sized {
                 return Err(Elimination::Creative);
             }

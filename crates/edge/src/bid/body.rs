@@ -89,11 +89,23 @@ pub(super) fn decode<'b>(
     })
 }
 
-/// The bid request in `json`.
+/// The bid request in `json`. A media type left out of an imp (malformed, or breaking a rule)
+/// is logged at debug level with its reason; the rest of the request is decided.
 pub(super) fn parse(json: &[u8]) -> Result<BidRequest<'_>, BadRequest> {
-    BidRequest::parse(json).map_err(|error| BadRequest {
+    let request = BidRequest::parse(json).map_err(|error| BadRequest {
         status: StatusCode::BAD_REQUEST,
         label: error.label(),
         reason: error.to_string(),
-    })
+    })?;
+    for imp in &request.imp {
+        for dropped in &imp.dropped {
+            tracing::debug!(
+                request = %request.id,
+                imp = %imp.id,
+                label = dropped.error.label(),
+                "{dropped}"
+            );
+        }
+    }
+    Ok(request)
 }

@@ -32,7 +32,7 @@ pub(super) fn decide<'r>(
             if Instant::now() >= deadline {
                 return None;
             }
-            let view = ImpView::new(imp, &auction.exchange.seat);
+            let view = ImpView::new(request, imp, &auction.exchange.seat);
             // Nothing we can fill (an empty slot would mean "banner" to the engine).
             if view.formats.is_empty() {
                 continue;

@@ -2,11 +2,24 @@
 
 use marquee_engine::{Deal, Floor, ImageNeed, MediaRules, NativeNeeds, Slot, TextNeed};
 use marquee_model::{Currency, Format, Micros, Size};
-use marquee_openrtb::{DataAssetType, ImageAssetType, Imp, MarkupType, NativeRequest};
+use marquee_openrtb::{BidRequest, DataAssetType, ImageAssetType, Imp, MarkupType, NativeRequest};
+
+/// The largest banner a sizeless imp may draw on the web and in apps: the largest IAB display
+/// sizes (970×250 billboard, 300×1050 portrait) fit, a screen-sized out-of-home creative
+/// (1080×1920) does not.
+pub(super) const SIZELESS_MAX: Size = Size { w: 970, h: 1050 };
+
+/// The limit on a sizeless banner's creative: none for out-of-home traffic (a `dooh` object)
+/// or an interstitial (the imp asks for the whole screen), [`SIZELESS_MAX`] otherwise.
+fn sizeless_max(request: &BidRequest<'_>, imp: &Imp<'_>) -> Option<Size> {
+    (request.dooh.is_none() && !imp.instl).then_some(SIZELESS_MAX)
+}
 
 /// What the engine needs from one imp, owned here so that [`Slot`] can borrow it.
 pub(super) struct ImpView<'r> {
     sizes: Vec<Size>,
+    /// When `sizes` is empty, the largest creative the imp takes.
+    max_size: Option<Size>,
     pub(super) formats: Vec<Format>,
     pub(super) deals: Vec<Deal<'r>>,
     video_mimes: Vec<&'r str>,
@@ -18,7 +31,7 @@ pub(super) struct ImpView<'r> {
 }
 
 impl<'r> ImpView<'r> {
-    pub(super) fn new(imp: &'r Imp<'_>, seat: &str) -> ImpView<'r> {
+    pub(super) fn new(request: &BidRequest<'_>, imp: &'r Imp<'_>, seat: &str) -> ImpView<'r> {
         let mut formats = Vec::with_capacity(2);
         if imp.banner.is_some() {
             formats.push(Format::Banner);
@@ -45,6 +58,7 @@ impl<'r> ImpView<'r> {
         }
         ImpView {
             sizes: imp.banner_sizes().map(|(w, h)| Size { w, h }).collect(),
+            max_size: sizeless_max(request, imp),
             formats,
             // A deal whose `wseat` leaves us out is not on offer to us.
             deals: imp
@@ -92,6 +106,7 @@ impl<'r> ImpView<'r> {
         };
         Slot {
             sizes: &self.sizes,
+            max_size: self.max_size,
             formats: &self.formats,
             floor: (imp.bidfloor_micros > 0)
                 .then(|| floor(imp.bidfloor_micros, &imp.bidfloorcur))

@@ -1005,3 +1005,58 @@ async fn a_bid_failing_the_response_checks_is_dropped_and_counted() {
         "the imp logged once, with the invalid-bid reason"
     );
 }
+
+/// What real exchanges send that the spec allows: a Prebid Server request with `null` members
+/// and a `w`-only banner is bid on; a malformed banner in one imp leaves the request's other
+/// imps bid on; a sizeless web banner never draws an out-of-home screen-sized creative.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_exchange_shapes_are_accepted_and_a_bad_imp_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let client = reqwest::Client::new();
+    wait_for_bids(&client, &server, &banner()).await;
+    let bid = "/openrtb2/bid";
+
+    let body = std::fs::read(openrtb_testdata("marquee/prebid-server-nulls.json")).unwrap();
+    let answer = post_bytes(&client, &server.url(bid), body.clone(), false).await;
+    assert_valid(&body, &answer, "prebid server with nulls");
+
+    // imp 0: a format entry with a string width (banner dropped from it); imp 1 intact.
+    let mut request = banner();
+    let good = request["imp"][0].clone();
+    request["imp"] = json!([
+        { "id": "bad", "banner": { "format": [{ "w": "300", "h": 250 }] } },
+        good,
+    ]);
+    let body = serde_json::to_vec(&request).unwrap();
+    let answer = post_bytes(&client, &server.url(bid), body.clone(), false).await;
+    assert_valid(&body, &answer, "one malformed imp");
+    assert!(answer.bids().iter().all(|b| b["impid"] != "bad"));
+    // Nothing usable left: refused, naming the member.
+    request["imp"] = json!([{ "id": "bad", "banner": { "format": [{ "w": "300", "h": 250 }] } }]);
+    let answer = post(&client, &server, bid, &request).await;
+    assert_eq!(answer.status, 400);
+    assert!(
+        answer.body.contains("imp[0].banner.format[0].w"),
+        "{}",
+        answer.body
+    );
+
+    // `"banner": {}` on a web page: whatever is drawn fits a web page.
+    let mut sizeless = banner();
+    sizeless["imp"][0]["banner"] = json!({});
+    let mut drawn = 0;
+    for _ in 0..30 {
+        let Some(bid) = bids_when(&client, &server, bid, &sizeless, |_| {}).await else {
+            continue;
+        };
+        drawn += 1;
+        let (w, h) = (
+            bid["w"].as_u64().unwrap_or(0),
+            bid["h"].as_u64().unwrap_or(0),
+        );
+        assert!(w <= 970 && h <= 1050, "{w}x{h} drawn on a web page");
+    }
+    assert!(drawn > 0, "a sizeless web banner is still bid on");
+    server.stop();
+}
