@@ -315,7 +315,7 @@ impl Cluster {
             if let Some(page) = try_get_text(&self.client, &url).await {
                 total += metric(
                     &page,
-                    &format!("marquee_edge_lease_consumed{{line_item=\"{line_item}\"}}"),
+                    &format!("marquee_edge_lease_consumed_total{{line_item=\"{line_item}\"}}"),
                 )
                 .unwrap_or(0.0);
             }

@@ -112,6 +112,32 @@ async fn serve_demo_end_to_end() {
     server.stop();
 }
 
+/// A demo start that cannot listen makes nothing: its admin token (shown once) would be lost
+/// with it, so the next start must make the demo and show the token then.
+#[test]
+fn a_demo_start_that_cannot_listen_creates_no_token() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path().to_str().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = run(
+        &["serve", "--demo", "--data", data, "--listen", &address],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot listen"), "{stderr}");
+    assert!(!stderr.contains("demo admin token"), "{stderr}");
+    let tokens = run(&["token", "list", "--data", data], &[]);
+    assert!(tokens.status.success());
+    assert!(
+        !String::from_utf8_lossy(&tokens.stdout).contains("demo admin"),
+        "no demo token was made: {}",
+        String::from_utf8_lossy(&tokens.stdout)
+    );
+    drop(taken);
+}
+
 #[test]
 fn bad_configuration_exits_64_naming_the_key() {
     let data = tempfile::tempdir().unwrap();
