@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long version of the crash test (crates/marquee/tests/crash.rs): many rounds of "clients
+# The long version of the crash test (crates/marquee/tests/it/crash.rs): many rounds of "clients
 # fetch ads and fire impression beacons, kill -9 the server at a random moment, restart it,
 # compare the log with what was answered", in both durability modes, for several group commit
 # intervals (the default 5 ms included).

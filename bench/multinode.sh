@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Split roles on loopback, the long version of crates/marquee/tests/multinode.rs as a bench: one
+# Split roles on loopback, the long version of crates/marquee/tests/it/multinode.rs as a bench: one
 # `marquee manager` and N `marquee edge` processes, `marquee bench run` against every edge at
 # once (open loop, the total rate split evenly, ad requests: one logged decision each), the
 # manager's /metrics and edge registry sampled every second. For each edge count it prints what

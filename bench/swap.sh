@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Snapshot swaps under load on the release build: latency of ad requests with and without a
 # line item changed through the management API every 100 ms (the goal: a swap under full load
-# fails no request and adds no latency spike; crates/marquee/tests/swap.rs checks the "fails
+# fails no request and adds no latency spike; crates/marquee/tests/it/swap.rs checks the "fails
 # no request" part on every test run, and only prints debug-build latencies).
 #
 #   bench/swap.sh [options]

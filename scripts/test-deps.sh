@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs beyond the Rust toolchain. Idempotent, and
 # silent when everything is present.
-# - python3 (scripts); curl and jq (the README's tour, crates/marquee/tests/readme_tour.rs).
-# - For the end-to-end browser test (crates/marquee/tests/browser.rs): Chromium from Debian's
+# - python3 (scripts); curl and jq (the README's tour, crates/marquee/tests/it/readme_tour.rs).
+# - For the end-to-end browser test (crates/marquee/tests/it/browser.rs): Chromium from Debian's
 #   `chromium` package (/usr/bin/chromium); a check for Node.js >= 20 with npm; the test's Node
 #   dependencies (playwright-core, pinned in tests/browser/package-lock.json) with `npm ci`.
 #   Playwright never downloads a browser here: the test drives Debian's Chromium.
@@ -60,7 +60,7 @@ if [ ! -d "$browser/node_modules/playwright-core" ] ||
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# PostgreSQL for the PostgreSQL store's tests (crates/store/tests/postgres.rs, and anything that
+# PostgreSQL for the PostgreSQL store's tests (crates/store/tests/it/postgres.rs, and anything that
 # runs a manager on PostgreSQL): Debian's server package, and a throwaway cluster of its own in
 # $pg_data, listening on 127.0.0.1:$pg_port only, superuser `marquee` trusted on loopback. The
 # server refuses to run as root, so as root the cluster belongs to the `postgres` system user

@@ -1,7 +1,7 @@
 //! A bid request body as an exchange sends it: the first byte picks plain or gzip, the rest is
 //! the body. Decoding, parsing, the request's helpers and its native requests must not panic;
 //! and whenever the hand-written reader answers, serde gives the same request (the invariant
-//! of `crates/openrtb/src/fast.rs`, also tested in `crates/openrtb/tests/fast_parse.rs`).
+//! of `crates/openrtb/src/fast.rs`, also tested in `crates/openrtb/tests/it/fast_parse.rs`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -17,11 +17,11 @@
 //! object of an imp, the imp without it). `null` for an optional member is its default, as
 //! in serde's `de` helpers. Bailing out is always
 //! correct; only a `Some` that differs from serde's value would be a bug. The differential
-//! tests (`tests/fast_parse.rs`), a proptest and a fuzz target check this invariant.
+//! tests (`tests/it/fast_parse.rs`), a proptest and a fuzz target check this invariant.
 //!
 //! A field the reader did not know would be skipped as unknown, silently breaking the
 //! invariant, so each struct's keys are one list (`fields!`) that generates both the dispatch
-//! and [`FAST_READER_KEYS`]; `tests/fast_fields.rs` holds that to the field names serde's
+//! and [`FAST_READER_KEYS`]; `tests/it/fast_fields.rs` holds that to the field names serde's
 //! derives report, so a field added to a request type fails it until the reader reads it.
 //!
 //! Values are read as serde_json reads them: strings borrowed when they have no escapes and
@@ -713,7 +713,7 @@ pub const FAST_READER_KEYS: &[(&str, &[&str])] = keys_read!(
 /// it reads and the keys it lists are one list.
 trait FromObject<'a>: Sized {
     /// The JSON keys `read_fields` reads: every serde field name of the struct (the test
-    /// `tests/fast_fields.rs` holds it to the derive's).
+    /// `tests/it/fast_fields.rs` holds it to the derive's).
     const KEYS: &'static [&'static str];
 
     /// The value serde's derive starts from: every field at its `#[serde(default…)]`.
