@@ -330,6 +330,7 @@ async fn async_tag_in_headless_chromium() {
     let started = Instant::now();
     let root = repo_root();
     let chromium = require_browser_tools(&root);
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let scratch = Scratch::new("marquee-browser-");
     let data = scratch.path().join("data");
     let out = scratch.browser();
@@ -658,6 +659,7 @@ const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
 async fn async_tag_passes_the_cmps_refusal_on() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let scratch = Scratch::new("marquee-browser-consent-");
     let data = scratch.path().join("data");
     let out = scratch.browser();
@@ -856,6 +858,7 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
     let started = Instant::now();
     let root = repo_root();
     let chromium = require_browser_tools(&root);
+    let _alone = common::ONE_AT_A_TIME.lock().await;
     let scratch = Scratch::new("marquee-browser-geo-");
     let data = scratch.path().join("data");
     let out = scratch.browser();

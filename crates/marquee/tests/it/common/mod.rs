@@ -812,7 +812,9 @@ impl Roles<'_> {
 
 /// Taken for its whole run by each test that runs a topology of several servers and times
 /// kills, restarts or delivery (`multinode`, `budgets`, `crash`, `aggregation_crash`, the
-/// PostgreSQL and Redis restarts, `disk_full`), so that no two of them run at once: the tests
-/// of all files share one process and its test threads, and two such tests together on a small
-/// machine make those timings flaky.
+/// PostgreSQL and Redis restarts, `disk_full`), and by the browser tests (a headless Chromium
+/// against a server started cold, with deadlines), so that no two of them run at once: the
+/// tests of all files share one process and its test threads, and two such tests together on a
+/// small machine make those timings flaky (a browser test beside the kill -9 test once found
+/// its freshly started demo serving nothing yet).
 pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
