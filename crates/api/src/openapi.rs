@@ -286,7 +286,8 @@ pub fn add_schemas(
     mut generator: SchemaGenerator,
     object_names: &[String],
 ) {
-    let definitions = generator.take_definitions(true);
+    let mut definitions = generator.take_definitions(true);
+    crate::amounts::document(&mut definitions);
     for name in object_names {
         let Some(base) = definitions.get(name) else {
             continue;
