@@ -91,8 +91,23 @@ impl Renames {
 /// micros, exactly (more decimals than the currency has is refused). A field that cannot be
 /// read is removed from `value` and reported in `violations`, in plain words, so that the rest
 /// of the object is still read and checked. Kinds without money are left as they are.
-pub fn to_model(kind: Kind, value: &mut Value, violations: &mut Vec<Violation>) -> Renames {
+///
+/// `stored` is the object an update replaces, in the model's fields: a client that reads an
+/// object, edits one field of a pair and writes it back sends the other as it read it, so of
+/// two fields that disagree the one still equal to the stored amount is the one not edited.
+pub fn to_model(
+    kind: Kind,
+    value: &mut Value,
+    stored: Option<&Value>,
+    violations: &mut Vec<Violation>,
+) -> Renames {
     let mut renames = Renames::default();
+    let stored_amount = |amount: &Amount| {
+        stored
+            .and_then(|s| s.get(amount.group))
+            .and_then(|group| group.get(amount.model))
+            .and_then(Value::as_i64)
+    };
     let Value::Object(object) = value else {
         return renames;
     };
@@ -102,11 +117,13 @@ pub fn to_model(kind: Kind, value: &mut Value, violations: &mut Vec<Violation>) 
     let currency = currency_of(object);
     let spend = is_spend_goal(object);
     if let Some(Value::Object(price)) = object.get_mut("price") {
-        read_amount(&PRICE, price, currency, true, violations, &mut renames);
+        let stored = stored_amount(&PRICE);
+        read_amount(&PRICE, price, currency, true, stored, violations, &mut renames);
     }
     if let Some(Value::Object(goal)) = object.get_mut("goal") {
         for amount in &GOAL {
-            read_amount(amount, goal, currency, spend, violations, &mut renames);
+            let stored = stored_amount(amount);
+            read_amount(amount, goal, currency, spend, stored, violations, &mut renames);
         }
     }
     renames
@@ -121,11 +138,12 @@ fn read_amount(
     group: &mut Map<String, Value>,
     currency: Option<Currency>,
     money: bool,
+    stored: Option<i64>,
     violations: &mut Vec<Violation>,
     renames: &mut Renames,
 ) {
     let before = violations.len();
-    read_pair(amount, group, currency, money, violations, renames);
+    read_pair(amount, group, currency, money, stored, violations, renames);
     if let Some(first) = violations.get(before) {
         renames
             .0
@@ -138,6 +156,7 @@ fn read_pair(
     group: &mut Map<String, Value>,
     currency: Option<Currency>,
     money: bool,
+    stored: Option<i64>,
     violations: &mut Vec<Violation>,
     renames: &mut Renames,
 ) {
@@ -236,6 +255,16 @@ fn read_pair(
             );
             return;
         }
+    };
+    let (from_plain, from_micros) = match (from_plain, from_micros) {
+        // Read, one field edited, written back: the edited one is the one that moved.
+        (Some(plain), Some(micros)) if plain != micros && stored == Some(plain) => {
+            (None, Some(micros))
+        }
+        (Some(plain), Some(micros)) if plain != micros && stored == Some(micros) => {
+            (Some(plain), None)
+        }
+        pair => pair,
     };
     let value = match (from_plain, from_micros) {
         (Some(plain), Some(micros)) if plain != micros => {
@@ -354,7 +383,7 @@ mod tests {
 
     fn read(mut value: Value) -> (Value, Vec<Violation>) {
         let mut violations = Vec::new();
-        to_model(Kind::LineItem, &mut value, &mut violations);
+        to_model(Kind::LineItem, &mut value, None, &mut violations);
         (value, violations)
     }
 

@@ -108,7 +108,11 @@ pub async fn create<T: Object>(
 ) -> Result<Response, ApiError> {
     ensure_access(&principal, T::KIND)?;
     check_write(&principal, T::KIND, Change::Create)?;
-    let object: T = read_object(Value::Object(parse_fields(&headers, &body)?), Vec::new())?;
+    let object: T = read_object(
+        Value::Object(parse_fields(&headers, &body)?),
+        None,
+        Vec::new(),
+    )?;
     check_currency(
         &*state.store,
         &object,
@@ -271,7 +275,12 @@ pub async fn update<T: Object>(
     for field in READ_ONLY_FIELDS {
         fields.remove(field);
     }
-    let object: T = read_object(Value::Object(fields), Vec::new())?;
+    // What it replaces tells which field of an amount pair an edit moved (`amounts`).
+    let stored = state
+        .store
+        .get_object::<T>(id, principal.scope())
+        .await?;
+    let object: T = read_object(Value::Object(fields), Some(&stored.object), Vec::new())?;
     check_currency(
         &*state.store,
         &object,

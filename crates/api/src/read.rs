@@ -156,7 +156,7 @@ fn insert(document: &mut Value, steps: &[Step], value: Value) -> bool {
 /// example's first one.
 fn stand_in(kind: Kind, steps: &[Step]) -> Option<Value> {
     let mut example = example(kind);
-    amounts::to_model(kind, &mut example, &mut Vec::new());
+    amounts::to_model(kind, &mut example, None, &mut Vec::new());
     let steps: Vec<Step> = steps
         .iter()
         .map(|step| match step {
@@ -307,9 +307,16 @@ fn related(a: &str, b: &str) -> bool {
 /// problem at once: fields that cannot be read (`400`, with the rules the rest breaks) or,
 /// when all can, every rule broken (`422`). `reported` are problems found before (the
 /// dashboard's form fields that could not be read), whose fields are already out of `value`.
-pub fn read_object<T: Object>(mut value: Value, reported: Vec<Violation>) -> Result<T, ApiError> {
+/// `stored`: the object an update replaces (see [`amounts::to_model`]).
+pub fn read_object<T: Object>(
+    mut value: Value,
+    stored: Option<&T>,
+    reported: Vec<Violation>,
+) -> Result<T, ApiError> {
     let mut unreadable = reported;
-    let renames: Renames = amounts::to_model(T::KIND, &mut value, &mut unreadable);
+    let stored = stored.and_then(|object| serde_json::to_value(object).ok());
+    let renames: Renames =
+        amounts::to_model(T::KIND, &mut value, stored.as_ref(), &mut unreadable);
     let mut touched: Vec<String> = unreadable.iter().map(|v| v.path.clone()).collect();
     // List items taken out, by list and index as sent.
     let mut removed: Vec<(Vec<Step>, usize)> = Vec::new();

@@ -502,7 +502,7 @@ pub fn read<T: Object>(
             })
         })
         .collect();
-    let violations = match marquee_api::read_object::<T>(value, reported) {
+    let violations = match marquee_api::read_object::<T>(value, None, reported) {
         Ok(object) => return Ok(object),
         Err(ApiError::Invalid(error)) => error.violations,
         Err(ApiError::BadRequest { fields, .. }) => fields,

@@ -1524,19 +1524,31 @@ async fn amounts_are_read_as_decimal_text_and_as_micros_alike() {
     edited["name"] = json!("Boots, edited");
     let id = edited["id"].as_u64().unwrap();
     let reply = app
-        .admin("PUT", &format!("/api/v1/line-items/{id}"), Some(edited.clone()))
+        .admin("PUT", &format!("/api/v1/line-items/{id}"), Some(edited))
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    // A pair that disagrees is refused, naming both.
-    edited["version"] = reply.body["version"].clone();
+    // Either field of a pair edited alone, the other sent back as read: the edited one
+    // counts (an older client doubling `amount_micros`, a newer one typing `goal.daily`).
+    let mut edited = reply.body.clone();
+    edited["price"]["amount_micros"] = json!(9_000_000);
     edited["goal"]["daily"] = json!("600");
+    let reply = app
+        .admin("PUT", &format!("/api/v1/line-items/{id}"), Some(edited))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["price"]["amount"], "9.00");
+    assert_eq!(reply.body["goal"]["daily_micros"], 600_000_000);
+    // Both edited, and they disagree: refused, naming both.
+    let mut edited = reply.body.clone();
+    edited["goal"]["daily"] = json!("700");
+    edited["goal"]["daily_micros"] = json!(800_000_000);
     let reply = app
         .admin("PUT", &format!("/api/v1/line-items/{id}"), Some(edited))
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
     assert_eq!(
         message_at(&reply, "goal.daily"),
-        "says €600.00 but goal.daily_micros says €500.00: send one of the two, or both alike"
+        "says €700.00 but goal.daily_micros says €800.00: send one of the two, or both alike"
     );
 }
 
