@@ -118,12 +118,28 @@ pub fn to_model(
     let spend = is_spend_goal(object);
     if let Some(Value::Object(price)) = object.get_mut("price") {
         let stored = stored_amount(&PRICE);
-        read_amount(&PRICE, price, currency, true, stored, violations, &mut renames);
+        read_amount(
+            &PRICE,
+            price,
+            currency,
+            true,
+            stored,
+            violations,
+            &mut renames,
+        );
     }
     if let Some(Value::Object(goal)) = object.get_mut("goal") {
         for amount in &GOAL {
             let stored = stored_amount(amount);
-            read_amount(amount, goal, currency, spend, stored, violations, &mut renames);
+            read_amount(
+                amount,
+                goal,
+                currency,
+                spend,
+                stored,
+                violations,
+                &mut renames,
+            );
         }
     }
     renames
@@ -338,9 +354,7 @@ pub(crate) fn document(definitions: &mut Map<String, Value>) {
             "type": "string", "pattern": "^-?[0-9]*(\\.[0-9]*)?$", "description": description
         })
     };
-    let micros = |description: &str| {
-        serde_json::json!({ "type": "integer", "format": "int64", "description": description })
-    };
+    let micros = |description: &str| serde_json::json!({ "type": "integer", "format": "int64", "description": description });
     if let Some(price) = definitions.get_mut("Price") {
         price["properties"]["amount"] = text(
             "The price in the currency, as decimal text with at most the currency's decimals \
@@ -389,7 +403,8 @@ mod tests {
 
     #[test]
     fn plain_text_and_micros_mean_the_same_amount() {
-        let goal = json!({ "metric": "spend", "daily": "500", "lifetime_micros": 9_000_000_000_i64 });
+        let goal =
+            json!({ "metric": "spend", "daily": "500", "lifetime_micros": 9_000_000_000_i64 });
         let (value, violations) = read(line_item(
             json!({ "model": "cpm", "amount": "2.50", "currency": "USD" }),
             goal,

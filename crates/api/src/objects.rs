@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 
 use crate::amounts;
 use crate::extract::{Body, Path, Query};
-use crate::read::read_object;
 use crate::geo::{GeoAvailability, warnings};
+use crate::read::read_object;
 use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
 /// Largest page a list call returns.
@@ -276,10 +276,7 @@ pub async fn update<T: Object>(
         fields.remove(field);
     }
     // What it replaces tells which field of an amount pair an edit moved (`amounts`).
-    let stored = state
-        .store
-        .get_object::<T>(id, principal.scope())
-        .await?;
+    let stored = state.store.get_object::<T>(id, principal.scope()).await?;
     let object: T = read_object(Value::Object(fields), Some(&stored.object), Vec::new())?;
     check_currency(
         &*state.store,

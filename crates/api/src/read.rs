@@ -12,8 +12,8 @@
 use marquee_model::{Kind, Object, Status, ValidationError, Violation};
 use serde_json::{Value, json};
 
-use crate::amounts::{self, Renames};
 use crate::ApiError;
+use crate::amounts::{self, Renames};
 
 /// Most fields taken out of one document before the reader gives up on the rest.
 const MAX_UNREADABLE: usize = 50;
@@ -79,7 +79,11 @@ fn path_text(steps: &[Step]) -> String {
             Step::Index(i) => text.push_str(&format!("[{i}]")),
         }
     }
-    if text.is_empty() { "$".to_owned() } else { text }
+    if text.is_empty() {
+        "$".to_owned()
+    } else {
+        text
+    }
 }
 
 /// The steps of serde's path into `document`: an enum's variant is a key when the document
@@ -189,7 +193,13 @@ fn expected_names(message: &str) -> Vec<&str> {
 /// What serde found, without its type words: `string "heavy"` → `"heavy"`, `map` → `an
 /// object`.
 fn found_text(found: &str) -> String {
-    for prefix in ["string ", "integer ", "floating point ", "boolean ", "char "] {
+    for prefix in [
+        "string ",
+        "integer ",
+        "floating point ",
+        "boolean ",
+        "char ",
+    ] {
         if let Some(value) = found.strip_prefix(prefix) {
             return value.replace('`', "");
         }
@@ -205,7 +215,10 @@ fn found_text(found: &str) -> String {
 /// What serde expected, in plain words.
 fn expected_kind(expected: &str) -> &'static str {
     let expected = expected.trim();
-    if ["u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64", "usize"].contains(&expected)
+    if [
+        "u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64", "usize",
+    ]
+    .contains(&expected)
         || expected.starts_with("an integer")
     {
         "a whole number"
@@ -251,7 +264,11 @@ pub fn plain_message(message: &str) -> String {
     }
     if let Some(rest) = message.strip_prefix("invalid type: ") {
         let (found, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
-        return format!("must be {}, not {}", expected_kind(expected), found_text(found));
+        return format!(
+            "must be {}, not {}",
+            expected_kind(expected),
+            found_text(found)
+        );
     }
     if let Some(rest) = message.strip_prefix("invalid value: ") {
         let (found, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
@@ -315,8 +332,7 @@ pub fn read_object<T: Object>(
 ) -> Result<T, ApiError> {
     let mut unreadable = reported;
     let stored = stored.and_then(|object| serde_json::to_value(object).ok());
-    let renames: Renames =
-        amounts::to_model(T::KIND, &mut value, stored.as_ref(), &mut unreadable);
+    let renames: Renames = amounts::to_model(T::KIND, &mut value, stored.as_ref(), &mut unreadable);
     let mut touched: Vec<String> = unreadable.iter().map(|v| v.path.clone()).collect();
     // List items taken out, by list and index as sent.
     let mut removed: Vec<(Vec<Step>, usize)> = Vec::new();
@@ -400,9 +416,7 @@ pub fn read_object<T: Object>(
     }
     match (object, unreadable.is_empty()) {
         (Some(object), true) if broken.is_empty() => Ok(object),
-        (_, true) => Err(ApiError::Invalid(ValidationError {
-            violations: broken,
-        })),
+        (_, true) => Err(ApiError::Invalid(ValidationError { violations: broken })),
         (_, false) => {
             unreadable.extend(broken);
             let error = ValidationError {

@@ -676,11 +676,16 @@ mod tests {
             errors["goal.daily"],
             ["\"12.345\" has more decimals than EUR has (2)"]
         );
-        assert!(errors["end"][0].starts_with("must be after start"), "{errors:?}");
+        assert!(
+            errors["end"][0].starts_with("must be after start"),
+            "{errors:?}"
+        );
         assert_eq!(
             errors["targeting"],
-            ["row 1: Device must be one of: desktop, phone, tablet, ctv, other, console; \
-              \"mobile\" is not"]
+            [
+                "row 1: Device must be one of: desktop, phone, tablet, ctv, other, console; \
+              \"mobile\" is not"
+            ]
         );
         assert_eq!(errors.len(), 4, "{errors:?}");
         let text = format!("{errors:?}");

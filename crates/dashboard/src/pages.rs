@@ -951,11 +951,7 @@ pub async fn pacing_view(
     };
     let in_units = |values: Vec<f64>| values.into_iter().map(|v| v / per_unit).collect();
     let goal_text = match (goal.daily, goal.lifetime) {
-        (Some(d), Some(l)) => format!(
-            "{} a day, {} in all",
-            amount(d as f64),
-            amount(l as f64)
-        ),
+        (Some(d), Some(l)) => format!("{} a day, {} in all", amount(d as f64), amount(l as f64)),
         (Some(d), None) => format!("{} a day", amount(d as f64)),
         (None, Some(l)) => format!("{} in all", amount(l as f64)),
         (None, None) => String::new(),

@@ -543,8 +543,6 @@ mod tests {
             rows: Vec::new(),
             json: Some(text.replace("country", "planet")),
         };
-        assert!(
-            from_rows(&broken).unwrap_err()[0].starts_with("targeting JSON")
-        );
+        assert!(from_rows(&broken).unwrap_err()[0].starts_with("targeting JSON"));
     }
 }

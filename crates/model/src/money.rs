@@ -102,7 +102,9 @@ impl Micros {
 /// the text and say how to write it.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum AmountError {
-    #[error("{text:?} is not an amount: write digits with a point before the decimals, such as {example}")]
+    #[error(
+        "{text:?} is not an amount: write digits with a point before the decimals, such as {example}"
+    )]
     NotAnAmount { text: String, example: &'static str },
     #[error("{text:?} has more decimals than {currency} has ({})", currency.decimals_text())]
     TooManyDecimals { text: String, currency: Currency },
@@ -300,15 +302,29 @@ mod tests {
     fn amounts_read_exactly_in_the_currency_decimals() {
         let jpy = Currency::try_from("JPY").unwrap();
         let kwd = Currency::try_from("KWD").unwrap();
-        assert_eq!(Micros::parse_in("500", Currency::USD), Ok(Micros(500_000_000)));
-        assert_eq!(Micros::parse_in("2.5", Currency::USD), Ok(Micros(2_500_000)));
+        assert_eq!(
+            Micros::parse_in("500", Currency::USD),
+            Ok(Micros(500_000_000))
+        );
+        assert_eq!(
+            Micros::parse_in("2.5", Currency::USD),
+            Ok(Micros(2_500_000))
+        );
         assert_eq!(Micros::parse_in(" .05 ", Currency::EUR), Ok(Micros(50_000)));
-        assert_eq!(Micros::parse_in("-1.25", Currency::USD), Ok(Micros(-1_250_000)));
-        assert_eq!(Micros::parse_in("2.500", Currency::USD), Ok(Micros(2_500_000)));
+        assert_eq!(
+            Micros::parse_in("-1.25", Currency::USD),
+            Ok(Micros(-1_250_000))
+        );
+        assert_eq!(
+            Micros::parse_in("2.500", Currency::USD),
+            Ok(Micros(2_500_000))
+        );
         assert_eq!(Micros::parse_in("1.234", kwd), Ok(Micros(1_234_000)));
         assert_eq!(Micros::parse_in("500", jpy), Ok(Micros(500_000_000)));
         assert_eq!(
-            Micros::parse_in("2.125", Currency::USD).unwrap_err().to_string(),
+            Micros::parse_in("2.125", Currency::USD)
+                .unwrap_err()
+                .to_string(),
             "\"2.125\" has more decimals than USD has (2)"
         );
         assert_eq!(
@@ -336,7 +352,11 @@ mod tests {
         let chf = Currency::try_from("CHF").unwrap();
         assert_eq!(Micros(2_500_000).plain_in(Currency::USD), "2.50");
         assert_eq!(Micros(500_000_000).plain_in(jpy), "500");
-        assert_eq!(Micros(2_125_000).plain_in(Currency::USD), "2.125", "never rounded");
+        assert_eq!(
+            Micros(2_125_000).plain_in(Currency::USD),
+            "2.125",
+            "never rounded"
+        );
         assert_eq!(Currency::USD.format(Micros(1_234_500_000)), "$1,234.50");
         assert_eq!(Currency::EUR.format(Micros(-3_100_000)), "-€3.10");
         assert_eq!(jpy.format(Micros(1_500_000_000_000)), "¥1,500,000");

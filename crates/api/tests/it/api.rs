@@ -1470,7 +1470,16 @@ async fn the_line_item_resource_documents_its_warnings() {
 fn assert_plain(reply: &Reply) {
     for field in reply.body["error"]["fields"].as_array().unwrap() {
         let message = field["message"].as_str().unwrap();
-        for word in ["variant", "expected", "`", "u32", "u64", "i64", "struct", "invalid type"] {
+        for word in [
+            "variant",
+            "expected",
+            "`",
+            "u32",
+            "u64",
+            "i64",
+            "struct",
+            "invalid type",
+        ] {
             assert!(!message.contains(word), "{word:?} in {field}");
         }
     }
@@ -1496,7 +1505,8 @@ async fn amounts_are_read_as_decimal_text_and_as_micros_alike() {
     // micros as numbers in `daily` and `lifetime`.
     let mut old = line_item(w.campaign);
     old["price"] = json!({ "model": "cpm", "amount_micros": 4_500_000, "currency": "EUR" });
-    old["goal"] = json!({ "metric": "spend", "daily": 500_000_000, "lifetime": 12_000_000_000_i64 });
+    old["goal"] =
+        json!({ "metric": "spend", "daily": 500_000_000, "lifetime": 12_000_000_000_i64 });
     // A client of today: decimal text in the advertiser's currency.
     let mut new = line_item(w.campaign);
     new["price"] = json!({ "model": "cpm", "amount": "4.50", "currency": "EUR" });
@@ -1509,7 +1519,10 @@ async fn amounts_are_read_as_decimal_text_and_as_micros_alike() {
         let stored: LineItem = app.store.get_object(id, None).await.unwrap().object;
         assert_eq!(stored.price.amount_micros.0, 4_500_000);
         let goal = stored.goal.unwrap();
-        assert_eq!((goal.daily, goal.lifetime), (Some(500_000_000), Some(12_000_000_000)));
+        assert_eq!(
+            (goal.daily, goal.lifetime),
+            (Some(500_000_000), Some(12_000_000_000))
+        );
         answers.push(reply.body);
     }
     for answer in &answers {
@@ -1562,12 +1575,17 @@ async fn amounts_have_at_most_their_currency_decimals() {
         )
         .await;
     let campaign = app
-        .create("campaigns", json!({ "advertiser_id": advertiser, "name": "Spring" }))
+        .create(
+            "campaigns",
+            json!({ "advertiser_id": advertiser, "name": "Spring" }),
+        )
         .await;
     let mut body = line_item(campaign);
     body["price"] = json!({ "model": "cpm", "amount": "450", "currency": "JPY" });
     body["goal"] = json!({ "metric": "spend", "daily": "50000.5" });
-    let reply = app.admin("POST", "/api/v1/line-items", Some(body.clone())).await;
+    let reply = app
+        .admin("POST", "/api/v1/line-items", Some(body.clone()))
+        .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
     assert_eq!(reply.field_paths(), ["goal.daily"]);
     assert_eq!(

@@ -1035,7 +1035,10 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
     assert!(daily.contains("<span class=\"unit\">$</span>"), "{daily}");
     assert!(field_block(&page.body, "price.amount").contains("value=\"4.50\""));
     let pacing = &page.body[page.body.find("id=\"pacing\"").unwrap()..];
-    assert!(pacing.contains("$500.00 a day, $12,000.00 in all"), "{pacing}");
+    assert!(
+        pacing.contains("$500.00 a day, $12,000.00 in all"),
+        "{pacing}"
+    );
     // The chart's axis is in dollars (a round ceiling of the curve), never in micros.
     assert!(pacing.contains(">$0</text>"), "{pacing}");
     assert!(!pacing.contains("M</text>"), "{pacing}");
@@ -1073,9 +1076,15 @@ async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
     for (anchor, message) in [
         ("#f-end", "must be after start"),
         ("#f-goal.daily", "has more decimals than USD has (2)"),
-        ("#f-targeting", "Device must be one of: desktop, phone, tablet"),
+        (
+            "#f-targeting",
+            "Device must be one of: desktop, phone, tablet",
+        ),
     ] {
-        assert!(summary.contains(&format!("href=\"{anchor}\"")), "{anchor}: {summary}");
+        assert!(
+            summary.contains(&format!("href=\"{anchor}\"")),
+            "{anchor}: {summary}"
+        );
         assert!(summary.contains(message), "{message}: {summary}");
     }
     for word in ["variant", "expected", "`", "micros"] {
