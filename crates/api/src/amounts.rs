@@ -374,6 +374,7 @@ pub(crate) fn document(definitions: &mut Map<String, Value>) {
                     { "type": "integer", "format": "int64", "minimum": 0 },
                     text("")
                 ],
+                "nullable": true,
                 "description": "Impressions or clicks goal: a count (a number, or digits as \
                     text). Spend goal: the amount in the advertiser's currency as decimal text \
                     (`\"500\"`); a number is read as micros, as clients before the text form \

@@ -429,3 +429,52 @@ pub fn read_object<T: Object>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_wording_becomes_plain_words() {
+        for (serde, plain) in [
+            (
+                "unknown variant `gold`, expected one of `sponsorship`, `standard`",
+                "must be one of: sponsorship, standard; \"gold\" is not",
+            ),
+            (
+                "unknown variant `x`, expected `free` or `charged`",
+                "must be one of: free, charged; \"x\" is not",
+            ),
+            (
+                "unknown field `colour`, expected `name` or `status`",
+                "\"colour\" is not a field here; the fields are: name, status",
+            ),
+            ("missing field `start`", "is required"),
+            (
+                "invalid type: string \"heavy\", expected u32",
+                "must be a whole number, not \"heavy\"",
+            ),
+            (
+                "invalid type: map, expected a sequence",
+                "must be a list, not an object",
+            ),
+            (
+                "invalid value: integer `-1`, expected u32",
+                "must be a whole number in range (not negative, not too large), not -1",
+            ),
+        ] {
+            assert_eq!(plain_message(serde), plain, "{serde}");
+        }
+    }
+
+    #[test]
+    fn list_items_taken_out_keep_their_place_as_sent() {
+        let list = [Step::Key("sizes".into())];
+        // Items 1 and 3 of the list as sent were taken out: serde's item 1 is now item 2,
+        // its item 2 item 4.
+        let removed = vec![(list.to_vec(), 1), (list.to_vec(), 3)];
+        assert_eq!(original_index(&removed, &list, 0), 0);
+        assert_eq!(original_index(&removed, &list, 1), 2);
+        assert_eq!(original_index(&removed, &list, 2), 4);
+    }
+}

@@ -26,6 +26,9 @@
   document.addEventListener("change", function (event) { update(); rows(event); });
   update();
   rows(null);
+  // A refused form: the summary of its errors takes the focus, so it is read first.
+  var summary = document.getElementById("error-summary");
+  if (summary) summary.focus();
   document.querySelectorAll("button.copy").forEach(function (button) {
     button.addEventListener("click", function () {
       var text = document.getElementById(button.dataset.copy).value;

@@ -282,6 +282,7 @@ async fn ad_ops_in_headless_chromium() {
         );
         assert_eq!(shown["hash"], "#f-goal.daily");
         assert_eq!(shown["field_in_view"], true, "{width}: {shown:#}");
+        assert_eq!(shown["focused"], "f-goal.daily", "{width}: {shown:#}");
     }
     let pacing = result["pacing"].as_str().unwrap_or("");
     assert!(
