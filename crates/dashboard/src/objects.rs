@@ -196,6 +196,9 @@ pub struct FieldView {
     pub errors: Vec<String>,
     /// Shown before the input: the currency's symbol of an amount of money.
     pub unit: Option<String>,
+    /// The unit applies only to a spend goal (the script shows it as the metric changes):
+    /// whether it is one now.
+    pub unit_for_spend: Option<bool>,
     /// For the progressive script: shown only when field `.0` has value `.1` (`*`: any).
     pub when: Option<(&'static str, &'static str)>,
 }
@@ -430,10 +433,10 @@ async fn field_views(
             choices,
             errors: errors.get(f.name).cloned().unwrap_or_default(),
             unit: match f.widget {
-                Widget::Money => symbol.clone(),
-                Widget::GoalAmount if spend_goal => symbol.clone(),
+                Widget::Money | Widget::GoalAmount => symbol.clone(),
                 _ => None,
             },
+            unit_for_spend: (f.widget == Widget::GoalAmount).then_some(spend_goal),
             when,
         });
     }

@@ -1032,7 +1032,10 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
     assert_eq!(page.status, StatusCode::OK);
     let daily = field_block(&page.body, "goal.daily");
     assert!(daily.contains("value=\"500.00\""), "{daily}");
-    assert!(daily.contains("<span class=\"unit\">$</span>"), "{daily}");
+    assert!(
+        daily.contains("<span class=\"unit\" data-spend-only>$</span>"),
+        "{daily}"
+    );
     assert!(field_block(&page.body, "price.amount").contains("value=\"4.50\""));
     let pacing = &page.body[page.body.find("id=\"pacing\"").unwrap()..];
     assert!(
