@@ -358,8 +358,9 @@ pub(crate) fn document(definitions: &mut Map<String, Value>) {
     if let Some(price) = definitions.get_mut("Price") {
         price["properties"]["amount"] = text(
             "The price in the currency, as decimal text with at most the currency's decimals \
-             (`\"4.50\"` EUR, `\"500\"` JPY). Send this or `amount_micros` (both only if they \
-             agree); answers carry both.",
+             (`\"4.50\"` EUR, `\"500\"` JPY). Send this or `amount_micros`, or both saying the \
+             same amount (in an update, of two that differ, the one equal to the stored amount \
+             is taken as not edited); answers carry both.",
         );
         price["properties"]["amount_micros"]["description"] =
             "The price in micros of the currency (4500000 = 4.50).".into();

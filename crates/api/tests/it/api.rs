@@ -1662,3 +1662,30 @@ async fn every_problem_is_answered_at_once_in_plain_words() {
     assert_eq!(message_at(&reply, "start"), "is required");
     assert_plain(&reply);
 }
+
+#[tokio::test]
+async fn the_document_shows_amounts_as_text_and_micros() {
+    let app = App::new().await;
+    let doc = openapi(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["Price"]["properties"]["amount"]["type"], "string");
+    assert_eq!(
+        schemas["Price"]["properties"]["amount_micros"]["allOf"][0]["$ref"],
+        "#/components/schemas/Micros"
+    );
+    let required = schemas["Price"]["required"].as_array().unwrap();
+    assert!(!required.contains(&json!("amount_micros")), "either field");
+    for field in ["daily_micros", "lifetime_micros"] {
+        assert_eq!(schemas["Goal"]["properties"][field]["type"], "integer");
+    }
+    assert!(schemas["Goal"]["properties"]["daily"]["oneOf"].is_array());
+    // The create example is a line item that the API accepts as it is.
+    let example = &doc["paths"]["/api/v1/line-items"]["post"]["requestBody"]["content"]["application/json"]
+        ["example"];
+    assert_eq!(example["goal"]["daily"], "500");
+    let w = world(&app, "Acme").await;
+    let mut body = example.clone();
+    body["campaign_id"] = json!(w.campaign);
+    let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
