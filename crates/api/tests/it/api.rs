@@ -1650,8 +1650,11 @@ async fn every_problem_is_answered_at_once_in_plain_words() {
 
     // A required field missing, and one that cannot be read: both named, and the rules of
     // the rest still checked.
+    // The end, 2026-11-15, is before the start the example stands in with (2026-12-01), but
+    // a rule that holds or breaks by the stand-in is not reported.
     let mut body = line_item(w.campaign);
     body.as_object_mut().unwrap().remove("start");
+    body["end"] = json!("2026-11-15T00:00:00");
     body["time_zone"] = json!(7);
     body["weight"] = json!(0);
     let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
