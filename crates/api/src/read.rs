@@ -7,7 +7,8 @@
 //! as its default, and a required one gets a stand-in from a valid example object of its kind
 //! ([`example`]), so that the fields after it are read too. Once the object reads, its rules
 //! are checked, and every rule about a field that was taken out (or stood in for) is dropped:
-//! it would be about the stand-in, not about what was sent.
+//! it would be about the stand-in, not about what was sent. A rule across fields (an end
+//! after the start) is kept only if it breaks with two different stand-ins alike.
 
 use marquee_model::{Kind, Object, Status, ValidationError, Violation};
 use serde_json::{Value, json};
