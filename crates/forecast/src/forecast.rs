@@ -32,11 +32,18 @@ pub enum ForecastError {
 
 /// Days of sample read for frequency caps: the most recent ones before the model's `now`.
 const CAP_DAYS: i64 = 14;
+/// Sampled requests of identified users read for frequency caps at most, about: beyond, a
+/// subset of the users (by their hash) stands for all.
+const CAP_REQUESTS: usize = 200_000;
 /// Rounds of proportional sharing among line items of equal priority in an hour.
 const ROUNDS: usize = 4;
 /// A goal is met "on track" at this probability, "at risk" at [`AT_RISK`].
 const ON_TRACK: f64 = 0.9;
 const AT_RISK: f64 = 0.5;
+/// Representatives run through the index at most; beyond, they are thinned (see [`thin`]).
+pub const MAX_REPRESENTATIVES: usize = 30_000;
+/// The class of a profile whose representative was thinned out.
+const DROPPED: u32 = u32::MAX;
 
 /// What the forecast says about a line item over a range.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,7 +127,11 @@ struct Member {
 pub struct Forecaster<'m, 's> {
     model: &'m TrafficModel<'s>,
     snapshot: Arc<Snapshot>,
+    /// The class of each profile of the sample; [`DROPPED`] for profiles whose representative
+    /// was thinned out.
     profile_class: Vec<u32>,
+    /// What each profile's weight counts for after thinning (0 when dropped).
+    profile_scale: Vec<f32>,
     classes: Vec<Class>,
     members: Vec<Member>,
     masks: Vec<WeekMask>,
@@ -137,6 +148,16 @@ impl<'m, 's> Forecaster<'m, 's> {
     /// booked line item of the snapshot (on the direct channel: sampled requests are our ad
     /// requests), and estimates the booked line items' frequency-cap factors.
     pub fn new(snapshot: &Arc<Snapshot>, model: &'m TrafficModel<'s>) -> Forecaster<'m, 's> {
+        Forecaster::with_representatives(snapshot, model, MAX_REPRESENTATIVES)
+    }
+
+    /// [`Forecaster::new`] with at most `limit` representatives: more are slower to build and
+    /// to forecast with, and closer to the whole sample.
+    pub fn with_representatives(
+        snapshot: &Arc<Snapshot>,
+        model: &'m TrafficModel<'s>,
+        limit: usize,
+    ) -> Forecaster<'m, 's> {
         let sample = model.sample;
         let data = &snapshot.data;
         let time: Vec<bool> = data
@@ -167,58 +188,80 @@ impl<'m, 's> Forecaster<'m, 's> {
             built_at: snapshot.built_at,
         }));
         let mut scratch = Scratch::default();
-        let mut groups: FxHashMap<Key, u32> = FxHashMap::default();
         let mut urls = FxHashMap::default();
+        // Representatives: profiles equal for the booked line items' targeting.
+        let mut groups: FxHashMap<Key, u32> = FxHashMap::default();
+        let mut representative: Vec<u32> = Vec::new();
+        let mut group_weight: Vec<f64> = Vec::new();
+        let mut profile_group = Vec::with_capacity(sample.profiles.len());
+        for (r, profile) in sample.profiles.iter().enumerate() {
+            let key = vocabulary.key(sample, profile, &mut urls);
+            let next = representative.len() as u32;
+            let group = *groups.entry(key).or_insert(next);
+            if group == next {
+                representative.push(r as u32);
+                group_weight.push(0.0);
+            }
+            group_weight[group as usize] += model.profile_weights[r];
+            profile_group.push(group);
+        }
+        drop(groups);
+        let group_scale = thin(&group_weight, limit);
         let mut signatures: FxHashMap<(Option<usize>, Vec<(u32, u32)>), u32> =
             FxHashMap::default();
         let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
         let mut masks = vec![ALL_WEEK];
-        let mut group_class: Vec<u32> = Vec::new();
+        let mut group_class: Vec<u32> = vec![DROPPED; representative.len()];
         let mut classes = Vec::new();
         let mut members = Vec::new();
-        let mut profile_class = Vec::with_capacity(sample.profiles.len());
         let mut signature = Vec::new();
-        for profile in &sample.profiles {
-            let key = vocabulary.key(sample, profile, &mut urls);
-            let next = group_class.len() as u32;
-            let group = *groups.entry(key).or_insert(next);
-            if group == next {
-                let parts = Parts::of(sample, profile);
-                let request = request(sample, data, profile, &parts, model.now());
-                signature.clear();
-                for &i in engine.matching(&request, &mut scratch) {
-                    let li = &data.line_items[i as usize];
-                    let mask = match (time[i as usize], &li.targeting) {
-                        (true, Some(targeting)) => {
-                            let mask = week_mask(targeting, &request);
-                            if mask == [0; 3] {
-                                continue;
-                            }
-                            *mask_ids.entry(mask).or_insert_with(|| {
-                                masks.push(mask);
-                                masks.len() as u32 - 1
-                            })
-                        }
-                        _ => 0,
-                    };
-                    signature.push((i, mask));
-                }
-                let placement = model.placement_index(profile.placement);
-                let class = *signatures
-                    .entry((placement, signature.clone()))
-                    .or_insert_with(|| {
-                        let start = members.len();
-                        members.extend(signature.iter().map(|&(lane, mask)| Member { lane, mask }));
-                        classes.push(Class {
-                            placement,
-                            members: start..members.len(),
-                        });
-                        classes.len() as u32 - 1
-                    });
-                group_class.push(class);
+        for (group, &r) in representative.iter().enumerate() {
+            if group_scale[group] == 0.0 {
+                continue;
             }
-            profile_class.push(group_class[group as usize]);
+            let profile = &sample.profiles[r as usize];
+            let parts = Parts::of(sample, profile);
+            let request = request(sample, data, profile, &parts, model.now());
+            signature.clear();
+            for &i in engine.matching(&request, &mut scratch) {
+                let li = &data.line_items[i as usize];
+                let mask = match (time[i as usize], &li.targeting) {
+                    (true, Some(targeting)) => {
+                        let mask = week_mask(targeting, &request);
+                        if mask == [0; 3] {
+                            continue;
+                        }
+                        *mask_ids.entry(mask).or_insert_with(|| {
+                            masks.push(mask);
+                            masks.len() as u32 - 1
+                        })
+                    }
+                    _ => 0,
+                };
+                signature.push((i, mask));
+            }
+            let placement = model.placement_index(profile.placement);
+            let class = *signatures
+                .entry((placement, signature.clone()))
+                .or_insert_with(|| {
+                    let start = members.len();
+                    members.extend(signature.iter().map(|&(lane, mask)| Member { lane, mask }));
+                    classes.push(Class {
+                        placement,
+                        members: start..members.len(),
+                    });
+                    classes.len() as u32 - 1
+                });
+            group_class[group] = class;
         }
+        let profile_class: Vec<u32> = profile_group
+            .iter()
+            .map(|&g| group_class[g as usize])
+            .collect();
+        let profile_scale: Vec<f32> = profile_group
+            .iter()
+            .map(|&g| group_scale[g as usize] as f32)
+            .collect();
         let mut placement_weights = vec![0.0; model.placement_count()];
         for (profile, weight) in sample.profiles.iter().zip(&model.profile_weights) {
             if let Some(p) = model.placement_index(profile.placement) {
@@ -229,6 +272,7 @@ impl<'m, 's> Forecaster<'m, 's> {
             model,
             snapshot: Arc::clone(snapshot),
             profile_class,
+            profile_scale,
             classes,
             members,
             masks,
@@ -366,6 +410,13 @@ impl<'m, 's> Forecaster<'m, 's> {
                 }
             });
             let class = self.profile_class[r];
+            if mask != [0; 3] {
+                query.matched_samples += u64::from(self.model.profile_counts[r]);
+            }
+            if class == DROPPED {
+                query.profile_unit.push(DROPPED);
+                continue;
+            }
             let next = query.unit_class.len() as u32;
             let unit = *units.entry((class, mask)).or_insert(next);
             if unit == next {
@@ -375,20 +426,18 @@ impl<'m, 's> Forecaster<'m, 's> {
             }
             let placement = self.classes[class as usize].placement;
             if let Some(p) = placement.filter(|&p| self.placement_weights[p] > 0.0) {
-                query.unit_share[unit as usize] +=
-                    self.model.profile_weights[r] / self.placement_weights[p];
-            }
-            if mask != [0; 3] {
-                query.matched_samples += u64::from(self.model.profile_counts[r]);
+                query.unit_share[unit as usize] += self.model.profile_weights[r]
+                    * f64::from(self.profile_scale[r])
+                    / self.placement_weights[p];
             }
             query.profile_unit.push(unit);
         }
         let caps = caps_of(data, line_item);
         if !caps.is_empty() {
             let mut counter = CapCounter::new(vec![caps]);
-            self.recent_entries(|entry| {
+            counter.users = self.recent_entries(|entry| {
                 let unit = query.profile_unit[entry.profile as usize];
-                if query.unit_mask[unit as usize] != [0; 3] {
+                if unit != DROPPED && query.unit_mask[unit as usize] != [0; 3] {
                     counter.add(0, entry);
                 }
             });
@@ -397,16 +446,23 @@ impl<'m, 's> Forecaster<'m, 's> {
         query
     }
 
-    /// Calls `f` with each sampled request of the [`CAP_DAYS`] before the model's `now`.
-    fn recent_entries(&self, mut f: impl FnMut(&Entry)) {
+    /// Calls `f` with each sampled request of the [`CAP_DAYS`] before the model's `now`: every
+    /// anonymous one, and those of one user in `users` (the returned number; users by their
+    /// hash), so that about [`CAP_REQUESTS`] identified ones are read.
+    fn recent_entries(&self, mut f: impl FnMut(&Entry)) -> u64 {
         let today = self.model.now().as_second().div_euclid(SECONDS_PER_DAY);
         let from = (today - CAP_DAYS) * MINUTES_PER_DAY;
         let to = today * MINUTES_PER_DAY;
-        for entry in &self.model.sample.entries {
-            if (from..to).contains(&i64::from(entry.minute)) {
+        let recent = |e: &&Entry| (from..to).contains(&i64::from(e.minute));
+        let entries = &self.model.sample.entries;
+        let identified = entries.iter().filter(recent).filter(|e| e.user != 0).count();
+        let users = identified.div_ceil(CAP_REQUESTS).max(1) as u64;
+        for entry in entries.iter().filter(recent) {
+            if entry.user == 0 || (entry.user >> 17) % users == 0 {
                 f(entry);
             }
         }
+        users
     }
 
     fn booked_cap_factors(&self) -> Vec<f64> {
@@ -425,13 +481,22 @@ impl<'m, 's> Forecaster<'m, 's> {
             return factors;
         }
         let mut counter = CapCounter::new(caps);
-        self.recent_entries(|entry| {
-            let class = &self.classes[self.profile_class[entry.profile as usize] as usize];
-            for member in &self.members[class.members.clone()] {
-                let slot = slots[member.lane as usize];
-                if slot != u32::MAX {
-                    counter.add(slot as usize, entry);
-                }
+        // The capped members of each class, found once rather than per sampled request.
+        let capped: Vec<Vec<u32>> = self
+            .classes
+            .iter()
+            .map(|class| {
+                self.members[class.members.clone()]
+                    .iter()
+                    .map(|m| slots[m.lane as usize])
+                    .filter(|&slot| slot != u32::MAX)
+                    .collect()
+            })
+            .collect();
+        counter.users = self.recent_entries(|entry| {
+            let class = self.profile_class[entry.profile as usize];
+            for &slot in capped.get(class as usize).map_or(&[][..], Vec::as_slice) {
+                counter.add(slot as usize, entry);
             }
         });
         let found = counter.factors();
@@ -547,8 +612,8 @@ impl<'m, 's> Forecaster<'m, 's> {
         let baseline = sim.run(Mode::Baseline);
         let unlimited = sim.run(Mode::Unlimited);
         let mut daily: Vec<Day> = Vec::new();
-        for (h, &hour) in hours.iter().enumerate() {
-            let day = hour.div_euclid(SECONDS_PER_DAY);
+        for (s, segment) in sim.segments.iter().enumerate() {
+            let day = hours[segment.start].div_euclid(SECONDS_PER_DAY);
             if daily.last().is_none_or(|d| d.day != day) {
                 daily.push(Day {
                     day,
@@ -557,11 +622,11 @@ impl<'m, 's> Forecaster<'m, 's> {
                 });
             }
             if let Some(d) = daily.last_mut() {
-                d.matching += sim.matching_of(forecast, h);
-                d.available += unlimited.hourly[h];
+                d.matching += sim.matching[forecast][s];
+                d.available += unlimited.by_segment[s];
             }
         }
-        let available: f64 = unlimited.hourly.iter().sum();
+        let available: f64 = unlimited.by_segment.iter().sum();
         let matching: f64 = daily.iter().map(|d| d.matching).sum();
         let mut contending: Vec<Contender> = baseline
             .contention
@@ -641,6 +706,50 @@ impl<'m, 's> Forecaster<'m, 's> {
     }
 }
 
+/// Threshold sampling (Duffield, Lund and Thorup): with more than `limit` weights, each is
+/// kept with probability `min(1, w / τ)` and then counts as `max(w, τ)`, with `τ` such that
+/// about `limit` are kept. Heavy representatives stay exact, light ones are drawn, and every
+/// total stays unbiased. Returns each weight's multiplier (0 for dropped). The draw is a hash
+/// of the position, so the same sample gives the same representatives.
+fn thin(weights: &[f64], limit: usize) -> Vec<f64> {
+    if weights.len() <= limit {
+        return vec![1.0; weights.len()];
+    }
+    let kept = |tau: f64| weights.iter().map(|w| (w / tau).min(1.0)).sum::<f64>();
+    let (mut low, mut high) = (1e-12, weights.iter().sum::<f64>().max(1e-12));
+    for _ in 0..100 {
+        let mid = (low * high).sqrt();
+        if kept(mid) > limit as f64 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let tau = high;
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            if w >= tau {
+                1.0
+            } else if w > 0.0 && unit_hash(i as u64) < w / tau {
+                tau / w
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// A uniform number in [0, 1) from a position (SplitMix64's finaliser).
+fn unit_hash(i: u64) -> f64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 fn sort_contenders(list: &mut [Contender]) {
     list.sort_by(|a, b| {
         b.impressions
@@ -675,6 +784,8 @@ struct CapCounter {
     caps: Vec<Vec<FrequencyCap>>,
     counts: Vec<Vec<FxHashMap<(u64, i64), u32>>>,
     anonymous: Vec<u64>,
+    /// One user in this many was counted: their requests stand for this many users'.
+    users: u64,
 }
 
 impl CapCounter {
@@ -688,6 +799,7 @@ impl CapCounter {
             caps,
             counts,
             anonymous,
+            users: 1,
         }
     }
 
@@ -711,11 +823,13 @@ impl CapCounter {
                     .zip(&self.counts[slot])
                     .map(|(cap, counts)| {
                         let anonymous = self.anonymous[slot] as f64;
-                        let (mut kept, mut all) = (anonymous, anonymous);
+                        let (mut kept, mut all) = (0.0, 0.0);
                         for &n in counts.values() {
                             kept += f64::from(n.min(cap.count));
                             all += f64::from(n);
                         }
+                        let scale = self.users as f64;
+                        let (kept, all) = (anonymous + kept * scale, anonymous + all * scale);
                         if all > 0.0 { kept / all } else { 1.0 }
                     })
                     .fold(1.0, f64::min)
@@ -858,9 +972,10 @@ impl Supply {
         for entry in &sample.entries {
             let minute = i64::from(entry.minute);
             let h = (minute - first).div_euclid(60);
-            if h >= 0 && (h as usize) < hours.len() {
-                let unit = query.profile_unit[entry.profile as usize] as usize;
-                table[unit * hours.len() + h as usize] += scale;
+            let unit = query.profile_unit[entry.profile as usize];
+            if h >= 0 && (h as usize) < hours.len() && unit != DROPPED {
+                let scale = scale * f64::from(forecaster.profile_scale[entry.profile as usize]);
+                table[unit as usize * hours.len() + h as usize] += scale;
             }
         }
         Supply::Observed {
@@ -903,8 +1018,8 @@ enum Mode {
 struct Outcome {
     /// Per lane, over the range.
     totals: Vec<f64>,
-    /// The forecast line item's, per hour.
-    hourly: Vec<f64>,
+    /// The forecast line item's, per segment.
+    by_segment: Vec<f64>,
     /// Per lane: what it took of requests the forecast line item accepts.
     contention: Vec<f64>,
 }
@@ -918,13 +1033,16 @@ struct Simulation<'a> {
     masks: Vec<WeekMask>,
     /// Per lane and hour: its local hour of the week.
     local_bits: Vec<Vec<u8>>,
-    /// Per lane and hour: what it matches.
+    /// Spans of hours in which no line item starts or stops taking part (flight, days and
+    /// hours) and no local or UTC day begins: each is allocated at once.
+    segments: Vec<std::ops::Range<usize>>,
+    /// Per segment and unit (segment-major): expected requests.
+    supply: Vec<f64>,
+    /// Per lane and segment: what it matches.
     matching: Vec<Vec<f64>>,
-    /// Per unit and hour: whether the forecast line item accepts it.
+    /// Per segment and unit: whether the forecast line item accepts it.
     forecast_accepts: Vec<Vec<bool>>,
-    supply: Supply,
     units: usize,
-    hours: usize,
     hour_starts: &'a [i64],
 }
 
@@ -940,16 +1058,16 @@ impl<'a> Simulation<'a> {
         let mut masks = forecaster.masks.clone();
         let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
         // Priority groups: tier, then (remnant, house) value, highest first.
-        let mut keys: Vec<(Tier, i64)> = lanes
+        let lane_keys: Vec<(Tier, i64)> = lanes
             .iter()
             .map(|l| (l.tier, if goes_to_value(l.tier) { l.value } else { 0 }))
             .collect();
-        let lane_keys = keys.clone();
+        let mut keys = lane_keys.clone();
         keys.sort_by(|a, b| b.cmp(a));
         keys.dedup();
         let group_of: Vec<usize> = lane_keys
             .iter()
-            .map(|k| keys.iter().position(|g| g == k).unwrap_or(0))
+            .map(|k| keys.binary_search_by(|g| k.cmp(g)).unwrap_or(0))
             .collect();
         let mut groups: Vec<Vec<Pair>> = vec![Vec::new(); keys.len()];
         let mut group_lanes: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
@@ -1008,62 +1126,103 @@ impl<'a> Simulation<'a> {
             group_lanes,
             masks,
             local_bits,
+            segments: Vec::new(),
+            supply: Vec::new(),
             matching: Vec::new(),
             forecast_accepts: Vec::new(),
-            supply,
             units,
-            hours: hours.len(),
             hour_starts: hours,
         };
-        sim.prepare();
+        sim.segments = sim.cut_segments();
+        sim.prepare(&supply);
         sim
+    }
+
+    fn in_flight(&self, lane: &Lane, h: usize) -> bool {
+        let at = self.hour_starts[h];
+        at + 3_600 > lane.flight.0 && lane.flight.1.is_none_or(|end| at < end)
     }
 
     /// Whether the pair's line item takes part at hour `h` (flight and day-and-hour
     /// targeting).
     fn active(&self, pair: &Pair, h: usize) -> bool {
-        let lane = &self.lanes[pair.lane as usize];
-        let at = self.hour_starts[h];
-        if at + 3_600 <= lane.flight.0 || lane.flight.1.is_some_and(|end| at >= end) {
-            return false;
-        }
-        pair.mask == 0
-            || has_bit(
-                &self.masks[pair.mask as usize],
-                self.local_bits[pair.lane as usize][h],
-            )
+        self.in_flight(&self.lanes[pair.lane as usize], h)
+            && (pair.mask == 0
+                || has_bit(
+                    &self.masks[pair.mask as usize],
+                    self.local_bits[pair.lane as usize][h],
+                ))
     }
 
-    /// Each lane's matching supply per hour, and which units the forecast line item accepts.
-    fn prepare(&mut self) {
-        let mut matching = vec![vec![0.0; self.hours]; self.lanes.len()];
-        let mut accepts = vec![vec![false; self.units]; self.hours];
-        let forecast = (self.lanes.len() - 1) as u32;
-        let mut supply = vec![0.0; self.units];
-        for h in 0..self.hours {
-            for (u, s) in supply.iter_mut().enumerate() {
-                *s = self.supply.at(u, h);
+    fn cut_segments(&self) -> Vec<std::ops::Range<usize>> {
+        let mut timed: Vec<(u32, u32)> = self
+            .groups
+            .iter()
+            .flatten()
+            .filter(|p| p.mask != 0)
+            .map(|p| (p.lane, p.mask))
+            .collect();
+        timed.sort_unstable();
+        timed.dedup();
+        let mut starts = vec![0];
+        for h in 1..self.hour_starts.len() {
+            let cut = self.hour_starts[h].rem_euclid(SECONDS_PER_DAY) == 0
+                || self.lanes.iter().any(|lane| {
+                    lane.day_of_hour[h] != lane.day_of_hour[h - 1]
+                        || self.in_flight(lane, h) != self.in_flight(lane, h - 1)
+                })
+                || timed.iter().any(|&(lane, mask)| {
+                    let bits = &self.local_bits[lane as usize];
+                    let mask = &self.masks[mask as usize];
+                    has_bit(mask, bits[h]) != has_bit(mask, bits[h - 1])
+                });
+            if cut {
+                starts.push(h);
             }
+        }
+        let mut segments: Vec<std::ops::Range<usize>> = starts
+            .windows(2)
+            .map(|w| w[0]..w[1])
+            .collect();
+        if let Some(&last) = starts.last() {
+            segments.push(last..self.hour_starts.len());
+        }
+        segments
+    }
+
+    /// Supply per segment, each lane's matching supply per segment, and which units the
+    /// forecast line item accepts.
+    fn prepare(&mut self, source: &Supply) {
+        let units = self.units;
+        let mut supply = vec![0.0; self.segments.len() * units];
+        for (s, segment) in self.segments.iter().enumerate() {
+            for (u, total) in supply[s * units..(s + 1) * units].iter_mut().enumerate() {
+                *total = segment.clone().map(|h| source.at(u, h)).sum();
+            }
+        }
+        let mut matching = vec![vec![0.0; self.segments.len()]; self.lanes.len()];
+        let mut accepts = vec![vec![false; units]; self.segments.len()];
+        let forecast = (self.lanes.len() - 1) as u32;
+        for (s, segment) in self.segments.iter().enumerate() {
             for pair in self.groups.iter().flatten() {
-                if self.active(pair, h) {
-                    matching[pair.lane as usize][h] += supply[pair.unit as usize];
+                if self.active(pair, segment.start) {
+                    matching[pair.lane as usize][s] += supply[s * units + pair.unit as usize];
                     if pair.lane == forecast {
-                        accepts[h][pair.unit as usize] = true;
+                        accepts[s][pair.unit as usize] = true;
                     }
                 }
             }
         }
+        self.supply = supply;
         self.matching = matching;
         self.forecast_accepts = accepts;
     }
 
-    fn matching_of(&self, lane: usize, h: usize) -> f64 {
-        self.matching[lane][h]
-    }
-
-    /// A unit's share of the range's supply, for weighting.
+    /// A unit's supply over the range.
     fn supply_share(&self, unit: usize) -> f64 {
-        (0..self.hours).map(|h| self.supply.at(unit, h)).sum()
+        (0..self.segments.len())
+            .map(|s| self.supply[s * self.units + unit])
+            .sum()
     }
 
     /// The forecast line item's goal over the range, in impressions.
@@ -1073,10 +1232,8 @@ impl<'a> Simulation<'a> {
             return None;
         }
         let mut days = vec![false; lane.days];
-        for h in 0..self.hours {
-            let at = self.hour_starts[h];
-            let in_flight = at + 3_600 > lane.flight.0 && lane.flight.1.is_none_or(|e| at < e);
-            if in_flight {
+        for h in 0..self.hour_starts.len() {
+            if self.in_flight(lane, h) {
                 days[lane.day_of_hour[h] as usize] = true;
             }
         }
@@ -1091,71 +1248,72 @@ impl<'a> Simulation<'a> {
     }
 
     fn run(&self, mode: Mode) -> Outcome {
-        let forecast = self.lanes.len() - 1;
-        let mut totals = vec![0.0; self.lanes.len()];
-        let mut hourly = vec![0.0; self.hours];
-        let mut contention = vec![0.0; self.lanes.len()];
-        let mut supply = vec![0.0; self.units];
-        let mut weights = vec![0.0; self.units];
-        let mut taken = vec![0.0; self.units];
-        let mut offers = vec![0.0; self.lanes.len()];
-        let mut ratio = vec![0.0; self.lanes.len()];
-        let mut left = vec![0.0; self.lanes.len()];
-        // Per lane: delivered before the current local day, today, and the matching supply
-        // of today so far and in the whole day.
-        let mut before_today = vec![0.0; self.lanes.len()];
-        let mut today = vec![0.0; self.lanes.len()];
-        let mut day_matching: Vec<Vec<f64>> = self
-            .lanes
-            .iter()
-            .map(|lane| vec![0.0; lane.days])
-            .collect();
+        let lanes_len = self.lanes.len();
+        let forecast = lanes_len - 1;
+        let units = self.units;
+        let mut totals = vec![0.0; lanes_len];
+        let mut by_segment = vec![0.0; self.segments.len()];
+        let mut contention = vec![0.0; lanes_len];
+        let mut weights = vec![0.0; units];
+        let mut taken = vec![0.0; units];
+        let mut offers = vec![0.0; lanes_len];
+        let mut ratio = vec![0.0; lanes_len];
+        let mut left = vec![0.0; lanes_len];
+        let pairs_len: usize = self.groups.iter().map(Vec::len).sum();
+        let mut active = vec![false; pairs_len];
+        // Per lane: delivered before the current local day and today, and the matching
+        // supply of today so far and of each whole day.
+        let mut before_today = vec![0.0; lanes_len];
+        let mut today = vec![0.0; lanes_len];
+        let mut matched_today = vec![0.0; lanes_len];
+        let mut day_matching: Vec<Vec<f64>> =
+            self.lanes.iter().map(|lane| vec![0.0; lane.days]).collect();
         for (lane, days) in day_matching.iter_mut().enumerate() {
-            for h in 0..self.hours {
-                days[self.lanes[lane].day_of_hour[h] as usize] += self.matching[lane][h];
+            for (s, segment) in self.segments.iter().enumerate() {
+                days[self.lanes[lane].day_of_hour[segment.start] as usize] +=
+                    self.matching[lane][s];
             }
         }
-        let mut matched_today = vec![0.0; self.lanes.len()];
-        for h in 0..self.hours {
-            for (u, s) in supply.iter_mut().enumerate() {
-                *s = self.supply.at(u, h);
-            }
+        for (s, segment) in self.segments.iter().enumerate() {
+            let h = segment.start;
+            let mut supply = self.supply[s * units..(s + 1) * units].to_vec();
             for (i, lane) in self.lanes.iter().enumerate() {
                 if h > 0 && lane.day_of_hour[h] != lane.day_of_hour[h - 1] {
                     before_today[i] += today[i];
                     today[i] = 0.0;
                     matched_today[i] = 0.0;
                 }
-                matched_today[i] += self.matching[i][h];
-                left[i] = if lane.excluded {
+                matched_today[i] += self.matching[i][s];
+                let most = lane.cap_factor * self.matching[i][s];
+                left[i] = if lane.excluded || (i == forecast && mode == Mode::Baseline) {
                     0.0
-                } else if i == forecast && mode == Mode::Baseline {
-                    0.0
-                } else if i == forecast && mode == Mode::Unlimited || !lane.has_goal {
-                    lane.cap_factor * self.matching[i][h]
+                } else if (i == forecast && mode == Mode::Unlimited) || !lane.has_goal {
+                    most
                 } else {
-                    self.allowance(
-                        lane,
-                        h,
-                        before_today[i],
-                        today[i],
-                        matched_today[i],
-                        &day_matching[i],
-                    )
-                    .min(lane.cap_factor * self.matching[i][h])
+                    self.allowance(lane, h, before_today[i], today[i], matched_today[i], &day_matching[i])
+                        .min(most)
                 };
             }
+            let mut k = 0;
+            for pair in self.groups.iter().flatten() {
+                active[k] = self.active(pair, h);
+                k += 1;
+            }
+            let mut offset = 0;
             for (pairs, lanes) in self.groups.iter().zip(&self.group_lanes) {
-                for _ in 0..ROUNDS {
+                let active = &active[offset..offset + pairs.len()];
+                offset += pairs.len();
+                // One line item alone takes what it may in one round; several share by
+                // weight, and what a satisfied one leaves is shared again.
+                let rounds = if lanes.len() > 1 { ROUNDS } else { 1 };
+                for _ in 0..rounds {
                     for pair in pairs {
                         weights[pair.unit as usize] = 0.0;
                     }
                     let mut any = false;
-                    for pair in pairs {
-                        let lane = pair.lane as usize;
-                        if left[lane] > 1e-9 && supply[pair.unit as usize] > 0.0 && self.active(pair, h)
-                        {
-                            weights[pair.unit as usize] += self.lanes[lane].weight;
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
+                        if left[pair.lane as usize] > 1e-9 {
+                            weights[pair.unit as usize] += self.lanes[pair.lane as usize].weight;
                             any = true;
                         }
                     }
@@ -1165,9 +1323,9 @@ impl<'a> Simulation<'a> {
                     for &lane in lanes {
                         offers[lane as usize] = 0.0;
                     }
-                    for pair in pairs {
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
                         let (lane, unit) = (pair.lane as usize, pair.unit as usize);
-                        if left[lane] > 1e-9 && weights[unit] > 0.0 && self.active(pair, h) {
+                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
                             offers[lane] += supply[unit] * self.lanes[lane].weight / weights[unit];
                         }
                     }
@@ -1181,18 +1339,18 @@ impl<'a> Simulation<'a> {
                             1.0
                         };
                     }
-                    for pair in pairs {
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
                         let (lane, unit) = (pair.lane as usize, pair.unit as usize);
-                        if left[lane] > 1e-9 && weights[unit] > 0.0 && self.active(pair, h) {
+                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
                             let take =
                                 supply[unit] * self.lanes[lane].weight / weights[unit] * ratio[lane];
                             taken[unit] += take;
                             totals[lane] += take;
                             today[lane] += take;
                             if lane == forecast {
-                                hourly[h] += take;
+                                by_segment[s] += take;
                             }
-                            if self.forecast_accepts[h][unit] {
+                            if self.forecast_accepts[s][unit] {
                                 contention[lane] += take;
                             }
                         }
@@ -1215,12 +1373,12 @@ impl<'a> Simulation<'a> {
         contention[forecast] = 0.0;
         Outcome {
             totals,
-            hourly,
+            by_segment,
             contention,
         }
     }
 
-    /// What a line item with a goal may still take in hour `h`: its day's amount (the daily
+    /// What a line item with a goal may still take from hour `h`: its day's amount (the daily
     /// goal, and what the lifetime curve plans by the day's end) spread over the day in
     /// proportion to its matching traffic (ASAP: all at once), less what it took today.
     fn allowance(

@@ -24,7 +24,8 @@ mod traffic;
 
 pub use backtest::{Backtest, LineItemError, backtest};
 pub use forecast::{
-    Availability, Contender, Day, DeliveryForecast, ForecastError, Forecaster, Status,
+    Availability, Contender, Day, DeliveryForecast, ForecastError, Forecaster, MAX_REPRESENTATIVES,
+    Status,
 };
 pub use record::{
     DecodeError, MAX_KEY_VALUES, MAX_SEGMENTS, MAX_SIZES, MAX_TEXT, MAX_URL, SampleRecord,

@@ -263,19 +263,71 @@ pub(crate) fn has_bit(mask: &WeekMask, bit: u8) -> bool {
     mask[usize::from(bit / 64)] & (1 << (bit % 64)) != 0
 }
 
-/// The local hours of the week at which `targeting` accepts the request.
+/// The local hours of the week at which `targeting` accepts the request: day and hour leaves
+/// are masks, every other leaf is the engine's answer (time plays no part in it), combined as
+/// the expression combines them.
 pub(crate) fn week_mask(targeting: &Targeting, request: &Request<'_>) -> WeekMask {
-    let mut mask = [0; 3];
-    for (day, weekday) in WEEKDAYS.into_iter().enumerate() {
-        for hour in 0..24u8 {
-            let local = LocalTime { weekday, hour };
-            if marquee_engine::expr::matches(targeting, request, local) {
-                let bit = day * 24 + usize::from(hour);
-                mask[bit / 64] |= 1 << (bit % 64);
+    let bits = |keep: &dyn Fn(usize, u8) -> bool| {
+        let mut mask = [0; 3];
+        for day in 0..7 {
+            for hour in 0..24u8 {
+                if keep(day, hour) {
+                    let bit = day * 24 + usize::from(hour);
+                    mask[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        }
+        mask
+    };
+    match targeting {
+        Targeting::All(children) => {
+            let mut mask = ALL_WEEK;
+            for child in children {
+                if mask == [0; 3] {
+                    break;
+                }
+                let other = week_mask(child, request);
+                mask = [mask[0] & other[0], mask[1] & other[1], mask[2] & other[2]];
+            }
+            mask
+        }
+        Targeting::Any(children) => {
+            let mut mask = [0; 3];
+            for child in children {
+                if mask == ALL_WEEK {
+                    break;
+                }
+                let other = week_mask(child, request);
+                mask = [mask[0] | other[0], mask[1] | other[1], mask[2] | other[2]];
+            }
+            mask
+        }
+        Targeting::Not(child) => {
+            let inner = week_mask(child, request);
+            [
+                !inner[0] & ALL_WEEK[0],
+                !inner[1] & ALL_WEEK[1],
+                !inner[2] & ALL_WEEK[2],
+            ]
+        }
+        Targeting::DayOfWeek(days) => bits(&|day, _| days.contains(&WEEKDAYS[day])),
+        Targeting::Hour(ranges) => bits(&|_, hour| {
+            ranges
+                .iter()
+                .any(|range| (range.from..range.to).contains(&hour))
+        }),
+        leaf => {
+            let any_time = LocalTime {
+                weekday: Weekday::Mon,
+                hour: 0,
+            };
+            if marquee_engine::expr::matches(leaf, request, any_time) {
+                ALL_WEEK
+            } else {
+                [0; 3]
             }
         }
     }
-    mask
 }
 
 /// Whether the expression names days or hours.
@@ -375,5 +427,32 @@ mod tests {
         let either = Targeting::Any(vec![de.clone(), evenings]);
         assert_eq!(relax(&either), None);
         assert!(names_time(&both) && !names_time(&de));
+    }
+
+    /// The mask agrees with the engine's evaluator at every local hour of the week.
+    #[test]
+    fn week_masks_agree_with_the_engine_hour_by_hour() {
+        let de = Targeting::Country(vec!["DE".to_owned()]);
+        let evenings = Targeting::Hour(vec![HourRange { from: 18, to: 24 }]);
+        let weekend = Targeting::DayOfWeek(vec![Weekday::Sat, Weekday::Sun]);
+        let expr = Targeting::Any(vec![
+            Targeting::All(vec![de.clone(), evenings.clone()]),
+            Targeting::Not(Box::new(Targeting::Any(vec![weekend, de]))),
+        ]);
+        for country in ["DE", "FR"] {
+            let mut request = Request::at(Timestamp::UNIX_EPOCH);
+            request.geo.country = Some(country);
+            let mask = week_mask(&expr, &request);
+            for (day, weekday) in WEEKDAYS.into_iter().enumerate() {
+                for hour in 0..24u8 {
+                    let local = LocalTime { weekday, hour };
+                    assert_eq!(
+                        has_bit(&mask, (day * 24) as u8 + hour),
+                        marquee_engine::expr::matches(&expr, &request, local),
+                        "{country} {weekday:?} {hour}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -119,6 +119,11 @@ impl Sample {
         self.profiles.len()
     }
 
+    /// The minute of each record, in the order pushed.
+    pub fn minutes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries.iter().map(|e| e.minute)
+    }
+
     pub fn push(&mut self, record: &SampleRecord) {
         let texts = [
             &record.country,
