@@ -7,19 +7,17 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use marquee_engine::{Control, Engine, Scratch};
-use marquee_model::{
-    FrequencyCap, GoalMetric, LineItemId, PacingMode, PricingModel, Tier,
-};
+use marquee_model::{FrequencyCap, GoalMetric, LineItemId, PacingMode, PricingModel, Tier};
 use marquee_pacing::{Period, Schedule, TrafficProfile};
 use marquee_snapshot::{LineItemEntry, Snapshot, SnapshotData};
 use rustc_hash::FxHashMap;
 
+use crate::TrafficModel;
 use crate::profiles::{
     ALL_WEEK, Key, Parts, Vocabulary, WeekMask, has_bit, names_time, relax, request, week_mask,
 };
 use crate::sample::Entry;
 use crate::traffic::{MINUTES_PER_DAY, SECONDS_PER_DAY};
-use crate::TrafficModel;
 
 /// Why a forecast cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,6 +113,10 @@ struct Class {
     members: std::ops::Range<usize>,
 }
 
+/// What sets a class apart: its placement (in the model) and its members with their week
+/// masks.
+type Signature = (Option<usize>, Vec<(u32, u32)>);
+
 /// One line item taking part, by its position in the snapshot.
 #[derive(Debug, Clone, Copy)]
 struct Member {
@@ -167,7 +169,9 @@ impl<'m, 's> Forecaster<'m, 's> {
             .collect();
         let vocabulary = Vocabulary::of(
             sample,
-            data.line_items.iter().filter_map(|li| li.targeting.as_ref()),
+            data.line_items
+                .iter()
+                .filter_map(|li| li.targeting.as_ref()),
         );
         let engine = Engine::new(Arc::new(Snapshot {
             data: SnapshotData {
@@ -207,8 +211,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         }
         drop(groups);
         let group_scale = thin(&group_weight, limit);
-        let mut signatures: FxHashMap<(Option<usize>, Vec<(u32, u32)>), u32> =
-            FxHashMap::default();
+        let mut signatures: FxHashMap<Signature, u32> = FxHashMap::default();
         let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
         let mut masks = vec![ALL_WEEK];
         let mut group_class: Vec<u32> = vec![DROPPED; representative.len()];
@@ -455,7 +458,11 @@ impl<'m, 's> Forecaster<'m, 's> {
         let to = today * MINUTES_PER_DAY;
         let recent = |e: &&Entry| (from..to).contains(&i64::from(e.minute));
         let entries = &self.model.sample.entries;
-        let identified = entries.iter().filter(recent).filter(|e| e.user != 0).count();
+        let identified = entries
+            .iter()
+            .filter(recent)
+            .filter(|e| e.user != 0)
+            .count();
         let users = identified.div_ceil(CAP_REQUESTS).max(1) as u64;
         for entry in entries.iter().filter(recent) {
             if entry.user == 0 || (entry.user >> 17) % users == 0 {
@@ -657,7 +664,8 @@ impl<'m, 's> Forecaster<'m, 's> {
         } else {
             Vec::new()
         };
-        let probability = goal.map(|goal| self.probability(query, sim, available, goal, daily.len()));
+        let probability =
+            goal.map(|goal| self.probability(query, sim, available, goal, daily.len()));
         Availability {
             matching,
             available,
@@ -771,7 +779,10 @@ fn hours_of(range: Period) -> Result<Vec<i64>, ForecastError> {
 /// alone, an approximation that overestimates delivery when several line items share one.
 fn caps_of(data: &SnapshotData, li: &LineItemEntry) -> Vec<FrequencyCap> {
     let mut caps = li.frequency_caps.clone();
-    if let Ok(c) = data.campaigns.binary_search_by_key(&li.campaign_id, |c| c.id) {
+    if let Ok(c) = data
+        .campaigns
+        .binary_search_by_key(&li.campaign_id, |c| c.id)
+    {
         caps.extend(data.campaigns[c].frequency_caps.iter().copied());
     }
     caps
@@ -886,7 +897,8 @@ fn normal_cdf(z: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
         * (0.254_829_592
-            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-x * x).exp();
     if z >= 0.0 {
         0.5 * (1.0 + erf)
@@ -1180,10 +1192,8 @@ impl<'a> Simulation<'a> {
                 starts.push(h);
             }
         }
-        let mut segments: Vec<std::ops::Range<usize>> = starts
-            .windows(2)
-            .map(|w| w[0]..w[1])
-            .collect();
+        let mut segments: Vec<std::ops::Range<usize>> =
+            starts.windows(2).map(|w| w[0]..w[1]).collect();
         if let Some(&last) = starts.last() {
             segments.push(last..self.hour_starts.len());
         }
@@ -1290,14 +1300,19 @@ impl<'a> Simulation<'a> {
                 } else if (i == forecast && mode == Mode::Unlimited) || !lane.has_goal {
                     most
                 } else {
-                    self.allowance(lane, h, before_today[i], today[i], matched_today[i], &day_matching[i])
-                        .min(most)
+                    self.allowance(
+                        lane,
+                        h,
+                        before_today[i],
+                        today[i],
+                        matched_today[i],
+                        &day_matching[i],
+                    )
+                    .min(most)
                 };
             }
-            let mut k = 0;
-            for pair in self.groups.iter().flatten() {
-                active[k] = self.active(pair, h);
-                k += 1;
+            for (flag, pair) in active.iter_mut().zip(self.groups.iter().flatten()) {
+                *flag = self.active(pair, h);
             }
             let mut offset = 0;
             for (pairs, lanes) in self.groups.iter().zip(&self.group_lanes) {
@@ -1342,8 +1357,8 @@ impl<'a> Simulation<'a> {
                     for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
                         let (lane, unit) = (pair.lane as usize, pair.unit as usize);
                         if left[lane] > 1e-9 && weights[unit] > 0.0 {
-                            let take =
-                                supply[unit] * self.lanes[lane].weight / weights[unit] * ratio[lane];
+                            let take = supply[unit] * self.lanes[lane].weight / weights[unit]
+                                * ratio[lane];
                             taken[unit] += take;
                             totals[lane] += take;
                             today[lane] += take;
@@ -1474,15 +1489,19 @@ mod tests {
             .unwrap(),
             vec![3_600, 7_200]
         );
-        assert!(hours_of(Period {
-            start: at(3_601),
-            end: at(7_200)
-        })
-        .is_err());
-        assert!(hours_of(Period {
-            start: at(7_200),
-            end: at(7_200)
-        })
-        .is_err());
+        assert!(
+            hours_of(Period {
+                start: at(3_601),
+                end: at(7_200)
+            })
+            .is_err()
+        );
+        assert!(
+            hours_of(Period {
+                start: at(7_200),
+                end: at(7_200)
+            })
+            .is_err()
+        );
     }
 }

@@ -28,8 +28,8 @@ pub use forecast::{
     Status,
 };
 pub use record::{
-    DecodeError, MAX_KEY_VALUES, MAX_SEGMENTS, MAX_SIZES, MAX_TEXT, MAX_URL, SampleRecord,
-    VERSION, connection_code, device_code,
+    DecodeError, MAX_KEY_VALUES, MAX_SEGMENTS, MAX_SIZES, MAX_TEXT, MAX_URL, SampleRecord, VERSION,
+    connection_code, device_code,
 };
 pub use sample::{Sample, SampleError};
 pub use traffic::{HALF_LIFE_DAYS, MAX_DAYS, MAX_HORIZON_DAYS, MAX_SLOPE, TrafficModel};

@@ -292,7 +292,16 @@ impl SampleRecord {
                 *slot = Some(r.string(name, if i == 7 { MAX_URL } else { MAX_TEXT })?);
             }
         }
-        let [country, region, city, postal, os, browser, language, page_url] = texts;
+        let [
+            country,
+            region,
+            city,
+            postal,
+            os,
+            browser,
+            language,
+            page_url,
+        ] = texts;
         record.country = country;
         record.region = region;
         record.city = city;

@@ -240,7 +240,10 @@ fn fit_days(
         let median = median(residuals.clone());
         let mad = median_abs(&residuals, median);
         let limit = (3.5 * 1.4826 * mad).max(0.15);
-        kept = residuals.iter().map(|r| (r - median).abs() <= limit).collect();
+        kept = residuals
+            .iter()
+            .map(|r| (r - median).abs() <= limit)
+            .collect();
     }
     line = regress(&ln, &x, &wd, &w, &kept, &factors);
     let (mut squares, mut total) = (0.0, 0.0);

@@ -140,7 +140,9 @@ pub fn world(shape: Shape, seed: u64) -> World {
             let device = pick(&mut rng, &DEVICES);
             let os = match device {
                 DeviceType::Desktop => ["Windows", "macOS"][rng.random_range(0..2)],
-                DeviceType::Phone | DeviceType::Tablet => ["iOS", "Android"][rng.random_range(0..2)],
+                DeviceType::Phone | DeviceType::Tablet => {
+                    ["iOS", "Android"][rng.random_range(0..2)]
+                }
                 _ => "Other",
             };
             let segments: Vec<String> = (0..SEGMENTS)
@@ -334,7 +336,7 @@ pub fn proposal(shape: Shape) -> LineItemEntry {
     }
 }
 
-fn snapshot_line_item(shape: Shape) -> LineItemEntry {
+pub fn snapshot_line_item(shape: Shape) -> LineItemEntry {
     LineItemEntry {
         id: LineItemId(0),
         campaign_id: CampaignId(1),
