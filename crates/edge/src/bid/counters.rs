@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use marquee_metrics::{Counter, Def, Labelled, Observed, Registry};
+use marquee_openrtb::MarkupType;
 
 use super::bidder::Bidder;
 
@@ -23,6 +24,9 @@ const BAD_REQUEST_REASONS: [&str; 13] = [
     "gzip",
     "body_read",
 ];
+
+/// The media types an imp may offer, as `dropped_media` labels them (`MarkupType` 1 to 4).
+const MEDIA: [&str; 4] = ["banner", "video", "audio", "native"];
 
 /// The bidder's counters; exported as metrics.
 #[derive(Debug)]
@@ -52,6 +56,9 @@ pub struct BidCounters {
     /// Malformed bid requests by reason, as [`BAD_REQUEST_REASONS`], then a reason not listed
     /// there (`other`).
     bad_requests: [Counter; BAD_REQUEST_REASONS.len() + 1],
+    /// Media objects left out of an imp (unreadable, or breaking a rule) while the rest of the
+    /// request was bid on, by media type as [`MEDIA`].
+    dropped_media: [Counter; MEDIA.len()],
 }
 
 impl Default for BidCounters {
@@ -72,6 +79,7 @@ impl Default for BidCounters {
             test_notices: Counter::default(),
             syncs: Counter::default(),
             bad_requests: std::array::from_fn(|_| Counter::default()),
+            dropped_media: std::array::from_fn(|_| Counter::default()),
         }
     }
 }
@@ -83,6 +91,14 @@ impl BidCounters {
             .position(|reason| *reason == label)
             .unwrap_or(BAD_REQUEST_REASONS.len());
         if let Some(counter) = self.bad_requests.get(index) {
+            counter.inc();
+        }
+    }
+
+    /// One media object left out of an imp of a request that is otherwise bid on.
+    pub(crate) fn dropped_media(&self, media: MarkupType) {
+        let index = usize::try_from(media.0 - 1).ok();
+        if let Some(counter) = index.and_then(|i| self.dropped_media.get(i)) {
             counter.inc();
         }
     }
@@ -106,6 +122,10 @@ impl BidCounters {
 const BAD_REQUESTS: Def = Def::new(
     "marquee_bidder_bad_requests",
     "Malformed bid requests (400, 413), by reason.",
+);
+const DROPPED_MEDIA: Def = Def::new(
+    "marquee_bidder_dropped_media",
+    "Media objects left out of an imp (unreadable or breaking a rule) of a request otherwise bid on, by media type.",
 );
 const USER_MATCHES: Def = Def::new(
     "marquee_bidder_user_matches",
@@ -189,6 +209,11 @@ pub(crate) fn register_metrics(registry: &mut Registry, bidder: &Bidder) {
         .reasons()
         .map(|(reason, counter)| ([("reason", reason)], counter.clone()));
     BAD_REQUESTS.register(registry, Labelled::new(reasons));
+    let media = MEDIA
+        .iter()
+        .zip(&counters.dropped_media)
+        .map(|(media, counter)| ([("media", *media)], counter.clone()));
+    DROPPED_MEDIA.register(registry, Labelled::new(media));
     let syncs = Arc::clone(&bidder.syncs);
     USER_MATCHES.register(registry, Observed::new(move || syncs.len()));
 }

@@ -115,6 +115,9 @@ pub(crate) fn bid(
         Ok(request) => request,
         Err(bad) => return no_bid::bad_request(edge, bad),
     };
+    for dropped in request.imp.iter().flat_map(|imp| &imp.dropped) {
+        edge.bidder.counters.dropped_media(dropped.media);
+    }
     let now = Timestamp::now();
     let deadline = exchange.deadline(started, request.tmax);
     if request.test {

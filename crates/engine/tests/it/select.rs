@@ -598,3 +598,33 @@ fn local_caps_stay_bounded_and_keep_recent_users() {
     // A user never seen is allowed.
     assert!(caps.allows("someone-new", line_item, campaign, later));
 }
+
+/// A sizeless slot takes any banner up to its `max_size`, and with no limit any banner at all:
+/// a web page's `"banner": {}` must not draw a 1080×1920 out-of-home screen.
+#[test]
+fn a_sizeless_slot_takes_banners_up_to_its_largest_size() {
+    let screen = line_item(1, Tier::Standard, None);
+    let rectangle = line_item(2, Tier::Standard, None);
+    let creatives = vec![banner(1001, 1, 1080, 1920), banner(1002, 2, 300, 250)];
+    let mut h = Harness::new(Engine::new(snapshot(
+        vec![screen, rectangle],
+        Some(creatives),
+        vec![],
+    )));
+    let sizeless = |max_size| {
+        let mut request = request();
+        request.slot.sizes = &[];
+        request.slot.max_size = max_size;
+        request
+    };
+    let web = sizeless(Some(Size { w: 970, h: 1050 }));
+    for _ in 0..100 {
+        let decision = h.decide(&web).expect("the rectangle fits");
+        assert_eq!(decision.line_item, LineItemId(2));
+    }
+    let unlimited = sizeless(None);
+    let drawn: std::collections::HashSet<_> = (0..200)
+        .map(|_| h.decide(&unlimited).expect("a decision").line_item)
+        .collect();
+    assert!(drawn.contains(&LineItemId(1)), "out of home: any size");
+}

@@ -1035,6 +1035,12 @@ async fn real_exchange_shapes_are_accepted_and_a_bad_imp_is_left_alone() {
     let answer = post_bytes(&client, &server.url(bid), body.clone(), false).await;
     assert_valid(&body, &answer, "one malformed imp");
     assert!(answer.bids().iter().all(|b| b["impid"] != "bad"));
+    let metrics = client.get(server.url("/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(
+        metrics.contains("marquee_bidder_dropped_media_total{media=\"banner\"} 1\n"),
+        "the dropped banner is counted"
+    );
     // Nothing usable left: refused, naming the member.
     request["imp"] = json!([{ "id": "bad", "banner": { "format": [{ "w": "300", "h": 250 }] } }]);
     let answer = post(&client, &server, bid, &request).await;
