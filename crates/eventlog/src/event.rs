@@ -46,11 +46,20 @@ pub enum Kind {
     InvalidClick = 11,
     /// A conversion judged invalid traffic; `amount_micros` holds the [`InvalidReason`] code.
     InvalidConversion = 12,
+    /// A placement's ad request was auctioned among programmatic demand (the gateway's
+    /// bidders): `line_item` holds how many bidders timed out, `creative` how many bids came,
+    /// `amount_micros` the winning bid's price net of the revenue share (a CPM in the gateway's
+    /// currency), 0 when the direct line item or nothing won.
+    ProgrammaticAuction = 13,
+    /// A winning bid's impression beacon fired: `line_item` is 0, `amount_micros` the bid's
+    /// price net of the revenue share (a CPM in the gateway's currency): the publisher's
+    /// revenue, not any line item's spend.
+    ProgrammaticImpression = 14,
 }
 
 impl Kind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Decision,
         Kind::Impression,
         Kind::Click,
@@ -63,6 +72,8 @@ impl Kind {
         Kind::InvalidImpression,
         Kind::InvalidClick,
         Kind::InvalidConversion,
+        Kind::ProgrammaticAuction,
+        Kind::ProgrammaticImpression,
     ];
 
     /// The on-disk code.
@@ -85,6 +96,8 @@ impl Kind {
             10 => Some(Kind::InvalidImpression),
             11 => Some(Kind::InvalidClick),
             12 => Some(Kind::InvalidConversion),
+            13 => Some(Kind::ProgrammaticAuction),
+            14 => Some(Kind::ProgrammaticImpression),
             _ => None,
         }
     }
@@ -100,8 +113,10 @@ impl Kind {
             | Kind::Conversion
             | Kind::Win
             | Kind::Billing
-            | Kind::Loss => true,
+            | Kind::Loss
+            | Kind::ProgrammaticImpression => true,
             Kind::Decision
+            | Kind::ProgrammaticAuction
             | Kind::Bid
             | Kind::NoBid
             | Kind::InvalidImpression
@@ -114,8 +129,13 @@ impl Kind {
     /// before the response is sent.
     pub fn is_billing(self) -> bool {
         match self {
-            Kind::Impression | Kind::Click | Kind::Conversion | Kind::Billing => true,
+            Kind::Impression
+            | Kind::Click
+            | Kind::Conversion
+            | Kind::Billing
+            | Kind::ProgrammaticImpression => true,
             Kind::Decision
+            | Kind::ProgrammaticAuction
             | Kind::Bid
             | Kind::Win
             | Kind::Loss
