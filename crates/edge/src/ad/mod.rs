@@ -160,7 +160,14 @@ async fn ad(
             (answer, untokened::event_of(&request, &decided))
         }
         Step::Auctioning(auctioning) => {
+            // The auction's time is the placement's own budget (its timeout), added to the
+            // request's: what remains of the request is done in the time it had left.
+            let began = Instant::now();
             let (decided, text) = decide::auction(&request, &loaded, &visitor, auctioning).await;
+            let request = AdRequest {
+                deadline: request.deadline + began.elapsed(),
+                ..request
+            };
             let decided = caps::count_shared(&request, &loaded, decided).await;
             let answer = answer::finish(&request, &decided, &text);
             (answer, untokened::event_of(&request, &decided))

@@ -91,13 +91,14 @@ pub(super) async fn run<'s>(
     let data = &loaded.engine.snapshot().data;
     let currency = gateway.config().currency;
     // Every deadline is set before the first auction starts: run one after the other, the
-    // auctions of a request together still end by the latest of them.
+    // auctions of a request together still end by the latest of them. The timeout is the
+    // placement's budget of its own, on top of the ad request's deadline.
     let started = Instant::now();
     let mut results = Vec::with_capacity(auctions.len());
     for auction in &auctions {
         let json = bid_request(page, data, currency, auction);
         let timeout = Duration::from_millis(u64::from(auction.settings.timeout_ms));
-        let deadline = (started + timeout).min(request.deadline);
+        let deadline = started + timeout;
         let bidders = &auction.settings.bidders;
         let result = gateway
             .auction_among(json.as_bytes(), "", move |_| deadline, None, bidders)
@@ -157,7 +158,7 @@ fn bid_request(
             "banner": { "format": format },
             "bidfloor": serde_json::Value::from(format_micros(floor).parse::<f64>().unwrap_or(0.0)),
             "bidfloorcur": currency.as_str(),
-            "secure": 1,
+            "secure": u8::from(page_url.is_some_and(|u| u.starts_with("https:"))),
         }],
         "site": {
             "id": auction.entry.site_id.0.to_string(),
