@@ -7,10 +7,10 @@ use bytes::Bytes;
 use marquee_openrtb::{BidRequest, Imp};
 use tokio::sync::oneshot;
 
-use crate::{Chosen, Gateway};
 use crate::client::{Answer, BidderClient};
 use crate::config::{BidderSpec, Media, OpenRtbVersion};
 use crate::outgoing::RawRequest;
+use crate::{Chosen, Gateway};
 
 /// A call in flight.
 pub(crate) struct Call {

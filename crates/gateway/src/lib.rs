@@ -212,7 +212,14 @@ impl Gateway {
         let mut outcomes = auction::run(&request, &entries, self.rules(currency));
         // First the answer: it decides which winners are offered, hence won.
         let mut placed = Vec::new();
-        let answer = self.answer(&request, &entries, &sources, &mut outcomes, currency, &mut placed);
+        let answer = self.answer(
+            &request,
+            &entries,
+            &sources,
+            &mut outcomes,
+            currency,
+            &mut placed,
+        );
         self.count_bids(&entries, &sources, &outcomes);
         let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes, currency);
         let mut auctioned = self.auctioned(request_id, answer, internal_notices);

@@ -7,8 +7,8 @@ use hyper::Response;
 use jiff::Timestamp;
 use marquee_engine::user_key;
 use marquee_model::{CampaignId, LineItemId};
-use rand::Rng;
 use marquee_sharedstate::Profile;
+use rand::Rng;
 
 use super::placement::{self, PageContext};
 use super::programmatic::{self, Auction};
@@ -144,7 +144,13 @@ pub(super) async fn auction<'s>(
         request_id,
     } = auctioning;
     let user_id = decided.user_id.clone();
-    let page = page_context(request, visitor, user_id.as_deref(), None, (now, request_id));
+    let page = page_context(
+        request,
+        visitor,
+        user_id.as_deref(),
+        None,
+        (now, request_id),
+    );
     programmatic::run(request, loaded, &page, &mut decided, &mut text, auctions).await;
     (decided, text)
 }

@@ -140,9 +140,10 @@ fn bid_request(
         .iter()
         .map(|s| serde_json::json!({ "w": s.w, "h": s.h }))
         .collect();
-    let floor = settings
-        .floor_micros
-        .max(gross_up(auction.direct_cpm, settings.revenue_share_permille));
+    let floor = settings.floor_micros.max(gross_up(
+        auction.direct_cpm,
+        settings.revenue_share_permille,
+    ));
     let site = data.site(auction.entry.site_id);
     let page_url = page.query.page_url.as_deref();
     let domain = page_url
@@ -258,7 +259,11 @@ fn best_bid(
         .unwrap_or_default();
     Some(WonBid {
         adm: bid.adm.as_deref().unwrap_or_default().to_owned(),
-        burl: bid.burl.as_deref().filter(|b| !b.is_empty()).map(str::to_owned),
+        burl: bid
+            .burl
+            .as_deref()
+            .filter(|b| !b.is_empty())
+            .map(str::to_owned),
         bidder,
         net_micros: net,
         size: bid.w.zip(bid.h).map(|(w, h)| Size { w, h }),

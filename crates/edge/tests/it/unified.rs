@@ -206,10 +206,13 @@ struct Running {
     log: Arc<EventLog>,
 }
 
-async fn start(dir: &std::path::Path, catalog: &Catalog, bidders: &[(&str, SocketAddr)]) -> Running {
-    let log = Arc::new(
-        EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap(),
-    );
+async fn start(
+    dir: &std::path::Path,
+    catalog: &Catalog,
+    bidders: &[(&str, SocketAddr)],
+) -> Running {
+    let log =
+        Arc::new(EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap());
     let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
     let edge = Edge::new(
         EdgeConfig {
@@ -286,7 +289,12 @@ fn logged(log: &EventLog) -> Vec<(EventKind, i64, u64)> {
     for shard in 0..log.shards() {
         for segment in log.segments(shard).unwrap() {
             let batch = log.read(shard, segment.id, 0, Budget::default()).unwrap();
-            events.extend(batch.events.iter().map(|e| (e.kind, e.amount_micros, e.line_item)));
+            events.extend(
+                batch
+                    .events
+                    .iter()
+                    .map(|e| (e.kind, e.amount_micros, e.line_item)),
+            );
         }
     }
     events
@@ -294,7 +302,10 @@ fn logged(log: &EventLog) -> Vec<(EventKind, i64, u64)> {
 
 /// The events logged once `expected` is among them (the log reads only what it made durable,
 /// a few milliseconds after the append).
-async fn logged_with(log: &EventLog, expected: (EventKind, i64, u64)) -> Vec<(EventKind, i64, u64)> {
+async fn logged_with(
+    log: &EventLog,
+    expected: (EventKind, i64, u64),
+) -> Vec<(EventKind, i64, u64)> {
     for _ in 0..500 {
         let events = logged(log);
         if events.contains(&expected) {
@@ -332,14 +343,22 @@ async fn a_higher_bid_serves_its_markup_and_its_beacon_bills_it() {
 
     let (status, _) = get(running.address, &beacon(&body)).await;
     assert_eq!(status, 200);
-    logged_with(&running.log, (EventKind::ProgrammaticImpression, 3_000_000, 0)).await;
+    logged_with(
+        &running.log,
+        (EventKind::ProgrammaticImpression, 3_000_000, 0),
+    )
+    .await;
     for _ in 0..500 {
         if bidder.billed.load(Ordering::SeqCst) > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(bidder.billed.load(Ordering::SeqCst), 1, "the billing notice");
+    assert_eq!(
+        bidder.billed.load(Ordering::SeqCst),
+        1,
+        "the billing notice"
+    );
     // The beacon again: counted once, so billed once.
     get(running.address, &beacon(&body)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -392,7 +411,9 @@ async fn a_sponsorship_serves_without_an_auction_unless_it_opts_in() {
     assert!(body.contains("direct line item"), "{body}");
     let events = logged_with(&running.log, (EventKind::Decision, 0, 20)).await;
     assert!(
-        !events.iter().any(|(kind, ..)| *kind == EventKind::ProgrammaticAuction),
+        !events
+            .iter()
+            .any(|(kind, ..)| *kind == EventKind::ProgrammaticAuction),
         "no auction ran: {events:?}"
     );
 
@@ -412,7 +433,11 @@ async fn a_bidder_slower_than_the_timeout_does_not_hold_the_answer() {
     let started = Instant::now();
     let body = ad(&running).await;
     // The answer came well before the bidder's 5 s: at the 200 ms timeout, with the line item.
-    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(body.contains("direct line item"), "{body}");
     // One bidder timed out (`line_item` of an auction event).
     logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 1)).await;
