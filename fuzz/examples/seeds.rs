@@ -2,12 +2,13 @@
 //! hand: `cargo run --example seeds` from fuzz/. The text seeds there are written by hand; the
 //! OpenRTB ones are copied from crates/openrtb/testdata by scripts/fuzz.sh.
 
+use std::num::NonZeroU64;
 use std::path::Path;
 
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_openrtb::PriceCrypto;
 use marquee_snapshot::{Snapshot, SnapshotData};
-use marquee_tracking::{Claims, KeyRing, Kind};
+use marquee_tracking::{Claims, KeyRing, TokenKind};
 
 const NOW: i64 = 1_790_000_000;
 
@@ -31,10 +32,10 @@ fn main() {
     let keys = KeyRing::new(2, [(1, [3u8; 32].as_slice()), (2, [4u8; 32].as_slice())])
         .expect("keys of 32 bytes");
     let claims = Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: 7,
         creative: 11,
-        placement: 3,
+        placement: NonZeroU64::new(3),
         user: 99,
         issued_at: NOW,
         lifetime: 3600,
@@ -49,7 +50,7 @@ fn main() {
         time_micros: NOW * 1_000_000,
         line_item: 7,
         creative: 11,
-        placement: 3,
+        placement: NonZeroU64::new(3),
         user: 99,
         country: *b"FR",
         region: [0; 3],

@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marquee_tracking::{Claims, KeyRing, Kind};
+use marquee_tracking::{Claims, KeyRing, TokenKind};
+use std::num::NonZeroU64;
 
 fn word(data: &[u8], at: usize) -> u64 {
     let mut bytes = [0u8; 8];
@@ -20,17 +21,21 @@ fuzz_target!(|data: &[u8]| {
     let now = word(data, 0) as i64;
     if let Ok(token) = std::str::from_utf8(data.get(8..).unwrap_or_default()) {
         let _ = keys.verify(token, now);
-        let _ = keys.verify_kind(token, Kind::Click, now);
+        let _ = keys.verify_kind(token, TokenKind::Click, now);
     }
     // Claims within the token's fields (issue time 32 bits, lifetime 16, amount 48): outside
     // them the narrowing is checked by the crate's tests, and equality would not hold.
     let issued_at = i64::from(now as u32);
     let amount = word(data, 8);
     let claims = Claims {
-        kind: [Kind::Impression, Kind::Click, Kind::Conversion][(word(data, 1) % 3) as usize],
+        kind: [
+            TokenKind::Impression,
+            TokenKind::Click,
+            TokenKind::Conversion,
+        ][(word(data, 1) % 3) as usize],
         line_item: word(data, 2),
         creative: word(data, 3),
-        placement: word(data, 4),
+        placement: NonZeroU64::new(word(data, 4)),
         user: word(data, 5),
         issued_at,
         lifetime: u32::from(word(data, 6) as u16),

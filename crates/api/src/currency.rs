@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use marquee_model::{Advertiser, Currency, Kind, LineItem, Object, Status, ValidationError};
+use marquee_model::{Advertiser, Currency, LineItem, Object, ObjectKind, Status, ValidationError};
 use marquee_store::{ListQuery, MAX_PAGE, Record, Store, StoreError};
 
 /// What a write does with the object it carries.
@@ -53,7 +53,7 @@ pub async fn check_currency<T: Object>(
     let Some((path, currency)) = object.currency() else {
         return Ok(());
     };
-    if T::KIND == Kind::Advertiser {
+    if T::KIND == ObjectKind::Advertiser {
         return match write {
             // Nothing is under a new advertiser yet.
             ObjectWrite::Create => Ok(()),
@@ -104,7 +104,7 @@ pub async fn check_currency<T: Object>(
 /// item): its advertiser's. `None` if the parent is missing, outside `scope` or archived.
 pub async fn currency_under(
     store: &dyn Store,
-    parent: Kind,
+    parent: ObjectKind,
     parent_id: u64,
     scope: Option<u64>,
 ) -> Result<Option<Currency>, StoreError> {
@@ -117,7 +117,7 @@ pub async fn currency_under(
 /// The advertiser of `parent` (itself, for an advertiser); `None` as for [`currency_under`].
 async fn advertiser_under(
     store: &dyn Store,
-    parent: Kind,
+    parent: ObjectKind,
     parent_id: u64,
     scope: Option<u64>,
 ) -> Result<Option<u64>, StoreError> {
@@ -154,7 +154,7 @@ async fn check_advertiser_change(
     currency: Currency,
     scope: Option<u64>,
 ) -> Result<(), CurrencyRuleError> {
-    let Some(current) = writable(store.get(Kind::Advertiser, id, scope).await)? else {
+    let Some(current) = writable(store.get(ObjectKind::Advertiser, id, scope).await)? else {
         return Ok(());
     };
     let old = current.decode::<Advertiser>()?.object.currency;
@@ -191,7 +191,7 @@ async fn line_items_priced_otherwise(
         ..ListQuery::default()
     };
     loop {
-        let page = store.list(Kind::LineItem, &query).await?;
+        let page = store.list(ObjectKind::LineItem, &query).await?;
         for record in &page {
             let priced_in = record.decode::<LineItem>()?.object.price.currency;
             if priced_in != currency {

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use marquee_model::{Kind, LineItemId, PlacementId, Principal, Role};
+use marquee_model::{LineItemId, ObjectKind, PlacementId, Principal, Role};
 use serde_json::{Value, json};
 
 use crate::extract::Path;
@@ -28,7 +28,7 @@ pub async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    ensure_visible(&*state.store, &principal, Kind::LineItem, id).await?;
+    ensure_visible(&*state.store, &principal, ObjectKind::LineItem, id).await?;
     let placements = state
         .store
         .placements_of(LineItemId(id), principal.scope())

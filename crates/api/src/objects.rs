@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use marquee_model::{Kind, Meta, Object, Principal, Status, Stored, ValidationError};
+use marquee_model::{Meta, Object, ObjectKind, Principal, Status, Stored, ValidationError};
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
@@ -46,7 +46,7 @@ pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
     Ok(Value::Object(fields))
 }
 
-fn ensure_access(principal: &Principal, kind: Kind) -> Result<(), ApiError> {
+fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
     if principal.may_access(kind) {
         return Ok(());
     }
@@ -341,7 +341,7 @@ fn resource_with_warnings<T: Object>(
 pub(crate) async fn ensure_visible(
     store: &dyn Store,
     principal: &Principal,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
 ) -> Result<(), ApiError> {
     ensure_access(principal, kind)?;

@@ -1,7 +1,7 @@
 //! OpenAPI operations and schemas for the management API. Object schemas are derived from the
 //! model types (schemars), so the document follows the code.
 
-use marquee_model::{Kind, LineItem, Object};
+use marquee_model::{LineItem, Object, ObjectKind};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
@@ -75,7 +75,7 @@ pub fn responses(entries: impl IntoIterator<Item = (u16, Value)>) -> Map<String,
         .collect()
 }
 
-fn label(kind: Kind) -> String {
+fn label(kind: ObjectKind) -> String {
     kind.name().replace('_', " ")
 }
 

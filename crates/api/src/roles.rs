@@ -1,7 +1,7 @@
 //! Which writes a role may make to managed objects: one rule, asked by the API's handlers and
 //! by the dashboard's forms alike, so the two cannot drift apart.
 
-use marquee_model::{Kind, Principal, Role};
+use marquee_model::{ObjectKind, Principal, Role};
 
 /// A write to a managed object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl Change {
     singular = kind.name(),
 )]
 pub struct WriteRefused {
-    pub kind: Kind,
+    pub kind: ObjectKind,
     pub change: Change,
     pub role: Role,
 }
@@ -45,7 +45,11 @@ pub struct WriteRefused {
 /// its status (a paused advertiser on a credit hold stops spending), its currency, the
 /// landing domains exchanges check their block lists against. So only an admin creates,
 /// changes or archives them; a tenant's token or user reads its own and writes below it.
-pub fn check_write(principal: &Principal, kind: Kind, change: Change) -> Result<(), WriteRefused> {
+pub fn check_write(
+    principal: &Principal,
+    kind: ObjectKind,
+    change: Change,
+) -> Result<(), WriteRefused> {
     if kind.parent().is_none() && principal.role != Role::Admin {
         return Err(WriteRefused {
             kind,
@@ -75,15 +79,21 @@ mod tests {
         let advertiser = principal(Role::Advertiser, Some(3));
         let publisher = principal(Role::Publisher, Some(4));
         for change in changes {
-            for kind in Kind::ALL {
+            for kind in ObjectKind::ALL {
                 assert_eq!(check_write(&admin, kind, change), Ok(()));
             }
-            assert!(check_write(&advertiser, Kind::Advertiser, change).is_err());
-            assert!(check_write(&publisher, Kind::Publisher, change).is_err());
-            assert_eq!(check_write(&advertiser, Kind::Campaign, change), Ok(()));
-            assert_eq!(check_write(&publisher, Kind::Placement, change), Ok(()));
+            assert!(check_write(&advertiser, ObjectKind::Advertiser, change).is_err());
+            assert!(check_write(&publisher, ObjectKind::Publisher, change).is_err());
+            assert_eq!(
+                check_write(&advertiser, ObjectKind::Campaign, change),
+                Ok(())
+            );
+            assert_eq!(
+                check_write(&publisher, ObjectKind::Placement, change),
+                Ok(())
+            );
         }
-        let refused = check_write(&advertiser, Kind::Advertiser, Change::Update).unwrap_err();
+        let refused = check_write(&advertiser, ObjectKind::Advertiser, Change::Update).unwrap_err();
         assert_eq!(
             refused.to_string(),
             "only an admin can change advertisers; advertiser accounts read their own \

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use marquee_model::{Kind, Placement};
+use marquee_model::{ObjectKind, Placement};
 use serde_json::{Value, json};
 
 use crate::extract::Path;
@@ -51,7 +51,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    ensure_visible(&*state.store, &principal, Kind::Placement, id).await?;
+    ensure_visible(&*state.store, &principal, ObjectKind::Placement, id).await?;
     let placement = state
         .store
         .get_object::<Placement>(id, principal.scope())

@@ -18,7 +18,7 @@ use crate::mock_bidder::{MockBidder, MockBidderArgs};
 use crate::reference::ReferenceServer;
 use crate::report::sweep_table;
 use crate::session::SessionModel;
-use crate::workload::{BeaconTarget, Kind, Workload, load_openrtb, session_workload};
+use crate::workload::{BeaconTarget, Workload, WorkloadKind, load_openrtb, session_workload};
 
 /// `marquee bench` subcommands.
 #[derive(Debug, Subcommand)]
@@ -233,7 +233,7 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
                 eprintln!("skipped {}: {reason}", file.display());
             }
         }
-        Kind::OpenRtb {
+        WorkloadKind::OpenRtb {
             path,
             templates: set.templates,
         }
@@ -260,7 +260,7 @@ pub async fn plan(args: &RunArgs) -> Result<Plan, BenchError> {
             None if body.is_empty() => Method::GET,
             None => Method::POST,
         };
-        Kind::Fixed { method, path, body }
+        WorkloadKind::Fixed { method, path, body }
     };
     let duration = match (args.duration, args.requests) {
         (None, None) => Some(Duration::from_secs(10)),

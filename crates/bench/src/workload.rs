@@ -22,7 +22,7 @@ const ID_MARK: &str = "@@marquee-bench-id@@";
 
 /// What to send, before preparation.
 #[derive(Debug, Clone)]
-pub enum Kind {
+pub enum WorkloadKind {
     /// The same request every time.
     Fixed {
         method: Method,
@@ -74,12 +74,12 @@ impl Workload {
     /// `extra` are the user's headers, which win over the workload's own (such as the OpenRTB
     /// content type).
     pub fn new(
-        kind: Kind,
+        kind: WorkloadKind,
         hosts: &[HeaderValue],
         extra: &[(HeaderName, HeaderValue)],
         keep_alive: bool,
     ) -> Self {
-        let openrtb = matches!(kind, Kind::OpenRtb { .. });
+        let openrtb = matches!(kind, WorkloadKind::OpenRtb { .. });
         let header_lines = |host: Option<&HeaderValue>| {
             let mut map = HeaderMap::new();
             if let Some(host) = host {
@@ -118,7 +118,7 @@ impl Workload {
             head
         };
         let (prepared, description) = match kind {
-            Kind::Fixed { method, path, body } => {
+            WorkloadKind::Fixed { method, path, body } => {
                 let sends_body = !body.is_empty()
                     || [Method::POST, Method::PUT, Method::PATCH].contains(&method);
                 let mut request = head(method.as_str(), &path, sends_body.then_some(body.len()));
@@ -126,7 +126,7 @@ impl Workload {
                 let description = format!("{method} {path} ({} body bytes)", body.len());
                 (Prepared::Fixed(Bytes::from(request)), description)
             }
-            Kind::OpenRtb { path, templates } => {
+            WorkloadKind::OpenRtb { path, templates } => {
                 let description = format!("OpenRTB POST {path} ({} templates)", templates.len());
                 let prepared = templates
                     .into_iter()
@@ -134,7 +134,7 @@ impl Workload {
                     .collect();
                 (Prepared::OpenRtb(prepared), description)
             }
-            Kind::Session {
+            WorkloadKind::Session {
                 model,
                 beacons,
                 bases,
@@ -529,7 +529,7 @@ pub fn session_workload(
     model: SessionModel,
     beacons: BeaconTarget,
     bases: Vec<String>,
-) -> Result<Kind, BenchError> {
+) -> Result<WorkloadKind, BenchError> {
     for state in State::ALL {
         let template = model.path(state);
         if template.is_empty() {
@@ -545,7 +545,7 @@ pub fn session_workload(
             }
         }
     }
-    Ok(Kind::Session {
+    Ok(WorkloadKind::Session {
         model: Box::new(model),
         beacons,
         bases,
@@ -712,7 +712,7 @@ mod tests {
     #[test]
     fn fixed_requests_are_prepared_once_with_their_headers() {
         let workload = Arc::new(Workload::new(
-            Kind::Fixed {
+            WorkloadKind::Fixed {
                 method: Method::POST,
                 path: "/bid?x=1".into(),
                 body: Bytes::from_static(b"{}"),
@@ -744,7 +744,7 @@ mod tests {
     fn openrtb_requests_carry_their_length() {
         let template = RtbTemplate::from_json(br#"{"id":"a","imp":[{"id":"1"}]}"#).unwrap();
         let workload = Arc::new(Workload::new(
-            Kind::OpenRtb {
+            WorkloadKind::OpenRtb {
                 path: "/openrtb2/bid".into(),
                 templates: vec![template],
             },

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use marquee_model::{Kind, Micros, Violation};
+use marquee_model::{Micros, ObjectKind, Violation};
 use serde_json::{Map, Value, json};
 
 use crate::form::FormData;
@@ -37,7 +37,7 @@ pub enum Widget {
     /// One optional `WxH` size.
     OptSize,
     /// The id of the parent object, chosen from a list (fixed once created).
-    Parent(Kind),
+    Parent(ObjectKind),
 }
 
 /// When a field takes part: always, or only when another field has a value.
@@ -113,7 +113,7 @@ const CAMPAIGN: &[Field] = &[
     field(
         "advertiser_id",
         "Advertiser",
-        Widget::Parent(Kind::Advertiser),
+        Widget::Parent(ObjectKind::Advertiser),
     ),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
@@ -125,7 +125,11 @@ const CAMPAIGN: &[Field] = &[
 ];
 
 const LINE_ITEM: &[Field] = &[
-    field("campaign_id", "Campaign", Widget::Parent(Kind::Campaign)),
+    field(
+        "campaign_id",
+        "Campaign",
+        Widget::Parent(ObjectKind::Campaign),
+    ),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -184,7 +188,11 @@ const LINE_ITEM: &[Field] = &[
 ];
 
 const CREATIVE: &[Field] = &[
-    field("line_item_id", "Line item", Widget::Parent(Kind::LineItem)),
+    field(
+        "line_item_id",
+        "Line item",
+        Widget::Parent(ObjectKind::LineItem),
+    ),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -228,14 +236,18 @@ const PUBLISHER: &[Field] = &[
 ];
 
 const SITE: &[Field] = &[
-    field("publisher_id", "Publisher", Widget::Parent(Kind::Publisher)),
+    field(
+        "publisher_id",
+        "Publisher",
+        Widget::Parent(ObjectKind::Publisher),
+    ),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     field("domain", "Domain", Widget::Text),
 ];
 
 const PLACEMENT: &[Field] = &[
-    field("site_id", "Site", Widget::Parent(Kind::Site)),
+    field("site_id", "Site", Widget::Parent(ObjectKind::Site)),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -281,38 +293,38 @@ const PLACEMENT: &[Field] = &[
 ];
 
 /// The form of a kind, and whether it has frequency-cap and targeting rows.
-pub fn fields(kind: Kind) -> &'static [Field] {
+pub fn fields(kind: ObjectKind) -> &'static [Field] {
     match kind {
-        Kind::Advertiser => ADVERTISER,
-        Kind::Campaign => CAMPAIGN,
-        Kind::LineItem => LINE_ITEM,
-        Kind::Creative => CREATIVE,
-        Kind::Publisher => PUBLISHER,
-        Kind::Site => SITE,
-        Kind::Placement => PLACEMENT,
+        ObjectKind::Advertiser => ADVERTISER,
+        ObjectKind::Campaign => CAMPAIGN,
+        ObjectKind::LineItem => LINE_ITEM,
+        ObjectKind::Creative => CREATIVE,
+        ObjectKind::Publisher => PUBLISHER,
+        ObjectKind::Site => SITE,
+        ObjectKind::Placement => PLACEMENT,
     }
 }
 
-pub fn has_caps(kind: Kind) -> bool {
-    matches!(kind, Kind::Campaign | Kind::LineItem)
+pub fn has_caps(kind: ObjectKind) -> bool {
+    matches!(kind, ObjectKind::Campaign | ObjectKind::LineItem)
 }
 
-pub fn has_targeting(kind: Kind) -> bool {
-    kind == Kind::LineItem
+pub fn has_targeting(kind: ObjectKind) -> bool {
+    kind == ObjectKind::LineItem
 }
 
 /// Values a new object's form starts with.
-pub fn defaults(kind: Kind) -> Value {
+pub fn defaults(kind: ObjectKind) -> Value {
     match kind {
-        Kind::Advertiser => json!({ "currency": "USD", "time_zone": "UTC" }),
-        Kind::LineItem => json!({
+        ObjectKind::Advertiser => json!({ "currency": "USD", "time_zone": "UTC" }),
+        ObjectKind::LineItem => json!({
             "time_zone": "UTC", "tier": "standard", "weight": 100, "pacing": "even",
             "rotation": "even", "channels": ["direct"], "untokened_clicks": "free",
             "price": { "model": "cpm", "currency": "USD" },
         }),
-        Kind::Creative => json!({ "weight": 100, "content": { "type": "image" } }),
-        Kind::Placement => json!({ "formats": ["banner"], "image_tag": "off" }),
-        Kind::Campaign | Kind::Publisher | Kind::Site => json!({}),
+        ObjectKind::Creative => json!({ "weight": 100, "content": { "type": "image" } }),
+        ObjectKind::Placement => json!({ "formats": ["banner"], "image_tag": "off" }),
+        ObjectKind::Campaign | ObjectKind::Publisher | ObjectKind::Site => json!({}),
     }
 }
 
@@ -329,7 +341,7 @@ pub fn add_error(errors: &mut Errors, field: &str, message: impl Into<String>) {
 /// The form field a violation's JSON path belongs to: the field with the longest name that
 /// is the path or a prefix of it ending at `.` or `[`; then the cap and targeting sections;
 /// else the whole object.
-pub fn field_of(kind: Kind, path: &str) -> String {
+pub fn field_of(kind: ObjectKind, path: &str) -> String {
     let covers = |name: &str| {
         path == name
             || path
@@ -361,7 +373,7 @@ pub fn field_of(kind: Kind, path: &str) -> String {
 }
 
 /// Files violations under their form fields.
-pub fn file_violations(kind: Kind, violations: &[Violation], errors: &mut Errors) {
+pub fn file_violations(kind: ObjectKind, violations: &[Violation], errors: &mut Errors) {
     for v in violations {
         add_error(errors, &field_of(kind, &v.path), v.message.clone());
     }
@@ -469,7 +481,7 @@ fn condition_holds(condition: When, form: &FormData) -> bool {
 /// `errors` under the field; `fixed_parent` replaces the parent field on an edit (a parent
 /// never changes).
 pub fn form_to_json(
-    kind: Kind,
+    kind: ObjectKind,
     form: &FormData,
     fixed_parent: Option<u64>,
     errors: &mut Errors,
@@ -521,7 +533,7 @@ pub fn form_to_json(
             Err(message) => add_error(errors, f.name, message),
         }
     }
-    if kind == Kind::LineItem && form.get("goal.metric").is_empty() {
+    if kind == ObjectKind::LineItem && form.get("goal.metric").is_empty() {
         object.remove("goal");
     }
     if has_caps(kind) {
@@ -659,7 +671,12 @@ mod tests {
     #[test]
     fn a_line_item_form_becomes_a_valid_line_item() {
         let mut errors = Errors::new();
-        let value = form_to_json(Kind::LineItem, &line_item_form(&[]), None, &mut errors);
+        let value = form_to_json(
+            ObjectKind::LineItem,
+            &line_item_form(&[]),
+            None,
+            &mut errors,
+        );
         assert!(errors.is_empty(), "{errors:?}");
         let line_item: LineItem = serde_json::from_value(value).unwrap();
         line_item.validate().unwrap();
@@ -677,7 +694,7 @@ mod tests {
     fn text_that_does_not_fit_its_field_is_an_error_at_the_field() {
         let mut errors = Errors::new();
         form_to_json(
-            Kind::LineItem,
+            ObjectKind::LineItem,
             &line_item_form(&[])
                 .with("goal.metric", "impressions")
                 .with("weight", "heavy")
@@ -696,37 +713,40 @@ mod tests {
     fn model_violations_land_at_their_fields() {
         let mut errors = Errors::new();
         let value = form_to_json(
-            Kind::LineItem,
+            ObjectKind::LineItem,
             &line_item_form(&[]).with("end", "2026-11-01T00:00"),
             None,
             &mut errors,
         );
         let line_item: LineItem = serde_json::from_value(value).unwrap();
         let violations = line_item.validate().unwrap_err().violations;
-        file_violations(Kind::LineItem, &violations, &mut errors);
+        file_violations(ObjectKind::LineItem, &violations, &mut errors);
         assert!(
             errors["end"][0].starts_with("must be after start"),
             "{errors:?}"
         );
         assert_eq!(
-            field_of(Kind::LineItem, "price.amount_micros"),
+            field_of(ObjectKind::LineItem, "price.amount_micros"),
             "price.amount_micros"
         );
-        assert_eq!(field_of(Kind::LineItem, "goal"), "goal.metric");
+        assert_eq!(field_of(ObjectKind::LineItem, "goal"), "goal.metric");
         assert_eq!(
-            field_of(Kind::LineItem, "frequency_caps[0].count"),
+            field_of(ObjectKind::LineItem, "frequency_caps[0].count"),
             "frequency_caps"
         );
-        assert_eq!(field_of(Kind::LineItem, "targeting.all[1]"), "targeting");
-        assert_eq!(field_of(Kind::Placement, "sizes[0].w"), "sizes");
-        assert_eq!(field_of(Kind::Placement, "$"), "$");
+        assert_eq!(
+            field_of(ObjectKind::LineItem, "targeting.all[1]"),
+            "targeting"
+        );
+        assert_eq!(field_of(ObjectKind::Placement, "sizes[0].w"), "sizes");
+        assert_eq!(field_of(ObjectKind::Placement, "$"), "$");
     }
 
     #[test]
     fn conditional_fields_follow_their_switch() {
         let mut errors = Errors::new();
         let value = form_to_json(
-            Kind::Creative,
+            ObjectKind::Creative,
             &form(&[
                 ("line_item_id", "9"),
                 ("name", "Banner"),

@@ -41,7 +41,7 @@ use jiff::SignedDuration;
 use marquee_api::ReportsState;
 use marquee_geo::GeoSource;
 use marquee_manager::Manager;
-use marquee_model::{Clock, Kind, Side};
+use marquee_model::{Clock, ObjectKind, Side};
 use marquee_store::Store;
 
 pub use auth::{SignedIn, hash_password};
@@ -148,7 +148,7 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         .route("/why-not-served", get(pages::why_not_served))
         .route("/edges", get(pages::edges))
         .route("/line-items/{id}/placements", post(objects::link_placement));
-    for kind in Kind::ALL {
+    for kind in ObjectKind::ALL {
         let collection = format!("/{}", kind.collection());
         router = router
             .route(
@@ -347,7 +347,7 @@ fn check_csrf(user: &SignedIn, form: &form::FormData) -> Result<(), PageError> {
 }
 
 /// Whether the user's role may open objects of `kind` at all (the API's rule).
-fn may_access(user: &SignedIn, kind: Kind) -> Result<(), PageError> {
+fn may_access(user: &SignedIn, kind: ObjectKind) -> Result<(), PageError> {
     if user.principal().may_access(kind) {
         return Ok(());
     }

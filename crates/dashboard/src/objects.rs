@@ -12,8 +12,8 @@ use marquee_api::{
     currency_under,
 };
 use marquee_model::{
-    Advertiser, Campaign, Creative, Kind, LineItem, LineItemId, Object, Placement, PlacementId,
-    Publisher, Site, Status, Violation,
+    Advertiser, Campaign, Creative, LineItem, LineItemId, Object, ObjectKind, Placement,
+    PlacementId, Publisher, Site, Status, Violation,
 };
 use marquee_store::{Draft, ListQuery, Record, StoreError};
 use serde::Deserialize;
@@ -37,19 +37,19 @@ const BLANK_CAP_ROWS: usize = 2;
 const BLANK_TARGETING_ROWS: usize = 3;
 
 /// The section title of a kind.
-pub fn title(kind: Kind) -> &'static str {
+pub fn title(kind: ObjectKind) -> &'static str {
     match kind {
-        Kind::Advertiser => "Advertisers",
-        Kind::Campaign => "Campaigns",
-        Kind::LineItem => "Line items",
-        Kind::Creative => "Creatives",
-        Kind::Publisher => "Publishers",
-        Kind::Site => "Sites",
-        Kind::Placement => "Placements",
+        ObjectKind::Advertiser => "Advertisers",
+        ObjectKind::Campaign => "Campaigns",
+        ObjectKind::LineItem => "Line items",
+        ObjectKind::Creative => "Creatives",
+        ObjectKind::Publisher => "Publishers",
+        ObjectKind::Site => "Sites",
+        ObjectKind::Placement => "Placements",
     }
 }
 
-fn singular(kind: Kind) -> String {
+fn singular(kind: ObjectKind) -> String {
     kind.name().replace('_', " ")
 }
 
@@ -64,7 +64,7 @@ fn capitalized(text: &str) -> String {
 /// Whether the user may make `change` to objects of `kind`, or the refusal (403): first the
 /// side of the market, then the API's rule for top-level objects. Pages ask it too, to offer
 /// only the buttons that would work.
-fn may_write(user: &SignedIn, kind: Kind, change: Change) -> Result<(), PageError> {
+fn may_write(user: &SignedIn, kind: ObjectKind, change: Change) -> Result<(), PageError> {
     may_access(user, kind)?;
     check_write(&user.principal(), kind, change)?;
     Ok(())
@@ -119,7 +119,7 @@ pub async fn list(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
     Query(params): Query<ListParams>,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     may_access(&user, kind)?;
@@ -165,7 +165,7 @@ pub async fn list(
         nav: Nav::new(&user, kind.collection()),
         title: title(kind),
         collection: kind.collection(),
-        parent_collection: kind.parent().map_or("", Kind::collection),
+        parent_collection: kind.parent().map_or("", ObjectKind::collection),
         parent_label: kind.parent().map(singular).unwrap_or_default(),
         q: params.q,
         status: params.status,
@@ -267,7 +267,7 @@ enum Source<'a> {
 async fn parent_choices(
     dashboard: &Dashboard,
     user: &SignedIn,
-    parent: Kind,
+    parent: ObjectKind,
     selected: &str,
 ) -> Result<Vec<Choice>, PageError> {
     let records = dashboard
@@ -296,7 +296,7 @@ async fn parent_choices(
 async fn field_views(
     dashboard: &Dashboard,
     user: &SignedIn,
-    kind: Kind,
+    kind: ObjectKind,
     source: &Source<'_>,
     fixed_parent: Option<&Record>,
     errors: &Errors,
@@ -427,7 +427,7 @@ fn targeting_editor(source: &Source<'_>) -> targeting::Editor {
 async fn object_page(
     dashboard: &Dashboard,
     user: &SignedIn,
-    kind: Kind,
+    kind: ObjectKind,
     record: Option<&Record>,
     source: Source<'_>,
     parent: Option<&Record>,
@@ -470,12 +470,12 @@ async fn object_page(
         ),
     };
     let children = match kind {
-        Kind::Advertiser => Some(("campaigns", "Campaigns")),
-        Kind::Campaign => Some(("line-items", "Line items")),
-        Kind::LineItem => Some(("creatives", "Creatives")),
-        Kind::Publisher => Some(("sites", "Sites")),
-        Kind::Site => Some(("placements", "Placements")),
-        Kind::Creative | Kind::Placement => None,
+        ObjectKind::Advertiser => Some(("campaigns", "Campaigns")),
+        ObjectKind::Campaign => Some(("line-items", "Line items")),
+        ObjectKind::LineItem => Some(("creatives", "Creatives")),
+        ObjectKind::Publisher => Some(("sites", "Sites")),
+        ObjectKind::Site => Some(("placements", "Placements")),
+        ObjectKind::Creative | ObjectKind::Placement => None,
     };
     Ok(ObjectPage {
         nav: Nav::new(user, kind.collection()),
@@ -494,7 +494,7 @@ async fn object_page(
         targeting_json: editor.json,
         targeting_errors: error_list("targeting"),
         attributes: ATTRIBUTES,
-        multipart: kind == Kind::Creative,
+        multipart: kind == ObjectKind::Creative,
         children: record.and(children),
         line_item: None,
         tags: None,
@@ -520,7 +520,7 @@ pub async fn new_form(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
     Query(params): Query<NewParams>,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     may_write(&user, kind, Change::Create)?;
@@ -531,13 +531,13 @@ pub async fn new_form(
     {
         map.insert(field.to_owned(), parent.into());
     }
-    if kind == Kind::LineItem {
+    if kind == ObjectKind::LineItem {
         // Priced in its advertiser's currency, which the API requires: the campaign's
         // advertiser's, or the signed-in advertiser's.
         let scope = user.principal().scope();
         let under = match parent {
-            Some(campaign) => Some((Kind::Campaign, campaign)),
-            None => scope.map(|advertiser| (Kind::Advertiser, advertiser)),
+            Some(campaign) => Some((ObjectKind::Campaign, campaign)),
+            None => scope.map(|advertiser| (ObjectKind::Advertiser, advertiser)),
         };
         if let Some((under, id)) = under
             && let Some(currency) = currency_under(&*dashboard.store, under, id, scope).await?
@@ -612,19 +612,19 @@ async fn draft_as<T: Object>(
 
 async fn draft(
     dashboard: &Dashboard,
-    kind: Kind,
+    kind: ObjectKind,
     value: Value,
     write: ObjectWrite,
     scope: Option<u64>,
 ) -> Result<Result<Draft, Vec<Violation>>, PageError> {
     match kind {
-        Kind::Advertiser => draft_as::<Advertiser>(dashboard, value, write, scope).await,
-        Kind::Campaign => draft_as::<Campaign>(dashboard, value, write, scope).await,
-        Kind::LineItem => draft_as::<LineItem>(dashboard, value, write, scope).await,
-        Kind::Creative => draft_as::<Creative>(dashboard, value, write, scope).await,
-        Kind::Publisher => draft_as::<Publisher>(dashboard, value, write, scope).await,
-        Kind::Site => draft_as::<Site>(dashboard, value, write, scope).await,
-        Kind::Placement => draft_as::<Placement>(dashboard, value, write, scope).await,
+        ObjectKind::Advertiser => draft_as::<Advertiser>(dashboard, value, write, scope).await,
+        ObjectKind::Campaign => draft_as::<Campaign>(dashboard, value, write, scope).await,
+        ObjectKind::LineItem => draft_as::<LineItem>(dashboard, value, write, scope).await,
+        ObjectKind::Creative => draft_as::<Creative>(dashboard, value, write, scope).await,
+        ObjectKind::Publisher => draft_as::<Publisher>(dashboard, value, write, scope).await,
+        ObjectKind::Site => draft_as::<Site>(dashboard, value, write, scope).await,
+        ObjectKind::Placement => draft_as::<Placement>(dashboard, value, write, scope).await,
     }
 }
 
@@ -705,13 +705,13 @@ struct Posted {
 async fn read_object(
     dashboard: &Dashboard,
     user: &SignedIn,
-    kind: Kind,
+    kind: ObjectKind,
     form: &mut FormData,
     fixed_parent: Option<u64>,
     write: ObjectWrite,
 ) -> Result<Result<Posted, Errors>, PageError> {
     let mut errors = Errors::new();
-    let upload = if kind == Kind::Creative {
+    let upload = if kind == ObjectKind::Creative {
         take_upload(dashboard, form, &mut errors)
     } else {
         None
@@ -731,7 +731,7 @@ async fn read_object(
 }
 
 /// A store refusal that belongs next to a field (a parent that is gone, a stale version).
-fn store_errors(kind: Kind, error: StoreError) -> Result<Errors, PageError> {
+fn store_errors(kind: ObjectKind, error: StoreError) -> Result<Errors, PageError> {
     let mut errors = Errors::new();
     match error {
         StoreError::ParentNotFound { .. } | StoreError::ParentArchived { .. } => {
@@ -760,7 +760,7 @@ fn store_errors(kind: Kind, error: StoreError) -> Result<Errors, PageError> {
 async fn invalid_form(
     dashboard: &Dashboard,
     user: &SignedIn,
-    kind: Kind,
+    kind: ObjectKind,
     record: Option<&Record>,
     form: &FormData,
     errors: &Errors,
@@ -789,7 +789,7 @@ pub async fn create(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
     body: Bytes,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     let mut form = read_form(&user, &headers, &body)?;
@@ -831,7 +831,7 @@ pub async fn create(
 /// and a tenant's objects have parents of the same tenant.
 async fn parent_record(
     dashboard: &Dashboard,
-    kind: Kind,
+    kind: ObjectKind,
     parent_id: u64,
 ) -> Result<Record, PageError> {
     let parent_kind = kind
@@ -851,7 +851,7 @@ pub async fn show(
     headers: HeaderMap,
     path: Path<String>,
     Query(params): Query<ShowParams>,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     may_access(&user, kind)?;
@@ -880,10 +880,10 @@ pub async fn show(
     .await?;
     page.saved = saved;
     match kind {
-        Kind::LineItem => {
+        ObjectKind::LineItem => {
             page.line_item = Some(line_item_extras(&dashboard, &user, &record).await?);
         }
-        Kind::Placement => {
+        ObjectKind::Placement => {
             let placement: Placement = record.decode::<Placement>()?.object;
             let tags = marquee_api::tags(&dashboard.options.public_url, id, &placement);
             let text = |key: &str| {
@@ -898,7 +898,7 @@ pub async fn show(
                 image: text("image"),
             });
         }
-        Kind::Creative => page.preview = Some(preview(&record.decode::<Creative>()?.object)),
+        ObjectKind::Creative => page.preview = Some(preview(&record.decode::<Creative>()?.object)),
         _ => {}
     }
     Ok(html(&page))
@@ -945,7 +945,7 @@ async fn line_item_extras(
         let label = if user.is_admin() {
             dashboard
                 .store
-                .get(Kind::Placement, id, None)
+                .get(ObjectKind::Placement, id, None)
                 .await
                 .map_or_else(|_| format!("#{id}"), |p| format!("{} (#{id})", p.name))
         } else {
@@ -957,7 +957,7 @@ async fn line_item_extras(
         dashboard
             .store
             .list(
-                Kind::Placement,
+                ObjectKind::Placement,
                 &ListQuery {
                     status: Some(Status::Active),
                     limit: PARENT_CHOICES,
@@ -988,7 +988,7 @@ pub async fn update(
     headers: HeaderMap,
     path: Path<String>,
     body: Bytes,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     let mut form = read_form(&user, &headers, &body)?;
@@ -1029,7 +1029,7 @@ pub async fn archive(
     headers: HeaderMap,
     path: Path<String>,
     body: Bytes,
-    kind: Kind,
+    kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let user = require_user(&dashboard, &headers).await?;
     read_form(&user, &headers, &body)?;

@@ -15,8 +15,8 @@ use jiff::{SignedDuration, Timestamp, civil};
 use marquee_api::BuiltReport;
 use marquee_engine::{Context, Engine, FullSpeed, Geo, NoCaps, Outcome, Request, Scratch};
 use marquee_model::{
-    Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, Kind, LineItem,
-    LineItemId, PlacementId, Role, Stored, Targeting,
+    Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, LineItem, LineItemId,
+    ObjectKind, PlacementId, Role, Stored, Targeting,
 };
 use marquee_pacing::{Schedule, TrafficProfile};
 use marquee_snapshot::Snapshot;
@@ -239,7 +239,7 @@ async fn user_zone(dashboard: &Dashboard, user: &SignedIn) -> Result<TimeZone, P
     };
     let advertiser: Stored<Advertiser> = dashboard
         .store
-        .get(Kind::Advertiser, owner, None)
+        .get(ObjectKind::Advertiser, owner, None)
         .await?
         .decode()?;
     Ok(TimeZone::get(&advertiser.object.time_zone).unwrap_or(TimeZone::UTC))
@@ -1188,7 +1188,7 @@ async fn placement_choices(
         let placements = dashboard
             .store
             .list(
-                Kind::Placement,
+                ObjectKind::Placement,
                 &ListQuery {
                     status: Some(marquee_model::Status::Active),
                     limit: marquee_store::MAX_PAGE,
@@ -1205,7 +1205,7 @@ async fn placement_choices(
     let own = dashboard
         .store
         .list(
-            Kind::LineItem,
+            ObjectKind::LineItem,
             &ListQuery {
                 scope,
                 status: Some(marquee_model::Status::Active),
@@ -1299,7 +1299,7 @@ pub async fn why_not_served(
             let names: HashMap<u64, String> = dashboard
                 .store
                 .list(
-                    Kind::LineItem,
+                    ObjectKind::LineItem,
                     &ListQuery {
                         scope: user.principal().scope(),
                         limit: marquee_store::MAX_PAGE,

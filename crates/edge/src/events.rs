@@ -2,11 +2,12 @@
 //! appended to the log (billing events go through `track::commit_and_settle` instead).
 
 use jiff::Timestamp;
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_tracking::Claims;
+use std::num::NonZeroU64;
 
+use crate::Edge;
 use crate::visitor::Visitor;
-use crate::{Edge, Stats};
 
 /// The event of the decision `claims` describe, seen from `visitor`.
 pub(crate) fn tracked(
@@ -21,7 +22,7 @@ pub(crate) fn tracked(
         time_micros: now.as_microsecond(),
         line_item: claims.line_item,
         creative: claims.creative,
-        placement: claims.placement,
+        placement: claims.placement.map_or(0, NonZeroU64::get),
         user: claims.user,
         country: visitor.country_bytes(),
         region: visitor.region_bytes(),
@@ -60,7 +61,7 @@ pub(crate) fn log(edge: &Edge, event: Event) -> bool {
     match edge.log.append(&event) {
         Ok(_) => true,
         Err(error) => {
-            Stats::bump(&edge.stats.log_errors);
+            edge.counters.log_errors.inc();
             tracing::warn!(%error, "event not logged");
             false
         }

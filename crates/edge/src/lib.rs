@@ -92,7 +92,7 @@ pub struct EdgeConfig {
 /// Counts the edge keeps; exported as metrics (the handles are registered, so a count is one
 /// relaxed atomic addition).
 #[derive(Debug, Default)]
-pub struct Stats {
+pub struct EdgeCounters {
     pub ad_requests: Counter,
     pub decisions: Counter,
     pub fallbacks: Counter,
@@ -116,12 +116,6 @@ pub struct Stats {
     pub shared_cap_refusals: Counter,
 }
 
-impl Stats {
-    pub(crate) fn bump(counter: &Counter) {
-        counter.inc();
-    }
-}
-
 /// Image-tag impressions one edge remembers for their clicks (about 100 bytes each).
 const IMAGES_REMEMBERED: usize = 1 << 20;
 
@@ -133,7 +127,7 @@ pub struct Edge {
     pub log: Arc<EventLog>,
     pub(crate) keys: KeyRing,
     pub(crate) caps: LocalCaps,
-    pub stats: Stats,
+    pub counters: EdgeCounters,
     /// Requests by endpoint and outcome, latencies.
     pub metrics: Metrics,
     /// Every family `/metrics` serves, of the parts the edge has now (see [`Edge::registered`]).
@@ -229,7 +223,7 @@ impl Edge {
     }
 
     /// The replay guard of a tracking kind.
-    pub(crate) fn replay_guard(&self, kind: marquee_tracking::Kind) -> &ReplayGuard {
+    pub(crate) fn replay_guard(&self, kind: marquee_tracking::TokenKind) -> &ReplayGuard {
         self.tracking_seen.of(kind)
     }
 
@@ -312,7 +306,7 @@ impl Edge {
             log,
             keys,
             caps: LocalCaps::default(),
-            stats: Stats::default(),
+            counters: EdgeCounters::default(),
             replay: ReplayConfig::default(),
             tracking_seen: track::TrackingSeen::new(ReplayConfig::default()),
         }

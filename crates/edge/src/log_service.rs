@@ -282,7 +282,7 @@ mod tests {
         let log = EventLog::open(dir.path(), config).unwrap();
         for i in 0..10u128 {
             log.append(&marquee_eventlog::Event {
-                kind: marquee_eventlog::Kind::Decision,
+                kind: marquee_eventlog::EventKind::Decision,
                 time_micros: 1,
                 line_item: 1,
                 creative: 1,

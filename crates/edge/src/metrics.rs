@@ -18,7 +18,7 @@ use marquee_metrics::{
 use marquee_model::MetricsRefusal;
 
 use crate::http::{self, Body};
-use crate::{Edge, Stats};
+use crate::{Edge, EdgeCounters};
 
 /// What a request asked for, as labelled in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +39,17 @@ pub enum Endpoint {
     Sync,
     /// `/metrics`, `/readyz`.
     Probe,
+    /// `/profiles`: audience profiles uploaded by the operator.
+    Profiles,
+    /// `/gateway/...`: the gateway's bidder registry.
+    GatewayRegistry,
+    /// `/log/...`: the event log served to the manager.
+    LogService,
     /// Everything handed to the manager's router (API, `/healthz`, `/snapshot/latest`).
     Manager,
 }
 
-const ENDPOINTS: [(Endpoint, &str); 12] = [
+const ENDPOINTS: [(Endpoint, &str); 15] = [
     (Endpoint::Ad, "ad"),
     (Endpoint::AdJson, "ad_json"),
     (Endpoint::Impression, "impression"),
@@ -55,8 +61,25 @@ const ENDPOINTS: [(Endpoint, &str); 12] = [
     (Endpoint::Notice, "notice"),
     (Endpoint::Sync, "sync"),
     (Endpoint::Probe, "probe"),
+    (Endpoint::Profiles, "profiles"),
+    (Endpoint::GatewayRegistry, "gateway_registry"),
+    (Endpoint::LogService, "log"),
     (Endpoint::Manager, "manager"),
 ];
+
+impl Endpoint {
+    /// The operator's and the manager's endpoints, as opposed to the traffic the edge serves.
+    fn is_operations(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Probe
+                | Endpoint::Profiles
+                | Endpoint::GatewayRegistry
+                | Endpoint::LogService
+                | Endpoint::Manager
+        )
+    }
+}
 
 /// How a request ended, as labelled in metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,13 +170,14 @@ impl Metrics {
         self.requests[endpoint_index(endpoint)][outcome_index(outcome)].get()
     }
 
-    /// Requests answered so far for ads, tracking and bidding, whatever their outcome (probes
-    /// and the manager's pages left out): the edge's traffic, for its heartbeat.
+    /// Requests answered so far for ads, tracking and bidding, whatever their outcome (the
+    /// operator's endpoints and the manager's pages left out): the edge's traffic, for its
+    /// heartbeat.
     pub fn traffic_total(&self) -> u64 {
         ENDPOINTS
             .iter()
             .enumerate()
-            .filter(|(_, (e, _))| !matches!(e, Endpoint::Probe | Endpoint::Manager))
+            .filter(|(_, (e, _))| !e.is_operations())
             .flat_map(|(i, _)| &self.requests[i])
             .map(Counter::get)
             .sum()
@@ -205,11 +229,11 @@ pub(crate) fn encode(edge: &Edge, format: Format) -> String {
 pub(crate) fn registry(edge: &Edge) -> Registry {
     let mut registry = Registry::default();
     edge.metrics.register(&mut registry);
-    register_stats(&mut registry, &edge.stats);
+    register_counters(&mut registry, &edge.counters);
     register_gate(&mut registry, edge);
     register_event_log(&mut registry, edge);
     register_replay_overflows(&mut registry, edge);
-    crate::quality::register_metrics(&mut registry, &edge.quality.stats);
+    crate::quality::register_metrics(&mut registry, &edge.quality.counters);
     if let Some(geo) = &edge.geo {
         crate::geo::register_metrics(&mut registry, geo);
     }
@@ -236,67 +260,67 @@ const REQUEST_DURATION: Def = Def::new(
 .with_unit(Unit::Seconds);
 
 /// The ad path's and tracking's counters.
-fn register_stats(registry: &mut Registry, stats: &Stats) {
+fn register_counters(registry: &mut Registry, counters: &EdgeCounters) {
     for (name, help, counter) in [
         (
             "marquee_edge_decisions",
             "Ads chosen (one per placement served).",
-            &stats.decisions,
+            &counters.decisions,
         ),
         (
             "marquee_edge_no_ad",
             "Placements for which no line item could serve.",
-            &stats.fallbacks,
+            &counters.fallbacks,
         ),
         (
             "marquee_edge_shed",
             "Ad requests not started because max_in_flight were in progress; answered with the fallback at once.",
-            &stats.shed,
+            &counters.shed,
         ),
         (
             "marquee_edge_late",
             "Ad requests abandoned at their deadline; answered with the fallback.",
-            &stats.late,
+            &counters.late,
         ),
         (
             "marquee_edge_bad_requests",
             "Ad requests with a bad query (400).",
-            &stats.bad_requests,
+            &counters.bad_requests,
         ),
         (
             "marquee_edge_shared_cap_refusals",
             "Ad decisions not served because Redis found a frequency cap full (filled on another edge).",
-            &stats.shared_cap_refusals,
+            &counters.shared_cap_refusals,
         ),
         (
             "marquee_edge_impressions",
             "Impressions counted (valid token, first time).",
-            &stats.impressions,
+            &counters.impressions,
         ),
         (
             "marquee_edge_clicks",
             "Clicks counted (valid token, first time).",
-            &stats.clicks,
+            &counters.clicks,
         ),
         (
             "marquee_edge_conversions",
             "Conversions counted (valid token, first time).",
-            &stats.conversions,
+            &counters.conversions,
         ),
         (
             "marquee_edge_invalid_tokens",
             "Tracking calls with a malformed, forged, altered, expired or wrong-kind token.",
-            &stats.invalid_tokens,
+            &counters.invalid_tokens,
         ),
         (
             "marquee_edge_repeats",
             "Tracking calls for a decision already counted.",
-            &stats.repeats,
+            &counters.repeats,
         ),
         (
             "marquee_edge_log_errors",
             "Events the event log refused (disk full, I/O error).",
-            &stats.log_errors,
+            &counters.log_errors,
         ),
     ] {
         Def::new(name, help).register(registry, counter.clone());

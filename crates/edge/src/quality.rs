@@ -15,10 +15,9 @@ use std::time::Duration;
 use ipnet::IpNet;
 use marquee_eventlog::InvalidReason;
 use marquee_metrics::{Counter, Def, Labelled, Registry};
-use marquee_tracking::Kind;
+use marquee_tracking::TokenKind;
 use marquee_traffic::{CrawlerList, ListError, NetworkList, RateLimiter, Reload, Watched};
 
-use crate::Stats;
 use crate::client::Client;
 
 /// The screen's rules. A limit of 0 switches its rule off.
@@ -61,17 +60,17 @@ impl Default for QualityRules {
 }
 
 /// The event kinds the screen counts invalid ones of, with their metric labels.
-const SCREENED: [(Kind, &str); 3] = [
-    (Kind::Impression, "impression"),
-    (Kind::Click, "click"),
-    (Kind::Conversion, "conversion"),
+const SCREENED: [(TokenKind, &str); 3] = [
+    (TokenKind::Impression, "impression"),
+    (TokenKind::Click, "click"),
+    (TokenKind::Conversion, "conversion"),
 ];
 
 const REASONS: usize = InvalidReason::ALL.len();
 
 /// Counts of the screen, exported as metrics.
 #[derive(Debug, Default)]
-pub struct QualityStats {
+pub struct QualityCounters {
     /// Invalid events by kind and reason (index `reason code - 1`).
     invalid: [[Counter; REASONS]; 3],
     /// Bid requests answered no-bid as crawler or data-centre traffic.
@@ -81,13 +80,13 @@ pub struct QualityStats {
     pub(crate) list_reload_failures: Counter,
 }
 
-impl QualityStats {
+impl QualityCounters {
     #[cfg(test)]
-    pub(crate) fn invalid(&self, kind: Kind, reason: InvalidReason) -> u64 {
+    pub(crate) fn invalid(&self, kind: TokenKind, reason: InvalidReason) -> u64 {
         self.slot(kind, reason).map_or(0, Counter::get)
     }
 
-    fn slot(&self, kind: Kind, reason: InvalidReason) -> Option<&Counter> {
+    fn slot(&self, kind: TokenKind, reason: InvalidReason) -> Option<&Counter> {
         // Token kinds are 1 to 3 on the wire.
         let by_kind = self.invalid.get((kind as usize).checked_sub(1)?)?;
         by_kind.get(usize::from(reason.code()).checked_sub(1)?)
@@ -103,7 +102,7 @@ pub struct Quality {
     per_user: RateLimiter,
     per_prefix: RateLimiter,
     images_per_prefix: RateLimiter,
-    pub(crate) stats: QualityStats,
+    pub(crate) counters: QualityCounters,
 }
 
 impl Default for Quality {
@@ -133,7 +132,7 @@ impl Quality {
             per_user: RateLimiter::new(RATE_KEYS_PER_MINUTE),
             per_prefix: RateLimiter::new(RATE_KEYS_PER_MINUTE),
             images_per_prefix: RateLimiter::new(RATE_KEYS_PER_MINUTE),
-            stats: QualityStats::default(),
+            counters: QualityCounters::default(),
         }
     }
 
@@ -246,13 +245,13 @@ impl Quality {
         ip: Option<IpAddr>,
     ) -> Option<InvalidReason> {
         if !user_agent.is_empty() && self.crawlers.current().is_crawler(user_agent) {
-            Stats::bump(&self.stats.bids_from_crawlers);
+            self.counters.bids_from_crawlers.inc();
             return Some(InvalidReason::Crawler);
         }
         if let Some(ip) = ip
             && self.datacenters.current().contains(ip)
         {
-            Stats::bump(&self.stats.bids_from_datacenters);
+            self.counters.bids_from_datacenters.inc();
             return Some(InvalidReason::Datacenter);
         }
         None
@@ -264,9 +263,9 @@ impl Quality {
     }
 
     /// Counts one invalid event.
-    pub(crate) fn count(&self, kind: Kind, reason: InvalidReason) {
-        if let Some(counter) = self.stats.slot(kind, reason) {
-            Stats::bump(counter);
+    pub(crate) fn count(&self, kind: TokenKind, reason: InvalidReason) {
+        if let Some(counter) = self.counters.slot(kind, reason) {
+            counter.inc();
         }
     }
 
@@ -284,7 +283,7 @@ impl Quality {
                     tracing::info!(list, entries, "traffic-quality list reloaded");
                 }
                 Reload::Failed(error) => {
-                    Stats::bump(&self.stats.list_reload_failures);
+                    self.counters.list_reload_failures.inc();
                     tracing::error!(list, %error, "traffic-quality list not reloaded; the last good one stays");
                 }
             }
@@ -337,21 +336,21 @@ const LIST_RELOAD_FAILURES: Def = Def::new(
 
 /// The screen's families: invalid events by kind and reason, bid requests refused, reloads
 /// that failed.
-pub(crate) fn register_metrics(registry: &mut Registry, stats: &QualityStats) {
+pub(crate) fn register_metrics(registry: &mut Registry, counters: &QualityCounters) {
     let invalid = SCREENED.iter().flat_map(|&(kind, label)| {
         InvalidReason::ALL.iter().filter_map(move |&reason| {
-            let count = stats.slot(kind, reason)?.clone();
+            let count = counters.slot(kind, reason)?.clone();
             Some(([("kind", label), ("reason", reason.label())], count))
         })
     });
     INVALID_EVENTS.register(registry, Labelled::new(invalid));
     let bids = Labelled::new([
-        ([("reason", "crawler")], stats.bids_from_crawlers.clone()),
+        ([("reason", "crawler")], counters.bids_from_crawlers.clone()),
         (
             [("reason", "datacenter")],
-            stats.bids_from_datacenters.clone(),
+            counters.bids_from_datacenters.clone(),
         ),
     ]);
     INVALID_BID_REQUESTS.register(registry, bids);
-    LIST_RELOAD_FAILURES.register(registry, stats.list_reload_failures.clone());
+    LIST_RELOAD_FAILURES.register(registry, counters.list_reload_failures.clone());
 }

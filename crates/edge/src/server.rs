@@ -14,7 +14,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
-use marquee_tracking::Kind;
+use marquee_tracking::TokenKind;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
@@ -54,11 +54,11 @@ fn client<'r>(edge: &'r Edge, peer: SocketAddr, request: &'r Request<Incoming>) 
 }
 
 /// The tracking call a path is, with its endpoint.
-fn tracking(path: &str) -> Option<(Endpoint, Kind)> {
+fn tracking(path: &str) -> Option<(Endpoint, TokenKind)> {
     match path {
-        "/t/i" => Some((Endpoint::Impression, Kind::Impression)),
-        "/t/c" => Some((Endpoint::Click, Kind::Click)),
-        "/t/v" => Some((Endpoint::Conversion, Kind::Conversion)),
+        "/t/i" => Some((Endpoint::Impression, TokenKind::Impression)),
+        "/t/c" => Some((Endpoint::Click, TokenKind::Click)),
+        "/t/v" => Some((Endpoint::Conversion, TokenKind::Conversion)),
         _ => None,
     }
 }
@@ -112,16 +112,17 @@ async fn answer(
             return (Endpoint::Bid, (answer.map(Either::Left), outcome));
         }
         (&Method::POST, "/profiles") => (
-            Endpoint::Probe,
+            Endpoint::Profiles,
             crate::profiles::upload(edge, request).await,
         ),
         (&Method::POST, path) if path.starts_with("/openrtb2/auction") => {
             let (answer, outcome) = crate::gateway::auction(edge, request, started).await;
             return (Endpoint::Auction, (answer.map(Either::Left), outcome));
         }
-        (_, path) if path.starts_with("/gateway/") => {
-            (Endpoint::Probe, crate::gateway::registry(edge, &request))
-        }
+        (_, path) if path.starts_with("/gateway/") => (
+            Endpoint::GatewayRegistry,
+            crate::gateway::registry(edge, &request),
+        ),
         (&Method::GET, path) if let Some(kind) = notice_kind(path) => {
             (Endpoint::Notice, notice::notice(edge, kind, query).await)
         }
@@ -139,9 +140,10 @@ async fn answer(
             http::metrics(edge, fallback, peer, &request).await,
         ),
         (&Method::GET | &Method::HEAD, "/readyz") => (Endpoint::Probe, http::readyz(edge)),
-        (_, path) if path.starts_with("/log/") && edge.log_access.is_some() => {
-            (Endpoint::Probe, log_service::answer(edge, &request).await)
-        }
+        (_, path) if path.starts_with("/log/") && edge.log_access.is_some() => (
+            Endpoint::LogService,
+            log_service::answer(edge, &request).await,
+        ),
         _ => {
             return (
                 Endpoint::Manager,

@@ -18,11 +18,11 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use marquee_eventlog::{Config, Durability, Event, EventLog, Kind};
+use marquee_eventlog::{Config, Durability, Event, EventKind, EventLog};
 
 fn event(id: u64) -> Event {
     Event {
-        kind: Kind::Impression,
+        kind: EventKind::Impression,
         time_micros: 1_790_000_000_000_000 + id as i64,
         line_item: id % 1_000,
         creative: id % 3_000,

@@ -18,7 +18,7 @@ const PAYLOAD_LEN_V1: usize = 69;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[repr(u8)]
-pub enum Kind {
+pub enum EventKind {
     /// An ad decision was made (a creative chosen for a placement).
     Decision = 1,
     /// The impression beacon fired.
@@ -57,23 +57,23 @@ pub enum Kind {
     ProgrammaticImpression = 14,
 }
 
-impl Kind {
+impl EventKind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [Kind; 14] = [
-        Kind::Decision,
-        Kind::Impression,
-        Kind::Click,
-        Kind::Conversion,
-        Kind::Bid,
-        Kind::Win,
-        Kind::Billing,
-        Kind::Loss,
-        Kind::NoBid,
-        Kind::InvalidImpression,
-        Kind::InvalidClick,
-        Kind::InvalidConversion,
-        Kind::ProgrammaticAuction,
-        Kind::ProgrammaticImpression,
+    pub const ALL: [EventKind; 14] = [
+        EventKind::Decision,
+        EventKind::Impression,
+        EventKind::Click,
+        EventKind::Conversion,
+        EventKind::Bid,
+        EventKind::Win,
+        EventKind::Billing,
+        EventKind::Loss,
+        EventKind::NoBid,
+        EventKind::InvalidImpression,
+        EventKind::InvalidClick,
+        EventKind::InvalidConversion,
+        EventKind::ProgrammaticAuction,
+        EventKind::ProgrammaticImpression,
     ];
 
     /// The on-disk code.
@@ -82,22 +82,22 @@ impl Kind {
     }
 
     /// The kind with this on-disk code, if this version knows it.
-    pub fn from_code(code: u8) -> Option<Kind> {
+    pub fn from_code(code: u8) -> Option<EventKind> {
         match code {
-            1 => Some(Kind::Decision),
-            2 => Some(Kind::Impression),
-            3 => Some(Kind::Click),
-            4 => Some(Kind::Conversion),
-            5 => Some(Kind::Bid),
-            6 => Some(Kind::Win),
-            7 => Some(Kind::Billing),
-            8 => Some(Kind::Loss),
-            9 => Some(Kind::NoBid),
-            10 => Some(Kind::InvalidImpression),
-            11 => Some(Kind::InvalidClick),
-            12 => Some(Kind::InvalidConversion),
-            13 => Some(Kind::ProgrammaticAuction),
-            14 => Some(Kind::ProgrammaticImpression),
+            1 => Some(EventKind::Decision),
+            2 => Some(EventKind::Impression),
+            3 => Some(EventKind::Click),
+            4 => Some(EventKind::Conversion),
+            5 => Some(EventKind::Bid),
+            6 => Some(EventKind::Win),
+            7 => Some(EventKind::Billing),
+            8 => Some(EventKind::Loss),
+            9 => Some(EventKind::NoBid),
+            10 => Some(EventKind::InvalidImpression),
+            11 => Some(EventKind::InvalidClick),
+            12 => Some(EventKind::InvalidConversion),
+            13 => Some(EventKind::ProgrammaticAuction),
+            14 => Some(EventKind::ProgrammaticImpression),
             _ => None,
         }
     }
@@ -108,20 +108,20 @@ impl Kind {
     /// invalid request is one record, with an id of its own).
     pub fn may_repeat(self) -> bool {
         match self {
-            Kind::Impression
-            | Kind::Click
-            | Kind::Conversion
-            | Kind::Win
-            | Kind::Billing
-            | Kind::Loss
-            | Kind::ProgrammaticImpression => true,
-            Kind::Decision
-            | Kind::ProgrammaticAuction
-            | Kind::Bid
-            | Kind::NoBid
-            | Kind::InvalidImpression
-            | Kind::InvalidClick
-            | Kind::InvalidConversion => false,
+            EventKind::Impression
+            | EventKind::Click
+            | EventKind::Conversion
+            | EventKind::Win
+            | EventKind::Billing
+            | EventKind::Loss
+            | EventKind::ProgrammaticImpression => true,
+            EventKind::Decision
+            | EventKind::ProgrammaticAuction
+            | EventKind::Bid
+            | EventKind::NoBid
+            | EventKind::InvalidImpression
+            | EventKind::InvalidClick
+            | EventKind::InvalidConversion => false,
         }
     }
 
@@ -129,20 +129,20 @@ impl Kind {
     /// before the response is sent.
     pub fn is_billing(self) -> bool {
         match self {
-            Kind::Impression
-            | Kind::Click
-            | Kind::Conversion
-            | Kind::Billing
-            | Kind::ProgrammaticImpression => true,
-            Kind::Decision
-            | Kind::ProgrammaticAuction
-            | Kind::Bid
-            | Kind::Win
-            | Kind::Loss
-            | Kind::NoBid
-            | Kind::InvalidImpression
-            | Kind::InvalidClick
-            | Kind::InvalidConversion => false,
+            EventKind::Impression
+            | EventKind::Click
+            | EventKind::Conversion
+            | EventKind::Billing
+            | EventKind::ProgrammaticImpression => true,
+            EventKind::Decision
+            | EventKind::ProgrammaticAuction
+            | EventKind::Bid
+            | EventKind::Win
+            | EventKind::Loss
+            | EventKind::NoBid
+            | EventKind::InvalidImpression
+            | EventKind::InvalidClick
+            | EventKind::InvalidConversion => false,
         }
     }
 
@@ -150,7 +150,7 @@ impl Kind {
     pub fn is_invalid(self) -> bool {
         matches!(
             self,
-            Kind::InvalidImpression | Kind::InvalidClick | Kind::InvalidConversion
+            EventKind::InvalidImpression | EventKind::InvalidClick | EventKind::InvalidConversion
         )
     }
 }
@@ -228,7 +228,7 @@ impl InvalidReason {
 /// nothing here is validated beyond the layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Event {
-    pub kind: Kind,
+    pub kind: EventKind,
     /// Microseconds since 1970-01-01T00:00:00Z.
     pub time_micros: i64,
     pub line_item: u64,
@@ -336,7 +336,7 @@ impl Event {
         // Version 1 is version 2's first bytes: pad it to one layout, the region left unknown.
         let mut p = [0u8; PAYLOAD_LEN];
         p[..expected].copy_from_slice(payload);
-        let kind = Kind::from_code(p[KIND]).ok_or(DecodeError::UnknownKind(p[KIND]))?;
+        let kind = EventKind::from_code(p[KIND]).ok_or(DecodeError::UnknownKind(p[KIND]))?;
         Ok(Event {
             kind,
             device: p[DEVICE],
@@ -365,7 +365,7 @@ fn array<const N: usize>(p: &[u8; PAYLOAD_LEN], at: usize) -> [u8; N] {
 mod tests {
     use super::*;
 
-    fn sample(kind: Kind) -> Event {
+    fn sample(kind: EventKind) -> Event {
         Event {
             kind,
             time_micros: -1_234_567,
@@ -383,16 +383,16 @@ mod tests {
 
     #[test]
     fn every_kind_round_trips() {
-        for kind in Kind::ALL {
+        for kind in EventKind::ALL {
             let event = sample(kind);
             assert_eq!(Event::decode(&event.encode()), Ok(event));
-            assert_eq!(Kind::from_code(kind.code()), Some(kind));
+            assert_eq!(EventKind::from_code(kind.code()), Some(kind));
         }
     }
 
     #[test]
     fn layout_is_little_endian_at_the_documented_offsets() {
-        let bytes = sample(Kind::Click).encode();
+        let bytes = sample(EventKind::Click).encode();
         assert_eq!(bytes[0], 2);
         assert_eq!(bytes[1], 3);
         assert_eq!(bytes[2], 3);
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn version_1_records_read_with_no_region() {
-        let event = sample(Kind::Impression);
+        let event = sample(EventKind::Impression);
         let mut v1 = event.encode()[..PAYLOAD_LEN_V1].to_vec();
         v1[0] = 1;
         let read = Event::decode(&v1).unwrap();
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
-        let mut bytes = sample(Kind::Decision).encode();
+        let mut bytes = sample(EventKind::Decision).encode();
         for code in [0u8, 13, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
@@ -442,7 +442,7 @@ mod tests {
             Err(DecodeError::UnsupportedVersion(3))
         );
         assert_eq!(Event::decode(&[]), Err(DecodeError::Empty));
-        let good = sample(Kind::Decision).encode();
+        let good = sample(EventKind::Decision).encode();
         assert_eq!(
             Event::decode(&good[..PAYLOAD_LEN - 1]),
             Err(DecodeError::Length {
@@ -455,9 +455,9 @@ mod tests {
 
     #[test]
     fn billing_kinds() {
-        assert!(!Kind::Decision.is_billing());
-        assert!(Kind::Impression.is_billing());
-        assert!(Kind::Click.is_billing());
-        assert!(Kind::Conversion.is_billing());
+        assert!(!EventKind::Decision.is_billing());
+        assert!(EventKind::Impression.is_billing());
+        assert!(EventKind::Click.is_billing());
+        assert!(EventKind::Conversion.is_billing());
     }
 }

@@ -96,11 +96,11 @@ pub(crate) fn whole_frames_within(frames: &[u8], limit: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Kind;
+    use crate::event::EventKind;
 
     fn event(id: u128) -> Event {
         Event {
-            kind: Kind::Impression,
+            kind: EventKind::Impression,
             time_micros: 1,
             line_item: 2,
             creative: 3,

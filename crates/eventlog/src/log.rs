@@ -431,7 +431,7 @@ impl EventLog {
     }
 
     /// Appends as the configured durability asks: in `Strict` mode a billing event
-    /// ([`Kind::is_billing`](crate::Kind::is_billing)) resolves after the fsync covering it,
+    /// ([`EventKind::is_billing`](crate::EventKind::is_billing)) resolves after the fsync covering it,
     /// as [`EventLog::append_durable`]; anything else resolves as soon as it is buffered. Await
     /// it before sending the response.
     pub fn commit(&self, event: &Event) -> Durable {

@@ -29,7 +29,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use marquee_eventlog::{Config, Event, EventLog, Kind};
+use marquee_eventlog::{Config, Event, EventKind, EventLog};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource};
 use marquee_model::{Clock, SystemClock};
 use marquee_store::test_postgres::TestDatabase;
@@ -180,7 +180,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
         id += 1;
         let (line_item, creative, placement) = slots[(rng.next() % slots.len() as u64) as usize];
         let event = Event {
-            kind: Kind::Decision,
+            kind: EventKind::Decision,
             time_micros: now - (rng.next() % (window_secs * 1_000_000)) as i64,
             line_item,
             creative,
@@ -194,7 +194,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
         };
         append(&log, &event);
         let impression = Event {
-            kind: Kind::Impression,
+            kind: EventKind::Impression,
             amount_micros: 2_500_000,
             time_micros: event.time_micros + 500_000,
             ..event
@@ -209,7 +209,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
             append(
                 &log,
                 &Event {
-                    kind: Kind::Click,
+                    kind: EventKind::Click,
                     amount_micros: 0,
                     time_micros: event.time_micros + 5_000_000,
                     ..event

@@ -49,11 +49,11 @@ pub async fn is_empty(store: &dyn Store) -> Result<bool, StoreError> {
         ..ListQuery::default()
     };
     Ok(store
-        .list(marquee_model::Kind::Advertiser, &one)
+        .list(marquee_model::ObjectKind::Advertiser, &one)
         .await?
         .is_empty()
         && store
-            .list(marquee_model::Kind::Publisher, &one)
+            .list(marquee_model::ObjectKind::Publisher, &one)
             .await?
             .is_empty())
 }

@@ -39,7 +39,7 @@ pub enum Side {
 
 /// The kinds of managed object, in parent-before-child order per side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub enum ObjectKind {
     Advertiser,
     Campaign,
     LineItem,
@@ -49,78 +49,81 @@ pub enum Kind {
     Placement,
 }
 
-impl Kind {
-    pub const ALL: [Kind; 7] = [
-        Kind::Advertiser,
-        Kind::Campaign,
-        Kind::LineItem,
-        Kind::Creative,
-        Kind::Publisher,
-        Kind::Site,
-        Kind::Placement,
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 7] = [
+        ObjectKind::Advertiser,
+        ObjectKind::Campaign,
+        ObjectKind::LineItem,
+        ObjectKind::Creative,
+        ObjectKind::Publisher,
+        ObjectKind::Site,
+        ObjectKind::Placement,
     ];
 
-    pub fn parent(self) -> Option<Kind> {
+    pub fn parent(self) -> Option<ObjectKind> {
         match self {
-            Kind::Advertiser | Kind::Publisher => None,
-            Kind::Campaign => Some(Kind::Advertiser),
-            Kind::LineItem => Some(Kind::Campaign),
-            Kind::Creative => Some(Kind::LineItem),
-            Kind::Site => Some(Kind::Publisher),
-            Kind::Placement => Some(Kind::Site),
+            ObjectKind::Advertiser | ObjectKind::Publisher => None,
+            ObjectKind::Campaign => Some(ObjectKind::Advertiser),
+            ObjectKind::LineItem => Some(ObjectKind::Campaign),
+            ObjectKind::Creative => Some(ObjectKind::LineItem),
+            ObjectKind::Site => Some(ObjectKind::Publisher),
+            ObjectKind::Placement => Some(ObjectKind::Site),
         }
     }
 
     pub fn side(self) -> Side {
         match self {
-            Kind::Advertiser | Kind::Campaign | Kind::LineItem | Kind::Creative => Side::Demand,
-            Kind::Publisher | Kind::Site | Kind::Placement => Side::Supply,
+            ObjectKind::Advertiser
+            | ObjectKind::Campaign
+            | ObjectKind::LineItem
+            | ObjectKind::Creative => Side::Demand,
+            ObjectKind::Publisher | ObjectKind::Site | ObjectKind::Placement => Side::Supply,
         }
     }
 
     /// The root kind of this kind's side; a tenant is one object of that kind.
-    pub fn root(self) -> Kind {
+    pub fn root(self) -> ObjectKind {
         match self.side() {
-            Side::Demand => Kind::Advertiser,
-            Side::Supply => Kind::Publisher,
+            Side::Demand => ObjectKind::Advertiser,
+            Side::Supply => ObjectKind::Publisher,
         }
     }
 
     /// Singular snake_case name: `line_item`. Also the SQL table stem and the OpenAPI schema stem.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Advertiser => "advertiser",
-            Kind::Campaign => "campaign",
-            Kind::LineItem => "line_item",
-            Kind::Creative => "creative",
-            Kind::Publisher => "publisher",
-            Kind::Site => "site",
-            Kind::Placement => "placement",
+            ObjectKind::Advertiser => "advertiser",
+            ObjectKind::Campaign => "campaign",
+            ObjectKind::LineItem => "line_item",
+            ObjectKind::Creative => "creative",
+            ObjectKind::Publisher => "publisher",
+            ObjectKind::Site => "site",
+            ObjectKind::Placement => "placement",
         }
     }
 
     /// URL collection segment: `line-items`.
     pub fn collection(self) -> &'static str {
         match self {
-            Kind::Advertiser => "advertisers",
-            Kind::Campaign => "campaigns",
-            Kind::LineItem => "line-items",
-            Kind::Creative => "creatives",
-            Kind::Publisher => "publishers",
-            Kind::Site => "sites",
-            Kind::Placement => "placements",
+            ObjectKind::Advertiser => "advertisers",
+            ObjectKind::Campaign => "campaigns",
+            ObjectKind::LineItem => "line-items",
+            ObjectKind::Creative => "creatives",
+            ObjectKind::Publisher => "publishers",
+            ObjectKind::Site => "sites",
+            ObjectKind::Placement => "placements",
         }
     }
 
     /// The JSON field of a child that names its parent: `campaign_id` for a line item.
     pub fn parent_field(self) -> Option<&'static str> {
         match self {
-            Kind::Advertiser | Kind::Publisher => None,
-            Kind::Campaign => Some("advertiser_id"),
-            Kind::LineItem => Some("campaign_id"),
-            Kind::Creative => Some("line_item_id"),
-            Kind::Site => Some("publisher_id"),
-            Kind::Placement => Some("site_id"),
+            ObjectKind::Advertiser | ObjectKind::Publisher => None,
+            ObjectKind::Campaign => Some("advertiser_id"),
+            ObjectKind::LineItem => Some("campaign_id"),
+            ObjectKind::Creative => Some("line_item_id"),
+            ObjectKind::Site => Some("publisher_id"),
+            ObjectKind::Placement => Some("site_id"),
         }
     }
 }
@@ -181,7 +184,7 @@ impl Principal {
     }
 
     /// Whether this principal may see objects of this kind at all.
-    pub fn may_access(&self, kind: Kind) -> bool {
+    pub fn may_access(&self, kind: ObjectKind) -> bool {
         self.role.side().is_none_or(|side| side == kind.side())
     }
 }

@@ -23,7 +23,7 @@ mod validate;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use consent::{TcfCore, TcfError, may_identify, tcf_device_storage_consent};
 pub use ids::{AdvertiserId, CampaignId, CreativeId, LineItemId, PlacementId, PublisherId, SiteId};
-pub use kind::{Kind, Principal, Role, Side, Status};
+pub use kind::{ObjectKind, Principal, Role, Side, Status};
 pub use markup::has_insecure_url;
 pub use metrics_access::{MetricsAccess, MetricsRefusal};
 pub use money::{

@@ -9,15 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::validate::{ValidationError, Violations, rules};
 use crate::{
-    AdvertiserId, CampaignId, Currency, Kind, LineItemId, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS,
-    Micros, PublisherId, SiteId, Status, Targeting, has_insecure_url,
+    AdvertiserId, CampaignId, Currency, LineItemId, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS,
+    Micros, ObjectKind, PublisherId, SiteId, Status, Targeting, has_insecure_url,
 };
 
 /// What every managed object offers the store and the API, whatever its kind.
 pub trait Object:
     Serialize + DeserializeOwned + JsonSchema + Clone + Debug + Send + Sync + 'static
 {
-    const KIND: Kind;
+    const KIND: ObjectKind;
     fn name(&self) -> &str;
     fn status(&self) -> Status;
     fn set_status(&mut self, status: Status);
@@ -47,7 +47,7 @@ macro_rules! object {
     };
     ($ty:ty, $kind:expr, |$s:ident| $parent:expr, currency: |$c:ident| $currency:expr) => {
         impl Object for $ty {
-            const KIND: Kind = $kind;
+            const KIND: ObjectKind = $kind;
             fn name(&self) -> &str {
                 &self.name
             }
@@ -441,7 +441,7 @@ pub struct Advertiser {
     #[serde(default)]
     pub domains: Vec<String>,
 }
-object!(Advertiser, Kind::Advertiser, |_s| None, currency: |s| Some(("currency", s.currency)));
+object!(Advertiser, ObjectKind::Advertiser, |_s| None, currency: |s| Some(("currency", s.currency)));
 
 impl Advertiser {
     fn check(&self, v: &mut Violations) {
@@ -477,7 +477,7 @@ pub struct Campaign {
     #[serde(default)]
     pub app_bundle: Option<String>,
 }
-object!(Campaign, Kind::Campaign, |s| Some(s.advertiser_id.0));
+object!(Campaign, ObjectKind::Campaign, |s| Some(s.advertiser_id.0));
 
 impl Campaign {
     fn check(&self, v: &mut Violations) {
@@ -537,7 +537,7 @@ pub struct LineItem {
     #[serde(default)]
     pub competes_with_programmatic: bool,
 }
-object!(LineItem, Kind::LineItem, |s| Some(s.campaign_id.0), currency: |s| {
+object!(LineItem, ObjectKind::LineItem, |s| Some(s.campaign_id.0), currency: |s| {
     Some(("price.currency", s.price.currency))
 });
 
@@ -809,7 +809,7 @@ pub struct Creative {
     #[serde(default)]
     pub categories: Vec<String>,
 }
-object!(Creative, Kind::Creative, |s| Some(s.line_item_id.0));
+object!(Creative, ObjectKind::Creative, |s| Some(s.line_item_id.0));
 
 impl Creative {
     fn check(&self, v: &mut Violations) {
@@ -1020,7 +1020,7 @@ pub struct Publisher {
     #[serde(default)]
     pub status: Status,
 }
-object!(Publisher, Kind::Publisher, |_s| None);
+object!(Publisher, ObjectKind::Publisher, |_s| None);
 
 impl Publisher {
     fn check(&self, _: &mut Violations) {}
@@ -1036,7 +1036,7 @@ pub struct Site {
     pub status: Status,
     pub domain: String,
 }
-object!(Site, Kind::Site, |s| Some(s.publisher_id.0));
+object!(Site, ObjectKind::Site, |s| Some(s.publisher_id.0));
 
 impl Site {
     fn check(&self, v: &mut Violations) {
@@ -1064,7 +1064,7 @@ pub struct Placement {
     #[serde(default)]
     pub programmatic: Option<Programmatic>,
 }
-object!(Placement, Kind::Placement, |s| Some(s.site_id.0));
+object!(Placement, ObjectKind::Placement, |s| Some(s.site_id.0));
 
 /// How a placement's ad requests meet programmatic demand (the edge's gateway bidders).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

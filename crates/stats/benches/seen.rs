@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use marquee_stats::EventKind as Kind;
+use marquee_stats::EventKind;
 use marquee_stats::{PRUNE_STEP_SECS, Pending, Seen};
 
 const IDS: u128 = 1_000_000;
@@ -25,7 +25,7 @@ fn full_set() -> Seen {
         seen.check_and_add(
             &mut run,
             id.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            Kind::Impression,
+            EventKind::Impression,
             i64::MAX / 2,
         );
     }

@@ -1,7 +1,7 @@
 //! What is counted per row: one counter per event kind, the invalid traffic by reason, and the
 //! money.
 
-use marquee_eventlog::{InvalidReason, Kind};
+use marquee_eventlog::{EventKind, InvalidReason};
 
 /// The counters of one aggregate row. Counts are events; money is in micros of the line
 /// item's currency.
@@ -80,31 +80,33 @@ pub const COLUMNS: [&str; COLUMN_COUNT] = [
 impl Counters {
     /// Counts one event of `kind` carrying `amount_micros` (already checked non-negative): for
     /// an invalid kind the amount is its [`InvalidReason`] code, counted by reason, not money.
-    pub fn record(&mut self, kind: Kind, amount_micros: i64) {
+    pub fn record(&mut self, kind: EventKind, amount_micros: i64) {
         let add = |counter: &mut i64, by: i64| *counter = counter.saturating_add(by);
         match kind {
-            Kind::Decision => add(&mut self.decisions, 1),
-            Kind::Bid => add(&mut self.bids, 1),
-            Kind::Win => add(&mut self.wins, 1),
-            Kind::Billing => {
+            EventKind::Decision => add(&mut self.decisions, 1),
+            EventKind::Bid => add(&mut self.bids, 1),
+            EventKind::Win => add(&mut self.wins, 1),
+            EventKind::Billing => {
                 add(&mut self.billings, 1);
                 add(&mut self.cpm_micros, amount_micros);
             }
-            Kind::Loss => add(&mut self.losses, 1),
-            Kind::NoBid => add(&mut self.no_bids, 1),
-            Kind::Impression => {
+            EventKind::Loss => add(&mut self.losses, 1),
+            EventKind::NoBid => add(&mut self.no_bids, 1),
+            EventKind::Impression => {
                 add(&mut self.impressions, 1);
                 add(&mut self.cpm_micros, amount_micros);
             }
-            Kind::Click => {
+            EventKind::Click => {
                 add(&mut self.clicks, 1);
                 add(&mut self.cpc_micros, amount_micros);
             }
-            Kind::Conversion => add(&mut self.conversions, 1),
-            Kind::InvalidImpression | Kind::InvalidClick | Kind::InvalidConversion => {
+            EventKind::Conversion => add(&mut self.conversions, 1),
+            EventKind::InvalidImpression
+            | EventKind::InvalidClick
+            | EventKind::InvalidConversion => {
                 let by_kind = match kind {
-                    Kind::InvalidImpression => &mut self.invalid_impressions,
-                    Kind::InvalidClick => &mut self.invalid_clicks,
+                    EventKind::InvalidImpression => &mut self.invalid_impressions,
+                    EventKind::InvalidClick => &mut self.invalid_clicks,
                     _ => &mut self.invalid_conversions,
                 };
                 add(by_kind, 1);
@@ -312,13 +314,13 @@ mod tests {
     fn each_kind_counts_in_its_own_column_and_spend_is_divided_once() {
         let mut c = Counters::default();
         for _ in 0..3 {
-            c.record(Kind::Impression, 1_500); // a 1.5 CPM: 0.0015 per impression
+            c.record(EventKind::Impression, 1_500); // a 1.5 CPM: 0.0015 per impression
         }
-        c.record(Kind::Click, 250_000);
-        c.record(Kind::Billing, 2_000_000);
-        c.record(Kind::Decision, 0);
-        c.record(Kind::Bid, 0);
-        c.record(Kind::NoBid, 0);
+        c.record(EventKind::Click, 250_000);
+        c.record(EventKind::Billing, 2_000_000);
+        c.record(EventKind::Decision, 0);
+        c.record(EventKind::Bid, 0);
+        c.record(EventKind::NoBid, 0);
         assert_eq!(c.impressions, 3);
         assert_eq!(c.cpm_micros, 4_500 + 2_000_000);
         assert_eq!(c.spend_micros(), 4 + 2_000 + 250_000);
@@ -332,7 +334,7 @@ mod tests {
     fn spend_shares_add_up_to_the_spend_of_the_sum() {
         let impression = |cpm: i64| {
             let mut c = Counters::default();
-            c.record(Kind::Impression, cpm);
+            c.record(EventKind::Impression, cpm);
             c
         };
         let parts = [impression(1_500), impression(1_500), impression(1_500)];
@@ -345,7 +347,7 @@ mod tests {
 
         // The largest fractions get the extra micros; clicks are never rounded.
         let mut clicked = impression(2_100);
-        clicked.record(Kind::Click, 250_000);
+        clicked.record(EventKind::Click, 250_000);
         let parts = [
             impression(1_300),
             clicked,
@@ -372,21 +374,21 @@ mod tests {
     fn invalid_events_count_by_kind_and_reason_and_spend_nothing() {
         let mut c = Counters::default();
         let code = |reason: InvalidReason| i64::from(reason.code());
-        c.record(Kind::InvalidImpression, code(InvalidReason::Crawler));
-        c.record(Kind::InvalidImpression, code(InvalidReason::Crawler));
+        c.record(EventKind::InvalidImpression, code(InvalidReason::Crawler));
+        c.record(EventKind::InvalidImpression, code(InvalidReason::Crawler));
         c.record(
-            Kind::InvalidImpression,
+            EventKind::InvalidImpression,
             code(InvalidReason::UntokenedDisabled),
         );
-        c.record(Kind::InvalidClick, code(InvalidReason::TooFast));
-        c.record(Kind::InvalidClick, code(InvalidReason::Crawler));
+        c.record(EventKind::InvalidClick, code(InvalidReason::TooFast));
+        c.record(EventKind::InvalidClick, code(InvalidReason::Crawler));
         c.record(
-            Kind::InvalidConversion,
+            EventKind::InvalidConversion,
             code(InvalidReason::RepeatConversion),
         );
         // A reason this build does not know: counted by kind only.
-        c.record(Kind::InvalidClick, 99);
-        c.record(Kind::InvalidClick, 0);
+        c.record(EventKind::InvalidClick, 99);
+        c.record(EventKind::InvalidClick, 0);
         assert_eq!(
             (
                 c.invalid_impressions,
@@ -425,7 +427,7 @@ mod tests {
                 format!("invalid_{}", reason.label())
             );
             let mut c = Counters::default();
-            c.record(Kind::InvalidImpression, i64::from(reason.code()));
+            c.record(EventKind::InvalidImpression, i64::from(reason.code()));
             let mut expected = [0; COLUMN_COUNT];
             expected[11] = 1;
             expected[FIRST_REASON + i] = 1;

@@ -5,7 +5,7 @@
 //! [`Deltas`], is written by the store in a constant number of statements.
 
 use jiff::Timestamp;
-use marquee_eventlog::{Event, FrameError, Kind, parse_frame};
+use marquee_eventlog::{Event, EventKind, FrameError, parse_frame};
 use rustc_hash::FxHashMap;
 
 use crate::counters::Counters;
@@ -277,7 +277,7 @@ impl<'a> Ingest<'a> {
                 // clicked or converted can see a conversion up to a lifetime later than any
                 // other callback. It is remembered as if its event were that much later.
                 let remember_from = match event.kind {
-                    Kind::Click | Kind::Conversion => {
+                    EventKind::Click | EventKind::Conversion => {
                         secs.saturating_add(self.rules.token_lifetime_secs)
                     }
                     _ => secs,
@@ -302,7 +302,7 @@ impl<'a> Ingest<'a> {
                 // Users are counted on what was served and paid for: never on invalid
                 // traffic, whose users a crawler or a data centre would inflate.
                 if event.user != 0
-                    && matches!(event.kind, Kind::Impression | Kind::Billing)
+                    && matches!(event.kind, EventKind::Impression | EventKind::Billing)
                     && let Some(li) = self.dims.line_item(key.line_item)
                 {
                     let day = self.local_day(li.zone, key.bucket);
@@ -342,13 +342,13 @@ impl<'a> Ingest<'a> {
         // no-bid's `creative` is a reason code. An invalid event's amount is its reason code,
         // within the amount check above.
         let line_item = match (e.kind, e.line_item) {
-            (Kind::NoBid, 0) => 0,
+            (EventKind::NoBid, 0) => 0,
             (kind, 0) if kind.is_invalid() => 0,
             (_, id) if self.dims.line_item(id).is_some() => id,
             _ => return Err(Invalid::UnknownLineItem),
         };
         let creative = match e.kind {
-            Kind::Loss | Kind::NoBid => 0,
+            EventKind::Loss | EventKind::NoBid => 0,
             _ if e.creative == 0 => 0,
             _ if self.dims.creative(e.creative) == Some(line_item) => e.creative,
             _ => return Err(Invalid::UnknownCreative),
@@ -506,7 +506,7 @@ mod tests {
         }
     }
 
-    fn event(kind: Kind, id: u128, secs: i64) -> Event {
+    fn event(kind: EventKind, id: u128, secs: i64) -> Event {
         Event {
             kind,
             time_micros: secs * 1_000_000 + 123,
@@ -517,7 +517,7 @@ mod tests {
             country: *b"DE",
             region: *b"BE\0",
             device: 2,
-            amount_micros: if kind == Kind::Impression {
+            amount_micros: if kind == EventKind::Impression {
                 2_000_000
             } else {
                 0
@@ -543,13 +543,13 @@ mod tests {
         let dims = dims();
         let seen = Seen::default();
         let t = NOW - 100;
-        let mut version_2 = event(Kind::Billing, 2, t).encode().to_vec();
+        let mut version_2 = event(EventKind::Billing, 2, t).encode().to_vec();
         version_2[0] = RECORD_VERSION + 1;
         version_2.extend_from_slice(&[0; 8]);
-        let mut new_kind = event(Kind::Billing, 2, t).encode();
+        let mut new_kind = event(EventKind::Billing, 2, t).encode();
         new_kind[1] = 99;
         let version_0 = {
-            let mut payload = event(Kind::Billing, 2, t).encode();
+            let mut payload = event(EventKind::Billing, 2, t).encode();
             payload[0] = 0;
             payload
         };
@@ -559,10 +559,10 @@ mod tests {
             (&version_0[..], false),
         ] {
             let mut ingest = Ingest::new(&dims, &seen, rules());
-            let mut bytes = frames(&[event(Kind::Impression, 1, t)]);
+            let mut bytes = frames(&[event(EventKind::Impression, 1, t)]);
             let at = bytes.len();
             bytes.extend_from_slice(&framed(newer));
-            bytes.extend_from_slice(&frames(&[event(Kind::Impression, 3, t)]));
+            bytes.extend_from_slice(&frames(&[event(EventKind::Impression, 3, t)]));
             let summary = ingest.frames(&bytes).unwrap();
             let deltas = ingest.finish();
             if held {
@@ -588,10 +588,10 @@ mod tests {
         let t = NOW - 100;
         let summary = ingest
             .frames(&frames(&[
-                event(Kind::Decision, 1, t),
-                event(Kind::Impression, 1, t + 1),
-                event(Kind::Impression, 2, t - 60),
-                event(Kind::Click, 1, t + 2),
+                event(EventKind::Decision, 1, t),
+                event(EventKind::Impression, 1, t + 1),
+                event(EventKind::Impression, 2, t - 60),
+                event(EventKind::Click, 1, t + 2),
             ]))
             .unwrap();
         assert_eq!(summary.records, 4);
@@ -632,37 +632,37 @@ mod tests {
         let mut ingest = Ingest::new(&dims, &seen, rules());
         let t = NOW;
         // A payload one byte short: no build writes it.
-        let short = &event(Kind::Decision, 9, t).encode()[..PAYLOAD_LEN - 1];
+        let short = &event(EventKind::Decision, 9, t).encode()[..PAYLOAD_LEN - 1];
         let mut bytes = frames(&[
-            event(Kind::Impression, 1, t - 7_200),
-            event(Kind::Impression, 2, t + 3_600),
+            event(EventKind::Impression, 1, t - 7_200),
+            event(EventKind::Impression, 2, t + 3_600),
             Event {
                 line_item: 555,
-                ..event(Kind::Impression, 3, t)
+                ..event(EventKind::Impression, 3, t)
             },
             Event {
                 creative: 2000,
-                ..event(Kind::Impression, 4, t)
+                ..event(EventKind::Impression, 4, t)
             },
             Event {
                 placement: 8,
-                ..event(Kind::Impression, 5, t)
+                ..event(EventKind::Impression, 5, t)
             },
             Event {
                 amount_micros: -1,
-                ..event(Kind::Impression, 6, t)
+                ..event(EventKind::Impression, 6, t)
             },
             Event {
                 country: [b'd', 0xFF],
                 region: [b'b', 0xFF, 0],
                 device: 77,
-                ..event(Kind::Impression, 7, t)
+                ..event(EventKind::Impression, 7, t)
             },
             // A no-bid has no line item and a reason code for a creative.
             Event {
                 line_item: 0,
                 creative: 8,
-                ..event(Kind::NoBid, 8, t)
+                ..event(EventKind::NoBid, 8, t)
             },
         ]);
         bytes.extend_from_slice(&framed(short));
@@ -703,18 +703,26 @@ mod tests {
         let mut ingest = Ingest::new(&dims, &seen, rules());
         let t = NOW - 30;
         let code = |reason: InvalidReason| i64::from(reason.code());
-        let invalid = |kind: Kind, id: u128, reason: i64| Event {
+        let invalid = |kind: EventKind, id: u128, reason: i64| Event {
             amount_micros: reason,
             user: 77,
             ..event(kind, id, t)
         };
         for e in [
-            invalid(Kind::InvalidImpression, 1, code(InvalidReason::Crawler)),
-            // The same id again: counted again.
-            invalid(Kind::InvalidImpression, 1, code(InvalidReason::Crawler)),
-            invalid(Kind::InvalidClick, 2, code(InvalidReason::TooFast)),
             invalid(
-                Kind::InvalidConversion,
+                EventKind::InvalidImpression,
+                1,
+                code(InvalidReason::Crawler),
+            ),
+            // The same id again: counted again.
+            invalid(
+                EventKind::InvalidImpression,
+                1,
+                code(InvalidReason::Crawler),
+            ),
+            invalid(EventKind::InvalidClick, 2, code(InvalidReason::TooFast)),
+            invalid(
+                EventKind::InvalidConversion,
                 3,
                 code(InvalidReason::RepeatConversion),
             ),
@@ -722,21 +730,25 @@ mod tests {
                 line_item: 0,
                 creative: 0,
                 ..invalid(
-                    Kind::InvalidImpression,
+                    EventKind::InvalidImpression,
                     4,
                     code(InvalidReason::UntokenedDisabled),
                 )
             },
             Event {
                 creative: 0,
-                ..invalid(Kind::InvalidClick, 5, code(InvalidReason::Datacenter))
+                ..invalid(EventKind::InvalidClick, 5, code(InvalidReason::Datacenter))
             },
             // Dropped as any event would be.
             Event {
                 line_item: 555,
-                ..invalid(Kind::InvalidImpression, 6, code(InvalidReason::Crawler))
+                ..invalid(
+                    EventKind::InvalidImpression,
+                    6,
+                    code(InvalidReason::Crawler),
+                )
             },
-            invalid(Kind::InvalidImpression, 7, -1),
+            invalid(EventKind::InvalidImpression, 7, -1),
         ] {
             ingest.event(&e);
         }
@@ -793,10 +805,10 @@ mod tests {
         let t = NOW;
         let rupiah = 1_500_000 * 1_000_000;
         for (id, kind, amount) in [
-            (1, Kind::Impression, rupiah),
-            (2, Kind::Impression, MAX_PRICE_MICROS),
-            (3, Kind::Billing, MAX_PRICE_MICROS * 10),
-            (4, Kind::Billing, MAX_AMOUNT_MICROS + 1),
+            (1, EventKind::Impression, rupiah),
+            (2, EventKind::Impression, MAX_PRICE_MICROS),
+            (3, EventKind::Billing, MAX_PRICE_MICROS * 10),
+            (4, EventKind::Billing, MAX_AMOUNT_MICROS + 1),
         ] {
             ingest.event(&Event {
                 amount_micros: amount,
@@ -821,10 +833,10 @@ mod tests {
         let t = NOW;
         let mut first = Ingest::new(&dims, &seen, rules());
         for e in [
-            event(Kind::Impression, 1, t),
-            event(Kind::Impression, 1, t + 1),
-            event(Kind::Impression, 0, t),
-            event(Kind::Impression, 0, t),
+            event(EventKind::Impression, 1, t),
+            event(EventKind::Impression, 1, t + 1),
+            event(EventKind::Impression, 0, t),
+            event(EventKind::Impression, 0, t),
         ] {
             first.event(&e);
         }
@@ -836,8 +848,8 @@ mod tests {
         );
         seen.apply(deltas.seen);
         let mut second = Ingest::new(&dims, &seen, rules());
-        second.event(&event(Kind::Impression, 1, t + 2));
-        second.event(&event(Kind::Click, 1, t + 2));
+        second.event(&event(EventKind::Impression, 1, t + 2));
+        second.event(&event(EventKind::Click, 1, t + 2));
         let deltas = second.finish();
         assert_eq!((deltas.accepted, deltas.duplicates), (1, 1));
     }
@@ -857,9 +869,9 @@ mod tests {
         };
         let mut first = Ingest::new(&dims, &seen, rules);
         for (kind, at) in [
-            (Kind::Impression, t),
-            (Kind::Click, t + 10),
-            (Kind::Conversion, t + 20),
+            (EventKind::Impression, t),
+            (EventKind::Click, t + 10),
+            (EventKind::Conversion, t + 20),
         ] {
             first.event(&event(kind, 1, at));
         }
@@ -868,7 +880,7 @@ mod tests {
         seen.apply(deltas.seen);
         seen.prune(t + 4_400 - rules.token_lifetime_secs - rules.max_future_secs);
         let mut later = Ingest::new(&dims, &seen, rules);
-        later.event(&event(Kind::Conversion, 1, t + 4_400));
+        later.event(&event(EventKind::Conversion, 1, t + 4_400));
         let deltas = later.finish();
         assert_eq!((deltas.accepted, deltas.duplicates), (0, 1));
     }
@@ -878,13 +890,13 @@ mod tests {
         let dims = dims();
         let seen = Seen::default();
         let mut ingest = Ingest::new(&dims, &seen, rules());
-        for kind in Kind::ALL {
+        for kind in EventKind::ALL {
             let id = u128::from(kind.code());
             ingest.event(&event(kind, id, NOW));
             ingest.event(&event(kind, id, NOW));
         }
         let deltas = ingest.finish();
-        let repeating = Kind::ALL.iter().filter(|k| k.may_repeat()).count() as u64;
+        let repeating = EventKind::ALL.iter().filter(|k| k.may_repeat()).count() as u64;
         assert_eq!(deltas.duplicates, repeating);
         assert_eq!(
             deltas.seen.len() as u64,
@@ -898,7 +910,10 @@ mod tests {
         let dims = dims();
         let seen = Seen::default();
         let mut ingest = Ingest::new(&dims, &seen, rules());
-        let mut bytes = frames(&[event(Kind::Impression, 1, NOW), event(Kind::Click, 1, NOW)]);
+        let mut bytes = frames(&[
+            event(EventKind::Impression, 1, NOW),
+            event(EventKind::Click, 1, NOW),
+        ]);
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         assert!(matches!(
@@ -928,7 +943,7 @@ mod tests {
         ingest
             .frames(&frames(&[Event {
                 country: [0, 0],
-                ..event(Kind::Impression, 1, NOW)
+                ..event(EventKind::Impression, 1, NOW)
             }]))
             .unwrap();
         let key = ingest.finish().minutes[0].0;

@@ -15,7 +15,7 @@
 
 use rustc_hash::FxHashMap;
 
-use marquee_eventlog::Kind;
+use marquee_eventlog::EventKind;
 
 /// What is remembered of one event id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,8 +29,8 @@ pub struct Entry {
 /// Bytes of one entry in the stored form: id u128, kinds u16, last_secs i64, little-endian.
 pub const ENTRY_LEN: usize = 26;
 
-fn bit(kind: Kind) -> u16 {
-    // Kind codes are 1..=9: the shift stays inside a u16.
+fn bit(kind: EventKind) -> u16 {
+    // EventKind codes are 1..=9: the shift stays inside a u16.
     1 << (kind.code() & 15)
 }
 
@@ -79,7 +79,7 @@ impl Seen {
         &self,
         pending: &mut Pending,
         id: u128,
-        kind: Kind,
+        kind: EventKind,
         time_secs: i64,
     ) -> bool {
         let bit = bit(kind);
@@ -185,17 +185,20 @@ mod tests {
     fn each_kind_of_an_id_counts_once_across_runs() {
         let mut seen = Seen::default();
         let mut run = Pending::default();
-        assert!(!seen.check_and_add(&mut run, 7, Kind::Decision, 100));
-        assert!(!seen.check_and_add(&mut run, 7, Kind::Impression, 130));
-        assert!(seen.check_and_add(&mut run, 7, Kind::Impression, 140));
+        assert!(!seen.check_and_add(&mut run, 7, EventKind::Decision, 100));
+        assert!(!seen.check_and_add(&mut run, 7, EventKind::Impression, 130));
+        assert!(seen.check_and_add(&mut run, 7, EventKind::Impression, 140));
         // Not applied yet: another run's view does not see it.
-        assert!(!seen.check_and_add(&mut Pending::default(), 7, Kind::Impression, 1));
+        assert!(!seen.check_and_add(&mut Pending::default(), 7, EventKind::Impression, 1));
         seen.apply(run);
 
         let mut next = Pending::default();
-        assert!(seen.check_and_add(&mut next, 7, Kind::Impression, 150));
-        assert!(!seen.check_and_add(&mut next, 7, Kind::Click, 200));
-        assert!(next.entries[&7].kinds & bit(Kind::Decision) != 0, "merged");
+        assert!(seen.check_and_add(&mut next, 7, EventKind::Impression, 150));
+        assert!(!seen.check_and_add(&mut next, 7, EventKind::Click, 200));
+        assert!(
+            next.entries[&7].kinds & bit(EventKind::Decision) != 0,
+            "merged"
+        );
         assert_eq!(next.entries[&7].last_secs, 200);
     }
 
@@ -203,18 +206,18 @@ mod tests {
     fn stored_runs_rebuild_the_set_and_pruning_forgets_old_ids() {
         let seen = Seen::default();
         let mut first = Pending::default();
-        seen.check_and_add(&mut first, 1, Kind::Impression, 100);
-        seen.check_and_add(&mut first, 2, Kind::Impression, 500);
+        seen.check_and_add(&mut first, 1, EventKind::Impression, 100);
+        seen.check_and_add(&mut first, 2, EventKind::Impression, 500);
         let (bytes, latest) = first.encode();
         assert_eq!(bytes.len(), 2 * ENTRY_LEN);
         assert_eq!(latest, 500);
 
         let mut rebuilt = Seen::default();
         rebuilt.load(&bytes).unwrap();
-        assert!(rebuilt.check_and_add(&mut Pending::default(), 1, Kind::Impression, 0));
+        assert!(rebuilt.check_and_add(&mut Pending::default(), 1, EventKind::Impression, 0));
         assert_eq!(rebuilt.prune(200), 1);
-        assert!(!rebuilt.check_and_add(&mut Pending::default(), 1, Kind::Impression, 0));
-        assert!(rebuilt.check_and_add(&mut Pending::default(), 2, Kind::Impression, 0));
+        assert!(!rebuilt.check_and_add(&mut Pending::default(), 1, EventKind::Impression, 0));
+        assert!(rebuilt.check_and_add(&mut Pending::default(), 2, EventKind::Impression, 0));
         assert_eq!(rebuilt.load(&bytes[1..]), Err(SeenError(2 * ENTRY_LEN - 1)));
     }
 
@@ -223,13 +226,13 @@ mod tests {
         let mut seen = Seen::default();
         let mut run = Pending::default();
         for (id, secs) in [(1, 100), (2, 150), (3, 300)] {
-            seen.check_and_add(&mut run, id, Kind::Click, secs);
+            seen.check_and_add(&mut run, id, EventKind::Click, secs);
         }
         seen.apply(run);
         assert_eq!(seen.prune(120), 1, "the first prune runs at once");
         assert_eq!(seen.prune(120 + PRUNE_STEP_SECS - 1), 0, "within a step");
         assert_eq!(seen.len(), 2);
         assert_eq!(seen.prune(120 + PRUNE_STEP_SECS), 1, "a step on");
-        assert!(seen.check_and_add(&mut Pending::default(), 3, Kind::Click, 0));
+        assert!(seen.check_and_add(&mut Pending::default(), 3, EventKind::Click, 0));
     }
 }

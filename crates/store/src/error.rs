@@ -1,24 +1,24 @@
-use marquee_model::{Kind, Role};
+use marquee_model::{ObjectKind, Role};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("no {} with id {id}", kind.name())]
-    NotFound { kind: Kind, id: u64 },
+    NotFound { kind: ObjectKind, id: u64 },
     #[error("no {} with id {id}", kind.name())]
-    ParentNotFound { kind: Kind, id: u64 },
+    ParentNotFound { kind: ObjectKind, id: u64 },
     #[error("{} {id} is archived", kind.name())]
-    ParentArchived { kind: Kind, id: u64 },
+    ParentArchived { kind: ObjectKind, id: u64 },
     #[error("{} {id} is at version {current}, not {expected}", kind.name())]
     VersionConflict {
-        kind: Kind,
+        kind: ObjectKind,
         id: u64,
         expected: u64,
         current: u64,
     },
     #[error("{} {id} is archived and can no longer change", kind.name())]
-    Archived { kind: Kind, id: u64 },
+    Archived { kind: ObjectKind, id: u64 },
     #[error("{} {id} cannot move to another parent", kind.name())]
-    ParentImmutable { kind: Kind, id: u64 },
+    ParentImmutable { kind: ObjectKind, id: u64 },
     #[error("{}", describe_bad_owner("token", *role, *owner))]
     BadTokenOwner { role: Role, owner: Option<u64> },
     #[error("{}", describe_bad_owner("user", *role, *owner))]

@@ -45,7 +45,7 @@ pub use stats::{
 pub use users::{DeletedUser, NewSession, NewUser, SessionRecord, UserRecord, UserStore};
 
 use async_trait::async_trait;
-use marquee_model::{Kind, LineItemId, PlacementId, Principal};
+use marquee_model::{LineItemId, ObjectKind, PlacementId, Principal};
 
 /// Most rows one `list` call returns.
 pub const MAX_PAGE: u32 = 500;
@@ -70,24 +70,29 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
     /// the root kind and the scope.
     async fn create(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
     ) -> Result<Record, StoreError>;
 
-    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
+    async fn get(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError>;
 
     /// Rows in id order after `query.after`, at most `query.limit` (clamped to
     /// `1..=`[`MAX_PAGE`]). `name_contains` is literal (`%` and `_` are no wildcards) and
     /// case-insensitive for ASCII letters.
-    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError>;
+    async fn list(&self, kind: ObjectKind, query: &ListQuery) -> Result<Vec<Record>, StoreError>;
 
     /// Replaces name, status and body if the stored version is `expected_version`, and bumps
     /// the version. Fails with `VersionConflict` on a stale version, `Archived` if the object is
     /// archived, `ParentImmutable` if the draft names another parent.
     async fn update(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         id: u64,
         expected_version: u64,
         draft: Draft,
@@ -96,7 +101,12 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
 
     /// Sets the status to archived (idempotent: archiving an archived object returns it as is).
     /// The body's `status` field is set too, so the decoded object says archived.
-    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError>;
+    async fn archive(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError>;
 
     /// Links a line item to a placement; both must exist and not be archived. Returns whether a
     /// new link was made.

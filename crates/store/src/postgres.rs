@@ -3,7 +3,7 @@
 //! database is a server of its own.
 //!
 //! The schema mirrors SQLite's (see `migrations/postgres/`): one table per kind with the same
-//! columns, so one generic code path serves all kinds. Table names come only from [`Kind`];
+//! columns, so one generic code path serves all kinds. Table names come only from [`ObjectKind`];
 //! every value is a bound parameter. Every write of objects, links, tokens or users starts by
 //! locking the change counter's row: that orders those writes as SQLite's single writer does,
 //! so the clock is read in commit order and the check-then-write steps (parent alive, version
@@ -49,8 +49,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, Kind, LineItemId, Object as ModelObject, PlacementId, Principal, Role, Status,
-    Stored,
+    Catalog, Clock, LineItemId, Object as ModelObject, ObjectKind, PlacementId, Principal, Role,
+    Status, Stored,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -286,7 +286,7 @@ impl Columns for Row {
 
 async fn query_records(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Record>, StoreError> {
@@ -300,7 +300,7 @@ async fn query_records(
 /// The object with this id, if it exists and is in `scope`.
 async fn find(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
 ) -> Result<Option<Record>, StoreError> {
@@ -317,7 +317,7 @@ async fn find(
 /// Like [`find`], but a missing object is `NotFound`.
 async fn require(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
 ) -> Result<Record, StoreError> {
@@ -348,7 +348,7 @@ async fn read_change_counter(tx: &Tx<'_>) -> Result<u64, StoreError> {
 /// `None` for a root, which owns itself once it has an id.
 async fn new_owner(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     draft: &Draft,
     scope: Option<u64>,
 ) -> Result<Option<u64>, StoreError> {
@@ -361,7 +361,7 @@ async fn new_owner(
 
 async fn create_in(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     draft: Draft,
     scope: Option<u64>,
     now: Timestamp,
@@ -433,7 +433,7 @@ async fn write_version(tx: &Tx<'_>, next: Record) -> Result<Record, StoreError> 
 
 async fn update_in(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     expected_version: u64,
     draft: Draft,
@@ -446,7 +446,7 @@ async fn update_in(
 
 async fn archive_in(
     tx: &Tx<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
     now: Timestamp,
@@ -458,7 +458,7 @@ async fn archive_in(
     write_version(tx, archived_version(current, now)?).await
 }
 
-async fn list_in(tx: &Tx<'_>, kind: Kind, q: &ListQuery) -> Result<Vec<Record>, StoreError> {
+async fn list_in(tx: &Tx<'_>, kind: ObjectKind, q: &ListQuery) -> Result<Vec<Record>, StoreError> {
     let mut sql = format!("SELECT {RECORD_COLUMNS} FROM {} WHERE true", table(kind));
     let mut ids: Vec<i64> = Vec::new();
     let mut clauses = Vec::new();
@@ -506,7 +506,7 @@ async fn list_in(tx: &Tx<'_>, kind: Kind, q: &ListQuery) -> Result<Vec<Record>, 
 }
 
 /// Links and unlinks need both ends to exist and not be archived (archived objects are final).
-async fn require_linkable(tx: &Tx<'_>, kind: Kind, id: u64) -> Result<i64, StoreError> {
+async fn require_linkable(tx: &Tx<'_>, kind: ObjectKind, id: u64) -> Result<i64, StoreError> {
     match find(tx, kind, id, None).await? {
         Some(record) if record.status != Status::Archived => {
             sql_id(id).ok_or(StoreError::NotFound { kind, id })
@@ -521,8 +521,8 @@ async fn require_link_ends(
     placement: PlacementId,
 ) -> Result<(i64, i64), StoreError> {
     Ok((
-        require_linkable(tx, Kind::LineItem, line_item.0).await?,
-        require_linkable(tx, Kind::Placement, placement.0).await?,
+        require_linkable(tx, ObjectKind::LineItem, line_item.0).await?,
+        require_linkable(tx, ObjectKind::Placement, placement.0).await?,
     ))
 }
 
@@ -623,7 +623,7 @@ async fn catalog_in(tx: &Tx<'_>) -> Result<Catalog, StoreError> {
 impl Store for PostgresStore {
     async fn create(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
     ) -> Result<Record, StoreError> {
@@ -631,17 +631,22 @@ impl Store for PostgresStore {
             .await?)
     }
 
-    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+    async fn get(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
         in_read!(self, |tx| require(&tx, kind, id, scope).await?)
     }
 
-    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+    async fn list(&self, kind: ObjectKind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
         in_read!(self, |tx| list_in(&tx, kind, query).await?)
     }
 
     async fn update(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         id: u64,
         expected_version: u64,
         draft: Draft,
@@ -659,7 +664,12 @@ impl Store for PostgresStore {
         .await?)
     }
 
-    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+    async fn archive(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
         in_write!(self, |tx, now| archive_in(&tx, kind, id, scope, now)
             .await?)
     }
@@ -713,7 +723,7 @@ impl Store for PostgresStore {
         scope: Option<u64>,
     ) -> Result<Vec<PlacementId>, StoreError> {
         in_read!(self, |tx| {
-            require(&tx, Kind::LineItem, line_item.0, scope).await?;
+            require(&tx, ObjectKind::LineItem, line_item.0, scope).await?;
             // `require` found it, so the id fits.
             let id = sql_id(line_item.0).unwrap_or_default();
             query(

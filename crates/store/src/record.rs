@@ -1,10 +1,10 @@
 use jiff::Timestamp;
-use marquee_model::{Kind, Meta, Role, Status};
+use marquee_model::{Meta, ObjectKind, Role, Status};
 
 /// One stored object, kind-erased: `body` is the JSON of the model type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
-    pub kind: Kind,
+    pub kind: ObjectKind,
     pub meta: Meta,
     pub parent_id: Option<u64>,
     /// The advertiser or publisher at the root of this object's side (a root owns itself).

@@ -7,7 +7,7 @@ pub(crate) mod rows;
 use std::fmt::Write as _;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, Meta, Role, Status};
+use marquee_model::{Meta, ObjectKind, Role, Status};
 use marquee_stats::{COLUMNS, DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
 
@@ -16,15 +16,15 @@ use crate::{
     UserRecord,
 };
 
-pub(crate) fn table(kind: Kind) -> &'static str {
+pub(crate) fn table(kind: ObjectKind) -> &'static str {
     match kind {
-        Kind::Advertiser => "advertisers",
-        Kind::Campaign => "campaigns",
-        Kind::LineItem => "line_items",
-        Kind::Creative => "creatives",
-        Kind::Publisher => "publishers",
-        Kind::Site => "sites",
-        Kind::Placement => "placements",
+        ObjectKind::Advertiser => "advertisers",
+        ObjectKind::Campaign => "campaigns",
+        ObjectKind::LineItem => "line_items",
+        ObjectKind::Creative => "creatives",
+        ObjectKind::Publisher => "publishers",
+        ObjectKind::Site => "sites",
+        ObjectKind::Placement => "placements",
     }
 }
 
@@ -87,7 +87,7 @@ pub(crate) fn with_status(record: &Record, status: Status) -> Result<String, Sto
 
 /// The record of an object just inserted with `id` and `owner_id`, at version 1.
 pub(crate) fn created_record(
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     owner_id: u64,
     draft: Draft,
@@ -227,10 +227,10 @@ pub(crate) fn check_applied(
 /// for a root, which owns itself. Fails as [`Store::create`](crate::Store::create) documents
 /// for drafts that can never be created.
 pub(crate) fn parent_of_new(
-    kind: Kind,
+    kind: ObjectKind,
     draft: &Draft,
     scope: Option<u64>,
-) -> Result<Option<(Kind, u64)>, StoreError> {
+) -> Result<Option<(ObjectKind, u64)>, StoreError> {
     match (kind.parent(), draft.parent_id) {
         (Some(parent_kind), Some(parent_id)) => Ok(Some((parent_kind, parent_id))),
         (Some(parent_kind), None) => Err(StoreError::ParentNotFound {
@@ -252,7 +252,7 @@ pub(crate) fn parent_of_new(
 /// The owner a new object inherits from its parent as found in scope (`None`: missing): the
 /// parent's owner, unless the parent is archived.
 pub(crate) fn owner_from_parent(
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     parent: Option<Record>,
 ) -> Result<u64, StoreError> {
@@ -268,7 +268,7 @@ pub(crate) enum RoleOwner {
     /// Nothing: an admin without owner.
     None,
     /// This advertiser or publisher, which must exist.
-    Existing(Kind, u64),
+    Existing(ObjectKind, u64),
     /// Never valid: an admin with an owner, a tenant without one.
     Invalid,
 }
@@ -276,8 +276,8 @@ pub(crate) enum RoleOwner {
 pub(crate) fn role_owner(role: Role, owner: Option<u64>) -> RoleOwner {
     match (role, owner) {
         (Role::Admin, None) => RoleOwner::None,
-        (Role::Advertiser, Some(id)) => RoleOwner::Existing(Kind::Advertiser, id),
-        (Role::Publisher, Some(id)) => RoleOwner::Existing(Kind::Publisher, id),
+        (Role::Advertiser, Some(id)) => RoleOwner::Existing(ObjectKind::Advertiser, id),
+        (Role::Publisher, Some(id)) => RoleOwner::Existing(ObjectKind::Publisher, id),
         _ => RoleOwner::Invalid,
     }
 }
@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn tables_are_named_after_kinds() {
-        for kind in Kind::ALL {
+        for kind in ObjectKind::ALL {
             assert_eq!(table(kind), format!("{}s", kind.name()));
         }
     }

@@ -2,7 +2,7 @@
 //! connections, so reads (the API, the snapshot compiler) never wait for a write to commit.
 //!
 //! Every kind lives in a table with the same columns (see `migrations/sqlite/0001_initial.sql`),
-//! so one generic code path serves all kinds. Table names come only from [`Kind`]; every value
+//! so one generic code path serves all kinds. Table names come only from [`ObjectKind`]; every value
 //! is a bound parameter.
 
 mod migrate;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, Kind, LineItemId, Object, PlacementId, Principal, Role, Status, Stored,
+    Catalog, Clock, LineItemId, Object, ObjectKind, PlacementId, Principal, Role, Status, Stored,
 };
 use rusqlite::functions::{Aggregate, Context, FunctionFlags};
 use rusqlite::types::Value;
@@ -282,7 +282,7 @@ fn query_rows<T>(
 
 fn query_records(
     conn: &Connection,
-    kind: Kind,
+    kind: ObjectKind,
     sql: &str,
     params: impl Params,
 ) -> Result<Vec<Record>, StoreError> {
@@ -292,7 +292,7 @@ fn query_records(
 /// The object with this id, if it exists and is in `scope`.
 fn find(
     conn: &Connection,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
 ) -> Result<Option<Record>, StoreError> {
@@ -309,7 +309,7 @@ fn find(
 /// Like [`find`], but a missing object is `NotFound`.
 fn require(
     conn: &Connection,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
 ) -> Result<Record, StoreError> {
@@ -336,7 +336,7 @@ fn read_change_counter(conn: &Connection) -> Result<u64, StoreError> {
 /// `None` for a root, which owns itself once it has an id.
 fn new_owner(
     conn: &Connection,
-    kind: Kind,
+    kind: ObjectKind,
     draft: &Draft,
     scope: Option<u64>,
 ) -> Result<Option<u64>, StoreError> {
@@ -349,7 +349,7 @@ fn new_owner(
 
 fn create_in(
     tx: &Transaction<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     draft: Draft,
     scope: Option<u64>,
     now: Timestamp,
@@ -415,7 +415,7 @@ fn write_version(tx: &Transaction<'_>, next: Record) -> Result<Record, StoreErro
 
 fn update_in(
     tx: &Transaction<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     expected_version: u64,
     draft: Draft,
@@ -428,7 +428,7 @@ fn update_in(
 
 fn archive_in(
     tx: &Transaction<'_>,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
     now: Timestamp,
@@ -440,7 +440,11 @@ fn archive_in(
     write_version(tx, archived_version(current, now)?)
 }
 
-fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+fn list_in(
+    conn: &Connection,
+    kind: ObjectKind,
+    query: &ListQuery,
+) -> Result<Vec<Record>, StoreError> {
     let mut sql = format!("SELECT {RECORD_COLUMNS} FROM {} WHERE 1 = 1", table(kind));
     let mut args = Vec::new();
     for (clause, id) in [
@@ -471,7 +475,7 @@ fn list_in(conn: &Connection, kind: Kind, query: &ListQuery) -> Result<Vec<Recor
 }
 
 /// Links and unlinks need both ends to exist and not be archived (archived objects are final).
-fn require_linkable(conn: &Connection, kind: Kind, id: u64) -> Result<(), StoreError> {
+fn require_linkable(conn: &Connection, kind: ObjectKind, id: u64) -> Result<(), StoreError> {
     match find(conn, kind, id, None)? {
         Some(record) if record.status != Status::Archived => Ok(()),
         _ => Err(StoreError::NotFound { kind, id }),
@@ -483,8 +487,8 @@ fn require_link_ends(
     line_item: LineItemId,
     placement: PlacementId,
 ) -> Result<(), StoreError> {
-    require_linkable(conn, Kind::LineItem, line_item.0)?;
-    require_linkable(conn, Kind::Placement, placement.0)
+    require_linkable(conn, ObjectKind::LineItem, line_item.0)?;
+    require_linkable(conn, ObjectKind::Placement, placement.0)
 }
 
 fn create_token_in(
@@ -579,7 +583,7 @@ fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
 impl Store for SqliteStore {
     async fn create(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
     ) -> Result<Record, StoreError> {
@@ -587,18 +591,23 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn get(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+    async fn get(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
         self.read(move |tx| require(tx, kind, id, scope)).await
     }
 
-    async fn list(&self, kind: Kind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
+    async fn list(&self, kind: ObjectKind, query: &ListQuery) -> Result<Vec<Record>, StoreError> {
         let query = query.clone();
         self.read(move |tx| list_in(tx, kind, &query)).await
     }
 
     async fn update(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         id: u64,
         expected_version: u64,
         draft: Draft,
@@ -608,7 +617,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn archive(&self, kind: Kind, id: u64, scope: Option<u64>) -> Result<Record, StoreError> {
+    async fn archive(
+        &self,
+        kind: ObjectKind,
+        id: u64,
+        scope: Option<u64>,
+    ) -> Result<Record, StoreError> {
         self.write(move |tx, now| archive_in(tx, kind, id, scope, now))
             .await
     }
@@ -666,7 +680,7 @@ impl Store for SqliteStore {
         scope: Option<u64>,
     ) -> Result<Vec<PlacementId>, StoreError> {
         self.read(move |tx| {
-            require(tx, Kind::LineItem, line_item.0, scope)?;
+            require(tx, ObjectKind::LineItem, line_item.0, scope)?;
             query_rows(
                 tx,
                 "SELECT placement_id FROM line_item_placements

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, ManualClock, Status};
+use marquee_model::{ManualClock, ObjectKind, Status};
 use marquee_stats::{
     Counters, Dimension, Event, Granularity, Hll, RowKey, RowQuery, SketchKey, StoredRow,
     line_item_totals,
@@ -871,7 +871,7 @@ pub async fn invalid_traffic_is_stored_by_kind_and_reason(store: Db, _clock: Arc
 
 /// Creates an object whose body holds only `body` (the fields the aggregates read) and returns
 /// its id.
-async fn create(store: &Db, kind: Kind, parent_id: Option<u64>, body: &str) -> u64 {
+async fn create(store: &Db, kind: ObjectKind, parent_id: Option<u64>, body: &str) -> u64 {
     let draft = Draft {
         parent_id,
         name: "x".into(),
@@ -884,19 +884,19 @@ async fn create(store: &Db, kind: Kind, parent_id: Option<u64>, body: &str) -> u
 pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let advertiser = create(
         &store,
-        Kind::Advertiser,
+        ObjectKind::Advertiser,
         None,
         r#"{"time_zone":"Asia/Kolkata","currency":"INR"}"#,
     )
     .await;
-    let campaign = create(&store, Kind::Campaign, Some(advertiser), "{}").await;
-    let line_item = create(&store, Kind::LineItem, Some(campaign), "{}").await;
-    let creative = create(&store, Kind::Creative, Some(line_item), "{}").await;
-    let publisher = create(&store, Kind::Publisher, None, "{}").await;
-    let site = create(&store, Kind::Site, Some(publisher), "{}").await;
-    let placement = create(&store, Kind::Placement, Some(site), "{}").await;
+    let campaign = create(&store, ObjectKind::Campaign, Some(advertiser), "{}").await;
+    let line_item = create(&store, ObjectKind::LineItem, Some(campaign), "{}").await;
+    let creative = create(&store, ObjectKind::Creative, Some(line_item), "{}").await;
+    let publisher = create(&store, ObjectKind::Publisher, None, "{}").await;
+    let site = create(&store, ObjectKind::Site, Some(publisher), "{}").await;
+    let placement = create(&store, ObjectKind::Placement, Some(site), "{}").await;
     store
-        .archive(Kind::LineItem, line_item, None)
+        .archive(ObjectKind::LineItem, line_item, None)
         .await
         .unwrap();
 

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use jiff::{SignedDuration, civil};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock as _, Creative,
-    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, Kind, LineItem,
-    LineItemId, ManualClock, Micros, Object, PacingMode, Placement, PlacementId, Price,
+    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, LineItem,
+    LineItemId, ManualClock, Micros, Object, ObjectKind, PacingMode, Placement, PlacementId, Price,
     PricingModel, Principal, Publisher, PublisherId, Role, RotationMode, Site, SiteId, Size,
     Status, Stored, Targeting, Tier,
 };
@@ -229,12 +229,12 @@ async fn demand(store: &Db, name: &str) -> Demand {
 }
 
 impl Demand {
-    fn ids(&self) -> [(Kind, u64); 4] {
+    fn ids(&self) -> [(ObjectKind, u64); 4] {
         [
-            (Kind::Advertiser, self.advertiser.meta.id),
-            (Kind::Campaign, self.campaign.meta.id),
-            (Kind::LineItem, self.line_item.meta.id),
-            (Kind::Creative, self.creative.meta.id),
+            (ObjectKind::Advertiser, self.advertiser.meta.id),
+            (ObjectKind::Campaign, self.campaign.meta.id),
+            (ObjectKind::LineItem, self.line_item.meta.id),
+            (ObjectKind::Creative, self.creative.meta.id),
         ]
     }
 }
@@ -258,11 +258,11 @@ async fn supply(store: &Db, name: &str) -> Supply {
 }
 
 impl Supply {
-    fn ids(&self) -> [(Kind, u64); 3] {
+    fn ids(&self) -> [(ObjectKind, u64); 3] {
         [
-            (Kind::Publisher, self.publisher.meta.id),
-            (Kind::Site, self.site.meta.id),
-            (Kind::Placement, self.placement.meta.id),
+            (ObjectKind::Publisher, self.publisher.meta.id),
+            (ObjectKind::Site, self.site.meta.id),
+            (ObjectKind::Placement, self.placement.meta.id),
         ]
     }
 }
@@ -340,16 +340,18 @@ pub async fn owner_is_derived_from_the_root(store: Db, _clock: Arc<ManualClock>)
 pub async fn missing_objects_are_not_found(store: Db, _clock: Arc<ManualClock>) {
     let demand = demand(&store, "Acme").await;
     let draft = Draft::of(&demand.campaign.object).unwrap();
-    for kind in Kind::ALL {
+    for kind in ObjectKind::ALL {
         for id in [999, u64::MAX] {
             assert_err!(store.get(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
             assert_err!(store.archive(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
         }
     }
     assert_err!(
-        store.update(Kind::Campaign, 999, 1, draft, None).await,
+        store
+            .update(ObjectKind::Campaign, 999, 1, draft, None)
+            .await,
         StoreError::NotFound {
-            kind: Kind::Campaign,
+            kind: ObjectKind::Campaign,
             id: 999
         }
     );
@@ -367,7 +369,13 @@ pub async fn missing_objects_are_not_found(store: Db, _clock: Arc<ManualClock>) 
             ..page(10)
         },
     ] {
-        assert!(store.list(Kind::Campaign, &query).await.unwrap().is_empty());
+        assert!(
+            store
+                .list(ObjectKind::Campaign, &query)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }
 
@@ -408,7 +416,7 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
     };
     assert_err!(
         store.update_object(b_campaign, 1, &renamed, scope_a).await,
-        StoreError::NotFound { kind: Kind::Campaign, id } if id == b_campaign
+        StoreError::NotFound { kind: ObjectKind::Campaign, id } if id == b_campaign
     );
     let untouched = store
         .get_object::<Campaign>(b_campaign, None)
@@ -418,24 +426,24 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
 
     assert_err!(
         store.create_object(&campaign(b.advertiser.meta.id, "Intruder"), scope_a).await,
-        StoreError::ParentNotFound { kind: Kind::Advertiser, id } if id == b.advertiser.meta.id
+        StoreError::ParentNotFound { kind: ObjectKind::Advertiser, id } if id == b.advertiser.meta.id
     );
     assert_err!(
         store.create_object(&creative(b.line_item.meta.id, "Intruder"), scope_a).await,
-        StoreError::ParentNotFound { kind: Kind::LineItem, id } if id == b.line_item.meta.id
+        StoreError::ParentNotFound { kind: ObjectKind::LineItem, id } if id == b.line_item.meta.id
     );
     assert_err!(
         store
             .create_object(&advertiser("Another tenant"), scope_a)
             .await,
         StoreError::ParentNotFound {
-            kind: Kind::Advertiser,
+            kind: ObjectKind::Advertiser,
             ..
         }
     );
     assert_err!(
         store.placements_of(LineItemId(b.line_item.meta.id), scope_a).await,
-        StoreError::NotFound { kind: Kind::LineItem, id } if id == b.line_item.meta.id
+        StoreError::NotFound { kind: ObjectKind::LineItem, id } if id == b.line_item.meta.id
     );
     // Creating in one's own scope works.
     let own = campaign(a.advertiser.meta.id, "Own");
@@ -462,7 +470,7 @@ pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
     for stale in [1, 3] {
         assert_err!(
             store.update_object(id, stale, &second, None).await,
-            StoreError::VersionConflict { kind: Kind::Campaign, id: i, expected, current: 2 }
+            StoreError::VersionConflict { kind: ObjectKind::Campaign, id: i, expected, current: 2 }
                 if i == id && expected == stale
         );
     }
@@ -470,7 +478,7 @@ pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
         store.get_object::<Campaign>(id, None).await.unwrap(),
         updated
     );
-    let record = store.get(Kind::Campaign, id, None).await.unwrap();
+    let record = store.get(ObjectKind::Campaign, id, None).await.unwrap();
     assert_eq!(record.name, "Renamed once");
 
     let third = store.update_object(id, 2, &second, None).await.unwrap();
@@ -483,7 +491,7 @@ pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
     let demand = demand(&store, "Acme").await;
     let id = demand.campaign.meta.id;
     clock.advance(SignedDuration::from_secs(60));
-    let archived = store.archive(Kind::Campaign, id, None).await.unwrap();
+    let archived = store.archive(ObjectKind::Campaign, id, None).await.unwrap();
     assert_eq!(archived.status, Status::Archived);
     assert_eq!(archived.meta.version, 2);
     assert_eq!(archived.meta.updated_at, clock.now());
@@ -495,17 +503,17 @@ pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
     );
 
     clock.advance(SignedDuration::from_secs(60));
-    let again = store.archive(Kind::Campaign, id, None).await.unwrap();
+    let again = store.archive(ObjectKind::Campaign, id, None).await.unwrap();
     assert_eq!(again, archived);
 
     let revived = with_status(demand.campaign.object.clone(), Status::Active);
     assert_err!(
         store.update_object(id, 2, &revived, None).await,
-        StoreError::Archived { kind: Kind::Campaign, id: i } if i == id
+        StoreError::Archived { kind: ObjectKind::Campaign, id: i } if i == id
     );
     // Archiving a parent leaves its children as they are; the snapshot drops them.
     let child = store
-        .get(Kind::LineItem, demand.line_item.meta.id, None)
+        .get(ObjectKind::LineItem, demand.line_item.meta.id, None)
         .await
         .unwrap();
     assert_eq!(child.status, Status::Active);
@@ -516,7 +524,7 @@ pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
     assert_err!(
         store.create_object(&campaign(999, "Orphan"), None).await,
         StoreError::ParentNotFound {
-            kind: Kind::Advertiser,
+            kind: ObjectKind::Advertiser,
             id: 999
         }
     );
@@ -525,9 +533,9 @@ pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
         ..Draft::of(&campaign(1, "Orphan")).unwrap()
     };
     assert_err!(
-        store.create(Kind::Campaign, orphan, None).await,
+        store.create(ObjectKind::Campaign, orphan, None).await,
         StoreError::ParentNotFound {
-            kind: Kind::Advertiser,
+            kind: ObjectKind::Advertiser,
             ..
         }
     );
@@ -537,14 +545,17 @@ pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
 
     let demand = demand(&store, "Acme").await;
     store
-        .archive(Kind::LineItem, demand.line_item.meta.id, None)
+        .archive(ObjectKind::LineItem, demand.line_item.meta.id, None)
         .await
         .unwrap();
     assert_err!(
         store.create_object(&creative(demand.line_item.meta.id, "Late"), None).await,
-        StoreError::ParentArchived { kind: Kind::LineItem, id } if id == demand.line_item.meta.id
+        StoreError::ParentArchived { kind: ObjectKind::LineItem, id } if id == demand.line_item.meta.id
     );
-    let count = store.list(Kind::Creative, &page(MAX_PAGE)).await.unwrap();
+    let count = store
+        .list(ObjectKind::Creative, &page(MAX_PAGE))
+        .await
+        .unwrap();
     assert_eq!(count.len(), 1);
 }
 
@@ -559,7 +570,7 @@ pub async fn parent_is_immutable(store: Db, _clock: Arc<ManualClock>) {
     let id = a.campaign.meta.id;
     assert_err!(
         store.update_object(id, 1, &moved, None).await,
-        StoreError::ParentImmutable { kind: Kind::Campaign, id: i } if i == id
+        StoreError::ParentImmutable { kind: ObjectKind::Campaign, id: i } if i == id
     );
     assert_eq!(
         store.get_object::<Campaign>(id, None).await.unwrap(),
@@ -569,7 +580,7 @@ pub async fn parent_is_immutable(store: Db, _clock: Arc<ManualClock>) {
 
 async fn names(store: &Db, query: ListQuery) -> Vec<String> {
     store
-        .list(Kind::Campaign, &query)
+        .list(ObjectKind::Campaign, &query)
         .await
         .unwrap()
         .into_iter()
@@ -624,7 +635,7 @@ pub async fn list_filters_and_pages(store: Db, _clock: Arc<ManualClock>) {
     };
     assert!(
         store
-            .list(Kind::Advertiser, &roots)
+            .list(ObjectKind::Advertiser, &roots)
             .await
             .unwrap()
             .is_empty()
@@ -659,14 +670,14 @@ pub async fn list_filters_and_pages(store: Db, _clock: Arc<ManualClock>) {
     let mut pages = Vec::new();
     loop {
         let query = ListQuery { after, ..page(2) };
-        let rows = store.list(Kind::Campaign, &query).await.unwrap();
+        let rows = store.list(ObjectKind::Campaign, &query).await.unwrap();
         let Some(last) = rows.last() else { break };
         after = Some(last.meta.id);
         pages.push(rows.into_iter().map(|r| r.meta.id).collect::<Vec<_>>());
     }
     assert_eq!(pages, [vec![1, 2], vec![3, 4], vec![5]]);
 
-    let zero = store.list(Kind::Campaign, &page(0)).await.unwrap();
+    let zero = store.list(ObjectKind::Campaign, &page(0)).await.unwrap();
     assert_eq!(zero.len(), 1, "a limit of 0 is raised to 1");
 }
 
@@ -676,7 +687,10 @@ pub async fn list_limit_is_clamped(store: Db, _clock: Arc<ManualClock>) {
         create(&store, publisher(&format!("Publisher {i}"))).await;
     }
     for limit in [MAX_PAGE + 1, u32::MAX] {
-        let rows = store.list(Kind::Publisher, &page(limit)).await.unwrap();
+        let rows = store
+            .list(ObjectKind::Publisher, &page(limit))
+            .await
+            .unwrap();
         assert_eq!(rows.len(), MAX_PAGE as usize);
         assert_eq!(rows.last().unwrap().meta.id, u64::from(MAX_PAGE));
     }
@@ -702,10 +716,13 @@ pub async fn timestamps_come_from_the_clock(store: Db, clock: Arc<ManualClock>) 
     assert_ne!(updated.meta.updated_at, start);
 
     clock.advance(SignedDuration::from_secs(3_600));
-    let archived = store.archive(Kind::Publisher, id, None).await.unwrap();
+    let archived = store
+        .archive(ObjectKind::Publisher, id, None)
+        .await
+        .unwrap();
     assert_eq!(archived.meta.created_at, start);
     assert_eq!(archived.meta.updated_at, clock.now());
-    let stored = store.get(Kind::Publisher, id, None).await.unwrap();
+    let stored = store.get(ObjectKind::Publisher, id, None).await.unwrap();
     assert_eq!(stored.meta, archived.meta);
 }
 
@@ -718,7 +735,7 @@ pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc
     let second = create(&store, placement(site, "Sidebar")).await.meta.id;
     let archived = create(&store, placement(site, "Retired")).await.meta.id;
     store
-        .archive(Kind::Placement, archived, None)
+        .archive(ObjectKind::Placement, archived, None)
         .await
         .unwrap();
     let li = LineItemId(demand.line_item.meta.id);
@@ -748,33 +765,36 @@ pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc
     assert_err!(
         store.link(li, PlacementId(999)).await,
         StoreError::NotFound {
-            kind: Kind::Placement,
+            kind: ObjectKind::Placement,
             id: 999
         }
     );
     assert_err!(
         store.link(LineItemId(999), first).await,
         StoreError::NotFound {
-            kind: Kind::LineItem,
+            kind: ObjectKind::LineItem,
             id: 999
         }
     );
     assert_err!(
         store.link(li, PlacementId(archived)).await,
-        StoreError::NotFound { kind: Kind::Placement, id } if id == archived
+        StoreError::NotFound { kind: ObjectKind::Placement, id } if id == archived
     );
     assert_err!(
         store.placements_of(LineItemId(999), None).await,
         StoreError::NotFound {
-            kind: Kind::LineItem,
+            kind: ObjectKind::LineItem,
             id: 999
         }
     );
 
-    store.archive(Kind::LineItem, li.0, None).await.unwrap();
+    store
+        .archive(ObjectKind::LineItem, li.0, None)
+        .await
+        .unwrap();
     assert_err!(
         store.link(li, first).await,
-        StoreError::NotFound { kind: Kind::LineItem, id } if id == li.0
+        StoreError::NotFound { kind: ObjectKind::LineItem, id } if id == li.0
     );
     // An archived line item still reports its links.
     assert_eq!(store.placements_of(li, None).await.unwrap(), [second]);
@@ -1101,10 +1121,10 @@ pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualC
     let li = LineItemId(line_item.meta.id);
     let pl = PlacementId(supply.placement.meta.id);
     store
-        .get(Kind::Campaign, winter.meta.id, None)
+        .get(ObjectKind::Campaign, winter.meta.id, None)
         .await
         .unwrap();
-    store.list(Kind::Campaign, &page(10)).await.unwrap();
+    store.list(ObjectKind::Campaign, &page(10)).await.unwrap();
     store.placements_of(li, None).await.unwrap();
     store.catalog().await.unwrap();
     store
@@ -1151,13 +1171,13 @@ pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualC
     check(expected, "unlink of no link").await;
 
     store
-        .archive(Kind::Campaign, winter.meta.id, None)
+        .archive(ObjectKind::Campaign, winter.meta.id, None)
         .await
         .unwrap();
     expected += 1;
     check(expected, "archive").await;
     store
-        .archive(Kind::Campaign, winter.meta.id, None)
+        .archive(ObjectKind::Campaign, winter.meta.id, None)
         .await
         .unwrap();
     check(expected, "archive of an archived object").await;
@@ -1181,7 +1201,7 @@ pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<Manu
     let second = create(&store, campaign(advertiser, "Second")).await;
     let archived = create(&store, line_item(demand.campaign.meta.id, "Gone")).await;
     store
-        .archive(Kind::LineItem, archived.meta.id, None)
+        .archive(ObjectKind::LineItem, archived.meta.id, None)
         .await
         .unwrap();
     let site = supply.site.meta.id;

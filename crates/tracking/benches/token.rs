@@ -2,18 +2,19 @@
 //! costs the edge pays.
 
 use std::hint::black_box;
+use std::num::NonZeroU64;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use marquee_tracking::{Claims, KeyRing, Kind, ReplayConfig, ReplayGuard, TOKEN_LEN};
+use marquee_tracking::{Claims, KeyRing, ReplayConfig, ReplayGuard, TOKEN_LEN, TokenKind};
 
 const NOW: i64 = 1_790_000_000;
 
 fn claims(nonce: u64) -> Claims {
     Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: 12_345,
         creative: 67_890,
-        placement: 4_242,
+        placement: NonZeroU64::new(4_242),
         user: 0x9e37_79b9_7f4a_7c15,
         issued_at: NOW,
         lifetime: 3_600,

@@ -1,21 +1,23 @@
 //! What a token asserts: one decision, one kind of event, a validity window.
 
+use std::num::NonZeroU64;
+
 /// The event a token may be counted as. Bound into the signature, so a click token cannot pass
 /// as an impression (see [`KeyRing::verify_kind`](crate::KeyRing::verify_kind)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Kind {
+pub enum TokenKind {
     Impression = 1,
     Click = 2,
     Conversion = 3,
 }
 
-impl Kind {
-    pub(crate) fn from_byte(byte: u8) -> Option<Kind> {
+impl TokenKind {
+    pub(crate) fn from_byte(byte: u8) -> Option<TokenKind> {
         match byte {
-            1 => Some(Kind::Impression),
-            2 => Some(Kind::Click),
-            3 => Some(Kind::Conversion),
+            1 => Some(TokenKind::Impression),
+            2 => Some(TokenKind::Click),
+            3 => Some(TokenKind::Conversion),
             _ => None,
         }
     }
@@ -28,10 +30,12 @@ impl Kind {
 /// per kind so that an impression and its click each count once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Claims {
-    pub kind: Kind,
+    pub kind: TokenKind,
     pub line_item: u64,
     pub creative: u64,
-    pub placement: u64,
+    /// The placement the ad was served on; `None` for a bid on an exchange's traffic, which is
+    /// no placement of ours (encoded as 0).
+    pub placement: Option<NonZeroU64>,
     /// The user key the decision was made for; `0` when there was none.
     pub user: u64,
     /// Unix seconds.
@@ -70,7 +74,7 @@ impl Claims {
         out[1..9].copy_from_slice(&self.nonce.to_le_bytes());
         out[9..17].copy_from_slice(&self.line_item.to_le_bytes());
         out[17..25].copy_from_slice(&self.creative.to_le_bytes());
-        out[25..33].copy_from_slice(&self.placement.to_le_bytes());
+        out[25..33].copy_from_slice(&self.placement.map_or(0, NonZeroU64::get).to_le_bytes());
         out[33..41].copy_from_slice(&self.user.to_le_bytes());
         let issued_at = u32::try_from(self.issued_at.max(0)).unwrap_or(u32::MAX);
         out[41..45].copy_from_slice(&issued_at.to_le_bytes());
@@ -87,13 +91,13 @@ impl Claims {
     /// Reads the layout of `version` (1 or 2; the caller checked). `Err(byte)` names an unknown
     /// kind, the only field that can be invalid.
     pub(crate) fn decode(version: u8, bytes: &[u8; CLAIMS_LEN]) -> Result<Claims, u8> {
-        let kind = Kind::from_byte(bytes[0]).ok_or(bytes[0])?;
+        let kind = TokenKind::from_byte(bytes[0]).ok_or(bytes[0])?;
         let mut claims = Claims {
             kind,
             nonce: u64::from_le_bytes(field(bytes, 1)),
             line_item: u64::from_le_bytes(field(bytes, 9)),
             creative: u64::from_le_bytes(field(bytes, 17)),
-            placement: u64::from_le_bytes(field(bytes, 25)),
+            placement: NonZeroU64::new(u64::from_le_bytes(field(bytes, 25))),
             user: u64::from_le_bytes(field(bytes, 33)),
             issued_at: i64::from_le_bytes(field(bytes, 41)),
             lifetime: u32::from_le_bytes(field(bytes, 49)),
@@ -125,10 +129,10 @@ mod tests {
 
     fn claims() -> Claims {
         Claims {
-            kind: Kind::Click,
+            kind: TokenKind::Click,
             line_item: 0x0102,
             creative: 0x0304,
-            placement: 0x0506,
+            placement: NonZeroU64::new(0x0506),
             user: 0x0708,
             issued_at: 0x0a0b_0c0d,
             lifetime: 0x0e0f,

@@ -13,7 +13,7 @@ use sha2::Sha256;
 use siphasher::sip::SipHasher24;
 use thiserror::Error;
 
-use crate::claims::{CLAIMS_LEN, Claims, Kind};
+use crate::claims::{CLAIMS_LEN, Claims, TokenKind};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -53,7 +53,10 @@ pub enum TokenError {
     #[error("token issued at {issued_at}, in the future (now {now})")]
     NotYetValid { issued_at: i64, now: i64 },
     #[error("{found:?} token where a {expected:?} token was expected")]
-    WrongKind { expected: Kind, found: Kind },
+    WrongKind {
+        expected: TokenKind,
+        found: TokenKind,
+    },
 }
 
 impl TokenError {
@@ -81,7 +84,7 @@ pub enum Malformed {
     Version(u8),
     /// Only reachable with a valid MAC, i.e. from a signer that knows a kind this one does not.
     #[error("unknown kind {0}")]
-    Kind(u8),
+    TokenKind(u8),
 }
 
 /// A key that cannot be used. Never contains the secret, so it is safe to log.
@@ -284,7 +287,7 @@ impl KeyRing {
 
         let mut claims_bytes = [0u8; CLAIMS_LEN];
         claims_bytes.copy_from_slice(&raw[2..SIGNED_LEN]);
-        let mut claims = Claims::decode(version, &claims_bytes).map_err(Malformed::Kind)?;
+        let mut claims = Claims::decode(version, &claims_bytes).map_err(Malformed::TokenKind)?;
         // Version 1 tokens carry the user key as it is.
         if version != VERSION_1 {
             claims.user ^= key.user_mask(claims.nonce);
@@ -345,7 +348,12 @@ impl KeyRing {
 
     /// [`verify`](Self::verify), and the token must be of `expected` kind: the tracking endpoint
     /// for impressions must not count a click token, whose signature is just as valid.
-    pub fn verify_kind(&self, token: &str, expected: Kind, now: i64) -> Result<Claims, TokenError> {
+    pub fn verify_kind(
+        &self,
+        token: &str,
+        expected: TokenKind,
+        now: i64,
+    ) -> Result<Claims, TokenError> {
         let claims = self.verify(token, now)?;
         if claims.kind != expected {
             return Err(TokenError::WrongKind {

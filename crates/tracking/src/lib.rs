@@ -9,7 +9,7 @@
 //! generates the nonce). Ids are plain `u64`s so that this crate depends on no other.
 //!
 //! ```
-//! use marquee_tracking::{Claims, KeyRing, Kind, ReplayConfig, ReplayGuard, TokenError};
+//! use marquee_tracking::{Claims, KeyRing, TokenKind, ReplayConfig, ReplayGuard, TokenError};
 //!
 //! let ring = KeyRing::from_config(
 //!     1,
@@ -17,10 +17,10 @@
 //! )?;
 //! let now = 1_790_000_000;
 //! let claims = Claims {
-//!     kind: Kind::Impression,
+//!     kind: TokenKind::Impression,
 //!     line_item: 10,
 //!     creative: 11,
-//!     placement: 12,
+//!     placement: std::num::NonZeroU64::new(12),
 //!     user: 0,
 //!     issued_at: now,
 //!     lifetime: 3_600,
@@ -33,11 +33,11 @@
 //! // Later, at the beacon endpoint:
 //! let token = &url["/t/i?t=".len()..];
 //! let impressions = ReplayGuard::new(ReplayConfig::default());
-//! let verified = ring.verify_kind(token, Kind::Impression, now + 5)?;
+//! let verified = ring.verify_kind(token, TokenKind::Impression, now + 5)?;
 //! assert!(impressions.first_time(verified.nonce, verified.expires_at(), now + 5));
 //! assert!(!impressions.first_time(verified.nonce, verified.expires_at(), now + 9)); // repeat
 //! assert!(matches!(
-//!     ring.verify_kind(token, Kind::Click, now + 5),
+//!     ring.verify_kind(token, TokenKind::Click, now + 5),
 //!     Err(TokenError::WrongKind { .. })
 //! ));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -101,7 +101,7 @@ mod claims;
 mod keys;
 mod replay;
 
-pub use claims::{Claims, Kind, MAX_AMOUNT_MICROS};
+pub use claims::{Claims, MAX_AMOUNT_MICROS, TokenKind};
 pub use keys::{
     CLOCK_SKEW_SECS, KeyError, KeyRing, MAC_LEN, MIN_KEY_LEN, Malformed, TOKEN_LEN, TokenError,
 };

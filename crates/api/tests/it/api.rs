@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use marquee_api::{
     ApiOptions, GeoAvailability, GeoLocationSource, RouteTable, add_routes_with, hash_token,
 };
-use marquee_model::{Kind, LineItem, ManualClock, Role};
+use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{Draft, NewToken, PostgresStore, SqliteStore, Store};
 use serde_json::{Value, json};
@@ -1165,7 +1165,7 @@ async fn stored_line_item(app: &App, campaign: u64, currency: &str) -> u64 {
         serde_json::from_value(priced_in(line_item(campaign), currency)).unwrap();
     let draft = Draft::of(&object).unwrap();
     app.store
-        .create(Kind::LineItem, draft, None)
+        .create(ObjectKind::LineItem, draft, None)
         .await
         .unwrap()
         .meta

@@ -12,7 +12,7 @@ use jiff::SignedDuration;
 use marquee_api::{
     ApiOptions, GeoAvailability, RouteTable, add_routes, add_routes_with, hash_token,
 };
-use marquee_model::{Kind, ManualClock, Role, Status};
+use marquee_model::{ManualClock, ObjectKind, Role, Status};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
 use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
 use serde_json::Value;
@@ -35,7 +35,7 @@ struct App {
     _dir: TempDir,
 }
 
-async fn create(store: &Arc<dyn Store>, kind: Kind, parent: Option<u64>, body: &str) -> u64 {
+async fn create(store: &Arc<dyn Store>, kind: ObjectKind, parent: Option<u64>, body: &str) -> u64 {
     let draft = Draft {
         parent_id: parent,
         name: format!("{kind:?}"),
@@ -90,29 +90,29 @@ impl App {
             Arc::new(SqliteStore::open(&dir.path().join("r.db"), clock.clone()).unwrap());
         let a = create(
             &store,
-            Kind::Advertiser,
+            ObjectKind::Advertiser,
             None,
             r#"{"time_zone":"Europe/Berlin","currency":"EUR"}"#,
         )
         .await;
         let b = create(
             &store,
-            Kind::Advertiser,
+            ObjectKind::Advertiser,
             None,
             r#"{"time_zone":"America/New_York","currency":"USD"}"#,
         )
         .await;
-        let ca = create(&store, Kind::Campaign, Some(a), "{}").await;
-        let cb = create(&store, Kind::Campaign, Some(b), "{}").await;
-        let a1 = create(&store, Kind::LineItem, Some(ca), "{}").await;
-        let a2 = create(&store, Kind::LineItem, Some(ca), "{}").await;
-        let b1 = create(&store, Kind::LineItem, Some(cb), "{}").await;
-        let publisher = create(&store, Kind::Publisher, None, "{}").await;
-        let other_publisher = create(&store, Kind::Publisher, None, "{}").await;
-        let site = create(&store, Kind::Site, Some(publisher), "{}").await;
-        let other_site = create(&store, Kind::Site, Some(other_publisher), "{}").await;
-        let p1 = create(&store, Kind::Placement, Some(site), "{}").await;
-        let p2 = create(&store, Kind::Placement, Some(other_site), "{}").await;
+        let ca = create(&store, ObjectKind::Campaign, Some(a), "{}").await;
+        let cb = create(&store, ObjectKind::Campaign, Some(b), "{}").await;
+        let a1 = create(&store, ObjectKind::LineItem, Some(ca), "{}").await;
+        let a2 = create(&store, ObjectKind::LineItem, Some(ca), "{}").await;
+        let b1 = create(&store, ObjectKind::LineItem, Some(cb), "{}").await;
+        let publisher = create(&store, ObjectKind::Publisher, None, "{}").await;
+        let other_publisher = create(&store, ObjectKind::Publisher, None, "{}").await;
+        let site = create(&store, ObjectKind::Site, Some(publisher), "{}").await;
+        let other_site = create(&store, ObjectKind::Site, Some(other_publisher), "{}").await;
+        let p1 = create(&store, ObjectKind::Placement, Some(site), "{}").await;
+        let p2 = create(&store, ObjectKind::Placement, Some(other_site), "{}").await;
 
         // Hour rows in UTC: 23:00 on the 1st is midnight on the 2nd in Berlin.
         let mut hours = vec![

@@ -16,7 +16,7 @@ use marquee_api::{GeoAvailability, GeoLocationSource};
 use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
 use marquee_geo::{GeoDatabase, GeoSource};
 use marquee_manager::{Manager, ManagerOptions};
-use marquee_model::{ConnectionType, Kind, LineItem, ManualClock, Role, Targeting};
+use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
 use tower::ServiceExt as _;
@@ -539,7 +539,7 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
     );
     assert!(
         site.store
-            .list(Kind::Advertiser, &Default::default())
+            .list(ObjectKind::Advertiser, &Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -547,7 +547,7 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
     let id = site.create(&session, "advertisers", &form).await;
     assert_eq!(
         site.store
-            .get(Kind::Advertiser, id, None)
+            .get(ObjectKind::Advertiser, id, None)
             .await
             .unwrap()
             .name,
@@ -566,7 +566,7 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
         .await;
     let stored: LineItem = site
         .store
-        .get(Kind::LineItem, id, None)
+        .get(ObjectKind::LineItem, id, None)
         .await
         .unwrap()
         .decode::<LineItem>()
@@ -623,7 +623,7 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
     let id = site.create(&admin, "line-items", &form).await;
     let stored = site
         .store
-        .get(Kind::LineItem, id, None)
+        .get(ObjectKind::LineItem, id, None)
         .await
         .unwrap()
         .decode::<LineItem>()
@@ -990,7 +990,7 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
     assert!(answer.body.contains("value=\"Winter sale\""));
     assert!(
         site.store
-            .list(Kind::LineItem, &Default::default())
+            .list(ObjectKind::LineItem, &Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -1063,7 +1063,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
     );
     assert!(
         site.store
-            .list(Kind::LineItem, &Default::default())
+            .list(ObjectKind::LineItem, &Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -1109,7 +1109,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
         .await;
     let acme = site
         .store
-        .get(Kind::Campaign, acme_campaign.parse().unwrap(), None)
+        .get(ObjectKind::Campaign, acme_campaign.parse().unwrap(), None)
         .await
         .unwrap()
         .owner_id;
@@ -1232,7 +1232,11 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
         .post(&format!("{path}/archive"), &alice, &[("csrf", &csrf)])
         .await;
     assert_eq!(archive.status, StatusCode::FORBIDDEN);
-    let stored = site.store.get(Kind::Advertiser, acme, None).await.unwrap();
+    let stored = site
+        .store
+        .get(ObjectKind::Advertiser, acme, None)
+        .await
+        .unwrap();
     assert_eq!(stored.status, marquee_model::Status::Paused);
     assert_eq!(stored.meta.version, 1);
     // The admin still changes it.
@@ -1468,7 +1472,7 @@ async fn a_refused_creative_leaves_no_uploaded_file() {
     let foreign = line_item(globex).await;
     let acme_owner = site
         .store
-        .get(Kind::Campaign, acme, None)
+        .get(ObjectKind::Campaign, acme, None)
         .await
         .unwrap()
         .owner_id;
@@ -1520,7 +1524,7 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let creative = site
         .store
-        .get(Kind::Creative, id_in(&answer.location), None)
+        .get(ObjectKind::Creative, id_in(&answer.location), None)
         .await
         .unwrap()
         .decode::<marquee_model::Creative>()

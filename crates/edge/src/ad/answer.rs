@@ -12,7 +12,7 @@ use super::{AdRequest, Decided, Served};
 use crate::http::{self, Body, response};
 use crate::metrics::Outcome;
 use crate::query::AdFormat;
-use crate::{Edge, Fallback, Stats, render, track};
+use crate::{Edge, Fallback, render, track};
 
 /// The sandbox of a creative's document: scripts and click-through windows, no same origin.
 const CREATIVE_SANDBOX_POLICY: &str =
@@ -51,7 +51,7 @@ pub(super) fn finish(
 /// An ad request abandoned at its deadline: the fallback.
 pub(super) fn late(request: &AdRequest<'_>) -> (Response<Body>, Outcome) {
     let edge = request.edge;
-    Stats::bump(&edge.stats.late);
+    edge.counters.late.inc();
     let answer = fallback(edge, request.query.format, request.json);
     (answer, Outcome::Late)
 }

@@ -2,7 +2,7 @@
 //! full (another edge filled the cap) is not served.
 
 use super::{AdRequest, Decided};
-use crate::{Loaded, Stats, shared};
+use crate::{Loaded, shared};
 
 /// The decisions of `decided` that Redis allowed (or could not answer for, within the
 /// request's deadline).
@@ -24,8 +24,8 @@ pub(super) async fn count_shared<'s>(
         {
             kept.push(ad);
         } else {
-            Stats::bump(&edge.stats.shared_cap_refusals);
-            Stats::bump(&edge.stats.fallbacks);
+            edge.counters.shared_cap_refusals.inc();
+            edge.counters.fallbacks.inc();
         }
     }
     decided.served = kept;

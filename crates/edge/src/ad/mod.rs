@@ -36,7 +36,7 @@ use crate::metrics::Outcome;
 use crate::query::{AdFormat, AdQuery};
 use crate::visitor::Visitor;
 use crate::worker::WORKER;
-use crate::{Edge, Stats, http, profiles};
+use crate::{Edge, http, profiles};
 
 /// `GET /ad` and `GET /ad.json` through the gate: one that cannot start now gets the fallback
 /// at once.
@@ -64,8 +64,8 @@ pub(crate) async fn request(
 
 /// An ad request that could not start (`max_in_flight` in progress): the fallback, at once.
 pub(crate) fn shed(edge: &Edge, query_text: &str, json: bool) -> Response<http::Body> {
-    Stats::bump(&edge.stats.ad_requests);
-    Stats::bump(&edge.stats.shed);
+    edge.counters.ad_requests.inc();
+    edge.counters.shed.inc();
     answer::fallback(edge, parse::format_only(query_text), json)
 }
 
@@ -119,7 +119,7 @@ async fn ad(
     json: bool,
     deadline: Instant,
 ) -> (Response<http::Body>, Outcome) {
-    Stats::bump(&edge.stats.ad_requests);
+    edge.counters.ad_requests.inc();
     let query = match parse::parse(query_text, json) {
         Ok(query) => query,
         Err(error) => return parse::bad_request(edge, &error),

@@ -2,10 +2,10 @@
 
 use hyper::{Response, StatusCode};
 
+use crate::Edge;
 use crate::http::{self, Body};
 use crate::metrics::Outcome;
 use crate::query::{self, AdFormat, AdQuery, QueryError};
-use crate::{Edge, Stats};
 
 /// The query of an ad request: at least one placement, and only one unless the answer is
 /// JSON.
@@ -26,7 +26,7 @@ pub(super) fn parse(query_text: &str, json: bool) -> Result<AdQuery<'_>, QueryEr
 
 /// A query [`parse`] refused: `400` with the reason.
 pub(super) fn bad_request(edge: &Edge, error: &QueryError) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.stats.bad_requests);
+    edge.counters.bad_requests.inc();
     let answer = http::text(StatusCode::BAD_REQUEST, format!("{error}\n"));
     (answer, Outcome::ClientError)
 }

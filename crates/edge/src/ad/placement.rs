@@ -5,13 +5,14 @@
 
 use jiff::Timestamp;
 use marquee_engine::{Blocked, Context, Decision, Device, Request, Slot, User};
-use marquee_eventlog::Kind as EventKind;
+use marquee_eventlog::EventKind;
 use marquee_model::{Channel, Format, PlacementId, Price};
 use marquee_sharedstate::Profile;
 use marquee_sharedstate::profiles::ATTRIBUTE_PREFIX;
 use marquee_snapshot::{AdCode, PlacementEntry, SnapshotData};
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 use rand::Rng;
+use std::num::NonZeroU64;
 
 use super::Served;
 use super::programmatic::{self, Auction};
@@ -19,7 +20,7 @@ use crate::query::{AdFormat, AdQuery};
 use crate::shared::EdgeCaps;
 use crate::visitor::Visitor;
 use crate::worker::Worker;
-use crate::{Edge, Loaded, Stats, events, profiles, track};
+use crate::{Edge, Loaded, events, profiles, track};
 
 /// What every placement of one ad request shares.
 pub(super) struct PageContext<'a> {
@@ -53,7 +54,7 @@ pub(super) fn serve_one<'s>(
     let entry = data.placement(placement)?;
     let targeting = Targeting::of(page.query, page.profile);
     let Some(formats) = PageFormats::of(entry) else {
-        Stats::bump(&page.edge.stats.fallbacks);
+        page.edge.counters.fallbacks.inc();
         return None;
     };
     let request = engine_request(page, data, entry, placement, &formats, &targeting);
@@ -233,10 +234,10 @@ fn decide(
         scratch: &mut worker.scratch,
     };
     let Some(decision) = loaded.engine.decide(request, &mut context) else {
-        Stats::bump(&edge.stats.fallbacks);
+        edge.counters.fallbacks.inc();
         return None;
     };
-    Stats::bump(&edge.stats.decisions);
+    edge.counters.decisions.inc();
     Some(decision)
 }
 
@@ -250,15 +251,15 @@ fn impression_claims(
     worker: &mut Worker,
 ) -> Claims {
     Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: decision.line_item.0,
         creative: decision.creative.0,
-        placement: placement.0,
+        placement: NonZeroU64::new(placement.0),
         user: page.user_key,
         issued_at: page.now.as_second(),
         lifetime: page.edge.token_lifetime_secs(),
         nonce: worker.rng.next_u64(),
-        amount_micros: Some(track::worth(price, Kind::Impression)),
+        amount_micros: Some(track::worth(price, TokenKind::Impression)),
     }
 }
 
@@ -277,7 +278,7 @@ fn render(
         page.edge,
         code,
         claims,
-        track::worth(price, Kind::Click),
+        track::worth(price, TokenKind::Click),
         track::cache_buster(cache_buster, &mut worker.rng, &mut digits),
         &mut worker.urls,
         &mut worker.text,

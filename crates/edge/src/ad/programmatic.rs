@@ -7,20 +7,21 @@
 //! its line item's caps and pacing as they were.
 
 use std::fmt::Write as _;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use marquee_engine::Decision;
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_model::{Currency, PlacementId, Rounding, Size, Tier};
 use marquee_openrtb::{BidResponse, format_micros};
 use marquee_snapshot::{PlacementEntry, ProgrammaticEntry, SnapshotData};
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 use sha2::{Digest, Sha256};
 
 use super::placement::PageContext;
 use super::{AdRequest, Decided, Served};
 use crate::query::AdFormat;
-use crate::{Edge, Loaded, Stats, events, track};
+use crate::{Edge, Loaded, events, track};
 
 /// Per mille: the unit of the revenue share.
 const PERMILLE: i64 = 1_000;
@@ -306,10 +307,10 @@ fn serve_bid<'s>(
 ) -> Served<'s> {
     let burl = bid.burl.as_deref().unwrap_or("");
     let claims = Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: 0,
         creative: billing_binding(&bid.bidder, burl),
-        placement: auction.placement.0,
+        placement: NonZeroU64::new(auction.placement.0),
         user: page.user_key,
         issued_at: page.now.as_second(),
         lifetime: page.edge.token_lifetime_secs(),
@@ -372,14 +373,14 @@ pub(crate) fn bill(edge: &Edge, claims: &Claims, query_text: &str) {
     if billing_binding(&bidder, &burl) == claims.creative {
         gateway.bill(&bidder, &burl);
     } else {
-        Stats::bump(&edge.stats.invalid_tokens);
+        edge.counters.invalid_tokens.inc();
     }
 }
 
 /// Whether a counted impression's claims are a programmatic impression's: an ad request's
 /// (a placement) without a line item.
 pub(crate) fn is_programmatic(claims: &Claims) -> bool {
-    claims.line_item == 0 && claims.placement != 0
+    claims.line_item == 0 && claims.placement.is_some()
 }
 
 #[cfg(test)]

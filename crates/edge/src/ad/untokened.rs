@@ -12,6 +12,7 @@
 //!    image was not found is redirected to the ad the same draw picks, and logged as invalid
 //!    (`click_without_impression`, or `no_cache_buster`).
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ use hyper::{Response, StatusCode};
 use jiff::Timestamp;
 use marquee_eventlog::InvalidReason;
 use marquee_model::{ImageTag, UntokenedClicks};
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 
 use super::{AdRequest, Decided, answer};
 use crate::http::Body;
@@ -33,7 +34,7 @@ use crate::{Edge, Loaded};
 /// What an image tag's request counts once it is answered: serving the image is the
 /// impression, following the click the click (neither can carry a token).
 pub(super) struct UntokenedEvent {
-    kind: Kind,
+    kind: TokenKind,
     claims: Claims,
     /// The user id was made for this request (no cookie, no `uid`): it says nothing of the
     /// client, so no per-user rate is counted for it.
@@ -66,8 +67,8 @@ pub(super) async fn before_decision(
     if entry.is_none_or(|p| p.image_tag != ImageTag::On) {
         // A placement not in the snapshot is logged under none: the manager would drop it.
         let claims = Claims {
-            placement: entry.map_or(0, |p| p.id.0),
-            ..claims_of(edge, Kind::Impression, now)
+            placement: entry.and_then(|p| NonZeroU64::new(p.id.0)),
+            ..claims_of(edge, TokenKind::Impression, now)
         };
         let visitor = Visitor::of(edge, request.headers, request.client);
         let reason = InvalidReason::UntokenedDisabled;
@@ -96,9 +97,9 @@ pub(super) fn event_of(request: &AdRequest<'_>, decided: &Decided<'_>) -> Option
                 Some(marquee_snapshot::Content::Image { .. })
             ) =>
         {
-            Kind::Impression
+            TokenKind::Impression
         }
-        AdFormat::Click => Kind::Click,
+        AdFormat::Click => TokenKind::Click,
         _ => return None,
     };
     Some(UntokenedEvent {
@@ -118,7 +119,7 @@ pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEve
     let cache_buster = image_tag::cache_buster(request.query.cache_buster.as_deref());
     let invalid = match (kind, cache_buster) {
         (_, None) => Some(InvalidReason::NoCacheBuster),
-        (Kind::Click, Some(_)) => Some(InvalidReason::ClickWithoutImpression),
+        (TokenKind::Click, Some(_)) => Some(InvalidReason::ClickWithoutImpression),
         _ => edge
             .quality
             .screen_image(request.client, rate_user, now.as_second()),
@@ -136,7 +137,7 @@ pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEve
         .and_then(|l| {
             let data = &l.engine.snapshot().data;
             data.line_item(marquee_model::LineItemId(claims.line_item))
-                .map(|li| track::worth(&li.price, Kind::Click))
+                .map(|li| track::worth(&li.price, TokenKind::Click))
         })
         .unwrap_or(0);
     // Not recorded against caps: a cap the image filled must not change which ad another
@@ -147,7 +148,7 @@ pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEve
         let served = ImageServed {
             line_item: claims.line_item,
             creative: claims.creative,
-            placement: claims.placement,
+            placement: claims.placement.map_or(0, NonZeroU64::get),
             nonce: claims.nonce,
             user: claims.user,
             served_at_ms: now.as_millisecond(),
@@ -158,7 +159,7 @@ pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEve
 }
 
 /// An image tag's event to count once, remembered until the end of its window.
-fn untokened(kind: Kind, claims: &Claims, now: Timestamp) -> TrackedEvent {
+fn untokened(kind: TokenKind, claims: &Claims, now: Timestamp) -> TrackedEvent {
     TrackedEvent {
         kind,
         claims: *claims,
@@ -212,14 +213,14 @@ async fn click(
         .line_item(marquee_model::LineItemId(served.line_item))
         .is_some_and(|li| li.untokened_clicks == UntokenedClicks::Charged);
     let claims = Claims {
-        placement: served.placement,
+        placement: NonZeroU64::new(served.placement),
         line_item: served.line_item,
         creative: served.creative,
         user: served.user,
         nonce: served.nonce,
         issued_at: served.served_at_ms.div_euclid(1_000),
         amount_micros: Some(if charged { served.click_worth } else { 0 }),
-        ..claims_of(edge, Kind::Click, now)
+        ..claims_of(edge, TokenKind::Click, now)
     };
     let answer = match data.creative(marquee_model::CreativeId(served.creative)) {
         Some(creative) => track::to_landing(edge, &claims, &creative.landing_url, now),
@@ -239,9 +240,9 @@ async fn click(
                 .then_some(InvalidReason::TooFast)
         });
     match invalid {
-        Some(reason) => log_invalid(edge, Kind::Click, &claims, reason, &visitor, now),
+        Some(reason) => log_invalid(edge, TokenKind::Click, &claims, reason, &visitor, now),
         None => {
-            let event = untokened(Kind::Click, &claims, now);
+            let event = untokened(TokenKind::Click, &claims, now);
             track::count_once(edge, Some(Arc::clone(loaded)), event, &visitor).await;
         }
     }
@@ -249,21 +250,21 @@ async fn click(
 }
 
 /// The event an image-tag request of `format` would count.
-fn counted_kind(format: AdFormat) -> Kind {
+fn counted_kind(format: AdFormat) -> TokenKind {
     match format {
-        AdFormat::Click => Kind::Click,
-        _ => Kind::Impression,
+        AdFormat::Click => TokenKind::Click,
+        _ => TokenKind::Impression,
     }
 }
 
 /// The claims of an untokened event of `kind` issued `now`, living the click window; of no
 /// decision until the caller names one.
-fn claims_of(edge: &Edge, kind: Kind, now: Timestamp) -> Claims {
+fn claims_of(edge: &Edge, kind: TokenKind, now: Timestamp) -> Claims {
     Claims {
         kind,
         line_item: 0,
         creative: 0,
-        placement: 0,
+        placement: None,
         user: 0,
         issued_at: now.as_second(),
         lifetime: u32::try_from(edge.quality.rules.image_click_window.as_secs())

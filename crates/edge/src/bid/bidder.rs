@@ -6,7 +6,7 @@ use std::sync::Arc;
 use marquee_tracking::{ReplayConfig, ReplayGuard};
 
 use super::config::{BidderConfig, Exchange};
-use super::stats::BidStats;
+use super::counters::BidCounters;
 use crate::notice::{self, NoticeKind};
 use crate::sync::UserSyncs;
 
@@ -15,7 +15,7 @@ use crate::sync::UserSyncs;
 pub struct Bidder {
     pub config: BidderConfig,
     pub syncs: Arc<UserSyncs>,
-    pub stats: BidStats,
+    pub counters: BidCounters,
     notices_seen: NoticesSeen,
 }
 
@@ -29,7 +29,7 @@ impl Bidder {
         Bidder {
             syncs: Arc::new(UserSyncs::new(config.sync_capacity)),
             config,
-            stats: BidStats::default(),
+            counters: BidCounters::default(),
             notices_seen: NoticesSeen::new(replay),
         }
     }

@@ -2,15 +2,15 @@
 //! sampled; test requests log nothing.
 
 use marquee_engine::Decision;
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_openrtb::{Bid, BidRequest};
 use rand::RngExt as _;
 
 use super::Auction;
 use super::no_bid::no_bid_code;
 use super::validate::Checked;
+use crate::events;
 use crate::worker::{self, WORKER};
-use crate::{Stats, events};
 
 /// Every imp of `request` without a bid in `checked`, logged as a no-bid with its reason.
 pub(super) fn log_no_bids(auction: &Auction<'_>, request: &BidRequest<'_>, checked: &Checked<'_>) {
@@ -32,7 +32,7 @@ pub(super) fn log_no_bids(auction: &Auction<'_>, request: &BidRequest<'_>, check
 pub(super) fn log_bids(auction: &Auction<'_>, checked: &Checked<'_>) {
     let bids = &checked.response.seatbid[0].bid;
     for (bid, decision) in bids.iter().zip(&checked.decisions) {
-        Stats::bump(&auction.edge.bidder.stats.bids);
+        auction.edge.bidder.counters.bids.inc();
         log_bid(auction, bid, decision);
     }
 }

@@ -7,7 +7,7 @@ use marquee_engine::Decision;
 use marquee_model::{Format, Rounding};
 use marquee_openrtb::{Bid, Imp};
 use marquee_snapshot::{LineItemEntry, SnapshotData};
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 use rand::Rng;
 
 use super::Auction;
@@ -85,10 +85,10 @@ pub(super) fn make_bid<'r>(
 /// id). No placement: they are an exchange bid's, whose impression does not spend.
 fn impression_claims(auction: &Auction<'_>, decision: &Decision, nonce: u64) -> Claims {
     Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: decision.line_item.0,
         creative: decision.creative.0,
-        placement: 0,
+        placement: None,
         user: auction.user,
         issued_at: auction.now.as_second(),
         lifetime: auction.edge.token_lifetime_secs(),

@@ -17,6 +17,7 @@ mod audience;
 mod bidder;
 mod body;
 mod config;
+mod counters;
 mod decide;
 mod imp;
 mod log;
@@ -24,7 +25,6 @@ mod make_bid;
 mod markup;
 mod no_bid;
 mod screen;
-mod stats;
 mod validate;
 
 use std::time::Instant;
@@ -37,16 +37,16 @@ use marquee_model::Currency;
 pub use bidder::Bidder;
 pub(crate) use body::{BodyFailure, exchange_name, read_bid_body};
 pub use config::{BidderConfig, Exchange};
+pub use counters::BidCounters;
+pub(crate) use counters::register_metrics;
 pub(crate) use no_bid::no_bid_body;
 pub use no_bid::no_bid_code;
-pub use stats::BidStats;
-pub(crate) use stats::register_metrics;
 
 use self::audience::{BidUser, Place, Targeting};
 use self::no_bid::{late_bid, no_bid, no_bid_answer};
 use crate::http::{self, Body};
 use crate::metrics::Outcome;
-use crate::{Edge, Loaded, Stats};
+use crate::{Edge, Loaded};
 
 /// `POST /openrtb2/bid[/{exchange}]`: through the gate (full: 204 at once), the body read
 /// within its size limit and the exchange's default `tmax`, then decided.
@@ -106,7 +106,7 @@ pub(crate) fn bid(
     content_encoding: Option<&str>,
     started: Instant,
 ) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.requests);
+    edge.bidder.counters.requests.inc();
     let json = match body::decode(exchange, body, content_encoding) {
         Ok(json) => json,
         Err(bad) => return no_bid::bad_request(edge, bad),
@@ -118,7 +118,7 @@ pub(crate) fn bid(
     let now = Timestamp::now();
     let deadline = exchange.deadline(started, request.tmax);
     if request.test {
-        Stats::bump(&edge.bidder.stats.test_requests);
+        edge.bidder.counters.test_requests.inc();
     }
     let Some(loaded) = edge.holder.current() else {
         let reason = no_bid_code::TECHNICAL_ERROR;

@@ -5,14 +5,14 @@ use std::borrow::Cow;
 
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_openrtb::{BidRequest, BidResponse, NoBidReason};
 
 use super::body::BadRequest;
 use super::config::Exchange;
 use crate::http::{self, Body};
 use crate::metrics::Outcome;
-use crate::{Edge, Stats, events, worker};
+use crate::{Edge, events, worker};
 
 /// Codes in the `creative` field of no-bid events: OpenRTB's no-bid reasons where one fits,
 /// Marquee's own from 500 (the range OpenRTB leaves to others) where none does.
@@ -40,7 +40,7 @@ pub mod no_bid_code {
 
 /// A malformed bid request: 400 with a short reason, counted by label.
 pub(super) fn bad_request(edge: &Edge, bad: BadRequest) -> (Response<Body>, Outcome) {
-    edge.bidder.stats.bad_request(bad.label);
+    edge.bidder.counters.bad_request(bad.label);
     (
         http::text(bad.status, bad.reason + "\n"),
         Outcome::ClientError,
@@ -49,15 +49,15 @@ pub(super) fn bad_request(edge: &Edge, bad: BadRequest) -> (Response<Body>, Outc
 
 /// A bid request not started because `max_in_flight` are in progress: 204 at once.
 pub(super) fn shed(edge: &Edge) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.requests);
-    Stats::bump(&edge.bidder.stats.shed);
+    edge.bidder.counters.requests.inc();
+    edge.bidder.counters.shed.inc();
     (http::no_content(), Outcome::Shed)
 }
 
 /// A bid request whose body did not arrive before its deadline.
 pub(super) fn late(edge: &Edge) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.requests);
-    Stats::bump(&edge.bidder.stats.late);
+    edge.bidder.counters.requests.inc();
+    edge.bidder.counters.late.inc();
     (http::no_content(), Outcome::Late)
 }
 
@@ -68,7 +68,7 @@ pub(super) fn late_bid(
     request: &BidRequest<'_>,
     now: Timestamp,
 ) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.late);
+    edge.bidder.counters.late.inc();
     let (answer, _) = no_bid(edge, exchange, request, no_bid_code::INSUFFICIENT_TIME, now);
     (answer, Outcome::Late)
 }
@@ -103,7 +103,7 @@ pub(super) fn no_bid_answer(
     request: &BidRequest<'_>,
     reason: u64,
 ) -> (Response<Body>, Outcome) {
-    Stats::bump(&edge.bidder.stats.no_bids);
+    edge.bidder.counters.no_bids.inc();
     let nbr = match reason {
         no_bid_code::TECHNICAL_ERROR => NoBidReason::TECHNICAL_ERROR,
         no_bid_code::INSUFFICIENT_TIME => NoBidReason::INSUFFICIENT_AUCTION_TIME,

@@ -73,7 +73,7 @@ pub(super) fn checked<'r>(
     auction
         .edge
         .bidder
-        .stats
+        .counters
         .invalid_bids
         .inc_by(dropped.len() as u64);
     Checked {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hyper::Response;
 use jiff::Timestamp;
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 
 pub use token::{
     CONVERTED_TOKEN_LEN, NoticeClaims, NoticeError, TOKEN_LEN, digest, exchange_digest, sign_into,
@@ -19,7 +19,7 @@ pub use token::{
 };
 
 use crate::http::{self, Body};
-use crate::{Edge, Loaded, Stats, events, shared, track};
+use crate::{Edge, Loaded, events, shared, track};
 
 /// Which notice a call is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +48,15 @@ enum NotCounted {
 /// pixel either way (exchanges and browsers get the same answer for a refused notice).
 pub(crate) async fn notice(edge: &Arc<Edge>, kind: NoticeKind, query: &str) -> Response<Body> {
     if let Err(why) = count_notice(edge, kind, query).await {
-        let stats = &edge.bidder.stats;
-        match why {
-            NotCounted::Invalid(_) => Stats::bump(&stats.invalid_notices),
-            NotCounted::Test => Stats::bump(&stats.test_notices),
-            NotCounted::Repeat => Stats::bump(&stats.repeated_notices),
-            NotCounted::NotLogged => {}
+        let counters = &edge.bidder.counters;
+        let counter = match why {
+            NotCounted::Invalid(_) => Some(&counters.invalid_notices),
+            NotCounted::Test => Some(&counters.test_notices),
+            NotCounted::Repeat => Some(&counters.repeated_notices),
+            NotCounted::NotLogged => None,
+        };
+        if let Some(counter) = counter {
+            counter.inc();
         }
         tracing::debug!(?kind, %why, "notice not counted");
     }
@@ -145,11 +148,12 @@ async fn count_notice(edge: &Arc<Edge>, kind: NoticeKind, query: &str) -> Result
         seen.forget(nonce, expires_at, second);
         return Err(NotCounted::NotLogged);
     }
-    Stats::bump(match kind {
-        NoticeKind::Win => &edge.bidder.stats.wins,
-        NoticeKind::Billing => &edge.bidder.stats.billings,
-        NoticeKind::Loss => &edge.bidder.stats.losses,
-    });
+    match kind {
+        NoticeKind::Win => &edge.bidder.counters.wins,
+        NoticeKind::Billing => &edge.bidder.counters.billings,
+        NoticeKind::Loss => &edge.bidder.counters.losses,
+    }
+    .inc();
     Ok(())
 }
 
@@ -201,7 +205,7 @@ async fn bill(
             bidder
                 .replay_guard(NoticeKind::Billing)
                 .forget(nonce, expires_at, second);
-            Stats::bump(&edge.stats.log_errors);
+            edge.counters.log_errors.inc();
             tracing::error!(%error, "billing event not logged");
             return;
         }
@@ -212,7 +216,7 @@ async fn bill(
             let charged = edge.pacing.bill(loaded, line_item, on, Some(amount));
             shared::charge(edge, line_item, charged);
         }
-        Stats::bump(&bidder.stats.billings);
+        bidder.counters.billings.inc();
     })
     .await;
 }

@@ -316,10 +316,10 @@ mod tests {
         let mut tracking = String::new();
         ring.sign_into(
             &marquee_tracking::Claims {
-                kind: marquee_tracking::Kind::Impression,
+                kind: marquee_tracking::TokenKind::Impression,
                 line_item: 1,
                 creative: 2,
-                placement: 3,
+                placement: std::num::NonZeroU64::new(3),
                 user: 4,
                 issued_at: now,
                 lifetime: 60,

@@ -11,9 +11,9 @@ use hyper::{Response, StatusCode};
 
 pub use matches::{SHARDS, UserSyncs};
 
+use crate::Edge;
 use crate::http::{self, Body, USER_COOKIE};
 use crate::worker::WORKER;
-use crate::{Edge, Stats};
 
 type Params<'q> = [(Cow<'q, str>, Cow<'q, str>)];
 
@@ -43,7 +43,7 @@ pub(crate) fn sync_in(edge: &Edge, query: &str, headers: &HeaderMap) -> Response
         return http::pixel();
     };
     edge.bidder.syncs.record(&exchange.name, theirs, &ours);
-    Stats::bump(&edge.bidder.stats.syncs);
+    edge.bidder.counters.syncs.inc();
     let mut answer = http::pixel();
     if new {
         http::set_user_cookie(edge, &mut answer, &ours);

@@ -3,7 +3,7 @@
 
 use hyper::{Response, StatusCode};
 use jiff::Timestamp;
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 
 use crate::http::{self, Body};
 use crate::{Edge, Loaded};
@@ -65,7 +65,7 @@ fn landing_with_conversion(
 ) -> Option<String> {
     let mut url = url::Url::parse(landing).ok()?;
     let conversion = edge.keys.sign(&Claims {
-        kind: Kind::Conversion,
+        kind: TokenKind::Conversion,
         issued_at: now.as_second(),
         ..*claims
     });

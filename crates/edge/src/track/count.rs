@@ -5,18 +5,18 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use marquee_eventlog::Kind as EventKind;
-use marquee_tracking::{Claims, Kind};
+use marquee_eventlog::EventKind;
+use marquee_tracking::{Claims, TokenKind};
 
 use super::settle::{commit_and_settle, settle};
 use super::worth::amount;
 use crate::visitor::Visitor;
-use crate::{Edge, Loaded, Stats, events};
+use crate::{Edge, Loaded, events};
 
 /// One event to count once.
 #[derive(Clone, Copy)]
 pub(crate) struct TrackedEvent {
-    pub(crate) kind: Kind,
+    pub(crate) kind: TokenKind,
     pub(crate) claims: Claims,
     /// Until when its nonce is remembered.
     pub(crate) expires_at: i64,
@@ -62,7 +62,7 @@ pub(crate) async fn count_once(
         .replay_guard(kind)
         .first_time(claims.nonce, event.expires_at, now.as_second())
     {
-        Stats::bump(&edge.stats.repeats);
+        edge.counters.repeats.inc();
         return Counted::Repeat;
     }
     let amount = loaded
@@ -90,11 +90,13 @@ pub(crate) fn untokened_expiry(claims: &Claims, now: i64) -> i64 {
     now - (now - phase).rem_euclid(lifetime) + lifetime
 }
 
-fn event_kind(kind: Kind, claims: &Claims) -> EventKind {
+fn event_kind(kind: TokenKind, claims: &Claims) -> EventKind {
     match kind {
-        Kind::Impression if crate::ad::is_programmatic(claims) => EventKind::ProgrammaticImpression,
-        Kind::Impression => EventKind::Impression,
-        Kind::Click => EventKind::Click,
-        Kind::Conversion => EventKind::Conversion,
+        TokenKind::Impression if crate::ad::is_programmatic(claims) => {
+            EventKind::ProgrammaticImpression
+        }
+        TokenKind::Impression => EventKind::Impression,
+        TokenKind::Click => EventKind::Click,
+        TokenKind::Conversion => EventKind::Conversion,
     }
 }

@@ -170,12 +170,12 @@ fn new_edge_with(dir: &Path, log: EventLog, snapshot: &[u8]) -> Edge {
     edge
 }
 
-fn claims(kind: Kind, creative: u64, user: u64, nonce: u64) -> Claims {
+fn claims(kind: TokenKind, creative: u64, user: u64, nonce: u64) -> Claims {
     Claims {
         kind,
         line_item: LINE_ITEM,
         creative,
-        placement: PLACEMENT,
+        placement: std::num::NonZeroU64::new(PLACEMENT),
         user,
         issued_at: Timestamp::now().as_second(),
         lifetime: LIFETIME,
@@ -231,16 +231,16 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
         refusing_log(&dir.path().join("refusing")),
         &["https://shop.example/"],
     ));
-    let query = token_query(&edge, &claims(Kind::Impression, 11, 77, 1));
+    let query = token_query(&edge, &claims(TokenKind::Impression, 11, 77, 1));
     let headers = HeaderMap::new();
-    let stats = |edge: &Edge| {
-        let s = &edge.stats;
+    let counters = |edge: &Edge| {
+        let s = &edge.counters;
         (load(&s.impressions), load(&s.log_errors), load(&s.repeats))
     };
 
-    let answer = track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
+    let answer = track(&edge, TokenKind::Impression, &query, &headers, &anonymous()).await;
     assert_eq!(answer.status(), StatusCode::OK);
-    assert_eq!(stats(&edge), (0, 1, 0), "(counted, log errors, repeats)");
+    assert_eq!(counters(&edge), (0, 1, 0), "(counted, log errors, repeats)");
     assert_eq!(
         edge.caps.len(),
         0,
@@ -250,15 +250,15 @@ async fn a_beacon_the_log_refused_is_not_counted_and_counts_when_fired_again() {
 
     // Space is back; the browser fires the beacon again.
     Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
-    track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
-    assert_eq!(stats(&edge), (1, 1, 0), "the retry counts");
+    track(&edge, TokenKind::Impression, &query, &headers, &anonymous()).await;
+    assert_eq!(counters(&edge), (1, 1, 0), "the retry counts");
     assert_eq!(edge.log.counters().appended, 1);
     assert_eq!(edge.caps.len(), 1, "the cap is recorded");
     assert_eq!(settled(&edge), 1, "its reservation is settled");
 
     // Once.
-    track(&edge, Kind::Impression, &query, &headers, &anonymous()).await;
-    assert_eq!(stats(&edge), (1, 1, 1));
+    track(&edge, TokenKind::Impression, &query, &headers, &anonymous()).await;
+    assert_eq!(counters(&edge), (1, 1, 1));
     assert_eq!(settled(&edge), 1);
 }
 
@@ -276,9 +276,18 @@ async fn a_strict_beacon_is_charged_and_capped_even_if_its_client_hangs_up_durin
     let mut hung_up = 0;
     for nonce in 1..=sent {
         // A user each, so that every cap recorded is an entry of its own.
-        let query = token_query(&edge, &claims(Kind::Impression, 11, 1_000 + nonce, nonce));
+        let query = token_query(
+            &edge,
+            &claims(TokenKind::Impression, 11, 1_000 + nonce, nonce),
+        );
         let client = anonymous();
-        let mut request = pin!(track(&edge, Kind::Impression, &query, &headers, &client));
+        let mut request = pin!(track(
+            &edge,
+            TokenKind::Impression,
+            &query,
+            &headers,
+            &client
+        ));
         if request
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()))
@@ -294,11 +303,11 @@ async fn a_strict_beacon_is_charged_and_capped_even_if_its_client_hangs_up_durin
         "every fsync was done before the first poll: nothing was tested"
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while load(&edge.stats.impressions) < sent && std::time::Instant::now() < deadline {
+    while load(&edge.counters.impressions) < sent && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(
-        load(&edge.stats.impressions),
+        load(&edge.counters.impressions),
         sent,
         "{hung_up} of {sent} clients hung up"
     );
@@ -330,9 +339,16 @@ async fn a_click_s_conversion_token_goes_into_the_query_before_the_fragment() {
         "https://shop.example/?mq_conv={}",
     ];
     for (nonce, (creative, expected)) in (11..).zip(expected).enumerate() {
-        let click = claims(Kind::Click, creative, 77, nonce as u64);
+        let click = claims(TokenKind::Click, creative, 77, nonce as u64);
         let query = token_query(&edge, &click);
-        let answer = track(&edge, Kind::Click, &query, &HeaderMap::new(), &anonymous()).await;
+        let answer = track(
+            &edge,
+            TokenKind::Click,
+            &query,
+            &HeaderMap::new(),
+            &anonymous(),
+        )
+        .await;
         assert_eq!(answer.status(), StatusCode::FOUND);
         let location = location(&answer);
         let url = url::Url::parse(&location).unwrap();
@@ -344,14 +360,14 @@ async fn a_click_s_conversion_token_goes_into_the_query_before_the_fragment() {
         assert_eq!(location, expected.replace("{}", &token));
         let conversion = edge
             .keys
-            .verify_kind(&token, Kind::Conversion, Timestamp::now().as_second())
+            .verify_kind(&token, TokenKind::Conversion, Timestamp::now().as_second())
             .unwrap();
         assert_eq!(
             (conversion.nonce, conversion.creative),
             (click.nonce, creative)
         );
     }
-    assert_eq!(load(&edge.stats.clicks), 3);
+    assert_eq!(load(&edge.counters.clicks), 3);
 }
 
 #[tokio::test]
@@ -372,8 +388,8 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
     let headers = HeaderMap::new();
     let answer = track(
         &edge,
-        Kind::Click,
-        &token_query(&edge, &claims(Kind::Click, 11, 77, 1)),
+        TokenKind::Click,
+        &token_query(&edge, &claims(TokenKind::Click, 11, 77, 1)),
         &headers,
         &anonymous(),
     )
@@ -384,19 +400,19 @@ async fn a_click_is_counted_only_when_it_is_redirected() {
         "{}",
         location(&answer)
     );
-    assert_eq!(load(&edge.stats.clicks), 1);
+    assert_eq!(load(&edge.counters.clicks), 1);
 
     let answer = track(
         &edge,
-        Kind::Click,
-        &token_query(&edge, &claims(Kind::Click, 12, 77, 2)),
+        TokenKind::Click,
+        &token_query(&edge, &claims(TokenKind::Click, 12, 77, 2)),
         &headers,
         &anonymous(),
     )
     .await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     assert_eq!(
-        load(&edge.stats.clicks),
+        load(&edge.counters.clicks),
         1,
         "a click answered 404 is not counted"
     );
@@ -421,14 +437,14 @@ async fn an_image_tag_fetched_again_within_its_window_counts_once() {
     let fetch = |at: i64| {
         let claims = Claims {
             issued_at: at,
-            ..claims(Kind::Impression, 11, 0, nonce)
+            ..claims(TokenKind::Impression, 11, 0, nonce)
         };
         let edge = Arc::clone(&edge);
         async move {
             let visitor = Visitor::default();
             let loaded = edge.holder.current();
             let event = TrackedEvent {
-                kind: Kind::Impression,
+                kind: TokenKind::Impression,
                 claims,
                 expires_at: untokened_expiry(&claims, at),
                 now: Timestamp::from_second(at).unwrap(),
@@ -442,12 +458,15 @@ async fn an_image_tag_fetched_again_within_its_window_counts_once() {
     fetch(window + 301).await;
     fetch(window + lifetime - 1).await;
     assert_eq!(
-        (load(&edge.stats.impressions), load(&edge.stats.repeats)),
+        (
+            load(&edge.counters.impressions),
+            load(&edge.counters.repeats)
+        ),
         (1, 2)
     );
     // In the next window it counts again on the edge (the manager dedupes it by event id).
     fetch(window + lifetime + 1).await;
-    assert_eq!(load(&edge.stats.impressions), 2);
+    assert_eq!(load(&edge.counters.impressions), 2);
 }
 
 #[test]
@@ -456,7 +475,7 @@ fn image_tag_expiries_are_in_the_token_s_life_and_shared_by_a_window() {
         for nonce in [0, 1, 59, 12_345, u64::MAX] {
             let claims = Claims {
                 lifetime,
-                ..claims(Kind::Impression, 11, 0, nonce)
+                ..claims(TokenKind::Impression, 11, 0, nonce)
             };
             let mut previous = None;
             for now in (1_790_000_000..1_790_000_000 + 3 * i64::from(lifetime)).step_by(7) {
@@ -504,20 +523,24 @@ async fn a_billing_notice_the_log_refused_counts_when_the_exchange_retries() {
         },
         &mut token,
     );
-    let stats = |edge: &Edge| {
-        let s = &edge.bidder.stats;
+    let counters = |edge: &Edge| {
+        let s = &edge.bidder.counters;
         (load(&s.billings), load(&s.repeated_notices))
     };
     notice::notice(&edge, NoticeKind::Billing, &token).await;
-    assert_eq!(stats(&edge), (0, 0), "not counted while the log refuses it");
-    assert_eq!(load(&edge.stats.log_errors), 1);
+    assert_eq!(
+        counters(&edge),
+        (0, 0),
+        "not counted while the log refuses it"
+    );
+    assert_eq!(load(&edge.counters.log_errors), 1);
 
     Arc::get_mut(&mut edge).unwrap().log = Arc::new(open_log(&dir.path().join("events"), false));
     notice::notice(&edge, NoticeKind::Billing, &token).await;
-    assert_eq!(stats(&edge), (1, 0), "the exchange's retry counts");
+    assert_eq!(counters(&edge), (1, 0), "the exchange's retry counts");
     assert_eq!(edge.log.counters().appended, 1);
     notice::notice(&edge, NoticeKind::Billing, &token).await;
-    assert_eq!(stats(&edge), (1, 1), "once");
+    assert_eq!(counters(&edge), (1, 1), "once");
 }
 
 #[test]
@@ -533,10 +556,10 @@ fn the_replay_capacity_sizes_every_guard_and_overflows_are_exported_by_kind() {
     let now = 1_790_000_000;
     // Two slots per shard and minute: 1,000 nonces expiring in one minute overflow.
     for nonce in 0..1_000 {
-        edge.replay_guard(Kind::Click)
+        edge.replay_guard(TokenKind::Click)
             .first_time(nonce, now + 300, now);
     }
-    let overflows = edge.replay_guard(Kind::Click).overflows();
+    let overflows = edge.replay_guard(TokenKind::Click).overflows();
     assert!(overflows > 0);
     let page = crate::metrics::encode(&edge, crate::metrics::Format::Text);
     for (kind, value) in [
@@ -574,24 +597,24 @@ async fn an_exchange_click_does_not_charge_a_spend_goal() {
     ));
     let headers = HeaderMap::new();
     let exchange_click = Claims {
-        placement: 0,
-        ..claims(Kind::Click, 11, 77, 1)
+        placement: None,
+        ..claims(TokenKind::Click, 11, 77, 1)
     };
     let answer = track(
         &edge,
-        Kind::Click,
+        TokenKind::Click,
         &token_query(&edge, &exchange_click),
         &headers,
         &anonymous(),
     )
     .await;
     assert_eq!(answer.status(), StatusCode::FOUND);
-    assert_eq!(load(&edge.stats.clicks), 1);
+    assert_eq!(load(&edge.counters.clicks), 1);
     assert_eq!(charged(&edge), 0, "the exchange click charges nothing");
-    let direct_click = claims(Kind::Click, 11, 77, 2);
+    let direct_click = claims(TokenKind::Click, 11, 77, 2);
     track(
         &edge,
-        Kind::Click,
+        TokenKind::Click,
         &token_query(&edge, &direct_click),
         &headers,
         &anonymous(),
@@ -627,7 +650,7 @@ async fn signed_events_pass_the_screen_before_they_count() {
         .with_quality(quality),
     );
     let headers = HeaderMap::new();
-    let fire = |kind: Kind, nonce: u64, age: i64, user_agent: Option<&'static str>| {
+    let fire = |kind: TokenKind, nonce: u64, age: i64, user_agent: Option<&'static str>| {
         let edge = Arc::clone(&edge);
         let mut headers = headers.clone();
         if let Some(user_agent) = user_agent {
@@ -642,27 +665,27 @@ async fn signed_events_pass_the_screen_before_they_count() {
             track(&edge, kind, &token_query(&edge, &claims), &headers, &client).await;
         }
     };
-    let invalid = |kind, reason| edge.quality.stats.invalid(kind, reason);
+    let invalid = |kind, reason| edge.quality.counters.invalid(kind, reason);
 
-    fire(Kind::Click, 1, 60, None).await;
-    assert_eq!(load(&edge.stats.clicks), 0);
+    fire(TokenKind::Click, 1, 60, None).await;
+    assert_eq!(load(&edge.counters.clicks), 0);
     assert_eq!(
-        invalid(Kind::Click, InvalidReason::ClickWithoutImpression),
+        invalid(TokenKind::Click, InvalidReason::ClickWithoutImpression),
         1
     );
-    fire(Kind::Impression, 1, 60, None).await;
-    fire(Kind::Click, 1, 60, None).await;
-    assert_eq!(load(&edge.stats.clicks), 1, "after its impression");
+    fire(TokenKind::Impression, 1, 60, None).await;
+    fire(TokenKind::Click, 1, 60, None).await;
+    assert_eq!(load(&edge.counters.clicks), 1, "after its impression");
 
-    fire(Kind::Impression, 2, 0, None).await;
-    fire(Kind::Click, 2, 0, None).await;
-    assert_eq!(load(&edge.stats.clicks), 1);
-    assert_eq!(invalid(Kind::Click, InvalidReason::TooFast), 1);
+    fire(TokenKind::Impression, 2, 0, None).await;
+    fire(TokenKind::Click, 2, 0, None).await;
+    assert_eq!(load(&edge.counters.clicks), 1);
+    assert_eq!(invalid(TokenKind::Click, InvalidReason::TooFast), 1);
 
     let bingbot = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)";
-    fire(Kind::Impression, 3, 60, Some(bingbot)).await;
-    assert_eq!(load(&edge.stats.impressions), 2);
-    assert_eq!(invalid(Kind::Impression, InvalidReason::Crawler), 1);
+    fire(TokenKind::Impression, 3, 60, Some(bingbot)).await;
+    assert_eq!(load(&edge.counters.impressions), 2);
+    assert_eq!(invalid(TokenKind::Impression, InvalidReason::Crawler), 1);
     // Each invalid event is in the log, beside the three counted ones.
     assert_eq!(edge.log.counters().appended, 3 + 3);
 }

@@ -1,8 +1,8 @@
 //! Events the traffic-quality screen judged invalid: logged with their reason, counted nowhere.
 
 use jiff::Timestamp;
-use marquee_eventlog::{Event, InvalidReason, Kind as EventKind};
-use marquee_tracking::{Claims, Kind};
+use marquee_eventlog::{Event, EventKind, InvalidReason};
+use marquee_tracking::{Claims, TokenKind};
 
 use crate::visitor::Visitor;
 use crate::{Edge, events, worker};
@@ -12,7 +12,7 @@ use crate::{Edge, events, worker};
 /// capped, charged and paced nowhere.
 pub(crate) fn log_invalid(
     edge: &Edge,
-    kind: Kind,
+    kind: TokenKind,
     claims: &Claims,
     reason: InvalidReason,
     visitor: &Visitor,
@@ -20,9 +20,9 @@ pub(crate) fn log_invalid(
 ) {
     edge.quality.count(kind, reason);
     let event_kind = match kind {
-        Kind::Impression => EventKind::InvalidImpression,
-        Kind::Click => EventKind::InvalidClick,
-        Kind::Conversion => EventKind::InvalidConversion,
+        TokenKind::Impression => EventKind::InvalidImpression,
+        TokenKind::Click => EventKind::InvalidClick,
+        TokenKind::Conversion => EventKind::InvalidConversion,
     };
     let id = worker::random_u64();
     events::log(

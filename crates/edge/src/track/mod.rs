@@ -21,7 +21,7 @@ use hyper::Response;
 use hyper::header::HeaderMap;
 use jiff::Timestamp;
 use marquee_eventlog::InvalidReason;
-use marquee_tracking::{Claims, Kind, ReplayConfig, ReplayGuard};
+use marquee_tracking::{Claims, ReplayConfig, ReplayGuard, TokenKind};
 
 pub(crate) use click::to_landing;
 pub(crate) use count::{Counted, Source, TrackedEvent, count_once, untokened_expiry};
@@ -30,16 +30,16 @@ pub(crate) use settle::{commit_and_settle, record_delivery};
 pub(crate) use urls::{cache_buster, fill_tracked, impression_url, signed_urls};
 pub(crate) use worth::worth;
 
+use crate::Edge;
 use crate::client::Client;
 use crate::http::{self, Body};
 use crate::visitor::Visitor;
-use crate::{Edge, Stats};
 
 /// `GET /t/i`, `/t/c`, `/t/v`: count the event once if its token holds, then answer. A click's
 /// answer is made first: one whose landing URL makes no redirect gets a 404 and is not counted.
 pub(crate) async fn track(
     edge: &Arc<Edge>,
-    kind: Kind,
+    kind: TokenKind,
     query_text: &str,
     headers: &HeaderMap,
     client: &Client<'_>,
@@ -48,8 +48,8 @@ pub(crate) async fn track(
     let claims = verify(edge, query_text, kind, now.as_second());
     let loaded = edge.holder.current();
     let (answer, counts) = match kind {
-        Kind::Impression | Kind::Conversion => (http::pixel(), true),
-        Kind::Click => click::redirect(edge, loaded.as_deref(), claims.as_ref(), now),
+        TokenKind::Impression | TokenKind::Conversion => (http::pixel(), true),
+        TokenKind::Click => click::redirect(edge, loaded.as_deref(), claims.as_ref(), now),
     };
     let Some(claims) = claims.filter(|_| counts) else {
         return answer;
@@ -68,13 +68,15 @@ pub(crate) async fn track(
         source: Source::Token,
     };
     let counted = count_once(edge, loaded, event, &visitor).await;
-    if kind == Kind::Impression && counted == Counted::First && crate::ad::is_programmatic(&claims)
+    if kind == TokenKind::Impression
+        && counted == Counted::First
+        && crate::ad::is_programmatic(&claims)
     {
         crate::ad::bill_programmatic(edge, &claims, query_text);
     }
     // A conversion token sent again is logged as invalid; repeated impressions and clicks
     // are the same event seen twice (a browser's retry), not a second one.
-    if kind == Kind::Conversion && counted == Counted::Repeat {
+    if kind == TokenKind::Conversion && counted == Counted::Repeat {
         let reason = InvalidReason::RepeatConversion;
         log_invalid(edge, kind, &claims, reason, &visitor, now);
     }
@@ -82,14 +84,14 @@ pub(crate) async fn track(
 }
 
 /// Verifies a tracking token; counts the invalid ones.
-fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims> {
+fn verify(edge: &Edge, query_text: &str, kind: TokenKind, now: i64) -> Option<Claims> {
     let token = url::form_urlencoded::parse(query_text.as_bytes())
         .find(|(key, _)| key == "t")
         .map(|(_, value)| value)?;
     match edge.keys.verify_kind(&token, kind, now) {
         Ok(claims) => Some(claims),
         Err(error) => {
-            Stats::bump(&edge.stats.invalid_tokens);
+            edge.counters.invalid_tokens.inc();
             tracing::debug!(%error, ?kind, "tracking token refused");
             None
         }
@@ -101,7 +103,7 @@ fn verify(edge: &Edge, query_text: &str, kind: Kind, now: i64) -> Option<Claims>
 /// whose impression this edge did not count.
 fn screen(
     edge: &Edge,
-    kind: Kind,
+    kind: TokenKind,
     claims: &Claims,
     client: &Client<'_>,
     expires_at: i64,
@@ -110,15 +112,17 @@ fn screen(
     // The token's issue time is in whole seconds: a click is judged at most a second later
     // than it came.
     let elapsed_ms = now.as_millisecond() - claims.issued_at.saturating_mul(1_000);
-    let too_fast = kind == Kind::Click
+    let too_fast = kind == TokenKind::Click
         && edge
             .quality
             .too_fast(Duration::from_millis(elapsed_ms.max(0).unsigned_abs()));
-    let without_impression = kind == Kind::Click
+    let without_impression = kind == TokenKind::Click
         && edge.quality.rules.clicks_need_impression
-        && !edge
-            .replay_guard(Kind::Impression)
-            .seen(claims.nonce, expires_at, now.as_second());
+        && !edge.replay_guard(TokenKind::Impression).seen(
+            claims.nonce,
+            expires_at,
+            now.as_second(),
+        );
     edge.quality
         .screen(client, claims.user, now.as_second())
         .or(too_fast.then_some(InvalidReason::TooFast))
@@ -142,11 +146,11 @@ impl TrackingSeen {
         }
     }
 
-    pub(crate) fn of(&self, kind: Kind) -> &ReplayGuard {
+    pub(crate) fn of(&self, kind: TokenKind) -> &ReplayGuard {
         match kind {
-            Kind::Impression => &self.impressions,
-            Kind::Click => &self.clicks,
-            Kind::Conversion => &self.conversions,
+            TokenKind::Impression => &self.impressions,
+            TokenKind::Click => &self.clicks,
+            TokenKind::Conversion => &self.conversions,
         }
     }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use marquee_eventlog::{AppendError, Event};
 use marquee_model::LineItemId;
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 
 use super::count::{Source, TrackedEvent};
-use crate::{Edge, Loaded, Stats, shared};
+use crate::{Edge, Loaded, shared};
 
 /// Appends a billing event ([`EventLog::commit`](marquee_eventlog::EventLog::commit)) and
 /// runs `settle` with the outcome once the log gives it, whatever happens to the request
@@ -63,20 +63,22 @@ pub(super) fn settle(
     if let Err(error) = logged {
         edge.replay_guard(kind)
             .forget(claims.nonce, event.expires_at, event.now.as_second());
-        Stats::bump(&edge.stats.log_errors);
+        edge.counters.log_errors.inc();
         tracing::error!(%error, ?kind, "billing event not logged");
         return;
     }
-    Stats::bump(match kind {
-        Kind::Impression => &edge.stats.impressions,
-        Kind::Click => &edge.stats.clicks,
-        Kind::Conversion => &edge.stats.conversions,
-    });
+    match kind {
+        TokenKind::Impression => &edge.counters.impressions,
+        TokenKind::Click => &edge.counters.clicks,
+        TokenKind::Conversion => &edge.counters.conversions,
+    }
+    .inc();
     let Some(loaded) = loaded else {
         return;
     };
     // An exchange bid's impression (no placement) counts towards caps on billing.
-    if kind == Kind::Impression && claims.placement != 0 && event.source == Source::Token {
+    if kind == TokenKind::Impression && claims.placement.is_some() && event.source == Source::Token
+    {
         record_delivery(edge, loaded, claims.user, claims.line_item, event.now);
     }
     bill(edge, loaded, claims, kind, event.source);
@@ -114,26 +116,26 @@ pub(crate) fn record_delivery(
 /// settled at once), a click is charged as it comes. An exchange bid's impression (no
 /// placement) is charged by its billing notice instead, and so is its click under a spend goal
 /// (the exchange is paid its clearing price, not our price per click).
-fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: Kind, source: Source) {
+fn bill(edge: &Edge, loaded: &Loaded, claims: &Claims, kind: TokenKind, source: Source) {
     use marquee_pacing::Billable;
-    let exchange = claims.placement == 0;
+    let exchange = claims.placement.is_none();
     let spend_goal = || {
         crate::pacing::has_spend_goal(&loaded.engine.snapshot().data, LineItemId(claims.line_item))
     };
     // A click its token says is worth nothing (an image tag's click its line item does not
     // charge) spends nothing, so it takes nothing from a spend goal's lease.
-    if kind == Kind::Click && claims.amount_micros == Some(0) && !exchange && spend_goal() {
+    if kind == TokenKind::Click && claims.amount_micros == Some(0) && !exchange && spend_goal() {
         return;
     }
     let pacing = &edge.pacing;
     let charged = match kind {
-        Kind::Impression if !exchange => {
+        TokenKind::Impression if !exchange => {
             if source == Source::ImageTag {
                 pacing.reserve(loaded, claims.line_item, claim_time(claims));
             }
             pacing.settle(loaded, claims.line_item, claims.issued_at)
         }
-        Kind::Click if !exchange || !spend_goal() => {
+        TokenKind::Click if !exchange || !spend_goal() => {
             pacing.bill(loaded, claims.line_item, Billable::Click, None)
         }
         _ => return,

@@ -2,9 +2,10 @@
 //! the worker keeps, and ad code filled with them (the ad path and the bid path both fill here).
 
 use marquee_snapshot::AdCode;
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::num::NonZeroU64;
 
 use crate::Edge;
 use crate::render::{self, Values};
@@ -35,7 +36,7 @@ pub(crate) fn signed_urls<'u>(
     append_tracking_url(edge, "/t/i?t=", claims, urls);
     let impression_end = urls.len();
     let click = Claims {
-        kind: Kind::Click,
+        kind: TokenKind::Click,
         amount_micros: Some(click_worth),
         ..*claims
     };
@@ -75,7 +76,7 @@ pub(crate) fn fill_tracked(
             click_url,
             impression_url,
             cache_buster,
-            placement: claims.placement,
+            placement: claims.placement.map_or(0, NonZeroU64::get),
             timestamp: claims.issued_at,
         },
         out,

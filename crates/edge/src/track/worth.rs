@@ -2,17 +2,17 @@
 
 use marquee_model::{LineItemId, Price};
 use marquee_snapshot::SnapshotData;
-use marquee_tracking::{Claims, Kind};
+use marquee_tracking::{Claims, TokenKind};
 
 /// What an event of `kind` is worth for a line item priced `price`, in micros of its
 /// currency: for an impression the CPM rate (spend is the sum of rates / 1000, divided once
 /// when aggregated, so no impression is rounded), for a click the CPC price; nothing for other
 /// events or pricing. Signed into the decision's tokens, so that the price when the ad was
 /// chosen is the one its beacon and click are logged at.
-pub(crate) fn worth(price: &Price, kind: Kind) -> u64 {
+pub(crate) fn worth(price: &Price, kind: TokenKind) -> u64 {
     use marquee_model::PricingModel;
     match (kind, price.model) {
-        (Kind::Impression, PricingModel::Cpm) | (Kind::Click, PricingModel::Cpc) => {
+        (TokenKind::Impression, PricingModel::Cpm) | (TokenKind::Click, PricingModel::Cpc) => {
             u64::try_from(price.amount_micros.0).unwrap_or(0)
         }
         _ => 0,
@@ -23,8 +23,8 @@ pub(crate) fn worth(price: &Price, kind: Kind) -> u64 {
 /// version 1 token from before an upgrade, or an image tag's click, whose decision is made again
 /// now) its line item's price now. Nothing for an exchange bid's tokens (no placement): what it
 /// costs is the clearing price its billing notice brings.
-pub(super) fn amount(data: &SnapshotData, claims: &Claims, kind: Kind) -> i64 {
-    if claims.placement == 0 {
+pub(super) fn amount(data: &SnapshotData, claims: &Claims, kind: TokenKind) -> i64 {
+    if claims.placement.is_none() {
         return 0;
     }
     let carried = claims.amount_micros.filter(|_| claims.kind == kind);

@@ -126,14 +126,14 @@ async fn a_saturated_edge_answers_ad_requests_at_once_with_the_fallback() {
     assert_eq!(json.body, b"{\"ads\":[]}");
     // Beacons are never shed: they carry billing events.
     assert_eq!(get(address, "/t/i?t=x").await.status, 200);
-    assert_eq!(edge.stats.shed.get(), 3);
+    assert_eq!(edge.counters.shed.get(), 3);
     assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Shed), 2);
     assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Shed), 1);
 
     // Once the place is free, requests start again (and find no ad in an empty snapshot).
     drop(held);
     get(address, "/ad?placement=1").await;
-    assert_eq!(edge.stats.shed.get(), 3);
+    assert_eq!(edge.counters.shed.get(), 3);
     assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Fallback), 1);
     assert_eq!(edge.gate.in_flight(), 0, "every place came back");
 }
@@ -173,7 +173,7 @@ async fn a_saturated_edge_answers_bid_requests_at_once_with_no_bid() {
     // Notices are never shed: billing spends.
     assert_eq!(get(address, "/openrtb2/bill?t=x").await.status, 200);
     assert_eq!(edge.metrics.requests(Endpoint::Bid, Outcome::Shed), 1);
-    assert_eq!(edge.bidder.stats.shed.get(), 1);
+    assert_eq!(edge.bidder.counters.shed.get(), 1);
 
     // With the place free, the request is read and decided (nothing to bid on: 204 too).
     drop(held);
@@ -254,7 +254,7 @@ fn edge_behind_a_busy_worker(
 fn a_worker_behind_its_queue_sheds_requests_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (edge, address, busy) = edge_behind_a_busy_worker(dir.path(), limits().deadline);
-    let shed = || edge.stats.shed.get();
+    let shed = || edge.counters.shed.get();
 
     let mut answered = 0;
     while shed() == 0 && answered < 100 {
@@ -293,7 +293,7 @@ fn an_ad_request_may_wait_three_quarters_of_its_deadline() {
         assert!(answer.starts_with(b"HTTP/1.1 200"));
     }
     busy.store(false, std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(edge.stats.shed.get(), 0);
+    assert_eq!(edge.counters.shed.get(), 0);
     assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Shed), 0);
     assert!(edge.metrics.requests(Endpoint::AdJson, Outcome::Fallback) >= 20);
 }
@@ -315,7 +315,7 @@ async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
     assert_eq!(answer.body, b"{\"ads\":[]}");
     let answer = get(address, "/ad?placement=1&format=js").await;
     assert!(answer.head.contains("javascript"), "{}", answer.head);
-    assert_eq!(edge.stats.late.get(), 2);
+    assert_eq!(edge.counters.late.get(), 2);
     assert_eq!(edge.metrics.requests(Endpoint::AdJson, Outcome::Late), 1);
     assert_eq!(edge.metrics.requests(Endpoint::Ad, Outcome::Late), 1);
     // Nothing was decided, so nothing was logged.

@@ -18,7 +18,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use jiff::Timestamp;
 use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
-use marquee_eventlog::{Budget, EventLog, Kind as EventKind};
+use marquee_eventlog::{Budget, EventKind, EventLog};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, Catalog, Channel, Creative, CreativeContent,

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::thread;
 
 use marquee_eventlog::{
-    AppendError, Config, Event, EventLog, FRAME_LEN, Kind, OpenError, SEGMENT_HEADER_LEN,
+    AppendError, Config, Event, EventKind, EventLog, FRAME_LEN, OpenError, SEGMENT_HEADER_LEN,
 };
 
 use crate::common::*;
@@ -14,7 +14,7 @@ fn every_kind_round_trips_through_the_files() {
     let mut written = Vec::new();
     {
         let log = EventLog::open(dir.path(), config()).unwrap();
-        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+        for (i, kind) in EventKind::ALL.into_iter().enumerate() {
             let event = Event {
                 kind,
                 time_micros: -5 + i as i64,
@@ -33,8 +33,11 @@ fn every_kind_round_trips_through_the_files() {
         }
         log.flush_and_close().unwrap();
         let c = log.counters();
-        assert_eq!(c.appended, Kind::ALL.len() as u64);
-        assert_eq!(c.appended_bytes, Kind::ALL.len() as u64 * FRAME_LEN as u64);
+        assert_eq!(c.appended, EventKind::ALL.len() as u64);
+        assert_eq!(
+            c.appended_bytes,
+            EventKind::ALL.len() as u64 * FRAME_LEN as u64
+        );
     }
     let log = EventLog::open(dir.path(), config()).unwrap();
     assert_eq!(read_shard(&log, 0), written);
@@ -42,7 +45,7 @@ fn every_kind_round_trips_through_the_files() {
     assert_eq!(segments.len(), 1);
     assert_eq!(
         segments[0].len,
-        SEGMENT_HEADER_LEN + Kind::ALL.len() as u64 * FRAME_LEN as u64
+        SEGMENT_HEADER_LEN + EventKind::ALL.len() as u64 * FRAME_LEN as u64
     );
     assert!(segments[0].closed);
 }
@@ -70,7 +73,9 @@ fn concurrent_appenders_are_read_back_exactly_once_in_order() {
             thread::spawn(move || {
                 let mut shard = None;
                 for i in 0..EACH {
-                    let receipt = log.append(&event(Kind::Impression, t << 64 | i)).unwrap();
+                    let receipt = log
+                        .append(&event(EventKind::Impression, t << 64 | i))
+                        .unwrap();
                     // A thread always appends to the same shard.
                     assert_eq!(*shard.get_or_insert(receipt.shard), receipt.shard);
                 }
@@ -111,19 +116,19 @@ fn concurrent_appenders_are_read_back_exactly_once_in_order() {
 fn appends_after_close_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(dir.path(), config()).unwrap();
-    log.append(&event(Kind::Click, 1)).unwrap();
+    log.append(&event(EventKind::Click, 1)).unwrap();
     log.flush_and_close().unwrap();
     assert!(matches!(
-        log.append(&event(Kind::Click, 2)),
+        log.append(&event(EventKind::Click, 2)),
         Err(AppendError::Closed)
     ));
     assert!(matches!(
-        block_on(log.append_durable(&event(Kind::Click, 3))),
+        block_on(log.append_durable(&event(EventKind::Click, 3))),
         Err(AppendError::Closed)
     ));
     log.flush_and_close().unwrap();
     assert_eq!(log.counters().rejected, 2);
-    assert_eq!(read_shard(&log, 0), vec![event(Kind::Click, 1)]);
+    assert_eq!(read_shard(&log, 0), vec![event(EventKind::Click, 1)]);
 }
 
 #[test]
@@ -138,15 +143,15 @@ fn a_full_buffer_refuses_instead_of_growing() {
     )
     .unwrap();
     for id in 0..3 {
-        log.append(&event(Kind::Decision, id)).unwrap();
+        log.append(&event(EventKind::Decision, id)).unwrap();
     }
     assert!(matches!(
-        log.append(&event(Kind::Decision, 3)),
+        log.append(&event(EventKind::Decision, 3)),
         Err(AppendError::Full { shard: 0 })
     ));
     assert_eq!(log.counters().rejected, 1);
     log.flush_and_close().unwrap();
-    let expected: Vec<Event> = (0..3).map(|id| event(Kind::Decision, id)).collect();
+    let expected: Vec<Event> = (0..3).map(|id| event(EventKind::Decision, id)).collect();
     assert_eq!(read_shard(&log, 0), expected);
 }
 
@@ -228,7 +233,7 @@ fn shards_from_an_earlier_run_with_more_shards_stay_readable() {
         let handles: Vec<_> = (0..3u128)
             .map(|id| {
                 let log = Arc::clone(&log);
-                thread::spawn(move || log.append(&event(Kind::Decision, id)).unwrap().shard)
+                thread::spawn(move || log.append(&event(EventKind::Decision, id)).unwrap().shard)
             })
             .collect();
         let mut shards: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
@@ -238,7 +243,7 @@ fn shards_from_an_earlier_run_with_more_shards_stay_readable() {
     }
     let log = EventLog::open(dir.path(), config()).unwrap();
     assert_eq!(log.shards(), 3);
-    let receipt = log.append(&event(Kind::Click, 9)).unwrap();
+    let receipt = log.append(&event(EventKind::Click, 9)).unwrap();
     assert_eq!(receipt.shard, 0);
     log.flush_and_close().unwrap();
     let mut ids: Vec<u128> = (0..3)

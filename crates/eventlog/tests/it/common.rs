@@ -9,10 +9,10 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use marquee_eventlog::{
-    Budget, Config, Durability, Event, EventLog, Kind, ReadEnd, SEGMENT_HEADER_LEN,
+    Budget, Config, Durability, Event, EventKind, EventLog, ReadEnd, SEGMENT_HEADER_LEN,
 };
 
-pub fn event(kind: Kind, id: u128) -> Event {
+pub fn event(kind: EventKind, id: u128) -> Event {
     Event {
         kind,
         time_micros: 1_790_000_000_000_000 + id as i64,
@@ -31,7 +31,7 @@ pub fn event(kind: Kind, id: u128) -> Event {
 /// Events with ids `from..to`, kinds cycling.
 pub fn events(from: u128, to: u128) -> Vec<Event> {
     (from..to)
-        .map(|id| event(Kind::ALL[id as usize % Kind::ALL.len()], id))
+        .map(|id| event(EventKind::ALL[id as usize % EventKind::ALL.len()], id))
         .collect()
 }
 

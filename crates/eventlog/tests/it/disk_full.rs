@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use marquee_eventlog::{Config, Durability, EventLog, Kind};
+use marquee_eventlog::{Config, Durability, EventKind, EventLog};
 
 use crate::common::{block_on, event, read_shard};
 
@@ -54,7 +54,7 @@ fn config() -> Config {
 
 /// Appends event `id` and waits for its fsync; whether it was acknowledged as durable.
 fn durable(log: &EventLog, id: u128) -> bool {
-    block_on(log.append_durable(&event(Kind::Impression, id))).is_ok()
+    block_on(log.append_durable(&event(EventKind::Impression, id))).is_ok()
 }
 
 /// Takes every free byte of the disk: the write fails with ENOSPC once it is full.

@@ -1,13 +1,13 @@
 use std::fs::OpenOptions;
 
-use marquee_eventlog::{Config, Event, EventLog, FRAME_LEN, Kind, SEGMENT_HEADER_LEN};
+use marquee_eventlog::{Config, Event, EventKind, EventLog, FRAME_LEN, SEGMENT_HEADER_LEN};
 use proptest::prelude::*;
 
 use crate::common::*;
 
 fn arb_event() -> impl Strategy<Value = Event> {
     (
-        0..Kind::ALL.len(),
+        0..EventKind::ALL.len(),
         any::<i64>(),
         any::<[u64; 4]>(),
         any::<[u8; 3]>(),
@@ -16,7 +16,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
     )
         .prop_map(
             |(kind, time_micros, ids, bytes, amount_micros, event_id)| Event {
-                kind: Kind::ALL[kind],
+                kind: EventKind::ALL[kind],
                 time_micros,
                 line_item: ids[0],
                 creative: ids[1],
@@ -78,7 +78,7 @@ proptest! {
         prop_assert_eq!(log.counters().truncated_bytes, dropped);
         prop_assert_eq!(read_shard(&log, 0), expected.clone());
         // Appending goes on after the recovered prefix.
-        let more = event(Kind::Conversion, 1);
+        let more = event(EventKind::Conversion, 1);
         log.append(&more).unwrap();
         log.flush_and_close().unwrap();
         expected.push(more);

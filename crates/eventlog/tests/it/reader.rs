@@ -2,7 +2,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 
 use marquee_eventlog::{
-    Budget, Config, DecodeError, DeleteError, Event, EventLog, FRAME_LEN, FrameError, Kind,
+    Budget, Config, DecodeError, DeleteError, Event, EventKind, EventLog, FRAME_LEN, FrameError,
     RECORD_VERSION, ReadEnd, ReadError, Rejected, SEGMENT_HEADER_LEN,
 };
 
@@ -95,7 +95,7 @@ fn the_open_segment_is_readable_up_to_its_durable_tail_only() {
     assert_eq!(batch.events, written);
     assert_eq!(batch.end, ReadEnd::Tail);
 
-    log.append(&event(Kind::Click, 50)).unwrap();
+    log.append(&event(EventKind::Click, 50)).unwrap();
     let unflushed = log
         .read(0, 1, batch.next_offset, Budget::default())
         .unwrap();
@@ -106,7 +106,7 @@ fn the_open_segment_is_readable_up_to_its_durable_tail_only() {
     let rest = log
         .read(0, 1, batch.next_offset, Budget::default())
         .unwrap();
-    assert_eq!(rest.events, vec![event(Kind::Click, 50)]);
+    assert_eq!(rest.events, vec![event(EventKind::Click, 50)]);
     assert_eq!(rest.end, ReadEnd::Closed);
 }
 
@@ -116,18 +116,19 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
     let written = events(0, 2);
     drop(closed_log(dir.path(), &written, config()));
 
-    let mut unknown_kind = event(Kind::Decision, 7).encode();
+    let mut unknown_kind = event(EventKind::Decision, 7).encode();
     unknown_kind[1] = 200;
-    let mut newer = event(Kind::Decision, 8).encode().to_vec();
+    let mut newer = event(EventKind::Decision, 8).encode().to_vec();
     newer[0] = RECORD_VERSION + 1;
     newer.extend_from_slice(b"a longer future layout");
     let path = segment_file(dir.path(), 0, 1);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     file.write_all(&frame(&unknown_kind)).unwrap();
     file.write_all(&frame(&newer)).unwrap();
-    file.write_all(&event(Kind::Click, 3).to_frame()).unwrap();
+    file.write_all(&event(EventKind::Click, 3).to_frame())
+        .unwrap();
     // A version-1 record (written before regions were recorded) is read, with no region.
-    let mut version_1 = event(Kind::Impression, 4).encode()[..69].to_vec();
+    let mut version_1 = event(EventKind::Impression, 4).encode()[..69].to_vec();
     version_1[0] = 1;
     file.write_all(&frame(&version_1)).unwrap();
     drop(file);
@@ -141,8 +142,8 @@ fn unknown_kinds_and_versions_are_rejected_and_skipped() {
         vec![
             written[0],
             written[1],
-            event(Kind::Click, 3),
-            event(Kind::Impression, 4)
+            event(EventKind::Click, 3),
+            event(EventKind::Impression, 4)
         ]
     );
     assert_eq!(
@@ -318,7 +319,7 @@ fn an_open_segment_cut_short_from_outside_is_reported_not_looped_on() {
     for e in &events(0, 3) {
         log.append(e).unwrap();
     }
-    block_on(log.append_durable(&event(Kind::Click, 3))).unwrap();
+    block_on(log.append_durable(&event(EventKind::Click, 3))).unwrap();
     let file = OpenOptions::new()
         .write(true)
         .open(segment_file(dir.path(), 0, 1))
@@ -337,7 +338,7 @@ fn read_frames_returns_the_intact_frames_as_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let written = events(0, 5);
     drop(closed_log(dir.path(), &written, config()));
-    let mut unknown_kind = event(Kind::Decision, 9).encode();
+    let mut unknown_kind = event(EventKind::Decision, 9).encode();
     unknown_kind[1] = 200;
     let path = segment_file(dir.path(), 0, 1);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();

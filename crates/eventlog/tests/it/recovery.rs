@@ -2,7 +2,9 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
-use marquee_eventlog::{EventLog, FRAME_LEN, HeaderError, Kind, OpenError, SEGMENT_HEADER_LEN};
+use marquee_eventlog::{
+    EventKind, EventLog, FRAME_LEN, HeaderError, OpenError, SEGMENT_HEADER_LEN,
+};
 
 use crate::common::*;
 
@@ -22,12 +24,12 @@ fn reopen_expecting(dir: &Path, kept: &[marquee_eventlog::Event], truncated: u64
     let log = EventLog::open(dir, config()).unwrap();
     assert_eq!(log.counters().truncated_bytes, truncated);
     assert_eq!(read_shard(&log, 0), kept);
-    log.append(&event(Kind::Click, 100)).unwrap();
+    log.append(&event(EventKind::Click, 100)).unwrap();
     log.flush_and_close().unwrap();
     let segments = read_segments(&log, 0);
     assert_eq!(segments.len(), 2, "appends continue in a new segment");
     assert_eq!(segments[0], kept);
-    assert_eq!(segments[1], vec![event(Kind::Click, 100)]);
+    assert_eq!(segments[1], vec![event(EventKind::Click, 100)]);
 }
 
 fn record_end(n: usize) -> u64 {
@@ -92,7 +94,7 @@ fn a_segment_with_a_torn_header_is_removed() {
     assert!(!torn.exists());
     assert_eq!(log.counters().truncated_bytes, 10);
     assert_eq!(read_shard(&log, 0), written);
-    log.append(&event(Kind::Click, 100)).unwrap();
+    log.append(&event(EventKind::Click, 100)).unwrap();
     log.flush_and_close().unwrap();
     // Ids are never reused, even of a removed segment.
     let ids: Vec<u64> = log.segments(0).unwrap().iter().map(|s| s.id).collect();

@@ -49,7 +49,7 @@ fn segments_roll_by_age_even_when_idle() {
         },
     )
     .unwrap();
-    log.append(&event(marquee_eventlog::Kind::Decision, 1))
+    log.append(&event(marquee_eventlog::EventKind::Decision, 1))
         .unwrap();
     eventually("the first segment to be written", || {
         log.segments(0).unwrap().len() == 1
@@ -62,7 +62,7 @@ fn segments_roll_by_age_even_when_idle() {
     thread::sleep(Duration::from_millis(100));
     assert_eq!(log.segments(0).unwrap().len(), 1);
 
-    log.append(&event(marquee_eventlog::Kind::Decision, 2))
+    log.append(&event(marquee_eventlog::EventKind::Decision, 2))
         .unwrap();
     eventually("a second segment", || log.segments(0).unwrap().len() == 2);
     let segments = log.segments(0).unwrap();

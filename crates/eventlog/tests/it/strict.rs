@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use marquee_eventlog::{AppendError, Budget, CloseError, EventLog, Kind};
+use marquee_eventlog::{AppendError, Budget, CloseError, EventKind, EventLog};
 
 use crate::common::*;
 
@@ -31,7 +31,7 @@ fn append_durable_resolves_only_after_the_fsync_that_covers_it() {
     let dir = tempfile::tempdir().unwrap();
     // No background flush during the test: only the waiter can cause an fsync.
     let log = Arc::new(EventLog::open(dir.path(), slow(strict)).unwrap());
-    log.append(&event(Kind::Decision, 1)).unwrap();
+    log.append(&event(EventKind::Decision, 1)).unwrap();
     assert_eq!(log.counters().fsyncs, 0);
 
     let recorder = Arc::new(RecordFsyncs {
@@ -40,7 +40,7 @@ fn append_durable_resolves_only_after_the_fsync_that_covers_it() {
     });
     let waker = Waker::from(Arc::clone(&recorder));
     let mut cx = Context::from_waker(&waker);
-    let mut durable = pin!(log.append_durable(&event(Kind::Impression, 2)));
+    let mut durable = pin!(log.append_durable(&event(EventKind::Impression, 2)));
     // The first poll comes right after the append, long before a file can be created and
     // fsynced, so it registers and the flusher must wake it.
     if durable.as_mut().poll(&mut cx).is_pending() {
@@ -63,7 +63,10 @@ fn append_durable_resolves_only_after_the_fsync_that_covers_it() {
     let batch = log.read(0, 1, 0, Budget::default()).unwrap();
     assert_eq!(
         batch.events,
-        vec![event(Kind::Decision, 1), event(Kind::Impression, 2)]
+        vec![
+            event(EventKind::Decision, 1),
+            event(EventKind::Impression, 2)
+        ]
     );
 }
 
@@ -75,7 +78,7 @@ fn commit_waits_for_billing_events_only_in_strict_mode() {
     let mut cx = Context::from_waker(waker);
 
     // A decision is not billing: ready at once, no fsync.
-    let mut decision = pin!(log.commit(&event(Kind::Decision, 1)));
+    let mut decision = pin!(log.commit(&event(EventKind::Decision, 1)));
     assert!(matches!(
         decision.as_mut().poll(&mut cx),
         Poll::Ready(Ok(()))
@@ -83,9 +86,9 @@ fn commit_waits_for_billing_events_only_in_strict_mode() {
     assert_eq!(log.counters().fsyncs, 0);
 
     for (id, kind) in [
-        (2, Kind::Impression),
-        (3, Kind::Click),
-        (4, Kind::Conversion),
+        (2, EventKind::Impression),
+        (3, EventKind::Click),
+        (4, EventKind::Conversion),
     ] {
         let before = log.counters().fsyncs;
         block_on(log.commit(&event(kind, id))).unwrap();
@@ -100,7 +103,7 @@ fn commit_waits_for_billing_events_only_in_strict_mode() {
     // In group mode nothing waits.
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(dir.path(), slow(group)).unwrap();
-    let mut impression = pin!(log.commit(&event(Kind::Impression, 1)));
+    let mut impression = pin!(log.commit(&event(EventKind::Impression, 1)));
     assert!(matches!(
         impression.as_mut().poll(&mut cx),
         Poll::Ready(Ok(()))
@@ -113,7 +116,7 @@ fn one_fsync_serves_many_waiters() {
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(dir.path(), slow(strict)).unwrap();
     let waiting: Vec<_> = (0..200)
-        .map(|id| log.append_durable(&event(Kind::Impression, id)))
+        .map(|id| log.append_durable(&event(EventKind::Impression, id)))
         .collect();
     for durable in waiting {
         block_on(durable).unwrap();
@@ -142,7 +145,7 @@ fn many_threads_waiting_share_fsyncs_and_all_resolve() {
             let (log, done) = (Arc::clone(&log), Arc::clone(&done));
             std::thread::spawn(move || {
                 for i in 0..25 {
-                    block_on(log.append_durable(&event(Kind::Click, t << 32 | i))).unwrap();
+                    block_on(log.append_durable(&event(EventKind::Click, t << 32 | i))).unwrap();
                     *done.lock().unwrap() += 1;
                 }
             })
@@ -162,15 +165,15 @@ fn many_threads_waiting_share_fsyncs_and_all_resolve() {
 fn a_failed_fsync_or_write_stops_the_shard_and_tells_every_waiter() {
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(dir.path(), slow(strict)).unwrap();
-    log.append(&event(Kind::Decision, 1)).unwrap();
+    log.append(&event(EventKind::Decision, 1)).unwrap();
     // The flusher cannot create its segment file once the shard directory is gone.
     fs::remove_dir_all(dir.path().join("shard-0")).unwrap();
-    let result = block_on(log.append_durable(&event(Kind::Impression, 2)));
+    let result = block_on(log.append_durable(&event(EventKind::Impression, 2)));
     assert!(matches!(result, Err(AppendError::Failed { shard: 0, .. })));
     assert!(!log.is_healthy());
     assert_eq!(log.counters().io_errors, 1);
     assert!(matches!(
-        log.append(&event(Kind::Click, 3)),
+        log.append(&event(EventKind::Click, 3)),
         Err(AppendError::Failed { shard: 0, .. })
     ));
     assert!(matches!(

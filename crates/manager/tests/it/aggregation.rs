@@ -11,10 +11,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use jiff::Timestamp;
 use marquee_eventlog::wire::WireEnd;
-use marquee_eventlog::{Event, EventLog, Kind, PAYLOAD_LEN, SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_eventlog::{Event, EventKind, EventLog, PAYLOAD_LEN, SEGMENT_HEADER_LEN, SegmentInfo};
 use marquee_manager::sources::{Chunk, Listed, SourceError};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource};
-use marquee_model::{Kind as ObjectKind, ManualClock, Status};
+use marquee_model::{ManualClock, ObjectKind, Status};
 use marquee_stats::Counters;
 use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
 use marquee_store::test_postgres::TestDatabase;
@@ -250,7 +250,7 @@ async fn world_on(postgres: Option<TestDatabase>) -> World {
 
 impl World {
     /// Event `n`: spread over line items, placements, countries, devices and the last hour.
-    fn event(&self, n: u64, kind: Kind) -> Event {
+    fn event(&self, n: u64, kind: EventKind) -> Event {
         let li = (n % self.line_items.len() as u64) as usize;
         let now = NOW.parse::<Timestamp>().unwrap().as_second();
         Event {
@@ -263,7 +263,7 @@ impl World {
             country: [b"DE", b"FR", b"US"][(n / 7 % 3) as usize].to_owned(),
             region: [0; 3],
             device: (n % 6) as u8,
-            amount_micros: if kind == Kind::Impression {
+            amount_micros: if kind == EventKind::Impression {
                 1_500_000
             } else {
                 0
@@ -301,7 +301,8 @@ async fn restarts_between_any_runs_count_every_event_once() {
             let events: Vec<Event> = (0..150)
                 .map(|_| {
                     n += 1;
-                    let kind = [Kind::Decision, Kind::Impression, Kind::Click][n as usize % 3];
+                    let kind = [EventKind::Decision, EventKind::Impression, EventKind::Click]
+                        [n as usize % 3];
                     let event = w.event(n, kind);
                     if n.is_multiple_of(10) {
                         Event {
@@ -371,7 +372,7 @@ async fn statements_per_run(w: &World, counts: [u64; 2]) -> Vec<u32> {
     for count in counts {
         let source = MemorySource::named(&format!("edge-{count}"));
         let events: Vec<Event> = (0..count)
-            .map(|n| w.event(count * 10 + n, Kind::Impression))
+            .map(|n| w.event(count * 10 + n, EventKind::Impression))
             .collect();
         source.push_segment(0, &events, true);
         let aggregator = w.aggregator(source.clone(), 128 << 20);
@@ -399,7 +400,7 @@ async fn statements_per_run(w: &World, counts: [u64; 2]) -> Vec<u32> {
 /// from the database's state.
 async fn a_fenced_run_counts_and_acknowledges_nothing(w: World) {
     let source = MemorySource::named("eu-1");
-    let first: Vec<Event> = (1..=6).map(|n| w.event(n, Kind::Impression)).collect();
+    let first: Vec<Event> = (1..=6).map(|n| w.event(n, EventKind::Impression)).collect();
     source.push_segment(0, &first, true);
     let old = w.aggregator(source.clone(), 1 << 20);
     assert_eq!(old.run_once().await.unwrap().accepted, 6);
@@ -407,7 +408,9 @@ async fn a_fenced_run_counts_and_acknowledges_nothing(w: World) {
 
     // The new manager counts the next segment (without deleting it, so that the old one
     // still finds it: as when the old run read it before the new one's acknowledgement).
-    let second: Vec<Event> = (7..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    let second: Vec<Event> = (7..=12)
+        .map(|n| w.event(n, EventKind::Impression))
+        .collect();
     source.push_segment(0, &second, true);
     let new = Aggregator::new(
         Arc::clone(&w.store),
@@ -464,7 +467,7 @@ async fn a_fenced_run_counts_and_acknowledges_nothing_on_postgres() {
 async fn invalid_and_old_events_are_dropped_and_counted() {
     let w = world().await;
     let source = MemorySource::named("memory");
-    let good = w.event(1, Kind::Impression);
+    let good = w.event(1, EventKind::Impression);
     let too_old = Event {
         time_micros: good.time_micros - 2 * 86_400 * 1_000_000,
         event_id: 2,
@@ -499,8 +502,8 @@ async fn invalid_and_old_events_are_dropped_and_counted() {
 async fn records_of_a_later_build_wait_for_the_upgraded_manager() {
     let w = world().await;
     let source = MemorySource::named("memory");
-    let first: Vec<Event> = (1..=6).map(|n| w.event(n, Kind::Impression)).collect();
-    let second: Vec<Event> = (7..=9).map(|n| w.event(n, Kind::Impression)).collect();
+    let first: Vec<Event> = (1..=6).map(|n| w.event(n, EventKind::Impression)).collect();
+    let second: Vec<Event> = (7..=9).map(|n| w.event(n, EventKind::Impression)).collect();
     source.push_segment(0, &first, true);
     source.push_segment(0, &second, true);
     // Record 3 as a later build writes it: the format version after this build's.
@@ -544,7 +547,7 @@ async fn an_edge_never_read_yet_keeps_the_ids_it_may_repeat() {
     let read = MemorySource::named("a");
     let unreachable = MemorySource::named("b");
     *unreachable.fail_listing.lock().unwrap() = true;
-    let impression = w.event(1, Kind::Impression);
+    let impression = w.event(1, EventKind::Impression);
     read.push_segment(0, &[impression], true);
     let options = AggregationOptions::default();
     let aggregator = Aggregator::new(
@@ -581,7 +584,7 @@ async fn listeners_get_each_runs_delivery_per_line_item() {
             .unwrap()
             .extend(run.per_line_item.iter().map(|(id, c)| (*id, c.impressions)));
     });
-    let events: Vec<Event> = (0..8).map(|n| w.event(n, Kind::Impression)).collect();
+    let events: Vec<Event> = (0..8).map(|n| w.event(n, EventKind::Impression)).collect();
     source.push_segment(0, &events, false);
     aggregator.run_once().await.unwrap();
     let mut got = seen.lock().unwrap().clone();
@@ -614,7 +617,7 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
         Arc::new(EventLog::open(dir.path(), config).unwrap())
     };
     let log = open();
-    let events: Vec<Event> = (0..95).map(|n| w.event(n, Kind::Decision)).collect();
+    let events: Vec<Event> = (0..95).map(|n| w.event(n, EventKind::Decision)).collect();
     for e in &events {
         log.append(e).unwrap();
     }
@@ -645,7 +648,7 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     drop(aggregator);
     drop(log);
     let log = open();
-    let later: Vec<Event> = (95..105).map(|n| w.event(n, Kind::Decision)).collect();
+    let later: Vec<Event> = (95..105).map(|n| w.event(n, EventKind::Decision)).collect();
     for e in &later {
         log.append(e).unwrap();
     }
@@ -731,7 +734,9 @@ async fn a_silent_edge_does_not_hold_back_the_others() {
     let w = world().await;
     let others_read = Arc::new(tokio::sync::Notify::new());
     let good = MemorySource::named("good");
-    let events: Vec<Event> = (1..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    let events: Vec<Event> = (1..=12)
+        .map(|n| w.event(n, EventKind::Impression))
+        .collect();
     good.push_segment(0, &events, false);
     let aggregator = Aggregator::new(
         Arc::clone(&w.store),
@@ -768,7 +773,7 @@ async fn a_silent_edge_does_not_hold_back_the_others() {
 async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged() {
     let w = world().await;
     let source = MemorySource::named("eu-1");
-    let counted: Vec<Event> = (1..=9).map(|n| w.event(n, Kind::Impression)).collect();
+    let counted: Vec<Event> = (1..=9).map(|n| w.event(n, EventKind::Impression)).collect();
     for part in counted.chunks(3) {
         source.push_segment(0, part, true);
     }
@@ -791,7 +796,9 @@ async fn a_log_restored_behind_its_checkpoint_is_neither_read_nor_acknowledged()
         shards.insert(0, backup.collect());
         source.next_id.lock().unwrap().insert(0, 3);
     }
-    let after_restore: Vec<Event> = (10..=12).map(|n| w.event(n, Kind::Impression)).collect();
+    let after_restore: Vec<Event> = (10..=12)
+        .map(|n| w.event(n, EventKind::Impression))
+        .collect();
     source.push_segment(0, &after_restore, false);
     let restarted = w.aggregator(source.clone(), 1 << 20);
     for _ in 0..2 {
@@ -881,7 +888,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     let header = SEGMENT_HEADER_LEN;
 
     // 1. The manager reads segment 1 while it is open: checkpoint (1, after 3 records).
-    let counted: Vec<Event> = (1..=3).map(|n| w.event(n, Kind::Impression)).collect();
+    let counted: Vec<Event> = (1..=3).map(|n| w.event(n, EventKind::Impression)).collect();
     for e in &counted {
         log.append(e).unwrap();
     }
@@ -894,7 +901,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     );
 
     // 2. Two more records, then segment 1 closes by age and is the shard's newest file.
-    let trimmed: Vec<Event> = (4..=5).map(|n| w.event(n, Kind::Impression)).collect();
+    let trimmed: Vec<Event> = (4..=5).map(|n| w.event(n, EventKind::Impression)).collect();
     for e in &trimmed {
         log.append(e).unwrap();
     }
@@ -934,7 +941,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     assert_eq!(checkpoint(&w, "local").await, Some((2, 0)));
 
     // What the edge logs next is counted, run after run: nothing after the cut is lost.
-    let later: Vec<Event> = (6..=8).map(|n| w.event(n, Kind::Impression)).collect();
+    let later: Vec<Event> = (6..=8).map(|n| w.event(n, EventKind::Impression)).collect();
     for e in &later {
         log.append(e).unwrap();
     }
@@ -944,7 +951,9 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     .await;
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.accepted, 3);
-    let last: Vec<Event> = (9..=10).map(|n| w.event(n, Kind::Impression)).collect();
+    let last: Vec<Event> = (9..=10)
+        .map(|n| w.event(n, EventKind::Impression))
+        .collect();
     for e in &last {
         log.append(e).unwrap();
     }
@@ -988,7 +997,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
         Arc::new(EventLog::open(dir.path(), config).unwrap())
     };
     let log = open();
-    let first: Vec<Event> = (1..=3).map(|n| w.event(n, Kind::Impression)).collect();
+    let first: Vec<Event> = (1..=3).map(|n| w.event(n, EventKind::Impression)).collect();
     for e in &first {
         log.append(e).unwrap();
     }
@@ -1000,7 +1009,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     std::fs::copy(dir.path().join(&segment_1), backup.path().join(&segment_1)).unwrap();
 
     let log = open();
-    let second: Vec<Event> = (4..=8).map(|n| w.event(n, Kind::Impression)).collect();
+    let second: Vec<Event> = (4..=8).map(|n| w.event(n, EventKind::Impression)).collect();
     for e in &second {
         log.append(e).unwrap();
     }
@@ -1044,7 +1053,9 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     held(&aggregator);
 
     // The restored edge logs on, into a new segment 2: still held, nothing read or deleted.
-    let after_restore: Vec<Event> = (9..=10).map(|n| w.event(n, Kind::Impression)).collect();
+    let after_restore: Vec<Event> = (9..=10)
+        .map(|n| w.event(n, EventKind::Impression))
+        .collect();
     for e in &after_restore {
         log.append(e).unwrap();
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use marquee_manager::{Pacing, PacingOptions, demo};
-use marquee_model::{Clock, Kind, LineItemId, ManualClock, Status};
+use marquee_model::{Clock, LineItemId, ManualClock, ObjectKind, Status};
 use marquee_pacing::{EdgeId, Renewal, SyncRequest};
 use marquee_stats::Counters;
 use marquee_store::{Draft, SqliteStore, Store};
@@ -306,14 +306,14 @@ async fn update(
     line_item: LineItemId,
     change: impl FnOnce(&mut serde_json::Value),
 ) {
-    update_object(store, Kind::LineItem, line_item.0, change).await;
+    update_object(store, ObjectKind::LineItem, line_item.0, change).await;
 }
 
 /// Changes any object's body with `change`, its status column following the body's, as the
 /// API does.
 async fn update_object(
     store: &dyn Store,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
     change: impl FnOnce(&mut serde_json::Value),
 ) {
@@ -427,7 +427,7 @@ async fn lifetime_delivery_survives_the_pruning_of_its_first_minutes() {
 }
 
 /// Sets the status of any object in its column and its body, as the API does.
-async fn set_object_status(store: &dyn Store, kind: Kind, id: u64, status: Status) {
+async fn set_object_status(store: &dyn Store, kind: ObjectKind, id: u64, status: Status) {
     update_object(store, kind, id, |body| {
         body["status"] = serde_json::json!(status.as_str())
     })
@@ -531,7 +531,7 @@ async fn a_goal_added_to_a_serving_line_item_counts_what_it_delivered_today() {
 /// no control and its budget is suspended: the edge's renewals get no room, and no "no budget".
 async fn paused_for_an_hour_and_resumed(
     setup: &Setup,
-    kind: Kind,
+    kind: ObjectKind,
     id: u64,
 ) -> marquee_pacing::ControlEntry {
     let pacing = open(setup).await;
@@ -585,7 +585,7 @@ async fn paused_for_an_hour_and_resumed(
 async fn a_paused_campaign_or_advertiser_pauses_the_pacing_of_its_line_items() {
     let line_item_paused = {
         let setup = setup().await;
-        paused_for_an_hour_and_resumed(&setup, Kind::LineItem, setup.boots.0).await
+        paused_for_an_hour_and_resumed(&setup, ObjectKind::LineItem, setup.boots.0).await
     };
     assert!(!line_item_paused.stopped);
     assert!(
@@ -594,7 +594,7 @@ async fn a_paused_campaign_or_advertiser_pauses_the_pacing_of_its_line_items() {
     );
     assert_eq!(line_item_paused.bid_multiplier_permille, 1_000);
 
-    for kind in [Kind::Campaign, Kind::Advertiser] {
+    for kind in [ObjectKind::Campaign, ObjectKind::Advertiser] {
         let setup = setup().await;
         let catalog = setup.store.catalog().await.unwrap();
         let boots = catalog
@@ -611,7 +611,7 @@ async fn a_paused_campaign_or_advertiser_pauses_the_pacing_of_its_line_items() {
             .object
             .advertiser_id;
         let id = match kind {
-            Kind::Campaign => campaign.0,
+            ObjectKind::Campaign => campaign.0,
             _ => advertiser.0,
         };
         let resumed = paused_for_an_hour_and_resumed(&setup, kind, id).await;

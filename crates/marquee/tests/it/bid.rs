@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::{Server, logged_events, metrics_page, openrtb_sample, openrtb_testdata, token_from};
-use marquee_eventlog::Kind;
+use marquee_eventlog::EventKind;
 use marquee_model::{Currency, CurrencyRates, Micros, Rounding};
 use marquee_openrtb::{BidRequest, BidResponse, PriceCrypto, validate_response};
 use serde_json::{Value, json};
@@ -738,7 +738,10 @@ async fn a_bid_in_another_currency_is_billed_at_the_rate_it_was_made_with() {
     server.stop();
 
     let events = logged_events(&dir.path().join("data"));
-    let billings: Vec<_> = events.iter().filter(|e| e.kind == Kind::Billing).collect();
+    let billings: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Billing)
+        .collect();
     assert_eq!(billings.len(), 1, "{billings:?}");
     // The bid's own rate, rounded up twice (its price, then the clearing price): 0.50 USD
     // or a micro more, never the 460,000 euro micros.
@@ -844,21 +847,21 @@ async fn notices_count_once_and_only_when_signed() {
     let events = logged_events(&dir.path().join("data"));
     let id =
         |bid: &Value| u128::from(u64::from_str_radix(bid["id"].as_str().unwrap(), 16).unwrap());
-    let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
-    let billings: Vec<_> = of(Kind::Billing).collect();
+    let of = |kind: EventKind| events.iter().filter(move |e| e.kind == kind);
+    let billings: Vec<_> = of(EventKind::Billing).collect();
     assert_eq!(billings.len(), 1, "{billings:?}");
     assert_eq!(billings[0].event_id, id(&bid));
     assert_eq!(
         billings[0].amount_micros, 950_000,
         "the clearing price, CPM"
     );
-    let wins: Vec<_> = of(Kind::Win).collect();
+    let wins: Vec<_> = of(EventKind::Win).collect();
     assert_eq!(wins.len(), 1);
     assert_eq!(wins[0].amount_micros, 1_050_000, "decrypted");
-    let losses: Vec<_> = of(Kind::Loss).collect();
+    let losses: Vec<_> = of(EventKind::Loss).collect();
     assert_eq!(losses.len(), 1);
     assert_eq!((losses[0].event_id, losses[0].creative), (id(&second), 102));
-    let bids: Vec<_> = of(Kind::Bid).map(|e| e.event_id).collect();
+    let bids: Vec<_> = of(EventKind::Bid).map(|e| e.event_id).collect();
     assert!(bids.contains(&id(&bid)) && bids.contains(&id(&second)));
     assert!(
         !bids.contains(&id(&test_bid)),
@@ -996,7 +999,7 @@ async fn a_bid_failing_the_response_checks_is_dropped_and_counted() {
     let no_bids: Vec<u64> = logged_events(&dir.path().join("data"))
         .into_iter()
         // Reason 1: a request of `wait_for_bids` that came before the snapshot.
-        .filter(|e| e.kind == Kind::NoBid && e.creative != 1)
+        .filter(|e| e.kind == EventKind::NoBid && e.creative != 1)
         .map(|e| e.creative)
         .collect();
     assert_eq!(

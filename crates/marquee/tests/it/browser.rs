@@ -53,7 +53,7 @@ use common::{
     Server, create_object, get_json, id_named, logged_events, repo_root, require_browser_tools,
     token_from,
 };
-use marquee_eventlog::{Event, Kind as EventKind};
+use marquee_eventlog::{Event, EventKind};
 use marquee_geo::writer::{DatabaseWriter, city_record};
 use marquee_geo::{CountryCode, Location, Point, RegionCode};
 use marquee_manager::demo::GEO_DEMO_LINE_ITEM;

@@ -54,7 +54,7 @@ use common::{
     BIN, EDGE_SYNC_INTERVAL_MS, Guard, RedisServer, Roles, event_count, free_port, get_json,
     logged_events, metric, postgres_minute_rows, token_from, try_get_text, wait_for_edges,
 };
-use marquee_eventlog::Kind as EventKind;
+use marquee_eventlog::EventKind;
 use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
 use serde_json::{Value, json};

@@ -26,8 +26,8 @@ use common::{
     Guard, Rng, Server, env_or, impression_token, logged_events, now_secs, serve_and_fire,
     tracking_keys, try_get_text, wait_for_ad,
 };
-use marquee_eventlog::Kind as EventKind;
-use marquee_tracking::{KeyRing, Kind};
+use marquee_eventlog::EventKind;
+use marquee_tracking::{KeyRing, TokenKind};
 
 /// Concurrent clients, each fetching an ad and then firing its beacon, in a loop.
 const CLIENTS: usize = 4;
@@ -180,7 +180,7 @@ async fn client_loop(
             .unwrap_or_else(|| panic!("no impression URL in the ad: {html:?}"))
             .to_owned();
         let nonce = ring
-            .verify_kind(&token, Kind::Impression, now_secs())
+            .verify_kind(&token, TokenKind::Impression, now_secs())
             .unwrap()
             .nonce;
         let fires = if cycle % 8 == id % 8 { 2 } else { 1 };
@@ -382,7 +382,7 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
 async fn one_impression(client: &reqwest::Client, base: &str, ring: &KeyRing) -> u64 {
     let (token, response) = serve_and_fire(client, base, 2).await;
     assert!(response.bytes().await.unwrap().starts_with(GIF));
-    ring.verify_kind(&token, Kind::Impression, now_secs())
+    ring.verify_kind(&token, TokenKind::Impression, now_secs())
         .unwrap()
         .nonce
 }

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::Path;
 
 use common::{Server, get_as_german_iphone, get_json, logged_events, token_from, tracking_keys};
-use marquee_eventlog::Kind as EventKind;
+use marquee_eventlog::EventKind;
 use marquee_tracking::{Claims, KeyRing};
 use serde_json::Value;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::{Server, logged_events, metrics_page, openrtb_sample};
-use marquee_eventlog::Kind;
+use marquee_eventlog::EventKind;
 use marquee_openrtb::{BidResponse, PriceCrypto};
 use serde_json::Value;
 
@@ -258,14 +258,14 @@ async fn caller_bills_our_winning_bid(more: &str) {
 
     let billings: Vec<_> = logged_events(&dir.path().join("data"))
         .into_iter()
-        .filter(|e| e.kind == Kind::Billing)
+        .filter(|e| e.kind == EventKind::Billing)
         .collect();
     assert_eq!(billings.len(), 1, "{billings:?}");
     assert_eq!(billings[0].event_id, nonce);
     assert_eq!(billings[0].amount_micros, cleared, "the caller's price");
     let wins: Vec<_> = logged_events(&dir.path().join("data"))
         .into_iter()
-        .filter(|e| e.kind == Kind::Win)
+        .filter(|e| e.kind == EventKind::Win)
         .collect();
     assert_eq!(wins.len(), 1, "{wins:?}");
     assert_eq!(wins[0].event_id, nonce);

@@ -37,10 +37,10 @@ use common::{
     get_as_german_iphone, impression_token, logged_events, metric, metrics_page, now_secs,
     postgres_minute_rows, test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
 };
-use marquee_eventlog::Kind as EventKind;
+use marquee_eventlog::EventKind;
 use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
-use marquee_tracking::{KeyRing, Kind};
+use marquee_tracking::{KeyRing, TokenKind};
 use serde_json::{Value, json};
 
 const SECRET: &str = "multinode-test-secret-0123";
@@ -139,7 +139,7 @@ async fn drive(traffic: Arc<Traffic>, edge: usize, client_id: usize, ring: Arc<K
             traffic.seen.lock().unwrap().ads_without_manager += 1;
         }
         let claims = ring
-            .verify_kind(&token, Kind::Impression, now_secs())
+            .verify_kind(&token, TokenKind::Impression, now_secs())
             .unwrap();
         let Ok(response) = client.get(format!("{base}/t/i?t={token}")).send().await else {
             traffic.seen.lock().unwrap().failures += 1;

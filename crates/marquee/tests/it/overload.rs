@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{Server, impression_token, logged_events, metrics_page, try_get_text, wait_for_ad};
-use marquee_eventlog::Kind as EventKind;
+use marquee_eventlog::EventKind;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_loses_no_logged_event() {

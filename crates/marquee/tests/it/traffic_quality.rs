@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{Server, get_json, logged_events, token_from};
-use marquee_eventlog::{InvalidReason, Kind as EventKind};
+use marquee_eventlog::{EventKind, InvalidReason};
 use serde_json::Value;
 
 /// The demo's newsletter placement, which takes the image tag; its standard line item is

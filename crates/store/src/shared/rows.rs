@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, LineItemId, Meta, PlacementId, Principal, Role, Status};
+use marquee_model::{LineItemId, Meta, ObjectKind, PlacementId, Principal, Role, Status};
 use marquee_stats::{COLUMN_COUNT, Counters, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow};
 
 use crate::stats::Checkpoint;
@@ -42,7 +42,7 @@ pub(crate) trait Columns {
 }
 
 /// An object of `kind` selected as [`RECORD_COLUMNS`].
-pub(crate) fn record(kind: Kind, row: &impl Columns) -> Result<Record, StoreError> {
+pub(crate) fn record(kind: ObjectKind, row: &impl Columns) -> Result<Record, StoreError> {
     let id = row.u64(0, "id")?;
     let corrupt = |what: String| StoreError::Corrupt(format!("{} {id}: {what}", kind.name()));
     let status = row.string(4)?;

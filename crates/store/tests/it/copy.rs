@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use marquee_model::{Kind, LineItemId, ManualClock, PlacementId, Role, Status};
+use marquee_model::{LineItemId, ManualClock, ObjectKind, PlacementId, Role, Status};
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
@@ -50,7 +50,7 @@ enum Cell {
     Bytes(Vec<u8>),
 }
 
-async fn create(store: &dyn Store, kind: Kind, parent_id: Option<u64>, body: &str) -> u64 {
+async fn create(store: &dyn Store, kind: ObjectKind, parent_id: Option<u64>, body: &str) -> u64 {
     let draft = Draft {
         parent_id,
         name: format!("{} \"quoted\" ü", kind.name()),
@@ -66,28 +66,28 @@ async fn create(store: &dyn Store, kind: Kind, parent_id: Option<u64>, body: &st
 async fn fill(store: &SqliteStore) {
     let advertiser = create(
         store,
-        Kind::Advertiser,
+        ObjectKind::Advertiser,
         None,
         r#"{"time_zone":"Europe/Berlin","currency":"EUR"}"#,
     )
     .await;
-    let campaign = create(store, Kind::Campaign, Some(advertiser), "{}").await;
+    let campaign = create(store, ObjectKind::Campaign, Some(advertiser), "{}").await;
     let mut line_items = Vec::new();
     for _ in 0..3 {
-        let line_item = create(store, Kind::LineItem, Some(campaign), "{}").await;
-        create(store, Kind::Creative, Some(line_item), "{}").await;
+        let line_item = create(store, ObjectKind::LineItem, Some(campaign), "{}").await;
+        create(store, ObjectKind::Creative, Some(line_item), "{}").await;
         line_items.push(line_item);
     }
-    let publisher = create(store, Kind::Publisher, None, "{}").await;
-    let site = create(store, Kind::Site, Some(publisher), "{}").await;
-    let placement = create(store, Kind::Placement, Some(site), "{}").await;
+    let publisher = create(store, ObjectKind::Publisher, None, "{}").await;
+    let site = create(store, ObjectKind::Site, Some(publisher), "{}").await;
+    let placement = create(store, ObjectKind::Placement, Some(site), "{}").await;
     store
         .link(LineItemId(line_items[0]), PlacementId(placement))
         .await
         .unwrap();
     let updated = store
         .update(
-            Kind::LineItem,
+            ObjectKind::LineItem,
             line_items[2],
             1,
             Draft {
@@ -102,7 +102,7 @@ async fn fill(store: &SqliteStore) {
         .unwrap();
     assert_eq!(updated.meta.version, 2);
     store
-        .archive(Kind::LineItem, line_items[2], None)
+        .archive(ObjectKind::LineItem, line_items[2], None)
         .await
         .unwrap();
     for (role, owner_id, byte) in [
@@ -313,7 +313,7 @@ async fn every_row_reaches_postgres_and_new_rows_follow_the_copied_ids() {
     assert!(postgres.find_session(&[7; 32]).await.unwrap().is_some());
     let next = create(
         &postgres,
-        Kind::Advertiser,
+        ObjectKind::Advertiser,
         None,
         r#"{"time_zone":"UTC","currency":"USD"}"#,
     )
@@ -340,7 +340,7 @@ async fn a_database_with_data_is_refused_and_left_as_it_was() {
     fill(&SqliteStore::open(&path, clock()).unwrap()).await;
     let db = TestDatabase::create().await;
     let postgres = PostgresStore::connect(db.url(), clock()).await.unwrap();
-    let only = create(&postgres, Kind::Publisher, None, "{}").await;
+    let only = create(&postgres, ObjectKind::Publisher, None, "{}").await;
     let error = copy_sqlite_to_postgres(&path, &postgres).await.unwrap_err();
     assert!(
         matches!(

@@ -16,7 +16,7 @@ use common::{
     assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
 };
 use jiff::SignedDuration;
-use marquee_model::{Clock, Kind, ManualClock};
+use marquee_model::{Clock, ManualClock, ObjectKind};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
     Checkpoint, CheckpointMove, ListQuery, LockAttempt, ManagerLock, PostgresStore, RunWrite, Store,
@@ -246,7 +246,7 @@ async fn concurrent_writers_and_readers_stay_consistent() {
         limit: 500,
         ..ListQuery::default()
     };
-    let listed = store.list(Kind::Campaign, &query).await.unwrap();
+    let listed = store.list(ObjectKind::Campaign, &query).await.unwrap();
     assert_eq!(listed.len() as u64, WRITERS * WRITES);
 }
 

@@ -14,7 +14,7 @@ use common::{
     assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
 };
 use jiff::SignedDuration;
-use marquee_model::{Clock, Kind, ManualClock};
+use marquee_model::{Clock, ManualClock, ObjectKind};
 use marquee_store::{ListQuery, SqliteStore, Store};
 use tempfile::TempDir;
 
@@ -204,7 +204,7 @@ async fn reads_run_while_writing() {
                         limit: 500,
                         ..ListQuery::default()
                     };
-                    let listed = store.list(Kind::Campaign, &query).await.unwrap();
+                    let listed = store.list(ObjectKind::Campaign, &query).await.unwrap();
                     assert!(listed.len() as u64 + 1 >= last);
                 }
             })

@@ -4,7 +4,8 @@
 //! validity), which loses nothing the manager would bill twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use marquee_tracking::{Claims, KeyRing, Kind, ReplayConfig, ReplayGuard, TokenError};
+use marquee_tracking::{Claims, KeyRing, ReplayConfig, ReplayGuard, TokenError, TokenKind};
+use std::num::NonZeroU64;
 
 const NOW: i64 = 1_790_000_000;
 const LIFETIME: u32 = 3_600;
@@ -15,10 +16,10 @@ fn ring() -> KeyRing {
 
 fn token(ring: &KeyRing, nonce: u64, issued_at: i64) -> String {
     ring.sign(&Claims {
-        kind: Kind::Impression,
+        kind: TokenKind::Impression,
         line_item: 1,
         creative: 2,
-        placement: 3,
+        placement: NonZeroU64::new(3),
         user: 4,
         issued_at,
         lifetime: LIFETIME,
@@ -29,7 +30,7 @@ fn token(ring: &KeyRing, nonce: u64, issued_at: i64) -> String {
 
 /// What the edge's beacon handler does: verify, then count if the nonce is new.
 fn counted(ring: &KeyRing, guard: &ReplayGuard, token: &str, now: i64) -> Result<bool, TokenError> {
-    let claims = ring.verify_kind(token, Kind::Impression, now)?;
+    let claims = ring.verify_kind(token, TokenKind::Impression, now)?;
     Ok(guard.first_time(claims.nonce, claims.expires_at(), now))
 }
 

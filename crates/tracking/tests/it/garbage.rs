@@ -4,8 +4,9 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use marquee_tracking::{Claims, KeyRing, Kind, MAX_AMOUNT_MICROS, TOKEN_LEN, TokenError};
+use marquee_tracking::{Claims, KeyRing, MAX_AMOUNT_MICROS, TOKEN_LEN, TokenError, TokenKind};
 use proptest::prelude::*;
+use std::num::NonZeroU64;
 
 const KEY: &str = "hex:8f2a51c94d0e7b3316aa0c5e9b72d4f1e03c6a8b5d17f9e2c40b6a39d5e8f712";
 
@@ -13,11 +14,11 @@ fn ring() -> KeyRing {
     KeyRing::from_config(1, [(1, KEY)]).unwrap()
 }
 
-fn kind() -> impl Strategy<Value = Kind> {
+fn kind() -> impl Strategy<Value = TokenKind> {
     prop_oneof![
-        Just(Kind::Impression),
-        Just(Kind::Click),
-        Just(Kind::Conversion)
+        Just(TokenKind::Impression),
+        Just(TokenKind::Click),
+        Just(TokenKind::Conversion)
     ]
 }
 
@@ -36,7 +37,7 @@ fn claims() -> impl Strategy<Value = Claims> {
                     kind,
                     line_item,
                     creative,
-                    placement,
+                    placement: NonZeroU64::new(placement),
                     user,
                     issued_at: i64::from(issued_at),
                     lifetime: u32::from(lifetime),
@@ -54,7 +55,7 @@ proptest! {
     fn arbitrary_strings_never_panic(text in any::<String>(), now in any::<i64>()) {
         let ring = ring();
         prop_assert!(ring.verify(&text, now).is_err());
-        prop_assert!(ring.verify_kind(&text, Kind::Click, now).is_err());
+        prop_assert!(ring.verify_kind(&text, TokenKind::Click, now).is_err());
     }
 
     #[test]

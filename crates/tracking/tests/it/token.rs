@@ -3,20 +3,21 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use marquee_tracking::{
-    CLOCK_SKEW_SECS, Claims, KeyError, KeyRing, Kind, Malformed, TOKEN_LEN, TokenError,
+    CLOCK_SKEW_SECS, Claims, KeyError, KeyRing, Malformed, TOKEN_LEN, TokenError, TokenKind,
 };
+use std::num::NonZeroU64;
 
 const KEY_1: &str = "hex:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 // 32 bytes, standard base64 as `openssl rand -base64 32` prints it.
 const KEY_2: &str = "base64:q83vASNFZ4mrze8BI0VniavN7wEjRWeJq83vASNFZ4k=";
 const NOW: i64 = 1_790_000_000;
 
-fn claims(kind: Kind) -> Claims {
+fn claims(kind: TokenKind) -> Claims {
     Claims {
         kind,
         line_item: 42,
         creative: 4_200,
-        placement: 7,
+        placement: NonZeroU64::new(7),
         user: 0xdead_beef,
         issued_at: NOW,
         lifetime: 3_600,
@@ -36,7 +37,11 @@ fn decode(token: &str) -> Vec<u8> {
 #[test]
 fn round_trip() {
     let ring = ring(1, &[(1, KEY_1)]);
-    for kind in [Kind::Impression, Kind::Click, Kind::Conversion] {
+    for kind in [
+        TokenKind::Impression,
+        TokenKind::Click,
+        TokenKind::Conversion,
+    ] {
         let claims = claims(kind);
         let token = ring.sign(&claims);
         assert_eq!(token.len(), TOKEN_LEN);
@@ -54,7 +59,7 @@ fn round_trip() {
 #[test]
 fn layout_matches_the_documented_format() {
     let ring = ring(9, &[(9, KEY_1)]);
-    let raw = decode(&ring.sign(&claims(Kind::Click)));
+    let raw = decode(&ring.sign(&claims(TokenKind::Click)));
     assert_eq!(raw.len(), 71);
     assert_eq!(raw[0], 2, "version");
     assert_eq!(raw[1], 9, "key id");
@@ -85,7 +90,7 @@ fn layout_matches_the_documented_format() {
 #[test]
 fn version_1_tokens_still_verify_without_an_amount() {
     let ring = ring(9, &[(9, KEY_1)]);
-    let mut signed = vec![1u8, 9, Kind::Click as u8];
+    let mut signed = vec![1u8, 9, TokenKind::Click as u8];
     for field in [0x0123_4567_89ab_cdef_u64, 42, 4_200, 7, 0xdead_beef] {
         signed.extend_from_slice(&field.to_le_bytes());
     }
@@ -100,7 +105,7 @@ fn version_1_tokens_still_verify_without_an_amount() {
         ring.verify(&token, NOW + 5),
         Ok(Claims {
             amount_micros: None,
-            ..claims(Kind::Click)
+            ..claims(TokenKind::Click)
         })
     );
     // Any other version is refused before its MAC is looked at.
@@ -123,7 +128,7 @@ fn mac_is_truncated_hmac_sha256_of_the_first_55_bytes() {
 
     let key: Vec<u8> = (0u8..32).collect();
     let ring = KeyRing::new(1, [(1, key.as_slice())]).unwrap();
-    let raw = decode(&ring.sign(&claims(Kind::Impression)));
+    let raw = decode(&ring.sign(&claims(TokenKind::Impression)));
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
     mac.update(&raw[..55]);
     assert_eq!(raw[55..], mac.finalize().into_bytes()[..16]);
@@ -132,7 +137,7 @@ fn mac_is_truncated_hmac_sha256_of_the_first_55_bytes() {
 #[test]
 fn sign_into_appends_to_the_buffer() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let claims = claims(Kind::Impression);
+    let claims = claims(TokenKind::Impression);
     let mut url = String::with_capacity(128);
     url.push_str("/t/i?t=");
     ring.sign_into(&claims, &mut url);
@@ -144,7 +149,7 @@ fn sign_into_appends_to_the_buffer() {
 #[test]
 fn every_altered_byte_fails() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let token = ring.sign(&claims(Kind::Impression));
+    let token = ring.sign(&claims(TokenKind::Impression));
     let raw = decode(&token);
     for position in 0..raw.len() {
         for mask in [0x01, 0x02, 0x10, 0x80, 0xff] {
@@ -164,7 +169,7 @@ fn every_altered_byte_fails() {
 #[test]
 fn every_altered_character_fails() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let token = ring.sign(&claims(Kind::Impression));
+    let token = ring.sign(&claims(TokenKind::Impression));
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=.~ ";
     for position in 0..token.len() {
         for &replacement in alphabet {
@@ -182,7 +187,7 @@ fn every_altered_character_fails() {
 #[test]
 fn altered_key_id_naming_another_known_key_fails_the_mac() {
     let ring = ring(1, &[(1, KEY_1), (2, KEY_2)]);
-    let mut raw = decode(&ring.sign(&claims(Kind::Impression)));
+    let mut raw = decode(&ring.sign(&claims(TokenKind::Impression)));
     raw[1] = 2;
     assert_eq!(
         ring.verify(&URL_SAFE_NO_PAD.encode(&raw), NOW),
@@ -193,7 +198,7 @@ fn altered_key_id_naming_another_known_key_fails_the_mac() {
 #[test]
 fn wrong_length_and_bad_base64_are_malformed() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let token = ring.sign(&claims(Kind::Impression));
+    let token = ring.sign(&claims(TokenKind::Impression));
     assert_eq!(
         ring.verify("", NOW),
         Err(TokenError::Malformed(Malformed::Length(0)))
@@ -252,7 +257,7 @@ fn unknown_kind_with_valid_mac_is_malformed() {
     use hmac::{Hmac, KeyInit, Mac};
     let key: Vec<u8> = (0u8..32).collect();
     let ring = KeyRing::new(1, [(1, key.as_slice())]).unwrap();
-    let mut raw = decode(&ring.sign(&claims(Kind::Impression)));
+    let mut raw = decode(&ring.sign(&claims(TokenKind::Impression)));
     raw[2] = 9;
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
     mac.update(&raw[..55]);
@@ -260,13 +265,13 @@ fn unknown_kind_with_valid_mac_is_malformed() {
     raw[55..].copy_from_slice(&tag[..16]);
     assert_eq!(
         ring.verify(&URL_SAFE_NO_PAD.encode(&raw), NOW),
-        Err(TokenError::Malformed(Malformed::Kind(9)))
+        Err(TokenError::Malformed(Malformed::TokenKind(9)))
     );
 }
 
 #[test]
 fn rotation() {
-    let claims = claims(Kind::Click);
+    let claims = claims(TokenKind::Click);
     let old = ring(1, &[(1, KEY_1)]);
     let token = old.sign(&claims);
 
@@ -287,7 +292,7 @@ fn rotation() {
 
 #[test]
 fn same_id_different_secret_is_a_bad_mac() {
-    let token = ring(1, &[(1, KEY_1)]).sign(&claims(Kind::Impression));
+    let token = ring(1, &[(1, KEY_1)]).sign(&claims(TokenKind::Impression));
     assert_eq!(
         ring(1, &[(1, KEY_2)]).verify(&token, NOW),
         Err(TokenError::BadMac)
@@ -297,7 +302,7 @@ fn same_id_different_secret_is_a_bad_mac() {
 #[test]
 fn validity_window() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let claims = claims(Kind::Impression);
+    let claims = claims(TokenKind::Impression);
     let token = ring.sign(&claims);
     let expires_at = NOW + 3_600;
     assert_eq!(claims.expires_at(), expires_at);
@@ -354,7 +359,7 @@ fn validity_window() {
 fn forged_tokens_are_bad_macs_not_expired() {
     // Checks run MAC first: an expired forgery is counted as a forgery.
     let ring = ring(1, &[(1, KEY_1)]);
-    let mut raw = decode(&ring.sign(&claims(Kind::Impression)));
+    let mut raw = decode(&ring.sign(&claims(TokenKind::Impression)));
     raw[60] ^= 1;
     let forged = URL_SAFE_NO_PAD.encode(&raw);
     assert_eq!(
@@ -366,20 +371,20 @@ fn forged_tokens_are_bad_macs_not_expired() {
 #[test]
 fn kind_is_bound() {
     let ring = ring(1, &[(1, KEY_1)]);
-    let click = ring.sign(&claims(Kind::Click));
+    let click = ring.sign(&claims(TokenKind::Click));
     assert_eq!(
-        ring.verify_kind(&click, Kind::Impression, NOW),
+        ring.verify_kind(&click, TokenKind::Impression, NOW),
         Err(TokenError::WrongKind {
-            expected: Kind::Impression,
-            found: Kind::Click
+            expected: TokenKind::Impression,
+            found: TokenKind::Click
         })
     );
-    assert!(ring.verify_kind(&click, Kind::Click, NOW).is_ok());
+    assert!(ring.verify_kind(&click, TokenKind::Click, NOW).is_ok());
     // Relabelling the kind byte breaks the MAC.
     let mut raw = decode(&click);
-    raw[2] = Kind::Impression as u8;
+    raw[2] = TokenKind::Impression as u8;
     assert_eq!(
-        ring.verify_kind(&URL_SAFE_NO_PAD.encode(&raw), Kind::Impression, NOW),
+        ring.verify_kind(&URL_SAFE_NO_PAD.encode(&raw), TokenKind::Impression, NOW),
         Err(TokenError::BadMac)
     );
 }
@@ -399,8 +404,8 @@ fn error_labels_are_distinct() {
             now: 1,
         },
         TokenError::WrongKind {
-            expected: Kind::Click,
-            found: Kind::Impression,
+            expected: TokenKind::Click,
+            found: TokenKind::Impression,
         },
     ];
     let mut labels: Vec<&str> = errors.iter().map(TokenError::label).collect();
@@ -498,12 +503,12 @@ fn the_user_key_is_not_readable_in_tokens() {
     let ring = ring(1, &[(1, KEY_1)]);
     let other = ring_other();
     let field = |token: &str| decode(token)[35..43].to_vec();
-    let first = ring.sign(&claims(Kind::Impression));
+    let first = ring.sign(&claims(TokenKind::Impression));
     let second = ring.sign(&Claims {
         nonce: 42,
-        ..claims(Kind::Impression)
+        ..claims(TokenKind::Impression)
     });
-    let elsewhere = other.sign(&claims(Kind::Impression));
+    let elsewhere = other.sign(&claims(TokenKind::Impression));
     assert_ne!(field(&first), 0xdead_beef_u64.to_le_bytes());
     assert_ne!(field(&first), field(&second));
     assert_ne!(field(&first), field(&elsewhere));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, Currency, Kind, ManualClock, Status, Stored,
+    Advertiser, AdvertiserId, Campaign, Currency, ManualClock, ObjectKind, Status, Stored,
 };
 use marquee_store::{MigrationError, Store, StoreError};
 
@@ -48,7 +48,10 @@ pub fn campaign(advertiser: u64, name: String) -> Campaign {
 
 /// The tables of a fully migrated database, sorted.
 pub fn expected_tables() -> Vec<String> {
-    let mut expected: Vec<String> = Kind::ALL.iter().map(|k| format!("{}s", k.name())).collect();
+    let mut expected: Vec<String> = ObjectKind::ALL
+        .iter()
+        .map(|k| format!("{}s", k.name()))
+        .collect();
     expected.extend(
         [
             "api_tokens",

@@ -26,7 +26,7 @@ const BAD_REQUEST_REASONS: [&str; 13] = [
 
 /// The bidder's counters; exported as metrics.
 #[derive(Debug)]
-pub struct BidStats {
+pub struct BidCounters {
     pub requests: Counter,
     pub bids: Counter,
     /// Requests answered without a bid.
@@ -54,9 +54,9 @@ pub struct BidStats {
     bad_requests: [Counter; BAD_REQUEST_REASONS.len() + 1],
 }
 
-impl Default for BidStats {
+impl Default for BidCounters {
     fn default() -> Self {
-        BidStats {
+        BidCounters {
             requests: Counter::default(),
             bids: Counter::default(),
             no_bids: Counter::default(),
@@ -76,7 +76,7 @@ impl Default for BidStats {
     }
 }
 
-impl BidStats {
+impl BidCounters {
     pub(crate) fn bad_request(&self, label: &'static str) {
         let index = BAD_REQUEST_REASONS
             .iter()
@@ -114,74 +114,78 @@ const USER_MATCHES: Def = Def::new(
 
 /// The bidder's families.
 pub(crate) fn register_metrics(registry: &mut Registry, bidder: &Bidder) {
-    let stats = &bidder.stats;
+    let counters = &bidder.counters;
     for (name, help, counter) in [
         (
             "marquee_bidder_requests",
             "Bid requests received.",
-            &stats.requests,
+            &counters.requests,
         ),
-        ("marquee_bidder_bids", "Bids sent.", &stats.bids),
+        ("marquee_bidder_bids", "Bids sent.", &counters.bids),
         (
             "marquee_bidder_no_bids",
             "Bid requests answered without a bid (204, or nbr).",
-            &stats.no_bids,
+            &counters.no_bids,
         ),
         (
             "marquee_bidder_invalid_bids",
             "Bids dropped because they failed the response checks.",
-            &stats.invalid_bids,
+            &counters.invalid_bids,
         ),
         (
             "marquee_bidder_shed",
             "Bid requests answered 204 at once because max_in_flight were in progress.",
-            &stats.shed,
+            &counters.shed,
         ),
         (
             "marquee_bidder_late",
             "Bid requests answered 204 because tmax less the margin passed.",
-            &stats.late,
+            &counters.late,
         ),
         (
             "marquee_bidder_test_requests",
             "Bid requests with test set (bid normally, nothing logged or counted).",
-            &stats.test_requests,
+            &counters.test_requests,
         ),
-        ("marquee_bidder_wins", "Win notices counted.", &stats.wins),
+        (
+            "marquee_bidder_wins",
+            "Win notices counted.",
+            &counters.wins,
+        ),
         (
             "marquee_bidder_billings",
             "Billing notices counted (each spends).",
-            &stats.billings,
+            &counters.billings,
         ),
         (
             "marquee_bidder_losses",
             "Loss notices counted.",
-            &stats.losses,
+            &counters.losses,
         ),
         (
             "marquee_bidder_invalid_notices",
             "Notices refused: malformed, forged or expired token, another auction, unreadable price.",
-            &stats.invalid_notices,
+            &counters.invalid_notices,
         ),
         (
             "marquee_bidder_repeated_notices",
             "Notices for a bid already counted (retries).",
-            &stats.repeated_notices,
+            &counters.repeated_notices,
         ),
         (
             "marquee_bidder_test_notices",
             "Notices of test requests (answered, not counted).",
-            &stats.test_notices,
+            &counters.test_notices,
         ),
         (
             "marquee_bidder_syncs",
             "User matches recorded.",
-            &stats.syncs,
+            &counters.syncs,
         ),
     ] {
         Def::new(name, help).register(registry, counter.clone());
     }
-    let reasons = stats
+    let reasons = counters
         .reasons()
         .map(|(reason, counter)| ([("reason", reason)], counter.clone()));
     BAD_REQUESTS.register(registry, Labelled::new(reasons));
