@@ -432,7 +432,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(EventKind::Decision).encode();
-        for code in [0u8, 13, 255] {
+        for code in [0u8, 15, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }
