@@ -151,7 +151,7 @@ pub(super) async fn auction<'s>(
         None,
         (now, request_id),
     );
-    programmatic::run(request, loaded, &page, &mut decided, &mut text, auctions).await;
+    programmatic::run(loaded, &page, &mut decided, &mut text, auctions).await;
     (decided, text)
 }
 

@@ -19,7 +19,7 @@ use marquee_tracking::{Claims, TokenKind};
 use sha2::{Digest, Sha256};
 
 use super::placement::PageContext;
-use super::{AdRequest, Decided, Served};
+use super::{Decided, Served};
 use crate::query::AdFormat;
 use crate::{Edge, Loaded, events, track};
 
@@ -76,17 +76,16 @@ pub(super) fn direct_cpm(edge: &Edge, decision: Option<&Decision>) -> i64 {
         .map_or(i64::MAX, |m| m.0)
 }
 
-/// Runs the auction of every placement in `auctions` (at once: the slowest bounds the wait)
-/// and adds each one's winner to `decided`, the bids' markup appended to `text`.
+/// Runs the auction of every placement in `auctions` and adds each one's winner to `decided`,
+/// the bids' markup appended to `text`.
 pub(super) async fn run<'s>(
-    request: &AdRequest<'_>,
     loaded: &'s Loaded,
     page: &PageContext<'_>,
     decided: &mut Decided<'s>,
     text: &mut String,
     auctions: Vec<Auction<'s>>,
 ) {
-    let Some(gateway) = request.edge.gateway.as_ref() else {
+    let Some(gateway) = page.edge.gateway.as_ref() else {
         return;
     };
     let data = &loaded.engine.snapshot().data;
@@ -95,21 +94,20 @@ pub(super) async fn run<'s>(
     // auctions of a request together still end by the latest of them. The timeout is the
     // placement's budget of its own, on top of the ad request's deadline.
     let started = Instant::now();
-    let mut results = Vec::with_capacity(auctions.len());
-    for auction in &auctions {
-        let json = bid_request(page, data, currency, auction);
-        let timeout = Duration::from_millis(u64::from(auction.settings.timeout_ms));
-        let deadline = started + timeout;
-        let bidders = &auction.settings.bidders;
-        let result = gateway
-            .auction_among(json.as_bytes(), "", move |_| deadline, None, bidders)
-            .await;
-        results.push(result);
-    }
-    for (auction, result) in auctions.into_iter().zip(results) {
-        let won = result
+    for auction in auctions {
+        let json = bid_request(page, data, currency, &auction);
+        let deadline = started + Duration::from_millis(u64::from(auction.settings.timeout_ms));
+        let won = gateway
+            .auction_among(
+                json.as_bytes(),
+                "",
+                move |_| deadline,
+                None,
+                &auction.settings.bidders,
+            )
+            .await
             .ok()
-            .and_then(|auctioned| best_bid(request.edge, page, &auction, auctioned));
+            .and_then(|auctioned| best_bid(page, &auction, auctioned));
         match won {
             Some(bid) => decided.served.push(serve_bid(page, &auction, bid, text)),
             None => {
@@ -230,7 +228,6 @@ struct WonBid {
 /// The auction's winning bid when it beats the direct winner net of the revenue share (a tie
 /// goes to the direct line item); logs the auction either way.
 fn best_bid(
-    edge: &Edge,
     page: &PageContext<'_>,
     auction: &Auction<'_>,
     auctioned: marquee_gateway::Auctioned,
@@ -250,7 +247,7 @@ fn best_bid(
     let won = bid.filter(|b| net_of_share(b.price_micros, share) > auction.direct_cpm);
     let tally = auctioned.tally;
     let net = won.map_or(0, |b| net_of_share(b.price_micros, share));
-    log_auction(edge, page, auction.placement, tally, net);
+    log_auction(page, auction.placement, tally, net);
     let bid = won?;
     let bidder = auctioned
         .bidders
@@ -274,7 +271,6 @@ fn best_bid(
 /// Logs one auction of a placement: the bids received, the bidders that timed out and, when a
 /// bid won, its price net of the revenue share (see `EventKind::ProgrammaticAuction`).
 fn log_auction(
-    edge: &Edge,
     page: &PageContext<'_>,
     placement: PlacementId,
     tally: marquee_gateway::Tally,
@@ -293,7 +289,7 @@ fn log_auction(
         amount_micros: net_micros,
         event_id: 0,
     };
-    events::log(edge, event);
+    events::log(page.edge, event);
 }
 
 /// The ad of a winning bid: its markup, then the edge's own impression beacon, whose token

@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -37,20 +37,23 @@ const PLACEMENT: u64 = 100;
 struct MockBidder {
     address: SocketAddr,
     billed: Arc<AtomicUsize>,
+    /// The last bid request it got.
+    asked: Arc<Mutex<serde_json::Value>>,
 }
 
 async fn mock_bidder(name: &'static str, price: &'static str, delay: Duration) -> MockBidder {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let billed = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&billed);
+    let asked = Arc::new(Mutex::new(serde_json::Value::Null));
+    let (counter, last) = (Arc::clone(&billed), Arc::clone(&asked));
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
-            let counter = Arc::clone(&counter);
+            let (counter, last) = (Arc::clone(&counter), Arc::clone(&last));
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let counter = Arc::clone(&counter);
+                    let (counter, last) = (Arc::clone(&counter), Arc::clone(&last));
                     async move {
                         if request.uri().path() == "/bill" {
                             counter.fetch_add(1, Ordering::SeqCst);
@@ -62,6 +65,7 @@ async fn mock_bidder(name: &'static str, price: &'static str, delay: Duration) -
                         let asked = request.into_body().collect().await.unwrap().to_bytes();
                         let asked: serde_json::Value = serde_json::from_slice(&asked).unwrap();
                         let id = asked["id"].as_str().unwrap_or_default().to_owned();
+                        *last.lock().unwrap() = asked;
                         tokio::time::sleep(delay).await;
                         let body = format!(
                             r#"{{"id":"{id}","seatbid":[{{"seat":"{name}","bid":[{{"id":"b1","impid":"1","price":{price},"adm":"<b>bid of {name}</b>","burl":"http://{address}/bill?p=${{AUCTION_PRICE}}","w":300,"h":250}}]}}]}}"#
@@ -75,7 +79,11 @@ async fn mock_bidder(name: &'static str, price: &'static str, delay: Duration) -
             });
         }
     });
-    MockBidder { address, billed }
+    MockBidder {
+        address,
+        billed,
+        asked,
+    }
 }
 
 fn stored<T>(id: u64, object: T) -> Stored<T> {
@@ -375,6 +383,22 @@ async fn a_lower_bid_loses_to_the_line_item() {
 
     let body = ad(&running).await;
     assert!(body.contains("direct line item"), "{body}");
+    // The bid request: the placement's size, floored at the line item's 2.00, the page, the
+    // placement's timeout.
+    let asked = bidder.asked.lock().unwrap().clone();
+    let imp = &asked["imp"][0];
+    assert_eq!(
+        imp["banner"]["format"][0],
+        serde_json::json!({"w": 300, "h": 250})
+    );
+    assert_eq!(imp["bidfloor"], 2.0, "{asked}");
+    assert_eq!(asked["site"]["page"], "http://news.example/a");
+    assert_eq!(asked["site"]["domain"], "news.example");
+    assert_eq!(
+        asked["tmax"].as_u64().map(|t| t <= 300),
+        Some(true),
+        "{asked}"
+    );
     // The winning direct decision is logged, and the auction with no winning bid.
     let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 0)).await;
     assert!(
@@ -392,6 +416,8 @@ async fn the_revenue_share_is_taken_before_comparing() {
     let running = start(dir.path(), &catalog, &[("near", bidder.address)]).await;
     let body = ad(&running).await;
     assert!(body.contains("direct line item"), "{body}");
+    // The floor asks for what nets the line item's 2.00 after the share.
+    assert_eq!(bidder.asked.lock().unwrap()["imp"][0]["bidfloor"], 2.222223);
 
     // Without a share, 2.10 wins.
     let dir = tempfile::tempdir().unwrap();
