@@ -269,7 +269,11 @@ const PLACEMENT: &[Field] = &[
          line items only",
     ),
     when(
-        field("programmatic.floor_micros", "Programmatic floor", Widget::Money),
+        field(
+            "programmatic.floor_micros",
+            "Programmatic floor",
+            Widget::Money,
+        ),
         When::NotEmpty("programmatic.timeout_ms"),
     ),
     help(

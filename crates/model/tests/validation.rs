@@ -363,8 +363,13 @@ fn programmatic_settings_default_and_are_bounded() {
         ]
     );
     let mut li = line_item();
-    li.as_object_mut().expect("object").remove("competes_with_programmatic");
-    assert!(!parse::<LineItem>(li).competes_with_programmatic, "off unless told");
+    li.as_object_mut()
+        .expect("object")
+        .remove("competes_with_programmatic");
+    assert!(
+        !parse::<LineItem>(li).competes_with_programmatic,
+        "off unless told"
+    );
 }
 
 #[test]
