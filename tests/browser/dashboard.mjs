@@ -14,9 +14,13 @@
 // frequency cap, a creative for it, links it to the placement, waits until why-not-served on
 // the latest snapshot says it serves there, loads a publisher page carrying the placement's
 // async tag (copied from the placement's page), then reloads the report until its chart counts
-// the impression. Then: a form post without the CSRF token (403), and the advertiser user
-// opening the line item (404). Screenshots of home, line item, report and why-not-served at
-// 1280 and 390 pixels wide.
+// the impression. It books a second line item with a spend goal typed in dollars ("500") and
+// reads it back as money, and, at 1280 and 390 pixels wide, submits a line item form with
+// three mistakes (end before start, a goal amount with three decimals, a device the model does
+// not know) to see all three at once, linked from a summary, with everything typed kept.
+// Then: a form post without the CSRF token (403), and the advertiser user opening the line
+// item (404). Screenshots of home, line item, report and why-not-served at 1280 and 390
+// pixels wide, and of the refused form at each width.
 //
 // Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
 // <out>/failure.png shows the page.
@@ -58,7 +62,7 @@ async function fillLineItem(page, end) {
   await page.fill('[name="end"]', end);
   await page.fill('[name="time_zone"]', 'UTC');
   await page.selectOption('[name="tier"]', 'sponsorship');
-  await page.fill('[name="price.amount_micros"]', '5');
+  await page.fill('[name="price.amount"]', '5');
   await page.fill('[name="price.currency"]', 'USD');
   await page.fill('[aria-label="Cap count 1"]', '5');
   await page.fill('[aria-label="Cap window 1"]', '1d');
@@ -67,6 +71,57 @@ async function fillLineItem(page, end) {
   await page.fill('[aria-label="Targeting values 1"]', 'tablet, ctv');
   await page.click('form.object button[type=submit]');
   await page.waitForLoadState('domcontentloaded');
+}
+
+/** A new line item under the configured campaign, priced at 4.50 in its advertiser's
+ * currency, with a daily spend goal of `daily` (as typed), and a device row when given. */
+async function fillSpendGoal(page, { end, daily, device }) {
+  await page.goto(`${config.base}/line-items/new?parent=${config.campaign}`);
+  await page.fill('[name="name"]', `${NAME} budget`);
+  await page.fill('[name="start"]', midnight(-1));
+  await page.fill('[name="end"]', end);
+  await page.fill('[name="time_zone"]', 'UTC');
+  await page.fill('[name="price.amount"]', '4.50');
+  await page.selectOption('[name="goal.metric"]', 'spend');
+  await page.fill('[name="goal.daily"]', daily);
+  if (device) {
+    await page.selectOption('[aria-label="Targeting attribute 1"]', 'device_type');
+    await page.fill('[aria-label="Targeting values 1"]', device);
+  }
+  await page.click('form.object button[type=submit]');
+  await page.waitForLoadState('domcontentloaded');
+}
+
+/** What a refused form shows: the summary's items and links, and what each field kept. */
+async function refusedForm(page) {
+  const items = page.locator('.error-summary li');
+  const shown = {
+    heading: await page.textContent('.error-summary h2'),
+    items: await items.allTextContents(),
+    links: await page.locator('.error-summary li a').evaluateAll((links) => links.map((a) => a.getAttribute('href'))),
+    beside: {
+      end: await page.textContent('[data-field="end"] .field-error'),
+      daily: await page.textContent('[data-field="goal.daily"] .field-error'),
+      targeting: await page.textContent('[data-field="targeting"] .field-error'),
+    },
+    kept: {
+      name: await page.inputValue('[name="name"]'),
+      price: await page.inputValue('[name="price.amount"]'),
+      metric: await page.inputValue('[name="goal.metric"]'),
+      daily: await page.inputValue('[name="goal.daily"]'),
+      device: await page.inputValue('[aria-label="Targeting values 1"]'),
+    },
+  };
+  // The summary's link takes the reader to the field, on a narrow screen too.
+  await page.click('.error-summary a[href="#f-goal.daily"]');
+  shown.hash = await page.evaluate(() => location.hash);
+  // In view: aligned to the top, give or take a sub-pixel border.
+  shown.field_in_view = await page.locator('[id="f-goal.daily"]').evaluate((input) => {
+    const box = input.getBoundingClientRect();
+    return box.top >= -1 && box.bottom <= window.innerHeight + 1;
+  });
+  shown.focused = await page.evaluate(() => document.activeElement?.id ?? '');
+  return shown;
 }
 
 async function shoot(page, name) {
@@ -162,6 +217,29 @@ async function run(browser) {
   }
   seen.report_svg = await page.locator('#line-chart svg polyline').count();
   step('impression in the report');
+
+  // A spend goal typed in dollars is kept as dollars and shown back as money.
+  await fillSpendGoal(page, { end: midnight(30), daily: '500' });
+  await page.waitForURL(/\/line-items\/\d+\?saved=1$/);
+  seen.budget = {
+    daily: await page.inputValue('[name="goal.daily"]'),
+    unit: await page.textContent('[data-field="goal.daily"] .unit'),
+    pacing: await page.textContent('#pacing'),
+    id: Number(/line-items\/(\d+)/.exec(page.url())[1]),
+  };
+  step('spend goal booked');
+
+  // Three mistakes in one form, wide and narrow: all three at once, nothing lost.
+  seen.mistakes = {};
+  for (const [size, suffix] of [[WIDE, '1280'], [NARROW, '390']]) {
+    await page.setViewportSize(size);
+    await fillSpendGoal(page, { end: midnight(-2), daily: '12.345', device: 'mobile' });
+    seen.mistakes[suffix] = await refusedForm(page);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(config.screens, `form-errors-${suffix}.png`), fullPage: true });
+  }
+  await page.setViewportSize(WIDE);
+  step('three mistakes shown at once');
 
   // Screenshots of the four pages, wide and narrow.
   await shoot(page, 'report');

@@ -12,6 +12,7 @@
 //! - Every money amount under an advertiser is in the advertiser's currency: creates and updates
 //!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
+pub mod amounts;
 mod auth;
 mod currency;
 mod error;
@@ -20,6 +21,7 @@ mod geo;
 mod links;
 mod objects;
 pub mod openapi;
+mod read;
 mod reports;
 mod roles;
 mod routes;
@@ -40,6 +42,7 @@ pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_unde
 pub use error::ApiError;
 pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
+pub use read::{example, plain_message, read_object};
 pub use reports::{BuiltReport, ReportsState, build_report, report_csv};
 pub use roles::{Change, WriteRefused, check_write};
 pub use routes::RouteTable;

@@ -5,12 +5,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use marquee_model::{Meta, Object, ObjectKind, Principal, Status, Stored, ValidationError};
+use marquee_model::{Meta, Object, ObjectKind, Principal, Status, Stored};
 use marquee_store::{ListQuery, Store};
 use serde_json::{Map, Value};
 
+use crate::amounts;
 use crate::extract::{Body, Path, Query};
 use crate::geo::{GeoAvailability, warnings};
+use crate::read::read_object;
 use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
 /// Largest page a list call returns.
@@ -43,7 +45,9 @@ pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
     fields.insert("version".into(), version.into());
     fields.insert("created_at".into(), created_at.to_string().into());
     fields.insert("updated_at".into(), updated_at.to_string().into());
-    Ok(Value::Object(fields))
+    let mut fields = Value::Object(fields);
+    amounts::present(T::KIND, &mut fields);
+    Ok(fields)
 }
 
 fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
@@ -96,27 +100,6 @@ fn parse_fields(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>,
     }
 }
 
-/// Reads an object from JSON fields, naming the path of the first field that does not fit.
-fn read_object<T: Object>(fields: Map<String, Value>) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(Value::Object(fields)).map_err(|e| {
-        let path = e.path().to_string();
-        let path = if path == "." { "$".to_owned() } else { path };
-        ApiError::bad_field(path, e.into_inner().to_string())
-    })
-}
-
-/// Rules the API adds on top of the object's own: status `archived` is reached only by DELETE.
-fn check_writable_status<T: Object>(object: &T) -> Result<(), ApiError> {
-    if object.status() == Status::Archived {
-        return Err(ValidationError::single(
-            "status",
-            "cannot be set to archived here; archive with DELETE",
-        )
-        .into());
-    }
-    Ok(())
-}
-
 pub async fn create<T: Object>(
     State(state): State<ApiState>,
     Caller(principal): Caller,
@@ -125,9 +108,11 @@ pub async fn create<T: Object>(
 ) -> Result<Response, ApiError> {
     ensure_access(&principal, T::KIND)?;
     check_write(&principal, T::KIND, Change::Create)?;
-    let object: T = read_object(parse_fields(&headers, &body)?)?;
-    check_writable_status(&object)?;
-    object.validate()?;
+    let object: T = read_object(
+        Value::Object(parse_fields(&headers, &body)?),
+        None,
+        Vec::new(),
+    )?;
     check_currency(
         &*state.store,
         &object,
@@ -290,9 +275,9 @@ pub async fn update<T: Object>(
     for field in READ_ONLY_FIELDS {
         fields.remove(field);
     }
-    let object: T = read_object(fields)?;
-    check_writable_status(&object)?;
-    object.validate()?;
+    // What it replaces tells which field of an amount pair an edit moved (`amounts`).
+    let stored = state.store.get_object::<T>(id, principal.scope()).await?;
+    let object: T = read_object(Value::Object(fields), Some(&stored.object), Vec::new())?;
     check_currency(
         &*state.store,
         &object,

@@ -104,7 +104,11 @@ pub fn object_operations<T: Object>() -> ObjectOperations {
     let unreadable = || {
         (
             400,
-            error_response("malformed JSON, an unknown field, or a field of the wrong type"),
+            error_response(
+                "malformed JSON, or fields that cannot be read (unknown, missing, of the wrong \
+                 type, an amount with more decimals than its currency has); `fields` names \
+                 each, with the rules the rest breaks",
+            ),
         )
     };
     let missing = || (404, error_response("no such object visible to this token"));
@@ -145,6 +149,18 @@ pub fn object_operations<T: Object>() -> ObjectOperations {
             "next_after": { "type": "integer", "nullable": true, "description": "pass as `after` for the next page; null on the last page" }
         }
     });
+    let mut create = operation(
+        format!("Create a {}", label(kind)),
+        tag,
+        vec![],
+        Some(schema_ref(&name)),
+        responses([
+            (201, response("created", resource.clone())),
+            unreadable(),
+            invalid(),
+        ]),
+    );
+    create["requestBody"]["content"]["application/json"]["example"] = crate::example(kind);
     ObjectOperations {
         list: operation(
             format!("List {}", kind.collection()),
@@ -153,17 +169,7 @@ pub fn object_operations<T: Object>() -> ObjectOperations {
             None,
             responses([(200, response("one page", page)), unreadable()]),
         ),
-        create: operation(
-            format!("Create a {}", label(kind)),
-            tag,
-            vec![],
-            Some(schema_ref(&name)),
-            responses([
-                (201, response("created", resource.clone())),
-                unreadable(),
-                invalid(),
-            ]),
-        ),
+        create,
         get: operation(
             format!("Read a {}", label(kind)),
             tag,
@@ -286,7 +292,8 @@ pub fn add_schemas(
     mut generator: SchemaGenerator,
     object_names: &[String],
 ) {
-    let definitions = generator.take_definitions(true);
+    let mut definitions = generator.take_definitions(true);
+    crate::amounts::document(&mut definitions);
     for name in object_names {
         let Some(base) = definitions.get(name) else {
             continue;

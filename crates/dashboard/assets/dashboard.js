@@ -7,6 +7,11 @@
       var wanted = field.dataset.whenValue;
       field.hidden = wanted === "*" ? source.value === "" : source.value !== wanted;
     });
+    // A goal's amount is money only for a spend goal: the currency's symbol follows the metric.
+    var metric = document.querySelector('[name="goal.metric"]');
+    document.querySelectorAll(".unit[data-spend-only]").forEach(function (unit) {
+      unit.hidden = !metric || metric.value !== "spend";
+    });
   }
   // A targeting row whose attribute has fixed values shows their select instead of its text
   // (the text stays when it holds something, so nothing typed is hidden).
@@ -26,6 +31,9 @@
   document.addEventListener("change", function (event) { update(); rows(event); });
   update();
   rows(null);
+  // A refused form: the summary of its errors takes the focus, so it is read first.
+  var summary = document.getElementById("error-summary");
+  if (summary) summary.focus();
   document.querySelectorAll("button.copy").forEach(function (button) {
     button.addEventListener("click", function () {
       var text = document.getElementById(button.dataset.copy).value;

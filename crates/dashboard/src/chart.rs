@@ -38,13 +38,14 @@ pub fn nice_ceiling(max: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-fn format_tick(value: f64) -> String {
+/// A tick label, after `unit` (a currency symbol, or nothing for counts): `$500`, `12k`.
+fn format_tick(value: f64, unit: &str) -> String {
     if value >= 1_000_000.0 {
-        format!("{}M", trim(value / 1_000_000.0))
+        format!("{unit}{}M", trim(value / 1_000_000.0))
     } else if value >= 1_000.0 {
-        format!("{}k", trim(value / 1_000.0))
+        format!("{unit}{}k", trim(value / 1_000.0))
     } else {
-        trim(value)
+        format!("{unit}{}", trim(value))
     }
 }
 
@@ -63,8 +64,9 @@ fn open_svg(out: &mut String, title: &str) {
 }
 
 /// A line chart: one line per series over `x_labels` (a few of which are printed), y from 0
-/// to a round ceiling with four grid lines.
-pub fn line_chart(title: &str, x_labels: &[String], series: &[Series]) -> String {
+/// to a round ceiling with four grid lines, labelled after `unit` (a currency symbol for
+/// amounts in currency units, empty for counts).
+pub fn line_chart(title: &str, x_labels: &[String], series: &[Series], unit: &str) -> String {
     let mut out = String::new();
     open_svg(&mut out, title);
     let points = x_labels.len();
@@ -92,7 +94,7 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series]) -> String
             WIDTH - RIGHT,
             LEFT - 6.0,
             y(value) + 4.0,
-            format_tick(value),
+            format_tick(value, unit),
             y = y(value),
         );
     }
@@ -170,7 +172,7 @@ pub fn bar_chart(title: &str, bars: &[(String, f64)]) -> String {
             trim(*value),
             LEFT * 2.0 + width + 4.0,
             top + band / 2.0 + 4.0,
-            format_tick(*value),
+            format_tick(*value, ""),
         );
     }
     out.push_str("</svg>");
@@ -203,6 +205,7 @@ mod tests {
                 values: vec![0.0, 5.0, 10.0],
                 dashed: false,
             }],
+            "",
         );
         assert!(svg.starts_with("<svg"));
         assert!(svg.ends_with("</svg>"));
@@ -222,8 +225,10 @@ mod tests {
                 values: vec![3.0],
                 dashed: true,
             }],
+            "$",
         );
         assert!(svg.contains("stroke-dasharray"));
+        assert!(svg.contains(">$5</text>"), "{svg}");
         assert!(svg.contains("<circle"));
     }
 
@@ -242,7 +247,7 @@ mod tests {
 
     #[test]
     fn an_empty_chart_is_still_an_svg() {
-        assert!(line_chart("t", &[], &[]).contains("</svg>"));
+        assert!(line_chart("t", &[], &[], "").contains("</svg>"));
         assert!(bar_chart("t", &[]).contains("</svg>"));
     }
 }

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use marquee_model::{Micros, ObjectKind, Violation};
+use marquee_api::ApiError;
+use marquee_model::{Object, ObjectKind, Violation};
 use serde_json::{Map, Value, json};
 
 use crate::form::FormData;
@@ -20,8 +21,12 @@ pub enum Widget {
     TextArea,
     Number,
     OptNumber,
-    /// A decimal amount of money, stored as integer micros.
+    /// An amount of money in the advertiser's currency, typed as people write it (`2.50`,
+    /// `500`) and read by the API's amount fields (`marquee_api::amounts`).
     Money,
+    /// A goal's amount: money in the currency for a spend goal, else a count; empty leaves it
+    /// out.
+    GoalAmount,
     /// A local date and time (`datetime-local`).
     DateTime,
     OptDateTime,
@@ -50,7 +55,7 @@ pub enum When {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Field {
-    /// The JSON path, dots between objects (`price.amount_micros`); also the form name.
+    /// The JSON path, dots between objects (`price.amount`); also the form name.
     pub name: &'static str,
     pub label: &'static str,
     pub widget: Widget,
@@ -150,7 +155,11 @@ const LINE_ITEM: &[Field] = &[
         "share within the tier, 1 to 1000",
     ),
     field("price.model", "Pricing", Widget::Select(PRICING)),
-    field("price.amount_micros", "Price", Widget::Money),
+    help(
+        field("price.amount", "Price", Widget::Money),
+        "in the price currency, per thousand impressions (CPM), per click (CPC) or for the \
+         flight (flat)",
+    ),
     help(
         field("price.currency", "Price currency", Widget::Text),
         "the advertiser's currency",
@@ -161,14 +170,17 @@ const LINE_ITEM: &[Field] = &[
     ),
     help(
         when(
-            field("goal.daily", "Daily goal", Widget::OptNumber),
+            field("goal.daily", "Daily goal", Widget::GoalAmount),
             When::NotEmpty("goal.metric"),
         ),
-        "count, or micros for spend",
+        "spend: an amount in the price currency, such as 500; impressions or clicks: a count",
     ),
-    when(
-        field("goal.lifetime", "Lifetime goal", Widget::OptNumber),
-        When::NotEmpty("goal.metric"),
+    help(
+        when(
+            field("goal.lifetime", "Lifetime goal", Widget::GoalAmount),
+            When::NotEmpty("goal.metric"),
+        ),
+        "for the whole flight, in the same unit",
     ),
     field("pacing", "Pacing", Widget::Select(PACING)),
     field("rotation", "Creative rotation", Widget::Select(ROTATION)),
@@ -407,52 +419,6 @@ fn set_path(object: &mut Map<String, Value>, path: &str, value: Value) {
     }
 }
 
-/// `2.5` → 2,500,000 micros; at most six decimals, exact (no floating point).
-pub fn parse_money(text: &str) -> Result<i64, String> {
-    let bad = || format!("{text:?} is not an amount such as 2.50");
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    if whole.is_empty() && fraction.is_empty()
-        || !whole.bytes().all(|b| b.is_ascii_digit())
-        || !fraction.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(bad());
-    }
-    if fraction.len() > 6 {
-        return Err(format!("{text:?} has more than six decimals"));
-    }
-    let whole: i64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| bad())?
-    };
-    let fraction: i64 = format!("{fraction:0<6}").parse().map_err(|_| bad())?;
-    let micros = whole
-        .checked_mul(1_000_000)
-        .and_then(|m| m.checked_add(fraction))
-        .ok_or_else(|| format!("{text:?} is too large"))?;
-    Ok(if negative { -micros } else { micros })
-}
-
-/// Micros as the shortest decimal: 2,500,000 → `2.5`.
-pub fn format_money(micros: i64) -> String {
-    let text = Micros(micros).to_string();
-    match text.split_once('.') {
-        Some((whole, fraction)) => {
-            let fraction = fraction.trim_end_matches('0');
-            if fraction.is_empty() {
-                whole.to_owned()
-            } else {
-                format!("{whole}.{fraction}")
-            }
-        }
-        None => text,
-    }
-}
-
 fn parse_size(text: &str) -> Result<Value, String> {
     let (w, h) = text
         .trim()
@@ -511,7 +477,12 @@ pub fn form_to_json(
                         .map_err(|_| format!("{text:?} is not a whole number")),
                 }
             }
-            Widget::Money => parse_money(text).map(|m| Some(json!(m))),
+            // The API's amount fields read the text in the currency, exactly.
+            Widget::Money => match text.trim() {
+                "" => Err("is required".to_owned()),
+                t => Ok(Some(json!(t))),
+            },
+            Widget::GoalAmount => Ok((!text.trim().is_empty()).then(|| json!(text.trim()))),
             Widget::DateTime | Widget::OptDateTime => match text {
                 "" if f.widget == Widget::OptDateTime => Ok(None),
                 "" => Err("is required".to_owned()),
@@ -550,10 +521,46 @@ pub fn form_to_json(
                 object.insert("targeting".into(), expression);
             }
             Ok(None) => {}
-            Err(message) => add_error(errors, "targeting", message),
+            Err(messages) => {
+                for message in messages {
+                    add_error(errors, "targeting", message);
+                }
+            }
         }
     }
     Value::Object(object)
+}
+
+/// The object a form describes, read and checked in one pass as the API reads a request
+/// (`marquee_api::read_object`): every problem at once, the form's own (text that cannot
+/// become its field's type, in `errors` already) with the model's, filed under their fields.
+pub fn read<T: Object>(
+    form: &FormData,
+    fixed_parent: Option<u64>,
+    mut errors: Errors,
+) -> Result<T, Errors> {
+    let value = form_to_json(T::KIND, form, fixed_parent, &mut errors);
+    let reported = errors
+        .iter()
+        .flat_map(|(field, messages)| {
+            messages.iter().map(|message| Violation {
+                path: field.clone(),
+                message: message.clone(),
+            })
+        })
+        .collect();
+    let violations = match marquee_api::read_object::<T>(value, None, reported) {
+        Ok(object) => return Ok(object),
+        Err(ApiError::Invalid(error)) => error.violations,
+        Err(ApiError::BadRequest { fields, .. }) => fields,
+        Err(other) => vec![Violation {
+            path: "$".into(),
+            message: other.to_string(),
+        }],
+    };
+    let mut errors = Errors::new();
+    file_violations(T::KIND, &violations, &mut errors);
+    Err(errors)
 }
 
 /// Frequency-cap rows: `cap_count` and `cap_window`, blank rows skipped.
@@ -583,7 +590,6 @@ pub fn display(widget: Widget, value: Option<&Value>) -> String {
         return String::new();
     };
     match (widget, value) {
-        (Widget::Money, Value::Number(n)) => n.as_i64().map(format_money).unwrap_or_default(),
         (Widget::DateTime | Widget::OptDateTime, Value::String(s)) => {
             // `2026-12-01T00:00:00` → `2026-12-01T00:00` for `datetime-local`.
             s.strip_suffix(":00")
@@ -626,7 +632,7 @@ pub fn checked(value: Option<&Value>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use marquee_model::{LineItem, Object};
+    use marquee_model::{LineItem, Micros};
 
     use super::*;
 
@@ -652,7 +658,7 @@ mod tests {
             ("weight", "100"),
             ("untokened_clicks", "free"),
             ("price.model", "cpm"),
-            ("price.amount_micros", "2.5"),
+            ("price.amount", "2.5"),
             ("price.currency", "EUR"),
             ("goal.metric", ""),
             ("goal.daily", "5"),
@@ -674,16 +680,7 @@ mod tests {
 
     #[test]
     fn a_line_item_form_becomes_a_valid_line_item() {
-        let mut errors = Errors::new();
-        let value = form_to_json(
-            ObjectKind::LineItem,
-            &line_item_form(&[]),
-            None,
-            &mut errors,
-        );
-        assert!(errors.is_empty(), "{errors:?}");
-        let line_item: LineItem = serde_json::from_value(value).unwrap();
-        line_item.validate().unwrap();
+        let line_item: LineItem = read(&line_item_form(&[]), None, Errors::new()).unwrap();
         assert_eq!(line_item.price.amount_micros, Micros(2_500_000));
         assert_eq!(line_item.goal, None, "no metric, no goal");
         assert_eq!(line_item.frequency_caps.len(), 1);
@@ -695,43 +692,67 @@ mod tests {
     }
 
     #[test]
-    fn text_that_does_not_fit_its_field_is_an_error_at_the_field() {
-        let mut errors = Errors::new();
-        form_to_json(
-            ObjectKind::LineItem,
-            &line_item_form(&[])
-                .with("goal.metric", "impressions")
-                .with("weight", "heavy")
-                .with("price.amount_micros", "2.1234567"),
-            None,
-            &mut errors,
-        );
-        assert_eq!(errors["weight"], ["\"heavy\" is not a whole number"]);
-        assert_eq!(
-            errors["price.amount_micros"],
-            ["\"2.1234567\" has more than six decimals"]
-        );
+    fn a_spend_goal_is_typed_in_the_currency() {
+        let form = line_item_form(&[])
+            .with("goal.metric", "spend")
+            .with("goal.daily", "500")
+            .with("goal.lifetime", "12000.50");
+        let line_item: LineItem = read(&form, None, Errors::new()).unwrap();
+        let goal = line_item.goal.unwrap();
+        assert_eq!(goal.daily, Some(500_000_000), "500 EUR, not 500 micros");
+        assert_eq!(goal.lifetime, Some(12_000_500_000));
+        let count = line_item_form(&[])
+            .with("goal.metric", "impressions")
+            .with("goal.daily", "20000");
+        let line_item: LineItem = read(&count, None, Errors::new()).unwrap();
+        assert_eq!(line_item.goal.unwrap().daily, Some(20_000));
     }
 
     #[test]
-    fn model_violations_land_at_their_fields() {
-        let mut errors = Errors::new();
-        let value = form_to_json(
-            ObjectKind::LineItem,
-            &line_item_form(&[]).with("end", "2026-11-01T00:00"),
-            None,
-            &mut errors,
+    fn every_problem_is_found_in_one_pass() {
+        let form = line_item_form(&[])
+            .with("goal.metric", "spend")
+            .with("goal.daily", "12.345")
+            .with("weight", "heavy")
+            .with("end", "2026-11-01T00:00")
+            .with("t_attr", "device_type")
+            .with("t_values", "mobile");
+        let errors = read::<LineItem>(&form, None, Errors::new()).unwrap_err();
+        assert_eq!(errors["weight"], ["\"heavy\" is not a whole number"]);
+        assert_eq!(
+            errors["goal.daily"],
+            ["\"12.345\" has more decimals than EUR has (2)"]
         );
-        let line_item: LineItem = serde_json::from_value(value).unwrap();
-        let violations = line_item.validate().unwrap_err().violations;
-        file_violations(ObjectKind::LineItem, &violations, &mut errors);
         assert!(
             errors["end"][0].starts_with("must be after start"),
             "{errors:?}"
         );
         assert_eq!(
-            field_of(ObjectKind::LineItem, "price.amount_micros"),
-            "price.amount_micros"
+            errors["targeting"],
+            [
+                "row 1: Device must be one of: desktop, phone, tablet, ctv, other, console; \
+              \"mobile\" is not"
+            ]
+        );
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        let text = format!("{errors:?}");
+        for serde_words in ["variant", "expected", "`", "u32", "micros"] {
+            assert!(!text.contains(serde_words), "{serde_words} in {text}");
+        }
+    }
+
+    #[test]
+    fn model_violations_land_at_their_fields() {
+        let errors = read::<LineItem>(
+            &line_item_form(&[]).with("price.amount", "-1"),
+            None,
+            Errors::new(),
+        )
+        .unwrap_err();
+        assert_eq!(errors["price.amount"], ["must not be negative"]);
+        assert_eq!(
+            field_of(ObjectKind::LineItem, "price.amount"),
+            "price.amount"
         );
         assert_eq!(field_of(ObjectKind::LineItem, "goal"), "goal.metric");
         assert_eq!(
@@ -776,20 +797,6 @@ mod tests {
     }
 
     #[test]
-    fn money_is_exact() {
-        assert_eq!(parse_money("2.5"), Ok(2_500_000));
-        assert_eq!(parse_money("0.000001"), Ok(1));
-        assert_eq!(parse_money("12"), Ok(12_000_000));
-        assert_eq!(parse_money(".5"), Ok(500_000));
-        assert_eq!(parse_money("-1.25"), Ok(-1_250_000));
-        assert!(parse_money("").is_err());
-        assert!(parse_money("1,5").is_err());
-        assert!(parse_money("99999999999999").is_err());
-        assert_eq!(format_money(2_500_000), "2.5");
-        assert_eq!(format_money(12_000_000), "12");
-    }
-
-    #[test]
     fn stored_values_show_as_they_are_typed() {
         let sizes = json!([{ "w": 300, "h": 250 }, { "w": 728, "h": 90 }]);
         assert_eq!(display(Widget::Sizes, Some(&sizes)), "300x250, 728x90");
@@ -797,7 +804,7 @@ mod tests {
             display(Widget::DateTime, Some(&json!("2026-12-01T08:30:00"))),
             "2026-12-01T08:30"
         );
-        assert_eq!(display(Widget::Money, Some(&json!(1_500_000))), "1.5");
+        assert_eq!(display(Widget::Money, Some(&json!("1.50"))), "1.50");
         assert_eq!(display(Widget::List, Some(&json!(["a", "b"]))), "a, b");
         assert_eq!(display(Widget::OptText, Some(&Value::Null)), "");
         assert_eq!(display(Widget::Number, Some(&json!(7))), "7");

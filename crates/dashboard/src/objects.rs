@@ -12,8 +12,8 @@ use marquee_api::{
     currency_under,
 };
 use marquee_model::{
-    Advertiser, Campaign, Creative, LineItem, LineItemId, Object, ObjectKind, Placement,
-    PlacementId, Publisher, Site, Status, Violation,
+    Advertiser, Campaign, Creative, Currency, LineItem, LineItemId, Object, ObjectKind, Placement,
+    PlacementId, Publisher, Site, Status,
 };
 use marquee_store::{Draft, ListQuery, Record, StoreError};
 use serde::Deserialize;
@@ -194,8 +194,55 @@ pub struct FieldView {
     pub value: String,
     pub choices: Vec<Choice>,
     pub errors: Vec<String>,
+    /// Shown before the input: the currency's symbol of an amount of money.
+    pub unit: Option<String>,
+    /// The unit applies only to a spend goal (the script shows it as the metric changes):
+    /// whether it is one now.
+    pub unit_for_spend: Option<bool>,
     /// For the progressive script: shown only when field `.0` has value `.1` (`*`: any).
     pub when: Option<(&'static str, &'static str)>,
+}
+
+/// One line of the error summary at the top of a refused form.
+pub struct SummaryItem {
+    /// The id of the field's input (or section) to link to; none for the object as a whole.
+    pub anchor: Option<String>,
+    pub label: String,
+    pub message: String,
+}
+
+/// The error summary: errors about the object as a whole first, then each field's in the
+/// form's order, then the frequency-cap and targeting sections.
+fn summary(kind: ObjectKind, errors: &Errors) -> Vec<SummaryItem> {
+    let mut order: Vec<(&str, &str)> = vec![("$", "")];
+    order.extend(fields::fields(kind).iter().map(|f| (f.name, f.label)));
+    order.push(("frequency_caps", "Frequency caps"));
+    order.push(("targeting", "Targeting"));
+    let mut items = Vec::new();
+    for (name, label) in order {
+        for message in errors.get(name).into_iter().flatten() {
+            items.push(SummaryItem {
+                anchor: (name != "$").then(|| format!("f-{name}")),
+                label: label.to_owned(),
+                message: message.clone(),
+            });
+        }
+    }
+    // Errors filed under a name the form does not show still appear, unlinked.
+    for (name, messages) in errors {
+        if name != "$"
+            && name != "frequency_caps"
+            && name != "targeting"
+            && !fields::fields(kind).iter().any(|f| f.name == name)
+        {
+            items.extend(messages.iter().map(|message| SummaryItem {
+                anchor: None,
+                label: name.clone(),
+                message: message.clone(),
+            }));
+        }
+    }
+    items
 }
 
 pub struct CapRow {
@@ -239,7 +286,8 @@ struct ObjectPage {
     version: u64,
     archived: bool,
     saved: bool,
-    general_errors: Vec<String>,
+    /// Every error of a refused form, in the form's order, each linking to its field.
+    summary: Vec<SummaryItem>,
     fields: Vec<FieldView>,
     caps: Option<Vec<CapRow>>,
     caps_errors: Vec<String>,
@@ -301,6 +349,17 @@ async fn field_views(
     fixed_parent: Option<&Record>,
     errors: &Errors,
 ) -> Result<Vec<FieldView>, PageError> {
+    let source_text = |name: &str| match source {
+        Source::Stored(json) => fields::get_path(json, name)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        Source::Posted(form) => form.get(name).to_owned(),
+    };
+    let symbol = Currency::try_from(source_text("price.currency").as_str())
+        .ok()
+        .map(Currency::symbol);
+    let spend_goal = source_text("goal.metric") == "spend";
     let mut views = Vec::new();
     for f in fields::fields(kind) {
         let value = match source {
@@ -329,7 +388,7 @@ async fn field_views(
             Widget::Text | Widget::OptText | Widget::List | Widget::Sizes | Widget::OptSize => {
                 ("text", Vec::new())
             }
-            Widget::Money => ("text", Vec::new()),
+            Widget::Money | Widget::GoalAmount => ("amount", Vec::new()),
             Widget::TextArea => ("textarea", Vec::new()),
             Widget::Number | Widget::OptNumber => ("number", Vec::new()),
             Widget::DateTime | Widget::OptDateTime => ("datetime-local", Vec::new()),
@@ -373,6 +432,11 @@ async fn field_views(
             value,
             choices,
             errors: errors.get(f.name).cloned().unwrap_or_default(),
+            unit: match f.widget {
+                Widget::Money | Widget::GoalAmount => symbol.clone(),
+                _ => None,
+            },
+            unit_for_spend: (f.widget == Widget::GoalAmount).then_some(spend_goal),
             when,
         });
     }
@@ -486,7 +550,7 @@ async fn object_page(
         version: record.map_or(0, |r| r.meta.version),
         archived: record.is_some_and(|r| r.status == Status::Archived),
         saved: false,
-        general_errors: error_list("$"),
+        summary: summary(kind, errors),
         fields,
         caps: fields::has_caps(kind).then(|| cap_rows(&source)),
         caps_errors: error_list("frequency_caps"),
@@ -566,65 +630,54 @@ fn read_form(user: &SignedIn, headers: &HeaderMap, body: &Bytes) -> Result<FormD
     Ok(form)
 }
 
-/// The model object of `kind` the JSON describes, validated as the API validates it.
-fn object_of<T: Object>(value: Value) -> Result<T, Vec<Violation>> {
-    let object: T = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        vec![Violation {
-            path: if path == "." { "$".to_owned() } else { path },
-            message: e.into_inner().to_string(),
-        }]
-    })?;
-    if object.status() == Status::Archived {
-        return Err(vec![Violation {
-            path: "status".into(),
-            message: "cannot be set to archived here; use Archive".into(),
-        }]);
-    }
-    object.validate().map_err(|e| e.violations)?;
-    Ok(object)
-}
-
-/// The draft of a valid object, checked against the objects around it as the API checks it
-/// (the rule that amounts are in their advertiser's currency), or the violations to show.
+/// The draft of a valid object, read in one pass as the API reads it and checked against the
+/// objects around it as the API checks it (the rule that amounts are in their advertiser's
+/// currency), or the errors to show.
 async fn draft_as<T: Object>(
     dashboard: &Dashboard,
-    value: Value,
+    form: &FormData,
+    fixed_parent: Option<u64>,
+    errors: Errors,
     write: ObjectWrite,
     scope: Option<u64>,
-) -> Result<Result<Draft, Vec<Violation>>, PageError> {
-    let object = match object_of::<T>(value) {
+) -> Result<Result<Draft, Errors>, PageError> {
+    let object = match fields::read::<T>(form, fixed_parent, errors) {
         Ok(object) => object,
-        Err(violations) => return Ok(Err(violations)),
+        Err(errors) => return Ok(Err(errors)),
     };
+    let mut errors = Errors::new();
     match check_currency(&*dashboard.store, &object, write, scope).await {
         Ok(()) => {}
-        Err(CurrencyRuleError::Broken(broken)) => return Ok(Err(broken.violations)),
+        Err(CurrencyRuleError::Broken(broken)) => {
+            fields::file_violations(T::KIND, &broken.violations, &mut errors);
+            return Ok(Err(errors));
+        }
         Err(CurrencyRuleError::Store(error)) => return Err(error.into()),
     }
     Ok(Draft::of(&object).map_err(|e| {
-        vec![Violation {
-            path: "$".into(),
-            message: e.to_string(),
-        }]
+        add_error(&mut errors, "$", e.to_string());
+        errors
     }))
 }
 
 async fn draft(
     dashboard: &Dashboard,
     kind: ObjectKind,
-    value: Value,
+    form: &FormData,
+    fixed_parent: Option<u64>,
+    errors: Errors,
     write: ObjectWrite,
     scope: Option<u64>,
-) -> Result<Result<Draft, Vec<Violation>>, PageError> {
+) -> Result<Result<Draft, Errors>, PageError> {
+    let (d, f, p, e, w, s) = (dashboard, form, fixed_parent, errors, write, scope);
     match kind {
-        ObjectKind::Advertiser => draft_as::<Advertiser>(dashboard, value, write, scope).await,
-        ObjectKind::Campaign => draft_as::<Campaign>(dashboard, value, write, scope).await,
-        ObjectKind::LineItem => draft_as::<LineItem>(dashboard, value, write, scope).await,
-        ObjectKind::Creative => draft_as::<Creative>(dashboard, value, write, scope).await,
-        ObjectKind::Publisher => draft_as::<Publisher>(dashboard, value, write, scope).await,
-        ObjectKind::Site => draft_as::<Site>(dashboard, value, write, scope).await,
-        ObjectKind::Placement => draft_as::<Placement>(dashboard, value, write, scope).await,
+        ObjectKind::Advertiser => draft_as::<Advertiser>(d, f, p, e, w, s).await,
+        ObjectKind::Campaign => draft_as::<Campaign>(d, f, p, e, w, s).await,
+        ObjectKind::LineItem => draft_as::<LineItem>(d, f, p, e, w, s).await,
+        ObjectKind::Creative => draft_as::<Creative>(d, f, p, e, w, s).await,
+        ObjectKind::Publisher => draft_as::<Publisher>(d, f, p, e, w, s).await,
+        ObjectKind::Site => draft_as::<Site>(d, f, p, e, w, s).await,
+        ObjectKind::Placement => draft_as::<Placement>(d, f, p, e, w, s).await,
     }
 }
 
@@ -716,18 +769,12 @@ async fn read_object(
     } else {
         None
     };
-    let value = fields::form_to_json(kind, form, fixed_parent, &mut errors);
-    if !errors.is_empty() {
-        return Ok(Err(errors));
-    }
     let scope = user.principal().scope();
-    Ok(draft(dashboard, kind, value, write, scope)
-        .await?
-        .map(|draft| Posted { draft, upload })
-        .map_err(|violations| {
-            fields::file_violations(kind, &violations, &mut errors);
-            errors
-        }))
+    Ok(
+        draft(dashboard, kind, form, fixed_parent, errors, write, scope)
+            .await?
+            .map(|draft| Posted { draft, upload }),
+    )
 }
 
 /// A store refusal that belongs next to a field (a parent that is gone, a stale version).
@@ -862,8 +909,10 @@ pub async fn show(
         .store
         .get(kind, id, user.principal().scope())
         .await?;
-    let json: Value = serde_json::from_str(&record.body)
+    let mut json: Value = serde_json::from_str(&record.body)
         .map_err(|e| PageError::Internal(format!("{} {id}: {e}", kind.name())))?;
+    // Amounts as people write them (`price.amount`, a spend goal's `daily`), as the API shows.
+    marquee_api::amounts::present(kind, &mut json);
     let parent = match record.parent_id {
         Some(parent) => Some(parent_record(&dashboard, kind, parent).await?),
         None => None,

@@ -16,7 +16,7 @@ use marquee_api::BuiltReport;
 use marquee_engine::{Context, Engine, FullSpeed, Geo, NoCaps, Outcome, Request, Scratch};
 use marquee_model::{
     Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, LineItem, LineItemId,
-    ObjectKind, PlacementId, Role, Stored, Targeting,
+    Micros, ObjectKind, PlacementId, Role, Stored, Targeting,
 };
 use marquee_pacing::{Schedule, TrafficProfile};
 use marquee_snapshot::Snapshot;
@@ -28,7 +28,6 @@ use serde::Deserialize;
 
 use crate::auth::{self, LOGIN_COOKIE, SESSION_COOKIE};
 use crate::chart::{self, Series};
-use crate::fields::format_money;
 use crate::form::FormData;
 use crate::limiter::MAX_NAME_BYTES;
 use crate::request_geo::{Lookup, RequestGeo};
@@ -275,6 +274,27 @@ fn figure(label: &'static str, today: f64, yesterday: f64, show: impl Fn(f64) ->
     }
 }
 
+/// An amount of money (in micros, possibly fractional: a pacing curve's point) as people
+/// read it, rounded to the currency's decimals: `$1,234.50`, `¥500`. Without one currency
+/// (spend summed over advertisers in several), a plain amount with two decimals.
+pub fn money(currency: Option<Currency>, micros: f64) -> String {
+    let decimals = currency.map_or(2, Currency::decimals);
+    let step = 10f64.powi(6 - decimals as i32);
+    let rounded = Micros(((micros / step).round() * step) as i64);
+    match currency {
+        Some(currency) => currency.format(rounded),
+        None => rounded.plain_in(Currency::USD),
+    }
+}
+
+/// A report's currency as the model's type (the report names it as text).
+fn report_currency(built: &BuiltReport) -> Option<Currency> {
+    built
+        .currency
+        .as_deref()
+        .and_then(|code| Currency::try_from(code).ok())
+}
+
 fn ctr(counters: &Counters) -> f64 {
     counters.ctr().unwrap_or(0.0) * 100.0
 }
@@ -362,7 +382,7 @@ pub async fn home(
             "Spend",
             t.spend_micros() as f64,
             y.spend_micros() as f64,
-            |v| format_money(v as i64),
+            |v| money(report_currency(&hourly), v),
         ),
         figure("CTR", ctr(t), ctr(y), |v| format!("{v:.2}%")),
     ];
@@ -383,6 +403,7 @@ pub async fn home(
             values: by_hour,
             dashed: false,
         }],
+        "",
     );
     let page = HomePage {
         nav: Nav::new(&user, "home"),
@@ -537,19 +558,20 @@ fn dim_text(value: &DimValue) -> String {
 
 /// A row's cells; `spend_micros` is the row's share of the total (rows add up to it).
 /// Invalid traffic comes after the spend, apart from the figures it is never part of.
-fn metric_cells(c: &Counters, spend_micros: i64) -> Vec<String> {
+fn metric_cells(c: &Counters, spend_micros: i64, currency: Option<Currency>) -> Vec<String> {
     vec![
         c.impressions.to_string(),
         c.clicks.to_string(),
         c.ctr()
             .map_or_else(String::new, |ctr| format!("{:.2}%", ctr * 100.0)),
-        format_money(spend_micros),
+        money(currency, spend_micros as f64),
         c.invalid_impressions.to_string(),
         c.invalid_clicks.to_string(),
     ]
 }
 
 fn table(built: &BuiltReport) -> ReportTable {
+    let currency = report_currency(built);
     let mut headings = vec!["time".to_owned()];
     headings.extend(
         built
@@ -576,7 +598,7 @@ fn table(built: &BuiltReport) -> ReportTable {
         .map(|row| {
             let mut cells = vec![row.start.strftime("%Y-%m-%d %H:%M").to_string()];
             cells.extend(row.values.iter().map(dim_text));
-            cells.extend(metric_cells(&row.counters, row.spend_micros));
+            cells.extend(metric_cells(&row.counters, row.spend_micros, currency));
             cells
         })
         .collect();
@@ -585,6 +607,7 @@ fn table(built: &BuiltReport) -> ReportTable {
     totals.extend(metric_cells(
         &built.report.totals,
         built.report.totals.spend_micros(),
+        currency,
     ));
     let totals_counters = &built.report.totals;
     ReportTable {
@@ -636,6 +659,7 @@ fn line_chart(built: &BuiltReport) -> String {
                 dashed: false,
             },
         ],
+        "",
     )
 }
 
@@ -748,6 +772,8 @@ pub struct PacingView {
     pub period: &'static str,
     pub delivered: String,
     pub target: String,
+    /// Delivered as a percentage of the curve's value now; none while the curve is below 1.
+    pub share: Option<String>,
     pub goal: String,
     pub chart: String,
     /// Share of eligible requests it takes part in; none before the first pacing round.
@@ -771,10 +797,11 @@ fn metric_name(metric: GoalMetric) -> &'static str {
     }
 }
 
-/// An amount in a goal's metric (spend in micros) as text.
-fn amount(metric: GoalMetric, value: f64) -> String {
+/// An amount in a goal's metric as text: spend (in micros) in the line item's currency, a
+/// count as a whole number.
+fn amount(metric: GoalMetric, currency: Currency, value: f64) -> String {
     match metric {
-        GoalMetric::Spend => format_money(value as i64),
+        GoalMetric::Spend => money(Some(currency), value),
         GoalMetric::Impressions | GoalMetric::Clicks => format!("{value:.0}"),
     }
 }
@@ -800,6 +827,8 @@ pub async fn pacing_view(
     };
     let goal = schedule.goal();
     let metric = goal.metric;
+    let currency = line_item.object.price.currency;
+    let amount = |value: f64| amount(metric, currency, value);
     let now = dashboard.clock.now();
     let day = match schedule.day(now) {
         Ok(day) => day,
@@ -915,14 +944,16 @@ pub async fn pacing_view(
     } else {
         "ahead"
     };
+    // The chart's axis is in what the text says: currency units for spend, not micros.
+    let (unit, per_unit) = match metric {
+        GoalMetric::Spend => (currency.symbol(), Micros::PER_UNIT as f64),
+        GoalMetric::Impressions | GoalMetric::Clicks => (String::new(), 1.0),
+    };
+    let in_units = |values: Vec<f64>| values.into_iter().map(|v| v / per_unit).collect();
     let goal_text = match (goal.daily, goal.lifetime) {
-        (Some(d), Some(l)) => format!(
-            "{} a day, {} in all",
-            amount(metric, d as f64),
-            amount(metric, l as f64)
-        ),
-        (Some(d), None) => format!("{} a day", amount(metric, d as f64)),
-        (None, Some(l)) => format!("{} in all", amount(metric, l as f64)),
+        (Some(d), Some(l)) => format!("{} a day, {} in all", amount(d as f64), amount(l as f64)),
+        (Some(d), None) => format!("{} a day", amount(d as f64)),
+        (None, Some(l)) => format!("{} in all", amount(l as f64)),
         (None, None) => String::new(),
     };
     Ok(Some(PacingView {
@@ -934,32 +965,38 @@ pub async fn pacing_view(
         } else {
             "since the flight started"
         },
-        delivered: amount(metric, delivered_now),
-        target: amount(metric, target_now),
+        delivered: amount(delivered_now),
+        target: amount(target_now),
+        // People judge pace as a share of where the curve stands.
+        share: (target_now >= 1.0).then(|| format!("{:.0}%", delivered_now / target_now * 100.0)),
         goal: goal_text,
         chart: chart::line_chart(
-            &format!("Delivered {} against the goal curve", metric_name(metric)),
+            &match metric {
+                GoalMetric::Spend => format!("Spend in {currency} against the goal curve"),
+                _ => format!("Delivered {} against the goal curve", metric_name(metric)),
+            },
             &labels,
             &[
                 Series {
                     label: "goal curve".into(),
-                    values: planned,
+                    values: in_units(planned),
                     dashed: true,
                 },
                 Series {
                     label: "delivered".into(),
-                    values: delivered,
+                    values: in_units(delivered),
                     dashed: false,
                 },
             ],
+            &unit,
         ),
         throttle: control.map(|c| format!("{:.1}%", f64::from(c.throttle_ppm) / 10_000.0)),
         bid_multiplier: control
             .map(|c| format!("{:.2}×", f64::from(c.bid_multiplier_permille) / 1_000.0)),
         lease: lease.map(|u| LeaseView {
-            limit: amount(metric, u.limit as f64),
-            used: amount(metric, u.used as f64),
-            committed: amount(metric, u.committed as f64),
+            limit: amount(u.limit as f64),
+            used: amount(u.used as f64),
+            committed: amount(u.committed as f64),
             live_edges: u.live_edges,
         }),
     }))

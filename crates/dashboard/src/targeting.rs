@@ -210,27 +210,54 @@ fn leaf(row: &Row) -> Result<Value, String> {
 
 /// The expression the rows describe (`None` for no targeting), checked against the model's
 /// type; an error names the row.
-pub fn from_rows(editor: &Editor) -> Result<Option<Value>, String> {
+pub fn from_rows(editor: &Editor) -> Result<Option<Value>, Vec<String>> {
     if let Some(text) = &editor.json {
         let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("targeting JSON: {e}"))?;
-        serde_json::from_value::<Targeting>(value.clone())
-            .map_err(|e| format!("targeting JSON: {e}"))?;
+            serde_json::from_str(text).map_err(|e| vec![format!("targeting JSON: {e}")])?;
+        serde_json::from_value::<Targeting>(value.clone()).map_err(|e| {
+            vec![format!(
+                "targeting JSON: {}",
+                marquee_api::plain_message(&e.to_string())
+            )]
+        })?;
         return Ok(Some(value));
     }
+    // Every row is read, so that every bad one is named at once; the good ones are kept.
     let mut leaves = Vec::new();
+    let mut errors = Vec::new();
     for (i, row) in editor.rows.iter().enumerate() {
         if row.attribute.is_empty() || row.values.trim().is_empty() {
             continue;
         }
-        let in_row = |e: String| format!("row {}: {e}", i + 1);
-        let value = leaf(row).map_err(in_row)?;
-        serde_json::from_value::<Targeting>(value.clone()).map_err(|e| in_row(e.to_string()))?;
+        let label = ATTRIBUTES
+            .iter()
+            .find(|(name, _)| *name == row.attribute)
+            .map_or(row.attribute.as_str(), |(_, label)| {
+                label.split(" (").next().unwrap_or(label)
+            });
+        let value = match leaf(row) {
+            Ok(value) => value,
+            Err(e) => {
+                errors.push(format!("row {}: {e}", i + 1));
+                continue;
+            }
+        };
+        if let Err(e) = serde_json::from_value::<Targeting>(value.clone()) {
+            errors.push(format!(
+                "row {}: {label} {}",
+                i + 1,
+                marquee_api::plain_message(&e.to_string())
+            ));
+            continue;
+        }
         leaves.push(if row.exclude {
             json!({ "not": value })
         } else {
             value
         });
+    }
+    if !errors.is_empty() {
+        return Err(errors);
     }
     Ok(match leaves.len() {
         0 => None,
@@ -383,7 +410,7 @@ mod tests {
                 json: None,
             };
             assert!(
-                from_rows(&bad).unwrap_err().starts_with("row 1:"),
+                from_rows(&bad).unwrap_err()[0].starts_with("row 1:"),
                 "{values}"
             );
         }
@@ -490,13 +517,19 @@ mod tests {
             ],
             json: None,
         };
-        let error = from_rows(&editor).unwrap_err();
-        assert!(error.starts_with("row 2:"), "{error}");
+        let errors = from_rows(&editor).unwrap_err();
+        assert_eq!(
+            errors,
+            [
+                "row 2: Device must be one of: desktop, phone, tablet, ctv, other, console; \
+                 \"toaster\" is not"
+            ]
+        );
         let hour = Editor {
             rows: vec![row("hour", false, "nine")],
             json: None,
         };
-        assert!(from_rows(&hour).unwrap_err().contains("hour range"));
+        assert!(from_rows(&hour).unwrap_err()[0].contains("hour range"));
     }
 
     #[test]
@@ -510,10 +543,6 @@ mod tests {
             rows: Vec::new(),
             json: Some(text.replace("country", "planet")),
         };
-        assert!(
-            from_rows(&broken)
-                .unwrap_err()
-                .starts_with("targeting JSON")
-        );
+        assert!(from_rows(&broken).unwrap_err()[0].starts_with("targeting JSON"));
     }
 }

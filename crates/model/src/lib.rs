@@ -27,7 +27,8 @@ pub use kind::{ObjectKind, Principal, Role, Side, Status};
 pub use markup::has_insecure_url;
 pub use metrics_access::{MetricsAccess, MetricsRefusal};
 pub use money::{
-    Currency, CurrencyError, MAX_AMOUNT_MICROS, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS, Micros,
+    AmountError, Currency, CurrencyError, MAX_AMOUNT_MICROS, MAX_PRICE_MICROS,
+    MAX_SPEND_GOAL_MICROS, Micros,
 };
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,

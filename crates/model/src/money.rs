@@ -34,6 +34,82 @@ impl Micros {
     pub fn checked_sub(self, other: Micros) -> Option<Micros> {
         self.0.checked_sub(other.0).map(Micros)
     }
+
+    /// Reads an amount as people write it in `currency` (`2.50`, `500`, `-1.5`): digits with
+    /// at most one point and at most the currency's decimals, read exactly (no floating point).
+    pub fn parse_in(text: &str, currency: Currency) -> Result<Micros, AmountError> {
+        let bad = || AmountError::NotAnAmount {
+            text: text.to_owned(),
+            example: currency.example(),
+        };
+        let trimmed = text.trim();
+        let (negative, digits) = match trimmed.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, trimmed),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        if (whole.is_empty() && fraction.is_empty())
+            || !whole.bytes().all(|b| b.is_ascii_digit())
+            || !fraction.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(bad());
+        }
+        // Zeros past the currency's decimals change nothing (`2.500` is 2.50 dollars).
+        let significant = fraction.trim_end_matches('0');
+        if significant.len() > currency.decimals() as usize {
+            return Err(AmountError::TooManyDecimals {
+                text: text.to_owned(),
+                currency,
+            });
+        }
+        let too_large = || AmountError::TooLarge {
+            text: text.to_owned(),
+        };
+        let whole: i64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| too_large())?
+        };
+        // At most four decimals remain (no currency has more), so this parse cannot fail.
+        let fraction: i64 = format!("{significant:0<6}").parse().map_err(|_| bad())?;
+        let micros = whole
+            .checked_mul(Self::PER_UNIT)
+            .and_then(|m| m.checked_add(fraction))
+            .ok_or_else(too_large)?;
+        Ok(Micros(if negative { -micros } else { micros }))
+    }
+
+    /// The amount as a plain decimal in `currency`, exact: the currency's decimals, more only
+    /// when the amount has them (2,500,000 micros is `2.50` in USD and `2.5` in JPY: an amount
+    /// is never rounded). No symbol and no grouping, so it reads back with [`Micros::parse_in`]
+    /// when its decimals fit the currency.
+    pub fn plain_in(self, currency: Currency) -> String {
+        let text = self.to_string();
+        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+        let kept = fraction
+            .trim_end_matches('0')
+            .len()
+            .max(currency.decimals() as usize);
+        if kept == 0 {
+            whole.to_owned()
+        } else {
+            format!("{whole}.{}", &fraction[..kept])
+        }
+    }
+}
+
+/// Why text is not an amount of money in a currency. The messages are for people: they name
+/// the text and say how to write it.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum AmountError {
+    #[error(
+        "{text:?} is not an amount: write digits with a point before the decimals, such as {example}"
+    )]
+    NotAnAmount { text: String, example: &'static str },
+    #[error("{text:?} has more decimals than {currency} has ({})", currency.decimals_text())]
+    TooManyDecimals { text: String, currency: Currency },
+    #[error("{text:?} is too large")]
+    TooLarge { text: String },
 }
 
 impl fmt::Display for Micros {
@@ -85,6 +161,80 @@ impl Currency {
     pub fn as_str(&self) -> &str {
         // Only upper-case ASCII letters are ever stored, which are valid UTF-8.
         std::str::from_utf8(&self.0).unwrap_or("???")
+    }
+
+    /// Decimal places of the currency's minor unit, as ISO 4217 lists them: 0 for the yen,
+    /// the won or the CFA franc, 3 for the dinars of Bahrain, Jordan or Kuwait, 2 for most.
+    /// A code this list does not know gets 2.
+    pub fn decimals(self) -> u32 {
+        match &self.0 {
+            b"BIF" | b"CLP" | b"DJF" | b"GNF" | b"ISK" | b"JPY" | b"KMF" | b"KRW" | b"PYG"
+            | b"RWF" | b"UGX" | b"UYI" | b"VND" | b"VUV" | b"XAF" | b"XOF" | b"XPF" => 0,
+            b"BHD" | b"IQD" | b"JOD" | b"KWD" | b"LYD" | b"OMR" | b"TND" => 3,
+            b"CLF" | b"UYW" => 4,
+            _ => 2,
+        }
+    }
+
+    /// The symbol shown before an amount: `$`, `€`, `£`, `¥` and a few more that people read
+    /// without doubt; otherwise the code and a space (`CHF 12.00`), never a guess.
+    pub fn symbol(self) -> String {
+        let symbol = match &self.0 {
+            b"USD" => "$",
+            b"EUR" => "€",
+            b"GBP" => "£",
+            b"JPY" => "¥",
+            b"INR" => "₹",
+            b"KRW" => "₩",
+            b"CAD" => "CA$",
+            b"AUD" => "A$",
+            b"BRL" => "R$",
+            b"CNY" => "CN¥",
+            _ => return format!("{} ", self.as_str()),
+        };
+        symbol.to_owned()
+    }
+
+    /// An amount for people: symbol, thousands grouped, the currency's decimals (more only
+    /// when the amount has them): `$1,234.50`, `¥500`, `CHF 12.00`, `-€3.10`.
+    pub fn format(self, amount: Micros) -> String {
+        let plain = amount.plain_in(self);
+        let (sign, digits) = match plain.strip_prefix('-') {
+            Some(rest) => ("-", rest),
+            None => ("", plain.as_str()),
+        };
+        let (whole, fraction) = match digits.split_once('.') {
+            Some((whole, fraction)) => (whole, Some(fraction)),
+            None => (digits, None),
+        };
+        let mut grouped = String::with_capacity(whole.len() + whole.len() / 3);
+        for (i, digit) in whole.chars().enumerate() {
+            if i > 0 && (whole.len() - i).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(digit);
+        }
+        match fraction {
+            Some(fraction) => format!("{sign}{}{grouped}.{fraction}", self.symbol()),
+            None => format!("{sign}{}{grouped}", self.symbol()),
+        }
+    }
+
+    /// How an amount in the currency is written, for messages: `2.50`, `500`, `2.500`.
+    pub fn example(self) -> &'static str {
+        match self.decimals() {
+            0 => "500",
+            3 => "2.500",
+            4 => "2.5000",
+            _ => "2.50",
+        }
+    }
+
+    fn decimals_text(self) -> String {
+        match self.decimals() {
+            0 => "none: write a whole amount".to_owned(),
+            n => n.to_string(),
+        }
     }
 }
 
@@ -145,6 +295,76 @@ mod tests {
         assert_eq!(Currency::try_from("EUR"), Ok(Currency::EUR));
         for bad in ["eur", "EU", "EURO", "E1R", ""] {
             assert!(Currency::try_from(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn amounts_read_exactly_in_the_currency_decimals() {
+        let jpy = Currency::try_from("JPY").unwrap();
+        let kwd = Currency::try_from("KWD").unwrap();
+        assert_eq!(
+            Micros::parse_in("500", Currency::USD),
+            Ok(Micros(500_000_000))
+        );
+        assert_eq!(
+            Micros::parse_in("2.5", Currency::USD),
+            Ok(Micros(2_500_000))
+        );
+        assert_eq!(Micros::parse_in(" .05 ", Currency::EUR), Ok(Micros(50_000)));
+        assert_eq!(
+            Micros::parse_in("-1.25", Currency::USD),
+            Ok(Micros(-1_250_000))
+        );
+        assert_eq!(
+            Micros::parse_in("2.500", Currency::USD),
+            Ok(Micros(2_500_000))
+        );
+        assert_eq!(Micros::parse_in("1.234", kwd), Ok(Micros(1_234_000)));
+        assert_eq!(Micros::parse_in("500", jpy), Ok(Micros(500_000_000)));
+        assert_eq!(
+            Micros::parse_in("2.125", Currency::USD)
+                .unwrap_err()
+                .to_string(),
+            "\"2.125\" has more decimals than USD has (2)"
+        );
+        assert_eq!(
+            Micros::parse_in("500.5", jpy).unwrap_err().to_string(),
+            "\"500.5\" has more decimals than JPY has (none: write a whole amount)"
+        );
+        for bad in ["", ".", "1,5", "1.2.3", "2e3", "$5", "+1", "- 1"] {
+            assert!(
+                matches!(
+                    Micros::parse_in(bad, Currency::USD),
+                    Err(AmountError::NotAnAmount { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            Micros::parse_in("99999999999999", Currency::USD),
+            Err(AmountError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn amounts_show_in_the_currency_decimals_with_its_symbol() {
+        let jpy = Currency::try_from("JPY").unwrap();
+        let chf = Currency::try_from("CHF").unwrap();
+        assert_eq!(Micros(2_500_000).plain_in(Currency::USD), "2.50");
+        assert_eq!(Micros(500_000_000).plain_in(jpy), "500");
+        assert_eq!(
+            Micros(2_125_000).plain_in(Currency::USD),
+            "2.125",
+            "never rounded"
+        );
+        assert_eq!(Currency::USD.format(Micros(1_234_500_000)), "$1,234.50");
+        assert_eq!(Currency::EUR.format(Micros(-3_100_000)), "-€3.10");
+        assert_eq!(jpy.format(Micros(1_500_000_000_000)), "¥1,500,000");
+        assert_eq!(chf.format(Micros(12_000_000)), "CHF 12.00");
+        assert_eq!(Currency::USD.format(Micros(0)), "$0.00");
+        for (text, currency) in [("2.50", Currency::USD), ("500", jpy), ("0.07", chf)] {
+            let micros = Micros::parse_in(text, currency).unwrap();
+            assert_eq!(micros.plain_in(currency), text);
         }
     }
 

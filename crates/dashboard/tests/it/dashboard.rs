@@ -285,7 +285,7 @@ fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
         ("tier", "standard"),
         ("weight", "100"),
         ("price.model", "cpm"),
-        ("price.amount_micros", "2.5"),
+        ("price.amount", "2.5"),
         ("price.currency", "USD"),
         ("goal.metric", "impressions"),
         ("goal.daily", "1000"),
@@ -997,6 +997,128 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
     );
 }
 
+/// A spend goal typed as "500" is 500 units of the advertiser's currency, and the line item's
+/// page shows it back as money: in the form, in the pacing text and on the chart's axis.
+#[tokio::test]
+async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form = line_item_form(&campaign);
+    for (key, value) in form.iter_mut() {
+        match *key {
+            "price.amount" => *value = "4.50",
+            "goal.metric" => *value = "spend",
+            "goal.daily" => *value = "500",
+            "goal.lifetime" => *value = "12000",
+            _ => {}
+        }
+    }
+    let id = site.create(&admin, "line-items", &form).await;
+    let stored: LineItem = site
+        .store
+        .get(ObjectKind::LineItem, id, None)
+        .await
+        .unwrap()
+        .decode::<LineItem>()
+        .unwrap()
+        .object;
+    let goal = stored.goal.unwrap();
+    assert_eq!(goal.daily, Some(500_000_000), "500 dollars, not 500 micros");
+    assert_eq!(goal.lifetime, Some(12_000_000_000));
+    assert_eq!(stored.price.amount_micros, marquee_model::Micros(4_500_000));
+    let page = site.get(&format!("/line-items/{id}"), &admin).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let daily = field_block(&page.body, "goal.daily");
+    assert!(daily.contains("value=\"500.00\""), "{daily}");
+    assert!(
+        daily.contains("<span class=\"unit\" data-spend-only>$</span>"),
+        "{daily}"
+    );
+    assert!(field_block(&page.body, "price.amount").contains("value=\"4.50\""));
+    let pacing = &page.body[page.body.find("id=\"pacing\"").unwrap()..];
+    assert!(
+        pacing.contains("$500.00 a day, $12,000.00 in all"),
+        "{pacing}"
+    );
+    // The chart's axis is in dollars (a round ceiling of the curve), never in micros.
+    assert!(pacing.contains(">$0</text>"), "{pacing}");
+    assert!(!pacing.contains("M</text>"), "{pacing}");
+    assert!(!pacing.contains(".000000"), "{pacing}");
+}
+
+/// Three mistakes of three kinds (a value the model does not know, an amount with too many
+/// decimals, a rule across fields) come back at once: a summary at the top linking to each
+/// field, each message beside its field, and everything typed still in the form.
+#[tokio::test]
+async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let csrf = site.csrf(&admin).await;
+    let mut form = vec![("csrf", csrf.as_str())];
+    form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| match k {
+        "end" => (k, "2026-10-01T00:00"),
+        "goal.metric" => (k, "spend"),
+        "goal.daily" => (k, "12.345"),
+        _ => (k, v),
+    }));
+    // The first targeting row becomes a device the model does not know.
+    for (name, value) in [("t_attr", "device_type"), ("t_values", "mobile")] {
+        let row = form.iter().position(|(k, _)| *k == name).unwrap();
+        form[row].1 = value;
+    }
+    let answer = site.post("/line-items", &admin, &form).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let summary_start = answer.body.find("class=\"error-summary\"").unwrap();
+    let summary_end = answer.body[summary_start..].find("</div>").unwrap() + summary_start;
+    let summary = &answer.body[summary_start..summary_end];
+    assert!(summary.contains("3 things to fix"), "{summary}");
+    for (anchor, message) in [
+        ("#f-end", "must be after start"),
+        ("#f-goal.daily", "has more decimals than USD has (2)"),
+        (
+            "#f-targeting",
+            "Device must be one of: desktop, phone, tablet",
+        ),
+    ] {
+        assert!(
+            summary.contains(&format!("href=\"{anchor}\"")),
+            "{anchor}: {summary}"
+        );
+        assert!(summary.contains(message), "{message}: {summary}");
+    }
+    for word in ["variant", "expected", "`", "micros"] {
+        assert!(!summary.contains(word), "{word}: {summary}");
+    }
+    assert!(field_block(&answer.body, "end").contains("must be after start"));
+    assert!(field_block(&answer.body, "goal.daily").contains("has more decimals"));
+    assert!(field_block(&answer.body, "targeting").contains("Device must be one of"));
+    // Each anchor names an element of the page.
+    for id in ["f-end", "f-goal.daily", "f-targeting"] {
+        assert!(answer.body.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+    // Nothing typed is lost.
+    for kept in [
+        "value=\"Winter sale\"",
+        "value=\"12.345\"",
+        "value=\"2026-10-01T00:00\"",
+        "value=\"mobile\"",
+        "value=\"2.5\"",
+    ] {
+        assert!(answer.body.contains(kept), "{kept} lost");
+    }
+    assert!(
+        site.store
+            .list(ObjectKind::LineItem, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// The part of a form page that shows field `name`: its input, help and errors.
 fn field_block<'a>(body: &'a str, name: &str) -> &'a str {
     let start = body
@@ -1356,10 +1478,11 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
         "{}",
         page.body
     );
-    // The day's row: no impressions, clicks or spend; 5 invalid impressions, 1 invalid click.
+    // The day's row: no impressions, clicks or spend (with two decimals: an admin's report
+    // sums advertisers' currencies); 5 invalid impressions, 1 invalid click.
     assert!(
         page.body
-            .contains("<td>0</td><td>0</td><td></td><td>0</td><td>5</td><td>1</td>"),
+            .contains("<td>0</td><td>0</td><td></td><td>0.00</td><td>5</td><td>1</td>"),
         "{}",
         page.body
     );

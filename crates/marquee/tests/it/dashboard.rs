@@ -210,6 +210,80 @@ async fn ad_ops_in_headless_chromium() {
     assert!(result["report_svg"].as_u64() >= Some(1), "{result:#}");
     assert_eq!(result["csrf_status"], 403, "{result:#}");
     assert_eq!(result["foreign_status"], 404, "{result:#}");
+    // A spend goal typed as "500" is 500 dollars (Globex buys in USD), shown back as money.
+    let budget = &result["budget"];
+    assert_eq!(budget["daily"], "500.00", "{result:#}");
+    assert_eq!(budget["unit"], "$", "{result:#}");
+    assert!(
+        budget["pacing"]
+            .as_str()
+            .unwrap_or("")
+            .contains("(goal $500.00 a day)"),
+        "{result:#}"
+    );
+    let budget_id = budget["id"].as_u64().expect("the spend goal's line item");
+    let stored = get_json(
+        &client,
+        &api(&format!("/api/v1/line-items/{budget_id}")),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(stored["goal"]["daily_micros"], 500_000_000, "{stored:#}");
+    // Three mistakes at once, at each width, linked from the summary, nothing lost.
+    for width in ["1280", "390"] {
+        let shown = &result["mistakes"][width];
+        let items: Vec<&str> = shown["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(items.len(), 3, "{width}: {shown:#}");
+        assert!(
+            items[0].starts_with("End: must be after start"),
+            "{shown:#}"
+        );
+        assert_eq!(
+            items[1],
+            "Daily goal: \"12.345\" has more decimals than USD has (2)"
+        );
+        assert!(
+            items[2].starts_with("Targeting: row 1: Device must be one of: desktop, phone"),
+            "{shown:#}"
+        );
+        assert_eq!(
+            shown["links"],
+            json!(["#f-end", "#f-goal.daily", "#f-targeting"])
+        );
+        assert!(
+            shown["heading"]
+                .as_str()
+                .unwrap()
+                .contains("3 things to fix"),
+            "{shown:#}"
+        );
+        for (field, part) in [
+            ("end", "must be after start"),
+            ("daily", "more decimals"),
+            ("targeting", "Device must be one of"),
+        ] {
+            assert!(
+                shown["beside"][field].as_str().unwrap_or("").contains(part),
+                "{width} {field}: {shown:#}"
+            );
+        }
+        assert_eq!(
+            shown["kept"],
+            json!({
+                "name": "Dashboard e2e winter budget", "price": "4.50", "metric": "spend",
+                "daily": "12.345", "device": "mobile",
+            }),
+            "{width}"
+        );
+        assert_eq!(shown["hash"], "#f-goal.daily");
+        assert_eq!(shown["field_in_view"], true, "{width}: {shown:#}");
+        assert_eq!(shown["focused"], "f-goal.daily", "{width}: {shown:#}");
+    }
     let pacing = result["pacing"].as_str().unwrap_or("");
     assert!(
         pacing.contains("goal curve stands at"),
@@ -232,7 +306,13 @@ async fn ad_ops_in_headless_chromium() {
         stored["targeting"],
         json!({ "not": { "device_type": ["tablet", "ctv"] } })
     );
-    for name in ["home", "line-item", "report", "why-not-served"] {
+    for name in [
+        "home",
+        "line-item",
+        "report",
+        "why-not-served",
+        "form-errors",
+    ] {
         for width in [1280, 390] {
             let shot = screens.join(format!("{name}-{width}.png"));
             assert!(shot.is_file(), "no screenshot {}", shot.display());

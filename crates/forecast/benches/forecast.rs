@@ -1,0 +1,70 @@
+//! A forecast for one line item over 30 days against 1,000 booked line items, from 28 days of
+//! a 1% sample of 10 million requests a day (2.8 million records). Measured: fitting the
+//! traffic model, building the forecaster (the representatives through the engine's index,
+//! once per snapshot) and one availability forecast. Run:
+//! `cargo bench -p marquee-forecast --bench forecast`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/workload.rs"]
+mod workload;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use jiff::Timestamp;
+use marquee_forecast::{Forecaster, TrafficModel};
+use marquee_pacing::Period;
+use workload::{Shape, proposal, world};
+
+const SHAPE: Shape = Shape {
+    placements: 50,
+    line_items: 1_000,
+    train_days: 28,
+    test_days: 0,
+    per_day: 100_000.0,
+    rate: 0.01,
+};
+
+fn forecast(c: &mut Criterion) {
+    let world = world(SHAPE, 7);
+    let now = world.split;
+    let range = Period {
+        start: now,
+        end: Timestamp::from_second(now.as_second() + 30 * 86_400).unwrap(),
+    };
+    let proposal = proposal(SHAPE);
+    let started = Instant::now();
+    let model = TrafficModel::fit(&world.sample, now);
+    let fitted = started.elapsed();
+    let forecaster = Forecaster::new(&world.snapshot, &model);
+    let built = started.elapsed() - fitted;
+    let availability = forecaster.availability(&proposal, range).unwrap();
+    eprintln!(
+        "{} records, {} profiles, {} classes; fit {fitted:?}, forecaster {built:?}, \
+         availability {:?}; matching {:.0}, available {:.0}, {} contending",
+        world.sample.len(),
+        world.sample.profiles(),
+        forecaster.classes(),
+        started.elapsed() - fitted - built,
+        availability.matching,
+        availability.available,
+        availability.contending.len()
+    );
+    let mut group = c.benchmark_group("forecast");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("fit_28_days", |b| {
+        b.iter(|| black_box(TrafficModel::fit(&world.sample, now)))
+    });
+    group.bench_function("forecaster_1000_line_items", |b| {
+        b.iter(|| black_box(Forecaster::new(&world.snapshot, &model)))
+    });
+    group.bench_function("availability_30_days", |b| {
+        b.iter(|| black_box(forecaster.availability(&proposal, range).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, forecast);
+criterion_main!(benches);

@@ -1,0 +1,1507 @@
+//! Availability and delivery forecasts: representatives of the sampled requests go through the
+//! engine's targeting index once per snapshot; each forecast then allocates the expected
+//! traffic hour by hour among the line items in the engine's selection order.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use marquee_engine::{Control, Engine, Scratch};
+use marquee_model::{FrequencyCap, GoalMetric, LineItemId, PacingMode, PricingModel, Tier};
+use marquee_pacing::{Period, Schedule, TrafficProfile};
+use marquee_snapshot::{LineItemEntry, Snapshot, SnapshotData};
+use rustc_hash::FxHashMap;
+
+use crate::TrafficModel;
+use crate::profiles::{
+    ALL_WEEK, Key, Parts, Vocabulary, WeekMask, has_bit, names_time, relax, request, week_mask,
+};
+use crate::sample::Entry;
+use crate::traffic::{MINUTES_PER_DAY, SECONDS_PER_DAY};
+
+/// Why a forecast cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForecastError {
+    #[error("the range must start on a whole UTC hour and end after it")]
+    Range,
+    #[error("line item {0} is not in the snapshot")]
+    UnknownLineItem(LineItemId),
+}
+
+/// Days of sample read for frequency caps: the most recent ones before the model's `now`.
+const CAP_DAYS: i64 = 14;
+/// Sampled requests of identified users read for frequency caps at most, about: beyond, a
+/// subset of the users (by their hash) stands for all.
+const CAP_REQUESTS: usize = 200_000;
+/// Rounds of proportional sharing among line items of equal priority in an hour.
+const ROUNDS: usize = 4;
+/// A goal is met "on track" at this probability, "at risk" at [`AT_RISK`].
+const ON_TRACK: f64 = 0.9;
+const AT_RISK: f64 = 0.5;
+/// Representatives run through the index at most; beyond, they are thinned (see [`thin`]).
+pub const MAX_REPRESENTATIVES: usize = 30_000;
+/// The class of a profile whose representative was thinned out.
+const DROPPED: u32 = u32::MAX;
+
+/// What the forecast says about a line item over a range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Availability {
+    /// Requests its targeting, links and flight accept, in the range.
+    pub matching: f64,
+    /// What it would get at its priority with unlimited demand: what higher priorities leave,
+    /// shared with its own priority by weight (see [`Forecaster::availability`]).
+    pub available: f64,
+    /// Its goal over the range, in impressions; `None` without a goal (or a flat price with a
+    /// spend goal, which has no price per impression).
+    pub goal: Option<f64>,
+    /// The probability that what is available reaches the goal.
+    pub probability: Option<f64>,
+    /// Per UTC day of the range: matching and available.
+    pub daily: Vec<Day>,
+    /// Booked line items that take impressions it matches, with how many, most first.
+    pub contending: Vec<Contender>,
+    /// What booking it with its goal takes from each booked line item's expected delivery in
+    /// the range, most first (only those that lose anything).
+    pub impact: Vec<Contender>,
+    /// Share of its matching impressions a frequency cap lets through (1 without caps).
+    pub cap_factor: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Day {
+    /// Days since 1970-01-01 (UTC).
+    pub day: i64,
+    pub matching: f64,
+    pub available: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Contender {
+    pub line_item: LineItemId,
+    pub impressions: f64,
+}
+
+/// A booked line item's outlook over a range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryForecast {
+    pub status: Status,
+    /// Its goal over the range, in impressions.
+    pub goal: Option<f64>,
+    /// What it is expected to deliver: the goal, or what is available if less.
+    pub expected: f64,
+    /// Goal less what is available, when positive.
+    pub shortfall: f64,
+    pub probability: Option<f64>,
+    pub availability: Availability,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// At least a 90% chance of meeting the goal, or no goal.
+    OnTrack,
+    /// Between 50% and 90%.
+    AtRisk,
+    /// Below 50%: the available impressions fall short of the goal.
+    Shortfall,
+}
+
+/// Requests alike for every booked line item (same placement, same line items accept them at
+/// the same hours), with their share of the placement's traffic.
+#[derive(Debug, Clone)]
+struct Class {
+    placement: Option<usize>,
+    members: std::ops::Range<usize>,
+}
+
+/// What sets a class apart: its placement (in the model) and its members with their week
+/// masks.
+type Signature = (Option<usize>, Vec<(u32, u32)>);
+
+/// One line item taking part, by its position in the snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    lane: u32,
+    mask: u32,
+}
+
+/// Forecasts against one snapshot and one traffic model.
+#[derive(Debug)]
+pub struct Forecaster<'m, 's> {
+    model: &'m TrafficModel<'s>,
+    snapshot: Arc<Snapshot>,
+    /// The class of each profile of the sample; [`DROPPED`] for profiles whose representative
+    /// was thinned out.
+    profile_class: Vec<u32>,
+    /// What each profile's weight counts for after thinning (0 when dropped).
+    profile_scale: Vec<f32>,
+    classes: Vec<Class>,
+    members: Vec<Member>,
+    masks: Vec<WeekMask>,
+    /// Recency weight of all profiles of each model placement.
+    placement_weights: Vec<f64>,
+    cap_factors: Vec<f64>,
+    /// Lifetime delivery before the forecast, per snapshot line item, in its goal's metric.
+    delivered: Vec<u64>,
+    profile: TrafficProfile,
+}
+
+impl<'m, 's> Forecaster<'m, 's> {
+    /// Runs each distinct representative of the sample through the engine's index for every
+    /// booked line item of the snapshot (on the direct channel: sampled requests are our ad
+    /// requests), and estimates the booked line items' frequency-cap factors.
+    pub fn new(snapshot: &Arc<Snapshot>, model: &'m TrafficModel<'s>) -> Forecaster<'m, 's> {
+        Forecaster::with_representatives(snapshot, model, MAX_REPRESENTATIVES)
+    }
+
+    /// [`Forecaster::new`] with at most `limit` representatives: more are slower to build and
+    /// to forecast with, and closer to the whole sample.
+    pub fn with_representatives(
+        snapshot: &Arc<Snapshot>,
+        model: &'m TrafficModel<'s>,
+        limit: usize,
+    ) -> Forecaster<'m, 's> {
+        let sample = model.sample;
+        let data = &snapshot.data;
+        let time: Vec<bool> = data
+            .line_items
+            .iter()
+            .map(|li| li.targeting.as_ref().is_some_and(names_time))
+            .collect();
+        let vocabulary = Vocabulary::of(
+            sample,
+            data.line_items
+                .iter()
+                .filter_map(|li| li.targeting.as_ref()),
+        );
+        let engine = Engine::new(Arc::new(Snapshot {
+            data: SnapshotData {
+                line_items: data
+                    .line_items
+                    .iter()
+                    .map(|li| LineItemEntry {
+                        targeting: li.targeting.as_ref().and_then(relax),
+                        ..li.clone()
+                    })
+                    .collect(),
+                placements: data.placements.clone(),
+                sites: data.sites.clone(),
+                publishers: data.publishers.clone(),
+                ..SnapshotData::default()
+            },
+            version: snapshot.version,
+            built_at: snapshot.built_at,
+        }));
+        let mut scratch = Scratch::default();
+        let mut urls = FxHashMap::default();
+        // Representatives: profiles equal for the booked line items' targeting.
+        let mut groups: FxHashMap<Key, u32> = FxHashMap::default();
+        let mut representative: Vec<u32> = Vec::new();
+        let mut group_weight: Vec<f64> = Vec::new();
+        let mut profile_group = Vec::with_capacity(sample.profiles.len());
+        for (r, profile) in sample.profiles.iter().enumerate() {
+            let key = vocabulary.key(sample, profile, &mut urls);
+            let next = representative.len() as u32;
+            let group = *groups.entry(key).or_insert(next);
+            if group == next {
+                representative.push(r as u32);
+                group_weight.push(0.0);
+            }
+            group_weight[group as usize] += model.profile_weights[r];
+            profile_group.push(group);
+        }
+        drop(groups);
+        let group_scale = thin(&group_weight, limit);
+        let mut signatures: FxHashMap<Signature, u32> = FxHashMap::default();
+        let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
+        let mut masks = vec![ALL_WEEK];
+        let mut group_class: Vec<u32> = vec![DROPPED; representative.len()];
+        let mut classes = Vec::new();
+        let mut members = Vec::new();
+        let mut signature = Vec::new();
+        for (group, &r) in representative.iter().enumerate() {
+            if group_scale[group] == 0.0 {
+                continue;
+            }
+            let profile = &sample.profiles[r as usize];
+            let parts = Parts::of(sample, profile);
+            let request = request(sample, data, profile, &parts, model.now());
+            signature.clear();
+            for &i in engine.matching(&request, &mut scratch) {
+                let li = &data.line_items[i as usize];
+                let mask = match (time[i as usize], &li.targeting) {
+                    (true, Some(targeting)) => {
+                        let mask = week_mask(targeting, &request);
+                        if mask == [0; 3] {
+                            continue;
+                        }
+                        *mask_ids.entry(mask).or_insert_with(|| {
+                            masks.push(mask);
+                            masks.len() as u32 - 1
+                        })
+                    }
+                    _ => 0,
+                };
+                signature.push((i, mask));
+            }
+            let placement = model.placement_index(profile.placement);
+            let class = *signatures
+                .entry((placement, signature.clone()))
+                .or_insert_with(|| {
+                    let start = members.len();
+                    members.extend(signature.iter().map(|&(lane, mask)| Member { lane, mask }));
+                    classes.push(Class {
+                        placement,
+                        members: start..members.len(),
+                    });
+                    classes.len() as u32 - 1
+                });
+            group_class[group] = class;
+        }
+        let profile_class: Vec<u32> = profile_group
+            .iter()
+            .map(|&g| group_class[g as usize])
+            .collect();
+        let profile_scale: Vec<f32> = profile_group
+            .iter()
+            .map(|&g| group_scale[g as usize] as f32)
+            .collect();
+        let mut placement_weights = vec![0.0; model.placement_count()];
+        for (profile, weight) in sample.profiles.iter().zip(&model.profile_weights) {
+            if let Some(p) = model.placement_index(profile.placement) {
+                placement_weights[p] += weight;
+            }
+        }
+        let mut forecaster = Forecaster {
+            model,
+            snapshot: Arc::clone(snapshot),
+            profile_class,
+            profile_scale,
+            classes,
+            members,
+            masks,
+            placement_weights,
+            cap_factors: Vec::new(),
+            delivered: vec![0; data.line_items.len()],
+            profile: TrafficProfile::UNIFORM,
+        };
+        forecaster.cap_factors = forecaster.booked_cap_factors();
+        forecaster
+    }
+
+    /// Sets what booked line items delivered in their lifetime before the forecast's range, in
+    /// their goal's metric (counts, or micros of spend); unknown ones count as nothing.
+    pub fn with_delivered(mut self, delivered: &[(LineItemId, u64)]) -> Self {
+        for &(id, amount) in delivered {
+            if let Some(i) = self.line_item_index(id) {
+                self.delivered[i] = amount;
+            }
+        }
+        self
+    }
+
+    /// Distinct classes of requests the booked line items tell apart.
+    pub fn classes(&self) -> usize {
+        self.classes.len()
+    }
+
+    fn line_item_index(&self, id: LineItemId) -> Option<usize> {
+        self.snapshot
+            .data
+            .line_items
+            .binary_search_by_key(&id, |li| li.id)
+            .ok()
+    }
+
+    /// The forecast for a line item, proposed or booked, over `range` (whole UTC hours): what
+    /// its targeting matches, what is available to it and who else wants those impressions.
+    ///
+    /// Selection follows the engine: tiers one at a time, highest first; in sponsorship and
+    /// standard, line items of a tier share a request by weight; in remnant and house the
+    /// highest CPM value wins and equal values share by weight. A booked line item takes at
+    /// most what its goal and pacing leave for each hour; what it does not take goes to the
+    /// others of its priority (shared again by weight), then down. `available` gives this line
+    /// item unlimited demand at its priority; a booked line item of the same id is replaced by
+    /// it.
+    pub fn availability(
+        &self,
+        line_item: &LineItemEntry,
+        range: Period,
+    ) -> Result<Availability, ForecastError> {
+        let hours = hours_of(range)?;
+        let query = self.query(line_item);
+        let sim = Simulation::new(self, &query, &hours, Supply::model(self, &query, &hours));
+        Ok(self.answer(&query, &sim, &hours))
+    }
+
+    /// The outlook of a booked line item over `range`: its [`Forecaster::availability`]
+    /// against its goal for the range.
+    pub fn delivery(
+        &self,
+        id: LineItemId,
+        range: Period,
+    ) -> Result<DeliveryForecast, ForecastError> {
+        let i = self
+            .line_item_index(id)
+            .ok_or(ForecastError::UnknownLineItem(id))?;
+        let availability = self.availability(&self.snapshot.data.line_items[i], range)?;
+        let goal = availability.goal;
+        let expected = goal.map_or(availability.available, |g| g.min(availability.available));
+        let shortfall = goal.map_or(0.0, |g| (g - availability.available).max(0.0));
+        let status = match availability.probability {
+            None => Status::OnTrack,
+            Some(p) if p >= ON_TRACK => Status::OnTrack,
+            Some(p) if p >= AT_RISK => Status::AtRisk,
+            Some(_) => Status::Shortfall,
+        };
+        Ok(DeliveryForecast {
+            status,
+            goal,
+            expected,
+            shortfall,
+            probability: availability.probability,
+            availability,
+        })
+    }
+
+    /// Which requests the line item takes part in, as units of supply: each booked class
+    /// split by whether (and at which hours) the line item accepts it.
+    fn query(&self, line_item: &LineItemEntry) -> Query {
+        let sample = self.model.sample;
+        let data = &self.snapshot.data;
+        let exclude = self.line_item_index(line_item.id);
+        let time = line_item.targeting.as_ref().is_some_and(names_time);
+        let engine = Engine::new(Arc::new(Snapshot {
+            data: SnapshotData {
+                line_items: vec![LineItemEntry {
+                    targeting: line_item.targeting.as_ref().and_then(relax),
+                    ..line_item.clone()
+                }],
+                placements: data.placements.clone(),
+                sites: data.sites.clone(),
+                publishers: data.publishers.clone(),
+                ..SnapshotData::default()
+            },
+            version: self.snapshot.version,
+            built_at: self.snapshot.built_at,
+        }));
+        let vocabulary = Vocabulary::of(sample, line_item.targeting.iter());
+        let mut scratch = Scratch::default();
+        let mut urls = FxHashMap::default();
+        let mut answers: FxHashMap<Key, WeekMask> = FxHashMap::default();
+        let mut units: FxHashMap<(u32, WeekMask), u32> = FxHashMap::default();
+        let mut query = Query {
+            line_item: line_item.clone(),
+            exclude,
+            profile_unit: Vec::with_capacity(sample.profiles.len()),
+            unit_class: Vec::new(),
+            unit_mask: Vec::new(),
+            unit_share: Vec::new(),
+            matched_samples: 0,
+            cap_factor: 1.0,
+        };
+        for (r, profile) in sample.profiles.iter().enumerate() {
+            let key = vocabulary.key(sample, profile, &mut urls);
+            let mask = *answers.entry(key).or_insert_with(|| {
+                let parts = Parts::of(sample, profile);
+                let request = request(sample, data, profile, &parts, self.model.now());
+                if engine.matching(&request, &mut scratch).is_empty() {
+                    return [0; 3];
+                }
+                match (&line_item.targeting, time) {
+                    (Some(targeting), true) => week_mask(targeting, &request),
+                    _ => ALL_WEEK,
+                }
+            });
+            let class = self.profile_class[r];
+            if mask != [0; 3] {
+                query.matched_samples += u64::from(self.model.profile_counts[r]);
+            }
+            if class == DROPPED {
+                query.profile_unit.push(DROPPED);
+                continue;
+            }
+            let next = query.unit_class.len() as u32;
+            let unit = *units.entry((class, mask)).or_insert(next);
+            if unit == next {
+                query.unit_class.push(class);
+                query.unit_mask.push(mask);
+                query.unit_share.push(0.0);
+            }
+            let placement = self.classes[class as usize].placement;
+            if let Some(p) = placement.filter(|&p| self.placement_weights[p] > 0.0) {
+                query.unit_share[unit as usize] += self.model.profile_weights[r]
+                    * f64::from(self.profile_scale[r])
+                    / self.placement_weights[p];
+            }
+            query.profile_unit.push(unit);
+        }
+        let caps = caps_of(data, line_item);
+        if !caps.is_empty() {
+            let mut counter = CapCounter::new(vec![caps]);
+            counter.users = self.recent_entries(|entry| {
+                let unit = query.profile_unit[entry.profile as usize];
+                if unit != DROPPED && query.unit_mask[unit as usize] != [0; 3] {
+                    counter.add(0, entry);
+                }
+            });
+            query.cap_factor = counter.factors()[0];
+        }
+        query
+    }
+
+    /// Calls `f` with each sampled request of the [`CAP_DAYS`] before the model's `now`: every
+    /// anonymous one, and those of one user in `users` (the returned number; users by their
+    /// hash), so that about [`CAP_REQUESTS`] identified ones are read.
+    fn recent_entries(&self, mut f: impl FnMut(&Entry)) -> u64 {
+        let today = self.model.now().as_second().div_euclid(SECONDS_PER_DAY);
+        let from = (today - CAP_DAYS) * MINUTES_PER_DAY;
+        let to = today * MINUTES_PER_DAY;
+        let recent = |e: &&Entry| (from..to).contains(&i64::from(e.minute));
+        let entries = &self.model.sample.entries;
+        let identified = entries
+            .iter()
+            .filter(recent)
+            .filter(|e| e.user != 0)
+            .count();
+        let users = identified.div_ceil(CAP_REQUESTS).max(1) as u64;
+        for entry in entries.iter().filter(recent) {
+            if entry.user == 0 || (entry.user >> 17) % users == 0 {
+                f(entry);
+            }
+        }
+        users
+    }
+
+    fn booked_cap_factors(&self) -> Vec<f64> {
+        let data = &self.snapshot.data;
+        let mut slots = vec![u32::MAX; data.line_items.len()];
+        let mut caps = Vec::new();
+        for (i, li) in data.line_items.iter().enumerate() {
+            let list = caps_of(data, li);
+            if !list.is_empty() {
+                slots[i] = caps.len() as u32;
+                caps.push(list);
+            }
+        }
+        let mut factors = vec![1.0; data.line_items.len()];
+        if caps.is_empty() {
+            return factors;
+        }
+        let mut counter = CapCounter::new(caps);
+        // The capped members of each class, found once rather than per sampled request.
+        let capped: Vec<Vec<u32>> = self
+            .classes
+            .iter()
+            .map(|class| {
+                self.members[class.members.clone()]
+                    .iter()
+                    .map(|m| slots[m.lane as usize])
+                    .filter(|&slot| slot != u32::MAX)
+                    .collect()
+            })
+            .collect();
+        counter.users = self.recent_entries(|entry| {
+            let class = self.profile_class[entry.profile as usize];
+            for &slot in capped.get(class as usize).map_or(&[][..], Vec::as_slice) {
+                counter.add(slot as usize, entry);
+            }
+        });
+        let found = counter.factors();
+        for (i, &slot) in slots.iter().enumerate() {
+            if slot != u32::MAX {
+                factors[i] = found[slot as usize];
+            }
+        }
+        factors
+    }
+
+    /// The lanes of a forecast: every booked line item but the one replaced, then the one
+    /// forecast (last).
+    fn lanes(&self, query: &Query, hours: &[i64]) -> Vec<Lane> {
+        let data = &self.snapshot.data;
+        let mut lanes: Vec<Lane> = data
+            .line_items
+            .iter()
+            .enumerate()
+            .map(|(i, li)| {
+                let excluded = query.exclude == Some(i);
+                self.lane(li, self.cap_factors[i], self.delivered[i], excluded, hours)
+            })
+            .collect();
+        let delivered = query.exclude.map_or(0, |i| self.delivered[i]);
+        lanes.push(self.lane(&query.line_item, query.cap_factor, delivered, false, hours));
+        lanes
+    }
+
+    fn lane(
+        &self,
+        li: &LineItemEntry,
+        cap_factor: f64,
+        delivered: u64,
+        excluded: bool,
+        hours: &[i64],
+    ) -> Lane {
+        let zone = TimeZone::get(&li.time_zone).unwrap_or(TimeZone::UTC);
+        let goal = impressions_goal(li, delivered);
+        let first = hours.first().copied().unwrap_or(0);
+        let end = hours.last().map_or(first, |h| h + 3_600);
+        let mut days = Vec::with_capacity(hours.len());
+        let mut targets = Vec::new();
+        let mut day_of_hour = Vec::with_capacity(hours.len());
+        let mut current = None;
+        for &hour in hours {
+            let at = Timestamp::from_second(hour).unwrap_or(Timestamp::UNIX_EPOCH);
+            let date = at.to_zoned(zone.clone()).date();
+            if current != Some(date) {
+                current = Some(date);
+                days.push(hour);
+            }
+            day_of_hour.push((days.len() - 1) as u32);
+        }
+        // Lifetime targets at the end of each local day of the range, from the pacing crate's
+        // goal curves over what is left of the flight.
+        if let Some(lifetime) = goal.lifetime {
+            let start = Timestamp::from_second(first.max(li.flight_start)).ok();
+            let flight_end = li.flight_end.and_then(|e| Timestamp::from_second(e).ok());
+            let schedule = start.and_then(|start| {
+                Schedule::new(
+                    &li.time_zone,
+                    start,
+                    flight_end.filter(|e| *e > start),
+                    li.pacing,
+                    marquee_model::Goal {
+                        metric: GoalMetric::Impressions,
+                        daily: None,
+                        lifetime: Some(lifetime.max(1.0) as u64),
+                    },
+                )
+                .ok()
+            });
+            for (d, _) in days.iter().enumerate() {
+                let day_end = days.get(d + 1).copied().unwrap_or(end);
+                let share = match (&schedule, start, flight_end) {
+                    (Some(schedule), Some(start), Some(flight_end)) if flight_end > start => {
+                        let at = Timestamp::from_second(day_end).unwrap_or(flight_end);
+                        schedule.planned_share(
+                            Period {
+                                start,
+                                end: flight_end,
+                            },
+                            at,
+                            &self.profile,
+                        )
+                    }
+                    _ => 1.0,
+                };
+                targets.push(lifetime * share);
+            }
+        }
+        Lane {
+            tier: li.tier,
+            value: value_cpm(li),
+            weight: f64::from(li.weight.max(1)),
+            zone,
+            flight: (li.flight_start, li.flight_end),
+            excluded,
+            mode: li.pacing,
+            daily: goal.daily,
+            targets,
+            day_of_hour,
+            days: days.len(),
+            cap_factor,
+            has_goal: goal.daily.is_some() || goal.lifetime.is_some(),
+        }
+    }
+
+    fn answer(&self, query: &Query, sim: &Simulation<'_>, hours: &[i64]) -> Availability {
+        let data = &self.snapshot.data;
+        let forecast = sim.lanes.len() - 1;
+        let baseline = sim.run(Mode::Baseline);
+        let unlimited = sim.run(Mode::Unlimited);
+        let mut daily: Vec<Day> = Vec::new();
+        for (s, segment) in sim.segments.iter().enumerate() {
+            let day = hours[segment.start].div_euclid(SECONDS_PER_DAY);
+            if daily.last().is_none_or(|d| d.day != day) {
+                daily.push(Day {
+                    day,
+                    matching: 0.0,
+                    available: 0.0,
+                });
+            }
+            if let Some(d) = daily.last_mut() {
+                d.matching += sim.matching[forecast][s];
+                d.available += unlimited.by_segment[s];
+            }
+        }
+        let available: f64 = unlimited.by_segment.iter().sum();
+        let matching: f64 = daily.iter().map(|d| d.matching).sum();
+        let mut contending: Vec<Contender> = baseline
+            .contention
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t > 0.0)
+            .map(|(i, &t)| Contender {
+                line_item: data.line_items[i].id,
+                impressions: t,
+            })
+            .collect();
+        sort_contenders(&mut contending);
+        let goal = sim.goal_in_range(forecast);
+        let impact = if goal.is_some() {
+            let booked = sim.run(Mode::Booked);
+            let mut impact: Vec<Contender> = baseline.totals[..forecast]
+                .iter()
+                .zip(&booked.totals)
+                .enumerate()
+                .filter(|(_, (before, after))| *before - *after > 0.5)
+                .map(|(i, (before, after))| Contender {
+                    line_item: data.line_items[i].id,
+                    impressions: before - after,
+                })
+                .collect();
+            sort_contenders(&mut impact);
+            impact
+        } else {
+            Vec::new()
+        };
+        let probability =
+            goal.map(|goal| self.probability(query, sim, available, goal, daily.len()));
+        Availability {
+            matching,
+            available,
+            goal,
+            probability,
+            daily,
+            contending,
+            impact,
+            cap_factor: query.cap_factor,
+        }
+    }
+
+    /// The chance that what is available reaches the goal, taking the available impressions
+    /// as normally distributed around the forecast with a relative standard deviation from
+    /// two sources: the daily variability of its placements' traffic around the model
+    /// (independent days, so it shrinks with the square root of the days), and the sampling
+    /// error of the records it matched (one over the square root of their number).
+    fn probability(
+        &self,
+        query: &Query,
+        sim: &Simulation<'_>,
+        available: f64,
+        goal: f64,
+        days: usize,
+    ) -> f64 {
+        if goal <= 0.0 {
+            return 1.0;
+        }
+        if available <= 0.0 || query.matched_samples == 0 {
+            return 0.0;
+        }
+        let (mut weighted, mut total) = (0.0, 0.0);
+        for (u, mask) in query.unit_mask.iter().enumerate() {
+            if *mask == [0; 3] {
+                continue;
+            }
+            if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
+                let share = sim.supply_share(u);
+                weighted += share * self.model.daily_cv(p);
+                total += share;
+            }
+        }
+        let cv = if total > 0.0 { weighted / total } else { 0.0 };
+        let sigma = (cv * cv / days.max(1) as f64 + 1.0 / query.matched_samples as f64).sqrt();
+        normal_cdf((available - goal) / (sigma * available).max(1e-9))
+    }
+}
+
+/// Threshold sampling (Duffield, Lund and Thorup): with more than `limit` weights, each is
+/// kept with probability `min(1, w / τ)` and then counts as `max(w, τ)`, with `τ` such that
+/// about `limit` are kept. Heavy representatives stay exact, light ones are drawn, and every
+/// total stays unbiased. Returns each weight's multiplier (0 for dropped). The draw is a hash
+/// of the position, so the same sample gives the same representatives.
+fn thin(weights: &[f64], limit: usize) -> Vec<f64> {
+    if weights.len() <= limit {
+        return vec![1.0; weights.len()];
+    }
+    let kept = |tau: f64| weights.iter().map(|w| (w / tau).min(1.0)).sum::<f64>();
+    let (mut low, mut high) = (1e-12, weights.iter().sum::<f64>().max(1e-12));
+    for _ in 0..100 {
+        let mid = (low * high).sqrt();
+        if kept(mid) > limit as f64 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let tau = high;
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            if w >= tau {
+                1.0
+            } else if w > 0.0 && unit_hash(i as u64) < w / tau {
+                tau / w
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// A uniform number in [0, 1) from a position (SplitMix64's finaliser).
+fn unit_hash(i: u64) -> f64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn sort_contenders(list: &mut [Contender]) {
+    list.sort_by(|a, b| {
+        b.impressions
+            .total_cmp(&a.impressions)
+            .then(a.line_item.cmp(&b.line_item))
+    });
+}
+
+/// The UTC hours of a range.
+fn hours_of(range: Period) -> Result<Vec<i64>, ForecastError> {
+    let (start, end) = (range.start.as_second(), range.end.as_second());
+    if start.rem_euclid(3_600) != 0 || end <= start || range.start.subsec_nanosecond() != 0 {
+        return Err(ForecastError::Range);
+    }
+    Ok((start..end).step_by(3_600).collect())
+}
+
+/// The line item's and its campaign's caps. Campaign caps are applied to each line item
+/// alone, an approximation that overestimates delivery when several line items share one.
+fn caps_of(data: &SnapshotData, li: &LineItemEntry) -> Vec<FrequencyCap> {
+    let mut caps = li.frequency_caps.clone();
+    if let Ok(c) = data
+        .campaigns
+        .binary_search_by_key(&li.campaign_id, |c| c.id)
+    {
+        caps.extend(data.campaigns[c].frequency_caps.iter().copied());
+    }
+    caps
+}
+
+/// Counts sampled requests per (user, cap window) to estimate the share a cap lets through:
+/// for each user and window, at most the cap's count of the requests. Requests without a user
+/// are never capped (nor are they by the engine). Windows are fixed, not sliding.
+struct CapCounter {
+    caps: Vec<Vec<FrequencyCap>>,
+    counts: Vec<Vec<FxHashMap<(u64, i64), u32>>>,
+    anonymous: Vec<u64>,
+    /// One user in this many was counted: their requests stand for this many users'.
+    users: u64,
+}
+
+impl CapCounter {
+    fn new(caps: Vec<Vec<FrequencyCap>>) -> CapCounter {
+        let counts = caps
+            .iter()
+            .map(|list| vec![FxHashMap::default(); list.len()])
+            .collect();
+        let anonymous = vec![0; caps.len()];
+        CapCounter {
+            caps,
+            counts,
+            anonymous,
+            users: 1,
+        }
+    }
+
+    fn add(&mut self, slot: usize, entry: &Entry) {
+        if entry.user == 0 {
+            self.anonymous[slot] += 1;
+            return;
+        }
+        for (cap, counts) in self.caps[slot].iter().zip(&mut self.counts[slot]) {
+            let window = i64::from(entry.minute) * 60 / i64::from(cap.window.seconds().max(60));
+            *counts.entry((entry.user, window)).or_insert(0) += 1;
+        }
+    }
+
+    fn factors(&self) -> Vec<f64> {
+        self.caps
+            .iter()
+            .enumerate()
+            .map(|(slot, caps)| {
+                caps.iter()
+                    .zip(&self.counts[slot])
+                    .map(|(cap, counts)| {
+                        let anonymous = self.anonymous[slot] as f64;
+                        let (mut kept, mut all) = (0.0, 0.0);
+                        for &n in counts.values() {
+                            kept += f64::from(n.min(cap.count));
+                            all += f64::from(n);
+                        }
+                        let scale = self.users as f64;
+                        let (kept, all) = (anonymous + kept * scale, anonymous + all * scale);
+                        if all > 0.0 { kept / all } else { 1.0 }
+                    })
+                    .fold(1.0, f64::min)
+            })
+            .collect()
+    }
+}
+
+/// A line item's goal in impressions: clicks at the engine's default CTR, spend at its CPM or
+/// CPC price; less what it delivered already.
+struct ImpressionGoal {
+    daily: Option<f64>,
+    lifetime: Option<f64>,
+}
+
+fn impressions_goal(li: &LineItemEntry, delivered: u64) -> ImpressionGoal {
+    let none = ImpressionGoal {
+        daily: None,
+        lifetime: None,
+    };
+    let Some(goal) = li.goal else {
+        return none;
+    };
+    let ctr = f64::from(Control::FULL_SPEED.ctr_ppm) / 1e6;
+    let price = li.price.amount_micros.0 as f64;
+    let per_unit = match (goal.metric, li.price.model) {
+        (GoalMetric::Impressions, _) => 1.0,
+        (GoalMetric::Clicks, _) => 1.0 / ctr,
+        (GoalMetric::Spend, PricingModel::Cpm) if price > 0.0 => 1_000.0 / price,
+        (GoalMetric::Spend, PricingModel::Cpc) if price > 0.0 => 1.0 / (price * ctr),
+        (GoalMetric::Spend, _) => return none,
+    };
+    let left = |amount: u64| (amount.saturating_sub(delivered)) as f64 * per_unit;
+    ImpressionGoal {
+        daily: goal.daily.map(|d| d as f64 * per_unit),
+        lifetime: goal.lifetime.map(left),
+    }
+}
+
+/// What one impression is worth to a remnant or house line item, as CPM micros in its own
+/// currency (currencies are not converted).
+fn value_cpm(li: &LineItemEntry) -> i64 {
+    let amount = li.price.amount_micros.0;
+    match li.price.model {
+        PricingModel::Cpm => amount,
+        PricingModel::Cpc => amount.saturating_mul(i64::from(Control::FULL_SPEED.ctr_ppm)) / 1_000,
+        PricingModel::Flat => 0,
+    }
+}
+
+/// The standard normal distribution function (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    if z >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// A line item as the forecast sees it.
+struct Query {
+    line_item: LineItemEntry,
+    exclude: Option<usize>,
+    profile_unit: Vec<u32>,
+    unit_class: Vec<u32>,
+    /// At which local hours of the week the line item accepts the unit; all zero: never.
+    unit_mask: Vec<WeekMask>,
+    /// Share of its placement's traffic.
+    unit_share: Vec<f64>,
+    matched_samples: u64,
+    cap_factor: f64,
+}
+
+struct Lane {
+    tier: Tier,
+    value: i64,
+    weight: f64,
+    zone: TimeZone,
+    flight: (i64, Option<i64>),
+    excluded: bool,
+    mode: PacingMode,
+    daily: Option<f64>,
+    /// Lifetime target at the end of each local day of the range.
+    targets: Vec<f64>,
+    day_of_hour: Vec<u32>,
+    days: usize,
+    cap_factor: f64,
+    has_goal: bool,
+}
+
+/// Expected requests per unit and hour.
+enum Supply {
+    /// From the traffic model: the placement's hourly volume times the unit's share.
+    Model {
+        /// Placement × hour.
+        volumes: Vec<f64>,
+        hours: usize,
+        placement: Vec<Option<usize>>,
+        share: Vec<f64>,
+    },
+    /// Observed: unit × hour, already scaled.
+    Observed { table: Vec<f64>, hours: usize },
+}
+
+impl Supply {
+    fn model(forecaster: &Forecaster<'_, '_>, query: &Query, hours: &[i64]) -> Supply {
+        let model = forecaster.model;
+        let placements = model.placement_count();
+        let mut volumes = vec![0.0; placements * hours.len()];
+        for p in 0..placements {
+            for (h, &hour) in hours.iter().enumerate() {
+                volumes[p * hours.len() + h] = model.hourly_at(p, hour);
+            }
+        }
+        Supply::Model {
+            volumes,
+            hours: hours.len(),
+            placement: query
+                .unit_class
+                .iter()
+                .map(|&c| forecaster.classes[c as usize].placement)
+                .collect(),
+            share: query.unit_share.clone(),
+        }
+    }
+
+    /// What the sample holds for each unit in each hour of the range, scaled by the rate.
+    fn observed(forecaster: &Forecaster<'_, '_>, query: &Query, hours: &[i64]) -> Supply {
+        let sample = forecaster.model.sample;
+        let units = query.unit_class.len();
+        let mut table = vec![0.0; units * hours.len()];
+        let first = hours.first().copied().unwrap_or(0) / 60;
+        let scale = 1.0 / sample.rate();
+        for entry in &sample.entries {
+            let minute = i64::from(entry.minute);
+            let h = (minute - first).div_euclid(60);
+            let unit = query.profile_unit[entry.profile as usize];
+            if h >= 0 && (h as usize) < hours.len() && unit != DROPPED {
+                let scale = scale * f64::from(forecaster.profile_scale[entry.profile as usize]);
+                table[unit as usize * hours.len() + h as usize] += scale;
+            }
+        }
+        Supply::Observed {
+            table,
+            hours: hours.len(),
+        }
+    }
+
+    fn at(&self, unit: usize, hour: usize) -> f64 {
+        match self {
+            Supply::Model {
+                volumes,
+                hours,
+                placement,
+                share,
+            } => placement[unit].map_or(0.0, |p| volumes[p * hours + hour] * share[unit]),
+            Supply::Observed { table, hours } => table[unit * hours + hour],
+        }
+    }
+}
+
+/// One line item in one unit.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    unit: u32,
+    lane: u32,
+    mask: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The forecast line item takes nothing: booked line items as they are.
+    Baseline,
+    /// It takes all it can at its priority.
+    Unlimited,
+    /// It takes its goal, paced.
+    Booked,
+}
+
+struct Outcome {
+    /// Per lane, over the range.
+    totals: Vec<f64>,
+    /// The forecast line item's, per segment.
+    by_segment: Vec<f64>,
+    /// Per lane: what it took of requests the forecast line item accepts.
+    contention: Vec<f64>,
+}
+
+struct Simulation<'a> {
+    lanes: Vec<Lane>,
+    /// Pairs of each priority group, highest priority first.
+    groups: Vec<Vec<Pair>>,
+    /// Lanes of each group.
+    group_lanes: Vec<Vec<u32>>,
+    masks: Vec<WeekMask>,
+    /// Per lane and hour: its local hour of the week.
+    local_bits: Vec<Vec<u8>>,
+    /// Spans of hours in which no line item starts or stops taking part (flight, days and
+    /// hours) and no local or UTC day begins: each is allocated at once.
+    segments: Vec<std::ops::Range<usize>>,
+    /// Per segment and unit (segment-major): expected requests.
+    supply: Vec<f64>,
+    /// Per lane and segment: what it matches.
+    matching: Vec<Vec<f64>>,
+    /// Per segment and unit: whether the forecast line item accepts it.
+    forecast_accepts: Vec<Vec<bool>>,
+    units: usize,
+    hour_starts: &'a [i64],
+}
+
+impl<'a> Simulation<'a> {
+    fn new(
+        forecaster: &Forecaster<'_, '_>,
+        query: &Query,
+        hours: &'a [i64],
+        supply: Supply,
+    ) -> Simulation<'a> {
+        let lanes = forecaster.lanes(query, hours);
+        let forecast = (lanes.len() - 1) as u32;
+        let mut masks = forecaster.masks.clone();
+        let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
+        // Priority groups: tier, then (remnant, house) value, highest first.
+        let lane_keys: Vec<(Tier, i64)> = lanes
+            .iter()
+            .map(|l| (l.tier, if goes_to_value(l.tier) { l.value } else { 0 }))
+            .collect();
+        let mut keys = lane_keys.clone();
+        keys.sort_by(|a, b| b.cmp(a));
+        keys.dedup();
+        let group_of: Vec<usize> = lane_keys
+            .iter()
+            .map(|k| keys.binary_search_by(|g| k.cmp(g)).unwrap_or(0))
+            .collect();
+        let mut groups: Vec<Vec<Pair>> = vec![Vec::new(); keys.len()];
+        let mut group_lanes: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
+        for (lane, &g) in group_of.iter().enumerate() {
+            if !lanes[lane].excluded {
+                group_lanes[g].push(lane as u32);
+            }
+        }
+        for (unit, &class) in query.unit_class.iter().enumerate() {
+            let class = &forecaster.classes[class as usize];
+            for member in &forecaster.members[class.members.clone()] {
+                if query.exclude == Some(member.lane as usize) {
+                    continue;
+                }
+                groups[group_of[member.lane as usize]].push(Pair {
+                    unit: unit as u32,
+                    lane: member.lane,
+                    mask: member.mask,
+                });
+            }
+            let mask = query.unit_mask[unit];
+            if mask != [0; 3] {
+                let id = if mask == ALL_WEEK {
+                    0
+                } else {
+                    *mask_ids.entry(mask).or_insert_with(|| {
+                        masks.push(mask);
+                        masks.len() as u32 - 1
+                    })
+                };
+                groups[group_of[forecast as usize]].push(Pair {
+                    unit: unit as u32,
+                    lane: forecast,
+                    mask: id,
+                });
+            }
+        }
+        let local_bits = lanes
+            .iter()
+            .map(|lane| {
+                hours
+                    .iter()
+                    .map(|&h| {
+                        let at = Timestamp::from_second(h).unwrap_or(Timestamp::UNIX_EPOCH);
+                        let local = lane.zone.to_datetime(at);
+                        let day = local.weekday().to_monday_zero_offset() as usize;
+                        (day * 24 + local.hour() as usize) as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        let units = query.unit_class.len();
+        let mut sim = Simulation {
+            lanes,
+            groups,
+            group_lanes,
+            masks,
+            local_bits,
+            segments: Vec::new(),
+            supply: Vec::new(),
+            matching: Vec::new(),
+            forecast_accepts: Vec::new(),
+            units,
+            hour_starts: hours,
+        };
+        sim.segments = sim.cut_segments();
+        sim.prepare(&supply);
+        sim
+    }
+
+    fn in_flight(&self, lane: &Lane, h: usize) -> bool {
+        let at = self.hour_starts[h];
+        at + 3_600 > lane.flight.0 && lane.flight.1.is_none_or(|end| at < end)
+    }
+
+    /// Whether the pair's line item takes part at hour `h` (flight and day-and-hour
+    /// targeting).
+    fn active(&self, pair: &Pair, h: usize) -> bool {
+        self.in_flight(&self.lanes[pair.lane as usize], h)
+            && (pair.mask == 0
+                || has_bit(
+                    &self.masks[pair.mask as usize],
+                    self.local_bits[pair.lane as usize][h],
+                ))
+    }
+
+    fn cut_segments(&self) -> Vec<std::ops::Range<usize>> {
+        let mut timed: Vec<(u32, u32)> = self
+            .groups
+            .iter()
+            .flatten()
+            .filter(|p| p.mask != 0)
+            .map(|p| (p.lane, p.mask))
+            .collect();
+        timed.sort_unstable();
+        timed.dedup();
+        let mut starts = vec![0];
+        for h in 1..self.hour_starts.len() {
+            let cut = self.hour_starts[h].rem_euclid(SECONDS_PER_DAY) == 0
+                || self.lanes.iter().any(|lane| {
+                    lane.day_of_hour[h] != lane.day_of_hour[h - 1]
+                        || self.in_flight(lane, h) != self.in_flight(lane, h - 1)
+                })
+                || timed.iter().any(|&(lane, mask)| {
+                    let bits = &self.local_bits[lane as usize];
+                    let mask = &self.masks[mask as usize];
+                    has_bit(mask, bits[h]) != has_bit(mask, bits[h - 1])
+                });
+            if cut {
+                starts.push(h);
+            }
+        }
+        let mut segments: Vec<std::ops::Range<usize>> =
+            starts.windows(2).map(|w| w[0]..w[1]).collect();
+        if let Some(&last) = starts.last() {
+            segments.push(last..self.hour_starts.len());
+        }
+        segments
+    }
+
+    /// Supply per segment, each lane's matching supply per segment, and which units the
+    /// forecast line item accepts.
+    fn prepare(&mut self, source: &Supply) {
+        let units = self.units;
+        let mut supply = vec![0.0; self.segments.len() * units];
+        for (s, segment) in self.segments.iter().enumerate() {
+            for (u, total) in supply[s * units..(s + 1) * units].iter_mut().enumerate() {
+                *total = segment.clone().map(|h| source.at(u, h)).sum();
+            }
+        }
+        let mut matching = vec![vec![0.0; self.segments.len()]; self.lanes.len()];
+        let mut accepts = vec![vec![false; units]; self.segments.len()];
+        let forecast = (self.lanes.len() - 1) as u32;
+        for (s, segment) in self.segments.iter().enumerate() {
+            for pair in self.groups.iter().flatten() {
+                if self.active(pair, segment.start) {
+                    matching[pair.lane as usize][s] += supply[s * units + pair.unit as usize];
+                    if pair.lane == forecast {
+                        accepts[s][pair.unit as usize] = true;
+                    }
+                }
+            }
+        }
+        self.supply = supply;
+        self.matching = matching;
+        self.forecast_accepts = accepts;
+    }
+
+    /// A unit's supply over the range.
+    fn supply_share(&self, unit: usize) -> f64 {
+        (0..self.segments.len())
+            .map(|s| self.supply[s * self.units + unit])
+            .sum()
+    }
+
+    /// The forecast line item's goal over the range, in impressions.
+    fn goal_in_range(&self, lane: usize) -> Option<f64> {
+        let lane = &self.lanes[lane];
+        if !lane.has_goal {
+            return None;
+        }
+        let mut days = vec![false; lane.days];
+        for h in 0..self.hour_starts.len() {
+            if self.in_flight(lane, h) {
+                days[lane.day_of_hour[h] as usize] = true;
+            }
+        }
+        let daily = lane
+            .daily
+            .map(|d| d * days.iter().filter(|d| **d).count() as f64);
+        let lifetime = lane.targets.last().copied();
+        match (daily, lifetime) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn run(&self, mode: Mode) -> Outcome {
+        let lanes_len = self.lanes.len();
+        let forecast = lanes_len - 1;
+        let units = self.units;
+        let mut totals = vec![0.0; lanes_len];
+        let mut by_segment = vec![0.0; self.segments.len()];
+        let mut contention = vec![0.0; lanes_len];
+        let mut weights = vec![0.0; units];
+        let mut taken = vec![0.0; units];
+        let mut offers = vec![0.0; lanes_len];
+        let mut ratio = vec![0.0; lanes_len];
+        let mut left = vec![0.0; lanes_len];
+        let pairs_len: usize = self.groups.iter().map(Vec::len).sum();
+        let mut active = vec![false; pairs_len];
+        // Per lane: delivered before the current local day and today, and the matching
+        // supply of today so far and of each whole day.
+        let mut before_today = vec![0.0; lanes_len];
+        let mut today = vec![0.0; lanes_len];
+        let mut matched_today = vec![0.0; lanes_len];
+        let mut day_matching: Vec<Vec<f64>> =
+            self.lanes.iter().map(|lane| vec![0.0; lane.days]).collect();
+        for (lane, days) in day_matching.iter_mut().enumerate() {
+            for (s, segment) in self.segments.iter().enumerate() {
+                days[self.lanes[lane].day_of_hour[segment.start] as usize] +=
+                    self.matching[lane][s];
+            }
+        }
+        for (s, segment) in self.segments.iter().enumerate() {
+            let h = segment.start;
+            let mut supply = self.supply[s * units..(s + 1) * units].to_vec();
+            for (i, lane) in self.lanes.iter().enumerate() {
+                if h > 0 && lane.day_of_hour[h] != lane.day_of_hour[h - 1] {
+                    before_today[i] += today[i];
+                    today[i] = 0.0;
+                    matched_today[i] = 0.0;
+                }
+                matched_today[i] += self.matching[i][s];
+                let most = lane.cap_factor * self.matching[i][s];
+                left[i] = if lane.excluded || (i == forecast && mode == Mode::Baseline) {
+                    0.0
+                } else if (i == forecast && mode == Mode::Unlimited) || !lane.has_goal {
+                    most
+                } else {
+                    self.allowance(
+                        lane,
+                        h,
+                        before_today[i],
+                        today[i],
+                        matched_today[i],
+                        &day_matching[i],
+                    )
+                    .min(most)
+                };
+            }
+            for (flag, pair) in active.iter_mut().zip(self.groups.iter().flatten()) {
+                *flag = self.active(pair, h);
+            }
+            let mut offset = 0;
+            for (pairs, lanes) in self.groups.iter().zip(&self.group_lanes) {
+                let active = &active[offset..offset + pairs.len()];
+                offset += pairs.len();
+                // One line item alone takes what it may in one round; several share by
+                // weight, and what a satisfied one leaves is shared again.
+                let rounds = if lanes.len() > 1 { ROUNDS } else { 1 };
+                for _ in 0..rounds {
+                    for pair in pairs {
+                        weights[pair.unit as usize] = 0.0;
+                    }
+                    let mut any = false;
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
+                        if left[pair.lane as usize] > 1e-9 {
+                            weights[pair.unit as usize] += self.lanes[pair.lane as usize].weight;
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        break;
+                    }
+                    for &lane in lanes {
+                        offers[lane as usize] = 0.0;
+                    }
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
+                        let (lane, unit) = (pair.lane as usize, pair.unit as usize);
+                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
+                            offers[lane] += supply[unit] * self.lanes[lane].weight / weights[unit];
+                        }
+                    }
+                    let mut saturated = false;
+                    for &lane in lanes {
+                        let lane = lane as usize;
+                        ratio[lane] = if offers[lane] > left[lane] {
+                            saturated = true;
+                            left[lane] / offers[lane]
+                        } else {
+                            1.0
+                        };
+                    }
+                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
+                        let (lane, unit) = (pair.lane as usize, pair.unit as usize);
+                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
+                            let take = supply[unit] * self.lanes[lane].weight / weights[unit]
+                                * ratio[lane];
+                            taken[unit] += take;
+                            totals[lane] += take;
+                            today[lane] += take;
+                            if lane == forecast {
+                                by_segment[s] += take;
+                            }
+                            if self.forecast_accepts[s][unit] {
+                                contention[lane] += take;
+                            }
+                        }
+                    }
+                    for &lane in lanes {
+                        let lane = lane as usize;
+                        left[lane] = (left[lane] - offers[lane] * ratio[lane]).max(0.0);
+                    }
+                    for pair in pairs {
+                        let unit = pair.unit as usize;
+                        supply[unit] = (supply[unit] - taken[unit]).max(0.0);
+                        taken[unit] = 0.0;
+                    }
+                    if !saturated {
+                        break;
+                    }
+                }
+            }
+        }
+        contention[forecast] = 0.0;
+        Outcome {
+            totals,
+            by_segment,
+            contention,
+        }
+    }
+
+    /// What a line item with a goal may still take from hour `h`: its day's amount (the daily
+    /// goal, and what the lifetime curve plans by the day's end) spread over the day in
+    /// proportion to its matching traffic (ASAP: all at once), less what it took today.
+    fn allowance(
+        &self,
+        lane: &Lane,
+        h: usize,
+        before_today: f64,
+        today: f64,
+        matched_today: f64,
+        day_matching: &[f64],
+    ) -> f64 {
+        let day = lane.day_of_hour[h] as usize;
+        let mut amount = f64::INFINITY;
+        if let Some(daily) = lane.daily {
+            amount = daily;
+        }
+        if let Some(target) = lane.targets.get(day) {
+            amount = amount.min(target - before_today);
+        }
+        if !amount.is_finite() {
+            return f64::INFINITY;
+        }
+        let share = match lane.mode {
+            PacingMode::Asap => 1.0,
+            PacingMode::Even | PacingMode::FrontLoaded => {
+                let whole = day_matching[day];
+                if whole > 0.0 {
+                    (matched_today / whole).min(1.0)
+                } else {
+                    1.0
+                }
+            }
+        };
+        (amount.max(0.0) * share - today).max(0.0)
+    }
+}
+
+fn goes_to_value(tier: Tier) -> bool {
+    matches!(tier, Tier::Remnant | Tier::House)
+}
+
+/// Forecast against observed traffic, for backtests.
+pub(crate) fn observed(
+    forecaster: &Forecaster<'_, '_>,
+    line_item: &LineItemEntry,
+    range: Period,
+) -> Result<(Availability, Availability), ForecastError> {
+    let hours = hours_of(range)?;
+    let query = forecaster.query(line_item);
+    let predicted = Simulation::new(
+        forecaster,
+        &query,
+        &hours,
+        Supply::model(forecaster, &query, &hours),
+    );
+    let actual = Simulation::new(
+        forecaster,
+        &query,
+        &hours,
+        Supply::observed(forecaster, &query, &hours),
+    );
+    Ok((
+        forecaster.answer(&query, &predicted, &hours),
+        forecaster.answer(&query, &actual, &hours),
+    ))
+}
+
+impl Forecaster<'_, '_> {
+    pub(crate) fn snapshot_data(&self) -> &SnapshotData {
+        &self.snapshot.data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_normal_distribution_function_is_right_where_it_matters() {
+        assert!((normal_cdf(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_cdf(1.281_551_6) - 0.9).abs() < 1e-6);
+        assert!((normal_cdf(-1.644_853_6) - 0.05).abs() < 1e-6);
+    }
+
+    #[test]
+    fn ranges_are_whole_hours() {
+        let at = |s| Timestamp::from_second(s).unwrap();
+        assert_eq!(
+            hours_of(Period {
+                start: at(3_600),
+                end: at(3 * 3_600)
+            })
+            .unwrap(),
+            vec![3_600, 7_200]
+        );
+        assert!(
+            hours_of(Period {
+                start: at(3_601),
+                end: at(7_200)
+            })
+            .is_err()
+        );
+        assert!(
+            hours_of(Period {
+                start: at(7_200),
+                end: at(7_200)
+            })
+            .is_err()
+        );
+    }
+}
