@@ -74,6 +74,7 @@ mod tests {
             sizes: vec![Size { w: 300, h: 250 }],
             formats: vec![Format::Banner],
             image_tag: Default::default(),
+            programmatic: None,
         };
         let tags = tags("https://ads.example.com/", 7, &placement);
         let text = |key: &str| tags[key].as_str().expect(key).to_owned();

@@ -271,6 +271,41 @@ const PLACEMENT: &[Field] = &[
         field("image_tag", "Image tag", Widget::Select(IMAGE_TAG)),
         "on: answers the unsigned e-mail image tag, counted under the traffic-quality rules",
     ),
+    help(
+        field(
+            "programmatic.timeout_ms",
+            "Programmatic timeout (ms)",
+            Widget::OptNumber,
+        ),
+        "set (such as 300) to auction ad requests among the gateway's bidders; empty: direct \
+         line items only",
+    ),
+    when(
+        field(
+            "programmatic.floor_micros",
+            "Programmatic floor",
+            Widget::Money,
+        ),
+        When::NotEmpty("programmatic.timeout_ms"),
+    ),
+    help(
+        when(
+            field(
+                "programmatic.revenue_share_permille",
+                "Revenue share (‰)",
+                Widget::OptNumber,
+            ),
+            When::NotEmpty("programmatic.timeout_ms"),
+        ),
+        "the publisher's cut of a bid, per mille: 100 is 10 %",
+    ),
+    help(
+        when(
+            field("programmatic.bidders", "Bidders", Widget::List),
+            When::NotEmpty("programmatic.timeout_ms"),
+        ),
+        "comma-separated gateway bidder names; empty: all",
+    ),
 ];
 
 /// The form of a kind, and whether it has frequency-cap and targeting rows.

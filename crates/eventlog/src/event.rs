@@ -46,11 +46,20 @@ pub enum EventKind {
     InvalidClick = 11,
     /// A conversion judged invalid traffic; `amount_micros` holds the [`InvalidReason`] code.
     InvalidConversion = 12,
+    /// A placement's ad request was auctioned among programmatic demand (the gateway's
+    /// bidders): `line_item` holds how many bidders timed out, `creative` how many bids came,
+    /// `amount_micros` the winning bid's price net of the revenue share (a CPM in the gateway's
+    /// currency), 0 when the direct line item or nothing won.
+    ProgrammaticAuction = 13,
+    /// A winning bid's impression beacon fired: `line_item` is 0, `amount_micros` the bid's
+    /// price net of the revenue share (a CPM in the gateway's currency): the publisher's
+    /// revenue, not any line item's spend.
+    ProgrammaticImpression = 14,
 }
 
 impl EventKind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Decision,
         EventKind::Impression,
         EventKind::Click,
@@ -63,6 +72,8 @@ impl EventKind {
         EventKind::InvalidImpression,
         EventKind::InvalidClick,
         EventKind::InvalidConversion,
+        EventKind::ProgrammaticAuction,
+        EventKind::ProgrammaticImpression,
     ];
 
     /// The on-disk code.
@@ -85,6 +96,8 @@ impl EventKind {
             10 => Some(EventKind::InvalidImpression),
             11 => Some(EventKind::InvalidClick),
             12 => Some(EventKind::InvalidConversion),
+            13 => Some(EventKind::ProgrammaticAuction),
+            14 => Some(EventKind::ProgrammaticImpression),
             _ => None,
         }
     }
@@ -100,8 +113,10 @@ impl EventKind {
             | EventKind::Conversion
             | EventKind::Win
             | EventKind::Billing
-            | EventKind::Loss => true,
+            | EventKind::Loss
+            | EventKind::ProgrammaticImpression => true,
             EventKind::Decision
+            | EventKind::ProgrammaticAuction
             | EventKind::Bid
             | EventKind::NoBid
             | EventKind::InvalidImpression
@@ -117,8 +132,10 @@ impl EventKind {
             EventKind::Impression
             | EventKind::Click
             | EventKind::Conversion
-            | EventKind::Billing => true,
+            | EventKind::Billing
+            | EventKind::ProgrammaticImpression => true,
             EventKind::Decision
+            | EventKind::ProgrammaticAuction
             | EventKind::Bid
             | EventKind::Win
             | EventKind::Loss
@@ -415,7 +432,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(EventKind::Decision).encode();
-        for code in [0u8, 13, 255] {
+        for code in [0u8, 15, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }

@@ -22,7 +22,8 @@ impl Gateway {
     /// URLs, see [`billed_by_caller`]), its other members as the bidder wrote them (`ext`
     /// included), grouped by seat; checked once more as a whole. The winners that
     /// check drops (all of them when the answer fails as a whole) become `Dropped` in
-    /// `outcomes`: they are not offered, so they must not hear they won.
+    /// `outcomes`: they are not offered, so they must not hear they won. Each bid offered is
+    /// added to `bidders` with its bidder's name.
     pub(crate) fn answer(
         &self,
         request: &BidRequest<'_>,
@@ -30,6 +31,7 @@ impl Gateway {
         sources: &[Source],
         outcomes: &mut [Outcome],
         currency: Currency,
+        bidders: &mut Vec<(String, String)>,
     ) -> Option<String> {
         let mut seatbid: Vec<SeatBid<'_>> = Vec::new();
         let mut placed: Vec<Placed<'_>> = Vec::new();
@@ -67,7 +69,14 @@ impl Gateway {
             cur: Some(Cow::Borrowed(currency.as_str())),
             nbr: None,
         };
-        self.final_check(request, response, &placed, outcomes)
+        let answer = self.final_check(request, response, &placed, outcomes);
+        for (id, _, o) in placed {
+            if !matches!(outcomes[o].result, auction::Result::Dropped { .. }) {
+                let source = sources[outcomes[o].entry];
+                bidders.push((id, self.name_of(source).to_owned()));
+            }
+        }
+        answer
     }
 
     /// The answer as JSON once it passes `validate_response`: the bids that fail it are taken

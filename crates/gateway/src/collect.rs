@@ -17,9 +17,16 @@ pub(crate) struct Received {
     body: Bytes,
 }
 
+/// How waiting for a call ended: its answer body (none for a no-bid or an error), or its time
+/// ran out.
+enum Waited {
+    Answer(Option<Received>),
+    TimedOut,
+}
+
 impl Gateway {
     /// The answers to `json`: the internal bidder's first (asked now, while `calls` run), then
-    /// the external calls' in their order.
+    /// the external calls' in their order; and how many calls ran out of time.
     pub(crate) async fn collect(
         &self,
         json: &[u8],
@@ -27,13 +34,17 @@ impl Gateway {
         currency: Currency,
         internal: Option<&dyn InternalBidder>,
         calls: Vec<Call>,
-    ) -> Vec<Received> {
+    ) -> (Vec<Received>, u32) {
         let mut answers = Vec::with_capacity(calls.len() + 1);
         answers.extend(self.ask_internal(json, request, currency, internal));
+        let mut timeouts = 0;
         for call in calls {
-            answers.extend(self.wait_for(call).await);
+            match self.wait_for(call).await {
+                Waited::Answer(answer) => answers.extend(answer),
+                Waited::TimedOut => timeouts += 1,
+            }
         }
-        answers
+        (answers, timeouts)
     }
 
     /// Our own line items' answer, when there is an internal bidder and it is enabled.
@@ -63,18 +74,18 @@ impl Gateway {
 
     /// A call's answer body, waited for until its time; its bidder's health and counters
     /// updated with how it ended.
-    async fn wait_for(&self, call: Call) -> Option<Received> {
+    async fn wait_for(&self, call: Call) -> Waited {
         let bidder = &self.bidders[call.bidder];
         let stats = &bidder.stats;
         let until = tokio::time::Instant::from_std(call.until);
         match tokio::time::timeout_at(until, call.answer).await {
             Ok(Ok(Answer::Body(body))) => {
                 bidder.health.record_success();
-                return Some(Received {
+                return Waited::Answer(Some(Received {
                     source: Source::External(call.bidder),
                     sent: call.sent,
                     body,
-                });
+                }));
             }
             Ok(Ok(Answer::NoBid)) => {
                 bidder.health.record_success();
@@ -87,9 +98,10 @@ impl Gateway {
             Err(_) => {
                 bidder.health.record_failure();
                 stats.timeouts.inc();
+                return Waited::TimedOut;
             }
         }
-        None
+        Waited::Answer(None)
     }
 
     /// The answers with bids, parsed into auction entries, with the bidder of each; an empty

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use marquee_openrtb::{BidRequest, Imp};
 use tokio::sync::oneshot;
 
-use crate::Gateway;
 use crate::client::{Answer, BidderClient};
 use crate::config::{BidderSpec, Media, OpenRtbVersion};
 use crate::outgoing::RawRequest;
+use crate::{Chosen, Gateway};
 
 /// A call in flight.
 pub(crate) struct Call {
@@ -27,12 +27,12 @@ pub(crate) struct Call {
 struct Bodies(Vec<(Vec<bool>, OpenRtbVersion, u64, Bytes)>);
 
 impl Gateway {
-    /// Sends the request to every enabled bidder that takes it and may be called now.
+    /// Sends the request to every enabled bidder `chosen` that takes it and may be called now.
     pub(crate) fn fan_out(
         &self,
         request: &BidRequest<'_>,
         raw: &RawRequest<'_>,
-        exchange: &str,
+        chosen: Chosen<'_>,
         now: Instant,
         remaining: Duration,
     ) -> Vec<Call> {
@@ -40,8 +40,10 @@ impl Gateway {
         let mut calls = Vec::with_capacity(self.bidders.len());
         for (i, bidder) in self.bidders.iter().enumerate() {
             let spec = &bidder.spec;
+            let exchange = chosen.exchange;
             if !bidder.enabled()
                 || !(spec.exchanges.is_empty() || spec.exchanges.iter().any(|e| e == exchange))
+                || !(chosen.bidders.is_empty() || chosen.bidders.contains(&spec.name))
             {
                 continue;
             }

@@ -79,6 +79,28 @@ pub struct Auctioned {
     /// Notice URLs for the internal bidder (the edge handles them in process): its losses, and
     /// its wins only when the gateway filled its billing URL (our bid in another currency).
     pub internal_notices: Vec<String>,
+    /// Each bid of the answer (its id there) with the name of the bidder that made it: whose
+    /// notice policy its billing URL goes through ([`Gateway::bill`]).
+    pub bidders: Vec<(String, String)>,
+    /// How the auction went, for the caller's reports.
+    pub tally: Tally,
+}
+
+/// How one auction went: bidders called, of those the ones that did not answer in time, and
+/// the bids received.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub called: u32,
+    pub timeouts: u32,
+    pub bids: u32,
+}
+
+/// Whom an auction may call: bidders on `exchange` (the path's name, empty for none), and of
+/// those only the ones `bidders` names (all when it is empty).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chosen<'a> {
+    pub exchange: &'a str,
+    pub bidders: &'a [String],
 }
 
 /// The internal bidder's registry entry.
@@ -136,6 +158,17 @@ impl Gateway {
         &self.config
     }
 
+    /// Sends a winning bid's billing notice (`burl`, macros filled) once the caller counted its
+    /// impression, through the notice policy of the external bidder named `bidder`; false when
+    /// there is no such bidder.
+    pub fn bill(&self, bidder: &str, url: &str) -> bool {
+        let Some(client) = self.bidders.iter().find(|b| b.spec.name == bidder) else {
+            return false;
+        };
+        client.notify(url, self.config.notice_timeout);
+        true
+    }
+
     /// Runs one auction for `json` (the decoded request body) from `exchange` (the path's
     /// name, empty for none), answering by `deadline(tmax)` (`tmax` in milliseconds as the
     /// request gives it): fan out, gather the answers, run the auction, answer, count, notify.
@@ -146,6 +179,20 @@ impl Gateway {
         deadline: impl FnOnce(Option<u32>) -> Instant,
         internal: Option<&dyn InternalBidder>,
     ) -> Result<Auctioned, ParseError> {
+        self.auction_among(json, exchange, deadline, internal, &[])
+            .await
+    }
+
+    /// [`Gateway::auction`] among the external bidders named in `bidders` only (all when it
+    /// is empty): a publisher's placement may choose its demand.
+    pub async fn auction_among(
+        &self,
+        json: &[u8],
+        exchange: &str,
+        deadline: impl FnOnce(Option<u32>) -> Instant,
+        internal: Option<&dyn InternalBidder>,
+        bidders: &[String],
+    ) -> Result<Auctioned, ParseError> {
         let request = BidRequest::parse(json)?;
         let deadline = deadline(request.tmax);
         self.stats.auctions.inc();
@@ -155,17 +202,37 @@ impl Gateway {
             Err(reason) => return Ok(Auctioned::no_bid(request_id, reason)),
         };
         let currency = ready.currency;
-        let calls = self.fan_out(&request, &ready.raw, exchange, ready.now, ready.remaining);
-        let answers = self
+        let chosen = Chosen { exchange, bidders };
+        let calls = self.fan_out(&request, &ready.raw, chosen, ready.now, ready.remaining);
+        let called = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        let (answers, timeouts) = self
             .collect(json, &request, currency, internal, calls)
             .await;
         let (entries, sources) = self.entries(&answers);
         let mut outcomes = auction::run(&request, &entries, self.rules(currency));
         // First the answer: it decides which winners are offered, hence won.
-        let answer = self.answer(&request, &entries, &sources, &mut outcomes, currency);
+        let mut placed = Vec::new();
+        let answer = self.answer(
+            &request,
+            &entries,
+            &sources,
+            &mut outcomes,
+            currency,
+            &mut placed,
+        );
         self.count_bids(&entries, &sources, &outcomes);
         let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes, currency);
-        Ok(self.auctioned(request_id, answer, internal_notices))
+        let mut auctioned = self.auctioned(request_id, answer, internal_notices);
+        auctioned.tally = Tally {
+            called,
+            timeouts,
+            bids: entries
+                .iter()
+                .map(|e| u32::try_from(e.response.bids().count()).unwrap_or(u32::MAX))
+                .sum(),
+        };
+        auctioned.bidders = placed;
+        Ok(auctioned)
     }
 
     /// What an auction needs before it fans out: the answer's currency, the request split for
@@ -233,6 +300,7 @@ impl Gateway {
             no_bid: answer.is_none().then_some(NoBidReason::UNKNOWN_ERROR),
             response: answer,
             internal_notices,
+            ..Auctioned::default()
         }
     }
 

@@ -169,6 +169,7 @@ fn line_item(campaign: u64, name: &str, tier: Tier, price: Price, flight: Flight
         channels: vec![Channel::Direct],
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     }
 }
 
@@ -215,6 +216,7 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         sizes: sizes.iter().map(|&(w, h)| Size { w, h }).collect(),
         formats: formats.to_vec(),
         image_tag: Default::default(),
+        programmatic: None,
     };
     let news_top = add(
         store,

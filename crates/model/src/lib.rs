@@ -33,8 +33,9 @@ pub use money::{
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
     FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS,
-    LineItem, Object, PacingMode, Placement, Price, PricingModel, Publisher, RotationMode, Site,
-    Size, Tier, UntokenedClicks,
+    LineItem, MAX_PROGRAMMATIC_TIMEOUT_MS, MIN_PROGRAMMATIC_TIMEOUT_MS, Object, PacingMode,
+    Placement, Price, PricingModel, Programmatic, Publisher, RotationMode, Site, Size, Tier,
+    UntokenedClicks,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use secret::same_secret;

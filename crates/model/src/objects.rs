@@ -531,6 +531,11 @@ pub struct LineItem {
     /// Whether image-tag clicks (untokened) are charged: `free` (the default) or `charged`.
     #[serde(default)]
     pub untokened_clicks: UntokenedClicks,
+    /// Whether a sponsorship or standard (guaranteed) line item that wins a placement with
+    /// programmatic demand still meets the bids there, at its price; off (the default), it is
+    /// served without an auction. Price-priority tiers (remnant, house) always compete.
+    #[serde(default)]
+    pub competes_with_programmatic: bool,
 }
 object!(LineItem, ObjectKind::LineItem, |s| Some(s.campaign_id.0), currency: |s| {
     Some(("price.currency", s.price.currency))
@@ -1054,8 +1059,87 @@ pub struct Placement {
     /// Whether the untokened image tag is answered: `off` (the default) or `on`.
     #[serde(default)]
     pub image_tag: ImageTag,
+    /// Programmatic demand: the gateway's bidders meet the direct line items on this
+    /// placement's ad requests. None (the default): direct line items only.
+    #[serde(default)]
+    pub programmatic: Option<Programmatic>,
 }
 object!(Placement, ObjectKind::Placement, |s| Some(s.site_id.0));
+
+/// How a placement's ad requests meet programmatic demand (the edge's gateway bidders).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Programmatic {
+    /// Whether the auction runs; off keeps the settings without using them.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The gateway bidders asked, by name; empty (the default) asks every one.
+    #[serde(default)]
+    pub bidders: Vec<String>,
+    /// How long the auction may take, from 10 to 5,000 ms (default 300): the answer leaves
+    /// then with the bids that have arrived.
+    #[serde(default = "default_programmatic_timeout")]
+    pub timeout_ms: u32,
+    /// The lowest CPM a bid may have, in micros of the gateway's currency (default 0).
+    #[serde(default)]
+    pub floor_micros: Micros,
+    /// The publisher's cut of a bid, in per mille (100 = 10 %, default 0): a bid competes
+    /// with the direct line items at its price less this share.
+    #[serde(default)]
+    pub revenue_share_permille: u32,
+}
+
+/// The longest a placement's auction may take, in milliseconds.
+pub const MAX_PROGRAMMATIC_TIMEOUT_MS: u32 = 5_000;
+/// The shortest a placement's auction may take, in milliseconds.
+pub const MIN_PROGRAMMATIC_TIMEOUT_MS: u32 = 10;
+/// The most gateway bidders a placement may name.
+const MAX_PROGRAMMATIC_BIDDERS: usize = 100;
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_programmatic_timeout() -> u32 {
+    300
+}
+
+impl Programmatic {
+    fn check(&self, v: &mut Violations) {
+        v.check_field(
+            "timeout_ms",
+            (MIN_PROGRAMMATIC_TIMEOUT_MS..=MAX_PROGRAMMATIC_TIMEOUT_MS).contains(&self.timeout_ms),
+            format!(
+                "must be from {MIN_PROGRAMMATIC_TIMEOUT_MS} to {MAX_PROGRAMMATIC_TIMEOUT_MS} \
+                 milliseconds"
+            ),
+        );
+        v.check_field(
+            "floor_micros",
+            (Micros::ZERO..=Micros(MAX_PRICE_MICROS)).contains(&self.floor_micros),
+            format!("must be from 0 to {MAX_PRICE_MICROS}"),
+        );
+        v.check_field(
+            "revenue_share_permille",
+            self.revenue_share_permille < 1_000,
+            "must be below 1000 (100 %): the publisher's cut leaves the bidder's price a share",
+        );
+        v.field("bidders", |v| {
+            if !rules::at_most(v, &self.bidders, MAX_PROGRAMMATIC_BIDDERS, "bidders") {
+                return;
+            }
+            rules::unique(v, &self.bidders);
+            for (i, name) in self.bidders.iter().enumerate() {
+                v.index(i, |v| {
+                    v.check(
+                        !name.is_empty() && name.len() <= 64,
+                        "must be a gateway bidder's name, 1 to 64 characters",
+                    );
+                });
+            }
+        });
+    }
+}
 
 impl Placement {
     fn check(&self, v: &mut Violations) {
@@ -1075,6 +1159,9 @@ impl Placement {
                 v.index(i, |v| Size::validate(v, size));
             }
         });
+        if let Some(programmatic) = &self.programmatic {
+            v.field("programmatic", |v| programmatic.check(v));
+        }
     }
 }
 

@@ -154,7 +154,8 @@ fn line_item() -> Value {
         "rotation": "weighted",
         "channels": ["direct", "exchange"],
         "deals": ["AB-Agency1-0001", "1452f.eadb4.7aaa"],
-        "untokened_clicks": "free"
+        "untokened_clicks": "free",
+        "competes_with_programmatic": false
     })
 }
 
@@ -275,7 +276,14 @@ fn placement() -> Value {
         "status": "active",
         "sizes": [{"w": 728, "h": 90}, {"w": 970, "h": 250}],
         "formats": ["banner", "native"],
-        "image_tag": "off"
+        "image_tag": "off",
+        "programmatic": {
+            "enabled": true,
+            "bidders": ["alpha", "beta"],
+            "timeout_ms": 300,
+            "floor_micros": 500000,
+            "revenue_share_permille": 100
+        }
     })
 }
 
@@ -324,6 +332,44 @@ fn every_creative_type_has_a_valid_document() {
     let native: Creative = parse(native());
     assert!(matches!(native.content, CreativeContent::Native { .. }));
     assert_eq!(native.size, None);
+}
+
+#[test]
+fn programmatic_settings_default_and_are_bounded() {
+    let mut doc = placement();
+    doc["programmatic"] = json!({});
+    let placement_read: Placement = parse(doc.clone());
+    let settings = placement_read.programmatic.expect("set");
+    assert!(settings.enabled && settings.bidders.is_empty());
+    assert_eq!(settings.timeout_ms, 300);
+    assert_eq!(settings.floor_micros, Micros(0));
+    assert_eq!(settings.revenue_share_permille, 0);
+    assert_eq!(parse::<Placement>(placement()).validate(), Ok(()));
+
+    doc["programmatic"] = json!({
+        "timeout_ms": 5,
+        "floor_micros": -1,
+        "revenue_share_permille": 1000,
+        "bidders": ["a", "a", ""]
+    });
+    assert_eq!(
+        violations_of::<Placement>(doc),
+        [
+            "programmatic.timeout_ms",
+            "programmatic.floor_micros",
+            "programmatic.revenue_share_permille",
+            "programmatic.bidders[1]",
+            "programmatic.bidders[2]",
+        ]
+    );
+    let mut li = line_item();
+    li.as_object_mut()
+        .expect("object")
+        .remove("competes_with_programmatic");
+    assert!(
+        !parse::<LineItem>(li).competes_with_programmatic,
+        "off unless told"
+    );
 }
 
 #[test]

@@ -168,6 +168,7 @@ fn catalog(line_items: u64) -> Catalog {
                 sizes: rng.pick(SIZES, 2),
                 formats: vec![Format::Banner],
                 image_tag: Default::default(),
+                programmatic: None,
             },
         ));
     }
@@ -226,6 +227,7 @@ fn catalog(line_items: u64) -> Catalog {
                 },
                 deals: Vec::new(),
                 untokened_clicks: Default::default(),
+                competes_with_programmatic: false,
             },
         ));
         for k in 0..2 {

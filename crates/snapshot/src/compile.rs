@@ -8,7 +8,7 @@ use marquee_model::{
 use crate::Snapshot;
 use crate::data::{
     AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, Keyed, LineItemEntry,
-    PlacementEntry, PublisherEntry, SiteEntry, SnapshotData, find,
+    PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry, SnapshotData, find,
 };
 use crate::render::LiveTable;
 
@@ -123,6 +123,17 @@ pub fn compile_live(
             sizes: s.object.sizes.clone(),
             formats: s.object.formats.clone(),
             image_tag: s.object.image_tag,
+            programmatic: s
+                .object
+                .programmatic
+                .as_ref()
+                .filter(|p| p.enabled)
+                .map(|p| ProgrammaticEntry {
+                    bidders: p.bidders.clone(),
+                    timeout_ms: p.timeout_ms,
+                    floor_micros: p.floor_micros.0,
+                    revenue_share_permille: p.revenue_share_permille,
+                }),
         })
     }));
 
@@ -159,6 +170,7 @@ pub fn compile_live(
             channels: Channels::from(li.channels.as_slice()),
             deals: li.deals.clone(),
             untokened_clicks: li.untokened_clicks,
+            competes_with_programmatic: li.competes_with_programmatic,
         })
     }));
 

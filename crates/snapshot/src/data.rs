@@ -68,6 +68,8 @@ pub struct LineItemEntry {
     pub deals: Vec<String>,
     /// Whether image-tag clicks are charged.
     pub untokened_clicks: UntokenedClicks,
+    /// Whether, as a sponsorship or standard line item, it still meets programmatic demand.
+    pub competes_with_programmatic: bool,
 }
 
 /// The channels of a line item, two flags rather than the model's list: no allocation per
@@ -229,6 +231,20 @@ pub struct PlacementEntry {
     pub formats: Vec<Format>,
     /// Whether the untokened image tag is answered.
     pub image_tag: ImageTag,
+    /// Programmatic demand, when it is on: the edge's one branch on the ad path.
+    pub programmatic: Option<ProgrammaticEntry>,
+}
+
+/// A placement's programmatic demand, resolved for the edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgrammaticEntry {
+    /// Gateway bidders asked, by name; empty for all.
+    pub bidders: Vec<String>,
+    pub timeout_ms: u32,
+    /// In micros of the gateway's currency.
+    pub floor_micros: i64,
+    /// The publisher's cut of a bid, per mille.
+    pub revenue_share_permille: u32,
 }
 
 /// An entry with an id that its list is sorted by.

@@ -67,7 +67,8 @@
 //!                  time_zone: string (IANA), goal: Goal?, pacing: Pacing, price: Price,
 //!                  frequency_caps: [FrequencyCap], targeting: Targeting?, rotation: Rotation,
 //!                  placements: [u64] (strictly ascending), channels: Channels,
-//!                  deals: [string], untokened_clicks: enum { Free, Charged }
+//!                  deals: [string], untokened_clicks: enum { Free, Charged },
+//!                  competes_with_programmatic: bool
 //! Channels       = direct: bool, exchange: bool
 //! Tier           = enum { House, Remnant, Standard, Sponsorship }
 //! Goal           = metric: enum { Impressions, Clicks, Spend }, daily: u64?, lifetime: u64?
@@ -93,7 +94,9 @@
 //! Publisher      = id: u64
 //! Site           = id: u64, publisher_id: u64, domain: string
 //! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format],
-//!                  image_tag: enum { Off, On }
+//!                  image_tag: enum { Off, On }, programmatic: Programmatic?
+//! Programmatic   = bidders: [string], timeout_ms: u32, floor_micros: i64,
+//!                  revenue_share_permille: u32
 //! Size           = w: u32, h: u32
 //! Format         = enum { Banner, Video, Native, Audio }
 //! Targeting      = enum {
@@ -128,7 +131,7 @@ mod render;
 pub use compile::{CompileStats, compile, compile_live, compile_with_stats};
 pub use data::{
     AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
-    PlacementEntry, PublisherEntry, SiteEntry, SnapshotData,
+    PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry, SnapshotData,
 };
 pub use dir::{DirError, SnapshotDir};
 pub use format::{FORMAT_VERSION, HEADER_LEN, Header, LoadError, MAGIC, Snapshot};

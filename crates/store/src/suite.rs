@@ -143,6 +143,7 @@ fn line_item(campaign: u64, name: &str) -> LineItem {
         channels: vec![Channel::Direct],
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     }
 }
 
@@ -186,6 +187,7 @@ fn placement(site: u64, name: &str) -> Placement {
         sizes: vec![Size { w: 300, h: 250 }],
         formats: vec![Format::Banner],
         image_tag: Default::default(),
+        programmatic: None,
     }
 }
 

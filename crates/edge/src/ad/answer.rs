@@ -82,21 +82,25 @@ fn single_answer(
         }
         // The image tag cannot fire a beacon: serving the image is the impression, counted by
         // the caller once the answer is made (see `untokened.rs`), as the click is.
-        AdFormat::Img => match &ad.creative.content {
-            marquee_snapshot::Content::Image { image_url, .. } => http::redirect(image_url),
+        // A bid never answers an image tag (`programmatic::settings`): it has no creative.
+        AdFormat::Img => match ad.creative.map(|c| &c.content) {
+            Some(marquee_snapshot::Content::Image { image_url, .. }) => http::redirect(image_url),
             _ => http::pixel(),
         },
-        AdFormat::Click => {
-            let now = Timestamp::now();
-            track::to_landing(edge, &ad.claims, &ad.creative.landing_url, now)
-        }
+        AdFormat::Click => match ad.creative {
+            Some(creative) => {
+                let now = Timestamp::now();
+                track::to_landing(edge, &ad.claims, &creative.landing_url, now)
+            }
+            None => http::not_found(),
+        },
     }
 }
 
 /// The js tag's answer: a script putting the ad's `html` in a sandboxed iframe, in the element
 /// `element` names or before the script itself.
 fn script(ad: &Served<'_>, html: &str, element: Option<&str>) -> String {
-    let (w, h) = ad.creative.size.map_or((0, 0), |s| (s.w, s.h));
+    let (w, h) = ad.size.map_or((0, 0), |s| (s.w, s.h));
     let mut js = String::with_capacity(html.len() + 512);
     js.push_str("(function(){var h=");
     render::json_string(html, &mut js);
@@ -121,11 +125,11 @@ fn json_answer(served: &[Served<'_>], text: &str) -> Response<Body> {
         if i > 0 {
             json.push(',');
         }
-        let (w, h) = ad.creative.size.map_or((0, 0), |s| (s.w, s.h));
+        let (w, h) = ad.size.map_or((0, 0), |s| (s.w, s.h));
         let _ = write!(
             json,
             "{{\"placement\":{},\"line_item\":{},\"creative\":{},\"width\":{w},\"height\":{h},\"html\":",
-            ad.placement, ad.decision.line_item, ad.decision.creative
+            ad.placement, ad.line_item, ad.creative_id
         );
         render::json_string(&text[ad.html.clone()], &mut json);
         json.push('}');

@@ -1,7 +1,8 @@
 //! Ad requests, `GET /ad` and `GET /ad.json`: the query parsed (`parse.rs`) → the image tag's
 //! checks before deciding (`untokened.rs`) → the visitor (who, where, which profile:
 //! `user.rs`, `crate::visitor`) → every placement decided, its impression reserved, its ad
-//! code filled and its decision logged (`decide.rs`, `placement.rs`) → capped decisions
+//! code filled and its decision logged (`decide.rs`, `placement.rs`) → placements with
+//! programmatic demand auctioned among the gateway's bidders (`programmatic.rs`) → capped decisions
 //! counted in Redis (`caps.rs`) → the answer (`answer.rs`) → what an image tag counts.
 //! `/tag.js` is the async tag that makes them (`tag_js.rs`).
 
@@ -10,6 +11,7 @@ mod caps;
 mod decide;
 mod parse;
 mod placement;
+mod programmatic;
 mod tag_js;
 mod untokened;
 mod user;
@@ -20,12 +22,12 @@ use std::time::Instant;
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;
 use hyper::{Request, Response, StatusCode};
-use marquee_engine::Decision;
-use marquee_model::PlacementId;
+use marquee_model::{PlacementId, Size};
 use marquee_sharedstate::SharedState;
 use marquee_snapshot::CreativeEntry;
 use marquee_tracking::Claims;
 
+pub(crate) use programmatic::{bill as bill_programmatic, is_programmatic};
 pub(crate) use tag_js::tag_js;
 
 use self::decide::Step;
@@ -86,11 +88,14 @@ struct AdRequest<'a> {
     image_key: Option<u64>,
 }
 
-/// One served ad, ready to answer in any format.
+/// One served ad, ready to answer in any format: a line item's, or a bid's (line item and
+/// creative 0, no creative entry).
 struct Served<'s> {
     placement: PlacementId,
-    decision: Decision,
-    creative: &'s CreativeEntry,
+    line_item: u64,
+    creative_id: u64,
+    creative: Option<&'s CreativeEntry>,
+    size: Option<Size>,
     /// The impression claims of the decision (its nonce identifies it).
     claims: Claims,
     /// Start and end of the filled HTML in the worker's text buffer.
@@ -150,6 +155,19 @@ async fn ad(
     let (answer, counts) = match step {
         Step::Answered(answer, counts) => (answer, counts),
         Step::Counting(decided, text) => {
+            let decided = caps::count_shared(&request, &loaded, decided).await;
+            let answer = answer::finish(&request, &decided, &text);
+            (answer, untokened::event_of(&request, &decided))
+        }
+        Step::Auctioning(auctioning) => {
+            // The auction's time is the placement's own budget (its timeout), added to the
+            // request's: what remains of the request is done in the time it had left.
+            let began = Instant::now();
+            let (decided, text) = decide::auction(&request, &loaded, &visitor, auctioning).await;
+            let request = AdRequest {
+                deadline: request.deadline + began.elapsed(),
+                ..request
+            };
             let decided = caps::count_shared(&request, &loaded, decided).await;
             let answer = answer::finish(&request, &decided, &text);
             (answer, untokened::event_of(&request, &decided))

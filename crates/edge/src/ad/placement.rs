@@ -1,8 +1,10 @@
 //! One placement of an ad request: its engine request built → decided → its impression
-//! claims signed and its ad code filled → its impression reserved → its decision logged.
+//! claims signed and its ad code filled → its impression reserved → its decision logged; or,
+//! with programmatic demand, the filled decision handed to the auction (`programmatic.rs`),
+//! reserved and logged only if it wins there.
 
 use jiff::Timestamp;
-use marquee_engine::{Blocked, Context, Decision, Device, Request, Slot, User, user_key};
+use marquee_engine::{Blocked, Context, Decision, Device, Request, Slot, User};
 use marquee_eventlog::EventKind;
 use marquee_model::{Channel, Format, PlacementId, Price};
 use marquee_sharedstate::Profile;
@@ -13,6 +15,7 @@ use rand::Rng;
 use std::num::NonZeroU64;
 
 use super::Served;
+use super::programmatic::{self, Auction};
 use crate::query::{AdFormat, AdQuery};
 use crate::shared::EdgeCaps;
 use crate::visitor::Visitor;
@@ -25,17 +28,27 @@ pub(super) struct PageContext<'a> {
     pub(super) query: &'a AdQuery<'a>,
     pub(super) visitor: &'a Visitor,
     pub(super) user_id: Option<&'a str>,
+    /// The user's key in claims and events; 0 for none.
+    pub(super) user_key: u64,
     pub(super) profile: Option<&'a Profile>,
     pub(super) now: Timestamp,
+    /// What an auction's bid request tells of the device.
+    pub(super) user_agent: Option<&'a str>,
+    pub(super) ip: Option<std::net::IpAddr>,
+    /// Random, identifying the request's auctions.
+    pub(super) request_id: u64,
 }
 
-/// The ad of `placement`, if one may serve there.
+/// The ad of `placement`, if one may serve there now. A placement with programmatic demand
+/// whose direct winner competes with it goes to `auctions` instead (its ad decided by the
+/// auction, `programmatic.rs`).
 pub(super) fn serve_one<'s>(
     page: &PageContext<'_>,
     loaded: &'s Loaded,
     placement: PlacementId,
     caps: &EdgeCaps<'_>,
     worker: &mut Worker,
+    auctions: &mut Vec<Auction<'s>>,
 ) -> Option<Served<'s>> {
     let data: &'s SnapshotData = &loaded.engine.snapshot().data;
     let entry = data.placement(placement)?;
@@ -45,21 +58,56 @@ pub(super) fn serve_one<'s>(
         return None;
     };
     let request = engine_request(page, data, entry, placement, &formats, &targeting);
-    let decision = decide(page, loaded, &request, caps, worker)?;
+    let decision = decide(page, loaded, &request, caps, worker);
+    if let Some(settings) = programmatic::settings(page, entry)
+        && decision
+            .as_ref()
+            .is_none_or(|d| programmatic::competes(data, d))
+    {
+        let direct_cpm = programmatic::direct_cpm(page.edge, decision.as_ref());
+        let direct = decision.and_then(|d| filled(page, data, placement, d, worker));
+        auctions.push(Auction {
+            placement,
+            entry,
+            settings,
+            direct,
+            direct_cpm,
+        });
+        return None;
+    }
+    let ad = filled(page, data, placement, decision?, worker)?;
+    commit(page, loaded, &ad);
+    Some(ad)
+}
+
+/// The decision's ad: its impression claims signed and its ad code filled.
+fn filled<'s>(
+    page: &PageContext<'_>,
+    data: &'s SnapshotData,
+    placement: PlacementId,
+    decision: Decision,
+    worker: &mut Worker,
+) -> Option<Served<'s>> {
     let creative = data.creative(decision.creative)?;
     let code = creative.ad_code.as_ref()?;
     let price = &data.line_item(decision.line_item)?.price;
     let claims = impression_claims(page, placement, &decision, price, worker);
     let html = render(page, code, &claims, price, worker);
-    reserve(page, loaded, &decision);
-    log_decision(page, &claims);
     Some(Served {
         placement,
-        decision,
-        creative,
+        line_item: decision.line_item.0,
+        creative_id: decision.creative.0,
+        creative: Some(creative),
+        size: creative.size,
         claims,
         html,
     })
+}
+
+/// A direct ad that serves: its impression reserved, its decision logged.
+pub(super) fn commit(page: &PageContext<'_>, loaded: &Loaded, ad: &Served<'_>) {
+    reserve(page, loaded, ad.line_item);
+    log_decision(page, &ad.claims);
 }
 
 /// The key-values and segments the engine targets: the page's key-values, less the `u_*` ones
@@ -207,7 +255,7 @@ fn impression_claims(
         line_item: decision.line_item.0,
         creative: decision.creative.0,
         placement: NonZeroU64::new(placement.0),
-        user: page.user_id.map_or(0, user_key),
+        user: page.user_key,
         issued_at: page.now.as_second(),
         lifetime: page.edge.token_lifetime_secs(),
         nonce: worker.rng.next_u64(),
@@ -241,11 +289,9 @@ fn render(
 /// An image tag's image is its own impression (counted, and charged, as it is fetched);
 /// every other answer carries a beacon whose impression is reserved now, on this edge's
 /// lease, wherever the beacon lands.
-fn reserve(page: &PageContext<'_>, loaded: &Loaded, decision: &Decision) {
+fn reserve(page: &PageContext<'_>, loaded: &Loaded, line_item: u64) {
     if !matches!(page.query.format, Some(AdFormat::Img | AdFormat::Click)) {
-        page.edge
-            .pacing
-            .reserve(loaded, decision.line_item.0, page.now);
+        page.edge.pacing.reserve(loaded, line_item, page.now);
     }
 }
 

@@ -91,7 +91,12 @@ pub(super) async fn before_decision(
 pub(super) fn event_of(request: &AdRequest<'_>, decided: &Decided<'_>) -> Option<UntokenedEvent> {
     let ad = decided.served.first().filter(|_| !request.json)?;
     let kind = match request.query.format? {
-        AdFormat::Img if matches!(ad.creative.content, marquee_snapshot::Content::Image { .. }) => {
+        AdFormat::Img
+            if matches!(
+                ad.creative.map(|c| &c.content),
+                Some(marquee_snapshot::Content::Image { .. })
+            ) =>
+        {
             TokenKind::Impression
         }
         AdFormat::Click => TokenKind::Click,

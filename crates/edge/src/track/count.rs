@@ -68,7 +68,7 @@ pub(crate) async fn count_once(
     let amount = loaded
         .as_deref()
         .map_or(0, |l| amount(&l.engine.snapshot().data, &claims, kind));
-    let logged = events::tracked(event_kind(kind), &claims, now, visitor, amount);
+    let logged = events::tracked(event_kind(kind, &claims), &claims, now, visitor, amount);
     commit_and_settle(edge, &logged, move |edge, result| {
         settle(edge, loaded.as_deref(), &event, result);
     })
@@ -90,8 +90,11 @@ pub(crate) fn untokened_expiry(claims: &Claims, now: i64) -> i64 {
     now - (now - phase).rem_euclid(lifetime) + lifetime
 }
 
-fn event_kind(kind: TokenKind) -> EventKind {
+fn event_kind(kind: TokenKind, claims: &Claims) -> EventKind {
     match kind {
+        TokenKind::Impression if crate::ad::is_programmatic(claims) => {
+            EventKind::ProgrammaticImpression
+        }
         TokenKind::Impression => EventKind::Impression,
         TokenKind::Click => EventKind::Click,
         TokenKind::Conversion => EventKind::Conversion,

@@ -101,6 +101,7 @@ fn snapshot_of(landings: &[&str], change: impl FnOnce(&mut LineItemEntry)) -> Ve
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     };
     change(&mut line_item);
     let creatives = landings

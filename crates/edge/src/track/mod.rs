@@ -27,7 +27,7 @@ pub(crate) use click::to_landing;
 pub(crate) use count::{Counted, Source, TrackedEvent, count_once, untokened_expiry};
 pub(crate) use invalid::log_invalid;
 pub(crate) use settle::{commit_and_settle, record_delivery};
-pub(crate) use urls::{cache_buster, fill_tracked, signed_urls};
+pub(crate) use urls::{cache_buster, fill_tracked, impression_url, signed_urls};
 pub(crate) use worth::worth;
 
 use crate::Edge;
@@ -68,6 +68,12 @@ pub(crate) async fn track(
         source: Source::Token,
     };
     let counted = count_once(edge, loaded, event, &visitor).await;
+    if kind == TokenKind::Impression
+        && counted == Counted::First
+        && crate::ad::is_programmatic(&claims)
+    {
+        crate::ad::bill_programmatic(edge, &claims, query_text);
+    }
     // A conversion token sent again is logged as invalid; repeated impressions and clicks
     // are the same event seen twice (a browser's retry), not a second one.
     if kind == TokenKind::Conversion && counted == Counted::Repeat {

@@ -19,6 +19,11 @@ fn append_tracking_url(edge: &Edge, path: &str, claims: &Claims, out: &mut Strin
     edge.keys.sign_into(claims, out);
 }
 
+/// Appends the impression beacon's URL for `claims`.
+pub(crate) fn impression_url(edge: &Edge, claims: &Claims, out: &mut String) {
+    append_tracking_url(edge, "/t/i?t=", claims, out);
+}
+
 /// The impression beacon and click redirect of the ad `claims` describes, built in `urls`
 /// (cleared first); the click's token carries `click_worth`.
 pub(crate) fn signed_urls<'u>(

@@ -7,3 +7,4 @@ mod metrics_access;
 mod overload;
 mod pacing;
 mod poll;
+mod unified;

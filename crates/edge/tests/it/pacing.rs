@@ -49,6 +49,7 @@ fn line_item(id: LineItemId, goal: Option<Goal>) -> LineItemEntry {
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     }
 }
 

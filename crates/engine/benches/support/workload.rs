@@ -181,6 +181,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             channels: Channels::from(&[inventory.channel()][..]),
             deals: Vec::new(),
             untokened_clicks: Default::default(),
+            competes_with_programmatic: false,
         });
         creatives.push(CreativeEntry {
             id: CreativeId(i + 1),
@@ -342,6 +343,7 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
                 Vec::new()
             },
             untokened_clicks: Default::default(),
+            competes_with_programmatic: false,
         });
         let (w, h) = BANNERS[rng.random_range(0..BANNERS.len())];
         creatives.push(CreativeEntry {

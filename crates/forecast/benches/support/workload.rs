@@ -277,6 +277,7 @@ pub fn snapshot(shape: Shape, rng: &mut Rng) -> Arc<Snapshot> {
                 },
                 deals: Vec::new(),
                 untokened_clicks: Default::default(),
+                competes_with_programmatic: false,
             }
         })
         .collect();
@@ -308,6 +309,7 @@ pub fn snapshot(shape: Shape, rng: &mut Rng) -> Arc<Snapshot> {
                     sizes: vec![Size { w: 300, h: 250 }],
                     formats: vec![Format::Banner],
                     image_tag: Default::default(),
+                    programmatic: None,
                 })
                 .collect(),
             ..SnapshotData::default()
@@ -363,5 +365,6 @@ pub fn snapshot_line_item(shape: Shape) -> LineItemEntry {
         },
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     }
 }

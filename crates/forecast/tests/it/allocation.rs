@@ -86,6 +86,7 @@ fn snapshot(line_items: Vec<LineItemEntry>) -> Arc<Snapshot> {
                 sizes: vec![Size { w: 300, h: 250 }],
                 formats: Vec::new(),
                 image_tag: Default::default(),
+                programmatic: None,
             }],
             ..SnapshotData::default()
         },

@@ -95,6 +95,7 @@ pub fn line_item(id: u64, campaign: u64) -> Stored<LineItem> {
             channels: vec![Channel::Direct],
             deals: Vec::new(),
             untokened_clicks: Default::default(),
+            competes_with_programmatic: false,
         },
     )
 }
@@ -150,6 +151,7 @@ pub fn placement(id: u64, site: u64) -> Stored<Placement> {
             sizes: vec![Size { w: 300, h: 250 }],
             formats: vec![Format::Banner],
             image_tag: Default::default(),
+            programmatic: None,
         },
     )
 }

@@ -302,6 +302,7 @@ fn golden_snapshot() -> Snapshot {
                 },
                 deals: vec!["D1".into()],
                 untokened_clicks: Default::default(),
+                competes_with_programmatic: false,
             }],
             creatives: vec![CreativeEntry {
                 id: CreativeId(4),
@@ -329,6 +330,7 @@ fn golden_snapshot() -> Snapshot {
                 sizes: vec![],
                 formats: vec![Format::Native],
                 image_tag: Default::default(),
+                programmatic: None,
             }],
         },
     }
@@ -348,12 +350,13 @@ fn golden_bytes_pin_the_format() {
         &[0, 1, 2, 19, 1, 0, 10, 0, 0, 0, 8], // no caps, Some(Not(Ip([V4 10.0.0.0/8])))
         &[1, 1, 6],                   // rotation Weighted, placements [6]
         &[1, 1, 1, 2, b'D', b'1', 0], // channels direct and exchange, deals ["D1"], clicks free
+        &[0],                         // does not compete with programmatic demand
         &[1, 4, 3, 1, 172, 2, 250, 1, 1, b'h', 1, 1, 1, b'x'], // creatives
         &[1, 2, 0, 3, b'<', b'x', b'>', 1, 0], // ad code: Some([Text("<x>"), Hole(ClickUrl)])
         &[0, 1, 1, 6, b'I', b'A', b'B', b'3', b'-', b'1'], // Banner, secure, categories
         &[1, 5],                      // publishers
         &[1, 5, 5, 4, b's', b'.', b'd', b'e'], // sites
-        &[1, 6, 5, 0, 1, 2, 0],       // placements (image tag off)
+        &[1, 6, 5, 0, 1, 2, 0, 0],    // placements (image tag off, no programmatic demand)
     ];
     let payload = payload.concat();
     let bytes = golden_snapshot().encode();

@@ -48,6 +48,7 @@ pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemE
         channels: Channels::from(&[Channel::Direct][..]),
         deals: Vec::new(),
         untokened_clicks: Default::default(),
+        competes_with_programmatic: false,
     }
 }
 

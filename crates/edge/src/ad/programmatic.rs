@@ -1,0 +1,403 @@
+//! Programmatic demand on a publisher's own ad request: a placement with it on (and an edge with
+//! a gateway) decides its direct line items as always, then — unless the winner is a
+//! sponsorship or standard line item that does not compete — asks the gateway's bidders in an
+//! OpenRTB auction bounded by the placement's timeout. The bid serves when its price less the
+//! publisher's revenue share beats the direct winner's CPM; else the direct line item does.
+//! The direct decision is reserved and logged only once it has won, so a lost auction leaves
+//! its line item's caps and pacing as they were.
+
+use std::fmt::Write as _;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+use marquee_engine::Decision;
+use marquee_eventlog::{Event, EventKind};
+use marquee_model::{Currency, PlacementId, Rounding, Size, Tier};
+use marquee_openrtb::{BidResponse, format_micros};
+use marquee_snapshot::{PlacementEntry, ProgrammaticEntry, SnapshotData};
+use marquee_tracking::{Claims, TokenKind};
+use sha2::{Digest, Sha256};
+
+use super::placement::PageContext;
+use super::{Decided, Served};
+use crate::query::AdFormat;
+use crate::{Edge, Loaded, events, track};
+
+/// Per mille: the unit of the revenue share.
+const PERMILLE: i64 = 1_000;
+
+/// A placement to auction, once its direct line items decided.
+pub(super) struct Auction<'s> {
+    pub(super) placement: PlacementId,
+    pub(super) entry: &'s PlacementEntry,
+    pub(super) settings: &'s ProgrammaticEntry,
+    /// The direct winner, filled but not yet reserved nor logged; `None` when no line item
+    /// may serve.
+    pub(super) direct: Option<Served<'s>>,
+    /// The direct winner's CPM in the gateway's currency: what a bid must beat, net.
+    pub(super) direct_cpm: i64,
+}
+
+/// The placement's programmatic settings when its ad request meets programmatic demand here:
+/// it is on, the edge has a gateway, and the answer is markup (not an image tag's image or
+/// click, which show a creative's image). The one branch the ad path takes on it.
+pub(super) fn settings<'s>(
+    page: &PageContext<'_>,
+    entry: &'s PlacementEntry,
+) -> Option<&'s ProgrammaticEntry> {
+    let settings = entry.programmatic.as_ref()?;
+    (page.edge.gateway.is_some()
+        && !matches!(page.query.format, Some(AdFormat::Img | AdFormat::Click)))
+    .then_some(settings)
+}
+
+/// Whether the direct `decision` meets the bids: always for the price-priority tiers (remnant,
+/// house), and for sponsorship and standard line items only when they opt in.
+pub(super) fn competes(data: &SnapshotData, decision: &Decision) -> bool {
+    match decision.tier {
+        Tier::Remnant | Tier::House => true,
+        Tier::Standard | Tier::Sponsorship => data
+            .line_item(decision.line_item)
+            .is_some_and(|li| li.competes_with_programmatic),
+    }
+}
+
+/// The direct decision's CPM in the gateway's currency, rounded up (a bid must beat all of it);
+/// 0 for none (a house or unpriced line item is beaten by any bid).
+pub(super) fn direct_cpm(edge: &Edge, decision: Option<&Decision>) -> i64 {
+    let (Some(decision), Some(gateway)) = (decision, edge.gateway.as_ref()) else {
+        return 0;
+    };
+    let to = gateway.config().currency;
+    gateway
+        .config()
+        .rates
+        .convert(decision.bid_cpm, decision.currency, to, Rounding::Up)
+        .map_or(i64::MAX, |m| m.0)
+}
+
+/// Runs the auction of every placement in `auctions` and adds each one's winner to `decided`,
+/// the bids' markup appended to `text`.
+pub(super) async fn run<'s>(
+    loaded: &'s Loaded,
+    page: &PageContext<'_>,
+    decided: &mut Decided<'s>,
+    text: &mut String,
+    auctions: Vec<Auction<'s>>,
+) {
+    let Some(gateway) = page.edge.gateway.as_ref() else {
+        return;
+    };
+    let data = &loaded.engine.snapshot().data;
+    let currency = gateway.config().currency;
+    // Every deadline is set before the first auction starts: run one after the other, the
+    // auctions of a request together still end by the latest of them. The timeout is the
+    // placement's budget of its own, on top of the ad request's deadline.
+    let started = Instant::now();
+    for auction in auctions {
+        let json = bid_request(page, data, currency, &auction);
+        let deadline = started + Duration::from_millis(u64::from(auction.settings.timeout_ms));
+        let won = gateway
+            .auction_among(
+                json.as_bytes(),
+                "",
+                move |_| deadline,
+                None,
+                &auction.settings.bidders,
+            )
+            .await
+            .ok()
+            .and_then(|auctioned| best_bid(page, &auction, auctioned));
+        match won {
+            Some(bid) => decided.served.push(serve_bid(page, &auction, bid, text)),
+            None => {
+                if let Some(direct) = auction.direct {
+                    super::placement::commit(page, loaded, &direct);
+                    decided.served.push(direct);
+                }
+            }
+        }
+    }
+}
+
+/// The OpenRTB 2.6 request for one placement: one banner imp of its sizes, floored at the
+/// placement's floor and at the direct winner's CPM grossed up by the revenue share; the page,
+/// device and user of the ad request; `tmax` the placement's timeout.
+fn bid_request(
+    page: &PageContext<'_>,
+    data: &SnapshotData,
+    currency: Currency,
+    auction: &Auction<'_>,
+) -> String {
+    let settings = auction.settings;
+    let sizes = if page.query.sizes.is_empty() {
+        &auction.entry.sizes[..]
+    } else {
+        &page.query.sizes[..]
+    };
+    let format: Vec<serde_json::Value> = sizes
+        .iter()
+        .map(|s| serde_json::json!({ "w": s.w, "h": s.h }))
+        .collect();
+    let floor = settings.floor_micros.max(gross_up(
+        auction.direct_cpm,
+        settings.revenue_share_permille,
+    ));
+    let site = data.site(auction.entry.site_id);
+    let page_url = page.query.page_url.as_deref();
+    let domain = page_url
+        .and_then(|u| url::Url::parse(u).ok())
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .or_else(|| site.map(|s| s.domain.clone()));
+    let geo = page.visitor.geo();
+    let mut json = serde_json::json!({
+        "id": format!("{:016x}", page.request_id),
+        "imp": [{
+            "id": "1",
+            "tagid": auction.placement.to_string(),
+            "banner": { "format": format },
+            "bidfloor": serde_json::Value::from(format_micros(floor).parse::<f64>().unwrap_or(0.0)),
+            "bidfloorcur": currency.as_str(),
+            "secure": u8::from(page_url.is_some_and(|u| u.starts_with("https:"))),
+        }],
+        "site": {
+            "id": auction.entry.site_id.0.to_string(),
+            "domain": domain,
+            "page": page_url,
+            "publisher": { "id": site.map(|s| s.publisher_id.0.to_string()) },
+        },
+        "device": {
+            "ua": page.user_agent,
+            "ip": page.ip.map(|ip| ip.to_string()),
+            "geo": {
+                "lat": geo.point.map(|p| p.0),
+                "lon": geo.point.map(|p| p.1),
+                "region": geo.region,
+                "city": geo.city,
+            },
+        },
+        "user": { "id": page.user_id },
+        "tmax": settings.timeout_ms,
+        "cur": [currency.as_str()],
+        "at": 1,
+    });
+    strip_nulls(&mut json);
+    json.to_string()
+}
+
+/// Removes null members: OpenRTB's optional fields are absent, not null.
+fn strip_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// What a bidder must bid for its price net of `share_permille` to reach `net`, rounded up.
+fn gross_up(net: i64, share_permille: u32) -> i64 {
+    let keep = PERMILLE - i64::from(share_permille);
+    if net <= 0 || keep <= 0 {
+        return net.max(0);
+    }
+    let scaled = i128::from(net) * i128::from(PERMILLE);
+    let keep = i128::from(keep);
+    let gross = (scaled + keep - 1) / keep;
+    i64::try_from(gross).unwrap_or(i64::MAX)
+}
+
+/// A bid's price net of the publisher's revenue share, rounded down.
+fn net_of_share(price: i64, share_permille: u32) -> i64 {
+    let keep = PERMILLE - i64::from(share_permille).min(PERMILLE);
+    i64::try_from(i128::from(price) * i128::from(keep) / i128::from(PERMILLE)).unwrap_or(0)
+}
+
+/// The winning bid of an auction, ready to serve.
+struct WonBid {
+    adm: String,
+    burl: Option<String>,
+    bidder: String,
+    /// Net of the revenue share, in the gateway's currency.
+    net_micros: i64,
+    size: Option<Size>,
+}
+
+/// The auction's winning bid when it beats the direct winner net of the revenue share (a tie
+/// goes to the direct line item); logs the auction either way.
+fn best_bid(
+    page: &PageContext<'_>,
+    auction: &Auction<'_>,
+    auctioned: marquee_gateway::Auctioned,
+) -> Option<WonBid> {
+    let share = auction.settings.revenue_share_permille;
+    let response = auctioned
+        .response
+        .as_deref()
+        .and_then(|text| BidResponse::parse(text.as_bytes()).ok());
+    let bid = response.as_ref().and_then(|r| {
+        r.seatbid
+            .iter()
+            .flat_map(|s| &s.bid)
+            .filter(|b| b.adm.as_deref().is_some_and(|adm| !adm.is_empty()))
+            .max_by_key(|b| b.price_micros)
+    });
+    let won = bid.filter(|b| net_of_share(b.price_micros, share) > auction.direct_cpm);
+    let tally = auctioned.tally;
+    let net = won.map_or(0, |b| net_of_share(b.price_micros, share));
+    log_auction(page, auction.placement, tally, net);
+    let bid = won?;
+    let bidder = auctioned
+        .bidders
+        .iter()
+        .find(|(id, _)| *id == bid.id)
+        .map(|(_, name)| name.clone())
+        .unwrap_or_default();
+    Some(WonBid {
+        adm: bid.adm.as_deref().unwrap_or_default().to_owned(),
+        burl: bid
+            .burl
+            .as_deref()
+            .filter(|b| !b.is_empty())
+            .map(str::to_owned),
+        bidder,
+        net_micros: net,
+        size: bid.w.zip(bid.h).map(|(w, h)| Size { w, h }),
+    })
+}
+
+/// Logs one auction of a placement: the bids received, the bidders that timed out and, when a
+/// bid won, its price net of the revenue share (see `EventKind::ProgrammaticAuction`).
+fn log_auction(
+    page: &PageContext<'_>,
+    placement: PlacementId,
+    tally: marquee_gateway::Tally,
+    net_micros: i64,
+) {
+    let event = Event {
+        kind: EventKind::ProgrammaticAuction,
+        time_micros: page.now.as_microsecond(),
+        line_item: u64::from(tally.timeouts),
+        creative: u64::from(tally.bids),
+        placement: placement.0,
+        user: page.user_key,
+        country: page.visitor.country_bytes(),
+        region: page.visitor.region_bytes(),
+        device: page.visitor.device_type().map_or(0, |d| d as u8 + 1),
+        amount_micros: net_micros,
+        event_id: 0,
+    };
+    events::log(page.edge, event);
+}
+
+/// The ad of a winning bid: its markup, then the edge's own impression beacon, whose token
+/// says a programmatic impression (line item 0) worth the bid's net price and binds the bid's
+/// billing URL and bidder, sent with it in the beacon's URL, fired when the beacon counts.
+fn serve_bid<'s>(
+    page: &PageContext<'_>,
+    auction: &Auction<'s>,
+    bid: WonBid,
+    text: &mut String,
+) -> Served<'s> {
+    let burl = bid.burl.as_deref().unwrap_or("");
+    let claims = Claims {
+        kind: TokenKind::Impression,
+        line_item: 0,
+        creative: billing_binding(&bid.bidder, burl),
+        placement: NonZeroU64::new(auction.placement.0),
+        user: page.user_key,
+        issued_at: page.now.as_second(),
+        lifetime: page.edge.token_lifetime_secs(),
+        nonce: page.request_id ^ auction.placement.0.rotate_left(32),
+        amount_micros: u64::try_from(bid.net_micros).ok(),
+    };
+    let start = text.len();
+    text.push_str(&bid.adm);
+    text.push_str("<img src=\"");
+    track::impression_url(page.edge, &claims, text);
+    if !burl.is_empty() {
+        let query = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("n", &bid.bidder)
+            .append_pair("b", burl)
+            .finish();
+        let _ = write!(text, "&amp;{}", query.replace('&', "&amp;"));
+    }
+    text.push_str("\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\">");
+    Served {
+        placement: auction.placement,
+        line_item: 0,
+        creative_id: 0,
+        creative: None,
+        size: bid.size.or_else(|| auction.entry.sizes.first().copied()),
+        claims,
+        html: start..text.len(),
+    }
+}
+
+/// The 64 bits of SHA-256 over a billing URL and its bidder that a programmatic impression's
+/// token carries (as its creative): the signed token vouches for the URL sent beside it.
+pub(crate) fn billing_binding(bidder: &str, burl: &str) -> u64 {
+    let mut hash = Sha256::new();
+    hash.update(bidder.as_bytes());
+    hash.update([0]);
+    hash.update(burl.as_bytes());
+    let digest = hash.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// A programmatic impression's beacon counted: its billing notice goes to its bidder, when the
+/// URL beside the token is the one the token binds.
+pub(crate) fn bill(edge: &Edge, claims: &Claims, query_text: &str) {
+    let Some(gateway) = edge.gateway.as_ref() else {
+        return;
+    };
+    let (mut bidder, mut burl) = (None, None);
+    for (key, value) in url::form_urlencoded::parse(query_text.as_bytes()) {
+        match key.as_ref() {
+            "n" => bidder = Some(value),
+            "b" => burl = Some(value),
+            _ => {}
+        }
+    }
+    let (Some(bidder), Some(burl)) = (bidder, burl) else {
+        return;
+    };
+    if billing_binding(&bidder, &burl) == claims.creative {
+        gateway.bill(&bidder, &burl);
+    } else {
+        edge.counters.invalid_tokens.inc();
+    }
+}
+
+/// Whether a counted impression's claims are a programmatic impression's: an ad request's
+/// (a placement) without a line item.
+pub(crate) fn is_programmatic(claims: &Claims) -> bool {
+    claims.line_item == 0 && claims.placement.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revenue_share_nets_and_grosses_up() {
+        // 10 %: a 3.00 bid is worth 2.70 to the publisher; beating 2.00 net takes 2.222223.
+        assert_eq!(net_of_share(3_000_000, 100), 2_700_000);
+        assert_eq!(gross_up(2_000_000, 100), 2_222_223);
+        assert!(net_of_share(gross_up(2_000_000, 100), 100) >= 2_000_000);
+        assert_eq!(gross_up(2_000_000, 0), 2_000_000);
+        assert_eq!(gross_up(0, 100), 0);
+    }
+
+    #[test]
+    fn the_binding_covers_bidder_and_url() {
+        let bound = billing_binding("a", "http://x/b?p=1");
+        assert_eq!(bound, billing_binding("a", "http://x/b?p=1"));
+        assert_ne!(bound, billing_binding("a", "http://x/b?p=2"));
+        assert_ne!(bound, billing_binding("b", "http://x/b?p=1"));
+    }
+}

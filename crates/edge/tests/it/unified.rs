@@ -1,0 +1,470 @@
+//! The unified decision through the edge's server: a placement with programmatic demand meets
+//! mock bidders on loopback. The bid's markup serves when its price net of the revenue share
+//! beats the direct line item's; else the line item does; a sponsorship that does not opt in is
+//! served without an auction; a slow bidder does not hold the answer past the placement's
+//! timeout; the bid's beacon counts a programmatic impression and sends its billing notice; a
+//! direct decision that lost is neither logged nor reserved.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use jiff::Timestamp;
+use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
+use marquee_eventlog::{Budget, EventKind, EventLog};
+use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
+use marquee_model::{
+    Advertiser, AdvertiserId, Campaign, CampaignId, Catalog, Channel, Creative, CreativeContent,
+    Currency, Format, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId,
+    Price, PricingModel, Programmatic, Publisher, PublisherId, RotationMode, Site, SiteId, Size,
+    Status, Stored, Tier,
+};
+use marquee_tracking::KeyRing;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const PLACEMENT: u64 = 100;
+
+/// A bidder answering every request with one bid at `price` whose markup names it, after
+/// `delay`; it counts the billing notices it gets (`GET /bill`).
+struct MockBidder {
+    address: SocketAddr,
+    billed: Arc<AtomicUsize>,
+    /// The last bid request it got.
+    asked: Arc<Mutex<serde_json::Value>>,
+}
+
+async fn mock_bidder(name: &'static str, price: &'static str, delay: Duration) -> MockBidder {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let billed = Arc::new(AtomicUsize::new(0));
+    let asked = Arc::new(Mutex::new(serde_json::Value::Null));
+    let (counter, last) = (Arc::clone(&billed), Arc::clone(&asked));
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (counter, last) = (Arc::clone(&counter), Arc::clone(&last));
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let (counter, last) = (Arc::clone(&counter), Arc::clone(&last));
+                    async move {
+                        if request.uri().path() == "/bill" {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                            return Ok::<_, std::convert::Infallible>(Response::new(Full::new(
+                                Bytes::new(),
+                            )));
+                        }
+                        use http_body_util::BodyExt;
+                        let asked = request.into_body().collect().await.unwrap().to_bytes();
+                        let asked: serde_json::Value = serde_json::from_slice(&asked).unwrap();
+                        let id = asked["id"].as_str().unwrap_or_default().to_owned();
+                        *last.lock().unwrap() = asked;
+                        tokio::time::sleep(delay).await;
+                        let body = format!(
+                            r#"{{"id":"{id}","seatbid":[{{"seat":"{name}","bid":[{{"id":"b1","impid":"1","price":{price},"adm":"<b>bid of {name}</b>","burl":"http://{address}/bill?p=${{AUCTION_PRICE}}","w":300,"h":250}}]}}]}}"#
+                        );
+                        Ok(Response::new(Full::new(Bytes::from(body))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    MockBidder {
+        address,
+        billed,
+        asked,
+    }
+}
+
+fn stored<T>(id: u64, object: T) -> Stored<T> {
+    let now = Timestamp::now();
+    Stored {
+        meta: Meta {
+            id,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+        object,
+    }
+}
+
+/// One USD line item at a 2.00 CPM of `tier` on one placement with programmatic demand.
+fn catalog(tier: Tier, competes: bool, programmatic: Programmatic) -> Catalog {
+    Catalog {
+        version: 1,
+        advertisers: vec![stored(
+            1,
+            Advertiser {
+                name: "a".into(),
+                status: Status::Active,
+                currency: Currency::USD,
+                time_zone: "UTC".into(),
+                domains: vec!["brand.example".into()],
+            },
+        )],
+        campaigns: vec![stored(
+            10,
+            Campaign {
+                advertiser_id: AdvertiserId(1),
+                name: "c".into(),
+                status: Status::Active,
+                frequency_caps: Vec::new(),
+                categories: Vec::new(),
+                app_bundle: None,
+            },
+        )],
+        line_items: vec![stored(
+            20,
+            LineItem {
+                campaign_id: CampaignId(10),
+                name: "li".into(),
+                status: Status::Active,
+                start: "2020-01-01T00:00:00".parse().unwrap(),
+                end: None,
+                time_zone: "UTC".into(),
+                tier,
+                weight: 100,
+                goal: None,
+                pacing: PacingMode::Asap,
+                price: Price {
+                    model: PricingModel::Cpm,
+                    amount_micros: Micros(2_000_000),
+                    currency: Currency::USD,
+                },
+                frequency_caps: Vec::new(),
+                targeting: None,
+                rotation: RotationMode::Even,
+                channels: vec![Channel::Direct],
+                deals: Vec::new(),
+                untokened_clicks: Default::default(),
+                competes_with_programmatic: competes,
+            },
+        )],
+        creatives: vec![stored(
+            30,
+            Creative {
+                line_item_id: LineItemId(20),
+                name: "cr".into(),
+                status: Status::Active,
+                size: Some(Size { w: 300, h: 250 }),
+                landing_url: "https://brand.example/".into(),
+                weight: 100,
+                content: CreativeContent::Html {
+                    html: "<i>direct line item</i>".into(),
+                },
+                categories: Vec::new(),
+            },
+        )],
+        publishers: vec![stored(
+            1,
+            Publisher {
+                name: "p".into(),
+                status: Status::Active,
+            },
+        )],
+        sites: vec![stored(
+            2,
+            Site {
+                publisher_id: PublisherId(1),
+                name: "s".into(),
+                status: Status::Active,
+                domain: "news.example".into(),
+            },
+        )],
+        placements: vec![stored(
+            PLACEMENT,
+            Placement {
+                site_id: SiteId(2),
+                name: "top".into(),
+                status: Status::Active,
+                sizes: vec![Size { w: 300, h: 250 }],
+                formats: vec![Format::Banner],
+                image_tag: Default::default(),
+                programmatic: Some(programmatic),
+            },
+        )],
+        links: vec![(LineItemId(20), PlacementId(PLACEMENT))],
+    }
+}
+
+fn programmatic(revenue_share_permille: u32, timeout_ms: u32) -> Programmatic {
+    Programmatic {
+        enabled: true,
+        bidders: Vec::new(),
+        timeout_ms,
+        floor_micros: Micros(0),
+        revenue_share_permille,
+    }
+}
+
+struct Running {
+    edge: Arc<Edge>,
+    address: SocketAddr,
+    log: Arc<EventLog>,
+}
+
+async fn start(
+    dir: &std::path::Path,
+    catalog: &Catalog,
+    bidders: &[(&str, SocketAddr)],
+) -> Running {
+    let log =
+        Arc::new(EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap());
+    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
+    let edge = Edge::new(
+        EdgeConfig {
+            public_url: "http://127.0.0.1".into(),
+            token_lifetime: Duration::from_secs(600),
+            fallback: Fallback::Empty,
+            cookies: false,
+            country_header: None,
+            data_dir: dir.join("edge"),
+            limits: Limits {
+                max_queue_delay: None,
+                ..Limits::default()
+            },
+        },
+        Arc::clone(&log),
+        keys,
+    );
+    let gateway = Gateway::new(GatewayConfig {
+        bidders: bidders
+            .iter()
+            .map(|(name, address)| {
+                let mut spec = BidderSpec::new(*name, format!("http://{address}/bid"));
+                spec.notice_hosts = vec!["127.0.0.1".into()];
+                spec
+            })
+            .collect(),
+        response_margin: Duration::ZERO,
+        ..GatewayConfig::default()
+    })
+    .unwrap();
+    let edge = Arc::new(edge.with_gateway(gateway));
+    let snapshot = marquee_snapshot::compile(catalog, Timestamp::now());
+    edge.holder.install(&snapshot.encode()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(marquee_edge::serve(
+        listener,
+        Arc::clone(&edge),
+        None,
+        Box::pin(std::future::pending()),
+    ));
+    Running { edge, address, log }
+}
+
+/// `GET path` on a new connection: the status and the body.
+async fn get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+async fn ad(running: &Running) -> String {
+    let path = format!("/ad?placement={PLACEMENT}&url=http%3A%2F%2Fnews.example%2Fa");
+    let (status, body) = get(running.address, &path).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The kind, amount and line item of every event the log has made durable so far.
+fn logged(log: &EventLog) -> Vec<(EventKind, i64, u64)> {
+    let mut events = Vec::new();
+    for shard in 0..log.shards() {
+        for segment in log.segments(shard).unwrap() {
+            let batch = log.read(shard, segment.id, 0, Budget::default()).unwrap();
+            events.extend(
+                batch
+                    .events
+                    .iter()
+                    .map(|e| (e.kind, e.amount_micros, e.line_item)),
+            );
+        }
+    }
+    events
+}
+
+/// The events logged once `expected` is among them (the log reads only what it made durable,
+/// a few milliseconds after the append).
+async fn logged_with(
+    log: &EventLog,
+    expected: (EventKind, i64, u64),
+) -> Vec<(EventKind, i64, u64)> {
+    for _ in 0..500 {
+        let events = logged(log);
+        if events.contains(&expected) {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{expected:?} never logged: {:?}", logged(log));
+}
+
+/// The impression beacon's path in an ad's markup.
+fn beacon(body: &str) -> String {
+    let start = body.find("http://127.0.0.1/t/i?").expect("a beacon");
+    let rest = &body[start + "http://127.0.0.1".len()..];
+    rest[..rest.find('"').unwrap()].replace("&amp;", "&")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_bid_serves_its_markup_and_its_beacon_bills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bidder = mock_bidder("high", "3", Duration::ZERO).await;
+    let catalog = catalog(Tier::Remnant, false, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("high", bidder.address)]).await;
+
+    let body = ad(&running).await;
+    assert!(body.contains("<b>bid of high</b>"), "{body}");
+    assert!(!body.contains("direct line item"), "{body}");
+    let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 3_000_000, 0)).await;
+    // The lost direct decision was not logged, and not reserved on its lease either (the
+    // same step does both, `placement::commit`).
+    assert!(
+        !events.iter().any(|(kind, ..)| *kind == EventKind::Decision),
+        "{events:?}"
+    );
+
+    let (status, _) = get(running.address, &beacon(&body)).await;
+    assert_eq!(status, 200);
+    logged_with(
+        &running.log,
+        (EventKind::ProgrammaticImpression, 3_000_000, 0),
+    )
+    .await;
+    for _ in 0..500 {
+        if bidder.billed.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        bidder.billed.load(Ordering::SeqCst),
+        1,
+        "the billing notice"
+    );
+    // The beacon again: counted once, so billed once.
+    get(running.address, &beacon(&body)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(bidder.billed.load(Ordering::SeqCst), 1);
+    drop(running.edge);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lower_bid_loses_to_the_line_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let bidder = mock_bidder("low", "1", Duration::ZERO).await;
+    let catalog = catalog(Tier::Remnant, false, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("low", bidder.address)]).await;
+
+    let body = ad(&running).await;
+    assert!(body.contains("direct line item"), "{body}");
+    // The bid request: the placement's size, floored at the line item's 2.00, the page, the
+    // placement's timeout.
+    let asked = bidder.asked.lock().unwrap().clone();
+    let imp = &asked["imp"][0];
+    assert_eq!(
+        imp["banner"]["format"][0],
+        serde_json::json!({"w": 300, "h": 250})
+    );
+    assert_eq!(imp["bidfloor"], 2.0, "{asked}");
+    assert_eq!(asked["site"]["page"], "http://news.example/a");
+    assert_eq!(asked["site"]["domain"], "news.example");
+    assert_eq!(
+        asked["tmax"].as_u64().map(|t| t <= 300),
+        Some(true),
+        "{asked}"
+    );
+    // The winning direct decision is logged, and the auction with no winning bid.
+    let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 0)).await;
+    assert!(
+        events.iter().any(|(kind, ..)| *kind == EventKind::Decision),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_revenue_share_is_taken_before_comparing() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2.10 less 10 % is 1.89: below the line item's 2.00.
+    let bidder = mock_bidder("near", "2.1", Duration::ZERO).await;
+    let catalog = catalog(Tier::Remnant, false, programmatic(100, 300));
+    let running = start(dir.path(), &catalog, &[("near", bidder.address)]).await;
+    let body = ad(&running).await;
+    assert!(body.contains("direct line item"), "{body}");
+    // The floor asks for what nets the line item's 2.00 after the share.
+    assert_eq!(bidder.asked.lock().unwrap()["imp"][0]["bidfloor"], 2.222223);
+
+    // Without a share, 2.10 wins.
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = self::catalog(Tier::Remnant, false, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("near", bidder.address)]).await;
+    let body = ad(&running).await;
+    assert!(body.contains("bid of near"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sponsorship_serves_without_an_auction_unless_it_opts_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let bidder = mock_bidder("rich", "50", Duration::ZERO).await;
+    let catalog = catalog(Tier::Sponsorship, false, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("rich", bidder.address)]).await;
+    let body = ad(&running).await;
+    assert!(body.contains("direct line item"), "{body}");
+    let events = logged_with(&running.log, (EventKind::Decision, 0, 20)).await;
+    assert!(
+        !events
+            .iter()
+            .any(|(kind, ..)| *kind == EventKind::ProgrammaticAuction),
+        "no auction ran: {events:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = self::catalog(Tier::Sponsorship, true, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("rich", bidder.address)]).await;
+    let body = ad(&running).await;
+    assert!(body.contains("bid of rich"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidder_slower_than_the_timeout_does_not_hold_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = mock_bidder("slow", "9", Duration::from_secs(5)).await;
+    let catalog = catalog(Tier::Remnant, false, programmatic(0, 200));
+    let running = start(dir.path(), &catalog, &[("slow", slow.address)]).await;
+    let started = Instant::now();
+    let body = ad(&running).await;
+    // The answer came well before the bidder's 5 s: at the 200 ms timeout, with the line item.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(body.contains("direct line item"), "{body}");
+    // One bidder timed out (`line_item` of an auction event).
+    logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 1)).await;
+}
