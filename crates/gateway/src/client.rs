@@ -323,8 +323,13 @@ impl BidderClient {
             Ok(_) => Delivery::Failed,
             Err(error) => refused_address(&error).map_or_else(
                 || {
-                    let url = uri.to_string();
-                    self.log_failure(Failed::Notice, &url, &error);
+                    // Scheme and host only: the rest is the bidder's (its ids, the price).
+                    let origin = format!(
+                        "{}://{}",
+                        uri.scheme_str().unwrap_or_default(),
+                        uri.authority().map_or("", |authority| authority.as_str())
+                    );
+                    self.log_failure(Failed::Notice, &origin, &error);
                     Delivery::Failed
                 },
                 Delivery::Refused,
