@@ -2,12 +2,15 @@
 //! rules and the external bidders. See `docs/life-of-a-gateway-auction.md`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ConfigError;
-use crate::value::{CurrencyCode, HttpUrl, Name, Token, empty_is_none, in_range, is_name, millis};
+use crate::value::{
+    BidderUrl, CurrencyCode, Name, Token, empty_is_none, in_range, is_name, millis,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -45,6 +48,10 @@ pub struct GatewaySection {
     pub health_throttle_below: u32,
     #[serde(rename = "health_probe_interval_ms", with = "millis")]
     pub health_probe_interval: Duration,
+    /// A PEM file of CA certificates trusted for `https://` bidders and notice URLs besides
+    /// the platform's roots (a private CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
     /// The external bidders, `[gateway.bidders.NAME]`.
     pub bidders: BTreeMap<String, GatewayBidderSection>,
 }
@@ -65,6 +72,7 @@ impl Default for GatewaySection {
             notice_timeout: Duration::from_millis(2_000),
             health_throttle_below: 500,
             health_probe_interval: Duration::from_millis(100),
+            tls_ca_file: None,
             bidders: BTreeMap::new(),
         }
     }
@@ -111,11 +119,12 @@ pub enum MediaType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayBidderSection {
-    /// `http://host[:port]/path`.
-    pub endpoint: HttpUrl,
+    /// `http://host[:port]/path` or `https://…`.
+    pub endpoint: BidderUrl,
     #[serde(default)]
     pub openrtb: OpenRtbVersion,
-    /// HTTP/2 without TLS (h2c) instead of HTTP/1.1.
+    /// HTTP/2 without TLS (h2c) instead of HTTP/1.1, for an `http://` endpoint (over `https://`
+    /// the version is negotiated).
     #[serde(default)]
     pub http2: bool,
     /// Per cent of the remaining time this bidder may take.
@@ -169,7 +178,7 @@ mod bidder_defaults {
 
 impl GatewayBidderSection {
     /// A bidder at `endpoint` with every other key at its default.
-    pub fn new(endpoint: HttpUrl) -> GatewayBidderSection {
+    pub fn new(endpoint: BidderUrl) -> GatewayBidderSection {
         GatewayBidderSection {
             endpoint,
             openrtb: OpenRtbVersion::default(),

@@ -50,7 +50,7 @@ pub use reports::ReportsSection;
 pub use snapshot::SnapshotSection;
 pub use tracking::{TrackingKey, TrackingSection};
 pub use traffic::TrafficSection;
-pub use value::{CurrencyCode, HttpUrl, Name, TOKEN_MIN_LEN, Token, WebUrl};
+pub use value::{BidderUrl, CurrencyCode, HttpUrl, Name, TOKEN_MIN_LEN, Token, WebUrl};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

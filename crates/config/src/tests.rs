@@ -303,7 +303,11 @@ fn errors_name_the_key() {
             ("[gateway]\nauction = \"vickrey\"", "gateway.auction"),
             ("[gateway]\nadmin_token = \"short\"", "gateway.admin_token"),
             (
-                "[gateway.bidders.b1]\nendpoint = \"https://b.test\"",
+                "[gateway.bidders.b1]\nendpoint = \"ftp://b.test\"",
+                "gateway.bidders.b1.endpoint",
+            ),
+            (
+                "[gateway.bidders.b1]\nendpoint = \"https:///bid\"",
                 "gateway.bidders.b1.endpoint",
             ),
             (
@@ -342,6 +346,27 @@ fn errors_name_the_key() {
         assert!(
             error.contains("listen") && error.contains("MARQUEE_"),
             "{error}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn gateway_bidders_may_be_https_with_a_private_ca() {
+    Jail::expect_with(|jail| {
+        let config = load_in(
+            jail,
+            "[gateway]\ntls_ca_file = \"/etc/marquee/bidders-ca.pem\"\n\
+             [gateway.bidders.b1]\nendpoint = \"https://bid.example.com/openrtb\"",
+        )
+        .map_err(|e| e.to_string())?;
+        assert_eq!(
+            config.gateway.bidders["b1"].endpoint.as_str(),
+            "https://bid.example.com/openrtb"
+        );
+        assert_eq!(
+            config.gateway.tls_ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/marquee/bidders-ca.pem"))
         );
         Ok(())
     });

@@ -214,11 +214,29 @@ fn check_http(text: &str) -> Result<(), String> {
 }
 
 checked_text!(
-    /// An `http://` URL with a host: the manager, an edge's log, an external bidder.
+    /// An `http://` URL with a host: the manager, an edge's log.
     HttpUrl,
     check_http
 );
 debug_as_text!(HttpUrl);
+
+checked_text!(
+    /// An `http://` or `https://` URL with a host: an external bidder of the gateway (real
+    /// bidders are on the internet, behind TLS).
+    BidderUrl,
+    |text| {
+        let rest = text
+            .strip_prefix("https://")
+            .or_else(|| text.strip_prefix("http://"));
+        match rest {
+            Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(()),
+            _ => Err(format!(
+                "is {text:?}; it must be an http:// or https:// URL with a host"
+            )),
+        }
+    }
+);
+debug_as_text!(BidderUrl);
 
 checked_text!(
     /// An `http://` or `https://` URL: a passback, an exchange's user sync.

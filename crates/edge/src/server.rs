@@ -1,21 +1,25 @@
 //! The edge's HTTP server on bare hyper: edge paths are answered here without a router
 //! framework on the hot path; every other path goes to the fallback service (the manager's
 //! axum router in `marquee serve`).
+//!
+//! A connection speaks HTTP/1.1, or HTTP/2 without TLS when its first bytes are HTTP/2's
+//! connection preface (h2c with prior knowledge, as exchanges' bidders and `curl
+//! --http2-prior-knowledge` send it); TLS ends in front of the edge.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use marquee_tracking::TokenKind;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::client::Client;
@@ -255,6 +259,9 @@ pub async fn serve_here(
     shutdown: Shutdown,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Dropped when the worker stops accepting: connections still telling their protocol stop.
+    let (stopping, stop_waiting) = tokio::sync::watch::channel(());
+    let builders = Arc::new(Builders::new(&edge.config.limits));
     let probe = tokio::spawn({
         let edge = Arc::clone(&edge);
         async move { edge.gate.probe_queue_delay().await }
@@ -274,26 +281,104 @@ pub async fn serve_here(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let limits = edge.config.limits.clone();
+        let header_read_timeout = edge.config.limits.header_read_timeout;
         let edge = Arc::clone(&edge);
         let fallback = fallback.clone();
         let service =
             service_fn(move |request| dispatch(Arc::clone(&edge), fallback.clone(), peer, request));
-        let connection = http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            // A client that does not finish its headers in time loses its connection.
-            .header_read_timeout(limits.header_read_timeout)
-            // A longer request head is answered 431 (hyper's own minimum is 8 KiB).
-            .max_buf_size(limits.max_header_bytes.max(8192))
-            .serve_connection(TokioIo::new(stream), service);
-        let watched = graceful.watch(connection);
+        let builders = Arc::clone(&builders);
+        let watcher = graceful.watcher();
+        let mut stop_waiting = stop_waiting.clone();
         tokio::spawn(async move {
-            if let Err(error) = watched.await {
+            // A client that sends nothing, or only part of the preface, is cut after the header
+            // timeout as an unfinished HTTP/1.1 head is.
+            let protocol = tokio::select! {
+                told = tokio::time::timeout(header_read_timeout, protocol(&stream)) => told,
+                _ = stop_waiting.changed() => return,
+            };
+            let io = TokioIo::new(stream);
+            let served = match protocol {
+                Ok(Ok(Protocol::Http1)) => {
+                    watcher
+                        .watch(builders.http1.serve_connection(io, service))
+                        .await
+                }
+                Ok(Ok(Protocol::Http2)) => {
+                    watcher
+                        .watch(builders.http2.serve_connection(io, service))
+                        .await
+                }
+                Ok(Err(_)) | Err(_) => return,
+            };
+            if let Err(error) = served {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
     }
     drop(listener);
+    drop(stopping);
     graceful.shutdown().await;
     probe.abort();
+}
+
+/// The connection settings of a worker, made once.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(limits: &crate::Limits) -> Builders {
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            // A client that does not finish its headers in time loses its connection.
+            .header_read_timeout(limits.header_read_timeout)
+            // A longer request head is answered 431 (hyper's own minimum is 8 KiB).
+            .max_buf_size(limits.max_header_bytes.max(8192));
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            // The same bound on a request's headers (HPACK-decoded; a longer list is refused).
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            // An idle HTTP/1.1 connection ends at the header timeout; an idle HTTP/2 one is
+            // pinged then, and ends when the ping goes unanswered (a peer gone silently).
+            .keep_alive_interval(limits.header_read_timeout);
+        Builders { http1, http2 }
+    }
+}
+
+/// What a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// The first bytes of an HTTP/2 connection (RFC 9113, section 3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What the client speaks, from its first bytes, which are left in the socket for the server
+/// to read: one `recv(MSG_PEEK)` per connection, nothing per request (the HTTP/1.1 server
+/// reads the socket itself, not through a wrapper). An error when the client closes first.
+async fn protocol(stream: &TcpStream) -> std::io::Result<Protocol> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let peeked = stream.peek(&mut first).await?;
+        if peeked == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if first[..peeked] != H2_PREFACE[..peeked] {
+            return Ok(Protocol::Http1);
+        }
+        if peeked == H2_PREFACE.len() {
+            return Ok(Protocol::Http2);
+        }
+        // The start of the preface only (clients send it in one write, so this is rare or
+        // deliberate): a peek returns the same bytes at once until more arrive, so wait between
+        // peeks, longer each time (a few dozen peeks until the header timeout).
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
 }

@@ -1,5 +1,6 @@
-//! One external bidder: its kept-alive connection pool (HTTP/1.1 or h2c), the bound on its
-//! calls in flight, its health score and counters, and the notices it is sent.
+//! One external bidder: its kept-alive connection pool (HTTP/1.1 or h2c in cleartext; over TLS
+//! HTTP/2 or HTTP/1.1 as ALPN settles it), the bound on its calls in flight, its health score
+//! and counters, and the notices it is sent.
 //!
 //! A call runs in its own task. The auction waits for it until the bidder's deadline only; the
 //! task itself goes on until `late_grace` past that, so that a slow answer is read to its end
@@ -9,7 +10,9 @@
 //!
 //! Notices go through a client of their own, whose resolver refuses internal addresses unless
 //! the bidder's endpoint is internal (`notice.rs`); the bid calls keep the plain resolver, as the
-//! endpoint is the operator's choice.
+//! endpoint is the operator's choice. Both take `http://` and `https://` URLs (`tls.rs`); a
+//! failed TLS handshake is a transport failure like a refused connection: counted, and logged
+//! at most once a minute per bidder with its cause.
 
 use std::io::Write as _;
 use std::net::IpAddr;
@@ -23,6 +26,7 @@ use hyper::header::{
     ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue,
 };
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -37,12 +41,14 @@ use crate::notice::{
     AddressGuard, GuardedResolver, HostPattern, LogLimit, NoticePolicy, NoticeRefusal,
     refused_address,
 };
+use crate::tls;
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
-type NoticeClient = Client<HttpConnector<GuardedResolver>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type NoticeClient = Client<HttpsConnector<HttpConnector<GuardedResolver>>, Full<Bytes>>;
 
-/// How often a bidder's refused notices may be logged (each is counted).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// How often a bidder's refused notices, and its failed calls and notices, may be logged
+/// (each is counted).
+const LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How a call ended, as the auction sees it.
 #[derive(Debug)]
@@ -65,6 +71,8 @@ pub struct BidderClient {
     notice_guard: Arc<AddressGuard>,
     notice_client: NoticeClient,
     refusal_log: LogLimit,
+    call_failure_log: LogLimit,
+    notice_failure_log: LogLimit,
     pub(crate) enabled: AtomicBool,
     in_flight: AtomicUsize,
     pub(crate) health: Health,
@@ -82,7 +90,11 @@ impl Drop for InFlight {
 }
 
 impl BidderClient {
-    pub(crate) fn new(spec: BidderSpec, health: Health) -> Result<BidderClient, GatewayError> {
+    pub(crate) fn new(
+        spec: BidderSpec,
+        health: Health,
+        tls: &rustls::ClientConfig,
+    ) -> Result<BidderClient, GatewayError> {
         let bad = |message: String| GatewayError::Bidder {
             name: spec.name.clone(),
             message,
@@ -91,9 +103,23 @@ impl BidderClient {
             .endpoint
             .parse()
             .map_err(|e| bad(format!("endpoint {:?}: {e}", spec.endpoint)))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(bad(format!(
+                    "endpoint {:?} must be an http:// or https:// URL with a host",
+                    spec.endpoint
+                )));
+            }
+        };
+        if uri.host().is_none() {
+            return Err(bad(format!("endpoint {:?} has no host", spec.endpoint)));
+        }
+        if https && spec.http2 {
             return Err(bad(format!(
-                "endpoint {:?} must be an http:// URL with a host",
+                "http2 (h2c, HTTP/2 without TLS) is for http:// endpoints; over https:// \
+                 ({:?}) HTTP/2 is used when the bidder offers it",
                 spec.endpoint
             )));
         }
@@ -111,13 +137,10 @@ impl BidderClient {
             .map_err(|e| bad(format!("notice_hosts: {e}")))?;
         let notice_guard = Arc::new(AddressGuard::new(endpoint_host.clone()));
         let headers = call_headers(&spec).map_err(bad)?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_keepalive(Some(Duration::from_secs(60)));
-        let mut notice_connector =
-            HttpConnector::new_with_resolver(GuardedResolver(Arc::clone(&notice_guard)));
-        notice_connector.set_nodelay(true);
-        notice_connector.set_keepalive(Some(Duration::from_secs(60)));
+        let connector = tcp(HttpConnector::new());
+        let notice_connector = tcp(HttpConnector::new_with_resolver(GuardedResolver(
+            Arc::clone(&notice_guard),
+        )));
         let builder = || {
             let mut builder = Client::builder(TokioExecutor::new());
             builder
@@ -128,14 +151,16 @@ impl BidderClient {
                 .http2_only(spec.http2);
             builder
         };
-        let client = builder().build(connector);
-        let notice_client = builder().build(notice_connector);
+        let client = builder().build(with_tls(tls, connector));
+        let notice_client = builder().build(with_tls(tls, notice_connector));
         Ok(BidderClient {
             enabled: AtomicBool::new(spec.enabled),
             notice_policy: NoticePolicy::new(endpoint_host, notice_hosts),
             notice_guard,
             notice_client,
-            refusal_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
+            refusal_log: LogLimit::new(LOG_INTERVAL),
+            call_failure_log: LogLimit::new(LOG_INTERVAL),
+            notice_failure_log: LogLimit::new(LOG_INTERVAL),
             spec,
             uri,
             headers,
@@ -210,8 +235,12 @@ impl BidderClient {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = self.headers.clone();
-        let Ok(response) = self.client.request(request).await else {
-            return Answer::Failed;
+        let response = match self.client.request(request).await {
+            Ok(response) => response,
+            Err(error) => {
+                self.log_failure(Failed::Call, &self.spec.endpoint, &error);
+                return Answer::Failed;
+            }
         };
         match response.status() {
             StatusCode::NO_CONTENT => return Answer::NoBid,
@@ -282,7 +311,7 @@ impl BidderClient {
             return Delivery::Refused(ip);
         }
         let mut request = Request::new(Full::new(Bytes::new()));
-        *request.uri_mut() = uri;
+        *request.uri_mut() = uri.clone();
         match self.notice_client.request(request).await {
             Ok(response) if response.status().is_success() => {
                 // Read the (small) body so the connection goes back to the pool.
@@ -292,7 +321,19 @@ impl BidderClient {
                 Delivery::Sent
             }
             Ok(_) => Delivery::Failed,
-            Err(error) => refused_address(&error).map_or(Delivery::Failed, Delivery::Refused),
+            Err(error) => refused_address(&error).map_or_else(
+                || {
+                    // Scheme and host only: the rest is the bidder's (its ids, the price).
+                    let origin = format!(
+                        "{}://{}",
+                        uri.scheme_str().unwrap_or_default(),
+                        uri.authority().map_or("", |authority| authority.as_str())
+                    );
+                    self.log_failure(Failed::Notice, &origin, &error);
+                    Delivery::Failed
+                },
+                Delivery::Refused,
+            ),
         }
     }
 
@@ -309,6 +350,42 @@ impl BidderClient {
             );
         }
     }
+
+    /// Logs a call or notice that failed before an answer (connection, TLS handshake), unless
+    /// one of its kind was logged within the interval; the caller counts it.
+    fn log_failure(&self, failed: Failed, url: &str, error: &hyper_util::client::legacy::Error) {
+        let (limit, what, counter) = match failed {
+            Failed::Call => (&self.call_failure_log, "call", "errors"),
+            Failed::Notice => (&self.notice_failure_log, "notice", "notice_errors"),
+        };
+        if !limit.allow(Instant::now()) {
+            return;
+        }
+        let cause = tls::describe(error);
+        let bidder = &self.spec.name;
+        if tls::is_tls_failure(error) {
+            tracing::warn!(
+                %bidder, %url, error = %cause,
+                "gateway {what} failed in the TLS handshake: the server's certificate is not \
+                 trusted or not valid for its name (a private CA is trusted with \
+                 gateway.tls_ca_file); counted in marquee_gateway_bidder_{counter}_total, \
+                 logged at most once a minute"
+            );
+        } else {
+            tracing::warn!(
+                %bidder, %url, error = %cause,
+                "gateway {what} failed before an answer; counted in \
+                 marquee_gateway_bidder_{counter}_total, logged at most once a minute"
+            );
+        }
+    }
+}
+
+/// What failed, for [`BidderClient::log_failure`].
+#[derive(Debug, Clone, Copy)]
+enum Failed {
+    Call,
+    Notice,
 }
 
 /// The headers of every call to a bidder: JSON, its OpenRTB version, gzip when it takes it,
@@ -332,6 +409,23 @@ fn call_headers(spec: &BidderSpec) -> Result<HeaderMap, String> {
         headers.insert(name, value);
     }
     Ok(headers)
+}
+
+/// A connector that also speaks TLS, for `https://` URLs; ALPN offers HTTP/2 and HTTP/1.1.
+fn with_tls<C>(tls: &rustls::ClientConfig, connector: C) -> HttpsConnector<C> {
+    HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(connector)
+}
+
+/// TCP settings of every connection; `https://` URLs are let through to the TLS layer.
+fn tcp<R>(mut connector: HttpConnector<R>) -> HttpConnector<R> {
+    connector.enforce_http(false);
+    connector.set_nodelay(true);
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    connector
 }
 
 /// How a notice ended.
@@ -401,7 +495,8 @@ mod tests {
         let mut spec = BidderSpec::new("b1", endpoint);
         spec.notice_hosts = notice_hosts.iter().map(|h| (*h).to_owned()).collect();
         let health = Health::new(HealthConfig::default(), Instant::now());
-        Arc::new(BidderClient::new(spec, health).unwrap())
+        let tls = tls::client_config(None).unwrap();
+        Arc::new(BidderClient::new(spec, health, &tls).unwrap())
     }
 
     /// Waits (up to 10 s) until `count` notices were sent, failed or refused.
@@ -419,6 +514,55 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// A TLS server on loopback whose certificate (for 127.0.0.1) no root vouches for.
+    async fn untrusted_tls_server() -> SocketAddr {
+        use tokio_rustls::rustls;
+        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let key =
+            rustls::pki_types::PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key.into())
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = acceptor.accept(stream).await;
+            }
+        });
+        address
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_handshake_is_told_apart_from_other_transport_failures() {
+        let address = untrusted_tls_server().await;
+        let untrusted = bidder(&format!("https://{address}/bid"), &[]);
+        let request = || {
+            let mut request = Request::new(Full::new(Bytes::new()));
+            *request.uri_mut() = untrusted.uri.clone();
+            request
+        };
+        let error = untrusted.client.request(request()).await.unwrap_err();
+        assert!(tls::is_tls_failure(&error), "{error:?}");
+        let text = tls::describe(&error);
+        assert!(text.contains("UnknownIssuer"), "{text}");
+        assert!(matches!(
+            untrusted.exchange(Bytes::from_static(b"{}"), 1024).await,
+            Answer::Failed
+        ));
+        // Nothing listens on the discard port: refused, not TLS.
+        let refused = bidder("https://127.0.0.1:9/bid", &[]);
+        let mut request = Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = refused.uri.clone();
+        let error = refused.client.request(request).await.unwrap_err();
+        assert!(!tls::is_tls_failure(&error), "{error:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

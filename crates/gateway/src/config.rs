@@ -1,6 +1,7 @@
 //! The gateway's settings: the auction rules and the bidder registry. Plain data, built by the
 //! binary from `[gateway]` and `[gateway.bidders.NAME]` (see `docs/configuration.md`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use marquee_model::{Currency, CurrencyRates};
@@ -47,11 +48,12 @@ pub enum AuctionKind {
 pub struct BidderSpec {
     /// Registry name: letters, digits, `-`, `_` (metrics label, API path segment).
     pub name: String,
-    /// `http://host[:port]/path` (plain HTTP: bidders sit on a private network, or TLS ends
-    /// in front of them).
+    /// `https://host[:port]/path`, or `http://…` for a bidder on a private network or behind
+    /// a TLS proxy of ours.
     pub endpoint: String,
     pub version: OpenRtbVersion,
-    /// Speak HTTP/2 without TLS (h2c, prior knowledge) instead of HTTP/1.1.
+    /// Speak HTTP/2 without TLS (h2c, prior knowledge) instead of HTTP/1.1; `http://` only
+    /// (over TLS the version is negotiated: HTTP/2 when the bidder offers it).
     pub http2: bool,
     /// Per cent of the time left (after the response margin) this bidder may take, 1–100.
     pub timeout_percent: u32,
@@ -146,6 +148,9 @@ pub struct GatewayConfig {
     pub late_grace: Duration,
     /// Time allowed for a forwarded win or loss notice.
     pub notice_timeout: Duration,
+    /// A PEM file of CA certificates trusted for `https://` bidders and notices besides the
+    /// platform's roots (`tls.rs`).
+    pub tls_ca_file: Option<PathBuf>,
     /// Bearer token of the registry's management API on the edge (`/gateway/bidders`);
     /// empty: the API is not served.
     pub admin_token: String,
@@ -165,6 +170,7 @@ impl Default for GatewayConfig {
             max_response_bytes: 256 * 1024,
             late_grace: Duration::from_secs(1),
             notice_timeout: Duration::from_secs(2),
+            tls_ca_file: None,
             admin_token: String::new(),
         }
     }

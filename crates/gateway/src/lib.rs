@@ -1,5 +1,6 @@
 //! Gateway mode: one incoming OpenRTB request fans out to several bidders at once
-//! (external ones over kept-alive HTTP/1.1 or h2c pools, and our own line items through the
+//! (external ones over kept-alive pools: HTTP/1.1 or h2c, or HTTPS with HTTP/2 where the
+//! bidder offers it; and our own line items through the
 //! edge's bidder), every bid is checked, the best valid bid per imp wins at a first or second
 //! price, the answer leaves before the deadline, and win and loss notices go to each bidder
 //! with the auction macros filled.
@@ -30,6 +31,7 @@ mod notice;
 mod notify;
 mod outgoing;
 mod registry;
+mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -44,6 +46,7 @@ pub use client::BidderClient;
 pub use config::{AuctionKind, BidderSpec, GatewayConfig, HealthConfig, Media, OpenRtbVersion};
 pub use metrics::{BidderStats, GatewayStats};
 pub use registry::BidderView;
+pub use tls::TlsError;
 
 use crate::auction::{Entry, Outcome, Rules};
 use crate::health::Health;
@@ -53,6 +56,8 @@ use crate::outgoing::RawRequest;
 pub enum GatewayError {
     #[error("gateway bidder {name:?}: {message}")]
     Bidder { name: String, message: String },
+    #[error("gateway TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// No bidder of that name (management API).
@@ -134,11 +139,13 @@ impl Gateway {
     /// (the pools' timers).
     pub fn new(mut config: GatewayConfig) -> Result<Gateway, GatewayError> {
         let origin = Instant::now();
+        // One TLS configuration for all: the roots are read once.
+        let tls = tls::client_config(config.tls_ca_file.as_deref())?;
         let bidders = std::mem::take(&mut config.bidders)
             .into_iter()
             .map(|spec| {
                 let health = Health::new(config.health, origin);
-                BidderClient::new(spec, health).map(Arc::new)
+                BidderClient::new(spec, health, &tls).map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let internal = config.internal_bidder.as_ref().map(|name| Internal {

@@ -893,6 +893,7 @@ fn gateway_config(
         max_response_bytes: usize::try_from(section.max_response_bytes).unwrap_or(usize::MAX),
         late_grace: section.late_grace,
         notice_timeout: section.notice_timeout,
+        tls_ca_file: section.tls_ca_file.clone(),
         // The gateway serves no registry API without one.
         admin_token: section
             .admin_token

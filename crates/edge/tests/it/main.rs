@@ -3,6 +3,7 @@
 
 mod body_timeout;
 mod gateway;
+mod h2c;
 mod metrics_access;
 mod overload;
 mod pacing;

@@ -16,7 +16,7 @@ use marquee_tracking::KeyRing;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-fn snapshot(version: u64) -> Vec<u8> {
+pub(crate) fn snapshot(version: u64) -> Vec<u8> {
     Snapshot {
         version,
         built_at: "2026-11-21T12:00:00Z".parse().unwrap(),
@@ -28,14 +28,14 @@ fn snapshot(version: u64) -> Vec<u8> {
 
 /// The default limits without shedding on queue delay: a loaded test machine runs late by
 /// more than its default now and then, and only one test here is about that signal.
-fn limits() -> Limits {
+pub(crate) fn limits() -> Limits {
     Limits {
         max_queue_delay: None,
         ..Limits::default()
     }
 }
 
-fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
+pub(crate) fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
     let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
     let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
     Arc::new(Edge::new(
@@ -54,7 +54,7 @@ fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
 }
 
 /// Serves `edge` on a free loopback port until the test ends.
-async fn start(edge: &Arc<Edge>) -> SocketAddr {
+pub(crate) async fn start(edge: &Arc<Edge>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let edge = Arc::clone(edge);

@@ -3,4 +3,5 @@
 
 mod auction;
 mod common;
+mod https;
 mod notices;

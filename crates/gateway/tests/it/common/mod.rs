@@ -1,6 +1,9 @@
 //! Mock bidders for the gateway's tests: in-process servers on loopback (HTTP/1.1 and h2c on
-//! the same port) that answer one banner bid per imp as told, and record what they receive.
+//! the same port, or HTTPS with the ALPN protocols given) that answer one banner bid per imp as
+//! told, and record what they receive.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+pub mod tls;
 
 use std::convert::Infallible;
 use std::io::Read as _;
@@ -12,10 +15,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use marquee_gateway::{Auctioned, BidderSpec, Gateway, GatewayConfig};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// What a mock bidder answers.
 #[derive(Debug, Clone)]
@@ -62,6 +67,10 @@ pub struct Record {
     pub requests: Vec<(serde_json::Value, Option<String>, Option<String>)>,
     /// Notices received: path and query.
     pub notices: Vec<String>,
+    /// The HTTP version of every request received, bids and notices.
+    pub versions: Vec<Version>,
+    /// TLS handshakes that failed (an HTTPS mock only).
+    pub handshake_failures: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -70,10 +79,23 @@ pub struct MockBidder {
     pub address: SocketAddr,
     pub behaviour: Arc<Mutex<Behaviour>>,
     pub record: Arc<Mutex<Record>>,
+    /// Serves HTTPS (else cleartext).
+    pub tls: bool,
 }
 
 impl MockBidder {
+    /// A cleartext mock: HTTP/1.1, and h2c with prior knowledge.
     pub async fn start(name: &str, behaviour: Behaviour) -> MockBidder {
+        MockBidder::serve(name, behaviour, None).await
+    }
+
+    /// An HTTPS mock: `acceptor`'s certificate and ALPN protocols, then HTTP/1.1 or HTTP/2 as
+    /// negotiated.
+    pub async fn start_tls(name: &str, behaviour: Behaviour, acceptor: TlsAcceptor) -> MockBidder {
+        MockBidder::serve(name, behaviour, Some(acceptor)).await
+    }
+
+    async fn serve(name: &str, behaviour: Behaviour, tls: Option<TlsAcceptor>) -> MockBidder {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let mock = MockBidder {
@@ -81,6 +103,7 @@ impl MockBidder {
             address,
             behaviour: Arc::new(Mutex::new(behaviour)),
             record: Arc::new(Mutex::new(Record::default())),
+            tls: tls.is_some(),
         };
         let served = mock.clone();
         tokio::spawn(async move {
@@ -89,19 +112,37 @@ impl MockBidder {
                     continue;
                 };
                 let mock = served.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request| answer(mock.clone(), request));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    match tls {
+                        None => connection(mock, stream).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(stream) => connection(mock, stream).await,
+                            Err(_) => mock.record.lock().unwrap().handshake_failures += 1,
+                        },
+                    }
                 });
             }
         });
         mock
     }
 
+    /// `http://ADDR` or `https://ADDR`.
+    pub fn base(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
+    }
+
     pub fn spec(&self) -> BidderSpec {
-        BidderSpec::new(&self.name, format!("http://{}/bid", self.address))
+        BidderSpec::new(&self.name, format!("{}/bid", self.base()))
+    }
+
+    pub fn versions(&self) -> Vec<Version> {
+        self.record.lock().unwrap().versions.clone()
+    }
+
+    pub fn handshake_failures(&self) -> usize {
+        self.record.lock().unwrap().handshake_failures
     }
 
     pub fn set(&self, change: impl FnOnce(&mut Behaviour)) {
@@ -140,12 +181,25 @@ impl MockBidder {
     }
 }
 
+/// Serves one connection, HTTP/1.1 or HTTP/2 as the client's first bytes say.
+async fn connection(mock: MockBidder, io: impl AsyncRead + AsyncWrite + Unpin + Send + 'static) {
+    let service = service_fn(move |request| answer(mock.clone(), request));
+    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+}
+
 async fn answer(
     mock: MockBidder,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    mock.record.lock().unwrap().versions.push(request.version());
     if request.method() == Method::GET {
-        let target = request.uri().to_string();
+        // Path and query only: an HTTP/2 request's URI is the whole URL.
+        let target = request
+            .uri()
+            .path_and_query()
+            .map_or_else(String::new, ToString::to_string);
         mock.record.lock().unwrap().notices.push(target);
         return Ok(Response::new(Full::new(Bytes::new())));
     }
@@ -187,10 +241,7 @@ async fn answer(
 }
 
 fn bids(mock: &MockBidder, behaviour: &Behaviour, request: &serde_json::Value) -> String {
-    let base = behaviour
-        .notice_base
-        .clone()
-        .unwrap_or_else(|| format!("http://{}", mock.address));
+    let base = behaviour.notice_base.clone().unwrap_or_else(|| mock.base());
     let bids: Vec<serde_json::Value> = request["imp"]
         .as_array()
         .unwrap()
