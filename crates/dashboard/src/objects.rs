@@ -853,7 +853,7 @@ pub async fn create(
     {
         Ok(Posted { draft, upload }) => match dashboard
             .store
-            .create(kind, draft, user.principal().scope())
+            .create(kind, draft, user.principal().scope(), &user.actor())
             .await
         {
             Ok(record) => {
@@ -1055,7 +1055,7 @@ pub async fn update(
     {
         Ok(Posted { draft, upload }) => match dashboard
             .store
-            .update(kind, id, version, draft, scope)
+            .update(kind, id, version, draft, scope, &user.actor())
             .await
         {
             Ok(_) => {
@@ -1086,7 +1086,7 @@ pub async fn archive(
     let id = path_id(path)?;
     dashboard
         .store
-        .archive(kind, id, user.principal().scope())
+        .archive(kind, id, user.principal().scope(), &user.actor())
         .await?;
     Ok(Redirect::to(&format!("/{}/{id}", kind.collection())).into_response())
 }
@@ -1111,9 +1111,15 @@ pub async fn link_placement(
         .ok_or_else(|| PageError::BadRequest("choose a placement".into()))?;
     let (line_item, placement) = (LineItemId(id), PlacementId(placement));
     if form.get("unlink").is_empty() {
-        dashboard.store.link(line_item, placement).await?;
+        dashboard
+            .store
+            .link(line_item, placement, &user.actor())
+            .await?;
     } else {
-        dashboard.store.unlink(line_item, placement).await?;
+        dashboard
+            .store
+            .unlink(line_item, placement, &user.actor())
+            .await?;
     }
     Ok(Redirect::to(&format!("/line-items/{id}#placements")).into_response())
 }

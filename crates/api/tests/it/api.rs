@@ -13,7 +13,7 @@ use marquee_api::{
 };
 use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Draft, NewToken, PostgresStore, SqliteStore, Store};
+use marquee_store::{Actor, Draft, NewToken, PostgresStore, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -1165,7 +1165,7 @@ async fn stored_line_item(app: &App, campaign: u64, currency: &str) -> u64 {
         serde_json::from_value(priced_in(line_item(campaign), currency)).unwrap();
     let draft = Draft::of(&object).unwrap();
     app.store
-        .create(ObjectKind::LineItem, draft, None)
+        .create(ObjectKind::LineItem, draft, None, &Actor::cli())
         .await
         .unwrap()
         .meta
