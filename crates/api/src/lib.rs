@@ -13,6 +13,7 @@
 //!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
 pub mod amounts;
+mod audit;
 mod auth;
 mod currency;
 mod error;
@@ -156,6 +157,13 @@ pub fn add_routes_with(
             links::unlink,
             state.clone(),
             openapi::link_operation(false),
+        )
+        .route(
+            Method::GET,
+            "/api/v1/audit",
+            audit::list,
+            state.clone(),
+            audit::operation_doc(),
         )
         .route(
             Method::GET,

@@ -50,7 +50,7 @@ pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
     Ok(fields)
 }
 
-fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
+pub(crate) fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
     if principal.may_access(kind) {
         return Ok(());
     }

@@ -18,7 +18,7 @@ use marquee_geo::{GeoDatabase, GeoSource};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Actor, NewUser, PostgresStore, SqliteStore, Store};
+use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
 use tower::ServiceExt as _;
 
 const PASSWORD: &str = "correct horse battery";
@@ -308,11 +308,9 @@ fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
 
 /// Two advertisers with a campaign each; returns the campaign ids.
 async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
-    let a = site
-        .create(admin, "advertisers", &advertiser("Acme"), &Actor::cli())
-        .await;
+    let a = site.create(admin, "advertisers", &advertiser("Acme")).await;
     let b = site
-        .create(admin, "advertisers", &advertiser("Globex"), &Actor::cli())
+        .create(admin, "advertisers", &advertiser("Globex"))
         .await;
     let campaign = |owner: u64, name: &'static str| {
         let owner = owner.to_string();
@@ -329,7 +327,6 @@ async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
                     ("cap_count", ""),
                     ("cap_window", ""),
                 ],
-                &Actor::cli(),
             )
             .await
         }
@@ -547,9 +544,7 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
             .unwrap()
             .is_empty()
     );
-    let id = site
-        .create(&session, "advertisers", &form, &Actor::cli())
-        .await;
+    let id = site.create(&session, "advertisers", &form).await;
     assert_eq!(
         site.store
             .get(ObjectKind::Advertiser, id, None)
@@ -567,12 +562,7 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let campaign = campaign.to_string();
     let id = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&campaign),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&campaign))
         .await;
     let stored: LineItem = site
         .store
@@ -630,9 +620,7 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
         ("t_choice_3", "cellular"),
         ("t_choice_3", "satellite"),
     ]);
-    let id = site
-        .create(&admin, "line-items", &form, &Actor::cli())
-        .await;
+    let id = site.create(&admin, "line-items", &form).await;
     let stored = site
         .store
         .get(ObjectKind::LineItem, id, None)
@@ -676,20 +664,13 @@ async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
     let campaign = campaign.to_string();
     // Country DE, not device tablet.
     let id = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&campaign),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&campaign))
         .await;
     let untargeted: Vec<(&str, &str)> = line_item_form(&campaign)
         .into_iter()
         .filter(|(k, _)| !k.starts_with("t_"))
         .collect();
-    let untargeted = site
-        .create(&admin, "line-items", &untargeted, &Actor::cli())
-        .await;
+    let untargeted = site.create(&admin, "line-items", &untargeted).await;
     let warning = "<p class=\"warning\" role=\"status\">geo targeting (country) cannot match ad \
                    requests: no geo database is configured (geo.database) and no country header \
                    (edge.country_header)</p>";
@@ -729,9 +710,7 @@ async fn why_not_served_takes_the_requests_whole_location() {
     for (attribute, values) in rows {
         form.extend([("t_attr", attribute), ("t_op", "in"), ("t_values", values)]);
     }
-    let id = site
-        .create(&admin, "line-items", &form, &Actor::cli())
-        .await;
+    let id = site.create(&admin, "line-items", &form).await;
     let placement = news_placement(&site, &admin).await;
     site.manager.refresh().await.unwrap();
     let verdict = |query: String| {
@@ -905,7 +884,6 @@ async fn news_placement(site: &Site, admin: &str) -> u64 {
             admin,
             "publishers",
             &[("name", "Daily News"), ("status", "active")],
-            &Actor::cli(),
         )
         .await
         .to_string();
@@ -919,7 +897,6 @@ async fn news_placement(site: &Site, admin: &str) -> u64 {
                 ("status", "active"),
                 ("domain", "news.example"),
             ],
-            &Actor::cli(),
         )
         .await
         .to_string();
@@ -934,7 +911,6 @@ async fn news_placement(site: &Site, admin: &str) -> u64 {
             ("formats", "banner"),
             ("image_tag", "off"),
         ],
-        &Actor::cli(),
     )
     .await
 }
@@ -958,20 +934,10 @@ async fn one_line_item_per_country(site: &Site, admin: &str) -> (u64, u64, u64) 
         form
     };
     let germany = site
-        .create(
-            admin,
-            "line-items",
-            &targeting("Germany", "DE"),
-            &Actor::cli(),
-        )
+        .create(admin, "line-items", &targeting("Germany", "DE"))
         .await;
     let america = site
-        .create(
-            admin,
-            "line-items",
-            &targeting("America", "US"),
-            &Actor::cli(),
-        )
+        .create(admin, "line-items", &targeting("America", "US"))
         .await;
     let creative = upload_creative(
         site,
@@ -1049,9 +1015,7 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
             _ => {}
         }
     }
-    let id = site
-        .create(&admin, "line-items", &form, &Actor::cli())
-        .await;
+    let id = site.create(&admin, "line-items", &form).await;
     let stored: LineItem = site
         .store
         .get(ObjectKind::LineItem, id, None)
@@ -1172,9 +1136,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let mut euros = advertiser("Euros");
     euros[2] = ("currency", "EUR");
-    let advertiser_id = site
-        .create(&admin, "advertisers", &euros, &Actor::cli())
-        .await;
+    let advertiser_id = site.create(&admin, "advertisers", &euros).await;
     let owner = advertiser_id.to_string();
     let campaign = site
         .create(
@@ -1189,7 +1151,6 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
                 ("cap_count", ""),
                 ("cap_window", ""),
             ],
-            &Actor::cli(),
         )
         .await
         .to_string();
@@ -1263,20 +1224,10 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
     let acme_campaign = acme_campaign.to_string();
     let globex_campaign = globex_campaign.to_string();
     let own = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&acme_campaign),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&acme_campaign))
         .await;
     let foreign = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&globex_campaign),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&globex_campaign))
         .await;
     let acme = site
         .store
@@ -1325,7 +1276,6 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
             &admin,
             "publishers",
             &[("name", "Daily News"), ("status", "active")],
-            &Actor::cli(),
         )
         .await
         .to_string();
@@ -1339,7 +1289,6 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
                 ("status", "active"),
                 ("domain", "news.example"),
             ],
-            &Actor::cli(),
         )
         .await
         .to_string();
@@ -1354,7 +1303,6 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
             ("formats", "banner"),
             ("image_tag", "off"),
         ],
-        &Actor::cli(),
     )
     .await;
     assert!(
@@ -1377,9 +1325,7 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let mut held = advertiser("Acme");
     held[1] = ("status", "paused");
-    let acme = site
-        .create(&admin, "advertisers", &held, &Actor::cli())
-        .await;
+    let acme = site.create(&admin, "advertisers", &held).await;
     site.user("acme-ops", Role::Advertiser, Some(acme)).await;
     let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
     let path = format!("/advertisers/{acme}");
@@ -1640,14 +1586,9 @@ async fn a_refused_creative_leaves_no_uploaded_file() {
         let site = &site;
         let admin = &admin;
         async move {
-            site.create(
-                admin,
-                "line-items",
-                &line_item_form(&campaign),
-                &Actor::cli(),
-            )
-            .await
-            .to_string()
+            site.create(admin, "line-items", &line_item_form(&campaign))
+                .await
+                .to_string()
         }
     };
     let own = line_item(acme).await;
@@ -1699,12 +1640,7 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let campaign = campaign.to_string();
     let line_item = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&campaign),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&campaign))
         .await
         .to_string();
     let answer = upload_creative(&site, &admin, &line_item, "https://shop.example/").await;
@@ -1792,12 +1728,7 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let line_item = site
-        .create(
-            &admin,
-            "line-items",
-            &line_item_form(&campaign.to_string()),
-            &Actor::cli(),
-        )
+        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
         .await;
     // 2026-11-18T11:06:40Z; the admin's days are UTC.
     let now = site.clock.now();
@@ -1867,9 +1798,7 @@ async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
             _ => {}
         }
     }
-    let line_item = site
-        .create(&admin, "line-items", &form, &Actor::cli())
-        .await;
+    let line_item = site.create(&admin, "line-items", &form).await;
     // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
     // holds 100 impressions.
     let hour: Timestamp = "2026-11-17T18:00:00Z".parse().unwrap();
@@ -1933,9 +1862,7 @@ async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
                 _ => {}
             }
         }
-        let line_item = site
-            .create(&admin, "line-items", &form, &Actor::cli())
-            .await;
+        let line_item = site.create(&admin, "line-items", &form).await;
         let hour: Timestamp = hour.parse().unwrap();
         hundred_impressions_in_hour(&site, line_item, hour).await;
         assert_pacing_shows_a_hundred(&site, &admin, line_item, zone).await;
