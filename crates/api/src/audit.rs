@@ -132,9 +132,10 @@ fn entry_json(entry: &AuditEntry) -> Value {
     })
 }
 
-/// Runs each side of `changes` (the before values, then the after values) through
-/// [`amounts::present`], which adds the plain fields beside the micros ones.
-fn present_changes(kind: ObjectKind, changes: &Value) -> Value {
+/// Runs each side of an entry's `changes` (the before values, then the after values) through
+/// [`amounts::present`], which adds the plain fields beside the micros ones: money reads as
+/// objects show it. The dashboard's History shows the same.
+pub fn present_changes(kind: ObjectKind, changes: &Value) -> Value {
     let Value::Object(changes) = changes else {
         return changes.clone();
     };

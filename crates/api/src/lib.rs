@@ -38,6 +38,7 @@ use marquee_store::Store;
 use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 
+pub use audit::present_changes;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
