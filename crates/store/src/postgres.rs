@@ -510,6 +510,8 @@ async fn write_version(
     Ok(next)
 }
 
+// The trait method's arguments plus the transaction and its time.
+#[allow(clippy::too_many_arguments)]
 async fn update_in(
     tx: &Tx<'_>,
     kind: ObjectKind,

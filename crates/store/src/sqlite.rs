@@ -485,6 +485,8 @@ fn write_version(
     Ok(next)
 }
 
+// The trait method's arguments plus the transaction and its time.
+#[allow(clippy::too_many_arguments)]
 fn update_in(
     tx: &Transaction<'_>,
     kind: ObjectKind,
