@@ -13,6 +13,7 @@
 //!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
 pub mod amounts;
+mod audit;
 mod auth;
 mod currency;
 mod error;
@@ -37,6 +38,7 @@ use marquee_store::Store;
 use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 
+pub use audit::present_changes;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
@@ -156,6 +158,13 @@ pub fn add_routes_with(
             links::unlink,
             state.clone(),
             openapi::link_operation(false),
+        )
+        .route(
+            Method::GET,
+            "/api/v1/audit",
+            audit::list,
+            state.clone(),
+            audit::operation_doc(),
         )
         .route(
             Method::GET,

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use marquee_model::{LineItemId, ObjectKind, PlacementId, Principal, Role};
 use serde_json::{Value, json};
 
+use marquee_store::Actor;
+
 use crate::extract::Path;
 use crate::objects::{ensure_visible, parse_id};
 use crate::{ApiError, ApiState, Caller};
@@ -59,7 +61,10 @@ pub async fn link(
 ) -> Result<Response, ApiError> {
     ensure_admin(&principal)?;
     let (line_item, placement) = parse_pair(&line_item, &placement)?;
-    let created = state.store.link(line_item, placement).await?;
+    let created = state
+        .store
+        .link(line_item, placement, &Actor::token(&principal))
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -76,7 +81,11 @@ pub async fn unlink(
 ) -> Result<StatusCode, ApiError> {
     ensure_admin(&principal)?;
     let (line_item, placement) = parse_pair(&line_item, &placement)?;
-    if state.store.unlink(line_item, placement).await? {
+    if state
+        .store
+        .unlink(line_item, placement, &Actor::token(&principal))
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!(

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use marquee_model::{Meta, Object, ObjectKind, Principal, Status, Stored};
-use marquee_store::{ListQuery, Store};
+use marquee_store::{Actor, ListQuery, Store};
 use serde_json::{Map, Value};
 
 use crate::amounts;
@@ -50,7 +50,7 @@ pub fn resource<T: Object>(stored: &Stored<T>) -> Result<Value, ApiError> {
     Ok(fields)
 }
 
-fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
+pub(crate) fn ensure_access(principal: &Principal, kind: ObjectKind) -> Result<(), ApiError> {
     if principal.may_access(kind) {
         return Ok(());
     }
@@ -122,7 +122,7 @@ pub async fn create<T: Object>(
     .await?;
     let stored = state
         .store
-        .create_object(&object, principal.scope())
+        .create_object(&object, principal.scope(), &Actor::token(&principal))
         .await?;
     let location = format!("/api/v1/{}/{}", T::KIND.collection(), stored.meta.id);
     Ok((
@@ -287,7 +287,13 @@ pub async fn update<T: Object>(
     .await?;
     let stored = state
         .store
-        .update_object(id, version, &object, principal.scope())
+        .update_object(
+            id,
+            version,
+            &object,
+            principal.scope(),
+            &Actor::token(&principal),
+        )
         .await?;
     Ok(Json(resource_with_warnings(&stored, state.geo)?))
 }
@@ -301,7 +307,12 @@ pub async fn archive<T: Object>(
     check_write(&principal, T::KIND, Change::Archive)?;
     let record = state
         .store
-        .archive(T::KIND, parse_id(&id)?, principal.scope())
+        .archive(
+            T::KIND,
+            parse_id(&id)?,
+            principal.scope(),
+            &Actor::token(&principal),
+        )
         .await?;
     Ok(Json(resource(&record.decode::<T>()?)?))
 }

@@ -23,7 +23,7 @@ use axum::http::header;
 use hmac::{Hmac, KeyInit, Mac};
 use jiff::Timestamp;
 use marquee_model::{Principal, Role};
-use marquee_store::{NewSession, SessionRecord, Store, StoreError, UserRecord};
+use marquee_store::{Actor, NewSession, SessionRecord, Store, StoreError, UserRecord};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -79,6 +79,11 @@ impl SignedIn {
             role: self.role,
             owner_id: self.owner_id,
         }
+    }
+
+    /// Who the audit log names for this user's changes.
+    pub fn actor(&self) -> Actor {
+        Actor::user(&self.name, self.role)
     }
 
     pub fn is_admin(&self) -> bool {

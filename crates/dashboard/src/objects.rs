@@ -15,7 +15,7 @@ use marquee_model::{
     Advertiser, Campaign, Creative, Currency, LineItem, LineItemId, Object, ObjectKind, Placement,
     PlacementId, Publisher, Site, Status,
 };
-use marquee_store::{Draft, ListQuery, Record, StoreError};
+use marquee_store::{AuditQuery, Draft, ListQuery, Record, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -304,6 +304,8 @@ struct ObjectPage {
     /// what the user's role may only read.
     can_save: bool,
     can_archive: bool,
+    /// The object's audit entries, newest first (the latest [`HISTORY_ROWS`]).
+    history: Vec<HistoryRow>,
 }
 
 /// Where a form's values come from: a stored object's JSON, or a posted form.
@@ -571,7 +573,67 @@ async fn object_page(
         },
         can_archive: record.is_some_and(|r| r.status != Status::Archived)
             && may_write(user, kind, Change::Archive).is_ok(),
+        history: match record {
+            Some(r) => history(dashboard, user, kind, r.meta.id).await?,
+            None => Vec::new(),
+        },
     })
+}
+
+/// Entries the History section of an object page shows.
+const HISTORY_ROWS: u32 = 50;
+
+/// One audit entry on an object page: who, when, what, and each changed field.
+struct HistoryRow {
+    at: String,
+    principal: String,
+    action: &'static str,
+    /// Field, before, after: compact JSON, money as the API shows it (decimal and micros).
+    changes: Vec<(String, String, String)>,
+}
+
+async fn history(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    kind: ObjectKind,
+    id: u64,
+) -> Result<Vec<HistoryRow>, PageError> {
+    let principal = user.principal();
+    let query = AuditQuery {
+        scope: principal.role.side().zip(principal.scope()),
+        object_kind: Some(kind),
+        object_id: Some(id),
+        limit: HISTORY_ROWS,
+        ..AuditQuery::default()
+    };
+    let show = |value: &Value| match value {
+        Value::Null => "—".to_owned(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    Ok(dashboard
+        .store
+        .audit(&query)
+        .await?
+        .into_iter()
+        .map(|entry| {
+            let changes = match marquee_api::present_changes(kind, &entry.changes) {
+                Value::Object(fields) => fields
+                    .iter()
+                    .map(|(field, pair)| {
+                        (field.clone(), show(&pair["before"]), show(&pair["after"]))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            HistoryRow {
+                at: entry.at.to_string(),
+                principal: entry.principal,
+                action: entry.action.as_str(),
+                changes,
+            }
+        })
+        .collect())
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -853,7 +915,7 @@ pub async fn create(
     {
         Ok(Posted { draft, upload }) => match dashboard
             .store
-            .create(kind, draft, user.principal().scope())
+            .create(kind, draft, user.principal().scope(), &user.actor())
             .await
         {
             Ok(record) => {
@@ -1055,7 +1117,7 @@ pub async fn update(
     {
         Ok(Posted { draft, upload }) => match dashboard
             .store
-            .update(kind, id, version, draft, scope)
+            .update(kind, id, version, draft, scope, &user.actor())
             .await
         {
             Ok(_) => {
@@ -1086,7 +1148,7 @@ pub async fn archive(
     let id = path_id(path)?;
     dashboard
         .store
-        .archive(kind, id, user.principal().scope())
+        .archive(kind, id, user.principal().scope(), &user.actor())
         .await?;
     Ok(Redirect::to(&format!("/{}/{id}", kind.collection())).into_response())
 }
@@ -1111,9 +1173,15 @@ pub async fn link_placement(
         .ok_or_else(|| PageError::BadRequest("choose a placement".into()))?;
     let (line_item, placement) = (LineItemId(id), PlacementId(placement));
     if form.get("unlink").is_empty() {
-        dashboard.store.link(line_item, placement).await?;
+        dashboard
+            .store
+            .link(line_item, placement, &user.actor())
+            .await?;
     } else {
-        dashboard.store.unlink(line_item, placement).await?;
+        dashboard
+            .store
+            .unlink(line_item, placement, &user.actor())
+            .await?;
     }
     Ok(Redirect::to(&format!("/line-items/{id}#placements")).into_response())
 }

@@ -21,7 +21,7 @@ use marquee_model::{
     Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status,
     Targeting, Tier, UntokenedClicks, Weekday,
 };
-use marquee_store::{ListQuery, Store, StoreError};
+use marquee_store::{Actor, ListQuery, Store, StoreError};
 
 /// What the demo created, for the start-up message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +69,11 @@ async fn add<T: Object>(store: &dyn Store, object: T) -> Result<u64, DemoError> 
         Err(CurrencyRuleError::Broken(error)) => return Err(invalid(error)),
         Err(CurrencyRuleError::Store(error)) => return Err(error.into()),
     }
-    Ok(store.create_object(&object, None).await?.meta.id)
+    Ok(store
+        .create_object(&object, None, &Actor::cli())
+        .await?
+        .meta
+        .id)
 }
 
 fn cap(count: u32, window: &str) -> Result<FrequencyCap, DemoError> {
@@ -523,7 +527,11 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
     for (line_item, placements) in links {
         for placement in placements {
             store
-                .link(LineItemId(line_item), PlacementId(*placement))
+                .link(
+                    LineItemId(line_item),
+                    PlacementId(*placement),
+                    &Actor::cli(),
+                )
                 .await?;
         }
     }
@@ -576,7 +584,7 @@ async fn load_geo_demo(
     )
     .await?;
     store
-        .link(LineItemId(bay_area), PlacementId(placement))
+        .link(LineItemId(bay_area), PlacementId(placement), &Actor::cli())
         .await?;
     Ok(1)
 }

@@ -7,10 +7,13 @@
 //!   conformance suite in [`suite`] (feature `test-suite`).
 //! - Every mutation of a managed object or link bumps the change counter in the same
 //!   transaction, so "counter unchanged" means "snapshot unchanged".
+//! - Every mutation of a managed object or link writes its audit entry (who, as an [`Actor`])
+//!   in the same transaction: a change that rolls back leaves none.
 //! - Tenant scoping is enforced here: a scoped call never reads or writes another owner's row.
 //! - Applied migrations are immutable: a database whose applied migration differs from the one
 //!   compiled in is refused.
 
+mod audit;
 mod copy;
 mod error;
 mod manager_lock;
@@ -30,6 +33,7 @@ pub mod test_postgres;
 mod typed;
 mod users;
 
+pub use audit::{Actor, AuditAction, AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
 pub use copy::{CopyError, CopySummary, copy_sqlite_to_postgres};
 pub use error::{CheckpointMoved, MigrationError, StoreError};
 pub use manager_lock::{LockAttempt, ManagerLock, wait_for_manager_lock};
@@ -73,6 +77,7 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError>;
 
     async fn get(
@@ -97,6 +102,7 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         expected_version: u64,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError>;
 
     /// Sets the status to archived (idempotent: archiving an archived object returns it as is).
@@ -106,12 +112,17 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         kind: ObjectKind,
         id: u64,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError>;
 
     /// Links a line item to a placement; both must exist and not be archived. Returns whether a
-    /// new link was made.
-    async fn link(&self, line_item: LineItemId, placement: PlacementId)
-    -> Result<bool, StoreError>;
+    /// new link was made (and only then is the change audited, on the line item).
+    async fn link(
+        &self,
+        line_item: LineItemId,
+        placement: PlacementId,
+        by: &Actor,
+    ) -> Result<bool, StoreError>;
 
     /// Returns whether a link was removed. Both ends must exist and not be archived, as for
     /// `link`.
@@ -119,7 +130,12 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         &self,
         line_item: LineItemId,
         placement: PlacementId,
+        by: &Actor,
     ) -> Result<bool, StoreError>;
+
+    /// Audit entries matching `query`, newest first, at most `query.limit` (clamped to
+    /// `1..=`[`MAX_AUDIT_PAGE`]).
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError>;
 
     /// The placements a line item is linked to, in id order. The line item must be in `scope`.
     async fn placements_of(

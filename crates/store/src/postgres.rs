@@ -55,6 +55,7 @@ use marquee_model::{
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
+use crate::audit::{AUDIT_COLUMNS, AuditParam, NewEntry, audit_filter, audit_limit};
 use crate::manager_lock::LockAttempt;
 use crate::report_gate::ReportGate;
 use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
@@ -62,7 +63,10 @@ use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
     role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
 };
-use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
+use crate::{
+    Actor, AuditAction, AuditEntry, AuditQuery, Draft, ListQuery, MAX_PAGE, NewToken, Record,
+    Store, StoreError, TokenRecord,
+};
 
 /// Connections the pool opens at most; the manager's loops and API handlers share them.
 const POOL_SIZE: usize = 8;
@@ -364,6 +368,7 @@ async fn create_in(
     kind: ObjectKind,
     draft: Draft,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let owner = new_owner(tx, kind, &draft, scope).await?;
@@ -399,12 +404,85 @@ async fn create_in(
     let id = row.u64(0, "id")?;
     let owner_id = row.u64(1, "owner id")?;
     bump_change_counter(tx).await?;
-    Ok(created_record(kind, id, owner_id, draft, now))
+    let created = created_record(kind, id, owner_id, draft, now);
+    write_audit(
+        tx,
+        &NewEntry::of_write(by, AuditAction::Create, None, &created)?,
+    )
+    .await?;
+    Ok(created)
 }
 
-/// Writes `next`, the next version of a stored object (name, status, body, version, update
-/// time), and returns it.
-async fn write_version(tx: &Tx<'_>, next: Record) -> Result<Record, StoreError> {
+async fn write_audit(tx: &Tx<'_>, entry: &NewEntry) -> Result<(), StoreError> {
+    execute(
+        tx,
+        "INSERT INTO audit
+             (at, principal, role, object_kind, object_id, object_name, owner_id, action, changes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &entry.at,
+            &entry.principal,
+            &entry.role,
+            &entry.object_kind,
+            &entry.object_id,
+            &entry.object_name,
+            &entry.owner_id,
+            &entry.action,
+            &entry.changes,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn audit_in(tx: &Tx<'_>, q: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+    let (filter, values) = audit_filter(q, |n| format!("${n}"));
+    let sql = format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit WHERE {filter} ORDER BY id DESC LIMIT {}",
+        audit_limit(q)
+    );
+    let params: Vec<&(dyn ToSql + Sync)> = values
+        .iter()
+        .map(|value| match value {
+            AuditParam::Int(int) => int as &(dyn ToSql + Sync),
+            AuditParam::Text(text) => text as &(dyn ToSql + Sync),
+        })
+        .collect();
+    // Not prepared once per connection: the filters make many statements, each rare.
+    tx.query(&sql, &params)
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(rows::audit_entry)
+        .collect()
+}
+
+/// Audits linking or unlinking `placement` on `line_item`, which exists (checked before).
+async fn audit_link(
+    tx: &Tx<'_>,
+    by: &Actor,
+    action: AuditAction,
+    line_item: LineItemId,
+    placement: PlacementId,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let record = require(tx, ObjectKind::LineItem, line_item.0, None).await?;
+    write_audit(
+        tx,
+        &NewEntry::of_link(by, action, &record, placement.0, now)?,
+    )
+    .await
+}
+
+/// Writes `next`, the next version of `current` (name, status, body, version, update time),
+/// audits the change as `action`, and returns it.
+async fn write_version(
+    tx: &Tx<'_>,
+    by: &Actor,
+    action: AuditAction,
+    current: &Record,
+    next: Record,
+) -> Result<Record, StoreError> {
     let version = next.meta.version;
     let stored_version = i64::try_from(version)
         .map_err(|_| StoreError::Corrupt(format!("version {version} above i64::MAX")))?;
@@ -428,9 +506,12 @@ async fn write_version(tx: &Tx<'_>, next: Record) -> Result<Record, StoreError> 
     )
     .await?;
     bump_change_counter(tx).await?;
+    write_audit(tx, &NewEntry::of_write(by, action, Some(current), &next)?).await?;
     Ok(next)
 }
 
+// The trait method's arguments plus the transaction and its time.
+#[allow(clippy::too_many_arguments)]
 async fn update_in(
     tx: &Tx<'_>,
     kind: ObjectKind,
@@ -438,10 +519,12 @@ async fn update_in(
     expected_version: u64,
     draft: Draft,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope).await?;
-    write_version(tx, updated_version(current, expected_version, draft, now)?).await
+    let next = updated_version(current.clone(), expected_version, draft, now)?;
+    write_version(tx, by, AuditAction::Update, &current, next).await
 }
 
 async fn archive_in(
@@ -449,13 +532,15 @@ async fn archive_in(
     kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope).await?;
     if current.status == Status::Archived {
         return Ok(current);
     }
-    write_version(tx, archived_version(current, now)?).await
+    let next = archived_version(current.clone(), now)?;
+    write_version(tx, by, AuditAction::Archive, &current, next).await
 }
 
 async fn list_in(tx: &Tx<'_>, kind: ObjectKind, q: &ListQuery) -> Result<Vec<Record>, StoreError> {
@@ -626,8 +711,9 @@ impl Store for PostgresStore {
         kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
-        in_write!(self, |tx, now| create_in(&tx, kind, draft, scope, now)
+        in_write!(self, |tx, now| create_in(&tx, kind, draft, scope, by, now)
             .await?)
     }
 
@@ -651,6 +737,7 @@ impl Store for PostgresStore {
         expected_version: u64,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
         in_write!(self, |tx, now| update_in(
             &tx,
@@ -659,6 +746,7 @@ impl Store for PostgresStore {
             expected_version,
             draft,
             scope,
+            by,
             now
         )
         .await?)
@@ -669,8 +757,9 @@ impl Store for PostgresStore {
         kind: ObjectKind,
         id: u64,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
-        in_write!(self, |tx, now| archive_in(&tx, kind, id, scope, now)
+        in_write!(self, |tx, now| archive_in(&tx, kind, id, scope, by, now)
             .await?)
     }
 
@@ -678,19 +767,21 @@ impl Store for PostgresStore {
         &self,
         line_item: LineItemId,
         placement: PlacementId,
+        by: &Actor,
     ) -> Result<bool, StoreError> {
         in_write!(self, |tx, now| {
-            let (line_item, placement) = require_link_ends(&tx, line_item, placement).await?;
+            let (line_item_id, placement_id) = require_link_ends(&tx, line_item, placement).await?;
             let inserted = execute(
                 &tx,
                 "INSERT INTO line_item_placements (line_item_id, placement_id, created_at)
                  VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                &[&line_item, &placement, &now.as_microsecond()],
+                &[&line_item_id, &placement_id, &now.as_microsecond()],
             )
             .await?
                 == 1;
             if inserted {
                 bump_change_counter(&tx).await?;
+                audit_link(&tx, by, AuditAction::Link, line_item, placement, now).await?;
             }
             inserted
         })
@@ -700,18 +791,20 @@ impl Store for PostgresStore {
         &self,
         line_item: LineItemId,
         placement: PlacementId,
+        by: &Actor,
     ) -> Result<bool, StoreError> {
-        in_write!(self, |tx, _now| {
-            let (line_item, placement) = require_link_ends(&tx, line_item, placement).await?;
+        in_write!(self, |tx, now| {
+            let (line_item_id, placement_id) = require_link_ends(&tx, line_item, placement).await?;
             let deleted = execute(
                 &tx,
                 "DELETE FROM line_item_placements WHERE line_item_id = $1 AND placement_id = $2",
-                &[&line_item, &placement],
+                &[&line_item_id, &placement_id],
             )
             .await?
                 == 1;
             if deleted {
                 bump_change_counter(&tx).await?;
+                audit_link(&tx, by, AuditAction::Unlink, line_item, placement, now).await?;
             }
             deleted
         })
@@ -745,6 +838,10 @@ impl Store for PostgresStore {
 
     async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
         in_read!(self, |tx| find_token_in(&tx, hash).await?)
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        in_read!(self, |tx| audit_in(&tx, query).await?)
     }
 
     async fn change_counter(&self) -> Result<u64, StoreError> {

@@ -27,6 +27,7 @@ use rusqlite::{
     Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior, params, params_from_iter,
 };
 
+use crate::audit::{AUDIT_COLUMNS, AuditParam, NewEntry, audit_filter, audit_limit};
 use crate::manager_lock::{LockAttempt, try_lock_file};
 use crate::report_gate::ReportGate;
 use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
@@ -34,7 +35,10 @@ use crate::shared::{
     RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
     role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
 };
-use crate::{Draft, ListQuery, MAX_PAGE, NewToken, Record, Store, StoreError, TokenRecord};
+use crate::{
+    Actor, AuditAction, AuditEntry, AuditQuery, Draft, ListQuery, MAX_PAGE, NewToken, Record,
+    Store, StoreError, TokenRecord,
+};
 
 /// Reader connections; WAL lets them read while the writer writes.
 const READERS: usize = 2;
@@ -352,6 +356,7 @@ fn create_in(
     kind: ObjectKind,
     draft: Draft,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let owner = new_owner(tx, kind, &draft, scope)?;
@@ -387,12 +392,78 @@ fn create_in(
         }
     };
     bump_change_counter(tx)?;
-    Ok(created_record(kind, id, owner_id, draft, now))
+    let created = created_record(kind, id, owner_id, draft, now);
+    write_audit(
+        tx,
+        &NewEntry::of_write(by, AuditAction::Create, None, &created)?,
+    )?;
+    Ok(created)
 }
 
-/// Writes `next`, the next version of a stored object (name, status, body, version, update
-/// time), and returns it.
-fn write_version(tx: &Transaction<'_>, next: Record) -> Result<Record, StoreError> {
+fn write_audit(tx: &Transaction<'_>, entry: &NewEntry) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO audit
+             (at, principal, role, object_kind, object_id, object_name, owner_id, action, changes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            entry.at,
+            entry.principal,
+            entry.role,
+            entry.object_kind,
+            entry.object_id,
+            entry.object_name,
+            entry.owner_id,
+            entry.action,
+            entry.changes,
+        ],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+fn audit_in(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+    let (filter, values) = audit_filter(query, |n| format!("?{n}"));
+    let sql = format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit WHERE {filter} ORDER BY id DESC LIMIT {}",
+        audit_limit(query)
+    );
+    let values: Vec<Value> = values
+        .into_iter()
+        .map(|value| match value {
+            AuditParam::Int(int) => Value::Integer(int),
+            AuditParam::Text(text) => Value::Text(text),
+        })
+        .collect();
+    query_rows(conn, &sql, params_from_iter(values), |row| {
+        rows::audit_entry(row)
+    })
+}
+
+/// Audits linking or unlinking `placement` on `line_item`, which exists (checked before).
+fn audit_link(
+    tx: &Transaction<'_>,
+    by: &Actor,
+    action: AuditAction,
+    line_item: LineItemId,
+    placement: PlacementId,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let record = require(tx, ObjectKind::LineItem, line_item.0, None)?;
+    write_audit(
+        tx,
+        &NewEntry::of_link(by, action, &record, placement.0, now)?,
+    )
+}
+
+/// Writes `next`, the next version of `current` (name, status, body, version, update time),
+/// audits the change as `action`, and returns it.
+fn write_version(
+    tx: &Transaction<'_>,
+    by: &Actor,
+    action: AuditAction,
+    current: &Record,
+    next: Record,
+) -> Result<Record, StoreError> {
     tx.execute(
         &format!(
             "UPDATE {} SET name = ?1, status = ?2, body = ?3, version = ?4, updated_at = ?5
@@ -410,9 +481,12 @@ fn write_version(tx: &Transaction<'_>, next: Record) -> Result<Record, StoreErro
     )
     .map_err(backend)?;
     bump_change_counter(tx)?;
+    write_audit(tx, &NewEntry::of_write(by, action, Some(current), &next)?)?;
     Ok(next)
 }
 
+// The trait method's arguments plus the transaction and its time.
+#[allow(clippy::too_many_arguments)]
 fn update_in(
     tx: &Transaction<'_>,
     kind: ObjectKind,
@@ -420,10 +494,12 @@ fn update_in(
     expected_version: u64,
     draft: Draft,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope)?;
-    write_version(tx, updated_version(current, expected_version, draft, now)?)
+    let next = updated_version(current.clone(), expected_version, draft, now)?;
+    write_version(tx, by, AuditAction::Update, &current, next)
 }
 
 fn archive_in(
@@ -431,13 +507,15 @@ fn archive_in(
     kind: ObjectKind,
     id: u64,
     scope: Option<u64>,
+    by: &Actor,
     now: Timestamp,
 ) -> Result<Record, StoreError> {
     let current = require(tx, kind, id, scope)?;
     if current.status == Status::Archived {
         return Ok(current);
     }
-    write_version(tx, archived_version(current, now)?)
+    let next = archived_version(current.clone(), now)?;
+    write_version(tx, by, AuditAction::Archive, &current, next)
 }
 
 fn list_in(
@@ -586,8 +664,10 @@ impl Store for SqliteStore {
         kind: ObjectKind,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
-        self.write(move |tx, now| create_in(tx, kind, draft, scope, now))
+        let by = by.clone();
+        self.write(move |tx, now| create_in(tx, kind, draft, scope, &by, now))
             .await
     }
 
@@ -612,8 +692,10 @@ impl Store for SqliteStore {
         expected_version: u64,
         draft: Draft,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
-        self.write(move |tx, now| update_in(tx, kind, id, expected_version, draft, scope, now))
+        let by = by.clone();
+        self.write(move |tx, now| update_in(tx, kind, id, expected_version, draft, scope, &by, now))
             .await
     }
 
@@ -622,8 +704,10 @@ impl Store for SqliteStore {
         kind: ObjectKind,
         id: u64,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Record, StoreError> {
-        self.write(move |tx, now| archive_in(tx, kind, id, scope, now))
+        let by = by.clone();
+        self.write(move |tx, now| archive_in(tx, kind, id, scope, &by, now))
             .await
     }
 
@@ -631,7 +715,9 @@ impl Store for SqliteStore {
         &self,
         line_item: LineItemId,
         placement: PlacementId,
+        by: &Actor,
     ) -> Result<bool, StoreError> {
+        let by = by.clone();
         self.write(move |tx, now| {
             require_link_ends(tx, line_item, placement)?;
             let inserted = tx
@@ -645,6 +731,7 @@ impl Store for SqliteStore {
                 == 1;
             if inserted {
                 bump_change_counter(tx)?;
+                audit_link(tx, &by, AuditAction::Link, line_item, placement, now)?;
             }
             Ok(inserted)
         })
@@ -655,8 +742,10 @@ impl Store for SqliteStore {
         &self,
         line_item: LineItemId,
         placement: PlacementId,
+        by: &Actor,
     ) -> Result<bool, StoreError> {
-        self.write(move |tx, _| {
+        let by = by.clone();
+        self.write(move |tx, now| {
             require_link_ends(tx, line_item, placement)?;
             let deleted = tx
                 .execute(
@@ -668,6 +757,7 @@ impl Store for SqliteStore {
                 == 1;
             if deleted {
                 bump_change_counter(tx)?;
+                audit_link(tx, &by, AuditAction::Unlink, line_item, placement, now)?;
             }
             Ok(deleted)
         })
@@ -719,6 +809,11 @@ impl Store for SqliteStore {
             Ok(deleted.pop())
         })
         .await
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        let query = query.clone();
+        self.read(move |tx| audit_in(tx, &query)).await
     }
 
     async fn change_counter(&self) -> Result<u64, StoreError> {

@@ -22,7 +22,9 @@ use marquee_stats::{
     line_item_totals,
 };
 
-use crate::{Checkpoint, CheckpointMove, CheckpointMoved, Draft, RunWrite, StatsStore, Store};
+use crate::{
+    Actor, Checkpoint, CheckpointMove, CheckpointMoved, Draft, RunWrite, StatsStore, Store,
+};
 
 /// A minute row's whole key: line item, minute, creative, placement, country, region, device.
 pub type MinuteKey = (u64, i64, u64, u64, String, String, u8);
@@ -878,7 +880,12 @@ async fn create(store: &Db, kind: ObjectKind, parent_id: Option<u64>, body: &str
         status: Status::Active,
         body: body.into(),
     };
-    store.create(kind, draft, None).await.unwrap().meta.id
+    store
+        .create(kind, draft, None, &Actor::cli())
+        .await
+        .unwrap()
+        .meta
+        .id
 }
 
 pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
@@ -896,7 +903,7 @@ pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let site = create(&store, ObjectKind::Site, Some(publisher), "{}").await;
     let placement = create(&store, ObjectKind::Placement, Some(site), "{}").await;
     store
-        .archive(ObjectKind::LineItem, line_item, None)
+        .archive(ObjectKind::LineItem, line_item, None, &Actor::cli())
         .await
         .unwrap();
 

@@ -29,8 +29,8 @@ use marquee_model::{
 };
 
 use crate::{
-    DeletedUser, Draft, ListQuery, LockAttempt, MAX_PAGE, NewSession, NewToken, NewUser, Store,
-    StoreError,
+    Actor, AuditAction, AuditEntry, AuditQuery, DeletedUser, Draft, ListQuery, LockAttempt,
+    MAX_PAGE, NewSession, NewToken, NewUser, Store, StoreError,
 };
 
 /// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
@@ -71,6 +71,9 @@ macro_rules! store_suite {
             one_manager_holds_the_lock_at_a_time,
             change_counter_counts_only_mutations,
             catalog_holds_active_rows_and_all_links,
+            audit_records_each_change_with_its_fields,
+            audit_filters_scopes_and_pages,
+            failed_changes_leave_no_audit_entry,
         );
     };
 }
@@ -204,7 +207,10 @@ fn page(limit: u32) -> ListQuery {
 }
 
 async fn create<T: Object>(store: &Db, object: T) -> Stored<T> {
-    store.create_object(&object, None).await.unwrap()
+    store
+        .create_object(&object, None, &Actor::cli())
+        .await
+        .unwrap()
 }
 
 /// One object of every demand kind, each the child of the one before.
@@ -270,7 +276,10 @@ impl Supply {
 /// Creates `object`, then checks that get and list return exactly what was created.
 async fn round_trip<T: Object + PartialEq>(store: &Db, clock: &ManualClock, object: T) -> u64 {
     object.validate().unwrap();
-    let created = store.create_object(&object, None).await.unwrap();
+    let created = store
+        .create_object(&object, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(created.object, object);
     assert_eq!(created.meta.version, 1);
     assert_eq!(created.meta.created_at, clock.now());
@@ -343,12 +352,12 @@ pub async fn missing_objects_are_not_found(store: Db, _clock: Arc<ManualClock>) 
     for kind in ObjectKind::ALL {
         for id in [999, u64::MAX] {
             assert_err!(store.get(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
-            assert_err!(store.archive(kind, id, None).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+            assert_err!(store.archive(kind, id, None, &Actor::cli()).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
         }
     }
     assert_err!(
         store
-            .update(ObjectKind::Campaign, 999, 1, draft, None)
+            .update(ObjectKind::Campaign, 999, 1, draft, None, &Actor::cli())
             .await,
         StoreError::NotFound {
             kind: ObjectKind::Campaign,
@@ -393,7 +402,7 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
     }
     for (kind, id) in b.ids() {
         assert_err!(store.get(kind, id, scope_a).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
-        assert_err!(store.archive(kind, id, scope_a).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
+        assert_err!(store.archive(kind, id, scope_a, &Actor::cli()).await, StoreError::NotFound { kind: k, id: i } if k == kind && i == id);
         let query = ListQuery {
             scope: scope_a,
             ..page(MAX_PAGE)
@@ -415,7 +424,7 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
         ..b.campaign.object.clone()
     };
     assert_err!(
-        store.update_object(b_campaign, 1, &renamed, scope_a).await,
+        store.update_object(b_campaign, 1, &renamed, scope_a, &Actor::cli()).await,
         StoreError::NotFound { kind: ObjectKind::Campaign, id } if id == b_campaign
     );
     let untouched = store
@@ -425,16 +434,16 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
     assert_eq!(untouched, b.campaign);
 
     assert_err!(
-        store.create_object(&campaign(b.advertiser.meta.id, "Intruder"), scope_a).await,
+        store.create_object(&campaign(b.advertiser.meta.id, "Intruder"), scope_a, &Actor::cli()).await,
         StoreError::ParentNotFound { kind: ObjectKind::Advertiser, id } if id == b.advertiser.meta.id
     );
     assert_err!(
-        store.create_object(&creative(b.line_item.meta.id, "Intruder"), scope_a).await,
+        store.create_object(&creative(b.line_item.meta.id, "Intruder"), scope_a, &Actor::cli()).await,
         StoreError::ParentNotFound { kind: ObjectKind::LineItem, id } if id == b.line_item.meta.id
     );
     assert_err!(
         store
-            .create_object(&advertiser("Another tenant"), scope_a)
+            .create_object(&advertiser("Another tenant"), scope_a, &Actor::cli())
             .await,
         StoreError::ParentNotFound {
             kind: ObjectKind::Advertiser,
@@ -447,7 +456,10 @@ pub async fn scopes_isolate_tenants(store: Db, _clock: Arc<ManualClock>) {
     );
     // Creating in one's own scope works.
     let own = campaign(a.advertiser.meta.id, "Own");
-    let created = store.create_object(&own, scope_a).await.unwrap();
+    let created = store
+        .create_object(&own, scope_a, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(created.object, own);
 }
 
@@ -459,7 +471,10 @@ pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
         name: "Renamed once".to_owned(),
         ..demand.campaign.object.clone()
     };
-    let updated = store.update_object(id, 1, &first, None).await.unwrap();
+    let updated = store
+        .update_object(id, 1, &first, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(updated.meta.version, 2);
     assert_eq!(updated.object, first);
 
@@ -469,7 +484,7 @@ pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
     };
     for stale in [1, 3] {
         assert_err!(
-            store.update_object(id, stale, &second, None).await,
+            store.update_object(id, stale, &second, None, &Actor::cli()).await,
             StoreError::VersionConflict { kind: ObjectKind::Campaign, id: i, expected, current: 2 }
                 if i == id && expected == stale
         );
@@ -481,7 +496,10 @@ pub async fn stale_version_conflicts(store: Db, _clock: Arc<ManualClock>) {
     let record = store.get(ObjectKind::Campaign, id, None).await.unwrap();
     assert_eq!(record.name, "Renamed once");
 
-    let third = store.update_object(id, 2, &second, None).await.unwrap();
+    let third = store
+        .update_object(id, 2, &second, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(third.meta.version, 3);
 }
 
@@ -491,7 +509,10 @@ pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
     let demand = demand(&store, "Acme").await;
     let id = demand.campaign.meta.id;
     clock.advance(SignedDuration::from_secs(60));
-    let archived = store.archive(ObjectKind::Campaign, id, None).await.unwrap();
+    let archived = store
+        .archive(ObjectKind::Campaign, id, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(archived.status, Status::Archived);
     assert_eq!(archived.meta.version, 2);
     assert_eq!(archived.meta.updated_at, clock.now());
@@ -503,12 +524,15 @@ pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
     );
 
     clock.advance(SignedDuration::from_secs(60));
-    let again = store.archive(ObjectKind::Campaign, id, None).await.unwrap();
+    let again = store
+        .archive(ObjectKind::Campaign, id, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(again, archived);
 
     let revived = with_status(demand.campaign.object.clone(), Status::Active);
     assert_err!(
-        store.update_object(id, 2, &revived, None).await,
+        store.update_object(id, 2, &revived, None, &Actor::cli()).await,
         StoreError::Archived { kind: ObjectKind::Campaign, id: i } if i == id
     );
     // Archiving a parent leaves its children as they are; the snapshot drops them.
@@ -522,7 +546,9 @@ pub async fn archived_objects_are_final(store: Db, clock: Arc<ManualClock>) {
 /// A child needs a parent that exists and is not archived; a paused parent is fine.
 pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
     assert_err!(
-        store.create_object(&campaign(999, "Orphan"), None).await,
+        store
+            .create_object(&campaign(999, "Orphan"), None, &Actor::cli())
+            .await,
         StoreError::ParentNotFound {
             kind: ObjectKind::Advertiser,
             id: 999
@@ -533,7 +559,9 @@ pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
         ..Draft::of(&campaign(1, "Orphan")).unwrap()
     };
     assert_err!(
-        store.create(ObjectKind::Campaign, orphan, None).await,
+        store
+            .create(ObjectKind::Campaign, orphan, None, &Actor::cli())
+            .await,
         StoreError::ParentNotFound {
             kind: ObjectKind::Advertiser,
             ..
@@ -545,11 +573,16 @@ pub async fn children_need_a_live_parent(store: Db, _clock: Arc<ManualClock>) {
 
     let demand = demand(&store, "Acme").await;
     store
-        .archive(ObjectKind::LineItem, demand.line_item.meta.id, None)
+        .archive(
+            ObjectKind::LineItem,
+            demand.line_item.meta.id,
+            None,
+            &Actor::cli(),
+        )
         .await
         .unwrap();
     assert_err!(
-        store.create_object(&creative(demand.line_item.meta.id, "Late"), None).await,
+        store.create_object(&creative(demand.line_item.meta.id, "Late"), None, &Actor::cli()).await,
         StoreError::ParentArchived { kind: ObjectKind::LineItem, id } if id == demand.line_item.meta.id
     );
     let count = store
@@ -569,7 +602,7 @@ pub async fn parent_is_immutable(store: Db, _clock: Arc<ManualClock>) {
     };
     let id = a.campaign.meta.id;
     assert_err!(
-        store.update_object(id, 1, &moved, None).await,
+        store.update_object(id, 1, &moved, None, &Actor::cli()).await,
         StoreError::ParentImmutable { kind: ObjectKind::Campaign, id: i } if i == id
     );
     assert_eq!(
@@ -710,14 +743,17 @@ pub async fn timestamps_come_from_the_clock(store: Db, clock: Arc<ManualClock>) 
         ..created.object.clone()
     };
     let id = created.meta.id;
-    let updated = store.update_object(id, 1, &renamed, None).await.unwrap();
+    let updated = store
+        .update_object(id, 1, &renamed, None, &Actor::cli())
+        .await
+        .unwrap();
     assert_eq!(updated.meta.created_at, start);
     assert_eq!(updated.meta.updated_at, clock.now());
     assert_ne!(updated.meta.updated_at, start);
 
     clock.advance(SignedDuration::from_secs(3_600));
     let archived = store
-        .archive(ObjectKind::Publisher, id, None)
+        .archive(ObjectKind::Publisher, id, None, &Actor::cli())
         .await
         .unwrap();
     assert_eq!(archived.meta.created_at, start);
@@ -735,17 +771,17 @@ pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc
     let second = create(&store, placement(site, "Sidebar")).await.meta.id;
     let archived = create(&store, placement(site, "Retired")).await.meta.id;
     store
-        .archive(ObjectKind::Placement, archived, None)
+        .archive(ObjectKind::Placement, archived, None, &Actor::cli())
         .await
         .unwrap();
     let li = LineItemId(demand.line_item.meta.id);
     let first = PlacementId(supply.placement.meta.id);
     let second = PlacementId(second);
 
-    assert!(store.link(li, second).await.unwrap());
-    assert!(store.link(li, first).await.unwrap());
+    assert!(store.link(li, second, &Actor::cli()).await.unwrap());
+    assert!(store.link(li, first, &Actor::cli()).await.unwrap());
     assert!(
-        !store.link(li, first).await.unwrap(),
+        !store.link(li, first, &Actor::cli()).await.unwrap(),
         "a second link is no new link"
     );
     assert_eq!(
@@ -758,26 +794,26 @@ pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc
         [first, second]
     );
 
-    assert!(store.unlink(li, first).await.unwrap());
-    assert!(!store.unlink(li, first).await.unwrap());
+    assert!(store.unlink(li, first, &Actor::cli()).await.unwrap());
+    assert!(!store.unlink(li, first, &Actor::cli()).await.unwrap());
     assert_eq!(store.placements_of(li, None).await.unwrap(), [second]);
 
     assert_err!(
-        store.link(li, PlacementId(999)).await,
+        store.link(li, PlacementId(999), &Actor::cli()).await,
         StoreError::NotFound {
             kind: ObjectKind::Placement,
             id: 999
         }
     );
     assert_err!(
-        store.link(LineItemId(999), first).await,
+        store.link(LineItemId(999), first, &Actor::cli()).await,
         StoreError::NotFound {
             kind: ObjectKind::LineItem,
             id: 999
         }
     );
     assert_err!(
-        store.link(li, PlacementId(archived)).await,
+        store.link(li, PlacementId(archived), &Actor::cli()).await,
         StoreError::NotFound { kind: ObjectKind::Placement, id } if id == archived
     );
     assert_err!(
@@ -789,11 +825,11 @@ pub async fn links_connect_live_line_items_and_placements(store: Db, _clock: Arc
     );
 
     store
-        .archive(ObjectKind::LineItem, li.0, None)
+        .archive(ObjectKind::LineItem, li.0, None, &Actor::cli())
         .await
         .unwrap();
     assert_err!(
-        store.link(li, first).await,
+        store.link(li, first, &Actor::cli()).await,
         StoreError::NotFound { kind: ObjectKind::LineItem, id } if id == li.0
     );
     // An archived line item still reports its links.
@@ -1139,7 +1175,7 @@ pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualC
         ..winter.object.clone()
     };
     store
-        .update_object(winter.meta.id, 1, &renamed, None)
+        .update_object(winter.meta.id, 1, &renamed, None, &Actor::cli())
         .await
         .unwrap();
     expected += 1;
@@ -1147,37 +1183,37 @@ pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualC
 
     assert!(
         store
-            .update_object(winter.meta.id, 1, &renamed, None)
+            .update_object(winter.meta.id, 1, &renamed, None, &Actor::cli())
             .await
             .is_err()
     );
     assert!(
         store
-            .create_object(&campaign(999, "Orphan"), None)
+            .create_object(&campaign(999, "Orphan"), None, &Actor::cli())
             .await
             .is_err()
     );
     check(expected, "failed writes").await;
 
-    assert!(store.link(li, pl).await.unwrap());
+    assert!(store.link(li, pl, &Actor::cli()).await.unwrap());
     expected += 1;
     check(expected, "link").await;
-    assert!(!store.link(li, pl).await.unwrap());
+    assert!(!store.link(li, pl, &Actor::cli()).await.unwrap());
     check(expected, "duplicate link").await;
-    assert!(store.unlink(li, pl).await.unwrap());
+    assert!(store.unlink(li, pl, &Actor::cli()).await.unwrap());
     expected += 1;
     check(expected, "unlink").await;
-    assert!(!store.unlink(li, pl).await.unwrap());
+    assert!(!store.unlink(li, pl, &Actor::cli()).await.unwrap());
     check(expected, "unlink of no link").await;
 
     store
-        .archive(ObjectKind::Campaign, winter.meta.id, None)
+        .archive(ObjectKind::Campaign, winter.meta.id, None, &Actor::cli())
         .await
         .unwrap();
     expected += 1;
     check(expected, "archive").await;
     store
-        .archive(ObjectKind::Campaign, winter.meta.id, None)
+        .archive(ObjectKind::Campaign, winter.meta.id, None, &Actor::cli())
         .await
         .unwrap();
     check(expected, "archive of an archived object").await;
@@ -1201,7 +1237,7 @@ pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<Manu
     let second = create(&store, campaign(advertiser, "Second")).await;
     let archived = create(&store, line_item(demand.campaign.meta.id, "Gone")).await;
     store
-        .archive(ObjectKind::LineItem, archived.meta.id, None)
+        .archive(ObjectKind::LineItem, archived.meta.id, None, &Actor::cli())
         .await
         .unwrap();
     let site = supply.site.meta.id;
@@ -1212,11 +1248,11 @@ pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<Manu
     .await;
     let li = LineItemId(demand.line_item.meta.id);
     store
-        .link(li, PlacementId(paused_placement.meta.id))
+        .link(li, PlacementId(paused_placement.meta.id), &Actor::cli())
         .await
         .unwrap();
     store
-        .link(li, PlacementId(supply.placement.meta.id))
+        .link(li, PlacementId(supply.placement.meta.id), &Actor::cli())
         .await
         .unwrap();
 
@@ -1240,4 +1276,251 @@ pub async fn catalog_holds_active_rows_and_all_links(store: Db, _clock: Arc<Manu
             .iter()
             .any(|c| c.meta.id == paused.meta.id)
     );
+}
+
+fn audit_page(limit: u32) -> AuditQuery {
+    AuditQuery {
+        limit,
+        ..AuditQuery::default()
+    }
+}
+
+async fn audit_of(store: &Db, kind: ObjectKind, id: u64) -> Vec<AuditEntry> {
+    let query = AuditQuery {
+        object_kind: Some(kind),
+        object_id: Some(id),
+        ..audit_page(MAX_PAGE)
+    };
+    store.audit(&query).await.unwrap()
+}
+
+pub async fn audit_records_each_change_with_its_fields(store: Db, clock: Arc<ManualClock>) {
+    let alice = Actor::user("alice", Role::Admin);
+    let created_at = clock.now();
+    let created = store
+        .create_object(&advertiser("Acme"), None, &alice)
+        .await
+        .unwrap();
+    let id = created.meta.id;
+    clock.advance(SignedDuration::from_secs(60));
+    let mut renamed = created.object.clone();
+    renamed.name = "Acme Corp".to_owned();
+    let token = Actor::token(&Principal {
+        token_id: 7,
+        role: Role::Admin,
+        owner_id: None,
+    });
+    store
+        .update_object(id, 1, &renamed, None, &token)
+        .await
+        .unwrap();
+    clock.advance(SignedDuration::from_secs(60));
+    store
+        .archive(ObjectKind::Advertiser, id, None, &Actor::cli())
+        .await
+        .unwrap();
+    // Archiving again changes nothing, so it records nothing.
+    store
+        .archive(ObjectKind::Advertiser, id, None, &Actor::cli())
+        .await
+        .unwrap();
+
+    let entries = audit_of(&store, ObjectKind::Advertiser, id).await;
+    let actions: Vec<_> = entries.iter().map(|e| e.action).collect();
+    assert_eq!(
+        actions,
+        [
+            AuditAction::Archive,
+            AuditAction::Update,
+            AuditAction::Create
+        ],
+        "newest first"
+    );
+    let [archive, update, create] = &entries[..] else {
+        unreachable!()
+    };
+    assert_eq!(create.principal, "user:alice");
+    assert_eq!(create.role, Role::Admin);
+    assert_eq!(create.at, created_at);
+    assert_eq!(create.object_name, "Acme");
+    assert_eq!(create.owner_id, id);
+    assert_eq!(create.changes["name"]["before"], serde_json::Value::Null);
+    assert_eq!(create.changes["name"]["after"], "Acme");
+
+    assert_eq!(update.principal, "token:7");
+    assert_eq!(update.at, created_at + SignedDuration::from_secs(60));
+    assert_eq!(update.object_name, "Acme Corp");
+    assert_eq!(
+        update.changes,
+        serde_json::json!({"name": {"before": "Acme", "after": "Acme Corp"}}),
+        "only the changed field"
+    );
+
+    assert_eq!(archive.principal, "cli");
+    assert_eq!(
+        archive.changes,
+        serde_json::json!({"status": {"before": "active", "after": "archived"}})
+    );
+
+    // Links are recorded on the line item, and only when they change something.
+    let demand = demand(&store, "Linked").await;
+    let supply = supply(&store, "Linked").await;
+    let (li, pl) = (
+        LineItemId(demand.line_item.meta.id),
+        PlacementId(supply.placement.meta.id),
+    );
+    assert!(store.link(li, pl, &alice).await.unwrap());
+    assert!(!store.link(li, pl, &alice).await.unwrap());
+    assert!(store.unlink(li, pl, &alice).await.unwrap());
+    let entries = audit_of(&store, ObjectKind::LineItem, li.0).await;
+    let actions: Vec<_> = entries.iter().map(|e| e.action).collect();
+    assert_eq!(
+        actions,
+        [AuditAction::Unlink, AuditAction::Link, AuditAction::Create]
+    );
+    assert_eq!(
+        entries[1].changes,
+        serde_json::json!({"placement_id": {"before": null, "after": pl.0}})
+    );
+    assert_eq!(entries[1].owner_id, demand.advertiser.meta.id);
+}
+
+pub async fn audit_filters_scopes_and_pages(store: Db, clock: Arc<ManualClock>) {
+    let start = clock.now();
+    let a = demand(&store, "A").await;
+    clock.advance(SignedDuration::from_secs(3600));
+    let b = demand(&store, "B").await;
+    let bob = Actor::user("bob", Role::Admin);
+    let mut renamed = b.campaign.object.clone();
+    renamed.name = "B renamed".to_owned();
+    store
+        .update_object(b.campaign.meta.id, 1, &renamed, None, &bob)
+        .await
+        .unwrap();
+    let s = supply(&store, "S").await;
+
+    let all = store.audit(&audit_page(MAX_PAGE)).await.unwrap();
+    assert_eq!(all.len(), 4 + 4 + 1 + 3);
+    assert!(all.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+
+    let by_bob = AuditQuery {
+        principal: Some("user:bob".to_owned()),
+        ..audit_page(MAX_PAGE)
+    };
+    let by_bob = store.audit(&by_bob).await.unwrap();
+    assert_eq!(by_bob.len(), 1);
+    assert_eq!(by_bob[0].object_id, b.campaign.meta.id);
+
+    let campaigns = AuditQuery {
+        object_kind: Some(ObjectKind::Campaign),
+        ..audit_page(MAX_PAGE)
+    };
+    let campaigns = store.audit(&campaigns).await.unwrap();
+    assert_eq!(campaigns.len(), 3);
+    assert!(
+        campaigns
+            .iter()
+            .all(|e| e.object_kind == ObjectKind::Campaign)
+    );
+
+    let first_hour = AuditQuery {
+        since: Some(start),
+        until: Some(start + SignedDuration::from_secs(3600)),
+        ..audit_page(MAX_PAGE)
+    };
+    let first_hour = store.audit(&first_hour).await.unwrap();
+    assert_eq!(first_hour.len(), 4);
+    assert!(
+        first_hour
+            .iter()
+            .all(|e| e.owner_id == a.advertiser.meta.id)
+    );
+
+    // A tenant sees only its own side's objects under its owner id.
+    let tenant = AuditQuery {
+        scope: Some((ObjectKind::Advertiser.side(), a.advertiser.meta.id)),
+        ..audit_page(MAX_PAGE)
+    };
+    let tenant = store.audit(&tenant).await.unwrap();
+    let ids: Vec<_> = tenant
+        .iter()
+        .map(|e| (e.object_kind, e.object_id))
+        .collect();
+    let mut expected = a.ids().to_vec();
+    expected.reverse();
+    assert_eq!(ids, expected);
+    let supply_side = AuditQuery {
+        scope: Some((ObjectKind::Publisher.side(), s.publisher.meta.id)),
+        ..audit_page(MAX_PAGE)
+    };
+    assert_eq!(store.audit(&supply_side).await.unwrap().len(), 3);
+
+    // Keyset paging walks every entry once.
+    let mut seen = Vec::new();
+    let mut before_id = None;
+    loop {
+        let query = AuditQuery {
+            before_id,
+            ..audit_page(5)
+        };
+        let page = store.audit(&query).await.unwrap();
+        let Some(last) = page.last() else { break };
+        before_id = Some(last.id);
+        seen.extend(page.iter().map(|e| e.id));
+    }
+    assert_eq!(seen, all.iter().map(|e| e.id).collect::<Vec<_>>());
+    assert_eq!(
+        store.audit(&audit_page(0)).await.unwrap().len(),
+        1,
+        "clamped"
+    );
+}
+
+pub async fn failed_changes_leave_no_audit_entry(store: Db, _clock: Arc<ManualClock>) {
+    let d = demand(&store, "Kept").await;
+    let before = store.audit(&audit_page(MAX_PAGE)).await.unwrap();
+    let mut renamed = d.campaign.object.clone();
+    renamed.name = "Never".to_owned();
+    // Each fails inside its write transaction, after reading the current row.
+    assert_err!(
+        store
+            .update_object(d.campaign.meta.id, 9, &renamed, None, &Actor::cli())
+            .await,
+        StoreError::VersionConflict { .. }
+    );
+    assert_err!(
+        store
+            .create_object(&campaign(999, "Orphan"), None, &Actor::cli())
+            .await,
+        StoreError::ParentNotFound { .. }
+    );
+    store
+        .archive(
+            ObjectKind::Campaign,
+            d.campaign.meta.id,
+            None,
+            &Actor::cli(),
+        )
+        .await
+        .unwrap();
+    assert_err!(
+        store
+            .create_object(&line_item(d.campaign.meta.id, "Late"), None, &Actor::cli())
+            .await,
+        StoreError::ParentArchived { .. }
+    );
+    assert_err!(
+        store
+            .link(
+                LineItemId(d.line_item.meta.id),
+                PlacementId(999),
+                &Actor::cli()
+            )
+            .await,
+        StoreError::NotFound { .. }
+    );
+    let after = store.audit(&audit_page(MAX_PAGE)).await.unwrap();
+    assert_eq!(after.len(), before.len() + 1, "only the archive");
+    assert_eq!(after[0].action, AuditAction::Archive);
+    assert_eq!(&after[1..], &before[..]);
 }

@@ -2,7 +2,7 @@
 
 use marquee_model::{Object, Stored};
 
-use crate::{Draft, ListQuery, Record, Store, StoreError};
+use crate::{Actor, Draft, ListQuery, Record, Store, StoreError};
 
 impl Record {
     /// Decodes the body into the model type of this record's kind.
@@ -43,8 +43,9 @@ impl dyn Store + '_ {
         &self,
         object: &T,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Stored<T>, StoreError> {
-        self.create(T::KIND, Draft::of(object)?, scope)
+        self.create(T::KIND, Draft::of(object)?, scope, by)
             .await?
             .decode()
     }
@@ -63,8 +64,9 @@ impl dyn Store + '_ {
         expected_version: u64,
         object: &T,
         scope: Option<u64>,
+        by: &Actor,
     ) -> Result<Stored<T>, StoreError> {
-        self.update(T::KIND, id, expected_version, Draft::of(object)?, scope)
+        self.update(T::KIND, id, expected_version, Draft::of(object)?, scope, by)
             .await?
             .decode()
     }

@@ -13,7 +13,7 @@ use marquee_api::{
 };
 use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Draft, NewToken, PostgresStore, SqliteStore, Store};
+use marquee_store::{Actor, Draft, NewToken, PostgresStore, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -1165,7 +1165,7 @@ async fn stored_line_item(app: &App, campaign: u64, currency: &str) -> u64 {
         serde_json::from_value(priced_in(line_item(campaign), currency)).unwrap();
     let draft = Draft::of(&object).unwrap();
     app.store
-        .create(ObjectKind::LineItem, draft, None)
+        .create(ObjectKind::LineItem, draft, None, &Actor::cli())
         .await
         .unwrap()
         .meta
@@ -1691,4 +1691,90 @@ async fn the_document_shows_amounts_as_text_and_micros() {
     body["campaign_id"] = json!(w.campaign);
     let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn the_audit_log_shows_each_change_scoped_like_reads() {
+    let app = App::new().await;
+    let acme = world(&app, "Acme").await;
+    let globex = world(&app, "Globex").await;
+    let li = format!("/api/v1/line-items/{}", acme.line_item);
+    let current = app.admin("GET", &li, None).await.body;
+    let mut changed = current.clone();
+    changed["name"] = json!("Renamed");
+    changed["price"] = json!({ "model": "cpm", "amount": "3.25", "currency": "EUR" });
+    let reply = app.admin("PUT", &li, Some(changed)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    let history = app
+        .admin(
+            "GET",
+            &format!(
+                "/api/v1/audit?object_kind=line_item&object_id={}",
+                acme.line_item
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.body);
+    let items = history.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{}", history.body);
+    let update = &items[0];
+    assert_eq!(update["action"], "update");
+    assert!(update["principal"].as_str().unwrap().starts_with("token:"));
+    assert_eq!(update["role"], "admin");
+    assert_eq!(update["changes"]["name"]["after"], "Renamed");
+    // Money reads as the API writes it: decimal text beside the micros.
+    assert_eq!(update["changes"]["price"]["after"]["amount"], "3.25");
+    assert_eq!(
+        update["changes"]["price"]["after"]["amount_micros"],
+        3_250_000
+    );
+    assert!(update["changes"].get("campaign_id").is_none(), "unchanged");
+    assert_eq!(items[1]["action"], "create");
+
+    // Paging: one at a time, newest first, until next_before is null.
+    let first = app.admin("GET", "/api/v1/audit?limit=1", None).await;
+    let before = first.body["next_before"].as_u64().unwrap();
+    let second = app
+        .admin(
+            "GET",
+            &format!("/api/v1/audit?limit=1&before={before}"),
+            None,
+        )
+        .await;
+    assert!(second.body["items"][0]["id"].as_u64().unwrap() < before);
+
+    // A tenant sees only its own objects' history, and not the other side's.
+    let tenant = app.token(Role::Advertiser, Some(acme.advertiser)).await;
+    let own = app
+        .call("GET", "/api/v1/audit?limit=500", Some(&tenant), None)
+        .await;
+    assert_eq!(own.status, StatusCode::OK);
+    let own = own.body["items"].as_array().unwrap();
+    assert_eq!(own.len(), 5, "four creates and the update");
+    assert!(
+        own.iter()
+            .all(|e| e["object_id"] != globex.advertiser || e["object_kind"] != "advertiser")
+    );
+    let other_side = app
+        .call(
+            "GET",
+            "/api/v1/audit?object_kind=placement",
+            Some(&tenant),
+            None,
+        )
+        .await;
+    assert_eq!(other_side.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        other_side.body["error"]["code"], "forbidden",
+        "{}",
+        other_side.body
+    );
+
+    let bad = app
+        .admin("GET", "/api/v1/audit?since=yesterday", None)
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.field_paths(), ["since"]);
 }

@@ -14,7 +14,7 @@ use marquee_api::{
 };
 use marquee_model::{ManualClock, ObjectKind, Role, Status};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
-use marquee_store::{Draft, NewToken, RunWrite, SqliteStore, Store};
+use marquee_store::{Actor, Draft, NewToken, RunWrite, SqliteStore, Store};
 use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -42,7 +42,12 @@ async fn create(store: &Arc<dyn Store>, kind: ObjectKind, parent: Option<u64>, b
         status: Status::Active,
         body: body.into(),
     };
-    store.create(kind, draft, None).await.unwrap().meta.id
+    store
+        .create(kind, draft, None, &Actor::cli())
+        .await
+        .unwrap()
+        .meta
+        .id
 }
 
 fn at(text: &str) -> i64 {

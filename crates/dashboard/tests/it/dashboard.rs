@@ -1868,3 +1868,34 @@ async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
         assert_pacing_shows_a_hundred(&site, &admin, line_item, zone).await;
     }
 }
+
+#[tokio::test]
+async fn an_object_page_shows_its_history_with_who_changed_what() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let acme = site
+        .create(&admin, "advertisers", &advertiser("Acme"))
+        .await;
+    let csrf = site.csrf(&admin).await;
+    let mut rename = vec![("csrf", csrf.as_str()), ("version", "1")];
+    rename.extend(advertiser("Acme Corp"));
+    let path = format!("/advertisers/{acme}");
+    let saved = site.post(&path, &admin, &rename).await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+
+    let page = site.get(&path, &admin).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let history = &page.body[page.body.find("id=\"history\"").expect("a History section")..];
+    let update = history.find(">update<").expect("the update");
+    let create = history.find(">create<").expect("the create");
+    assert!(update < create, "newest first");
+    assert!(history.contains("user:root"));
+    assert!(
+        history.contains("<code>name</code>: Acme → Acme Corp"),
+        "{history}"
+    );
+    assert!(
+        !history[..create].contains("<code>currency</code>"),
+        "only changed fields"
+    );
+}

@@ -18,7 +18,7 @@ use marquee_model::{ManualClock, ObjectKind, Status};
 use marquee_stats::Counters;
 use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Draft, PostgresStore, SqliteStore, Store};
+use marquee_store::{Actor, Draft, PostgresStore, SqliteStore, Store};
 use tempfile::TempDir;
 
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -214,7 +214,12 @@ async fn world_on(postgres: Option<TestDatabase>) -> World {
                 status: Status::Active,
                 body: body.into(),
             };
-            store.create(kind, draft, None).await.unwrap().meta.id
+            store
+                .create(kind, draft, None, &Actor::cli())
+                .await
+                .unwrap()
+                .meta
+                .id
         }
     };
     let advertiser = create(

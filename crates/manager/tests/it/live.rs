@@ -15,7 +15,7 @@ use marquee_model::{
 };
 use marquee_snapshot::{Part, Snapshot};
 use marquee_stats::Counters;
-use marquee_store::{SqliteStore, Store};
+use marquee_store::{Actor, SqliteStore, Store};
 use tempfile::TempDir;
 
 use crate::support;
@@ -57,7 +57,12 @@ async fn add_live_creative(store: &dyn Store, line_item: u64, html: &str) -> u64
         categories: Vec::new(),
     };
     marquee_model::Object::validate(&creative).unwrap();
-    store.create_object(&creative, None).await.unwrap().meta.id
+    store
+        .create_object(&creative, None, &Actor::cli())
+        .await
+        .unwrap()
+        .meta
+        .id
 }
 
 async fn setup() -> Setup {
@@ -227,6 +232,7 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
             line_item.meta.version,
             &line_item.object,
             None,
+            &Actor::cli(),
         )
         .await
         .unwrap();

@@ -11,7 +11,7 @@ use marquee_manager::{Pacing, PacingOptions, demo};
 use marquee_model::{Clock, LineItemId, ManualClock, ObjectKind, Status};
 use marquee_pacing::{EdgeId, Renewal, SyncRequest};
 use marquee_stats::Counters;
-use marquee_store::{Draft, SqliteStore, Store};
+use marquee_store::{Actor, Draft, SqliteStore, Store};
 use tempfile::TempDir;
 
 use crate::support;
@@ -328,7 +328,7 @@ async fn update_object(
         body: body.to_string(),
     };
     store
-        .update(kind, id, record.meta.version, draft, None)
+        .update(kind, id, record.meta.version, draft, None, &Actor::cli())
         .await
         .unwrap();
 }

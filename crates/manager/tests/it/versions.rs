@@ -13,7 +13,7 @@ use marquee_manager::{Manager, ManagerOptions, Refresh, demo, live};
 use marquee_model::{Clock, LineItem, ManualClock};
 use marquee_pacing::{EdgeId, EdgeReport};
 use marquee_snapshot::{Header, Snapshot};
-use marquee_store::{SqliteStore, Store};
+use marquee_store::{Actor, SqliteStore, Store};
 
 const SECRET: &str = "0123456789abcdef";
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -48,7 +48,13 @@ async fn change(store: &dyn Store) {
     let mut line_item = store.get_object::<LineItem>(id, None).await.unwrap();
     line_item.object.weight += 1;
     store
-        .update_object(id, line_item.meta.version, &line_item.object, None)
+        .update_object(
+            id,
+            line_item.meta.version,
+            &line_item.object,
+            None,
+            &Actor::cli(),
+        )
         .await
         .unwrap();
 }

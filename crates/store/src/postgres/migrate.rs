@@ -36,6 +36,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "stats_region",
         sql: include_str!("../../migrations/postgres/0004_stats_region.sql"),
     },
+    Migration {
+        version: 5,
+        name: "audit",
+        sql: include_str!("../../migrations/postgres/0005_audit.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

@@ -220,3 +220,27 @@ pub(crate) fn add_child(
     add(builder, row.u64(0, "id")?, row.u64(1, "parent id")?);
     Ok(())
 }
+
+/// An audit entry selected as [`AUDIT_COLUMNS`](crate::audit::AUDIT_COLUMNS).
+pub(crate) fn audit_entry(row: &impl Columns) -> Result<crate::AuditEntry, StoreError> {
+    let id = row.u64(0, "audit id")?;
+    let corrupt = |what: String| StoreError::Corrupt(format!("audit entry {id}: {what}"));
+    let role = row.string(3)?;
+    let kind = row.string(4)?;
+    let action = row.string(8)?;
+    let changes = row.string(9)?;
+    Ok(crate::AuditEntry {
+        id,
+        at: timestamp(row.i64(1)?, "audit time")?,
+        principal: row.string(2)?,
+        role: Role::parse(&role).ok_or_else(|| corrupt(format!("role {role:?}")))?,
+        object_kind: crate::audit::kind_named(&kind)
+            .ok_or_else(|| corrupt(format!("object kind {kind:?}")))?,
+        object_id: row.u64(5, "object id")?,
+        object_name: row.string(6)?,
+        owner_id: row.u64(7, "owner id")?,
+        action: crate::AuditAction::parse(&action)
+            .ok_or_else(|| corrupt(format!("action {action:?}")))?,
+        changes: serde_json::from_str(&changes).map_err(|e| corrupt(e.to_string()))?,
+    })
+}

@@ -50,6 +50,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "stats_region",
         sql: include_str!("../../migrations/sqlite/0008_stats_region.sql"),
     },
+    Migration {
+        version: 9,
+        name: "audit",
+        sql: include_str!("../../migrations/sqlite/0009_audit.sql"),
+    },
 ];
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.

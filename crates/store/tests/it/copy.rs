@@ -13,8 +13,9 @@ use marquee_model::{LineItemId, ManualClock, ObjectKind, PlacementId, Role, Stat
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
-    Checkpoint, CheckpointMove, CopyError, Draft, NewSession, NewToken, NewUser, PacingStore,
-    PostgresStore, RunWrite, SqliteStore, StatsStore, Store, UserStore, copy_sqlite_to_postgres,
+    Actor, Checkpoint, CheckpointMove, CopyError, Draft, NewSession, NewToken, NewUser,
+    PacingStore, PostgresStore, RunWrite, SqliteStore, StatsStore, Store, UserStore,
+    copy_sqlite_to_postgres,
 };
 use rusqlite::types::Value;
 use tokio_postgres::NoTls;
@@ -57,7 +58,12 @@ async fn create(store: &dyn Store, kind: ObjectKind, parent_id: Option<u64>, bod
         status: Status::Active,
         body: body.into(),
     };
-    store.create(kind, draft, None).await.unwrap().meta.id
+    store
+        .create(kind, draft, None, &Actor::cli())
+        .await
+        .unwrap()
+        .meta
+        .id
 }
 
 /// Objects of every kind (one archived after an update, so versions differ), links, tokens,
@@ -82,7 +88,11 @@ async fn fill(store: &SqliteStore) {
     let site = create(store, ObjectKind::Site, Some(publisher), "{}").await;
     let placement = create(store, ObjectKind::Placement, Some(site), "{}").await;
     store
-        .link(LineItemId(line_items[0]), PlacementId(placement))
+        .link(
+            LineItemId(line_items[0]),
+            PlacementId(placement),
+            &Actor::cli(),
+        )
         .await
         .unwrap();
     let updated = store
@@ -97,12 +107,13 @@ async fn fill(store: &SqliteStore) {
                 body: "{}".into(),
             },
             None,
+            &Actor::cli(),
         )
         .await
         .unwrap();
     assert_eq!(updated.meta.version, 2);
     store
-        .archive(ObjectKind::LineItem, line_items[2], None)
+        .archive(ObjectKind::LineItem, line_items[2], None, &Actor::cli())
         .await
         .unwrap();
     for (role, owner_id, byte) in [
@@ -290,7 +301,7 @@ async fn every_row_reaches_postgres_and_new_rows_follow_the_copied_ids() {
     let summary = copy_sqlite_to_postgres(&path, &postgres).await.unwrap();
     let client = raw(&db).await;
     let tables = data_tables(&path);
-    assert_eq!(tables.len(), 20, "{tables:?}");
+    assert_eq!(tables.len(), 21, "{tables:?}");
     for table in &tables {
         let expected = sqlite_rows(&path, table);
         assert!(!expected.is_empty(), "{table} has rows to copy");
@@ -356,7 +367,8 @@ async fn a_database_with_data_is_refused_and_left_as_it_was() {
     for table in data_tables(&path) {
         let rows = postgres_rows(&client, &table).await.len();
         let expected = match table.as_str() {
-            "publishers" | "change_counter" => 1,
+            // The publisher's creation was audited with it.
+            "publishers" | "change_counter" | "audit" => 1,
             _ => 0,
         };
         assert_eq!(rows, expected, "{table}");

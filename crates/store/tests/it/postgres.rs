@@ -19,7 +19,8 @@ use jiff::SignedDuration;
 use marquee_model::{Clock, ManualClock, ObjectKind};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
-    Checkpoint, CheckpointMove, ListQuery, LockAttempt, ManagerLock, PostgresStore, RunWrite, Store,
+    Actor, Checkpoint, CheckpointMove, ListQuery, LockAttempt, ManagerLock, PostgresStore,
+    RunWrite, Store,
 };
 use tokio_postgres::NoTls;
 
@@ -97,7 +98,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (1, "initial"),
             (2, "users"),
             (3, "invalid_traffic"),
-            (4, "stats_region")
+            (4, "stats_region"),
+            (5, "audit")
         ]
     );
     assert_eq!(applied[0].2.len(), 64);
@@ -116,7 +118,7 @@ async fn reconnecting_keeps_data_and_applies_nothing_twice() {
             .unwrap(),
     );
     let created = store
-        .create_object(&advertiser("Acme"), None)
+        .create_object(&advertiser("Acme"), None, &Actor::cli())
         .await
         .unwrap();
     let before = applied_migrations(&db).await;
@@ -151,7 +153,7 @@ async fn concurrent_migrations_apply_each_version_once() {
     let applied = applied_migrations(&db).await;
     assert_eq!(
         applied.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
+        vec![1, 2, 3, 4, 5]
     );
     let counters = raw(&db)
         .await
@@ -210,7 +212,7 @@ async fn concurrent_writers_and_readers_stay_consistent() {
     const WRITES: u64 = 10;
     let (store, _clock, _db) = fresh_store().await;
     let owner = store
-        .create_object(&advertiser("Acme"), None)
+        .create_object(&advertiser("Acme"), None, &Actor::cli())
         .await
         .unwrap()
         .meta
@@ -221,7 +223,10 @@ async fn concurrent_writers_and_readers_stay_consistent() {
             tokio::spawn(async move {
                 for i in 0..WRITES {
                     let campaign = campaign(owner, format!("Campaign {w}-{i}"));
-                    store.create_object(&campaign, None).await.unwrap();
+                    store
+                        .create_object(&campaign, None, &Actor::cli())
+                        .await
+                        .unwrap();
                 }
             })
         })

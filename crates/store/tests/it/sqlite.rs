@@ -15,7 +15,7 @@ use common::{
 };
 use jiff::SignedDuration;
 use marquee_model::{Clock, ManualClock, ObjectKind};
-use marquee_store::{ListQuery, SqliteStore, Store};
+use marquee_store::{Actor, ListQuery, SqliteStore, Store};
 use tempfile::TempDir;
 
 fn db_path(dir: &TempDir) -> PathBuf {
@@ -84,7 +84,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (5, "pacing_state"),
             (6, "users"),
             (7, "invalid_traffic"),
-            (8, "stats_region")
+            (8, "stats_region"),
+            (9, "audit")
         ]
     );
     // The stats tables rebuilt with a region keep their indexes.
@@ -132,7 +133,7 @@ async fn reopening_keeps_data_and_applies_nothing_twice() {
     let clock = clock();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, clock.clone()).unwrap());
     let created = store
-        .create_object(&advertiser("Acme"), None)
+        .create_object(&advertiser("Acme"), None, &Actor::cli())
         .await
         .unwrap();
     let before = applied_migrations(&path);
@@ -143,7 +144,7 @@ async fn reopening_keeps_data_and_applies_nothing_twice() {
     assert_kept(store.as_ref(), &created).await;
     assert_eq!(applied_migrations(&path), before);
     let next = store
-        .create_object(&advertiser("Globex"), None)
+        .create_object(&advertiser("Globex"), None, &Actor::cli())
         .await
         .unwrap();
     assert_eq!(next.meta.id, 2);
@@ -178,7 +179,7 @@ async fn reads_run_while_writing() {
     const WRITES: u64 = 40;
     let (store, _clock, _dir) = fresh_store().await;
     let advertiser = store
-        .create_object(&advertiser("Acme"), None)
+        .create_object(&advertiser("Acme"), None, &Actor::cli())
         .await
         .unwrap();
     let owner = advertiser.meta.id;
@@ -188,7 +189,10 @@ async fn reads_run_while_writing() {
         tokio::spawn(async move {
             for i in 0..WRITES {
                 let campaign = campaign(owner, format!("Campaign {i}"));
-                store.create_object(&campaign, None).await.unwrap();
+                store
+                    .create_object(&campaign, None, &Actor::cli())
+                    .await
+                    .unwrap();
             }
         })
     };

@@ -55,6 +55,7 @@ pub fn expected_tables() -> Vec<String> {
     expected.extend(
         [
             "api_tokens",
+            "audit",
             "change_counter",
             "line_item_placements",
             "pacing_state",

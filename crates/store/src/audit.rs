@@ -1,0 +1,307 @@
+//! The audit log: who changed which managed object, when, and which fields. Each backend
+//! writes an entry in the same transaction as the change it describes (so a change that
+//! rolls back leaves none); what an entry says is computed here, once for both.
+
+use jiff::Timestamp;
+use marquee_model::{ObjectKind, Principal, Role, Side};
+use serde_json::{Map, Value};
+
+use crate::{Record, StoreError};
+
+/// Most entries one `audit` call returns.
+pub const MAX_AUDIT_PAGE: u32 = 500;
+
+/// Who makes a change: an API token, a dashboard user or the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// `token:<id>`, `user:<name>` or `cli`; the audit's `principal` filter matches it exactly.
+    pub principal: String,
+    pub role: Role,
+}
+
+impl Actor {
+    /// The holder of an API token.
+    pub fn token(principal: &Principal) -> Actor {
+        Actor {
+            principal: format!("token:{}", principal.token_id),
+            role: principal.role,
+        }
+    }
+
+    /// A signed-in dashboard user.
+    pub fn user(name: &str, role: Role) -> Actor {
+        Actor {
+            principal: format!("user:{name}"),
+            role,
+        }
+    }
+
+    /// The `marquee` command line, which runs with the database's own rights.
+    pub fn cli() -> Actor {
+        Actor {
+            principal: "cli".to_owned(),
+            role: Role::Admin,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditAction {
+    Create,
+    Update,
+    Archive,
+    /// A placement linked to a line item (recorded on the line item).
+    Link,
+    /// A placement unlinked from a line item (recorded on the line item).
+    Unlink,
+}
+
+impl AuditAction {
+    pub const ALL: [AuditAction; 5] = [
+        AuditAction::Create,
+        AuditAction::Update,
+        AuditAction::Archive,
+        AuditAction::Link,
+        AuditAction::Unlink,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::Create => "create",
+            AuditAction::Update => "update",
+            AuditAction::Archive => "archive",
+            AuditAction::Link => "link",
+            AuditAction::Unlink => "unlink",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AuditAction> {
+        AuditAction::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// One stored entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub id: u64,
+    pub at: Timestamp,
+    pub principal: String,
+    pub role: Role,
+    pub object_kind: ObjectKind,
+    pub object_id: u64,
+    /// The object's name after the change.
+    pub object_name: String,
+    /// The advertiser or publisher the object belongs to, for tenant-scoped reads.
+    pub owner_id: u64,
+    pub action: AuditAction,
+    /// The changed fields only: `{"field": {"before": …, "after": …}}`, `null` for a side
+    /// that has no value (a create's before).
+    pub changes: Value,
+}
+
+/// Filters and paging for `Store::audit`, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    /// A tenant's side and owner: only its own objects' entries.
+    pub scope: Option<(Side, u64)>,
+    pub object_kind: Option<ObjectKind>,
+    pub object_id: Option<u64>,
+    pub principal: Option<String>,
+    /// Entries at or after this time.
+    pub since: Option<Timestamp>,
+    /// Entries before this time.
+    pub until: Option<Timestamp>,
+    /// Only ids below this (keyset paging: pass the last id of the previous page).
+    pub before_id: Option<u64>,
+    pub limit: u32,
+}
+
+/// What a write inserts into `audit`; the backend adds the id.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NewEntry {
+    pub at: i64,
+    pub principal: String,
+    pub role: &'static str,
+    pub object_kind: &'static str,
+    pub object_id: i64,
+    pub object_name: String,
+    pub owner_id: i64,
+    pub action: &'static str,
+    pub changes: String,
+}
+
+impl NewEntry {
+    /// The entry for a create, update or archive that turned `before` (none for a create)
+    /// into `after`.
+    pub(crate) fn of_write(
+        by: &Actor,
+        action: AuditAction,
+        before: Option<&Record>,
+        after: &Record,
+    ) -> Result<NewEntry, StoreError> {
+        let before = before.map(body_fields).transpose()?.unwrap_or_default();
+        let after_fields = body_fields(after)?;
+        Self::new(
+            by,
+            action,
+            after,
+            changed_fields(&before, &after_fields),
+            after.meta.updated_at,
+        )
+    }
+
+    /// The entry for linking (`Link`) or unlinking (`Unlink`) `placement` on `line_item`.
+    pub(crate) fn of_link(
+        by: &Actor,
+        action: AuditAction,
+        line_item: &Record,
+        placement: u64,
+        now: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let (before, after) = match action {
+            AuditAction::Unlink => (Value::from(placement), Value::Null),
+            _ => (Value::Null, Value::from(placement)),
+        };
+        let mut changes = Map::new();
+        changes.insert("placement_id".to_owned(), change(before, after));
+        Self::new(by, action, line_item, changes, now)
+    }
+
+    fn new(
+        by: &Actor,
+        action: AuditAction,
+        object: &Record,
+        changes: Map<String, Value>,
+        at: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let id = |value: u64, what: &str| crate::shared::sql_i64(value, what);
+        Ok(NewEntry {
+            at: at.as_microsecond(),
+            principal: by.principal.clone(),
+            role: by.role.as_str(),
+            object_kind: object.kind.name(),
+            object_id: id(object.meta.id, "object id")?,
+            object_name: object.name.clone(),
+            owner_id: id(object.owner_id, "owner id")?,
+            action: action.as_str(),
+            changes: Value::Object(changes).to_string(),
+        })
+    }
+}
+
+fn body_fields(record: &Record) -> Result<Map<String, Value>, StoreError> {
+    match serde_json::from_str(&record.body) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => Err(StoreError::Corrupt(format!(
+            "{} {}: body is not a JSON object",
+            record.kind.name(),
+            record.meta.id
+        ))),
+        Err(e) => Err(StoreError::Corrupt(format!(
+            "{} {}: {e}",
+            record.kind.name(),
+            record.meta.id
+        ))),
+    }
+}
+
+fn change(before: Value, after: Value) -> Value {
+    let mut pair = Map::new();
+    pair.insert("before".to_owned(), before);
+    pair.insert("after".to_owned(), after);
+    Value::Object(pair)
+}
+
+/// The top-level fields whose values differ, with both values (`null` where absent). Managed
+/// objects hold no secrets (token hashes and passwords live in their own tables and are never
+/// audited), so every field may be recorded.
+fn changed_fields(before: &Map<String, Value>, after: &Map<String, Value>) -> Map<String, Value> {
+    let mut changes = Map::new();
+    let keys = before
+        .keys()
+        .chain(after.keys().filter(|k| !before.contains_key(*k)));
+    for key in keys {
+        let (old, new) = (before.get(key), after.get(key));
+        if old != new {
+            changes.insert(
+                key.clone(),
+                change(
+                    old.cloned().unwrap_or(Value::Null),
+                    new.cloned().unwrap_or(Value::Null),
+                ),
+            );
+        }
+    }
+    changes
+}
+
+/// The kind whose [`ObjectKind::name`] is `name`.
+pub(crate) fn kind_named(name: &str) -> Option<ObjectKind> {
+    ObjectKind::ALL.into_iter().find(|k| k.name() == name)
+}
+
+/// The SQL list of the kind names on `side`, quoted (static names, no caller input).
+pub(crate) fn side_kinds_sql(side: Side) -> String {
+    ObjectKind::ALL
+        .into_iter()
+        .filter(|k| k.side() == side)
+        .map(|k| format!("'{}'", k.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The columns of `audit`, in the order [`crate::shared::rows::audit_entry`] reads them.
+pub(crate) const AUDIT_COLUMNS: &str =
+    "id, at, principal, role, object_kind, object_id, object_name, owner_id, action, changes";
+
+/// One value bound to an audit query, in placeholder order.
+pub(crate) enum AuditParam {
+    Int(i64),
+    Text(String),
+}
+
+/// The `WHERE` clause of `query` and its bound values, with placeholders written by
+/// `placeholder(n)` (1-based): `?n` on SQLite, `$n` on PostgreSQL.
+pub(crate) fn audit_filter(
+    query: &AuditQuery,
+    placeholder: fn(usize) -> String,
+) -> (String, Vec<AuditParam>) {
+    let mut sql = "TRUE".to_owned();
+    let mut params = Vec::new();
+    let mut bind = |clause: &str, value: AuditParam| {
+        params.push(value);
+        sql += &format!(" AND {clause} {}", placeholder(params.len()));
+    };
+    // Ids past i64::MAX match nothing as equalities and everything as upper bounds.
+    let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    if let Some((side, owner)) = query.scope {
+        bind(
+            &format!("object_kind IN ({}) AND owner_id =", side_kinds_sql(side)),
+            AuditParam::Int(clamp(owner)),
+        );
+    }
+    if let Some(kind) = query.object_kind {
+        bind("object_kind =", AuditParam::Text(kind.name().to_owned()));
+    }
+    if let Some(id) = query.object_id {
+        bind("object_id =", AuditParam::Int(clamp(id)));
+    }
+    if let Some(principal) = &query.principal {
+        bind("principal =", AuditParam::Text(principal.clone()));
+    }
+    if let Some(since) = query.since {
+        bind("at >=", AuditParam::Int(since.as_microsecond()));
+    }
+    if let Some(until) = query.until {
+        bind("at <", AuditParam::Int(until.as_microsecond()));
+    }
+    if let Some(before) = query.before_id {
+        bind("id <", AuditParam::Int(clamp(before)));
+    }
+    (sql, params)
+}
+
+/// `query.limit` clamped to `1..=`[`MAX_AUDIT_PAGE`].
+pub(crate) fn audit_limit(query: &AuditQuery) -> i64 {
+    i64::from(query.limit.clamp(1, MAX_AUDIT_PAGE))
+}
