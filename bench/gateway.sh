@@ -24,6 +24,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "gateway.sh: $*" >&2; exit 2; }
+. "$root/bench/lib.sh"
 bidders=1 slow_delay="" internal=0 throttle=0 rate="" requests="" connections=16 pairs=3 duration=5 warmup=3 json=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -68,12 +69,7 @@ for i in $(seq 1 "$bidders"); do
   taskset -c 0 "$bin" bench mock-bidder --listen 127.0.0.1:0 --price 1-3 --seat "m$i" \
     --delay "$delay" > "$out" 2> /dev/null &
   pids+=("$!")
-  addr=""
-  for _ in $(seq 100); do
-    addr="$(head -n 1 "$out" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
-    [[ -n "$addr" ]] && break
-    sleep 0.1
-  done
+  addr="$(listening_addr "$out" "$!")"
   [[ -n "$addr" ]] || die "mock bidder $i did not start"
   printf '[gateway.bidders.m%s]\nendpoint = "http://%s/bid"\nmax_in_flight = 256\n' "$i" "$addr" >> "$config"
 done
@@ -92,12 +88,7 @@ out="$work/serve.stdout"
 MARQUEE_EDGE__PUBLIC_URL=https://ads.example.com taskset -c 1 $serve > "$out" 2> "$work/serve.stderr" &
 server=$!
 pids+=("$server")
-addr=""
-for _ in $(seq 300); do
-  addr="$(head -n 1 "$out" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
-  [[ -n "$addr" ]] && break
-  sleep 0.1
-done
+addr="$(listening_addr "$out" "$server")"
 [[ -n "$addr" ]] || { cat "$work/serve.stderr" >&2; die "marquee serve did not start"; }
 ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 if [[ -n "$requests" ]]; then

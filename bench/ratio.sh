@@ -58,6 +58,7 @@ server_cpu=1
 loadgen_cpu=0
 
 die() { echo "ratio.sh: $*" >&2; exit 64; }
+. "$root/bench/lib.sh"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --candidate) candidate_cmd="$2"; shift 2 ;;
@@ -88,11 +89,7 @@ fi
 [[ "$(nproc --all)" -ge 2 ]] || die "needs two CPUs: one for the server, one for the load"
 
 cd "$root"
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
-if [[ "$build" == 1 ]]; then
-  echo "building release (LTO) ..." >&2
-  cargo build --release -p marquee --quiet
-fi
+build_release "$build"
 export MARQUEE_BIN="${MARQUEE_BIN:-$target_dir/release/marquee}"
 [[ -x "$MARQUEE_BIN" ]] || die "$MARQUEE_BIN is missing; build it or drop --no-build"
 : "${reference_cmd:=\$MARQUEE_BIN bench reference --listen 127.0.0.1:0 --get-bytes $get_bytes --post-bytes $post_bytes}"
@@ -116,13 +113,8 @@ start() {
   taskset -c "$server_cpu" bash -c "exec $cmd" > "$out" 2> "$work/$name.stderr" &
   started_pid=$!
   pids+=("$started_pid")
-  started_addr=""
-  for _ in $(seq 300); do
-    started_addr="$(head -n 1 "$out" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
-    [[ -n "$started_addr" ]] && return 0
-    kill -0 "$started_pid" 2> /dev/null || break
-    sleep 0.1
-  done
+  started_addr="$(listening_addr "$out" "$started_pid")"
+  [[ -n "$started_addr" ]] && return 0
   cat "$work/$name.stderr" >&2
   die "$name did not print 'listening on http://ADDR': $cmd"
 }

@@ -47,6 +47,7 @@ server_cpu=1
 loadgen_cpu=0
 
 die() { echo "swap.sh: $*" >&2; exit 64; }
+. "$root/bench/lib.sh"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pairs) pairs="$2"; shift 2 ;;
@@ -68,11 +69,7 @@ done
 command -v python3 > /dev/null || die "needs python3"
 
 cd "$root"
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
-if [[ "$build" == 1 ]]; then
-  echo "building release (LTO) ..." >&2
-  cargo build --release -p marquee --quiet
-fi
+build_release "$build"
 [[ -x "$target_dir/release/marquee" ]] || die "$target_dir/release/marquee is missing; build it or drop --no-build"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 : "${json_out:=$target_dir/bench/swap-$stamp.json}"
@@ -96,13 +93,7 @@ MARQUEE_SNAPSHOT__COMPILE_INTERVAL_MS=10 MARQUEE_LOG__LEVEL=info MARQUEE_AGGREGA
   taskset -c "$server_cpu" "$bin" serve --demo --listen 127.0.0.1:0 --data "$work/data" \
   > "$work/server.stdout" 2> "$work/server.stderr" &
 server_pid=$!
-addr=""
-for _ in $(seq 300); do
-  addr="$(head -n 1 "$work/server.stdout" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
-  [[ -n "$addr" ]] && break
-  kill -0 "$server_pid" 2> /dev/null || break
-  sleep 0.1
-done
+addr="$(listening_addr "$work/server.stdout" "$server_pid")"
 [[ -n "$addr" ]] || { cat "$work/server.stderr" >&2; die "the server did not start"; }
 token=""
 for _ in $(seq 50); do
@@ -118,12 +109,7 @@ if [[ "$reference" == 1 ]]; then
   taskset -c "$server_cpu" "$bin" bench reference --listen 127.0.0.1:0 --get-bytes "$ad_bytes" \
     > "$work/reference.stdout" 2> /dev/null &
   reference_pid=$!
-  reference_addr=""
-  for _ in $(seq 100); do
-    reference_addr="$(head -n 1 "$work/reference.stdout" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
-    [[ -n "$reference_addr" ]] && break
-    sleep 0.1
-  done
+  reference_addr="$(listening_addr "$work/reference.stdout" "$reference_pid")"
   [[ -n "$reference_addr" ]] || die "the reference did not start"
   echo "reference pid $reference_pid on http://$reference_addr answering $ad_bytes bytes" >&2
 fi

@@ -10,6 +10,9 @@ use marquee_model::{CampaignId, FrequencyCap, LineItemId};
 use rustc_hash::FxHashMap;
 
 /// Frequency caps: may this user see one more impression?
+///
+/// Its implementations (`NoCaps` and `LocalCaps` here, the edge's `EdgeCaps`) repeat this
+/// signature, as every implementation of a trait does; their bodies differ.
 pub trait FrequencyCaps {
     /// `line_item_caps` and `campaign_caps` are the caps of the line item and of its campaign;
     /// all must allow one more.

@@ -147,22 +147,12 @@ impl Engine {
         let line_item_campaigns = data
             .line_items
             .iter()
-            .map(|li| {
-                data.campaigns
-                    .binary_search_by_key(&li.campaign_id, |c| c.id)
-                    .ok()
-                    .map(to_u32)
-            })
+            .map(|li| index_of(&data.campaigns, &li.campaign_id, |c| c.id))
             .collect();
         let line_item_advertisers = data
             .line_items
             .iter()
-            .map(|li| {
-                data.advertisers
-                    .binary_search_by_key(&li.advertiser_id, |a| a.id)
-                    .ok()
-                    .map(to_u32)
-            })
+            .map(|li| index_of(&data.advertisers, &li.advertiser_id, |a| a.id))
             .collect();
         let inputs: Vec<IndexInput<'_>> = data
             .line_items
@@ -309,4 +299,9 @@ impl Engine {
 /// Sizes in this crate are bounded by snapshot lengths, which fit in u32 (ids are positions).
 fn to_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The index of the entry with `key` in `list`, sorted by that key.
+fn index_of<T, K: Ord>(list: &[T], key: &K, key_of: impl FnMut(&T) -> K) -> Option<u32> {
+    list.binary_search_by_key(key, key_of).ok().map(to_u32)
 }

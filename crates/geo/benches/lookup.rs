@@ -16,6 +16,8 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use marquee_geo::writer::{DatabaseWriter, Value};
 use marquee_geo::{GeoDatabase, LookupCache};
 
+// A deliberate copy of the SplitMix64 in the other crates' benches and tests: no dev-only
+// crate serves them all, and a production crate must not carry test helpers.
 /// SplitMix64: a small generator whose outputs are fixed by its definition, so that every
 /// run measures the same databases and addresses.
 struct Random(u64);

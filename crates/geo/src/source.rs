@@ -189,6 +189,8 @@ impl GeoSource {
     }
 }
 
+// A deliberate twin of `look` in `marquee-traffic`'s `watch.rs`: neither crate may depend on
+// the other (ARCHITECTURE.md), and a shared crate for ten lines would cost more than it saves.
 fn look(path: Option<&Path>) -> Seen {
     let Some(path) = path else {
         return Seen::None;

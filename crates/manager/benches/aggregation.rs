@@ -84,6 +84,8 @@ fn processes_cpu(pids: &[String]) -> Duration {
     pids.iter().filter_map(|pid| process_cpu(pid)).sum()
 }
 
+// A deliberate copy of the SplitMix64 in the other crates' benches and tests: no dev-only
+// crate serves them all, and a production crate must not carry test helpers.
 /// splitmix64.
 struct Rng(u64);
 

@@ -84,6 +84,17 @@ fn cap(count: u32, window: &str) -> Result<FrequencyCap, DemoError> {
     Ok(FrequencyCap { count, window })
 }
 
+/// An active advertiser with one domain.
+fn advertiser(name: &str, currency: Currency, time_zone: &str, domain: &str) -> Advertiser {
+    Advertiser {
+        name: name.into(),
+        status: Status::Active,
+        currency,
+        time_zone: time_zone.into(),
+        domains: vec![domain.into()],
+    }
+}
+
 fn cpm(micros: i64, currency: Currency) -> Price {
     Price {
         model: PricingModel::Cpm,
@@ -179,6 +190,9 @@ fn line_item(campaign: u64, name: &str, tier: Tier, price: Price, flight: Flight
 
 /// Loads the demo data set, its flights around the time `clock` tells. Call only on an empty
 /// database.
+///
+/// The body is data: one `add` of a helper's object per row of the catalog, so its calls look
+/// alike on purpose.
 pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, DemoError> {
     let flight = Flight::around(clock.now());
     let eur = Currency::EUR;
@@ -289,35 +303,27 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
     // Demand: three advertisers.
     let acme = add(
         store,
-        Advertiser {
-            name: "Acme Outdoor".into(),
-            status: Status::Active,
-            currency: eur,
-            time_zone: "Europe/Berlin".into(),
-            domains: vec!["acme-outdoor.example".into()],
-        },
+        advertiser("Acme Outdoor", eur, "Europe/Berlin", "acme-outdoor.example"),
     )
     .await?;
     let globex = add(
         store,
-        Advertiser {
-            name: "Globex Travel".into(),
-            status: Status::Active,
-            currency: usd,
-            time_zone: "America/New_York".into(),
-            domains: vec!["globex-travel.example".into()],
-        },
+        advertiser(
+            "Globex Travel",
+            usd,
+            "America/New_York",
+            "globex-travel.example",
+        ),
     )
     .await?;
     let house = add(
         store,
-        Advertiser {
-            name: "Daily Planet (house)".into(),
-            status: Status::Active,
-            currency: eur,
-            time_zone: "Europe/Berlin".into(),
-            domains: vec!["dailyplanet.example".into()],
-        },
+        advertiser(
+            "Daily Planet (house)",
+            eur,
+            "Europe/Berlin",
+            "dailyplanet.example",
+        ),
     )
     .await?;
 
@@ -598,13 +604,12 @@ async fn load_exchange_demand(store: &dyn Store, flight: Flight) -> Result<usize
     let usd = Currency::USD;
     let northwind = add(
         store,
-        Advertiser {
-            name: "Northwind Gadgets".into(),
-            status: Status::Active,
-            currency: usd,
-            time_zone: "America/Chicago".into(),
-            domains: vec!["northwind-gadgets.example".into()],
-        },
+        advertiser(
+            "Northwind Gadgets",
+            usd,
+            "America/Chicago",
+            "northwind-gadgets.example",
+        ),
     )
     .await?;
     let exchange_campaign = |name: &str, categories: &[&str], app: Option<&str>| Campaign {

@@ -56,6 +56,9 @@ pub enum SourceError {
 }
 
 /// An edge's log as the manager reads it.
+///
+/// Its implementations (a local log, a remote edge, the tests' scripted ones) repeat these
+/// signatures, as every implementation of a trait does; their bodies differ.
 #[async_trait]
 pub trait LogSource: Send + Sync + Debug {
     /// A stable name: checkpoints are stored under it, so it must not change for an edge.

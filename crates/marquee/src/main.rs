@@ -447,24 +447,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         until_stopped(),
     ));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
-    let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
-        Arc::clone(&edge.log),
-        config.aggregation.log_disk_limit_bytes(),
-        Duration::from_secs(10),
-        until_stopped(),
-    ));
-    let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
-        Arc::clone(&edge),
-        config.traffic.reload_interval,
-        until_stopped(),
-    ));
-    let geo_reload = edge.geo.clone().map(|geo| {
-        tokio::spawn(marquee_edge::geo::reload_geo_every(
-            geo,
-            config.geo.reload_interval,
-            until_stopped(),
-        ))
-    });
+    let housekeeping = roles::EdgeHousekeeping::spawn(&edge, &config, &until_stopped);
     let app = marquee_manager::router_with(
         &manager,
         &public_url,
@@ -484,11 +467,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     compile_loop.await?;
     follower.await?;
     aggregation.await?;
-    disk_limit.await?;
-    list_reload.await?;
-    if let Some(geo_reload) = geo_reload {
-        geo_reload.await?;
-    }
+    housekeeping.join().await?;
     pacing_loop.await?;
     edge_sync.await?;
     local_heartbeat.await?;

@@ -52,6 +52,56 @@ pub(crate) fn stop_channel() -> (
     (stop, until_stopped)
 }
 
+/// The edge's background upkeep, the same in the all-in-one process and an edge: the event
+/// log's disk limit and the reloads of the traffic lists and the geo databases.
+pub(crate) struct EdgeHousekeeping {
+    disk_limit: tokio::task::JoinHandle<()>,
+    list_reload: tokio::task::JoinHandle<()>,
+    geo_reload: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl EdgeHousekeeping {
+    pub(crate) fn spawn(
+        edge: &Arc<Edge>,
+        config: &Config,
+        until_stopped: &impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    ) -> EdgeHousekeeping {
+        let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
+            Arc::clone(&edge.log),
+            config.aggregation.log_disk_limit_bytes(),
+            Duration::from_secs(10),
+            until_stopped(),
+        ));
+        let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
+            Arc::clone(edge),
+            config.traffic.reload_interval,
+            until_stopped(),
+        ));
+        let geo_reload = edge.geo.clone().map(|geo| {
+            tokio::spawn(marquee_edge::geo::reload_geo_every(
+                geo,
+                config.geo.reload_interval,
+                until_stopped(),
+            ))
+        });
+        EdgeHousekeeping {
+            disk_limit,
+            list_reload,
+            geo_reload,
+        }
+    }
+
+    /// Waits for the tasks to end (they end when stopped).
+    pub(crate) async fn join(self) -> Result<(), tokio::task::JoinError> {
+        self.disk_limit.await?;
+        self.list_reload.await?;
+        if let Some(geo_reload) = self.geo_reload {
+            geo_reload.await?;
+        }
+        Ok(())
+    }
+}
+
 /// The shared secret split roles need: edges register, sync and serve their logs with it.
 fn required_secret(config: &Config, role: &str) -> Result<String, Failure> {
     let Some(token) = &config.aggregation.token else {
@@ -378,24 +428,7 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
         config.edge.heartbeat,
         until_stopped(),
     ));
-    let disk_limit = tokio::spawn(marquee_edge::log_service::enforce_disk_limit(
-        Arc::clone(&edge.log),
-        config.aggregation.log_disk_limit_bytes(),
-        Duration::from_secs(10),
-        until_stopped(),
-    ));
-    let list_reload = tokio::spawn(marquee_edge::quality::reload_lists_every(
-        Arc::clone(&edge),
-        config.traffic.reload_interval,
-        until_stopped(),
-    ));
-    let geo_reload = edge.geo.clone().map(|geo| {
-        tokio::spawn(marquee_edge::geo::reload_geo_every(
-            geo,
-            config.geo.reload_interval,
-            until_stopped(),
-        ))
-    });
+    let housekeeping = EdgeHousekeeping::spawn(&edge, &config, &until_stopped);
     let shutdown = Box::pin(async move {
         signalled.await;
         let _ = stop.send(true);
@@ -404,11 +437,7 @@ pub(crate) async fn edge(args: EdgeArgs) -> Result<(), Failure> {
     follower.await?;
     edge_sync.await?;
     heartbeat.await?;
-    disk_limit.await?;
-    list_reload.await?;
-    if let Some(geo_reload) = geo_reload {
-        geo_reload.await?;
-    }
+    housekeeping.join().await?;
     edge.log.flush_and_close()?;
     give_leases_back(&edge, &*sync_client).await;
     tracing::info!("edge stopped; event log flushed");

@@ -28,6 +28,9 @@
 //! decoded like serde_json otherwise, `f64` through serde_json's own number parser, money
 //! through [`decimal::parse_micros`] like `de::micros`, raw `ext` values through serde_json's
 //! `&RawValue`, unknown values skipped with the grammar serde_json's `IgnoredAny` accepts.
+//!
+//! The `fields!` lists look alike from struct to struct deliberately: each is one struct's keys
+//! with the reader of each value's type, the counterpart of that struct's serde declaration.
 
 use std::borrow::Cow;
 

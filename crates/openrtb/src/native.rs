@@ -3,6 +3,9 @@
 //!
 //! Requests come in the 1.2 form (the object itself) or the 1.0/1.1 form wrapped in
 //! `{"native": {...}}`; a response is wrapped the same way as its request was.
+//!
+//! Its serde structs repeat `request.rs`'s field declarations deliberately: each is the
+//! specification's object, field by field, with the attributes serde needs on each.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -3,6 +3,10 @@
 //! Strings are `Cow<'a, str>`: borrowed from the body unless they contain escapes. `ext`
 //! objects stay raw (`&'a RawValue`) for whoever needs them. Unknown fields are skipped. Only
 //! what a bidder reads is modelled; the rest of the request is accepted and ignored.
+//!
+//! The field declarations repeat (the same `#[serde(default, borrow, …)]` lines on many
+//! structs, and again on `native.rs`'s asset requests) deliberately: each struct is the
+//! specification's object, field by field, and serde needs the attributes on each.
 
 use std::borrow::Cow;
 

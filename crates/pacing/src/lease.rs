@@ -1442,9 +1442,7 @@ mod tests {
     #[test]
     fn settlements_beyond_what_was_reported_reserved_count_as_used() {
         let config = LeaseConfig::default();
-        let (window, start, spec) = minute_budget(0);
-        let mut book = LeaseBook::new(config.clone()).unwrap();
-        book.set_budget(LINE, spec);
+        let (window, start, mut book) = minute_book();
         book.renew(&reserving(1, 0, 0), start).unwrap();
         book.renew(&reserving(1, 90, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 90, 0)]);
@@ -1486,9 +1484,7 @@ mod tests {
     /// still pending: 100 used, not the 90 the reports explain.
     #[test]
     fn billing_the_reports_miss_is_counted_from_the_aggregation_and_what_is_pending() {
-        let (window, start, spec) = minute_budget(0);
-        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
-        book.set_budget(LINE, spec);
+        let (window, start, mut book) = minute_book();
         book.renew(&reserving(1, 0, 0), start).unwrap();
         book.renew(&reserving(1, 90, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 90, 0)]);
@@ -1509,9 +1505,7 @@ mod tests {
     /// grant the reservation a second time.
     #[test]
     fn a_settlement_reported_before_its_event_is_aggregated_keeps_the_use_up() {
-        let (window, start, spec) = minute_budget(0);
-        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
-        book.set_budget(LINE, spec);
+        let (window, start, mut book) = minute_book();
         book.renew(&reserving(1, 0, 0), start).unwrap();
         book.renew(&reserving(1, 50, 0), start).unwrap();
         book.record(EdgeId(1), &[settlement(window, 50, 0)]);
@@ -1568,6 +1562,14 @@ mod tests {
             starts_at: Some(start),
         };
         (window, start, spec)
+    }
+
+    /// A book with the budget of [`minute_budget`], nothing delivered yet.
+    fn minute_book() -> (i64, Timestamp, LeaseBook) {
+        let (window, start, spec) = minute_budget(0);
+        let mut book = LeaseBook::new(LeaseConfig::default()).unwrap();
+        book.set_budget(LINE, spec);
+        (window, start, book)
     }
 
     fn window_of_timestamp(at: Timestamp) -> i64 {
@@ -1741,31 +1743,21 @@ mod tests {
             amount_micros: Micros(amount),
             currency: Currency::try_from("EUR".to_owned()).unwrap(),
         };
+        let charge = |goal, model, amount| Charge::for_goal(goal, &price(model, amount));
+        let on = |on, amount| Charge { on, amount };
         assert_eq!(
-            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Cpm, 2_500_001)),
-            Some(Charge {
-                on: Billable::Impression,
-                amount: 2_501
-            })
+            charge(GoalMetric::Spend, PricingModel::Cpm, 2_500_001),
+            Some(on(Billable::Impression, 2_501))
         );
         assert_eq!(
-            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Cpc, 400_000)),
-            Some(Charge {
-                on: Billable::Click,
-                amount: 400_000
-            })
+            charge(GoalMetric::Spend, PricingModel::Cpc, 400_000),
+            Some(on(Billable::Click, 400_000))
         );
         assert_eq!(
-            Charge::for_goal(GoalMetric::Impressions, &price(PricingModel::Cpc, 400_000)),
-            Some(Charge {
-                on: Billable::Impression,
-                amount: 1
-            })
+            charge(GoalMetric::Impressions, PricingModel::Cpc, 400_000),
+            Some(on(Billable::Impression, 1))
         );
-        assert_eq!(
-            Charge::for_goal(GoalMetric::Spend, &price(PricingModel::Flat, 9)),
-            None
-        );
+        assert_eq!(charge(GoalMetric::Spend, PricingModel::Flat, 9), None);
     }
 
     #[test]

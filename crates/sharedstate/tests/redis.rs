@@ -364,6 +364,17 @@ fn impatient(url: &str) -> SharedConfig {
 }
 
 /// Calls until the answer is not `Unavailable`, for at most `within`.
+/// A fresh user and `rule`, after the first check Redis answered (allowed).
+async fn first_allowed(shared: &SharedState, rule: CapRule) -> (u64, [CapRule; 1]) {
+    let user = fresh_user();
+    let rules = [rule];
+    assert_eq!(
+        until_redis_decides(shared, user, &rules, Duration::from_secs(5)).await,
+        CapAnswer::Allowed
+    );
+    (user, rules)
+}
+
 async fn until_redis_decides(
     shared: &SharedState,
     user: u64,
@@ -432,12 +443,7 @@ async fn nothing_listening_opens_the_breaker_and_every_answer_comes_in_time() {
 async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
     let server = OwnServer::start();
     let shared = SharedState::new(impatient(&server.url()), Arc::new(SystemClock)).unwrap();
-    let user = fresh_user();
-    let rules = [rule(61, 3600, 5)];
-    assert_eq!(
-        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
-        CapAnswer::Allowed
-    );
+    let (user, rules) = first_allowed(&shared, rule(61, 3600, 5)).await;
     server.signal("-STOP");
     for _ in 0..3 {
         let started = Instant::now();
@@ -809,12 +815,7 @@ async fn a_flush_that_times_out_does_not_open_the_breaker() {
         ..impatient(&server.url())
     };
     let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
-    let user = fresh_user();
-    let rules = [rule(95, 3600, 5)];
-    assert_eq!(
-        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
-        CapAnswer::Allowed
-    );
+    let (user, rules) = first_allowed(&shared, rule(95, 3600, 5)).await;
     shared.count_later(user, &rules, shared.cap_count());
     server.signal("-STOP");
     assert!(!shared.flush().await);
@@ -839,12 +840,7 @@ async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
         ..impatient(&server.url())
     };
     let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
-    let user = fresh_user();
-    let rules = [rule(96, 3600, 5)];
-    assert_eq!(
-        until_redis_decides(&shared, user, &rules, Duration::from_secs(5)).await,
-        CapAnswer::Allowed
-    );
+    let (user, rules) = first_allowed(&shared, rule(96, 3600, 5)).await;
     server.signal("-STOP");
     // Another user's: this check runs in Redis on its return, though it was given up on.
     let answer = shared

@@ -16,6 +16,8 @@ use marquee_model::{
 };
 use marquee_snapshot::{Snapshot, compile};
 
+// A deliberate copy of the SplitMix64 in the other crates' benches and tests: no dev-only
+// crate serves them all, and a production crate must not carry test helpers.
 /// Deterministic pseudo-random numbers (splitmix64), so every run builds the same catalog.
 struct Rng(u64);
 

@@ -169,6 +169,8 @@ pub struct NativeContent {
     pub icon_size: Option<Size>,
 }
 
+// The field lists repeat the model's `CreativeContent` (and its validation and rendering)
+// deliberately: destructured whole, a field added there fails to compile here until it is carried.
 impl From<&CreativeContent> for Content {
     fn from(content: &CreativeContent) -> Self {
         match content.clone() {
@@ -294,35 +296,30 @@ pub(crate) fn strictly_ascending<T: Ord + Copy>(ids: impl IntoIterator<Item = T>
     })
 }
 
+/// One accessor by id per entity list (each list sorted by id, see [`find`]).
+macro_rules! by_id {
+    ($($list:ident: $name:ident($id:ty) -> $entry:ty;)+) => {
+        impl SnapshotData {
+            $(
+                pub fn $name(&self, id: $id) -> Option<&$entry> {
+                    find(&self.$list, id)
+                }
+            )+
+        }
+    };
+}
+
+by_id! {
+    advertisers: advertiser(AdvertiserId) -> AdvertiserEntry;
+    campaigns: campaign(CampaignId) -> CampaignEntry;
+    line_items: line_item(LineItemId) -> LineItemEntry;
+    creatives: creative(CreativeId) -> CreativeEntry;
+    publishers: publisher(PublisherId) -> PublisherEntry;
+    sites: site(SiteId) -> SiteEntry;
+    placements: placement(PlacementId) -> PlacementEntry;
+}
+
 impl SnapshotData {
-    pub fn advertiser(&self, id: AdvertiserId) -> Option<&AdvertiserEntry> {
-        find(&self.advertisers, id)
-    }
-
-    pub fn campaign(&self, id: CampaignId) -> Option<&CampaignEntry> {
-        find(&self.campaigns, id)
-    }
-
-    pub fn line_item(&self, id: LineItemId) -> Option<&LineItemEntry> {
-        find(&self.line_items, id)
-    }
-
-    pub fn creative(&self, id: CreativeId) -> Option<&CreativeEntry> {
-        find(&self.creatives, id)
-    }
-
-    pub fn publisher(&self, id: PublisherId) -> Option<&PublisherEntry> {
-        find(&self.publishers, id)
-    }
-
-    pub fn site(&self, id: SiteId) -> Option<&SiteEntry> {
-        find(&self.sites, id)
-    }
-
-    pub fn placement(&self, id: PlacementId) -> Option<&PlacementEntry> {
-        find(&self.placements, id)
-    }
-
     /// The IAB categories of a creative (OpenRTB `cat`): its own, or its campaign's when it
     /// names none.
     pub fn categories_of<'s>(&'s self, creative: &'s CreativeEntry) -> &'s [String] {

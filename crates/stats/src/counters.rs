@@ -3,79 +3,88 @@
 
 use marquee_eventlog::{EventKind, InvalidReason};
 
-/// The counters of one aggregate row. Counts are events; money is in micros of the line
-/// item's currency.
-///
-/// Spend is kept in two exact sums so that nothing is rounded per event: `cpm_micros` sums the
-/// per-mille amounts (an impression's CPM rate, a billing notice's clearing CPM) and
-/// `cpc_micros` the per-click prices; [`spend_micros`](Self::spend_micros) divides once.
-///
-/// Invalid traffic (impressions, clicks and conversions the edge judged invalid) is counted
-/// apart: by kind in `invalid_impressions`, `invalid_clicks` and `invalid_conversions`, and the
-/// same events again by reason in the `invalid_<reason>` counters, one per
-/// [`InvalidReason`] (an event whose reason this build does not know counts by kind only).
-/// Invalid events are never impressions, clicks or conversions and carry no money: their
-/// amount is a reason code. So spend, pacing and goals, which read those columns, never see
-/// them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub decisions: i64,
-    pub bids: i64,
-    pub wins: i64,
-    pub billings: i64,
-    pub losses: i64,
-    pub no_bids: i64,
-    pub impressions: i64,
-    pub clicks: i64,
-    pub conversions: i64,
-    pub cpm_micros: i64,
-    pub cpc_micros: i64,
-    pub invalid_impressions: i64,
-    pub invalid_clicks: i64,
-    pub invalid_conversions: i64,
-    pub invalid_crawler: i64,
-    pub invalid_prefetch: i64,
-    pub invalid_datacenter: i64,
-    pub invalid_rate: i64,
-    pub invalid_click_without_impression: i64,
-    pub invalid_too_fast: i64,
-    pub invalid_untokened_disabled: i64,
-    pub invalid_repeat_conversion: i64,
-    pub invalid_no_cache_buster: i64,
-}
-
 /// How many counters a row has: the length of [`COLUMNS`] and [`Counters::values`].
 pub const COLUMN_COUNT: usize = 23;
 
-/// The counters' column names, in the order of [`Counters::values`]. The store builds its SQL
-/// from these constants. The reason columns are `invalid_` and the reason's
-/// [`label`](InvalidReason::label), in [`InvalidReason::ALL`] order; a reason added to the log
-/// needs a column here and in every stats table (a test fails until it has one).
-pub const COLUMNS: [&str; COLUMN_COUNT] = [
-    "decisions",
-    "bids",
-    "wins",
-    "billings",
-    "losses",
-    "no_bids",
-    "impressions",
-    "clicks",
-    "conversions",
-    "cpm_micros",
-    "cpc_micros",
-    "invalid_impressions",
-    "invalid_clicks",
-    "invalid_conversions",
-    "invalid_crawler",
-    "invalid_prefetch",
-    "invalid_datacenter",
-    "invalid_rate",
-    "invalid_click_without_impression",
-    "invalid_too_fast",
-    "invalid_untokened_disabled",
-    "invalid_repeat_conversion",
-    "invalid_no_cache_buster",
-];
+/// Declares [`Counters`], [`COLUMNS`], [`Counters::values`] and [`Counters::from_values`]
+/// from one list of fields, so the column order cannot differ between them.
+macro_rules! counters {
+    (
+        $(#[$struct_meta:meta])*
+        struct;
+        $(#[$columns_meta:meta])*
+        columns;
+        $($field:ident),+ $(,)?
+    ) => {
+        $(#[$struct_meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $(pub $field: i64,)+
+        }
+
+        $(#[$columns_meta])*
+        pub const COLUMNS: [&str; COLUMN_COUNT] = [$(stringify!($field)),+];
+
+        impl Counters {
+            /// The counters in [`COLUMNS`] order.
+            pub fn values(&self) -> [i64; COLUMN_COUNT] {
+                [$(self.$field),+]
+            }
+
+            /// The inverse of [`values`](Self::values).
+            pub fn from_values(v: [i64; COLUMN_COUNT]) -> Counters {
+                let [$($field),+] = v;
+                Counters { $($field),+ }
+            }
+        }
+    };
+}
+
+counters! {
+    /// The counters of one aggregate row. Counts are events; money is in micros of the line
+    /// item's currency.
+    ///
+    /// Spend is kept in two exact sums so that nothing is rounded per event: `cpm_micros` sums the
+    /// per-mille amounts (an impression's CPM rate, a billing notice's clearing CPM) and
+    /// `cpc_micros` the per-click prices; [`spend_micros`](Self::spend_micros) divides once.
+    ///
+    /// Invalid traffic (impressions, clicks and conversions the edge judged invalid) is counted
+    /// apart: by kind in `invalid_impressions`, `invalid_clicks` and `invalid_conversions`, and the
+    /// same events again by reason in the `invalid_<reason>` counters, one per
+    /// [`InvalidReason`] (an event whose reason this build does not know counts by kind only).
+    /// Invalid events are never impressions, clicks or conversions and carry no money: their
+    /// amount is a reason code. So spend, pacing and goals, which read those columns, never see
+    /// them.
+    struct;
+    /// The counters' column names, in the order of [`Counters::values`]. The store builds its SQL
+    /// from these constants. The reason columns are `invalid_` and the reason's
+    /// [`label`](InvalidReason::label), in [`InvalidReason::ALL`] order; a reason added to the log
+    /// needs a column here and in every stats table (a test fails until it has one).
+    columns;
+    decisions,
+    bids,
+    wins,
+    billings,
+    losses,
+    no_bids,
+    impressions,
+    clicks,
+    conversions,
+    cpm_micros,
+    cpc_micros,
+    invalid_impressions,
+    invalid_clicks,
+    invalid_conversions,
+    invalid_crawler,
+    invalid_prefetch,
+    invalid_datacenter,
+    invalid_rate,
+    invalid_click_without_impression,
+    invalid_too_fast,
+    invalid_untokened_disabled,
+    invalid_repeat_conversion,
+    invalid_no_cache_buster,
+}
 
 impl Counters {
     /// Counts one event of `kind` carrying `amount_micros` (already checked non-negative): for
@@ -163,89 +172,6 @@ impl Counters {
             *value = value.saturating_add(more);
         }
         *self = Counters::from_values(values);
-    }
-
-    /// The counters in [`COLUMNS`] order.
-    pub fn values(&self) -> [i64; COLUMN_COUNT] {
-        [
-            self.decisions,
-            self.bids,
-            self.wins,
-            self.billings,
-            self.losses,
-            self.no_bids,
-            self.impressions,
-            self.clicks,
-            self.conversions,
-            self.cpm_micros,
-            self.cpc_micros,
-            self.invalid_impressions,
-            self.invalid_clicks,
-            self.invalid_conversions,
-            self.invalid_crawler,
-            self.invalid_prefetch,
-            self.invalid_datacenter,
-            self.invalid_rate,
-            self.invalid_click_without_impression,
-            self.invalid_too_fast,
-            self.invalid_untokened_disabled,
-            self.invalid_repeat_conversion,
-            self.invalid_no_cache_buster,
-        ]
-    }
-
-    /// The inverse of [`values`](Self::values).
-    pub fn from_values(v: [i64; COLUMN_COUNT]) -> Counters {
-        let [
-            decisions,
-            bids,
-            wins,
-            billings,
-            losses,
-            no_bids,
-            impressions,
-            clicks,
-            conversions,
-            cpm_micros,
-            cpc_micros,
-            invalid_impressions,
-            invalid_clicks,
-            invalid_conversions,
-            invalid_crawler,
-            invalid_prefetch,
-            invalid_datacenter,
-            invalid_rate,
-            invalid_click_without_impression,
-            invalid_too_fast,
-            invalid_untokened_disabled,
-            invalid_repeat_conversion,
-            invalid_no_cache_buster,
-        ] = v;
-        Counters {
-            decisions,
-            bids,
-            wins,
-            billings,
-            losses,
-            no_bids,
-            impressions,
-            clicks,
-            conversions,
-            cpm_micros,
-            cpc_micros,
-            invalid_impressions,
-            invalid_clicks,
-            invalid_conversions,
-            invalid_crawler,
-            invalid_prefetch,
-            invalid_datacenter,
-            invalid_rate,
-            invalid_click_without_impression,
-            invalid_too_fast,
-            invalid_untokened_disabled,
-            invalid_repeat_conversion,
-            invalid_no_cache_buster,
-        }
     }
 
     /// Requests: every slot that reached a decision, whatever its answer. One ad-request

@@ -12,6 +12,9 @@
 //!
 //! Connections are plain TCP (no TLS): reach the server over a private network or a local
 //! socket.
+//!
+//! Deliberate twin of `sqlite.rs`: the same statements in PostgreSQL's dialect through an async
+//! driver, where SQLite's is synchronous on its own threads; what is dialect-free is in `shared`.
 
 /// Runs `$body` (an expression using `tx` and `now`) in a write transaction and commits it.
 macro_rules! in_write {

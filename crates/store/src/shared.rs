@@ -202,6 +202,18 @@ pub(crate) struct Migration {
     pub(crate) sql: &'static str,
 }
 
+/// The [`Migration`] list of one backend's `migrations/<dir>/`: `(version, name, file)` each.
+macro_rules! migrations {
+    ($dir:literal: $(($version:literal, $name:literal, $file:literal)),+ $(,)?) => {
+        &[$(crate::shared::Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/", $dir, "/", $file)),
+        }),+]
+    };
+}
+pub(crate) use migrations;
+
 /// Refuses a database whose applied migrations (version, checksum) differ from `known` or
 /// include one `known` lacks (written by a newer binary).
 pub(crate) fn check_applied(

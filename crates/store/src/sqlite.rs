@@ -4,6 +4,9 @@
 //! Every kind lives in a table with the same columns (see `migrations/sqlite/0001_initial.sql`),
 //! so one generic code path serves all kinds. Table names come only from [`ObjectKind`]; every value
 //! is a bound parameter.
+//!
+//! Deliberate twin of `postgres.rs`: the same statements in SQLite's dialect through a
+//! synchronous driver on its own threads; what is dialect-free is in `shared`.
 
 mod migrate;
 mod pacing;

@@ -6,6 +6,8 @@ use marquee_device::{ClientHints, Device, browser, detect, os};
 
 use crate::corpus_cases as corpus;
 
+// A deliberate copy of the SplitMix64 in the other crates' benches and tests: no dev-only
+// crate serves them all, and a production crate must not carry test helpers.
 /// SplitMix64: a small generator whose sequence its definition fixes.
 struct Rng(u64);
 

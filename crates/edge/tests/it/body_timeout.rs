@@ -10,28 +10,14 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::routing::post;
-use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
-use marquee_eventlog::EventLog;
-use marquee_tracking::KeyRing;
+use marquee_edge::{Edge, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::common;
+
 fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    Arc::new(Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits,
-        },
-        Arc::new(log),
-        keys,
-    ))
+    Arc::new(common::edge(dir, limits))
 }
 
 /// Serves `edge` with a fallback that reads whole bodies (as the manager's routes do) on a

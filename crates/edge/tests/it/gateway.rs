@@ -12,12 +12,12 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
-use marquee_eventlog::EventLog;
+use marquee_edge::{Edge, Limits};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
-use marquee_tracking::KeyRing;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::common;
 
 const TOKEN: &str = "gateway-admin-token-0123";
 
@@ -52,26 +52,15 @@ async fn start(
     dir: &std::path::Path,
     bidders: &[(&'static str, SocketAddr)],
 ) -> (Arc<Edge>, SocketAddr) {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    let edge = Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits: Limits {
-                max_in_flight: 1,
-                // A loaded test machine runs late by more than the default now and then;
-                // these tests are about the auction, not about shedding on queue delay.
-                max_queue_delay: None,
-                ..Limits::default()
-            },
+    let edge = common::edge(
+        dir,
+        Limits {
+            max_in_flight: 1,
+            // A loaded test machine runs late by more than the default now and then;
+            // these tests are about the auction, not about shedding on queue delay.
+            max_queue_delay: None,
+            ..Limits::default()
         },
-        Arc::new(log),
-        keys,
     );
     let gateway = Gateway::new(GatewayConfig {
         bidders: bidders

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod body_timeout;
+mod common;
 mod gateway;
 mod h2c;
 mod metrics_access;

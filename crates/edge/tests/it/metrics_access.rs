@@ -14,31 +14,21 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use axum::http::HeaderMap;
 use axum::routing::get;
-use marquee_edge::{Edge, EdgeConfig, Endpoint, Fallback, Limits, Outcome};
-use marquee_eventlog::EventLog;
+use marquee_edge::{Edge, Endpoint, Limits, Outcome};
 use marquee_model::MetricsAccess;
-use marquee_tracking::KeyRing;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
+
+use crate::common;
 
 const TOKEN: &str = "scrape-token-0123456789";
 
 fn edge(dir: &std::path::Path, access: MetricsAccess) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    let config = EdgeConfig {
-        public_url: "http://127.0.0.1".into(),
-        token_lifetime: Duration::from_secs(600),
-        fallback: Fallback::Empty,
-        cookies: false,
-        country_header: None,
-        data_dir: dir.join("edge"),
-        limits: Limits {
-            max_queue_delay: None,
-            ..Limits::default()
-        },
+    let limits = Limits {
+        max_queue_delay: None,
+        ..Limits::default()
     };
-    Arc::new(Edge::new(config, Arc::new(log), keys).with_metrics_access(access))
+    Arc::new(common::edge(dir, limits).with_metrics_access(access))
 }
 
 /// A stand-in for the manager's router: its `/metrics` answers, in the format asked for as the
@@ -289,19 +279,9 @@ const PREFIXES: [&str; 10] = [
 /// An edge with every part that adds families: a gateway, Redis (never reached), geo
 /// databases and a snapshot.
 async fn full_edge(dir: &std::path::Path) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    let config = EdgeConfig {
-        public_url: "http://127.0.0.1".into(),
-        token_lifetime: Duration::from_secs(600),
-        fallback: Fallback::Empty,
-        cookies: false,
-        country_header: None,
-        data_dir: dir.join("edge"),
-        limits: Limits {
-            max_queue_delay: None,
-            ..Limits::default()
-        },
+    let limits = Limits {
+        max_queue_delay: None,
+        ..Limits::default()
     };
     let gateway = marquee_gateway::Gateway::new(marquee_gateway::GatewayConfig {
         bidders: vec![marquee_gateway::BidderSpec::new(
@@ -321,7 +301,7 @@ async fn full_edge(dir: &std::path::Path) -> Arc<Edge> {
     let database =
         marquee_geo::GeoDatabase::from_bytes(marquee_geo::demo::demo_database(), None).unwrap();
     let geo = Arc::new(marquee_geo::GeoSource::fixed(database));
-    let edge = Edge::new(config, Arc::new(log), keys)
+    let edge = common::edge(dir, limits)
         .with_gateway(gateway)
         .with_shared_state(shared)
         .with_geo(geo);

@@ -9,12 +9,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use marquee_edge::{Edge, EdgeConfig, Endpoint, Fallback, Limits, Outcome};
-use marquee_eventlog::EventLog;
+use marquee_edge::{Edge, Endpoint, Limits, Outcome};
 use marquee_snapshot::{Snapshot, SnapshotData};
-use marquee_tracking::KeyRing;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::common;
 
 pub(crate) fn snapshot(version: u64) -> Vec<u8> {
     Snapshot {
@@ -36,21 +36,21 @@ pub(crate) fn limits() -> Limits {
 }
 
 pub(crate) fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    Arc::new(Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits,
+    Arc::new(common::edge(dir, limits))
+}
+
+/// A served edge with one place for requests in flight and an empty snapshot.
+async fn one_place(dir: &std::path::Path) -> (Arc<Edge>, SocketAddr) {
+    let edge = edge(
+        dir,
+        Limits {
+            max_in_flight: 1,
+            ..limits()
         },
-        Arc::new(log),
-        keys,
-    ))
+    );
+    edge.accept_snapshot(&snapshot(1)).unwrap();
+    let address = start(&edge).await;
+    (edge, address)
 }
 
 /// Serves `edge` on a free loopback port until the test ends.
@@ -104,15 +104,7 @@ async fn get(address: SocketAddr, path: &str) -> Answer {
 #[tokio::test]
 async fn a_saturated_edge_answers_ad_requests_at_once_with_the_fallback() {
     let dir = tempfile::tempdir().unwrap();
-    let edge = edge(
-        dir.path(),
-        Limits {
-            max_in_flight: 1,
-            ..limits()
-        },
-    );
-    edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let (edge, address) = one_place(dir.path()).await;
 
     // A request in progress holds the only place: the next ones are shed, not queued behind it.
     let held = edge.try_admit().expect("a free place");
@@ -156,15 +148,7 @@ async fn post(address: SocketAddr, path: &str, body: &str) -> Answer {
 #[tokio::test]
 async fn a_saturated_edge_answers_bid_requests_at_once_with_no_bid() {
     let dir = tempfile::tempdir().unwrap();
-    let edge = edge(
-        dir.path(),
-        Limits {
-            max_in_flight: 1,
-            ..limits()
-        },
-    );
-    edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let (edge, address) = one_place(dir.path()).await;
     let request = r#"{"id":"a1","imp":[{"id":"1","banner":{"w":300,"h":250}}]}"#;
 
     let held = edge.try_admit().expect("a free place");

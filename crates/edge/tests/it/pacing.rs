@@ -7,20 +7,19 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use marquee_edge::pacing::{SyncClient, SyncError, sync_once};
-use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
+use marquee_edge::{Edge, Limits};
 use marquee_engine::Pacing;
-use marquee_eventlog::EventLog;
 use marquee_model::{
     AdvertiserId, CampaignId, Channel, Currency, Goal, GoalMetric, LineItemId, Micros, PacingMode,
     Price, PricingModel, RotationMode, Tier,
 };
 use marquee_pacing::{Billable, ControlEntry, LeaseGrant, SyncRequest, SyncResponse};
 use marquee_snapshot::{Channels, LineItemEntry, Snapshot, SnapshotData};
-use marquee_tracking::KeyRing;
+
+use crate::common;
 
 const PACED: LineItemId = LineItemId(10);
 const FREE: LineItemId = LineItemId(20);
@@ -81,21 +80,7 @@ fn snapshot(version: u64, extra: &[u64]) -> Vec<u8> {
 }
 
 fn edge(dir: &std::path::Path) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    Arc::new(Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits: Limits::default(),
-        },
-        Arc::new(log),
-        keys,
-    ))
+    Arc::new(common::edge(dir, Limits::default()))
 }
 
 /// A manager that answers every renewal with a ceiling of `consumed + 2` (renew below 1 left)

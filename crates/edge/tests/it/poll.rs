@@ -12,11 +12,11 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use marquee_edge::Edge;
 use marquee_edge::poll::{PollError, Polled, poll_once};
-use marquee_edge::{Edge, EdgeConfig, Fallback};
-use marquee_eventlog::EventLog;
 use marquee_snapshot::{Snapshot, SnapshotData};
-use marquee_tracking::KeyRing;
+
+use crate::common;
 
 fn snapshot(version: u64) -> (Bytes, String) {
     let snapshot = Snapshot {
@@ -29,21 +29,7 @@ fn snapshot(version: u64) -> (Bytes, String) {
 }
 
 fn edge(dir: &std::path::Path) -> Arc<Edge> {
-    let log = EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap();
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    Arc::new(Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits: marquee_edge::Limits::default(),
-        },
-        Arc::new(log),
-        keys,
-    ))
+    Arc::new(common::edge(dir, marquee_edge::Limits::default()))
 }
 
 const SECRET: &str = "a-shared-secret";

@@ -20,6 +20,29 @@ fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
 
+/// A database of `networks`, each record `{"n": number}`.
+fn numbered(networks: &[(&str, u16)]) -> Reader<Vec<u8>> {
+    let mut writer = DatabaseWriter::new("Test", "test");
+    for (network, number) in networks {
+        writer
+            .insert(
+                network.parse().unwrap(),
+                &Value::map([("n", Value::Uint16(*number))]),
+            )
+            .unwrap();
+    }
+    read(writer.to_bytes().unwrap())
+}
+
+/// The `n` of the record `address` is in, if any.
+fn n_of(reader: &Reader<Vec<u8>>, address: &str) -> Option<u16> {
+    reader
+        .lookup(ip(address))
+        .unwrap()
+        .decode_path(&[PathElement::Key("n")])
+        .unwrap()
+}
+
 fn read(bytes: Vec<u8>) -> Reader<Vec<u8>> {
     let reader = Reader::from_source(bytes).unwrap();
     // The reader's full check: metadata, every search-tree record, the separator, every
@@ -186,27 +209,8 @@ fn asn_and_connection_type_records_read_as_geoip2_layouts() {
 
 #[test]
 fn ipv4_networks_are_found_as_ipv4_as_mapped_and_under_the_ipv4_subtree() {
-    let mut writer = DatabaseWriter::new("Test", "test");
-    writer
-        .insert(
-            "10.0.0.0/8".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(1))]),
-        )
-        .unwrap();
-    writer
-        .insert(
-            "10.20.0.0/16".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(2))]),
-        )
-        .unwrap();
-    let reader = read(writer.to_bytes().unwrap());
-    let n = |address: &str| -> Option<u16> {
-        reader
-            .lookup(ip(address))
-            .unwrap()
-            .decode_path(&[PathElement::Key("n")])
-            .unwrap()
-    };
+    let reader = numbered(&[("10.0.0.0/8", 1), ("10.20.0.0/16", 2)]);
+    let n = |address: &str| n_of(&reader, address);
     assert_eq!(n("10.1.2.3"), Some(1));
     assert_eq!(n("10.20.2.3"), Some(2));
     assert_eq!(n("::10.20.2.3"), Some(2));
@@ -234,48 +238,16 @@ fn ipv4_networks_are_found_as_ipv4_as_mapped_and_under_the_ipv4_subtree() {
 
 #[test]
 fn ipv6_networks_over_the_mapped_range_are_kept_as_inserted() {
-    let mut writer = DatabaseWriter::new("Test", "test");
-    writer
-        .insert(
-            "10.0.0.0/8".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(1))]),
-        )
-        .unwrap();
-    writer
-        .insert(
-            "::ffff:0:0/96".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(2))]),
-        )
-        .unwrap();
-    let reader = read(writer.to_bytes().unwrap());
-    let n = |address: &str| -> Option<u16> {
-        reader
-            .lookup(ip(address))
-            .unwrap()
-            .decode_path(&[PathElement::Key("n")])
-            .unwrap()
-    };
+    let reader = numbered(&[("10.0.0.0/8", 1), ("::ffff:0:0/96", 2)]);
+    let n = |address: &str| n_of(&reader, address);
     assert_eq!(n("10.0.0.1"), Some(1));
     assert_eq!(n("::ffff:10.0.0.1"), Some(2));
 }
 
 #[test]
 fn all_of_ipv4_as_one_network_is_found_as_mapped_too() {
-    let mut writer = DatabaseWriter::new("Test", "test");
-    writer
-        .insert(
-            "0.0.0.0/0".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(1))]),
-        )
-        .unwrap();
-    let reader = read(writer.to_bytes().unwrap());
-    let n = |address: &str| -> Option<u16> {
-        reader
-            .lookup(ip(address))
-            .unwrap()
-            .decode_path(&[PathElement::Key("n")])
-            .unwrap()
-    };
+    let reader = numbered(&[("0.0.0.0/0", 1)]);
+    let n = |address: &str| n_of(&reader, address);
     assert_eq!(n("1.2.3.4"), Some(1));
     assert_eq!(n("::ffff:1.2.3.4"), Some(1));
     assert_eq!(n("::1:0:0"), None);
@@ -284,27 +256,8 @@ fn all_of_ipv4_as_one_network_is_found_as_mapped_too() {
 
 #[test]
 fn the_whole_address_space_can_be_one_network() {
-    let mut writer = DatabaseWriter::new("Test", "test");
-    writer
-        .insert(
-            "::/0".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(1))]),
-        )
-        .unwrap();
-    writer
-        .insert(
-            "10.0.0.0/8".parse().unwrap(),
-            &Value::map([("n", Value::Uint16(2))]),
-        )
-        .unwrap();
-    let reader = read(writer.to_bytes().unwrap());
-    let n = |address: &str| -> Option<u16> {
-        reader
-            .lookup(ip(address))
-            .unwrap()
-            .decode_path(&[PathElement::Key("n")])
-            .unwrap()
-    };
+    let reader = numbered(&[("::/0", 1), ("10.0.0.0/8", 2)]);
+    let n = |address: &str| n_of(&reader, address);
     assert_eq!(n("2001:db8::1"), Some(1));
     assert_eq!(n("11.0.0.1"), Some(1));
     assert_eq!(n("10.0.0.1"), Some(2));

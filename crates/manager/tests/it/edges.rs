@@ -6,18 +6,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use jiff::Timestamp;
-use marquee_manager::{AggregationOptions, Aggregator, Manager, ManagerOptions};
+use marquee_manager::{AggregationOptions, Aggregator, Manager};
 use marquee_model::{Clock, ManualClock};
 use marquee_pacing::{EdgeId, EdgeReport};
 use marquee_store::{SqliteStore, Store};
 use tempfile::TempDir;
 use tower::ServiceExt;
+
+use crate::support;
 
 const SECRET: &str = "0123456789abcdef";
 
@@ -40,17 +41,7 @@ async fn manager(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
 ) -> (Arc<Manager>, Arc<Aggregator>) {
-    let manager = Manager::open(
-        Arc::clone(store),
-        Arc::clone(clock),
-        ManagerOptions {
-            snapshot_dir: dir.path().join("snapshots"),
-            keep: 2,
-            compile_interval: Duration::from_secs(1),
-        },
-    )
-    .await
-    .unwrap();
+    let manager = support::open_manager(store, clock, &dir.path().join("snapshots"), 2).await;
     let aggregator = Arc::new(Aggregator::new(
         Arc::clone(store),
         Arc::clone(clock),

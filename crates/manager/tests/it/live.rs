@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use marquee_manager::{LiveOptions, Manager, ManagerOptions, Refresh, demo, live};
+use marquee_manager::{LiveOptions, Manager, ManagerOptions, Refresh, live};
 use marquee_model::{
     Clock, Creative, CreativeContent, LineItem, LineItemId, ManualClock, PlacementId, Size, Status,
 };
 use marquee_snapshot::{Part, Snapshot};
 use marquee_stats::Counters;
-use marquee_store::{Actor, SqliteStore, Store};
+use marquee_store::{Actor, Store};
 use tempfile::TempDir;
 
 use crate::support;
@@ -68,14 +68,7 @@ async fn add_live_creative(store: &dyn Store, line_item: u64, html: &str) -> u64
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("m.db"),
-            Arc::clone(&clock) as Arc<dyn Clock>,
-        )
-        .unwrap(),
-    );
-    demo::load(&*store, &*clock).await.unwrap();
+    let store = support::demo_store(&dir.path().join("m.db"), &(Arc::clone(&clock) as _)).await;
     let busy_line_item = line_item_named(&*store, "Boots DACH mobile").await;
     let quiet_line_item = line_item_named(&*store, "Berlin weekend deals").await;
     let quiet_placements = store
@@ -310,17 +303,13 @@ async fn a_restart_with_unchanged_values_publishes_nothing() {
         Refresh::Published { .. }
     ));
     let version = setup.manager.latest().unwrap().header.version;
-    let reopened = Manager::open(
-        Arc::clone(&setup.store),
-        Arc::clone(&setup.clock) as Arc<dyn Clock>,
-        ManagerOptions {
-            snapshot_dir: setup._dir.path().join("snapshots"),
-            keep: 2,
-            compile_interval: Duration::from_secs(1),
-        },
+    let reopened = support::open_manager(
+        &setup.store,
+        &(Arc::clone(&setup.clock) as _),
+        &setup._dir.path().join("snapshots"),
+        2,
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         reopened.refresh().await.unwrap(),
         Refresh::Unchanged { version }

@@ -6,19 +6,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use marquee_manager::{
-    AggregationOptions, Aggregator, Manager, ManagerOptions, Pacing, PacingOptions, demo,
-};
+use marquee_manager::{AggregationOptions, Aggregator, Pacing, PacingOptions};
 use marquee_metrics::check;
 use marquee_model::{Clock, ManualClock};
-use marquee_store::{SqliteStore, Store};
 use tower::ServiceExt;
+
+use crate::support;
 
 /// The families each part of the manager exposes, by name prefix: the documentation check
 /// looks for the page's names under these.
@@ -59,20 +57,8 @@ async fn scrape(router: &axum::Router, accept: Option<&str>) -> (StatusCode, Str
 async fn the_manager_serves_conventional_documented_families() {
     let dir = tempfile::tempdir().unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new("2026-12-01T12:00:00Z".parse().unwrap()));
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
-    demo::load(&*store, &*clock).await.unwrap();
-    let manager = Manager::open(
-        Arc::clone(&store),
-        Arc::clone(&clock),
-        ManagerOptions {
-            snapshot_dir: dir.path().join("snapshots"),
-            keep: 2,
-            compile_interval: Duration::from_secs(1),
-        },
-    )
-    .await
-    .unwrap();
+    let store = support::demo_store(&dir.path().join("m.db"), &clock).await;
+    let manager = support::open_manager(&store, &clock, &dir.path().join("snapshots"), 2).await;
     let aggregator = Aggregator::new(
         Arc::clone(&store),
         Arc::clone(&clock),

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use marquee_manager::{Pacing, PacingOptions, demo};
+use marquee_manager::{Pacing, PacingOptions};
 use marquee_model::{Clock, LineItemId, ManualClock, ObjectKind, Status};
 use marquee_pacing::{EdgeId, Renewal, SyncRequest};
 use marquee_stats::Counters;
-use marquee_store::{Actor, Draft, SqliteStore, Store};
+use marquee_store::{Actor, Draft, Store};
 use tempfile::TempDir;
 
 use crate::support;
@@ -30,14 +30,7 @@ struct Setup {
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("m.db"),
-            Arc::clone(&clock) as Arc<dyn Clock>,
-        )
-        .unwrap(),
-    );
-    demo::load(&*store, &*clock).await.unwrap();
+    let store = support::demo_store(&dir.path().join("m.db"), &(Arc::clone(&clock) as _)).await;
     let catalog = store.catalog().await.unwrap();
     let boots = catalog
         .line_items
@@ -217,17 +210,13 @@ async fn the_sync_endpoint_needs_the_secret() {
     use tower::ServiceExt;
 
     let setup = setup().await;
-    let manager = marquee_manager::Manager::open(
-        Arc::clone(&setup.store),
-        Arc::clone(&setup.clock) as Arc<dyn Clock>,
-        marquee_manager::ManagerOptions {
-            snapshot_dir: setup.dir.path().join("snapshots"),
-            keep: 2,
-            compile_interval: std::time::Duration::from_secs(1),
-        },
+    let manager = support::open_manager(
+        &setup.store,
+        &(Arc::clone(&setup.clock) as _),
+        &setup.dir.path().join("snapshots"),
+        2,
     )
-    .await
-    .unwrap();
+    .await;
     let router = marquee_manager::router(&manager, "http://ads.example");
     let post = |secret: Option<&str>, body: String| {
         let mut request = Request::post("/internal/v1/sync");

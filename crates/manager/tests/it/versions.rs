@@ -6,14 +6,15 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
-use marquee_manager::{Manager, ManagerOptions, Refresh, demo, live};
+use marquee_manager::{Manager, Refresh, live};
 use marquee_model::{Clock, LineItem, ManualClock};
 use marquee_pacing::{EdgeId, EdgeReport};
 use marquee_snapshot::{Header, Snapshot};
-use marquee_store::{Actor, SqliteStore, Store};
+use marquee_store::{Actor, Store};
+
+use crate::support;
 
 const SECRET: &str = "0123456789abcdef";
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -22,24 +23,8 @@ fn clock() -> Arc<dyn Clock> {
     Arc::new(ManualClock::new(NOW.parse().unwrap()))
 }
 
-async fn store_with_demo(path: &Path, clock: &Arc<dyn Clock>) -> Arc<dyn Store> {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path, Arc::clone(clock)).unwrap());
-    demo::load(&*store, &**clock).await.unwrap();
-    store
-}
-
 async fn open(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>, snapshots: &Path) -> Arc<Manager> {
-    Manager::open(
-        Arc::clone(store),
-        Arc::clone(clock),
-        ManagerOptions {
-            snapshot_dir: snapshots.to_owned(),
-            keep: 3,
-            compile_interval: Duration::from_secs(1),
-        },
-    )
-    .await
-    .unwrap()
+    support::open_manager(store, clock, snapshots, 3).await
 }
 
 /// A catalog change: the first line item's weight.
@@ -91,7 +76,7 @@ fn published_version(manager: &Manager) -> u64 {
 async fn a_manager_behind_an_edge_publishes_above_the_version_the_edge_reports() {
     let dir = tempfile::tempdir().unwrap();
     let clock = clock();
-    let store = store_with_demo(&dir.path().join("m.db"), &clock).await;
+    let store = support::demo_store(&dir.path().join("m.db"), &clock).await;
     let snapshots = dir.path().join("snapshots");
     let manager = open(&store, &clock, &snapshots).await;
     manager.accept_remote_edges(SECRET.into()).await.unwrap();
@@ -145,7 +130,7 @@ async fn a_change_counter_gone_back_does_not_take_the_version_back() {
     let dir = tempfile::tempdir().unwrap();
     let clock = clock();
     let snapshots = dir.path().join("snapshots");
-    let before_restore = store_with_demo(&dir.path().join("live.db"), &clock).await;
+    let before_restore = support::demo_store(&dir.path().join("live.db"), &clock).await;
     change(&*before_restore).await;
     change(&*before_restore).await;
     let manager = open(&before_restore, &clock, &snapshots).await;
@@ -155,7 +140,7 @@ async fn a_change_counter_gone_back_does_not_take_the_version_back() {
     drop(manager);
 
     // The backup: two changes behind.
-    let restored = store_with_demo(&dir.path().join("backup.db"), &clock).await;
+    let restored = support::demo_store(&dir.path().join("backup.db"), &clock).await;
     let counter = restored.change_counter().await.unwrap();
     assert!(live::version(counter, 0) < old);
     let manager = open(&restored, &clock, &snapshots).await;

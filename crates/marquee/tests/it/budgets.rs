@@ -51,8 +51,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    BIN, EDGE_SYNC_INTERVAL_MS, Guard, RedisServer, Roles, event_count, free_port, get_json,
-    logged_events, metric, postgres_minute_rows, token_from, try_get_text, wait_for_edges,
+    BIN, EDGE_SYNC_INTERVAL_MS, Guard, RedisServer, Roles, TRACKING_KEY, event_count, free_port,
+    get_json, logged_events, metric, postgres_minute_rows, token_from, try_get_text,
+    wait_for_edges,
 };
 use marquee_eventlog::EventKind;
 use marquee_store::stats_suite::direct_minute_count;
@@ -60,9 +61,6 @@ use marquee_store::test_postgres::TestDatabase;
 use serde_json::{Value, json};
 
 const SECRET: &str = "budgets-test-secret-0123456";
-/// Every edge signs and verifies tracking links with the same key, as a deployment must when a
-/// beacon may reach another edge than the ad did.
-const TRACKING_KEY: &str = "1:hex:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 const EDGES: usize = 3;
 /// Each scenario's line item: impressions a day.
 const GOAL: u64 = 2_000;

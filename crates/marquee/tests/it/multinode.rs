@@ -33,9 +33,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    EDGE_GROUP_COMMIT_MS, Guard, Roles, Server, edge_registry, event_count, free_port,
-    get_as_german_iphone, impression_token, logged_events, metric, metrics_page, now_secs,
-    postgres_minute_rows, test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
+    EDGE_GROUP_COMMIT_MS, Guard, Roles, Server, TRACKING_KEY, edge_registry, event_count,
+    free_port, get_as_german_iphone, impression_token, logged_events, metric, metrics_page,
+    now_secs, postgres_minute_rows, test_redis, token_from, try_get_text, update_line_item,
+    wait_for_edges,
 };
 use marquee_eventlog::EventKind;
 use marquee_store::stats_suite::direct_minute_count;
@@ -44,9 +45,6 @@ use marquee_tracking::{KeyRing, TokenKind};
 use serde_json::{Value, json};
 
 const SECRET: &str = "multinode-test-secret-0123";
-/// Every edge signs and verifies tracking links with the same key, as a deployment must when a
-/// beacon may reach another edge than the ad did.
-const TRACKING_KEY: &str = "1:hex:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 const EDGES: usize = 3;
 /// Clients per edge, each fetching an ad and firing its beacon in a loop.
 const CLIENTS_PER_EDGE: usize = 2;

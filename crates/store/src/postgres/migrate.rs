@@ -2,6 +2,9 @@
 //! against the checksums recorded when they were applied, and the pending ones applied in one
 //! transaction that first takes a transaction-level advisory lock. Managers starting at once
 //! queue on that lock; each then finds what the first applied, so every migration runs once.
+//!
+//! Deliberate twin of `sqlite/migrate.rs`: PostgreSQL applies pending migrations in one
+//! transaction under an advisory lock, SQLite one transaction each.
 
 use deadpool_postgres::Object;
 use marquee_model::Clock;
@@ -15,33 +18,13 @@ use crate::shared::{Migration, check_applied, checksum};
 const MIGRATION_LOCK: i64 = 0x6d61_7271_6d69_6772;
 
 /// Every migration this binary knows, in version order.
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../../migrations/postgres/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "users",
-        sql: include_str!("../../migrations/postgres/0002_users.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "invalid_traffic",
-        sql: include_str!("../../migrations/postgres/0003_invalid_traffic.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "stats_region",
-        sql: include_str!("../../migrations/postgres/0004_stats_region.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "audit",
-        sql: include_str!("../../migrations/postgres/0005_audit.sql"),
-    },
-];
+const MIGRATIONS: &[Migration] = crate::shared::migrations!("postgres":
+    (1, "initial", "0001_initial.sql"),
+    (2, "users", "0002_users.sql"),
+    (3, "invalid_traffic", "0003_invalid_traffic.sql"),
+    (4, "stats_region", "0004_stats_region.sql"),
+    (5, "audit", "0005_audit.sql"),
+);
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,
 /// all under the advisory lock.

@@ -3,6 +3,8 @@
 //! same statements whatever it holds (see [`commit_run_in`] for the list). Rows of the same key
 //! in one run are summed first (`GROUP BY`), as SQLite adds them one after another; PostgreSQL
 //! refuses to update one row twice in a statement.
+//!
+//! Deliberate twin of `sqlite/stats.rs` (the same statements in PostgreSQL's dialect).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -1,4 +1,6 @@
 //! [`UserStore`] on PostgreSQL: `users` and `user_sessions` (migration 2).
+//!
+//! Deliberate twin of `sqlite/users.rs` (the same statements in PostgreSQL's dialect).
 
 use async_trait::async_trait;
 use jiff::Timestamp;

@@ -1,5 +1,7 @@
 //! Versioned schema migrations: SQL files compiled into the binary, applied in order at open,
 //! one transaction each, and recorded with their checksum so that a changed one is noticed.
+//!
+//! Deliberate twin of `postgres/migrate.rs` (which also takes an advisory lock).
 
 use marquee_model::Clock;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -9,53 +11,17 @@ use crate::StoreError;
 use crate::shared::{self, Migration, checksum};
 
 /// Every migration this binary knows, in version order.
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "stats",
-        sql: include_str!("../../migrations/sqlite/0002_stats.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "stats_minute_lean",
-        sql: include_str!("../../migrations/sqlite/0003_stats_minute_lean.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "stats_hour_line_item",
-        sql: include_str!("../../migrations/sqlite/0004_stats_hour_line_item.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "pacing_state",
-        sql: include_str!("../../migrations/sqlite/0005_pacing_state.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "users",
-        sql: include_str!("../../migrations/sqlite/0006_users.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "invalid_traffic",
-        sql: include_str!("../../migrations/sqlite/0007_invalid_traffic.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "stats_region",
-        sql: include_str!("../../migrations/sqlite/0008_stats_region.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "audit",
-        sql: include_str!("../../migrations/sqlite/0009_audit.sql"),
-    },
-];
+const MIGRATIONS: &[Migration] = shared::migrations!("sqlite":
+    (1, "initial", "0001_initial.sql"),
+    (2, "stats", "0002_stats.sql"),
+    (3, "stats_minute_lean", "0003_stats_minute_lean.sql"),
+    (4, "stats_hour_line_item", "0004_stats_hour_line_item.sql"),
+    (5, "pacing_state", "0005_pacing_state.sql"),
+    (6, "users", "0006_users.sql"),
+    (7, "invalid_traffic", "0007_invalid_traffic.sql"),
+    (8, "stats_region", "0008_stats_region.sql"),
+    (9, "audit", "0009_audit.sql"),
+);
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.
 pub(super) fn migrate(conn: &mut Connection, clock: &dyn Clock) -> Result<(), StoreError> {

@@ -3,6 +3,8 @@
 //! CONFLICT DO UPDATE`, so a run executes the same statements whatever it holds (see
 //! [`commit_run_in`] for the list). Reading fields from binary JSON instead of re-parsing each
 //! row's text cut the commit's CPU by a third in the aggregation bench.
+//!
+//! Deliberate twin of `postgres/stats.rs` (the same statements in SQLite's dialect).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;

@@ -1,4 +1,6 @@
 //! [`UserStore`] on SQLite: `users` and `user_sessions` (migration 6).
+//!
+//! Deliberate twin of `postgres/users.rs` (the same statements in SQLite's dialect).
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};

@@ -1,8 +1,41 @@
 //! Helpers shared by the manager's integration tests.
 
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
 use jiff::Timestamp;
+use marquee_manager::{Manager, ManagerOptions, demo};
+use marquee_model::Clock;
 use marquee_stats::{Counters, RowKey};
-use marquee_store::{RunWrite, Store};
+use marquee_store::{RunWrite, SqliteStore, Store};
+
+/// A SQLite store at `path` holding the demo catalog.
+pub async fn demo_store(path: &Path, clock: &Arc<dyn Clock>) -> Arc<dyn Store> {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path, Arc::clone(clock)).unwrap());
+    demo::load(&*store, &**clock).await.unwrap();
+    store
+}
+
+/// A manager over `store` keeping `keep` snapshot files in `snapshots`.
+pub async fn open_manager(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    snapshots: &Path,
+    keep: usize,
+) -> Arc<Manager> {
+    Manager::open(
+        Arc::clone(store),
+        Arc::clone(clock),
+        ManagerOptions {
+            snapshot_dir: snapshots.to_owned(),
+            keep,
+            compile_interval: Duration::from_secs(1),
+        },
+    )
+    .await
+    .unwrap()
+}
 
 /// Commits `counters` of a line item on a placement at `at` as an aggregation run would
 /// (minute, hour, line item hour and day rows).

@@ -17,6 +17,11 @@ use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_marquee");
 
+/// Every edge signs and verifies tracking links with the same key, as a deployment must when a
+/// beacon may reach another edge than the ad did.
+pub const TRACKING_KEY: &str =
+    "1:hex:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
 pub struct Server {
     pub child: Child,
     pub base: String,

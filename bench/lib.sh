@@ -1,0 +1,24 @@
+# Functions the bench scripts share. Source it after setting $root and defining die():
+#   . "$root/bench/lib.sh"
+
+# listening_addr FILE [PID]: waits up to 30 s for the `listening on http://ADDR` line a server
+# prints first to FILE and prints ADDR; prints nothing if it does not come or PID ends first.
+listening_addr() {
+  local file="$1" pid="${2:-}" addr=""
+  for _ in $(seq 300); do
+    addr="$(head -n 1 "$file" | sed -n 's|.*listening on http://\([^ /]*\).*|\1|p')"
+    [[ -n "$addr" ]] && break
+    [[ -z "$pid" ]] || kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "$addr"
+}
+
+# build_release BUILD: sets $target_dir and, when BUILD is 1, builds the release binary there.
+build_release() {
+  target_dir="${CARGO_TARGET_DIR:-$root/target}"
+  if [[ "$1" == 1 ]]; then
+    echo "building release (LTO) ..." >&2
+    (cd "$root" && cargo build --release -p marquee --quiet)
+  fi
+}
