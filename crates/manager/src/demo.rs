@@ -300,7 +300,8 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
         newsletter,
     ];
 
-    // Demand: three advertisers.
+    // Demand: three advertisers on our own placements (the fourth, buying on exchanges, is
+    // `load_exchange_demand`).
     let acme = add(
         store,
         advertiser("Acme Outdoor", eur, "Europe/Berlin", "acme-outdoor.example"),
