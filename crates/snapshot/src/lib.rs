@@ -125,6 +125,8 @@
 mod compile;
 mod data;
 mod dir;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 mod format;
 mod render;
 

@@ -11,18 +11,14 @@ use std::time::Duration;
 
 use marquee_eventlog::{Durability, EventLog};
 use marquee_model::{
-    AdvertiserId, CampaignId, CapWindow, Channel, CreativeId, Currency, FrequencyCap, Goal,
-    GoalMetric, LineItemId, Micros, PacingMode, Price, PricingModel, RotationMode, Tier,
+    CapWindow, Currency, FrequencyCap, Goal, GoalMetric, LineItemId, PricingModel,
 };
-use marquee_snapshot::{
-    AdvertiserEntry, CampaignEntry, Channels, Content, LineItemEntry, Snapshot,
-};
+use marquee_snapshot::{Content, LineItemEntry, fixtures};
 use marquee_tracking::KeyRing;
 
 use hyper::StatusCode;
 use hyper::header::{self, HeaderValue};
-use marquee_model::Format;
-use marquee_snapshot::{CreativeEntry, SnapshotData};
+use marquee_snapshot::CreativeEntry;
 
 use super::click::CONVERSION_PARAMETER;
 use super::*;
@@ -72,79 +68,34 @@ fn snapshot(landings: &[&str]) -> Vec<u8> {
 /// [`snapshot`] with its line item changed by `change`.
 fn snapshot_of(landings: &[&str], change: impl FnOnce(&mut LineItemEntry)) -> Vec<u8> {
     let mut line_item = LineItemEntry {
-        id: LineItemId(LINE_ITEM),
-        campaign_id: CampaignId(1),
-        advertiser_id: AdvertiserId(1),
-        tier: Tier::Standard,
-        weight: 100,
-        flight_start: 0,
-        flight_end: None,
-        time_zone: "UTC".into(),
         goal: Some(Goal {
             metric: GoalMetric::Impressions,
             daily: None,
             lifetime: Some(1_000_000),
         }),
-        pacing: PacingMode::Asap,
-        price: Price {
-            model: PricingModel::Cpm,
-            amount_micros: Micros(2_000_000),
-            currency: Currency::USD,
-        },
+        price: fixtures::cpm(2_000_000),
         frequency_caps: vec![FrequencyCap {
             count: 3,
             window: CapWindow::from_seconds(3_600).unwrap(),
         }],
-        targeting: None,
-        rotation: RotationMode::Weighted,
-        placements: Vec::new(),
-        channels: Channels::from(&[Channel::Direct][..]),
-        deals: Vec::new(),
-        untokened_clicks: Default::default(),
-        competes_with_programmatic: false,
+        ..fixtures::line_item(LINE_ITEM)
     };
     change(&mut line_item);
     let creatives = landings
         .iter()
         .zip(11..)
         .map(|(landing, id)| CreativeEntry {
-            id: CreativeId(id),
-            line_item_id: LineItemId(LINE_ITEM),
-            size: None,
             landing_url: (*landing).to_owned(),
             weight: 1,
             content: Content::Html {
                 html: "<p>ad</p>".into(),
             },
-            ad_code: None,
-            format: Format::Banner,
-            secure: true,
-            categories: Vec::new(),
+            ..fixtures::html_creative(id, LINE_ITEM)
         })
         .collect();
-    Snapshot {
-        version: 1,
-        built_at: Timestamp::now(),
-        data: SnapshotData {
-            advertisers: vec![AdvertiserEntry {
-                id: AdvertiserId(1),
-                currency: Currency::USD,
-                domains: Vec::new(),
-            }],
-            campaigns: vec![CampaignEntry {
-                id: CampaignId(1),
-                advertiser_id: AdvertiserId(1),
-                frequency_caps: Vec::new(),
-                categories: Vec::new(),
-                app_bundle: None,
-            }],
-            line_items: vec![line_item],
-            creatives,
-            ..SnapshotData::default()
-        },
-    }
-    .encode_with_header()
-    .1
+    fixtures::snapshot(Timestamp::now(), vec![line_item], creatives)
+        .encode_with_header()
+        .1
 }
 
 fn new_edge(dir: &Path, log: EventLog, landings: &[&str]) -> Edge {

@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::routing::post;
 use marquee_edge::{Edge, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::common;
 
@@ -23,19 +23,11 @@ fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
 /// Serves `edge` with a fallback that reads whole bodies (as the manager's routes do) on a
 /// free loopback port until the test ends.
 async fn start(edge: &Arc<Edge>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
     let fallback = axum::Router::new().route(
         "/echo",
         post(|body: Bytes| async move { body.len().to_string() }),
     );
-    tokio::spawn(marquee_edge::serve(
-        listener,
-        Arc::clone(edge),
-        Some(fallback),
-        Box::pin(std::future::pending()),
-    ));
-    address
+    common::serve_on(edge, "127.0.0.1:0", Some(fallback)).await
 }
 
 /// Sends a head announcing `length` bytes of body, then one byte every `every` until the server

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -14,10 +13,9 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use marquee_edge::{Edge, Limits};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-use crate::common;
+use crate::common::{self, send};
 
 const TOKEN: &str = "gateway-admin-token-0123";
 
@@ -73,43 +71,8 @@ async fn start(
     })
     .unwrap();
     let edge = Arc::new(edge.with_gateway(gateway));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(marquee_edge::serve(
-        listener,
-        Arc::clone(&edge),
-        None,
-        Box::pin(std::future::pending()),
-    ));
+    let address = common::serve(&edge).await;
     (edge, address)
-}
-
-/// Sends one request on a new connection; gives the status and the body.
-async fn send(
-    address: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &str,
-    body: &str,
-) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut bytes = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
 }
 
 const REQUEST: &str = r#"{"id":"g1","imp":[{"id":"1","banner":{"w":300,"h":250}}],"tmax":2000}"#;

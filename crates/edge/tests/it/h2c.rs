@@ -13,11 +13,12 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::{Method, Request, StatusCode, Version};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use marquee_edge::{Endpoint, Limits, Outcome};
+use marquee_edge::{Endpoint, Outcome};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::overload::{edge, limits, snapshot, start};
+use crate::common;
+use crate::overload::{edge, impatient, limits, snapshot};
 
 const BID: &str = r#"{"id":"a1","imp":[{"id":"1","banner":{"w":300,"h":250}}]}"#;
 
@@ -46,7 +47,7 @@ async fn an_http2_client_with_prior_knowledge_gets_the_answers_an_http1_client_g
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), limits());
     edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let http2 = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http::<Full<Bytes>>();
@@ -82,14 +83,7 @@ async fn an_http2_client_with_prior_knowledge_gets_the_answers_an_http1_client_g
 #[tokio::test]
 async fn a_client_that_sends_part_of_the_preface_or_nothing_is_disconnected() {
     let dir = tempfile::tempdir().unwrap();
-    let edge = edge(
-        dir.path(),
-        Limits {
-            header_read_timeout: Duration::from_millis(100),
-            ..limits()
-        },
-    );
-    let address = start(&edge).await;
+    let address = impatient(dir.path()).await;
     for sent in [&b"PRI * HTTP/2.0\r\n"[..], b""] {
         let mut stream = TcpStream::connect(address).await.unwrap();
         stream.write_all(sent).await.unwrap();
@@ -110,7 +104,7 @@ async fn curl_with_http2_prior_knowledge_is_answered_over_http2() {
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), limits());
     edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let curl = tokio::task::spawn_blocking(move || {
         std::process::Command::new("curl")
             .args([

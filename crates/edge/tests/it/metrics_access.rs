@@ -9,15 +9,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::http::HeaderMap;
 use axum::routing::get;
 use marquee_edge::{Edge, Endpoint, Limits, Outcome};
 use marquee_model::MetricsAccess;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpSocket;
 
 use crate::common;
 
@@ -57,19 +55,6 @@ fn manager_router() -> axum::Router {
     axum::Router::new().route("/metrics", get(metrics))
 }
 
-/// Serves `edge` on `bind` (port 0) until the test ends; the address it listens on.
-async fn start(edge: &Arc<Edge>, bind: &str, fallback: Option<axum::Router>) -> SocketAddr {
-    let listener = TcpListener::bind(bind).await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(marquee_edge::serve(
-        listener,
-        Arc::clone(edge),
-        fallback,
-        Box::pin(std::future::pending()),
-    ));
-    address
-}
-
 /// An address of this host that is not loopback (where the default route leaves from), if it
 /// has one. No packet is sent: connecting a UDP socket only picks the route.
 fn outside_address() -> Option<IpAddr> {
@@ -89,15 +74,10 @@ struct Answer {
 async fn scrape(to: SocketAddr, from: IpAddr, method: &str, headers: &str) -> Answer {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(from, 0)).unwrap();
-    let mut stream = socket.connect(to).await.unwrap();
+    let stream = socket.connect(to).await.unwrap();
     let request =
         format!("{method} /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n{headers}\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut bytes = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
-        .await
-        .expect("the server closes the connection")
-        .unwrap();
+    let bytes = common::exchange(stream, request.as_bytes()).await;
     let text = String::from_utf8(bytes).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
     Answer {
@@ -123,7 +103,7 @@ fn assert_no_metric_data(answer: &Answer) {
 async fn with_a_token_only_its_bearer_reads_the_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), MetricsAccess::new(Some(TOKEN.into())));
-    let address = start(&edge, "127.0.0.1:0", Some(manager_router())).await;
+    let address = common::serve_on(&edge, "127.0.0.1:0", Some(manager_router())).await;
 
     // From loopback too: with a token configured, the token is what counts.
     let missing = scrape(address, loopback(), "GET", "").await;
@@ -199,7 +179,7 @@ async fn with_a_token_only_its_bearer_reads_the_metrics() {
 async fn without_a_token_loopback_peers_read_the_metrics_and_others_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), MetricsAccess::default());
-    let address = start(&edge, "0.0.0.0:0", Some(manager_router())).await;
+    let address = common::serve_on(&edge, "0.0.0.0:0", Some(manager_router())).await;
     let to_loopback = SocketAddr::new(loopback(), address.port());
 
     let local = scrape(to_loopback, loopback(), "GET", "").await;
@@ -245,7 +225,7 @@ async fn a_token_opens_the_metrics_to_other_addresses() {
     };
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), MetricsAccess::new(Some(TOKEN.into())));
-    let address = start(&edge, "0.0.0.0:0", None).await;
+    let address = common::serve_on(&edge, "0.0.0.0:0", None).await;
     let to = SocketAddr::new(outside, address.port());
     let refused = scrape(to, outside, "GET", "").await;
     assert_eq!(refused.status, 401, "{}", refused.body);
@@ -319,7 +299,7 @@ async fn full_edge(dir: &std::path::Path) -> Arc<Edge> {
 async fn the_edge_serves_conventional_documented_families() {
     let dir = tempfile::tempdir().unwrap();
     let edge = full_edge(dir.path()).await;
-    let address = start(&edge, "127.0.0.1:0", Some(manager_router())).await;
+    let address = common::serve_on(&edge, "127.0.0.1:0", Some(manager_router())).await;
     let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1\r\n";
     let scraped = scrape(address, loopback(), "GET", prometheus).await;
     assert_eq!(scraped.status, 200, "{}", scraped.body);

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use marquee_edge::{Edge, Endpoint, Limits, Outcome};
 use marquee_snapshot::{Snapshot, SnapshotData};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-use crate::common;
+use crate::common::{self, raw};
 
 pub(crate) fn snapshot(version: u64) -> Vec<u8> {
     Snapshot {
@@ -39,6 +38,18 @@ pub(crate) fn edge(dir: &std::path::Path, limits: Limits) -> Arc<Edge> {
     Arc::new(common::edge(dir, limits))
 }
 
+/// A served edge that gives a client 100 ms to send its request head.
+pub(crate) async fn impatient(dir: &std::path::Path) -> SocketAddr {
+    let edge = edge(
+        dir,
+        Limits {
+            header_read_timeout: Duration::from_millis(100),
+            ..limits()
+        },
+    );
+    common::serve(&edge).await
+}
+
 /// A served edge with one place for requests in flight and an empty snapshot.
 async fn one_place(dir: &std::path::Path) -> (Arc<Edge>, SocketAddr) {
     let edge = edge(
@@ -49,40 +60,14 @@ async fn one_place(dir: &std::path::Path) -> (Arc<Edge>, SocketAddr) {
         },
     );
     edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     (edge, address)
-}
-
-/// Serves `edge` on a free loopback port until the test ends.
-pub(crate) async fn start(edge: &Arc<Edge>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let edge = Arc::clone(edge);
-    tokio::spawn(marquee_edge::serve(
-        listener,
-        edge,
-        None,
-        Box::pin(std::future::pending()),
-    ));
-    address
 }
 
 struct Answer {
     status: u16,
     head: String,
     body: Vec<u8>,
-}
-
-/// Sends raw request bytes on a new connection and reads until the server closes it.
-async fn raw(address: SocketAddr, request: &[u8]) -> Vec<u8> {
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    let mut bytes = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
-        .await
-        .expect("the server closes the connection")
-        .unwrap();
-    bytes
 }
 
 async fn get(address: SocketAddr, path: &str) -> Answer {
@@ -293,7 +278,7 @@ async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
         },
     );
     edge.accept_snapshot(&snapshot(1)).unwrap();
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let answer = get(address, "/ad.json?placement=1,2").await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.body, b"{\"ads\":[]}");
@@ -312,7 +297,7 @@ async fn work_past_the_deadline_is_abandoned_with_the_fallback() {
 async fn readyz_follows_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), limits());
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let before = get(address, "/readyz").await;
     assert_eq!(before.status, 503);
     edge.accept_snapshot(&snapshot(7)).unwrap();
@@ -365,7 +350,7 @@ fn parse_metrics(text: &str) -> HashMap<String, f64> {
 async fn metrics_parse_and_their_counts_move() {
     let dir = tempfile::tempdir().unwrap();
     let edge = edge(dir.path(), limits());
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let before = parse_metrics(&String::from_utf8(get(address, "/metrics").await.body).unwrap());
     assert_eq!(before["marquee_snapshot_loaded"], 0.0);
     assert!(!before.contains_key("marquee_snapshot_version"));
@@ -416,7 +401,7 @@ async fn an_oversized_request_head_is_refused() {
             ..limits()
         },
     );
-    let address = start(&edge).await;
+    let address = common::serve(&edge).await;
     let padding = "a".repeat(10_000);
     let request = format!("GET /ad?placement=1 HTTP/1.1\r\nHost: edge\r\nX-Pad: {padding}\r\n\r\n");
     let answer = raw(address, request.as_bytes()).await;
@@ -440,14 +425,7 @@ async fn an_oversized_request_head_is_refused() {
 #[tokio::test]
 async fn a_client_that_does_not_finish_its_headers_is_disconnected() {
     let dir = tempfile::tempdir().unwrap();
-    let edge = edge(
-        dir.path(),
-        Limits {
-            header_read_timeout: Duration::from_millis(100),
-            ..limits()
-        },
-    );
-    let address = start(&edge).await;
+    let address = impatient(dir.path()).await;
     // Half a request head, then silence: the server closes the connection (`raw` fails the
     // test if it is still open after 10 s).
     let answer = raw(address, b"GET /ad?placement=1 HTTP/1.1\r\nHost: ed").await;

@@ -12,12 +12,9 @@ use jiff::{SignedDuration, Timestamp};
 use marquee_edge::pacing::{SyncClient, SyncError, sync_once};
 use marquee_edge::{Edge, Limits};
 use marquee_engine::Pacing;
-use marquee_model::{
-    AdvertiserId, CampaignId, Channel, Currency, Goal, GoalMetric, LineItemId, Micros, PacingMode,
-    Price, PricingModel, RotationMode, Tier,
-};
+use marquee_model::{Currency, Goal, GoalMetric, LineItemId, Micros, Price, PricingModel};
 use marquee_pacing::{Billable, ControlEntry, LeaseGrant, SyncRequest, SyncResponse};
-use marquee_snapshot::{Channels, LineItemEntry, Snapshot, SnapshotData};
+use marquee_snapshot::{LineItemEntry, Snapshot, SnapshotData, fixtures};
 
 use crate::common;
 
@@ -26,29 +23,9 @@ const FREE: LineItemId = LineItemId(20);
 
 fn line_item(id: LineItemId, goal: Option<Goal>) -> LineItemEntry {
     LineItemEntry {
-        id,
-        campaign_id: CampaignId(1),
-        advertiser_id: AdvertiserId(1),
-        tier: Tier::Standard,
-        weight: 100,
-        flight_start: 0,
-        flight_end: None,
-        time_zone: "UTC".into(),
         goal,
-        pacing: PacingMode::Asap,
-        price: Price {
-            model: PricingModel::Cpm,
-            amount_micros: Micros(2_000_000),
-            currency: Currency::USD,
-        },
-        frequency_caps: Vec::new(),
-        targeting: None,
-        rotation: RotationMode::Weighted,
-        placements: Vec::new(),
-        channels: Channels::from(&[Channel::Direct][..]),
-        deals: Vec::new(),
-        untokened_clicks: Default::default(),
-        competes_with_programmatic: false,
+        price: fixtures::cpm(2_000_000),
+        ..fixtures::line_item(id.0)
     }
 }
 

@@ -17,7 +17,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use jiff::Timestamp;
-use marquee_edge::{Edge, EdgeConfig, Fallback, Limits};
+use marquee_edge::{Edge, Limits};
 use marquee_eventlog::{Budget, EventKind, EventLog};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
 use marquee_model::{
@@ -26,9 +26,9 @@ use marquee_model::{
     Price, PricingModel, Programmatic, Publisher, PublisherId, RotationMode, Site, SiteId, Size,
     Status, Stored, Tier,
 };
-use marquee_tracking::KeyRing;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+use crate::common;
 
 const PLACEMENT: u64 = 100;
 
@@ -219,25 +219,12 @@ async fn start(
     catalog: &Catalog,
     bidders: &[(&str, SocketAddr)],
 ) -> Running {
-    let log =
-        Arc::new(EventLog::open(dir.join("events"), marquee_eventlog::Config::default()).unwrap());
-    let keys = KeyRing::new(1, [(1u8, &[9u8; 32][..])]).unwrap();
-    let edge = Edge::new(
-        EdgeConfig {
-            public_url: "http://127.0.0.1".into(),
-            token_lifetime: Duration::from_secs(600),
-            fallback: Fallback::Empty,
-            cookies: false,
-            country_header: None,
-            data_dir: dir.join("edge"),
-            limits: Limits {
-                max_queue_delay: None,
-                ..Limits::default()
-            },
-        },
-        Arc::clone(&log),
-        keys,
-    );
+    let log = Arc::new(common::log(dir));
+    let limits = Limits {
+        max_queue_delay: None,
+        ..Limits::default()
+    };
+    let edge = common::edge_with_log(dir, limits, Arc::clone(&log));
     let gateway = Gateway::new(GatewayConfig {
         bidders: bidders
             .iter()
@@ -254,34 +241,13 @@ async fn start(
     let edge = Arc::new(edge.with_gateway(gateway));
     let snapshot = marquee_snapshot::compile(catalog, Timestamp::now());
     edge.holder.install(&snapshot.encode()).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(marquee_edge::serve(
-        listener,
-        Arc::clone(&edge),
-        None,
-        Box::pin(std::future::pending()),
-    ));
+    let address = common::serve(&edge).await;
     Running { edge, address, log }
 }
 
 /// `GET path` on a new connection: the status and the body.
 async fn get(address: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut bytes = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    common::send(address, "GET", path, "", "").await
 }
 
 async fn ad(running: &Running) -> String {

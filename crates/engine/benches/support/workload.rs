@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_model::{
-    AdvertiserId, CampaignId, Channel, CreativeId, Currency, DeviceType, Format, HourRange,
-    KeyValues, LineItemId, Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode,
+    CampaignId, Channel, DeviceType, HourRange, KeyValues, PacingMode, PlacementId, RotationMode,
     Size, Targeting, Tier,
 };
 use marquee_snapshot::{
     AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, Snapshot,
-    SnapshotData,
+    SnapshotData, fixtures,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -159,43 +158,21 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
         linked.sort_unstable();
         linked.dedup();
         entries.push(LineItemEntry {
-            id: LineItemId(i + 1),
-            campaign_id: CampaignId(1),
-            advertiser_id: AdvertiserId(1),
             tier: tiers[rng.random_range(0..tiers.len())],
             weight: 1 + rng.random_range(0..1000u32),
             flight_start: now().as_second() - 86_400,
             flight_end: Some(now().as_second() + 30 * 86_400),
             time_zone: "Europe/Berlin".into(),
-            goal: None,
             pacing: PacingMode::Even,
-            price: Price {
-                model: PricingModel::Cpm,
-                amount_micros: Micros(100_000 + rng.random_range(0..5_000_000i64)),
-                currency: Currency::USD,
-            },
-            frequency_caps: Vec::new(),
+            price: fixtures::cpm(100_000 + rng.random_range(0..5_000_000i64)),
             targeting: (!leaves.is_empty()).then_some(Targeting::All(leaves)),
-            rotation: RotationMode::Weighted,
             placements: linked,
             channels: Channels::from(&[inventory.channel()][..]),
-            deals: Vec::new(),
-            untokened_clicks: Default::default(),
-            competes_with_programmatic: false,
+            ..fixtures::line_item(i + 1)
         });
         creatives.push(CreativeEntry {
-            id: CreativeId(i + 1),
-            line_item_id: LineItemId(i + 1),
             size: Some(SIZE),
-            landing_url: "https://shop.example.com/".into(),
-            weight: 100,
-            content: Content::Html {
-                html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
-            },
-            ad_code: None,
-            format: Format::Banner,
-            secure: true,
-            categories: Vec::new(),
+            ..fixtures::html_creative(i + 1, i + 1)
         });
     }
     Arc::new(Snapshot {
@@ -203,13 +180,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
         built_at: now(),
         data: SnapshotData {
             advertisers: Vec::new(),
-            campaigns: vec![CampaignEntry {
-                id: CampaignId(1),
-                advertiser_id: AdvertiserId(1),
-                frequency_caps: Vec::new(),
-                categories: Vec::new(),
-                app_bundle: None,
-            }],
+            campaigns: vec![fixtures::campaign(1, 1)],
             line_items: entries,
             creatives,
             publishers: Vec::new(),
@@ -284,11 +255,8 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let campaigns = (1..=50u64)
         .map(|id| CampaignEntry {
-            id: CampaignId(id),
-            advertiser_id: AdvertiserId(1),
-            frequency_caps: Vec::new(),
             categories: vec![CATEGORIES[(id as usize - 1) % CATEGORIES.len()].into()],
-            app_bundle: None,
+            ..fixtures::campaign(id, 1)
         })
         .collect();
     let mut entries = Vec::with_capacity(line_items);
@@ -313,53 +281,34 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
             None
         };
         entries.push(LineItemEntry {
-            id: LineItemId(i + 1),
             campaign_id: CampaignId(1 + i % 50),
-            advertiser_id: AdvertiserId(1),
             tier: if rng.random_range(0..10) < 8 {
                 Tier::Remnant
             } else {
                 Tier::Standard
             },
-            weight: 100,
             flight_start: now().as_second() - 86_400,
-            flight_end: None,
-            time_zone: "UTC".into(),
-            goal: None,
             pacing: PacingMode::Even,
-            price: Price {
-                model: PricingModel::Cpm,
-                amount_micros: Micros(rng.random_range(1..=50) * 100_000),
-                currency: Currency::USD,
-            },
-            frequency_caps: Vec::new(),
+            price: fixtures::cpm(rng.random_range(1..=50) * 100_000),
             targeting,
             rotation: RotationMode::Even,
-            placements: Vec::new(),
             channels: Channels::from(&[Channel::Exchange][..]),
             deals: if i % 20 == 0 {
                 vec![BID_DEAL.into()]
             } else {
                 Vec::new()
             },
-            untokened_clicks: Default::default(),
-            competes_with_programmatic: false,
+            ..fixtures::line_item(i + 1)
         });
         let (w, h) = BANNERS[rng.random_range(0..BANNERS.len())];
         creatives.push(CreativeEntry {
-            id: CreativeId(i + 1),
-            line_item_id: LineItemId(i + 1),
             size: Some(Size { w, h }),
             landing_url: "https://bench-brand.example/".into(),
-            weight: 100,
             content: Content::Image {
                 image_url: "https://cdn.example.com/bench.png".into(),
                 alt: "Bench".into(),
             },
-            ad_code: None,
-            format: Format::Banner,
-            secure: true,
-            categories: Vec::new(),
+            ..fixtures::html_creative(i + 1, i + 1)
         });
     }
     Arc::new(Snapshot {
@@ -367,9 +316,8 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
         built_at: now(),
         data: SnapshotData {
             advertisers: vec![AdvertiserEntry {
-                id: AdvertiserId(1),
-                currency: Currency::USD,
                 domains: vec!["bench-brand.example".into()],
+                ..fixtures::advertiser(1)
             }],
             campaigns,
             line_items: entries,

@@ -9,12 +9,11 @@ use marquee_engine::{
 };
 use marquee_model::CurrencyRates;
 use marquee_model::{
-    AdvertiserId, CampaignId, Channel, CreativeId, Currency, Format, FrequencyCap, LineItemId,
-    Micros, PacingMode, PlacementId, Price, PricingModel, RotationMode, Size, Targeting, Tier,
+    Channel, Currency, Format, FrequencyCap, PacingMode, PlacementId, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
-    Snapshot, SnapshotData,
+    CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent, Snapshot,
+    fixtures,
 };
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -24,31 +23,15 @@ pub fn now() -> Timestamp {
     "2026-11-18T12:00:00Z".parse().expect("valid")
 }
 
+/// A direct line item flying a day either side of [`now`], paced evenly.
 pub fn line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> LineItemEntry {
     LineItemEntry {
-        id: LineItemId(id),
-        campaign_id: CampaignId(1),
-        advertiser_id: AdvertiserId(1),
         tier,
-        weight: 100,
         flight_start: now().as_second() - 86_400,
         flight_end: Some(now().as_second() + 86_400),
-        time_zone: "UTC".into(),
-        goal: None,
         pacing: PacingMode::Even,
-        price: Price {
-            model: PricingModel::Cpm,
-            amount_micros: Micros(1_000_000),
-            currency: Currency::USD,
-        },
-        frequency_caps: Vec::new(),
         targeting,
-        rotation: RotationMode::Weighted,
-        placements: Vec::new(),
-        channels: Channels::from(&[Channel::Direct][..]),
-        deals: Vec::new(),
-        untokened_clicks: Default::default(),
-        competes_with_programmatic: false,
+        ..fixtures::line_item(id)
     }
 }
 
@@ -62,18 +45,8 @@ pub fn exchange_line_item(id: u64, tier: Tier, targeting: Option<Targeting>) -> 
 
 pub fn banner(id: u64, line_item: u64, w: u32, h: u32) -> CreativeEntry {
     CreativeEntry {
-        id: CreativeId(id),
-        line_item_id: LineItemId(line_item),
         size: Some(Size { w, h }),
-        landing_url: "https://shop.example.com/".into(),
-        weight: 100,
-        content: Content::Html {
-            html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
-        },
-        ad_code: None,
-        format: Format::Banner,
-        secure: true,
-        categories: Vec::new(),
+        ..fixtures::html_creative(id, line_item)
     }
 }
 
@@ -87,11 +60,6 @@ pub fn vast(
 ) -> CreativeEntry {
     let audio = mimes.iter().all(|m| m.starts_with("audio/"));
     CreativeEntry {
-        id: CreativeId(id),
-        line_item_id: LineItemId(line_item),
-        size: None,
-        landing_url: "https://shop.example.com/".into(),
-        weight: 100,
         content: Content::Vast {
             xml: None,
             url: Some("https://ads.example.com/vast.xml".into()),
@@ -99,10 +67,8 @@ pub fn vast(
             mimes: mimes.iter().map(|m| (*m).to_owned()).collect(),
             protocols: protocols.to_vec(),
         },
-        ad_code: None,
         format: if audio { Format::Audio } else { Format::Video },
-        secure: true,
-        categories: Vec::new(),
+        ..fixtures::html_creative(id, line_item)
     }
 }
 
@@ -110,11 +76,6 @@ pub fn vast(
 /// image and an 80×80 icon, and a call to action.
 pub fn native(id: u64, line_item: u64) -> CreativeEntry {
     CreativeEntry {
-        id: CreativeId(id),
-        line_item_id: LineItemId(line_item),
-        size: None,
-        landing_url: "https://shop.example.com/".into(),
-        weight: 100,
         content: Content::Native(Box::new(NativeContent {
             title: "Forty characters of title, exactly here.".into(),
             body: "Warm boots for cold days.".into(),
@@ -125,10 +86,8 @@ pub fn native(id: u64, line_item: u64) -> CreativeEntry {
             image_size: Some(Size { w: 1200, h: 627 }),
             icon_size: Some(Size { w: 80, h: 80 }),
         })),
-        ad_code: None,
         format: Format::Native,
-        secure: true,
-        categories: Vec::new(),
+        ..fixtures::html_creative(id, line_item)
     }
 }
 
@@ -147,29 +106,14 @@ pub fn snapshot(
             .collect()
     });
     creatives.sort_by_key(|c| c.id);
-    Arc::new(Snapshot {
-        version: 1,
-        built_at: now(),
-        data: SnapshotData {
-            advertisers: vec![AdvertiserEntry {
-                id: AdvertiserId(1),
-                currency: Currency::USD,
-                domains: vec!["shop.example.com".into()],
-            }],
-            campaigns: vec![CampaignEntry {
-                id: CampaignId(1),
-                advertiser_id: AdvertiserId(1),
-                frequency_caps: campaign_caps,
-                categories: Vec::new(),
-                app_bundle: Some("com.example.shop".into()),
-            }],
-            line_items,
-            creatives,
-            publishers: Vec::new(),
-            sites: Vec::new(),
-            placements: Vec::new(),
-        },
-    })
+    let mut snapshot = fixtures::snapshot(now(), line_items, creatives);
+    snapshot.data.advertisers[0].domains = vec!["shop.example.com".into()];
+    snapshot.data.campaigns[0] = CampaignEntry {
+        frequency_caps: campaign_caps,
+        app_bundle: Some("com.example.shop".into()),
+        ..fixtures::campaign(1, 1)
+    };
+    Arc::new(snapshot)
 }
 
 pub const SIZES: [Size; 1] = [Size { w: 300, h: 250 }];
