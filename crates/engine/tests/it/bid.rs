@@ -7,7 +7,9 @@ use crate::common;
 
 use std::collections::HashSet;
 
-use common::{Harness, banner, exchange_line_item, line_item, native, now, snapshot, vast};
+use common::{
+    Harness, banner, exchange_line_item, line_item, native, now, outcome, snapshot, vast,
+};
 use marquee_engine::{
     Control, ControlArray, Deal, Elimination, Engine, Floor, ImageNeed, MAX_CANDIDATES_PER_TIER,
     MediaRules, NativeNeeds, NoCaps, Outcome, Request, Slot, TextNeed, Verdict,
@@ -40,14 +42,6 @@ fn bid_request() -> Request<'static> {
         ..Slot::default()
     };
     request
-}
-
-fn outcome(verdicts: &[Verdict], id: u64) -> Outcome {
-    verdicts
-        .iter()
-        .find(|v| v.line_item == LineItemId(id))
-        .map(|v| v.outcome.clone())
-        .expect("every line item has a verdict")
 }
 
 fn eliminated(why: Elimination) -> Outcome {

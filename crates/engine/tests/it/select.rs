@@ -366,13 +366,7 @@ fn network_and_metro_geo_leaves_match_and_explain_names_them() {
     let (_, verdicts) = h.explain(&req, &NoCaps, &FullSpeed);
     for (i, (holds, _)) in leaves.iter().enumerate() {
         let id = i as u64 * 3;
-        let outcome = |id: u64| {
-            verdicts
-                .iter()
-                .find(|v| v.line_item == LineItemId(id))
-                .map(|v| v.outcome.clone())
-                .expect("every line item has a verdict")
-        };
+        let outcome = |id: u64| common::outcome(&verdicts, id);
         let name = holds.attribute();
         assert!(
             matches!(
@@ -490,13 +484,7 @@ fn explain_names_the_first_rule_that_eliminated_each_line_item() {
         currency: Currency::USD,
     });
     let (decision, verdicts) = h.explain(&req, &caps, &controls);
-    let outcome = |id: u64| {
-        verdicts
-            .iter()
-            .find(|v| v.line_item == LineItemId(id))
-            .map(|v| v.outcome.clone())
-            .expect("every line item has a verdict")
-    };
+    let outcome = |id: u64| common::outcome(&verdicts, id);
     let eliminated = |e| Outcome::Eliminated(e);
     assert_eq!(verdicts.len(), line_items.len());
     assert_eq!(outcome(2), eliminated(Elimination::OutrankedByTier));

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_engine::{
-    Context, Decision, Engine, FrequencyCaps, FullSpeed, NoCaps, Pacing, Request, Scratch, Verdict,
+    Context, Decision, Engine, FrequencyCaps, FullSpeed, NoCaps, Outcome, Pacing, Request, Scratch,
+    Verdict,
 };
 use marquee_model::CurrencyRates;
 use marquee_model::{
-    Channel, Currency, Format, FrequencyCap, PacingMode, PlacementId, Size, Targeting, Tier,
+    Channel, Currency, Format, FrequencyCap, LineItemId, PacingMode, PlacementId, Size, Targeting,
+    Tier,
 };
 use marquee_snapshot::{
     CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent, Snapshot,
@@ -122,6 +124,15 @@ pub fn placement(id: u64) -> PlacementId {
     PlacementId(id)
 }
 
+/// The outcome of line item `id` among `verdicts`; every line item has one.
+pub fn outcome(verdicts: &[Verdict], id: u64) -> Outcome {
+    verdicts
+        .iter()
+        .find(|v| v.line_item == LineItemId(id))
+        .map(|v| v.outcome.clone())
+        .expect("every line item has a verdict")
+}
+
 /// An engine with everything a decision needs: a seeded generator, scratch and rates (USD
 /// only until a test sets more).
 pub struct Harness {
@@ -147,14 +158,8 @@ impl Harness {
         caps: &dyn FrequencyCaps,
         pacing: &dyn Pacing,
     ) -> Option<Decision> {
-        let mut context = Context {
-            rng: &mut self.rng,
-            caps,
-            pacing,
-            rates: &self.rates,
-            scratch: &mut self.scratch,
-        };
-        self.engine.decide(request, &mut context)
+        let (engine, mut context) = self.context(caps, pacing);
+        engine.decide(request, &mut context)
     }
 
     pub fn decide(&mut self, request: &Request<'_>) -> Option<Decision> {
@@ -167,13 +172,23 @@ impl Harness {
         caps: &dyn FrequencyCaps,
         pacing: &dyn Pacing,
     ) -> (Option<Decision>, Vec<Verdict>) {
-        let mut context = Context {
+        let (engine, mut context) = self.context(caps, pacing);
+        engine.explain(request, &mut context)
+    }
+
+    /// The engine and a context of this harness's generator, rates and scratch.
+    fn context<'a>(
+        &'a mut self,
+        caps: &'a dyn FrequencyCaps,
+        pacing: &'a dyn Pacing,
+    ) -> (&'a Engine, Context<'a, SmallRng>) {
+        let context = Context {
             rng: &mut self.rng,
             caps,
             pacing,
             rates: &self.rates,
             scratch: &mut self.scratch,
         };
-        self.engine.explain(request, &mut context)
+        (&self.engine, context)
     }
 }
