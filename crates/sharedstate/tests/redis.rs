@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use marquee_model::{Clock, ManualClock, SystemClock};
+use marquee_model::{ManualClock, SystemClock};
 use marquee_sharedstate::keys::{self, key_slot};
 use marquee_sharedstate::{
     BreakerState, BudgetAnswer, CapAnswer, CapRule, Fallback, Profile, Scope, SharedConfig,
@@ -22,8 +22,12 @@ fn redis_url() -> String {
 
 /// A plain connection to the test server, for looking at what the scripts wrote.
 async fn inspect() -> redis::aio::MultiplexedConnection {
-    let url = redis_url();
-    let client = redis::Client::open(url.as_str()).unwrap();
+    connect(&redis_url()).await
+}
+
+/// A connection to the Redis at `url`, to look at what the shared state wrote there.
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).unwrap();
     match tokio::time::timeout(
         Duration::from_secs(5),
         client.get_multiplexed_async_connection(),
@@ -52,6 +56,20 @@ fn patient(url: &str) -> SharedConfig {
     }
 }
 
+/// An edge's shared state on the test Redis, [`patient`], on the system clock.
+fn patient_edge() -> SharedState {
+    SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap()
+}
+
+/// [`patient_edge`] whose queue is sent only when a test calls `flush`.
+fn flushed_by_hand() -> SharedState {
+    let config = SharedConfig {
+        flush_interval: Duration::from_secs(3600),
+        ..patient(&redis_url())
+    };
+    SharedState::new(config, Arc::new(SystemClock)).unwrap()
+}
+
 fn later(by: Duration) -> Instant {
     Instant::now() + by
 }
@@ -68,11 +86,7 @@ fn rule(line_item: u64, window_seconds: u32, limit: u32) -> CapRule {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
     inspect().await;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let edges = [
-        SharedState::new(patient(&redis_url()), clock.clone()).unwrap(),
-        SharedState::new(patient(&redis_url()), clock).unwrap(),
-    ];
+    let edges = [patient_edge(), patient_edge()];
     let user = fresh_user();
     let rules = [
         rule(11, 3600, 7),
@@ -118,7 +132,7 @@ async fn two_edges_racing_on_one_cap_let_exactly_the_limit_through() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn one_users_keys_share_a_cluster_slot_and_expire_with_their_window() {
     let mut redis = inspect().await;
-    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let shared = patient_edge();
     let user = fresh_user();
     let rules = [
         rule(21, 60, 3),
@@ -212,12 +226,8 @@ async fn windows_slide_on_the_injected_clock() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn queued_counts_and_charges_reach_redis_in_one_flush() {
     let mut redis = inspect().await;
-    let config = SharedConfig {
-        // Only the explicit flush below sends.
-        flush_interval: Duration::from_secs(3600),
-        ..patient(&redis_url())
-    };
-    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    // Only the explicit flush below sends.
+    let shared = flushed_by_hand();
     let user = fresh_user();
     let line_item = fresh_user();
     let rules = [rule(41, 3600, 2)];
@@ -264,11 +274,7 @@ async fn queued_counts_and_charges_reach_redis_in_one_flush() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn budget_charges_race_within_their_limit() {
     inspect().await;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let edges = [
-        SharedState::new(patient(&redis_url()), clock.clone()).unwrap(),
-        SharedState::new(patient(&redis_url()), clock).unwrap(),
-    ];
+    let edges = [patient_edge(), patient_edge()];
     let line_item = fresh_user();
     let mut tasks = Vec::new();
     for i in 0..100 {
@@ -476,11 +482,7 @@ async fn a_paused_server_opens_the_breaker_and_its_return_closes_it() {
     assert!(shared.flush().await);
     assert_eq!(shared.queued(), 0);
     // Two counted directly, three while paused: the cap of five is full.
-    let mut redis = redis::Client::open(server.url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = connect(&server.url()).await;
     assert_eq!(
         zcard(&mut redis, keys::cap_key(user, Scope::LineItem(61), 3600)).await,
         5
@@ -534,7 +536,7 @@ async fn a_restarted_server_is_found_again_and_gets_the_script_back() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
     inspect().await;
-    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let shared = patient_edge();
     let answer = shared
         .check_and_count(
             fresh_user(),
@@ -551,10 +553,7 @@ async fn a_spent_deadline_gets_an_answer_without_a_round_trip() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
     let mut redis = inspect().await;
-    let edges = [
-        SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap(),
-        SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap(),
-    ];
+    let edges = [patient_edge(), patient_edge()];
     let user = fresh_user();
     let deadline = later(Duration::from_secs(5));
     assert_eq!(edges[0].profile(user, deadline).await, Ok(None));
@@ -586,7 +585,7 @@ async fn profiles_reach_every_edge_and_are_cached_for_a_while() {
     // Cached: answered without a round trip, even with no time left.
     let cached = edges[1].profile(user, Instant::now()).await.unwrap();
     assert_eq!(cached.as_deref(), Some(&gold));
-    let fresh = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let fresh = patient_edge();
     assert_eq!(
         fresh.profile(user, Instant::now()).await,
         Err(Fallback::NoTime)
@@ -615,7 +614,7 @@ fn round_trips(shared: &SharedState) -> u64 {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_user_unknown_to_the_cache_is_fetched_once_in_the_background() {
     inspect().await;
-    let writer = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let writer = patient_edge();
     let user = fresh_user();
     let gold = Profile {
         segments: vec!["vip".into()],
@@ -626,7 +625,7 @@ async fn a_user_unknown_to_the_cache_is_fetched_once_in_the_background() {
         writer.put_profiles(&[(user, gold.clone())], deadline).await,
         Ok(1)
     );
-    let edge = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let edge = patient_edge();
     let before = round_trips(&edge);
     for _ in 0..50 {
         assert_eq!(edge.profile_now(user), None);
@@ -713,11 +712,7 @@ async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() 
     assert_eq!(shared.queued(), 1);
     assert!(shared.flush().await);
     assert_eq!(shared.queued(), 0);
-    let mut redis = redis::Client::open(server.url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = connect(&server.url()).await;
     assert_eq!(
         zcard(&mut redis, keys::cap_key(user, Scope::LineItem(92), 3600)).await,
         1
@@ -737,11 +732,7 @@ async fn a_flush_sent_again_after_a_timeout_counts_each_count_and_charge_once() 
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn only_the_chunk_that_failed_is_sent_again() {
     let mut redis = inspect().await;
-    let config = SharedConfig {
-        flush_interval: Duration::from_secs(3600),
-        ..patient(&redis_url())
-    };
-    let shared = SharedState::new(config, Arc::new(SystemClock)).unwrap();
+    let shared = flushed_by_hand();
     let user = fresh_user();
     let poisoned = fresh_user();
     let rules = [rule(93, 3600, 1)];
@@ -858,11 +849,7 @@ async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
     assert!(!shared.flush().await, "the flusher waits for the breaker");
     assert!(shared.drain(Duration::from_secs(5)).await);
     assert_eq!(shared.queued(), 0);
-    let mut redis = redis::Client::open(server.url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = connect(&server.url()).await;
     assert_eq!(
         zcard(&mut redis, keys::cap_key(user, Scope::LineItem(96), 3600)).await,
         2
@@ -875,7 +862,7 @@ async fn a_drain_sends_the_queue_whatever_the_breaker_says() {
 #[ignore = "needs Redis: scripts/test.sh starts it"]
 async fn a_raised_limit_is_not_refused_from_the_cache() {
     inspect().await;
-    let shared = SharedState::new(patient(&redis_url()), Arc::new(SystemClock)).unwrap();
+    let shared = patient_edge();
     let user = fresh_user();
     let once_a_day = [rule(97, 86_400, 1)];
     let deadline = later(Duration::from_secs(5));
@@ -929,11 +916,7 @@ async fn a_check_that_timed_out_after_redis_counted_it_counts_once_when_queued()
     // What the edge does with that answer: local state decided, the same count is queued.
     shared.count_later(user, &rules, count);
     server.signal("-CONT");
-    let mut redis = redis::Client::open(server.url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = connect(&server.url()).await;
     // The check given up on runs now: Redis counted the decision before the queue is sent.
     let started = Instant::now();
     while zcard(&mut redis, key.clone()).await == 0 {
