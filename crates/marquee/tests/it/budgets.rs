@@ -51,12 +51,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    BIN, EDGE_SYNC_INTERVAL_MS, Guard, RedisServer, Roles, TRACKING_KEY, event_count, free_port,
-    get_json, logged_events, metric, postgres_minute_rows, token_from, try_get_text,
-    wait_for_edges,
+    BIN, EDGE_SYNC_INTERVAL_MS, Guard, MinuteCheck, RedisServer, Roles, TRACKING_KEY, free_port,
+    get_json, logged_events, metric, token_from, try_get_text, wait_for_edges,
 };
 use marquee_eventlog::EventKind;
-use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
 use serde_json::{Value, json};
 
@@ -674,14 +672,7 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
         by_edge.push(logged.clone());
         events.extend(logged);
     }
-    let expected = direct_minute_count(&events);
-    let stored = postgres_minute_rows(cluster.database.url()).await;
-    let distinct: i64 = expected.values().map(event_count).sum();
-    let counted: i64 = stored.values().map(event_count).sum();
-    let differing = expected
-        .iter()
-        .filter(|(k, v)| stored.get(*k) != Some(v))
-        .count();
+    let minutes = MinuteCheck::of(&events, cluster.database.url()).await;
     let mut impressions_logged: HashMap<u64, HashSet<u128>> = HashMap::new();
     for e in &events {
         if e.kind == EventKind::Impression {
@@ -706,20 +697,16 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
         );
     }
     println!(
-        "budgets: {} s in all; {} records in {EDGES} logs, {distinct} distinct events, {counted} \
-         counted",
+        "budgets: {} s in all; {} records in {EDGES} logs, {} distinct events, {} counted",
         started.elapsed().as_secs(),
-        events.len()
+        events.len(),
+        minutes.distinct,
+        minutes.counted
     );
 
     let mut failures = Vec::new();
-    if differing != 0 || stored.len() != expected.len() {
-        failures.push(format!(
-            "{differing} minute rows differ ({} stored, {} from the logs): {counted} events \
-             counted, {distinct} in the logs",
-            stored.len(),
-            expected.len()
-        ));
+    if !minutes.exact() {
+        failures.push(minutes.to_string());
     }
     for o in &outcomes {
         let logged = impressions_logged.get(&o.line_item).map_or(0, HashSet::len) as u64;

@@ -33,13 +33,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    EDGE_GROUP_COMMIT_MS, Guard, Roles, Server, TRACKING_KEY, edge_registry, event_count,
-    free_port, get_as_german_iphone, impression_token, logged_events, metric, metrics_page,
-    now_secs, postgres_minute_rows, test_redis, token_from, try_get_text, update_line_item,
-    wait_for_edges,
+    EDGE_GROUP_COMMIT_MS, Guard, MinuteCheck, Roles, TRACKING_KEY, edge_registry, free_port,
+    get_as_german_iphone, impression_token, logged_events, metric, metrics_page, now_secs,
+    test_redis, token_from, try_get_text, update_line_item, wait_for_edges,
 };
 use marquee_eventlog::EventKind;
-use marquee_store::stats_suite::direct_minute_count;
 use marquee_store::test_postgres::TestDatabase;
 use marquee_tracking::{KeyRing, TokenKind};
 use serde_json::{Value, json};
@@ -64,6 +62,35 @@ const ROLES: Roles = Roles {
 fn start_manager(data: &Path, database: &str, port: u16, demo: bool) -> Guard {
     let settings = [("MARQUEE_PACING__IN_FLIGHT_ALLOWANCE_MS", "0")];
     ROLES.manager(data, database, port, demo, &settings)
+}
+
+/// A manager with the demo on SQLite in `dir/manager` (a free port): its URL and guard.
+fn demo_manager(dir: &Path) -> (String, Guard) {
+    let port = free_port();
+    let manager_dir = dir.join("manager");
+    let database = manager_dir.join("marquee.db");
+    let guard = start_manager(&manager_dir, database.to_str().unwrap(), port, true);
+    (format!("http://127.0.0.1:{port}"), guard)
+}
+
+/// `count` edges of `manager` in `dir/edge-N`, sharing `redis`, with `settings` besides.
+fn redis_edges(
+    dir: &Path,
+    manager: &str,
+    count: usize,
+    redis: &str,
+    settings: &[(&str, &str)],
+) -> Vec<Guard> {
+    let mut all = vec![
+        // Generous, so that a slow debug build never decides from local state.
+        ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+        ("MARQUEE_REDIS__URL", redis),
+        ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
+    ];
+    all.extend_from_slice(settings);
+    (0..count)
+        .map(|i| ROLES.edge(&dir.join(format!("edge-{i}")), manager, "127.0.0.1:0", &all))
+        .collect()
 }
 
 fn start_edge(data: &Path, manager: &str) -> Guard {
@@ -304,19 +331,9 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         );
         events.extend(logged);
     }
-    let expected = direct_minute_count(&events);
-    let stored = postgres_minute_rows(database.url()).await;
-    let distinct: i64 = expected.values().map(event_count).sum();
-    let counted: i64 = stored.values().map(event_count).sum();
-    let differing = expected
-        .iter()
-        .filter(|(k, v)| stored.get(*k) != Some(v))
-        .count();
-    assert!(distinct > 0);
-    assert!(
-        differing == 0 && stored.len() == expected.len(),
-        "{differing} minute rows differ: {counted} events counted, {distinct} in the logs"
-    );
+    let minutes = MinuteCheck::of(&events, database.url()).await;
+    assert!(minutes.distinct > 0);
+    assert!(minutes.exact(), "{minutes}");
 
     // Answered impressions are logged, on the edge that answered them, except the killed
     // edge's last commit window.
@@ -349,12 +366,14 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
         .filter(|a| a.line_item == BUDGETED)
         .count();
     println!(
-        "multinode: {} s; {} records in {EDGES} logs, {distinct} distinct events, {counted} counted; \
+        "multinode: {} s; {} records in {EDGES} logs, {} distinct events, {} counted; \
          {} impressions answered, {} lost ({beyond_window} beyond the killed edge's commit window); \
          {} ads served while the manager was down; {} failed calls (edge down); \
          budget {BUDGET}: {} delivered ({answered_budgeted} answered), bound {bound} (R = {reclaimed})",
         started.elapsed().as_secs(),
         events.len(),
+        minutes.distinct,
+        minutes.counted,
         seen.answered.len(),
         lost.len(),
         seen.ads_without_manager,
@@ -400,30 +419,12 @@ async fn a_frequency_cap_holds_across_edges_sharing_redis() {
     let _alone = common::ONE_AT_A_TIME.lock().await;
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager_url = format!("http://127.0.0.1:{port}");
-    let manager_dir = dir.path().join("manager");
-    let database = manager_dir.join("marquee.db");
-    let _manager = start_manager(&manager_dir, database.to_str().unwrap(), port, true);
-    let edges: Vec<Guard> = (0..EDGES)
-        .map(|i| {
-            let data = dir.path().join(format!("edge-{i}"));
-            Guard::new(Server::spawn(ROLES.command(
-                &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
-                &data,
-                &[
-                    ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
-                    ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
-                    ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
-                    ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
-                    // Generous, so that a slow debug build never decides from local state.
-                    ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
-                    ("MARQUEE_REDIS__URL", &redis),
-                    ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
-                ],
-            )))
-        })
-        .collect();
+    let (manager_url, _manager) = demo_manager(dir.path());
+    let settings = [
+        ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+        ("MARQUEE_PACING__SYNC_INTERVAL_MS", "200"),
+    ];
+    let edges = redis_edges(dir.path(), &manager_url, EDGES, &redis, &settings);
     let client = reqwest::Client::new();
     edges_ready(&client, &manager_url, EDGES, false).await;
     // Line item 1 has a goal: each edge serves it once its lease is granted. Warm-up users are
@@ -572,27 +573,8 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
     let _alone = common::ONE_AT_A_TIME.lock().await;
     let redis = test_redis();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager_url = format!("http://127.0.0.1:{port}");
-    let manager_dir = dir.path().join("manager");
-    let database = manager_dir.join("marquee.db");
-    let _manager = start_manager(&manager_dir, database.to_str().unwrap(), port, true);
-    let mut edges: Vec<Guard> = (0..2)
-        .map(|i| {
-            let data = dir.path().join(format!("edge-{i}"));
-            Guard::new(Server::spawn(ROLES.command(
-                &["edge", "--listen", "127.0.0.1:0", "--manager", &manager_url],
-                &data,
-                &[
-                    ("MARQUEE_EDGE__POLL_INTERVAL_MS", "100"),
-                    ("MARQUEE_EDGE__HEARTBEAT_MS", "200"),
-                    ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
-                    ("MARQUEE_REDIS__URL", &redis),
-                    ("MARQUEE_REDIS__TIMEOUT_MS", "1000"),
-                ],
-            )))
-        })
-        .collect();
+    let (manager_url, _manager) = demo_manager(dir.path());
+    let mut edges = redis_edges(dir.path(), &manager_url, 2, &redis, &[]);
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, Server, free_port, get_as_german_iphone, metrics_page, required_metric};
+use common::{RedisServer, free_port, get_as_german_iphone, metrics_page, required_metric};
 
 struct Client {
     http: reqwest::Client,
@@ -64,17 +64,8 @@ async fn an_edge_keeps_answering_through_a_redis_restart_and_its_breaker_recover
     let port = free_port();
     let redis = RedisServer::start(port);
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start_with(
-        data.path(),
-        &["--demo"],
-        &[
-            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
-            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
-            ("MARQUEE_REDIS__URL", &format!("redis://127.0.0.1:{port}")),
-            ("MARQUEE_REDIS__FAILURES_TO_OPEN", "2"),
-            ("MARQUEE_REDIS__OPEN_MS", "300"),
-        ],
-    );
+    let redis_url = format!("redis://127.0.0.1:{port}");
+    let server = common::demo_with_redis(data.path(), &redis_url, "300");
     let mut client = Client {
         http: reqwest::Client::new(),
         base: server.url(""),

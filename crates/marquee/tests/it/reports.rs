@@ -157,15 +157,8 @@ async fn a_remote_edge_is_collected_over_http_and_acknowledged() {
     // numbering across restarts).
     let deleted = async {
         loop {
-            let listed = client
-                .get(edge.url("/log/segments"))
-                .bearer_auth(SECRET)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let request = client.get(edge.url("/log/segments")).bearer_auth(SECRET);
+            let listed = common::text(request).await;
             // The edge is idle: its last segment closes, is counted, and goes.
             let segments = marquee_eventlog::wire::parse_segments(&listed).unwrap();
             if segments

@@ -556,16 +556,11 @@ async fn dashboard_escapes_names_and_sign_in_is_safe() {
     );
 
     // A creative's own HTML is previewed in a sandboxed frame only.
-    let page = setup
+    let request = setup
         .client
         .get(setup.server.url(&format!("/creatives/{creative}")))
-        .header("cookie", &session)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .header("cookie", &session);
+    let page = common::text(request).await;
     if page.contains("<iframe") {
         assert!(page.contains("sandbox=\"allow-scripts\""), "{page}");
         assert!(!page.contains("allow-same-origin"), "{page}");

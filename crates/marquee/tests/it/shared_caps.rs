@@ -111,17 +111,8 @@ async fn an_edge_without_its_redis_answers_from_local_state_and_says_so() {
     // Nobody listens there.
     let closed = free_port();
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start_with(
-        data.path(),
-        &["--demo"],
-        &[
-            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
-            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
-            ("MARQUEE_REDIS__URL", &format!("redis://127.0.0.1:{closed}")),
-            ("MARQUEE_REDIS__FAILURES_TO_OPEN", "2"),
-            ("MARQUEE_REDIS__OPEN_MS", "60000"),
-        ],
-    );
+    let redis_url = format!("redis://127.0.0.1:{closed}");
+    let server = common::demo_with_redis(data.path(), &redis_url, "60000");
     let client = reqwest::Client::new();
     wait_for_ads(&client, &server).await;
     for _ in 0..5 {

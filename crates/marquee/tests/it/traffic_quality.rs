@@ -54,6 +54,21 @@ fn client() -> reqwest::Client {
 }
 
 /// A GET from `ip` with `user_agent` and extra headers: (status, Location).
+/// A click's answer: the redirect to the newsletter line item's landing page.
+fn assert_lands((status, location): (u16, Option<String>)) {
+    assert_eq!(status, 302);
+    let location = location.expect("a Location header");
+    assert!(
+        location.starts_with("https://acme-outdoor.example/winter-boots"),
+        "{location}"
+    );
+}
+
+/// [`fetch`] as desktop Chrome, without other headers.
+async fn as_chrome(client: &reqwest::Client, url: &str, ip: &str) -> (u16, Option<String>) {
+    fetch(client, url, ip, CHROME, &[]).await
+}
+
 async fn fetch(
     client: &reqwest::Client,
     url: &str,
@@ -134,20 +149,9 @@ async fn attacks_on_paid_events_are_logged_as_invalid_and_never_billed() {
     // never counted.
     for i in 0..50u64 {
         let cb = format!("{}", 7_000_000 + i * 7_919);
-        let (status, location) = fetch(
-            &client,
-            &tag("click", NEWSLETTER, &cb),
-            ATTACKER_IP,
-            CHROME,
-            &[],
-        )
-        .await;
-        assert_eq!(status, 302);
-        assert!(
-            location
-                .unwrap()
-                .starts_with("https://acme-outdoor.example/winter-boots")
-        );
+        let (status, location) =
+            as_chrome(&client, &tag("click", NEWSLETTER, &cb), ATTACKER_IP).await;
+        assert_lands((status, location));
     }
     expect(clk, InvalidReason::ClickWithoutImpression, 50);
 
@@ -155,23 +159,9 @@ async fn attacks_on_paid_events_are_logged_as_invalid_and_never_billed() {
     // are a flood; their clicks come too fast.
     for i in 0..40u64 {
         let cb = format!("{}", 9_000_000 + i);
-        let (status, _) = fetch(
-            &client,
-            &tag("img", NEWSLETTER, &cb),
-            "203.0.113.9",
-            CHROME,
-            &[],
-        )
-        .await;
+        let (status, _) = as_chrome(&client, &tag("img", NEWSLETTER, &cb), "203.0.113.9").await;
         assert_eq!(status, 302);
-        let (status, _) = fetch(
-            &client,
-            &tag("click", NEWSLETTER, &cb),
-            "203.0.113.9",
-            CHROME,
-            &[],
-        )
-        .await;
+        let (status, _) = as_chrome(&client, &tag("click", NEWSLETTER, &cb), "203.0.113.9").await;
         assert_eq!(status, 302);
     }
     expect(imp, InvalidReason::Rate, 35);
@@ -223,33 +213,12 @@ async fn attacks_on_paid_events_are_logged_as_invalid_and_never_billed() {
     assert_eq!(head.status(), 200);
     expect(imp, InvalidReason::Crawler, 1);
     // The image tag where the placement does not take it, and unfilled cache busters.
-    let (status, _) = fetch(
-        &client,
-        &tag("img", NEWS_SIDEBAR, "5150"),
-        "192.0.2.49",
-        CHROME,
-        &[],
-    )
-    .await;
+    let (status, _) = as_chrome(&client, &tag("img", NEWS_SIDEBAR, "5150"), "192.0.2.49").await;
     assert_eq!(status, 200, "the fallback pixel");
     expect(imp, InvalidReason::UntokenedDisabled, 1);
     for cb in ["[CACHEBUSTER]", "%25%25CACHEBUSTER%25%25", ""] {
-        fetch(
-            &client,
-            &tag("img", NEWSLETTER, cb),
-            "192.0.2.50",
-            CHROME,
-            &[],
-        )
-        .await;
-        fetch(
-            &client,
-            &tag("click", NEWSLETTER, cb),
-            "192.0.2.50",
-            CHROME,
-            &[],
-        )
-        .await;
+        as_chrome(&client, &tag("img", NEWSLETTER, cb), "192.0.2.50").await;
+        as_chrome(&client, &tag("click", NEWSLETTER, cb), "192.0.2.50").await;
         expect(imp, InvalidReason::NoCacheBuster, 1);
         expect(clk, InvalidReason::NoCacheBuster, 1);
     }
@@ -258,42 +227,17 @@ async fn attacks_on_paid_events_are_logged_as_invalid_and_never_billed() {
     let reader = |n: u32| format!("81.2.{n}.10");
     for n in 0..10 {
         let cb = format!("{}", 5_550_000 + n);
-        let (status, _) = fetch(
-            &client,
-            &tag("img", NEWSLETTER, &cb),
-            &reader(n),
-            CHROME,
-            &[],
-        )
-        .await;
+        let (status, _) = as_chrome(&client, &tag("img", NEWSLETTER, &cb), &reader(n)).await;
         assert_eq!(status, 302);
     }
     tokio::time::sleep(Duration::from_millis(CLICK_DELAY_MS + 200)).await;
     for n in 0..10 {
         let cb = format!("{}", 5_550_000 + n);
-        let (status, location) = fetch(
-            &client,
-            &tag("click", NEWSLETTER, &cb),
-            &reader(n),
-            CHROME,
-            &[],
-        )
-        .await;
-        assert_eq!(status, 302);
-        assert!(
-            location
-                .unwrap()
-                .starts_with("https://acme-outdoor.example/winter-boots")
-        );
+        let (status, location) =
+            as_chrome(&client, &tag("click", NEWSLETTER, &cb), &reader(n)).await;
+        assert_lands((status, location));
         // A second click on the same image is the same click.
-        fetch(
-            &client,
-            &tag("click", NEWSLETTER, &cb),
-            &reader(n),
-            CHROME,
-            &[],
-        )
-        .await;
+        as_chrome(&client, &tag("click", NEWSLETTER, &cb), &reader(n)).await;
     }
 
     // The report: ten clicks, ten euros, and every invalid event by reason.

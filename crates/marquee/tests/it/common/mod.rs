@@ -319,6 +319,27 @@ impl Rng {
 }
 
 /// The body of a GET of `url`.
+/// Sends `request` and reads its answer's body, whatever its status.
+pub async fn text(request: reqwest::RequestBuilder) -> String {
+    request.send().await.unwrap().text().await.unwrap()
+}
+
+/// `marquee serve --demo` in `data` with a Redis at `redis_url` whose breaker opens after two
+/// failures for `open_ms`, and visitors' countries from `X-Country`.
+pub fn demo_with_redis(data: &Path, redis_url: &str, open_ms: &str) -> Server {
+    Server::start_with(
+        data,
+        &["--demo"],
+        &[
+            ("MARQUEE_EDGE__COUNTRY_HEADER", "x-country"),
+            ("MARQUEE_EDGE__DEADLINE_MS", "2000"),
+            ("MARQUEE_REDIS__URL", redis_url),
+            ("MARQUEE_REDIS__FAILURES_TO_OPEN", "2"),
+            ("MARQUEE_REDIS__OPEN_MS", open_ms),
+        ],
+    )
+}
+
 pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
     client.get(url).send().await.unwrap().text().await.unwrap()
 }
@@ -461,6 +482,49 @@ pub async fn postgres_minute_rows(url: &str) -> HashMap<MinuteKey, Counters> {
     let clock = Arc::new(ManualClock::new(jiff::Timestamp::now()));
     let store = PostgresStore::connect(url, clock).await.unwrap();
     all_minute_rows(&store).await
+}
+
+/// The minute rows a PostgreSQL database stores against a direct count of the logs' events:
+/// exact when no row differs and no row is missing or extra.
+pub struct MinuteCheck {
+    /// Events in the logs, each once.
+    pub distinct: i64,
+    /// Events the stored rows count.
+    pub counted: i64,
+    pub differing: usize,
+    pub stored_rows: usize,
+    pub expected_rows: usize,
+}
+
+impl MinuteCheck {
+    pub async fn of(events: &[marquee_eventlog::Event], database_url: &str) -> MinuteCheck {
+        let expected = marquee_store::stats_suite::direct_minute_count(events);
+        let stored = postgres_minute_rows(database_url).await;
+        MinuteCheck {
+            distinct: expected.values().map(event_count).sum(),
+            counted: stored.values().map(event_count).sum(),
+            differing: expected
+                .iter()
+                .filter(|(k, v)| stored.get(*k) != Some(v))
+                .count(),
+            stored_rows: stored.len(),
+            expected_rows: expected.len(),
+        }
+    }
+
+    pub fn exact(&self) -> bool {
+        self.differing == 0 && self.stored_rows == self.expected_rows
+    }
+}
+
+impl std::fmt::Display for MinuteCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} minute rows differ ({} stored, {} from the logs): {} events counted, {} in the logs",
+            self.differing, self.stored_rows, self.expected_rows, self.counted, self.distinct
+        )
+    }
 }
 
 /// The Redis of scripts/test-deps.sh, or `MARQUEE_TEST_REDIS_URL`.
