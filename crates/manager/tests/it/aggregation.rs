@@ -179,6 +179,12 @@ impl LogSource for MemorySource {
     }
 }
 
+fn append_all(log: &EventLog, events: &[Event]) {
+    for e in events {
+        log.append(e).unwrap();
+    }
+}
+
 struct World {
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
@@ -287,6 +293,12 @@ impl World {
                 ..AggregationOptions::default()
             },
         )
+    }
+
+    /// An aggregator reading `log` in process (source "local"), runs of at most 1 MiB.
+    fn local_aggregator(&self, log: &Arc<EventLog>) -> Aggregator {
+        let source = Arc::new(LocalLogSource::new("local", Arc::clone(log)));
+        self.aggregator(source, 1 << 20)
     }
 
     async fn minutes(&self) -> HashMap<MinuteKey, Counters> {
@@ -623,12 +635,9 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     };
     let log = open();
     let events: Vec<Event> = (0..95).map(|n| w.event(n, EventKind::Decision)).collect();
-    for e in &events {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &events);
     log.flush_and_close().unwrap();
-    let source = Arc::new(LocalLogSource::new("local", Arc::clone(&log)));
-    let aggregator = w.aggregator(source, 1 << 20);
+    let aggregator = w.local_aggregator(&log);
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.accepted, 95);
     assert_eq!(w.minutes().await, direct_minute_count(&events));
@@ -654,12 +663,9 @@ async fn the_local_log_is_read_and_consumed_segments_are_deleted() {
     drop(log);
     let log = open();
     let later: Vec<Event> = (95..105).map(|n| w.event(n, EventKind::Decision)).collect();
-    for e in &later {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &later);
     log.flush_and_close().unwrap();
-    let source = Arc::new(LocalLogSource::new("local", Arc::clone(&log)));
-    let aggregator = w.aggregator(source, 1 << 20);
+    let aggregator = w.local_aggregator(&log);
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.accepted, 10);
     let all: Vec<Event> = events.iter().chain(&later).copied().collect();
@@ -887,16 +893,13 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
         ..marquee_eventlog::Config::default()
     };
     let log = Arc::new(EventLog::open(dir.path(), config).unwrap());
-    let source = Arc::new(LocalLogSource::new("local", Arc::clone(&log)));
-    let aggregator = w.aggregator(source, 1 << 20);
+    let aggregator = w.local_aggregator(&log);
     let frame = marquee_eventlog::FRAME_LEN as u64;
     let header = SEGMENT_HEADER_LEN;
 
     // 1. The manager reads segment 1 while it is open: checkpoint (1, after 3 records).
     let counted: Vec<Event> = (1..=3).map(|n| w.event(n, EventKind::Impression)).collect();
-    for e in &counted {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &counted);
     wait_for_segments(&log, |s| s.len() == 1 && s[0].len == header + 3 * frame).await;
     assert_eq!(aggregator.run_once().await.unwrap().accepted, 3);
     assert_eq!(
@@ -907,9 +910,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
 
     // 2. Two more records, then segment 1 closes by age and is the shard's newest file.
     let trimmed: Vec<Event> = (4..=5).map(|n| w.event(n, EventKind::Impression)).collect();
-    for e in &trimmed {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &trimmed);
     wait_for_segments(&log, |s| {
         s == [SegmentInfo {
             id: 1,
@@ -947,9 +948,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
 
     // What the edge logs next is counted, run after run: nothing after the cut is lost.
     let later: Vec<Event> = (6..=8).map(|n| w.event(n, EventKind::Impression)).collect();
-    for e in &later {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &later);
     wait_for_segments(&log, |s| {
         s.iter().any(|s| s.id == 2 && s.len == header + 3 * frame)
     })
@@ -959,9 +958,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     let last: Vec<Event> = (9..=10)
         .map(|n| w.event(n, EventKind::Impression))
         .collect();
-    for e in &last {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &last);
     wait_for_segments(&log, |s| {
         s.iter().any(|s| s.id == 2 && s.len == header + 5 * frame)
     })
@@ -1003,9 +1000,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     };
     let log = open();
     let first: Vec<Event> = (1..=3).map(|n| w.event(n, EventKind::Impression)).collect();
-    for e in &first {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &first);
     log.flush_and_close().unwrap();
     drop(log);
     // The backup: segment 1 alone.
@@ -1015,19 +1010,14 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
 
     let log = open();
     let second: Vec<Event> = (4..=8).map(|n| w.event(n, EventKind::Impression)).collect();
-    for e in &second {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &second);
     // Segment 2 full and closed, segment 3 open with two records.
     wait_for_segments(&log, |s| {
         s.last()
             .is_some_and(|s| s.id == 3 && s.len == header + 2 * frame)
     })
     .await;
-    let aggregator = w.aggregator(
-        Arc::new(LocalLogSource::new("local", Arc::clone(&log))),
-        1 << 20,
-    );
+    let aggregator = w.local_aggregator(&log);
     assert_eq!(aggregator.run_once().await.unwrap().accepted, 8);
     assert_eq!(checkpoint(&w, "local").await, Some((3, header + 2 * frame)));
     drop(aggregator);
@@ -1039,10 +1029,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     std::fs::create_dir(dir.path().join("shard-0")).unwrap();
     std::fs::copy(backup.path().join(&segment_1), dir.path().join(&segment_1)).unwrap();
     let log = open();
-    let aggregator = w.aggregator(
-        Arc::new(LocalLogSource::new("local", Arc::clone(&log))),
-        1 << 20,
-    );
+    let aggregator = w.local_aggregator(&log);
     let held = |aggregator: &Aggregator| {
         let metrics = scrape(aggregator);
         assert_eq!(
@@ -1061,9 +1048,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     let after_restore: Vec<Event> = (9..=10)
         .map(|n| w.event(n, EventKind::Impression))
         .collect();
-    for e in &after_restore {
-        log.append(e).unwrap();
-    }
+    append_all(&log, &after_restore);
     wait_for_segments(&log, |s| {
         s.iter().any(|s| s.id == 2 && !s.closed && s.len > header)
     })

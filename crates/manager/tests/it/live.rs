@@ -11,7 +11,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use marquee_manager::{LiveOptions, Manager, ManagerOptions, Refresh, live};
 use marquee_model::{
-    Clock, Creative, CreativeContent, LineItem, LineItemId, ManualClock, PlacementId, Size, Status,
+    Clock, Creative, CreativeContent, LineItemId, ManualClock, PlacementId, Size, Status,
 };
 use marquee_snapshot::{Part, Snapshot};
 use marquee_stats::Counters;
@@ -212,23 +212,7 @@ async fn a_new_value_shows_in_the_next_snapshot_once_the_creative_is_due() {
     );
 
     // A catalog change starts the next counter at revision 0.
-    let mut line_item = setup
-        .store
-        .get_object::<LineItem>(setup.quiet_line_item, None)
-        .await
-        .unwrap();
-    line_item.object.weight += 1;
-    setup
-        .store
-        .update_object(
-            setup.quiet_line_item,
-            line_item.meta.version,
-            &line_item.object,
-            None,
-            &Actor::cli(),
-        )
-        .await
-        .unwrap();
+    support::raise_weight(setup.store.as_ref(), setup.quiet_line_item).await;
     let third = setup.manager.refresh().await.unwrap();
     let counter = setup.store.change_counter().await.unwrap();
     assert_eq!(

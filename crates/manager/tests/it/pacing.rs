@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use marquee_manager::{Pacing, PacingOptions};
 use marquee_model::{Clock, LineItemId, ManualClock, ObjectKind, Status};
-use marquee_pacing::{EdgeId, Renewal, SyncRequest};
+use marquee_pacing::{EdgeId, LeaseGrant, Renewal, SyncRequest};
 use marquee_stats::Counters;
 use marquee_store::{Actor, Draft, Store};
 use tempfile::TempDir;
@@ -322,19 +322,26 @@ async fn update_object(
         .unwrap();
 }
 
+/// Pacing opened on `setup` after one round, and the first grant of boots' lease to an edge
+/// that has consumed nothing.
+async fn first_grant(setup: &Setup) -> (Pacing, LeaseGrant) {
+    let pacing = open(setup).await;
+    pacing.round().await.unwrap();
+    let grant = pacing
+        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
+        .await
+        .unwrap()
+        .grants[0];
+    (pacing, grant)
+}
+
 /// A paused line item's budget is suspended, not dropped: while paused its edges' renewals get
 /// no room (rather than "no budget"), and once resumed its accounts are the ones from before,
 /// so what the edge billed before the pause stays counted where it belongs.
 #[tokio::test]
 async fn a_paused_line_item_keeps_its_budget_s_accounts_for_its_return() {
     let setup = setup().await;
-    let pacing = open(&setup).await;
-    pacing.round().await.unwrap();
-    let first = pacing
-        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
-        .await
-        .unwrap()
-        .grants[0];
+    let (pacing, first) = first_grant(&setup).await;
     let consumed = first.ceiling;
     let held = pacing
         .sync(request(
@@ -401,17 +408,7 @@ async fn lifetime_delivery_survives_the_pruning_of_its_first_minutes() {
         .await
         .unwrap();
     let pacing = open(&setup).await;
-    pacing.round().await.unwrap();
-    let controls = pacing
-        .sync(request(0, vec![]))
-        .await
-        .unwrap()
-        .controls
-        .unwrap();
-    let boots = controls
-        .iter()
-        .find(|c| c.line_item == setup.boots)
-        .unwrap();
+    let boots = boots_control_after_a_round(&pacing, &setup).await;
     assert!(boots.stopped, "the lifetime goal was reached: {boots:?}");
 }
 
@@ -523,13 +520,7 @@ async fn paused_for_an_hour_and_resumed(
     kind: ObjectKind,
     id: u64,
 ) -> marquee_pacing::ControlEntry {
-    let pacing = open(setup).await;
-    pacing.round().await.unwrap();
-    let first = pacing
-        .sync(request(0, vec![renewal(setup.boots, 0, 0)]))
-        .await
-        .unwrap()
-        .grants[0];
+    let (pacing, first) = first_grant(setup).await;
     let consumed = first.ceiling;
 
     set_object_status(&*setup.store, kind, id, Status::Paused).await;
@@ -554,6 +545,14 @@ async fn paused_for_an_hour_and_resumed(
 
     set_object_status(&*setup.store, kind, id, Status::Active).await;
     setup.clock.advance(SignedDuration::from_secs(10));
+    boots_control_after_a_round(&pacing, setup).await
+}
+
+/// Boots' control as an edge's sync gets it after one more pacing round.
+async fn boots_control_after_a_round(
+    pacing: &Pacing,
+    setup: &Setup,
+) -> marquee_pacing::ControlEntry {
     pacing.round().await.unwrap();
     let controls = pacing
         .sync(request(0, vec![]))

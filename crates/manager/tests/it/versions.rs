@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use marquee_manager::{Manager, Refresh, live};
-use marquee_model::{Clock, LineItem, ManualClock};
+use marquee_model::{Clock, ManualClock};
 use marquee_pacing::{EdgeId, EdgeReport};
 use marquee_snapshot::{Header, Snapshot};
-use marquee_store::{Actor, Store};
+use marquee_store::Store;
 
 use crate::support;
 
@@ -30,18 +30,7 @@ async fn open(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>, snapshots: &Path) 
 /// A catalog change: the first line item's weight.
 async fn change(store: &dyn Store) {
     let id = store.catalog().await.unwrap().line_items[0].meta.id;
-    let mut line_item = store.get_object::<LineItem>(id, None).await.unwrap();
-    line_item.object.weight += 1;
-    store
-        .update_object(
-            id,
-            line_item.meta.version,
-            &line_item.object,
-            None,
-            &Actor::cli(),
-        )
-        .await
-        .unwrap();
+    support::raise_weight(store, id).await;
 }
 
 fn serving(version: u64) -> EdgeReport {

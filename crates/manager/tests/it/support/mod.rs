@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use marquee_manager::{Manager, ManagerOptions, demo};
-use marquee_model::Clock;
+use marquee_model::{Clock, LineItem};
 use marquee_stats::{Counters, RowKey};
-use marquee_store::{RunWrite, SqliteStore, Store};
+use marquee_store::{Actor, RunWrite, SqliteStore, Store};
 
 /// A SQLite store at `path` holding the demo catalog.
 pub async fn demo_store(path: &Path, clock: &Arc<dyn Clock>) -> Arc<dyn Store> {
@@ -64,6 +64,22 @@ pub async fn commit(
             now: at,
             ..RunWrite::default()
         })
+        .await
+        .unwrap();
+}
+
+/// A catalog change: line item `id`'s weight raised by one, by the CLI.
+pub async fn raise_weight(store: &dyn Store, id: u64) {
+    let mut line_item = store.get_object::<LineItem>(id, None).await.unwrap();
+    line_item.object.weight += 1;
+    store
+        .update_object(
+            id,
+            line_item.meta.version,
+            &line_item.object,
+            None,
+            &Actor::cli(),
+        )
         .await
         .unwrap();
 }
