@@ -871,12 +871,33 @@ pub async fn invalid_traffic_is_stored_by_kind_and_reason(store: Db, _clock: Arc
     assert_eq!(delivered[&1].spend_micros(), 3);
 }
 
-/// Creates an object whose body holds only `body` (the fields the aggregates read) and returns
-/// its id.
+/// A run writing `hours` (sorted by key) and their line-item totals, nothing else.
+pub fn hour_rows(hours: Vec<(RowKey, Counters)>) -> RunWrite {
+    RunWrite {
+        line_item_hours: line_item_totals(&hours),
+        hours,
+        ..RunWrite::default()
+    }
+}
+
+/// Creates an active object named "x" whose body holds only `body` (the fields the aggregates
+/// read) and returns its id.
 async fn create(store: &Db, kind: ObjectKind, parent_id: Option<u64>, body: &str) -> u64 {
+    create_named(store.as_ref(), kind, parent_id, "x", body).await
+}
+
+/// Creates an active object called `name` whose body holds only `body`, by the CLI, and returns
+/// its id: the bare catalog other crates' statistics tests build their rows on.
+pub async fn create_named(
+    store: &dyn Store,
+    kind: ObjectKind,
+    parent_id: Option<u64>,
+    name: &str,
+    body: &str,
+) -> u64 {
     let draft = Draft {
         parent_id,
-        name: "x".into(),
+        name: name.into(),
         status: Status::Active,
         body: body.into(),
     };

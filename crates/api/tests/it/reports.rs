@@ -12,9 +12,9 @@ use jiff::SignedDuration;
 use marquee_api::{
     ApiOptions, GeoAvailability, RouteTable, add_routes, add_routes_with, hash_token,
 };
-use marquee_model::{ManualClock, ObjectKind, Role, Status};
+use marquee_model::{ManualClock, ObjectKind, Role};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
-use marquee_store::{Actor, Draft, NewToken, RunWrite, SqliteStore, Store};
+use marquee_store::{NewToken, RunWrite, SqliteStore, Store};
 use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -36,18 +36,8 @@ struct App {
 }
 
 async fn create(store: &Arc<dyn Store>, kind: ObjectKind, parent: Option<u64>, body: &str) -> u64 {
-    let draft = Draft {
-        parent_id: parent,
-        name: format!("{kind:?}"),
-        status: Status::Active,
-        body: body.into(),
-    };
-    store
-        .create(kind, draft, None, &Actor::cli())
-        .await
-        .unwrap()
-        .meta
-        .id
+    let name = format!("{kind:?}");
+    marquee_store::stats_suite::create_named(store.as_ref(), kind, parent, &name, body).await
 }
 
 fn at(text: &str) -> i64 {
@@ -677,11 +667,7 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
         .collect();
     hours.sort_unstable_by_key(|(k, _)| *k);
     app.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
+        .commit_run(marquee_store::stats_suite::hour_rows(hours))
         .await
         .unwrap();
     let query = format!(
@@ -771,11 +757,7 @@ async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
     ];
     hours.sort_unstable_by_key(|(k, _)| *k);
     app.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
+        .commit_run(marquee_store::stats_suite::hour_rows(hours))
         .await
         .unwrap();
 

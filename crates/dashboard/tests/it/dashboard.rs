@@ -1425,7 +1425,7 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
 #[tokio::test]
 async fn reports_and_home_show_invalid_traffic_by_reason() {
     use marquee_stats::{Counters, EventKind, InvalidReason, RowKey};
-    use marquee_store::RunWrite;
+
     let site = Site::new().await;
     let admin = site.sign_in("root", PASSWORD).await.unwrap();
     // The site's clock is 2026-11-18T11:06:40Z. Refused before any ad was decided (no line
@@ -1460,11 +1460,7 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
         counters,
     )];
     site.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
+        .commit_run(marquee_store::stats_suite::hour_rows(hours))
         .await
         .unwrap();
 

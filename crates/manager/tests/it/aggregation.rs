@@ -14,11 +14,11 @@ use marquee_eventlog::wire::WireEnd;
 use marquee_eventlog::{Event, EventKind, EventLog, PAYLOAD_LEN, SEGMENT_HEADER_LEN, SegmentInfo};
 use marquee_manager::sources::{Chunk, Listed, SourceError};
 use marquee_manager::{AggregationOptions, Aggregator, LocalLogSource, LogSource};
-use marquee_model::{ManualClock, ObjectKind, Status};
+use marquee_model::{ManualClock, ObjectKind};
 use marquee_stats::Counters;
-use marquee_store::stats_suite::{MinuteKey, all_minute_rows, direct_minute_count};
+use marquee_store::stats_suite::{MinuteKey, all_minute_rows, create_named, direct_minute_count};
 use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Actor, Draft, PostgresStore, SqliteStore, Store};
+use marquee_store::{PostgresStore, SqliteStore, Store};
 use tempfile::TempDir;
 
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -213,20 +213,7 @@ async fn world_on(postgres: Option<TestDatabase>) -> World {
     };
     let create = |kind, parent: Option<u64>, body: &'static str| {
         let store = Arc::clone(&store);
-        async move {
-            let draft = Draft {
-                parent_id: parent,
-                name: "x".into(),
-                status: Status::Active,
-                body: body.into(),
-            };
-            store
-                .create(kind, draft, None, &Actor::cli())
-                .await
-                .unwrap()
-                .meta
-                .id
-        }
+        async move { create_named(store.as_ref(), kind, parent, "x", body).await }
     };
     let advertiser = create(
         ObjectKind::Advertiser,

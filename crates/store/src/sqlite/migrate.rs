@@ -92,7 +92,7 @@ fn check_applied(conn: &Connection) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{RunWrite, SqliteStore, StatsStore};
+    use crate::{SqliteStore, StatsStore};
     use marquee_model::ManualClock;
     use marquee_stats::{Counters, Granularity, RowKey, RowQuery};
     use std::sync::Arc;
@@ -180,11 +180,7 @@ mod tests {
         };
         let hours = vec![(key, invalid)];
         store
-            .commit_run(RunWrite {
-                line_item_hours: marquee_stats::line_item_totals(&hours),
-                hours,
-                ..RunWrite::default()
-            })
+            .commit_run(crate::stats_suite::hour_rows(hours))
             .await
             .unwrap();
         let mut both = old;

@@ -52,18 +52,8 @@ enum Cell {
 }
 
 async fn create(store: &dyn Store, kind: ObjectKind, parent_id: Option<u64>, body: &str) -> u64 {
-    let draft = Draft {
-        parent_id,
-        name: format!("{} \"quoted\" ü", kind.name()),
-        status: Status::Active,
-        body: body.into(),
-    };
-    store
-        .create(kind, draft, None, &Actor::cli())
-        .await
-        .unwrap()
-        .meta
-        .id
+    let name = format!("{} \"quoted\" ü", kind.name());
+    marquee_store::stats_suite::create_named(store, kind, parent_id, &name, body).await
 }
 
 /// Objects of every kind (one archived after an update, so versions differ), links, tokens,
