@@ -46,13 +46,7 @@ done
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 [[ -x "$bin" ]] || die "$bin is missing: cargo build --release -p marquee"
 body="$root/crates/openrtb/testdata/marquee/bench-request.json"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+use_workdir
 
 config="$work/gateway.toml"
 {

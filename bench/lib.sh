@@ -22,3 +22,11 @@ build_release() {
     (cd "$root" && cargo build --release -p marquee --quiet)
   fi
 }
+
+# use_workdir: sets $work to a new temporary directory and $pids to an empty list; when the
+# script exits, every process in $pids is killed and $work removed.
+use_workdir() {
+  work="$(mktemp -d)"
+  pids=()
+  trap 'for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; rm -rf "$work"' EXIT
+}

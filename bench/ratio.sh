@@ -97,14 +97,7 @@ export MARQUEE_BIN="${MARQUEE_BIN:-$target_dir/release/marquee}"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 : "${json_out:=$target_dir/bench/ratio-$stamp.json}"
 mkdir -p "$(dirname "$json_out")"
-work="$(mktemp -d)"
-
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+use_workdir
 
 # start NAME CMD: starts a server pinned to the server CPU; sets $started_pid, $started_addr.
 start() {
