@@ -291,6 +291,19 @@ fn placement() -> Value {
 // Valid documents
 // ---------------------------------------------------------------------------------------------
 
+/// Calls the generic function `$check::<Kind>` with a valid document of every kind.
+macro_rules! on_every_kind {
+    ($check:ident) => {
+        $check::<Advertiser>(advertiser());
+        $check::<Campaign>(campaign());
+        $check::<LineItem>(line_item());
+        $check::<Creative>(image());
+        $check::<Publisher>(publisher());
+        $check::<Site>(site());
+        $check::<Placement>(placement());
+    };
+}
+
 #[test]
 fn valid_documents_parse_validate_and_round_trip() {
     fn check<T: Object>(doc: Value) {
@@ -304,13 +317,7 @@ fn valid_documents_parse_validate_and_round_trip() {
             T::KIND.name()
         );
     }
-    check::<Advertiser>(advertiser());
-    check::<Campaign>(campaign());
-    check::<LineItem>(line_item());
-    check::<Creative>(image());
-    check::<Publisher>(publisher());
-    check::<Site>(site());
-    check::<Placement>(placement());
+    on_every_kind!(check);
 }
 
 #[test]
@@ -474,13 +481,7 @@ fn name_rule_applies_to_every_kind() {
             ],
         );
     }
-    check::<Advertiser>(advertiser());
-    check::<Campaign>(campaign());
-    check::<LineItem>(line_item());
-    check::<Creative>(image());
-    check::<Publisher>(publisher());
-    check::<Site>(site());
-    check::<Placement>(placement());
+    on_every_kind!(check);
 }
 
 // ---------------------------------------------------------------------------------------------
