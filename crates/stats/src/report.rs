@@ -993,4 +993,51 @@ mod tests {
         let spend: Vec<i64> = report.rows.iter().map(|r| r.spend_micros).collect();
         assert_eq!(spend, vec![2, 1, 1]);
     }
+
+    /// By bidder: line item 0 rows split by the bidder in their creative column, direct rows
+    /// under bidder 0; their creative column is no creative. Revenue adds up as spend does.
+    #[test]
+    fn bidders_group_programmatic_rows_and_direct_ones_are_bidder_0() {
+        let programmatic = |bidder: u64, cpm: i64| {
+            let mut r = row("2026-03-29T01:00:00Z", 0, 0);
+            r.creative = bidder;
+            r.counters.programmatic_impressions = 1;
+            r.counters.programmatic_cpm_micros = cpm;
+            r
+        };
+        let mut direct = row("2026-03-29T01:00:00Z", 100, 3);
+        direct.creative = 555;
+        let rows = [programmatic(11, 1_600), programmatic(12, 1_600), direct];
+        let by_bidder = spec(Granularity::Hour, "UTC", vec![Dimension::Bidder]);
+        assert!(by_bidder.row_query().by_creative);
+        let report = by_bidder.shape(&dims(), &rows, &[]);
+        let got: Vec<(Value, i64, i64)> = report
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.values[0].clone(),
+                    r.counters.impressions,
+                    r.revenue_micros,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Value::Id(0), 3, 0),
+                (Value::Id(11), 0, 2),
+                (Value::Id(12), 0, 1)
+            ]
+        );
+        assert_eq!(report.totals.programmatic_revenue_micros(), 3);
+        let by_creative = spec(Granularity::Hour, "UTC", vec![Dimension::Creative]);
+        let creatives: Vec<Value> = by_creative
+            .shape(&dims(), &rows, &[])
+            .rows
+            .into_iter()
+            .map(|r| r.values[0].clone())
+            .collect();
+        assert_eq!(creatives, vec![Value::Id(0), Value::Id(555)]);
+    }
 }
