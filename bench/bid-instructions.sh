@@ -10,12 +10,16 @@
 #   bench/bid-instructions.sh --reference [-n 2000] ...
 #   bench/bid-instructions.sh --data DIR --get '/ad?placement=2&format=js&uid=bench' ...
 #   bench/bid-instructions.sh ... --header 'User-Agent: Mozilla/5.0 ...' (repeatable)
+#   bench/bid-instructions.sh --data DIR --path /openrtb2/auction ...
 #
 # --reference counts the same for `marquee bench reference --post-bytes 1594` instead (the
 # hello-world every ratio is measured against, answering as many bytes as a bid), so the two
 # counts compare.
 # --get PATH sends `GET PATH` (an ad request, say) instead of the bid request and counts per
 # request the same way; the functions listed are then the ad path's.
+# --path PATH posts the bid request to PATH instead of /openrtb2/bid (the gateway's
+# /openrtb2/auction, say). The server inherits the environment: MARQUEE_GATEWAY__* variables
+# configure gateway mode (docs/benchmarks.md, "Unified auction").
 # DIR comes from bench/bid-line-items.sh. The request is
 # crates/openrtb/testdata/marquee/bench-request.json; the imp is secure, so the server's
 # public URL is https (plain-http notice URLs would fail the response check).
@@ -29,6 +33,7 @@ warm=300
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 out=""
 get=""
+path="/openrtb2/bid"
 headers=()
 die() { echo "bid-instructions.sh: $*" >&2; exit 64; }
 while [[ $# -gt 0 ]]; do
@@ -40,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --get) get="$2"; shift 2 ;;
+    --path) path="$2"; shift 2 ;;
     --header) headers+=(-H "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -77,7 +83,7 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 [[ -n "$addr" ]] || die "the server did not print 'listening on http://ADDR'"
-url="http://$addr/openrtb2/bid"
+url="http://$addr$path"
 load=(--openrtb "$body")
 if [[ -n "$get" ]]; then
   url="http://$addr$get"
@@ -106,7 +112,7 @@ echo "answers: $(grep -E '^  "(bids|no_bids|errors_total)"' "$work/run.json" | t
 echo "instructions: $total total, $((total / count)) per request ($count requests)"
 echo "inclusive per request:"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null |
-  grep -E 'bid::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|ad::ad[^a-z_]|fill_tracked|notice::|aggregat|Visitor::of|marquee_device::detect|LookupCache::lookup' |
-  head -n 20 |
+  grep -E 'serve_here|Gateway::auction|programmatic::run|bid::bid[^a-z_]|BidRequest::parse|Engine::select|engine::.*select|write_json|validate_response|json::write_str|render::fill|render::json_string|ad::ad[^a-z_]|fill_tracked|notice::|aggregat|Visitor::of|marquee_device::detect|LookupCache::lookup' |
+  head -n 24 |
   awk -v n="$count" '{ gsub(",", "", $1); printf "  %8d  %s\n", $1 / n, substr($0, index($0, $2)) }'
 echo "dump: $dump"

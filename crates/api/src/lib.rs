@@ -45,7 +45,7 @@ pub use error::ApiError;
 pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
 pub use read::{example, plain_message, read_object};
-pub use reports::{BuiltReport, ReportsState, build_report, report_csv};
+pub use reports::{BuiltReport, ProgrammaticReports, ReportsState, build_report, report_csv};
 pub use roles::{Change, WriteRefused, check_write};
 pub use routes::RouteTable;
 pub use tags::tags;
@@ -75,16 +75,19 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 pub const MAX_BODY_BYTES: usize = 2 << 20;
 
 /// Settings of the API beyond the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiOptions {
     /// The most rows one report may answer (`reports.max_rows`).
     pub report_max_rows: usize,
+    /// The gateway's bidders and currency, for reports of programmatic demand.
+    pub programmatic: ProgrammaticReports,
 }
 
 impl Default for ApiOptions {
     fn default() -> Self {
         ApiOptions {
             report_max_rows: 100_000,
+            programmatic: ProgrammaticReports::default(),
         }
     }
 }
@@ -118,7 +121,8 @@ pub fn add_routes_with(
     options: ApiOptions,
     geo: GeoAvailability,
 ) -> RouteTable {
-    let reports = ReportsState::new(Arc::clone(&store), clock, options.report_max_rows);
+    let reports = ReportsState::new(Arc::clone(&store), clock, options.report_max_rows)
+        .with_programmatic(options.programmatic);
     let state = ApiState {
         store,
         ad_url: ad_url.into(),

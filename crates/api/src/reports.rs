@@ -15,6 +15,11 @@
 //! totals carry `invalid_impressions`, `invalid_clicks`, `invalid_conversions` and
 //! `invalid_by_reason` (every reason; in CSV one `invalid_<reason>` column each), while
 //! impressions, clicks, CTR and spend count valid events only. See `docs/reporting.md`.
+//!
+//! Programmatic demand (the unified auction among the gateway's bidders) is reported beside
+//! direct delivery: every row carries the `programmatic_` metrics, the ad requests and the
+//! fill rate; `group_by=bidder` splits them by bidder (named from `[gateway.bidders]`, see
+//! [`ProgrammaticReports`]); revenue is in the gateway's currency (`programmatic_currency`).
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -24,7 +29,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, civil};
-use marquee_model::{Clock, Principal, Role, is_region_code};
+use marquee_model::{Clock, Currency, Principal, Role, is_region_code};
 use marquee_stats::{
     Counters, DEVICES, Dimension, Dimensions, Granularity, InvalidReason, Report, ReportSpec,
     Value as DimValue,
@@ -59,6 +64,41 @@ fn max_days(granularity: Granularity) -> i64 {
     }
 }
 
+/// What reports say of programmatic demand beyond the stored rows: the gateway's currency
+/// (its revenue's) and its bidders' names by the id their events carry
+/// ([`marquee_stats::bidder_id`]). A bidder no longer configured is shown by id only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProgrammaticReports {
+    currency: Option<Currency>,
+    bidders: Vec<(u64, String)>,
+}
+
+impl ProgrammaticReports {
+    /// The gateway's currency and bidder names (`[gateway]`'s `currency` and `bidders`).
+    pub fn new(currency: Currency, names: impl IntoIterator<Item = String>) -> Self {
+        ProgrammaticReports {
+            currency: Some(currency),
+            bidders: names
+                .into_iter()
+                .map(|name| (marquee_stats::bidder_id(&name), name))
+                .collect(),
+        }
+    }
+
+    /// The name of the bidder with this id, if it is configured.
+    pub fn bidder_name(&self, id: u64) -> Option<&str> {
+        self.bidders
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map(|(_, name)| name.as_str())
+    }
+
+    /// The currency of programmatic revenue, when a gateway is configured.
+    pub fn currency(&self) -> Option<Currency> {
+        self.currency
+    }
+}
+
 /// The catalog view and the change counter it was read at.
 type CachedDimensions = Option<(u64, Arc<Dimensions>)>;
 
@@ -69,6 +109,7 @@ pub struct ReportsState {
     /// "Now", where a report's `to` is left out.
     pub clock: Arc<dyn Clock>,
     pub max_rows: usize,
+    pub programmatic: Arc<ProgrammaticReports>,
     dims: Arc<Mutex<CachedDimensions>>,
 }
 
@@ -78,8 +119,15 @@ impl ReportsState {
             store,
             clock,
             max_rows,
+            programmatic: Arc::default(),
             dims: Arc::default(),
         }
+    }
+
+    /// Names bidders and gives the currency of programmatic revenue.
+    pub fn with_programmatic(mut self, programmatic: ProgrammaticReports) -> ReportsState {
+        self.programmatic = Arc::new(programmatic);
+        self
     }
 
     /// The catalog view, read again only when the change counter moved.
@@ -371,6 +419,8 @@ pub struct BuiltReport {
     /// The advertiser's currency, when the report is one advertiser's.
     pub currency: Option<String>,
     pub report: Report,
+    /// Bidder names and the currency of programmatic revenue.
+    pub programmatic: Arc<ProgrammaticReports>,
 }
 
 pub async fn get(
@@ -391,8 +441,7 @@ pub async fn get(
     };
     let built = build(&state, &principal, p).await?;
     Ok(match format {
-        Format::Json => json_report(&built.spec, &built.zone_name, built.currency, &built.report)
-            .into_response(),
+        Format::Json => json_report(&built).into_response(),
         Format::Csv => (
             [
                 (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
@@ -401,7 +450,7 @@ pub async fn get(
                     "attachment; filename=\"report.csv\"",
                 ),
             ],
-            csv_report(&built.spec, &built.report),
+            csv_report(&built),
         )
             .into_response(),
     })
@@ -420,7 +469,7 @@ pub async fn build_report(
 
 /// The CSV the API answers for a report.
 pub fn report_csv(built: &BuiltReport) -> String {
-    csv_report(&built.spec, &built.report)
+    csv_report(built)
 }
 
 async fn build(
@@ -531,6 +580,7 @@ async fn build(
         zone_name,
         currency,
         report,
+        programmatic: Arc::clone(&state.programmatic),
     })
 }
 
@@ -558,11 +608,12 @@ fn spend(micros: i64) -> String {
     marquee_model::Micros(micros).to_string()
 }
 
-/// A row's or the totals' metrics; `spend_micros` is the row's share of the total spend
-/// (rows add up to the totals), or the totals' own.
+/// A row's or the totals' metrics; `spend_micros` and `revenue_micros` are the row's shares
+/// of the total spend and programmatic revenue (rows add up to the totals), or the totals' own.
 fn metrics(
     counters: &Counters,
     spend_micros: i64,
+    revenue_micros: i64,
     unique_users: Option<u64>,
 ) -> Map<String, Value> {
     let mut m = Map::new();
@@ -593,7 +644,27 @@ fn metrics(
         .map(|(reason, count)| (reason.label().to_owned(), json!(count)))
         .collect();
     m.insert("invalid_by_reason".into(), Value::Object(by_reason));
+    m.insert("ad_requests".into(), json!(counters.ad_requests()));
+    m.insert("fill_rate".into(), json!(counters.fill_rate()));
+    for (name, value) in programmatic_counts(counters) {
+        m.insert(name.into(), json!(value));
+    }
+    m.insert("programmatic_revenue_micros".into(), json!(revenue_micros));
+    m.insert("programmatic_revenue".into(), json!(spend(revenue_micros)));
     m
+}
+
+/// The programmatic counts of a row, named as in the answer, in CSV column order.
+fn programmatic_counts(c: &Counters) -> [(&'static str, i64); 7] {
+    [
+        ("programmatic_auctions", c.programmatic_auctions),
+        ("programmatic_requests", c.programmatic_requests),
+        ("programmatic_bids", c.programmatic_bids),
+        ("programmatic_timeouts", c.programmatic_timeouts),
+        ("programmatic_wins", c.programmatic_wins),
+        ("programmatic_direct_wins", c.programmatic_direct_wins),
+        ("programmatic_impressions", c.programmatic_impressions),
+    ]
 }
 
 fn dim_value(value: &DimValue) -> Value {
@@ -604,12 +675,8 @@ fn dim_value(value: &DimValue) -> Value {
     }
 }
 
-fn json_report(
-    spec: &ReportSpec,
-    zone_name: &str,
-    currency: Option<String>,
-    report: &Report,
-) -> axum::Json<Value> {
+fn json_report(built: &BuiltReport) -> axum::Json<Value> {
+    let (spec, report) = (&built.spec, &built.report);
     let local = |t: Timestamp| {
         t.to_zoned(spec.zone.clone())
             .strftime("%Y-%m-%dT%H:%M:%S%:z")
@@ -623,46 +690,70 @@ fn json_report(
             object.insert("time".into(), json!(local(row.start.timestamp())));
             for (dimension, value) in spec.group_by.iter().zip(&row.values) {
                 object.insert(dimension.as_str().into(), dim_value(value));
+                if let (Dimension::Bidder, DimValue::Id(id)) = (dimension, value) {
+                    let name = built.programmatic.bidder_name(*id);
+                    object.insert("bidder_name".into(), json!(name));
+                }
             }
-            object.extend(metrics(&row.counters, row.spend_micros, row.unique_users));
+            object.extend(metrics(
+                &row.counters,
+                row.spend_micros,
+                row.revenue_micros,
+                row.unique_users,
+            ));
             Value::Object(object)
         })
         .collect();
     // The range the rows cover: the stored buckets that start in [from, to).
     let (from, to) = spec.covered();
     axum::Json(json!({
-        "time_zone": zone_name,
+        "time_zone": built.zone_name,
         "granularity": spec.granularity.as_str(),
         "from": local(from),
         "to": local(to),
         "group_by": spec.group_by.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
-        "currency": currency,
+        "currency": built.currency,
+        "programmatic_currency": built.programmatic.currency().map(|c| c.as_str().to_owned()),
         "rows": rows,
         "totals": Value::Object(metrics(
             &report.totals,
             report.totals.spend_micros(),
+            report.totals.programmatic_revenue_micros(),
             report.unique_users
         )),
     }))
 }
 
-fn csv_report(spec: &ReportSpec, report: &Report) -> String {
+fn csv_report(built: &BuiltReport) -> String {
+    let (spec, report) = (&built.spec, &built.report);
     const METRICS: &str = "requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,invalid_impressions,invalid_clicks,invalid_conversions";
     let mut out = String::from("time");
     for dimension in &spec.group_by {
         out.push(',');
         out.push_str(dimension.as_str());
+        if *dimension == Dimension::Bidder {
+            out.push_str(",bidder_name");
+        }
     }
     let _ = write!(out, ",{METRICS}");
     for reason in InvalidReason::ALL {
         let _ = write!(out, ",invalid_{}", reason.label());
     }
-    out.push('\n');
+    out.push_str(",ad_requests,fill_rate");
+    for (name, _) in programmatic_counts(&Counters::default()) {
+        let _ = write!(out, ",{name}");
+    }
+    out.push_str(",programmatic_revenue\n");
     for row in &report.rows {
         let _ = write!(out, "{}", row.start.strftime("%Y-%m-%dT%H:%M:%S%:z"));
-        for value in &row.values {
-            // Ids, country and region codes and device names: never a comma or a quote.
+        for (dimension, value) in spec.group_by.iter().zip(&row.values) {
+            // Ids, country and region codes, device and bidder names (letters, digits, `-`
+            // and `_`): never a comma or a quote.
             match value {
+                DimValue::Id(id) if *dimension == Dimension::Bidder => {
+                    let name = built.programmatic.bidder_name(*id).unwrap_or_default();
+                    let _ = write!(out, ",{id},{name}");
+                }
                 DimValue::Id(id) => {
                     let _ = write!(out, ",{id}");
                 }
@@ -696,7 +787,12 @@ fn csv_report(spec: &ReportSpec, report: &Report) -> String {
         for (_, count) in c.invalid_by_reason() {
             let _ = write!(out, ",{count}");
         }
-        out.push('\n');
+        let fill = c.fill_rate().map_or(String::new(), |f| format!("{f:.6}"));
+        let _ = write!(out, ",{},{fill}", c.ad_requests());
+        for (_, count) in programmatic_counts(c) {
+            let _ = write!(out, ",{count}");
+        }
+        let _ = writeln!(out, ",{}", spend(row.revenue_micros));
     }
     out
 }
@@ -730,8 +826,26 @@ pub fn operation_doc() -> Value {
             "description": "invalid impressions, clicks and conversions together, by reason; every reason is listed",
             "properties": invalid_reasons,
             "required": InvalidReason::ALL.map(InvalidReason::label)
-        }
+        },
+        "ad_requests": { "type": "integer", "description": "ad requests of placements with programmatic demand: decisions + programmatic auctions the direct line item did not win (an ad request that fills nothing without an auction is not logged)" },
+        "fill_rate": { "type": "number", "nullable": true, "description": "(decisions + programmatic wins) / ad_requests; null on a row without programmatic auctions" },
+        "programmatic_auctions": { "type": "integer", "description": "unified auctions of ad requests among the gateway's bidders (grouped by bidder: on the first bidder called)" },
+        "programmatic_requests": { "type": "integer", "description": "bid requests sent: one per bidder called per auction" },
+        "programmatic_bids": { "type": "integer", "description": "bids received" },
+        "programmatic_timeouts": { "type": "integer", "description": "bidders that did not answer in the placement's timeout" },
+        "programmatic_wins": { "type": "integer", "description": "auctions a bid won (its markup served)" },
+        "programmatic_direct_wins": { "type": "integer", "description": "auctions the direct line item won" },
+        "programmatic_impressions": { "type": "integer", "description": "winning bids' impressions counted" },
+        "programmatic_revenue_micros": { "type": "integer", "description": "the publisher's revenue (bids net of the revenue share) in micros of programmatic_currency; rows add up to the totals" },
+        "programmatic_revenue": { "type": "string", "description": "programmatic revenue in currency units, six decimals" }
     });
+    let mut row_properties = metric_properties.clone();
+    if let Some(properties) = row_properties.as_object_mut() {
+        properties.insert(
+            "bidder_name".into(),
+            json!({ "type": "string", "nullable": true, "description": "with group_by=bidder: the bidder's name, null for direct delivery (bidder 0) or a bidder no longer configured" }),
+        );
+    }
     operation(
         "Delivery report: metrics by time and dimensions, in the advertiser's time zone".into(),
         "reports",
@@ -813,7 +927,8 @@ pub fn operation_doc() -> Value {
                                 "to": { "type": "string", "description": "end (exclusive) of the range covered: the asked `to` moved forward to the next bucket boundary" },
                                 "group_by": { "type": "array", "items": { "type": "string" } },
                                 "currency": { "type": "string", "nullable": true },
-                                "rows": { "type": "array", "items": { "type": "object", "properties": metric_properties.clone() } },
+                                "programmatic_currency": { "type": "string", "nullable": true, "description": "the gateway's currency, programmatic revenue's; null without a gateway" },
+                                "rows": { "type": "array", "items": { "type": "object", "properties": row_properties } },
                                 "totals": { "type": "object", "properties": metric_properties }
                             }
                         }},

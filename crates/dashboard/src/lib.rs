@@ -105,6 +105,12 @@ impl Dashboard {
         }
     }
 
+    /// Names the gateway's bidders in reports and gives programmatic revenue's currency.
+    pub fn with_programmatic(mut self, programmatic: marquee_api::ProgrammaticReports) -> Self {
+        self.reports = self.reports.with_programmatic(programmatic);
+        self
+    }
+
     /// Locates why-not-served's test requests by their IP address in `geo`, the databases the
     /// edges use (without one, an address is not looked up).
     pub fn with_geo(self, geo: Option<Arc<GeoSource>>) -> Self {

@@ -20,7 +20,7 @@ use marquee_model::{
 };
 use marquee_pacing::{Schedule, TrafficProfile};
 use marquee_snapshot::Snapshot;
-use marquee_stats::{Counters, Value as DimValue};
+use marquee_stats::{Counters, Dimension, Value as DimValue};
 use marquee_store::ListQuery;
 use rand::SeedableRng as _;
 use rand::rngs::SmallRng;
@@ -541,6 +541,8 @@ struct ReportsPage {
     error: Option<String>,
     zone: String,
     currency: String,
+    /// Programmatic revenue's currency (the gateway's), empty without one.
+    programmatic_currency: String,
     table: Option<ReportTable>,
     impressions: i64,
     line: String,
@@ -556,22 +558,61 @@ fn dim_text(value: &DimValue) -> String {
     }
 }
 
-/// A row's cells; `spend_micros` is the row's share of the total (rows add up to it).
-/// Invalid traffic comes after the spend, apart from the figures it is never part of.
-fn metric_cells(c: &Counters, spend_micros: i64, currency: Option<Currency>) -> Vec<String> {
+/// A dimension's cell: a bidder by its name when it is configured, direct delivery (bidder
+/// 0) as such; other values as [`dim_text`].
+fn dim_cell(built: &BuiltReport, dimension: Dimension, value: &DimValue) -> String {
+    match (dimension, value) {
+        (Dimension::Bidder, DimValue::Id(0)) => "direct".to_owned(),
+        (Dimension::Bidder, DimValue::Id(id)) => built
+            .programmatic
+            .bidder_name(*id)
+            .map_or_else(|| format!("#{id}"), str::to_owned),
+        _ => dim_text(value),
+    }
+}
+
+/// The money of a report's rows: the spend in the advertiser's currency, the programmatic
+/// revenue in the gateway's.
+#[derive(Clone, Copy)]
+struct RowMoney {
+    spend_micros: i64,
+    revenue_micros: i64,
+    currency: Option<Currency>,
+    programmatic_currency: Option<Currency>,
+}
+
+/// A row's cells; the money is the row's share of the totals (rows add up to them). Invalid
+/// traffic comes after the spend, apart from the figures it is never part of; programmatic
+/// demand (the unified auction's) last, beside direct delivery.
+fn metric_cells(c: &Counters, m: RowMoney) -> Vec<String> {
+    let rate = |r: Option<f64>| r.map_or_else(String::new, |r| format!("{:.2}%", r * 100.0));
     vec![
         c.impressions.to_string(),
         c.clicks.to_string(),
-        c.ctr()
-            .map_or_else(String::new, |ctr| format!("{:.2}%", ctr * 100.0)),
-        money(currency, spend_micros as f64),
+        rate(c.ctr()),
+        money(m.currency, m.spend_micros as f64),
         c.invalid_impressions.to_string(),
         c.invalid_clicks.to_string(),
+        c.ad_requests().to_string(),
+        rate(c.fill_rate()),
+        c.programmatic_auctions.to_string(),
+        c.programmatic_bids.to_string(),
+        c.programmatic_timeouts.to_string(),
+        c.programmatic_wins.to_string(),
+        c.programmatic_impressions.to_string(),
+        money(m.programmatic_currency, m.revenue_micros as f64),
     ]
 }
 
 fn table(built: &BuiltReport) -> ReportTable {
     let currency = report_currency(built);
+    let programmatic_currency = built.programmatic.currency();
+    let row_money = |spend_micros: i64, revenue_micros: i64| RowMoney {
+        spend_micros,
+        revenue_micros,
+        currency,
+        programmatic_currency,
+    };
     let mut headings = vec!["time".to_owned()];
     headings.extend(
         built
@@ -588,6 +629,14 @@ fn table(built: &BuiltReport) -> ReportTable {
             "spend",
             "invalid impressions",
             "invalid clicks",
+            "ad requests",
+            "fill rate",
+            "programmatic auctions",
+            "programmatic bids",
+            "programmatic timeouts",
+            "programmatic wins",
+            "programmatic impressions",
+            "programmatic revenue",
         ]
         .map(String::from),
     );
@@ -597,8 +646,18 @@ fn table(built: &BuiltReport) -> ReportTable {
         .iter()
         .map(|row| {
             let mut cells = vec![row.start.strftime("%Y-%m-%d %H:%M").to_string()];
-            cells.extend(row.values.iter().map(dim_text));
-            cells.extend(metric_cells(&row.counters, row.spend_micros, currency));
+            cells.extend(
+                built
+                    .spec
+                    .group_by
+                    .iter()
+                    .zip(&row.values)
+                    .map(|(&d, v)| dim_cell(built, d, v)),
+            );
+            cells.extend(metric_cells(
+                &row.counters,
+                row_money(row.spend_micros, row.revenue_micros),
+            ));
             cells
         })
         .collect();
@@ -606,8 +665,10 @@ fn table(built: &BuiltReport) -> ReportTable {
     totals.extend(built.spec.group_by.iter().map(|_| String::new()));
     totals.extend(metric_cells(
         &built.report.totals,
-        built.report.totals.spend_micros(),
-        currency,
+        row_money(
+            built.report.totals.spend_micros(),
+            built.report.totals.programmatic_revenue_micros(),
+        ),
     ));
     let totals_counters = &built.report.totals;
     ReportTable {
@@ -628,6 +689,7 @@ fn line_chart(built: &BuiltReport) -> String {
     let mut labels: Vec<String> = Vec::new();
     let mut impressions: Vec<f64> = Vec::new();
     let mut clicks: Vec<f64> = Vec::new();
+    let mut programmatic: Vec<f64> = Vec::new();
     let format = match built.spec.granularity {
         marquee_stats::Granularity::Day => "%m-%d",
         _ => "%m-%d %H:%M",
@@ -638,10 +700,16 @@ fn line_chart(built: &BuiltReport) -> String {
             labels.push(label);
             impressions.push(0.0);
             clicks.push(0.0);
+            programmatic.push(0.0);
         }
-        if let (Some(i), Some(c)) = (impressions.last_mut(), clicks.last_mut()) {
+        if let (Some(i), Some(c), Some(p)) = (
+            impressions.last_mut(),
+            clicks.last_mut(),
+            programmatic.last_mut(),
+        ) {
             *i += row.counters.impressions as f64;
             *c += row.counters.clicks as f64;
+            *p += row.counters.programmatic_impressions as f64;
         }
     }
     chart::line_chart(
@@ -658,6 +726,11 @@ fn line_chart(built: &BuiltReport) -> String {
                 values: clicks,
                 dashed: false,
             },
+            Series {
+                label: "programmatic impressions".into(),
+                values: programmatic,
+                dashed: true,
+            },
         ],
         "",
     )
@@ -673,7 +746,7 @@ fn bar_chart(built: &BuiltReport) -> String {
         let Some(value) = row.values.first() else {
             continue;
         };
-        let label = dim_text(value);
+        let label = dim_cell(built, built.spec.group_by[0], value);
         match sums.iter_mut().find(|(l, _)| *l == label) {
             Some((_, sum)) => *sum += row.counters.impressions as f64,
             None => sums.push((label, row.counters.impressions as f64)),
@@ -720,6 +793,7 @@ pub async fn reports(
         error: None,
         zone: String::new(),
         currency: String::new(),
+        programmatic_currency: String::new(),
         table: None,
         impressions: 0,
         line: String::new(),
@@ -730,6 +804,10 @@ pub async fn reports(
         Ok(built) => {
             page.zone = built.zone_name.clone();
             page.currency = built.currency.clone().unwrap_or_default();
+            page.programmatic_currency = built
+                .programmatic
+                .currency()
+                .map_or_else(String::new, |c| c.as_str().to_owned());
             page.impressions = built.report.totals.impressions;
             page.table = Some(table(&built));
             page.line = line_chart(&built);

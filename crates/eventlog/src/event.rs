@@ -47,13 +47,16 @@ pub enum EventKind {
     /// A conversion judged invalid traffic; `amount_micros` holds the [`InvalidReason`] code.
     InvalidConversion = 12,
     /// A placement's ad request was auctioned among programmatic demand (the gateway's
-    /// bidders): `line_item` holds how many bidders timed out, `creative` how many bids came,
-    /// `amount_micros` the winning bid's price net of the revenue share (a CPM in the gateway's
-    /// currency), 0 when the direct line item or nothing won.
+    /// bidders): one record per bidder called, in call order (one with `creative` 0 when none
+    /// was). `creative` is the bidder's [`bidder_id`], `line_item` the [`auction`] outcome
+    /// (flags, and the bidder's bids in the high 32 bits), `amount_micros` the bidder's
+    /// winning bid's price net of the revenue share (a CPM in the gateway's currency) on the
+    /// winner's record, 0 on the others.
     ProgrammaticAuction = 13,
-    /// A winning bid's impression beacon fired: `line_item` is 0, `amount_micros` the bid's
-    /// price net of the revenue share (a CPM in the gateway's currency): the publisher's
-    /// revenue, not any line item's spend.
+    /// A winning bid's impression beacon fired: `line_item` is 0, `creative` the bidder's
+    /// [`bidder_id`] (0 when the beacon did not name it), `amount_micros` the bid's price net
+    /// of the revenue share (a CPM in the gateway's currency): the publisher's revenue, not
+    /// any line item's spend.
     ProgrammaticImpression = 14,
 }
 
@@ -153,6 +156,43 @@ impl EventKind {
             EventKind::InvalidImpression | EventKind::InvalidClick | EventKind::InvalidConversion
         )
     }
+}
+
+/// The outcome a [`EventKind::ProgrammaticAuction`] record carries in its `line_item`: flags
+/// in the low bits, the bids the bidder sent in the high 32.
+pub mod auction {
+    /// The auction's first record: the one that counts the auction (and its direct outcome).
+    pub const AUCTION: u64 = 1;
+    /// The bidder did not answer in time.
+    pub const TIMED_OUT: u64 = 1 << 1;
+    /// The bidder's bid won: its markup served.
+    pub const WON: u64 = 1 << 2;
+    /// On the auction's first record: no bid won and the direct line item served.
+    pub const DIRECT: u64 = 1 << 3;
+    /// Where the bid count starts.
+    pub const BIDS_SHIFT: u32 = 32;
+
+    /// The outcome of one bidder's record.
+    pub fn outcome(flags: u64, bids: u32) -> u64 {
+        flags | (u64::from(bids) << BIDS_SHIFT)
+    }
+
+    /// The bids a record's outcome counts.
+    pub fn bids(outcome: u64) -> u32 {
+        u32::try_from(outcome >> BIDS_SHIFT).unwrap_or(u32::MAX)
+    }
+}
+
+/// The stable id a programmatic record gives a gateway bidder (by its configured name): the
+/// 64-bit FNV-1a hash of the name with the top bit cleared (it is stored in a signed 64-bit
+/// column) and never 0 (no bidder). Reports name it back from the names they know.
+pub fn bidder_id(name: &str) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = name
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (hash & (u64::MAX >> 1)).max(1)
 }
 
 /// Why an event is invalid traffic: a small closed set, stable on disk (the code sits in an
@@ -459,5 +499,19 @@ mod tests {
         assert!(EventKind::Impression.is_billing());
         assert!(EventKind::Click.is_billing());
         assert!(EventKind::Conversion.is_billing());
+    }
+
+    /// Bidder ids are stable across builds (they are stored), fit a signed 64-bit column and
+    /// tell names apart; an outcome keeps its flags and bid count apart.
+    #[test]
+    fn bidder_ids_and_auction_outcomes() {
+        assert_eq!(bidder_id("a"), 0xaf63_dc4c_8601_ec8c & (u64::MAX >> 1));
+        assert_eq!(bidder_id(""), 0xcbf2_9ce4_8422_2325 & (u64::MAX >> 1));
+        assert_ne!(bidder_id("alpha"), bidder_id("beta"));
+        assert!(i64::try_from(bidder_id("zeta-9_x")).is_ok());
+        let outcome = auction::outcome(auction::AUCTION | auction::WON, 3);
+        assert_eq!(auction::bids(outcome), 3);
+        assert_eq!(outcome & 0xff, auction::AUCTION | auction::WON);
+        assert_eq!(auction::bids(auction::outcome(auction::TIMED_OUT, 0)), 0);
     }
 }

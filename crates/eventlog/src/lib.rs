@@ -82,7 +82,9 @@ mod segment;
 pub mod wire;
 
 pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, ReadError};
-pub use event::{DecodeError, Event, EventKind, InvalidReason, PAYLOAD_LEN, RECORD_VERSION};
+pub use event::{
+    DecodeError, Event, EventKind, InvalidReason, PAYLOAD_LEN, RECORD_VERSION, auction, bidder_id,
+};
 pub use frame::{FRAME_LEN, FRAME_OVERHEAD, FrameError, MAX_PAYLOAD_LEN, parse_frame};
 pub use log::{Config, Counters, Durability, Durable, EventLog, MAX_SHARDS, Receipt};
 pub use reader::{Budget, Corrupt, FrameBatch, ReadBatch, ReadEnd, Rejected, SegmentInfo};

@@ -8,7 +8,7 @@ use marquee_openrtb::{BidRequest, BidResponse};
 use crate::auction::Entry;
 use crate::client::Answer;
 use crate::fan_out::Call;
-use crate::{Gateway, InternalBidder, Source};
+use crate::{Called, Gateway, InternalBidder, Source};
 
 /// An answer body, where it came from and the imps (by index) it was sent.
 pub(crate) struct Received {
@@ -26,7 +26,8 @@ enum Waited {
 
 impl Gateway {
     /// The answers to `json`: the internal bidder's first (asked now, while `calls` run), then
-    /// the external calls' in their order; and how many calls ran out of time.
+    /// the external calls' in their order; and each call's bidder, with whether it ran out of
+    /// time (its bids are counted once the answers are parsed).
     pub(crate) async fn collect(
         &self,
         json: &[u8],
@@ -34,17 +35,26 @@ impl Gateway {
         currency: Currency,
         internal: Option<&dyn InternalBidder>,
         calls: Vec<Call>,
-    ) -> (Vec<Received>, u32) {
+    ) -> (Vec<Received>, Vec<Called>) {
         let mut answers = Vec::with_capacity(calls.len() + 1);
         answers.extend(self.ask_internal(json, request, currency, internal));
-        let mut timeouts = 0;
+        let mut called = Vec::with_capacity(calls.len());
         for call in calls {
-            match self.wait_for(call).await {
-                Waited::Answer(answer) => answers.extend(answer),
-                Waited::TimedOut => timeouts += 1,
-            }
+            let bidder = call.bidder;
+            let timed_out = match self.wait_for(call).await {
+                Waited::Answer(answer) => {
+                    answers.extend(answer);
+                    false
+                }
+                Waited::TimedOut => true,
+            };
+            called.push(Called {
+                bidder,
+                timed_out,
+                bids: 0,
+            });
         }
-        (answers, timeouts)
+        (answers, called)
     }
 
     /// Our own line items' answer, when there is an internal bidder and it is enabled.

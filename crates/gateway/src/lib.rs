@@ -87,16 +87,19 @@ pub struct Auctioned {
     /// Each bid of the answer (its id there) with the name of the bidder that made it: whose
     /// notice policy its billing URL goes through ([`Gateway::bill`]).
     pub bidders: Vec<(String, String)>,
-    /// How the auction went, for the caller's reports.
-    pub tally: Tally,
+    /// How the auction went for each external bidder called, in call order: for the caller's
+    /// reports.
+    pub called: Vec<Called>,
 }
 
-/// How one auction went: bidders called, of those the ones that did not answer in time, and
-/// the bids received.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Tally {
-    pub called: u32,
-    pub timeouts: u32,
+/// How one auction went for one external bidder it called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Called {
+    /// The bidder, for [`Gateway::bidder_name`].
+    pub bidder: usize,
+    /// It did not answer in time.
+    pub timed_out: bool,
+    /// The bids of its answer.
     pub bids: u32,
 }
 
@@ -165,6 +168,11 @@ impl Gateway {
         &self.config
     }
 
+    /// The name of external bidder `index` (as [`Called::bidder`] gives it).
+    pub fn bidder_name(&self, index: usize) -> Option<&str> {
+        self.bidders.get(index).map(|b| b.spec.name.as_str())
+    }
+
     /// Sends a winning bid's billing notice (`burl`, macros filled) once the caller counted its
     /// impression, through the notice policy of the external bidder named `bidder`; false when
     /// there is no such bidder.
@@ -211,8 +219,7 @@ impl Gateway {
         let currency = ready.currency;
         let chosen = Chosen { exchange, bidders };
         let calls = self.fan_out(&request, &ready.raw, chosen, ready.now, ready.remaining);
-        let called = u32::try_from(calls.len()).unwrap_or(u32::MAX);
-        let (answers, timeouts) = self
+        let (answers, mut called) = self
             .collect(json, &request, currency, internal, calls)
             .await;
         let (entries, sources) = self.entries(&answers);
@@ -230,14 +237,15 @@ impl Gateway {
         self.count_bids(&entries, &sources, &outcomes);
         let internal_notices = self.send_notices(&request, &entries, &sources, &outcomes, currency);
         let mut auctioned = self.auctioned(request_id, answer, internal_notices);
-        auctioned.tally = Tally {
-            called,
-            timeouts,
-            bids: entries
-                .iter()
-                .map(|e| u32::try_from(e.response.bids().count()).unwrap_or(u32::MAX))
-                .sum(),
-        };
+        for (entry, source) in entries.iter().zip(&sources) {
+            if let Some(c) = called
+                .iter_mut()
+                .find(|c| matches!(source, Source::External(i) if *i == c.bidder))
+            {
+                c.bids = u32::try_from(entry.response.bids().count()).unwrap_or(u32::MAX);
+            }
+        }
+        auctioned.called = called;
         auctioned.bidders = placed;
         Ok(auctioned)
     }

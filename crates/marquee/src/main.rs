@@ -453,6 +453,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         &public_url,
         marquee_api::ApiOptions {
             report_max_rows: config.reports.max_rows(),
+            programmatic: programmatic_reports(&config)?,
         },
     );
     let app = users::with_dashboard(app, &manager, &config, &public_url, true, edge.geo.clone())?;
@@ -889,6 +890,15 @@ fn currency(
 ) -> Result<marquee_model::Currency, Failure> {
     marquee_model::Currency::try_from(code.as_str())
         .map_err(|e| config_error(format!("`{key}`: {e}")))
+}
+
+/// What reports need of `[gateway]` for programmatic demand: its currency and its bidders'
+/// names (a split manager's configuration lists the edges' `[gateway.bidders]` to name them).
+fn programmatic_reports(config: &Config) -> Result<marquee_api::ProgrammaticReports, Failure> {
+    Ok(marquee_api::ProgrammaticReports::new(
+        currency(config.gateway.currency, "gateway.currency")?,
+        config.gateway.bidders.keys().cloned(),
+    ))
 }
 
 /// Tracking keys from the configuration, or the data directory's own key (made on first

@@ -288,6 +288,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         &ad_url,
         marquee_api::ApiOptions {
             report_max_rows: config.reports.max_rows(),
+            programmatic: crate::programmatic_reports(&config)?,
         },
     );
     let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false, geo)?;

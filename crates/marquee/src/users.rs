@@ -198,7 +198,8 @@ pub(crate) fn with_dashboard(
         },
     )
     .with_sign_in_key(key)
-    .with_geo(geo);
+    .with_geo(geo)
+    .with_programmatic(crate::programmatic_reports(config)?);
     Ok(app.merge(marquee_dashboard::router(Arc::new(dashboard))))
 }
 

@@ -1,10 +1,10 @@
 //! What is counted per row: one counter per event kind, the invalid traffic by reason, and the
 //! money.
 
-use marquee_eventlog::{EventKind, InvalidReason};
+use marquee_eventlog::{EventKind, InvalidReason, auction};
 
 /// How many counters a row has: the length of [`COLUMNS`] and [`Counters::values`].
-pub const COLUMN_COUNT: usize = 23;
+pub const COLUMN_COUNT: usize = 31;
 
 /// Declares [`Counters`], [`COLUMNS`], [`Counters::values`] and [`Counters::from_values`]
 /// from one list of fields, so the column order cannot differ between them.
@@ -55,6 +55,15 @@ counters! {
     /// Invalid events are never impressions, clicks or conversions and carry no money: their
     /// amount is a reason code. So spend, pacing and goals, which read those columns, never see
     /// them.
+    ///
+    /// Programmatic demand (the unified auction of a placement's ad request among the gateway's
+    /// bidders, log kinds 13 and 14) is counted in the `programmatic_` counters of rows with
+    /// line item 0 whose creative column holds the bidder's id: auctions (once each, on the
+    /// record of the first bidder called), bid requests (one per bidder called), bids,
+    /// timeouts, wins, auctions the direct line item won, impressions, and revenue, the
+    /// impressions' net CPMs summed in micros of the gateway's currency (divided by 1,000
+    /// once: [`programmatic_revenue_micros`](Self::programmatic_revenue_micros)). None of it
+    /// is any line item's spend.
     struct;
     /// The counters' column names, in the order of [`Counters::values`]. The store builds its SQL
     /// from these constants. The reason columns are `invalid_` and the reason's
@@ -84,6 +93,14 @@ counters! {
     invalid_untokened_disabled,
     invalid_repeat_conversion,
     invalid_no_cache_buster,
+    programmatic_auctions,
+    programmatic_requests,
+    programmatic_bids,
+    programmatic_timeouts,
+    programmatic_wins,
+    programmatic_direct_wins,
+    programmatic_impressions,
+    programmatic_cpm_micros,
 }
 
 impl Counters {
@@ -110,6 +127,10 @@ impl Counters {
                 add(&mut self.cpc_micros, amount_micros);
             }
             EventKind::Conversion => add(&mut self.conversions, 1),
+            EventKind::ProgrammaticImpression => {
+                add(&mut self.programmatic_impressions, 1);
+                add(&mut self.programmatic_cpm_micros, amount_micros);
+            }
             EventKind::InvalidImpression
             | EventKind::InvalidClick
             | EventKind::InvalidConversion => {
@@ -128,6 +149,33 @@ impl Counters {
             // A kind added to the log later is not counted until this crate knows it.
             _ => {}
         }
+    }
+
+    /// Counts one programmatic auction record (a [`ProgrammaticAuction`] event): its
+    /// `outcome` (the record's `line_item`: [`auction`] flags and bids) and whether it names a
+    /// bidder called. Its amount, the winning bid's net CPM, is not money: revenue is counted
+    /// on the impression.
+    ///
+    /// [`ProgrammaticAuction`]: EventKind::ProgrammaticAuction
+    pub fn record_auction(&mut self, outcome: u64, called: bool) {
+        let add = |counter: &mut i64, yes: bool| *counter = counter.saturating_add(i64::from(yes));
+        add(
+            &mut self.programmatic_auctions,
+            outcome & auction::AUCTION != 0,
+        );
+        add(&mut self.programmatic_requests, called);
+        self.programmatic_bids = self
+            .programmatic_bids
+            .saturating_add(i64::from(auction::bids(outcome)));
+        add(
+            &mut self.programmatic_timeouts,
+            outcome & auction::TIMED_OUT != 0,
+        );
+        add(&mut self.programmatic_wins, outcome & auction::WON != 0);
+        add(
+            &mut self.programmatic_direct_wins,
+            outcome & auction::DIRECT != 0,
+        );
     }
 
     /// The counter of invalid events for `reason`; `None` for a reason this build has no
@@ -199,27 +247,40 @@ impl Counters {
     /// impressions at a CPM of 1,500 micros (1.5 micros each) in three rows are 2 + 1 + 1
     /// micros against a total of `spend_micros()` = 4.
     pub fn spend_shares<'a>(parts: impl IntoIterator<Item = &'a Counters>) -> Vec<i64> {
-        let mut shares = Vec::new();
-        let mut fractions: Vec<(i64, usize)> = Vec::new();
-        let mut fraction_sum: i64 = 0;
-        for (index, part) in parts.into_iter().enumerate() {
-            shares.push(part.spend_micros());
-            // Thousandths of a micro left over by the division; sums are never negative.
-            let fraction = (part.cpm_micros % 1_000).max(0);
-            if fraction > 0 {
-                fractions.push((fraction, index));
-                fraction_sum = fraction_sum.saturating_add(fraction);
-            }
-        }
-        // Fewer than one extra micro per part with a fraction (each is under 1,000).
-        let extra = usize::try_from(fraction_sum / 1_000).unwrap_or(0);
-        fractions.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for &(_, index) in fractions.iter().take(extra) {
-            if let Some(share) = shares.get_mut(index) {
-                *share = share.saturating_add(1);
-            }
-        }
-        shares
+        shares(parts, Counters::spend_micros, |c| c.cpm_micros)
+    }
+
+    /// The programmatic revenue in micros of each of `parts`, shared out as
+    /// [`spend_shares`](Self::spend_shares) shares spend: they add up to the revenue of their
+    /// sum.
+    pub fn revenue_shares<'a>(parts: impl IntoIterator<Item = &'a Counters>) -> Vec<i64> {
+        shares(parts, Counters::programmatic_revenue_micros, |c| {
+            c.programmatic_cpm_micros
+        })
+    }
+
+    /// Programmatic revenue in micros of the gateway's currency: the impressions' net CPMs
+    /// summed, divided by 1,000 once (rounded down).
+    pub fn programmatic_revenue_micros(&self) -> i64 {
+        self.programmatic_cpm_micros / 1_000
+    }
+
+    /// Ad requests of placements with programmatic demand: the direct decisions (served with
+    /// or without an auction), and each auction the direct line item did not win (a bid
+    /// served, or nothing did). An ad request that fills nothing without an auction is not
+    /// logged, so on rows without auctions this counts decisions only.
+    pub fn ad_requests(&self) -> i64 {
+        self.decisions
+            .saturating_add(self.programmatic_auctions)
+            .saturating_sub(self.programmatic_direct_wins)
+    }
+
+    /// Ad requests that served an ad (a direct decision or a bid) per ad request, `None` on a
+    /// row without auctions, whose unfilled requests the log does not have.
+    pub fn fill_rate(&self) -> Option<f64> {
+        let requests = self.ad_requests();
+        (self.programmatic_auctions > 0 && requests > 0)
+            .then(|| self.decisions.saturating_add(self.programmatic_wins) as f64 / requests as f64)
     }
 
     /// Click-through rate: clicks per impression, `None` without impressions.
@@ -230,6 +291,37 @@ impl Counters {
     pub fn is_zero(&self) -> bool {
         self.values().iter().all(|&v| v == 0)
     }
+}
+
+/// Each part's amount (`whole`: its per-mille sum `per_mille` divided by 1,000, rounded down,
+/// plus any whole micros), then one micro more for as many parts as the fractions add up to
+/// whole micros, largest fraction first (the earlier part on a tie).
+fn shares<'a>(
+    parts: impl IntoIterator<Item = &'a Counters>,
+    whole: fn(&Counters) -> i64,
+    per_mille: fn(&Counters) -> i64,
+) -> Vec<i64> {
+    let mut shares = Vec::new();
+    let mut fractions: Vec<(i64, usize)> = Vec::new();
+    let mut fraction_sum: i64 = 0;
+    for (index, part) in parts.into_iter().enumerate() {
+        shares.push(whole(part));
+        // Thousandths of a micro left over by the division; sums are never negative.
+        let fraction = (per_mille(part) % 1_000).max(0);
+        if fraction > 0 {
+            fractions.push((fraction, index));
+            fraction_sum = fraction_sum.saturating_add(fraction);
+        }
+    }
+    // Fewer than one extra micro per part with a fraction (each is under 1,000).
+    let extra = usize::try_from(fraction_sum / 1_000).unwrap_or(0);
+    fractions.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for &(_, index) in fractions.iter().take(extra) {
+        if let Some(share) = shares.get_mut(index) {
+            *share = share.saturating_add(1);
+        }
+    }
+    shares
 }
 
 #[cfg(test)]
@@ -346,7 +438,10 @@ mod tests {
     #[test]
     fn every_reason_has_its_own_column() {
         const FIRST_REASON: usize = 14;
-        assert_eq!(COLUMNS.len(), FIRST_REASON + InvalidReason::ALL.len());
+        assert_eq!(
+            COLUMNS.len(),
+            FIRST_REASON + InvalidReason::ALL.len() + PROGRAMMATIC
+        );
         for (i, reason) in InvalidReason::ALL.into_iter().enumerate() {
             assert_eq!(
                 COLUMNS[FIRST_REASON + i],
@@ -368,6 +463,47 @@ mod tests {
                 "invalid_conversions"
             ]
         );
+    }
+
+    /// The programmatic counters after the reasons.
+    const PROGRAMMATIC: usize = 8;
+
+    /// An auction with two bidders called: one bid and won, one timed out; then its
+    /// impression. A second auction the direct line item won, and an auction no one filled.
+    #[test]
+    fn programmatic_auctions_count_per_bidder_and_fill() {
+        let mut c = Counters::default();
+        c.record_auction(auction::outcome(auction::AUCTION | auction::WON, 2), true);
+        c.record_auction(auction::outcome(auction::TIMED_OUT, 0), true);
+        c.record(EventKind::ProgrammaticImpression, 2_700_000);
+        c.record_auction(
+            auction::outcome(auction::AUCTION | auction::DIRECT, 1),
+            true,
+        );
+        c.record(EventKind::Decision, 0);
+        c.record_auction(auction::AUCTION, false);
+        // A direct decision without an auction (a sponsorship that does not compete).
+        c.record(EventKind::Decision, 0);
+        assert_eq!(
+            (
+                c.programmatic_auctions,
+                c.programmatic_requests,
+                c.programmatic_bids,
+                c.programmatic_timeouts,
+                c.programmatic_wins,
+                c.programmatic_direct_wins,
+                c.programmatic_impressions
+            ),
+            (3, 3, 3, 1, 1, 1, 1)
+        );
+        assert_eq!(c.programmatic_revenue_micros(), 2_700);
+        assert_eq!((c.spend_micros(), c.impressions), (0, 0), "no line item's");
+        // Four ad requests: the sponsorship, the bid's, the direct winner's, the unfilled one.
+        assert_eq!(c.ad_requests(), 4);
+        assert_eq!(c.fill_rate(), Some(0.75));
+        let mut direct_only = Counters::default();
+        direct_only.record(EventKind::Decision, 0);
+        assert_eq!(direct_only.fill_rate(), None);
     }
 
     #[test]

@@ -295,10 +295,12 @@ impl<'a> Ingest<'a> {
                     self.duplicates += 1;
                     return;
                 }
-                self.minutes
-                    .entry(key)
-                    .or_default()
-                    .record(event.kind, event.amount_micros);
+                let counters = self.minutes.entry(key).or_default();
+                if event.kind == EventKind::ProgrammaticAuction {
+                    counters.record_auction(event.line_item, key.creative != 0);
+                } else {
+                    counters.record(event.kind, event.amount_micros);
+                }
                 // Users are counted on what was served and paid for: never on invalid
                 // traffic, whose users a crawler or a data centre would inflate.
                 if event.user != 0
@@ -341,7 +343,17 @@ impl<'a> Ingest<'a> {
         // decided (an untokened image tag on a placement that refuses them); a loss's and a
         // no-bid's `creative` is a reason code. An invalid event's amount is its reason code,
         // within the amount check above.
+        //
+        // Programmatic demand has no line item either: an auction record's `line_item` is its
+        // outcome, and its rows (an impression's too) hold the bidder's id where a line item's
+        // hold the creative, as do the invalid events of a programmatic impression. Bidder ids
+        // are names hashed on the edge: there is no list to check them against.
+        let programmatic = matches!(
+            e.kind,
+            EventKind::ProgrammaticAuction | EventKind::ProgrammaticImpression
+        );
         let line_item = match (e.kind, e.line_item) {
+            _ if programmatic => 0,
             (EventKind::NoBid, 0) => 0,
             (kind, 0) if kind.is_invalid() => 0,
             (_, id) if self.dims.line_item(id).is_some() => id,
@@ -350,9 +362,13 @@ impl<'a> Ingest<'a> {
         let creative = match e.kind {
             EventKind::Loss | EventKind::NoBid => 0,
             _ if e.creative == 0 => 0,
+            _ if line_item == 0 && (programmatic || e.kind.is_invalid()) => e.creative,
             _ if self.dims.creative(e.creative) == Some(line_item) => e.creative,
             _ => return Err(Invalid::UnknownCreative),
         };
+        if programmatic && e.placement == 0 {
+            return Err(Invalid::UnknownPlacement);
+        }
         if e.placement != 0 && self.dims.placement(e.placement).is_none() {
             return Err(Invalid::UnknownPlacement);
         }
@@ -623,6 +639,81 @@ mod tests {
         assert_eq!(deltas.sketches.len(), 1);
         assert_eq!(deltas.sketches[0].0.day, 20_260_921);
         assert_eq!(deltas.sketches[0].1.estimate(), 1);
+    }
+
+    /// An auction's records (one per bidder called) and its impression count on line item 0
+    /// under the bidder's id; a repeated beacon counts once; a record without a placement is
+    /// dropped.
+    #[test]
+    fn programmatic_demand_counts_by_bidder() {
+        use marquee_eventlog::{auction, bidder_id};
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW - 100;
+        let (a, b) = (bidder_id("a"), bidder_id("b"));
+        let record = |bidder: u64, outcome: u64, amount_micros: i64| Event {
+            line_item: outcome,
+            creative: bidder,
+            amount_micros,
+            ..event(EventKind::ProgrammaticAuction, 0, t)
+        };
+        let impression = Event {
+            line_item: 0,
+            creative: a,
+            amount_micros: 2_700_000,
+            ..event(EventKind::ProgrammaticImpression, 77, t + 1)
+        };
+        ingest
+            .frames(&frames(&[
+                record(
+                    a,
+                    auction::outcome(auction::AUCTION | auction::WON, 1),
+                    2_700_000,
+                ),
+                record(b, auction::outcome(auction::TIMED_OUT, 0), 0),
+                impression,
+                impression,
+                Event {
+                    placement: 0,
+                    ..record(a, auction::AUCTION, 0)
+                },
+            ]))
+            .unwrap();
+        let deltas = ingest.finish();
+        assert_eq!((deltas.accepted, deltas.duplicates), (3, 1));
+        assert_eq!(deltas.invalid.get(Invalid::UnknownPlacement), 1);
+        let row = |bidder: u64| {
+            deltas
+                .minutes
+                .iter()
+                .find(|(k, _)| k.creative == bidder)
+                .map(|(k, c)| (k.line_item, k.placement, *c))
+                .unwrap()
+        };
+        let (line_item, placement, of_a) = row(a);
+        assert_eq!((line_item, placement), (0, 7));
+        assert_eq!(
+            (
+                of_a.programmatic_auctions,
+                of_a.programmatic_requests,
+                of_a.programmatic_bids,
+                of_a.programmatic_wins,
+                of_a.programmatic_impressions,
+                of_a.programmatic_revenue_micros()
+            ),
+            (1, 1, 1, 1, 1, 2_700)
+        );
+        let (_, _, of_b) = row(b);
+        assert_eq!(
+            (
+                of_b.programmatic_auctions,
+                of_b.programmatic_requests,
+                of_b.programmatic_timeouts
+            ),
+            (0, 1, 1)
+        );
+        assert!(deltas.sketches.is_empty(), "users are a line item's");
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use ingest::{
     MINUTE, RowKey, Rules, SketchKey, hour_start, line_item_totals, local_day,
 };
 /// The event kinds and the reasons of invalid traffic, as the log defines them.
-pub use marquee_eventlog::{Event, EventKind, InvalidReason};
+pub use marquee_eventlog::{Event, EventKind, InvalidReason, bidder_id};
 pub use report::{
     Dimension, Granularity, Report, ReportRow, ReportSpec, RowQuery, StoredRow, Value, is_utc,
 };

@@ -75,10 +75,13 @@ pub enum Dimension {
     /// ISO 3166-2 (`US-CA`): the country and its first subdivision.
     Region,
     Device,
+    /// A gateway bidder of the unified auction (its id, [`marquee_eventlog::bidder_id`]): rows
+    /// of programmatic demand, line item 0. Direct delivery is bidder 0.
+    Bidder,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 10] = [
+    pub const ALL: [Dimension; 11] = [
         Dimension::Advertiser,
         Dimension::Campaign,
         Dimension::LineItem,
@@ -89,6 +92,7 @@ impl Dimension {
         Dimension::Country,
         Dimension::Region,
         Dimension::Device,
+        Dimension::Bidder,
     ];
 
     pub fn parse(text: &str) -> Option<Dimension> {
@@ -107,6 +111,7 @@ impl Dimension {
             Dimension::Country => "country",
             Dimension::Region => "region",
             Dimension::Device => "device",
+            Dimension::Bidder => "bidder",
         }
     }
 
@@ -197,6 +202,9 @@ pub struct ReportRow {
     /// the rows add up to the totals' spend ([`Counters::spend_shares`]). Use this, not
     /// `counters.spend_micros()`, wherever rows are shown with their totals.
     pub spend_micros: i64,
+    /// The row's programmatic revenue in micros, shared out as `spend_micros` is
+    /// ([`Counters::revenue_shares`]).
+    pub revenue_micros: i64,
     /// Estimated unique users, when the row is a day and groups by demand no finer than line
     /// item (sketches are per line item and day).
     pub unique_users: Option<u64>,
@@ -283,7 +291,8 @@ impl ReportSpec {
                 Dimension::Campaign,
                 Dimension::Advertiser,
             ]),
-            by_creative: has(&[Dimension::Creative]),
+            // A line item 0 row's creative column is its bidder.
+            by_creative: has(&[Dimension::Creative, Dimension::Bidder]),
             by_placement: has(&[Dimension::Placement, Dimension::Site, Dimension::Publisher]),
             by_country: has(&[Dimension::Country]),
             by_region: has(&[Dimension::Region]),
@@ -520,29 +529,34 @@ impl ReportSpec {
         }
 
         let spend = Counters::spend_shares(grouped.values());
+        let revenue = Counters::revenue_shares(grouped.values());
         let mut same_days: FxHashMap<i64, bool> = FxHashMap::default();
         let rows = grouped
             .into_iter()
-            .zip(spend)
-            .map(|(((start, values), counters), spend_micros)| {
-                let unique_users = users_by_row.as_ref().and_then(|merged| {
-                    let same_day = *same_days
-                        .entry(start)
-                        .or_insert_with(|| self.same_day_in(&sketch_zones, start));
-                    let day = local_day(&self.zone, start);
-                    same_day.then(|| merged.get(&(day, values.clone())).map_or(0, Hll::estimate))
-                });
-                let start = Timestamp::from_second(start)
-                    .unwrap_or(Timestamp::UNIX_EPOCH)
-                    .to_zoned(self.zone.clone());
-                ReportRow {
-                    start,
-                    values,
-                    counters,
-                    spend_micros,
-                    unique_users,
-                }
-            })
+            .zip(spend.into_iter().zip(revenue))
+            .map(
+                |(((start, values), counters), (spend_micros, revenue_micros))| {
+                    let unique_users = users_by_row.as_ref().and_then(|merged| {
+                        let same_day = *same_days
+                            .entry(start)
+                            .or_insert_with(|| self.same_day_in(&sketch_zones, start));
+                        let day = local_day(&self.zone, start);
+                        same_day
+                            .then(|| merged.get(&(day, values.clone())).map_or(0, Hll::estimate))
+                    });
+                    let start = Timestamp::from_second(start)
+                        .unwrap_or(Timestamp::UNIX_EPOCH)
+                        .to_zoned(self.zone.clone());
+                    ReportRow {
+                        start,
+                        values,
+                        counters,
+                        spend_micros,
+                        revenue_micros,
+                        unique_users,
+                    }
+                },
+            )
             .collect();
         Report {
             rows,
@@ -626,7 +640,11 @@ fn value(dims: &Dimensions, row: &StoredRow, dimension: Dimension) -> Value {
         Dimension::Advertiser => Value::Id(line_item.map_or(0, |l| l.advertiser)),
         Dimension::Campaign => Value::Id(line_item.map_or(0, |l| l.campaign)),
         Dimension::LineItem => Value::Id(row.line_item),
+        // Line item 0 rows hold a bidder's id in the creative column.
+        Dimension::Creative if row.line_item == 0 => Value::Id(0),
         Dimension::Creative => Value::Id(row.creative),
+        Dimension::Bidder if row.line_item == 0 => Value::Id(row.creative),
+        Dimension::Bidder => Value::Id(0),
         Dimension::Publisher => Value::Id(placement.map_or(0, |p| p.publisher)),
         Dimension::Site => Value::Id(placement.map_or(0, |p| p.site)),
         Dimension::Placement => Value::Id(row.placement),
@@ -974,5 +992,52 @@ mod tests {
         assert_eq!(report.totals.spend_micros(), 4);
         let spend: Vec<i64> = report.rows.iter().map(|r| r.spend_micros).collect();
         assert_eq!(spend, vec![2, 1, 1]);
+    }
+
+    /// By bidder: line item 0 rows split by the bidder in their creative column, direct rows
+    /// under bidder 0; their creative column is no creative. Revenue adds up as spend does.
+    #[test]
+    fn bidders_group_programmatic_rows_and_direct_ones_are_bidder_0() {
+        let programmatic = |bidder: u64, cpm: i64| {
+            let mut r = row("2026-03-29T01:00:00Z", 0, 0);
+            r.creative = bidder;
+            r.counters.programmatic_impressions = 1;
+            r.counters.programmatic_cpm_micros = cpm;
+            r
+        };
+        let mut direct = row("2026-03-29T01:00:00Z", 100, 3);
+        direct.creative = 555;
+        let rows = [programmatic(11, 1_600), programmatic(12, 1_600), direct];
+        let by_bidder = spec(Granularity::Hour, "UTC", vec![Dimension::Bidder]);
+        assert!(by_bidder.row_query().by_creative);
+        let report = by_bidder.shape(&dims(), &rows, &[]);
+        let got: Vec<(Value, i64, i64)> = report
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.values[0].clone(),
+                    r.counters.impressions,
+                    r.revenue_micros,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Value::Id(0), 3, 0),
+                (Value::Id(11), 0, 2),
+                (Value::Id(12), 0, 1)
+            ]
+        );
+        assert_eq!(report.totals.programmatic_revenue_micros(), 3);
+        let by_creative = spec(Granularity::Hour, "UTC", vec![Dimension::Creative]);
+        let creatives: Vec<Value> = by_creative
+            .shape(&dims(), &rows, &[])
+            .rows
+            .into_iter()
+            .map(|r| r.values[0].clone())
+            .collect();
+        assert_eq!(creatives, vec![Value::Id(0), Value::Id(555)]);
     }
 }

@@ -410,13 +410,17 @@ async fn csv_has_a_header_and_one_line_per_row() {
         "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
          invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,invalid_prefetch,\
          invalid_datacenter,invalid_rate,invalid_click_without_impression,invalid_too_fast,\
-         invalid_untokened_disabled,invalid_repeat_conversion,invalid_no_cache_buster"
+         invalid_untokened_disabled,invalid_repeat_conversion,invalid_no_cache_buster,\
+         ad_requests,fill_rate,programmatic_auctions,programmatic_requests,programmatic_bids,\
+         programmatic_timeouts,programmatic_wins,programmatic_direct_wins,\
+         programmatic_impressions,programmatic_revenue"
     );
     assert_eq!(lines.len(), 4);
     assert_eq!(
         lines[2],
         format!(
-            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0",
+            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0,\
+             40,,0,0,0,0,0,0,0,0.000000",
             app.a1
         )
     );
@@ -462,7 +466,10 @@ async fn a_report_over_max_rows_is_refused_and_one_within_it_answers() {
         Arc::clone(&app.store),
         app.clock.clone(),
         "https://ads.example.com",
-        ApiOptions { report_max_rows: 1 },
+        ApiOptions {
+            report_max_rows: 1,
+            ..ApiOptions::default()
+        },
         GeoAvailability::default(),
     )
     .into_router("test", "0");
@@ -701,6 +708,120 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
 /// totals by kind and by reason (every reason listed, in JSON and in CSV), while impressions,
 /// clicks, CTR and spend count the valid events alone. Invalid traffic refused before an ad
 /// was decided (no line item) shows in its placement's publisher report.
+/// Programmatic demand on the publisher's placement: two bidders' rows (line item 0, the
+/// bidder's id in the creative column) beside a line item's. A publisher groups them by
+/// bidder, named from the gateway's configuration; revenue is in the gateway's currency and
+/// its rows add up to the total; the fill rate counts the auctions nothing filled.
+#[tokio::test]
+async fn programmatic_demand_is_reported_by_bidder_beside_direct_delivery() {
+    use marquee_stats::bidder_id;
+    let mut app = App::new().await;
+    app.router = add_routes_with(
+        RouteTable::new(),
+        Arc::clone(&app.store),
+        app.clock.clone(),
+        "https://ads.example.com",
+        ApiOptions {
+            programmatic: marquee_api::ProgrammaticReports::new(
+                marquee_model::Currency::USD,
+                ["alpha".to_owned(), "beta".to_owned()],
+            ),
+            ..ApiOptions::default()
+        },
+        GeoAvailability::default(),
+    )
+    .into_router("test", "0");
+    let key = |line_item: u64, creative: u64| RowKey {
+        line_item,
+        bucket: at("2026-12-02T05:00:00Z"),
+        creative,
+        placement: app.p1,
+        country: *b"DE",
+        region: [0; 3],
+        device: 1,
+    };
+    // Three auctions: alpha won one (2 impressions' worth of beacons at 2.7001 net), the
+    // direct line item one, nothing the third; beta timed out twice. The line item's decision
+    // of the second auction, and one more without an auction.
+    let alpha = Counters {
+        programmatic_auctions: 3,
+        programmatic_requests: 3,
+        programmatic_bids: 2,
+        programmatic_wins: 1,
+        programmatic_direct_wins: 1,
+        programmatic_impressions: 2,
+        programmatic_cpm_micros: 2 * 2_700_100,
+        ..Counters::default()
+    };
+    let beta = Counters {
+        programmatic_requests: 3,
+        programmatic_bids: 1,
+        programmatic_timeouts: 2,
+        programmatic_impressions: 1,
+        programmatic_cpm_micros: 1_000_900,
+        ..Counters::default()
+    };
+    let direct = Counters {
+        decisions: 2,
+        impressions: 2,
+        cpm_micros: 2 * 2_000_000,
+        ..Counters::default()
+    };
+    let mut hours = vec![
+        (key(0, bidder_id("alpha")), alpha),
+        (key(0, bidder_id("beta")), beta),
+        (key(app.a1, 0), direct),
+    ];
+    hours.sort_unstable_by_key(|(k, _)| *k);
+    app.store
+        .commit_run(RunWrite {
+            line_item_hours: marquee_stats::line_item_totals(&hours),
+            hours,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let publisher = app.token(Role::Publisher, Some(app.publisher)).await;
+    let query = "from=2026-12-02T05:00:00Z&to=2026-12-02T06:00:00Z&tz=UTC&group_by=bidder";
+    let report = app.json(&publisher, query).await;
+    assert_eq!(report["programmatic_currency"], "USD", "{report}");
+    let rows = report["rows"].as_array().unwrap();
+    let by = |name: Option<&str>| {
+        rows.iter()
+            .find(|r| r["bidder_name"].as_str() == name)
+            .unwrap_or_else(|| panic!("{name:?} in {report}"))
+    };
+    let (direct_row, alpha_row, beta_row) = (by(None), by(Some("alpha")), by(Some("beta")));
+    assert_eq!(direct_row["bidder"], 0);
+    assert_eq!(direct_row["impressions"], 2);
+    assert_eq!(alpha_row["bidder"], bidder_id("alpha"));
+    assert_eq!(alpha_row["programmatic_wins"], 1);
+    assert_eq!(beta_row["programmatic_timeouts"], 2);
+    // 5,400.2 and 1,000.9 micros; the rows
+    // are 5,400 and 1,001 (the larger fraction gets the extra micro) to add up to 6,401.
+    assert_eq!(alpha_row["programmatic_revenue_micros"], 5_400);
+    assert_eq!(beta_row["programmatic_revenue_micros"], 1_001);
+    let totals = &report["totals"];
+    assert_eq!(totals["programmatic_revenue_micros"], 6_401);
+    assert_eq!(totals["programmatic_revenue"], "0.006401");
+    assert_eq!(totals["programmatic_impressions"], 3);
+    assert_eq!(totals["impressions"], 2, "direct impressions apart");
+    assert_eq!(totals["spend_micros"], 4_000);
+    // Ad requests: 2 decisions + 3 auctions - the one the direct line item won = 4; filled:
+    // 2 decisions + 1 bid.
+    assert_eq!(totals["ad_requests"], 4);
+    assert_eq!(totals["fill_rate"], 0.75);
+    let (_, _, csv) = app.get(&publisher, &format!("{query}&format=csv")).await;
+    assert!(
+        csv.lines().next().unwrap().starts_with("time,bidder,bidder_name,requests"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(&format!(",{},alpha,", bidder_id("alpha"))),
+        "{csv}"
+    );
+}
+
 #[tokio::test]
 async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
     let app = App::new().await;
@@ -806,9 +927,13 @@ async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
              unique_users,invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,\
              invalid_prefetch,invalid_datacenter,invalid_rate,invalid_click_without_impression,\
              invalid_too_fast,invalid_untokened_disabled,invalid_repeat_conversion,\
-             invalid_no_cache_buster",
-            "2026-12-02T05:00:00+00:00,4,4,0,0,0,4,1,0.250000,0,0.258000,,3,2,1,3,0,0,0,0,2,0,1,0",
-            "2026-12-02T06:00:00+00:00,0,0,0,0,0,0,0,,0,0.000000,,1,0,0,0,0,1,0,0,0,0,0,0",
+             invalid_no_cache_buster,ad_requests,fill_rate,programmatic_auctions,\
+             programmatic_requests,programmatic_bids,programmatic_timeouts,programmatic_wins,\
+             programmatic_direct_wins,programmatic_impressions,programmatic_revenue",
+            "2026-12-02T05:00:00+00:00,4,4,0,0,0,4,1,0.250000,0,0.258000,,3,2,1,3,0,0,0,0,2,0,1,0,\
+             4,,0,0,0,0,0,0,0,0.000000",
+            "2026-12-02T06:00:00+00:00,0,0,0,0,0,0,0,,0,0.000000,,1,0,0,0,0,1,0,0,0,0,0,0,\
+             0,,0,0,0,0,0,0,0,0.000000",
         ]
     );
 

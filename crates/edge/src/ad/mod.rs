@@ -27,7 +27,10 @@ use marquee_sharedstate::SharedState;
 use marquee_snapshot::CreativeEntry;
 use marquee_tracking::Claims;
 
-pub(crate) use programmatic::{bill as bill_programmatic, is_programmatic};
+pub(crate) use programmatic::{
+    Beacon as ProgrammaticBeacon, beacon as programmatic_beacon, bill as bill_programmatic,
+    is_programmatic,
+};
 pub(crate) use tag_js::tag_js;
 
 use self::decide::Step;

@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use marquee_engine::Decision;
-use marquee_eventlog::{Event, EventKind};
+use marquee_eventlog::{Event, EventKind, auction, bidder_id};
 use marquee_model::{Currency, PlacementId, Rounding, Size, Tier};
 use marquee_openrtb::{BidResponse, format_micros};
 use marquee_snapshot::{PlacementEntry, ProgrammaticEntry, SnapshotData};
@@ -245,16 +245,25 @@ fn best_bid(
             .max_by_key(|b| b.price_micros)
     });
     let won = bid.filter(|b| net_of_share(b.price_micros, share) > auction.direct_cpm);
-    let tally = auctioned.tally;
     let net = won.map_or(0, |b| net_of_share(b.price_micros, share));
-    log_auction(page, auction.placement, tally, net);
+    let bidder = won.and_then(|bid| {
+        auctioned
+            .bidders
+            .iter()
+            .find(|(id, _)| *id == bid.id)
+            .map(|(_, name)| name.as_str())
+    });
+    let direct = won.is_none() && auction.direct.is_some();
+    log_auction(
+        page,
+        auction.placement,
+        &auctioned.called,
+        bidder,
+        net,
+        direct,
+    );
     let bid = won?;
-    let bidder = auctioned
-        .bidders
-        .iter()
-        .find(|(id, _)| *id == bid.id)
-        .map(|(_, name)| name.clone())
-        .unwrap_or_default();
+    let bidder = bidder.unwrap_or_default().to_owned();
     Some(WonBid {
         adm: bid.adm.as_deref().unwrap_or_default().to_owned(),
         burl: bid
@@ -268,28 +277,57 @@ fn best_bid(
     })
 }
 
-/// Logs one auction of a placement: the bids received, the bidders that timed out and, when a
-/// bid won, its price net of the revenue share (see `EventKind::ProgrammaticAuction`).
+/// Logs one auction of a placement: a record per bidder called, its bids, whether it timed
+/// out and, for the winner, its bid's price net of the revenue share; the first record also
+/// counts the auction and whether the direct line item served (see
+/// `EventKind::ProgrammaticAuction`). One record more per bidder than one per auction: an
+/// append is about 90 ns, beside an auction's request written and bidders called.
 fn log_auction(
     page: &PageContext<'_>,
     placement: PlacementId,
-    tally: marquee_gateway::Tally,
+    called: &[marquee_gateway::Called],
+    winner: Option<&str>,
     net_micros: i64,
+    direct: bool,
 ) {
-    let event = Event {
-        kind: EventKind::ProgrammaticAuction,
-        time_micros: page.now.as_microsecond(),
-        line_item: u64::from(tally.timeouts),
-        creative: u64::from(tally.bids),
-        placement: placement.0,
-        user: page.user_key,
-        country: page.visitor.country_bytes(),
-        region: page.visitor.region_bytes(),
-        device: page.visitor.device_type().map_or(0, |d| d as u8 + 1),
-        amount_micros: net_micros,
-        event_id: 0,
+    let Some(gateway) = page.edge.gateway.as_ref() else {
+        return;
     };
-    events::log(page.edge, event);
+    let mut first = auction::AUCTION | if direct { auction::DIRECT } else { 0 };
+    let mut record = |bidder: u64, flags: u64, bids: u32, amount_micros: i64| {
+        let event = Event {
+            kind: EventKind::ProgrammaticAuction,
+            time_micros: page.now.as_microsecond(),
+            line_item: auction::outcome(flags | std::mem::take(&mut first), bids),
+            creative: bidder,
+            placement: placement.0,
+            user: page.user_key,
+            country: page.visitor.country_bytes(),
+            region: page.visitor.region_bytes(),
+            device: page.visitor.device_type().map_or(0, |d| d as u8 + 1),
+            amount_micros,
+            event_id: 0,
+        };
+        events::log(page.edge, event);
+    };
+    for call in called {
+        let name = gateway.bidder_name(call.bidder).unwrap_or_default();
+        let won = winner == Some(name);
+        let flags = if call.timed_out {
+            auction::TIMED_OUT
+        } else {
+            0
+        } | if won { auction::WON } else { 0 };
+        record(
+            bidder_id(name),
+            flags,
+            call.bids,
+            if won { net_micros } else { 0 },
+        );
+    }
+    if called.is_empty() {
+        record(0, 0, 0, 0);
+    }
 }
 
 /// The ad of a winning bid: its markup, then the edge's own impression beacon, whose token
@@ -317,13 +355,12 @@ fn serve_bid<'s>(
     text.push_str(&bid.adm);
     text.push_str("<img src=\"");
     track::impression_url(page.edge, &claims, text);
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("n", &bid.bidder);
     if !burl.is_empty() {
-        let query = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("n", &bid.bidder)
-            .append_pair("b", burl)
-            .finish();
-        let _ = write!(text, "&amp;{}", query.replace('&', "&amp;"));
+        query.append_pair("b", burl);
     }
+    let _ = write!(text, "&amp;{}", query.finish().replace('&', "&amp;"));
     text.push_str("\" width=\"1\" height=\"1\" alt=\"\" style=\"position:absolute;left:-9999px\">");
     Served {
         placement: auction.placement,
@@ -336,8 +373,9 @@ fn serve_bid<'s>(
     }
 }
 
-/// The 64 bits of SHA-256 over a billing URL and its bidder that a programmatic impression's
-/// token carries (as its creative): the signed token vouches for the URL sent beside it.
+/// The 64 bits of SHA-256 over a billing URL (empty for none) and its bidder that a
+/// programmatic impression's token carries (as its creative): the signed token vouches for
+/// the name and URL sent beside it.
 pub(crate) fn billing_binding(bidder: &str, burl: &str) -> u64 {
     let mut hash = Sha256::new();
     hash.update(bidder.as_bytes());
@@ -349,12 +387,23 @@ pub(crate) fn billing_binding(bidder: &str, burl: &str) -> u64 {
     u64::from_le_bytes(first)
 }
 
-/// A programmatic impression's beacon counted: its billing notice goes to its bidder, when the
-/// URL beside the token is the one the token binds.
-pub(crate) fn bill(edge: &Edge, claims: &Claims, query_text: &str) {
-    let Some(gateway) = edge.gateway.as_ref() else {
-        return;
-    };
+/// What a programmatic impression's beacon names beside its token, once the token's binding
+/// vouches for it: the winning bidder and its billing URL (empty for none).
+pub(crate) struct Beacon {
+    bidder: String,
+    burl: String,
+}
+
+impl Beacon {
+    /// The bidder's id, which the impression's event carries as its creative.
+    pub(crate) fn bidder_id(&self) -> u64 {
+        bidder_id(&self.bidder)
+    }
+}
+
+/// The bidder and billing URL beside a programmatic impression's token, when its binding is
+/// the one the token carries; a mismatch (an altered URL) counts as an invalid token.
+pub(crate) fn beacon(edge: &Edge, claims: &Claims, query_text: &str) -> Option<Beacon> {
     let (mut bidder, mut burl) = (None, None);
     for (key, value) in url::form_urlencoded::parse(query_text.as_bytes()) {
         match key.as_ref() {
@@ -363,13 +412,25 @@ pub(crate) fn bill(edge: &Edge, claims: &Claims, query_text: &str) {
             _ => {}
         }
     }
-    let (Some(bidder), Some(burl)) = (bidder, burl) else {
-        return;
-    };
-    if billing_binding(&bidder, &burl) == claims.creative {
-        gateway.bill(&bidder, &burl);
-    } else {
+    let bidder = bidder?;
+    let burl = burl.unwrap_or_default();
+    if billing_binding(&bidder, &burl) != claims.creative {
         edge.counters.invalid_tokens.inc();
+        return None;
+    }
+    Some(Beacon {
+        bidder: bidder.into_owned(),
+        burl: burl.into_owned(),
+    })
+}
+
+/// A programmatic impression's beacon counted: its billing notice, if it has one, goes to its
+/// bidder.
+pub(crate) fn bill(edge: &Edge, beacon: &Beacon) {
+    if let Some(gateway) = edge.gateway.as_ref()
+        && !beacon.burl.is_empty()
+    {
+        gateway.bill(&beacon.bidder, &beacon.burl);
     }
 }
 

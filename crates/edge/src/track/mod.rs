@@ -51,9 +51,18 @@ pub(crate) async fn track(
         TokenKind::Impression | TokenKind::Conversion => (http::pixel(), true),
         TokenKind::Click => click::redirect(edge, loaded.as_deref(), claims.as_ref(), now),
     };
-    let Some(claims) = claims.filter(|_| counts) else {
+    let Some(mut claims) = claims.filter(|_| counts) else {
         return answer;
     };
+    // A programmatic impression's token binds its bidder and billing URL, which travel beside
+    // it; its events name the bidder (by id) where a line item's name the creative.
+    let beacon = (kind == TokenKind::Impression && crate::ad::is_programmatic(&claims))
+        .then(|| crate::ad::programmatic_beacon(edge, &claims, query_text));
+    if let Some(beacon) = &beacon {
+        claims.creative = beacon
+            .as_ref()
+            .map_or(0, crate::ad::ProgrammaticBeacon::bidder_id);
+    }
     let visitor = Visitor::of(edge, headers, client);
     let expires_at = claims.expires_at();
     if let Some(reason) = screen(edge, kind, &claims, client, expires_at, now) {
@@ -68,11 +77,10 @@ pub(crate) async fn track(
         source: Source::Token,
     };
     let counted = count_once(edge, loaded, event, &visitor).await;
-    if kind == TokenKind::Impression
-        && counted == Counted::First
-        && crate::ad::is_programmatic(&claims)
+    if counted == Counted::First
+        && let Some(Some(beacon)) = &beacon
     {
-        crate::ad::bill_programmatic(edge, &claims, query_text);
+        crate::ad::bill_programmatic(edge, beacon);
     }
     // A conversion token sent again is logged as invalid; repeated impressions and clicks
     // are the same event seen twice (a browser's retry), not a second one.

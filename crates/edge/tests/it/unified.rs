@@ -18,7 +18,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use jiff::Timestamp;
 use marquee_edge::{Edge, Limits};
-use marquee_eventlog::{Budget, EventKind, EventLog};
+use marquee_eventlog::{Budget, EventKind, EventLog, auction, bidder_id};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, Catalog, Channel, Creative, CreativeContent,
@@ -274,6 +274,24 @@ fn logged(log: &EventLog) -> Vec<(EventKind, i64, u64)> {
     events
 }
 
+/// The bidder (`creative`) of every event of `kind` the log has made durable so far.
+fn bidders_of(log: &EventLog, kind: EventKind) -> Vec<u64> {
+    let mut bidders = Vec::new();
+    for shard in 0..log.shards() {
+        for segment in log.segments(shard).unwrap() {
+            let batch = log.read(shard, segment.id, 0, Budget::default()).unwrap();
+            bidders.extend(
+                batch
+                    .events
+                    .iter()
+                    .filter(|e| e.kind == kind)
+                    .map(|e| e.creative),
+            );
+        }
+    }
+    bidders
+}
+
 /// The events logged once `expected` is among them (the log reads only what it made durable,
 /// a few milliseconds after the append).
 async fn logged_with(
@@ -307,7 +325,17 @@ async fn a_higher_bid_serves_its_markup_and_its_beacon_bills_it() {
     let body = ad(&running).await;
     assert!(body.contains("<b>bid of high</b>"), "{body}");
     assert!(!body.contains("direct line item"), "{body}");
-    let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 3_000_000, 0)).await;
+    // The auction, won by the one bidder called with its one bid.
+    let won = auction::outcome(auction::AUCTION | auction::WON, 1);
+    let events = logged_with(
+        &running.log,
+        (EventKind::ProgrammaticAuction, 3_000_000, won),
+    )
+    .await;
+    assert_eq!(
+        bidders_of(&running.log, EventKind::ProgrammaticAuction),
+        [bidder_id("high")]
+    );
     // The lost direct decision was not logged, and not reserved on its lease either (the
     // same step does both, `placement::commit`).
     assert!(
@@ -322,6 +350,11 @@ async fn a_higher_bid_serves_its_markup_and_its_beacon_bills_it() {
         (EventKind::ProgrammaticImpression, 3_000_000, 0),
     )
     .await;
+    assert_eq!(
+        bidders_of(&running.log, EventKind::ProgrammaticImpression),
+        [bidder_id("high")],
+        "the impression names its bidder"
+    );
     for _ in 0..500 {
         if bidder.billed.load(Ordering::SeqCst) > 0 {
             break;
@@ -366,7 +399,8 @@ async fn a_lower_bid_loses_to_the_line_item() {
         "{asked}"
     );
     // The winning direct decision is logged, and the auction with no winning bid.
-    let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 0)).await;
+    let direct = auction::outcome(auction::AUCTION | auction::DIRECT, 1);
+    let events = logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, direct)).await;
     assert!(
         events.iter().any(|(kind, ..)| *kind == EventKind::Decision),
         "{events:?}"
@@ -431,6 +465,7 @@ async fn a_bidder_slower_than_the_timeout_does_not_hold_the_answer() {
         started.elapsed()
     );
     assert!(body.contains("direct line item"), "{body}");
-    // One bidder timed out (`line_item` of an auction event).
-    logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, 1)).await;
+    // Its bidder timed out, the direct line item won (an auction event's `line_item`).
+    let timed_out = auction::AUCTION | auction::DIRECT | auction::TIMED_OUT;
+    logged_with(&running.log, (EventKind::ProgrammaticAuction, 0, timed_out)).await;
 }

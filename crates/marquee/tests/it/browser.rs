@@ -15,9 +15,14 @@
 //!   visited from four forwarded addresses (`X-Forwarded-For`) by one browser, a fresh context
 //!   each: exactly the matching line items serve, and their impressions are logged with the
 //!   address's country.
+//! - `unified_auction_in_headless_chromium`: `marquee serve` with gateway mode and a bidder in
+//!   the test; placements with programmatic demand show the bid's ad when it beats their line
+//!   item and the line item's when not, a sponsorship that does not compete is never
+//!   auctioned, a late bidder does not hold the answer, and the report shows direct
+//!   impressions beside programmatic impressions and revenue, by placement and by bidder.
 //!
 //! The browser is driven by `tests/browser/e2e.mjs` (the first two) and `tests/browser/geo.mjs`
-//! (Node, playwright-core, Debian's Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only
+//! (the others; Node, playwright-core, Debian's Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only
 //! loopback is contacted: each page is served by a small HTTP server in this test (as
 //! `localhost`, so the page and the edge at `127.0.0.1` are different sites, as a publisher
 //! and its ad server are); the demo's landing pages and creative images live on `*.example`
@@ -1157,5 +1162,370 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
         "browser geo test: passed in {:?} (browser {browser_ms} ms for {} visits)",
         started.elapsed(),
         visits.len()
+    );
+}
+
+/// What the test's bidder answers for a placement: its bid's CPM (none: no bid) and how long
+/// it waits first.
+#[derive(Clone, Copy)]
+struct MockBid {
+    price: &'static str,
+    delay: Duration,
+}
+
+/// An OpenRTB bidder on a loopback port, from a thread that lives as long as the test process:
+/// it bids on each request's imp by its `tagid` (the placement id) as `bids` says, with markup
+/// reading `Programmatic bid <price>`. Returns its endpoint.
+fn mock_bidder(bids: std::sync::Arc<std::sync::Mutex<HashMap<String, MockBid>>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let bids = std::sync::Arc::clone(&bids);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                let body_at = loop {
+                    if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break end + 4;
+                    }
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&data[..body_at]).to_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while data.len() < body_at + length {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let request: Value =
+                    serde_json::from_slice(&data[body_at..body_at + length]).unwrap_or_default();
+                let tagid = request["imp"][0]["tagid"].as_str().unwrap_or_default();
+                let bid = bids.lock().unwrap().get(tagid).copied();
+                let answer = match bid {
+                    Some(MockBid { price, delay }) => {
+                        std::thread::sleep(delay);
+                        json!({
+                            "id": request["id"],
+                            "seatbid": [{ "seat": "mockseat", "bid": [{
+                                "id": "b1", "impid": "1", "price": price.parse::<f64>().unwrap(),
+                                "adm": format!("<div style=\"width:300px;height:250px;background:#7c3aed;color:#fff;font:bold 18px sans-serif;line-height:250px;text-align:center\">Programmatic bid {price}</div>"),
+                                "w": 300, "h": 250,
+                            }]}],
+                        })
+                        .to_string()
+                    }
+                    None => String::new(),
+                };
+                let status = if answer.is_empty() {
+                    "204 No Content"
+                } else {
+                    "200 OK"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    format!("http://{address}/bid")
+}
+
+/// The unified auction in a browser: `marquee serve` with gateway mode and the test's bidder,
+/// and a page of four 300×250 placements with programmatic demand (a 1 s auction), each with
+/// its own line item at a 2.00 CPM: a remnant one against a 3.00 bid (the bid's ad shows), a
+/// remnant one against a 1.00 bid (the line item's), a remnant one against a 9.00 bid 10 s
+/// late (the line item's, the bidder timed out), and a sponsorship that does not compete
+/// against a 50.00 bid (the sponsorship's, no auction). Then the report has both sides: three
+/// direct impressions, one programmatic impression worth 0.003 (3.00 CPM), by placement and by
+/// bidder; and an ad request to the slow bidder's placement is answered well before its 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn unified_auction_in_headless_chromium() {
+    let started = Instant::now();
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let _alone = common::ONE_AT_A_TIME.lock().await;
+    let scratch = Scratch::new("marquee-browser-unified-");
+    let data = scratch.path().join("data");
+    let out = scratch.browser();
+
+    let bids = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let endpoint = mock_bidder(std::sync::Arc::clone(&bids));
+    let config = scratch.path().join("marquee.toml");
+    std::fs::write(
+        &config,
+        format!("[gateway]\nenabled = true\n[gateway.bidders.mock]\nendpoint = \"{endpoint}\"\n"),
+    )
+    .unwrap();
+    let made = common::run(
+        &[
+            "token",
+            "create",
+            "--role",
+            "admin",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let crawlers = common::crawlers_for_headless_chromium(&data);
+    let server = Server::start_with(
+        &data,
+        &["--config", config.to_str().unwrap()],
+        &[("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str())],
+    );
+    let base = server.base.clone();
+    let client = reqwest::Client::new();
+    let post = |path: &'static str, body: Value| {
+        let (client, server, token) = (&client, &server, &token);
+        async move { create_object(client, server, token, path, &body).await }
+    };
+
+    let publisher = post("publishers", json!({ "name": "Unified Daily" })).await;
+    let site = post(
+        "sites",
+        json!({ "publisher_id": publisher, "name": "Unified Daily", "domain": "unified.example" }),
+    )
+    .await;
+    let advertiser = post(
+        "advertisers",
+        json!({ "name": "Direct Shoes", "currency": "USD", "time_zone": "UTC" }),
+    )
+    .await;
+    let campaign = post(
+        "campaigns",
+        json!({ "advertiser_id": advertiser, "name": "Direct" }),
+    )
+    .await;
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    // Name, tier, the bidder's answer; the sponsorship last, so that once it serves every
+    // placement before it is in the edge's snapshot too.
+    let slots = [
+        ("Remnant against 3.00", "remnant", "3.00", Duration::ZERO),
+        ("Remnant against 1.00", "remnant", "1.00", Duration::ZERO),
+        (
+            "Remnant against a late 9.00",
+            "remnant",
+            "9.00",
+            Duration::from_secs(10),
+        ),
+        ("Sponsorship", "sponsorship", "50.00", Duration::ZERO),
+    ];
+    let mut placements = Vec::new();
+    for (name, tier, price, delay) in slots {
+        let placement = post(
+            "placements",
+            json!({ "site_id": site, "name": name, "sizes": [{ "w": 300, "h": 250 }],
+                "formats": ["banner"],
+                "programmatic": { "bidders": ["mock"], "timeout_ms": 1_000 } }),
+        )
+        .await;
+        bids.lock()
+            .unwrap()
+            .insert(placement.to_string(), MockBid { price, delay });
+        let mut line_item = json!({
+            "campaign_id": campaign, "name": name,
+            "start": format!("{today}T00:00:00"), "time_zone": "UTC",
+            "tier": tier, "channels": ["direct"], "pacing": "asap",
+            "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
+        });
+        if tier == "sponsorship" {
+            line_item["goal"] = json!({ "metric": "impressions", "daily": 1_000 });
+        }
+        let line_item = post("line-items", line_item).await;
+        let html = format!(
+            "<a href=\"{{{{CLICK_URL}}}}\" target=\"_blank\" style=\"display:block;width:300px;\
+             height:250px;background:#0f766e;color:#fff;font:bold 18px sans-serif;\
+             text-align:center;line-height:250px\">{name}</a>\
+             <img src=\"{{{{IMPRESSION_URL}}}}\" width=\"1\" height=\"1\" alt=\"\">"
+        );
+        post(
+            "creatives",
+            json!({ "line_item_id": line_item, "name": name, "size": { "w": 300, "h": 250 },
+                "landing_url": "https://unified.example/",
+                "content": { "type": "html", "html": html } }),
+        )
+        .await;
+        let linked = client
+            .put(server.url(&format!(
+                "/api/v1/line-items/{line_item}/placements/{placement}"
+            )))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            linked.status().is_success(),
+            "{}",
+            linked.text().await.unwrap()
+        );
+        placements.push(placement);
+    }
+    let [high, low, slow, sponsored] = placements[..] else {
+        unreachable!()
+    };
+    // The sponsorship serves without an auction: asking for it leaves no programmatic count.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer: Value = client
+            .get(server.url(&format!("/ad.json?p={sponsored}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the test's line items did not reach the edge in 10 s: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let page_url = page_with_tags(&server, &token, &placements, "").await;
+    let args = [
+        page_url.as_str(),
+        "--edge",
+        base.as_str(),
+        "--visit",
+        "192.0.2.1",
+    ];
+    let result = run_node(&root, &chromium, "geo.mjs", &args, &out);
+    let visit = &result["visits"][0];
+    let shown: HashMap<u64, String> = visit["slots"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no slots: {result:#}"))
+        .iter()
+        .map(|slot| {
+            assert_eq!(slot["state"], "filled", "{slot:#}");
+            (
+                u64_of(&slot["placement"], "slot placement"),
+                str_of(&slot["ad"]["text"], "ad text").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(shown[&high], "Programmatic bid 3.00", "{visit:#}");
+    assert_eq!(shown[&low], "Remnant against 1.00", "{visit:#}");
+    assert_eq!(shown[&slow], "Remnant against a late 9.00", "{visit:#}");
+    assert_eq!(shown[&sponsored], "Sponsorship", "{visit:#}");
+    let beacons = visit["beacons"].as_array().unwrap();
+    assert_eq!(beacons.len(), 4, "{beacons:#?}");
+    assert!(beacons.iter().all(|b| b["status"] == 200), "{beacons:#?}");
+
+    // The report, once the aggregation (every second) has counted the four impressions: the
+    // direct ones and the bid's, with its revenue, by placement and by bidder.
+    let report_url = |group_by: &str| {
+        server.url(&format!(
+            "/api/v1/reports?from={today}&granularity=day&tz=UTC&group_by={group_by}"
+        ))
+    };
+    let mut report = Value::Null;
+    for _ in 0..300 {
+        report = get_json(&client, &report_url("placement"), Some(&token)).await;
+        let totals = &report["totals"];
+        if totals["impressions"].as_u64() == Some(3)
+            && totals["programmatic_impressions"].as_u64() == Some(1)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let totals = &report["totals"];
+    assert_eq!(totals["impressions"], 3, "{report:#}");
+    assert_eq!(totals["spend"], "0.006000", "{report:#}");
+    assert_eq!(totals["programmatic_impressions"], 1, "{report:#}");
+    assert_eq!(totals["programmatic_revenue"], "0.003000", "{report:#}");
+    assert_eq!(report["programmatic_currency"], "USD");
+    let row = |placement: u64| {
+        report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["placement"] == placement)
+            .unwrap_or_else(|| panic!("placement {placement} in {report:#}"))
+    };
+    // (auctions, bid wins, direct wins, timeouts, direct impressions)
+    let outcome = |placement: u64| {
+        let r = row(placement);
+        [
+            "programmatic_auctions",
+            "programmatic_wins",
+            "programmatic_direct_wins",
+            "programmatic_timeouts",
+            "impressions",
+        ]
+        .map(|field| u64_of(&r[field], field))
+    };
+    assert_eq!(outcome(high), [1, 1, 0, 0, 0], "{report:#}");
+    assert_eq!(outcome(low), [1, 0, 1, 0, 1], "{report:#}");
+    assert_eq!(outcome(slow), [1, 0, 1, 1, 1], "{report:#}");
+    assert_eq!(outcome(sponsored), [0, 0, 0, 0, 1], "{report:#}");
+    assert_eq!(row(high)["fill_rate"], 1.0, "{report:#}");
+    assert_eq!(row(sponsored)["fill_rate"], Value::Null, "{report:#}");
+
+    let by_bidder = get_json(&client, &report_url("bidder"), Some(&token)).await;
+    let mock = by_bidder["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["bidder_name"] == "mock")
+        .unwrap_or_else(|| panic!("the bidder in {by_bidder:#}"));
+    assert_eq!(mock["programmatic_requests"], 3, "{by_bidder:#}");
+    assert_eq!(mock["programmatic_bids"], 2, "{by_bidder:#}");
+    assert_eq!(mock["programmatic_timeouts"], 1, "{by_bidder:#}");
+    assert_eq!(mock["programmatic_wins"], 1, "{by_bidder:#}");
+    assert_eq!(mock["programmatic_revenue"], "0.003000", "{by_bidder:#}");
+
+    // The late bidder never holds the answer past the placement's timeout: its ad request is
+    // answered, with the line item, long before the bid's 10 s.
+    let asked = Instant::now();
+    let answer: Value = client
+        .get(server.url(&format!("/ad.json?p={slow}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(answer["ads"][0]["placement"], slow, "{answer}");
+    assert_ne!(
+        answer["ads"][0]["line_item"], 0,
+        "the line item's: {answer}"
+    );
+    server.stop();
+    eprintln!(
+        "browser unified auction test: passed in {:?} (browser {} ms)",
+        started.elapsed(),
+        result["elapsed_ms"]
     );
 }

@@ -24,6 +24,7 @@ const MIGRATIONS: &[Migration] = crate::shared::migrations!("postgres":
     (3, "invalid_traffic", "0003_invalid_traffic.sql"),
     (4, "stats_region", "0004_stats_region.sql"),
     (5, "audit", "0005_audit.sql"),
+    (6, "programmatic", "0006_programmatic.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

@@ -565,7 +565,7 @@ mod tests {
         assert!(sql.contains("$5::text[], $6::text[], $7::int2[], $8::int8[]"));
         // Seven key columns, then one array per counter.
         let last = FULL_KEYS.len() + COLUMN_COUNT;
-        assert_eq!(last, 30);
+        assert_eq!(last, 38);
         assert!(sql.contains(&format!("${last}::int8[])")));
         assert!(!sql.contains(&format!("${}", last + 1)));
     }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[Migration] = shared::migrations!("sqlite":
     (7, "invalid_traffic", "0007_invalid_traffic.sql"),
     (8, "stats_region", "0008_stats_region.sql"),
     (9, "audit", "0009_audit.sql"),
+    (10, "programmatic", "0010_programmatic.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.

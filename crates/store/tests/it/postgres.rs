@@ -99,7 +99,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (2, "users"),
             (3, "invalid_traffic"),
             (4, "stats_region"),
-            (5, "audit")
+            (5, "audit"),
+            (6, "programmatic")
         ]
     );
     assert_eq!(applied[0].2.len(), 64);
@@ -153,7 +154,7 @@ async fn concurrent_migrations_apply_each_version_once() {
     let applied = applied_migrations(&db).await;
     assert_eq!(
         applied.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5]
+        vec![1, 2, 3, 4, 5, 6]
     );
     let counters = raw(&db)
         .await

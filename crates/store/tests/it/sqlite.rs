@@ -85,7 +85,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (6, "users"),
             (7, "invalid_traffic"),
             (8, "stats_region"),
-            (9, "audit")
+            (9, "audit"),
+            (10, "programmatic")
         ]
     );
     // The stats tables rebuilt with a region keep their indexes.
