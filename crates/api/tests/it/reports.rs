@@ -813,7 +813,10 @@ async fn programmatic_demand_is_reported_by_bidder_beside_direct_delivery() {
     assert_eq!(totals["fill_rate"], 0.75);
     let (_, _, csv) = app.get(&publisher, &format!("{query}&format=csv")).await;
     assert!(
-        csv.lines().next().unwrap().starts_with("time,bidder,bidder_name,requests"),
+        csv.lines()
+            .next()
+            .unwrap()
+            .starts_with("time,bidder,bidder_name,requests"),
         "{csv}"
     );
     assert!(
