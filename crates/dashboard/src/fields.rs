@@ -419,6 +419,15 @@ fn set_path(object: &mut Map<String, Value>, path: &str, value: Value) {
     }
 }
 
+/// A size typed as `300x250`, if it is one.
+pub fn parse_size_text(text: &str) -> Option<marquee_model::Size> {
+    let (w, h) = text.trim().split_once(['x', 'X', '×'])?;
+    Some(marquee_model::Size {
+        w: w.trim().parse().ok()?,
+        h: h.trim().parse().ok()?,
+    })
+}
+
 fn parse_size(text: &str) -> Result<Value, String> {
     let (w, h) = text
         .trim()

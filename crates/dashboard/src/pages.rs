@@ -215,7 +215,7 @@ pub async fn logout(
 }
 
 /// Builds a report through the API's builder (same scoping, limits and numbers).
-async fn report(
+pub(crate) async fn report(
     dashboard: &Dashboard,
     user: &SignedIn,
     params: &[(&str, String)],
@@ -774,6 +774,8 @@ pub struct PacingView {
     pub target: String,
     /// Delivered as a percentage of the curve's value now; none while the curve is below 1.
     pub share: Option<String>,
+    /// The same share as a number (1.0 is on the curve), for sorting lists.
+    pub share_ratio: Option<f64>,
     pub goal: String,
     pub chart: String,
     /// Share of eligible requests it takes part in; none before the first pacing round.
@@ -969,6 +971,7 @@ pub async fn pacing_view(
         target: amount(target_now),
         // People judge pace as a share of where the curve stands.
         share: (target_now >= 1.0).then(|| format!("{:.0}%", delivered_now / target_now * 100.0)),
+        share_ratio: (target_now >= 1.0).then(|| delivered_now / target_now),
         goal: goal_text,
         chart: chart::line_chart(
             &match metric {

@@ -1527,7 +1527,8 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     );
 }
 
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
+/// A PNG's signature and header chunk (300×250): all the dashboard reads of an image.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\x01\x2c\0\0\0\xfa\x08\x06\0\0\0";
 
 /// Posts the creative form for `line_item` with [`PNG`] as its uploaded image.
 async fn upload_creative(site: &Site, session: &str, line_item: &str, landing_url: &str) -> Answer {
