@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::fields::{self, Errors, Widget, add_error};
+use crate::fields::{self, Errors, UPLOAD_FIELD, Widget, add_error};
 use crate::form::FormData;
 use crate::targeting::{self, ATTRIBUTES};
 use crate::upload::{self, ImageType};
@@ -853,9 +853,6 @@ fn take_upload(
     form.fields.push(("content.type".into(), "image".into()));
     Some(PendingUpload { name, bytes })
 }
-
-/// Where errors about the uploaded file are filed (the file input's name).
-pub const UPLOAD_FIELD: &str = "image_file";
 
 /// A posted object ready for the store, and the image to keep once it is stored.
 struct Posted {
