@@ -40,7 +40,7 @@ fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -174,6 +174,8 @@ struct ConfirmPage {
     consequences: Vec<String>,
     /// Whether pausing is offered instead (it is active and the user may change it).
     can_pause: bool,
+    /// Whether objects of its kind have children (which archiving stops too).
+    has_children: bool,
 }
 
 /// `POST /{collection}/{id}/archive`: without `confirm`, a page saying what archiving stops,
@@ -209,6 +211,7 @@ pub async fn archive(
         consequences: consequences(&dashboard, &user, &record).await?,
         can_pause: record.status == Status::Active
             && may_write(&user, kind, Change::Update).is_ok(),
+        has_children: child_kind(kind).is_some(),
         name: record.name,
     };
     Ok(html(&page))

@@ -309,7 +309,14 @@ fn object_cells(record: &Record) -> Result<Vec<Cell>, PageError> {
         }
         ObjectKind::LineItem => {
             let line_item = record.decode::<LineItem>()?.object;
-            let format = |t: jiff::civil::DateTime| t.strftime("%Y-%m-%d %H:%M").to_string();
+            // Midnights (most flights) as dates alone, to keep the column narrow.
+            let format = |t: jiff::civil::DateTime| {
+                if t.time() == jiff::civil::Time::midnight() {
+                    t.strftime("%Y-%m-%d").to_string()
+                } else {
+                    t.strftime("%Y-%m-%d %H:%M").to_string()
+                }
+            };
             let flight = match line_item.end {
                 Some(end) => format!("{} → {}", format(line_item.start), format(end)),
                 None => format!("{} → open", format(line_item.start)),
@@ -317,7 +324,10 @@ fn object_cells(record: &Record) -> Result<Vec<Cell>, PageError> {
             let price = &line_item.price;
             let micros = price.amount_micros;
             vec![
-                Cell::plain(flight, SortKey::text(&format(line_item.start))),
+                Cell::plain(
+                    flight,
+                    SortKey::text(&line_item.start.strftime("%Y-%m-%d %H:%M").to_string()),
+                ),
                 Cell::plain(
                     wire_name(&line_item.tier),
                     // Tiers sort by rank (sponsorship first when descending), not by name.

@@ -120,8 +120,8 @@ fn jpeg_dimensions(bytes: &[u8]) -> Option<Size> {
 pub fn fits(image: Size, declared: Size) -> bool {
     declared.w > 0
         && declared.h > 0
-        && image.w % declared.w == 0
-        && image.h % declared.h == 0
+        && image.w.is_multiple_of(declared.w)
+        && image.h.is_multiple_of(declared.h)
         && image.w / declared.w == image.h / declared.h
         && image.w / declared.w <= 4
 }

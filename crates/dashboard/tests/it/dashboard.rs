@@ -1940,7 +1940,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     for text in [
         format!("<a href=\"/campaigns/{acme}\">Acme winter</a>"),
         format!("<a href=\"/campaigns/{globex}\">Globex winter</a>"),
-        "2026-11-01 00:00 → 2027-01-01 00:00".into(),
+        "2026-11-01 → 2027-01-01".into(),
         "$2.50 CPM".into(),
         "$4.00 CPM".into(),
         "sponsorship".into(),
