@@ -6,7 +6,7 @@
 // (where the page screenshots go), admin ({name, password}), campaign (the name of a demo
 // campaign, to filter line items by), lineItem (a line item to add creatives to), paced (a
 // line item with a goal, for its chart), site (a site to archive) and placement (one of that
-// site's placements), and timeoutMs.
+// site's placements), mobile (a placement the demo's "Boots DACH mobile" fits), and timeoutMs.
 //
 // Drives Debian's Chromium headless through playwright-core, as a trafficker would, at 1280
 // and 390 pixels wide: the line items list (columns, sorting by a heading, filtering by the
@@ -14,8 +14,9 @@
 // depends on it, then its site archived and the placement shown as stopped by it; a text file
 // named .png refused at upload, an image of the wrong size refused at the size and kept with
 // the form, saved once the size is fixed; a new placement's site left to choose; and, at 390
-// pixels, every section reachable from the navigation without sideways scrolling, and the
-// pacing chart's labels at least 11 px with a legend.
+// pixels, every section reachable from the navigation without sideways scrolling, the
+// pacing chart's labels at least 11 px with a legend, and why-not-served narrowed to one line
+// item showing the request's country beside the targeted ones.
 //
 // Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
 // <out>/desk-failure.png shows the page.
@@ -173,6 +174,14 @@ async function narrow(page) {
     return Math.min(...[...svg.querySelectorAll('text.tick')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale));
   });
   shown.legend = await page.locator('#pacing ul.legend li').allTextContents();
+  // Why not served, narrowed to one line item typed in part: its verdict with the request's
+  // value beside the targeted ones.
+  await page.goto(`${config.base}/why-not-served?placement=${config.mobile}&country=US&device=desktop`);
+  await page.fill('input[name="line_item"]', 'boots dach');
+  await Promise.all([page.waitForURL(/line_item=/), page.click('form.filters button[type=submit]')]);
+  shown.explained = await page.locator('#verdicts tbody tr').allTextContents();
+  shown.explain_overflows = await overflows(page);
+  await shoot(page, 'why-not-served-one', '390');
   await shoot(page, 'line-item-chart', '390');
   return shown;
 }

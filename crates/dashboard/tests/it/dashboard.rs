@@ -2350,3 +2350,74 @@ async fn a_new_child_without_its_parent_picks_none() {
     let form = site.get("/placements/new?parent=12345", &admin).await.body;
     assert!(field_block(&form, "site_id").contains("<option value=\"\" selected>"));
 }
+
+/// Why-not-served puts the request's value beside the targeted ones for attributes other
+/// than location too, and shows one line item when asked (by any part of its name, or id).
+#[tokio::test]
+async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect();
+    form.extend([
+        ("t_attr", "device_type"),
+        ("t_op", "in"),
+        ("t_values", "desktop, tablet"),
+    ]);
+    let desktops = site.create(&admin, "line-items", &form).await;
+    for (key, value) in form.iter_mut() {
+        if *key == "name" {
+            *value = "Second opinion";
+        }
+    }
+    let second = site.create(&admin, "line-items", &form).await;
+    let placement = news_placement(&site, &admin).await;
+    site.manager.refresh().await.unwrap();
+    let page = site
+        .get(
+            &format!("/why-not-served?placement={placement}&device=phone"),
+            &admin,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(
+        outcome(&page.body, desktops),
+        "targeting: device_type — request: phone; targeted: desktop, tablet"
+    );
+    assert!(
+        page.body.contains("<option value=\"Second opinion\">"),
+        "{}",
+        page.body
+    );
+    let only = site
+        .get(
+            &format!("/why-not-served?placement={placement}&device=phone&line_item=SECOND"),
+            &admin,
+        )
+        .await
+        .body;
+    assert!(only.contains(&format!("/line-items/{second}\"")), "{only}");
+    assert!(
+        !only.contains(&format!("/line-items/{desktops}\"")),
+        "{only}"
+    );
+    let by_id = site
+        .get(
+            &format!("/why-not-served?placement={placement}&line_item={desktops}"),
+            &admin,
+        )
+        .await
+        .body;
+    assert!(
+        by_id.contains(&format!("/line-items/{desktops}\"")),
+        "{by_id}"
+    );
+    assert!(
+        !by_id.contains(&format!("/line-items/{second}\"")),
+        "{by_id}"
+    );
+}

@@ -332,7 +332,8 @@ async fn ad_ops_in_headless_chromium() {
 /// placement of an archived site shown as stopped by it; uploads judged by their content
 /// and size, the image kept by a refused form; a new placement's site left to choose; every
 /// section reachable at 390 pixels without sideways scrolling, chart labels at least 11 px
-/// with a legend.
+/// with a legend; why-not-served narrowed to one line item, the request's value beside the
+/// targeted ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn desk_in_headless_chromium() {
@@ -362,6 +363,7 @@ async fn desk_in_headless_chromium() {
     let sports = id_named(&sites, "Daily Planet Sports");
     let placements = list("placements").await;
     let leaderboard = id_named(&placements, "Sports leaderboard");
+    let mobile = id_named(&placements, "News mobile banner");
     let line_items = list("line-items").await;
     let travel = id_named(&line_items, "Evening travel readers");
     let paced = line_items["items"]
@@ -382,6 +384,7 @@ async fn desk_in_headless_chromium() {
         "paced": paced,
         "site": sports,
         "placement": leaderboard,
+        "mobile": mobile,
         "timeoutMs": 15000,
     });
     std::fs::create_dir_all(&out).unwrap();
@@ -511,6 +514,14 @@ async fn desk_in_headless_chromium() {
         json!(["goal curve", "delivered"]),
         "{narrow:#}"
     );
+    let explained = texts(&narrow["explained"]);
+    assert_eq!(explained.len(), 1, "{narrow:#}");
+    assert!(
+        explained[0].contains("Boots DACH mobile")
+            && explained[0].contains("country — request: US; targeted: DE, AT, CH"),
+        "{narrow:#}"
+    );
+    assert_eq!(narrow["explain_overflows"], false, "{narrow:#}");
     let site = &result["site_archived"];
     assert!(
         texts(&site["asked"])
