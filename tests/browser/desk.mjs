@@ -167,12 +167,17 @@ async function narrow(page) {
     shown.overflow[section] = await overflows(page);
     if (shown.overflow[section]) shown[`wide ${section}`] = await widest(page);
   }
-  // The pacing chart: each label at least 11 px as drawn, and a legend naming both lines.
-  await page.goto(`${config.base}/line-items/${config.paced}`);
-  shown.smallest_label = await page.locator('#pacing svg.chart').evaluate((svg) => {
+  // Every chart's labels at least 11 px as drawn (home, reports, the pacing chart), and the
+  // pacing chart's legend naming both lines.
+  const smallestLabel = () => page.evaluate(() => Math.min(...[...document.querySelectorAll('svg.chart')].flatMap((svg) => {
     const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
-    return Math.min(...[...svg.querySelectorAll('text.tick')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale));
-  });
+    return [...svg.querySelectorAll('text.tick')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale);
+  })));
+  shown.smallest_label = {};
+  for (const section of ['/', '/reports', `/line-items/${config.paced}`]) {
+    await page.goto(`${config.base}${section}`);
+    shown.smallest_label[section] = await smallestLabel();
+  }
   shown.legend = await page.locator('#pacing ul.legend li').allTextContents();
   // Why not served, narrowed to one line item typed in part: its verdict with the request's
   // value beside the targeted ones.

@@ -268,6 +268,34 @@ mod tests {
     }
 
     #[test]
+    fn a_line_over_another_leaves_both_visible_and_both_in_the_legend() {
+        let same = vec![1.0, 2.0];
+        let svg = line_chart(
+            "Pacing",
+            &["a".to_owned(), "b".to_owned()],
+            &[
+                Series {
+                    label: "goal curve".into(),
+                    values: same.clone(),
+                    dashed: true,
+                },
+                Series {
+                    label: "delivered".into(),
+                    values: same,
+                    dashed: false,
+                },
+            ],
+            "",
+        );
+        // Drawn in order, each narrower than the one under it.
+        let first = svg.find("stroke-width=\"4\" stroke-dasharray").unwrap();
+        let second = svg.find("stroke-width=\"2\" points").unwrap();
+        assert!(first < second, "{svg}");
+        assert!(svg.contains("</svg><ul class=\"legend\">"));
+        assert!(svg.contains("</svg>goal curve</li>") && svg.contains("</svg>delivered</li>"));
+    }
+
+    #[test]
     fn bars_scale_to_the_longest_and_labels_are_escaped() {
         let svg = bar_chart(
             "By line item",

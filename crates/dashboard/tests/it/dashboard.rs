@@ -2349,6 +2349,35 @@ async fn a_new_child_without_its_parent_picks_none() {
     );
     let form = site.get("/placements/new?parent=12345", &admin).await.body;
     assert!(field_block(&form, "site_id").contains("<option value=\"\" selected>"));
+    // Posted so, the form is refused at the site, with what was typed kept.
+    let csrf = site.csrf(&admin).await;
+    let refused = site
+        .post(
+            "/placements",
+            &admin,
+            &[
+                ("csrf", csrf.as_str()),
+                ("site_id", ""),
+                ("name", "Orphan"),
+                ("status", "active"),
+                ("sizes", "300x250"),
+                ("formats", "banner"),
+                ("image_tag", "off"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.body
+    );
+    assert!(
+        field_block(&refused.body, "site_id").contains("field-error"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("value=\"Orphan\""));
 }
 
 /// Why-not-served puts the request's value beside the targeted ones for attributes other
