@@ -120,6 +120,15 @@ async function uploads(page) {
   await Promise.all([page.waitForURL(/\/creatives\/\d+\?saved=1$/), page.click('form.object button[type=submit]')]);
   shown.saved_size = await page.inputValue('[name="size"]');
   shown.image_url = await page.inputValue('[name="content.image_url"]');
+  // Refused again, then another file chosen: it replaces the kept one.
+  await fillCreative(page, {
+    size: '728x90',
+    file: { name: 'rectangle.png', mimeType: 'image/png', buffer: pngHeader(300, 250) },
+  });
+  await page.setInputFiles('#f-image_file', { name: 'leaderboard.png', mimeType: 'image/png', buffer: pngHeader(728, 90) });
+  shown.kept_after_new_file = await page.locator('#kept-upload').count();
+  await Promise.all([page.waitForURL(/\/creatives\/\d+\?saved=1$/), page.click('form.object button[type=submit]')]);
+  shown.replaced_size = await page.inputValue('[name="size"]');
   return shown;
 }
 

@@ -472,6 +472,8 @@ async fn desk_in_headless_chromium() {
         "{uploads:#}"
     );
     assert_eq!(uploads["saved_size"], "300x250", "{uploads:#}");
+    assert_eq!(uploads["kept_after_new_file"], 0, "{uploads:#}");
+    assert_eq!(uploads["replaced_size"], "728x90", "{uploads:#}");
     assert!(
         uploads["image_url"]
             .as_str()
