@@ -378,6 +378,7 @@ async fn pacing_cells(
     dashboard: &Dashboard,
     user: &SignedIn,
     record: &Record,
+    serving: &Serving,
 ) -> Result<Vec<Cell>, PageError> {
     let line_item = record.decode::<LineItem>()?;
     let Some(view) = crate::pages::pacing_view(dashboard, user, &line_item).await? else {
@@ -391,9 +392,18 @@ async fn pacing_cells(
     Ok(vec![
         Cell::text(format!("{} {}", view.metric, view.goal)),
         Cell::plain(delivered, share.map_or(SortKey::Missing, SortKey::Number)),
-        Cell {
-            class: format!("pace {}", view.status_class),
-            ..Cell::text(view.status.to_owned())
+        // A line item that does not serve (paused, archived, or stopped by a parent) is not
+        // behind or ahead of anything: it says so rather than the curve's verdict.
+        if serving.label == "active" {
+            Cell {
+                class: format!("pace {}", view.status_class),
+                ..Cell::text(view.status.to_owned())
+            }
+        } else {
+            Cell {
+                class: "pace stopped".into(),
+                ..Cell::text(format!("not serving ({})", serving.label))
+            }
         },
     ])
 }
@@ -566,7 +576,7 @@ pub async fn list(
         row.cells.extend(object_cells(&row.record)?);
         if sorts_by_pacing {
             row.cells
-                .extend(pacing_cells(&dashboard, &user, &row.record).await?);
+                .extend(pacing_cells(&dashboard, &user, &row.record, &row.serving).await?);
         }
     }
     if sort_index != 0 || descending {
@@ -585,7 +595,7 @@ pub async fn list(
     if kind == ObjectKind::LineItem && !sorts_by_pacing {
         for row in &mut shown {
             row.cells
-                .extend(pacing_cells(&dashboard, &user, &row.record).await?);
+                .extend(pacing_cells(&dashboard, &user, &row.record, &row.serving).await?);
         }
     }
 

@@ -2006,7 +2006,8 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     let autumn_row = row(&stopped, autumn);
     assert!(
         autumn_row.contains("status stopped")
-            && autumn_row.contains("its campaign “Globex winter” is archived"),
+            && autumn_row.contains("its campaign “Globex winter” is archived")
+            && autumn_row.contains("<span class=\"pace stopped\">not serving (stopped)</span>"),
         "{autumn_row}"
     );
     let page = site
