@@ -1,4 +1,5 @@
-// Progressive: hide fields that do not apply, copy tags. Without it every field shows.
+// Progressive: hide fields that do not apply, copy tags, drop a kept upload when a new file
+// is chosen. Without it every field shows.
 (function () {
   function update() {
     document.querySelectorAll("[data-when]").forEach(function (field) {
@@ -28,7 +29,13 @@
       text.hidden = chosen && text.value === "";
     });
   }
-  document.addEventListener("change", function (event) { update(); rows(event); });
+  // A new file chosen replaces the image a refused form kept: the kept one is not posted
+  // again (both together could pass the form's size limit).
+  function replaceKept(event) {
+    var kept = document.getElementById("kept-upload");
+    if (kept && event.target.id === "f-image_file" && event.target.files.length > 0) kept.remove();
+  }
+  document.addEventListener("change", function (event) { update(); rows(event); replaceKept(event); });
   update();
   rows(null);
   // A refused form: the summary of its errors takes the focus, so it is read first.

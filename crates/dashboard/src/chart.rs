@@ -1,5 +1,7 @@
 //! Charts as SVG text, rendered on the server: a line chart over time and a horizontal bar
-//! chart by dimension. Fixed view box, scaled by CSS to the page width; labels escaped.
+//! chart by dimension. Fixed view box, scaled by CSS to the page width (which enlarges the
+//! labels on narrow screens, where the chart is drawn smaller); labels escaped. A line chart
+//! is followed by its legend.
 
 use std::fmt::Write as _;
 
@@ -113,6 +115,7 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series], unit: &st
     }
     for (n, s) in series.iter().enumerate() {
         let colour = COLOURS[n % COLOURS.len()];
+        let width = stroke_width(n);
         let coordinates: Vec<String> = s
             .values
             .iter()
@@ -127,7 +130,7 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series], unit: &st
         };
         let _ = write!(
             out,
-            "<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} \
+            "<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{width}\"{dash} \
              points=\"{}\"><title>{}</title></polyline>",
             coordinates.join(" "),
             escape_html(&s.label)
@@ -142,7 +145,39 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series], unit: &st
         }
     }
     out.push_str("</svg>");
+    legend(&mut out, series);
     out
+}
+
+/// Each series' line is narrower than the one before, and drawn over it: where two lines
+/// meet, both stay visible.
+fn stroke_width(n: usize) -> f64 {
+    [4.0, 2.0, 1.5, 1.0][n.min(3)]
+}
+
+/// The key to the lines, as HTML after the chart (page-sized text at any width): a sample of
+/// each line as drawn, and its label.
+fn legend(out: &mut String, series: &[Series]) {
+    if series.is_empty() {
+        return;
+    }
+    out.push_str("<ul class=\"legend\">");
+    for (n, s) in series.iter().enumerate() {
+        let dash = if s.dashed {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<li><svg width=\"28\" height=\"10\" aria-hidden=\"true\"><line x1=\"0\" y1=\"5\" \
+             x2=\"28\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{dash}/></svg>{}</li>",
+            COLOURS[n % COLOURS.len()],
+            stroke_width(n).max(2.0),
+            escape_html(&s.label)
+        );
+    }
+    out.push_str("</ul>");
 }
 
 /// A horizontal bar chart, one bar per `(label, value)`, longest bar to a round ceiling.
@@ -208,7 +243,7 @@ mod tests {
             "",
         );
         assert!(svg.starts_with("<svg"));
-        assert!(svg.ends_with("</svg>"));
+        assert!(svg.ends_with("</svg><ul class=\"legend\"><li><svg width=\"28\" height=\"10\" aria-hidden=\"true\"><line x1=\"0\" y1=\"5\" x2=\"28\" y2=\"5\" stroke=\"#1f6feb\" stroke-width=\"4\"/></svg>impressions</li></ul>"), "{svg}");
         // Ceiling 10: 0 at the plot's bottom (240 - 28), 10 at its top (12).
         assert!(svg.contains("points=\"56.0,212.0 342.0,112.0 628.0,12.0\""));
         assert!(svg.contains(">10</text>"));
@@ -233,6 +268,34 @@ mod tests {
     }
 
     #[test]
+    fn a_line_over_another_leaves_both_visible_and_both_in_the_legend() {
+        let same = vec![1.0, 2.0];
+        let svg = line_chart(
+            "Pacing",
+            &["a".to_owned(), "b".to_owned()],
+            &[
+                Series {
+                    label: "goal curve".into(),
+                    values: same.clone(),
+                    dashed: true,
+                },
+                Series {
+                    label: "delivered".into(),
+                    values: same,
+                    dashed: false,
+                },
+            ],
+            "",
+        );
+        // Drawn in order, each narrower than the one under it.
+        let first = svg.find("stroke-width=\"4\" stroke-dasharray").unwrap();
+        let second = svg.find("stroke-width=\"2\" points").unwrap();
+        assert!(first < second, "{svg}");
+        assert!(svg.contains("</svg><ul class=\"legend\">"));
+        assert!(svg.contains("</svg>goal curve</li>") && svg.contains("</svg>delivered</li>"));
+    }
+
+    #[test]
     fn bars_scale_to_the_longest_and_labels_are_escaped() {
         let svg = bar_chart(
             "By line item",
@@ -247,7 +310,7 @@ mod tests {
 
     #[test]
     fn an_empty_chart_is_still_an_svg() {
-        assert!(line_chart("t", &[], &[], "").contains("</svg>"));
+        assert!(line_chart("t", &[], &[], "").ends_with("</svg>"));
         assert!(bar_chart("t", &[]).contains("</svg>"));
     }
 }

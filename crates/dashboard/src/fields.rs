@@ -380,13 +380,16 @@ pub fn field_of(kind: ObjectKind, path: &str) -> String {
     }) {
         return first.name.to_owned();
     }
-    for section in ["frequency_caps", "targeting"] {
+    for section in ["frequency_caps", "targeting", UPLOAD_FIELD] {
         if covers(section) {
             return section.to_owned();
         }
     }
     "$".to_owned()
 }
+
+/// The creative form's file input: errors about the uploaded image are filed under it.
+pub const UPLOAD_FIELD: &str = "image_file";
 
 /// Files violations under their form fields.
 pub fn file_violations(kind: ObjectKind, violations: &[Violation], errors: &mut Errors) {
@@ -417,6 +420,15 @@ fn set_path(object: &mut Map<String, Value>, path: &str, value: Value) {
             }
         }
     }
+}
+
+/// A size typed as `300x250`, if it is one.
+pub fn parse_size_text(text: &str) -> Option<marquee_model::Size> {
+    let (w, h) = text.trim().split_once(['x', 'X', '×'])?;
+    Some(marquee_model::Size {
+        w: w.trim().parse().ok()?,
+        h: h.trim().parse().ok()?,
+    })
 }
 
 fn parse_size(text: &str) -> Result<Value, String> {

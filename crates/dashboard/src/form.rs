@@ -13,6 +13,8 @@ const MAX_BOUNDARY_BYTES: usize = 70;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
     pub field: String,
+    /// The name the browser gave the file (empty if none), for messages about it.
+    pub filename: String,
     pub content_type: String,
     pub bytes: Vec<u8>,
 }
@@ -143,10 +145,11 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Result<FormData, FormError> {
             }
         }
         let name = name.ok_or_else(|| malformed("a part has no name"))?;
-        if filename.is_some() {
+        if let Some(filename) = filename {
             if !value.is_empty() {
                 form.upload = Some(Upload {
                     field: name,
+                    filename,
                     content_type,
                     bytes: value.to_vec(),
                 });

@@ -23,11 +23,14 @@ pub mod auth;
 pub mod chart;
 pub mod fields;
 pub mod form;
+mod guard;
 pub mod limiter;
+mod lists;
 mod objects;
 mod pages;
 mod request_geo;
 pub mod targeting;
+mod upload;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -159,7 +162,7 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         router = router
             .route(
                 &collection,
-                get(move |s, h, q| objects::list(s, h, q, kind))
+                get(move |s, h, q| lists::list(s, h, q, kind))
                     .post(move |s, h, b| objects::create(s, h, b, kind)),
             )
             .route(
@@ -173,7 +176,7 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
             )
             .route(
                 &format!("{collection}/{{id}}/archive"),
-                post(move |s, h, p, b| objects::archive(s, h, p, b, kind)),
+                post(move |s, h, p, b| guard::archive(s, h, p, b, kind)),
             );
     }
     router.with_state(dashboard)

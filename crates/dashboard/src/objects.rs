@@ -8,8 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use marquee_api::{
-    Change, CurrencyRuleError, ObjectWrite, check_currency, check_name_filter, check_write,
-    currency_under,
+    Change, CurrencyRuleError, ObjectWrite, check_currency, check_write, currency_under,
 };
 use marquee_model::{
     Advertiser, Campaign, Creative, Currency, LineItem, LineItemId, Object, ObjectKind, Placement,
@@ -20,15 +19,14 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::fields::{self, Errors, Widget, add_error};
+use crate::fields::{self, Errors, UPLOAD_FIELD, Widget, add_error};
 use crate::form::FormData;
 use crate::targeting::{self, ATTRIBUTES};
+use crate::upload::{self, ImageType};
 use crate::{
     Dashboard, Nav, PageError, SignedIn, check_csrf, html, may_access, path_id, require_user,
 };
 
-/// Rows per list page.
-const PAGE_ROWS: u32 = 50;
 /// Most parents offered in a form's parent list.
 const PARENT_CHOICES: u32 = 500;
 /// Blank frequency-cap rows offered below the filled ones.
@@ -49,7 +47,7 @@ pub fn title(kind: ObjectKind) -> &'static str {
     }
 }
 
-fn singular(kind: ObjectKind) -> String {
+pub(crate) fn singular(kind: ObjectKind) -> String {
     kind.name().replace('_', " ")
 }
 
@@ -64,45 +62,14 @@ fn capitalized(text: &str) -> String {
 /// Whether the user may make `change` to objects of `kind`, or the refusal (403): first the
 /// side of the market, then the API's rule for top-level objects. Pages ask it too, to offer
 /// only the buttons that would work.
-fn may_write(user: &SignedIn, kind: ObjectKind, change: Change) -> Result<(), PageError> {
+pub(crate) fn may_write(
+    user: &SignedIn,
+    kind: ObjectKind,
+    change: Change,
+) -> Result<(), PageError> {
     may_access(user, kind)?;
     check_write(&user.principal(), kind, change)?;
     Ok(())
-}
-
-#[derive(Debug, Deserialize, Default)]
-pub struct ListParams {
-    #[serde(default)]
-    q: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    parent: String,
-    #[serde(default)]
-    after: String,
-}
-
-pub struct ListRow {
-    pub id: u64,
-    pub name: String,
-    pub status: &'static str,
-    pub parent: Option<u64>,
-}
-
-#[derive(Template)]
-#[template(path = "list.html")]
-struct ListPage {
-    nav: Nav,
-    title: &'static str,
-    collection: &'static str,
-    parent_collection: &'static str,
-    parent_label: String,
-    q: String,
-    status: String,
-    parent: String,
-    rows: Vec<ListRow>,
-    next: Option<String>,
-    can_create: bool,
 }
 
 fn parse_optional_id(text: &str, what: &str) -> Result<Option<u64>, PageError> {
@@ -113,68 +80,6 @@ fn parse_optional_id(text: &str, what: &str) -> Result<Option<u64>, PageError> {
         .parse::<u64>()
         .map(Some)
         .map_err(|_| PageError::BadRequest(format!("{what} {text:?} is not an id")))
-}
-
-pub async fn list(
-    State(dashboard): State<Arc<Dashboard>>,
-    headers: HeaderMap,
-    Query(params): Query<ListParams>,
-    kind: ObjectKind,
-) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    may_access(&user, kind)?;
-    let status = match params.status.as_str() {
-        "" => None,
-        text => Some(
-            Status::parse(text)
-                .ok_or_else(|| PageError::BadRequest(format!("{text:?} is not a status")))?,
-        ),
-    };
-    check_name_filter(&params.q)?;
-    let query = ListQuery {
-        scope: user.principal().scope(),
-        status,
-        parent_id: parse_optional_id(&params.parent, "parent")?,
-        name_contains: Some(params.q.trim().to_owned()).filter(|q| !q.is_empty()),
-        after: parse_optional_id(&params.after, "after")?,
-        limit: PAGE_ROWS,
-    };
-    let records = dashboard.store.list(kind, &query).await?;
-    let next = (records.len() == PAGE_ROWS as usize)
-        .then(|| records.last().map(|r| r.meta.id))
-        .flatten()
-        .map(|last| {
-            serde_urlencoded::to_string([
-                ("q", params.q.as_str()),
-                ("status", params.status.as_str()),
-                ("parent", params.parent.as_str()),
-                ("after", &last.to_string()),
-            ])
-            .unwrap_or_default()
-        });
-    let rows = records
-        .into_iter()
-        .map(|r| ListRow {
-            id: r.meta.id,
-            name: r.name,
-            status: r.status.as_str(),
-            parent: r.parent_id,
-        })
-        .collect();
-    let page = ListPage {
-        nav: Nav::new(&user, kind.collection()),
-        title: title(kind),
-        collection: kind.collection(),
-        parent_collection: kind.parent().map_or("", ObjectKind::collection),
-        parent_label: kind.parent().map(singular).unwrap_or_default(),
-        q: params.q,
-        status: params.status,
-        parent: params.parent,
-        rows,
-        next,
-        can_create: may_write(&user, kind, Change::Create).is_ok(),
-    };
-    Ok(html(&page))
 }
 
 /// One choice of a select or a check box.
@@ -216,6 +121,9 @@ pub struct SummaryItem {
 fn summary(kind: ObjectKind, errors: &Errors) -> Vec<SummaryItem> {
     let mut order: Vec<(&str, &str)> = vec![("$", "")];
     order.extend(fields::fields(kind).iter().map(|f| (f.name, f.label)));
+    if kind == ObjectKind::Creative {
+        order.push((UPLOAD_FIELD, "Upload an image"));
+    }
     order.push(("frequency_caps", "Frequency caps"));
     order.push(("targeting", "Targeting"));
     let mut items = Vec::new();
@@ -231,6 +139,7 @@ fn summary(kind: ObjectKind, errors: &Errors) -> Vec<SummaryItem> {
     // Errors filed under a name the form does not show still appear, unlinked.
     for (name, messages) in errors {
         if name != "$"
+            && name != UPLOAD_FIELD
             && name != "frequency_caps"
             && name != "targeting"
             && !fields::fields(kind).iter().any(|f| f.name == name)
@@ -306,6 +215,13 @@ struct ObjectPage {
     can_archive: bool,
     /// The object's audit entries, newest first (the latest [`HISTORY_ROWS`]).
     history: Vec<HistoryRow>,
+    /// Why a parent keeps it from serving though its own status is not archived.
+    stopped_by: Option<String>,
+    /// Warnings that do not refuse anything (a creative no reachable placement takes).
+    notices: Vec<String>,
+    /// An image kept from a refused creative form.
+    kept_upload: Option<KeptUpload>,
+    upload_errors: Vec<String>,
 }
 
 /// Where a form's values come from: a stored object's JSON, or a posted form.
@@ -331,7 +247,7 @@ async fn parent_choices(
             },
         )
         .await?;
-    Ok(records
+    let mut choices: Vec<Choice> = records
         .into_iter()
         .filter(|r| r.status != Status::Archived)
         .map(|r| Choice {
@@ -339,7 +255,20 @@ async fn parent_choices(
             value: r.meta.id.to_string(),
             label: format!("{} (#{})", r.name, r.meta.id),
         })
-        .collect())
+        .collect();
+    // Without a valid parent asked for, none is picked: the browser would otherwise show
+    // (and post) the first one as if chosen.
+    if !choices.iter().any(|c| c.selected) {
+        choices.insert(
+            0,
+            Choice {
+                value: String::new(),
+                label: format!("choose a {}", singular(parent)),
+                selected: true,
+            },
+        );
+    }
+    Ok(choices)
 }
 
 /// The form's fields with their values and errors. `fixed_parent` shows the parent as text.
@@ -499,7 +428,27 @@ async fn object_page(
     parent: Option<&Record>,
     errors: &Errors,
 ) -> Result<ObjectPage, PageError> {
-    let fields = field_views(dashboard, user, kind, &source, parent, errors).await?;
+    let mut fields = field_views(dashboard, user, kind, &source, parent, errors).await?;
+    let archived = record.is_some_and(|r| r.status == Status::Archived);
+    if archived {
+        // The form's status choices are active and paused only: say archived as text.
+        for field in fields.iter_mut().filter(|f| f.name == "status") {
+            field.input = "fixed";
+            field.choices = vec![Choice {
+                value: "archived".into(),
+                label: "archived".into(),
+                selected: true,
+            }];
+        }
+    }
+    let stopped_by = match record {
+        Some(r) if !archived => {
+            crate::lists::Lineage::new(dashboard)
+                .stopper(kind, r.parent_id)
+                .await?
+        }
+        _ => None,
+    };
     let editor = targeting_editor(&source);
     let blank = targeting::Row::default();
     let targeting_rows: Vec<TargetingRowView> = editor
@@ -550,7 +499,7 @@ async fn object_page(
         action,
         id: record.map(|r| r.meta.id),
         version: record.map_or(0, |r| r.meta.version),
-        archived: record.is_some_and(|r| r.status == Status::Archived),
+        archived,
         saved: false,
         summary: summary(kind, errors),
         fields,
@@ -577,6 +526,13 @@ async fn object_page(
             Some(r) => history(dashboard, user, kind, r.meta.id).await?,
             None => Vec::new(),
         },
+        stopped_by,
+        notices: Vec::new(),
+        kept_upload: match &source {
+            Source::Posted(form) => kept_upload(form),
+            Source::Stored(_) => None,
+        },
+        upload_errors: error_list(UPLOAD_FIELD),
     })
 }
 
@@ -686,7 +642,11 @@ pub async fn new_form(
 }
 
 /// Reads a posted object form, checking the CSRF token first.
-fn read_form(user: &SignedIn, headers: &HeaderMap, body: &Bytes) -> Result<FormData, PageError> {
+pub(crate) fn read_form(
+    user: &SignedIn,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<FormData, PageError> {
     let form = FormData::parse(headers, body).map_err(|e| PageError::BadRequest(e.to_string()))?;
     check_csrf(user, &form)?;
     Ok(form)
@@ -743,17 +703,6 @@ async fn draft(
     }
 }
 
-/// Image types accepted for upload, with their file extension. No SVG: it can carry script.
-fn image_extension(content_type: &str) -> Option<&'static str> {
-    match content_type {
-        "image/png" => Some("png"),
-        "image/jpeg" => Some("jpg"),
-        "image/gif" => Some("gif"),
-        "image/webp" => Some("webp"),
-        _ => None,
-    }
-}
-
 /// An uploaded image whose URL the form already names, kept on disk only once the object
 /// naming it has been stored: a refused form leaves no file behind.
 struct PendingUpload {
@@ -776,26 +725,124 @@ impl PendingUpload {
     }
 }
 
-/// Takes an uploaded image out of the form and puts its public URL in its place; the file is
-/// written by [`PendingUpload::save`] after the store accepted the creative.
+/// Hidden fields that carry an image from a refused form to the next post (its file name,
+/// its bytes in base64), since browsers do not refill file inputs.
+const KEPT_NAME: &str = "kept_upload_name";
+const KEPT_BYTES: &str = "kept_upload";
+/// The largest image a refused form carries back (in base64 it must fit the next post).
+const MAX_KEPT_BYTES: usize = 1 << 20;
+
+/// An image kept from a refused form, as the form shows it again.
+pub struct KeptUpload {
+    pub name: String,
+    pub base64: String,
+    /// A `data:` URL to show it.
+    pub data_url: String,
+    /// `300×250`, when its header says.
+    pub size: Option<String>,
+}
+
+/// The image kept in a posted form's hidden fields, if any and if it is an image.
+fn kept_upload(form: &FormData) -> Option<KeptUpload> {
+    use base64::Engine as _;
+    let text = form.get(KEPT_BYTES);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    let kind = ImageType::sniff(&bytes)?;
+    Some(KeptUpload {
+        name: form.get(KEPT_NAME).to_owned(),
+        base64: text.to_owned(),
+        data_url: format!("data:{};base64,{text}", kind.content_type()),
+        size: kind.dimensions(&bytes).map(|s| format!("{}×{}", s.w, s.h)),
+    })
+}
+
+/// Takes an uploaded image out of the form (or the one a refused form kept) and puts its
+/// public URL in its place; the file is written by [`PendingUpload::save`] after the store
+/// accepted the creative. The type is read from the bytes, not the name; the image's width
+/// and height fill an empty size and must match a given one (or a multiple of it, for
+/// high-density screens).
 fn take_upload(
     dashboard: &Dashboard,
     form: &mut FormData,
     errors: &mut Errors,
 ) -> Option<PendingUpload> {
-    let upload = form.upload.take()?;
-    let Some(extension) = image_extension(&upload.content_type) else {
+    use base64::Engine as _;
+    let (filename, bytes) = match form.upload.take() {
+        Some(upload) => (upload.filename, upload.bytes),
+        None => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(form.get(KEPT_BYTES))
+                .ok()
+                .filter(|b| !b.is_empty())?;
+            (form.get(KEPT_NAME).to_owned(), bytes)
+        }
+    };
+    form.fields
+        .retain(|(k, _)| k != KEPT_NAME && k != KEPT_BYTES);
+    let label = if filename.is_empty() {
+        "The upload".to_owned()
+    } else {
+        format!("“{filename}”")
+    };
+    let Some(image) = ImageType::sniff(&bytes) else {
+        let what = if std::str::from_utf8(&bytes).is_ok() {
+            "text"
+        } else {
+            "some other kind of file"
+        };
         add_error(
             errors,
-            "content.image_url",
+            UPLOAD_FIELD,
             format!(
-                "an upload must be a PNG, JPEG, GIF or WebP image, not {}",
-                upload.content_type
+                "{label} is {what}, not an image: upload a PNG, JPEG, GIF or WebP file \
+                 (the file's content decides, not its name)"
             ),
         );
         return None;
     };
-    let name = format!("{}.{extension}", hex::encode(Sha256::digest(&upload.bytes)));
+    // Kept for the next post whatever else the form gets wrong, so it need not be chosen
+    // again.
+    if bytes.len() <= MAX_KEPT_BYTES {
+        form.fields.push((KEPT_NAME.into(), filename.clone()));
+        form.fields.push((
+            KEPT_BYTES.into(),
+            base64::engine::general_purpose::STANDARD.encode(&bytes),
+        ));
+    }
+    match (image.dimensions(&bytes), form.get("size")) {
+        (None, _) => add_error(
+            errors,
+            UPLOAD_FIELD,
+            format!("{label}: its width and height cannot be read; the file may be damaged"),
+        ),
+        (Some(found), "") => {
+            form.fields.retain(|(k, _)| k != "size");
+            form.fields
+                .push(("size".into(), format!("{}x{}", found.w, found.h)));
+        }
+        (Some(found), declared) => {
+            if let Some(declared) = fields::parse_size_text(declared)
+                && !upload::fits(found, declared)
+            {
+                add_error(
+                    errors,
+                    "size",
+                    format!(
+                        "the image is {}×{}, not {}×{} (or a multiple of it for \
+                         high-density screens): fix the size or upload the right image",
+                        found.w, found.h, declared.w, declared.h
+                    ),
+                );
+            }
+        }
+    }
+    let name = format!(
+        "{}.{}",
+        hex::encode(Sha256::digest(&bytes)),
+        image.extension()
+    );
     let url = format!(
         "{}/uploads/{name}",
         dashboard.options.public_url.trim_end_matches('/')
@@ -804,10 +851,7 @@ fn take_upload(
     form.fields.push(("content.image_url".into(), url));
     form.fields.retain(|(k, _)| k != "content.type");
     form.fields.push(("content.type".into(), "image".into()));
-    Some(PendingUpload {
-        name,
-        bytes: upload.bytes,
-    })
+    Some(PendingUpload { name, bytes })
 }
 
 /// A posted object ready for the store, and the image to keep once it is stored.
@@ -1009,10 +1053,68 @@ pub async fn show(
                 image: text("image"),
             });
         }
-        ObjectKind::Creative => page.preview = Some(preview(&record.decode::<Creative>()?.object)),
+        ObjectKind::Creative => {
+            let creative = record.decode::<Creative>()?.object;
+            page.preview = Some(preview(&creative));
+            page.notices
+                .extend(size_notice(&dashboard, &user, &creative).await?);
+        }
         _ => {}
     }
     Ok(html(&page))
+}
+
+/// A warning when no placement the creative's line item is linked to takes its size: it
+/// is saved, but will not serve until one does.
+async fn size_notice(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    creative: &Creative,
+) -> Result<Option<String>, PageError> {
+    let Some(size) = creative.size else {
+        return Ok(None);
+    };
+    let linked = dashboard
+        .store
+        .placements_of(creative.line_item_id, user.principal().scope())
+        .await?;
+    if linked.is_empty() {
+        return Ok(Some(
+            "Its line item is linked to no placement yet, so it cannot serve anywhere.".into(),
+        ));
+    }
+    let mut sizes = Vec::new();
+    for PlacementId(id) in linked {
+        // The placement belongs to a publisher, read without the advertiser's scope; only
+        // its sizes are shown.
+        let placement = match dashboard.store.get(ObjectKind::Placement, id, None).await {
+            Ok(record) => record.decode::<Placement>()?.object,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(other) => return Err(other.into()),
+        };
+        if placement.status != Status::Active {
+            continue;
+        }
+        if placement.sizes.is_empty() || placement.sizes.contains(&size) {
+            return Ok(None);
+        }
+        sizes.extend(placement.sizes);
+    }
+    sizes.sort_by_key(|s| (s.w, s.h));
+    sizes.dedup();
+    let list: Vec<String> = sizes.iter().map(|s| format!("{}×{}", s.w, s.h)).collect();
+    Ok(Some(if list.is_empty() {
+        "No active placement its line item is linked to can show it, so it does not serve."
+            .to_owned()
+    } else {
+        format!(
+            "No placement its line item reaches takes {}×{} (they take {}): it is saved but \
+             will not serve until a placement of that size is linked.",
+            size.w,
+            size.h,
+            list.join(", ")
+        )
+    }))
 }
 
 /// A document for the preview iframe: the creative as a browser would show it (macros left
@@ -1133,24 +1235,6 @@ pub async fn update(
         Err(errors) => errors,
     };
     invalid_form(&dashboard, &user, kind, Some(&record), &form, &errors).await
-}
-
-pub async fn archive(
-    State(dashboard): State<Arc<Dashboard>>,
-    headers: HeaderMap,
-    path: Path<String>,
-    body: Bytes,
-    kind: ObjectKind,
-) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    read_form(&user, &headers, &body)?;
-    may_write(&user, kind, Change::Archive)?;
-    let id = path_id(path)?;
-    dashboard
-        .store
-        .archive(kind, id, user.principal().scope(), &user.actor())
-        .await?;
-    Ok(Redirect::to(&format!("/{}/{id}", kind.collection())).into_response())
 }
 
 /// `POST /line-items/{id}/placements`: link (or with `unlink` set, unlink) a placement.

@@ -215,7 +215,7 @@ pub async fn logout(
 }
 
 /// Builds a report through the API's builder (same scoping, limits and numbers).
-async fn report(
+pub(crate) async fn report(
     dashboard: &Dashboard,
     user: &SignedIn,
     params: &[(&str, String)],
@@ -852,6 +852,8 @@ pub struct PacingView {
     pub target: String,
     /// Delivered as a percentage of the curve's value now; none while the curve is below 1.
     pub share: Option<String>,
+    /// The same share as a number (1.0 is on the curve), for sorting lists.
+    pub share_ratio: Option<f64>,
     pub goal: String,
     pub chart: String,
     /// Share of eligible requests it takes part in; none before the first pacing round.
@@ -1047,6 +1049,7 @@ pub async fn pacing_view(
         target: amount(target_now),
         // People judge pace as a share of where the curve stands.
         share: (target_now >= 1.0).then(|| format!("{:.0}%", delivered_now / target_now * 100.0)),
+        share_ratio: (target_now >= 1.0).then(|| delivered_now / target_now),
         goal: goal_text,
         chart: chart::line_chart(
             &match metric {
@@ -1109,9 +1112,20 @@ pub struct ExplainParams {
     time: String,
     #[serde(default)]
     page_url: String,
+    /// Only the line items whose id this is, or whose name holds it (any case).
+    #[serde(default)]
+    line_item: String,
 }
 
 impl ExplainParams {
+    /// Whether line item `id` called `name` is one the form asks to see.
+    fn shows(&self, id: u64, name: &str) -> bool {
+        let wanted = self.line_item.trim();
+        wanted.is_empty()
+            || wanted.parse::<u64>().is_ok_and(|w| w == id)
+            || name.to_lowercase().contains(&wanted.to_lowercase())
+    }
+
     /// The form as targeting spells its values: no surrounding spaces, country and region
     /// codes in capitals. The page shows them so.
     fn normalized(self) -> ExplainParams {
@@ -1190,6 +1204,8 @@ struct ExplainPage {
     snapshot: Option<u64>,
     verdicts: Option<Vec<VerdictRow>>,
     winner: Option<String>,
+    /// The names of the line items the user may see, offered by the line item filter.
+    line_item_names: Vec<String>,
 }
 
 const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "console", "other"];
@@ -1197,9 +1213,93 @@ const DEVICES: &[&str] = &["desktop", "phone", "tablet", "ctv", "console", "othe
 /// Ad requests convert nothing (no floor, no bid currency), as at the edge.
 static AD_REQUEST_RATES: CurrencyRates = CurrencyRates::new(Currency::USD);
 
-/// Why a rule eliminated a line item, in words; a targeting miss on a geo attribute of
-/// `targeting` (the line item's) with the request's value and the targeted ones.
-fn reason(outcome: &Outcome, targeting: Option<&Targeting>, request: &RequestGeo<'_>) -> String {
+/// What the test request says beyond its location, for a targeting miss's "request:" side.
+struct RequestFacts {
+    device: String,
+    placement: u64,
+    site: Option<u64>,
+    domain: Option<String>,
+    page_url: String,
+    key_values: String,
+    at: Timestamp,
+}
+
+impl RequestFacts {
+    /// The request's value of a non-geo attribute as the page shows it.
+    fn value(&self, attribute: &str) -> String {
+        let or_none = |text: &str| {
+            if text.trim().is_empty() {
+                "none given".to_owned()
+            } else {
+                text.trim().to_owned()
+            }
+        };
+        match attribute {
+            "device_type" => or_none(&self.device),
+            "placement" => self.placement.to_string(),
+            "site" => self.site.map_or_else(|| "none".into(), |s| s.to_string()),
+            "domain" => self.domain.clone().unwrap_or_else(|| "none".into()),
+            "page_url" => or_none(&self.page_url),
+            "key_value" => or_none(&self.key_values),
+            "day_of_week" => self.at.strftime("%A (UTC)").to_string().to_lowercase(),
+            "hour" => self.at.strftime("%H:%M UTC").to_string(),
+            _ => "not part of this test request".into(),
+        }
+    }
+
+    /// A targeting miss on a non-geo attribute, in the geo misses' words: `targeting:
+    /// device_type — request: phone; targeted: desktop, tablet`.
+    fn miss(&self, blamed: &str, targeting: &Targeting) -> Option<String> {
+        let attribute = blamed.strip_prefix("not ").unwrap_or(blamed);
+        let mut targeted: Vec<String> = Vec::new();
+        for leaf in targeting.leaves().filter(|l| l.attribute() == attribute) {
+            let json = serde_json::to_value(leaf).ok()?;
+            let payload = json.as_object()?.values().next()?.clone();
+            let items = match payload {
+                serde_json::Value::Array(items) => items,
+                other => vec![other],
+            };
+            for item in items {
+                let text = match item {
+                    serde_json::Value::String(text) => text,
+                    serde_json::Value::Object(map)
+                        if map.contains_key("key") && map.contains_key("values") =>
+                    {
+                        // A key-value leaf: `section=sport|news`.
+                        let values: Vec<String> = map["values"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect();
+                        format!("{}={}", map["key"].as_str().unwrap_or(""), values.join("|"))
+                    }
+                    other => other.to_string(),
+                };
+                if !targeted.contains(&text) {
+                    targeted.push(text);
+                }
+            }
+        }
+        if targeted.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "targeting: {blamed} — request: {}; targeted: {}",
+            self.value(attribute),
+            targeted.join(", ")
+        ))
+    }
+}
+
+/// Why a rule eliminated a line item, in words; a targeting miss with the request's value
+/// beside the values `targeting` (the line item's) lists for the attribute.
+fn reason(
+    outcome: &Outcome,
+    targeting: Option<&Targeting>,
+    request: &RequestGeo<'_>,
+    facts: &RequestFacts,
+) -> String {
     use marquee_engine::Elimination as E;
     let Outcome::Eliminated(elimination) = outcome else {
         return "serves".into();
@@ -1208,7 +1308,11 @@ fn reason(outcome: &Outcome, targeting: Option<&Targeting>, request: &RequestGeo
         E::Channel => "does not take this channel".into(),
         E::Deal => "deal rules".into(),
         E::Targeting(attribute) => targeting
-            .and_then(|targeting| request.miss(attribute, targeting))
+            .and_then(|targeting| {
+                request
+                    .miss(attribute, targeting)
+                    .or_else(|| facts.miss(attribute, targeting))
+            })
             .unwrap_or_else(|| format!("targeting or placement links reject it ({attribute})")),
         E::Stopped => "stopped by pacing (goal reached or held)".into(),
         E::Dates => "outside its flight".into(),
@@ -1365,6 +1469,7 @@ pub async fn why_not_served(
         snapshot: None,
         verdicts: None,
         winner: None,
+        line_item_names: Vec::new(),
         params: params.normalized(),
     };
     if page.params.placement.is_empty() {
@@ -1409,6 +1514,18 @@ pub async fn why_not_served(
     page.snapshot = Some(snapshot.version);
     let engine = Engine::new(Arc::new(snapshot));
     let data = &engine.snapshot().data;
+    let entry = data.placement(PlacementId(placement));
+    let facts = RequestFacts {
+        device: page.params.device.clone(),
+        placement,
+        site: entry.map(|e| e.site_id.0),
+        domain: entry
+            .and_then(|e| data.site(e.site_id))
+            .map(|s| s.domain.clone()),
+        page_url: page.params.page_url.clone(),
+        key_values: page.params.key_values.clone(),
+        at: now,
+    };
     match explain(&engine, &page.params, request_geo.geo, placement, now) {
         Ok((winner, verdicts)) => {
             let names: HashMap<u64, String> = dashboard
@@ -1438,10 +1555,17 @@ pub async fn why_not_served(
                     .get(&id)
                     .map_or_else(|| format!("#{id}"), |n| format!("{n} (#{id})"))
             });
+            page.line_item_names = verdicts
+                .iter()
+                .filter(|(id, _)| visible(*id))
+                .filter_map(|(id, _)| names.get(id).cloned())
+                .collect();
+            let params = &page.params;
             page.verdicts = Some(
                 verdicts
                     .into_iter()
                     .filter(|(id, _)| visible(*id))
+                    .filter(|(id, _)| params.shows(*id, names.get(id).map_or("", String::as_str)))
                     .map(|(id, outcome)| VerdictRow {
                         id,
                         name: names.get(&id).cloned().unwrap_or_default(),
@@ -1451,6 +1575,7 @@ pub async fn why_not_served(
                             data.line_item(LineItemId(id))
                                 .and_then(|li| li.targeting.as_ref()),
                             &request_geo,
+                            &facts,
                         ),
                     })
                     .collect(),

@@ -1523,7 +1523,8 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     );
 }
 
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n not really a picture";
+/// A PNG's signature and header chunk (300×250): all the dashboard reads of an image.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\x01\x2c\0\0\0\xfa\x08\x06\0\0\0";
 
 /// Posts the creative form for `line_item` with [`PNG`] as its uploaded image.
 async fn upload_creative(site: &Site, session: &str, line_item: &str, landing_url: &str) -> Answer {
@@ -1893,5 +1894,556 @@ async fn an_object_page_shows_its_history_with_who_changed_what() {
     assert!(
         !history[..create].contains("<code>currency</code>"),
         "only changed fields"
+    );
+}
+
+/// Posts `form` with the session's CSRF token to `path`.
+async fn post_with_csrf(site: &Site, session: &str, path: &str, form: &[(&str, &str)]) -> Answer {
+    let csrf = site.csrf(session).await;
+    let mut fields = vec![("csrf", csrf.as_str())];
+    fields.extend_from_slice(form);
+    site.post(path, session, &fields).await
+}
+
+/// The lists carry what a trafficker scans (parent by name, flight, tier, price in the
+/// advertiser's currency, goal, delivery against the curve, pacing), sort by any column,
+/// filter by the parent's name, and list a line item whose campaign is archived as stopped,
+/// not active.
+#[tokio::test]
+async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (acme, globex) = two_advertisers(&site, &admin).await;
+    let (acme, globex) = (acme.to_string(), globex.to_string());
+    let winter = site
+        .create(&admin, "line-items", &line_item_form(&acme))
+        .await;
+    let mut form = line_item_form(&globex);
+    for (key, value) in form.iter_mut() {
+        match *key {
+            "name" => *value = "Autumn push",
+            "tier" => *value = "sponsorship",
+            "price.amount" => *value = "4",
+            _ => {}
+        }
+    }
+    let autumn = site.create(&admin, "line-items", &form).await;
+    // 100 impressions today (the clock stands at 2026-11-18 11:06 UTC).
+    hundred_impressions_in_hour(&site, winter, "2026-11-18T10:00:00Z".parse().unwrap()).await;
+
+    let list = site.get("/line-items", &admin).await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    for text in [
+        format!("<a href=\"/campaigns/{acme}\">Acme winter</a>"),
+        format!("<a href=\"/campaigns/{globex}\">Globex winter</a>"),
+        "2026-11-01 → 2027-01-01".into(),
+        "$2.50 CPM".into(),
+        "$4.00 CPM".into(),
+        "sponsorship".into(),
+        "impressions 1000 a day".into(),
+        "aria-sort=\"ascending\"".into(),
+    ] {
+        assert!(list.body.contains(&text), "{text}: {}", list.body);
+    }
+    // Delivered today against where the curve stands, and the verdict from the same view as
+    // the line item's page.
+    let row = |body: &str, id: u64| {
+        let start = body
+            .find(&format!("<a href=\"/line-items/{id}\">"))
+            .unwrap_or_else(|| panic!("no row {id}: {body}"));
+        body[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    let winter_row = row(&list.body, winter);
+    assert!(winter_row.contains("100 / "), "{winter_row}");
+    assert!(winter_row.contains("class=\"pace "), "{winter_row}");
+
+    let names = |body: &str| {
+        let autumn_at = body.find("Autumn push").unwrap();
+        let winter_at = body.find(">Winter sale<").unwrap();
+        autumn_at < winter_at
+    };
+    assert!(!names(&list.body), "by id: Winter sale first");
+    assert!(names(&site.get("/line-items?sort=name", &admin).await.body));
+    assert!(!names(
+        &site.get("/line-items?sort=-name", &admin).await.body
+    ));
+    let by_tier = site.get("/line-items?sort=-tier", &admin).await.body;
+    assert!(names(&by_tier), "sponsorship ranks above standard");
+    assert!(by_tier.contains("aria-sort=\"descending\""));
+    let by_delivery = site.get("/line-items?sort=-delivered", &admin).await.body;
+    assert!(!names(&by_delivery), "Winter sale delivered more");
+
+    // The parent filter takes a name (any part of it, any case) or an id.
+    let globex_only = site.get("/line-items?parent=GLOBEX", &admin).await.body;
+    assert!(globex_only.contains("Autumn push") && !globex_only.contains(">Winter sale<"));
+    assert!(globex_only.contains("<datalist id=\"parent-names\"><option value=\"Acme winter\">"));
+    let by_id = site
+        .get(&format!("/line-items?parent={acme}"), &admin)
+        .await
+        .body;
+    assert!(!by_id.contains("Autumn push") && by_id.contains(">Winter sale<"));
+    assert_eq!(
+        site.get("/line-items?sort=colour", &admin).await.status,
+        StatusCode::BAD_REQUEST
+    );
+
+    // Its campaign archived, Autumn push is stopped by it, in the list and on its page.
+    let archived = post_with_csrf(
+        &site,
+        &admin,
+        &format!("/campaigns/{globex}/archive"),
+        &[("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(archived.status, StatusCode::SEE_OTHER, "{}", archived.body);
+    let active = site.get("/line-items?status=active", &admin).await.body;
+    assert!(!active.contains("Autumn push") && active.contains(">Winter sale<"));
+    let stopped = site.get("/line-items?status=stopped", &admin).await.body;
+    let autumn_row = row(&stopped, autumn);
+    assert!(
+        autumn_row.contains("status stopped")
+            && autumn_row.contains("its campaign “Globex winter” is archived")
+            && autumn_row.contains("<span class=\"pace stopped\">not serving (stopped)</span>"),
+        "{autumn_row}"
+    );
+    let page = site
+        .get(&format!("/line-items/{autumn}"), &admin)
+        .await
+        .body;
+    assert!(
+        page.contains("Not serving: its campaign “Globex winter” is archived"),
+        "{page}"
+    );
+}
+
+/// Archiving asks first, saying what depends on the object; only the confirming post
+/// archives. An archived placement's page says archived, never active, and its children
+/// say which parent stops them.
+#[tokio::test]
+async fn archiving_asks_first_with_what_depends_on_it() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let line_item = site
+        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
+        .await;
+    hundred_impressions_in_hour(&site, line_item, "2026-11-18T10:00:00Z".parse().unwrap()).await;
+    let placement = news_placement(&site, &admin).await;
+    let linked = post_with_csrf(
+        &site,
+        &admin,
+        &format!("/line-items/{line_item}/placements"),
+        &[("placement", &placement.to_string())],
+    )
+    .await;
+    assert_eq!(linked.status, StatusCode::SEE_OTHER, "{}", linked.body);
+    let news = site
+        .store
+        .get(ObjectKind::Placement, placement, None)
+        .await
+        .unwrap()
+        .parent_id
+        .unwrap();
+
+    let status = |kind: ObjectKind, id: u64| {
+        let store = Arc::clone(&site.store);
+        async move { store.get(kind, id, None).await.unwrap().status }
+    };
+    let ask = post_with_csrf(
+        &site,
+        &admin,
+        &format!("/campaigns/{campaign}/archive"),
+        &[],
+    )
+    .await;
+    assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
+    assert!(
+        ask.body
+            .contains("1 active line item under it stop serving"),
+        "{}",
+        ask.body
+    );
+    assert!(
+        ask.body.contains("100 impressions served today (UTC)"),
+        "{}",
+        ask.body
+    );
+    assert!(ask.body.contains("name=\"confirm\" value=\"yes\""));
+    assert!(ask.body.contains("pause it</a> instead"));
+    assert_eq!(
+        status(ObjectKind::Campaign, campaign).await,
+        marquee_model::Status::Active
+    );
+    let ask = post_with_csrf(
+        &site,
+        &admin,
+        &format!("/placements/{placement}/archive"),
+        &[],
+    )
+    .await;
+    assert!(
+        ask.body
+            .contains("1 active line item linked to it lose this placement"),
+        "{}",
+        ask.body
+    );
+    let ask = post_with_csrf(&site, &admin, &format!("/sites/{news}/archive"), &[]).await;
+    assert!(
+        ask.body
+            .contains("1 active placement under it stop serving"),
+        "{}",
+        ask.body
+    );
+
+    let done = post_with_csrf(
+        &site,
+        &admin,
+        &format!("/sites/{news}/archive"),
+        &[("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(
+        status(ObjectKind::Site, news).await,
+        marquee_model::Status::Archived
+    );
+    let page = site
+        .get(&format!("/placements/{placement}"), &admin)
+        .await
+        .body;
+    assert!(
+        page.contains("Not serving: its site “News” is archived"),
+        "{page}"
+    );
+    let placements = site.get("/placements", &admin).await.body;
+    assert!(
+        placements.contains("<span class=\"status stopped\">stopped</span>"),
+        "{placements}"
+    );
+
+    post_with_csrf(
+        &site,
+        &admin,
+        &format!("/placements/{placement}/archive"),
+        &[("confirm", "yes")],
+    )
+    .await;
+    let page = site
+        .get(&format!("/placements/{placement}"), &admin)
+        .await
+        .body;
+    assert!(
+        page.contains("This placement is <strong>archived</strong>"),
+        "{page}"
+    );
+    let status_field = field_block(&page, "status");
+    assert!(
+        !status_field.contains("<select") && status_field.contains(">archived<"),
+        "{status_field}"
+    );
+}
+
+/// Posts a creative form with `file` (named `filename`) as its upload, or none, and the kept
+/// image a refused form carried back, if given.
+async fn post_creative(
+    site: &Site,
+    session: &str,
+    line_item: &str,
+    size: &str,
+    file: Option<(&str, &[u8])>,
+    kept: Option<(&str, &str)>,
+) -> Answer {
+    let csrf = site.csrf(session).await;
+    let mut fields = vec![
+        ("csrf", csrf.as_str()),
+        ("line_item_id", line_item),
+        ("name", "Boots banner"),
+        ("status", "active"),
+        ("size", size),
+        ("landing_url", "https://shop.example/"),
+        ("weight", "1"),
+        ("content.type", "image"),
+        ("content.image_url", ""),
+        ("content.alt", "Boots"),
+        ("categories", ""),
+    ];
+    if let Some((name, bytes)) = kept {
+        fields.extend([("kept_upload_name", name), ("kept_upload", bytes)]);
+    }
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--B\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+                .as_bytes(),
+        );
+    }
+    if let Some((filename, bytes)) = file {
+        body.extend_from_slice(
+            format!(
+                "--B\r\nContent-Disposition: form-data; name=\"image_file\"; \
+                 filename=\"{filename}\"\r\nContent-Type: image/png\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"--B--\r\n");
+    site.send(
+        Request::post("/creatives")
+            .header(header::COOKIE, session)
+            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
+/// An upload is judged by its content: text named `.png` is refused with a plain message;
+/// an image whose size differs from the declared one is refused at the size, and the image
+/// comes back with the form so that fixing the size saves it without choosing the file
+/// again; an empty size is taken from the image; a size no linked placement takes is a
+/// warning on the saved creative, not a refusal.
+#[tokio::test]
+async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let line_item = site
+        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
+        .await
+        .to_string();
+
+    let text = post_creative(
+        &site,
+        &admin,
+        &line_item,
+        "300x250",
+        Some(("notes.png", b"just some notes\n")),
+        None,
+    )
+    .await;
+    assert_eq!(
+        text.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        text.body
+    );
+    assert!(
+        field_block(&text.body, "image_file")
+            .contains("“notes.png” is text, not an image: upload a PNG, JPEG, GIF or WebP file"),
+        "{}",
+        text.body
+    );
+    assert!(!text.body.contains("name=\"kept_upload\""));
+
+    let wrong = post_creative(
+        &site,
+        &admin,
+        &line_item,
+        "728x90",
+        Some(("boots.png", PNG)),
+        None,
+    )
+    .await;
+    assert_eq!(
+        wrong.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        wrong.body
+    );
+    assert!(
+        field_block(&wrong.body, "size").contains("the image is 300×250, not 728×90"),
+        "{}",
+        wrong.body
+    );
+    assert!(
+        wrong
+            .body
+            .contains("Kept from your last try: <strong>boots.png</strong> (300×250)")
+    );
+    assert_eq!(uploaded_files(&site), Vec::<PathBuf>::new());
+    let kept = hidden(&wrong.body, "kept_upload");
+    let fixed = post_creative(
+        &site,
+        &admin,
+        &line_item,
+        "",
+        None,
+        Some(("boots.png", &kept)),
+    )
+    .await;
+    assert_eq!(fixed.status, StatusCode::SEE_OTHER, "{}", fixed.body);
+    assert_eq!(uploaded_files(&site).len(), 1);
+    let creative = site
+        .store
+        .get(ObjectKind::Creative, id_in(&fixed.location), None)
+        .await
+        .unwrap()
+        .decode::<marquee_model::Creative>()
+        .unwrap()
+        .object;
+    assert_eq!(creative.size, Some(marquee_model::Size { w: 300, h: 250 }));
+
+    // Linked to a 300×250 placement only, a 728×90 creative is saved with a warning.
+    let placement = news_placement(&site, &admin).await;
+    post_with_csrf(
+        &site,
+        &admin,
+        &format!("/line-items/{line_item}/placements"),
+        &[("placement", &placement.to_string())],
+    )
+    .await;
+    let page = site
+        .get(&format!("/creatives/{}", id_in(&fixed.location)), &admin)
+        .await
+        .body;
+    assert!(!page.contains("class=\"warning notice\""), "{page}");
+    let csrf = site.csrf(&admin).await;
+    let leaderboard = site
+        .post(
+            "/creatives",
+            &admin,
+            &[
+                ("csrf", csrf.as_str()),
+                ("line_item_id", line_item.as_str()),
+                ("name", "Wide"),
+                ("status", "active"),
+                ("size", "728x90"),
+                ("landing_url", "https://shop.example/"),
+                ("weight", "1"),
+                ("content.type", "html"),
+                ("content.html", "<b>wide</b>"),
+                ("categories", ""),
+            ],
+        )
+        .await;
+    assert_eq!(
+        leaderboard.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        leaderboard.body
+    );
+    let page = site.get(&leaderboard.location, &admin).await.body;
+    assert!(
+        page.contains("No placement its line item reaches takes 728×90 (they take 300×250)"),
+        "{page}"
+    );
+}
+
+/// A new placement without a site asked for picks none: the form does not post the first
+/// site as if chosen.
+#[tokio::test]
+async fn a_new_child_without_its_parent_picks_none() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    news_placement(&site, &admin).await;
+    let form = site.get("/placements/new", &admin).await.body;
+    let parent = field_block(&form, "site_id");
+    assert!(
+        parent.contains("<option value=\"\" selected>choose a site</option>"),
+        "{parent}"
+    );
+    let form = site.get("/placements/new?parent=12345", &admin).await.body;
+    assert!(field_block(&form, "site_id").contains("<option value=\"\" selected>"));
+    // Posted so, the form is refused at the site, with what was typed kept.
+    let csrf = site.csrf(&admin).await;
+    let refused = site
+        .post(
+            "/placements",
+            &admin,
+            &[
+                ("csrf", csrf.as_str()),
+                ("site_id", ""),
+                ("name", "Orphan"),
+                ("status", "active"),
+                ("sizes", "300x250"),
+                ("formats", "banner"),
+                ("image_tag", "off"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.body
+    );
+    assert!(
+        field_block(&refused.body, "site_id").contains("field-error"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("value=\"Orphan\""));
+}
+
+/// Why-not-served puts the request's value beside the targeted ones for attributes other
+/// than location too, and shows one line item when asked (by any part of its name, or id).
+#[tokio::test]
+async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (campaign, _) = two_advertisers(&site, &admin).await;
+    let campaign = campaign.to_string();
+    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect();
+    form.extend([
+        ("t_attr", "device_type"),
+        ("t_op", "in"),
+        ("t_values", "desktop, tablet"),
+    ]);
+    let desktops = site.create(&admin, "line-items", &form).await;
+    for (key, value) in form.iter_mut() {
+        if *key == "name" {
+            *value = "Second opinion";
+        }
+    }
+    let second = site.create(&admin, "line-items", &form).await;
+    let placement = news_placement(&site, &admin).await;
+    site.manager.refresh().await.unwrap();
+    let page = site
+        .get(
+            &format!("/why-not-served?placement={placement}&device=phone"),
+            &admin,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(
+        outcome(&page.body, desktops),
+        "targeting: device_type — request: phone; targeted: desktop, tablet"
+    );
+    assert!(
+        page.body.contains("<option value=\"Second opinion\">"),
+        "{}",
+        page.body
+    );
+    let only = site
+        .get(
+            &format!("/why-not-served?placement={placement}&device=phone&line_item=SECOND"),
+            &admin,
+        )
+        .await
+        .body;
+    assert!(only.contains(&format!("/line-items/{second}\"")), "{only}");
+    assert!(
+        !only.contains(&format!("/line-items/{desktops}\"")),
+        "{only}"
+    );
+    let by_id = site
+        .get(
+            &format!("/why-not-served?placement={placement}&line_item={desktops}"),
+            &admin,
+        )
+        .await
+        .body;
+    assert!(
+        by_id.contains(&format!("/line-items/{desktops}\"")),
+        "{by_id}"
+    );
+    assert!(
+        !by_id.contains(&format!("/line-items/{second}\"")),
+        "{by_id}"
     );
 }

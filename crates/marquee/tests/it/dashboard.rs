@@ -61,10 +61,11 @@ fn user_create_refuses_a_name_no_one_could_sign_in_with() {
     assert!(message.contains("--name: 1 to 256 bytes"), "{message}");
 }
 
-/// Runs the driver with a deadline; its JSON, or a panic with what it printed.
-fn run_driver(root: &Path, chromium: &Path, out: &Path, config: &Value) -> Value {
+/// Runs the driver `script` (in `tests/browser`) with a deadline; its JSON, or a panic with
+/// what it printed.
+fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &Value) -> Value {
     let mut child = Command::new("node")
-        .arg(root.join("tests/browser/dashboard.mjs"))
+        .arg(root.join("tests/browser").join(script))
         .arg(config.to_string())
         .env("TMPDIR", out)
         .env("CHROMIUM", chromium)
@@ -177,7 +178,8 @@ async fn ad_ops_in_headless_chromium() {
         "timeoutMs": 15000,
     });
     std::fs::create_dir_all(&out).unwrap();
-    let result = std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, &config));
+    let result =
+        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "dashboard.mjs", &config));
     let result = match result {
         Ok(result) => result,
         Err(panic) => {
@@ -320,6 +322,239 @@ async fn ad_ops_in_headless_chromium() {
     }
     eprintln!(
         "dashboard browser test: browser half {} ms; steps {}",
+        result["elapsed_ms"], result["steps"]
+    );
+}
+
+/// The ad-ops desk in a real browser at 1280 and 390 pixels wide, on `marquee serve --demo`
+/// (`tests/browser/desk.mjs`): the line items list with its columns, sorted by a heading and
+/// filtered by a campaign's name; archiving asked first with what depends on it, and a
+/// placement of an archived site shown as stopped by it; uploads judged by their content
+/// and size, the image kept by a refused form; a new placement's site left to choose; every
+/// section reachable at 390 pixels without sideways scrolling, chart labels at least 11 px
+/// with a legend; why-not-served narrowed to one line item, the request's value beside the
+/// targeted ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn desk_in_headless_chromium() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = tempfile::Builder::new()
+        .prefix("marquee-desk-")
+        .tempdir()
+        .unwrap();
+    let data = scratch.path().join("data");
+    let out = scratch.path().join("browser");
+    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
+        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
+    std::fs::create_dir_all(&screens).unwrap();
+    let server = Server::start_with(&data, &["--demo"], &[]);
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    let list = |collection: &str| {
+        let (client, url, token) = (
+            &client,
+            server.url(&format!("/api/v1/{collection}")),
+            &token,
+        );
+        async move { get_json(client, &url, Some(token)).await }
+    };
+    let sites = list("sites").await;
+    let sports = id_named(&sites, "Daily Planet Sports");
+    let placements = list("placements").await;
+    let leaderboard = id_named(&placements, "Sports leaderboard");
+    let mobile = id_named(&placements, "News mobile banner");
+    let line_items = list("line-items").await;
+    let travel = id_named(&line_items, "Evening travel readers");
+    let paced = line_items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|li| !li["goal"].is_null())
+        .and_then(|li| li["id"].as_u64())
+        .expect("a demo line item with a goal");
+
+    let config = json!({
+        "base": server.base,
+        "out": out,
+        "screens": screens,
+        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
+        "campaign": "City getaways",
+        "lineItem": travel,
+        "paced": paced,
+        "site": sports,
+        "placement": leaderboard,
+        "mobile": mobile,
+        "timeoutMs": 15000,
+    });
+    std::fs::create_dir_all(&out).unwrap();
+    let result =
+        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "desk.mjs", &config));
+    let result = match result {
+        Ok(result) => result,
+        Err(panic) => {
+            eprintln!("desk browser test: kept {}", scratch.keep().display());
+            std::panic::resume_unwind(panic);
+        }
+    };
+    let texts = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    for width in ["1280", "390"] {
+        let lists = &result["lists"][width];
+        let headings = texts(&lists["headings"]);
+        for heading in [
+            "campaign",
+            "flight",
+            "tier",
+            "price",
+            "goal",
+            "delivered / expected",
+            "pacing",
+        ] {
+            assert!(
+                headings
+                    .iter()
+                    .any(|h| h.trim_end_matches([' ', '▲', '▼']) == heading),
+                "{width}: {heading} in {headings:?}"
+            );
+        }
+        assert_eq!(lists["sorted"], "ascending", "{width}: {lists:#}");
+        assert_eq!(lists["names_sorted"], true, "{width}: {lists:#}");
+        assert_eq!(lists["suggested"], 1, "{width}: {lists:#}");
+        assert_eq!(
+            lists["parents"],
+            json!(["City getaways"]),
+            "{width}: {lists:#}"
+        );
+        assert!(lists["rows"].as_u64() >= Some(1), "{width}: {lists:#}");
+        assert!(
+            texts(&lists["pacing"]).iter().all(|p| !p.is_empty()),
+            "{width}: {lists:#}"
+        );
+        // The table scrolls inside its marked region; the page itself does not.
+        assert_eq!(lists["overflows"], false, "{width}: {lists:#}");
+        let archiving = &result["archiving"][width];
+        let asked = texts(&archiving["asked"]);
+        assert!(
+            asked
+                .iter()
+                .any(|line| line.contains("linked to it lose this placement")),
+            "{width}: {archiving:#}"
+        );
+        assert_eq!(archiving["kept_serving"], 0, "{width}: {archiving:#}");
+    }
+    let uploads = &result["uploads"];
+    assert!(
+        uploads["text_refused"]
+            .as_str()
+            .unwrap_or("")
+            .contains("“notes.png” is text, not an image"),
+        "{uploads:#}"
+    );
+    assert!(
+        uploads["size_refused"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the image is 300×250, not 728×90"),
+        "{uploads:#}"
+    );
+    assert!(
+        uploads["kept"]
+            .as_str()
+            .unwrap_or("")
+            .contains("rectangle.png"),
+        "{uploads:#}"
+    );
+    assert_eq!(uploads["saved_size"], "300x250", "{uploads:#}");
+    assert_eq!(uploads["kept_after_new_file"], 0, "{uploads:#}");
+    assert_eq!(uploads["replaced_size"], "728x90", "{uploads:#}");
+    assert!(
+        uploads["image_url"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/uploads/"),
+        "{uploads:#}"
+    );
+    assert_eq!(result["new_placement_site"], "", "{result:#}");
+    let narrow = &result["narrow"];
+    for (name, visible) in narrow["links"].as_object().unwrap() {
+        assert_eq!(
+            visible, true,
+            "390: the {name} link is out of view: {narrow:#}"
+        );
+    }
+    for section in [
+        "Reports",
+        "Why not served",
+        "Edges",
+        "Line items",
+        "Placements",
+    ] {
+        assert!(
+            narrow["links"].get(section).is_some(),
+            "{section}: {narrow:#}"
+        );
+    }
+    for (section, overflows) in narrow["overflow"].as_object().unwrap() {
+        assert_eq!(
+            overflows, false,
+            "390: {section} scrolls sideways: {narrow:#}"
+        );
+    }
+    for (section, smallest) in narrow["smallest_label"].as_object().unwrap() {
+        // Infinity (no chart on the page) comes back as null.
+        assert!(
+            smallest.is_null() || smallest.as_f64() >= Some(11.0),
+            "390: chart labels on {section}: {narrow:#}"
+        );
+    }
+    assert!(
+        narrow["smallest_label"]["/"].as_f64() >= Some(11.0),
+        "390: the home page's chart: {narrow:#}"
+    );
+    assert_eq!(
+        narrow["legend"],
+        json!(["goal curve", "delivered"]),
+        "{narrow:#}"
+    );
+    let explained = texts(&narrow["explained"]);
+    assert_eq!(explained.len(), 1, "{narrow:#}");
+    assert!(
+        explained[0].contains("Boots DACH mobile")
+            && explained[0].contains("country — request: US; targeted: DE, AT, CH"),
+        "{narrow:#}"
+    );
+    assert_eq!(narrow["explain_overflows"], false, "{narrow:#}");
+    let site = &result["site_archived"];
+    assert!(
+        texts(&site["asked"])
+            .iter()
+            .any(|line| line.contains("active placements under it stop serving")),
+        "{site:#}"
+    );
+    assert!(
+        site["site"].as_str().unwrap_or("").contains("archived"),
+        "{site:#}"
+    );
+    assert!(
+        site["placement"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Not serving: its site “Daily Planet Sports” is archived"),
+        "{site:#}"
+    );
+    assert!(
+        texts(&site["stopped"]).contains(&"Sports leaderboard".to_owned()),
+        "{site:#}"
+    );
+    eprintln!(
+        "desk browser test: browser half {} ms; steps {}",
         result["elapsed_ms"], result["steps"]
     );
 }
