@@ -280,6 +280,7 @@ fn render(
         claims,
         track::worth(price, TokenKind::Click),
         track::cache_buster(cache_buster, &mut worker.rng, &mut digits),
+        &page.query.key_values,
         &mut worker.urls,
         &mut worker.text,
     );

@@ -40,6 +40,7 @@ pub(super) fn markup(
                 claims,
                 0,
                 track::cache_buster(None, &mut worker.rng, &mut digits),
+                &[],
                 &mut worker.urls,
                 &mut out,
             );

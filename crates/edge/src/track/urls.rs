@@ -5,6 +5,7 @@ use marquee_snapshot::AdCode;
 use marquee_tracking::{Claims, TokenKind};
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::borrow::Cow;
 use std::num::NonZeroU64;
 
 use crate::Edge;
@@ -58,7 +59,7 @@ pub(crate) fn cache_buster<'d>(
 
 /// Appends `code` filled for the impression `claims` describes: its signed impression beacon
 /// and click redirect (the click's token carrying `click_worth`), the `cache_buster`, the
-/// claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
+/// claims' placement and time, the ad request's `key_values`. The URLs are built in `urls`, a buffer the worker keeps, so
 /// filling allocates nothing but `out`'s growth.
 pub(crate) fn fill_tracked(
     edge: &Edge,
@@ -66,6 +67,7 @@ pub(crate) fn fill_tracked(
     claims: &Claims,
     click_worth: u64,
     cache_buster: &str,
+    key_values: &[(Cow<'_, str>, Cow<'_, str>)],
     urls: &mut String,
     out: &mut String,
 ) {
@@ -78,6 +80,7 @@ pub(crate) fn fill_tracked(
             cache_buster,
             placement: claims.placement.map_or(0, NonZeroU64::get),
             timestamp: claims.issued_at,
+            key_values,
         },
         out,
     );
