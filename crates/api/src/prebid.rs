@@ -166,13 +166,12 @@ pub fn read_set(campaign_id: u64, fields: Map<String, Value>) -> Result<SetReque
         }
     }
     if !unreadable.is_empty() {
+        let error = ValidationError {
+            violations: unreadable,
+        };
         return Err(ApiError::BadRequest {
-            message: unreadable
-                .iter()
-                .map(|v| format!("{}: {}", v.path, v.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-            fields: unreadable,
+            message: format!("{} invalid field(s): {error}", error.violations.len()),
+            fields: error.violations,
         });
     }
     let (Some(Some(granularity)), Some(sizes), Some(landing_url), Some(start)) =
