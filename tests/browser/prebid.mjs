@@ -7,8 +7,8 @@
 // every request through the interceptor of intercept.mjs (loopback only; nothing leaves the
 // machine). Each page (tests/browser/prebid-page.html, served by the test) runs a Prebid.js
 // auction and hands its targeting to Marquee's async tag; the visit waits until the slot is
-// filled and some frame of the page (the ad's sandboxed iframe, or the frame the Prebid
-// Universal Creative writes the bid's ad into) shows <expected-text>, then records the slot,
+// filled and some frame of the page (the ad's sandboxed iframe, where the Prebid creative
+// writes the bid's ad) shows <expected-text>, then records the slot,
 // the key-values the page set on it, the /ad.json exchanges and the text of every frame.
 //
 // Prints one JSON object on stdout: { visits: [...], network: [...] }, with "error" set when a

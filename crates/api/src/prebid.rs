@@ -1,7 +1,8 @@
 //! The Prebid line item set generator, `POST /api/v1/campaigns/{id}/prebid-line-items` (and
 //! `marquee prebid create-set`): one price-priority line item per price bucket of a Prebid.js
 //! price granularity, each targeting `hb_pb` = its bucket at a CPM of the bucket in the
-//! advertiser's currency, with a Prebid Universal Creative per size, linked to the placements.
+//! advertiser's currency, with a Prebid creative per size (`marquee_model::prebid::creative_html`),
+//! linked to the placements.
 //!
 //! Idempotent: line items are found again by name (`<set name> hb_pb=<bucket>`), so a second
 //! call, or one after a failure part-way, creates only what is missing (creatives by name and
@@ -16,14 +17,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use jiff::civil;
-use marquee_model::prebid::{
-    self, BucketRange, DEFAULT_UNIVERSAL_CREATIVE_URL, GRANULARITY_NAMES, Granularity, PRICE_KEY,
-};
+use marquee_model::prebid::{self, BucketRange, GRANULARITY_NAMES, Granularity, PRICE_KEY};
 use marquee_model::{
     Advertiser, Campaign, Channel, Creative, CreativeContent, KeyValues, LineItem, LineItemId,
     Micros, Object, ObjectKind, PacingMode, Placement, PlacementId, Price, PricingModel, Principal,
-    Role, RotationMode, Size, Status, Targeting, Tier, UntokenedClicks, ValidationError,
-    Violation,
+    Role, RotationMode, Size, Status, Targeting, Tier, UntokenedClicks, ValidationError, Violation,
 };
 use marquee_store::{Actor, ListQuery, MAX_PAGE, Store};
 use serde::de::DeserializeOwned;
@@ -34,7 +32,7 @@ use crate::objects::{ensure_access, parse_fields, parse_id};
 use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
 
 /// Fields of a set request.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 8] = [
     "name",
     "granularity",
     "placement_ids",
@@ -43,7 +41,6 @@ const FIELDS: [&str; 9] = [
     "start",
     "end",
     "time_zone",
-    "universal_creative_url",
 ];
 
 /// A line item set to make under one campaign.
@@ -63,7 +60,6 @@ pub struct SetRequest {
     pub end: Option<civil::DateTime>,
     /// The advertiser's time zone unless given.
     pub time_zone: Option<String>,
-    pub universal_creative_url: String,
 }
 
 /// What a set call made or found.
@@ -158,8 +154,6 @@ pub fn read_set(campaign_id: u64, fields: Map<String, Value>) -> Result<SetReque
     let start: Option<civil::DateTime> = field(&fields, "start", date_time, &mut unreadable);
     let end: Option<civil::DateTime> = field(&fields, "end", date_time, &mut unreadable);
     let time_zone: Option<String> = field(&fields, "time_zone", "text", &mut unreadable);
-    let universal_creative_url: Option<String> =
-        field(&fields, "universal_creative_url", "a URL", &mut unreadable);
     for required in ["granularity", "sizes", "landing_url", "start"] {
         if fields.get(required).is_none_or(Value::is_null) {
             unreadable.push(violation(required, "is required"));
@@ -193,8 +187,6 @@ pub fn read_set(campaign_id: u64, fields: Map<String, Value>) -> Result<SetReque
         start,
         end,
         time_zone,
-        universal_creative_url: universal_creative_url
-            .unwrap_or_else(|| DEFAULT_UNIVERSAL_CREATIVE_URL.to_owned()),
     };
     let mut rules = Vec::new();
     request.check(&mut rules);
@@ -214,9 +206,7 @@ fn read_granularity(value: &Value, unreadable: &mut Vec<Violation>) -> Option<Gr
         if named.is_none() {
             unreadable.push(violation(
                 "granularity",
-                format!(
-                    "must be one of: {names}, or custom ranges; {name:?} is not"
-                ),
+                format!("must be one of: {names}, or custom ranges; {name:?} is not"),
             ));
         }
         return named;
@@ -242,10 +232,7 @@ fn read_granularity(value: &Value, unreadable: &mut Vec<Violation>) -> Option<Gr
         Some(p) => match p.as_u64().and_then(|p| u32::try_from(p).ok()) {
             Some(p) => p,
             None => {
-                unreadable.push(violation(
-                    "granularity.precision",
-                    "must be a whole number",
-                ));
+                unreadable.push(violation("granularity.precision", "must be a whole number"));
                 0
             }
         },
@@ -312,19 +299,6 @@ impl SetRequest {
                 rules.push(violation(format!("placement_ids[{i}]"), "is listed twice"));
             }
         }
-        let url = &self.universal_creative_url;
-        let scheme_ok = url.starts_with("https://") || url.starts_with("http://");
-        // It is written into the creative's markup as it is.
-        if !scheme_ok
-            || url
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control() || "\"'<>\\`{}".contains(c))
-        {
-            rules.push(violation(
-                "universal_creative_url",
-                "must be an http or https URL without spaces, quotes, <, >, \\, ` or braces",
-            ));
-        }
     }
 }
 
@@ -376,14 +350,14 @@ fn creative(request: &SetRequest, line_item: u64, size: Size) -> Creative {
         landing_url: request.landing_url.clone(),
         weight: 100,
         content: CreativeContent::Html {
-            html: prebid::universal_creative_html(&request.universal_creative_url),
+            html: prebid::creative_html().to_owned(),
         },
         categories: Vec::new(),
     }
 }
 
 fn creative_name(size: Size) -> String {
-    format!("Prebid Universal Creative {}x{}", size.w, size.h)
+    format!("Prebid creative {}x{}", size.w, size.h)
 }
 
 /// Whether a stored line item is the one this set would make for its name.
@@ -411,7 +385,10 @@ async fn children<T: Object>(
             .await?;
         let full = page.len() == MAX_PAGE as usize;
         after = page.last().map(|s| s.meta.id);
-        out.extend(page.into_iter().filter(|s| s.object.status() != Status::Archived));
+        out.extend(
+            page.into_iter()
+                .filter(|s| s.object.status() != Status::Archived),
+        );
         if !full {
             return Ok(out);
         }
@@ -487,8 +464,7 @@ pub async fn make_set(
                     "size" => format!("sizes[{i}]"),
                     path if path.starts_with("size.") => format!("sizes[{i}]{}", &path[4..]),
                     "landing_url" if i == 0 => "landing_url".to_owned(),
-                    "landing_url" => continue,
-                    _ => "universal_creative_url".to_owned(),
+                    _ => continue,
                 };
                 rules.push(violation(path, v.message));
             }
@@ -635,8 +611,7 @@ pub fn operation_doc() -> Value {
             "landing_url": { "type": "string", "format": "uri" },
             "start": { "type": "string", "example": "2026-12-01T00:00:00" },
             "end": { "type": "string", "example": "2027-01-01T00:00:00" },
-            "time_zone": { "type": "string", "description": "the advertiser's unless given" },
-            "universal_creative_url": { "type": "string", "format": "uri", "default": DEFAULT_UNIVERSAL_CREATIVE_URL }
+            "time_zone": { "type": "string", "description": "the advertiser's unless given" }
         }
     });
     let outcome = json!({ "type": "object", "properties": {
@@ -660,12 +635,39 @@ pub fn operation_doc() -> Value {
         })],
         Some(request),
         responses([
-            (201, response("the set, with what was created", outcome.clone())),
-            (200, response("the set existed whole; nothing created", outcome)),
-            (400, response("fields that cannot be read, all of them", schema_ref("Error"))),
-            (404, response("no such campaign visible to this token", schema_ref("Error"))),
-            (409, response("a line item of a bucket's name differs; nothing created", schema_ref("Error"))),
-            (422, response("rules broken, all of them", schema_ref("Error"))),
+            (
+                201,
+                response("the set, with what was created", outcome.clone()),
+            ),
+            (
+                200,
+                response("the set existed whole; nothing created", outcome),
+            ),
+            (
+                400,
+                response(
+                    "fields that cannot be read, all of them",
+                    schema_ref("Error"),
+                ),
+            ),
+            (
+                404,
+                response(
+                    "no such campaign visible to this token",
+                    schema_ref("Error"),
+                ),
+            ),
+            (
+                409,
+                response(
+                    "a line item of a bucket's name differs; nothing created",
+                    schema_ref("Error"),
+                ),
+            ),
+            (
+                422,
+                response("rules broken, all of them", schema_ref("Error")),
+            ),
         ]),
     )
 }

@@ -11,8 +11,8 @@ use crate::{CommonArgs, Failure, open_admin_store};
 #[derive(Debug, Subcommand)]
 pub(crate) enum PrebidCommand {
     /// Make the price-priority line items of a Prebid.js price granularity under a campaign:
-    /// one per bucket, targeting hb_pb at a CPM of the bucket, each with a Prebid Universal
-    /// Creative per size. Idempotent: what exists already is kept (docs/header-bidding.md).
+    /// one per bucket, targeting hb_pb at a CPM of the bucket, each with a Prebid creative per
+    /// size. Idempotent: what exists already is kept (docs/header-bidding.md).
     CreateSet(CreateSetArgs),
 }
 
@@ -48,9 +48,6 @@ pub(crate) struct CreateSetArgs {
     /// The line items are named "NAME hb_pb=BUCKET" [default: Prebid].
     #[arg(long)]
     name: Option<String>,
-    /// Where the creatives load the Prebid Universal Creative from [default: jsDelivr].
-    #[arg(long, value_name = "URL")]
-    universal_creative_url: Option<String>,
 }
 
 pub(crate) async fn run(command: PrebidCommand) -> Result<(), Failure> {
@@ -58,10 +55,7 @@ pub(crate) async fn run(command: PrebidCommand) -> Result<(), Failure> {
     let (_, store) = open_admin_store(&args.common).await?;
     let request = marquee_api::prebid::read_set(args.campaign, body(&args))?;
     let outcome = marquee_api::prebid::make_set(&*store, &request, None, &Actor::cli()).await?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&outcome.json(&request))?
-    );
+    println!("{}", serde_json::to_string_pretty(&outcome.json(&request))?);
     Ok(())
 }
 
@@ -78,7 +72,9 @@ fn body(args: &CreateSetArgs) -> Map<String, Value> {
         .iter()
         .map(|size| {
             size.split_once('x')
-                .and_then(|(w, h)| Some(json!({ "w": w.parse::<u32>().ok()?, "h": h.parse::<u32>().ok()? })))
+                .and_then(|(w, h)| {
+                    Some(json!({ "w": w.parse::<u32>().ok()?, "h": h.parse::<u32>().ok()? }))
+                })
                 .unwrap_or_else(|| json!(size))
         })
         .collect();
@@ -92,7 +88,6 @@ fn body(args: &CreateSetArgs) -> Map<String, Value> {
         ("end", &args.end),
         ("time_zone", &args.time_zone),
         ("name", &args.name),
-        ("universal_creative_url", &args.universal_creative_url),
     ] {
         if let Some(value) = value {
             body.insert(key.into(), json!(value));

@@ -33,11 +33,10 @@ pub use money::{
 };
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
-    FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, KEY_VALUE_MACRO_PREFIX, LIVE_STATISTIC_PREFIX,
-    LIVE_STATISTICS,
-    LineItem, MAX_PROGRAMMATIC_TIMEOUT_MS, MIN_PROGRAMMATIC_TIMEOUT_MS, Object, PacingMode,
-    Placement, Price, PricingModel, Programmatic, Publisher, RotationMode, Site, Size, Tier,
-    UntokenedClicks, is_key_value_key,
+    FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, KEY_VALUE_MACRO_PREFIX,
+    LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem, MAX_PROGRAMMATIC_TIMEOUT_MS,
+    MIN_PROGRAMMATIC_TIMEOUT_MS, Object, PacingMode, Placement, Price, PricingModel, Programmatic,
+    Publisher, RotationMode, Site, Size, Tier, UntokenedClicks, is_key_value_key,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use secret::same_secret;

@@ -1,17 +1,12 @@
 //! Prebid.js header bidding meets direct line items: the price granularities whose buckets
 //! Prebid.js writes into the `hb_pb` key-value, and the markup of the creative that renders
-//! Prebid's winning bid (the Prebid Universal Creative). The API's line item set generator
-//! builds on these; nothing here does I/O.
+//! Prebid's winning bid (following the Prebid Universal Creative's contract). The API's line
+//! item set generator builds on these; nothing here does I/O.
 
 use crate::Micros;
 
 /// The key-value Prebid.js sets to the winning bid's price bucket, such as `2.50`.
 pub const PRICE_KEY: &str = "hb_pb";
-
-/// Where the Prebid Universal Creative's script is loaded from unless a set names another
-/// URL: its npm package on jsDelivr, major version 1.
-pub const DEFAULT_UNIVERSAL_CREATIVE_URL: &str =
-    "https://cdn.jsdelivr.net/npm/prebid-universal-creative@1/dist/creative.js";
 
 /// Most buckets one set may have ("high" has 2,000).
 pub const MAX_BUCKETS: usize = 5_000;
@@ -182,6 +177,23 @@ impl Granularity {
     }
 }
 
+/// An amount above zero written as decimal text with at most six decimals (`0.05`, `20`),
+/// read exactly; `None` for anything else.
+pub fn parse_amount(text: &str) -> Option<Micros> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty()
+        || whole.len() > 9
+        || fraction.len() > 6
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let whole: i64 = whole.parse().ok()?;
+    let fraction: i64 = format!("{fraction:0<6}").parse().ok()?;
+    Some(Micros(whole * Micros::PER_UNIT + fraction)).filter(|m| m.0 > 0)
+}
+
 /// A bucket as Prebid.js writes it into `hb_pb`: the amount with exactly `precision` decimals
 /// (`2.50`). Decimals past the precision are cut, as [`Granularity::check`] refuses buckets
 /// that have any.
@@ -196,28 +208,59 @@ pub fn bucket_text(value: Micros, precision: u32) -> String {
     }
 }
 
-/// The markup of a Prebid creative: the Prebid Universal Creative loaded from
-/// `universal_creative_url`, asked to render the bid whose ad id the ad request carried as
-/// `hb_adid`. It runs in the ad's sandboxed iframe and asks Prebid.js in the page for the bid
-/// by `postMessage`, so it needs the page's origin: the iframe's parent, from
-/// `location.ancestorOrigins` where the browser has it, else the referrer.
-/// `universal_creative_url` must be an http(s) URL without quotes, `<` or `>` (the API checks).
-pub fn universal_creative_html(universal_creative_url: &str) -> String {
-    format!(
-        "<script src=\"{universal_creative_url}\"></script>\n\
-<script>\n\
-var ucTagData = {{}};\n\
-var ancestors = window.location.ancestorOrigins;\n\
-ucTagData.adServerDomain = \"\";\n\
-ucTagData.pubUrl = (ancestors && ancestors.length) ? ancestors[0] : document.referrer;\n\
-ucTagData.adId = \"{{{{KV:hb_adid}}}}\";\n\
-ucTagData.hbPb = \"{{{{KV:{PRICE_KEY}}}}}\";\n\
-ucTagData.size = \"{{{{KV:hb_size}}}}\";\n\
-ucTagData.mediaType = \"{{{{KV:hb_format}}}}\";\n\
-try {{ ucTag.renderAd(document, ucTagData); }} catch (e) {{ console.log(e); }}\n\
-</script>"
-    )
+/// The markup of a Prebid creative. It follows the Prebid Universal Creative's contract with
+/// Prebid.js in the page: a `Prebid Request` for the ad id the ad request carried as `hb_adid`
+/// (`{{KV:hb_adid}}`), posted to the page with a `MessageChannel` port, answered on it by a
+/// `Prebid Response` with the bid's markup (or URL), and a `Prebid Event` saying whether it
+/// rendered. It renders the bid in its own document, not in a nested frame as the Universal
+/// Creative's script does: the ad's iframe is sandboxed without `allow-same-origin`, so every
+/// frame inside it has an opaque origin of its own that the creative could not write into. It
+/// replaces its document only once the document has loaded, so that the impression beacon has
+/// been fetched. The page's origin, the message's target, is the iframe's parent: from
+/// `location.ancestorOrigins` where the browser has it, else from the referrer. It holds no
+/// `{{` but the key-value macro and no URL, so it passes the markup rules and is secure.
+pub fn creative_html() -> &'static str {
+    CREATIVE_HTML
 }
+
+const CREATIVE_HTML: &str = r#"<div id="prebid"></div>
+<script>
+(function () {
+  var adId = "{{KV:hb_adid}}";
+  var ancestors = window.location.ancestorOrigins;
+  var page = ancestors && ancestors.length ? ancestors[0]
+    : (document.referrer.match(/^https?:[/][/][^/]+/) || [])[0];
+  if (!adId || !page) return;
+  function tell(event, info) {
+    var message = { message: 'Prebid Event', adId: adId, event: event };
+    if (info) message.info = info;
+    window.parent.postMessage(JSON.stringify(message), page);
+  }
+  var channel = new MessageChannel();
+  channel.port1.onmessage = function (ev) {
+    var bid;
+    try { bid = JSON.parse(ev.data); } catch (e) { return; }
+    if (!bid || bid.message !== 'Prebid Response' || bid.adId !== adId) return;
+    channel.port1.onmessage = null;
+    var markup = bid.ad;
+    if (!markup && bid.adUrl) {
+      markup = '<iframe src="' + String(bid.adUrl).replace(/"/g, '&quot;') + '" width="' +
+        (bid.width | 0) + '" height="' + (bid.height | 0) + '" frameborder="0" scrolling="no"></iframe>';
+    }
+    if (!markup) return tell('adRenderFailed', { reason: 'noAd', message: 'No ad for ' + adId });
+    function render() {
+      tell('adRenderSucceeded');
+      document.open();
+      document.write('<!doctype html><html><head><meta charset="utf-8"><style>html,body{margin:0;padding:0;overflow:hidden}</style></head><body>' + markup + '</body></html>');
+      document.close();
+    }
+    if (document.readyState === 'complete') render();
+    else window.addEventListener('load', render);
+  };
+  window.parent.postMessage(JSON.stringify({ message: 'Prebid Request', adId: adId, adServerDomain: '' }),
+    page, [channel.port2]);
+})();
+</script>"#;
 
 #[cfg(test)]
 mod tests {
@@ -305,6 +348,15 @@ mod tests {
     }
 
     #[test]
+    fn amounts_read_exactly() {
+        assert_eq!(parse_amount("0.05"), Some(Micros(50_000)));
+        assert_eq!(parse_amount("20"), Some(Micros(20_000_000)));
+        for bad in ["", ".5", "0", "-1", "1e3", "0.0000001", "1,5"] {
+            assert_eq!(parse_amount(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn bucket_text_has_the_precision() {
         assert_eq!(bucket_text(Micros(2_500_000), 2), "2.50");
         assert_eq!(bucket_text(Micros(20_000_000), 0), "20");
@@ -312,10 +364,12 @@ mod tests {
     }
 
     #[test]
-    fn universal_creative_asks_prebid_for_the_ad_id_key_value() {
-        let html = universal_creative_html("https://cdn.example/creative.js");
-        assert!(html.starts_with("<script src=\"https://cdn.example/creative.js\"></script>"));
-        assert!(html.contains("ucTagData.adId = \"{{KV:hb_adid}}\";"));
-        assert!(html.contains("ucTag.renderAd(document, ucTagData)"));
+    fn the_creative_asks_prebid_for_the_ad_id_key_value() {
+        let html = creative_html();
+        assert!(html.contains("var adId = \"{{KV:hb_adid}}\";"));
+        assert!(html.contains("'Prebid Request'") && html.contains("'Prebid Response'"));
+        // No other macro-like text, and nothing it loads.
+        assert_eq!(html.matches("{{").count(), 1);
+        assert!(!html.contains("http:") && !html.contains("src=\"http"));
     }
 }

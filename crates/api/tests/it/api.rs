@@ -1787,7 +1787,6 @@ fn prebid_set(w: &World, granularity: Value) -> Value {
         "sizes": [{ "w": 300, "h": 250 }, { "w": 728, "h": 90 }],
         "landing_url": "https://news.example.com/",
         "start": "2026-12-01T00:00:00",
-        "universal_creative_url": "https://ads.example.com/puc/creative.js",
     })
 }
 
@@ -1807,7 +1806,9 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
     assert_eq!(items[0]["hb_pb"], "0.50");
     assert_eq!(items[9]["hb_pb"], "5.00");
     let id = items[4]["id"].as_u64().unwrap();
-    let stored = app.admin("GET", &format!("/api/v1/line-items/{id}"), None).await;
+    let stored = app
+        .admin("GET", &format!("/api/v1/line-items/{id}"), None)
+        .await;
     assert_eq!(stored.body["name"], "Prebid hb_pb=2.50");
     assert_eq!(stored.body["tier"], "remnant");
     // In the advertiser's currency, as decimal text outside and micros inside.
@@ -1829,8 +1830,9 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
     let creatives = creatives.body["items"].as_array().unwrap();
     assert_eq!(creatives.len(), 2);
     let html = creatives[0]["content"]["html"].as_str().unwrap();
-    assert!(html.contains("<script src=\"https://ads.example.com/puc/creative.js\">"));
+    assert_eq!(html, marquee_model::prebid::creative_html());
     assert!(html.contains("{{KV:hb_adid}}"), "{html}");
+    assert_eq!(creatives[0]["name"], "Prebid creative 300x250");
     // Each object was made as the token, and audited so.
     let audited = app
         .store
@@ -1909,22 +1911,25 @@ async fn a_prebid_set_request_names_every_problem_at_once() {
         ["colour", "granularity", "landing_url", "sizes", "start"]
     );
     // Broken rules: 422, all of them, before anything is made.
-    let mut body = prebid_set(&w, json!({ "ranges": [
-        { "max": "1", "increment": "0.005" },
-        { "max": "0.50", "increment": "0.10" }
-    ]}));
-    body["universal_creative_url"] = json!("https://cdn.example/x.js\"><script>");
+    let mut body = prebid_set(
+        &w,
+        json!({ "ranges": [
+            { "max": "1", "increment": "0.005" },
+            { "max": "0.50", "increment": "0.10" }
+        ]}),
+    );
     body["placement_ids"] = json!([w.placement, 999_999]);
     body["sizes"] = json!([{ "w": 300, "h": 250 }, { "w": 300, "h": 250 }]);
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", &path, Some(body)).await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
     let paths = reply.field_paths();
-    for expected in [
-        "granularity",
-        "universal_creative_url",
-        "sizes[1]",
-    ] {
+    for expected in ["granularity", "sizes[1]"] {
         assert!(paths.iter().any(|p| p == expected), "{expected}: {paths:?}");
     }
     // The stored-object rules come next, all at once too.
@@ -1932,7 +1937,12 @@ async fn a_prebid_set_request_names_every_problem_at_once() {
     body["placement_ids"] = json!([w.placement, 999_999]);
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", &path, Some(body)).await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
     let mut paths = reply.field_paths();
     paths.sort();
     assert_eq!(paths, ["placement_ids[1]", "time_zone"]);
@@ -1953,7 +1963,12 @@ async fn only_an_admin_links_a_prebid_set() {
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
     let reply = app
-        .call("POST", &path, Some(&advertiser), Some(prebid_set(&w, json!("low"))))
+        .call(
+            "POST",
+            &path,
+            Some(&advertiser),
+            Some(prebid_set(&w, json!("low"))),
+        )
         .await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
     let mut body = prebid_set(&w, json!("low"));

@@ -20,8 +20,8 @@
 //!   a direct remnant line item at 3.00 and a Prebid set (granularity low, made with `marquee
 //!   prebid create-set`); a page runs a Prebid.js auction (the npm package's prebuilt file, a
 //!   local mock bidder) and passes its `hb_*` targeting to the async tag: a 4.20 bid (bucket
-//!   4.00) renders through the Prebid Universal Creative, a 2.60 bid (bucket 2.50) loses to the
-//!   direct line item.
+//!   4.00) renders in the set's creative (which asks Prebid.js for it as the Prebid Universal
+//!   Creative does), a 2.60 bid (bucket 2.50) loses to the direct line item.
 //!
 //! The browser is driven by `tests/browser/e2e.mjs` (the first two), `tests/browser/geo.mjs`
 //! and `tests/browser/prebid.mjs`
@@ -1179,9 +1179,8 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
 }
 
 /// The Prebid test's publisher site: the page (`tests/browser/prebid-page.html`, with the edge
-/// and the placement filled in), Prebid.js's prebuilt file and the Prebid Universal Creative
-/// from `tests/browser/node_modules`, and the mock bidder's endpoint (answering `{}`). Returns
-/// the port.
+/// and the placement filled in), Prebid.js's prebuilt file from `tests/browser/node_modules`,
+/// and the mock bidder's endpoint (answering `{}`). Returns the port.
 fn serve_prebid_site(root: &Path, edge: &str, placement: u64) -> u16 {
     let browser = root.join("tests/browser");
     let read = |path: &str| {
@@ -1194,12 +1193,10 @@ fn serve_prebid_site(root: &Path, edge: &str, placement: u64) -> u16 {
         .replace("EDGE_BASE_URL", edge)
         .replace("PLACEMENT_ID", &placement.to_string());
     let prebid = read("node_modules/prebid.js/dist/not-for-prod/prebid.js");
-    let creative = read("node_modules/prebid-universal-creative/dist/creative.js");
     let script = "application/javascript; charset=utf-8";
     serve(move |path| match path {
         "/article.html" => Some(("text/html; charset=utf-8", page.clone().into_bytes())),
         "/prebid.js" => Some((script, prebid.clone())),
-        "/puc/creative.js" => Some((script, creative.clone())),
         "/mock-bid" => Some(("application/json", b"{}".to_vec())),
         _ => None,
     })
@@ -1221,7 +1218,11 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
         &["token", "create", "--role", "admin", "--data", &data_arg],
         &[],
     );
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
     let crawlers = common::crawlers_for_headless_chromium(&data);
     let server = Server::start_with(
@@ -1288,12 +1289,13 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
         .send()
         .await
         .unwrap();
-    assert!(linked.status().is_success(), "{}", linked.text().await.unwrap());
+    assert!(
+        linked.status().is_success(),
+        "{}",
+        linked.text().await.unwrap()
+    );
 
-    // The site, then the Prebid set from the command line, its creatives loading the Universal
-    // Creative from the site (as a publisher may self-host it).
-    let port = serve_prebid_site(&root, &base, placement);
-    let universal_creative = format!("http://localhost:{port}/puc/creative.js");
+    // The Prebid set, from the command line.
     let (campaign_arg, placement_arg) = (campaign.to_string(), placement.to_string());
     let made = common::run(
         &[
@@ -1313,12 +1315,14 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
             "https://planet.example/",
             "--start",
             &start,
-            "--universal-creative-url",
-            &universal_creative,
         ],
         &[],
     );
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let set: Value = serde_json::from_slice(&made.stdout).unwrap();
     assert_eq!(set["line_items_created"], 10, "{set:#}");
     let bucket = |text: &str| {
@@ -1338,11 +1342,18 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
     ));
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let answer: Value = client.get(&probe).send().await.unwrap().json().await.unwrap();
+        let answer: Value = client
+            .get(&probe)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if answer["ads"][0]["line_item"] == four {
-            // The ad id reached the Universal Creative's markup, percent-encoded as needed.
+            // The ad id reached the creative's markup.
             let html = str_of(&answer["ads"][0]["html"], "html");
-            assert!(html.contains("ucTagData.adId = \"probe\";"), "{html}");
+            assert!(html.contains("var adId = \"probe\";"), "{html}");
             break;
         }
         assert!(
@@ -1352,8 +1363,9 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Two visits: the mock bidder bids 4.20 (bucket 4.00, above the direct 3.00: the bid
+    // Two visits to the publisher's page: the mock bidder bids 4.20 (bucket 4.00, above the direct 3.00: the bid
     // renders), then 2.60 (bucket 2.50: the direct line item serves).
+    let port = serve_prebid_site(&root, &base, placement);
     let page = format!("http://localhost:{port}/article.html");
     let (high, low) = (format!("{page}?cpm=4.20"), format!("{page}?cpm=2.60"));
     let result = run_node(
@@ -1373,8 +1385,20 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
     let visits = result["visits"].as_array().unwrap();
     assert_eq!(visits.len(), 2, "{result:#}");
     for (visit, bucket_text, line_item, shown, not_shown) in [
-        (&visits[0], "4.00", four, "Prebid winner at 4.20", "Direct ad"),
-        (&visits[1], "2.50", direct, "Direct ad at 3.00", "Prebid winner"),
+        (
+            &visits[0],
+            "4.00",
+            four,
+            "Prebid winner at 4.20",
+            "Direct ad",
+        ),
+        (
+            &visits[1],
+            "2.50",
+            direct,
+            "Direct ad at 3.00",
+            "Prebid winner",
+        ),
     ] {
         let what = str_of(&visit["url"], "url");
         let slot = &visit["slot"];
