@@ -545,7 +545,7 @@ pub async fn make_set(
 }
 
 /// `POST /api/v1/campaigns/{id}/prebid-line-items`.
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<ApiState>,
     Caller(principal): Caller,
     Path(id): Path<String>,
