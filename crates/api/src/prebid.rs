@@ -136,6 +136,7 @@ pub fn read_set(campaign_id: u64, fields: Map<String, Value>) -> Result<SetReque
     let name: Option<String> = field(&fields, "name", "text", &mut unreadable);
     let granularity = fields
         .get("granularity")
+        .filter(|g| !g.is_null())
         .map(|g| read_granularity(g, &mut unreadable));
     let placement_ids: Option<Vec<u64>> = field(
         &fields,
@@ -561,7 +562,7 @@ pub(crate) async fn create(
         &Actor::token(&principal),
     )
     .await?;
-    let status = if outcome.created() > 0 || outcome.creatives_created > 0 {
+    let status = if outcome.created() + outcome.creatives_created + outcome.links_created > 0 {
         StatusCode::CREATED
     } else {
         StatusCode::OK
