@@ -3,8 +3,9 @@
 # silent when everything is present.
 # - python3 (scripts); curl and jq (the README's tour, crates/marquee/tests/it/readme_tour.rs).
 # - For the end-to-end browser test (crates/marquee/tests/it/browser.rs): Chromium from Debian's
-#   `chromium` package (/usr/bin/chromium); a check for Node.js >= 20 with npm; the test's Node
-#   dependencies (playwright-core, pinned in tests/browser/package-lock.json) with `npm ci`.
+#   `chromium` package (/usr/bin/chromium); a check for Node.js >= 20 with npm; the tests' Node
+#   dependencies (playwright-core; prebid.js for the Prebid test's page; pinned in
+#   tests/browser/package-lock.json) with `npm ci`.
 #   Playwright never downloads a browser here: the test drives Debian's Chromium.
 # - PostgreSQL and Redis from Debian packages, each started as a test server of its own on a
 #   fixed loopback port (sections below), so that a fresh machine needs no manual step.
@@ -52,9 +53,12 @@ if [ "$node_major" -lt 20 ] || ! need npm; then
   exit 1
 fi
 
-# The browser test's driver: playwright-core exactly as locked.
+# The browser tests' driver, playwright-core, and what the Prebid test's page loads, Prebid.js
+# (its npm package ships a prebuilt file, so there is nothing to build); both exactly as locked,
+# installed again only when the lockfile changes.
 browser=tests/browser
 if [ ! -d "$browser/node_modules/playwright-core" ] ||
+  [ ! -d "$browser/node_modules/prebid.js" ] ||
   [ "$browser/package-lock.json" -nt "$browser/node_modules/.package-lock.json" ]; then
   echo "test-deps: npm ci in $browser" >&2
   (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

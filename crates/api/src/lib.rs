@@ -22,6 +22,7 @@ mod geo;
 mod links;
 mod objects;
 pub mod openapi;
+pub mod prebid;
 mod read;
 mod reports;
 mod roles;
@@ -169,6 +170,13 @@ pub fn add_routes_with(
             audit::list,
             state.clone(),
             audit::operation_doc(),
+        )
+        .route(
+            Method::POST,
+            "/api/v1/campaigns/{id}/prebid-line-items",
+            prebid::create,
+            state.clone(),
+            prebid::operation_doc(),
         )
         .route(
             Method::GET,

@@ -89,7 +89,10 @@ fn ensure_json(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-fn parse_fields(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, ApiError> {
+pub(crate) fn parse_fields(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Map<String, Value>, ApiError> {
     ensure_json(headers)?;
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(fields)) => Ok(fields),

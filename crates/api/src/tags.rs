@@ -17,7 +17,7 @@ use crate::{ApiError, ApiState, Caller};
 const CONSENT: &str = "&amp;gdpr=[GDPR]&amp;gdpr_consent=[GDPR_CONSENT]";
 
 /// What the publisher fills in.
-const NOTE: &str = "iframe and image tags: replace [CACHEBUSTER] with a random number per page view (the same number in both halves of the image tag), [GDPR] with 1 where the GDPR applies and 0 where it does not, and [GDPR_CONSENT] with the IAB TCF v2 consent string of the page's CMP (or nothing); left as they are, the visitor is not identified (no cookie, no frequency caps by user). An ad server filling IAB macros can take gdpr=${GDPR}&gdpr_consent=${GDPR_CONSENT_NNN} instead. The async tag needs none of this: tag.js asks the page's TCF v2 CMP (__tcfapi), or reads data-gdpr and data-gdpr-consent on its script element.";
+const NOTE: &str = "iframe and image tags: replace [CACHEBUSTER] with a random number per page view (the same number in both halves of the image tag), [GDPR] with 1 where the GDPR applies and 0 where it does not, and [GDPR_CONSENT] with the IAB TCF v2 consent string of the page's CMP (or nothing); left as they are, the visitor is not identified (no cookie, no frequency caps by user). An ad server filling IAB macros can take gdpr=${GDPR}&gdpr_consent=${GDPR_CONSENT_NNN} instead. The async tag needs none of this: tag.js asks the page's TCF v2 CMP (__tcfapi), or reads data-gdpr and data-gdpr-consent on its script element. Key-values for targeting (Prebid.js's hb_pb, hb_adid, …): data-kv-KEY=\"VALUE\" on the async tag's <ins>, or kv=KEY:VALUE added to the iframe tag's URL.";
 
 /// The three tags of a placement.
 pub fn tags(base: &str, placement_id: u64, placement: &Placement) -> Value {
@@ -92,7 +92,13 @@ mod tests {
         // The async tag's script asks the page's CMP itself.
         assert!(!text("async").contains("gdpr"));
         let note = text("note");
-        for placeholder in ["[CACHEBUSTER]", "[GDPR]", "[GDPR_CONSENT]", "__tcfapi"] {
+        for placeholder in [
+            "[CACHEBUSTER]",
+            "[GDPR]",
+            "[GDPR_CONSENT]",
+            "__tcfapi",
+            "data-kv-",
+        ] {
             assert!(note.contains(placeholder), "{placeholder}: {note}");
         }
     }

@@ -1,10 +1,12 @@
 //! Filling prepared ad code: literal text is copied, each hole gets its per-request value.
 
+use std::borrow::Cow;
+
 use marquee_snapshot::{AdCode, Hole, Part};
 
 /// The per-request values of an ad's holes. Every value is safe in HTML text and in a
 /// quoted attribute, either quote: URLs built by the edge (base64url tokens, no quotes or `<`),
-/// numbers, and a cache buster restricted to alphanumerics.
+/// numbers, a cache buster restricted to alphanumerics, and key-values percent-encoded.
 #[derive(Debug)]
 pub struct Values<'a> {
     pub click_url: &'a str,
@@ -12,6 +14,27 @@ pub struct Values<'a> {
     pub cache_buster: &'a str,
     pub placement: u64,
     pub timestamp: i64,
+    /// The ad request's key-values, for `{{KV:key}}` (none in a bid request).
+    pub key_values: &'a [(Cow<'a, str>, Cow<'a, str>)],
+}
+
+/// Appends the first value of `key` in `key_values`, percent-encoded outside `A-Z a-z 0-9 -
+/// . _ ~`: safe in HTML text, in a quoted attribute and in a JavaScript string, whatever the
+/// page sent. Nothing when the request has no such key.
+fn push_key_value(key_values: &[(Cow<'_, str>, Cow<'_, str>)], key: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let Some((_, value)) = key_values.iter().find(|(k, _)| k == key) else {
+        return;
+    };
+    for &byte in value.as_bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+    }
 }
 
 pub fn fill(code: &AdCode, values: &Values<'_>, out: &mut String) {
@@ -29,6 +52,7 @@ pub fn fill(code: &AdCode, values: &Values<'_>, out: &mut String) {
             Part::Hole(Hole::CacheBuster) => out.push_str(values.cache_buster),
             Part::Hole(Hole::PlacementId) => out.push_str(digits.format(values.placement)),
             Part::Hole(Hole::Timestamp) => out.push_str(digits.format(values.timestamp)),
+            Part::KeyValue(key) => push_key_value(values.key_values, key, out),
         }
     }
 }
@@ -138,12 +162,50 @@ mod tests {
                 cache_buster: "42",
                 placement: 7,
                 timestamp: 1_700_000_000,
+                key_values: &[],
             },
             &mut out,
         );
         assert_eq!(
             out,
             "<a href=\"http://e/t/c?t=AB\">7</a><script src=\"x?c=http%3A%2F%2Fe%2Ft%2Fc%3Ft%3DAB&cb=42&t=1700000000\"></script><img src=\"http://e/t/i?t=CD\">"
+        );
+    }
+
+    #[test]
+    fn key_values_fill_percent_encoded_and_missing_ones_empty() {
+        let code = AdCode {
+            parts: vec![
+                Part::Text("<script>var id = \"".into()),
+                Part::KeyValue("hb_adid".into()),
+                Part::Text("\", pb = '".into()),
+                Part::KeyValue("hb_pb".into()),
+                Part::Text("', none = \"".into()),
+                Part::KeyValue("absent".into()),
+                Part::Text("\";</script>".into()),
+            ],
+        };
+        let key_values = [
+            (Cow::from("hb_pb"), Cow::from("2.50")),
+            (Cow::from("hb_adid"), Cow::from("a1\"</script><b x='é'>")),
+            (Cow::from("hb_pb"), Cow::from("9.99")),
+        ];
+        let mut out = String::new();
+        fill(
+            &code,
+            &Values {
+                click_url: "",
+                impression_url: "",
+                cache_buster: "1",
+                placement: 1,
+                timestamp: 0,
+                key_values: &key_values,
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "<script>var id = \"a1%22%3C%2Fscript%3E%3Cb%20x%3D%27%C3%A9%27%3E\", pb = '2.50', none = \"\";</script>"
         );
     }
 

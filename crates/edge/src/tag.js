@@ -1,5 +1,7 @@
 /* Marquee async tag loader. Include once or many times: each run fills only the slots
-   (<ins class="marquee" data-placement="ID">) not filled yet, all of them in one request.
+   (<ins class="marquee" data-placement="ID">) not filled yet, all of them in one request, or
+   one per distinct set of key-values: a slot's data-kv-KEY="VALUE" attributes go to the edge
+   as kv=KEY:VALUE (how Prebid.js's hb_* targeting reaches the line items).
    Consent: data-gdpr="1|0" and data-gdpr-consent="TC string" on this script element when
    set; else the page's IAB TCF v2 CMP (__tcfapi), waited for up to a second (then: GDPR
    applies, no consent); with neither, no consent parameters. */
@@ -40,22 +42,46 @@
   function fill() {
     var slots = document.querySelectorAll('ins.marquee[data-placement]:not([data-marquee])');
     if (!slots.length) return;
-    var ids = [];
+    // Slots grouped by their key-values, in page order: one request per group.
+    var groups = [], byKv = {};
     for (var i = 0; i < slots.length; i++) {
       slots[i].setAttribute('data-marquee', 'pending');
-      ids.push(slots[i].getAttribute('data-placement'));
+      var kv = keyValues(slots[i]);
+      var group = byKv[kv];
+      if (!group) {
+        group = byKv[kv] = { kv: kv, slots: [], ids: [] };
+        groups.push(group);
+      }
+      group.slots.push(slots[i]);
+      group.ids.push(slots[i].getAttribute('data-placement'));
     }
-    consent(function (signal) { request(slots, ids, signal); });
+    consent(function (signal) {
+      groups.forEach(function (g) { request(g.slots, g.ids, g.kv, signal); });
+    });
   }
-  function request(slots, ids, signal) {
-    var query = 'p=' + ids.join(',') + '&url=' + encodeURIComponent(location.href) + signal +
-      '&cb=' + Math.floor(Math.random() * 1e12);
+  // The slot's data-kv-KEY attributes as kv=KEY:VALUE parameters, in attribute order.
+  function keyValues(slot) {
+    var text = '';
+    for (var i = 0; i < slot.attributes.length; i++) {
+      var name = slot.attributes[i].name;
+      if (name.indexOf('data-kv-') === 0 && name.length > 8) {
+        text += '&kv=' + encodeURIComponent(name.slice(8) + ':' + slot.attributes[i].value);
+      }
+    }
+    return text;
+  }
+  function request(slots, ids, kv, signal) {
+    var query = 'p=' + ids.join(',') + kv + '&url=' + encodeURIComponent(location.href) +
+      signal + '&cb=' + Math.floor(Math.random() * 1e12);
     fetch(base + '/ad.json?' + query, { credentials: 'include' })
       .then(function (r) { return r.json(); })
       .then(function (answer) {
         (answer.ads || []).forEach(function (ad) {
-          var slot = document.querySelector(
-            'ins.marquee[data-placement="' + ad.placement + '"][data-marquee="pending"]');
+          var slot = null;
+          for (var s = 0; s < slots.length && !slot; s++) {
+            if (slots[s].getAttribute('data-placement') === String(ad.placement) &&
+              slots[s].getAttribute('data-marquee') === 'pending') slot = slots[s];
+          }
           if (!slot) return;
           var frame = document.createElement('iframe');
           frame.setAttribute('sandbox',

@@ -24,6 +24,7 @@ use marquee_store::{NewToken, PostgresStore, SqliteStore, Store};
 use marquee_tracking::KeyRing;
 
 mod geo;
+mod prebid;
 mod roles;
 mod users;
 
@@ -67,6 +68,9 @@ enum Command {
     /// Copy a SQLite database (`marquee serve`'s) into a new, empty PostgreSQL database, for a
     /// manager on PostgreSQL: `marquee copy-database --database postgres://…`.
     CopyDatabase(CopyArgs),
+    /// Prebid.js header bidding: make a price-priority line item set (`create-set`).
+    #[command(subcommand)]
+    Prebid(prebid::PrebidCommand),
     /// Measure: load generator (`run`) and the hello-world reference server (`reference`).
     #[command(subcommand)]
     Bench(marquee_bench::BenchCommand),
@@ -208,6 +212,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Token(TokenCommand::List(args)) => list_tokens(args).await,
         Command::Token(TokenCommand::Revoke(args)) => revoke_token(args).await,
         Command::User(command) => users::run(command).await,
+        Command::Prebid(command) => prebid::run(command).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::CopyDatabase(args) => copy_database(args).await,
         Command::Migrate(args) => {

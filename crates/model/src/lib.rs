@@ -14,6 +14,7 @@ mod markup;
 mod metrics_access;
 mod money;
 mod objects;
+pub mod prebid;
 mod rates;
 mod secret;
 mod stored;
@@ -32,10 +33,10 @@ pub use money::{
 };
 pub use objects::{
     Advertiser, Campaign, CapWindow, CapWindowError, Channel, Creative, CreativeContent, Format,
-    FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, LIVE_STATISTIC_PREFIX, LIVE_STATISTICS,
-    LineItem, MAX_PROGRAMMATIC_TIMEOUT_MS, MIN_PROGRAMMATIC_TIMEOUT_MS, Object, PacingMode,
-    Placement, Price, PricingModel, Programmatic, Publisher, RotationMode, Site, Size, Tier,
-    UntokenedClicks,
+    FrequencyCap, Goal, GoalMetric, HTML_MACROS, ImageTag, KEY_VALUE_MACRO_PREFIX,
+    LIVE_STATISTIC_PREFIX, LIVE_STATISTICS, LineItem, MAX_PROGRAMMATIC_TIMEOUT_MS,
+    MIN_PROGRAMMATIC_TIMEOUT_MS, Object, PacingMode, Placement, Price, PricingModel, Programmatic,
+    Publisher, RotationMode, Site, Size, Tier, UntokenedClicks, is_key_value_key,
 };
 pub use rates::{CurrencyRates, RateError, Rounding};
 pub use secret::same_secret;

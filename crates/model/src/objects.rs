@@ -712,6 +712,23 @@ pub const LIVE_STATISTICS: &[&str] = &[
 /// The prefix of a live statistic's name in markup: `{{STAT:IMPRESSIONS_TODAY}}`.
 pub const LIVE_STATISTIC_PREFIX: &str = "STAT:";
 
+/// The prefix of a key-value macro in markup: `{{KV:hb_adid}}` is the value of the ad request's
+/// key-value `hb_adid` (`kv=hb_adid:…` on the tag), percent-encoded outside letters, digits and
+/// `-._~` so that it is safe in HTML, in a quoted attribute and in a JavaScript string; empty
+/// when the request has none (a bid request never has any). The key follows the rule of a
+/// `key_value` targeting key.
+pub const KEY_VALUE_MACRO_PREFIX: &str = "KV:";
+
+/// Whether `key` may name a key-value (in targeting and in `{{KV:key}}`): 1 to 64 lower-case
+/// letters, digits or `_`.
+pub fn is_key_value_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// What a creative shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -721,8 +738,9 @@ pub enum CreativeContent {
         #[serde(default)]
         alt: String,
     },
-    /// HTML served in a sandboxed iframe; may use the macros in [`HTML_MACROS`] and the live
-    /// statistics in [`LIVE_STATISTICS`].
+    /// HTML served in a sandboxed iframe; may use the macros in [`HTML_MACROS`], the live
+    /// statistics in [`LIVE_STATISTICS`] and the ad request's key-values
+    /// ([`KEY_VALUE_MACRO_PREFIX`]).
     Html { html: String },
     /// Markup from an outside ad server; may use the same macros.
     ThirdPartyTag { tag: String },
@@ -973,7 +991,8 @@ impl CreativeContent {
     }
 }
 
-/// Markup must be non-empty, bounded, and use only known `{{MACROS}}` and `{{STAT:NAMES}}`.
+/// Markup must be non-empty, bounded, and use only known `{{MACROS}}`, `{{STAT:NAMES}}` and
+/// `{{KV:keys}}` with a valid key.
 fn markup_rule(v: &mut Violations, markup: &str) {
     if markup.trim().is_empty() {
         v.fail("must not be empty");
@@ -1002,9 +1021,18 @@ fn markup_rule(v: &mut Violations, markup: &str) {
                         .join(", ")
                 ));
             }
+        } else if let Some(key) = name.strip_prefix(KEY_VALUE_MACRO_PREFIX) {
+            v.check(
+                is_key_value_key(key),
+                format!(
+                    "uses {{{{{name}}}}}, whose key {key:?} is not 1 to 64 lower-case letters, \
+                     digits or _"
+                ),
+            );
         } else if !HTML_MACROS.contains(&name) {
             v.fail(format!(
-                "uses unknown macro {{{{{name}}}}}; known: {}",
+                "uses unknown macro {{{{{name}}}}}; known: {}, and {KEY_VALUE_MACRO_PREFIX}key \
+                 for a key-value of the ad request",
                 HTML_MACROS.join(", ")
             ));
         }

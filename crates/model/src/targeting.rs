@@ -221,12 +221,7 @@ impl Targeting {
             Targeting::KeyValue(kv) => v.field("key_value", |v| {
                 v.check_field(
                     "key",
-                    !kv.key.is_empty()
-                        && kv.key.len() <= 64
-                        && kv
-                            .key
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                    crate::objects::is_key_value_key(&kv.key),
                     format!(
                         "{:?} must be 1 to 64 lower-case letters, digits or _",
                         kv.key

@@ -740,6 +740,8 @@ fn creative_markup_rules() {
         ("html unterminated {{",   json!({"content": {"html": "<a href=\"{{CLICK_URL\">x</a>"}}),      "content.html"),
         ("html unknown statistic", json!({"content": {"html": "<b>{{STAT:VISITS}}</b>"}}),             "content.html"),
         ("html statistic as macro", json!({"content": {"html": "<b>{{IMPRESSIONS_TODAY}}</b>"}}),      "content.html"),
+        ("html key-value, bad key", json!({"content": {"html": "<b>{{KV:Hb Adid}}</b>"}}),             "content.html"),
+        ("html key-value, no key", json!({"content": {"html": "<b>{{KV:}}</b>"}}),                     "content.html"),
     ];
     assert_cases::<Creative>(&html(), &cases);
 
@@ -766,6 +768,7 @@ fn creative_markup_rules() {
         ("every macro",            json!({"content": {"html": all_macros}})),
         ("every live statistic",   json!({"content": {"html": all_statistics}})),
         ("}} without {{",          json!({"content": {"html": "<div>}}</div>"}})),
+        ("key-value macros",       json!({"content": {"html": "<script>var id = \"{{KV:hb_adid}}\", s = '{{KV:hb_size}}';</script>"}})),
     ];
     assert_valid::<Creative>(&html(), &valid);
 }

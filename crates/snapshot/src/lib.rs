@@ -78,7 +78,7 @@
 //! Creative       = id: u64, line_item_id: u64, size: Size?, landing_url: string,
 //!                  weight: u32, content: Content, ad_code: AdCode?, format: Format,
 //!                  secure: bool, categories: [string]
-//! AdCode         = parts: [enum { 0 Text(string), 1 Hole(Hole) }]
+//! AdCode         = parts: [enum { 0 Text(string), 1 Hole(Hole), 2 KeyValue(key: string) }]
 //! Hole           = enum { ClickUrl, ClickUrlEncoded, ImpressionUrl, CacheBuster,
 //!                         PlacementId, Timestamp }
 //! Content        = enum {
@@ -118,8 +118,8 @@
 //!
 //! The test `golden_bytes_pin_the_format` pins these bytes: if it fails, the layout changed and
 //! [`FORMAT_VERSION`] must change with it. Targeting's variants and those of the enums it holds
-//! are only ever appended (`Targeting` 22 to 25 and `DeviceType`'s `Console` came later, within
-//! version 4): every file an earlier build wrote decodes unchanged, and an earlier build refuses
+//! are only ever appended (`Targeting` 22 to 25, `DeviceType`'s `Console` and `Part`'s
+//! `KeyValue` came later, within version 4): every file an earlier build wrote decodes unchanged, and an earlier build refuses
 //! only a file that uses a later variant (its edges keep the snapshot they hold).
 
 mod compile;

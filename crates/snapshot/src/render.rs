@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use marquee_model::{Creative, CreativeContent, LIVE_STATISTIC_PREFIX};
+use marquee_model::{Creative, CreativeContent, KEY_VALUE_MACRO_PREFIX, LIVE_STATISTIC_PREFIX};
 use serde::{Deserialize, Serialize};
 
 /// The live statistics of one creative at one moment, rendered as text into its ad code where
@@ -60,10 +60,14 @@ pub struct AdCode {
     pub parts: Vec<Part>,
 }
 
+/// Variants are only ever appended (snapshots encode them by position).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Part {
     Text(String),
     Hole(Hole),
+    /// The ad request's key-value of this key (`{{KV:key}}`), which the edge fills
+    /// percent-encoded (see [`marquee_model::KEY_VALUE_MACRO_PREFIX`]).
+    KeyValue(String),
 }
 
 /// A per-request value. Every value the edge puts in a hole is safe in HTML text and in a
@@ -99,8 +103,8 @@ impl AdCode {
         self.parts.push(Part::Hole(hole));
     }
 
-    /// Appends creative markup, turning `{{MACROS}}` into holes or, for values known now
-    /// (ids, live statistics), into text. Validation has refused unknown macros; any left stay
+    /// Appends creative markup, turning `{{MACROS}}` and `{{KV:key}}` into holes or, for values
+    /// known now (ids, live statistics), into text. Validation has refused unknown macros; any left stay
     /// as written. A live statistic without values yet renders as zero.
     fn markup(&mut self, markup: &str, creative_id: u64, line_item_id: u64, live: LiveValues) {
         let mut rest = markup;
@@ -121,6 +125,9 @@ impl AdCode {
                 "TIMESTAMP" => self.hole(Hole::Timestamp),
                 "CREATIVE_ID" => self.text(&creative_id.to_string()),
                 "LINE_ITEM_ID" => self.text(&line_item_id.to_string()),
+                _ if name.starts_with(KEY_VALUE_MACRO_PREFIX) => self.parts.push(Part::KeyValue(
+                    name[KEY_VALUE_MACRO_PREFIX.len()..].to_owned(),
+                )),
                 _ => match name
                     .strip_prefix(LIVE_STATISTIC_PREFIX)
                     .and_then(|statistic| live.text(statistic))
@@ -251,6 +258,7 @@ mod tests {
             .map(|part| match part {
                 Part::Text(t) => t.clone(),
                 Part::Hole(h) => format!("[{h:?}]"),
+                Part::KeyValue(key) => format!("[KV {key}]"),
             })
             .collect()
     }
@@ -270,6 +278,22 @@ mod tests {
             "{filled}"
         );
         assert!(filled.ends_with("<img src='[ImpressionUrl]' width='1' height='1' alt='' style='position:absolute;left:-9999px'></body></html>"));
+    }
+
+    #[test]
+    fn key_value_macros_become_key_value_holes() {
+        let code = ad_code(
+            3,
+            &creative(CreativeContent::Html {
+                html: "<script>var id = \"{{KV:hb_adid}}\";</script>".into(),
+            }),
+        )
+        .expect("servable");
+        assert!(
+            code.parts.contains(&Part::KeyValue("hb_adid".into())),
+            "{code:?}"
+        );
+        assert!(fill(&code).contains("var id = \"[KV hb_adid]\";"));
     }
 
     #[test]

@@ -1778,3 +1778,202 @@ async fn the_audit_log_shows_each_change_scoped_like_reads() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.field_paths(), ["since"]);
 }
+
+/// A Prebid set request for `w`'s campaign and placement.
+fn prebid_set(w: &World, granularity: Value) -> Value {
+    json!({
+        "granularity": granularity,
+        "placement_ids": [w.placement],
+        "sizes": [{ "w": 300, "h": 250 }, { "w": 728, "h": 90 }],
+        "landing_url": "https://news.example.com/",
+        "start": "2026-12-01T00:00:00",
+    })
+}
+
+#[tokio::test]
+async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
+    let reply = app
+        .admin("POST", &path, Some(prebid_set(&w, json!("low"))))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    assert_eq!(reply.body["line_items_created"], 10);
+    assert_eq!(reply.body["creatives_created"], 20);
+    assert_eq!(reply.body["links_created"], 10);
+    let items = reply.body["line_items"].as_array().unwrap();
+    assert_eq!(items[0]["hb_pb"], "0.50");
+    assert_eq!(items[9]["hb_pb"], "5.00");
+    let id = items[4]["id"].as_u64().unwrap();
+    let stored = app
+        .admin("GET", &format!("/api/v1/line-items/{id}"), None)
+        .await;
+    assert_eq!(stored.body["name"], "Prebid hb_pb=2.50");
+    assert_eq!(stored.body["tier"], "remnant");
+    // In the advertiser's currency, as decimal text outside and micros inside.
+    assert_eq!(stored.body["price"]["amount"], "2.50");
+    assert_eq!(stored.body["price"]["amount_micros"], 2_500_000);
+    assert_eq!(stored.body["price"]["currency"], "EUR");
+    assert_eq!(stored.body["time_zone"], "Europe/Berlin");
+    assert_eq!(
+        stored.body["targeting"],
+        json!({ "key_value": { "key": "hb_pb", "values": ["2.50"] } })
+    );
+    let links = app
+        .admin("GET", &format!("/api/v1/line-items/{id}/placements"), None)
+        .await;
+    assert_eq!(links.body["placement_ids"], json!([w.placement]));
+    let creatives = app
+        .admin("GET", &format!("/api/v1/creatives?parent_id={id}"), None)
+        .await;
+    let creatives = creatives.body["items"].as_array().unwrap();
+    assert_eq!(creatives.len(), 2);
+    let html = creatives[0]["content"]["html"].as_str().unwrap();
+    assert_eq!(html, marquee_model::prebid::creative_html());
+    assert!(html.contains("{{KV:hb_adid}}"), "{html}");
+    assert_eq!(creatives[0]["name"], "Prebid creative 300x250");
+    // Each object was made as the token, and audited so.
+    let audited = app
+        .store
+        .audit(&marquee_store::AuditQuery {
+            object_kind: Some(ObjectKind::LineItem),
+            object_id: Some(id),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(audited.len(), 2, "{audited:?}"); // created, linked
+    assert!(audited.iter().all(|e| e.principal.starts_with("token:")));
+
+    // The same set again creates nothing.
+    let again = app
+        .admin("POST", &path, Some(prebid_set(&w, json!("low"))))
+        .await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body["line_items_created"], 0);
+    assert_eq!(again.body["line_items_existing"], 10);
+    assert_eq!(again.body["creatives_created"], 0);
+    assert_eq!(again.body["links_created"], 0);
+    assert_eq!(again.body["line_items"][4]["id"], id);
+}
+
+#[tokio::test]
+async fn a_prebid_set_that_collides_with_another_line_item_makes_nothing() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let mut body = line_item(w.campaign);
+    body["name"] = json!("Prebid hb_pb=1.00");
+    app.create("line-items", body).await;
+    let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
+    let reply = app
+        .admin("POST", &path, Some(prebid_set(&w, json!("low"))))
+        .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.body);
+    assert!(
+        reply.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Prebid hb_pb=1.00")
+    );
+    let listed = app
+        .admin(
+            "GET",
+            &format!("/api/v1/line-items?parent_id={}", w.campaign),
+            None,
+        )
+        .await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_prebid_set_request_names_every_problem_at_once() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
+    // Unreadable fields: 400, all of them.
+    let reply = app
+        .admin(
+            "POST",
+            &path,
+            Some(json!({
+                "granularity": "ultra", "sizes": "300x250", "landing_url": 5,
+                "start": "soon", "colour": "red"
+            })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    let mut paths = reply.field_paths();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["colour", "granularity", "landing_url", "sizes", "start"]
+    );
+    // Broken rules: 422, all of them, before anything is made.
+    let mut body = prebid_set(
+        &w,
+        json!({ "ranges": [
+            { "max": "1", "increment": "0.005" },
+            { "max": "0.50", "increment": "0.10" }
+        ]}),
+    );
+    body["placement_ids"] = json!([w.placement, 999_999]);
+    body["sizes"] = json!([{ "w": 300, "h": 250 }, { "w": 300, "h": 250 }]);
+    body["time_zone"] = json!("Mars/Olympus");
+    let reply = app.admin("POST", &path, Some(body)).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    let paths = reply.field_paths();
+    for expected in ["granularity", "sizes[1]"] {
+        assert!(paths.iter().any(|p| p == expected), "{expected}: {paths:?}");
+    }
+    // The stored-object rules come next, all at once too.
+    let mut body = prebid_set(&w, json!("low"));
+    body["placement_ids"] = json!([w.placement, 999_999]);
+    body["time_zone"] = json!("Mars/Olympus");
+    let reply = app.admin("POST", &path, Some(body)).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    let mut paths = reply.field_paths();
+    paths.sort();
+    assert_eq!(paths, ["placement_ids[1]", "time_zone"]);
+    let listed = app
+        .admin(
+            "GET",
+            &format!("/api/v1/line-items?parent_id={}", w.campaign),
+            None,
+        )
+        .await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn only_an_admin_links_a_prebid_set() {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
+    let reply = app
+        .call(
+            "POST",
+            &path,
+            Some(&advertiser),
+            Some(prebid_set(&w, json!("low"))),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    let mut body = prebid_set(&w, json!("low"));
+    body.as_object_mut().unwrap().remove("placement_ids");
+    let reply = app.call("POST", &path, Some(&advertiser), Some(body)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    assert_eq!(reply.body["links_created"], 0);
+}

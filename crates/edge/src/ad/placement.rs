@@ -279,7 +279,10 @@ fn render(
         code,
         claims,
         track::worth(price, TokenKind::Click),
-        track::cache_buster(cache_buster, &mut worker.rng, &mut digits),
+        &track::FromRequest {
+            cache_buster: track::cache_buster(cache_buster, &mut worker.rng, &mut digits),
+            key_values: &page.query.key_values,
+        },
         &mut worker.urls,
         &mut worker.text,
     );

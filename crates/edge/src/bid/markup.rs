@@ -39,7 +39,10 @@ pub(super) fn markup(
                 code,
                 claims,
                 0,
-                track::cache_buster(None, &mut worker.rng, &mut digits),
+                &track::FromRequest {
+                    cache_buster: track::cache_buster(None, &mut worker.rng, &mut digits),
+                    key_values: &[],
+                },
                 &mut worker.urls,
                 &mut out,
             );

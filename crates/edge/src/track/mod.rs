@@ -27,7 +27,7 @@ pub(crate) use click::to_landing;
 pub(crate) use count::{Counted, Source, TrackedEvent, count_once, untokened_expiry};
 pub(crate) use invalid::log_invalid;
 pub(crate) use settle::{commit_and_settle, record_delivery};
-pub(crate) use urls::{cache_buster, fill_tracked, impression_url, signed_urls};
+pub(crate) use urls::{FromRequest, cache_buster, fill_tracked, impression_url, signed_urls};
 pub(crate) use worth::worth;
 
 use crate::Edge;

@@ -5,6 +5,7 @@ use marquee_snapshot::AdCode;
 use marquee_tracking::{Claims, TokenKind};
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::borrow::Cow;
 use std::num::NonZeroU64;
 
 use crate::Edge;
@@ -56,16 +57,23 @@ pub(crate) fn cache_buster<'d>(
     }
 }
 
+/// What the ad request gives an ad's code: a cache buster safe in HTML, and its key-values (none
+/// for a bid request).
+pub(crate) struct FromRequest<'a> {
+    pub(crate) cache_buster: &'a str,
+    pub(crate) key_values: &'a [(Cow<'a, str>, Cow<'a, str>)],
+}
+
 /// Appends `code` filled for the impression `claims` describes: its signed impression beacon
-/// and click redirect (the click's token carrying `click_worth`), the `cache_buster`, the
-/// claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
+/// and click redirect (the click's token carrying `click_worth`), the request's cache buster
+/// and key-values, the claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
 /// filling allocates nothing but `out`'s growth.
 pub(crate) fn fill_tracked(
     edge: &Edge,
     code: &AdCode,
     claims: &Claims,
     click_worth: u64,
-    cache_buster: &str,
+    request: &FromRequest<'_>,
     urls: &mut String,
     out: &mut String,
 ) {
@@ -75,9 +83,10 @@ pub(crate) fn fill_tracked(
         &Values {
             click_url,
             impression_url,
-            cache_buster,
+            cache_buster: request.cache_buster,
             placement: claims.placement.map_or(0, NonZeroU64::get),
             timestamp: claims.issued_at,
+            key_values: request.key_values,
         },
         out,
     );

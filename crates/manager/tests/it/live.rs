@@ -134,7 +134,7 @@ fn ad_text(manager: &Manager, creative: u64) -> String {
         .iter()
         .filter_map(|part| match part {
             Part::Text(text) => Some(text.as_str()),
-            Part::Hole(_) => None,
+            Part::Hole(_) | Part::KeyValue(_) => None,
         })
         .collect()
 }
