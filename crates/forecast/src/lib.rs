@@ -15,12 +15,21 @@
 //! Pure: no I/O, no clock; time is a parameter. The model, its assumptions and limits are in
 //! `docs/forecasting.md`.
 
+mod allocation;
 mod backtest;
 mod forecast;
 mod profiles;
 mod record;
 mod sample;
 mod traffic;
+
+/// The benchmark's synthetic publisher, for tests that need the crate's insides (it names the
+/// crate as its users do).
+#[cfg(test)]
+extern crate self as marquee_forecast;
+#[cfg(test)]
+#[path = "../benches/support/workload.rs"]
+mod workload;
 
 pub use backtest::{Backtest, LineItemError, backtest};
 pub use forecast::{
