@@ -687,8 +687,9 @@ impl<'m, 's> Forecaster<'m, 's> {
         }
     }
 
-    /// The requests the line item accepts, with every booked line item taking part in them,
-    /// and its own lane (last); the second lane is the booked line item it replaces, if any.
+    /// The requests the line item accepts, in the hours it accepts them, with every booked
+    /// line item taking part in them and its own lane (last); with each lane's position in the
+    /// book.
     fn market<'b>(
         &self,
         query: &Query,
