@@ -1,7 +1,8 @@
 //! A forecast for one line item over 30 days against 1,000 booked line items, from 28 days of
 //! a 1% sample of 10 million requests a day (2.8 million records). Measured: fitting the
 //! traffic model, building the forecaster (the representatives through the engine's index,
-//! once per snapshot) and one availability forecast. Run:
+//! once per snapshot), allocating the booked line items over the range (once per snapshot and
+//! range, printed) and one availability forecast against that allocation. Run:
 //! `cargo bench -p marquee-forecast --bench forecast`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -39,17 +40,25 @@ fn forecast(c: &mut Criterion) {
     let fitted = started.elapsed();
     let forecaster = Forecaster::new(&world.snapshot, &model);
     let built = started.elapsed() - fitted;
+    let cpu = on_cpu();
+    forecaster.prepare(range).unwrap();
+    let booked = started.elapsed() - fitted - built;
+    let booked_cpu = on_cpu() - cpu;
     let availability = forecaster.availability(&proposal, range).unwrap();
+    let asked_cpu = on_cpu() - cpu - booked_cpu;
     eprintln!(
         "{} records, {} profiles, {} classes; fit {fitted:?}, forecaster {built:?}, \
-         availability {:?}; matching {:.0}, available {:.0}, {} contending",
+         book {booked:?} ({booked_cpu:?} on the CPU), availability {:?} ({asked_cpu:?} on the \
+         CPU); matching {:.0}, available {:.0}, {} contending, {} impacted, probability {:?}",
         world.sample.len(),
         world.sample.profiles(),
         forecaster.classes(),
-        started.elapsed() - fitted - built,
+        started.elapsed() - fitted - built - booked,
         availability.matching,
         availability.available,
-        availability.contending.len()
+        availability.contending.len(),
+        availability.impact.len(),
+        availability.probability,
     );
     let mut group = c.benchmark_group("forecast");
     group.sample_size(10);
@@ -64,6 +73,15 @@ fn forecast(c: &mut Criterion) {
         b.iter(|| black_box(forecaster.availability(&proposal, range).unwrap()))
     });
     group.finish();
+}
+
+/// Time this thread has spent on a CPU (Linux; zero elsewhere): on a host busy with other
+/// builds, wall time says more about them than about the forecast.
+fn on_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 criterion_group!(benches, forecast);

@@ -7,7 +7,7 @@ use marquee_model::LineItemId;
 use marquee_pacing::Period;
 use marquee_snapshot::Snapshot;
 
-use crate::forecast::observed;
+use crate::forecast::Observed;
 use crate::{ForecastError, Forecaster, Sample, TrafficModel};
 
 /// How far the forecast of each booked line item was from the test days.
@@ -53,9 +53,10 @@ pub fn backtest(
     // profiles first seen after the split have no weight to be thinned by.
     let forecaster = Forecaster::with_representatives(snapshot, &model, usize::MAX);
     let range = Period { start: split, end };
+    let observed = Observed::new(&forecaster, range)?;
     let mut line_items = Vec::new();
     for li in &forecaster.snapshot_data().line_items {
-        let (forecast, actual) = observed(&forecaster, li, range)?;
+        let (forecast, actual) = observed.forecast(&forecaster, li);
         if actual.matching <= 0.0 {
             continue;
         }

@@ -2,17 +2,18 @@
 //! engine's targeting index once per snapshot; each forecast then allocates the expected
 //! traffic hour by hour among the line items in the engine's selection order.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use marquee_engine::{Control, Engine, Scratch};
-use marquee_model::{FrequencyCap, GoalMetric, LineItemId, PacingMode, PricingModel, Tier};
+use marquee_model::{FrequencyCap, GoalMetric, LineItemId, PricingModel};
 use marquee_pacing::{Period, Schedule, TrafficProfile};
 use marquee_snapshot::{LineItemEntry, Snapshot, SnapshotData};
 use rustc_hash::FxHashMap;
 
 use crate::TrafficModel;
+use crate::allocation::{ALWAYS, Book, Lane, Market, Mode, Pair, Pass, Plan};
 use crate::profiles::{
     ALL_WEEK, Key, Parts, Vocabulary, WeekMask, has_bit, names_time, relax, request, week_mask,
 };
@@ -33,8 +34,8 @@ const CAP_DAYS: i64 = 14;
 /// Sampled requests of identified users read for frequency caps at most, about: beyond, a
 /// subset of the users (by their hash) stands for all.
 const CAP_REQUESTS: usize = 200_000;
-/// Rounds of proportional sharing among line items of equal priority in an hour.
-const ROUNDS: usize = 4;
+/// Books kept per forecaster, the most recently used ones.
+const BOOKS: usize = 4;
 /// A goal is met "on track" at this probability, "at risk" at [`AT_RISK`].
 const ON_TRACK: f64 = 0.9;
 const AT_RISK: f64 = 0.5;
@@ -139,10 +140,15 @@ pub struct Forecaster<'m, 's> {
     masks: Vec<WeekMask>,
     /// Recency weight of all profiles of each model placement.
     placement_weights: Vec<f64>,
+    /// Each class's share of its placement's traffic.
+    class_share: Vec<f64>,
     cap_factors: Vec<f64>,
     /// Lifetime delivery before the forecast, per snapshot line item, in its goal's metric.
     delivered: Vec<u64>,
     profile: TrafficProfile,
+    /// The booked line items' allocation over recent ranges (see [`Forecaster::prepare`]),
+    /// most recent last.
+    books: Mutex<Vec<Arc<Book>>>,
 }
 
 impl<'m, 's> Forecaster<'m, 's> {
@@ -271,6 +277,14 @@ impl<'m, 's> Forecaster<'m, 's> {
                 placement_weights[p] += weight;
             }
         }
+        let mut class_share = vec![0.0; classes.len()];
+        for (r, &class) in profile_class.iter().enumerate() {
+            let placement = classes.get(class as usize).and_then(|c| c.placement);
+            if let Some(p) = placement.filter(|&p| placement_weights[p] > 0.0) {
+                class_share[class as usize] +=
+                    model.profile_weights[r] * f64::from(profile_scale[r]) / placement_weights[p];
+            }
+        }
         let mut forecaster = Forecaster {
             model,
             snapshot: Arc::clone(snapshot),
@@ -280,9 +294,11 @@ impl<'m, 's> Forecaster<'m, 's> {
             members,
             masks,
             placement_weights,
+            class_share,
             cap_factors: Vec::new(),
             delivered: vec![0; data.line_items.len()],
             profile: TrafficProfile::UNIFORM,
+            books: Mutex::new(Vec::new()),
         };
         forecaster.cap_factors = forecaster.booked_cap_factors();
         forecaster
@@ -296,7 +312,92 @@ impl<'m, 's> Forecaster<'m, 's> {
                 self.delivered[i] = amount;
             }
         }
+        self.books = Mutex::new(Vec::new());
         self
+    }
+
+    /// Allocates the booked line items over `range` and keeps the result, so that forecasts
+    /// over that range answer from it (see [`Forecaster::availability`]). The few most
+    /// recently used ranges are kept; a forecast over another range prepares it first.
+    pub fn prepare(&self, range: Period) -> Result<(), ForecastError> {
+        self.book(range).map(drop)
+    }
+
+    fn book(&self, range: Period) -> Result<Arc<Book>, ForecastError> {
+        let hours = hours_of(range)?;
+        let key = (range.start.as_second(), range.end.as_second());
+        if let Some(book) = self.kept_books().iter().rev().find(|b| b.range == key) {
+            return Ok(Arc::clone(book));
+        }
+        // Built without holding the lock: another range's forecast need not wait for it.
+        let book = Arc::new(self.build_book(hours, false));
+        let mut books = self.kept_books();
+        if books.len() >= BOOKS {
+            books.remove(0);
+        }
+        books.push(Arc::clone(&book));
+        Ok(book)
+    }
+
+    fn kept_books(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Book>>> {
+        // The list is only pushed to and trimmed: a panic elsewhere cannot leave it half
+        // changed.
+        self.books
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The booked line items' allocation over `hours`, of the model's traffic or of the
+    /// sample's (`observed`).
+    fn build_book(&self, hours: Vec<i64>, observed: bool) -> Book {
+        let data = &self.snapshot.data;
+        let lanes: Vec<Lane> = data
+            .line_items
+            .iter()
+            .enumerate()
+            .map(|(i, li)| self.lane(li, self.cap_factors[i], self.delivered[i], &hours))
+            .collect();
+        let supply = if observed {
+            Supply::observed(self, &self.profile_class, self.classes.len(), &hours)
+        } else {
+            Supply::model(
+                self,
+                self.classes.iter().map(|c| c.placement).collect(),
+                self.class_share.clone(),
+                &hours,
+            )
+        };
+        let mut timed: Vec<(u32, u32)> = self
+            .members
+            .iter()
+            .filter(|m| m.mask != 0)
+            .map(|m| (m.lane, m.mask))
+            .collect();
+        timed.sort_unstable();
+        timed.dedup();
+        let range = (
+            hours.first().copied().unwrap_or(0),
+            hours.last().map_or(0, |h| h + 3_600),
+        );
+        Book::new(
+            Plan {
+                range,
+                hours,
+                lanes,
+                timed,
+            },
+            &self.masks,
+            |class, pairs| {
+                let members = &self.members[self.classes[class].members.clone()];
+                pairs.extend(members.iter().map(|m| Pair {
+                    unit: class as u32,
+                    lane: m.lane,
+                    mask: m.mask,
+                }));
+            },
+            self.classes.len(),
+            |class, hour| supply.at(class, hour),
+        )
     }
 
     /// Distinct classes of requests the booked line items tell apart.
@@ -327,10 +428,9 @@ impl<'m, 's> Forecaster<'m, 's> {
         line_item: &LineItemEntry,
         range: Period,
     ) -> Result<Availability, ForecastError> {
-        let hours = hours_of(range)?;
+        let book = self.book(range)?;
         let query = self.query(line_item);
-        let sim = Simulation::new(self, &query, &hours, Supply::model(self, &query, &hours));
-        Ok(self.answer(&query, &sim, &hours))
+        Ok(self.answer(&query, &book, false))
     }
 
     /// The outlook of a booked line item over `range`: its [`Forecaster::availability`]
@@ -515,32 +615,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         factors
     }
 
-    /// The lanes of a forecast: every booked line item but the one replaced, then the one
-    /// forecast (last).
-    fn lanes(&self, query: &Query, hours: &[i64]) -> Vec<Lane> {
-        let data = &self.snapshot.data;
-        let mut lanes: Vec<Lane> = data
-            .line_items
-            .iter()
-            .enumerate()
-            .map(|(i, li)| {
-                let excluded = query.exclude == Some(i);
-                self.lane(li, self.cap_factors[i], self.delivered[i], excluded, hours)
-            })
-            .collect();
-        let delivered = query.exclude.map_or(0, |i| self.delivered[i]);
-        lanes.push(self.lane(&query.line_item, query.cap_factor, delivered, false, hours));
-        lanes
-    }
-
-    fn lane(
-        &self,
-        li: &LineItemEntry,
-        cap_factor: f64,
-        delivered: u64,
-        excluded: bool,
-        hours: &[i64],
-    ) -> Lane {
+    fn lane(&self, li: &LineItemEntry, cap_factor: f64, delivered: u64, hours: &[i64]) -> Lane {
         let zone = TimeZone::get(&li.time_zone).unwrap_or(TimeZone::UTC);
         let goal = impressions_goal(li, delivered);
         let first = hours.first().copied().unwrap_or(0);
@@ -602,7 +677,6 @@ impl<'m, 's> Forecaster<'m, 's> {
             weight: f64::from(li.weight.max(1)),
             zone,
             flight: (li.flight_start, li.flight_end),
-            excluded,
             mode: li.pacing,
             daily: goal.daily,
             targets,
@@ -613,14 +687,213 @@ impl<'m, 's> Forecaster<'m, 's> {
         }
     }
 
-    fn answer(&self, query: &Query, sim: &Simulation<'_>, hours: &[i64]) -> Availability {
+    /// The requests the line item accepts, in the hours it accepts them, with every booked
+    /// line item taking part in them and its own lane (last); with each lane's position in the
+    /// book.
+    fn market<'b>(
+        &self,
+        query: &Query,
+        book: &'b Book,
+        forecast: &'b Lane,
+        observed: bool,
+    ) -> (Market<'b>, Vec<Option<usize>>) {
+        let hours = &book.hours;
+        let s_len = book.segments.len();
+        // The units it accepts at some hour, and their supply in those hours only.
+        let local: Vec<usize> = (0..query.unit_class.len())
+            .filter(|&u| query.unit_mask[u] != [0; 3])
+            .collect();
+        let supply = if observed {
+            let mut item_of = vec![DROPPED; query.profile_unit.len()];
+            let mut position = vec![DROPPED; query.unit_class.len()];
+            for (i, &u) in local.iter().enumerate() {
+                position[u] = i as u32;
+            }
+            for (item, &unit) in item_of.iter_mut().zip(&query.profile_unit) {
+                if unit != DROPPED {
+                    *item = position[unit as usize];
+                }
+            }
+            Supply::observed(self, &item_of, local.len(), hours)
+        } else {
+            Supply::model(
+                self,
+                local
+                    .iter()
+                    .map(|&u| self.classes[query.unit_class[u] as usize].placement)
+                    .collect(),
+                local.iter().map(|&u| query.unit_share[u]).collect(),
+                hours,
+            )
+        };
+        let accepts: Vec<(bool, u8)> = hours
+            .iter()
+            .map(|&h| (forecast.in_flight(h), forecast.week_bit(h)))
+            .collect();
+        let units = local.len();
+        let mut unit_supply = vec![0.0; s_len * units];
+        for (s, segment) in book.segments.iter().enumerate() {
+            for (i, &u) in local.iter().enumerate() {
+                let mask = &query.unit_mask[u];
+                unit_supply[s * units + i] = segment
+                    .clone()
+                    .filter(|&h| accepts[h].0 && has_bit(mask, accepts[h].1))
+                    .map(|h| supply.at(i, h))
+                    .sum();
+            }
+        }
+        // Lanes: the booked line items taking part, then the forecast one.
+        let mut position = vec![u32::MAX; book.lanes.len()];
+        let mut lanes: Vec<(&Lane, Option<u32>)> = Vec::new();
+        for &u in &local {
+            let class = &self.classes[query.unit_class[u] as usize];
+            for member in &self.members[class.members.clone()] {
+                let at = &mut position[member.lane as usize];
+                if *at == u32::MAX {
+                    *at = lanes.len() as u32;
+                    lanes.push((&book.lanes[member.lane as usize], Some(member.lane)));
+                }
+            }
+        }
+        let forecast_at = lanes.len() as u32;
+        lanes.push((forecast, None));
+        // Groups: the book's, and the forecast line item's if the book has none like it.
+        let key = forecast.key();
+        let mut groups: Vec<(Option<u32>, Vec<Pair>)> = (0..book.keys.len())
+            .map(|g| (Some(g as u32), Vec::new()))
+            .collect();
+        let (forecast_group, inserted) = match book.keys.binary_search_by(|g| key.cmp(g)) {
+            Ok(g) => (g, false),
+            Err(g) => {
+                groups.insert(g, (None, Vec::new()));
+                (g, true)
+            }
+        };
+        let group_of = |book_group: u32| {
+            let g = book_group as usize;
+            g + usize::from(inserted && g >= forecast_group)
+        };
+        for (i, &u) in local.iter().enumerate() {
+            let class = &self.classes[query.unit_class[u] as usize];
+            for member in &self.members[class.members.clone()] {
+                let g = group_of(book.lane_group[member.lane as usize]);
+                groups[g].1.push(Pair {
+                    unit: i as u32,
+                    lane: position[member.lane as usize],
+                    mask: member.mask,
+                });
+            }
+            groups[forecast_group].1.push(Pair {
+                unit: i as u32,
+                lane: forecast_at,
+                mask: ALWAYS,
+            });
+        }
+        let mut group_lanes = vec![Vec::new(); groups.len()];
+        for (l, &(_, book_lane)) in lanes.iter().enumerate() {
+            let g = book_lane.map_or(forecast_group, |b| group_of(book.lane_group[b as usize]));
+            group_lanes[g].push(l as u32);
+        }
+        // Keep only the groups with requests here.
+        let (groups, group_lanes): (Vec<_>, Vec<Vec<u32>>) = groups
+            .into_iter()
+            .zip(group_lanes)
+            .filter(|((_, pairs), _)| !pairs.is_empty())
+            .unzip();
+        let mut lane_group = vec![0; lanes.len()];
+        for (g, members) in group_lanes.iter().enumerate() {
+            for &l in members {
+                lane_group[l as usize] = g as u32;
+            }
+        }
+        let book_days = book.day_matching();
+        let mut matching = vec![0.0; lanes.len() * s_len];
+        let mut day_matching = Vec::with_capacity(lanes.len());
+        for (l, &(lane, book_lane)) in lanes.iter().enumerate() {
+            let row = &mut matching[l * s_len..(l + 1) * s_len];
+            match book_lane {
+                Some(b) => {
+                    let b = b as usize;
+                    row.copy_from_slice(&book.matching[b * s_len..(b + 1) * s_len]);
+                    day_matching.push(book_days[b].clone());
+                }
+                None => {
+                    let mut days = vec![0.0; lane.days];
+                    for (s, segment) in book.segments.iter().enumerate() {
+                        row[s] = unit_supply[s * units..(s + 1) * units].iter().sum();
+                        days[lane.day_of_hour[segment.start] as usize] += row[s];
+                    }
+                    day_matching.push(days);
+                }
+            }
+        }
+        let excluded = query
+            .exclude
+            .map(|i| position[i])
+            .filter(|&at| at != u32::MAX);
+        let book_lanes = lanes.iter().map(|l| l.1.map(|b| b as usize)).collect();
+        (
+            Market {
+                lanes,
+                groups,
+                group_lanes,
+                lane_group,
+                units,
+                supply: unit_supply,
+                matching,
+                day_matching,
+                forecast: Some(forecast_at),
+                excluded,
+            },
+            book_lanes,
+        )
+    }
+
+    fn answer(&self, query: &Query, book: &Book, observed: bool) -> Availability {
         let data = &self.snapshot.data;
-        let forecast = sim.lanes.len() - 1;
-        let baseline = sim.run(Mode::Baseline);
-        let unlimited = sim.run(Mode::Unlimited);
+        let delivered = query.exclude.map_or(0, |i| self.delivered[i]);
+        let lane = self.lane(&query.line_item, query.cap_factor, delivered, &book.hours);
+        let (market, book_lanes) = self.market(query, book, &lane, observed);
+        let forecast = market.lanes.len() - 1;
+        let s_len = book.segments.len();
+        // Groups above the forecast line item's (and the replaced one's) take what they took
+        // in the book: the passes after the replay start below them, from what they left.
+        let first = market.lane_group[forecast].min(
+            market
+                .excluded
+                .map_or(u32::MAX, |x| market.lane_group[x as usize]),
+        ) as usize;
+        let mut replay = book.run(
+            &market,
+            &self.masks,
+            Pass {
+                mode: Mode::Replay,
+                reference: None,
+                groups: 0..market.groups.len(),
+                entry: None,
+                keep_entry: Some(first),
+            },
+            None,
+        );
+        let offers = std::mem::take(&mut replay.offers);
+        let entry = std::mem::take(&mut replay.entry);
+        let pass = |mode: Mode, last: usize| Pass {
+            mode,
+            reference: Some(&offers),
+            groups: first..last,
+            entry: Some(&entry),
+            keep_entry: None,
+        };
+        let all = market.groups.len();
+        let baseline = market
+            .excluded
+            .map(|_| book.run(&market, &self.masks, pass(Mode::Baseline, all), None));
+        // What it gets at its priority does not depend on the groups below it.
+        let own = market.lane_group[forecast] as usize + 1;
+        let unlimited = book.run(&market, &self.masks, pass(Mode::Unlimited, own), None);
         let mut daily: Vec<Day> = Vec::new();
-        for (s, segment) in sim.segments.iter().enumerate() {
-            let day = hours[segment.start].div_euclid(SECONDS_PER_DAY);
+        for (s, segment) in book.segments.iter().enumerate() {
+            let day = book.hours[segment.start].div_euclid(SECONDS_PER_DAY);
             if daily.last().is_none_or(|d| d.day != day) {
                 daily.push(Day {
                     day,
@@ -629,34 +902,53 @@ impl<'m, 's> Forecaster<'m, 's> {
                 });
             }
             if let Some(d) = daily.last_mut() {
-                d.matching += sim.matching[forecast][s];
+                d.matching += market.matching[forecast * s_len + s];
                 d.available += unlimited.by_segment[s];
             }
         }
         let available: f64 = unlimited.by_segment.iter().sum();
         let matching: f64 = daily.iter().map(|d| d.matching).sum();
-        let mut contending: Vec<Contender> = baseline
-            .contention
+        let id = |l: usize| book_lanes[l].map(|b| data.line_items[b].id);
+        // Booked line items' takes without it: those above the passes' groups as in the book.
+        let local: Vec<f64> = match &baseline {
+            Some(baseline) => (0..market.lanes.len())
+                .map(|l| {
+                    if (market.lane_group[l] as usize) < first {
+                        replay.local[l]
+                    } else {
+                        baseline.local[l]
+                    }
+                })
+                .collect(),
+            None => replay.local.clone(),
+        };
+        let mut contending: Vec<Contender> = local
             .iter()
             .enumerate()
-            .filter(|(_, t)| **t > 0.0)
-            .map(|(i, &t)| Contender {
-                line_item: data.line_items[i].id,
-                impressions: t,
+            .filter(|(l, t)| **t > 0.0 && *l != forecast)
+            .filter_map(|(l, &t)| {
+                id(l).map(|line_item| Contender {
+                    line_item,
+                    impressions: t,
+                })
             })
             .collect();
         sort_contenders(&mut contending);
-        let goal = sim.goal_in_range(forecast);
+        let goal = lane.goal_in_range(&book.hours);
         let impact = if goal.is_some() {
-            let booked = sim.run(Mode::Booked);
-            let mut impact: Vec<Contender> = baseline.totals[..forecast]
+            let booked = book.run(&market, &self.masks, pass(Mode::Booked, all), None);
+            let unchanged = vec![0.0; market.lanes.len()];
+            let before = baseline.as_ref().map_or(&unchanged, |b| &b.delta);
+            let mut impact: Vec<Contender> = before
                 .iter()
-                .zip(&booked.totals)
+                .zip(&booked.delta)
                 .enumerate()
-                .filter(|(_, (before, after))| *before - *after > 0.5)
-                .map(|(i, (before, after))| Contender {
-                    line_item: data.line_items[i].id,
-                    impressions: before - after,
+                .filter(|(l, (before, after))| *l != forecast && *before - *after > 0.5)
+                .filter_map(|(l, (before, after))| {
+                    id(l).map(|line_item| Contender {
+                        line_item,
+                        impressions: before - after,
+                    })
                 })
                 .collect();
             sort_contenders(&mut impact);
@@ -665,7 +957,7 @@ impl<'m, 's> Forecaster<'m, 's> {
             Vec::new()
         };
         let probability =
-            goal.map(|goal| self.probability(query, sim, available, goal, daily.len()));
+            goal.map(|goal| self.probability(query, &market, book, available, goal, daily.len()));
         Availability {
             matching,
             available,
@@ -686,7 +978,8 @@ impl<'m, 's> Forecaster<'m, 's> {
     fn probability(
         &self,
         query: &Query,
-        sim: &Simulation<'_>,
+        market: &Market<'_>,
+        book: &Book,
         available: f64,
         goal: f64,
         days: usize,
@@ -697,13 +990,14 @@ impl<'m, 's> Forecaster<'m, 's> {
         if available <= 0.0 || query.matched_samples == 0 {
             return 0.0;
         }
+        let s_len = book.segments.len();
+        let local = (0..query.unit_class.len()).filter(|&u| query.unit_mask[u] != [0; 3]);
         let (mut weighted, mut total) = (0.0, 0.0);
-        for (u, mask) in query.unit_mask.iter().enumerate() {
-            if *mask == [0; 3] {
-                continue;
-            }
+        for (i, u) in local.enumerate() {
             if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
-                let share = sim.supply_share(u);
+                let share: f64 = (0..s_len)
+                    .map(|s| market.supply[s * market.units + i])
+                    .sum();
                 weighted += share * self.model.daily_cv(p);
                 total += share;
             }
@@ -921,26 +1215,9 @@ struct Query {
     cap_factor: f64,
 }
 
-struct Lane {
-    tier: Tier,
-    value: i64,
-    weight: f64,
-    zone: TimeZone,
-    flight: (i64, Option<i64>),
-    excluded: bool,
-    mode: PacingMode,
-    daily: Option<f64>,
-    /// Lifetime target at the end of each local day of the range.
-    targets: Vec<f64>,
-    day_of_hour: Vec<u32>,
-    days: usize,
-    cap_factor: f64,
-    has_goal: bool,
-}
-
-/// Expected requests per unit and hour.
+/// Expected requests per item (class or unit) and hour.
 enum Supply {
-    /// From the traffic model: the placement's hourly volume times the unit's share.
+    /// From the traffic model: the placement's hourly volume times the item's share.
     Model {
         /// Placement × hour.
         volumes: Vec<f64>,
@@ -948,12 +1225,17 @@ enum Supply {
         placement: Vec<Option<usize>>,
         share: Vec<f64>,
     },
-    /// Observed: unit × hour, already scaled.
+    /// Observed: item × hour, already scaled.
     Observed { table: Vec<f64>, hours: usize },
 }
 
 impl Supply {
-    fn model(forecaster: &Forecaster<'_, '_>, query: &Query, hours: &[i64]) -> Supply {
+    fn model(
+        forecaster: &Forecaster<'_, '_>,
+        placement: Vec<Option<usize>>,
+        share: Vec<f64>,
+        hours: &[i64],
+    ) -> Supply {
         let model = forecaster.model;
         let placements = model.placement_count();
         let mut volumes = vec![0.0; placements * hours.len()];
@@ -965,29 +1247,30 @@ impl Supply {
         Supply::Model {
             volumes,
             hours: hours.len(),
-            placement: query
-                .unit_class
-                .iter()
-                .map(|&c| forecaster.classes[c as usize].placement)
-                .collect(),
-            share: query.unit_share.clone(),
+            placement,
+            share,
         }
     }
 
-    /// What the sample holds for each unit in each hour of the range, scaled by the rate.
-    fn observed(forecaster: &Forecaster<'_, '_>, query: &Query, hours: &[i64]) -> Supply {
+    /// What the sample holds for each item (of each profile: `item_of`) in each hour of the
+    /// range, scaled by the rate.
+    fn observed(
+        forecaster: &Forecaster<'_, '_>,
+        item_of: &[u32],
+        items: usize,
+        hours: &[i64],
+    ) -> Supply {
         let sample = forecaster.model.sample;
-        let units = query.unit_class.len();
-        let mut table = vec![0.0; units * hours.len()];
+        let mut table = vec![0.0; items * hours.len()];
         let first = hours.first().copied().unwrap_or(0) / 60;
         let scale = 1.0 / sample.rate();
         for entry in &sample.entries {
             let minute = i64::from(entry.minute);
             let h = (minute - first).div_euclid(60);
-            let unit = query.profile_unit[entry.profile as usize];
-            if h >= 0 && (h as usize) < hours.len() && unit != DROPPED {
+            let item = item_of[entry.profile as usize];
+            if h >= 0 && (h as usize) < hours.len() && item != DROPPED {
                 let scale = scale * f64::from(forecaster.profile_scale[entry.profile as usize]);
-                table[unit as usize * hours.len() + h as usize] += scale;
+                table[item as usize * hours.len() + h as usize] += scale;
             }
         }
         Supply::Observed {
@@ -996,469 +1279,49 @@ impl Supply {
         }
     }
 
-    fn at(&self, unit: usize, hour: usize) -> f64 {
+    fn at(&self, item: usize, hour: usize) -> f64 {
         match self {
             Supply::Model {
                 volumes,
                 hours,
                 placement,
                 share,
-            } => placement[unit].map_or(0.0, |p| volumes[p * hours + hour] * share[unit]),
-            Supply::Observed { table, hours } => table[unit * hours + hour],
+            } => placement[item].map_or(0.0, |p| volumes[p * hours + hour] * share[item]),
+            Supply::Observed { table, hours } => table[item * hours + hour],
         }
     }
 }
 
-/// One line item in one unit.
-#[derive(Debug, Clone, Copy)]
-struct Pair {
-    unit: u32,
-    lane: u32,
-    mask: u32,
+/// Forecasts against the model and against observed traffic, for backtests: the books of
+/// both, then one question per line item.
+pub(crate) struct Observed {
+    predicted: Book,
+    actual: Book,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// The forecast line item takes nothing: booked line items as they are.
-    Baseline,
-    /// It takes all it can at its priority.
-    Unlimited,
-    /// It takes its goal, paced.
-    Booked,
-}
-
-struct Outcome {
-    /// Per lane, over the range.
-    totals: Vec<f64>,
-    /// The forecast line item's, per segment.
-    by_segment: Vec<f64>,
-    /// Per lane: what it took of requests the forecast line item accepts.
-    contention: Vec<f64>,
-}
-
-struct Simulation<'a> {
-    lanes: Vec<Lane>,
-    /// Pairs of each priority group, highest priority first.
-    groups: Vec<Vec<Pair>>,
-    /// Lanes of each group.
-    group_lanes: Vec<Vec<u32>>,
-    masks: Vec<WeekMask>,
-    /// Per lane and hour: its local hour of the week.
-    local_bits: Vec<Vec<u8>>,
-    /// Spans of hours in which no line item starts or stops taking part (flight, days and
-    /// hours) and no local or UTC day begins: each is allocated at once.
-    segments: Vec<std::ops::Range<usize>>,
-    /// Per segment and unit (segment-major): expected requests.
-    supply: Vec<f64>,
-    /// Per lane and segment: what it matches.
-    matching: Vec<Vec<f64>>,
-    /// Per segment and unit: whether the forecast line item accepts it.
-    forecast_accepts: Vec<Vec<bool>>,
-    units: usize,
-    hour_starts: &'a [i64],
-}
-
-impl<'a> Simulation<'a> {
-    fn new(
+impl Observed {
+    pub(crate) fn new(
         forecaster: &Forecaster<'_, '_>,
-        query: &Query,
-        hours: &'a [i64],
-        supply: Supply,
-    ) -> Simulation<'a> {
-        let lanes = forecaster.lanes(query, hours);
-        let forecast = (lanes.len() - 1) as u32;
-        let mut masks = forecaster.masks.clone();
-        let mut mask_ids: FxHashMap<WeekMask, u32> = FxHashMap::default();
-        // Priority groups: tier, then (remnant, house) value, highest first.
-        let lane_keys: Vec<(Tier, i64)> = lanes
-            .iter()
-            .map(|l| (l.tier, if goes_to_value(l.tier) { l.value } else { 0 }))
-            .collect();
-        let mut keys = lane_keys.clone();
-        keys.sort_by(|a, b| b.cmp(a));
-        keys.dedup();
-        let group_of: Vec<usize> = lane_keys
-            .iter()
-            .map(|k| keys.binary_search_by(|g| k.cmp(g)).unwrap_or(0))
-            .collect();
-        let mut groups: Vec<Vec<Pair>> = vec![Vec::new(); keys.len()];
-        let mut group_lanes: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
-        for (lane, &g) in group_of.iter().enumerate() {
-            if !lanes[lane].excluded {
-                group_lanes[g].push(lane as u32);
-            }
-        }
-        for (unit, &class) in query.unit_class.iter().enumerate() {
-            let class = &forecaster.classes[class as usize];
-            for member in &forecaster.members[class.members.clone()] {
-                if query.exclude == Some(member.lane as usize) {
-                    continue;
-                }
-                groups[group_of[member.lane as usize]].push(Pair {
-                    unit: unit as u32,
-                    lane: member.lane,
-                    mask: member.mask,
-                });
-            }
-            let mask = query.unit_mask[unit];
-            if mask != [0; 3] {
-                let id = if mask == ALL_WEEK {
-                    0
-                } else {
-                    *mask_ids.entry(mask).or_insert_with(|| {
-                        masks.push(mask);
-                        masks.len() as u32 - 1
-                    })
-                };
-                groups[group_of[forecast as usize]].push(Pair {
-                    unit: unit as u32,
-                    lane: forecast,
-                    mask: id,
-                });
-            }
-        }
-        let local_bits = lanes
-            .iter()
-            .map(|lane| {
-                hours
-                    .iter()
-                    .map(|&h| {
-                        let at = Timestamp::from_second(h).unwrap_or(Timestamp::UNIX_EPOCH);
-                        let local = lane.zone.to_datetime(at);
-                        let day = local.weekday().to_monday_zero_offset() as usize;
-                        (day * 24 + local.hour() as usize) as u8
-                    })
-                    .collect()
-            })
-            .collect();
-        let units = query.unit_class.len();
-        let mut sim = Simulation {
-            lanes,
-            groups,
-            group_lanes,
-            masks,
-            local_bits,
-            segments: Vec::new(),
-            supply: Vec::new(),
-            matching: Vec::new(),
-            forecast_accepts: Vec::new(),
-            units,
-            hour_starts: hours,
-        };
-        sim.segments = sim.cut_segments();
-        sim.prepare(&supply);
-        sim
+        range: Period,
+    ) -> Result<Observed, ForecastError> {
+        let hours = hours_of(range)?;
+        Ok(Observed {
+            predicted: forecaster.build_book(hours.clone(), false),
+            actual: forecaster.build_book(hours, true),
+        })
     }
 
-    fn in_flight(&self, lane: &Lane, h: usize) -> bool {
-        let at = self.hour_starts[h];
-        at + 3_600 > lane.flight.0 && lane.flight.1.is_none_or(|end| at < end)
-    }
-
-    /// Whether the pair's line item takes part at hour `h` (flight and day-and-hour
-    /// targeting).
-    fn active(&self, pair: &Pair, h: usize) -> bool {
-        self.in_flight(&self.lanes[pair.lane as usize], h)
-            && (pair.mask == 0
-                || has_bit(
-                    &self.masks[pair.mask as usize],
-                    self.local_bits[pair.lane as usize][h],
-                ))
-    }
-
-    fn cut_segments(&self) -> Vec<std::ops::Range<usize>> {
-        let mut timed: Vec<(u32, u32)> = self
-            .groups
-            .iter()
-            .flatten()
-            .filter(|p| p.mask != 0)
-            .map(|p| (p.lane, p.mask))
-            .collect();
-        timed.sort_unstable();
-        timed.dedup();
-        let mut starts = vec![0];
-        for h in 1..self.hour_starts.len() {
-            let cut = self.hour_starts[h].rem_euclid(SECONDS_PER_DAY) == 0
-                || self.lanes.iter().any(|lane| {
-                    lane.day_of_hour[h] != lane.day_of_hour[h - 1]
-                        || self.in_flight(lane, h) != self.in_flight(lane, h - 1)
-                })
-                || timed.iter().any(|&(lane, mask)| {
-                    let bits = &self.local_bits[lane as usize];
-                    let mask = &self.masks[mask as usize];
-                    has_bit(mask, bits[h]) != has_bit(mask, bits[h - 1])
-                });
-            if cut {
-                starts.push(h);
-            }
-        }
-        let mut segments: Vec<std::ops::Range<usize>> =
-            starts.windows(2).map(|w| w[0]..w[1]).collect();
-        if let Some(&last) = starts.last() {
-            segments.push(last..self.hour_starts.len());
-        }
-        segments
-    }
-
-    /// Supply per segment, each lane's matching supply per segment, and which units the
-    /// forecast line item accepts.
-    fn prepare(&mut self, source: &Supply) {
-        let units = self.units;
-        let mut supply = vec![0.0; self.segments.len() * units];
-        for (s, segment) in self.segments.iter().enumerate() {
-            for (u, total) in supply[s * units..(s + 1) * units].iter_mut().enumerate() {
-                *total = segment.clone().map(|h| source.at(u, h)).sum();
-            }
-        }
-        let mut matching = vec![vec![0.0; self.segments.len()]; self.lanes.len()];
-        let mut accepts = vec![vec![false; units]; self.segments.len()];
-        let forecast = (self.lanes.len() - 1) as u32;
-        for (s, segment) in self.segments.iter().enumerate() {
-            for pair in self.groups.iter().flatten() {
-                if self.active(pair, segment.start) {
-                    matching[pair.lane as usize][s] += supply[s * units + pair.unit as usize];
-                    if pair.lane == forecast {
-                        accepts[s][pair.unit as usize] = true;
-                    }
-                }
-            }
-        }
-        self.supply = supply;
-        self.matching = matching;
-        self.forecast_accepts = accepts;
-    }
-
-    /// A unit's supply over the range.
-    fn supply_share(&self, unit: usize) -> f64 {
-        (0..self.segments.len())
-            .map(|s| self.supply[s * self.units + unit])
-            .sum()
-    }
-
-    /// The forecast line item's goal over the range, in impressions.
-    fn goal_in_range(&self, lane: usize) -> Option<f64> {
-        let lane = &self.lanes[lane];
-        if !lane.has_goal {
-            return None;
-        }
-        let mut days = vec![false; lane.days];
-        for h in 0..self.hour_starts.len() {
-            if self.in_flight(lane, h) {
-                days[lane.day_of_hour[h] as usize] = true;
-            }
-        }
-        let daily = lane
-            .daily
-            .map(|d| d * days.iter().filter(|d| **d).count() as f64);
-        let lifetime = lane.targets.last().copied();
-        match (daily, lifetime) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn run(&self, mode: Mode) -> Outcome {
-        let lanes_len = self.lanes.len();
-        let forecast = lanes_len - 1;
-        let units = self.units;
-        let mut totals = vec![0.0; lanes_len];
-        let mut by_segment = vec![0.0; self.segments.len()];
-        let mut contention = vec![0.0; lanes_len];
-        let mut weights = vec![0.0; units];
-        let mut taken = vec![0.0; units];
-        let mut offers = vec![0.0; lanes_len];
-        let mut ratio = vec![0.0; lanes_len];
-        let mut left = vec![0.0; lanes_len];
-        let pairs_len: usize = self.groups.iter().map(Vec::len).sum();
-        let mut active = vec![false; pairs_len];
-        // Per lane: delivered before the current local day and today, and the matching
-        // supply of today so far and of each whole day.
-        let mut before_today = vec![0.0; lanes_len];
-        let mut today = vec![0.0; lanes_len];
-        let mut matched_today = vec![0.0; lanes_len];
-        let mut day_matching: Vec<Vec<f64>> =
-            self.lanes.iter().map(|lane| vec![0.0; lane.days]).collect();
-        for (lane, days) in day_matching.iter_mut().enumerate() {
-            for (s, segment) in self.segments.iter().enumerate() {
-                days[self.lanes[lane].day_of_hour[segment.start] as usize] +=
-                    self.matching[lane][s];
-            }
-        }
-        for (s, segment) in self.segments.iter().enumerate() {
-            let h = segment.start;
-            let mut supply = self.supply[s * units..(s + 1) * units].to_vec();
-            for (i, lane) in self.lanes.iter().enumerate() {
-                if h > 0 && lane.day_of_hour[h] != lane.day_of_hour[h - 1] {
-                    before_today[i] += today[i];
-                    today[i] = 0.0;
-                    matched_today[i] = 0.0;
-                }
-                matched_today[i] += self.matching[i][s];
-                let most = lane.cap_factor * self.matching[i][s];
-                left[i] = if lane.excluded || (i == forecast && mode == Mode::Baseline) {
-                    0.0
-                } else if (i == forecast && mode == Mode::Unlimited) || !lane.has_goal {
-                    most
-                } else {
-                    self.allowance(
-                        lane,
-                        h,
-                        before_today[i],
-                        today[i],
-                        matched_today[i],
-                        &day_matching[i],
-                    )
-                    .min(most)
-                };
-            }
-            for (flag, pair) in active.iter_mut().zip(self.groups.iter().flatten()) {
-                *flag = self.active(pair, h);
-            }
-            let mut offset = 0;
-            for (pairs, lanes) in self.groups.iter().zip(&self.group_lanes) {
-                let active = &active[offset..offset + pairs.len()];
-                offset += pairs.len();
-                // One line item alone takes what it may in one round; several share by
-                // weight, and what a satisfied one leaves is shared again.
-                let rounds = if lanes.len() > 1 { ROUNDS } else { 1 };
-                for _ in 0..rounds {
-                    for pair in pairs {
-                        weights[pair.unit as usize] = 0.0;
-                    }
-                    let mut any = false;
-                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
-                        if left[pair.lane as usize] > 1e-9 {
-                            weights[pair.unit as usize] += self.lanes[pair.lane as usize].weight;
-                            any = true;
-                        }
-                    }
-                    if !any {
-                        break;
-                    }
-                    for &lane in lanes {
-                        offers[lane as usize] = 0.0;
-                    }
-                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
-                        let (lane, unit) = (pair.lane as usize, pair.unit as usize);
-                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
-                            offers[lane] += supply[unit] * self.lanes[lane].weight / weights[unit];
-                        }
-                    }
-                    let mut saturated = false;
-                    for &lane in lanes {
-                        let lane = lane as usize;
-                        ratio[lane] = if offers[lane] > left[lane] {
-                            saturated = true;
-                            left[lane] / offers[lane]
-                        } else {
-                            1.0
-                        };
-                    }
-                    for (pair, _) in pairs.iter().zip(active).filter(|(_, a)| **a) {
-                        let (lane, unit) = (pair.lane as usize, pair.unit as usize);
-                        if left[lane] > 1e-9 && weights[unit] > 0.0 {
-                            let take = supply[unit] * self.lanes[lane].weight / weights[unit]
-                                * ratio[lane];
-                            taken[unit] += take;
-                            totals[lane] += take;
-                            today[lane] += take;
-                            if lane == forecast {
-                                by_segment[s] += take;
-                            }
-                            if self.forecast_accepts[s][unit] {
-                                contention[lane] += take;
-                            }
-                        }
-                    }
-                    for &lane in lanes {
-                        let lane = lane as usize;
-                        left[lane] = (left[lane] - offers[lane] * ratio[lane]).max(0.0);
-                    }
-                    for pair in pairs {
-                        let unit = pair.unit as usize;
-                        supply[unit] = (supply[unit] - taken[unit]).max(0.0);
-                        taken[unit] = 0.0;
-                    }
-                    if !saturated {
-                        break;
-                    }
-                }
-            }
-        }
-        contention[forecast] = 0.0;
-        Outcome {
-            totals,
-            by_segment,
-            contention,
-        }
-    }
-
-    /// What a line item with a goal may still take from hour `h`: its day's amount (the daily
-    /// goal, and what the lifetime curve plans by the day's end) spread over the day in
-    /// proportion to its matching traffic (ASAP: all at once), less what it took today.
-    fn allowance(
+    pub(crate) fn forecast(
         &self,
-        lane: &Lane,
-        h: usize,
-        before_today: f64,
-        today: f64,
-        matched_today: f64,
-        day_matching: &[f64],
-    ) -> f64 {
-        let day = lane.day_of_hour[h] as usize;
-        let mut amount = f64::INFINITY;
-        if let Some(daily) = lane.daily {
-            amount = daily;
-        }
-        if let Some(target) = lane.targets.get(day) {
-            amount = amount.min(target - before_today);
-        }
-        if !amount.is_finite() {
-            return f64::INFINITY;
-        }
-        let share = match lane.mode {
-            PacingMode::Asap => 1.0,
-            PacingMode::Even | PacingMode::FrontLoaded => {
-                let whole = day_matching[day];
-                if whole > 0.0 {
-                    (matched_today / whole).min(1.0)
-                } else {
-                    1.0
-                }
-            }
-        };
-        (amount.max(0.0) * share - today).max(0.0)
+        forecaster: &Forecaster<'_, '_>,
+        line_item: &LineItemEntry,
+    ) -> (Availability, Availability) {
+        let query = forecaster.query(line_item);
+        (
+            forecaster.answer(&query, &self.predicted, false),
+            forecaster.answer(&query, &self.actual, true),
+        )
     }
-}
-
-fn goes_to_value(tier: Tier) -> bool {
-    matches!(tier, Tier::Remnant | Tier::House)
-}
-
-/// Forecast against observed traffic, for backtests.
-pub(crate) fn observed(
-    forecaster: &Forecaster<'_, '_>,
-    line_item: &LineItemEntry,
-    range: Period,
-) -> Result<(Availability, Availability), ForecastError> {
-    let hours = hours_of(range)?;
-    let query = forecaster.query(line_item);
-    let predicted = Simulation::new(
-        forecaster,
-        &query,
-        &hours,
-        Supply::model(forecaster, &query, &hours),
-    );
-    let actual = Simulation::new(
-        forecaster,
-        &query,
-        &hours,
-        Supply::observed(forecaster, &query, &hours),
-    );
-    Ok((
-        forecaster.answer(&query, &predicted, &hours),
-        forecaster.answer(&query, &actual, &hours),
-    ))
 }
 
 impl Forecaster<'_, '_> {
@@ -1469,7 +1332,83 @@ impl Forecaster<'_, '_> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    use crate::workload::{Shape, proposal, world};
+
+    /// A question re-runs only the requests its line item accepts, with the book's offers
+    /// elsewhere: what it finds available must be what the whole allocation gives the same
+    /// line item booked without a goal (which takes all it can at its priority), and the
+    /// impact of booking it with its goal what the whole allocation with it booked takes from
+    /// the others.
+    #[test]
+    fn a_question_answers_as_the_whole_allocation_with_the_line_item_booked() {
+        let shape = Shape {
+            placements: 10,
+            line_items: 200,
+            train_days: 14,
+            test_days: 0,
+            per_day: 4_000.0,
+            rate: 0.01,
+        };
+        let world = world(shape, 5);
+        let model = TrafficModel::fit(&world.sample, world.split);
+        let range = Period {
+            start: world.split,
+            end: Timestamp::from_second(world.split.as_second() + 7 * 86_400).unwrap(),
+        };
+        let forecaster = Forecaster::new(&world.snapshot, &model);
+        // Sponsorship (in this market standard and below get little), every request, 20% of
+        // them a day: enough to take from the others.
+        let proposal = LineItemEntry {
+            tier: marquee_model::Tier::Sponsorship,
+            targeting: None,
+            goal: Some(marquee_model::Goal {
+                metric: GoalMetric::Impressions,
+                daily: Some(80_000),
+                lifetime: None,
+            }),
+            ..proposal(shape)
+        };
+        let answer = forecaster.availability(&proposal, range).unwrap();
+        let with = |li: LineItemEntry| {
+            let mut data = world.snapshot.data.clone();
+            data.line_items.push(li);
+            let snapshot = Arc::new(Snapshot {
+                data,
+                version: 2,
+                built_at: world.split,
+            });
+            let forecaster = Forecaster::new(&snapshot, &model);
+            let book = forecaster.book(range).unwrap();
+            let totals: Vec<f64> = (0..book.lanes.len()).map(|l| book.taken(l)).collect();
+            totals
+        };
+        let unlimited = with(LineItemEntry {
+            goal: None,
+            ..proposal.clone()
+        });
+        let whole = unlimited[unlimited.len() - 1];
+        assert!(answer.available > 0.01 * answer.matching, "{answer:?}");
+        assert!(
+            (answer.available - whole).abs() <= 0.02 * whole,
+            "{} against {whole}",
+            answer.available
+        );
+        let booked = with(proposal.clone());
+        let before = forecaster.book(range).unwrap();
+        let taken: f64 = (0..before.lanes.len())
+            .map(|l| before.taken(l) - booked[l])
+            .sum();
+        let impact: f64 = answer.impact.iter().map(|c| c.impressions).sum();
+        assert!(taken > 0.0);
+        assert!(
+            (impact - taken).abs() <= 0.05 * taken,
+            "{impact} against {taken}"
+        );
+    }
 
     #[test]
     fn the_normal_distribution_function_is_right_where_it_matters() {

@@ -4,6 +4,8 @@
 //! - [`SampleRecord`]: one sampled ad request (placement, the attributes the engine's
 //!   targeting reads, the minute, a salted user hash) and its versioned binary encoding.
 //! - [`Sample`]: records and their sample rate, identical attribute vectors kept once.
+//! - [`Sampler`]: an edge thread's decision which requests to keep (by salted user hash, a
+//!   daily byte budget).
 //! - [`TrafficModel::fit`]: per placement and hour of the week, expected requests with a
 //!   recency-weighted trend; outlier days (holidays) left out.
 //! - [`Forecaster`]: representatives of the sample through the engine's targeting index
@@ -15,12 +17,22 @@
 //! Pure: no I/O, no clock; time is a parameter. The model, its assumptions and limits are in
 //! `docs/forecasting.md`.
 
+mod allocation;
 mod backtest;
 mod forecast;
 mod profiles;
 mod record;
 mod sample;
+mod sampler;
 mod traffic;
+
+/// The benchmark's synthetic publisher, for tests that need the crate's insides (it names the
+/// crate as its users do).
+#[cfg(test)]
+extern crate self as marquee_forecast;
+#[cfg(test)]
+#[path = "../benches/support/workload.rs"]
+mod workload;
 
 pub use backtest::{Backtest, LineItemError, backtest};
 pub use forecast::{
@@ -32,4 +44,5 @@ pub use record::{
     connection_code, device_code,
 };
 pub use sample::{Sample, SampleError};
+pub use sampler::Sampler;
 pub use traffic::{HALF_LIFE_DAYS, MAX_DAYS, MAX_HORIZON_DAYS, MAX_SLOPE, TrafficModel};
