@@ -1338,8 +1338,9 @@ async fn unified_auction_in_headless_chromium() {
     let today = jiff::Timestamp::now()
         .to_zoned(jiff::tz::TimeZone::UTC)
         .date();
-    // Name, tier, the bidder's answer; the sponsorship last, so that once it serves every
-    // placement before it is in the edge's snapshot too.
+    // Name, tier, the bidder's answer; last a placement without programmatic demand, the
+    // probe: once it serves, every object before it is in the edge's snapshot (so no request
+    // before the browser's meets a placement whose line item is not there yet).
     let slots = [
         ("Remnant against 3.00", "remnant", "3.00", Duration::ZERO),
         ("Remnant against 1.00", "remnant", "1.00", Duration::ZERO),
@@ -1350,28 +1351,25 @@ async fn unified_auction_in_headless_chromium() {
             Duration::from_secs(10),
         ),
         ("Sponsorship", "sponsorship", "50.00", Duration::ZERO),
+        ("Probe", "remnant", "", Duration::ZERO),
     ];
     let mut placements = Vec::new();
     for (name, tier, price, delay) in slots {
-        let placement = post(
-            "placements",
-            json!({ "site_id": site, "name": name, "sizes": [{ "w": 300, "h": 250 }],
-                "formats": ["banner"],
-                "programmatic": { "bidders": ["mock"], "timeout_ms": 1_000 } }),
-        )
-        .await;
+        let mut placement = json!({ "site_id": site, "name": name,
+            "sizes": [{ "w": 300, "h": 250 }], "formats": ["banner"] });
+        if !price.is_empty() {
+            placement["programmatic"] = json!({ "bidders": ["mock"], "timeout_ms": 1_000 });
+        }
+        let placement = post("placements", placement).await;
         bids.lock()
             .unwrap()
             .insert(placement.to_string(), MockBid { price, delay });
-        let mut line_item = json!({
+        let line_item = json!({
             "campaign_id": campaign, "name": name,
             "start": format!("{today}T00:00:00"), "time_zone": "UTC",
             "tier": tier, "channels": ["direct"], "pacing": "asap",
             "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
         });
-        if tier == "sponsorship" {
-            line_item["goal"] = json!({ "metric": "impressions", "daily": 1_000 });
-        }
         let line_item = post("line-items", line_item).await;
         let html = format!(
             "<a href=\"{{{{CLICK_URL}}}}\" target=\"_blank\" style=\"display:block;width:300px;\
@@ -1401,14 +1399,15 @@ async fn unified_auction_in_headless_chromium() {
         );
         placements.push(placement);
     }
-    let [high, low, slow, sponsored] = placements[..] else {
+    let [high, low, slow, sponsored, probe] = placements[..] else {
         unreachable!()
     };
-    // The sponsorship serves without an auction: asking for it leaves no programmatic count.
+    let placements = &placements[..4];
+    // No goal, so no lease to wait for: each line item serves once it is in the snapshot.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let answer: Value = client
-            .get(server.url(&format!("/ad.json?p={sponsored}")))
+            .get(server.url(&format!("/ad.json?p={probe}")))
             .send()
             .await
             .unwrap()
@@ -1425,7 +1424,7 @@ async fn unified_auction_in_headless_chromium() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let page_url = page_with_tags(&server, &token, &placements, "").await;
+    let page_url = page_with_tags(&server, &token, placements, "").await;
     let args = [
         page_url.as_str(),
         "--edge",
