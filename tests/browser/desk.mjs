@@ -85,7 +85,7 @@ async function lists(page, suffix) {
   await Promise.all([page.waitForURL(/parent=/), page.click('form.filters button[type=submit]')]);
   shown.parents = [...new Set(await page.locator('table.list tbody tr td:nth-child(4)').allTextContents())];
   shown.rows = await page.locator('table.list tbody tr').count();
-  shown.pacing = await page.locator('table.list tbody tr td:nth-child(10)').allTextContents();
+  shown.pacing = await page.locator('table.list tbody tr td:nth-child(11)').allTextContents();
   await shoot(page, 'line-items', suffix);
   return shown;
 }

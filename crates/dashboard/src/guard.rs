@@ -14,21 +14,9 @@ use marquee_api::Change;
 use marquee_model::{ObjectKind, Status};
 use marquee_store::{ListQuery, Record};
 
-use crate::lists::all_matching;
+use crate::lists::{all_matching, child_kind};
 use crate::objects::{may_write, read_form, singular};
 use crate::{Dashboard, Nav, PageError, SignedIn, html, path_id, require_user};
-
-/// The kind directly under `kind`, if any.
-fn child_kind(kind: ObjectKind) -> Option<ObjectKind> {
-    match kind {
-        ObjectKind::Advertiser => Some(ObjectKind::Campaign),
-        ObjectKind::Campaign => Some(ObjectKind::LineItem),
-        ObjectKind::LineItem => Some(ObjectKind::Creative),
-        ObjectKind::Publisher => Some(ObjectKind::Site),
-        ObjectKind::Site => Some(ObjectKind::Placement),
-        ObjectKind::Creative | ObjectKind::Placement => None,
-    }
-}
 
 fn plural(kind: ObjectKind, n: usize) -> String {
     let name = singular(kind);

@@ -269,8 +269,59 @@ fn columns(kind: ObjectKind) -> Vec<Column> {
             numeric: false,
         });
     }
+    if let Some(child) = child_kind(kind) {
+        columns.push(Column {
+            key: "children",
+            label: children_label(child),
+            numeric: true,
+        });
+    }
     columns.extend_from_slice(extra_columns(kind));
     columns
+}
+
+/// The kind directly under `kind`, if any.
+pub(crate) fn child_kind(kind: ObjectKind) -> Option<ObjectKind> {
+    match kind {
+        ObjectKind::Advertiser => Some(ObjectKind::Campaign),
+        ObjectKind::Campaign => Some(ObjectKind::LineItem),
+        ObjectKind::LineItem => Some(ObjectKind::Creative),
+        ObjectKind::Publisher => Some(ObjectKind::Site),
+        ObjectKind::Site => Some(ObjectKind::Placement),
+        ObjectKind::Creative | ObjectKind::Placement => None,
+    }
+}
+
+/// The heading of the count of active children (`active creatives`: none means a line item
+/// has nothing to serve).
+fn children_label(child: ObjectKind) -> &'static str {
+    match child {
+        ObjectKind::Campaign => "active campaigns",
+        ObjectKind::LineItem => "active line items",
+        ObjectKind::Creative => "active creatives",
+        ObjectKind::Site => "active sites",
+        ObjectKind::Placement => "active placements",
+        ObjectKind::Advertiser | ObjectKind::Publisher => "",
+    }
+}
+
+/// How many active children each parent has, counted over every active child in scope.
+async fn active_children(
+    dashboard: &Dashboard,
+    child: ObjectKind,
+    scope: Option<u64>,
+) -> Result<HashMap<u64, usize>, PageError> {
+    let query = ListQuery {
+        scope,
+        status: Some(Status::Active),
+        ..ListQuery::default()
+    };
+    let (children, _) = all_matching(dashboard, child, query).await?;
+    let mut counts = HashMap::new();
+    for parent in children.iter().filter_map(|c| c.parent_id) {
+        *counts.entry(parent).or_insert(0) += 1;
+    }
+    Ok(counts)
 }
 
 fn parent_label(parent: ObjectKind) -> &'static str {
@@ -571,8 +622,17 @@ pub async fn list(
     // The pacing columns come from reports: computed for every row only to sort by them.
     let pacing_from = columns.len() - 3;
     let sorts_by_pacing = kind == ObjectKind::LineItem && sort_index >= pacing_from;
+    let children = match child_kind(kind) {
+        Some(child) => Some(active_children(&dashboard, child, scope).await?),
+        None => None,
+    };
     for row in &mut rows {
         row.cells = base_cells(kind, row);
+        if let Some(counts) = &children {
+            let n = counts.get(&row.record.meta.id).copied().unwrap_or(0);
+            row.cells
+                .push(Cell::plain(n.to_string(), SortKey::Number(n as f64)));
+        }
         row.cells.extend(object_cells(&row.record)?);
         if sorts_by_pacing {
             row.cells

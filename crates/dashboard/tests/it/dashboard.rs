@@ -1941,6 +1941,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
         "$4.00 CPM".into(),
         "sponsorship".into(),
         "impressions 1000 a day".into(),
+        "active creatives".into(),
         "aria-sort=\"ascending\"".into(),
     ] {
         assert!(list.body.contains(&text), "{text}: {}", list.body);

@@ -6,6 +6,9 @@
 //! says it serves there), the placement's copied async tag serving it on a publisher page,
 //! and the impression in the report chart within seconds; then a form post without the CSRF
 //! token (403) and the advertiser user refused another advertiser's line item (404).
+//! `desk_in_headless_chromium` drives the trafficker's desk with `tests/browser/desk.mjs`:
+//! lists, archiving asked first and cascading, upload checks, narrow screens, why-not-served
+//! narrowed to one line item.
 //!
 //! Screenshots of home, line item, report and why-not-served at 1280 and 390 pixels wide go to
 //! the temporary directory, or to `$MARQUEE_SCREENSHOTS` when set (the README's come from
@@ -410,6 +413,7 @@ async fn desk_in_headless_chromium() {
         let headings = texts(&lists["headings"]);
         for heading in [
             "campaign",
+            "active creatives",
             "flight",
             "tier",
             "price",
@@ -433,8 +437,20 @@ async fn desk_in_headless_chromium() {
             "{width}: {lists:#}"
         );
         assert!(lists["rows"].as_u64() >= Some(1), "{width}: {lists:#}");
+        let verdicts = [
+            "on pace",
+            "behind",
+            "ahead",
+            "stopped",
+            "outside its flight",
+            "—",
+        ];
+        let pacing = texts(&lists["pacing"]);
         assert!(
-            texts(&lists["pacing"]).iter().all(|p| !p.is_empty()),
+            !pacing.is_empty()
+                && pacing
+                    .iter()
+                    .all(|p| verdicts.contains(&p.as_str()) || p.starts_with("not serving")),
             "{width}: {lists:#}"
         );
         // The table scrolls inside its marked region; the page itself does not.
