@@ -66,7 +66,8 @@ impl Inventory {
     }
 }
 
-/// Draws ranks 0..n with probability proportional to 1 / (rank + 1)^s.
+/// Draws ranks 0..n with probability proportional to 1 / (rank + 1)^s. The forecasting
+/// benchmark keeps a deliberate copy (benches of two crates share no module).
 #[derive(Debug)]
 pub struct Zipf {
     cdf: Vec<f64>,

@@ -10,13 +10,11 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use marquee_forecast::{Sample, SampleRecord};
 use marquee_model::{
-    AdvertiserId, CampaignId, CapWindow, Currency, DeviceType, Format, FrequencyCap, Goal,
-    GoalMetric, HourRange, KeyValues, LineItemId, Micros, PacingMode, PlacementId, Price,
-    PricingModel, PublisherId, RotationMode, SiteId, Size, Targeting, Tier,
+    CapWindow, DeviceType, Format, FrequencyCap, Goal, GoalMetric, HourRange, KeyValues,
+    LineItemId, PacingMode, PlacementId, PublisherId, SiteId, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    CampaignEntry, Channels, LineItemEntry, PlacementEntry, PublisherEntry, SiteEntry, Snapshot,
-    SnapshotData,
+    LineItemEntry, PlacementEntry, PublisherEntry, SiteEntry, Snapshot, SnapshotData, fixtures,
 };
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as Rng;
@@ -68,6 +66,8 @@ pub fn split() -> Timestamp {
     "2026-11-16T00:00:00Z".parse().unwrap()
 }
 
+/// Ranks drawn with Zipf's law (rank r with weight 1 / r^s). A deliberate copy of the engine
+/// benchmarks' own: benches of two crates share no module, and no production crate may carry it.
 pub struct Zipf {
     cdf: Vec<f64>,
 }
@@ -248,36 +248,21 @@ pub fn snapshot(shape: Shape, rng: &mut Rng) -> Arc<Snapshot> {
                 Vec::new()
             };
             LineItemEntry {
-                id: LineItemId(i as u64 + 1),
-                campaign_id: CampaignId(1),
-                advertiser_id: AdvertiserId(1),
                 tier,
                 weight: 1 + rng.random_range(0..100),
                 flight_start: start,
                 flight_end: Some(end),
-                time_zone: "UTC".to_owned(),
                 goal,
                 pacing: PacingMode::Even,
-                price: Price {
-                    model: PricingModel::Cpm,
-                    amount_micros: Micros(100_000 * rng.random_range(1..50)),
-                    currency: Currency::USD,
-                },
+                price: fixtures::cpm(100_000 * rng.random_range(1..50)),
                 frequency_caps: caps,
                 targeting: match leaves.len() {
                     0 => None,
                     1 => leaves.pop(),
                     _ => Some(Targeting::All(leaves)),
                 },
-                rotation: RotationMode::Weighted,
                 placements,
-                channels: Channels {
-                    direct: true,
-                    exchange: false,
-                },
-                deals: Vec::new(),
-                untokened_clicks: Default::default(),
-                competes_with_programmatic: false,
+                ..fixtures::line_item(i as u64 + 1)
             }
         })
         .collect();
@@ -286,13 +271,7 @@ pub fn snapshot(shape: Shape, rng: &mut Rng) -> Arc<Snapshot> {
         version: 1,
         built_at: split(),
         data: SnapshotData {
-            campaigns: vec![CampaignEntry {
-                id: CampaignId(1),
-                advertiser_id: AdvertiserId(1),
-                frequency_caps: Vec::new(),
-                categories: Vec::new(),
-                app_bundle: None,
-            }],
+            campaigns: vec![fixtures::campaign(1, 1)],
             line_items,
             publishers: vec![PublisherEntry { id: PublisherId(1) }],
             sites: (1..=sites)
@@ -341,30 +320,10 @@ pub fn proposal(shape: Shape) -> LineItemEntry {
 pub fn snapshot_line_item(shape: Shape) -> LineItemEntry {
     LineItemEntry {
         id: LineItemId(0),
-        campaign_id: CampaignId(1),
-        advertiser_id: AdvertiserId(1),
-        tier: Tier::Standard,
         weight: 1,
         flight_start: split().as_second() - shape.train_days * 86_400,
         flight_end: Some(split().as_second() + 60 * 86_400),
-        time_zone: "UTC".to_owned(),
-        goal: None,
         pacing: PacingMode::Even,
-        price: Price {
-            model: PricingModel::Cpm,
-            amount_micros: Micros(1_000_000),
-            currency: Currency::USD,
-        },
-        frequency_caps: Vec::new(),
-        targeting: None,
-        rotation: RotationMode::Weighted,
-        placements: Vec::new(),
-        channels: Channels {
-            direct: true,
-            exchange: false,
-        },
-        deals: Vec::new(),
-        untokened_clicks: Default::default(),
-        competes_with_programmatic: false,
+        ..fixtures::line_item(0)
     }
 }
