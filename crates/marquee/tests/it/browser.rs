@@ -1320,41 +1320,57 @@ async fn unified_auction_in_headless_chromium() {
     let today = jiff::Timestamp::now()
         .to_zoned(jiff::tz::TimeZone::UTC)
         .date();
-    // Name, tier, the bidder's answer; the sponsorship last, so that once it serves every
-    // placement before it is in the edge's snapshot too.
+    // Name, tier, the bidder's answer (none: no programmatic demand). The last is not on the
+    // page: once it serves, every placement before it is in the edge's snapshot, and asking
+    // for it runs no auction.
+    let late = Duration::from_secs(10);
     let slots = [
-        ("Remnant against 3.00", "remnant", "3.00", Duration::ZERO),
-        ("Remnant against 1.00", "remnant", "1.00", Duration::ZERO),
+        (
+            "Remnant against 3.00",
+            "remnant",
+            Some(("3.00", Duration::ZERO)),
+        ),
+        (
+            "Remnant against 1.00",
+            "remnant",
+            Some(("1.00", Duration::ZERO)),
+        ),
         (
             "Remnant against a late 9.00",
             "remnant",
-            "9.00",
-            Duration::from_secs(10),
+            Some(("9.00", late)),
         ),
-        ("Sponsorship", "sponsorship", "50.00", Duration::ZERO),
+        (
+            "Sponsorship",
+            "sponsorship",
+            Some(("50.00", Duration::ZERO)),
+        ),
+        ("Direct only", "remnant", None),
     ];
     let mut placements = Vec::new();
-    for (name, tier, price, delay) in slots {
-        let placement = post(
-            "placements",
-            json!({ "site_id": site, "name": name, "sizes": [{ "w": 300, "h": 250 }],
-                "formats": ["banner"],
-                "programmatic": { "bidders": ["mock"], "timeout_ms": 1_000 } }),
+    for (name, tier, bid) in slots {
+        let mut placement = json!({ "site_id": site, "name": name,
+            "sizes": [{ "w": 300, "h": 250 }], "formats": ["banner"] });
+        if bid.is_some() {
+            placement["programmatic"] = json!({ "bidders": ["mock"], "timeout_ms": 1_000 });
+        }
+        let placement = post("placements", placement).await;
+        if let Some((price, delay)) = bid {
+            bids.lock()
+                .unwrap()
+                .insert(placement.to_string(), MockBid { price, delay });
+        }
+        // No goal: nothing paces them (a goal's budget lease could hold one back).
+        let line_item = post(
+            "line-items",
+            json!({
+                "campaign_id": campaign, "name": name,
+                "start": format!("{today}T00:00:00"), "time_zone": "UTC",
+                "tier": tier, "channels": ["direct"], "pacing": "asap",
+                "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
+            }),
         )
         .await;
-        bids.lock()
-            .unwrap()
-            .insert(placement.to_string(), MockBid { price, delay });
-        let mut line_item = json!({
-            "campaign_id": campaign, "name": name,
-            "start": format!("{today}T00:00:00"), "time_zone": "UTC",
-            "tier": tier, "channels": ["direct"], "pacing": "asap",
-            "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
-        });
-        if tier == "sponsorship" {
-            line_item["goal"] = json!({ "metric": "impressions", "daily": 1_000 });
-        }
-        let line_item = post("line-items", line_item).await;
         let html = format!(
             "<a href=\"{{{{CLICK_URL}}}}\" target=\"_blank\" style=\"display:block;width:300px;\
              height:250px;background:#0f766e;color:#fff;font:bold 18px sans-serif;\
@@ -1383,14 +1399,14 @@ async fn unified_auction_in_headless_chromium() {
         );
         placements.push(placement);
     }
-    let [high, low, slow, sponsored] = placements[..] else {
+    let [high, low, slow, sponsored, direct_only] = placements[..] else {
         unreachable!()
     };
-    // The sponsorship serves without an auction: asking for it leaves no programmatic count.
+    let placements = &placements[..4];
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let answer: Value = client
-            .get(server.url(&format!("/ad.json?p={sponsored}")))
+            .get(server.url(&format!("/ad.json?p={direct_only}")))
             .send()
             .await
             .unwrap()
@@ -1407,7 +1423,7 @@ async fn unified_auction_in_headless_chromium() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let page_url = page_with_tags(&server, &token, &placements, "").await;
+    let page_url = page_with_tags(&server, &token, placements, "").await;
     let args = [
         page_url.as_str(),
         "--edge",
@@ -1422,7 +1438,7 @@ async fn unified_auction_in_headless_chromium() {
         .unwrap_or_else(|| panic!("no slots: {result:#}"))
         .iter()
         .map(|slot| {
-            assert_eq!(slot["state"], "filled", "{slot:#}");
+            assert_eq!(slot["state"], "filled", "{slot:#} {:#}", visit["ad_json"]);
             (
                 u64_of(&slot["placement"], "slot placement"),
                 str_of(&slot["ad"]["text"], "ad text").to_owned(),
@@ -1487,6 +1503,10 @@ async fn unified_auction_in_headless_chromium() {
     assert_eq!(outcome(sponsored), [0, 0, 0, 0, 1], "{report:#}");
     assert_eq!(row(high)["fill_rate"], 1.0, "{report:#}");
     assert_eq!(row(sponsored)["fill_rate"], Value::Null, "{report:#}");
+    // Without programmatic demand nothing tells an unfilled request: no fill rate. (Its row
+    // has the warm-up's decision, not an impression.)
+    assert_eq!(outcome(direct_only), [0, 0, 0, 0, 0], "{report:#}");
+    assert_eq!(row(direct_only)["fill_rate"], Value::Null, "{report:#}");
 
     let by_bidder = get_json(&client, &report_url("bidder"), Some(&token)).await;
     let mock = by_bidder["rows"]
