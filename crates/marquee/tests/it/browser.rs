@@ -21,8 +21,16 @@
 //!   auctioned, a late bidder does not hold the answer, and the report shows direct
 //!   impressions beside programmatic impressions and revenue, by placement and by bidder.
 //!
-//! The browser is driven by `tests/browser/e2e.mjs` (the first two) and `tests/browser/geo.mjs`
-//! (the others; Node, playwright-core, Debian's Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only
+//! - `prebid_bids_win_through_their_price_bucket_line_items`: `marquee serve`, a placement with
+//!   a direct remnant line item at 3.00 and a Prebid set (granularity low, made with `marquee
+//!   prebid create-set`); a page runs a Prebid.js auction (the npm package's prebuilt file, a
+//!   local mock bidder) and passes its `hb_*` targeting to the async tag: a 4.20 bid (bucket
+//!   4.00) renders in the set's creative (which asks Prebid.js for it as the Prebid Universal
+//!   Creative does), a 2.60 bid (bucket 2.50) loses to the direct line item.
+//!
+//! The browser is driven by `tests/browser/e2e.mjs` (the first two), `tests/browser/prebid.mjs`
+//! (the Prebid one) and `tests/browser/geo.mjs` (the others; Node, playwright-core, Debian's
+//! Chromium at `/usr/bin/chromium`, or `$CHROMIUM`). Only
 //! loopback is contacted: each page is served by a small HTTP server in this test (as
 //! `localhost`, so the page and the edge at `127.0.0.1` are different sites, as a publisher
 //! and its ad server are); the demo's landing pages and creative images live on `*.example`
@@ -137,6 +145,15 @@ impl Drop for Driver {
 /// Serves `page` at every path but `/favicon.ico` on a loopback port, from a thread that
 /// lives as long as the test process. Returns the port.
 fn serve_page(page: String) -> u16 {
+    serve(move |path| {
+        (path != "/favicon.ico").then(|| ("text/html; charset=utf-8", page.clone().into_bytes()))
+    })
+}
+
+/// Serves what `answer` gives for a request's path (without its query): a content type and
+/// body, or `None` for a 404; on a loopback port, from a thread that lives as long as the test
+/// process. Returns the port.
+fn serve(answer: impl Fn(&str) -> Option<(&'static str, Vec<u8>)> + Send + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -152,18 +169,19 @@ fn serve_page(page: String) -> u16 {
                 }
             }
             let line = String::from_utf8_lossy(&head);
-            let path = line.split_whitespace().nth(1).unwrap_or("/");
-            let (status, body) = if path == "/favicon.ico" {
-                ("404 Not Found", "")
-            } else {
-                ("200 OK", page.as_str())
+            let target = line.split_whitespace().nth(1).unwrap_or("/");
+            let path = target.split('?').next().unwrap_or("/");
+            let (status, content_type, body) = match answer(path) {
+                Some((content_type, body)) => ("200 OK", content_type, body),
+                None => ("404 Not Found", "text/plain", Vec::new()),
             };
             let _ = write!(
                 stream,
-                "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n\
-                 Content-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n\
+                 Content-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
                 body.len()
             );
+            let _ = stream.write_all(&body);
         }
     });
     port
@@ -1320,57 +1338,39 @@ async fn unified_auction_in_headless_chromium() {
     let today = jiff::Timestamp::now()
         .to_zoned(jiff::tz::TimeZone::UTC)
         .date();
-    // Name, tier, the bidder's answer (none: no programmatic demand). The last is not on the
-    // page: once it serves, every placement before it is in the edge's snapshot, and asking
-    // for it runs no auction.
-    let late = Duration::from_secs(10);
+    // Name, tier, the bidder's answer; last a placement without programmatic demand, the
+    // probe: once it serves, every object before it is in the edge's snapshot (so no request
+    // before the browser's meets a placement whose line item is not there yet).
     let slots = [
-        (
-            "Remnant against 3.00",
-            "remnant",
-            Some(("3.00", Duration::ZERO)),
-        ),
-        (
-            "Remnant against 1.00",
-            "remnant",
-            Some(("1.00", Duration::ZERO)),
-        ),
+        ("Remnant against 3.00", "remnant", "3.00", Duration::ZERO),
+        ("Remnant against 1.00", "remnant", "1.00", Duration::ZERO),
         (
             "Remnant against a late 9.00",
             "remnant",
-            Some(("9.00", late)),
+            "9.00",
+            Duration::from_secs(10),
         ),
-        (
-            "Sponsorship",
-            "sponsorship",
-            Some(("50.00", Duration::ZERO)),
-        ),
-        ("Direct only", "remnant", None),
+        ("Sponsorship", "sponsorship", "50.00", Duration::ZERO),
+        ("Probe", "remnant", "", Duration::ZERO),
     ];
     let mut placements = Vec::new();
-    for (name, tier, bid) in slots {
+    for (name, tier, price, delay) in slots {
         let mut placement = json!({ "site_id": site, "name": name,
             "sizes": [{ "w": 300, "h": 250 }], "formats": ["banner"] });
-        if bid.is_some() {
+        if !price.is_empty() {
             placement["programmatic"] = json!({ "bidders": ["mock"], "timeout_ms": 1_000 });
         }
         let placement = post("placements", placement).await;
-        if let Some((price, delay)) = bid {
-            bids.lock()
-                .unwrap()
-                .insert(placement.to_string(), MockBid { price, delay });
-        }
-        // No goal: nothing paces them (a goal's budget lease could hold one back).
-        let line_item = post(
-            "line-items",
-            json!({
-                "campaign_id": campaign, "name": name,
-                "start": format!("{today}T00:00:00"), "time_zone": "UTC",
-                "tier": tier, "channels": ["direct"], "pacing": "asap",
-                "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
-            }),
-        )
-        .await;
+        bids.lock()
+            .unwrap()
+            .insert(placement.to_string(), MockBid { price, delay });
+        let line_item = json!({
+            "campaign_id": campaign, "name": name,
+            "start": format!("{today}T00:00:00"), "time_zone": "UTC",
+            "tier": tier, "channels": ["direct"], "pacing": "asap",
+            "price": { "model": "cpm", "amount_micros": 2_000_000, "currency": "USD" },
+        });
+        let line_item = post("line-items", line_item).await;
         let html = format!(
             "<a href=\"{{{{CLICK_URL}}}}\" target=\"_blank\" style=\"display:block;width:300px;\
              height:250px;background:#0f766e;color:#fff;font:bold 18px sans-serif;\
@@ -1399,14 +1399,15 @@ async fn unified_auction_in_headless_chromium() {
         );
         placements.push(placement);
     }
-    let [high, low, slow, sponsored, direct_only] = placements[..] else {
+    let [high, low, slow, sponsored, probe] = placements[..] else {
         unreachable!()
     };
     let placements = &placements[..4];
+    // No goal, so no lease to wait for: each line item serves once it is in the snapshot.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let answer: Value = client
-            .get(server.url(&format!("/ad.json?p={direct_only}")))
+            .get(server.url(&format!("/ad.json?p={probe}")))
             .send()
             .await
             .unwrap()
@@ -1438,7 +1439,7 @@ async fn unified_auction_in_headless_chromium() {
         .unwrap_or_else(|| panic!("no slots: {result:#}"))
         .iter()
         .map(|slot| {
-            assert_eq!(slot["state"], "filled", "{slot:#} {:#}", visit["ad_json"]);
+            assert_eq!(slot["state"], "filled", "{slot:#}");
             (
                 u64_of(&slot["placement"], "slot placement"),
                 str_of(&slot["ad"]["text"], "ad text").to_owned(),
@@ -1503,10 +1504,6 @@ async fn unified_auction_in_headless_chromium() {
     assert_eq!(outcome(sponsored), [0, 0, 0, 0, 1], "{report:#}");
     assert_eq!(row(high)["fill_rate"], 1.0, "{report:#}");
     assert_eq!(row(sponsored)["fill_rate"], Value::Null, "{report:#}");
-    // Without programmatic demand nothing tells an unfilled request: no fill rate. (Its row
-    // has the warm-up's decision, not an impression.)
-    assert_eq!(outcome(direct_only), [0, 0, 0, 0, 0], "{report:#}");
-    assert_eq!(row(direct_only)["fill_rate"], Value::Null, "{report:#}");
 
     let by_bidder = get_json(&client, &report_url("bidder"), Some(&token)).await;
     let mock = by_bidder["rows"]
@@ -1548,4 +1545,266 @@ async fn unified_auction_in_headless_chromium() {
         started.elapsed(),
         result["elapsed_ms"]
     );
+}
+
+/// The Prebid test's publisher site: the page (`tests/browser/prebid-page.html`, with the edge
+/// and the placement filled in), Prebid.js's prebuilt file from `tests/browser/node_modules`,
+/// and the mock bidder's endpoint (answering `{}`). Returns the port.
+fn serve_prebid_site(root: &Path, edge: &str, placement: u64) -> u16 {
+    let browser = root.join("tests/browser");
+    let read = |path: &str| {
+        std::fs::read(browser.join(path)).unwrap_or_else(|e| {
+            panic!("{path}: {e} (scripts/test-deps.sh runs npm ci in tests/browser)")
+        })
+    };
+    let page = String::from_utf8(read("prebid-page.html"))
+        .unwrap()
+        .replace("EDGE_BASE_URL", edge)
+        .replace("PLACEMENT_ID", &placement.to_string());
+    let prebid = read("node_modules/prebid.js/dist/not-for-prod/prebid.js");
+    let script = "application/javascript; charset=utf-8";
+    serve(move |path| match path {
+        "/article.html" => Some(("text/html; charset=utf-8", page.clone().into_bytes())),
+        "/prebid.js" => Some((script, prebid.clone())),
+        "/mock-bid" => Some(("application/json", b"{}".to_vec())),
+        _ => None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn prebid_bids_win_through_their_price_bucket_line_items() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let _alone = common::ONE_AT_A_TIME.lock().await;
+    let scratch = Scratch::new("marquee-browser-prebid-");
+    let data = scratch.path().join("data");
+    let data_arg = data.to_str().unwrap().to_owned();
+    let out = scratch.browser();
+
+    // No demo: the test's objects are the only ones.
+    let made = common::run(
+        &["token", "create", "--role", "admin", "--data", &data_arg],
+        &[],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let crawlers = common::crawlers_for_headless_chromium(&data);
+    let server = Server::start_with(
+        &data,
+        &[],
+        &[("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str())],
+    );
+    let base = server.base.clone();
+    let client = reqwest::Client::new();
+    let create = |path: &'static str, body: Value| {
+        let (client, server, token) = (&client, &server, &token);
+        async move { create_object(client, server, token, path, &body).await }
+    };
+    let publisher = create("publishers", json!({ "name": "Daily Planet" })).await;
+    let site = create(
+        "sites",
+        json!({ "publisher_id": publisher, "name": "Daily Planet", "domain": "planet.example" }),
+    )
+    .await;
+    let placement = create(
+        "placements",
+        json!({ "site_id": site, "name": "Article rectangle",
+            "sizes": [{ "w": 300, "h": 250 }], "formats": ["banner"] }),
+    )
+    .await;
+    let advertiser = create(
+        "advertisers",
+        json!({ "name": "Planet direct sales", "currency": "USD", "time_zone": "UTC" }),
+    )
+    .await;
+    let campaign = create(
+        "campaigns",
+        json!({ "advertiser_id": advertiser, "name": "Header bidding" }),
+    )
+    .await;
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    let start = format!("{today}T00:00:00");
+
+    // A direct line item at 3.00 in the price-priority tier, beside the Prebid set.
+    let direct = create(
+        "line-items",
+        json!({
+            "campaign_id": campaign, "name": "Direct remnant at 3.00", "start": start,
+            "time_zone": "UTC", "tier": "remnant", "pacing": "asap",
+            "price": { "model": "cpm", "amount": "3.00", "currency": "USD" },
+        }),
+    )
+    .await;
+    create(
+        "creatives",
+        json!({ "line_item_id": direct, "name": "Direct 300x250", "size": { "w": 300, "h": 250 },
+            "landing_url": "https://planet.example/offer",
+            "content": { "type": "html", "html": "<a href=\"{{CLICK_URL}}\" target=\"_blank\" \
+                style=\"font:20px sans-serif\">Direct ad at 3.00</a>" } }),
+    )
+    .await;
+    let linked = client
+        .put(server.url(&format!(
+            "/api/v1/line-items/{direct}/placements/{placement}"
+        )))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        linked.status().is_success(),
+        "{}",
+        linked.text().await.unwrap()
+    );
+
+    // The Prebid set, from the command line.
+    let (campaign_arg, placement_arg) = (campaign.to_string(), placement.to_string());
+    let made = common::run(
+        &[
+            "prebid",
+            "create-set",
+            "--data",
+            &data_arg,
+            "--campaign",
+            &campaign_arg,
+            "--granularity",
+            "low",
+            "--placement",
+            &placement_arg,
+            "--size",
+            "300x250",
+            "--landing-url",
+            "https://planet.example/",
+            "--start",
+            &start,
+        ],
+        &[],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let set: Value = serde_json::from_slice(&made.stdout).unwrap();
+    assert_eq!(set["line_items_created"], 10, "{set:#}");
+    let bucket = |text: &str| {
+        set["line_items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["hb_pb"] == text)
+            .map(|l| u64_of(&l["id"], "line item id"))
+            .unwrap_or_else(|| panic!("no bucket {text} in {set:#}"))
+    };
+    let four = bucket("4.00");
+
+    // The set is in the edge's snapshot once its 4.00 line item answers hb_pb=4.00.
+    let probe = server.url(&format!(
+        "/ad.json?p={placement}&kv=hb_pb:4.00&kv=hb_adid:probe&gdpr=1"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let answer: Value = client
+            .get(&probe)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["ads"][0]["line_item"] == four {
+            // The ad id reached the creative's markup.
+            let html = str_of(&answer["ads"][0]["html"], "html");
+            assert!(html.contains("var adId = \"probe\";"), "{html}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Prebid set never reached the edge: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Two visits to the publisher's page: the mock bidder bids 4.20 (bucket 4.00, above the direct 3.00: the bid
+    // renders), then 2.60 (bucket 2.50: the direct line item serves).
+    let port = serve_prebid_site(&root, &base, placement);
+    let page = format!("http://localhost:{port}/article.html");
+    let (high, low) = (format!("{page}?cpm=4.20"), format!("{page}?cpm=2.60"));
+    let result = run_node(
+        &root,
+        &chromium,
+        "prebid.mjs",
+        &[
+            "--edge",
+            &base,
+            &high,
+            "Prebid winner at 4.20",
+            &low,
+            "Direct ad at 3.00",
+        ],
+        &out,
+    );
+    let visits = result["visits"].as_array().unwrap();
+    assert_eq!(visits.len(), 2, "{result:#}");
+    for (visit, bucket_text, line_item, shown, not_shown) in [
+        (
+            &visits[0],
+            "4.00",
+            four,
+            "Prebid winner at 4.20",
+            "Direct ad",
+        ),
+        (
+            &visits[1],
+            "2.50",
+            direct,
+            "Direct ad at 3.00",
+            "Prebid winner",
+        ),
+    ] {
+        let what = str_of(&visit["url"], "url");
+        let slot = &visit["slot"];
+        assert_eq!(slot["state"], "filled", "{what}: {visit:#}");
+        // Prebid's targeting went to the tag as key-values.
+        assert_eq!(slot["key_values"]["hb_pb"], bucket_text, "{what}: {slot:#}");
+        assert_eq!(slot["key_values"]["hb_bidder"], "mock", "{what}: {slot:#}");
+        let sandbox = str_of(&slot["sandbox"], "sandbox");
+        assert!(
+            sandbox.contains("allow-scripts") && !sandbox.contains("allow-same-origin"),
+            "{what}: {sandbox}"
+        );
+        let exchanges = visit["ad_json"].as_array().unwrap();
+        assert_eq!(exchanges.len(), 1, "{what}: {exchanges:#?}");
+        let url = str_of(&exchanges[0]["url"], "/ad.json url");
+        assert!(
+            url.contains(&format!("kv=hb_pb%3A{bucket_text}")),
+            "{what}: {url}"
+        );
+        let ad = &exchanges[0]["body"]["ads"][0];
+        assert_eq!(ad["line_item"], line_item, "{what}: {ad:#}");
+        let frames = visit["frames"].as_array().unwrap();
+        let shows = |text: &str| {
+            frames
+                .iter()
+                .any(|f| str_of(&f["text"], "frame text").contains(text))
+        };
+        assert!(shows(shown), "{what}: {frames:#?}");
+        assert!(!shows(not_shown), "{what}: {frames:#?}");
+    }
+    // Nothing tried to leave the machine: no Prebid module, no creative.
+    let left_machine: Vec<&Value> = result["network"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] != "continued")
+        .collect();
+    assert!(left_machine.is_empty(), "{left_machine:#?}");
+    server.stop();
 }
