@@ -1419,6 +1419,80 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     assert!(bad.body.contains("is not a date"));
 }
 
+/// Programmatic demand on the Reports page: by bidder, beside direct delivery (bidder 0,
+/// "direct"); a bidder this manager's configuration does not name shows by id; its
+/// impressions and revenue in their own columns.
+#[tokio::test]
+async fn reports_show_programmatic_demand_by_bidder() {
+    use marquee_stats::{Counters, RowKey, bidder_id};
+    use marquee_store::RunWrite;
+    let site = Site::new().await;
+    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let key = |creative: u64| RowKey {
+        line_item: 0,
+        bucket: 1_795_000_000 / 3_600 * 3_600,
+        creative,
+        placement: 0,
+        country: *b"DE",
+        region: [0; 3],
+        device: 1,
+    };
+    // 500 impressions of winning bids at a net 3.00 CPM: 1.50 of revenue.
+    let bid = Counters {
+        programmatic_auctions: 600,
+        programmatic_requests: 600,
+        programmatic_bids: 550,
+        programmatic_wins: 500,
+        programmatic_impressions: 500,
+        programmatic_cpm_micros: 500 * 3_000_000,
+        ..Counters::default()
+    };
+    let no_bid = Counters {
+        no_bids: 1,
+        ..Counters::default()
+    };
+    let mut hours = vec![(key(bidder_id("alpha")), bid), (key(0), no_bid)];
+    hours.sort_unstable_by_key(|(k, _)| *k);
+    site.store
+        .commit_run(RunWrite {
+            line_item_hours: marquee_stats::line_item_totals(&hours),
+            hours,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let page = site
+        .get(
+            "/reports?from=2026-11-18&tz=UTC&granularity=day&group_by=bidder",
+            &admin,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains(
+            "<th>programmatic auctions</th><th>programmatic bids</th><th>programmatic timeouts</th>\
+             <th>programmatic wins</th><th>programmatic impressions</th><th>programmatic revenue</th>"
+        ),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<td>direct</td>"), "{}", page.body);
+    let alpha = format!("<td>#{}</td>", bidder_id("alpha"));
+    let row = &page.body[page
+        .body
+        .find(&alpha)
+        .unwrap_or_else(|| panic!("{}", page.body))..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.ends_with("<td>600</td><td>550</td><td>0</td><td>500</td><td>500</td><td>1.50</td>"),
+        "{row}"
+    );
+    assert!(
+        page.body.contains("value=\"bidder\" checked"),
+        "bidder is a dimension of the form"
+    );
+}
+
 /// Invalid traffic shows beside the billing figures, never in them: the report table's invalid
 /// columns and the breakdown by reason under it, the CSV's invalid columns, and today's count
 /// on the home page.
