@@ -553,8 +553,16 @@ pub(crate) async fn create(
     headers: HeaderMap,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
-    let request = read_set(parse_id(&id)?, parse_fields(&headers, &body)?)?;
-    check_may_make(&principal, &request)?;
+    let campaign = parse_id(&id)?;
+    check_may_make(&principal)?;
+    // Another tenant's campaign answers 404 whatever the body says: it is found (in the
+    // caller's scope) before the body is read.
+    state
+        .store
+        .get(ObjectKind::Campaign, campaign, principal.scope())
+        .await?;
+    let request = read_set(campaign, parse_fields(&headers, &body)?)?;
+    check_may_link(&principal, &request)?;
     let outcome = make_set(
         &*state.store,
         &request,
@@ -570,13 +578,17 @@ pub(crate) async fn create(
     Ok((status, Json(outcome.json(&request))).into_response())
 }
 
-/// Line items and creatives are written as by their own endpoints; links take an admin, since
-/// a link joins one tenant's demand to another tenant's supply.
-fn check_may_make(principal: &Principal, request: &SetRequest) -> Result<(), ApiError> {
+/// Line items and creatives are written as by their own endpoints.
+fn check_may_make(principal: &Principal) -> Result<(), ApiError> {
     for kind in [ObjectKind::LineItem, ObjectKind::Creative] {
         ensure_access(principal, kind)?;
         check_write(principal, kind, Change::Create)?;
     }
+    Ok(())
+}
+
+/// Links take an admin, since a link joins one tenant's demand to another tenant's supply.
+fn check_may_link(principal: &Principal, request: &SetRequest) -> Result<(), ApiError> {
     if !request.placement_ids.is_empty() && principal.role != Role::Admin {
         return Err(ApiError::Forbidden(
             "only an admin token can link the set's line items to placements; leave \
