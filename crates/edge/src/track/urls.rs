@@ -66,8 +66,8 @@ pub(crate) struct FromRequest<'a> {
 
 /// Appends `code` filled for the impression `claims` describes: its signed impression beacon
 /// and click redirect (the click's token carrying `click_worth`), the request's cache buster
-/// and key-values, the claims' placement and time. The URLs are built in `urls`, a buffer the worker keeps, so
-/// filling allocates nothing but `out`'s growth.
+/// and key-values, the claims' placement and time. The URLs are built in `urls`, a buffer the
+/// worker keeps, so filling allocates nothing but `out`'s growth.
 pub(crate) fn fill_tracked(
     edge: &Edge,
     code: &AdCode,

@@ -889,23 +889,7 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
     write_geo_database(&database);
 
     // No demo: the test's objects are the only ones. The admin token is made before the start.
-    let made = common::run(
-        &[
-            "token",
-            "create",
-            "--role",
-            "admin",
-            "--data",
-            data.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let token = common::create_admin_token(&data);
     let crawlers = common::crawlers_for_headless_chromium(&data);
     let server = Server::start_with(
         &data,
@@ -1289,23 +1273,7 @@ async fn unified_auction_in_headless_chromium() {
         format!("[gateway]\nenabled = true\n[gateway.bidders.mock]\nendpoint = \"{endpoint}\"\n"),
     )
     .unwrap();
-    let made = common::run(
-        &[
-            "token",
-            "create",
-            "--role",
-            "admin",
-            "--data",
-            data.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let token = common::create_admin_token(&data);
     let crawlers = common::crawlers_for_headless_chromium(&data);
     let server = Server::start_with(
         &data,
@@ -1583,16 +1551,7 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
     let out = scratch.browser();
 
     // No demo: the test's objects are the only ones.
-    let made = common::run(
-        &["token", "create", "--role", "admin", "--data", &data_arg],
-        &[],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let token = common::create_admin_token(&data);
     let crawlers = common::crawlers_for_headless_chromium(&data);
     let server = Server::start_with(
         &data,

@@ -260,6 +260,19 @@ pub fn required_metric(page: &str, series: &str) -> f64 {
 
 /// `marquee token create` for an advertiser user (`owner`, the advertiser's id) on the data
 /// directory `data`.
+/// `marquee token create --role admin` on the data directory `data` (before any server starts
+/// there): the token it prints.
+pub fn create_admin_token(data: &Path) -> String {
+    let data = data.to_str().unwrap();
+    let made = run(&["token", "create", "--role", "admin", "--data", data], &[]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    String::from_utf8(made.stdout).unwrap().trim().to_owned()
+}
+
 pub fn create_advertiser_token(data: &str, owner: &str) -> Output {
     run(
         &[
