@@ -100,6 +100,8 @@ fn stored<T>(id: u64, object: T) -> Stored<T> {
 }
 
 /// One USD line item at a 2.00 CPM of `tier` on one placement with programmatic demand.
+/// Spelled out in full, deliberately like the demo's line items (`manager::demo`): what the
+/// scenario turns on (tier, price, currency, opting in) stands beside the rest of the booking.
 fn catalog(tier: Tier, competes: bool, programmatic: Programmatic) -> Catalog {
     Catalog {
         version: 1,
