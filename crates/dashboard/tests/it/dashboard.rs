@@ -17,7 +17,7 @@ use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
 use marquee_geo::{GeoDatabase, GeoSource};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
-use marquee_store::test_postgres::TestDatabase;
+use marquee_store::test_postgres::{TestDatabase, store_on};
 use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
 use tower::ServiceExt as _;
 
@@ -73,14 +73,7 @@ impl Site {
         let clock = Arc::new(ManualClock::new(
             Timestamp::from_second(1_795_000_000).unwrap(),
         ));
-        let store: Arc<dyn Store> = match &postgres {
-            Some(db) => Arc::new(
-                PostgresStore::connect(db.url(), clock.clone())
-                    .await
-                    .unwrap(),
-            ),
-            None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap()),
-        };
+        let store = store_on(postgres.as_ref(), &dir.path().join("m.db"), clock.clone()).await;
         let uploads = dir.path().join("uploads");
         let manager = Manager::open(
             Arc::clone(&store),
