@@ -49,6 +49,13 @@ impl Site {
         Site::on(None).await
     }
 
+    /// The site with the session of its admin, root.
+    async fn as_root() -> (Site, String) {
+        let site = Site::new().await;
+        let admin = site.sign_in("root", PASSWORD).await.unwrap();
+        (site, admin)
+    }
+
     /// The dashboard on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
     async fn on(postgres: Option<TestDatabase>) -> Site {
         Site::serving(postgres, "http://ads.test", false, None).await
@@ -158,6 +165,32 @@ impl Site {
                 .unwrap(),
         )
         .await
+    }
+
+    /// The stored line item `id`.
+    async fn stored_line_item(&self, id: u64) -> LineItem {
+        let record = self
+            .store
+            .get(ObjectKind::LineItem, id, None)
+            .await
+            .unwrap();
+        record.decode::<LineItem>().unwrap().object
+    }
+
+    /// Whether the store holds no object of `kind`.
+    async fn holds_none(&self, kind: ObjectKind) -> bool {
+        self.store
+            .list(kind, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    }
+
+    /// Gets a page that must answer 200.
+    async fn get_ok(&self, path: &str, cookie: &str) -> Answer {
+        let page = self.get(path, cookie).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        page
     }
 
     async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
@@ -299,6 +332,32 @@ fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
     ]
 }
 
+/// The campaign form: an active campaign called `name` of the advertiser `owner`.
+fn campaign_form<'a>(owner: &'a str, name: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("advertiser_id", owner),
+        ("name", name),
+        ("status", "active"),
+        ("categories", ""),
+        ("app_bundle", ""),
+        ("cap_count", ""),
+        ("cap_window", ""),
+    ]
+}
+
+/// Two advertisers with a campaign each; returns the id of Acme's, as the forms hold it.
+async fn acme_campaign(site: &Site, admin: &str) -> String {
+    two_advertisers(site, admin).await.0.to_string()
+}
+
+/// The line item form with no targeting rows.
+fn untargeted_line_item_form(campaign: &str) -> Vec<(&str, &str)> {
+    line_item_form(campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect()
+}
+
 /// Two advertisers with a campaign each; returns the campaign ids.
 async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
     let a = site.create(admin, "advertisers", &advertiser("Acme")).await;
@@ -308,20 +367,8 @@ async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
     let campaign = |owner: u64, name: &'static str| {
         let owner = owner.to_string();
         async move {
-            site.create(
-                admin,
-                "campaigns",
-                &[
-                    ("advertiser_id", owner.as_str()),
-                    ("name", name),
-                    ("status", "active"),
-                    ("categories", ""),
-                    ("app_bundle", ""),
-                    ("cap_count", ""),
-                    ("cap_window", ""),
-                ],
-            )
-            .await
+            site.create(admin, "campaigns", &campaign_form(&owner, name))
+                .await
         }
     };
     (
@@ -530,13 +577,7 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
         StatusCode::FORBIDDEN,
         "another session's token"
     );
-    assert!(
-        site.store
-            .list(ObjectKind::Advertiser, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::Advertiser).await);
     let id = site.create(&session, "advertisers", &form).await;
     assert_eq!(
         site.store
@@ -550,21 +591,12 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
 
 #[tokio::test]
 async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let id = site
         .create(&admin, "line-items", &line_item_form(&campaign))
         .await;
-    let stored: LineItem = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let stored: LineItem = site.stored_line_item(id).await;
     assert_eq!(stored.frequency_caps.len(), 1);
     assert_eq!(stored.frequency_caps[0].count, 2);
     assert_eq!(
@@ -589,14 +621,9 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
 /// back; the connection types as a select of their values.
 #[tokio::test]
 async fn geo_and_network_rows_round_trip_through_the_form() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "metro"),
         ("t_op", "in"),
@@ -614,14 +641,7 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
         ("t_choice_3", "satellite"),
     ]);
     let id = site.create(&admin, "line-items", &form).await;
-    let stored = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let stored = site.stored_line_item(id).await;
     assert_eq!(
         stored.targeting,
         Some(Targeting::All(vec![
@@ -651,18 +671,13 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
 /// on ad requests, by where they learn a request's location.
 #[tokio::test]
 async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     // Country DE, not device tablet.
     let id = site
         .create(&admin, "line-items", &line_item_form(&campaign))
         .await;
-    let untargeted: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let untargeted: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let untargeted = site.create(&admin, "line-items", &untargeted).await;
     let warning = "<p class=\"warning\" role=\"status\">geo targeting (country) cannot match ad \
                    requests: no geo database is configured (geo.database) and no country header \
@@ -684,14 +699,9 @@ async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
 /// connection type, and names the geo attribute that rejects a line item.
 #[tokio::test]
 async fn why_not_served_takes_the_requests_whole_location() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let rows = [
         ("region", "US-CA"),
         ("city", "San Francisco"),
@@ -711,12 +721,11 @@ async fn why_not_served_takes_the_requests_whole_location() {
         let admin = admin.clone();
         async move {
             let page = site
-                .get(
+                .get_ok(
                     &format!("/why-not-served?placement={placement}&{query}"),
                     &admin,
                 )
                 .await;
-            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
             outcome(&page.body, id)
         }
     };
@@ -788,8 +797,7 @@ async fn why_not_served_locates_the_request_by_its_ip_address() {
         let path = format!("/why-not-served?placement={placement}&{query}");
         let admin = admin.clone();
         async move {
-            let page = site.get(&path, &admin).await;
-            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+            let page = site.get_ok(&path, &admin).await;
             page.body
         }
     };
@@ -848,16 +856,14 @@ async fn why_not_served_locates_the_request_by_its_ip_address() {
 /// Without a geo database an address is not looked up, and the page says so.
 #[tokio::test]
 async fn why_not_served_without_a_geo_database_says_so() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (placement, _, america) = one_line_item_per_country(&site, &admin).await;
     let page = site
-        .get(
+        .get_ok(
             &format!("/why-not-served?placement={placement}&ip=10.1.2.3"),
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body
             .contains("Resolved location: 10.1.2.3 is not looked up — no geo database configured"),
@@ -872,6 +878,11 @@ async fn why_not_served_without_a_geo_database_says_so() {
 
 /// A placement on a news site, for test requests.
 async fn news_placement(site: &Site, admin: &str) -> u64 {
+    news_placement_named(site, admin, "Top").await
+}
+
+/// A placement called `name` on a news site of a new publisher.
+async fn news_placement_named(site: &Site, admin: &str, name: &str) -> u64 {
     let publisher = site
         .create(
             admin,
@@ -898,7 +909,7 @@ async fn news_placement(site: &Site, admin: &str) -> u64 {
         "placements",
         &[
             ("site_id", news.as_str()),
-            ("name", "Top"),
+            ("name", name),
             ("status", "active"),
             ("sizes", "300x250"),
             ("formats", "banner"),
@@ -959,10 +970,8 @@ fn outcome(body: &str, line_item: u64) -> String {
 
 #[tokio::test]
 async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| {
@@ -981,23 +990,15 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
     assert!(end_field.contains("must be after start"), "{end_field}");
     // What was typed stays in the form.
     assert!(answer.body.contains("value=\"Winter sale\""));
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 }
 
 /// A spend goal typed as "500" is 500 units of the advertiser's currency, and the line item's
 /// page shows it back as money: in the form, in the pacing text and on the chart's axis.
 #[tokio::test]
 async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let mut form = line_item_form(&campaign);
     for (key, value) in form.iter_mut() {
         match *key {
@@ -1009,14 +1010,7 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
         }
     }
     let id = site.create(&admin, "line-items", &form).await;
-    let stored: LineItem = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let stored: LineItem = site.stored_line_item(id).await;
     let goal = stored.goal.unwrap();
     assert_eq!(goal.daily, Some(500_000_000), "500 dollars, not 500 micros");
     assert_eq!(goal.lifetime, Some(12_000_000_000));
@@ -1046,10 +1040,8 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
 /// field, each message beside its field, and everything typed still in the form.
 #[tokio::test]
 async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| match k {
@@ -1103,13 +1095,7 @@ async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
     ] {
         assert!(answer.body.contains(kept), "{kept} lost");
     }
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 }
 
 /// The part of a form page that shows field `name`: its input, help and errors.
@@ -1125,26 +1111,13 @@ fn field_block<'a>(body: &'a str, name: &str) -> &'a str {
 
 #[tokio::test]
 async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_at_its_field() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let mut euros = advertiser("Euros");
     euros[2] = ("currency", "EUR");
     let advertiser_id = site.create(&admin, "advertisers", &euros).await;
     let owner = advertiser_id.to_string();
     let campaign = site
-        .create(
-            &admin,
-            "campaigns",
-            &[
-                ("advertiser_id", owner.as_str()),
-                ("name", "Winter"),
-                ("status", "active"),
-                ("categories", ""),
-                ("app_bundle", ""),
-                ("cap_count", ""),
-                ("cap_window", ""),
-            ],
-        )
+        .create(&admin, "campaigns", &campaign_form(&owner, "Winter"))
         .await
         .to_string();
 
@@ -1176,13 +1149,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
         )),
         "{currency}"
     );
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 
     // In its currency it is made; then the advertiser's currency is held at its field.
     for field in &mut post {
@@ -1211,8 +1178,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
 
 #[tokio::test]
 async fn an_advertiser_cannot_open_another_advertisers_line_item() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme_campaign, globex_campaign) = two_advertisers(&site, &admin).await;
     let acme_campaign = acme_campaign.to_string();
     let globex_campaign = globex_campaign.to_string();
@@ -1264,40 +1230,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
     );
 
     // Why-not-served offers an advertiser no publisher's placement names.
-    let publisher = site
-        .create(
-            &admin,
-            "publishers",
-            &[("name", "Daily News"), ("status", "active")],
-        )
-        .await
-        .to_string();
-    let news = site
-        .create(
-            &admin,
-            "sites",
-            &[
-                ("publisher_id", publisher.as_str()),
-                ("name", "News"),
-                ("status", "active"),
-                ("domain", "news.example"),
-            ],
-        )
-        .await
-        .to_string();
-    site.create(
-        &admin,
-        "placements",
-        &[
-            ("site_id", news.as_str()),
-            ("name", "Secret slot"),
-            ("status", "active"),
-            ("sizes", "300x250"),
-            ("formats", "banner"),
-            ("image_tag", "off"),
-        ],
-    )
-    .await;
+    news_placement_named(&site, &admin, "Secret slot").await;
     assert!(
         site.get("/why-not-served", &admin)
             .await
@@ -1314,8 +1247,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
 /// users read it but cannot change or archive it.
 #[tokio::test]
 async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let mut held = advertiser("Acme");
     held[1] = ("status", "paused");
     let acme = site.create(&admin, "advertisers", &held).await;
@@ -1369,16 +1301,14 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
 
 #[tokio::test]
 async fn reports_render_charts_and_csv_for_the_signed_in_user() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     // Without `to`: the report ends at the site's clock's now.
     let page = site
-        .get(
+        .get_ok(
             "/reports?from=2026-11-01&granularity=day&group_by=line_item",
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("<svg class=\"chart\""));
     assert!(page.body.contains("data-impressions=\"0\""));
     let csv = site
@@ -1391,8 +1321,7 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     assert!(csv.body.starts_with("time,requests,"), "{}", csv.body);
     // Two ticked "Group by" boxes send the key twice: both apply, on the page and in the CSV.
     let two = "from=2026-11-01&to=2026-12-01&granularity=day&group_by=line_item&group_by=country";
-    let page = site.get(&format!("/reports?{two}"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = site.get_ok(&format!("/reports?{two}"), &admin).await;
     for dimension in ["line_item", "country"] {
         assert!(
             page.body
@@ -1400,8 +1329,7 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
             "{dimension} stays ticked"
         );
     }
-    let csv = site.get(&format!("/reports.csv?{two}"), &admin).await;
-    assert_eq!(csv.status, StatusCode::OK, "{}", csv.body);
+    let csv = site.get_ok(&format!("/reports.csv?{two}"), &admin).await;
     assert!(
         csv.body.starts_with("time,line_item,country,requests,"),
         "{}",
@@ -1418,9 +1346,7 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
 #[tokio::test]
 async fn reports_show_programmatic_demand_by_bidder() {
     use marquee_stats::{Counters, RowKey, bidder_id};
-    use marquee_store::RunWrite;
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let key = |creative: u64| RowKey {
         line_item: 0,
         bucket: 1_795_000_000 / 3_600 * 3_600,
@@ -1447,20 +1373,15 @@ async fn reports_show_programmatic_demand_by_bidder() {
     let mut hours = vec![(key(bidder_id("alpha")), bid), (key(0), no_bid)];
     hours.sort_unstable_by_key(|(k, _)| *k);
     site.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
+        .commit_run(marquee_store::stats_suite::hour_rows(hours))
         .await
         .unwrap();
     let page = site
-        .get(
+        .get_ok(
             "/reports?from=2026-11-18&tz=UTC&granularity=day&group_by=bidder",
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body.contains(
             "<th>programmatic auctions</th><th>programmatic bids</th><th>programmatic timeouts</th>\
@@ -1493,8 +1414,7 @@ async fn reports_show_programmatic_demand_by_bidder() {
 async fn reports_and_home_show_invalid_traffic_by_reason() {
     use marquee_stats::{Counters, EventKind, InvalidReason, RowKey};
 
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     // The site's clock is 2026-11-18T11:06:40Z. Refused before any ad was decided (no line
     // item): 3 crawler impressions and 2 image tags without a cache buster; one valid
     // no-bid.
@@ -1532,9 +1452,8 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
         .unwrap();
 
     let page = site
-        .get("/reports?from=2026-11-18&tz=UTC&granularity=day", &admin)
+        .get_ok("/reports?from=2026-11-18&tz=UTC&granularity=day", &admin)
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body
             .contains("<th>spend</th><th>invalid impressions</th><th>invalid clicks</th>"),
@@ -1581,8 +1500,7 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     assert_eq!(column("invalid_no_cache_buster"), "2");
     assert_eq!(column("invalid_too_fast"), "1");
 
-    let home = site.get("/", &admin).await;
-    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    let home = site.get_ok("/", &admin).await;
     let invalid = &home.body[home.body.find("id=\"invalid-today\"").unwrap()..];
     assert!(
         invalid.contains("): 6; yesterday at this time: 0."),
@@ -1642,8 +1560,7 @@ fn uploaded_files(site: &Site) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn a_refused_creative_leaves_no_uploaded_file() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme, globex) = two_advertisers(&site, &admin).await;
     let line_item = |campaign: u64| {
         let campaign = campaign.to_string();
@@ -1699,10 +1616,8 @@ async fn a_refused_creative_leaves_no_uploaded_file() {
 
 #[tokio::test]
 async fn an_uploaded_image_becomes_the_creatives_picture() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let line_item = site
         .create(&admin, "line-items", &line_item_form(&campaign))
         .await
@@ -1741,10 +1656,8 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
 /// would refuse one.
 #[tokio::test]
 async fn pages_run_only_the_shipped_script() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let page = site.get("/line-items/new", &admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let (site, admin) = Site::as_root().await;
+    let page = site.get_ok("/line-items/new", &admin).await;
     assert!(
         page.policy.contains("script-src 'self';"),
         "{}",
@@ -1788,8 +1701,7 @@ fn impressions(count: i64) -> marquee_stats::Counters {
 async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     use marquee_model::Clock;
     use marquee_stats::{Counters, line_item_totals};
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let line_item = site
         .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
@@ -1834,8 +1746,7 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     run.line_item_hours = line_item_totals(&run.hours);
     site.store.commit_run(run).await.unwrap();
 
-    let home = site.get("/", &admin).await;
-    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    let home = site.get_ok("/", &admin).await;
     // 11 hours and 7 minutes (11:00 to 11:06) of ten a minute, both days.
     assert!(
         home.body.contains("yesterday at this time: 6670"),
@@ -1849,10 +1760,8 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
 /// that holds its day's start is counted once, not in both "before today" and "today".
 #[tokio::test]
 async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     let mut form = line_item_form(&campaign);
     for (key, value) in form.iter_mut() {
         match *key {
@@ -1892,8 +1801,9 @@ async fn hundred_impressions_in_hour(site: &Site, line_item: u64, hour: Timestam
 
 /// The line item's pacing section counts those 100 impressions once.
 async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64, case: &str) {
-    let page = site.get(&format!("/line-items/{line_item}"), admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = site
+        .get_ok(&format!("/line-items/{line_item}"), admin)
+        .await;
     assert!(
         page.body.contains("100 impressions delivered"),
         "{case}: {}",
@@ -1906,10 +1816,8 @@ async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64,
 /// midnight at :30 UTC in Kolkata, or 14:30 in Berlin) would leave out that first hour.
 #[tokio::test]
 async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
     for (zone, start, hour) in [
         // 00:00 on 1 November in Kolkata is 18:30Z on 31 October.
         ("Asia/Kolkata", "2026-11-01T00:00", "2026-10-31T18:00:00Z"),
@@ -1935,8 +1843,7 @@ async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
 
 #[tokio::test]
 async fn an_object_page_shows_its_history_with_who_changed_what() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let acme = site
         .create(&admin, "advertisers", &advertiser("Acme"))
         .await;
@@ -1978,8 +1885,7 @@ async fn post_with_csrf(site: &Site, session: &str, path: &str, form: &[(&str, &
 /// not active.
 #[tokio::test]
 async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme, globex) = two_advertisers(&site, &admin).await;
     let (acme, globex) = (acme.to_string(), globex.to_string());
     let winter = site
@@ -1998,8 +1904,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     // 100 impressions today (the clock stands at 2026-11-18 11:06 UTC).
     hundred_impressions_in_hour(&site, winter, "2026-11-18T10:00:00Z".parse().unwrap()).await;
 
-    let list = site.get("/line-items", &admin).await;
-    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    let list = site.get_ok("/line-items", &admin).await;
     for text in [
         format!("<a href=\"/campaigns/{acme}\">Acme winter</a>"),
         format!("<a href=\"/campaigns/{globex}\">Globex winter</a>"),
@@ -2089,8 +1994,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
 /// say which parent stops them.
 #[tokio::test]
 async fn archiving_asks_first_with_what_depends_on_it() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let line_item = site
         .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
@@ -2274,8 +2178,7 @@ async fn post_creative(
 /// warning on the saved creative, not a refusal.
 #[tokio::test]
 async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (campaign, _) = two_advertisers(&site, &admin).await;
     let line_item = site
         .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
@@ -2403,8 +2306,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
 /// site as if chosen.
 #[tokio::test]
 async fn a_new_child_without_its_parent_picks_none() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     news_placement(&site, &admin).await;
     let form = site.get("/placements/new", &admin).await.body;
     let parent = field_block(&form, "site_id");
@@ -2449,14 +2351,9 @@ async fn a_new_child_without_its_parent_picks_none() {
 /// than location too, and shows one line item when asked (by any part of its name, or id).
 #[tokio::test]
 async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin) = Site::as_root().await;
+    let campaign = acme_campaign(&site, &admin).await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "device_type"),
         ("t_op", "in"),
@@ -2472,12 +2369,11 @@ async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
     let placement = news_placement(&site, &admin).await;
     site.manager.refresh().await.unwrap();
     let page = site
-        .get(
+        .get_ok(
             &format!("/why-not-served?placement={placement}&device=phone"),
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert_eq!(
         outcome(&page.body, desktops),
         "targeting: device_type — request: phone; targeted: desktop, tablet"
