@@ -13,7 +13,7 @@ use marquee_api::{
 };
 use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
 use marquee_store::test_postgres::{TestDatabase, store_on};
-use marquee_store::{Actor, Draft, NewToken, PostgresStore, SqliteStore, Store};
+use marquee_store::{Actor, Draft, NewToken, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -159,7 +159,7 @@ impl App {
 
     /// Reads `path` as admin.
     async fn get(&self, path: &str) -> Reply {
-        self.get(path).await
+        self.admin("GET", path, None).await
     }
 
     /// Reads `path` with `token`.

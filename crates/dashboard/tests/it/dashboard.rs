@@ -18,7 +18,7 @@ use marquee_geo::{GeoDatabase, GeoSource};
 use marquee_manager::{Manager, ManagerOptions};
 use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
 use marquee_store::test_postgres::{TestDatabase, store_on};
-use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
+use marquee_store::{NewUser, Store};
 use tower::ServiceExt as _;
 
 const PASSWORD: &str = "correct horse battery";
@@ -42,6 +42,14 @@ struct Answer {
     cookies: Vec<String>,
     body: String,
     bytes: Vec<u8>,
+}
+
+impl Answer {
+    /// Asserts the status, showing the body if it is another.
+    #[track_caller]
+    fn assert_status(&self, status: StatusCode) {
+        assert_eq!(self.status, status, "{}", self.body);
+    }
 }
 
 impl Site {
@@ -167,14 +175,23 @@ impl Site {
         .await
     }
 
-    /// The stored line item `id`.
-    async fn stored_line_item(&self, id: u64) -> LineItem {
-        let record = self
-            .store
-            .get(ObjectKind::LineItem, id, None)
+    /// The site with root's session and Acme's campaign (as the forms hold its id).
+    async fn with_acme_campaign() -> (Site, String, String) {
+        let (site, admin) = Site::as_root().await;
+        let campaign = acme_campaign(&site, &admin).await;
+        (site, admin, campaign)
+    }
+
+    /// Creates a line item of `campaign` through the form and returns its id.
+    async fn create_line_item(&self, session: &str, campaign: &str) -> u64 {
+        self.create(session, "line-items", &line_item_form(campaign))
             .await
-            .unwrap();
-        record.decode::<LineItem>().unwrap().object
+    }
+
+    /// The stored object `id` of type `T`.
+    async fn stored<T: marquee_model::Object>(&self, id: u64) -> T {
+        let record = self.store.get(T::KIND, id, None).await.unwrap();
+        record.decode::<T>().unwrap().object
     }
 
     /// Whether the store holds no object of `kind`.
@@ -184,6 +201,18 @@ impl Site {
             .await
             .unwrap()
             .is_empty()
+    }
+
+    /// Posts a multipart form (boundary `B`).
+    async fn post_multipart(&self, path: &str, cookie: &str, body: Vec<u8>) -> Answer {
+        self.send(
+            Request::post(path)
+                .header(header::COOKIE, cookie)
+                .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await
     }
 
     /// Gets a page that must answer 200.
@@ -350,6 +379,20 @@ async fn acme_campaign(site: &Site, admin: &str) -> String {
     two_advertisers(site, admin).await.0.to_string()
 }
 
+/// The line item form with `changes` made to its fields.
+fn line_item_form_with<'a>(
+    campaign: &'a str,
+    changes: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut form = line_item_form(campaign);
+    for (key, value) in form.iter_mut() {
+        if let Some((_, changed)) = changes.iter().find(|(k, _)| k == key) {
+            *value = changed;
+        }
+    }
+    form
+}
+
 /// The line item form with no targeting rows.
 fn untargeted_line_item_form(campaign: &str) -> Vec<(&str, &str)> {
     line_item_form(campaign)
@@ -393,8 +436,7 @@ async fn a_wrong_password_or_unknown_user_gets_no_session() {
     assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
 
     let session = site.sign_in("root", PASSWORD).await.unwrap();
-    let home = site.get("/", &session).await;
-    assert_eq!(home.status, StatusCode::OK);
+    let home = site.get_ok("/", &session).await;
     assert!(home.body.contains("Today"));
     // Without a session every page sends the browser to the sign-in form.
     let anonymous = site.get("/line-items", "").await;
@@ -591,12 +633,9 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
 
 #[tokio::test]
 async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
-    let id = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await;
-    let stored: LineItem = site.stored_line_item(id).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let id = site.create_line_item(&admin, &campaign).await;
+    let stored: LineItem = site.stored::<LineItem>(id).await;
     assert_eq!(stored.frequency_caps.len(), 1);
     assert_eq!(stored.frequency_caps[0].count, 2);
     assert_eq!(
@@ -610,8 +649,9 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
     );
     assert_eq!(stored.price.amount_micros, marquee_model::Micros(2_500_000));
     // The page shows it back as rows, with its pacing section.
-    let page = site.get(&format!("/line-items/{id}?saved=1"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site
+        .get_ok(&format!("/line-items/{id}?saved=1"), &admin)
+        .await;
     assert!(page.body.contains("Saved."));
     assert!(page.body.contains("value=\"DE, AT\""));
     assert!(page.body.contains("id=\"pacing\""));
@@ -621,8 +661,7 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
 /// back; the connection types as a select of their values.
 #[tokio::test]
 async fn geo_and_network_rows_round_trip_through_the_form() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "metro"),
@@ -641,7 +680,7 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
         ("t_choice_3", "satellite"),
     ]);
     let id = site.create(&admin, "line-items", &form).await;
-    let stored = site.stored_line_item(id).await;
+    let stored = site.stored::<LineItem>(id).await;
     assert_eq!(
         stored.targeting,
         Some(Targeting::All(vec![
@@ -671,12 +710,9 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
 /// on ad requests, by where they learn a request's location.
 #[tokio::test]
 async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     // Country DE, not device tablet.
-    let id = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await;
+    let id = site.create_line_item(&admin, &campaign).await;
     let untargeted: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let untargeted = site.create(&admin, "line-items", &untargeted).await;
     let warning = "<p class=\"warning\" role=\"status\">geo targeting (country) cannot match ad \
@@ -699,8 +735,7 @@ async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
 /// connection type, and names the geo attribute that rejects a line item.
 #[tokio::test]
 async fn why_not_served_takes_the_requests_whole_location() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let rows = [
         ("region", "US-CA"),
@@ -970,8 +1005,7 @@ fn outcome(body: &str, line_item: u64) -> String {
 
 #[tokio::test]
 async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| {
@@ -997,26 +1031,23 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
 /// page shows it back as money: in the form, in the pacing text and on the chart's axis.
 #[tokio::test]
 async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
-    let mut form = line_item_form(&campaign);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "price.amount" => *value = "4.50",
-            "goal.metric" => *value = "spend",
-            "goal.daily" => *value = "500",
-            "goal.lifetime" => *value = "12000",
-            _ => {}
-        }
-    }
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let form = line_item_form_with(
+        &campaign,
+        &[
+            ("price.amount", "4.50"),
+            ("goal.metric", "spend"),
+            ("goal.daily", "500"),
+            ("goal.lifetime", "12000"),
+        ],
+    );
     let id = site.create(&admin, "line-items", &form).await;
-    let stored: LineItem = site.stored_line_item(id).await;
+    let stored: LineItem = site.stored::<LineItem>(id).await;
     let goal = stored.goal.unwrap();
     assert_eq!(goal.daily, Some(500_000_000), "500 dollars, not 500 micros");
     assert_eq!(goal.lifetime, Some(12_000_000_000));
     assert_eq!(stored.price.amount_micros, marquee_model::Micros(4_500_000));
-    let page = site.get(&format!("/line-items/{id}"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&format!("/line-items/{id}"), &admin).await;
     let daily = field_block(&page.body, "goal.daily");
     assert!(daily.contains("value=\"500.00\""), "{daily}");
     assert!(
@@ -1040,8 +1071,7 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
 /// field, each message beside its field, and everything typed still in the form.
 #[tokio::test]
 async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| match k {
@@ -1124,9 +1154,8 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
     // A new line item starts in the advertiser's currency: under a campaign, or for the
     // advertiser's own user.
     let form = site
-        .get(&format!("/line-items/new?parent={campaign}"), &admin)
+        .get_ok(&format!("/line-items/new?parent={campaign}"), &admin)
         .await;
-    assert_eq!(form.status, StatusCode::OK);
     let currency = field_block(&form.body, "price.currency");
     assert!(currency.contains("value=\"EUR\""), "{currency}");
     site.user("euro-ops", Role::Advertiser, Some(advertiser_id))
@@ -1237,8 +1266,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
             .body
             .contains("Secret slot")
     );
-    let offered = site.get("/why-not-served", &alice).await;
-    assert_eq!(offered.status, StatusCode::OK);
+    let offered = site.get_ok("/why-not-served", &alice).await;
     assert!(!offered.body.contains("Secret slot"));
 }
 
@@ -1255,8 +1283,7 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
     let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
     let path = format!("/advertisers/{acme}");
 
-    let page = site.get(&path, &alice).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&path, &alice).await;
     assert!(
         page.body
             .contains("Only an admin can change this advertiser.")
@@ -1312,12 +1339,11 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     assert!(page.body.contains("<svg class=\"chart\""));
     assert!(page.body.contains("data-impressions=\"0\""));
     let csv = site
-        .get(
+        .get_ok(
             "/reports.csv?from=2026-11-01&to=2026-12-01&granularity=day",
             &admin,
         )
         .await;
-    assert_eq!(csv.status, StatusCode::OK);
     assert!(csv.body.starts_with("time,requests,"), "{}", csv.body);
     // Two ticked "Group by" boxes send the key twice: both apply, on the page and in the CSV.
     let two = "from=2026-11-01&to=2026-12-01&granularity=day&group_by=line_item&group_by=country";
@@ -1335,8 +1361,7 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
         "{}",
         csv.body
     );
-    let bad = site.get("/reports?from=yesterday", &admin).await;
-    assert_eq!(bad.status, StatusCode::OK);
+    let bad = site.get_ok("/reports?from=yesterday", &admin).await;
     assert!(bad.body.contains("is not a date"));
 }
 
@@ -1483,12 +1508,11 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     assert!(reasons.contains("<th>total</th><th>6</th>"), "{reasons}");
 
     let csv = site
-        .get(
+        .get_ok(
             "/reports.csv?from=2026-11-18&tz=UTC&granularity=day",
             &admin,
         )
         .await;
-    assert_eq!(csv.status, StatusCode::OK);
     let mut lines = csv.body.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let values: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -1539,14 +1563,7 @@ async fn upload_creative(site: &Site, session: &str, line_item: &str, landing_ur
     );
     body.extend_from_slice(PNG);
     body.extend_from_slice(b"\r\n--B--\r\n");
-    site.send(
-        Request::post("/creatives")
-            .header(header::COOKIE, session)
-            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
-            .body(Body::from(body))
-            .unwrap(),
-    )
-    .await
+    site.post_multipart("/creatives", session, body).await
 }
 
 /// The files in the uploads directory (none when it was never made).
@@ -1616,22 +1633,13 @@ async fn a_refused_creative_leaves_no_uploaded_file() {
 
 #[tokio::test]
 async fn an_uploaded_image_becomes_the_creatives_picture() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await
-        .to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await.to_string();
     let answer = upload_creative(&site, &admin, &line_item, "https://shop.example/").await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let creative = site
-        .store
-        .get(ObjectKind::Creative, id_in(&answer.location), None)
-        .await
-        .unwrap()
-        .decode::<marquee_model::Creative>()
-        .unwrap()
-        .object;
+        .stored::<marquee_model::Creative>(id_in(&answer.location))
+        .await;
     let marquee_model::CreativeContent::Image { image_url, alt } = creative.content else {
         panic!("not an image: {:?}", creative.content);
     };
@@ -1643,8 +1651,7 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
         path.starts_with("/uploads/") && path.ends_with(".png"),
         "{path}"
     );
-    let served = site.get(path, "").await;
-    assert_eq!(served.status, StatusCode::OK);
+    let served = site.get_ok(path, "").await;
     assert_eq!(served.bytes, PNG);
     assert_eq!(
         site.get("/uploads/..%2Fm.db", "").await.status,
@@ -1669,8 +1676,7 @@ async fn pages_run_only_the_shipped_script() {
             .contains("<script src=\"/assets/dashboard.js\"></script>")
     );
     assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
-    let script = site.get("/assets/dashboard.js", "").await;
-    assert_eq!(script.status, StatusCode::OK);
+    let script = site.get_ok("/assets/dashboard.js", "").await;
     assert!(script.body.contains("data-when") || script.body.contains("dataset.when"));
 }
 
@@ -1701,11 +1707,8 @@ fn impressions(count: i64) -> marquee_stats::Counters {
 async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     use marquee_model::Clock;
     use marquee_stats::{Counters, line_item_totals};
-    let (site, admin) = Site::as_root().await;
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await;
     // 2026-11-18T11:06:40Z; the admin's days are UTC.
     let now = site.clock.now();
     assert_eq!(now.as_second().rem_euclid(86_400), 11 * 3_600 + 400);
@@ -1760,17 +1763,15 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
 /// that holds its day's start is counted once, not in both "before today" and "today".
 #[tokio::test]
 async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
-    let mut form = line_item_form(&campaign);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "time_zone" => *value = "Asia/Kolkata",
-            "goal.daily" => *value = "",
-            "goal.lifetime" => *value = "100000",
-            _ => {}
-        }
-    }
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let form = line_item_form_with(
+        &campaign,
+        &[
+            ("time_zone", "Asia/Kolkata"),
+            ("goal.daily", ""),
+            ("goal.lifetime", "100000"),
+        ],
+    );
     let line_item = site.create(&admin, "line-items", &form).await;
     // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
     // holds 100 impressions.
@@ -1816,24 +1817,22 @@ async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64,
 /// midnight at :30 UTC in Kolkata, or 14:30 in Berlin) would leave out that first hour.
 #[tokio::test]
 async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     for (zone, start, hour) in [
         // 00:00 on 1 November in Kolkata is 18:30Z on 31 October.
         ("Asia/Kolkata", "2026-11-01T00:00", "2026-10-31T18:00:00Z"),
         // 14:30 on 1 November in Berlin is 13:30Z.
         ("Europe/Berlin", "2026-11-01T14:30", "2026-11-01T13:00:00Z"),
     ] {
-        let mut form = line_item_form(&campaign);
-        for (key, value) in form.iter_mut() {
-            match *key {
-                "time_zone" => *value = zone,
-                "start" => *value = start,
-                "goal.daily" => *value = "",
-                "goal.lifetime" => *value = "100000",
-                _ => {}
-            }
-        }
+        let form = line_item_form_with(
+            &campaign,
+            &[
+                ("time_zone", zone),
+                ("start", start),
+                ("goal.daily", ""),
+                ("goal.lifetime", "100000"),
+            ],
+        );
         let line_item = site.create(&admin, "line-items", &form).await;
         let hour: Timestamp = hour.parse().unwrap();
         hundred_impressions_in_hour(&site, line_item, hour).await;
@@ -1854,8 +1853,7 @@ async fn an_object_page_shows_its_history_with_who_changed_what() {
     let saved = site.post(&path, &admin, &rename).await;
     assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
 
-    let page = site.get(&path, &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&path, &admin).await;
     let history = &page.body[page.body.find("id=\"history\"").expect("a History section")..];
     let update = history.find(">update<").expect("the update");
     let create = history.find(">create<").expect("the create");
@@ -1872,6 +1870,19 @@ async fn an_object_page_shows_its_history_with_who_changed_what() {
 }
 
 /// Posts `form` with the session's CSRF token to `path`.
+/// Posts to the archive route of the object `id` in `collection`, confirmed or not.
+async fn archive(
+    site: &Site,
+    session: &str,
+    collection: &str,
+    id: impl std::fmt::Display,
+    confirm: bool,
+) -> Answer {
+    let path = format!("/{collection}/{id}/archive");
+    let form: &[(&str, &str)] = if confirm { &[("confirm", "yes")] } else { &[] };
+    post_with_csrf(site, session, &path, form).await
+}
+
 async fn post_with_csrf(site: &Site, session: &str, path: &str, form: &[(&str, &str)]) -> Answer {
     let csrf = site.csrf(session).await;
     let mut fields = vec![("csrf", csrf.as_str())];
@@ -1891,15 +1902,14 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     let winter = site
         .create(&admin, "line-items", &line_item_form(&acme))
         .await;
-    let mut form = line_item_form(&globex);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "name" => *value = "Autumn push",
-            "tier" => *value = "sponsorship",
-            "price.amount" => *value = "4",
-            _ => {}
-        }
-    }
+    let form = line_item_form_with(
+        &globex,
+        &[
+            ("name", "Autumn push"),
+            ("tier", "sponsorship"),
+            ("price.amount", "4"),
+        ],
+    );
     let autumn = site.create(&admin, "line-items", &form).await;
     // 100 impressions today (the clock stands at 2026-11-18 11:06 UTC).
     hundred_impressions_in_hour(&site, winter, "2026-11-18T10:00:00Z".parse().unwrap()).await;
@@ -1961,13 +1971,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     );
 
     // Its campaign archived, Autumn push is stopped by it, in the list and on its page.
-    let archived = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/campaigns/{globex}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    let archived = archive(&site, &admin, "campaigns", globex, true).await;
     assert_eq!(archived.status, StatusCode::SEE_OTHER, "{}", archived.body);
     let active = site.get("/line-items?status=active", &admin).await.body;
     assert!(!active.contains("Autumn push") && active.contains(">Winter sale<"));
@@ -1994,11 +1998,8 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
 /// say which parent stops them.
 #[tokio::test]
 async fn archiving_asks_first_with_what_depends_on_it() {
-    let (site, admin) = Site::as_root().await;
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await;
     hundred_impressions_in_hour(&site, line_item, "2026-11-18T10:00:00Z".parse().unwrap()).await;
     let placement = news_placement(&site, &admin).await;
     let linked = post_with_csrf(
@@ -2021,13 +2022,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         let store = Arc::clone(&site.store);
         async move { store.get(kind, id, None).await.unwrap().status }
     };
-    let ask = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/campaigns/{campaign}/archive"),
-        &[],
-    )
-    .await;
+    let ask = archive(&site, &admin, "campaigns", &campaign, false).await;
     assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
     assert!(
         ask.body
@@ -2043,16 +2038,10 @@ async fn archiving_asks_first_with_what_depends_on_it() {
     assert!(ask.body.contains("name=\"confirm\" value=\"yes\""));
     assert!(ask.body.contains("pause it</a> instead"));
     assert_eq!(
-        status(ObjectKind::Campaign, campaign).await,
+        status(ObjectKind::Campaign, campaign.parse().unwrap()).await,
         marquee_model::Status::Active
     );
-    let ask = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/placements/{placement}/archive"),
-        &[],
-    )
-    .await;
+    let ask = archive(&site, &admin, "placements", placement, false).await;
     assert!(
         ask.body
             .contains("1 active line item linked to it lose this placement"),
@@ -2067,13 +2056,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         ask.body
     );
 
-    let done = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/sites/{news}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    let done = archive(&site, &admin, "sites", news, true).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     assert_eq!(
         status(ObjectKind::Site, news).await,
@@ -2093,13 +2076,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         "{placements}"
     );
 
-    post_with_csrf(
-        &site,
-        &admin,
-        &format!("/placements/{placement}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    archive(&site, &admin, "placements", placement, true).await;
     let page = site
         .get(&format!("/placements/{placement}"), &admin)
         .await
@@ -2161,14 +2138,7 @@ async fn post_creative(
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(b"--B--\r\n");
-    site.send(
-        Request::post("/creatives")
-            .header(header::COOKIE, session)
-            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
-            .body(Body::from(body))
-            .unwrap(),
-    )
-    .await
+    site.post_multipart("/creatives", session, body).await
 }
 
 /// An upload is judged by its content: text named `.png` is refused with a plain message;
@@ -2178,12 +2148,8 @@ async fn post_creative(
 /// warning on the saved creative, not a refusal.
 #[tokio::test]
 async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
-    let (site, admin) = Site::as_root().await;
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await
-        .to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await.to_string();
 
     let text = post_creative(
         &site,
@@ -2194,12 +2160,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
         None,
     )
     .await;
-    assert_eq!(
-        text.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        text.body
-    );
+    text.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&text.body, "image_file")
             .contains("“notes.png” is text, not an image: upload a PNG, JPEG, GIF or WebP file"),
@@ -2217,12 +2178,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
         None,
     )
     .await;
-    assert_eq!(
-        wrong.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        wrong.body
-    );
+    wrong.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&wrong.body, "size").contains("the image is 300×250, not 728×90"),
         "{}",
@@ -2247,13 +2203,8 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
     assert_eq!(fixed.status, StatusCode::SEE_OTHER, "{}", fixed.body);
     assert_eq!(uploaded_files(&site).len(), 1);
     let creative = site
-        .store
-        .get(ObjectKind::Creative, id_in(&fixed.location), None)
-        .await
-        .unwrap()
-        .decode::<marquee_model::Creative>()
-        .unwrap()
-        .object;
+        .stored::<marquee_model::Creative>(id_in(&fixed.location))
+        .await;
     assert_eq!(creative.size, Some(marquee_model::Size { w: 300, h: 250 }));
 
     // Linked to a 300×250 placement only, a 728×90 creative is saved with a warning.
@@ -2289,12 +2240,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
             ],
         )
         .await;
-    assert_eq!(
-        leaderboard.status,
-        StatusCode::SEE_OTHER,
-        "{}",
-        leaderboard.body
-    );
+    leaderboard.assert_status(StatusCode::SEE_OTHER);
     let page = site.get(&leaderboard.location, &admin).await.body;
     assert!(
         page.contains("No placement its line item reaches takes 728×90 (they take 300×250)"),
@@ -2333,12 +2279,7 @@ async fn a_new_child_without_its_parent_picks_none() {
             ],
         )
         .await;
-    assert_eq!(
-        refused.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        refused.body
-    );
+    refused.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&refused.body, "site_id").contains("field-error"),
         "{}",
@@ -2351,8 +2292,7 @@ async fn a_new_child_without_its_parent_picks_none() {
 /// than location too, and shows one line item when asked (by any part of its name, or id).
 #[tokio::test]
 async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "device_type"),
