@@ -21,7 +21,7 @@ use marquee_store::test_postgres::{TestDatabase, store_on};
 use marquee_store::{NewUser, Store};
 use tower::ServiceExt as _;
 
-const PASSWORD: &str = "correct horse battery";
+use crate::common::{self, PASSWORD};
 
 struct Site {
     router: axum::Router,
@@ -85,34 +85,12 @@ impl Site {
         geo: Option<Arc<GeoSource>>,
     ) -> Site {
         let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(
-            Timestamp::from_second(1_795_000_000).unwrap(),
-        ));
+        let clock = common::clock();
         let store = store_on(postgres.as_ref(), &dir.path().join("m.db"), clock.clone()).await;
         let uploads = dir.path().join("uploads");
-        let manager = Manager::open(
-            Arc::clone(&store),
-            clock.clone(),
-            ManagerOptions {
-                snapshot_dir: dir.path().join("snapshots"),
-                keep: 2,
-                compile_interval: Duration::from_secs(1),
-            },
-        )
-        .await
-        .unwrap();
-        let dashboard = Dashboard::new(
-            Arc::clone(&manager),
-            clock.clone(),
-            DashboardOptions {
-                public_url: public_url.into(),
-                session_lifetime: SignedDuration::from_hours(12),
-                uploads_dir: uploads.clone(),
-                report_max_rows: 10_000,
-                secure_cookies,
-            },
-        )
-        .with_geo(geo);
+        let manager = common::manager(&store, &clock, dir.path()).await;
+        let options = common::options(public_url, &uploads, secure_cookies);
+        let dashboard = Dashboard::new(Arc::clone(&manager), clock.clone(), options).with_geo(geo);
         let site = Site {
             router: marquee_dashboard::router(Arc::new(dashboard)),
             manager,
@@ -127,15 +105,7 @@ impl Site {
     }
 
     async fn user(&self, name: &str, role: Role, owner_id: Option<u64>) {
-        self.store
-            .create_user(NewUser {
-                name: name.into(),
-                role,
-                owner_id,
-                password_hash: hash_password(PASSWORD).unwrap(),
-            })
-            .await
-            .unwrap();
+        common::add_user(self.store.as_ref(), name, role, owner_id).await;
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
@@ -1372,6 +1342,8 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
 async fn reports_show_programmatic_demand_by_bidder() {
     use marquee_stats::{Counters, RowKey, bidder_id};
     let (site, admin) = Site::as_root().await;
+    // Rows of the same shape as the API's programmatic report test, deliberately: each crate's
+    // test states the rows it reads.
     let key = |creative: u64| RowKey {
         line_item: 0,
         bucket: 1_795_000_000 / 3_600 * 3_600,

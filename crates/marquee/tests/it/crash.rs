@@ -229,6 +229,8 @@ struct Figures {
 }
 
 impl Figures {
+    // Field by field, the same shape as the aggregator's shard totals by coincidence: other
+    // figures, nothing to share.
     fn add(&mut self, other: &Figures) {
         self.rounds += other.rounds;
         self.answered += other.answered;
