@@ -229,7 +229,7 @@ struct Figures {
 }
 
 impl Figures {
-    // Field by field, the same shape as the aggregator's shard totals by coincidence: other
+    // Deliberately field by field, in the same shape as the aggregator's shard totals: other
     // figures, nothing to share.
     fn add(&mut self, other: &Figures) {
         self.rounds += other.rounds;
