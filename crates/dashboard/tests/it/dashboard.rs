@@ -6,19 +6,18 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use jiff::{SignedDuration, Timestamp};
 use marquee_api::{GeoAvailability, GeoLocationSource};
-use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
+use marquee_dashboard::Dashboard;
 use marquee_geo::{GeoDatabase, GeoSource};
-use marquee_manager::{Manager, ManagerOptions};
+use marquee_manager::Manager;
 use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
+use marquee_store::Store;
 use marquee_store::test_postgres::{TestDatabase, store_on};
-use marquee_store::{NewUser, Store};
 use tower::ServiceExt as _;
 
 use crate::common::{self, PASSWORD};

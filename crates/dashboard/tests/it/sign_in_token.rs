@@ -4,16 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
+use marquee_dashboard::Dashboard;
 use marquee_dashboard::auth::SignInKey;
-use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
-use marquee_manager::{Manager, ManagerOptions};
+use marquee_manager::Manager;
 use marquee_model::{ManualClock, Role};
-use marquee_store::{NewUser, SqliteStore, Store};
+use marquee_store::{SqliteStore, Store};
 use tower::ServiceExt as _;
 
 use crate::common::{self, PASSWORD};

@@ -317,7 +317,7 @@ async fn page_with_tags(server: &Server, token: &str, placements: &[u64], head: 
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn async_tag_in_headless_chromium() {
     let started = Instant::now();
-    let (root, chromium, _alone, scratch, data, out) = headless("marquee-browser-").await;
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-").await;
 
     // Killed if the test ends without stopping it (a dropped `Server` is).
     let (server, base, token) = demo_for_headless_chromium(&data);
@@ -638,7 +638,7 @@ const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn async_tag_passes_the_cmps_refusal_on() {
-    let (root, chromium, _alone, scratch, data, out) = headless("marquee-browser-consent-").await;
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-consent-").await;
     let (server, base, token) = demo_for_headless_chromium(&data);
 
     // The CMP answers `addEventListener` at once with its banner shown (no choice yet), and
@@ -1465,7 +1465,7 @@ fn serve_prebid_site(root: &Path, edge: &str, placement: u64) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn prebid_bids_win_through_their_price_bucket_line_items() {
-    let (root, chromium, _alone, scratch, data, out) = headless("marquee-browser-prebid-").await;
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-prebid-").await;
     let data_arg = data.to_str().unwrap().to_owned();
 
     // No demo: the test's objects are the only ones.
