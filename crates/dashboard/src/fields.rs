@@ -181,7 +181,7 @@ const LINE_ITEM: &[Field] = &[
         ),
         "for the whole flight, in the same unit",
     ),
-    // Deliberately the same shape as the entries above and the other tables': data.
+    // Deliberately the same shape as the other entries and tables: data.
     field("pacing", "Pacing", Widget::Select(PACING)),
     field("rotation", "Creative rotation", Widget::Select(ROTATION)),
     field("channels", "Channels", Widget::Checks(CHANNELS)),

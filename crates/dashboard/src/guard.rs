@@ -166,10 +166,11 @@ struct ConfirmPage {
     has_children: bool,
 }
 
+// The same extractor list as the objects' update handler, deliberately: axum hands each handler
+// its own arguments; what they do with them first is shared in `write_request`.
+
 /// `POST /{collection}/{id}/archive`: without `confirm`, a page saying what archiving stops,
 /// with the button that confirms; with it, archives.
-// The same extractor list as the objects' update handler, deliberately: axum hands each handler
-// its own arguments; what they do with them is shared in `write_request`.
 pub async fn archive(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
