@@ -41,7 +41,7 @@ use crate::openapi::{operation, response, responses, schema_ref};
 use crate::{ApiError, Caller, HasStore};
 
 /// The query parameters this route knows.
-const PARAMETERS: [&str; 12] = [
+pub const PARAMETERS: [&str; 12] = [
     "from",
     "to",
     "granularity",

@@ -819,6 +819,8 @@ pub async fn reports(
     Ok(html(&page))
 }
 
+// Starts as `reports` does, deliberately: the CSV is that page's table, read from the same
+// parameters by the same user.
 pub async fn reports_csv(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,

@@ -1,5 +1,6 @@
 //! Integration tests of the dashboard router.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod dashboard;
 mod sign_in_token;

@@ -64,6 +64,17 @@ fn user_create_refuses_a_name_no_one_could_sign_in_with() {
     assert!(message.contains("--name: 1 to 256 bytes"), "{message}");
 }
 
+/// The id of a listed line item with a goal (so with a pacing section).
+fn paced_line_item(line_items: &Value) -> u64 {
+    line_items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|li| !li["goal"].is_null())
+        .and_then(|li| li["id"].as_u64())
+        .expect("a demo line item with a goal")
+}
+
 /// Runs the driver `script` (in `tests/browser`) with a deadline; its JSON, or a panic with
 /// what it printed.
 fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &Value) -> Value {
@@ -121,13 +132,10 @@ fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &V
 async fn ad_ops_in_headless_chromium() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = tempfile::Builder::new()
-        .prefix("marquee-dashboard-")
-        .tempdir()
-        .unwrap();
-    let keep = scratch.path().to_owned();
-    let data = keep.join("data");
-    let out = keep.join("browser");
+    // Kept (and its path printed) when the test fails.
+    let scratch = common::Scratch::new("marquee-dashboard-");
+    let data = scratch.path().join("data");
+    let out = scratch.browser();
     let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
         .map_or_else(|| out.join("screens"), |dir| root.join(dir));
     std::fs::create_dir_all(&screens).unwrap();
@@ -160,13 +168,7 @@ async fn ad_ops_in_headless_chromium() {
     let placements = get_json(&client, &api("/api/v1/placements"), Some(&token)).await;
     let placement = id_named(&placements, "News sidebar rectangle");
     let line_items = get_json(&client, &api("/api/v1/line-items"), Some(&token)).await;
-    let paced = line_items["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|li| !li["goal"].is_null())
-        .and_then(|li| li["id"].as_u64())
-        .expect("a demo line item with a goal");
+    let paced = paced_line_item(&line_items);
     common::create_user(&data, TENANT.0, TENANT.1, "advertiser", Some(acme));
 
     let config = json!({
@@ -180,16 +182,7 @@ async fn ad_ops_in_headless_chromium() {
         "paced": paced,
         "timeoutMs": 15000,
     });
-    std::fs::create_dir_all(&out).unwrap();
-    let result =
-        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "dashboard.mjs", &config));
-    let result = match result {
-        Ok(result) => result,
-        Err(panic) => {
-            eprintln!("dashboard browser test: kept {}", scratch.keep().display());
-            std::panic::resume_unwind(panic);
-        }
-    };
+    let result = run_driver(&root, &chromium, &out, "dashboard.mjs", &config);
 
     let error = result["validation_error"].as_str().unwrap_or("");
     assert!(
@@ -342,12 +335,9 @@ async fn ad_ops_in_headless_chromium() {
 async fn desk_in_headless_chromium() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = tempfile::Builder::new()
-        .prefix("marquee-desk-")
-        .tempdir()
-        .unwrap();
+    let scratch = common::Scratch::new("marquee-desk-");
     let data = scratch.path().join("data");
-    let out = scratch.path().join("browser");
+    let out = scratch.browser();
     let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
         .map_or_else(|| out.join("screens"), |dir| root.join(dir));
     std::fs::create_dir_all(&screens).unwrap();
@@ -369,13 +359,7 @@ async fn desk_in_headless_chromium() {
     let mobile = id_named(&placements, "News mobile banner");
     let line_items = list("line-items").await;
     let travel = id_named(&line_items, "Evening travel readers");
-    let paced = line_items["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|li| !li["goal"].is_null())
-        .and_then(|li| li["id"].as_u64())
-        .expect("a demo line item with a goal");
+    let paced = paced_line_item(&line_items);
 
     let config = json!({
         "base": server.base,
@@ -390,16 +374,7 @@ async fn desk_in_headless_chromium() {
         "mobile": mobile,
         "timeoutMs": 15000,
     });
-    std::fs::create_dir_all(&out).unwrap();
-    let result =
-        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "desk.mjs", &config));
-    let result = match result {
-        Ok(result) => result,
-        Err(panic) => {
-            eprintln!("desk browser test: kept {}", scratch.keep().display());
-            std::panic::resume_unwind(panic);
-        }
-    };
+    let result = run_driver(&root, &chromium, &out, "desk.mjs", &config);
     let texts = |value: &Value| -> Vec<String> {
         value
             .as_array()
