@@ -1410,7 +1410,8 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     let csv = site.get(&format!("/reports.csv?{two}"), &admin).await;
     assert_eq!(csv.status, StatusCode::OK, "{}", csv.body);
     assert!(
-        csv.body.starts_with("time,line_item,country,requests,"),
+        csv.body
+            .starts_with("time,line_item,line_item_name,country,requests,"),
         "{}",
         csv.body
     );
