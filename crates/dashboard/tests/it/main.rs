@@ -2,4 +2,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboard;
+mod report_desk;
 mod sign_in_token;
