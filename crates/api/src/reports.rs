@@ -60,7 +60,7 @@ const PARAMETERS: [&str; 14] = [
 ];
 
 /// The date presets of `period=`, besides `custom` (`from` and `to` as given).
-pub const PERIODS: [&str; 6] = [
+const PERIODS: [&str; 6] = [
     "today",
     "yesterday",
     "last_7_days",
@@ -1290,7 +1290,7 @@ fn csv_text(text: &str) -> String {
 
 /// The OpenAPI operation of `GET /api/v1/reports`.
 pub fn operation_doc() -> Value {
-    let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": name == "from", "description": description, "schema": schema });
+    let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema });
     let text = json!({ "type": "string" });
     let invalid_reasons: Map<String, Value> = InvalidReason::ALL
         .into_iter()
@@ -1330,7 +1330,21 @@ pub fn operation_doc() -> Value {
         "programmatic_revenue_micros": { "type": "integer", "description": "the publisher's revenue (bids net of the revenue share) in micros of programmatic_currency; rows add up to the totals" },
         "programmatic_revenue": { "type": "string", "description": "programmatic revenue in currency units, six decimals" }
     });
+    let change_properties = json!({
+        "type": "object",
+        "description": "with compare=previous: each numeric metric's change in % from the previous period; null where that was zero (money as spend_micros and programmatic_revenue_micros)",
+        "additionalProperties": { "type": "number", "nullable": true }
+    });
+    let previous_metrics = json!({
+        "type": "object",
+        "description": "with compare=previous: the metrics of the same place in the previous period (the same bucket number from its start and the same dimension values; zeros where it had no row)",
+        "properties": metric_properties.clone()
+    });
     let mut row_properties = metric_properties.clone();
+    if let Some(properties) = row_properties.as_object_mut() {
+        properties.insert("previous".into(), previous_metrics);
+        properties.insert("change".into(), change_properties.clone());
+    }
     if let Some(properties) = row_properties.as_object_mut() {
         for dimension in Dimension::ALL.into_iter().filter(|&d| has_names(d)) {
             let description = if dimension == Dimension::Bidder {
@@ -1354,13 +1368,23 @@ pub fn operation_doc() -> Value {
         vec![
             param(
                 "from",
-                "start (inclusive): a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`. The report holds the buckets (minutes, or hours for hour and day reports) that start in [from, to); the answer's `from` and `to` are the range they cover",
+                "start (inclusive), required unless `period` names a preset: a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`. The report holds the buckets (minutes, or hours for hour and day reports) that start in [from, to); the answer's `from` and `to` are the range they cover",
                 text.clone(),
             ),
             param(
                 "to",
                 "end (exclusive), same forms; default now. The bucket in progress at `to` counts whole: the answer's `to` is the next bucket boundary",
                 text.clone(),
+            ),
+            param(
+                "period",
+                "a date preset instead of `from` and `to`: whole local days in the report's zone, counted from the server's today there (today and this_month include today; last_7_days and last_30_days end yesterday); `custom` takes `from` and `to`",
+                json!({ "type": "string", "enum": ["today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "custom"] }),
+            ),
+            param(
+                "compare",
+                "`previous`: also the period of the same length right before the one covered; each row and the totals gain `previous` (the metrics then) and `change` (each numeric metric's change in %); in CSV, `previous_<metric>` and `change_<metric>_percent` columns",
+                json!({ "type": "string", "enum": ["previous", "none"], "default": "none" }),
             ),
             param(
                 "granularity",
@@ -1431,7 +1455,17 @@ pub fn operation_doc() -> Value {
                                 "currency": { "type": "string", "nullable": true },
                                 "programmatic_currency": { "type": "string", "nullable": true, "description": "the gateway's currency, programmatic revenue's; null without a gateway" },
                                 "rows": { "type": "array", "items": { "type": "object", "properties": row_properties } },
-                                "totals": { "type": "object", "properties": metric_properties }
+                                "totals": { "type": "object", "properties": metric_properties.clone() },
+                                "previous": {
+                                    "type": "object",
+                                    "description": "with compare=previous: the previous period covered and its totals",
+                                    "properties": {
+                                        "from": { "type": "string" },
+                                        "to": { "type": "string" },
+                                        "totals": { "type": "object", "properties": metric_properties }
+                                    }
+                                },
+                                "change": change_properties
                             }
                         }},
                         "text/csv": { "schema": { "type": "string" } }
@@ -1441,7 +1475,7 @@ pub fn operation_doc() -> Value {
             (
                 400,
                 response(
-                    "a parameter is missing or malformed (named in `fields`)",
+                    "a parameter is missing or malformed, or a filter's name matches no object the caller may read or several (named in `fields`)",
                     schema_ref("Error"),
                 ),
             ),
