@@ -47,8 +47,8 @@ pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
 pub use read::{example, plain_message, read_object};
 pub use reports::{
-    BuiltReport, PARAMETERS as REPORT_PARAMETERS, ProgrammaticReports, ReportsState, build_report,
-    report_csv,
+    BuiltReport, FilterNames, PARAMETERS as REPORT_PARAMETERS, ProgrammaticReports, ReportsState,
+    build_report, filter_names, report_csv,
 };
 pub use roles::{Change, WriteRefused, check_write};
 pub use routes::RouteTable;

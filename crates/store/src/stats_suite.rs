@@ -920,9 +920,16 @@ pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let campaign = create(&store, ObjectKind::Campaign, Some(advertiser), "{}").await;
     let line_item = create(&store, ObjectKind::LineItem, Some(campaign), "{}").await;
     let creative = create(&store, ObjectKind::Creative, Some(line_item), "{}").await;
-    let publisher = create(&store, ObjectKind::Publisher, None, "{}").await;
+    let publisher = create_named(&*store, ObjectKind::Publisher, None, "Daily News", "{}").await;
     let site = create(&store, ObjectKind::Site, Some(publisher), "{}").await;
-    let placement = create(&store, ObjectKind::Placement, Some(site), "{}").await;
+    let placement = create_named(
+        &*store,
+        ObjectKind::Placement,
+        Some(site),
+        "Sidebar, top",
+        "{}",
+    )
+    .await;
     store
         .archive(ObjectKind::LineItem, line_item, None, &Actor::cli())
         .await
@@ -937,4 +944,16 @@ pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     assert_eq!(dims.advertiser(advertiser).unwrap().currency, "INR");
     assert_eq!(dims.creative(creative), Some(line_item));
     assert_eq!(dims.placement(placement).unwrap().publisher, publisher);
+    // Names, for reports to show beside ids, of every kind whatever its status.
+    assert_eq!(dims.name(Dimension::LineItem, line_item), Some("x"));
+    assert_eq!(dims.name(Dimension::Advertiser, advertiser), Some("x"));
+    assert_eq!(
+        dims.name(Dimension::Publisher, publisher),
+        Some("Daily News")
+    );
+    assert_eq!(
+        dims.name(Dimension::Placement, placement),
+        Some("Sidebar, top")
+    );
+    assert_eq!(dims.name(Dimension::Site, site), Some("x"));
 }

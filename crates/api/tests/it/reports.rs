@@ -438,7 +438,7 @@ async fn csv_has_a_header_and_one_line_per_row() {
     let lines: Vec<&str> = body.lines().collect();
     assert_eq!(
         lines[0],
-        "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
+        "time,line_item,line_item_name,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
          invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,invalid_prefetch,\
          invalid_datacenter,invalid_rate,invalid_click_without_impression,invalid_too_fast,\
          invalid_untokened_disabled,invalid_repeat_conversion,invalid_no_cache_buster,\
@@ -450,7 +450,7 @@ async fn csv_has_a_header_and_one_line_per_row() {
     assert_eq!(
         lines[2],
         format!(
-            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0,\
+            "2026-12-02T00:00:00+01:00,{},LineItem,40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0,\
              40,,0,0,0,0,0,0,0,0.000000",
             app.a1
         )

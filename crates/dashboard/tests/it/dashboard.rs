@@ -1326,7 +1326,8 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
     }
     let csv = site.get_ok(&format!("/reports.csv?{two}"), &admin).await;
     assert!(
-        csv.body.starts_with("time,line_item,country,requests,"),
+        csv.body
+            .starts_with("time,line_item,line_item_name,country,requests,"),
         "{}",
         csv.body
     );

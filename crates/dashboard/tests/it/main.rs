@@ -3,4 +3,5 @@
 
 mod common;
 mod dashboard;
+mod report_desk;
 mod sign_in_token;

@@ -549,3 +549,117 @@ async fn desk_in_headless_chromium() {
         result["elapsed_ms"], result["steps"]
     );
 }
+
+/// The report builder in a real browser at 1280 and 390 pixels wide, on `marquee serve --demo`
+/// with impressions served on placement 1 (`tests/browser/reports.mjs`): the "Today" preset,
+/// grouped by line item and placement, compared with the previous period, the placement typed
+/// by its name; the table names each line item and placement beside its id and shows the
+/// previous period's values, the chart's legend names the previous period and its labels are
+/// at least 11 px, the page does not scroll sideways, and the downloaded CSV has the name
+/// columns, the previous period's and the placement's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn report_builder_in_headless_chromium() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = tempfile::Builder::new()
+        .prefix("marquee-reports-")
+        .tempdir()
+        .unwrap();
+    let data = scratch.path().join("data");
+    let out = scratch.path().join("browser");
+    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
+        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
+    std::fs::create_dir_all(&screens).unwrap();
+    let server = Server::start_with(&data, &["--demo"], &[]);
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    let placement = get_json(&client, &server.url("/api/v1/placements/1"), Some(&token)).await;
+    let placement = placement["name"].as_str().unwrap().to_owned();
+    common::wait_for_ad(&client, &server.base).await;
+    for _ in 0..3 {
+        common::serve_and_fire(&client, &server.base, 1).await;
+    }
+    let config = json!({
+        "base": server.base,
+        "out": out,
+        "screens": screens,
+        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
+        "placement": placement,
+        "timeoutMs": 15000,
+    });
+    std::fs::create_dir_all(&out).unwrap();
+    let result =
+        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "reports.mjs", &config));
+    let result = match result {
+        Ok(result) => result,
+        Err(panic) => {
+            eprintln!("reports browser test: kept {}", scratch.keep().display());
+            std::panic::resume_unwind(panic);
+        }
+    };
+    for width in ["1280", "390"] {
+        let report = &result["report"][width];
+        let url = report["url"].as_str().unwrap_or("");
+        assert!(
+            url.contains("group_by=line_item") && url.contains("group_by=placement"),
+            "{width}: {report:#}"
+        );
+        assert_eq!(report["suggested"], 1, "{width}: {report:#}");
+        assert_eq!(report["error"], 0, "{width}: {report:#}");
+        assert_eq!(report["compare_checked"], true, "{width}: {report:#}");
+        assert!(
+            report["covered"]
+                .as_str()
+                .unwrap_or("")
+                .contains("compared with"),
+            "{width}: {report:#}"
+        );
+        let cells: Vec<&str> = report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        // time, line item, placement: names beside ids.
+        assert!(
+            cells.len() > 3 && cells[1].contains(" (#") && !cells[1].starts_with('#'),
+            "{width}: the line item's name: {report:#}"
+        );
+        assert_eq!(cells[2], format!("{placement} (#1)"), "{width}: {report:#}");
+        assert!(
+            report["previous"].as_u64() >= Some(1),
+            "{width}: previous values: {report:#}"
+        );
+        let legend: Vec<&str> = report["legend"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            legend.contains(&"impressions") && legend.contains(&"impressions, previous period"),
+            "{width}: {report:#}"
+        );
+        assert!(
+            report["smallest_label"].as_f64() >= Some(11.0),
+            "{width}: chart labels: {report:#}"
+        );
+        assert_eq!(report["overflows"], false, "{width}: {report:#}");
+        let header = report["csv_header"].as_str().unwrap_or("");
+        assert!(
+            header.starts_with("time,line_item,line_item_name,placement,placement_name,"),
+            "{width}: {report:#}"
+        );
+        assert!(
+            header.contains(",previous_impressions,")
+                && header.contains(",change_impressions_percent,"),
+            "{width}: {report:#}"
+        );
+        assert_eq!(report["csv_has_placement"], true, "{width}: {report:#}");
+    }
+    eprintln!(
+        "reports browser test: browser half {} ms; steps {}",
+        result["elapsed_ms"], result["steps"]
+    );
+}

@@ -294,16 +294,19 @@ fn dimensions_in(conn: &Connection) -> Result<Dimensions, StoreError> {
     for_each_row(
         conn,
         "SELECT id, coalesce(body ->> '$.time_zone', 'UTC'), \
-         coalesce(body ->> '$.currency', '') FROM advertisers",
+         coalesce(body ->> '$.currency', ''), name FROM advertisers",
         [],
         |row| rows::add_advertiser(&mut builder, row),
     )?;
-    for (table, add) in CHILD_DIMENSIONS {
+    for_each_row(conn, "SELECT id, name FROM publishers", [], |row| {
+        rows::add_publisher(&mut builder, row)
+    })?;
+    for (table, dimension, add) in CHILD_DIMENSIONS {
         for_each_row(
             conn,
-            &format!("SELECT id, parent_id FROM {table}"),
+            &format!("SELECT id, parent_id, name FROM {table}"),
             [],
-            |row| rows::add_child(&mut builder, add, row),
+            |row| rows::add_child(&mut builder, (dimension, add), row),
         )?;
     }
     Ok(builder.build())
