@@ -172,6 +172,11 @@ fn run_at(line_item: u64, minute: i64, counters: Counters) -> RunWrite {
 
 /// Every row of `table`, grouped by every column.
 fn all(table: Granularity) -> RowQuery {
+    grouped(table, true)
+}
+
+/// Every row of `table`, grouped by every column (`by`) or by none.
+fn grouped(table: Granularity, by: bool) -> RowQuery {
     RowQuery {
         table,
         from: 0,
@@ -181,12 +186,12 @@ fn all(table: Granularity) -> RowQuery {
         countries: None,
         regions: None,
         devices: None,
-        by_line_item: true,
-        by_creative: true,
-        by_placement: true,
-        by_country: true,
-        by_region: true,
-        by_device: true,
+        by_line_item: by,
+        by_creative: by,
+        by_placement: by,
+        by_country: by,
+        by_region: by,
+        by_device: by,
     }
 }
 
@@ -599,13 +604,7 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
     store.commit_run(run).await.unwrap();
 
     let query = |f: &dyn Fn(&mut RowQuery)| {
-        let mut q = all(Granularity::Hour);
-        q.by_line_item = false;
-        q.by_creative = false;
-        q.by_placement = false;
-        q.by_country = false;
-        q.by_region = false;
-        q.by_device = false;
+        let mut q = grouped(Granularity::Hour, false);
         f(&mut q);
         q
     };
@@ -909,6 +908,8 @@ pub async fn create_named(
         .id
 }
 
+// Creates one object of each kind, the same chain as the API's report tests build, deliberately:
+// this suite runs on the store alone.
 pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let advertiser = create(
         &store,

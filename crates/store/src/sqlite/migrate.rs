@@ -137,6 +137,8 @@ mod tests {
         }
         let clock = Arc::new(ManualClock::new(jiff::Timestamp::UNIX_EPOCH));
         let store = SqliteStore::open(&path, clock).unwrap();
+        // Spelled out rather than shared with the stats suite's `all` (the same as its shape):
+        // that suite is behind the `test-suite` feature, these tests are not.
         let query = |by_line_item_only: bool| RowQuery {
             table: Granularity::Hour,
             from: 0,

@@ -122,6 +122,7 @@ const MOVE_CHECKPOINTS: &str = "\
        WHERE f.value ->> 0 = excluded.source AND f.value ->> 1 = excluded.shard) \
     RETURNING source, shard";
 
+// Deliberately the twin of postgres/stats.rs's `commit_run_in` (see the module note).
 /// The statements of one run, always the same twelve in the same order: `BEGIN`, the fenced
 /// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
 /// and upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
@@ -263,6 +264,8 @@ fn merge_sketches(
             None if sketch.is_empty() => continue,
             None => sketch.clone(),
         };
+        // The index is written like `keys` above, deliberately: both are JSON arrays of arrays for
+        // `json_each`.
         let bytes = merged.to_bytes();
         if changed > 0 {
             index.push(',');
@@ -399,6 +402,7 @@ fn report_rows_in(
     })
 }
 
+// Deliberately the twin of postgres/stats.rs's `sketches_in` (see the module note).
 fn sketches_in(
     conn: &Connection,
     line_items: Option<&[u64]>,
@@ -421,6 +425,8 @@ fn sketches_in(
     })
 }
 
+// Same signature as `sketches_in`, and deliberately the twin of postgres/stats.rs's `delivery_in`:
+// the same sums in SQLite's dialect.
 fn delivery_in(
     conn: &Connection,
     line_items: Option<&[u64]>,
@@ -469,6 +475,8 @@ fn delivery_in(
     Ok(totals)
 }
 
+// The signatures are the `StatsStore` trait's; each body is deliberately the twin of
+// postgres/stats.rs's, a closure run on the writer or a reader.
 #[async_trait]
 impl StatsStore for SqliteStore {
     async fn dimensions(&self) -> Result<Dimensions, StoreError> {
@@ -497,6 +505,7 @@ impl StatsStore for SqliteStore {
         self.read(move |tx| report_rows_in(tx, &query, limit)).await
     }
 
+    // Same as postgres/stats.rs's methods, deliberately (see the impl's note).
     async fn sketches(
         &self,
         line_items: Option<Vec<u64>>,
@@ -529,6 +538,7 @@ impl StatsStore for SqliteStore {
 mod tests {
     use super::*;
 
+    // Deliberately the twin of postgres/stats.rs's test of its upserts: the SQL differs.
     #[test]
     fn upserts_name_every_counter() {
         let sql = upsert_rows_sql("stats_hour", FULL_KEYS);
