@@ -17,26 +17,12 @@
 // <out>/reports-failure.png shows the page.
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-const WIDE = { width: 1280, height: 900 };
-const NARROW = { width: 390, height: 844 };
+import { NARROW, WIDE, drive, signedInPage } from './session.mjs';
 
 const config = JSON.parse(process.argv[2] ?? '{}');
 const seen = { steps: [] };
 const started = Date.now();
 const step = (what) => seen.steps.push(`${Date.now() - started}ms ${what}`);
-
-async function signIn(page, user) {
-  await page.goto(`${config.base}/login`);
-  await page.fill('#name', user.name);
-  await page.fill('#password', user.password);
-  await Promise.all([page.waitForURL(`${config.base}/`), page.click('button[type=submit]')]);
-}
 
 /** The report built through the form, as a trafficker fills it in. */
 async function build(page, suffix) {
@@ -87,10 +73,8 @@ async function build(page, suffix) {
 }
 
 async function run(browser) {
-  const context = await browser.newContext({ viewport: WIDE, acceptDownloads: true });
-  const page = await context.newPage();
-  page.setDefaultTimeout(config.timeoutMs);
-  await signIn(page, config.admin);
+  // Downloads are accepted by default: the CSV link's file is read below.
+  const page = await signedInPage(browser, config, config.admin);
   step('signed in');
   seen.report = {};
   for (const [size, suffix] of [[WIDE, '1280'], [NARROW, '390']]) {
@@ -101,24 +85,4 @@ async function run(browser) {
   return page;
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: FLAGS,
-});
-let current = null;
-try {
-  current = await run(browser);
-  seen.elapsed_ms = Date.now() - started;
-  console.log(JSON.stringify(seen));
-} catch (error) {
-  seen.error = String(error?.stack ?? error);
-  try {
-    const pages = browser.contexts().flatMap((c) => c.pages());
-    const last = current ?? pages[pages.length - 1];
-    if (last) await last.screenshot({ path: path.join(config.out, 'reports-failure.png'), fullPage: true });
-  } catch {}
-  console.log(JSON.stringify(seen));
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+await drive(run, seen, started, config.out, 'reports-failure.png');

@@ -1,4 +1,4 @@
-// What the dashboard's page drivers (dashboard.mjs, desk.mjs) share: the window sizes, a
+// What the dashboard's page drivers (dashboard.mjs, desk.mjs, reports.mjs) share: the window sizes, a
 // signed-in page, and the run that prints what was seen, as JSON on stdout.
 import path from 'node:path';
 import { chromium } from 'playwright-core';

@@ -870,6 +870,34 @@ pub async fn invalid_traffic_is_stored_by_kind_and_reason(store: Db, _clock: Arc
     assert_eq!(delivered[&1].spend_micros(), 3);
 }
 
+/// An hour row of `impressions` served by `line_item` on `placement` in the hour starting at
+/// `bucket` (Unix seconds), from Bavaria on a desktop, each impression decided once and paid
+/// at a 2.00 CPM: the plain row report tests build on.
+pub fn impressions_hour(
+    line_item: u64,
+    placement: u64,
+    bucket: i64,
+    impressions: i64,
+) -> (RowKey, Counters) {
+    (
+        RowKey {
+            line_item,
+            bucket,
+            creative: 0,
+            placement,
+            country: *b"DE",
+            region: *b"BY\0",
+            device: 1,
+        },
+        Counters {
+            decisions: impressions,
+            impressions,
+            cpm_micros: impressions * 2_000_000,
+            ..Counters::default()
+        },
+    )
+}
+
 /// A run writing `hours` (sorted by key) and their line-item totals, nothing else.
 pub fn hour_rows(hours: Vec<(RowKey, Counters)>) -> RunWrite {
     RunWrite {

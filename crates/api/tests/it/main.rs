@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod api;
+mod common;
 mod report_builder;
 mod report_names;
 mod reports;

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use marquee_model::Role;
-use marquee_store::RunWrite;
 use serde_json::Value;
 
 use crate::report_names::{Desk, hour_row};
@@ -19,14 +18,7 @@ async fn desk_with_a_day_before() -> Desk {
         desk.sidebar,
         5,
     )];
-    desk.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
-        .await
-        .unwrap();
+    crate::common::commit_hours(desk.store.as_ref(), hours).await;
     desk
 }
 

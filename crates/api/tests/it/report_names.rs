@@ -8,11 +8,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use marquee_api::{FilterNames, ReportsState, RouteTable, add_routes, hash_token};
+use marquee_api::{FilterNames, ReportsState, hash_token};
 use marquee_model::{ManualClock, ObjectKind, Principal, Role};
 use marquee_stats::{Counters, RowKey};
 use marquee_store::stats_suite::create_named;
-use marquee_store::{NewToken, RunWrite, SqliteStore, Store};
+use marquee_store::{NewToken, SqliteStore, Store};
 use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -44,23 +44,8 @@ pub(crate) fn hour_row(
     placement: u64,
     impressions: i64,
 ) -> (RowKey, Counters) {
-    (
-        RowKey {
-            line_item,
-            bucket: at.parse::<jiff::Timestamp>().unwrap().as_second(),
-            creative: 0,
-            placement,
-            country: *b"DE",
-            region: *b"BY\0",
-            device: 1,
-        },
-        Counters {
-            decisions: impressions,
-            impressions,
-            cpm_micros: impressions * 2_000_000,
-            ..Counters::default()
-        },
-    )
+    let bucket = at.parse::<jiff::Timestamp>().unwrap().as_second();
+    marquee_store::stats_suite::impressions_hour(line_item, placement, bucket, impressions)
 }
 
 impl Desk {
@@ -92,27 +77,13 @@ impl Desk {
         let site = new(ObjectKind::Site, Some(daily_news), "News", "{}").await;
         let sidebar = new(ObjectKind::Placement, Some(site), "Sidebar, top", "{}").await;
         let formula = new(ObjectKind::Placement, Some(site), "=1+1", "{}").await;
-        let mut hours = vec![
+        let hours = vec![
             hour_row(HOUR, takeover, sidebar, 10),
             hour_row(HOUR, run_of_site, formula, 20),
             hour_row(HOUR, secret, sidebar, 40),
         ];
-        hours.sort_unstable_by_key(|(k, _)| *k);
-        store
-            .commit_run(RunWrite {
-                line_item_hours: marquee_stats::line_item_totals(&hours),
-                hours,
-                ..RunWrite::default()
-            })
-            .await
-            .unwrap();
-        let router = add_routes(
-            RouteTable::new(),
-            Arc::clone(&store),
-            clock.clone(),
-            "https://ads.example.com",
-        )
-        .into_router("test", "0");
+        crate::common::commit_hours(store.as_ref(), hours).await;
+        let router = crate::common::router(&store, clock.clone());
         Desk {
             router,
             store,

@@ -9,9 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use jiff::SignedDuration;
-use marquee_api::{
-    ApiOptions, GeoAvailability, RouteTable, add_routes, add_routes_with, hash_token,
-};
+use marquee_api::{ApiOptions, GeoAvailability, RouteTable, add_routes_with, hash_token};
 use marquee_model::{ManualClock, ObjectKind, Role};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
 use marquee_store::{NewToken, RunWrite, SqliteStore, Store};
@@ -147,13 +145,7 @@ impl App {
             })
             .await
             .unwrap();
-        let router = add_routes(
-            RouteTable::new(),
-            Arc::clone(&store),
-            clock.clone(),
-            "https://ads.example.com",
-        )
-        .into_router("test", "0");
+        let router = crate::common::router(&store, clock.clone());
         App {
             router,
             store,
@@ -198,12 +190,8 @@ impl App {
     }
 
     /// Commits a run of these hour rows (in any order).
-    async fn commit_hours(&self, mut hours: Vec<(RowKey, Counters)>) {
-        hours.sort_unstable_by_key(|(k, _)| *k);
-        self.store
-            .commit_run(marquee_store::stats_suite::hour_rows(hours))
-            .await
-            .unwrap();
+    async fn commit_hours(&self, hours: Vec<(RowKey, Counters)>) {
+        crate::common::commit_hours(self.store.as_ref(), hours).await;
     }
 
     /// The app with an admin's token.

@@ -4,21 +4,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use jiff::{SignedDuration, Timestamp};
-use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
-use marquee_manager::{Manager, ManagerOptions};
-use marquee_model::{ManualClock, ObjectKind, Role};
-use marquee_stats::{Counters, RowKey};
-use marquee_store::stats_suite::create_named;
-use marquee_store::{NewUser, RunWrite, SqliteStore, Store};
+use marquee_dashboard::Dashboard;
+use marquee_manager::Manager;
+use marquee_model::{ObjectKind, Role};
+use marquee_store::stats_suite::{create_named, impressions_hour};
+use marquee_store::{SqliteStore, Store};
 use tower::ServiceExt as _;
 
-const PASSWORD: &str = "correct horse battery";
-/// The clock: 2026-11-18 11:06:40 UTC.
+use crate::common::{self, PASSWORD};
+
+/// The clock (`common::clock`), in seconds.
 const NOW: i64 = 1_795_000_000;
 
 /// Acme Travel runs "Homepage takeover" (10 impressions this hour, 5 the same hour yesterday)
@@ -39,30 +37,10 @@ struct Page {
     cookies: Vec<String>,
 }
 
-fn hour(line_item: u64, placement: u64, bucket: i64, impressions: i64) -> (RowKey, Counters) {
-    (
-        RowKey {
-            line_item,
-            bucket,
-            creative: 0,
-            placement,
-            country: *b"DE",
-            region: [0; 3],
-            device: 1,
-        },
-        Counters {
-            decisions: impressions,
-            impressions,
-            cpm_micros: impressions * 2_000_000,
-            ..Counters::default()
-        },
-    )
-}
-
 impl Desk {
     async fn new() -> Desk {
         let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(Timestamp::from_second(NOW).unwrap()));
+        let clock = common::clock();
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("d.db"), clock.clone()).unwrap());
         let s = store.as_ref();
@@ -87,40 +65,20 @@ impl Desk {
             create_named(s, ObjectKind::Placement, Some(site), "Sidebar, top", "{}").await;
         let this_hour = NOW / 3_600 * 3_600;
         let mut hours = vec![
-            hour(takeover, sidebar, this_hour, 10),
-            hour(takeover, sidebar, this_hour - 86_400, 5),
-            hour(secret, sidebar, this_hour, 40),
+            impressions_hour(takeover, sidebar, this_hour, 10),
+            impressions_hour(takeover, sidebar, this_hour - 86_400, 5),
+            impressions_hour(secret, sidebar, this_hour, 40),
         ];
         hours.sort_unstable_by_key(|(k, _)| *k);
         store
-            .commit_run(RunWrite {
-                line_item_hours: marquee_stats::line_item_totals(&hours),
-                hours,
-                ..RunWrite::default()
-            })
+            .commit_run(marquee_store::stats_suite::hour_rows(hours))
             .await
             .unwrap();
-        let manager = Manager::open(
-            Arc::clone(&store),
-            clock.clone(),
-            ManagerOptions {
-                snapshot_dir: dir.path().join("snapshots"),
-                keep: 2,
-                compile_interval: Duration::from_secs(1),
-            },
-        )
-        .await
-        .unwrap();
+        let manager = common::manager(&store, &clock, dir.path()).await;
         let dashboard = Dashboard::new(
             Arc::clone(&manager),
             clock,
-            DashboardOptions {
-                public_url: "http://ads.test".into(),
-                session_lifetime: SignedDuration::from_hours(12),
-                uploads_dir: dir.path().join("uploads"),
-                report_max_rows: 10_000,
-                secure_cookies: false,
-            },
+            common::options("http://ads.test", &dir.path().join("uploads"), false),
         );
         Desk {
             router: marquee_dashboard::router(Arc::new(dashboard)),
@@ -162,15 +120,7 @@ impl Desk {
 
     /// A user of `role`, signed in through the form: its session cookie.
     async fn signed_in(&self, name: &str, role: Role, owner_id: Option<u64>) -> String {
-        self.store
-            .create_user(NewUser {
-                name: name.into(),
-                role,
-                owner_id,
-                password_hash: hash_password(PASSWORD).unwrap(),
-            })
-            .await
-            .unwrap();
+        common::add_user(self.store.as_ref(), name, role, owner_id).await;
         let form = self.get("/login", "").await;
         let marker = "name=\"csrf\" value=\"";
         let start = form.body.find(marker).unwrap() + marker.len();

@@ -75,6 +75,75 @@ fn paced_line_item(line_items: &Value) -> u64 {
         .expect("a demo line item with a goal")
 }
 
+/// A browser test's surroundings: `marquee serve --demo` on a scratch directory (kept when
+/// the test fails), the demo's admin token, and where the page driver writes.
+struct Desk {
+    root: std::path::PathBuf,
+    chromium: std::path::PathBuf,
+    out: std::path::PathBuf,
+    screens: std::path::PathBuf,
+    server: Server,
+    token: String,
+    client: reqwest::Client,
+    // Dropped last: the server stops before its directory goes.
+    _scratch: common::Scratch,
+}
+
+impl Desk {
+    /// Starts the demo in a scratch directory named `prefix…` with the variables `env` makes
+    /// from the data directory; screenshots go to `$MARQUEE_SCREENSHOTS` when set.
+    fn start(prefix: &str, env: impl FnOnce(&Path) -> Vec<(&'static str, String)>) -> Desk {
+        let root = repo_root();
+        let chromium = require_browser_tools(&root);
+        let scratch = common::Scratch::new(prefix);
+        let data = scratch.path().join("data");
+        let out = scratch.browser();
+        let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
+            .map_or_else(|| out.join("screens"), |dir| root.join(dir));
+        std::fs::create_dir_all(&screens).unwrap();
+        let env = env(&data);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        // Killed when the test ends, however it ends (a dropped `Server` is).
+        let server = Server::start_with(&data, &["--demo"], &env);
+        let token = token_from(&server.stderr_line("demo admin token"));
+        Desk {
+            root,
+            chromium,
+            out,
+            screens,
+            server,
+            token,
+            client: reqwest::Client::new(),
+            _scratch: scratch,
+        }
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self._scratch.path().join("data")
+    }
+
+    /// Runs the driver `script` with `config`, then the base, directories and admin sign-in
+    /// every driver reads.
+    fn run(&self, script: &str, mut config: Value) -> Value {
+        let common = json!({
+            "base": self.server.base,
+            "out": self.out,
+            "screens": self.screens,
+            "admin": { "name": ADMIN.0, "password": ADMIN.1 },
+            "timeoutMs": 15000,
+        });
+        for (key, value) in common.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        let result = run_driver(&self.root, &self.chromium, &self.out, script, &config);
+        eprintln!(
+            "{script}: browser half {} ms; steps {}",
+            result["elapsed_ms"], result["steps"]
+        );
+        result
+    }
+}
+
 /// Runs the driver `script` (in `tests/browser`) with a deadline; its JSON, or a panic with
 /// what it printed.
 fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &Value) -> Value {
@@ -130,59 +199,48 @@ fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &V
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn ad_ops_in_headless_chromium() {
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    // Kept (and its path printed) when the test fails.
-    let scratch = common::Scratch::new("marquee-dashboard-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
-    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
-        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
-    std::fs::create_dir_all(&screens).unwrap();
-
-    // Killed when the test ends, however it ends (a dropped `Server` is).
-    let crawlers = common::crawlers_for_headless_chromium(&data);
-    let server = Server::start_with(
-        &data,
-        &["--demo"],
-        &[
-            ("MARQUEE_AGGREGATION__INTERVAL_MS", "250"),
-            ("MARQUEE_TRAFFIC__CRAWLERS_FILE", crawlers.as_str()),
-        ],
-    );
-    let token = token_from(&server.stderr_line("demo admin token"));
-    let client = reqwest::Client::new();
+    let desk = Desk::start("marquee-dashboard-", |data| {
+        vec![
+            ("MARQUEE_AGGREGATION__INTERVAL_MS", "250".to_owned()),
+            (
+                "MARQUEE_TRAFFIC__CRAWLERS_FILE",
+                common::crawlers_for_headless_chromium(data),
+            ),
+        ]
+    });
+    let Desk {
+        server,
+        token,
+        client,
+        screens,
+        ..
+    } = &desk;
     let api = |path: &str| server.url(path);
-    let advertisers = get_json(&client, &api("/api/v1/advertisers"), Some(&token)).await;
+    let advertisers = get_json(client, &api("/api/v1/advertisers"), Some(token)).await;
     let acme = id_named(&advertisers, "Acme Outdoor");
     let globex = id_named(&advertisers, "Globex Travel");
     let campaigns = get_json(
-        &client,
+        client,
         &api(&format!("/api/v1/campaigns?parent_id={globex}")),
-        Some(&token),
+        Some(token),
     )
     .await;
     let campaign = campaigns["items"][0]["id"]
         .as_u64()
         .expect("a Globex campaign");
-    let placements = get_json(&client, &api("/api/v1/placements"), Some(&token)).await;
+    let placements = get_json(client, &api("/api/v1/placements"), Some(token)).await;
     let placement = id_named(&placements, "News sidebar rectangle");
-    let line_items = get_json(&client, &api("/api/v1/line-items"), Some(&token)).await;
+    let line_items = get_json(client, &api("/api/v1/line-items"), Some(token)).await;
     let paced = paced_line_item(&line_items);
-    common::create_user(&data, TENANT.0, TENANT.1, "advertiser", Some(acme));
+    common::create_user(&desk.data(), TENANT.0, TENANT.1, "advertiser", Some(acme));
 
     let config = json!({
-        "base": server.base,
-        "out": out,
-        "screens": screens,
-        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
         "advertiser": { "name": TENANT.0, "password": TENANT.1 },
         "campaign": campaign,
         "placement": placement,
         "paced": paced,
-        "timeoutMs": 15000,
     });
-    let result = run_driver(&root, &chromium, &out, "dashboard.mjs", &config);
+    let result = desk.run("dashboard.mjs", config);
 
     let error = result["validation_error"].as_str().unwrap_or("");
     assert!(
@@ -221,9 +279,9 @@ async fn ad_ops_in_headless_chromium() {
     );
     let budget_id = budget["id"].as_u64().expect("the spend goal's line item");
     let stored = get_json(
-        &client,
+        client,
         &api(&format!("/api/v1/line-items/{budget_id}")),
-        Some(&token),
+        Some(token),
     )
     .await;
     assert_eq!(stored["goal"]["daily_micros"], 500_000_000, "{stored:#}");
@@ -290,9 +348,9 @@ async fn ad_ops_in_headless_chromium() {
 
     // What the forms stored, as the API reads it.
     let stored = get_json(
-        &client,
+        client,
         &api(&format!("/api/v1/line-items/{line_item}")),
-        Some(&token),
+        Some(token),
     )
     .await;
     assert_eq!(stored["campaign_id"], campaign);
@@ -316,10 +374,6 @@ async fn ad_ops_in_headless_chromium() {
             assert!(shot.is_file(), "no screenshot {}", shot.display());
         }
     }
-    eprintln!(
-        "dashboard browser test: browser half {} ms; steps {}",
-        result["elapsed_ms"], result["steps"]
-    );
 }
 
 /// The ad-ops desk in a real browser at 1280 and 390 pixels wide, on `marquee serve --demo`
@@ -333,17 +387,13 @@ async fn ad_ops_in_headless_chromium() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn desk_in_headless_chromium() {
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let scratch = common::Scratch::new("marquee-desk-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
-    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
-        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
-    std::fs::create_dir_all(&screens).unwrap();
-    let server = Server::start_with(&data, &["--demo"], &[]);
-    let token = token_from(&server.stderr_line("demo admin token"));
-    let client = reqwest::Client::new();
+    let desk = Desk::start("marquee-desk-", |_| Vec::new());
+    let Desk {
+        server,
+        token,
+        client,
+        ..
+    } = &desk;
     let list = |collection: &str| {
         let (client, url, token) = (
             &client,
@@ -362,19 +412,14 @@ async fn desk_in_headless_chromium() {
     let paced = paced_line_item(&line_items);
 
     let config = json!({
-        "base": server.base,
-        "out": out,
-        "screens": screens,
-        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
         "campaign": "City getaways",
         "lineItem": travel,
         "paced": paced,
         "site": sports,
         "placement": leaderboard,
         "mobile": mobile,
-        "timeoutMs": 15000,
     });
-    let result = run_driver(&root, &chromium, &out, "desk.mjs", &config);
+    let result = desk.run("desk.mjs", config);
     let texts = |value: &Value| -> Vec<String> {
         value
             .as_array()
@@ -544,10 +589,6 @@ async fn desk_in_headless_chromium() {
         texts(&site["stopped"]).contains(&"Sports leaderboard".to_owned()),
         "{site:#}"
     );
-    eprintln!(
-        "desk browser test: browser half {} ms; steps {}",
-        result["elapsed_ms"], result["steps"]
-    );
 }
 
 /// The report builder in a real browser at 1280 and 390 pixels wide, on `marquee serve --demo`
@@ -560,44 +601,20 @@ async fn desk_in_headless_chromium() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn report_builder_in_headless_chromium() {
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let scratch = tempfile::Builder::new()
-        .prefix("marquee-reports-")
-        .tempdir()
-        .unwrap();
-    let data = scratch.path().join("data");
-    let out = scratch.path().join("browser");
-    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
-        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
-    std::fs::create_dir_all(&screens).unwrap();
-    let server = Server::start_with(&data, &["--demo"], &[]);
-    let token = token_from(&server.stderr_line("demo admin token"));
-    let client = reqwest::Client::new();
-    let placement = get_json(&client, &server.url("/api/v1/placements/1"), Some(&token)).await;
+    let desk = Desk::start("marquee-reports-", |_| Vec::new());
+    let Desk {
+        server,
+        token,
+        client,
+        ..
+    } = &desk;
+    let placement = get_json(client, &server.url("/api/v1/placements/1"), Some(token)).await;
     let placement = placement["name"].as_str().unwrap().to_owned();
-    common::wait_for_ad(&client, &server.base).await;
+    common::wait_for_ad(client, &server.base).await;
     for _ in 0..3 {
-        common::serve_and_fire(&client, &server.base, 1).await;
+        common::serve_and_fire(client, &server.base, 1).await;
     }
-    let config = json!({
-        "base": server.base,
-        "out": out,
-        "screens": screens,
-        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
-        "placement": placement,
-        "timeoutMs": 15000,
-    });
-    std::fs::create_dir_all(&out).unwrap();
-    let result =
-        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "reports.mjs", &config));
-    let result = match result {
-        Ok(result) => result,
-        Err(panic) => {
-            eprintln!("reports browser test: kept {}", scratch.keep().display());
-            std::panic::resume_unwind(panic);
-        }
-    };
+    let result = desk.run("reports.mjs", json!({ "placement": placement }));
     for width in ["1280", "390"] {
         let report = &result["report"][width];
         let url = report["url"].as_str().unwrap_or("");
@@ -658,8 +675,4 @@ async fn report_builder_in_headless_chromium() {
         );
         assert_eq!(report["csv_has_placement"], true, "{width}: {report:#}");
     }
-    eprintln!(
-        "reports browser test: browser half {} ms; steps {}",
-        result["elapsed_ms"], result["steps"]
-    );
 }
