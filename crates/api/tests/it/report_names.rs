@@ -5,17 +5,14 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
-use marquee_api::{FilterNames, ReportsState, hash_token};
+use axum::http::StatusCode;
+use marquee_api::{FilterNames, ReportsState};
 use marquee_model::{ManualClock, ObjectKind, Principal, Role};
 use marquee_stats::{Counters, RowKey};
 use marquee_store::stats_suite::create_named;
-use marquee_store::{NewToken, SqliteStore, Store};
+use marquee_store::{SqliteStore, Store};
 use serde_json::Value;
 use tempfile::TempDir;
-use tower::ServiceExt;
 
 /// The hour every row of the desk's delivery is in.
 const HOUR: &str = "2026-12-01T10:00:00Z";
@@ -101,17 +98,7 @@ impl Desk {
     }
 
     pub(crate) async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
-        let token = format!("mq_names_{role:?}_{owner_id:?}");
-        self.store
-            .create_token(NewToken {
-                role,
-                owner_id,
-                hash: hash_token(&token),
-                label: "t".into(),
-            })
-            .await
-            .unwrap();
-        token
+        crate::common::token(self.store.as_ref(), "mq_names", role, owner_id).await
     }
 
     /// Moves the clock forward by `hours`.
@@ -120,14 +107,8 @@ impl Desk {
     }
 
     pub(crate) async fn get(&self, token: &str, query: &str) -> (StatusCode, String) {
-        let request = Request::get(format!("/api/v1/reports?{query}"))
-            .header(header::AUTHORIZATION, format!("Bearer {token}"))
-            .body(Body::empty())
-            .unwrap();
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8(body.to_vec()).unwrap())
+        let (status, _, body) = crate::common::get_report(&self.router, token, query).await;
+        (status, body)
     }
 
     pub(crate) async fn json(&self, token: &str, query: &str) -> Value {

@@ -5,17 +5,14 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use jiff::SignedDuration;
-use marquee_api::{ApiOptions, GeoAvailability, RouteTable, add_routes_with, hash_token};
+use marquee_api::{ApiOptions, GeoAvailability, RouteTable, add_routes_with};
 use marquee_model::{ManualClock, ObjectKind, Role};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
-use marquee_store::{NewToken, RunWrite, SqliteStore, Store};
+use marquee_store::{RunWrite, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tower::ServiceExt;
 
 struct App {
     router: Router,
@@ -163,17 +160,7 @@ impl App {
     }
 
     async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
-        let token = format!("mq_{role:?}_{owner_id:?}");
-        self.store
-            .create_token(NewToken {
-                role,
-                owner_id,
-                hash: hash_token(&token),
-                label: "t".into(),
-            })
-            .await
-            .unwrap();
-        token
+        crate::common::token(self.store.as_ref(), "mq", role, owner_id).await
     }
 
     /// Serves the routes again, with `options`.
@@ -213,23 +200,7 @@ impl App {
     }
 
     async fn get(&self, token: &str, query: &str) -> (StatusCode, String, String) {
-        let request = Request::get(format!("/api/v1/reports?{query}"))
-            .header(header::AUTHORIZATION, format!("Bearer {token}"))
-            .body(Body::empty())
-            .unwrap();
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (
-            status,
-            content_type,
-            String::from_utf8(body.to_vec()).unwrap(),
-        )
+        crate::common::get_report(&self.router, token, query).await
     }
 
     async fn json(&self, token: &str, query: &str) -> Value {
