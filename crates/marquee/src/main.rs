@@ -644,6 +644,11 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         },
     )?;
     let keys = tracking_keys(config)?;
+    let sampling = marquee_edge::sampling::Sampling::new(
+        config.forecast.sample_rate(),
+        config.forecast.max_bytes_per_day(),
+        &keys,
+    );
     let fallback = match &config.edge.fallback {
         marquee_config::Fallback::Empty => Fallback::Empty,
         marquee_config::Fallback::Passback(url) => Fallback::Passback(url.to_string()),
@@ -671,6 +676,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         keys,
     )
     .with_replay_capacity(config.tracking.replay_capacity_per_minute)
+    .with_sampling(sampling)
     .with_quality(quality(config)?)
     .with_bidder(bidder_config(config)?)
     .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
