@@ -619,6 +619,7 @@ fn open_aggregator(
             token_lifetime: config.edge.token_lifetime,
             minute_retention: a.minute_retention,
             delete_consumed: a.delete_consumed,
+            sample_history_days: config.forecast.history_days,
         },
     ))
 }
