@@ -10,7 +10,7 @@
 #   bench/bid-instructions.sh --reference [-n 2000] ...
 #   bench/bid-instructions.sh --data DIR --get '/ad?placement=2&format=js&uid=bench' ...
 #   bench/bid-instructions.sh ... --header 'User-Agent: Mozilla/5.0 ...' (repeatable)
-#   bench/bid-instructions.sh --data DIR --path /openrtb2/auction ...
+#   bench/bid-instructions.sh --data DIR --path /openrtb2/auction [--body FILE] ...
 #
 # --reference counts the same for `marquee bench reference --post-bytes 1594` instead (the
 # hello-world every ratio is measured against, answering as many bytes as a bid), so the two
@@ -20,6 +20,7 @@
 # --path PATH posts the bid request to PATH instead of /openrtb2/bid (the gateway's
 # /openrtb2/auction, say). The server inherits the environment: MARQUEE_GATEWAY__* variables
 # configure gateway mode (docs/benchmarks.md, "Unified auction").
+# --body FILE posts FILE instead of the bid request below.
 # DIR comes from bench/bid-line-items.sh. The request is
 # crates/openrtb/testdata/marquee/bench-request.json; the imp is secure, so the server's
 # public URL is https (plain-http notice URLs would fail the response check).
@@ -32,6 +33,7 @@ count=2000
 warm=300
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 out=""
+body=""
 get=""
 path="/openrtb2/bid"
 headers=()
@@ -46,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --get) get="$2"; shift 2 ;;
     --path) path="$2"; shift 2 ;;
+    --body) body="$2"; shift 2 ;;
     --header) headers+=(-H "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -58,7 +61,8 @@ command -v valgrind >/dev/null || die "valgrind is not installed"
 
 work="$(mktemp -d)"
 out="${out:-/tmp/bid-instructions.$$.out}"
-body="$root/crates/openrtb/testdata/marquee/bench-request.json"
+body="${body:-$root/crates/openrtb/testdata/marquee/bench-request.json}"
+[[ -f "$body" ]] || die "$body is missing"
 pid=""
 cleanup() {
   [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true

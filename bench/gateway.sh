@@ -26,6 +26,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "gateway.sh: $*" >&2; exit 2; }
 . "$root/bench/lib.sh"
 bidders=1 slow_delay="" internal=0 throttle=0 rate="" requests="" connections=16 pairs=3 duration=5 warmup=3 json=""
+# Option parsing deliberately the same shape as the other bench scripts' and scripts/fuzz.sh's: each
+# parses its own options.
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bidders) bidders="$2"; shift 2 ;;

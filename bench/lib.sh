@@ -30,3 +30,23 @@ use_workdir() {
   pids=()
   trap 'for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; rm -rf "$work"' EXIT
 }
+
+# cpu_ticks PID: user + system clock ticks of the process (fields 14 and 15 of stat; the
+# command name in field 2 may hold spaces, so count from the closing parenthesis).
+cpu_ticks() {
+  local stat fields
+  stat="$(< "/proc/$1/stat")"
+  stat="${stat##*) }"
+  read -r -a fields <<< "$stat"
+  echo $(( fields[11] + fields[12] ))
+}
+
+# measure_alternating PAIR A B: runs the script's `measure PAIR ROLE` for roles A and B, A
+# first in odd pairs and B first in even ones, so that neither always runs on a warmer machine.
+measure_alternating() {
+  if (( $1 % 2 == 1 )); then
+    measure "$1" "$2"; measure "$1" "$3"
+  else
+    measure "$1" "$3"; measure "$1" "$2"
+  fi
+}

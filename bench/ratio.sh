@@ -57,6 +57,8 @@ build=1
 server_cpu=1
 loadgen_cpu=0
 
+# The defaults and the option loop are deliberately the same shape as the other bench scripts': each
+# parses its own options, in plain bash, with no shared parser to learn.
 die() { echo "ratio.sh: $*" >&2; exit 64; }
 . "$root/bench/lib.sh"
 while [[ $# -gt 0 ]]; do
@@ -112,15 +114,6 @@ start() {
   die "$name did not print 'listening on http://ADDR': $cmd"
 }
 
-# cpu_ticks PID: user + system clock ticks of the process (fields 14 and 15 of stat; the
-# command name in field 2 may hold spaces, so count from the closing parenthesis).
-cpu_ticks() {
-  local stat
-  stat="$(< "/proc/$1/stat")"
-  stat="${stat##*) }"
-  read -r -a fields <<< "$stat"
-  echo $(( fields[11] + fields[12] ))
-}
 
 if [[ -n "$body_file" ]]; then
   lua="$work/post.lua"
@@ -165,11 +158,7 @@ measure() { # measure PAIR ROLE
 }
 for pair in $(seq "$pairs"); do
   echo "pair $pair/$pairs" >&2
-  if (( pair % 2 == 1 )); then
-    measure "$pair" candidate; measure "$pair" reference
-  else
-    measure "$pair" reference; measure "$pair" candidate
-  fi
+  measure_alternating "$pair" candidate reference
 done
 
 RATIO_CLK_TCK="$(getconf CLK_TCK)" RATIO_LOADGEN="$loadgen" RATIO_DATE="$stamp" \

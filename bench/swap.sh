@@ -46,6 +46,7 @@ reference=1
 server_cpu=1
 loadgen_cpu=0
 
+# Option parsing deliberately the same shape as the other bench scripts' (see ratio.sh).
 die() { echo "swap.sh: $*" >&2; exit 64; }
 . "$root/bench/lib.sh"
 while [[ $# -gt 0 ]]; do
@@ -156,15 +157,6 @@ while not stop and time.monotonic() - start < seconds:
 print("changes %d failures %d" % (changes, failures))
 PY
 
-# cpu_ticks PID: user + system clock ticks of the process (fields 14 and 15 of stat; the
-# command name in field 2 may hold spaces, so count from the closing parenthesis).
-cpu_ticks() {
-  local stat
-  stat="$(< "/proc/$1/stat")"
-  stat="${stat##*) }"
-  read -r -a fields <<< "$stat"
-  echo $(( fields[11] + fields[12] ))
-}
 swapped_in() { grep -c 'snapshot swapped in' "$work/server.stderr" || true; }
 version() { curl -s -o /dev/null -D - -H "Authorization: Bearer $secret" "$base/snapshot/latest" | tr -d '\r' | sed -n 's/^x-marquee-snapshot-version: //Ip'; }
 
@@ -214,11 +206,7 @@ measure() { # measure PAIR CONDITION
 }
 for pair in $(seq "$pairs"); do
   echo "pair $pair/$pairs" >&2
-  if (( pair % 2 == 1 )); then
-    measure "$pair" quiet; measure "$pair" swaps
-  else
-    measure "$pair" swaps; measure "$pair" quiet
-  fi
+  measure_alternating "$pair" quiet swaps
   if [[ "$reference" == 1 ]]; then measure "$pair" reference; fi
 done
 

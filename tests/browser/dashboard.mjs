@@ -26,14 +26,8 @@
 // <out>/failure.png shows the page.
 import http from 'node:http';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { NARROW, WIDE, drive, signedInPage } from './session.mjs';
 
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-const WIDE = { width: 1280, height: 900 };
-const NARROW = { width: 390, height: 844 };
 const NAME = 'Dashboard e2e winter';
 
 const config = JSON.parse(process.argv[2] ?? '{}');
@@ -47,12 +41,6 @@ function midnight(days) {
   return `${d.toISOString().slice(0, 10)}T00:00`;
 }
 
-async function signIn(page, user) {
-  await page.goto(`${config.base}/login`);
-  await page.fill('#name', user.name);
-  await page.fill('#password', user.password);
-  await Promise.all([page.waitForURL(`${config.base}/`), page.click('button[type=submit]')]);
-}
 
 async function fillLineItem(page, end) {
   await page.goto(`${config.base}/line-items/new`);
@@ -133,10 +121,8 @@ async function shoot(page, name) {
 }
 
 async function run(browser) {
-  const admin = await browser.newContext({ viewport: WIDE });
-  const page = await admin.newPage();
-  page.setDefaultTimeout(config.timeoutMs);
-  await signIn(page, config.admin);
+  const page = await signedInPage(browser, config, config.admin);
+  const admin = page.context();
   step('signed in');
 
   // A rule broken in the form: shown at its field, nothing stored.
@@ -261,10 +247,7 @@ async function run(browser) {
   seen.csrf_status = forged.status();
 
   // The advertiser user cannot open another advertiser's line item.
-  const tenant = await browser.newContext({ viewport: WIDE });
-  const tenantPage = await tenant.newPage();
-  tenantPage.setDefaultTimeout(config.timeoutMs);
-  await signIn(tenantPage, config.advertiser);
+  const tenantPage = await signedInPage(browser, config, config.advertiser);
   const foreign = await tenantPage.goto(`${config.base}/line-items/${seen.line_item}`);
   seen.foreign_status = foreign.status();
   seen.foreign_text = await tenantPage.textContent('main');
@@ -272,24 +255,4 @@ async function run(browser) {
   return page;
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: FLAGS,
-});
-let current = null;
-try {
-  current = await run(browser);
-  seen.elapsed_ms = Date.now() - started;
-  console.log(JSON.stringify(seen));
-} catch (error) {
-  seen.error = String(error?.stack ?? error);
-  try {
-    const pages = browser.contexts().flatMap((c) => c.pages());
-    const last = current ?? pages[pages.length - 1];
-    if (last) await last.screenshot({ path: path.join(config.out, 'failure.png'), fullPage: true });
-  } catch {}
-  console.log(JSON.stringify(seen));
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+await drive(run, seen, started, config.out, 'failure.png');

@@ -21,14 +21,8 @@
 // Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
 // <out>/desk-failure.png shows the page.
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { NARROW, WIDE, drive, signedInPage } from './session.mjs';
 
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-const WIDE = { width: 1280, height: 900 };
-const NARROW = { width: 390, height: 844 };
 
 const config = JSON.parse(process.argv[2] ?? '{}');
 const seen = { steps: [] };
@@ -48,12 +42,6 @@ function pngHeader(w, h) {
   return bytes;
 }
 
-async function signIn(page, user) {
-  await page.goto(`${config.base}/login`);
-  await page.fill('#name', user.name);
-  await page.fill('#password', user.password);
-  await Promise.all([page.waitForURL(`${config.base}/`), page.click('button[type=submit]')]);
-}
 
 async function shoot(page, name, suffix) {
   await page.screenshot({ path: path.join(config.screens, `${name}-${suffix}.png`), fullPage: true });
@@ -201,10 +189,7 @@ async function narrow(page) {
 }
 
 async function run(browser) {
-  const context = await browser.newContext({ viewport: WIDE });
-  const page = await context.newPage();
-  page.setDefaultTimeout(config.timeoutMs);
-  await signIn(page, config.admin);
+  const page = await signedInPage(browser, config, config.admin);
   step('signed in');
 
   seen.lists = {};
@@ -232,24 +217,4 @@ async function run(browser) {
   return page;
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: FLAGS,
-});
-let current = null;
-try {
-  current = await run(browser);
-  seen.elapsed_ms = Date.now() - started;
-  console.log(JSON.stringify(seen));
-} catch (error) {
-  seen.error = String(error?.stack ?? error);
-  try {
-    const pages = browser.contexts().flatMap((c) => c.pages());
-    const last = current ?? pages[pages.length - 1];
-    if (last) await last.screenshot({ path: path.join(config.out, 'desk-failure.png'), fullPage: true });
-  } catch {}
-  console.log(JSON.stringify(seen));
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+await drive(run, seen, started, config.out, 'desk-failure.png');

@@ -22,25 +22,22 @@
 // so far) and exits 1. Writes a screenshot of the page to <out>/page.png (<out>/failure.png on
 // a failure). The browser profile is Playwright's fresh temporary one, removed on close.
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { FLAGS, Network, waitForSlots } from './intercept.mjs';
+import { Network, launch, readArgs, run, slotOf, waitForSlots } from './intercept.mjs';
 
 
 function parseArgs(argv) {
   const args = { page: null, edge: null, out: null, click: null, timeoutMs: 20000 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--edge') args.edge = value().replace(/\/+$/, '');
-    else if (a === '--out') args.out = value();
-    else if (a === '--click') args.click = Number(value());
-    else if (a === '--timeout-ms') args.timeoutMs = Number(value());
-    else if (!a.startsWith('--') && args.page === null) args.page = a;
-    else throw new Error(`unknown argument ${a}`);
-  }
+  const click = (flag, value) => {
+    if (flag !== '--click') return false;
+    args.click = Number(value());
+    return true;
+  };
+  const page = (word) => {
+    if (args.page !== null) return false;
+    args.page = word;
+    return true;
+  };
+  readArgs(argv, args, click, page);
   if (!args.page || !args.edge || !args.out) {
     throw new Error(
       'usage: e2e.mjs <page-url> --edge <edge-base-url> --out <dir> [--click ID] [--timeout-ms N]');
@@ -75,17 +72,11 @@ async function main() {
     screenshot: null,
   };
 
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: FLAGS,
-    timeout: 15000,
-  });
+  const browser = await launch();
   let page;
   let network;
   try {
-    network = new Network(await browser.newBrowserCDPSession());
-    await network.start();
+    network = await Network.on(browser);
     const context = await browser.newContext({ viewport: { width: 1000, height: 520 } });
     page = await context.newPage();
     page.on('console', (m) => result.console.push(`${m.type()}: ${m.text()}`));
@@ -100,11 +91,7 @@ async function main() {
     result.ad_json.push(...network.adJson(args.edge));
 
     for (const handle of await page.locator('ins.marquee').elementHandles()) {
-      const slot = await handle.evaluate((s) => ({
-        placement: Number(s.getAttribute('data-placement')),
-        state: s.getAttribute('data-marquee'),
-        iframes: s.querySelectorAll('iframe').length,
-      }));
+      const slot = await slotOf(handle);
       result.slots.push(slot);
       const frameHandle = await handle.$('iframe');
       if (!frameHandle) continue;
@@ -233,7 +220,4 @@ async function main() {
   }
 }
 
-main().catch((error) => {
-  process.stdout.write(`${JSON.stringify({ error: `driver failed: ${error && error.stack ? error.stack : error}` })}\n`);
-  process.exitCode = 1;
-});
+run(main);

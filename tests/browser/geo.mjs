@@ -22,25 +22,22 @@
 // "error" set (and everything seen so far) and exits 1. Writes a screenshot of each visit's
 // page to <out>/geo-<n>.png (<out>/geo-failure.png on a failure).
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { FLAGS, Network, waitForSlots } from './intercept.mjs';
+import { Network, launch, readArgs, run, slotOf, waitForSlots } from './intercept.mjs';
 
 
 function parseArgs(argv) {
   const args = { page: null, edge: null, out: null, visits: [], timeoutMs: 20000 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--edge') args.edge = value().replace(/\/+$/, '');
-    else if (a === '--out') args.out = value();
-    else if (a === '--visit') args.visits.push(value());
-    else if (a === '--timeout-ms') args.timeoutMs = Number(value());
-    else if (!a.startsWith('--') && args.page === null) args.page = a;
-    else throw new Error(`unknown argument ${a}`);
-  }
+  const visit = (flag, value) => {
+    if (flag !== '--visit') return false;
+    args.visits.push(value());
+    return true;
+  };
+  const page = (word) => {
+    if (args.page !== null) return false;
+    args.page = word;
+    return true;
+  };
+  readArgs(argv, args, visit, page);
   if (!args.page || !args.edge || !args.out || args.visits.length === 0) {
     throw new Error(
       'usage: geo.mjs <page-url> --edge <edge-base-url> --out <dir> --visit ADDRESS... [--timeout-ms N]');
@@ -65,11 +62,7 @@ async function drive(browser, network, args, address, n, visit, left) {
     visit.ad_json.push(...network.adJson(args.edge));
 
     for (const handle of await page.locator('ins.marquee').elementHandles()) {
-      const slot = await handle.evaluate((s) => ({
-        placement: Number(s.getAttribute('data-placement')),
-        state: s.getAttribute('data-marquee'),
-        iframes: s.querySelectorAll('iframe').length,
-      }));
+      const slot = await slotOf(handle);
       visit.slots.push(slot);
       const frameHandle = await handle.$('iframe');
       if (!frameHandle) continue;
@@ -122,16 +115,10 @@ async function main() {
   const started = Date.now();
   const left = () => Math.max(1, args.timeoutMs - (Date.now() - started));
   const result = { page: args.page, edge: args.edge, visits: [] };
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: FLAGS,
-    timeout: 15000,
-  });
+  const browser = await launch();
   let network;
   try {
-    network = new Network(await browser.newBrowserCDPSession());
-    await network.start();
+    network = await Network.on(browser);
     for (const [n, address] of args.visits.entries()) {
       const visit = {
         address, ad_json: [], slots: [], beacons: [], requests: [], console: [], page_errors: [],
@@ -150,7 +137,4 @@ async function main() {
   }
 }
 
-main().catch((error) => {
-  process.stdout.write(`${JSON.stringify({ error: `driver failed: ${error && error.stack ? error.stack : error}` })}\n`);
-  process.exitCode = 1;
-});
+run(main);

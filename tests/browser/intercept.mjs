@@ -1,4 +1,5 @@
-// What the browser drivers of the ad tag (e2e.mjs, geo.mjs) share: Chromium's flags, the
+// What the browser drivers of the ad tag (e2e.mjs, geo.mjs, prebid.mjs) share: Chromium's
+// flags (the dashboard's drivers take them too) and its launch, the command line, the
 // interceptor every request of the browser passes through, and the waits on the async tag.
 //
 // The interceptor sits on the browser target (CDP `Fetch`): Playwright's own events and `route`
@@ -6,6 +7,8 @@
 // Loopback requests go through and their answers are recorded (the body of /ad.json answers
 // too); creative images on other hosts are answered with a stand-in picture; every other
 // request to another host is aborted. Nothing leaves the machine.
+
+import { chromium } from 'playwright-core';
 
 // The flags known to work on these machines: no sandbox as root, no GPU, and no background
 // traffic to Google's services.
@@ -19,6 +22,55 @@ export const FLAGS = [
   '--disable-component-update',
   '--disable-sync',
 ];
+
+/** Chromium, headless, with [`FLAGS`]. */
+export function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: FLAGS,
+    timeout: 15000,
+  });
+}
+
+/**
+ * Reads a driver's command line into `args`: `--edge`, `--out` and `--timeout-ms` here, any
+ * other `--flag` through `flag(name, value)` and any other word through `word(text)`, each
+ * false for what it does not take (an unknown argument).
+ */
+export function readArgs(argv, args, flag, word) {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    let taken = true;
+    if (a === '--edge') args.edge = value().replace(/\/+$/, '');
+    else if (a === '--out') args.out = value();
+    else if (a === '--timeout-ms') args.timeoutMs = Number(value());
+    else taken = a.startsWith('--') ? flag(a, value) : word(a);
+    if (!taken) throw new Error(`unknown argument ${a}`);
+  }
+  return args;
+}
+
+/** Runs the driver's `main`; what it throws is printed as the JSON the test reads (exit 1). */
+export function run(main) {
+  main().catch((error) => {
+    process.stdout.write(`${JSON.stringify({ error: `driver failed: ${error && error.stack ? error.stack : error}` })}\n`);
+    process.exitCode = 1;
+  });
+}
+
+/** What an async tag slot (`<ins class="marquee">`) says of itself. */
+export function slotOf(handle) {
+  return handle.evaluate((s) => ({
+    placement: Number(s.getAttribute('data-placement')),
+    state: s.getAttribute('data-marquee'),
+    iframes: s.querySelectorAll('iframe').length,
+  }));
+}
 
 export const isLoopback = (host) => ['127.0.0.1', 'localhost', '[::1]'].includes(host);
 
@@ -52,6 +104,13 @@ export class Network {
     this.byId = new Map();
     this.edge = null;
     this.forwardedFor = null;
+  }
+
+  /** The interceptor of every request of `browser`, started. */
+  static async on(browser) {
+    const network = new Network(await browser.newBrowserCDPSession());
+    await network.start();
+    return network;
   }
 
   async start() {

@@ -15,24 +15,16 @@
 // visit could not be driven to the end (exit status 1). Screenshots: <out>/prebid-N.png, or
 // <out>/prebid-failure.png.
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { FLAGS, Network, waitForSlots } from './intercept.mjs';
+import { Network, launch, readArgs, waitForSlots } from './intercept.mjs';
 
 function parseArgs(argv) {
   const args = { edge: null, out: null, timeoutMs: 20000, visits: [] };
   const rest = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--edge') args.edge = value().replace(/\/+$/, '');
-    else if (a === '--out') args.out = value();
-    else if (a === '--timeout-ms') args.timeoutMs = Number(value());
-    else if (a.startsWith('--')) throw new Error(`unknown argument ${a}`);
-    else rest.push(a);
-  }
+  const word = (text) => {
+    rest.push(text);
+    return true;
+  };
+  readArgs(argv, args, () => false, word);
   for (let i = 0; i + 1 < rest.length; i += 2) args.visits.push({ url: rest[i], expect: rest[i + 1] });
   if (!args.edge || !args.out || !args.visits.length || rest.length % 2) {
     throw new Error('usage: prebid.mjs --edge <url> --out <dir> <page-url> <expected-text> ...');
@@ -57,17 +49,11 @@ async function main() {
   const started = Date.now();
   const left = () => Math.max(1, args.timeoutMs - (Date.now() - started));
   const result = { edge: args.edge, visits: [], network: [] };
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: FLAGS,
-    timeout: 15000,
-  });
+  const browser = await launch();
   let page;
   let network;
   try {
-    network = new Network(await browser.newBrowserCDPSession());
-    await network.start();
+    network = await Network.on(browser);
     for (const [n, { url, expect }] of args.visits.entries()) {
       network.visit(args.edge, null);
       const visit = { url, expect, console: [], page_errors: [] };

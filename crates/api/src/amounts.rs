@@ -167,6 +167,8 @@ fn read_amount(
     }
 }
 
+// The same parameters as `read_amount`, deliberately: that wrapper only notes the rename after
+// this, which returns early on each failure.
 fn read_pair(
     amount: &Amount,
     group: &mut Map<String, Value>,

@@ -46,7 +46,10 @@ pub use error::ApiError;
 pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
 pub use read::{example, plain_message, read_object};
-pub use reports::{BuiltReport, ProgrammaticReports, ReportsState, build_report, report_csv};
+pub use reports::{
+    BuiltReport, FilterNames, PARAMETERS as REPORT_PARAMETERS, ProgrammaticReports, ReportsState,
+    build_report, filter_names, report_csv,
+};
 pub use roles::{Change, WriteRefused, check_write};
 pub use routes::RouteTable;
 pub use tags::tags;

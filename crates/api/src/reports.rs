@@ -21,6 +21,7 @@
 //! fill rate; `group_by=bidder` splits them by bidder (named from `[gateway.bidders]`, see
 //! [`ProgrammaticReports`]); revenue is in the gateway's currency (`programmatic_currency`).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
@@ -31,8 +32,8 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, civil};
 use marquee_model::{Clock, Currency, Principal, Role, is_region_code};
 use marquee_stats::{
-    Counters, DEVICES, Dimension, Dimensions, Granularity, InvalidReason, Report, ReportSpec,
-    Value as DimValue,
+    Counters, DEVICES, Dimension, Dimensions, Granularity, InvalidReason, Report, ReportRow,
+    ReportSpec, Value as DimValue,
 };
 use marquee_store::Store;
 use serde_json::{Map, Value, json};
@@ -41,7 +42,7 @@ use crate::openapi::{operation, response, responses, schema_ref};
 use crate::{ApiError, Caller, HasStore};
 
 /// The query parameters this route knows.
-const PARAMETERS: [&str; 12] = [
+pub const PARAMETERS: [&str; 14] = [
     "from",
     "to",
     "granularity",
@@ -54,7 +55,44 @@ const PARAMETERS: [&str; 12] = [
     "device",
     "tz",
     "format",
+    "compare",
+    "period",
 ];
+
+/// The date presets of `period=`, besides `custom` (`from` and `to` as given).
+const PERIODS: [&str; 6] = [
+    "today",
+    "yesterday",
+    "last_7_days",
+    "last_30_days",
+    "this_month",
+    "last_month",
+];
+
+/// The local days `[first, end)` a preset names on the day `today`, in the report's zone: whole
+/// days, today's included by `today` and `this_month`; the last 7 and 30 days end yesterday.
+fn period_days(period: &str, today: civil::Date) -> Option<(civil::Date, civil::Date)> {
+    let first_of_month = today.first_of_month();
+    Some(match period {
+        "today" => (today, today.tomorrow().ok()?),
+        "yesterday" => (today.yesterday().ok()?, today),
+        "last_7_days" => (today.checked_sub(jiff::Span::new().days(7)).ok()?, today),
+        "last_30_days" => (today.checked_sub(jiff::Span::new().days(30)).ok()?, today),
+        "this_month" => (
+            first_of_month,
+            first_of_month
+                .checked_add(jiff::Span::new().months(1))
+                .ok()?,
+        ),
+        "last_month" => (
+            first_of_month
+                .checked_sub(jiff::Span::new().months(1))
+                .ok()?,
+            first_of_month,
+        ),
+        _ => return None,
+    })
+}
 
 /// The longest range per granularity, in days: minute rows answer short ranges only.
 fn max_days(granularity: Granularity) -> i64 {
@@ -166,26 +204,126 @@ struct Params {
     to: Option<String>,
     granularity: Option<String>,
     group_by: Vec<Dimension>,
-    line_items: Option<Vec<u64>>,
-    advertiser: Option<u64>,
-    placements: Option<Vec<u64>>,
+    /// Ids or names, resolved in the caller's scope ([`resolve`]).
+    line_items: Option<String>,
+    advertiser: Option<String>,
+    placements: Option<String>,
     countries: Option<Vec<String>>,
     regions: Option<Vec<String>>,
     devices: Option<Vec<u8>>,
     tz: Option<String>,
     format: Option<String>,
+    /// `compare=previous`: the same report over the period of the same length right before.
+    compare: bool,
+    /// A date preset ([`PERIODS`]) or `custom`.
+    period: Option<String>,
 }
 
-fn ids(field: &str, text: &str) -> Result<Vec<u64>, ApiError> {
-    text.split(',')
-        .map(|part| match part.trim().parse::<u64>() {
-            Ok(id) if id > 0 => Ok(id),
-            _ => Err(ApiError::bad_field(
-                field,
-                format!("{part:?} is not a positive integer id (ids are comma-separated)"),
-            )),
+/// The objects a filter names: ids, names, or both, comma-separated. The whole text is first
+/// taken as one name (a name may hold a comma); otherwise each part is an id when it is
+/// digits, else a name. Names match whole, ignoring case, among the objects `principal` may
+/// see the names of ([`may_name`]): another tenant's names resolve as unknown ones do.
+fn resolve(
+    field: &str,
+    text: &str,
+    dimension: Dimension,
+    principal: &Principal,
+    dims: &Dimensions,
+) -> Result<Vec<u64>, ApiError> {
+    let what = dimension.as_str().replace('_', " ");
+    let named = |name: &str| -> Vec<u64> {
+        dims.named(dimension, name)
+            .into_iter()
+            .filter(|&id| may_name(principal, dims, dimension, id))
+            .collect()
+    };
+    let whole = text.trim();
+    if whole.contains(',')
+        && !whole.split(',').all(|part| is_digits(part.trim()))
+        && let [id] = named(whole)[..]
+    {
+        return Ok(vec![id]);
+    }
+    whole
+        .split(',')
+        .map(|part| {
+            let part = part.trim();
+            if is_digits(part) {
+                return match part.parse::<u64>() {
+                    Ok(id) if id > 0 => Ok(id),
+                    _ => Err(ApiError::bad_field(
+                        field,
+                        format!("{part:?} is not a positive integer id"),
+                    )),
+                };
+            }
+            match named(part)[..] {
+                [id] => Ok(id),
+                [] if part.is_empty() => Err(ApiError::bad_field(
+                    field,
+                    format!("an empty {what}: give ids or names, comma-separated"),
+                )),
+                [] => Err(ApiError::bad_field(
+                    field,
+                    format!(
+                        "no {what} is named {part:?} (names match whole, ignoring case; ids and names are comma-separated)"
+                    ),
+                )),
+                ref several => Err(ApiError::bad_field(
+                    field,
+                    format!(
+                        "{part:?} names {} {what}s ({}); give the id of the one you mean",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|id| format!("#{id}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )),
+            }
         })
         .collect()
+}
+
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether `principal` may see the name of object `id` of `dimension`: an admin every name, a
+/// tenant those of its own objects (an advertiser its campaigns, line items and creatives; a
+/// publisher its sites and placements), as every read of the API. An advertiser's rows by
+/// placement show ids only: the placements are a publisher's.
+fn may_name(principal: &Principal, dims: &Dimensions, dimension: Dimension, id: u64) -> bool {
+    let Some(owner) = principal.scope() else {
+        return principal.role == Role::Admin;
+    };
+    let of_advertiser = |line_item: Option<u64>| {
+        line_item
+            .and_then(|li| dims.line_item(li))
+            .is_some_and(|li| li.advertiser == owner)
+    };
+    match (principal.role, dimension) {
+        (Role::Admin, _) => true,
+        (Role::Advertiser, Dimension::Advertiser) => id == owner,
+        (Role::Advertiser, Dimension::Campaign) => dims.campaign(id) == Some(owner),
+        (Role::Advertiser, Dimension::LineItem) => of_advertiser(Some(id)),
+        (Role::Advertiser, Dimension::Creative) => of_advertiser(dims.creative(id)),
+        (Role::Publisher, Dimension::Publisher) => id == owner,
+        (Role::Publisher, Dimension::Site) => dims.site(id) == Some(owner),
+        (Role::Publisher, Dimension::Placement) => {
+            dims.placement(id).is_some_and(|p| p.publisher == owner)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a dimension's values are ids of objects (or bidders) that have names.
+fn has_names(dimension: Dimension) -> bool {
+    !matches!(
+        dimension,
+        Dimension::Country | Dimension::Region | Dimension::Device
+    )
 }
 
 fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
@@ -219,14 +357,9 @@ fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
                     }
                 }
             }
-            "line_item" => p.line_items = Some(ids("line_item", &value)?),
-            "advertiser" => {
-                let [id] = ids("advertiser", &value)?[..] else {
-                    return Err(ApiError::bad_field("advertiser", "takes one id"));
-                };
-                p.advertiser = Some(id);
-            }
-            "placement" => p.placements = Some(ids("placement", &value)?),
+            "line_item" => p.line_items = Some(value),
+            "advertiser" => p.advertiser = Some(value),
+            "placement" => p.placements = Some(value),
             "country" => {
                 let mut countries = Vec::new();
                 for code in value.split(',') {
@@ -287,6 +420,19 @@ fn parse_params(uri: &Uri) -> Result<Params, ApiError> {
             }
             "tz" => p.tz = Some(value),
             "format" => p.format = Some(value),
+            "period" => p.period = Some(value),
+            "compare" => {
+                p.compare = match value.as_str() {
+                    "previous" => true,
+                    "" | "none" => false,
+                    other => {
+                        return Err(ApiError::bad_field(
+                            "compare",
+                            format!("{other:?} is not a comparison; use previous or none"),
+                        ));
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -329,6 +475,11 @@ struct Scope {
 
 fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, ApiError> {
     let owner = principal.scope();
+    let refs = |field: &str, text: &Option<String>, dimension: Dimension| {
+        text.as_deref()
+            .map(|text| resolve(field, text, dimension, principal, dims))
+            .transpose()
+    };
     match principal.role {
         Role::Publisher => {
             if let Some(d) = p.group_by.iter().find(|d| d.is_demand()) {
@@ -343,7 +494,7 @@ fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, 
                 ));
             }
             let own = dims.placements_of(owner.unwrap_or(0));
-            let placements = match &p.placements {
+            let placements = match &refs("placement", &p.placements, Dimension::Placement)? {
                 Some(asked) => {
                     if let Some(&id) = asked.iter().find(|id| !own.contains(id)) {
                         return Err(not_found("placement", id));
@@ -359,7 +510,16 @@ fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, 
             })
         }
         Role::Advertiser | Role::Admin => {
-            let advertiser = match (owner, p.advertiser) {
+            let asked = match refs("advertiser", &p.advertiser, Dimension::Advertiser)? {
+                None => None,
+                Some(ids) => match ids[..] {
+                    [id] => Some(id),
+                    _ => return Err(ApiError::bad_field("advertiser", "takes one advertiser")),
+                },
+            };
+            let line_items = refs("line_item", &p.line_items, Dimension::LineItem)?;
+            let placements = refs("placement", &p.placements, Dimension::Placement)?;
+            let advertiser = match (owner, asked) {
                 (Some(own), Some(asked)) if asked != own => {
                     return Err(not_found("advertiser", asked));
                 }
@@ -371,7 +531,7 @@ fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, 
                 }
                 (None, None) => None,
             };
-            let line_items = match (&p.line_items, advertiser) {
+            let line_items = match (&line_items, advertiser) {
                 (Some(asked), _) => {
                     for &id in asked {
                         let visible = dims
@@ -396,14 +556,14 @@ fn scope(principal: &Principal, p: &Params, dims: &Dimensions) -> Result<Scope, 
                 let first = owners.next()?;
                 owners.all(|a| a == first).then_some(first)
             });
-            if let Some(placements) = &p.placements
+            if let Some(placements) = &placements
                 && let Some(&id) = placements.iter().find(|&&id| dims.placement(id).is_none())
             {
                 return Err(not_found("placement", id));
             }
             Ok(Scope {
                 line_items,
-                placements: p.placements.clone(),
+                placements,
                 advertiser,
             })
         }
@@ -421,6 +581,46 @@ pub struct BuiltReport {
     pub report: Report,
     /// Bidder names and the currency of programmatic revenue.
     pub programmatic: Arc<ProgrammaticReports>,
+    /// The catalog the report was shaped with, and who asked: the names rows show.
+    dims: Arc<Dimensions>,
+    principal: Principal,
+    /// With `compare=previous`: the period right before.
+    pub previous: Option<Previous>,
+}
+
+impl BuiltReport {
+    /// A row's bucket number from the start of its period: the report's, or the previous
+    /// period's for one of its rows (`previous`).
+    pub fn bucket_number(&self, row: &ReportRow, previous: bool) -> i64 {
+        match (&self.previous, previous) {
+            (Some(before), true) => place(&before.spec, row).0,
+            _ => place(&self.spec, row).0,
+        }
+    }
+
+    /// The previous period's row in the same place as `row` (same bucket number and values),
+    /// when comparing and it had one.
+    pub fn previous_row(&self, row: &ReportRow) -> Option<&ReportRow> {
+        let previous = self.previous.as_ref()?;
+        let index = previous.places.get(&place(&self.spec, row))?;
+        previous.report.rows.get(*index)
+    }
+
+    /// The name of a row's `value` of `dimension`, where it has one the caller may see: an
+    /// object's (advertiser, campaign, line item, creative, publisher, site, placement) or a
+    /// configured bidder's.
+    pub fn name(&self, dimension: Dimension, value: &DimValue) -> Option<&str> {
+        let DimValue::Id(id) = *value else {
+            return None;
+        };
+        match dimension {
+            Dimension::Bidder => self.programmatic.bidder_name(id),
+            _ if may_name(&self.principal, &self.dims, dimension, id) => {
+                self.dims.name(dimension, id)
+            }
+            _ => None,
+        }
+    }
 }
 
 pub async fn get(
@@ -503,12 +703,43 @@ async fn build(
             None => (TimeZone::UTC, "UTC".to_owned()),
         },
     };
-    let from_text = p
-        .from
-        .as_deref()
-        .ok_or_else(|| ApiError::bad_field("from", "is required: a date, local time or instant"))?;
+    // A preset is days in the report's zone, counted from the clock's today there.
+    let preset = match p.period.as_deref() {
+        None | Some("custom") => None,
+        Some(period) => {
+            let today = state.clock.now().to_zoned(zone.clone()).date();
+            let (first, end) = period_days(period, today).ok_or_else(|| {
+                ApiError::bad_field(
+                    "period",
+                    format!(
+                        "{period:?} is not a period; use {} or custom",
+                        PERIODS.join(", ")
+                    ),
+                )
+            })?;
+            if p.from.is_some() || p.to.is_some() {
+                return Err(ApiError::bad_field(
+                    "period",
+                    format!(
+                        "{period:?} sets from and to: give either, not both (or period=custom)"
+                    ),
+                ));
+            }
+            Some((first.to_string(), end.to_string()))
+        }
+    };
+    let (from_given, to_given) = match &preset {
+        Some((from, to)) => (Some(from.as_str()), Some(to.as_str())),
+        None => (p.from.as_deref(), p.to.as_deref()),
+    };
+    let from_text = from_given.ok_or_else(|| {
+        ApiError::bad_field(
+            "from",
+            "is required: a date, local time or instant (or a period)",
+        )
+    })?;
     let from = parse_time("from", from_text, &zone)?;
-    let to = match p.to.as_deref() {
+    let to = match to_given {
         Some(text) => parse_time("to", text, &zone)?,
         None => {
             let now = state.clock.now();
@@ -550,27 +781,20 @@ async fn build(
         regions: p.regions.clone(),
         devices: p.devices.clone(),
     };
-    let limit = stored_row_limit(&spec, &dims, state.max_rows);
-    let rows = state
-        .store
-        .report_rows_at_most(spec.row_query(), limit)
-        .await?;
-    if limit.is_some_and(|limit| rows.len() >= limit) {
-        return Err(too_many_rows(state.max_rows));
-    }
-    let sketches = match spec.sketch_days(&dims) {
-        Some((first, last)) if spec.users_countable() => {
-            state
-                .store
-                .sketches(scope.line_items.clone(), first, last)
-                .await?
-        }
-        _ => Vec::new(),
+    let report = run(state, &spec, &dims).await?;
+    // The period right before, as long as the one the report covers, with the same buckets.
+    let previous = if p.compare {
+        let (from, to) = spec.covered();
+        let spec = ReportSpec {
+            from: from - to.duration_since(from),
+            to: from,
+            ..spec.clone()
+        };
+        let report = run(state, &spec, &dims).await?;
+        Some(Previous::new(&spec, report))
+    } else {
+        None
     };
-    let report = spec.shape(&dims, &rows, &sketches);
-    if report.rows.len() > state.max_rows {
-        return Err(too_many_rows(state.max_rows));
-    }
     let currency = scope
         .advertiser
         .and_then(|a| dims.advertiser(a))
@@ -581,6 +805,116 @@ async fn build(
         currency,
         report,
         programmatic: Arc::clone(&state.programmatic),
+        dims,
+        principal: *principal,
+        previous,
+    })
+}
+
+/// Reads and shapes one report, refusing one over the row limit.
+async fn run(
+    state: &ReportsState,
+    spec: &ReportSpec,
+    dims: &Dimensions,
+) -> Result<Report, ApiError> {
+    let limit = stored_row_limit(spec, dims, state.max_rows);
+    let rows = state
+        .store
+        .report_rows_at_most(spec.row_query(), limit)
+        .await?;
+    if limit.is_some_and(|limit| rows.len() >= limit) {
+        return Err(too_many_rows(state.max_rows));
+    }
+    let sketches = match spec.sketch_days(dims) {
+        Some((first, last)) if spec.users_countable() => {
+            state
+                .store
+                .sketches(spec.line_items.clone(), first, last)
+                .await?
+        }
+        _ => Vec::new(),
+    };
+    let report = spec.shape(dims, &rows, &sketches);
+    if report.rows.len() > state.max_rows {
+        return Err(too_many_rows(state.max_rows));
+    }
+    Ok(report)
+}
+
+/// Where a row sits in its period: its bucket's number from the period's start (days for a day
+/// report, counted in its zone) and its dimensions' values. A row and the previous period's row
+/// in the same place are compared.
+type Place = (i64, Vec<DimValue>);
+
+fn place(spec: &ReportSpec, row: &ReportRow) -> Place {
+    let (from, _) = spec.covered();
+    let ordinal = match spec.granularity {
+        Granularity::Day => {
+            let first = from.to_zoned(spec.zone.clone()).date();
+            row.start.date().duration_since(first).as_secs() / 86_400
+        }
+        Granularity::Hour => row.start.timestamp().duration_since(from).as_secs() / 3_600,
+        Granularity::Minute => row.start.timestamp().duration_since(from).as_secs() / 60,
+    };
+    (ordinal, row.values.clone())
+}
+
+/// The same report over the period of the same length right before.
+#[derive(Debug, Clone)]
+pub struct Previous {
+    pub spec: ReportSpec,
+    pub report: Report,
+    /// Row indexes by place.
+    places: HashMap<Place, usize>,
+}
+
+impl Previous {
+    fn new(spec: &ReportSpec, report: Report) -> Previous {
+        let places = report
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(index, row)| (place(spec, row), index))
+            .collect();
+        Previous {
+            spec: spec.clone(),
+            report,
+            places,
+        }
+    }
+}
+
+/// The names a report's filters offer a caller (for a form's suggestions), each list sorted and
+/// without repeats: every advertiser, line item and placement for an admin; a tenant's own
+/// only, as [`may_name`] decides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterNames {
+    pub advertisers: Vec<String>,
+    pub line_items: Vec<String>,
+    pub placements: Vec<String>,
+}
+
+/// The filter names `principal` may be offered, from the cached catalog view.
+pub async fn filter_names(
+    state: &ReportsState,
+    principal: &Principal,
+) -> Result<FilterNames, ApiError> {
+    let dims = state.dimensions().await?;
+    let names = |dimension: Dimension| {
+        let mut names: Vec<String> = dims
+            .names(dimension)
+            .into_iter()
+            .filter(|&(id, _)| may_name(principal, &dims, dimension, id))
+            .map(|(_, name)| name.to_owned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    };
+    Ok(FilterNames {
+        advertisers: names(Dimension::Advertiser),
+        line_items: names(Dimension::LineItem),
+        placements: names(Dimension::Placement),
     })
 }
 
@@ -688,25 +1022,63 @@ fn json_report(built: &BuiltReport) -> axum::Json<Value> {
         .map(|row| {
             let mut object = Map::new();
             object.insert("time".into(), json!(local(row.start.timestamp())));
-            for (dimension, value) in spec.group_by.iter().zip(&row.values) {
+            for (&dimension, value) in spec.group_by.iter().zip(&row.values) {
                 object.insert(dimension.as_str().into(), dim_value(value));
-                if let (Dimension::Bidder, DimValue::Id(id)) = (dimension, value) {
-                    let name = built.programmatic.bidder_name(*id);
-                    object.insert("bidder_name".into(), json!(name));
+                if has_names(dimension) {
+                    let name = built.name(dimension, value);
+                    object.insert(format!("{}_name", dimension.as_str()), json!(name));
                 }
             }
-            object.extend(metrics(
+            let now = metrics(
                 &row.counters,
                 row.spend_micros,
                 row.revenue_micros,
                 row.unique_users,
-            ));
+            );
+            if built.previous.is_some() {
+                // A row the previous period did not have compares with nothing: zeros.
+                let before = built.previous_row(row).map_or_else(
+                    || metrics(&Counters::default(), 0, 0, None),
+                    |b| {
+                        metrics(
+                            &b.counters,
+                            b.spend_micros,
+                            b.revenue_micros,
+                            b.unique_users,
+                        )
+                    },
+                );
+                object.insert("change".into(), Value::Object(changes(&now, &before)));
+                object.insert("previous".into(), Value::Object(before));
+            }
+            object.extend(now);
             Value::Object(object)
         })
         .collect();
     // The range the rows cover: the stored buckets that start in [from, to).
     let (from, to) = spec.covered();
-    axum::Json(json!({
+    let totals = metrics(
+        &report.totals,
+        report.totals.spend_micros(),
+        report.totals.programmatic_revenue_micros(),
+        report.unique_users,
+    );
+    let previous = built.previous.as_ref().map(|previous| {
+        let (from, to) = previous.spec.covered();
+        let r = &previous.report;
+        let totals = metrics(
+            &r.totals,
+            r.totals.spend_micros(),
+            r.totals.programmatic_revenue_micros(),
+            r.unique_users,
+        );
+        json!({ "from": local(from), "to": local(to), "totals": totals })
+    });
+    let change = previous
+        .as_ref()
+        .and_then(|p| p["totals"].as_object())
+        .map(|before| changes(&totals, before));
+    let mut answer = json!({
         "time_zone": built.zone_name,
         "granularity": spec.granularity.as_str(),
         "from": local(from),
@@ -715,47 +1087,155 @@ fn json_report(built: &BuiltReport) -> axum::Json<Value> {
         "currency": built.currency,
         "programmatic_currency": built.programmatic.currency().map(|c| c.as_str().to_owned()),
         "rows": rows,
-        "totals": Value::Object(metrics(
-            &report.totals,
-            report.totals.spend_micros(),
-            report.totals.programmatic_revenue_micros(),
-            report.unique_users
-        )),
-    }))
+        "totals": totals,
+    });
+    if let (Some(object), Some(previous), Some(change)) = (answer.as_object_mut(), previous, change)
+    {
+        object.insert("previous".into(), previous);
+        object.insert("change".into(), Value::Object(change));
+    }
+    axum::Json(answer)
+}
+
+/// Each numeric metric's change in % from `before` to `now`; null where `before` was zero or
+/// either is unknown. Money compares in micros (`spend_micros`, not `spend`).
+fn changes(now: &Map<String, Value>, before: &Map<String, Value>) -> Map<String, Value> {
+    now.iter()
+        .filter(|(_, value)| value.is_number() || value.is_null())
+        .filter(|(key, _)| {
+            before
+                .get(*key)
+                .is_some_and(|v| v.is_number() || v.is_null())
+        })
+        .map(|(key, value)| {
+            let change = change_percent(value.as_f64(), before.get(key).and_then(Value::as_f64));
+            (key.clone(), json!(change))
+        })
+        .collect()
+}
+
+/// One metric of a CSV line: its column, its text, and its value as a number where it has one
+/// (what a change in % is taken of).
+struct CsvCell {
+    column: String,
+    text: String,
+    number: Option<f64>,
+}
+
+/// A row's or the totals' metrics as CSV cells, in column order.
+fn csv_metrics(
+    c: &Counters,
+    spend_micros: i64,
+    revenue_micros: i64,
+    unique_users: Option<u64>,
+) -> Vec<CsvCell> {
+    let count = |column: &str, value: i64| CsvCell {
+        column: column.to_owned(),
+        text: value.to_string(),
+        number: Some(value as f64),
+    };
+    let ratio = |column: &str, value: Option<f64>| CsvCell {
+        column: column.to_owned(),
+        text: value.map_or(String::new(), |v| format!("{v:.6}")),
+        number: value,
+    };
+    let money = |column: &str, micros: i64| CsvCell {
+        column: column.to_owned(),
+        text: spend(micros),
+        number: Some(micros as f64),
+    };
+    let mut cells = vec![
+        count("requests", c.requests()),
+        count("decisions", c.decisions),
+        count("bids", c.bids),
+        count("wins", c.wins),
+        count("billings", c.billings),
+        count("impressions", c.impressions),
+        count("clicks", c.clicks),
+        ratio("ctr", c.ctr()),
+        count("conversions", c.conversions),
+        money("spend", spend_micros),
+        CsvCell {
+            column: "unique_users".into(),
+            text: unique_users.map_or(String::new(), |u| u.to_string()),
+            number: unique_users.map(|u| u as f64),
+        },
+        count("invalid_impressions", c.invalid_impressions),
+        count("invalid_clicks", c.invalid_clicks),
+        count("invalid_conversions", c.invalid_conversions),
+    ];
+    for (reason, value) in c.invalid_by_reason() {
+        cells.push(count(&format!("invalid_{}", reason.label()), value));
+    }
+    cells.push(count("ad_requests", c.ad_requests()));
+    cells.push(ratio("fill_rate", c.fill_rate()));
+    for (name, value) in programmatic_counts(c) {
+        cells.push(count(name, value));
+    }
+    cells.push(money("programmatic_revenue", revenue_micros));
+    cells
+}
+
+/// The change from `previous` to `now` in %, when there was something before.
+fn change_percent(now: Option<f64>, previous: Option<f64>) -> Option<f64> {
+    match (now, previous) {
+        (Some(now), Some(previous)) if previous != 0.0 => Some((now - previous) / previous * 100.0),
+        _ => None,
+    }
+}
+
+/// Appends a line's metric cells, and when comparing, the previous period's and the changes.
+fn write_metrics(out: &mut String, cells: &[CsvCell], previous: Option<&[CsvCell]>) {
+    for cell in cells {
+        let _ = write!(out, ",{}", cell.text);
+    }
+    if let Some(previous) = previous {
+        for cell in previous {
+            let _ = write!(out, ",{}", cell.text);
+        }
+        for (now, before) in cells.iter().zip(previous) {
+            let change = change_percent(now.number, before.number);
+            let _ = write!(
+                out,
+                ",{}",
+                change.map_or(String::new(), |c| format!("{c:.2}"))
+            );
+        }
+    }
 }
 
 fn csv_report(built: &BuiltReport) -> String {
     let (spec, report) = (&built.spec, &built.report);
-    const METRICS: &str = "requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,invalid_impressions,invalid_clicks,invalid_conversions";
     let mut out = String::from("time");
-    for dimension in &spec.group_by {
+    for &dimension in &spec.group_by {
         out.push(',');
         out.push_str(dimension.as_str());
-        if *dimension == Dimension::Bidder {
-            out.push_str(",bidder_name");
+        if has_names(dimension) {
+            let _ = write!(out, ",{}_name", dimension.as_str());
         }
     }
-    let _ = write!(out, ",{METRICS}");
-    for reason in InvalidReason::ALL {
-        let _ = write!(out, ",invalid_{}", reason.label());
+    let columns = csv_metrics(&Counters::default(), 0, 0, None);
+    for cell in &columns {
+        let _ = write!(out, ",{}", cell.column);
     }
-    out.push_str(",ad_requests,fill_rate");
-    for (name, _) in programmatic_counts(&Counters::default()) {
-        let _ = write!(out, ",{name}");
+    if built.previous.is_some() {
+        for cell in &columns {
+            let _ = write!(out, ",previous_{}", cell.column);
+        }
+        for cell in &columns {
+            let _ = write!(out, ",change_{}_percent", cell.column);
+        }
     }
-    out.push_str(",programmatic_revenue\n");
+    out.push('\n');
     for row in &report.rows {
         let _ = write!(out, "{}", row.start.strftime("%Y-%m-%dT%H:%M:%S%:z"));
-        for (dimension, value) in spec.group_by.iter().zip(&row.values) {
-            // Ids, country and region codes, device and bidder names (letters, digits, `-`
-            // and `_`): never a comma or a quote.
+        for (&dimension, value) in spec.group_by.iter().zip(&row.values) {
+            // Ids, country and region codes and device names (letters, digits, `-` and `_`):
+            // never a comma or a quote. Names are people's text: quoted.
             match value {
-                DimValue::Id(id) if *dimension == Dimension::Bidder => {
-                    let name = built.programmatic.bidder_name(*id).unwrap_or_default();
-                    let _ = write!(out, ",{id},{name}");
-                }
                 DimValue::Id(id) => {
-                    let _ = write!(out, ",{id}");
+                    let name = built.name(dimension, value).unwrap_or_default();
+                    let _ = write!(out, ",{id},{}", csv_text(name));
                 }
                 DimValue::Text(text) => {
                     let _ = write!(out, ",{text}");
@@ -765,41 +1245,52 @@ fn csv_report(built: &BuiltReport) -> String {
                 }
             }
         }
-        let c = &row.counters;
-        let _ = write!(
-            out,
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            c.requests(),
-            c.decisions,
-            c.bids,
-            c.wins,
-            c.billings,
-            c.impressions,
-            c.clicks,
-            c.ctr().map_or(String::new(), |ctr| format!("{ctr:.6}")),
-            c.conversions,
-            spend(row.spend_micros),
-            row.unique_users.map_or(String::new(), |u| u.to_string()),
-            c.invalid_impressions,
-            c.invalid_clicks,
-            c.invalid_conversions,
+        let cells = csv_metrics(
+            &row.counters,
+            row.spend_micros,
+            row.revenue_micros,
+            row.unique_users,
         );
-        for (_, count) in c.invalid_by_reason() {
-            let _ = write!(out, ",{count}");
-        }
-        let fill = c.fill_rate().map_or(String::new(), |f| format!("{f:.6}"));
-        let _ = write!(out, ",{},{fill}", c.ad_requests());
-        for (_, count) in programmatic_counts(c) {
-            let _ = write!(out, ",{count}");
-        }
-        let _ = writeln!(out, ",{}", spend(row.revenue_micros));
+        // A row the previous period did not have compares with nothing: zeros.
+        let previous = built.previous.as_ref().map(|_| {
+            built.previous_row(row).map_or_else(
+                || csv_metrics(&Counters::default(), 0, 0, None),
+                |before| {
+                    csv_metrics(
+                        &before.counters,
+                        before.spend_micros,
+                        before.revenue_micros,
+                        before.unique_users,
+                    )
+                },
+            )
+        });
+        write_metrics(&mut out, &cells, previous.as_deref());
+        out.push('\n');
     }
     out
 }
 
+/// A text field of a CSV file: quoted when it holds a comma, a quote or a line break (RFC
+/// 4180), and led by `'` when it starts as a formula would (`=`, `+`, `-`, `@`, a tab or a
+/// carriage return), so that a spreadsheet opening the file shows a name rather than running
+/// it.
+fn csv_text(text: &str) -> String {
+    let guarded = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    };
+    if guarded.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
+}
+
 /// The OpenAPI operation of `GET /api/v1/reports`.
 pub fn operation_doc() -> Value {
-    let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": name == "from", "description": description, "schema": schema });
+    let param = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema });
     let text = json!({ "type": "string" });
     let invalid_reasons: Map<String, Value> = InvalidReason::ALL
         .into_iter()
@@ -839,12 +1330,37 @@ pub fn operation_doc() -> Value {
         "programmatic_revenue_micros": { "type": "integer", "description": "the publisher's revenue (bids net of the revenue share) in micros of programmatic_currency; rows add up to the totals" },
         "programmatic_revenue": { "type": "string", "description": "programmatic revenue in currency units, six decimals" }
     });
+    let change_properties = json!({
+        "type": "object",
+        "description": "with compare=previous: each numeric metric's change in % from the previous period; null where that was zero (money as spend_micros and programmatic_revenue_micros)",
+        "additionalProperties": { "type": "number", "nullable": true }
+    });
+    let previous_metrics = json!({
+        "type": "object",
+        "description": "with compare=previous: the metrics of the same place in the previous period (the same bucket number from its start and the same dimension values; zeros where it had no row)",
+        "properties": metric_properties.clone()
+    });
     let mut row_properties = metric_properties.clone();
     if let Some(properties) = row_properties.as_object_mut() {
-        properties.insert(
-            "bidder_name".into(),
-            json!({ "type": "string", "nullable": true, "description": "with group_by=bidder: the bidder's name, null for direct delivery (bidder 0) or a bidder no longer configured" }),
-        );
+        properties.insert("previous".into(), previous_metrics);
+        properties.insert("change".into(), change_properties.clone());
+    }
+    if let Some(properties) = row_properties.as_object_mut() {
+        for dimension in Dimension::ALL.into_iter().filter(|&d| has_names(d)) {
+            let description = if dimension == Dimension::Bidder {
+                "with group_by=bidder: the bidder's name, null for direct delivery (bidder 0) or a bidder no longer configured".to_owned()
+            } else {
+                format!(
+                    "with group_by={0}: the {1}'s name beside its id; null where the caller may not read it (an advertiser's rows by site, placement or publisher)",
+                    dimension.as_str(),
+                    dimension.as_str().replace('_', " ")
+                )
+            };
+            properties.insert(
+                format!("{}_name", dimension.as_str()),
+                json!({ "type": "string", "nullable": true, "description": description }),
+            );
+        }
     }
     operation(
         "Delivery report: metrics by time and dimensions, in the advertiser's time zone".into(),
@@ -852,13 +1368,23 @@ pub fn operation_doc() -> Value {
         vec![
             param(
                 "from",
-                "start (inclusive): a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`. The report holds the buckets (minutes, or hours for hour and day reports) that start in [from, to); the answer's `from` and `to` are the range they cover",
+                "start (inclusive), required unless `period` names a preset: a local date `2026-12-01`, local time `2026-12-01T08:00`, or instant `2026-12-01T07:00:00Z`. The report holds the buckets (minutes, or hours for hour and day reports) that start in [from, to); the answer's `from` and `to` are the range they cover",
                 text.clone(),
             ),
             param(
                 "to",
                 "end (exclusive), same forms; default now. The bucket in progress at `to` counts whole: the answer's `to` is the next bucket boundary",
                 text.clone(),
+            ),
+            param(
+                "period",
+                "a date preset instead of `from` and `to`: whole local days in the report's zone, counted from the server's today there (today and this_month include today; last_7_days and last_30_days end yesterday); `custom` takes `from` and `to`",
+                json!({ "type": "string", "enum": ["today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "custom"] }),
+            ),
+            param(
+                "compare",
+                "`previous`: also the period of the same length right before the one covered; each row and the totals gain `previous` (the metrics then) and `change` (each numeric metric's change in %); in CSV, `previous_<metric>` and `change_<metric>_percent` columns",
+                json!({ "type": "string", "enum": ["previous", "none"], "default": "none" }),
             ),
             param(
                 "granularity",
@@ -872,17 +1398,17 @@ pub fn operation_doc() -> Value {
             ),
             param(
                 "line_item",
-                "only these line items (comma-separated ids)",
+                "only these line items: ids or names, comma-separated (a name matches whole, ignoring case, among the line items the caller may read; an unknown or ambiguous name is a 400 naming it)",
                 text.clone(),
             ),
             param(
                 "advertiser",
-                "only this advertiser's line items (its time zone applies)",
-                json!({ "type": "integer" }),
+                "only this advertiser's line items (its time zone applies): its id or its name",
+                json!({ "type": "string", "example": "Acme Travel" }),
             ),
             param(
                 "placement",
-                "only these placements (comma-separated ids)",
+                "only these placements: ids or names, comma-separated, as line_item",
                 text.clone(),
             ),
             param(
@@ -929,7 +1455,17 @@ pub fn operation_doc() -> Value {
                                 "currency": { "type": "string", "nullable": true },
                                 "programmatic_currency": { "type": "string", "nullable": true, "description": "the gateway's currency, programmatic revenue's; null without a gateway" },
                                 "rows": { "type": "array", "items": { "type": "object", "properties": row_properties } },
-                                "totals": { "type": "object", "properties": metric_properties }
+                                "totals": { "type": "object", "properties": metric_properties.clone() },
+                                "previous": {
+                                    "type": "object",
+                                    "description": "with compare=previous: the previous period covered and its totals",
+                                    "properties": {
+                                        "from": { "type": "string" },
+                                        "to": { "type": "string" },
+                                        "totals": { "type": "object", "properties": metric_properties }
+                                    }
+                                },
+                                "change": change_properties
                             }
                         }},
                         "text/csv": { "schema": { "type": "string" } }
@@ -939,7 +1475,7 @@ pub fn operation_doc() -> Value {
             (
                 400,
                 response(
-                    "a parameter is missing or malformed (named in `fields`)",
+                    "a parameter is missing or malformed, or a filter's name matches no object the caller may read or several (named in `fields`)",
                     schema_ref("Error"),
                 ),
             ),

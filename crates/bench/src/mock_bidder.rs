@@ -128,14 +128,7 @@ impl MockBidder {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         for connection in 0u64.. {
-            let stream = match self.listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+            let stream = crate::reference::accept(&self.listener).await;
             let settings = Arc::clone(&self.settings);
             tokio::spawn(async move {
                 // Draws need no quality: a generator per connection, seeded apart (a mutex

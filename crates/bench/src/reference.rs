@@ -16,7 +16,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::BenchError;
 
@@ -78,16 +78,7 @@ impl ReferenceServer {
     /// Serves until the task is dropped or the process ends.
     pub async fn serve(self) {
         loop {
-            let stream = match self.listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            // Without NODELAY small answers wait for Nagle; failure only costs latency.
-            let _ = stream.set_nodelay(true);
+            let stream = accept(&self.listener).await;
             let bodies = Arc::clone(&self.bodies);
             tokio::spawn(async move {
                 let service = service_fn(move |request| answer(request, Arc::clone(&bodies)));
@@ -96,6 +87,21 @@ impl ReferenceServer {
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
+        }
+    }
+}
+
+/// The next connection, with NODELAY set (without it small answers wait for Nagle; failing to
+/// set it only costs latency). An accept error (out of file descriptors and the like) is
+/// waited out rather than spun on. The mock bidder's server accepts the same way.
+pub(crate) async fn accept(listener: &TcpListener) -> TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
 }

@@ -40,6 +40,15 @@ async fn run(args: &[&str]) -> Report {
     load::run(&plan(args).await.unwrap()).await.unwrap()
 }
 
+/// `run` against `target` with the options written as one line, split at white space (so a
+/// long option list stays one readable line rather than one word a line).
+async fn run_on(target: &str, options: &str) -> Report {
+    let args: Vec<&str> = std::iter::once(target)
+        .chain(options.split_whitespace())
+        .collect();
+    run(&args).await
+}
+
 /// What the test server does before answering "ok".
 #[derive(Debug, Clone, Copy)]
 enum Behaviour {
@@ -178,33 +187,11 @@ async fn request_count_is_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_poll_counts_the_same_and_ends() {
     let server = test_server(Behaviour::Delay(Duration::from_millis(2))).await;
-    let report = run(&[
-        &server.url,
-        "-c",
-        "4",
-        "-t",
-        "2",
-        "-n",
-        "300",
-        "-q",
-        "--busy-poll",
-    ])
-    .await;
+    let report = run_on(&server.url, "-c 4 -t 2 -n 300 -q --busy-poll").await;
     assert_eq!(server.requests.load(Ordering::SeqCst), 300);
     assert_eq!((report.requests, report.responses), (300, 300));
     let server = test_server(Behaviour::Immediate).await;
-    let report = run(&[
-        &server.url,
-        "-c",
-        "2",
-        "-r",
-        "1000",
-        "-n",
-        "120",
-        "-q",
-        "--busy-poll",
-    ])
-    .await;
+    let report = run_on(&server.url, "-c 2 -r 1000 -n 120 -q --busy-poll").await;
     assert_eq!(server.requests.load(Ordering::SeqCst), 120);
     assert_eq!(report.responses, 120);
     assert_eq!(report.errors_total, 0);
@@ -216,18 +203,7 @@ async fn busy_poll_counts_the_same_and_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_gives_the_generators_own_cpu() {
     let server = test_server(Behaviour::Delay(Duration::from_millis(2))).await;
-    let report = run(&[
-        &server.url,
-        "-c",
-        "1",
-        "-t",
-        "1",
-        "-d",
-        "600ms",
-        "-q",
-        "--busy-poll",
-    ])
-    .await;
+    let report = run_on(&server.url, "-c 1 -t 1 -d 600ms -q --busy-poll").await;
     let percent = report
         .client_cpu_percent
         .expect("/proc/self/stat is there on Linux");
@@ -419,18 +395,10 @@ async fn sessions_fetch_ads_and_fire_their_beacons() {
     let dir = tempfile::tempdir().unwrap();
     let config = session_config(&dir);
     let edge = fake_edge("a").await;
-    let report = run(&[
+    let report = run_on(
         &edge.url,
-        "--session-config",
-        &config,
-        "--seed",
-        "42",
-        "-c",
-        "2",
-        "-n",
-        "2000",
-        "-q",
-    ])
+        &format!("--session-config {config} --seed 42 -c 2 -n 2000 -q"),
+    )
     .await;
     let seen = edge.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2000);
@@ -504,20 +472,10 @@ async fn sessions_run_open_loop() {
     let dir = tempfile::tempdir().unwrap();
     let config = session_config(&dir);
     let edge = fake_edge("a").await;
-    let report = run(&[
+    let report = run_on(
         &edge.url,
-        "--session-config",
-        &config,
-        "--seed",
-        "7",
-        "-c",
-        "4",
-        "-r",
-        "600",
-        "-d",
-        "1200ms",
-        "-q",
-    ])
+        &format!("--session-config {config} --seed 7 -c 4 -r 600 -d 1200ms -q"),
+    )
     .await;
     assert_eq!(report.mode, "open");
     assert_eq!(report.errors_total, 0);
@@ -546,23 +504,7 @@ async fn beacons_reach_the_target_asked_for() {
     let config = session_config(&dir);
     for policy in ["same", "other", "random"] {
         let (a, b) = (fake_edge("a").await, fake_edge("b").await);
-        let report = run(&[
-            &a.url,
-            "--target",
-            &b.url,
-            "--beacon-target",
-            policy,
-            "--session-config",
-            &config,
-            "--seed",
-            "9",
-            "-c",
-            "2",
-            "-n",
-            "1500",
-            "-q",
-        ])
-        .await;
+        let report = run_on(&a.url, &format!("--target {} --beacon-target {policy} --session-config {config} --seed 9 -c 2 -n 1500 -q", b.url)).await;
         let session = report.session.as_ref().unwrap();
         assert_eq!(session.beacon_target, policy);
         for (edge, counts) in [(&a, &session.targets[0]), (&b, &session.targets[1])] {
@@ -752,19 +694,7 @@ fn assert_well_formed(document: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_wait_skips_what_no_connection_could_send_in_time() {
     let server = test_server(Behaviour::Delay(Duration::from_millis(20))).await;
-    let report = run(&[
-        &server.url,
-        "-c",
-        "1",
-        "--rate",
-        "400",
-        "-n",
-        "80",
-        "--max-wait",
-        "2ms",
-        "-q",
-    ])
-    .await;
+    let report = run_on(&server.url, "-c 1 --rate 400 -n 80 --max-wait 2ms -q").await;
     assert_eq!(report.requests + report.unsent, 80);
     assert!(report.unsent >= 40, "unsent {}", report.unsent);
     assert_eq!(report.requests, report.responses);

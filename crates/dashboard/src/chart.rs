@@ -180,6 +180,19 @@ fn legend(out: &mut String, series: &[Series]) {
     out.push_str("</ul>");
 }
 
+/// The most characters of a bar's label drawn left of it: what its margin holds on a 390-px
+/// screen, where labels are drawn larger than the view box. A longer label (an object's name beside its id) is cut with "…"; the bar's tooltip
+/// keeps it whole.
+const BAR_LABEL_CHARS: usize = 10;
+
+fn bar_label(label: &str) -> String {
+    if label.chars().count() <= BAR_LABEL_CHARS {
+        return label.to_owned();
+    }
+    let kept: String = label.chars().take(BAR_LABEL_CHARS - 1).collect();
+    format!("{}…", kept.trim_end())
+}
+
 /// A horizontal bar chart, one bar per `(label, value)`, longest bar to a round ceiling.
 pub fn bar_chart(title: &str, bars: &[(String, f64)]) -> String {
     let mut out = String::new();
@@ -198,7 +211,7 @@ pub fn bar_chart(title: &str, bars: &[(String, f64)]) -> String {
              <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
             LEFT * 2.0 - 6.0,
             top + band / 2.0 + 4.0,
-            escape_html(label),
+            escape_html(&bar_label(label)),
             LEFT * 2.0,
             top + band * 0.15,
             band * 0.7,
@@ -217,6 +230,23 @@ pub fn bar_chart(title: &str, bars: &[(String, f64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_bar_label_is_cut_and_kept_whole_in_the_tooltip() {
+        let svg = bar_chart(
+            "Impressions by line item",
+            &[
+                ("Subscribe to the Daily Planet (#6)".into(), 3.0),
+                ("Short (#7)".into(), 1.0),
+            ],
+        );
+        assert!(svg.contains(">Subscribe…</text>"), "{svg}");
+        assert!(
+            svg.contains("<title>Subscribe to the Daily Planet (#6): 3</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains(">Short (#7)</text>"), "{svg}");
+    }
 
     #[test]
     fn ceilings_are_round() {

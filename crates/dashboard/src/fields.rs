@@ -73,6 +73,11 @@ const fn field(name: &'static str, label: &'static str, widget: Widget) -> Field
     }
 }
 
+/// The field naming an object's parent, chosen from the objects of `kind`.
+const fn parent(name: &'static str, label: &'static str, kind: ObjectKind) -> Field {
+    field(name, label, Widget::Parent(kind))
+}
+
 const fn help(mut f: Field, text: &'static str) -> Field {
     f.help = text;
     f
@@ -96,6 +101,8 @@ const UNTOKENED_CLICKS: &[&str] = &["free", "charged"];
 /// The creative contents the form edits; native and VAST creatives are edited through the API.
 pub const CONTENT_TYPES: &[&str] = &["image", "html", "third_party_tag"];
 
+// The form tables below are data, one entry a field: entries of the same shape (a name, a label,
+// a widget, a help text) in every table are deliberate, not logic to share.
 const ADVERTISER: &[Field] = &[
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
@@ -115,11 +122,7 @@ const ADVERTISER: &[Field] = &[
 ];
 
 const CAMPAIGN: &[Field] = &[
-    field(
-        "advertiser_id",
-        "Advertiser",
-        Widget::Parent(ObjectKind::Advertiser),
-    ),
+    parent("advertiser_id", "Advertiser", ObjectKind::Advertiser),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -130,11 +133,7 @@ const CAMPAIGN: &[Field] = &[
 ];
 
 const LINE_ITEM: &[Field] = &[
-    field(
-        "campaign_id",
-        "Campaign",
-        Widget::Parent(ObjectKind::Campaign),
-    ),
+    parent("campaign_id", "Campaign", ObjectKind::Campaign),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -182,6 +181,7 @@ const LINE_ITEM: &[Field] = &[
         ),
         "for the whole flight, in the same unit",
     ),
+    // Deliberately the same shape as the other entries and tables: data.
     field("pacing", "Pacing", Widget::Select(PACING)),
     field("rotation", "Creative rotation", Widget::Select(ROTATION)),
     field("channels", "Channels", Widget::Checks(CHANNELS)),
@@ -199,12 +199,9 @@ const LINE_ITEM: &[Field] = &[
     ),
 ];
 
+// Same shape as the tables above, deliberately: data, one entry a field.
 const CREATIVE: &[Field] = &[
-    field(
-        "line_item_id",
-        "Line item",
-        Widget::Parent(ObjectKind::LineItem),
-    ),
+    parent("line_item_id", "Line item", ObjectKind::LineItem),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -248,18 +245,15 @@ const PUBLISHER: &[Field] = &[
 ];
 
 const SITE: &[Field] = &[
-    field(
-        "publisher_id",
-        "Publisher",
-        Widget::Parent(ObjectKind::Publisher),
-    ),
+    parent("publisher_id", "Publisher", ObjectKind::Publisher),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     field("domain", "Domain", Widget::Text),
 ];
 
+// Same shape as the tables above, deliberately: data, one entry a field.
 const PLACEMENT: &[Field] = &[
-    field("site_id", "Site", Widget::Parent(ObjectKind::Site)),
+    parent("site_id", "Site", ObjectKind::Site),
     field("name", "Name", Widget::Text),
     field("status", "Status", Widget::Select(STATUSES)),
     help(
@@ -280,6 +274,7 @@ const PLACEMENT: &[Field] = &[
         "set (such as 300) to auction ad requests among the gateway's bidders; empty: direct \
          line items only",
     ),
+    // The programmatic entries: deliberately the same shape as the line item's goal entries.
     when(
         field(
             "programmatic.floor_micros",

@@ -15,8 +15,8 @@ use marquee_model::{ObjectKind, Status};
 use marquee_store::{ListQuery, Record};
 
 use crate::lists::{all_matching, child_kind};
-use crate::objects::{may_write, read_form, singular};
-use crate::{Dashboard, Nav, PageError, SignedIn, html, path_id, require_user};
+use crate::objects::{may_write, singular, write_request};
+use crate::{Dashboard, Nav, PageError, SignedIn, html, path_id};
 
 fn plural(kind: ObjectKind, n: usize) -> String {
     let name = singular(kind);
@@ -166,6 +166,9 @@ struct ConfirmPage {
     has_children: bool,
 }
 
+// The same extractor list as the objects' update handler, deliberately: axum hands each handler
+// its own arguments; what they do with them first is shared in `write_request`.
+
 /// `POST /{collection}/{id}/archive`: without `confirm`, a page saying what archiving stops,
 /// with the button that confirms; with it, archives.
 pub async fn archive(
@@ -175,9 +178,7 @@ pub async fn archive(
     body: Bytes,
     kind: ObjectKind,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    let form = read_form(&user, &headers, &body)?;
-    may_write(&user, kind, Change::Archive)?;
+    let (user, form) = write_request(&dashboard, &headers, &body, kind, Change::Archive).await?;
     let id = path_id(path)?;
     let scope = user.principal().scope();
     if form.get("confirm") == "yes" {

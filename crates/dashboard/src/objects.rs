@@ -641,6 +641,22 @@ pub async fn new_form(
     Ok(html(&page))
 }
 
+/// What every handler that writes an object starts with: the signed-in user, the form it
+/// posted (its CSRF token checked), and the user's right to make `change` to objects of `kind`,
+/// checked in that order.
+pub(crate) async fn write_request(
+    dashboard: &Dashboard,
+    headers: &HeaderMap,
+    body: &Bytes,
+    kind: ObjectKind,
+    change: Change,
+) -> Result<(SignedIn, FormData), PageError> {
+    let user = require_user(dashboard, headers).await?;
+    let form = read_form(&user, headers, body)?;
+    may_write(&user, kind, change)?;
+    Ok((user, form))
+}
+
 /// Reads a posted object form, checking the CSRF token first.
 pub(crate) fn read_form(
     user: &SignedIn,
@@ -682,6 +698,7 @@ async fn draft_as<T: Object>(
     }))
 }
 
+// The same parameters as `draft_as`, deliberately: this only picks the object type for it.
 async fn draft(
     dashboard: &Dashboard,
     kind: ObjectKind,
@@ -944,9 +961,7 @@ pub async fn create(
     body: Bytes,
     kind: ObjectKind,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    let mut form = read_form(&user, &headers, &body)?;
-    may_write(&user, kind, Change::Create)?;
+    let (user, mut form) = write_request(&dashboard, &headers, &body, kind, Change::Create).await?;
     let errors = match read_object(
         &dashboard,
         &user,
@@ -1203,9 +1218,7 @@ pub async fn update(
     body: Bytes,
     kind: ObjectKind,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    let mut form = read_form(&user, &headers, &body)?;
-    may_write(&user, kind, Change::Update)?;
+    let (user, mut form) = write_request(&dashboard, &headers, &body, kind, Change::Update).await?;
     let id = path_id(path)?;
     let scope = user.principal().scope();
     let record = dashboard.store.get(kind, id, scope).await?;

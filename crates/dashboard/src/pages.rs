@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, civil};
-use marquee_api::BuiltReport;
+use marquee_api::{BuiltReport, FilterNames};
 use marquee_engine::{Context, Engine, FullSpeed, Geo, NoCaps, Outcome, Request, Scratch};
 use marquee_model::{
     Advertiser, Channel, Currency, CurrencyRates, DeviceType, GoalMetric, LineItem, LineItemId,
@@ -423,6 +423,17 @@ pub async fn home(
     Ok(html(&page))
 }
 
+/// The report form's date presets, as the API names them, and as people read them.
+const PERIODS: [(&str, &str); 7] = [
+    ("today", "Today"),
+    ("yesterday", "Yesterday"),
+    ("last_7_days", "Last 7 days"),
+    ("last_30_days", "Last 30 days"),
+    ("this_month", "This month"),
+    ("last_month", "Last month"),
+    ("custom", "Custom (from and to)"),
+];
+
 /// The report form's parameters, as the API names them.
 #[derive(Debug, Default)]
 pub struct ReportParams {
@@ -431,12 +442,17 @@ pub struct ReportParams {
     granularity: String,
     /// Comma-separated, as the API takes it.
     group_by: String,
+    advertiser: String,
     line_item: String,
     placement: String,
     country: String,
     region: String,
     device: String,
     tz: String,
+    /// A date preset (`today`, `last_7_days`, …) or `custom` (from and to as typed).
+    period: String,
+    /// `previous` to compare with the period of the same length right before.
+    compare: String,
 }
 
 impl ReportParams {
@@ -463,12 +479,15 @@ impl ReportParams {
                 "from" => &mut params.from,
                 "to" => &mut params.to,
                 "granularity" => &mut params.granularity,
+                "advertiser" => &mut params.advertiser,
                 "line_item" => &mut params.line_item,
                 "placement" => &mut params.placement,
                 "country" => &mut params.country,
                 "region" => &mut params.region,
                 "device" => &mut params.device,
                 "tz" => &mut params.tz,
+                "period" => &mut params.period,
+                "compare" => &mut params.compare,
                 _ => continue,
             };
             *field = value;
@@ -477,39 +496,50 @@ impl ReportParams {
         Ok(params)
     }
 
-    /// The non-empty parameters, with defaults: from yesterday, by hour.
+    /// Whether a preset, rather than from and to, sets the range.
+    fn preset(&self) -> bool {
+        !self.period.is_empty() && self.period != "custom"
+    }
+
+    /// The non-empty parameters, with defaults: from yesterday, by hour. A preset leaves from
+    /// and to out: the API resolves it in the report's zone against its clock.
     fn query(&self, now: Timestamp) -> Vec<(&'static str, String)> {
         let default_from = (now - SignedDuration::from_hours(24))
             .to_zoned(TimeZone::UTC)
             .date()
             .to_string();
-        let mut query = vec![
-            (
+        let mut query = if self.preset() {
+            vec![("period", self.period.clone())]
+        } else {
+            vec![(
                 "from",
                 if self.from.is_empty() {
                     default_from
                 } else {
                     self.from.clone()
                 },
-            ),
-            (
-                "granularity",
-                if self.granularity.is_empty() {
-                    "hour".into()
-                } else {
-                    self.granularity.clone()
-                },
-            ),
-        ];
+            )]
+        };
+        query.extend([(
+            "granularity",
+            if self.granularity.is_empty() {
+                "hour".into()
+            } else {
+                self.granularity.clone()
+            },
+        )]);
+        let to = if self.preset() { "" } else { self.to.as_str() };
         for (key, value) in [
-            ("to", &self.to),
+            ("to", to),
             ("group_by", &self.group_by),
+            ("advertiser", &self.advertiser),
             ("line_item", &self.line_item),
             ("placement", &self.placement),
             ("country", &self.country),
             ("region", &self.region),
             ("device", &self.device),
             ("tz", &self.tz),
+            ("compare", &self.compare),
         ] {
             let value = value.trim();
             if !value.is_empty() {
@@ -522,8 +552,8 @@ impl ReportParams {
 
 pub struct ReportTable {
     pub headings: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-    pub totals: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+    pub totals: Vec<Cell>,
     /// The report's invalid traffic (impressions, clicks and conversions) by reason, every
     /// reason, and the sum.
     pub invalid_by_reason: Vec<(&'static str, i64)>,
@@ -534,16 +564,24 @@ pub struct ReportTable {
 #[template(path = "reports.html")]
 struct ReportsPage {
     nav: Nav,
+    periods: [(&'static str, &'static str); 7],
     params: ReportParams,
     from: String,
     granularity: String,
     dimensions: Vec<(&'static str, bool)>,
+    /// Suggestions for the name filters: the user's own objects (every one for an admin).
+    names: FilterNames,
+    /// Whether the user's reports may filter by advertiser and line item (not a publisher's).
+    demand_filters: bool,
     error: Option<String>,
     zone: String,
     currency: String,
     /// Programmatic revenue's currency (the gateway's), empty without one.
     programmatic_currency: String,
     table: Option<ReportTable>,
+    /// The range the report covers, and the previous period's when comparing.
+    covered: String,
+    previous: String,
     impressions: i64,
     line: String,
     bars: String,
@@ -558,15 +596,12 @@ fn dim_text(value: &DimValue) -> String {
     }
 }
 
-/// A dimension's cell: a bidder by its name when it is configured, direct delivery (bidder
-/// 0) as such; other values as [`dim_text`].
+/// A dimension's cell: an object or a configured bidder by its name beside its id (where the
+/// user may read the name), direct delivery (bidder 0) as such; other values as [`dim_text`].
 fn dim_cell(built: &BuiltReport, dimension: Dimension, value: &DimValue) -> String {
-    match (dimension, value) {
-        (Dimension::Bidder, DimValue::Id(0)) => "direct".to_owned(),
-        (Dimension::Bidder, DimValue::Id(id)) => built
-            .programmatic
-            .bidder_name(*id)
-            .map_or_else(|| format!("#{id}"), str::to_owned),
+    match (dimension, value, built.name(dimension, value)) {
+        (Dimension::Bidder, DimValue::Id(0), _) => "direct".to_owned(),
+        (_, DimValue::Id(id), Some(name)) => format!("{name} (#{id})"),
         _ => dim_text(value),
     }
 }
@@ -581,27 +616,92 @@ struct RowMoney {
     programmatic_currency: Option<Currency>,
 }
 
-/// A row's cells; the money is the row's share of the totals (rows add up to them). Invalid
-/// traffic comes after the spend, apart from the figures it is never part of; programmatic
-/// demand (the unified auction's) last, beside direct delivery.
-fn metric_cells(c: &Counters, m: RowMoney) -> Vec<String> {
-    let rate = |r: Option<f64>| r.map_or_else(String::new, |r| format!("{:.2}%", r * 100.0));
+/// A row's metrics as shown and as numbers (what a change is taken of); the money is the
+/// row's share of the totals (rows add up to them). Invalid traffic comes after the spend,
+/// apart from the figures it is never part of; programmatic demand (the unified auction's)
+/// last, beside direct delivery.
+fn metric_cells(c: &Counters, m: RowMoney) -> Vec<(String, Option<f64>)> {
+    let rate = |r: Option<f64>| {
+        (
+            r.map_or_else(String::new, |r| format!("{:.2}%", r * 100.0)),
+            r,
+        )
+    };
+    let count = |n: i64| (n.to_string(), Some(n as f64));
+    let amount = |currency, micros: i64| (money(currency, micros as f64), Some(micros as f64));
     vec![
-        c.impressions.to_string(),
-        c.clicks.to_string(),
+        count(c.impressions),
+        count(c.clicks),
         rate(c.ctr()),
-        money(m.currency, m.spend_micros as f64),
-        c.invalid_impressions.to_string(),
-        c.invalid_clicks.to_string(),
-        c.ad_requests().to_string(),
+        amount(m.currency, m.spend_micros),
+        count(c.invalid_impressions),
+        count(c.invalid_clicks),
+        count(c.ad_requests()),
         rate(c.fill_rate()),
-        c.programmatic_auctions.to_string(),
-        c.programmatic_bids.to_string(),
-        c.programmatic_timeouts.to_string(),
-        c.programmatic_wins.to_string(),
-        c.programmatic_impressions.to_string(),
-        money(m.programmatic_currency, m.revenue_micros as f64),
+        count(c.programmatic_auctions),
+        count(c.programmatic_bids),
+        count(c.programmatic_timeouts),
+        count(c.programmatic_wins),
+        count(c.programmatic_impressions),
+        amount(m.programmatic_currency, m.revenue_micros),
     ]
+}
+
+/// A table cell: its value, and when comparing, the previous period's and the change.
+pub struct Cell {
+    pub value: String,
+    /// Empty unless comparing a metric.
+    pub previous: String,
+    /// `+12%`, `−3%`, or empty when the previous period had nothing.
+    pub change: String,
+    pub up: bool,
+}
+
+impl Cell {
+    fn plain(value: String) -> Cell {
+        Cell {
+            value,
+            previous: String::new(),
+            change: String::new(),
+            up: true,
+        }
+    }
+}
+
+/// Metric cells, each beside the previous period's value when there is one.
+fn compared(
+    now: Vec<(String, Option<f64>)>,
+    before: Option<Vec<(String, Option<f64>)>>,
+) -> Vec<Cell> {
+    let Some(before) = before else {
+        return now
+            .into_iter()
+            .map(|(value, _)| Cell::plain(value))
+            .collect();
+    };
+    now.into_iter()
+        .zip(before)
+        .map(|((value, n), (previous, p))| {
+            let (change, up) = match (n, p) {
+                (Some(n), Some(p)) if p != 0.0 => {
+                    let percent = (n - p) / p * 100.0;
+                    let sign = if percent >= 0.0 { "+" } else { "−" };
+                    (format!("{sign}{:.0}%", percent.abs()), percent >= 0.0)
+                }
+                _ => (String::new(), true),
+            };
+            Cell {
+                value,
+                previous: if previous.is_empty() {
+                    "–".into()
+                } else {
+                    previous
+                },
+                change,
+                up,
+            }
+        })
+        .collect()
 }
 
 fn table(built: &BuiltReport) -> ReportTable {
@@ -640,35 +740,56 @@ fn table(built: &BuiltReport) -> ReportTable {
         ]
         .map(String::from),
     );
+    let nothing = || metric_cells(&Counters::default(), row_money(0, 0));
     let rows = built
         .report
         .rows
         .iter()
         .map(|row| {
-            let mut cells = vec![row.start.strftime("%Y-%m-%d %H:%M").to_string()];
+            let mut cells = vec![Cell::plain(
+                row.start.strftime("%Y-%m-%d %H:%M").to_string(),
+            )];
             cells.extend(
                 built
                     .spec
                     .group_by
                     .iter()
                     .zip(&row.values)
-                    .map(|(&d, v)| dim_cell(built, d, v)),
+                    .map(|(&d, v)| Cell::plain(dim_cell(built, d, v))),
             );
-            cells.extend(metric_cells(
-                &row.counters,
-                row_money(row.spend_micros, row.revenue_micros),
+            // A row the previous period did not have compares with nothing: zeros.
+            let before = built.previous.as_ref().map(|_| {
+                built.previous_row(row).map_or_else(nothing, |b| {
+                    metric_cells(&b.counters, row_money(b.spend_micros, b.revenue_micros))
+                })
+            });
+            cells.extend(compared(
+                metric_cells(
+                    &row.counters,
+                    row_money(row.spend_micros, row.revenue_micros),
+                ),
+                before,
             ));
             cells
         })
         .collect();
-    let mut totals = vec!["total".to_owned()];
-    totals.extend(built.spec.group_by.iter().map(|_| String::new()));
-    totals.extend(metric_cells(
-        &built.report.totals,
-        row_money(
-            built.report.totals.spend_micros(),
-            built.report.totals.programmatic_revenue_micros(),
-        ),
+    let mut totals = vec![Cell::plain("total".to_owned())];
+    totals.extend(
+        built
+            .spec
+            .group_by
+            .iter()
+            .map(|_| Cell::plain(String::new())),
+    );
+    let totals_of = |c: &Counters| {
+        metric_cells(
+            c,
+            row_money(c.spend_micros(), c.programmatic_revenue_micros()),
+        )
+    };
+    totals.extend(compared(
+        totals_of(&built.report.totals),
+        built.previous.as_ref().map(|p| totals_of(&p.report.totals)),
     ));
     let totals_counters = &built.report.totals;
     ReportTable {
@@ -684,56 +805,58 @@ fn table(built: &BuiltReport) -> ReportTable {
     }
 }
 
-/// Impressions and clicks per time bucket (summed over the dimensions).
+/// Impressions and clicks per time bucket (summed over the dimensions); when comparing, the
+/// previous period's impressions in the same buckets, dashed.
 fn line_chart(built: &BuiltReport) -> String {
-    let mut labels: Vec<String> = Vec::new();
-    let mut impressions: Vec<f64> = Vec::new();
-    let mut clicks: Vec<f64> = Vec::new();
-    let mut programmatic: Vec<f64> = Vec::new();
     let format = match built.spec.granularity {
         marquee_stats::Granularity::Day => "%m-%d",
         _ => "%m-%d %H:%M",
     };
+    // Bucket number → label and sums (impressions, clicks, programmatic, previous).
+    let mut buckets: std::collections::BTreeMap<i64, (String, [f64; 4])> = Default::default();
     for row in &built.report.rows {
-        let label = row.start.strftime(format).to_string();
-        if labels.last() != Some(&label) {
-            labels.push(label);
-            impressions.push(0.0);
-            clicks.push(0.0);
-            programmatic.push(0.0);
-        }
-        if let (Some(i), Some(c), Some(p)) = (
-            impressions.last_mut(),
-            clicks.last_mut(),
-            programmatic.last_mut(),
-        ) {
-            *i += row.counters.impressions as f64;
-            *c += row.counters.clicks as f64;
-            *p += row.counters.programmatic_impressions as f64;
+        let (_, sums) = buckets
+            .entry(built.bucket_number(row, false))
+            .or_insert_with(|| (row.start.strftime(format).to_string(), [0.0; 4]));
+        sums[0] += row.counters.impressions as f64;
+        sums[1] += row.counters.clicks as f64;
+        sums[2] += row.counters.programmatic_impressions as f64;
+    }
+    if let Some(previous) = &built.previous {
+        for row in &previous.report.rows {
+            // Buckets of the previous period past the report's last one are not drawn.
+            if let Some((_, sums)) = buckets.get_mut(&built.bucket_number(row, true)) {
+                sums[3] += row.counters.impressions as f64;
+            }
         }
     }
-    chart::line_chart(
-        "Impressions and clicks over time",
-        &labels,
-        &[
-            Series {
-                label: "impressions".into(),
-                values: impressions,
-                dashed: false,
-            },
-            Series {
-                label: "clicks".into(),
-                values: clicks,
-                dashed: false,
-            },
-            Series {
-                label: "programmatic impressions".into(),
-                values: programmatic,
-                dashed: true,
-            },
-        ],
-        "",
-    )
+    let labels: Vec<String> = buckets.values().map(|(label, _)| label.clone()).collect();
+    let column = |i: usize| buckets.values().map(|(_, sums)| sums[i]).collect();
+    let mut series = vec![
+        Series {
+            label: "impressions".into(),
+            values: column(0),
+            dashed: false,
+        },
+        Series {
+            label: "clicks".into(),
+            values: column(1),
+            dashed: false,
+        },
+        Series {
+            label: "programmatic impressions".into(),
+            values: column(2),
+            dashed: true,
+        },
+    ];
+    if built.previous.is_some() {
+        series.push(Series {
+            label: "impressions, previous period".into(),
+            values: column(3),
+            dashed: true,
+        });
+    }
+    chart::line_chart("Impressions and clicks over time", &labels, &series, "")
 }
 
 /// Impressions by the first grouping dimension, largest first (at most 12 bars).
@@ -784,12 +907,18 @@ pub async fn reports(
         .filter(|d| allowed(d))
         .map(|d| (d.as_str(), grouped.contains(&d.as_str())))
         .collect();
+    let names = marquee_api::filter_names(&dashboard.reports, &user.principal()).await?;
     let mut page = ReportsPage {
         nav: Nav::new(&user, "reports"),
+        periods: PERIODS,
         from: value("from"),
         granularity: value("granularity"),
         params,
         dimensions,
+        names,
+        demand_filters: user.role != Role::Publisher,
+        covered: String::new(),
+        previous: String::new(),
         error: None,
         zone: String::new(),
         currency: String::new(),
@@ -809,16 +938,35 @@ pub async fn reports(
                 .currency()
                 .map_or_else(String::new, |c| c.as_str().to_owned());
             page.impressions = built.report.totals.impressions;
+            let range = |spec: &marquee_stats::ReportSpec| {
+                let (from, to) = spec.covered();
+                let local = |t: Timestamp| {
+                    t.to_zoned(spec.zone.clone())
+                        .strftime("%Y-%m-%d %H:%M")
+                        .to_string()
+                };
+                format!("{} – {}", local(from), local(to))
+            };
+            page.covered = range(&built.spec);
+            if let Some(previous) = &built.previous {
+                page.previous = range(&previous.spec);
+            }
             page.table = Some(table(&built));
             page.line = line_chart(&built);
             page.bars = bar_chart(&built);
         }
-        Err(PageError::BadRequest(message)) => page.error = Some(message),
+        // A filter naming an id out of the user's scope is told beside the form, as a mistyped
+        // name is.
+        Err(PageError::BadRequest(message) | PageError::NotFound(message)) => {
+            page.error = Some(message);
+        }
         Err(other) => return Err(other),
     }
     Ok(html(&page))
 }
 
+// Starts as `reports` does, deliberately: the CSV is that page's table, read from the same
+// parameters by the same user.
 pub async fn reports_csv(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,

@@ -249,15 +249,7 @@ pub(crate) type WeekMask = [u64; 3];
 
 pub(crate) const ALL_WEEK: WeekMask = [u64::MAX, u64::MAX, (1 << 40) - 1];
 
-const WEEKDAYS: [Weekday; 7] = [
-    Weekday::Mon,
-    Weekday::Tue,
-    Weekday::Wed,
-    Weekday::Thu,
-    Weekday::Fri,
-    Weekday::Sat,
-    Weekday::Sun,
-];
+const WEEKDAYS: [Weekday; 7] = Weekday::ALL;
 
 pub(crate) fn has_bit(mask: &WeekMask, bit: u8) -> bool {
     mask[usize::from(bit / 64)] & (1 << (bit % 64)) != 0

@@ -26,6 +26,8 @@
 //!   rows to write per event, the worst case for the database.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,16 +153,7 @@ async fn bench(scenario: &str, events: u64, window_secs: u64) {
     marquee_manager::demo::load(&*store, &*clock).await.unwrap();
     let catalog = store.catalog().await.unwrap();
     // (line item, creative, placement) the demo can serve.
-    let mut slots = Vec::new();
-    for (line_item, placement) in &catalog.links {
-        for creative in catalog
-            .creatives
-            .iter()
-            .filter(|c| c.object.line_item_id == *line_item)
-        {
-            slots.push((line_item.0, creative.meta.id, placement.0));
-        }
-    }
+    let slots = common::slots(&catalog);
     assert!(!slots.is_empty(), "the demo links line items to placements");
 
     let log_dir = dir.path().join("events");

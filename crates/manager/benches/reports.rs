@@ -11,6 +11,8 @@
 //! and a unique-users sketch per line item and day.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,16 +47,7 @@ async fn bench() {
         Arc::new(SqliteStore::open(&dir.path().join("m.db"), Arc::clone(&clock)).unwrap());
     marquee_manager::demo::load(&*store, &*clock).await.unwrap();
     let catalog = store.catalog().await.unwrap();
-    let mut slots = Vec::new();
-    for (line_item, placement) in &catalog.links {
-        for creative in catalog
-            .creatives
-            .iter()
-            .filter(|c| c.object.line_item_id == *line_item)
-        {
-            slots.push((line_item.0, creative.meta.id, placement.0));
-        }
-    }
+    let slots = common::slots(&catalog);
 
     let now = clock.now().as_second();
     let today = now - now.rem_euclid(86_400);

@@ -506,6 +506,8 @@ impl Aggregator {
             let shards: Vec<ShardDone> = reads
                 .into_iter()
                 .map(|read| {
+                    // Summed field by field: the same shape as other tallies' sums (the crash
+                    // test's `Figures::add`), deliberately not shared across a library and a test.
                     let (done, stats) = ingest_shard(&mut ingest, read);
                     total.bytes += stats.bytes;
                     total.records += stats.records;

@@ -141,6 +141,8 @@ struct Published {
     usages: Vec<(LineItemId, marquee_pacing::BudgetUsage)>,
 }
 
+// The store and clock fields are the same as `Manager`'s, deliberately: each service holds its own
+// handles.
 /// The pacing loop and the lease book behind the sync endpoint.
 #[derive(Debug)]
 pub struct Pacing {

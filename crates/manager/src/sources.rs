@@ -138,6 +138,8 @@ impl LogSource for LocalLogSource {
         .map_err(|e| self.error(e))
     }
 
+    // The signature is `LogSource::read`'s: a deliberate twin in every source (and the tests'
+    // sources), as the trait requires.
     async fn read(
         &self,
         shard: u32,
@@ -294,6 +296,7 @@ impl LogSource for HttpLogSource {
             .collect()
     }
 
+    // The same signature as `LocalLogSource::read`, deliberately: the trait's.
     async fn read(
         &self,
         shard: u32,

@@ -160,6 +160,8 @@ pub enum Format {
     Audio,
 }
 
+// The same derive list as `Money`'s, deliberately: both are small ordered values; a macro for a
+// derive list would hide what the type is.
 /// Priority tier: a higher tier wins outright over every lower one.
 #[derive(
     Debug,

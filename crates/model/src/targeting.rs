@@ -121,6 +121,19 @@ pub enum Weekday {
     Sun,
 }
 
+impl Weekday {
+    /// The days in order, Monday first (as a week's hours are numbered).
+    pub const ALL: [Weekday; 7] = [
+        Weekday::Mon,
+        Weekday::Tue,
+        Weekday::Wed,
+        Weekday::Thu,
+        Weekday::Fri,
+        Weekday::Sat,
+        Weekday::Sun,
+    ];
+}
+
 /// Hours `from` (inclusive, 0–23) to `to` (exclusive, 1–24).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

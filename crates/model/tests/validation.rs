@@ -873,6 +873,8 @@ fn publisher_has_only_the_name_rule() {
     );
 }
 
+// One table of rule cases a kind, deliberately the same shape as the others: each reads as that
+// kind's rules.
 #[test]
 fn site_rules() {
     #[rustfmt::skip]

@@ -299,6 +299,8 @@ impl<'a> Cursor<'a> {
         self.array(Self::string)
     }
 
+    // `skip_string_rest` below walks the same escapes, a deliberate twin: it only checks them, as
+    // serde_json's skip does, and allocates nothing.
     /// The rest of a string with escapes, from the cursor (on a `\`) to past the closing quote.
     /// Stops are ASCII bytes, so every slice boundary is a character boundary.
     fn unescape_rest(&mut self, out: &mut String) -> Option<()> {
@@ -756,6 +758,7 @@ impl<'a> FromObject<'a> for BidRequest<'a> {
         }
     }
 
+    // Deliberately the twin of `BidRequest`'s serde fields, key for key (see the module note).
     fields!(c, request, {
         "id" => request.id = c.string_or_empty()?,
         "imp" => request.imp = c.objects()?,
@@ -841,6 +844,7 @@ fn opt_code<T>(c: &mut Cursor<'_>, wrap: fn(i32) -> T) -> Option<Option<T>> {
     c.nullable(|c| c.i32().map(wrap))
 }
 
+// Deliberately the twin of `Banner`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for Banner<'a> {
     fn empty() -> Self {
         Banner::default()
@@ -858,6 +862,7 @@ impl<'a> FromObject<'a> for Banner<'a> {
     });
 }
 
+// Deliberately the twin of `Video`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for Video<'a> {
     fn empty() -> Self {
         Video::default()
@@ -924,6 +929,7 @@ impl<'a> FromObject<'a> for Pmp<'a> {
     });
 }
 
+// Deliberately the twin of `Deal`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for Deal<'a> {
     fn empty() -> Self {
         Deal {
@@ -958,6 +964,7 @@ impl<'a> FromObject<'a> for Publisher<'a> {
     });
 }
 
+// Deliberately the twin of `Site`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for Site<'a> {
     fn empty() -> Self {
         Site::default()
@@ -975,6 +982,7 @@ impl<'a> FromObject<'a> for Site<'a> {
     });
 }
 
+// Deliberately the twin of `App`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for App<'a> {
     fn empty() -> Self {
         App::default()
@@ -1008,6 +1016,7 @@ impl<'a> FromObject<'a> for Geo<'a> {
     });
 }
 
+// Deliberately the twin of `Device`'s serde fields, key for key (see the module note).
 impl<'a> FromObject<'a> for Device<'a> {
     fn empty() -> Self {
         Device::default()

@@ -80,6 +80,8 @@ pub struct TitleRequest {
     pub len: u32,
 }
 
+// Image and video asset requests share fields with request.rs's `Banner` and `Video` deliberately:
+// each is the Native specification's own object (see request.rs's module note).
 /// An image asset. A dimension with only `w`/`h` is exact; with `wmin`/`hmin` a minimum.
 #[derive(Clone, Debug, Deserialize)]
 pub struct ImageRequest<'a> {
@@ -205,6 +207,8 @@ pub struct NativeImage<'c> {
     pub mime: Option<&'c str>,
 }
 
+// Borrowed optional texts field after field, the same shape as macros.rs's `AuctionMacros` by
+// coincidence of purpose (values filled in when known), deliberately not merged.
 /// What a native creative can show, borrowed from wherever the creative lives.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NativeCreative<'c> {

@@ -188,6 +188,8 @@ pub struct Banner<'a> {
     pub(crate) unreadable: Option<JsonError>,
 }
 
+// Video, Audio and native.rs's asset requests repeat fields deliberately (see the module note):
+// each is the specification's own object.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Video<'a> {
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
@@ -220,6 +222,7 @@ pub struct Video<'a> {
     pub(crate) unreadable: Option<JsonError>,
 }
 
+// The same fields as `Video`'s first ones, deliberately: the specification's audio object.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Audio<'a> {
     #[serde(default, borrow, deserialize_with = "de::cow_vec")]
@@ -454,6 +457,8 @@ fn alpha3_to_alpha2() -> &'static [([u8; 3], &'static str)] {
     })
 }
 
+// Optional strings field after field, the same as `Site` and `User`: deliberately one declaration
+// per specification field (see the module note).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Device<'a> {
     #[serde(default, borrow, deserialize_with = "de::opt_cow")]
@@ -517,6 +522,7 @@ pub struct Eid<'a> {
     pub uids: Vec<Uid<'a>>,
 }
 
+// The same shape as `Device`, deliberately (see the module note).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct User<'a> {
     /// The exchange's user id.

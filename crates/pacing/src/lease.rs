@@ -270,6 +270,15 @@ pub struct BookState {
     budgets: BTreeMap<LineItemId, Budget>,
 }
 
+impl BookState {
+    /// The line item's budget; `NoBudget` when the book has none.
+    fn budget_mut(&mut self, line_item: LineItemId) -> Result<&mut Budget, LeaseError> {
+        self.budgets
+            .get_mut(&line_item)
+            .ok_or(LeaseError::NoBudget(line_item))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Budget {
     spec: BudgetSpec,
@@ -737,11 +746,7 @@ impl LeaseBook {
     /// ceiling, its counter plus a slice of what is left, sized to its recent rate.
     pub fn renew(&mut self, renewal: &Renewal, now: Timestamp) -> Result<LeaseGrant, LeaseError> {
         let config = &self.config;
-        let budget = self
-            .state
-            .budgets
-            .get_mut(&renewal.line_item)
-            .ok_or(LeaseError::NoBudget(renewal.line_item))?;
+        let budget = self.state.budget_mut(renewal.line_item)?;
         let earlier = budget.retired.saturating_add(budget.prior);
         // What the other edges may bill, and what they did bill, in this period.
         let (mut others, mut others_used) = (earlier, earlier);
@@ -799,11 +804,7 @@ impl LeaseBook {
     /// An edge gives its lease back (it is shutting down): the unused part returns at once.
     pub fn release(&mut self, renewal: &Renewal, now: Timestamp) -> Result<(), LeaseError> {
         let config = &self.config;
-        let budget = self
-            .state
-            .budgets
-            .get_mut(&renewal.line_item)
-            .ok_or(LeaseError::NoBudget(renewal.line_item))?;
+        let budget = self.state.budget_mut(renewal.line_item)?;
         let ended = budget.ended(now);
         let account = budget
             .accounts

@@ -301,6 +301,8 @@ struct OwnServer {
     port: u16,
 }
 
+// The same start as the marquee tests' `RedisServer`, deliberately: this crate's tests do not
+// depend on that crate's.
 impl OwnServer {
     fn start_on(port: u16) -> OwnServer {
         let child = Command::new("redis-server")

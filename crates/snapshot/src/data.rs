@@ -39,6 +39,8 @@ pub struct CampaignEntry {
     pub app_bundle: Option<String>,
 }
 
+// Deliberately the twin of the model's `LineItem`, field for field where nothing needs resolving:
+// the edge's copy, with ids, times and links resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineItemEntry {
     pub id: LineItemId,
@@ -196,6 +198,7 @@ impl From<&CreativeContent> for Content {
                 image_size,
                 icon_size,
             })),
+            // A deliberate twin of the model's field list too (see the note above the impl).
             CreativeContent::Vast {
                 xml,
                 url,

@@ -1,9 +1,11 @@
 //! The catalog as aggregation and reports see it: which ids exist (whatever their status: a
-//! paused line item's outstanding tracking links still count), their parents, and each
-//! advertiser's time zone.
+//! paused line item's outstanding tracking links still count), their parents, each
+//! advertiser's time zone, and every object's name (reports show it beside the id).
 
 use jiff::tz::TimeZone;
 use rustc_hash::FxHashMap;
+
+use crate::Dimension;
 
 /// A line item's ancestry and the index of its advertiser's time zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +37,12 @@ pub struct Dimensions {
     line_items: FxHashMap<u64, LineItemDim>,
     creatives: FxHashMap<u64, u64>,
     placements: FxHashMap<u64, PlacementDim>,
+    /// Sites by id, with their publisher.
+    sites: FxHashMap<u64, u64>,
     zones: Vec<TimeZone>,
     zone_names: Vec<String>,
+    /// Names by the dimension whose values are the object's ids.
+    names: FxHashMap<(Dimension, u64), String>,
 }
 
 impl Dimensions {
@@ -55,6 +61,11 @@ impl Dimensions {
 
     pub fn placement(&self, id: u64) -> Option<&PlacementDim> {
         self.placements.get(&id)
+    }
+
+    /// The publisher a site belongs to.
+    pub fn site(&self, id: u64) -> Option<u64> {
+        self.sites.get(&id).copied()
     }
 
     pub fn advertiser(&self, id: u64) -> Option<&AdvertiserDim> {
@@ -106,6 +117,39 @@ impl Dimensions {
     pub fn line_item_count(&self) -> usize {
         self.line_items.len()
     }
+
+    /// The name of the object `id` is in `dimension` (advertiser, campaign, line item,
+    /// creative, publisher, site or placement).
+    pub fn name(&self, dimension: Dimension, id: u64) -> Option<&str> {
+        self.names.get(&(dimension, id)).map(String::as_str)
+    }
+
+    /// Ids of the objects of `dimension` named `name`, ascending: compared whole, ignoring
+    /// case and surrounding spaces (names are not unique: two campaigns may each have a
+    /// "Run of site" line item).
+    pub fn named(&self, dimension: Dimension, name: &str) -> Vec<u64> {
+        let name = name.trim();
+        let mut ids: Vec<u64> = self
+            .names
+            .iter()
+            .filter(|((d, _), n)| *d == dimension && n.trim().eq_ignore_ascii_case(name))
+            .map(|(&(_, id), _)| id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Every named object of `dimension`, by ascending id.
+    pub fn names(&self, dimension: Dimension) -> Vec<(u64, &str)> {
+        let mut names: Vec<(u64, &str)> = self
+            .names
+            .iter()
+            .filter(|((d, _), _)| *d == dimension)
+            .map(|(&(_, id), name)| (id, name.as_str()))
+            .collect();
+        names.sort_unstable();
+        names
+    }
 }
 
 /// Collects rows (in any order) and resolves ancestry in [`build`](Self::build).
@@ -117,6 +161,7 @@ pub struct DimensionsBuilder {
     creatives: Vec<(u64, u64)>,
     sites: Vec<(u64, u64)>,
     placements: Vec<(u64, u64)>,
+    names: Vec<(Dimension, u64, String)>,
 }
 
 impl DimensionsBuilder {
@@ -153,9 +198,22 @@ impl DimensionsBuilder {
         self
     }
 
+    /// The name of an object, by the dimension its id is a value of.
+    pub fn name(&mut self, dimension: Dimension, id: u64, name: &str) -> &mut Self {
+        self.names.push((dimension, id, name.to_owned()));
+        self
+    }
+
     /// Resolves every row's ancestry; a row whose parent is missing is left out.
     pub fn build(&self) -> Dimensions {
-        let mut dims = Dimensions::default();
+        let mut dims = Dimensions {
+            names: self
+                .names
+                .iter()
+                .map(|(dimension, id, name)| ((*dimension, *id), name.clone()))
+                .collect(),
+            ..Dimensions::default()
+        };
         let mut zone_index: FxHashMap<String, u16> = FxHashMap::default();
         for (id, zone_name, currency) in &self.advertisers {
             let zone = match zone_index.get(zone_name) {
@@ -202,9 +260,9 @@ impl DimensionsBuilder {
                 dims.creatives.insert(id, line_item);
             }
         }
-        let sites: FxHashMap<u64, u64> = self.sites.iter().copied().collect();
+        dims.sites = self.sites.iter().copied().collect();
         for &(id, site) in &self.placements {
-            if let Some(&publisher) = sites.get(&site) {
+            if let Some(&publisher) = dims.sites.get(&site) {
                 dims.placements.insert(id, PlacementDim { site, publisher });
             }
         }
@@ -260,5 +318,29 @@ mod tests {
         assert!(dims.placement(8).is_none());
         assert_eq!(dims.line_items_of(2), vec![200]);
         assert_eq!(dims.placements_of(50), vec![7]);
+        assert_eq!(dims.site(5), Some(50));
+    }
+
+    #[test]
+    fn names_are_kept_by_dimension_and_found_ignoring_case() {
+        let dims = Dimensions::builder()
+            .name(Dimension::LineItem, 1, "Run of site")
+            .name(Dimension::LineItem, 2, "Homepage takeover")
+            .name(Dimension::LineItem, 3, "run of site ")
+            .name(Dimension::Campaign, 4, "Run of site")
+            .build();
+        assert_eq!(dims.name(Dimension::LineItem, 2), Some("Homepage takeover"));
+        assert_eq!(dims.name(Dimension::Campaign, 2), None);
+        assert_eq!(dims.named(Dimension::LineItem, " RUN OF SITE"), vec![1, 3]);
+        assert_eq!(dims.named(Dimension::Campaign, "Run of site"), vec![4]);
+        assert!(dims.named(Dimension::LineItem, "Run").is_empty());
+        assert_eq!(
+            dims.names(Dimension::LineItem),
+            vec![
+                (1, "Run of site"),
+                (2, "Homepage takeover"),
+                (3, "run of site ")
+            ]
+        );
     }
 }

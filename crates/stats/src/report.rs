@@ -61,6 +61,8 @@ impl Granularity {
     }
 }
 
+// The first seven variants mirror `ObjectKind`'s deliberately: a report groups by each kind of
+// object, and by dimensions no object has.
 /// What a report can group by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dimension {

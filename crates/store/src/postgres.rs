@@ -707,6 +707,47 @@ async fn catalog_in(tx: &Tx<'_>) -> Result<Catalog, StoreError> {
     })
 }
 
+// Twin of sqlite.rs's `change_link`, deliberately: the same steps, asynchronous, in PostgreSQL's
+// placeholders and types.
+/// Links (`link`) or unlinks `placement` on `line_item`, both of which must exist and not be
+/// archived; only a change is counted and audited. Returns whether anything changed.
+async fn change_link(
+    tx: &Tx<'_>,
+    by: &Actor,
+    link: bool,
+    line_item: LineItemId,
+    placement: PlacementId,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let (line_item_id, placement_id) = require_link_ends(tx, line_item, placement).await?;
+    let (changed, action) = if link {
+        let inserted = execute(
+            tx,
+            "INSERT INTO line_item_placements (line_item_id, placement_id, created_at)
+             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&line_item_id, &placement_id, &now.as_microsecond()],
+        )
+        .await?;
+        (inserted, AuditAction::Link)
+    } else {
+        let deleted = execute(
+            tx,
+            "DELETE FROM line_item_placements WHERE line_item_id = $1 AND placement_id = $2",
+            &[&line_item_id, &placement_id],
+        )
+        .await?;
+        (deleted, AuditAction::Unlink)
+    };
+    let changed = changed == 1;
+    if changed {
+        bump_change_counter(tx).await?;
+        audit_link(tx, by, action, line_item, placement, now).await?;
+    }
+    Ok(changed)
+}
+
+// The signatures are the `Store` trait's, so they repeat it and each other; each body is
+// deliberately the twin of sqlite.rs's: a transaction opened by `in_write!` or `in_read!`.
 #[async_trait]
 impl Store for PostgresStore {
     async fn create(
@@ -733,6 +774,7 @@ impl Store for PostgresStore {
         in_read!(self, |tx| list_in(&tx, kind, query).await?)
     }
 
+    // Same as the trait's signature and sqlite.rs's method, deliberately (see the impl's note).
     async fn update(
         &self,
         kind: ObjectKind,
@@ -766,28 +808,17 @@ impl Store for PostgresStore {
             .await?)
     }
 
+    // Same as the trait's signatures and sqlite.rs's methods, deliberately (see the impl's note).
     async fn link(
         &self,
         line_item: LineItemId,
         placement: PlacementId,
         by: &Actor,
     ) -> Result<bool, StoreError> {
-        in_write!(self, |tx, now| {
-            let (line_item_id, placement_id) = require_link_ends(&tx, line_item, placement).await?;
-            let inserted = execute(
-                &tx,
-                "INSERT INTO line_item_placements (line_item_id, placement_id, created_at)
-                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                &[&line_item_id, &placement_id, &now.as_microsecond()],
-            )
-            .await?
-                == 1;
-            if inserted {
-                bump_change_counter(&tx).await?;
-                audit_link(&tx, by, AuditAction::Link, line_item, placement, now).await?;
-            }
-            inserted
-        })
+        in_write!(self, |tx, now| change_link(
+            &tx, by, true, line_item, placement, now
+        )
+        .await?)
     }
 
     async fn unlink(
@@ -796,21 +827,10 @@ impl Store for PostgresStore {
         placement: PlacementId,
         by: &Actor,
     ) -> Result<bool, StoreError> {
-        in_write!(self, |tx, now| {
-            let (line_item_id, placement_id) = require_link_ends(&tx, line_item, placement).await?;
-            let deleted = execute(
-                &tx,
-                "DELETE FROM line_item_placements WHERE line_item_id = $1 AND placement_id = $2",
-                &[&line_item_id, &placement_id],
-            )
-            .await?
-                == 1;
-            if deleted {
-                bump_change_counter(&tx).await?;
-                audit_link(&tx, by, AuditAction::Unlink, line_item, placement, now).await?;
-            }
-            deleted
-        })
+        in_write!(self, |tx, now| change_link(
+            &tx, by, false, line_item, placement, now
+        )
+        .await?)
     }
 
     async fn placements_of(

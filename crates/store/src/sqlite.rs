@@ -141,6 +141,8 @@ impl SqliteStore {
         .map_err(backend)?
     }
 
+    // Deliberately the same shape as `write`, kept apart: a read takes a reader connection, needs
+    // no clock and never commits.
     /// Runs `f` in a read transaction (one consistent snapshot) on a blocking thread.
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
@@ -296,6 +298,9 @@ fn query_records(
     query_rows(conn, sql, params, |row| rows::record(kind, row))
 }
 
+// From here to `catalog_in`, each step is deliberately the twin of postgres.rs's: the same logic
+// through a synchronous driver, in SQLite's dialect and placeholders (what is dialect-free is in
+// `shared`).
 /// The object with this id, if it exists and is in `scope`.
 fn find(
     conn: &Connection,
@@ -339,6 +344,7 @@ fn read_change_counter(conn: &Connection) -> Result<u64, StoreError> {
     .map_err(backend)
 }
 
+// Twin of postgres.rs's `new_owner` and `create_in` (see `find`).
 /// The owner a new object gets: its parent's, checked to exist in scope and not be archived.
 /// `None` for a root, which owns itself once it has an id.
 fn new_owner(
@@ -442,6 +448,7 @@ fn audit_in(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditEntry>, St
     })
 }
 
+// Twin of postgres.rs's `audit_link` and `write_version` (see `find`).
 /// Audits linking or unlinking `placement` on `line_item`, which exists (checked before).
 fn audit_link(
     tx: &Transaction<'_>,
@@ -489,6 +496,7 @@ fn write_version(
 }
 
 // The trait method's arguments plus the transaction and its time.
+// Twin of postgres.rs's `update_in` and `archive_in` (see `find`).
 #[allow(clippy::too_many_arguments)]
 fn update_in(
     tx: &Transaction<'_>,
@@ -570,6 +578,40 @@ fn require_link_ends(
 ) -> Result<(), StoreError> {
     require_linkable(conn, ObjectKind::LineItem, line_item.0)?;
     require_linkable(conn, ObjectKind::Placement, placement.0)
+}
+
+// Twin of postgres.rs's `change_link` (see `find`).
+/// Links (`link`) or unlinks `placement` on `line_item`, both of which must exist and not be
+/// archived; only a change is counted and audited. Returns whether anything changed.
+fn change_link(
+    tx: &Transaction<'_>,
+    by: &Actor,
+    link: bool,
+    line_item: LineItemId,
+    placement: PlacementId,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    require_link_ends(tx, line_item, placement)?;
+    let (changed, action) = if link {
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO line_item_placements (line_item_id, placement_id, created_at)
+             VALUES (?1, ?2, ?3)",
+            params![line_item.0, placement.0, now.as_microsecond()],
+        );
+        (inserted, AuditAction::Link)
+    } else {
+        let deleted = tx.execute(
+            "DELETE FROM line_item_placements WHERE line_item_id = ?1 AND placement_id = ?2",
+            params![line_item.0, placement.0],
+        );
+        (deleted, AuditAction::Unlink)
+    };
+    let changed = changed.map_err(backend)? == 1;
+    if changed {
+        bump_change_counter(tx)?;
+        audit_link(tx, by, action, line_item, placement, now)?;
+    }
+    Ok(changed)
 }
 
 fn create_token_in(
@@ -660,6 +702,8 @@ fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
     })
 }
 
+// The signatures are the `Store` trait's, so they repeat it and each other; each body is
+// deliberately the twin of postgres.rs's: a closure run on the writer or a reader.
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(
@@ -688,6 +732,7 @@ impl Store for SqliteStore {
         self.read(move |tx| list_in(tx, kind, &query)).await
     }
 
+    // Same as the trait's signature and postgres.rs's method, deliberately (see the impl's note).
     async fn update(
         &self,
         kind: ObjectKind,
@@ -721,26 +766,11 @@ impl Store for SqliteStore {
         by: &Actor,
     ) -> Result<bool, StoreError> {
         let by = by.clone();
-        self.write(move |tx, now| {
-            require_link_ends(tx, line_item, placement)?;
-            let inserted = tx
-                .execute(
-                    "INSERT OR IGNORE INTO line_item_placements
-                         (line_item_id, placement_id, created_at)
-                     VALUES (?1, ?2, ?3)",
-                    params![line_item.0, placement.0, now.as_microsecond()],
-                )
-                .map_err(backend)?
-                == 1;
-            if inserted {
-                bump_change_counter(tx)?;
-                audit_link(tx, &by, AuditAction::Link, line_item, placement, now)?;
-            }
-            Ok(inserted)
-        })
-        .await
+        self.write(move |tx, now| change_link(tx, &by, true, line_item, placement, now))
+            .await
     }
 
+    // Same as `link` and postgres.rs's methods, deliberately (see the impl's note).
     async fn unlink(
         &self,
         line_item: LineItemId,
@@ -748,23 +778,8 @@ impl Store for SqliteStore {
         by: &Actor,
     ) -> Result<bool, StoreError> {
         let by = by.clone();
-        self.write(move |tx, now| {
-            require_link_ends(tx, line_item, placement)?;
-            let deleted = tx
-                .execute(
-                    "DELETE FROM line_item_placements
-                     WHERE line_item_id = ?1 AND placement_id = ?2",
-                    params![line_item.0, placement.0],
-                )
-                .map_err(backend)?
-                == 1;
-            if deleted {
-                bump_change_counter(tx)?;
-                audit_link(tx, &by, AuditAction::Unlink, line_item, placement, now)?;
-            }
-            Ok(deleted)
-        })
-        .await
+        self.write(move |tx, now| change_link(tx, &by, false, line_item, placement, now))
+            .await
     }
 
     async fn placements_of(

@@ -173,6 +173,11 @@ fn run_at(line_item: u64, minute: i64, counters: Counters) -> RunWrite {
 
 /// Every row of `table`, grouped by every column.
 fn all(table: Granularity) -> RowQuery {
+    grouped(table, true)
+}
+
+/// Every row of `table`, grouped by every column (`by`) or by none.
+fn grouped(table: Granularity, by: bool) -> RowQuery {
     RowQuery {
         table,
         from: 0,
@@ -182,12 +187,12 @@ fn all(table: Granularity) -> RowQuery {
         countries: None,
         regions: None,
         devices: None,
-        by_line_item: true,
-        by_creative: true,
-        by_placement: true,
-        by_country: true,
-        by_region: true,
-        by_device: true,
+        by_line_item: by,
+        by_creative: by,
+        by_placement: by,
+        by_country: by,
+        by_region: by,
+        by_device: by,
     }
 }
 
@@ -641,13 +646,7 @@ pub async fn reports_group_and_filter_in_one_select(store: Db, _clock: Arc<Manua
     store.commit_run(run).await.unwrap();
 
     let query = |f: &dyn Fn(&mut RowQuery)| {
-        let mut q = all(Granularity::Hour);
-        q.by_line_item = false;
-        q.by_creative = false;
-        q.by_placement = false;
-        q.by_country = false;
-        q.by_region = false;
-        q.by_device = false;
+        let mut q = grouped(Granularity::Hour, false);
         f(&mut q);
         q
     };
@@ -951,6 +950,8 @@ pub async fn create_named(
         .id
 }
 
+// Creates one object of each kind, the same chain as the API's report tests build, deliberately:
+// this suite runs on the store alone.
 pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let advertiser = create(
         &store,
@@ -962,9 +963,16 @@ pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     let campaign = create(&store, ObjectKind::Campaign, Some(advertiser), "{}").await;
     let line_item = create(&store, ObjectKind::LineItem, Some(campaign), "{}").await;
     let creative = create(&store, ObjectKind::Creative, Some(line_item), "{}").await;
-    let publisher = create(&store, ObjectKind::Publisher, None, "{}").await;
+    let publisher = create_named(&*store, ObjectKind::Publisher, None, "Daily News", "{}").await;
     let site = create(&store, ObjectKind::Site, Some(publisher), "{}").await;
-    let placement = create(&store, ObjectKind::Placement, Some(site), "{}").await;
+    let placement = create_named(
+        &*store,
+        ObjectKind::Placement,
+        Some(site),
+        "Sidebar, top",
+        "{}",
+    )
+    .await;
     store
         .archive(ObjectKind::LineItem, line_item, None, &Actor::cli())
         .await
@@ -979,4 +987,16 @@ pub async fn dimensions_hold_every_status(store: Db, _clock: Arc<ManualClock>) {
     assert_eq!(dims.advertiser(advertiser).unwrap().currency, "INR");
     assert_eq!(dims.creative(creative), Some(line_item));
     assert_eq!(dims.placement(placement).unwrap().publisher, publisher);
+    // Names, for reports to show beside ids, of every kind whatever its status.
+    assert_eq!(dims.name(Dimension::LineItem, line_item), Some("x"));
+    assert_eq!(dims.name(Dimension::Advertiser, advertiser), Some("x"));
+    assert_eq!(
+        dims.name(Dimension::Publisher, publisher),
+        Some("Daily News")
+    );
+    assert_eq!(
+        dims.name(Dimension::Placement, placement),
+        Some("Sidebar, top")
+    );
+    assert_eq!(dims.name(Dimension::Site, site), Some("x"));
 }

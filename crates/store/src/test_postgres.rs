@@ -12,9 +12,14 @@
 // Test support: a panic is how a test using it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use marquee_model::Clock;
 use tokio_postgres::NoTls;
+
+use crate::{PostgresStore, SqliteStore, Store};
 
 /// The server `scripts/test-deps.sh` starts.
 pub const DEFAULT_URL: &str = "postgres://marquee@127.0.0.1:25432/postgres";
@@ -27,6 +32,19 @@ pub fn server_url() -> String {
         .ok()
         .filter(|url| !url.is_empty())
         .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+/// The store a test of another crate runs on: on `postgres` when given, or else on SQLite in
+/// the file `sqlite`.
+pub async fn store_on(
+    postgres: Option<&TestDatabase>,
+    sqlite: &Path,
+    clock: Arc<dyn Clock>,
+) -> Arc<dyn Store> {
+    match postgres {
+        Some(db) => Arc::new(PostgresStore::connect(db.url(), clock).await.unwrap()),
+        None => Arc::new(SqliteStore::open(sqlite, clock).unwrap()),
+    }
 }
 
 /// A new empty database, dropped (connections and all) when this value is dropped.

@@ -12,8 +12,8 @@ use marquee_api::{
     ApiOptions, GeoAvailability, GeoLocationSource, RouteTable, add_routes_with, hash_token,
 };
 use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
-use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{Actor, Draft, NewToken, PostgresStore, SqliteStore, Store};
+use marquee_store::test_postgres::{TestDatabase, store_on};
+use marquee_store::{Actor, Draft, NewToken, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -45,6 +45,19 @@ impl Reply {
             })
             .unwrap_or_default()
     }
+
+    /// Asserts the status, showing the body if it is another.
+    #[track_caller]
+    fn assert_status(&self, status: StatusCode) {
+        assert_eq!(self.status, status, "{}", self.body);
+    }
+
+    /// Asserts the status and the paths the error body names.
+    #[track_caller]
+    fn assert_fields<const N: usize>(&self, status: StatusCode, paths: [&str; N]) {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(self.field_paths(), paths);
+    }
 }
 
 impl App {
@@ -65,14 +78,7 @@ impl App {
     async fn with(postgres: Option<TestDatabase>, geo: GeoAvailability) -> App {
         let dir = TempDir::new().unwrap();
         let clock = Arc::new(ManualClock::new("2026-11-21T12:00:00Z".parse().unwrap()));
-        let store: Arc<dyn Store> = match &postgres {
-            Some(db) => Arc::new(
-                PostgresStore::connect(db.url(), clock.clone())
-                    .await
-                    .unwrap(),
-            ),
-            None => Arc::new(SqliteStore::open(&dir.path().join("api.db"), clock.clone()).unwrap()),
-        };
+        let store = store_on(postgres.as_ref(), &dir.path().join("api.db"), clock.clone()).await;
         let router = add_routes_with(
             RouteTable::new(),
             Arc::clone(&store),
@@ -151,6 +157,16 @@ impl App {
             .await
     }
 
+    /// Reads `path` as admin.
+    async fn get(&self, path: &str) -> Reply {
+        self.admin("GET", path, None).await
+    }
+
+    /// Reads `path` with `token`.
+    async fn get_as(&self, token: &str, path: &str) -> Reply {
+        self.call("GET", path, Some(token), None).await
+    }
+
     /// Creates as admin and returns the new id.
     async fn create(&self, collection: &str, body: Value) -> u64 {
         let reply = self
@@ -165,6 +181,11 @@ fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The API path of the object `id` in `collection`.
+fn at(collection: &str, id: u64) -> String {
+    format!("/api/v1/{collection}/{id}")
 }
 
 fn advertiser(name: &str) -> Value {
@@ -242,6 +263,21 @@ async fn world(app: &App, name: &str) -> World {
     }
 }
 
+/// How many line items the campaign has.
+async fn line_items_under(app: &App, campaign: u64) -> usize {
+    let listed = app
+        .get(&format!("/api/v1/line-items?parent_id={campaign}"))
+        .await;
+    listed.body["items"].as_array().unwrap().len()
+}
+
+/// The API on SQLite with the world of one tenant, Acme.
+async fn acme() -> (App, World) {
+    let app = App::new().await;
+    let w = world(&app, "Acme").await;
+    (app, w)
+}
+
 async fn openapi(app: &App) -> Value {
     let reply = app.call("GET", "/api/v1/openapi.json", None, None).await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -317,8 +353,7 @@ async fn every_kind_has_five_documented_operations_and_schemas() {
 
 #[tokio::test]
 async fn every_documented_route_is_served() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     app.admin(
         "PUT",
         &format!(
@@ -346,7 +381,7 @@ async fn every_documented_route_is_served() {
         );
     }
     // And the router does not serve what is not documented.
-    let reply = app.admin("GET", "/api/v1/line-item", None).await;
+    let reply = app.get("/api/v1/line-item").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     let reply = app.admin("PATCH", "/api/v1/advertisers/1", None).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
@@ -375,8 +410,7 @@ async fn every_protected_route_refuses_missing_and_unknown_tokens() {
 
 #[tokio::test]
 async fn roles_are_confined_to_their_side() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let publisher = app.token(Role::Publisher, Some(w.publisher)).await;
 
@@ -427,47 +461,33 @@ async fn roles_are_confined_to_their_side() {
         );
     }
     // Their own side works.
-    let reply = app
-        .call(
-            "GET",
-            &format!("/api/v1/campaigns/{}", w.campaign),
-            Some(&advertiser),
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let reply = app
-        .call(
-            "GET",
-            &format!("/api/v1/sites/{}", w.site),
-            Some(&publisher),
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let reply = app
-        .call(
-            "GET",
-            &format!("/api/v1/line-items/{}/placements", w.line_item),
-            Some(&advertiser),
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
+    for (token, path) in [
+        (&advertiser, at("campaigns", w.campaign)),
+        (&publisher, at("sites", w.site)),
+        (
+            &advertiser,
+            format!("/api/v1/line-items/{}/placements", w.line_item),
+        ),
+    ] {
+        assert_eq!(
+            app.get_as(token, &path).await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
 }
 
 /// A tenant's own advertiser or publisher carries what the operator decides for it (status,
 /// currency, landing domains): the tenant reads it, and only an admin changes or archives it.
 #[tokio::test]
 async fn a_tenant_reads_its_top_level_object_but_only_an_admin_writes_it() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let publisher = app.token(Role::Publisher, Some(w.publisher)).await;
     let advertiser_path = format!("/api/v1/advertisers/{}", w.advertiser);
     let publisher_path = format!("/api/v1/publishers/{}", w.publisher);
     // The admin puts the advertiser on hold.
-    let mut held = app.admin("GET", &advertiser_path, None).await.body;
+    let mut held = app.get(&advertiser_path).await.body;
     held["status"] = json!("paused");
     let reply = app.admin("PUT", &advertiser_path, Some(held)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -500,9 +520,9 @@ async fn a_tenant_reads_its_top_level_object_but_only_an_admin_writes_it() {
         let message = reply.body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with("only an admin can "), "{message}");
     }
-    let advertiser_now = app.admin("GET", &advertiser_path, None).await.body;
+    let advertiser_now = app.get(&advertiser_path).await.body;
     assert_eq!(advertiser_now, read.body, "unchanged");
-    let publisher_now = app.admin("GET", &publisher_path, None).await.body;
+    let publisher_now = app.get(&publisher_path).await.body;
     assert_eq!(publisher_now["status"], "active");
     assert_eq!(publisher_now["version"], 1);
     // Below its top-level object the tenant still writes.
@@ -528,12 +548,10 @@ async fn a_nul_in_the_name_filter_is_a_bad_request_on_every_store() {
         App::on(Some(TestDatabase::create().await)).await,
     ] {
         app.create("advertisers", advertiser("Acme")).await;
-        let reply = app
-            .admin("GET", "/api/v1/advertisers?q=Ac%00me", None)
-            .await;
+        let reply = app.get("/api/v1/advertisers?q=Ac%00me").await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
         assert_eq!(reply.field_paths(), ["q"]);
-        let reply = app.admin("GET", "/api/v1/advertisers?q=Ac", None).await;
+        let reply = app.get("/api/v1/advertisers?q=Ac").await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         assert_eq!(reply.body["items"].as_array().unwrap().len(), 1);
     }
@@ -551,34 +569,14 @@ async fn another_tenants_objects_do_not_exist() {
     let token = app.token(Role::Advertiser, Some(acme.advertiser)).await;
 
     for (method, path, body) in [
-        (
-            "GET",
-            format!("/api/v1/advertisers/{}", globex.advertiser),
-            None,
-        ),
-        (
-            "GET",
-            format!("/api/v1/campaigns/{}", globex.campaign),
-            None,
-        ),
-        (
-            "GET",
-            format!("/api/v1/line-items/{}", globex.line_item),
-            None,
-        ),
-        (
-            "GET",
-            format!("/api/v1/creatives/{}", globex.creative),
-            None,
-        ),
-        (
-            "DELETE",
-            format!("/api/v1/campaigns/{}", globex.campaign),
-            None,
-        ),
+        ("GET", at("advertisers", globex.advertiser), None),
+        ("GET", at("campaigns", globex.campaign), None),
+        ("GET", at("line-items", globex.line_item), None),
+        ("GET", at("creatives", globex.creative), None),
+        ("DELETE", at("campaigns", globex.campaign), None),
         (
             "PUT",
-            format!("/api/v1/campaigns/{}", globex.campaign),
+            at("campaigns", globex.campaign),
             Some(json!({ "advertiser_id": globex.advertiser, "name": "Stolen", "version": 1 })),
         ),
         (
@@ -596,16 +594,11 @@ async fn another_tenants_objects_do_not_exist() {
         );
     }
     // Creating under another tenant's parent is refused like a missing parent.
+    let sneaky = json!({ "advertiser_id": globex.advertiser, "name": "Sneaky" });
     let reply = app
-        .call(
-            "POST",
-            "/api/v1/campaigns",
-            Some(&token),
-            Some(json!({ "advertiser_id": globex.advertiser, "name": "Sneaky" })),
-        )
+        .call("POST", "/api/v1/campaigns", Some(&token), Some(sneaky))
         .await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.field_paths(), ["advertiser_id"]);
+    reply.assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["advertiser_id"]);
     // Lists only show the tenant's own rows.
     let reply = app
         .call("GET", "/api/v1/campaigns", Some(&token), None)
@@ -618,21 +611,16 @@ async fn another_tenants_objects_do_not_exist() {
         .collect();
     assert_eq!(ids, [acme.campaign]);
     // The tenant can still create under its own advertiser.
+    let spring = json!({ "advertiser_id": acme.advertiser, "name": "Spring" });
     let reply = app
-        .call(
-            "POST",
-            "/api/v1/campaigns",
-            Some(&token),
-            Some(json!({ "advertiser_id": acme.advertiser, "name": "Spring" })),
-        )
+        .call("POST", "/api/v1/campaigns", Some(&token), Some(spring))
         .await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
 }
 
 #[tokio::test]
 async fn a_stale_version_is_a_conflict() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/line-items/{}", w.line_item);
     let mut body = line_item(w.campaign);
     body["version"] = json!(1);
@@ -646,18 +634,14 @@ async fn a_stale_version_is_a_conflict() {
     let second = app.admin("PUT", &path, Some(body)).await;
     assert_eq!(second.status, StatusCode::CONFLICT);
     assert_eq!(second.body["error"]["current_version"], 2);
-    assert_eq!(
-        app.admin("GET", &path, None).await.body["name"],
-        "First edit"
-    );
+    assert_eq!(app.get(&path).await.body["name"], "First edit");
 }
 
 #[tokio::test]
 async fn read_edit_write_round_trips() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/creatives/{}", w.creative);
-    let mut read = app.admin("GET", &path, None).await.body;
+    let mut read = app.get(&path).await.body;
     read["name"] = json!("Renamed");
     read["status"] = json!("paused");
     let written = app.admin("PUT", &path, Some(read.clone())).await;
@@ -670,62 +654,46 @@ async fn read_edit_write_round_trips() {
     read["id"] = json!(w.creative + 100);
     read["version"] = json!(2);
     let reply = app.admin("PUT", &path, Some(read)).await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.field_paths(), ["id"]);
+    reply.assert_fields(StatusCode::BAD_REQUEST, ["id"]);
 }
 
 #[tokio::test]
 async fn updates_must_name_a_version_and_may_not_move_or_archive() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let other = app.create("advertisers", advertiser("Other")).await;
     let path = format!("/api/v1/campaigns/{}", w.campaign);
 
-    let reply = app
-        .admin(
-            "PUT",
-            &path,
-            Some(json!({ "advertiser_id": w.advertiser, "name": "X" })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.field_paths(), ["version"]);
-
-    let reply = app
-        .admin(
-            "PUT",
-            &path,
-            Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": "1" })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.field_paths(), ["version"]);
-
-    let reply = app
-        .admin(
-            "PUT",
-            &path,
-            Some(json!({ "advertiser_id": other, "name": "X", "version": 1 })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.field_paths(), ["advertiser_id"]);
-
-    let reply = app
-        .admin(
-            "PUT",
-            &path,
-            Some(json!({ "advertiser_id": w.advertiser, "name": "X", "version": 1, "status": "archived" })),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.field_paths(), ["status"]);
+    let a = w.advertiser;
+    for (body, status, field) in [
+        (
+            json!({ "advertiser_id": a, "name": "X" }),
+            StatusCode::BAD_REQUEST,
+            "version",
+        ),
+        (
+            json!({ "advertiser_id": a, "name": "X", "version": "1" }),
+            StatusCode::BAD_REQUEST,
+            "version",
+        ),
+        (
+            json!({ "advertiser_id": other, "name": "X", "version": 1 }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "advertiser_id",
+        ),
+        (
+            json!({ "advertiser_id": a, "name": "X", "version": 1, "status": "archived" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "status",
+        ),
+    ] {
+        let reply = app.admin("PUT", &path, Some(body)).await;
+        reply.assert_fields(status, [field]);
+    }
 }
 
 #[tokio::test]
 async fn archiving_is_final_and_idempotent() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/campaigns/{}", w.campaign);
     let archived = app.admin("DELETE", &path, None).await;
     assert_eq!(archived.status, StatusCode::OK);
@@ -746,8 +714,7 @@ async fn archiving_is_final_and_idempotent() {
     let reply = app
         .admin("POST", "/api/v1/line-items", Some(line_item(w.campaign)))
         .await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.field_paths(), ["campaign_id"]);
+    reply.assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["campaign_id"]);
 
     let reply = app
         .admin(
@@ -758,14 +725,12 @@ async fn archiving_is_final_and_idempotent() {
             ),
         )
         .await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.field_paths(), ["status"]);
+    reply.assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["status"]);
 }
 
 #[tokio::test]
 async fn validation_errors_name_every_field() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let mut body = line_item(w.campaign);
     body["goal"]["daily"] = json!(0);
     body["weight"] = json!(5000);
@@ -773,12 +738,7 @@ async fn validation_errors_name_every_field() {
     body["targeting"] = json!({ "all": [{ "country": ["Germany"] }] });
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", "/api/v1/line-items", Some(body)).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
+    reply.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.body["error"]["code"], "validation_failed");
     let mut paths = reply.field_paths();
     paths.sort();
@@ -796,8 +756,7 @@ async fn validation_errors_name_every_field() {
 
 #[tokio::test]
 async fn unreadable_requests_are_bad_requests_naming_the_problem() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let cases = [
         (
             json!({ "advertiser_id": w.advertiser, "name": "X", "colour": "red" }),
@@ -865,11 +824,11 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
         ("/api/v1/campaigns?after=x", "after"),
         ("/api/v1/campaigns?q=a%00b", "q"),
     ] {
-        let reply = app.admin("GET", path, None).await;
+        let reply = app.get(path).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}");
         assert_eq!(reply.field_paths(), [field], "{path}");
     }
-    let reply = app.admin("GET", "/api/v1/campaigns/999", None).await;
+    let reply = app.get("/api/v1/campaigns/999").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
 }
 
@@ -877,8 +836,7 @@ async fn unreadable_requests_are_bad_requests_naming_the_problem() {
 /// parameters) answer in the same JSON error shape as every other error.
 #[tokio::test]
 async fn rejected_requests_answer_in_the_error_shape() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let ten_megabytes = format!(
         "{{\"advertiser_id\": {}, \"name\": \"{}\"}}",
         w.advertiser,
@@ -1004,28 +962,21 @@ async fn lists_page_and_filter() {
             .collect();
         (items, reply.body["next_after"].clone())
     };
-    let (first, next) = page(app.admin("GET", "/api/v1/advertisers?limit=3", None).await);
+    let (first, next) = page(app.get("/api/v1/advertisers?limit=3").await);
     assert_eq!(first, ids[..3]);
     assert_eq!(next, json!(ids[2]));
     let (second, next) = page(
-        app.admin(
-            "GET",
-            &format!("/api/v1/advertisers?limit=3&after={}", ids[2]),
-            None,
-        )
-        .await,
+        app.get(&format!("/api/v1/advertisers?limit=3&after={}", ids[2]))
+            .await,
     );
     assert_eq!(second, ids[3..]);
     assert_eq!(next, Value::Null);
 
-    let (active, _) = page(
-        app.admin("GET", "/api/v1/advertisers?status=active", None)
-            .await,
-    );
+    let (active, _) = page(app.get("/api/v1/advertisers?status=active").await);
     assert_eq!(active, [ids[0], ids[2], ids[3]]);
-    let (alpha, _) = page(app.admin("GET", "/api/v1/advertisers?q=alpha", None).await);
+    let (alpha, _) = page(app.get("/api/v1/advertisers?q=alpha").await);
     assert_eq!(alpha, [ids[0], ids[3]]);
-    let (percent, _) = page(app.admin("GET", "/api/v1/advertisers?q=100%25", None).await);
+    let (percent, _) = page(app.get("/api/v1/advertisers?q=100%25").await);
     assert_eq!(percent, [ids[0]]);
 
     let campaign = app
@@ -1034,12 +985,8 @@ async fn lists_page_and_filter() {
     app.create("campaigns", json!({ "advertiser_id": ids[2], "name": "D" }))
         .await;
     let (children, _) = page(
-        app.admin(
-            "GET",
-            &format!("/api/v1/campaigns?parent_id={}", ids[0]),
-            None,
-        )
-        .await,
+        app.get(&format!("/api/v1/campaigns?parent_id={}", ids[0]))
+            .await,
     );
     assert_eq!(children, [campaign]);
 }
@@ -1063,8 +1010,7 @@ async fn create_answers_201_with_location() {
 
 #[tokio::test]
 async fn links_join_line_items_and_placements() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let link = format!(
         "/api/v1/line-items/{}/placements/{}",
         w.line_item, w.placement
@@ -1073,11 +1019,7 @@ async fn links_join_line_items_and_placements() {
     assert_eq!(reply.status, StatusCode::CREATED);
     assert_eq!(app.admin("PUT", &link, None).await.status, StatusCode::OK);
     let listed = app
-        .admin(
-            "GET",
-            &format!("/api/v1/line-items/{}/placements", w.line_item),
-            None,
-        )
+        .get(&format!("/api/v1/line-items/{}/placements", w.line_item))
         .await;
     assert_eq!(listed.body["placement_ids"], json!([w.placement]));
     assert_eq!(
@@ -1096,20 +1038,14 @@ async fn links_join_line_items_and_placements() {
     );
     let bad = format!("/api/v1/line-items/{}/placements/x", w.line_item);
     let reply = app.admin("PUT", &bad, None).await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.field_paths(), ["placement_id"]);
+    reply.assert_fields(StatusCode::BAD_REQUEST, ["placement_id"]);
 }
 
 #[tokio::test]
 async fn placements_have_tags_for_the_edge() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let reply = app
-        .admin(
-            "GET",
-            &format!("/api/v1/placements/{}/tags", w.placement),
-            None,
-        )
+        .get(&format!("/api/v1/placements/{}/tags", w.placement))
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let asynchronous = reply.body["async"].as_str().unwrap();
@@ -1123,11 +1059,9 @@ async fn placements_have_tags_for_the_edge() {
     // Advertisers have no business with placements.
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let reply = app
-        .call(
-            "GET",
+        .get_as(
+            &advertiser,
             &format!("/api/v1/placements/{}/tags", w.placement),
-            Some(&advertiser),
-            None,
         )
         .await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
@@ -1136,12 +1070,7 @@ async fn placements_have_tags_for_the_edge() {
 /// The one violation of a 422 answer: its path and message, with the top-level message that
 /// carries both.
 fn single_violation(reply: &Reply) -> (String, String) {
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
+    reply.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.body["error"]["code"], "validation_failed");
     let fields = reply.body["error"]["fields"].as_array().unwrap();
     assert_eq!(fields.len(), 1, "{}", reply.body);
@@ -1200,23 +1129,16 @@ async fn a_line_item_is_priced_in_its_advertisers_currency() {
             )
         );
     }
-    let listed = app
-        .admin(
-            "GET",
-            &format!("/api/v1/line-items?parent_id={}", w.campaign),
-            None,
-        )
-        .await;
-    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(line_items_under(&app, w.campaign).await, 1);
 
     // An update may not move the price to another currency either, and changes nothing.
     let path = format!("/api/v1/line-items/{}", w.line_item);
-    let mut read = app.admin("GET", &path, None).await.body;
+    let mut read = app.get(&path).await.body;
     read["price"]["currency"] = json!("USD");
     let (field, message) = single_violation(&app.admin("PUT", &path, Some(read.clone())).await);
     assert_eq!(field, "price.currency");
     assert!(message.starts_with("must be EUR, "), "{message}");
-    let stored = app.admin("GET", &path, None).await.body;
+    let stored = app.get(&path).await.body;
     assert_eq!(
         (
             stored["version"].clone(),
@@ -1243,8 +1165,7 @@ async fn a_line_item_is_priced_in_its_advertisers_currency() {
 
 #[tokio::test]
 async fn a_line_item_cannot_move_to_an_advertiser_with_another_currency() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let mut dollars = advertiser("Dollars");
     dollars["currency"] = json!("USD");
     let dollars = app.create("advertisers", dollars).await;
@@ -1255,7 +1176,7 @@ async fn a_line_item_cannot_move_to_an_advertiser_with_another_currency() {
         )
         .await;
     let path = format!("/api/v1/line-items/{}", w.line_item);
-    let read = app.admin("GET", &path, None).await.body;
+    let read = app.get(&path).await.body;
     // Moving is refused as moving, in the old currency or the new one: no line item ends up
     // under an advertiser of another currency.
     for currency in ["EUR", "USD"] {
@@ -1265,17 +1186,16 @@ async fn a_line_item_cannot_move_to_an_advertiser_with_another_currency() {
         assert_eq!(field, "campaign_id");
         assert!(message.contains("cannot move"), "{message}");
     }
-    let stored = app.admin("GET", &path, None).await.body;
+    let stored = app.get(&path).await.body;
     assert_eq!(stored["campaign_id"], json!(w.campaign));
     assert_eq!(stored["version"], json!(1));
 }
 
 #[tokio::test]
 async fn an_advertisers_currency_changes_only_while_every_line_item_is_priced_in_the_new_one() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/advertisers/{}", w.advertiser);
-    let mut read = app.admin("GET", &path, None).await.body;
+    let mut read = app.get(&path).await.body;
 
     read["currency"] = json!("USD");
     let (field, message) = single_violation(&app.admin("PUT", &path, Some(read.clone())).await);
@@ -1317,7 +1237,7 @@ async fn an_advertisers_currency_changes_only_while_every_line_item_is_priced_in
     )
     .await;
     let path = format!("/api/v1/advertisers/{fresh}");
-    let mut read = app.admin("GET", &path, None).await.body;
+    let mut read = app.get(&path).await.body;
     read["currency"] = json!("GBP");
     let reply = app.admin("PUT", &path, Some(read)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -1336,7 +1256,7 @@ async fn a_line_item_stored_in_another_currency_before_the_rule_can_be_put_right
         .await;
     let legacy = stored_line_item(&app, campaign, "USD").await;
     let line_item_path = format!("/api/v1/line-items/{legacy}");
-    let mut paused = app.admin("GET", &line_item_path, None).await.body;
+    let mut paused = app.get(&line_item_path).await.body;
     paused["status"] = json!("paused");
 
     // Kept in its currency it stays writable: it can be paused.
@@ -1345,7 +1265,7 @@ async fn a_line_item_stored_in_another_currency_before_the_rule_can_be_put_right
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     // Moved to a third currency, it must take its advertiser's.
-    let mut pounds = app.admin("GET", &line_item_path, None).await.body;
+    let mut pounds = app.get(&line_item_path).await.body;
     pounds["price"]["currency"] = json!("GBP");
     let (field, message) = single_violation(&app.admin("PUT", &line_item_path, Some(pounds)).await);
     assert_eq!(field, "price.currency");
@@ -1353,14 +1273,14 @@ async fn a_line_item_stored_in_another_currency_before_the_rule_can_be_put_right
 
     // Its advertiser may take the currency every line item of it is priced in.
     let advertiser_path = format!("/api/v1/advertisers/{euros}");
-    let mut read = app.admin("GET", &advertiser_path, None).await.body;
+    let mut read = app.get(&advertiser_path).await.body;
     read["currency"] = json!("USD");
     let reply = app.admin("PUT", &advertiser_path, Some(read)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 
     // Line items in two currencies hold the advertiser at its own, naming them by currency.
     stored_line_item(&app, campaign, "GBP").await;
-    let mut read = app.admin("GET", &advertiser_path, None).await.body;
+    let mut read = app.get(&advertiser_path).await.body;
     read["currency"] = json!("EUR");
     let (field, message) = single_violation(&app.admin("PUT", &advertiser_path, Some(read)).await);
     assert_eq!(field, "currency");
@@ -1414,7 +1334,7 @@ async fn geo_targeting_the_edges_cannot_resolve_is_answered_with_a_warning() {
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
         assert_eq!(warnings(&created), expected, "{availability:?}");
         let path = format!("/api/v1/line-items/{}", created.body["id"]);
-        let read = app.admin("GET", &path, None).await;
+        let read = app.get(&path).await;
         assert_eq!(warnings(&read), expected, "{availability:?}");
         // Read, edit, write: the warnings sent back are ignored.
         let mut edited = read.body.clone();
@@ -1427,14 +1347,11 @@ async fn geo_targeting_the_edges_cannot_resolve_is_answered_with_a_warning() {
         plain["targeting"] = json!({ "os": ["iOS"] });
         let plain = app.admin("POST", "/api/v1/line-items", Some(plain)).await;
         assert_eq!(warnings(&plain), None, "{}", plain.body);
-        let campaign = app
-            .admin("GET", &format!("/api/v1/campaigns/{}", w.campaign), None)
-            .await;
+        let campaign = app.get(&format!("/api/v1/campaigns/{}", w.campaign)).await;
         assert_eq!(warnings(&campaign), None);
     }
     // Bid requests carry their own location: a line item only on exchanges is not warned about.
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let mut body = line_item(w.campaign);
     body["channels"] = json!(["exchange"]);
     let created = app.admin("POST", "/api/v1/line-items", Some(body)).await;
@@ -1499,8 +1416,7 @@ fn message_at(reply: &Reply, path: &str) -> String {
 
 #[tokio::test]
 async fn amounts_are_read_as_decimal_text_and_as_micros_alike() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     // A client from before the plain fields: micros in `amount_micros`, and a spend goal's
     // micros as numbers in `daily` and `lifetime`.
     let mut old = line_item(w.campaign);
@@ -1602,8 +1518,7 @@ async fn amounts_have_at_most_their_currency_decimals() {
 
 #[tokio::test]
 async fn every_problem_is_answered_at_once_in_plain_words() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let mut body = line_item(w.campaign);
     body["targeting"] = json!({ "all": [
         { "country": ["DE"] },
@@ -1635,14 +1550,15 @@ async fn every_problem_is_answered_at_once_in_plain_words() {
         reply.body
     );
     assert_plain(&reply);
-    assert_eq!(
-        message_at(&reply, "targeting.all[1].device_type[1]"),
-        "must be one of: desktop, phone, tablet, ctv, other, console; \"mobile\" is not"
-    );
-    assert_eq!(
-        message_at(&reply, "weight"),
-        "must be a whole number, not \"heavy\""
-    );
+    for (path, message) in [
+        (
+            "targeting.all[1].device_type[1]",
+            "must be one of: desktop, phone, tablet, ctv, other, console; \"mobile\" is not",
+        ),
+        ("weight", "must be a whole number, not \"heavy\""),
+    ] {
+        assert_eq!(message_at(&reply, path), message);
+    }
     assert!(message_at(&reply, "end").starts_with("must be after start"));
     assert!(message_at(&reply, "colour").starts_with("\"colour\" is not a field here"));
     let message = reply.body["error"]["message"].as_str().unwrap();
@@ -1699,7 +1615,7 @@ async fn the_audit_log_shows_each_change_scoped_like_reads() {
     let acme = world(&app, "Acme").await;
     let globex = world(&app, "Globex").await;
     let li = format!("/api/v1/line-items/{}", acme.line_item);
-    let current = app.admin("GET", &li, None).await.body;
+    let current = app.get(&li).await.body;
     let mut changed = current.clone();
     changed["name"] = json!("Renamed");
     changed["price"] = json!({ "model": "cpm", "amount": "3.25", "currency": "EUR" });
@@ -1734,14 +1650,10 @@ async fn the_audit_log_shows_each_change_scoped_like_reads() {
     assert_eq!(items[1]["action"], "create");
 
     // Paging: one at a time, newest first, until next_before is null.
-    let first = app.admin("GET", "/api/v1/audit?limit=1", None).await;
+    let first = app.get("/api/v1/audit?limit=1").await;
     let before = first.body["next_before"].as_u64().unwrap();
     let second = app
-        .admin(
-            "GET",
-            &format!("/api/v1/audit?limit=1&before={before}"),
-            None,
-        )
+        .get(&format!("/api/v1/audit?limit=1&before={before}"))
         .await;
     assert!(second.body["items"][0]["id"].as_u64().unwrap() < before);
 
@@ -1758,12 +1670,7 @@ async fn the_audit_log_shows_each_change_scoped_like_reads() {
             .all(|e| e["object_id"] != globex.advertiser || e["object_kind"] != "advertiser")
     );
     let other_side = app
-        .call(
-            "GET",
-            "/api/v1/audit?object_kind=placement",
-            Some(&tenant),
-            None,
-        )
+        .get_as(&tenant, "/api/v1/audit?object_kind=placement")
         .await;
     assert_eq!(other_side.status, StatusCode::FORBIDDEN);
     assert_eq!(
@@ -1772,11 +1679,8 @@ async fn the_audit_log_shows_each_change_scoped_like_reads() {
         other_side.body
     );
 
-    let bad = app
-        .admin("GET", "/api/v1/audit?since=yesterday", None)
-        .await;
-    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    assert_eq!(bad.field_paths(), ["since"]);
+    let bad = app.get("/api/v1/audit?since=yesterday").await;
+    bad.assert_fields(StatusCode::BAD_REQUEST, ["since"]);
 }
 
 /// A Prebid set request for `w`'s campaign and placement.
@@ -1792,8 +1696,7 @@ fn prebid_set(w: &World, granularity: Value) -> Value {
 
 #[tokio::test]
 async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
     let reply = app
         .admin("POST", &path, Some(prebid_set(&w, json!("low"))))
@@ -1806,9 +1709,7 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
     assert_eq!(items[0]["hb_pb"], "0.50");
     assert_eq!(items[9]["hb_pb"], "5.00");
     let id = items[4]["id"].as_u64().unwrap();
-    let stored = app
-        .admin("GET", &format!("/api/v1/line-items/{id}"), None)
-        .await;
+    let stored = app.get(&format!("/api/v1/line-items/{id}")).await;
     assert_eq!(stored.body["name"], "Prebid hb_pb=2.50");
     assert_eq!(stored.body["tier"], "remnant");
     // In the advertiser's currency, as decimal text outside and micros inside.
@@ -1821,12 +1722,10 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
         json!({ "key_value": { "key": "hb_pb", "values": ["2.50"] } })
     );
     let links = app
-        .admin("GET", &format!("/api/v1/line-items/{id}/placements"), None)
+        .get(&format!("/api/v1/line-items/{id}/placements"))
         .await;
     assert_eq!(links.body["placement_ids"], json!([w.placement]));
-    let creatives = app
-        .admin("GET", &format!("/api/v1/creatives?parent_id={id}"), None)
-        .await;
+    let creatives = app.get(&format!("/api/v1/creatives?parent_id={id}")).await;
     let creatives = creatives.body["items"].as_array().unwrap();
     assert_eq!(creatives.len(), 2);
     let html = creatives[0]["content"]["html"].as_str().unwrap();
@@ -1861,8 +1760,7 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
 
 #[tokio::test]
 async fn a_prebid_set_that_collides_with_another_line_item_makes_nothing() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let mut body = line_item(w.campaign);
     body["name"] = json!("Prebid hb_pb=1.00");
     app.create("line-items", body).await;
@@ -1877,20 +1775,12 @@ async fn a_prebid_set_that_collides_with_another_line_item_makes_nothing() {
             .unwrap()
             .contains("Prebid hb_pb=1.00")
     );
-    let listed = app
-        .admin(
-            "GET",
-            &format!("/api/v1/line-items?parent_id={}", w.campaign),
-            None,
-        )
-        .await;
-    assert_eq!(listed.body["items"].as_array().unwrap().len(), 2);
+    assert_eq!(line_items_under(&app, w.campaign).await, 2);
 }
 
 #[tokio::test]
 async fn a_prebid_set_request_names_every_problem_at_once() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
     // Unreadable fields: 400, all of them.
     let reply = app
@@ -1922,12 +1812,7 @@ async fn a_prebid_set_request_names_every_problem_at_once() {
     body["sizes"] = json!([{ "w": 300, "h": 250 }, { "w": 300, "h": 250 }]);
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", &path, Some(body)).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
+    reply.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     let paths = reply.field_paths();
     for expected in ["granularity", "sizes[1]"] {
         assert!(paths.iter().any(|p| p == expected), "{expected}: {paths:?}");
@@ -1937,29 +1822,16 @@ async fn a_prebid_set_request_names_every_problem_at_once() {
     body["placement_ids"] = json!([w.placement, 999_999]);
     body["time_zone"] = json!("Mars/Olympus");
     let reply = app.admin("POST", &path, Some(body)).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
+    reply.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     let mut paths = reply.field_paths();
     paths.sort();
     assert_eq!(paths, ["placement_ids[1]", "time_zone"]);
-    let listed = app
-        .admin(
-            "GET",
-            &format!("/api/v1/line-items?parent_id={}", w.campaign),
-            None,
-        )
-        .await;
-    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(line_items_under(&app, w.campaign).await, 1);
 }
 
 #[tokio::test]
 async fn only_an_admin_links_a_prebid_set() {
-    let app = App::new().await;
-    let w = world(&app, "Acme").await;
+    let (app, w) = acme().await;
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
     let reply = app

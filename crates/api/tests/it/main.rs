@@ -2,4 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod api;
+mod report_builder;
+mod report_names;
 mod reports;

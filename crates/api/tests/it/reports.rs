@@ -15,7 +15,7 @@ use marquee_api::{
 use marquee_model::{ManualClock, ObjectKind, Role};
 use marquee_stats::{Counters, EventKind, Hll, InvalidReason, RowKey, SketchKey};
 use marquee_store::{NewToken, RunWrite, SqliteStore, Store};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
 
@@ -38,6 +38,12 @@ struct App {
 async fn create(store: &Arc<dyn Store>, kind: ObjectKind, parent: Option<u64>, body: &str) -> u64 {
     let name = format!("{kind:?}");
     marquee_store::stats_suite::create_named(store.as_ref(), kind, parent, &name, body).await
+}
+
+/// An advertiser whose reports are in `time_zone` and `currency`.
+async fn advertiser(store: &Arc<dyn Store>, time_zone: &str, currency: &str) -> u64 {
+    let body = json!({ "time_zone": time_zone, "currency": currency }).to_string();
+    create(store, ObjectKind::Advertiser, None, &body).await
 }
 
 fn at(text: &str) -> i64 {
@@ -83,20 +89,8 @@ impl App {
         let clock = Arc::new(ManualClock::new("2026-12-03T12:00:00Z".parse().unwrap()));
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("r.db"), clock.clone()).unwrap());
-        let a = create(
-            &store,
-            ObjectKind::Advertiser,
-            None,
-            r#"{"time_zone":"Europe/Berlin","currency":"EUR"}"#,
-        )
-        .await;
-        let b = create(
-            &store,
-            ObjectKind::Advertiser,
-            None,
-            r#"{"time_zone":"America/New_York","currency":"USD"}"#,
-        )
-        .await;
+        let a = advertiser(&store, "Europe/Berlin", "EUR").await;
+        let b = advertiser(&store, "America/New_York", "USD").await;
         let ca = create(&store, ObjectKind::Campaign, Some(a), "{}").await;
         let cb = create(&store, ObjectKind::Campaign, Some(b), "{}").await;
         let a1 = create(&store, ObjectKind::LineItem, Some(ca), "{}").await;
@@ -190,6 +184,46 @@ impl App {
         token
     }
 
+    /// Serves the routes again, with `options`.
+    fn serve_with(&mut self, options: ApiOptions) {
+        self.router = add_routes_with(
+            RouteTable::new(),
+            Arc::clone(&self.store),
+            self.clock.clone(),
+            "https://ads.example.com",
+            options,
+            GeoAvailability::default(),
+        )
+        .into_router("test", "0");
+    }
+
+    /// Commits a run of these hour rows (in any order).
+    async fn commit_hours(&self, mut hours: Vec<(RowKey, Counters)>) {
+        hours.sort_unstable_by_key(|(k, _)| *k);
+        self.store
+            .commit_run(marquee_store::stats_suite::hour_rows(hours))
+            .await
+            .unwrap();
+    }
+
+    /// The app with an admin's token.
+    async fn with_admin() -> (App, String) {
+        let app = App::new().await;
+        let admin = app.admin().await;
+        (app, admin)
+    }
+
+    /// The app with a token of advertiser `a` (Berlin, EUR).
+    async fn with_advertiser_a() -> (App, String) {
+        let app = App::new().await;
+        let token = app.token(Role::Advertiser, Some(app.a)).await;
+        (app, token)
+    }
+
+    async fn admin(&self) -> String {
+        self.token(Role::Admin, None).await
+    }
+
     async fn get(&self, token: &str, query: &str) -> (StatusCode, String, String) {
         let request = Request::get(format!("/api/v1/reports?{query}"))
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
@@ -219,8 +253,7 @@ impl App {
 
 #[tokio::test]
 async fn an_advertiser_sees_its_own_days_in_its_time_zone() {
-    let app = App::new().await;
-    let token = app.token(Role::Advertiser, Some(app.a)).await;
+    let (app, token) = App::with_advertiser_a().await;
     let report = app
         .json(
             &token,
@@ -300,8 +333,7 @@ async fn an_advertiser_sees_its_own_days_in_its_time_zone() {
 
 #[tokio::test]
 async fn an_admin_groups_and_filters_anything_in_any_zone() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
+    let (app, admin) = App::with_admin().await;
     let all = app
         .json(
             &admin,
@@ -397,8 +429,7 @@ async fn a_publisher_sees_only_its_placements_by_supply_dimensions() {
 
 #[tokio::test]
 async fn csv_has_a_header_and_one_line_per_row() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
+    let (app, admin) = App::with_admin().await;
     let (status, content_type, body) = app
         .get(&admin, &format!("from=2026-12-01&to=2026-12-03&granularity=day&group_by=line_item&advertiser={}&format=csv", app.a))
         .await;
@@ -407,7 +438,7 @@ async fn csv_has_a_header_and_one_line_per_row() {
     let lines: Vec<&str> = body.lines().collect();
     assert_eq!(
         lines[0],
-        "time,line_item,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
+        "time,line_item,line_item_name,requests,decisions,bids,wins,billings,impressions,clicks,ctr,conversions,spend,unique_users,\
          invalid_impressions,invalid_clicks,invalid_conversions,invalid_crawler,invalid_prefetch,\
          invalid_datacenter,invalid_rate,invalid_click_without_impression,invalid_too_fast,\
          invalid_untokened_disabled,invalid_repeat_conversion,invalid_no_cache_buster,\
@@ -419,7 +450,7 @@ async fn csv_has_a_header_and_one_line_per_row() {
     assert_eq!(
         lines[2],
         format!(
-            "2026-12-02T00:00:00+01:00,{},40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0,\
+            "2026-12-02T00:00:00+01:00,{},LineItem,40,40,0,0,0,20,10,0.500000,0,0.040000,30,0,0,0,0,0,0,0,0,0,0,0,0,\
              40,,0,0,0,0,0,0,0,0.000000",
             app.a1
         )
@@ -428,8 +459,7 @@ async fn csv_has_a_header_and_one_line_per_row() {
 
 #[tokio::test]
 async fn bad_parameters_are_named() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
+    let (app, admin) = App::with_admin().await;
     for (query, field) in [
         ("", "from"),
         ("from=yesterday", "from"),
@@ -461,19 +491,11 @@ async fn bad_parameters_are_named() {
 #[tokio::test]
 async fn a_report_over_max_rows_is_refused_and_one_within_it_answers() {
     let mut app = App::new().await;
-    app.router = add_routes_with(
-        RouteTable::new(),
-        Arc::clone(&app.store),
-        app.clock.clone(),
-        "https://ads.example.com",
-        ApiOptions {
-            report_max_rows: 1,
-            ..ApiOptions::default()
-        },
-        GeoAvailability::default(),
-    )
-    .into_router("test", "0");
-    let admin = app.token(Role::Admin, None).await;
+    app.serve_with(ApiOptions {
+        report_max_rows: 1,
+        ..ApiOptions::default()
+    });
+    let admin = app.admin().await;
     // Four stored hour rows, one per report row: refused once the store has read two.
     let query = "from=2026-12-01&to=2026-12-02&tz=UTC&group_by=line_item,placement,country";
     let (status, _, body) = app.get(&admin, query).await;
@@ -501,8 +523,7 @@ async fn a_report_over_max_rows_is_refused_and_one_within_it_answers() {
 
 #[tokio::test]
 async fn a_report_without_to_ends_at_the_clock_s_now() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
+    let (app, admin) = App::with_admin().await;
     let (status, _, body) = app.get(&admin, "from=2026-12-01").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
@@ -529,78 +550,77 @@ fn sum_rows(report: &Value, field: &str) -> i64 {
 /// echoing it as asked, so 09:30–10:30 and 10:30–11:30 both counted the 10:00 hour.
 #[tokio::test]
 async fn adjacent_reports_never_count_a_bucket_twice_and_state_what_they_cover() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
-    // Hour rows at 10:00 (a1: 10, b1: 80) and 23:00 (a1: 20, a2: 40) on the 1st, UTC.
-    let first = app
-        .json(
-            &admin,
+    let (app, admin) = App::with_admin().await;
+    // Hour rows at 10:00 (a1: 10, b1: 80) and 23:00 (a1: 20, a2: 40) on the 1st, UTC. Each
+    // case: the range asked, the `from` and `to` the report states (where the case is about
+    // them) and the impressions it counts.
+    let mut reports = Vec::new();
+    for (query, from, to, impressions) in [
+        (
             "from=2026-12-01T09:30:00Z&to=2026-12-01T10:30:00Z&granularity=hour",
-        )
-        .await;
-    assert_eq!(first["from"], "2026-12-01T10:00:00+00:00", "{first}");
-    assert_eq!(first["to"], "2026-12-01T11:00:00+00:00", "{first}");
-    assert_eq!(first["totals"]["impressions"], 90, "{first}");
-    let next = app
-        .json(
-            &admin,
+            Some("2026-12-01T10:00:00+00:00"),
+            Some("2026-12-01T11:00:00+00:00"),
+            90,
+        ),
+        (
             "from=2026-12-01T10:30:00Z&to=2026-12-01T11:30:00Z&granularity=hour",
-        )
-        .await;
-    assert_eq!(next["from"], "2026-12-01T11:00:00+00:00", "{next}");
-    assert_eq!(next["totals"]["impressions"], 0, "{next}");
-
-    // UTC days are counted in hours too: a day report from noon does not take the morning
-    // (it used to read the whole day row).
-    let afternoon = app
-        .json(
-            &admin,
+            Some("2026-12-01T11:00:00+00:00"),
+            None,
+            0,
+        ),
+        // UTC days are counted in hours too: a day report from noon does not take the
+        // morning (it used to read the whole day row).
+        (
             "from=2026-12-01T12:00:00Z&to=2026-12-02T00:00:00Z&granularity=day",
-        )
-        .await;
-    assert_eq!(
-        afternoon["from"], "2026-12-01T12:00:00+00:00",
-        "{afternoon}"
-    );
-    assert_eq!(afternoon["totals"]["impressions"], 60, "{afternoon}");
-    assert_eq!(afternoon["rows"][0]["time"], "2026-12-01T00:00:00+00:00");
-    let morning = app
-        .json(
-            &admin,
+            Some("2026-12-01T12:00:00+00:00"),
+            None,
+            60,
+        ),
+        (
             "from=2026-12-01T00:00:00Z&to=2026-12-01T12:00:00Z&granularity=day",
-        )
-        .await;
-    assert_eq!(morning["to"], "2026-12-01T12:00:00+00:00", "{morning}");
-    assert_eq!(morning["totals"]["impressions"], 90, "{morning}");
-
-    // Minutes: the minute holding an instant's seconds belongs to the next report.
-    let minutes = app
-        .json(
-            &admin,
+            None,
+            Some("2026-12-01T12:00:00+00:00"),
+            90,
+        ),
+        // Minutes: the minute holding an instant's seconds belongs to the next report.
+        (
             "from=2026-12-01T10:06:30Z&to=2026-12-01T10:07:30Z&granularity=minute",
-        )
-        .await;
-    assert_eq!(minutes["from"], "2026-12-01T10:07:00+00:00", "{minutes}");
-    assert_eq!(minutes["to"], "2026-12-01T10:08:00+00:00", "{minutes}");
-    assert_eq!(minutes["totals"]["impressions"], 10, "{minutes}");
-    let later = app
-        .json(
-            &admin,
+            Some("2026-12-01T10:07:00+00:00"),
+            Some("2026-12-01T10:08:00+00:00"),
+            10,
+        ),
+        (
             "from=2026-12-01T10:07:30Z&to=2026-12-01T10:08:30Z&granularity=minute",
-        )
-        .await;
-    assert_eq!(later["totals"]["impressions"], 0, "{later}");
-
-    // A range in which no bucket starts is an empty report, not an error.
-    let empty = app
-        .json(
-            &admin,
+            None,
+            None,
+            0,
+        ),
+        // A range in which no bucket starts is an empty report, not an error.
+        (
             "from=2026-12-01T10:10:00Z&to=2026-12-01T10:50:00Z&granularity=hour",
-        )
-        .await;
+            None,
+            None,
+            0,
+        ),
+    ] {
+        let report = app.json(&admin, query).await;
+        if let Some(from) = from {
+            assert_eq!(report["from"], from, "{query}: {report}");
+        }
+        if let Some(to) = to {
+            assert_eq!(report["to"], to, "{query}: {report}");
+        }
+        assert_eq!(
+            report["totals"]["impressions"], impressions,
+            "{query}: {report}"
+        );
+        reports.push(report);
+    }
+    let afternoon = &reports[2];
+    assert_eq!(afternoon["rows"][0]["time"], "2026-12-01T00:00:00+00:00");
+    let empty = &reports[6];
     assert_eq!(empty["from"], empty["to"], "{empty}");
     assert_eq!(empty["rows"].as_array().unwrap().len(), 0, "{empty}");
-    assert_eq!(empty["totals"]["impressions"], 0, "{empty}");
 }
 
 /// Sketches are kept per line item and day in its advertiser's zone. Per-row users in another
@@ -608,8 +628,7 @@ async fn adjacent_reports_never_count_a_bucket_twice_and_state_what_they_cover()
 /// count the users of every day the range touches in the sketches' own zone.
 #[tokio::test]
 async fn unique_users_are_not_matched_by_date_across_time_zones() {
-    let app = App::new().await;
-    let token = app.token(Role::Advertiser, Some(app.a)).await;
+    let (app, token) = App::with_advertiser_a().await;
     let new_york = app
         .json(
             &token,
@@ -649,9 +668,8 @@ async fn unique_users_are_not_matched_by_date_across_time_zones() {
 /// showed 0.000001 three times against a total of 0.000004.
 #[tokio::test]
 async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
-    let mut hours: Vec<(marquee_stats::RowKey, Counters)> = ["01", "02", "03"]
+    let (app, admin) = App::with_admin().await;
+    let hours: Vec<(marquee_stats::RowKey, Counters)> = ["01", "02", "03"]
         .iter()
         .map(|hour| {
             (
@@ -672,11 +690,7 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
             )
         })
         .collect();
-    hours.sort_unstable_by_key(|(k, _)| *k);
-    app.store
-        .commit_run(marquee_store::stats_suite::hour_rows(hours))
-        .await
-        .unwrap();
+    app.commit_hours(hours).await;
     let query = format!(
         "from=2026-12-02T00:00:00Z&to=2026-12-02T06:00:00Z&line_item={}&tz=UTC",
         app.b1
@@ -716,21 +730,13 @@ async fn rows_add_up_to_the_total_spend_in_json_and_csv() {
 async fn programmatic_demand_is_reported_by_bidder_beside_direct_delivery() {
     use marquee_stats::bidder_id;
     let mut app = App::new().await;
-    app.router = add_routes_with(
-        RouteTable::new(),
-        Arc::clone(&app.store),
-        app.clock.clone(),
-        "https://ads.example.com",
-        ApiOptions {
-            programmatic: marquee_api::ProgrammaticReports::new(
-                marquee_model::Currency::USD,
-                ["alpha".to_owned(), "beta".to_owned()],
-            ),
-            ..ApiOptions::default()
-        },
-        GeoAvailability::default(),
-    )
-    .into_router("test", "0");
+    app.serve_with(ApiOptions {
+        programmatic: marquee_api::ProgrammaticReports::new(
+            marquee_model::Currency::USD,
+            ["alpha".to_owned(), "beta".to_owned()],
+        ),
+        ..ApiOptions::default()
+    });
     let key = |line_item: u64, creative: u64| RowKey {
         line_item,
         bucket: at("2026-12-02T05:00:00Z"),
@@ -767,20 +773,12 @@ async fn programmatic_demand_is_reported_by_bidder_beside_direct_delivery() {
         cpm_micros: 2 * 2_000_000,
         ..Counters::default()
     };
-    let mut hours = vec![
+    let hours = vec![
         (key(0, bidder_id("alpha")), alpha),
         (key(0, bidder_id("beta")), beta),
         (key(app.a1, 0), direct),
     ];
-    hours.sort_unstable_by_key(|(k, _)| *k);
-    app.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
-        .await
-        .unwrap();
+    app.commit_hours(hours).await;
     let publisher = app.token(Role::Publisher, Some(app.publisher)).await;
     let query = "from=2026-12-02T05:00:00Z&to=2026-12-02T06:00:00Z&tz=UTC&group_by=bidder";
     let report = app.json(&publisher, query).await;
@@ -827,8 +825,7 @@ async fn programmatic_demand_is_reported_by_bidder_beside_direct_delivery() {
 
 #[tokio::test]
 async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
-    let app = App::new().await;
-    let admin = app.token(Role::Admin, None).await;
+    let (app, admin) = App::with_admin().await;
     let code = |reason: InvalidReason| i64::from(reason.code());
     let key = |line_item: u64, hour: &str| RowKey {
         line_item,
@@ -874,16 +871,12 @@ async fn invalid_traffic_is_reported_by_reason_apart_from_billing_figures() {
             code(InvalidReason::UntokenedDisabled),
         );
     }
-    let mut hours = vec![
+    let hours = vec![
         (key(app.a1, "05"), five),
         (key(app.a1, "06"), six),
         (key(0, "05"), refused),
     ];
-    hours.sort_unstable_by_key(|(k, _)| *k);
-    app.store
-        .commit_run(marquee_store::stats_suite::hour_rows(hours))
-        .await
-        .unwrap();
+    app.commit_hours(hours).await;
 
     let query = format!(
         "from=2026-12-02T05:00:00Z&to=2026-12-02T07:00:00Z&line_item={}&tz=UTC",

@@ -6,22 +6,21 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use jiff::{SignedDuration, Timestamp};
 use marquee_api::{GeoAvailability, GeoLocationSource};
-use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
+use marquee_dashboard::Dashboard;
 use marquee_geo::{GeoDatabase, GeoSource};
-use marquee_manager::{Manager, ManagerOptions};
+use marquee_manager::Manager;
 use marquee_model::{ConnectionType, LineItem, ManualClock, ObjectKind, Role, Targeting};
-use marquee_store::test_postgres::TestDatabase;
-use marquee_store::{NewUser, PostgresStore, SqliteStore, Store};
+use marquee_store::Store;
+use marquee_store::test_postgres::{TestDatabase, store_on};
 use tower::ServiceExt as _;
 
-const PASSWORD: &str = "correct horse battery";
+use crate::common::{self, PASSWORD};
 
 struct Site {
     router: axum::Router,
@@ -44,9 +43,24 @@ struct Answer {
     bytes: Vec<u8>,
 }
 
+impl Answer {
+    /// Asserts the status, showing the body if it is another.
+    #[track_caller]
+    fn assert_status(&self, status: StatusCode) {
+        assert_eq!(self.status, status, "{}", self.body);
+    }
+}
+
 impl Site {
     async fn new() -> Site {
         Site::on(None).await
+    }
+
+    /// The site with the session of its admin, root.
+    async fn as_root() -> (Site, String) {
+        let site = Site::new().await;
+        let admin = site.sign_in("root", PASSWORD).await.unwrap();
+        (site, admin)
     }
 
     /// The dashboard on SQLite, or on PostgreSQL in `postgres` (a test database of its own).
@@ -70,41 +84,12 @@ impl Site {
         geo: Option<Arc<GeoSource>>,
     ) -> Site {
         let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(
-            Timestamp::from_second(1_795_000_000).unwrap(),
-        ));
-        let store: Arc<dyn Store> = match &postgres {
-            Some(db) => Arc::new(
-                PostgresStore::connect(db.url(), clock.clone())
-                    .await
-                    .unwrap(),
-            ),
-            None => Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap()),
-        };
+        let clock = common::clock();
+        let store = store_on(postgres.as_ref(), &dir.path().join("m.db"), clock.clone()).await;
         let uploads = dir.path().join("uploads");
-        let manager = Manager::open(
-            Arc::clone(&store),
-            clock.clone(),
-            ManagerOptions {
-                snapshot_dir: dir.path().join("snapshots"),
-                keep: 2,
-                compile_interval: Duration::from_secs(1),
-            },
-        )
-        .await
-        .unwrap();
-        let dashboard = Dashboard::new(
-            Arc::clone(&manager),
-            clock.clone(),
-            DashboardOptions {
-                public_url: public_url.into(),
-                session_lifetime: SignedDuration::from_hours(12),
-                uploads_dir: uploads.clone(),
-                report_max_rows: 10_000,
-                secure_cookies,
-            },
-        )
-        .with_geo(geo);
+        let manager = common::manager(&store, &clock, dir.path()).await;
+        let options = common::options(public_url, &uploads, secure_cookies);
+        let dashboard = Dashboard::new(Arc::clone(&manager), clock.clone(), options).with_geo(geo);
         let site = Site {
             router: marquee_dashboard::router(Arc::new(dashboard)),
             manager,
@@ -119,15 +104,7 @@ impl Site {
     }
 
     async fn user(&self, name: &str, role: Role, owner_id: Option<u64>) {
-        self.store
-            .create_user(NewUser {
-                name: name.into(),
-                role,
-                owner_id,
-                password_hash: hash_password(PASSWORD).unwrap(),
-            })
-            .await
-            .unwrap();
+        common::add_user(self.store.as_ref(), name, role, owner_id).await;
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
@@ -165,6 +142,53 @@ impl Site {
                 .unwrap(),
         )
         .await
+    }
+
+    /// The site with root's session and Acme's campaign (as the forms hold its id).
+    async fn with_acme_campaign() -> (Site, String, String) {
+        let (site, admin) = Site::as_root().await;
+        let campaign = acme_campaign(&site, &admin).await;
+        (site, admin, campaign)
+    }
+
+    /// Creates a line item of `campaign` through the form and returns its id.
+    async fn create_line_item(&self, session: &str, campaign: &str) -> u64 {
+        self.create(session, "line-items", &line_item_form(campaign))
+            .await
+    }
+
+    /// The stored object `id` of type `T`.
+    async fn stored<T: marquee_model::Object>(&self, id: u64) -> T {
+        let record = self.store.get(T::KIND, id, None).await.unwrap();
+        record.decode::<T>().unwrap().object
+    }
+
+    /// Whether the store holds no object of `kind`.
+    async fn holds_none(&self, kind: ObjectKind) -> bool {
+        self.store
+            .list(kind, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    }
+
+    /// Posts a multipart form (boundary `B`).
+    async fn post_multipart(&self, path: &str, cookie: &str, body: Vec<u8>) -> Answer {
+        self.send(
+            Request::post(path)
+                .header(header::COOKIE, cookie)
+                .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Gets a page that must answer 200.
+    async fn get_ok(&self, path: &str, cookie: &str) -> Answer {
+        let page = self.get(path, cookie).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        page
     }
 
     async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
@@ -306,6 +330,46 @@ fn line_item_form(campaign: &str) -> Vec<(&str, &str)> {
     ]
 }
 
+/// The campaign form: an active campaign called `name` of the advertiser `owner`.
+fn campaign_form<'a>(owner: &'a str, name: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("advertiser_id", owner),
+        ("name", name),
+        ("status", "active"),
+        ("categories", ""),
+        ("app_bundle", ""),
+        ("cap_count", ""),
+        ("cap_window", ""),
+    ]
+}
+
+/// Two advertisers with a campaign each; returns the id of Acme's, as the forms hold it.
+async fn acme_campaign(site: &Site, admin: &str) -> String {
+    two_advertisers(site, admin).await.0.to_string()
+}
+
+/// The line item form with `changes` made to its fields.
+fn line_item_form_with<'a>(
+    campaign: &'a str,
+    changes: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut form = line_item_form(campaign);
+    for (key, value) in form.iter_mut() {
+        if let Some((_, changed)) = changes.iter().find(|(k, _)| k == key) {
+            *value = changed;
+        }
+    }
+    form
+}
+
+/// The line item form with no targeting rows.
+fn untargeted_line_item_form(campaign: &str) -> Vec<(&str, &str)> {
+    line_item_form(campaign)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("t_"))
+        .collect()
+}
+
 /// Two advertisers with a campaign each; returns the campaign ids.
 async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
     let a = site.create(admin, "advertisers", &advertiser("Acme")).await;
@@ -315,20 +379,8 @@ async fn two_advertisers(site: &Site, admin: &str) -> (u64, u64) {
     let campaign = |owner: u64, name: &'static str| {
         let owner = owner.to_string();
         async move {
-            site.create(
-                admin,
-                "campaigns",
-                &[
-                    ("advertiser_id", owner.as_str()),
-                    ("name", name),
-                    ("status", "active"),
-                    ("categories", ""),
-                    ("app_bundle", ""),
-                    ("cap_count", ""),
-                    ("cap_window", ""),
-                ],
-            )
-            .await
+            site.create(admin, "campaigns", &campaign_form(&owner, name))
+                .await
         }
     };
     (
@@ -353,8 +405,7 @@ async fn a_wrong_password_or_unknown_user_gets_no_session() {
     assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
 
     let session = site.sign_in("root", PASSWORD).await.unwrap();
-    let home = site.get("/", &session).await;
-    assert_eq!(home.status, StatusCode::OK);
+    let home = site.get_ok("/", &session).await;
     assert!(home.body.contains("Today"));
     // Without a session every page sends the browser to the sign-in form.
     let anonymous = site.get("/line-items", "").await;
@@ -537,13 +588,7 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
         StatusCode::FORBIDDEN,
         "another session's token"
     );
-    assert!(
-        site.store
-            .list(ObjectKind::Advertiser, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::Advertiser).await);
     let id = site.create(&session, "advertisers", &form).await;
     assert_eq!(
         site.store
@@ -557,21 +602,9 @@ async fn every_post_needs_the_csrf_token_of_its_session() {
 
 #[tokio::test]
 async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let id = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await;
-    let stored: LineItem = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let id = site.create_line_item(&admin, &campaign).await;
+    let stored: LineItem = site.stored::<LineItem>(id).await;
     assert_eq!(stored.frequency_caps.len(), 1);
     assert_eq!(stored.frequency_caps[0].count, 2);
     assert_eq!(
@@ -585,8 +618,9 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
     );
     assert_eq!(stored.price.amount_micros, marquee_model::Micros(2_500_000));
     // The page shows it back as rows, with its pacing section.
-    let page = site.get(&format!("/line-items/{id}?saved=1"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site
+        .get_ok(&format!("/line-items/{id}?saved=1"), &admin)
+        .await;
     assert!(page.body.contains("Saved."));
     assert!(page.body.contains("value=\"DE, AT\""));
     assert!(page.body.contains("id=\"pacing\""));
@@ -596,14 +630,8 @@ async fn a_line_item_made_through_the_form_has_its_targeting_and_cap() {
 /// back; the connection types as a select of their values.
 #[tokio::test]
 async fn geo_and_network_rows_round_trip_through_the_form() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "metro"),
         ("t_op", "in"),
@@ -621,14 +649,7 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
         ("t_choice_3", "satellite"),
     ]);
     let id = site.create(&admin, "line-items", &form).await;
-    let stored = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let stored = site.stored::<LineItem>(id).await;
     assert_eq!(
         stored.targeting,
         Some(Targeting::All(vec![
@@ -658,18 +679,10 @@ async fn geo_and_network_rows_round_trip_through_the_form() {
 /// on ad requests, by where they learn a request's location.
 #[tokio::test]
 async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     // Country DE, not device tablet.
-    let id = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await;
-    let untargeted: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let id = site.create_line_item(&admin, &campaign).await;
+    let untargeted: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let untargeted = site.create(&admin, "line-items", &untargeted).await;
     let warning = "<p class=\"warning\" role=\"status\">geo targeting (country) cannot match ad \
                    requests: no geo database is configured (geo.database) and no country header \
@@ -691,14 +704,8 @@ async fn a_line_item_page_warns_about_geo_targeting_without_a_geo_source() {
 /// connection type, and names the geo attribute that rejects a line item.
 #[tokio::test]
 async fn why_not_served_takes_the_requests_whole_location() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     let rows = [
         ("region", "US-CA"),
         ("city", "San Francisco"),
@@ -718,12 +725,11 @@ async fn why_not_served_takes_the_requests_whole_location() {
         let admin = admin.clone();
         async move {
             let page = site
-                .get(
+                .get_ok(
                     &format!("/why-not-served?placement={placement}&{query}"),
                     &admin,
                 )
                 .await;
-            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
             outcome(&page.body, id)
         }
     };
@@ -795,8 +801,7 @@ async fn why_not_served_locates_the_request_by_its_ip_address() {
         let path = format!("/why-not-served?placement={placement}&{query}");
         let admin = admin.clone();
         async move {
-            let page = site.get(&path, &admin).await;
-            assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+            let page = site.get_ok(&path, &admin).await;
             page.body
         }
     };
@@ -855,16 +860,14 @@ async fn why_not_served_locates_the_request_by_its_ip_address() {
 /// Without a geo database an address is not looked up, and the page says so.
 #[tokio::test]
 async fn why_not_served_without_a_geo_database_says_so() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (placement, _, america) = one_line_item_per_country(&site, &admin).await;
     let page = site
-        .get(
+        .get_ok(
             &format!("/why-not-served?placement={placement}&ip=10.1.2.3"),
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body
             .contains("Resolved location: 10.1.2.3 is not looked up — no geo database configured"),
@@ -879,6 +882,11 @@ async fn why_not_served_without_a_geo_database_says_so() {
 
 /// A placement on a news site, for test requests.
 async fn news_placement(site: &Site, admin: &str) -> u64 {
+    news_placement_named(site, admin, "Top").await
+}
+
+/// A placement called `name` on a news site of a new publisher.
+async fn news_placement_named(site: &Site, admin: &str, name: &str) -> u64 {
     let publisher = site
         .create(
             admin,
@@ -905,7 +913,7 @@ async fn news_placement(site: &Site, admin: &str) -> u64 {
         "placements",
         &[
             ("site_id", news.as_str()),
-            ("name", "Top"),
+            ("name", name),
             ("status", "active"),
             ("sizes", "300x250"),
             ("formats", "banner"),
@@ -966,10 +974,7 @@ fn outcome(body: &str, line_item: u64) -> String {
 
 #[tokio::test]
 async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| {
@@ -988,48 +993,30 @@ async fn a_rule_broken_in_a_form_is_shown_at_its_field() {
     assert!(end_field.contains("must be after start"), "{end_field}");
     // What was typed stays in the form.
     assert!(answer.body.contains("value=\"Winter sale\""));
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 }
 
 /// A spend goal typed as "500" is 500 units of the advertiser's currency, and the line item's
 /// page shows it back as money: in the form, in the pacing text and on the chart's axis.
 #[tokio::test]
 async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form = line_item_form(&campaign);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "price.amount" => *value = "4.50",
-            "goal.metric" => *value = "spend",
-            "goal.daily" => *value = "500",
-            "goal.lifetime" => *value = "12000",
-            _ => {}
-        }
-    }
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let form = line_item_form_with(
+        &campaign,
+        &[
+            ("price.amount", "4.50"),
+            ("goal.metric", "spend"),
+            ("goal.daily", "500"),
+            ("goal.lifetime", "12000"),
+        ],
+    );
     let id = site.create(&admin, "line-items", &form).await;
-    let stored: LineItem = site
-        .store
-        .get(ObjectKind::LineItem, id, None)
-        .await
-        .unwrap()
-        .decode::<LineItem>()
-        .unwrap()
-        .object;
+    let stored: LineItem = site.stored::<LineItem>(id).await;
     let goal = stored.goal.unwrap();
     assert_eq!(goal.daily, Some(500_000_000), "500 dollars, not 500 micros");
     assert_eq!(goal.lifetime, Some(12_000_000_000));
     assert_eq!(stored.price.amount_micros, marquee_model::Micros(4_500_000));
-    let page = site.get(&format!("/line-items/{id}"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&format!("/line-items/{id}"), &admin).await;
     let daily = field_block(&page.body, "goal.daily");
     assert!(daily.contains("value=\"500.00\""), "{daily}");
     assert!(
@@ -1053,10 +1040,7 @@ async fn a_spend_goal_is_typed_and_shown_in_the_currency() {
 /// field, each message beside its field, and everything typed still in the form.
 #[tokio::test]
 async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     let csrf = site.csrf(&admin).await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend(line_item_form(&campaign).into_iter().map(|(k, v)| match k {
@@ -1110,13 +1094,7 @@ async fn every_mistake_in_a_form_is_shown_at_once_and_nothing_typed_is_lost() {
     ] {
         assert!(answer.body.contains(kept), "{kept} lost");
     }
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 }
 
 /// The part of a form page that shows field `name`: its input, help and errors.
@@ -1132,35 +1110,21 @@ fn field_block<'a>(body: &'a str, name: &str) -> &'a str {
 
 #[tokio::test]
 async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_at_its_field() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let mut euros = advertiser("Euros");
     euros[2] = ("currency", "EUR");
     let advertiser_id = site.create(&admin, "advertisers", &euros).await;
     let owner = advertiser_id.to_string();
     let campaign = site
-        .create(
-            &admin,
-            "campaigns",
-            &[
-                ("advertiser_id", owner.as_str()),
-                ("name", "Winter"),
-                ("status", "active"),
-                ("categories", ""),
-                ("app_bundle", ""),
-                ("cap_count", ""),
-                ("cap_window", ""),
-            ],
-        )
+        .create(&admin, "campaigns", &campaign_form(&owner, "Winter"))
         .await
         .to_string();
 
     // A new line item starts in the advertiser's currency: under a campaign, or for the
     // advertiser's own user.
     let form = site
-        .get(&format!("/line-items/new?parent={campaign}"), &admin)
+        .get_ok(&format!("/line-items/new?parent={campaign}"), &admin)
         .await;
-    assert_eq!(form.status, StatusCode::OK);
     let currency = field_block(&form.body, "price.currency");
     assert!(currency.contains("value=\"EUR\""), "{currency}");
     site.user("euro-ops", Role::Advertiser, Some(advertiser_id))
@@ -1183,13 +1147,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
         )),
         "{currency}"
     );
-    assert!(
-        site.store
-            .list(ObjectKind::LineItem, &Default::default())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(site.holds_none(ObjectKind::LineItem).await);
 
     // In its currency it is made; then the advertiser's currency is held at its field.
     for field in &mut post {
@@ -1218,8 +1176,7 @@ async fn a_line_item_form_starts_in_the_advertisers_currency_and_shows_the_rule_
 
 #[tokio::test]
 async fn an_advertiser_cannot_open_another_advertisers_line_item() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme_campaign, globex_campaign) = two_advertisers(&site, &admin).await;
     let acme_campaign = acme_campaign.to_string();
     let globex_campaign = globex_campaign.to_string();
@@ -1271,48 +1228,14 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
     );
 
     // Why-not-served offers an advertiser no publisher's placement names.
-    let publisher = site
-        .create(
-            &admin,
-            "publishers",
-            &[("name", "Daily News"), ("status", "active")],
-        )
-        .await
-        .to_string();
-    let news = site
-        .create(
-            &admin,
-            "sites",
-            &[
-                ("publisher_id", publisher.as_str()),
-                ("name", "News"),
-                ("status", "active"),
-                ("domain", "news.example"),
-            ],
-        )
-        .await
-        .to_string();
-    site.create(
-        &admin,
-        "placements",
-        &[
-            ("site_id", news.as_str()),
-            ("name", "Secret slot"),
-            ("status", "active"),
-            ("sizes", "300x250"),
-            ("formats", "banner"),
-            ("image_tag", "off"),
-        ],
-    )
-    .await;
+    news_placement_named(&site, &admin, "Secret slot").await;
     assert!(
         site.get("/why-not-served", &admin)
             .await
             .body
             .contains("Secret slot")
     );
-    let offered = site.get("/why-not-served", &alice).await;
-    assert_eq!(offered.status, StatusCode::OK);
+    let offered = site.get_ok("/why-not-served", &alice).await;
     assert!(!offered.body.contains("Secret slot"));
 }
 
@@ -1321,8 +1244,7 @@ async fn an_advertiser_cannot_open_another_advertisers_line_item() {
 /// users read it but cannot change or archive it.
 #[tokio::test]
 async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let mut held = advertiser("Acme");
     held[1] = ("status", "paused");
     let acme = site.create(&admin, "advertisers", &held).await;
@@ -1330,8 +1252,7 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
     let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
     let path = format!("/advertisers/{acme}");
 
-    let page = site.get(&path, &alice).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&path, &alice).await;
     assert!(
         page.body
             .contains("Only an admin can change this advertiser.")
@@ -1376,30 +1297,26 @@ async fn an_advertiser_user_reads_its_advertiser_but_cannot_change_it() {
 
 #[tokio::test]
 async fn reports_render_charts_and_csv_for_the_signed_in_user() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     // Without `to`: the report ends at the site's clock's now.
     let page = site
-        .get(
+        .get_ok(
             "/reports?from=2026-11-01&granularity=day&group_by=line_item",
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("<svg class=\"chart\""));
     assert!(page.body.contains("data-impressions=\"0\""));
     let csv = site
-        .get(
+        .get_ok(
             "/reports.csv?from=2026-11-01&to=2026-12-01&granularity=day",
             &admin,
         )
         .await;
-    assert_eq!(csv.status, StatusCode::OK);
     assert!(csv.body.starts_with("time,requests,"), "{}", csv.body);
     // Two ticked "Group by" boxes send the key twice: both apply, on the page and in the CSV.
     let two = "from=2026-11-01&to=2026-12-01&granularity=day&group_by=line_item&group_by=country";
-    let page = site.get(&format!("/reports?{two}"), &admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = site.get_ok(&format!("/reports?{two}"), &admin).await;
     for dimension in ["line_item", "country"] {
         assert!(
             page.body
@@ -1407,15 +1324,14 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
             "{dimension} stays ticked"
         );
     }
-    let csv = site.get(&format!("/reports.csv?{two}"), &admin).await;
-    assert_eq!(csv.status, StatusCode::OK, "{}", csv.body);
+    let csv = site.get_ok(&format!("/reports.csv?{two}"), &admin).await;
     assert!(
-        csv.body.starts_with("time,line_item,country,requests,"),
+        csv.body
+            .starts_with("time,line_item,line_item_name,country,requests,"),
         "{}",
         csv.body
     );
-    let bad = site.get("/reports?from=yesterday", &admin).await;
-    assert_eq!(bad.status, StatusCode::OK);
+    let bad = site.get_ok("/reports?from=yesterday", &admin).await;
     assert!(bad.body.contains("is not a date"));
 }
 
@@ -1425,9 +1341,9 @@ async fn reports_render_charts_and_csv_for_the_signed_in_user() {
 #[tokio::test]
 async fn reports_show_programmatic_demand_by_bidder() {
     use marquee_stats::{Counters, RowKey, bidder_id};
-    use marquee_store::RunWrite;
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
+    // Rows of the same shape as the API's programmatic report test, deliberately: each crate's
+    // test states the rows it reads.
     let key = |creative: u64| RowKey {
         line_item: 0,
         bucket: 1_795_000_000 / 3_600 * 3_600,
@@ -1454,20 +1370,15 @@ async fn reports_show_programmatic_demand_by_bidder() {
     let mut hours = vec![(key(bidder_id("alpha")), bid), (key(0), no_bid)];
     hours.sort_unstable_by_key(|(k, _)| *k);
     site.store
-        .commit_run(RunWrite {
-            line_item_hours: marquee_stats::line_item_totals(&hours),
-            hours,
-            ..RunWrite::default()
-        })
+        .commit_run(marquee_store::stats_suite::hour_rows(hours))
         .await
         .unwrap();
     let page = site
-        .get(
+        .get_ok(
             "/reports?from=2026-11-18&tz=UTC&granularity=day&group_by=bidder",
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body.contains(
             "<th>programmatic auctions</th><th>programmatic bids</th><th>programmatic timeouts</th>\
@@ -1500,8 +1411,7 @@ async fn reports_show_programmatic_demand_by_bidder() {
 async fn reports_and_home_show_invalid_traffic_by_reason() {
     use marquee_stats::{Counters, EventKind, InvalidReason, RowKey};
 
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     // The site's clock is 2026-11-18T11:06:40Z. Refused before any ad was decided (no line
     // item): 3 crawler impressions and 2 image tags without a cache buster; one valid
     // no-bid.
@@ -1539,9 +1449,8 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
         .unwrap();
 
     let page = site
-        .get("/reports?from=2026-11-18&tz=UTC&granularity=day", &admin)
+        .get_ok("/reports?from=2026-11-18&tz=UTC&granularity=day", &admin)
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(
         page.body
             .contains("<th>spend</th><th>invalid impressions</th><th>invalid clicks</th>"),
@@ -1571,12 +1480,11 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     assert!(reasons.contains("<th>total</th><th>6</th>"), "{reasons}");
 
     let csv = site
-        .get(
+        .get_ok(
             "/reports.csv?from=2026-11-18&tz=UTC&granularity=day",
             &admin,
         )
         .await;
-    assert_eq!(csv.status, StatusCode::OK);
     let mut lines = csv.body.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let values: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -1588,8 +1496,7 @@ async fn reports_and_home_show_invalid_traffic_by_reason() {
     assert_eq!(column("invalid_no_cache_buster"), "2");
     assert_eq!(column("invalid_too_fast"), "1");
 
-    let home = site.get("/", &admin).await;
-    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    let home = site.get_ok("/", &admin).await;
     let invalid = &home.body[home.body.find("id=\"invalid-today\"").unwrap()..];
     assert!(
         invalid.contains("): 6; yesterday at this time: 0."),
@@ -1628,14 +1535,7 @@ async fn upload_creative(site: &Site, session: &str, line_item: &str, landing_ur
     );
     body.extend_from_slice(PNG);
     body.extend_from_slice(b"\r\n--B--\r\n");
-    site.send(
-        Request::post("/creatives")
-            .header(header::COOKIE, session)
-            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
-            .body(Body::from(body))
-            .unwrap(),
-    )
-    .await
+    site.post_multipart("/creatives", session, body).await
 }
 
 /// The files in the uploads directory (none when it was never made).
@@ -1649,8 +1549,7 @@ fn uploaded_files(site: &Site) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn a_refused_creative_leaves_no_uploaded_file() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme, globex) = two_advertisers(&site, &admin).await;
     let line_item = |campaign: u64| {
         let campaign = campaign.to_string();
@@ -1706,24 +1605,13 @@ async fn a_refused_creative_leaves_no_uploaded_file() {
 
 #[tokio::test]
 async fn an_uploaded_image_becomes_the_creatives_picture() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await
-        .to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await.to_string();
     let answer = upload_creative(&site, &admin, &line_item, "https://shop.example/").await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let creative = site
-        .store
-        .get(ObjectKind::Creative, id_in(&answer.location), None)
-        .await
-        .unwrap()
-        .decode::<marquee_model::Creative>()
-        .unwrap()
-        .object;
+        .stored::<marquee_model::Creative>(id_in(&answer.location))
+        .await;
     let marquee_model::CreativeContent::Image { image_url, alt } = creative.content else {
         panic!("not an image: {:?}", creative.content);
     };
@@ -1735,8 +1623,7 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
         path.starts_with("/uploads/") && path.ends_with(".png"),
         "{path}"
     );
-    let served = site.get(path, "").await;
-    assert_eq!(served.status, StatusCode::OK);
+    let served = site.get_ok(path, "").await;
     assert_eq!(served.bytes, PNG);
     assert_eq!(
         site.get("/uploads/..%2Fm.db", "").await.status,
@@ -1748,10 +1635,8 @@ async fn an_uploaded_image_becomes_the_creatives_picture() {
 /// would refuse one.
 #[tokio::test]
 async fn pages_run_only_the_shipped_script() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let page = site.get("/line-items/new", &admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let (site, admin) = Site::as_root().await;
+    let page = site.get_ok("/line-items/new", &admin).await;
     assert!(
         page.policy.contains("script-src 'self';"),
         "{}",
@@ -1763,8 +1648,7 @@ async fn pages_run_only_the_shipped_script() {
             .contains("<script src=\"/assets/dashboard.js\"></script>")
     );
     assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
-    let script = site.get("/assets/dashboard.js", "").await;
-    assert_eq!(script.status, StatusCode::OK);
+    let script = site.get_ok("/assets/dashboard.js", "").await;
     assert!(script.body.contains("data-when") || script.body.contains("dataset.when"));
 }
 
@@ -1795,12 +1679,8 @@ fn impressions(count: i64) -> marquee_stats::Counters {
 async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     use marquee_model::Clock;
     use marquee_stats::{Counters, line_item_totals};
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await;
     // 2026-11-18T11:06:40Z; the admin's days are UTC.
     let now = site.clock.now();
     assert_eq!(now.as_second().rem_euclid(86_400), 11 * 3_600 + 400);
@@ -1841,8 +1721,7 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
     run.line_item_hours = line_item_totals(&run.hours);
     site.store.commit_run(run).await.unwrap();
 
-    let home = site.get("/", &admin).await;
-    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    let home = site.get_ok("/", &admin).await;
     // 11 hours and 7 minutes (11:00 to 11:06) of ten a minute, both days.
     assert!(
         home.body.contains("yesterday at this time: 6670"),
@@ -1856,19 +1735,15 @@ async fn yesterday_at_this_time_is_up_to_the_same_minute() {
 /// that holds its day's start is counted once, not in both "before today" and "today".
 #[tokio::test]
 async fn a_half_hour_zone_s_lifetime_delivery_counts_each_hour_once() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form = line_item_form(&campaign);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "time_zone" => *value = "Asia/Kolkata",
-            "goal.daily" => *value = "",
-            "goal.lifetime" => *value = "100000",
-            _ => {}
-        }
-    }
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let form = line_item_form_with(
+        &campaign,
+        &[
+            ("time_zone", "Asia/Kolkata"),
+            ("goal.daily", ""),
+            ("goal.lifetime", "100000"),
+        ],
+    );
     let line_item = site.create(&admin, "line-items", &form).await;
     // Today in Kolkata (2026-11-18) began at 2026-11-17T18:30Z, inside the 18:00Z hour, which
     // holds 100 impressions.
@@ -1899,8 +1774,9 @@ async fn hundred_impressions_in_hour(site: &Site, line_item: u64, hour: Timestam
 
 /// The line item's pacing section counts those 100 impressions once.
 async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64, case: &str) {
-    let page = site.get(&format!("/line-items/{line_item}"), admin).await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = site
+        .get_ok(&format!("/line-items/{line_item}"), admin)
+        .await;
     assert!(
         page.body.contains("100 impressions delivered"),
         "{case}: {}",
@@ -1913,26 +1789,22 @@ async fn assert_pacing_shows_a_hundred(site: &Site, admin: &str, line_item: u64,
 /// midnight at :30 UTC in Kolkata, or 14:30 in Berlin) would leave out that first hour.
 #[tokio::test]
 async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
     for (zone, start, hour) in [
         // 00:00 on 1 November in Kolkata is 18:30Z on 31 October.
         ("Asia/Kolkata", "2026-11-01T00:00", "2026-10-31T18:00:00Z"),
         // 14:30 on 1 November in Berlin is 13:30Z.
         ("Europe/Berlin", "2026-11-01T14:30", "2026-11-01T13:00:00Z"),
     ] {
-        let mut form = line_item_form(&campaign);
-        for (key, value) in form.iter_mut() {
-            match *key {
-                "time_zone" => *value = zone,
-                "start" => *value = start,
-                "goal.daily" => *value = "",
-                "goal.lifetime" => *value = "100000",
-                _ => {}
-            }
-        }
+        let form = line_item_form_with(
+            &campaign,
+            &[
+                ("time_zone", zone),
+                ("start", start),
+                ("goal.daily", ""),
+                ("goal.lifetime", "100000"),
+            ],
+        );
         let line_item = site.create(&admin, "line-items", &form).await;
         let hour: Timestamp = hour.parse().unwrap();
         hundred_impressions_in_hour(&site, line_item, hour).await;
@@ -1942,8 +1814,7 @@ async fn lifetime_delivery_counts_the_hour_the_flight_starts_in() {
 
 #[tokio::test]
 async fn an_object_page_shows_its_history_with_who_changed_what() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let acme = site
         .create(&admin, "advertisers", &advertiser("Acme"))
         .await;
@@ -1954,8 +1825,7 @@ async fn an_object_page_shows_its_history_with_who_changed_what() {
     let saved = site.post(&path, &admin, &rename).await;
     assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
 
-    let page = site.get(&path, &admin).await;
-    assert_eq!(page.status, StatusCode::OK);
+    let page = site.get_ok(&path, &admin).await;
     let history = &page.body[page.body.find("id=\"history\"").expect("a History section")..];
     let update = history.find(">update<").expect("the update");
     let create = history.find(">create<").expect("the create");
@@ -1972,6 +1842,19 @@ async fn an_object_page_shows_its_history_with_who_changed_what() {
 }
 
 /// Posts `form` with the session's CSRF token to `path`.
+/// Posts to the archive route of the object `id` in `collection`, confirmed or not.
+async fn archive(
+    site: &Site,
+    session: &str,
+    collection: &str,
+    id: impl std::fmt::Display,
+    confirm: bool,
+) -> Answer {
+    let path = format!("/{collection}/{id}/archive");
+    let form: &[(&str, &str)] = if confirm { &[("confirm", "yes")] } else { &[] };
+    post_with_csrf(site, session, &path, form).await
+}
+
 async fn post_with_csrf(site: &Site, session: &str, path: &str, form: &[(&str, &str)]) -> Answer {
     let csrf = site.csrf(session).await;
     let mut fields = vec![("csrf", csrf.as_str())];
@@ -1985,28 +1868,25 @@ async fn post_with_csrf(site: &Site, session: &str, path: &str, form: &[(&str, &
 /// not active.
 #[tokio::test]
 async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     let (acme, globex) = two_advertisers(&site, &admin).await;
     let (acme, globex) = (acme.to_string(), globex.to_string());
     let winter = site
         .create(&admin, "line-items", &line_item_form(&acme))
         .await;
-    let mut form = line_item_form(&globex);
-    for (key, value) in form.iter_mut() {
-        match *key {
-            "name" => *value = "Autumn push",
-            "tier" => *value = "sponsorship",
-            "price.amount" => *value = "4",
-            _ => {}
-        }
-    }
+    let form = line_item_form_with(
+        &globex,
+        &[
+            ("name", "Autumn push"),
+            ("tier", "sponsorship"),
+            ("price.amount", "4"),
+        ],
+    );
     let autumn = site.create(&admin, "line-items", &form).await;
     // 100 impressions today (the clock stands at 2026-11-18 11:06 UTC).
     hundred_impressions_in_hour(&site, winter, "2026-11-18T10:00:00Z".parse().unwrap()).await;
 
-    let list = site.get("/line-items", &admin).await;
-    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    let list = site.get_ok("/line-items", &admin).await;
     for text in [
         format!("<a href=\"/campaigns/{acme}\">Acme winter</a>"),
         format!("<a href=\"/campaigns/{globex}\">Globex winter</a>"),
@@ -2063,13 +1943,7 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
     );
 
     // Its campaign archived, Autumn push is stopped by it, in the list and on its page.
-    let archived = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/campaigns/{globex}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    let archived = archive(&site, &admin, "campaigns", globex, true).await;
     assert_eq!(archived.status, StatusCode::SEE_OTHER, "{}", archived.body);
     let active = site.get("/line-items?status=active", &admin).await.body;
     assert!(!active.contains("Autumn push") && active.contains(">Winter sale<"));
@@ -2096,12 +1970,8 @@ async fn lists_show_names_and_delivery_and_sort_and_filter_by_them() {
 /// say which parent stops them.
 #[tokio::test]
 async fn archiving_asks_first_with_what_depends_on_it() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await;
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await;
     hundred_impressions_in_hour(&site, line_item, "2026-11-18T10:00:00Z".parse().unwrap()).await;
     let placement = news_placement(&site, &admin).await;
     let linked = post_with_csrf(
@@ -2124,13 +1994,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         let store = Arc::clone(&site.store);
         async move { store.get(kind, id, None).await.unwrap().status }
     };
-    let ask = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/campaigns/{campaign}/archive"),
-        &[],
-    )
-    .await;
+    let ask = archive(&site, &admin, "campaigns", &campaign, false).await;
     assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
     assert!(
         ask.body
@@ -2146,16 +2010,10 @@ async fn archiving_asks_first_with_what_depends_on_it() {
     assert!(ask.body.contains("name=\"confirm\" value=\"yes\""));
     assert!(ask.body.contains("pause it</a> instead"));
     assert_eq!(
-        status(ObjectKind::Campaign, campaign).await,
+        status(ObjectKind::Campaign, campaign.parse().unwrap()).await,
         marquee_model::Status::Active
     );
-    let ask = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/placements/{placement}/archive"),
-        &[],
-    )
-    .await;
+    let ask = archive(&site, &admin, "placements", placement, false).await;
     assert!(
         ask.body
             .contains("1 active line item linked to it lose this placement"),
@@ -2170,13 +2028,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         ask.body
     );
 
-    let done = post_with_csrf(
-        &site,
-        &admin,
-        &format!("/sites/{news}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    let done = archive(&site, &admin, "sites", news, true).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     assert_eq!(
         status(ObjectKind::Site, news).await,
@@ -2196,13 +2048,7 @@ async fn archiving_asks_first_with_what_depends_on_it() {
         "{placements}"
     );
 
-    post_with_csrf(
-        &site,
-        &admin,
-        &format!("/placements/{placement}/archive"),
-        &[("confirm", "yes")],
-    )
-    .await;
+    archive(&site, &admin, "placements", placement, true).await;
     let page = site
         .get(&format!("/placements/{placement}"), &admin)
         .await
@@ -2264,14 +2110,7 @@ async fn post_creative(
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(b"--B--\r\n");
-    site.send(
-        Request::post("/creatives")
-            .header(header::COOKIE, session)
-            .header(header::CONTENT_TYPE, "multipart/form-data; boundary=B")
-            .body(Body::from(body))
-            .unwrap(),
-    )
-    .await
+    site.post_multipart("/creatives", session, body).await
 }
 
 /// An upload is judged by its content: text named `.png` is refused with a plain message;
@@ -2281,13 +2120,8 @@ async fn post_creative(
 /// warning on the saved creative, not a refusal.
 #[tokio::test]
 async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign.to_string()))
-        .await
-        .to_string();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let line_item = site.create_line_item(&admin, &campaign).await.to_string();
 
     let text = post_creative(
         &site,
@@ -2298,12 +2132,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
         None,
     )
     .await;
-    assert_eq!(
-        text.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        text.body
-    );
+    text.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&text.body, "image_file")
             .contains("“notes.png” is text, not an image: upload a PNG, JPEG, GIF or WebP file"),
@@ -2321,12 +2150,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
         None,
     )
     .await;
-    assert_eq!(
-        wrong.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        wrong.body
-    );
+    wrong.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&wrong.body, "size").contains("the image is 300×250, not 728×90"),
         "{}",
@@ -2351,13 +2175,8 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
     assert_eq!(fixed.status, StatusCode::SEE_OTHER, "{}", fixed.body);
     assert_eq!(uploaded_files(&site).len(), 1);
     let creative = site
-        .store
-        .get(ObjectKind::Creative, id_in(&fixed.location), None)
-        .await
-        .unwrap()
-        .decode::<marquee_model::Creative>()
-        .unwrap()
-        .object;
+        .stored::<marquee_model::Creative>(id_in(&fixed.location))
+        .await;
     assert_eq!(creative.size, Some(marquee_model::Size { w: 300, h: 250 }));
 
     // Linked to a 300×250 placement only, a 728×90 creative is saved with a warning.
@@ -2393,12 +2212,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
             ],
         )
         .await;
-    assert_eq!(
-        leaderboard.status,
-        StatusCode::SEE_OTHER,
-        "{}",
-        leaderboard.body
-    );
+    leaderboard.assert_status(StatusCode::SEE_OTHER);
     let page = site.get(&leaderboard.location, &admin).await.body;
     assert!(
         page.contains("No placement its line item reaches takes 728×90 (they take 300×250)"),
@@ -2410,8 +2224,7 @@ async fn uploads_are_sniffed_and_sized_and_kept_when_the_form_is_refused() {
 /// site as if chosen.
 #[tokio::test]
 async fn a_new_child_without_its_parent_picks_none() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
+    let (site, admin) = Site::as_root().await;
     news_placement(&site, &admin).await;
     let form = site.get("/placements/new", &admin).await.body;
     let parent = field_block(&form, "site_id");
@@ -2438,12 +2251,7 @@ async fn a_new_child_without_its_parent_picks_none() {
             ],
         )
         .await;
-    assert_eq!(
-        refused.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        refused.body
-    );
+    refused.assert_status(StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         field_block(&refused.body, "site_id").contains("field-error"),
         "{}",
@@ -2456,14 +2264,8 @@ async fn a_new_child_without_its_parent_picks_none() {
 /// than location too, and shows one line item when asked (by any part of its name, or id).
 #[tokio::test]
 async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
-    let site = Site::new().await;
-    let admin = site.sign_in("root", PASSWORD).await.unwrap();
-    let (campaign, _) = two_advertisers(&site, &admin).await;
-    let campaign = campaign.to_string();
-    let mut form: Vec<(&str, &str)> = line_item_form(&campaign)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("t_"))
-        .collect();
+    let (site, admin, campaign) = Site::with_acme_campaign().await;
+    let mut form: Vec<(&str, &str)> = untargeted_line_item_form(&campaign);
     form.extend([
         ("t_attr", "device_type"),
         ("t_op", "in"),
@@ -2479,12 +2281,11 @@ async fn why_not_served_shows_request_and_targeted_values_and_one_line_item() {
     let placement = news_placement(&site, &admin).await;
     site.manager.refresh().await.unwrap();
     let page = site
-        .get(
+        .get_ok(
             &format!("/why-not-served?placement={placement}&device=phone"),
             &admin,
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert_eq!(
         outcome(&page.body, desktops),
         "targeting: device_type — request: phone; targeted: desktop, tablet"

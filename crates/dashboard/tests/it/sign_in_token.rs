@@ -4,19 +4,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
+use marquee_dashboard::Dashboard;
 use marquee_dashboard::auth::SignInKey;
-use marquee_dashboard::{Dashboard, DashboardOptions, hash_password};
-use marquee_manager::{Manager, ManagerOptions};
+use marquee_manager::Manager;
 use marquee_model::{ManualClock, Role};
-use marquee_store::{NewUser, SqliteStore, Store};
+use marquee_store::{SqliteStore, Store};
 use tower::ServiceExt as _;
 
-const PASSWORD: &str = "correct horse battery";
+use crate::common::{self, PASSWORD};
 
 struct Site {
     dir: tempfile::TempDir,
@@ -27,31 +26,11 @@ struct Site {
 impl Site {
     async fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(
-            Timestamp::from_second(1_795_000_000).unwrap(),
-        ));
+        let clock = common::clock();
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("m.db"), clock.clone()).unwrap());
-        let manager = Manager::open(
-            Arc::clone(&store),
-            clock.clone(),
-            ManagerOptions {
-                snapshot_dir: dir.path().join("snapshots"),
-                keep: 2,
-                compile_interval: Duration::from_secs(1),
-            },
-        )
-        .await
-        .unwrap();
-        store
-            .create_user(NewUser {
-                name: "root".into(),
-                role: Role::Admin,
-                owner_id: None,
-                password_hash: hash_password(PASSWORD).unwrap(),
-            })
-            .await
-            .unwrap();
+        let manager = common::manager(&store, &clock, dir.path()).await;
+        common::add_user(store.as_ref(), "root", Role::Admin, None).await;
         Site {
             dir,
             clock,
@@ -64,13 +43,7 @@ impl Site {
         let dashboard = Dashboard::new(
             Arc::clone(&self.manager),
             self.clock.clone(),
-            DashboardOptions {
-                public_url: "http://ads.test".into(),
-                session_lifetime: SignedDuration::from_hours(12),
-                uploads_dir: self.dir.path().join("uploads"),
-                report_max_rows: 10_000,
-                secure_cookies: false,
-            },
+            common::options("http://ads.test", &self.dir.path().join("uploads"), false),
         );
         let dashboard = match key {
             Some(key) => dashboard.with_sign_in_key(key),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use marquee_engine::Decision;
 use marquee_eventlog::{Event, EventKind, auction, bidder_id};
 use marquee_model::{Currency, PlacementId, Rounding, Size, Tier};
-use marquee_openrtb::{BidResponse, format_micros};
+use marquee_openrtb::{BidResponse, write_micros};
 use marquee_snapshot::{PlacementEntry, ProgrammaticEntry, SnapshotData};
 use marquee_tracking::{Claims, TokenKind};
 use sha2::{Digest, Sha256};
@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use super::placement::PageContext;
 use super::{Decided, Served};
 use crate::query::AdFormat;
+use crate::render::json_string;
 use crate::{Edge, Loaded, events, track};
 
 /// Per mille: the unit of the revenue share.
@@ -122,7 +123,10 @@ pub(super) async fn run<'s>(
 
 /// The OpenRTB 2.6 request for one placement: one banner imp of its sizes, floored at the
 /// placement's floor and at the direct winner's CPM grossed up by the revenue share; the page,
-/// device and user of the ad request; `tmax` the placement's timeout.
+/// device and user of the ad request; `tmax` the placement's timeout. Members without a value
+/// are left out (OpenRTB's optional members are absent, not null). Written straight into the
+/// body: building a `serde_json::Value` tree and dropping it cost about 45,000 instructions an
+/// ad request, most of the unified decision's own cost.
 fn bid_request(
     page: &PageContext<'_>,
     data: &SnapshotData,
@@ -135,65 +139,125 @@ fn bid_request(
     } else {
         &page.query.sizes[..]
     };
-    let format: Vec<serde_json::Value> = sizes
-        .iter()
-        .map(|s| serde_json::json!({ "w": s.w, "h": s.h }))
-        .collect();
     let floor = settings.floor_micros.max(gross_up(
         auction.direct_cpm,
         settings.revenue_share_permille,
     ));
     let site = data.site(auction.entry.site_id);
     let page_url = page.query.page_url.as_deref();
-    let domain = page_url
+    let host = page_url
         .and_then(|u| url::Url::parse(u).ok())
-        .and_then(|u| u.host_str().map(str::to_owned))
-        .or_else(|| site.map(|s| s.domain.clone()));
+        .and_then(|u| u.host_str().map(str::to_owned));
+    let domain = host.as_deref().or_else(|| site.map(|s| s.domain.as_str()));
     let geo = page.visitor.geo();
-    let mut json = serde_json::json!({
-        "id": format!("{:016x}", page.request_id),
-        "imp": [{
-            "id": "1",
-            "tagid": auction.placement.to_string(),
-            "banner": { "format": format },
-            "bidfloor": serde_json::Value::from(format_micros(floor).parse::<f64>().unwrap_or(0.0)),
-            "bidfloorcur": currency.as_str(),
-            "secure": u8::from(page_url.is_some_and(|u| u.starts_with("https:"))),
-        }],
-        "site": {
-            "id": auction.entry.site_id.0.to_string(),
-            "domain": domain,
-            "page": page_url,
-            "publisher": { "id": site.map(|s| s.publisher_id.0.to_string()) },
-        },
-        "device": {
-            "ua": page.user_agent,
-            "ip": page.ip.map(|ip| ip.to_string()),
-            "geo": {
-                "lat": geo.point.map(|p| p.0),
-                "lon": geo.point.map(|p| p.1),
-                "region": geo.region,
-                "city": geo.city,
-            },
-        },
-        "user": { "id": page.user_id },
-        "tmax": settings.timeout_ms,
-        "cur": [currency.as_str()],
-        "at": 1,
-    });
-    strip_nulls(&mut json);
-    json.to_string()
+    let point = geo
+        .point
+        .filter(|(lat, lon)| lat.is_finite() && lon.is_finite());
+
+    let mut out = String::with_capacity(512);
+    let mut request = Members::open(&mut out);
+    // Writing to a String cannot fail.
+    let _ = write!(request.key("id"), "\"{:016x}\"", page.request_id);
+    {
+        let imps = request.key("imp");
+        imps.push('[');
+        let mut imp = Members::open(imps);
+        imp.str("id", "1");
+        let _ = write!(imp.key("tagid"), "\"{}\"", auction.placement);
+        let mut banner = Members::open(imp.key("banner"));
+        let format = banner.key("format");
+        format.push('[');
+        for (i, size) in sizes.iter().enumerate() {
+            let comma = if i == 0 { "" } else { "," };
+            let _ = write!(format, "{comma}{{\"w\":{},\"h\":{}}}", size.w, size.h);
+        }
+        format.push(']');
+        banner.close();
+        write_micros(floor, imp.key("bidfloor"));
+        imp.str("bidfloorcur", currency.as_str());
+        let secure = page_url.is_some_and(|u| u.starts_with("https:"));
+        imp.key("secure").push(if secure { '1' } else { '0' });
+        imp.close();
+        imps.push(']');
+    }
+    {
+        let mut json_site = Members::open(request.key("site"));
+        let _ = write!(json_site.key("id"), "\"{}\"", auction.entry.site_id.0);
+        json_site.opt_str("domain", domain);
+        json_site.opt_str("page", page_url);
+        if let Some(site) = site {
+            let mut publisher = Members::open(json_site.key("publisher"));
+            let _ = write!(publisher.key("id"), "\"{}\"", site.publisher_id.0);
+            publisher.close();
+        }
+        json_site.close();
+    }
+    {
+        let mut device = Members::open(request.key("device"));
+        device.opt_str("ua", page.user_agent);
+        if let Some(ip) = page.ip {
+            let _ = write!(device.key("ip"), "\"{ip}\"");
+        }
+        if point.is_some() || geo.region.is_some() || geo.city.is_some() {
+            let mut json_geo = Members::open(device.key("geo"));
+            if let Some((lat, lon)) = point {
+                let _ = write!(json_geo.key("lat"), "{lat}");
+                let _ = write!(json_geo.key("lon"), "{lon}");
+            }
+            json_geo.opt_str("region", geo.region);
+            json_geo.opt_str("city", geo.city);
+            json_geo.close();
+        }
+        device.close();
+    }
+    if let Some(user_id) = page.user_id {
+        let mut user = Members::open(request.key("user"));
+        user.str("id", user_id);
+        user.close();
+    }
+    let _ = write!(request.key("tmax"), "{}", settings.timeout_ms);
+    let _ = write!(request.key("cur"), "[\"{}\"]", currency.as_str());
+    request.key("at").push('1');
+    request.close();
+    out
 }
 
-/// Removes null members: OpenRTB's optional fields are absent, not null.
-fn strip_nulls(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(strip_nulls);
+/// A JSON object being written: its members, the commas between them.
+struct Members<'o> {
+    out: &'o mut String,
+    empty: bool,
+}
+
+impl<'o> Members<'o> {
+    fn open(out: &'o mut String) -> Members<'o> {
+        out.push('{');
+        Members { out, empty: true }
+    }
+
+    /// Starts member `key` (plain ASCII, written as is); its value goes into what it returns.
+    fn key(&mut self, key: &str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nulls),
-        _ => {}
+        self.empty = false;
+        self.out.push('"');
+        self.out.push_str(key);
+        self.out.push_str("\":");
+        self.out
+    }
+
+    fn str(&mut self, key: &str, value: &str) {
+        json_string(value, self.key(key));
+    }
+
+    fn opt_str(&mut self, key: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.str(key, value);
+        }
+    }
+
+    fn close(self) {
+        self.out.push('}');
     }
 }
 

@@ -100,6 +100,8 @@ fn stored<T>(id: u64, object: T) -> Stored<T> {
 }
 
 /// One USD line item at a 2.00 CPM of `tier` on one placement with programmatic demand.
+/// Spelled out in full, deliberately like the demo's line items (`manager::demo`): what the
+/// scenario turns on (tier, price, currency, opting in) stands beside the rest of the booking.
 fn catalog(tier: Tier, competes: bool, programmatic: Programmatic) -> Catalog {
     Catalog {
         version: 1,
@@ -405,6 +407,32 @@ async fn a_lower_bid_loses_to_the_line_item() {
         events.iter().any(|(kind, ..)| *kind == EventKind::Decision),
         "{events:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bid_request_carries_the_page_and_user_as_given_and_no_nulls() {
+    let dir = tempfile::tempdir().unwrap();
+    let bidder = mock_bidder("low", "1", Duration::ZERO).await;
+    let catalog = catalog(Tier::Remnant, false, programmatic(0, 300));
+    let running = start(dir.path(), &catalog, &[("low", bidder.address)]).await;
+    // A page URL and a user id with characters JSON must escape.
+    let path = format!(
+        "/ad?placement={PLACEMENT}&uid=a%22b%5Cc%0A%E2%80%A8&url=https%3A%2F%2Fnews.example%2F%3Fq%3D%22x%22%3C%2Fscript%3E"
+    );
+    let (status, body) = get(running.address, &path).await;
+    assert_eq!(status, 200, "{body}");
+    let asked = bidder.asked.lock().unwrap().clone();
+    assert_eq!(asked["user"]["id"], "a\"b\\c\n\u{2028}", "{asked}");
+    assert_eq!(
+        asked["site"]["page"],
+        "https://news.example/?q=\"x\"</script>"
+    );
+    assert_eq!(asked["imp"][0]["secure"], 1);
+    assert_eq!(asked["imp"][0]["tagid"], PLACEMENT.to_string());
+    assert_eq!(asked["cur"][0], asked["imp"][0]["bidfloorcur"], "{asked}");
+    // No geo is known here: the member is absent, not null nor empty; nothing is null.
+    assert!(asked["device"].get("geo").is_none(), "{asked}");
+    assert!(!asked.to_string().contains("null"), "{asked}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,15 +60,7 @@ const DEVICES: [DeviceType; 5] = [
     DeviceType::Ctv,
     DeviceType::Console,
 ];
-const WEEKDAYS: [Weekday; 7] = [
-    Weekday::Mon,
-    Weekday::Tue,
-    Weekday::Wed,
-    Weekday::Thu,
-    Weekday::Fri,
-    Weekday::Sat,
-    Weekday::Sun,
-];
+const WEEKDAYS: [Weekday; 7] = Weekday::ALL;
 const ZONES: [&str; 4] = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"];
 const DEALS: [&str; 3] = ["D1", "D2", "D3"];
 const TIERS: [Tier; 4] = [

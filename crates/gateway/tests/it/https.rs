@@ -106,13 +106,7 @@ async fn an_https_bidder_whose_ca_is_not_trusted_is_a_counted_failure_not_a_bid(
 async fn h2c_is_for_cleartext_endpoints_only() {
     let mut spec = marquee_gateway::BidderSpec::new("b1", "https://127.0.0.1:9/bid");
     spec.http2 = true;
-    let config = marquee_gateway::GatewayConfig {
-        bidders: vec![spec],
-        ..marquee_gateway::GatewayConfig::default()
-    };
-    let error = marquee_gateway::Gateway::new(config)
-        .unwrap_err()
-        .to_string();
+    let error = common::config_error(spec);
     assert!(
         error.contains("\"b1\"") && error.contains("http2"),
         "{error}"

@@ -108,13 +108,7 @@ async fn notice_hosts_let_notices_to_another_host_through() {
 async fn a_bad_notice_hosts_entry_names_the_bidder_and_the_key() {
     let mut spec = marquee_gateway::BidderSpec::new("b1", "http://127.0.0.1:9/bid");
     spec.notice_hosts = vec!["win.example.com:8080".into()];
-    let config = marquee_gateway::GatewayConfig {
-        bidders: vec![spec],
-        ..marquee_gateway::GatewayConfig::default()
-    };
-    let error = marquee_gateway::Gateway::new(config)
-        .unwrap_err()
-        .to_string();
+    let error = common::config_error(spec);
     assert!(
         error.contains("\"b1\"")
             && error.contains("notice_hosts")

@@ -124,6 +124,8 @@ impl LogSource for MemorySource {
             .collect())
     }
 
+    // The signature is `LogSource::read`'s: a deliberate twin in every source, as the trait
+    // requires.
     async fn read(
         &self,
         shard: u32,
@@ -203,6 +205,8 @@ async fn world() -> World {
 async fn world_on(postgres: Option<TestDatabase>) -> World {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(NOW.parse().unwrap()));
+    // The same store choice as the dashboard tests' site, deliberately: the crates' test binaries
+    // share no code.
     let store: Arc<dyn Store> = match &postgres {
         Some(db) => Arc::new(
             PostgresStore::connect(db.url(), clock.clone())
@@ -707,6 +711,7 @@ impl LogSource for Telling {
         self.inner.segments().await
     }
 
+    // The same signature as `MemorySource::read`, deliberately: the trait's.
     async fn read(
         &self,
         shard: u32,
@@ -862,6 +867,16 @@ fn metric_line(metrics: &str, name: &str) -> String {
         .to_owned()
 }
 
+/// Asserts the shards-behind-checkpoint gauge and the lost-segments counter in `metrics`.
+fn assert_behind_and_lost(metrics: &str, behind: u64, lost: u64) {
+    for (name, value) in [
+        ("marquee_aggregation_shards_behind_checkpoint", behind),
+        ("marquee_aggregation_lost_segments_total", lost),
+    ] {
+        assert_eq!(metric_line(metrics, name), format!("{name} {value}"));
+    }
+}
+
 /// The edge's disk limit cuts the shard's newest segment to its bare header (it is not
 /// deleted: it carries the numbering) after the manager counted part of it while it was open.
 /// The segment is closed and shorter than the checkpoint: its unread rest is lost by policy
@@ -923,14 +938,7 @@ async fn a_segment_cut_by_the_disk_limit_after_a_partial_read_is_passed_and_the_
     let report = aggregator.run_once().await.unwrap();
     assert_eq!(report.records, 0);
     let metrics = scrape(&aggregator);
-    assert_eq!(
-        metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
-        "marquee_aggregation_shards_behind_checkpoint 0"
-    );
-    assert_eq!(
-        metric_line(&metrics, "marquee_aggregation_lost_segments_total"),
-        "marquee_aggregation_lost_segments_total 1"
-    );
+    assert_behind_and_lost(&metrics, 0, 1);
     assert_eq!(checkpoint(&w, "local").await, Some((2, 0)));
 
     // What the edge logs next is counted, run after run: nothing after the cut is lost.
@@ -1019,14 +1027,7 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     let aggregator = w.local_aggregator(&log);
     let held = |aggregator: &Aggregator| {
         let metrics = scrape(aggregator);
-        assert_eq!(
-            metric_line(&metrics, "marquee_aggregation_shards_behind_checkpoint"),
-            "marquee_aggregation_shards_behind_checkpoint 1"
-        );
-        assert_eq!(
-            metric_line(&metrics, "marquee_aggregation_lost_segments_total"),
-            "marquee_aggregation_lost_segments_total 0"
-        );
+        assert_behind_and_lost(&metrics, 1, 0);
     };
     assert_eq!(aggregator.run_once().await.unwrap().records, 0);
     held(&aggregator);

@@ -45,6 +45,8 @@ async fn line_item_named(store: &dyn Store, name: &str) -> u64 {
     found.map(|li| li.meta.id).unwrap()
 }
 
+// The same shape as the snapshot tests' `creative` fixture, deliberately: this one goes through the
+// store, that one is a stored value, and the crates share no test code.
 async fn add_live_creative(store: &dyn Store, line_item: u64, html: &str) -> u64 {
     let creative = Creative {
         line_item_id: LineItemId(line_item),

@@ -63,8 +63,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Server, create_object, get_json, id_named, logged_events, repo_root, require_browser_tools,
-    token_from,
+    Scratch, Server, create_object, get_json, id_named, logged_events, repo_root,
+    require_browser_tools, token_from,
 };
 use marquee_eventlog::{Event, EventKind};
 use marquee_geo::writer::{DatabaseWriter, city_record};
@@ -77,40 +77,6 @@ const SIDEBAR: &str = "News sidebar rectangle";
 const LEADERBOARD: &str = "News leaderboard";
 /// How long the browser half may take before it is stopped.
 const BROWSER_DEADLINE: Duration = Duration::from_secs(40);
-
-/// The temporary directory, kept (and its path printed) when the test fails or
-/// `BROWSER_TEST_KEEP` is set.
-struct Scratch(Option<tempfile::TempDir>);
-
-impl Scratch {
-    /// A new scratch directory named `prefix…`, with the `browser` folder the page driver
-    /// writes its screenshots and logs to.
-    fn new(prefix: &str) -> Scratch {
-        let scratch = Scratch(Some(
-            tempfile::Builder::new().prefix(prefix).tempdir().unwrap(),
-        ));
-        std::fs::create_dir_all(scratch.browser()).unwrap();
-        scratch
-    }
-
-    fn path(&self) -> &Path {
-        self.0.as_ref().unwrap().path()
-    }
-
-    fn browser(&self) -> std::path::PathBuf {
-        self.path().join("browser")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if (std::thread::panicking() || std::env::var_os("BROWSER_TEST_KEEP").is_some())
-            && let Some(dir) = self.0.take()
-        {
-            eprintln!("browser test: kept {}", dir.keep().display());
-        }
-    }
-}
 
 /// A child process, stopped if still running when dropped: SIGTERM first (the driver closes
 /// its browser on it), SIGKILL after a grace period.
@@ -351,18 +317,10 @@ async fn page_with_tags(server: &Server, token: &str, placements: &[u64], head: 
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn async_tag_in_headless_chromium() {
     let started = Instant::now();
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let _alone = common::ONE_AT_A_TIME.lock().await;
-    let scratch = Scratch::new("marquee-browser-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-").await;
 
     // Killed if the test ends without stopping it (a dropped `Server` is).
-    let server = start_for_headless_chromium(&data);
-    let base = server.base.clone();
-    // The edge has its snapshot before the server announces its address.
-    let token = token_from(&server.stderr_line("demo admin token"));
+    let (server, base, token) = demo_for_headless_chromium(&data);
     let client = reqwest::Client::new();
 
     // The publisher page: the async tags of two placements, as the API hands them out.
@@ -680,15 +638,8 @@ const REJECT_ALL: &str = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn async_tag_passes_the_cmps_refusal_on() {
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let _alone = common::ONE_AT_A_TIME.lock().await;
-    let scratch = Scratch::new("marquee-browser-consent-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
-    let server = start_for_headless_chromium(&data);
-    let base = server.base.clone();
-    let token = token_from(&server.stderr_line("demo admin token"));
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-consent-").await;
+    let (server, base, token) = demo_for_headless_chromium(&data);
 
     // The CMP answers `addEventListener` at once with its banner shown (no choice yet), and
     // with the refusal 100 ms later, as a visitor clicking "reject all" would.
@@ -733,6 +684,48 @@ async fn async_tag_passes_the_cmps_refusal_on() {
             );
         }
     }
+}
+
+/// Asks for an ad as `request` does until one comes (the test's objects have reached the
+/// edge's snapshot), for up to 10 s.
+async fn until_served(request: impl Fn() -> reqwest::RequestBuilder) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = common::json_of(request()).await;
+        if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the test's line items did not reach the edge in 10 s: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What each headless-Chromium test starts from: the repository root, the Chromium binary
+/// (the tools checked), the test's turn (they run one at a time), and a scratch directory named
+/// `prefix…` with its data folder and the page driver's output folder.
+async fn headless(prefix: &str) -> (PathBuf, PathBuf, Turn, Scratch, PathBuf, PathBuf) {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let turn = common::ONE_AT_A_TIME.lock().await;
+    let scratch = Scratch::new(prefix);
+    let data = scratch.path().join("data");
+    let out = scratch.browser();
+    (root, chromium, turn, scratch, data, out)
+}
+
+/// A headless-Chromium test's hold on [`common::ONE_AT_A_TIME`].
+type Turn = tokio::sync::MutexGuard<'static, ()>;
+
+/// [`start_for_headless_chromium`], with the server's base URL and the demo admin token (the
+/// edge has its snapshot before the server announces its address).
+fn demo_for_headless_chromium(data: &Path) -> (Server, String, String) {
+    let server = start_for_headless_chromium(data);
+    let base = server.base.clone();
+    let token = token_from(&server.stderr_line("demo admin token"));
+    (server, base, token)
 }
 
 /// `marquee serve --demo` for a headless Chromium (see [`common::crawlers_for_headless_chromium`]).
@@ -879,12 +872,7 @@ fn geo_line_items() -> Vec<GeoLineItem> {
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
     let started = Instant::now();
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let _alone = common::ONE_AT_A_TIME.lock().await;
-    let scratch = Scratch::new("marquee-browser-geo-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
+    let (root, chromium, _alone, scratch, data, out) = headless("marquee-browser-geo-").await;
     let database = scratch.path().join("test-city.mmdb");
     write_geo_database(&database);
 
@@ -983,45 +971,18 @@ async fn forwarded_addresses_serve_exactly_their_geo_line_items() {
                 "landing_url": "https://geo.example/", "content": { "type": "html", "html": html } }),
         )
         .await;
-        let linked = client
-            .put(server.url(&format!(
-                "/api/v1/line-items/{line_item}/placements/{placement}"
-            )))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            linked.status().is_success(),
-            "{}",
-            linked.text().await.unwrap()
-        );
+        let link = server.url(&format!(
+            "/api/v1/line-items/{line_item}/placements/{placement}"
+        ));
+        common::put_ok(&client, &link, &token).await;
         placements.push((placement, line_item, item));
     }
 
     // The last link is in a snapshot the edge serves once Munich gets the radius line item:
     // every object before it is in that snapshot too.
     let (last, ..) = placements[placements.len() - 1];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let answer: Value = client
-            .get(server.url(&format!("/ad.json?p={last}")))
-            .header("x-forwarded-for", MUNICH)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the test's line items did not reach the edge in 10 s: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let probe = server.url(&format!("/ad.json?p={last}"));
+    until_served(|| client.get(&probe).header("x-forwarded-for", MUNICH)).await;
 
     let ids: Vec<u64> = placements.iter().map(|(p, ..)| *p).collect();
     let page_url = page_with_tags(&server, &token, &ids, "").await;
@@ -1258,12 +1219,7 @@ fn mock_bidder(bids: std::sync::Arc<std::sync::Mutex<HashMap<String, MockBid>>>)
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn unified_auction_in_headless_chromium() {
     let started = Instant::now();
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let _alone = common::ONE_AT_A_TIME.lock().await;
-    let scratch = Scratch::new("marquee-browser-unified-");
-    let data = scratch.path().join("data");
-    let out = scratch.browser();
+    let (root, chromium, _alone, scratch, data, out) = headless("marquee-browser-unified-").await;
 
     let bids = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
     let endpoint = mock_bidder(std::sync::Arc::clone(&bids));
@@ -1352,19 +1308,10 @@ async fn unified_auction_in_headless_chromium() {
                 "content": { "type": "html", "html": html } }),
         )
         .await;
-        let linked = client
-            .put(server.url(&format!(
-                "/api/v1/line-items/{line_item}/placements/{placement}"
-            )))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            linked.status().is_success(),
-            "{}",
-            linked.text().await.unwrap()
-        );
+        let link = server.url(&format!(
+            "/api/v1/line-items/{line_item}/placements/{placement}"
+        ));
+        common::put_ok(&client, &link, &token).await;
         placements.push(placement);
     }
     let [high, low, slow, sponsored, probe] = placements[..] else {
@@ -1372,25 +1319,8 @@ async fn unified_auction_in_headless_chromium() {
     };
     let placements = &placements[..4];
     // No goal, so no lease to wait for: each line item serves once it is in the snapshot.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let answer: Value = client
-            .get(server.url(&format!("/ad.json?p={probe}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if answer["ads"].as_array().is_some_and(|ads| !ads.is_empty()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the test's line items did not reach the edge in 10 s: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let probe_url = server.url(&format!("/ad.json?p={probe}"));
+    until_served(|| client.get(&probe_url)).await;
 
     let page_url = page_with_tags(&server, &token, placements, "").await;
     let args = [
@@ -1489,14 +1419,7 @@ async fn unified_auction_in_headless_chromium() {
     // The late bidder never holds the answer past the placement's timeout: its ad request is
     // answered, with the line item, long before the bid's 10 s.
     let asked = Instant::now();
-    let answer: Value = client
-        .get(server.url(&format!("/ad.json?p={slow}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = common::json_of(client.get(server.url(&format!("/ad.json?p={slow}")))).await;
     assert!(
         asked.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -1542,13 +1465,8 @@ fn serve_prebid_site(root: &Path, edge: &str, placement: u64) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn prebid_bids_win_through_their_price_bucket_line_items() {
-    let root = repo_root();
-    let chromium = require_browser_tools(&root);
-    let _alone = common::ONE_AT_A_TIME.lock().await;
-    let scratch = Scratch::new("marquee-browser-prebid-");
-    let data = scratch.path().join("data");
+    let (root, chromium, _alone, _scratch, data, out) = headless("marquee-browser-prebid-").await;
     let data_arg = data.to_str().unwrap().to_owned();
-    let out = scratch.browser();
 
     // No demo: the test's objects are the only ones.
     let token = common::create_admin_token(&data);
@@ -1609,19 +1527,10 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
                 style=\"font:20px sans-serif\">Direct ad at 3.00</a>" } }),
     )
     .await;
-    let linked = client
-        .put(server.url(&format!(
-            "/api/v1/line-items/{direct}/placements/{placement}"
-        )))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        linked.status().is_success(),
-        "{}",
-        linked.text().await.unwrap()
-    );
+    let link = server.url(&format!(
+        "/api/v1/line-items/{direct}/placements/{placement}"
+    ));
+    common::put_ok(&client, &link, &token).await;
 
     // The Prebid set, from the command line.
     let (campaign_arg, placement_arg) = (campaign.to_string(), placement.to_string());
@@ -1670,14 +1579,7 @@ async fn prebid_bids_win_through_their_price_bucket_line_items() {
     ));
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let answer: Value = client
-            .get(&probe)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = common::json_of(client.get(&probe)).await;
         if answer["ads"][0]["line_item"] == four {
             // The ad id reached the creative's markup.
             let html = str_of(&answer["ads"][0]["html"], "html");

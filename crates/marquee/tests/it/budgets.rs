@@ -520,10 +520,7 @@ async fn impression_goals_end_within_half_a_percent_wherever_beacons_land_and_th
     let _alone = common::ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let manager_dir = dir.path().join("manager");
-    let edge_dirs: Vec<PathBuf> = (0..EDGES)
-        .map(|i| dir.path().join(format!("edge-{i}")))
-        .collect();
+    let (manager_dir, edge_dirs) = common::cluster_dirs(dir.path(), EDGES);
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()

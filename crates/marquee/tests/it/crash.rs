@@ -229,6 +229,8 @@ struct Figures {
 }
 
 impl Figures {
+    // Deliberately field by field, in the same shape as the aggregator's shard totals: other
+    // figures, nothing to share.
     fn add(&mut self, other: &Figures) {
         self.rounds += other.rounds;
         self.answered += other.answered;

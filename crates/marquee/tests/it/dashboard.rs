@@ -64,6 +64,17 @@ fn user_create_refuses_a_name_no_one_could_sign_in_with() {
     assert!(message.contains("--name: 1 to 256 bytes"), "{message}");
 }
 
+/// The id of a listed line item with a goal (so with a pacing section).
+fn paced_line_item(line_items: &Value) -> u64 {
+    line_items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|li| !li["goal"].is_null())
+        .and_then(|li| li["id"].as_u64())
+        .expect("a demo line item with a goal")
+}
+
 /// Runs the driver `script` (in `tests/browser`) with a deadline; its JSON, or a panic with
 /// what it printed.
 fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &Value) -> Value {
@@ -121,13 +132,10 @@ fn run_driver(root: &Path, chromium: &Path, out: &Path, script: &str, config: &V
 async fn ad_ops_in_headless_chromium() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = tempfile::Builder::new()
-        .prefix("marquee-dashboard-")
-        .tempdir()
-        .unwrap();
-    let keep = scratch.path().to_owned();
-    let data = keep.join("data");
-    let out = keep.join("browser");
+    // Kept (and its path printed) when the test fails.
+    let scratch = common::Scratch::new("marquee-dashboard-");
+    let data = scratch.path().join("data");
+    let out = scratch.browser();
     let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
         .map_or_else(|| out.join("screens"), |dir| root.join(dir));
     std::fs::create_dir_all(&screens).unwrap();
@@ -160,13 +168,7 @@ async fn ad_ops_in_headless_chromium() {
     let placements = get_json(&client, &api("/api/v1/placements"), Some(&token)).await;
     let placement = id_named(&placements, "News sidebar rectangle");
     let line_items = get_json(&client, &api("/api/v1/line-items"), Some(&token)).await;
-    let paced = line_items["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|li| !li["goal"].is_null())
-        .and_then(|li| li["id"].as_u64())
-        .expect("a demo line item with a goal");
+    let paced = paced_line_item(&line_items);
     common::create_user(&data, TENANT.0, TENANT.1, "advertiser", Some(acme));
 
     let config = json!({
@@ -180,16 +182,7 @@ async fn ad_ops_in_headless_chromium() {
         "paced": paced,
         "timeoutMs": 15000,
     });
-    std::fs::create_dir_all(&out).unwrap();
-    let result =
-        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "dashboard.mjs", &config));
-    let result = match result {
-        Ok(result) => result,
-        Err(panic) => {
-            eprintln!("dashboard browser test: kept {}", scratch.keep().display());
-            std::panic::resume_unwind(panic);
-        }
-    };
+    let result = run_driver(&root, &chromium, &out, "dashboard.mjs", &config);
 
     let error = result["validation_error"].as_str().unwrap_or("");
     assert!(
@@ -342,12 +335,9 @@ async fn ad_ops_in_headless_chromium() {
 async fn desk_in_headless_chromium() {
     let root = repo_root();
     let chromium = require_browser_tools(&root);
-    let scratch = tempfile::Builder::new()
-        .prefix("marquee-desk-")
-        .tempdir()
-        .unwrap();
+    let scratch = common::Scratch::new("marquee-desk-");
     let data = scratch.path().join("data");
-    let out = scratch.path().join("browser");
+    let out = scratch.browser();
     let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
         .map_or_else(|| out.join("screens"), |dir| root.join(dir));
     std::fs::create_dir_all(&screens).unwrap();
@@ -369,13 +359,7 @@ async fn desk_in_headless_chromium() {
     let mobile = id_named(&placements, "News mobile banner");
     let line_items = list("line-items").await;
     let travel = id_named(&line_items, "Evening travel readers");
-    let paced = line_items["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|li| !li["goal"].is_null())
-        .and_then(|li| li["id"].as_u64())
-        .expect("a demo line item with a goal");
+    let paced = paced_line_item(&line_items);
 
     let config = json!({
         "base": server.base,
@@ -390,16 +374,7 @@ async fn desk_in_headless_chromium() {
         "mobile": mobile,
         "timeoutMs": 15000,
     });
-    std::fs::create_dir_all(&out).unwrap();
-    let result =
-        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "desk.mjs", &config));
-    let result = match result {
-        Ok(result) => result,
-        Err(panic) => {
-            eprintln!("desk browser test: kept {}", scratch.keep().display());
-            std::panic::resume_unwind(panic);
-        }
-    };
+    let result = run_driver(&root, &chromium, &out, "desk.mjs", &config);
     let texts = |value: &Value| -> Vec<String> {
         value
             .as_array()
@@ -571,6 +546,120 @@ async fn desk_in_headless_chromium() {
     );
     eprintln!(
         "desk browser test: browser half {} ms; steps {}",
+        result["elapsed_ms"], result["steps"]
+    );
+}
+
+/// The report builder in a real browser at 1280 and 390 pixels wide, on `marquee serve --demo`
+/// with impressions served on placement 1 (`tests/browser/reports.mjs`): the "Today" preset,
+/// grouped by line item and placement, compared with the previous period, the placement typed
+/// by its name; the table names each line item and placement beside its id and shows the
+/// previous period's values, the chart's legend names the previous period and its labels are
+/// at least 11 px, the page does not scroll sideways, and the downloaded CSV has the name
+/// columns, the previous period's and the placement's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn report_builder_in_headless_chromium() {
+    let root = repo_root();
+    let chromium = require_browser_tools(&root);
+    let scratch = tempfile::Builder::new()
+        .prefix("marquee-reports-")
+        .tempdir()
+        .unwrap();
+    let data = scratch.path().join("data");
+    let out = scratch.path().join("browser");
+    let screens = std::env::var_os("MARQUEE_SCREENSHOTS")
+        .map_or_else(|| out.join("screens"), |dir| root.join(dir));
+    std::fs::create_dir_all(&screens).unwrap();
+    let server = Server::start_with(&data, &["--demo"], &[]);
+    let token = token_from(&server.stderr_line("demo admin token"));
+    let client = reqwest::Client::new();
+    let placement = get_json(&client, &server.url("/api/v1/placements/1"), Some(&token)).await;
+    let placement = placement["name"].as_str().unwrap().to_owned();
+    common::wait_for_ad(&client, &server.base).await;
+    for _ in 0..3 {
+        common::serve_and_fire(&client, &server.base, 1).await;
+    }
+    let config = json!({
+        "base": server.base,
+        "out": out,
+        "screens": screens,
+        "admin": { "name": ADMIN.0, "password": ADMIN.1 },
+        "placement": placement,
+        "timeoutMs": 15000,
+    });
+    std::fs::create_dir_all(&out).unwrap();
+    let result =
+        std::panic::catch_unwind(|| run_driver(&root, &chromium, &out, "reports.mjs", &config));
+    let result = match result {
+        Ok(result) => result,
+        Err(panic) => {
+            eprintln!("reports browser test: kept {}", scratch.keep().display());
+            std::panic::resume_unwind(panic);
+        }
+    };
+    for width in ["1280", "390"] {
+        let report = &result["report"][width];
+        let url = report["url"].as_str().unwrap_or("");
+        assert!(
+            url.contains("group_by=line_item") && url.contains("group_by=placement"),
+            "{width}: {report:#}"
+        );
+        assert_eq!(report["suggested"], 1, "{width}: {report:#}");
+        assert_eq!(report["error"], 0, "{width}: {report:#}");
+        assert_eq!(report["compare_checked"], true, "{width}: {report:#}");
+        assert!(
+            report["covered"]
+                .as_str()
+                .unwrap_or("")
+                .contains("compared with"),
+            "{width}: {report:#}"
+        );
+        let cells: Vec<&str> = report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        // time, line item, placement: names beside ids.
+        assert!(
+            cells.len() > 3 && cells[1].contains(" (#") && !cells[1].starts_with('#'),
+            "{width}: the line item's name: {report:#}"
+        );
+        assert_eq!(cells[2], format!("{placement} (#1)"), "{width}: {report:#}");
+        assert!(
+            report["previous"].as_u64() >= Some(1),
+            "{width}: previous values: {report:#}"
+        );
+        let legend: Vec<&str> = report["legend"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            legend.contains(&"impressions") && legend.contains(&"impressions, previous period"),
+            "{width}: {report:#}"
+        );
+        assert!(
+            report["smallest_label"].as_f64() >= Some(11.0),
+            "{width}: chart labels: {report:#}"
+        );
+        assert_eq!(report["overflows"], false, "{width}: {report:#}");
+        let header = report["csv_header"].as_str().unwrap_or("");
+        assert!(
+            header.starts_with("time,line_item,line_item_name,placement,placement_name,"),
+            "{width}: {report:#}"
+        );
+        assert!(
+            header.contains(",previous_impressions,")
+                && header.contains(",change_impressions_percent,"),
+            "{width}: {report:#}"
+        );
+        assert_eq!(report["csv_has_placement"], true, "{width}: {report:#}");
+    }
+    eprintln!(
+        "reports browser test: browser half {} ms; steps {}",
         result["elapsed_ms"], result["steps"]
     );
 }

@@ -27,7 +27,7 @@
 use crate::common;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -203,10 +203,7 @@ async fn one_manager_three_edges_survive_kills_and_count_every_event_once() {
     let _alone = common::ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let manager_dir = dir.path().join("manager");
-    let edge_dirs: Vec<PathBuf> = (0..EDGES)
-        .map(|i| dir.path().join(format!("edge-{i}")))
-        .collect();
+    let (manager_dir, edge_dirs) = common::cluster_dirs(dir.path(), EDGES);
     let client = reqwest::Client::new();
     let port = free_port();
     let manager_url = format!("http://127.0.0.1:{port}");
@@ -497,6 +494,15 @@ fn the_roles_name_what_is_missing() {
     // bind it either and would exit (not serve forever).
     let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let unspecified = taken.local_addr().unwrap().to_string();
+    let edge_on_unspecified = [
+        "edge",
+        "--data",
+        data,
+        "--manager",
+        "http://127.0.0.1:1",
+        "--listen",
+        &unspecified,
+    ];
     let cases: [Refusal; 6] = [
         (&["manager", "--data", data], &[], "aggregation.token"),
         (&["edge", "--data", data], &[token], "--manager"),
@@ -520,15 +526,7 @@ fn the_roles_name_what_is_missing() {
         ),
         // 0.0.0.0 names no host the manager could read the log at.
         (
-            &[
-                "edge",
-                "--data",
-                data,
-                "--manager",
-                "http://127.0.0.1:1",
-                "--listen",
-                &unspecified,
-            ],
+            &edge_on_unspecified,
             &[
                 token,
                 ("MARQUEE_EDGE__PUBLIC_URL", "https://ads.example.com"),
@@ -536,15 +534,7 @@ fn the_roles_name_what_is_missing() {
             "edge.log_url",
         ),
         (
-            &[
-                "edge",
-                "--data",
-                data,
-                "--manager",
-                "http://127.0.0.1:1",
-                "--listen",
-                &unspecified,
-            ],
+            &edge_on_unspecified,
             &[token, ("MARQUEE_EDGE__LOG_URL", "http://10.0.0.7:8080")],
             "edge.public_url",
         ),
@@ -600,22 +590,15 @@ async fn an_image_tag_click_counts_on_another_edge_sharing_redis() {
             edge.server().base
         )
     };
+    let fetch = |url: String| client.get(url).send();
     for reader in 0..READERS {
-        let image = client
-            .get(tag(&edges[0], "img", reader))
-            .send()
-            .await
-            .unwrap();
+        let image = fetch(tag(&edges[0], "img", reader)).await.unwrap();
         assert_eq!(image.status(), 302);
     }
     // The image's record goes to Redis off the request's path.
     tokio::time::sleep(Duration::from_millis(500)).await;
     for reader in 0..READERS {
-        let click = client
-            .get(tag(&edges[1], "click", reader))
-            .send()
-            .await
-            .unwrap();
+        let click = fetch(tag(&edges[1], "click", reader)).await.unwrap();
         assert_eq!(click.status(), 302);
         let location = click.headers()["location"].to_str().unwrap().to_owned();
         assert!(

@@ -171,6 +171,8 @@ struct Members<'n> {
     next: usize,
 }
 
+// The same shape as `One`'s `SeqAccess` above, deliberately: serde's two access traits each need
+// their own impl.
 impl<'de> MapAccess<'de> for Members<'_> {
     type Error = Stop;
 

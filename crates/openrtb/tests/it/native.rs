@@ -159,75 +159,57 @@ fn required_assets_the_creative_cannot_fill() {
         title: None,
         ..full_creative()
     };
-    assert_eq!(
-        mismatch(
-            r#"{"assets":[{"id":2,"required":1,"title":{"len":90}}]}"#,
-            &untitled
-        )
-        .reason,
-        MismatchReason::NoTitle
-    );
     let iconless = NativeCreative {
         icon: None,
         ..full_creative()
     };
-    assert_eq!(
-        mismatch(
+    // One row a required asset the creative cannot fill: the request, the creative, and why.
+    let cases = [
+        (
+            r#"{"assets":[{"id":2,"required":1,"title":{"len":90}}]}"#,
+            &untitled,
+            MismatchReason::NoTitle,
+        ),
+        (
             r#"{"assets":[{"id":3,"required":1,"img":{"type":2,"wmin":10,"hmin":10}}]}"#,
-            &iconless
-        )
-        .reason,
-        MismatchReason::NoImage(ImageAssetType::LOGO)
-    );
-    assert_eq!(
-        mismatch(
+            &iconless,
+            MismatchReason::NoImage(ImageAssetType::LOGO),
+        ),
+        (
             r#"{"assets":[{"id":4,"required":1,"img":{"type":3,"wmin":1300,"hmin":600}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::ImageSize { w: 1200, h: 627 }
-    );
-    // `w`/`h` without minimums are exact.
-    assert_eq!(
-        mismatch(
+            &creative,
+            MismatchReason::ImageSize { w: 1200, h: 627 },
+        ),
+        // `w`/`h` without minimums are exact.
+        (
             r#"{"assets":[{"id":5,"required":1,"img":{"type":3,"w":1200,"h":628}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::ImageSize { w: 1200, h: 627 }
-    );
-    assert_eq!(
-        mismatch(
+            &creative,
+            MismatchReason::ImageSize { w: 1200, h: 627 },
+        ),
+        (
             r#"{"assets":[{"id":6,"required":1,"img":{"type":3,"mimes":["image/png"]}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::ImageMime
-    );
-    assert_eq!(
-        mismatch(
+            &creative,
+            MismatchReason::ImageMime,
+        ),
+        (
             r#"{"assets":[{"id":7,"required":1,"data":{"type":1,"len":3}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::DataTooLong { chars: 5, max: 3 }
-    );
-    assert_eq!(
-        mismatch(
+            &creative,
+            MismatchReason::DataTooLong { chars: 5, max: 3 },
+        ),
+        (
             r#"{"assets":[{"id":8,"required":1,"data":{"type":3}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::NoData(DataAssetType::RATING)
-    );
-    assert_eq!(
-        mismatch(
+            &creative,
+            MismatchReason::NoData(DataAssetType::RATING),
+        ),
+        (
             r#"{"assets":[{"id":9,"required":1,"video":{"mimes":["video/mp4"]}}]}"#,
-            &creative
-        )
-        .reason,
-        MismatchReason::VideoAsset
-    );
+            &creative,
+            MismatchReason::VideoAsset,
+        ),
+    ];
+    for (request, creative, reason) in cases {
+        assert_eq!(mismatch(request, creative).reason, reason, "{request}");
+    }
     assert_eq!(
         mismatch(
             r#"{"assets":[{"id":9,"required":1,"video":{}}]}"#,

@@ -346,16 +346,19 @@ async fn dimensions_in(tx: &Tx<'_>) -> Result<Dimensions, StoreError> {
     for row in query(
         tx,
         "SELECT id, coalesce(body::jsonb ->> 'time_zone', 'UTC'), \
-         coalesce(body::jsonb ->> 'currency', '') FROM advertisers",
+         coalesce(body::jsonb ->> 'currency', ''), name FROM advertisers",
         &[],
     )
     .await?
     {
         rows::add_advertiser(&mut builder, &row)?;
     }
-    for (table, add) in CHILD_DIMENSIONS {
-        for row in query(tx, &format!("SELECT id, parent_id FROM {table}"), &[]).await? {
-            rows::add_child(&mut builder, add, &row)?;
+    for row in query(tx, "SELECT id, name FROM publishers", &[]).await? {
+        rows::add_publisher(&mut builder, &row)?;
+    }
+    for (table, dimension, add) in CHILD_DIMENSIONS {
+        for row in query(tx, &format!("SELECT id, parent_id, name FROM {table}"), &[]).await? {
+            rows::add_child(&mut builder, (dimension, add), &row)?;
         }
     }
     Ok(builder.build())

@@ -6,7 +6,9 @@ use std::borrow::Cow;
 
 use jiff::Timestamp;
 use marquee_model::{LineItemId, Meta, ObjectKind, PlacementId, Principal, Role, Status};
-use marquee_stats::{COLUMN_COUNT, Counters, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow};
+use marquee_stats::{
+    COLUMN_COUNT, Counters, Dimension, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow,
+};
 
 use crate::stats::Checkpoint;
 use crate::{Record, SessionRecord, StoreError, TokenRecord, UserRecord};
@@ -202,37 +204,65 @@ pub(crate) fn load_seen(seen: &mut Seen, row: &impl Columns) -> Result<(), Store
 /// The builder method adding an object below an advertiser or publisher to the dimensions.
 pub(crate) type AddChild = fn(&mut DimensionsBuilder, u64, u64) -> &mut DimensionsBuilder;
 
-/// The tables whose `id, parent_id` rows the dimensions hold besides advertisers, each with the
-/// builder method that adds a row.
-pub(crate) const CHILD_DIMENSIONS: [(&str, AddChild); 5] = [
-    ("campaigns", DimensionsBuilder::campaign),
-    ("line_items", DimensionsBuilder::line_item),
-    ("creatives", DimensionsBuilder::creative),
-    ("sites", DimensionsBuilder::site),
-    ("placements", DimensionsBuilder::placement),
+/// The tables whose `id, parent_id, name` rows the dimensions hold besides advertisers and
+/// publishers, each with the dimension its ids are values of and the builder method that adds
+/// a row.
+pub(crate) const CHILD_DIMENSIONS: [(&str, Dimension, AddChild); 5] = [
+    (
+        "campaigns",
+        Dimension::Campaign,
+        DimensionsBuilder::campaign,
+    ),
+    (
+        "line_items",
+        Dimension::LineItem,
+        DimensionsBuilder::line_item,
+    ),
+    (
+        "creatives",
+        Dimension::Creative,
+        DimensionsBuilder::creative,
+    ),
+    ("sites", Dimension::Site, DimensionsBuilder::site),
+    (
+        "placements",
+        Dimension::Placement,
+        DimensionsBuilder::placement,
+    ),
 ];
 
-/// Adds an advertiser selected as `id, time zone, currency` to the dimensions.
+/// Adds an advertiser selected as `id, time zone, currency, name` to the dimensions.
 pub(crate) fn add_advertiser(
     builder: &mut DimensionsBuilder,
     row: &impl Columns,
 ) -> Result<(), StoreError> {
-    builder.advertiser(
-        row.u64(0, "advertiser id")?,
-        &row.string(1)?,
-        &row.string(2)?,
-    );
+    let id = row.u64(0, "advertiser id")?;
+    builder
+        .advertiser(id, &row.string(1)?, &row.string(2)?)
+        .name(Dimension::Advertiser, id, &row.string(3)?);
     Ok(())
 }
 
-/// Adds a row of one of the [`CHILD_DIMENSIONS`] tables, selected as `id, parent_id`, with its
-/// `add` method.
-pub(crate) fn add_child(
+/// Adds a publisher selected as `id, name` to the dimensions (its name only: placements reach
+/// their publisher through their site).
+pub(crate) fn add_publisher(
     builder: &mut DimensionsBuilder,
-    add: AddChild,
     row: &impl Columns,
 ) -> Result<(), StoreError> {
-    add(builder, row.u64(0, "id")?, row.u64(1, "parent id")?);
+    let id = row.u64(0, "publisher id")?;
+    builder.name(Dimension::Publisher, id, &row.string(1)?);
+    Ok(())
+}
+
+/// Adds a row of one of the [`CHILD_DIMENSIONS`] tables, selected as `id, parent_id, name`,
+/// with its `add` method.
+pub(crate) fn add_child(
+    builder: &mut DimensionsBuilder,
+    (dimension, add): (Dimension, AddChild),
+    row: &impl Columns,
+) -> Result<(), StoreError> {
+    let id = row.u64(0, "id")?;
+    add(builder, id, row.u64(1, "parent id")?).name(dimension, id, &row.string(2)?);
     Ok(())
 }
 

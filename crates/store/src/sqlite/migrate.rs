@@ -10,7 +10,10 @@ use super::backend;
 use crate::StoreError;
 use crate::shared::{self, Migration, checksum};
 
-/// Every migration this binary knows, in version order.
+/// Every migration this binary knows, in version order. The SQL files repeat one another
+/// deliberately (a table rebuilt by a later migration restates its columns; each SQLite file has
+/// its PostgreSQL twin in that dialect): an applied migration is history, checksummed, and is
+/// never edited to share text.
 const MIGRATIONS: &[Migration] = shared::migrations!("sqlite":
     (1, "initial", "0001_initial.sql"),
     (2, "stats", "0002_stats.sql"),
@@ -138,6 +141,8 @@ mod tests {
         }
         let clock = Arc::new(ManualClock::new(jiff::Timestamp::UNIX_EPOCH));
         let store = SqliteStore::open(&path, clock).unwrap();
+        // Spelled out rather than shared with the stats suite's `all` (the same as its shape):
+        // that suite is behind the `test-suite` feature, these tests are not.
         let query = |by_line_item_only: bool| RowQuery {
             table: Granularity::Hour,
             from: 0,

@@ -122,11 +122,13 @@ const MOVE_CHECKPOINTS: &str = "\
        WHERE f.value ->> 0 = excluded.source AND f.value ->> 1 = excluded.shard) \
     RETURNING source, shard";
 
+// Deliberately the twin of postgres/stats.rs's `commit_run_in` (see the module note).
 /// The statements of one run, always the same fourteen in the same order: `BEGIN`, the fenced
 /// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
 /// and upsert, the dedupe insert and prune, the minute prune, the forecast sample's insert and
-/// prune, `COMMIT` (the first and last are counted by [`SqliteStore::commit_run`]). The checkpoints come first, as on PostgreSQL: a run
-/// that lost the race stops there. Its error makes `write` roll the transaction back.
+/// prune, `COMMIT` (the first and last are counted by [`SqliteStore::commit_run`]). The
+/// checkpoints come first, as on PostgreSQL: a run that lost the race stops there. Its error
+/// makes `write` roll the transaction back.
 fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
     let mut sql = Counted {
         conn: tx,
@@ -189,6 +191,7 @@ fn samples_json(samples: &[(i32, Vec<u8>)]) -> String {
     json
 }
 
+// Deliberately the twin of postgres/stats.rs's `samples_in` (see the module note).
 fn samples_in(
     conn: &Connection,
     first_day: i32,
@@ -304,6 +307,8 @@ fn merge_sketches(
             None if sketch.is_empty() => continue,
             None => sketch.clone(),
         };
+        // The index is written like `keys` above, deliberately: both are JSON arrays of arrays for
+        // `json_each`.
         let bytes = merged.to_bytes();
         if changed > 0 {
             index.push(',');
@@ -335,16 +340,19 @@ fn dimensions_in(conn: &Connection) -> Result<Dimensions, StoreError> {
     for_each_row(
         conn,
         "SELECT id, coalesce(body ->> '$.time_zone', 'UTC'), \
-         coalesce(body ->> '$.currency', '') FROM advertisers",
+         coalesce(body ->> '$.currency', ''), name FROM advertisers",
         [],
         |row| rows::add_advertiser(&mut builder, row),
     )?;
-    for (table, add) in CHILD_DIMENSIONS {
+    for_each_row(conn, "SELECT id, name FROM publishers", [], |row| {
+        rows::add_publisher(&mut builder, row)
+    })?;
+    for (table, dimension, add) in CHILD_DIMENSIONS {
         for_each_row(
             conn,
-            &format!("SELECT id, parent_id FROM {table}"),
+            &format!("SELECT id, parent_id, name FROM {table}"),
             [],
-            |row| rows::add_child(&mut builder, add, row),
+            |row| rows::add_child(&mut builder, (dimension, add), row),
         )?;
     }
     Ok(builder.build())
@@ -437,6 +445,7 @@ fn report_rows_in(
     })
 }
 
+// Deliberately the twin of postgres/stats.rs's `sketches_in` (see the module note).
 fn sketches_in(
     conn: &Connection,
     line_items: Option<&[u64]>,
@@ -459,6 +468,8 @@ fn sketches_in(
     })
 }
 
+// Same signature as `sketches_in`, and deliberately the twin of postgres/stats.rs's `delivery_in`:
+// the same sums in SQLite's dialect.
 fn delivery_in(
     conn: &Connection,
     line_items: Option<&[u64]>,
@@ -507,6 +518,8 @@ fn delivery_in(
     Ok(totals)
 }
 
+// The signatures are the `StatsStore` trait's; each body is deliberately the twin of
+// postgres/stats.rs's, a closure run on the writer or a reader.
 #[async_trait]
 impl StatsStore for SqliteStore {
     async fn dimensions(&self) -> Result<Dimensions, StoreError> {
@@ -535,6 +548,7 @@ impl StatsStore for SqliteStore {
         self.read(move |tx| report_rows_in(tx, &query, limit)).await
     }
 
+    // Same as postgres/stats.rs's methods, deliberately (see the impl's note).
     async fn sketches(
         &self,
         line_items: Option<Vec<u64>>,
@@ -576,6 +590,7 @@ impl StatsStore for SqliteStore {
 mod tests {
     use super::*;
 
+    // Deliberately the twin of postgres/stats.rs's test of its upserts: the SQL differs.
     #[test]
     fn upserts_name_every_counter() {
         let sql = upsert_rows_sql("stats_hour", FULL_KEYS);

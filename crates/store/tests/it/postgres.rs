@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{
     CHANGE_MIGRATION_1, RECORD_MIGRATION_9999, advertiser, assert_kept, assert_refused_as_changed,
-    assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
+    assert_refused_as_unknown, clock, expected_tables, spawn_campaign_writer, spawn_catalog_reader,
 };
 use jiff::SignedDuration;
 use marquee_model::{Clock, ManualClock, ObjectKind};
@@ -220,29 +220,10 @@ async fn concurrent_writers_and_readers_stay_consistent() {
         .meta
         .id;
     let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                for i in 0..WRITES {
-                    let campaign = campaign(owner, format!("Campaign {w}-{i}"));
-                    store
-                        .create_object(&campaign, None, &Actor::cli())
-                        .await
-                        .unwrap();
-                }
-            })
-        })
+        .map(|w| spawn_campaign_writer(&store, owner, format!("Campaign {w}-"), WRITES))
         .collect();
     let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                let mut last = 0;
-                for _ in 0..WRITES {
-                    last = check_catalog(store.as_ref(), last).await;
-                }
-            })
-        })
+        .map(|_| spawn_catalog_reader(&store, WRITES))
         .collect();
     for task in writers.into_iter().chain(readers) {
         task.await.unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::{
     CHANGE_MIGRATION_1, RECORD_MIGRATION_9999, advertiser, assert_kept, assert_refused_as_changed,
-    assert_refused_as_unknown, campaign, check_catalog, clock, expected_tables,
+    assert_refused_as_unknown, check_catalog, clock, expected_tables, spawn_campaign_writer,
 };
 use jiff::SignedDuration;
 use marquee_model::{Clock, ManualClock, ObjectKind};
@@ -186,18 +186,7 @@ async fn reads_run_while_writing() {
         .unwrap();
     let owner = advertiser.meta.id;
 
-    let writer = {
-        let store = Arc::clone(&store);
-        tokio::spawn(async move {
-            for i in 0..WRITES {
-                let campaign = campaign(owner, format!("Campaign {i}"));
-                store
-                    .create_object(&campaign, None, &Actor::cli())
-                    .await
-                    .unwrap();
-            }
-        })
-    };
+    let writer = spawn_campaign_writer(&store, owner, "Campaign ".to_owned(), WRITES);
     let readers: Vec<_> = (0..4)
         .map(|_| {
             let store = Arc::clone(&store);

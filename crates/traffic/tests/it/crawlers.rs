@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common::Rng;
 use crate::support;
 
 use marquee_traffic::CrawlerList;
@@ -89,22 +90,6 @@ fn short_and_literal_free_patterns_are_still_matched() {
     assert!(list.is_crawler(b"build 123x"));
     assert!(list.is_crawler(b"ab"));
     assert!(!list.is_crawler(b"Y!j 12x a b"));
-}
-
-/// Tiny deterministic generator (xorshift64*), so that failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// The prefilter decides only where to look: answers must equal those of all patterns as one
@@ -220,6 +205,7 @@ fn a_pattern_matching_the_empty_string_is_refused() {
     assert!(e.message.contains("empty string"), "{e}");
 }
 
+// Deliberately the twin of `networks.rs`'s empty-list test: each list names its own error.
 #[test]
 fn a_list_without_patterns_is_refused() {
     let e = CrawlerList::parse("# only comments\n\n", "empty.txt").unwrap_err();

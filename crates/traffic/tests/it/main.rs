@@ -2,6 +2,7 @@
 //! lists reloaded as their files change.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod crawlers;
 mod networks;
 mod rate;

@@ -4,6 +4,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use marquee_traffic::{NetworkList, prefix_key};
 
+use crate::common::Rng;
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -152,18 +154,6 @@ fn load_reads_a_file_and_names_an_unreadable_one() {
     assert_eq!(e.line, 0);
     assert!(e.file.ends_with("missing.txt"));
     assert!(e.message.starts_with("cannot read"), "{e}");
-}
-
-/// Deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
 }
 
 #[test]

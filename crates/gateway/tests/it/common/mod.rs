@@ -316,6 +316,15 @@ pub fn gateway(bidders: &[&MockBidder], change: impl FnOnce(&mut GatewayConfig))
 }
 
 /// The gateway's metrics as a scrape reads them.
+/// Why a gateway with the one bidder `spec` cannot be built (its configuration error's text).
+pub fn config_error(spec: marquee_gateway::BidderSpec) -> String {
+    let config = GatewayConfig {
+        bidders: vec![spec],
+        ..GatewayConfig::default()
+    };
+    Gateway::new(config).unwrap_err().to_string()
+}
+
 pub fn metrics(gateway: &Gateway) -> String {
     let mut registry = marquee_metrics::Registry::default();
     gateway.register_metrics(&mut registry);

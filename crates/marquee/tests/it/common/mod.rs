@@ -711,6 +711,28 @@ pub async fn create_object(
     body["id"].as_u64().unwrap()
 }
 
+/// The data directories of a manager and `edges` edges under `dir`: `manager`, `edge-0`, ….
+pub fn cluster_dirs(dir: &Path, edges: usize) -> (PathBuf, Vec<PathBuf>) {
+    let edge_dirs = (0..edges).map(|i| dir.join(format!("edge-{i}"))).collect();
+    (dir.join("manager"), edge_dirs)
+}
+
+/// The JSON answer to `request`.
+pub async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
+/// PUTs `url` with `token`, which must succeed: a line item's link to a placement.
+pub async fn put_ok(client: &reqwest::Client, url: &str, token: &str) {
+    let answer = client.put(url).bearer_auth(token).send().await.unwrap();
+    let status = answer.status();
+    assert!(
+        status.is_success(),
+        "{url}: {}",
+        answer.text().await.unwrap()
+    );
+}
+
 /// A bid's notice URL (`nurl`, `burl`, `lurl`) as an exchange sends it: aimed at `server`
 /// instead of the edge's public URL `public`, its macros filled, `price` the clearing price.
 pub fn notice_url(
@@ -742,6 +764,8 @@ pub fn crawlers_for_headless_chromium(data: &Path) -> String {
 }
 
 /// A Redis server of a test's own, without persistence, on `port`; killed on drop.
+// Deliberately the same start as the shared-state crate's own Redis tests: two crates' test
+// binaries, with no test-support crate between them.
 pub struct RedisServer(Child);
 
 impl RedisServer {
@@ -900,3 +924,37 @@ impl Roles<'_> {
 /// small machine make those timings flaky (a browser test beside the kill -9 test once found
 /// its freshly started demo serving nothing yet).
 pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The temporary directory, kept (and its path printed) when the test fails or
+/// `BROWSER_TEST_KEEP` is set.
+pub struct Scratch(Option<tempfile::TempDir>);
+
+impl Scratch {
+    /// A new scratch directory named `prefix…`, with the `browser` folder the page driver
+    /// writes its screenshots and logs to.
+    pub fn new(prefix: &str) -> Scratch {
+        let scratch = Scratch(Some(
+            tempfile::Builder::new().prefix(prefix).tempdir().unwrap(),
+        ));
+        std::fs::create_dir_all(scratch.browser()).unwrap();
+        scratch
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+
+    pub fn browser(&self) -> std::path::PathBuf {
+        self.path().join("browser")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if (std::thread::panicking() || std::env::var_os("BROWSER_TEST_KEEP").is_some())
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!("browser test: kept {}", dir.keep().display());
+        }
+    }
+}

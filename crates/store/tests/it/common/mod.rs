@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, Currency, ManualClock, ObjectKind, Status, Stored,
 };
-use marquee_store::{MigrationError, Store, StoreError};
+use marquee_store::{Actor, MigrationError, Store, StoreError};
 
 /// Marks migration 1 as changed since it was applied.
 pub const CHANGE_MIGRATION_1: &str =
@@ -120,4 +120,35 @@ pub async fn check_catalog(store: &dyn Store, last: u64) -> u64 {
     assert_eq!(catalog.campaigns.len() as u64 + 1, catalog.version);
     assert!(catalog.version >= last, "the counter went back");
     catalog.version
+}
+
+/// A task creating campaigns of `owner`, named `{prefix}{i}` for `i` in `0..writes`, for the
+/// consistency checks of reads during writes.
+pub fn spawn_campaign_writer(
+    store: &Arc<dyn Store>,
+    owner: u64,
+    prefix: String,
+    writes: u64,
+) -> tokio::task::JoinHandle<()> {
+    let store = Arc::clone(store);
+    tokio::spawn(async move {
+        for i in 0..writes {
+            let campaign = campaign(owner, format!("{prefix}{i}"));
+            store
+                .create_object(&campaign, None, &Actor::cli())
+                .await
+                .unwrap();
+        }
+    })
+}
+
+/// A task reading the catalog `reads` times during writes, each checked by [`check_catalog`].
+pub fn spawn_catalog_reader(store: &Arc<dyn Store>, reads: u64) -> tokio::task::JoinHandle<()> {
+    let store = Arc::clone(store);
+    tokio::spawn(async move {
+        let mut last = 0;
+        for _ in 0..reads {
+            last = check_catalog(store.as_ref(), last).await;
+        }
+    })
 }
