@@ -1,9 +1,10 @@
 //! One framed record, and the segment list an edge serves a remote manager. A frame that
-//! parses and decodes must frame and decode back to the same event.
+//! parses and decodes must frame and decode back to the same event; any payload reads as an
+//! event, a sample record or a typed error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marquee_eventlog::{Event, parse_frame, wire};
+use marquee_eventlog::{Event, Record, parse_frame, wire};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
@@ -12,8 +13,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let Ok((payload, _)) = parse_frame(data) else {
         let _ = Event::decode(data);
+        let _ = Record::decode(data);
         return;
     };
+    let _ = Record::decode(payload);
     let Ok(event) = Event::decode(payload) else {
         return;
     };

@@ -10,6 +10,7 @@ mod dashboard;
 mod database;
 mod edge;
 mod events;
+mod forecast;
 mod gateway;
 mod geo;
 mod keys;
@@ -38,6 +39,7 @@ pub use dashboard::DashboardSection;
 pub use database::{Database, DatabaseSection, DatabaseUrl};
 pub use edge::{EdgeSection, Fallback, PublicUrl};
 pub use events::{DurabilityMode, EventsSection};
+pub use forecast::ForecastSection;
 pub use gateway::{
     AuctionKind, GatewayBidderSection, GatewaySection, MediaType, NoticeHost, OpenRtbVersion,
 };
@@ -86,6 +88,8 @@ pub struct Config {
     pub traffic: TrafficSection,
     #[serde(default)]
     pub geo: GeoSection,
+    #[serde(default)]
+    pub forecast: ForecastSection,
 }
 
 impl Default for Config {
@@ -112,6 +116,7 @@ impl Default for Config {
             dashboard: DashboardSection::default(),
             traffic: TrafficSection::default(),
             geo: GeoSection::default(),
+            forecast: ForecastSection::default(),
         }
     }
 }
@@ -246,6 +251,7 @@ impl Config {
         self.tracking.validate()?;
         self.aggregation.validate()?;
         self.reports.validate()?;
+        self.forecast.validate()?;
         self.pacing.validate()?;
         self.bidder.validate("bidder")?;
         for (name, exchange) in &self.exchanges {

@@ -109,6 +109,24 @@ fn geo_databases_are_set_by_file_or_environment_and_the_interval_checked() {
 }
 
 #[test]
+fn the_forecast_sample_is_one_percent_by_default_and_set_by_file_or_environment() {
+    Jail::expect_with(|jail| {
+        let config = |jail: &Jail, toml: &str| load_in(jail, toml).map_err(|e| e.to_string());
+        let forecast = config(jail, "")?.forecast;
+        assert_eq!(forecast, ForecastSection::default());
+        assert!((forecast.sample_rate() - 0.01).abs() < 1e-12);
+        assert_eq!(forecast.history_days, 28);
+        let toml = "[forecast]\nsample_rate_ppm = 0\nmax_mb_per_day = 2\n";
+        let forecast = config(jail, toml)?.forecast;
+        assert_eq!(forecast.sample_rate(), 0.0);
+        assert_eq!(forecast.max_bytes_per_day(), 2 << 20);
+        jail.set_env("MARQUEE_FORECAST__HISTORY_DAYS", "56");
+        assert_eq!(config(jail, toml)?.forecast.history_days, 56);
+        Ok(())
+    });
+}
+
+#[test]
 fn file_then_environment_then_flags() {
     Jail::expect_with(|jail| {
         jail.create_file(
@@ -277,6 +295,12 @@ fn errors_name_the_key() {
                 "aggregation.edges",
             ),
             ("[reports]\nmax_rows = 0", "reports.max_rows"),
+            (
+                "[forecast]\nsample_rate_ppm = 1000001",
+                "forecast.sample_rate_ppm",
+            ),
+            ("[forecast]\nmax_mb_per_day = 0", "forecast.max_mb_per_day"),
+            ("[forecast]\nhistory_days = 57", "forecast.history_days"),
             ("[pacing]\ninterval_ms = 0", "pacing.interval_ms"),
             (
                 "[pacing]\nlease_renew_ms = 5000\nlease_duration_ms = 1000",

@@ -39,6 +39,7 @@ pub mod quality;
 pub mod query;
 pub mod remote;
 mod render;
+pub mod sampling;
 mod server;
 mod shared;
 pub mod sync;
@@ -161,6 +162,8 @@ pub struct Edge {
     replay: ReplayConfig,
     /// The replay guards of tracking tokens (see `track/`).
     tracking_seen: track::TrackingSeen,
+    /// Which ad requests are kept for forecasting (see [`sampling`]); `None` keeps none.
+    pub(crate) sampling: Option<sampling::Sampling>,
 }
 
 impl Edge {
@@ -265,6 +268,12 @@ impl Edge {
         self
     }
 
+    /// Keeps the sample of ad requests `sampling` asks for (the default: none).
+    pub fn with_sampling(mut self, sampling: Option<sampling::Sampling>) -> Edge {
+        self.sampling = sampling;
+        self
+    }
+
     /// Runs gateway auctions (`/openrtb2/auction`) with `gateway`'s bidders.
     pub fn with_gateway(mut self, gateway: marquee_gateway::Gateway) -> Edge {
         self.gateway = Some(gateway);
@@ -309,6 +318,7 @@ impl Edge {
             counters: EdgeCounters::default(),
             replay: ReplayConfig::default(),
             tracking_seen: track::TrackingSeen::new(ReplayConfig::default()),
+            sampling: None,
         }
         .registered()
     }

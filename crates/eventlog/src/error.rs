@@ -57,6 +57,8 @@ pub enum AppendError {
         #[source]
         source: Arc<io::Error>,
     },
+    #[error("a sample record's body of {len} bytes is not within 1..={max}", max = crate::MAX_SAMPLE_LEN)]
+    BadSample { len: usize },
 }
 
 /// `flush_and_close` could not make everything durable.

@@ -304,6 +304,9 @@ pub enum DecodeError {
     },
     #[error("unknown event kind {0}")]
     UnknownKind(u8),
+    /// A sample record ([`SAMPLE_KIND`]): read it with [`Record::decode`].
+    #[error("a sample record, not an event")]
+    Sample,
 }
 
 impl DecodeError {
@@ -313,7 +316,7 @@ impl DecodeError {
         match self {
             DecodeError::UnsupportedVersion(version) => *version > RECORD_VERSION,
             DecodeError::UnknownKind(_) => true,
-            DecodeError::Empty | DecodeError::Length { .. } => false,
+            DecodeError::Empty | DecodeError::Length { .. } | DecodeError::Sample => false,
         }
     }
 }
@@ -366,6 +369,10 @@ impl Event {
             RECORD_VERSION => PAYLOAD_LEN,
             _ => return Err(DecodeError::UnsupportedVersion(version)),
         };
+        // Samples have a length of their own: told apart before the length is checked.
+        if version == RECORD_VERSION && payload.get(KIND) == Some(&SAMPLE_KIND) {
+            return Err(DecodeError::Sample);
+        }
         if payload.len() != expected {
             return Err(DecodeError::Length {
                 version,
@@ -399,6 +406,60 @@ fn array<const N: usize>(p: &[u8; PAYLOAD_LEN], at: usize) -> [u8; N] {
     let mut out = [0u8; N];
     out.copy_from_slice(&p[at..at + N]);
     out
+}
+
+/// The kind code of a *sample record*: an ad request an edge kept for forecasting. Its payload
+/// is not an [`Event`]'s but `version (2) | kind (15) | time i64 | body`: the time in
+/// microseconds since 1970 (UTC), then a body this crate does not read (the forecast's encoding
+/// of the request), 1 to [`MAX_SAMPLE_LEN`] bytes.
+pub const SAMPLE_KIND: u8 = 15;
+
+/// Bytes of a sample record's payload before its body.
+pub const SAMPLE_HEADER_LEN: usize = 10;
+
+/// The longest body a sample record holds: what fits a frame.
+pub const MAX_SAMPLE_LEN: usize = crate::frame::MAX_PAYLOAD_LEN as usize - SAMPLE_HEADER_LEN;
+
+/// One record of the log: an event, or a sample record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record<'a> {
+    Event(Event),
+    Sample { time_micros: i64, body: &'a [u8] },
+}
+
+impl Record<'_> {
+    /// Reads a payload of either form.
+    pub fn decode(payload: &[u8]) -> Result<Record<'_>, DecodeError> {
+        match Event::decode(payload) {
+            Ok(event) => Ok(Record::Event(event)),
+            Err(DecodeError::Sample) => {
+                let (header, body) = payload
+                    .split_first_chunk::<SAMPLE_HEADER_LEN>()
+                    .filter(|(_, body)| !body.is_empty())
+                    .ok_or(DecodeError::Length {
+                        version: RECORD_VERSION,
+                        actual: payload.len(),
+                        expected: SAMPLE_HEADER_LEN + 1,
+                    })?;
+                let mut time = [0u8; 8];
+                time.copy_from_slice(&header[2..]);
+                Ok(Record::Sample {
+                    time_micros: i64::from_le_bytes(time),
+                    body,
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// A sample record's payload header.
+pub(crate) fn sample_header(time_micros: i64) -> [u8; SAMPLE_HEADER_LEN] {
+    let mut header = [0u8; SAMPLE_HEADER_LEN];
+    header[VERSION] = RECORD_VERSION;
+    header[KIND] = SAMPLE_KIND;
+    header[2..].copy_from_slice(&time_micros.to_le_bytes());
+    header
 }
 
 #[cfg(test)]
@@ -472,7 +533,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(EventKind::Decision).encode();
-        for code in [0u8, 15, 255] {
+        for code in [0u8, 16, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }
@@ -491,6 +552,30 @@ mod tests {
                 expected: 72
             })
         );
+    }
+
+    #[test]
+    fn sample_records_are_told_from_events_whatever_their_length() {
+        for len in [1, 61, 62, 63, 200] {
+            let body = vec![7u8; len];
+            let mut payload = sample_header(-5).to_vec();
+            payload.extend_from_slice(&body);
+            assert_eq!(Event::decode(&payload), Err(DecodeError::Sample));
+            assert!(!DecodeError::Sample.from_newer_writer());
+            assert_eq!(
+                Record::decode(&payload),
+                Ok(Record::Sample {
+                    time_micros: -5,
+                    body: &body
+                })
+            );
+        }
+        assert!(matches!(
+            Record::decode(&sample_header(1)),
+            Err(DecodeError::Length { .. })
+        ));
+        let event = sample(EventKind::Click);
+        assert_eq!(Record::decode(&event.encode()), Ok(Record::Event(event)));
     }
 
     #[test]

@@ -55,6 +55,12 @@
 //! | 53 | 16 | event id, u128 (decision id / tracking-token nonce; the dedupe key) |
 //! | 69 | 3 | region: the ISO 3166-2 subdivision code within the country (`CA` of `US-CA`), one to three ASCII letters or digits padded with `00`; all `00` when unknown (version 2 only) |
 //!
+//! A *sample record* (kind 15, [`SAMPLE_KIND`]: an ad request an edge kept for forecasting,
+//! written with [`EventLog::append_sample`]) is not an event and has a length of its own:
+//! version `2`, kind `15`, the time (i64 microseconds since 1970, UTC), then a body of 1 to
+//! [`MAX_SAMPLE_LEN`] bytes this crate does not read. [`Record::decode`] reads either form;
+//! [`Event::decode`] refuses a sample with [`DecodeError::Sample`] whatever its length.
+//!
 //! Reading a frame checks the length bounds, that the whole frame is there, then the CRC. A
 //! frame that fails is damage: at the tail of the last segment when the log opens, it and
 //! everything after it is cut off (a torn write); anywhere else a reader reports it as
@@ -83,7 +89,8 @@ pub mod wire;
 
 pub use error::{AppendError, CloseError, DeleteError, HeaderError, OpenError, ReadError};
 pub use event::{
-    DecodeError, Event, EventKind, InvalidReason, PAYLOAD_LEN, RECORD_VERSION, auction, bidder_id,
+    DecodeError, Event, EventKind, InvalidReason, MAX_SAMPLE_LEN, PAYLOAD_LEN, RECORD_VERSION,
+    Record, SAMPLE_HEADER_LEN, SAMPLE_KIND, auction, bidder_id,
 };
 pub use frame::{FRAME_LEN, FRAME_OVERHEAD, FrameError, MAX_PAYLOAD_LEN, parse_frame};
 pub use log::{Config, Counters, Durability, Durable, EventLog, MAX_SHARDS, Receipt};

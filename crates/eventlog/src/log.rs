@@ -15,7 +15,7 @@ use std::time::Duration;
 use tracing::{error, info};
 
 use crate::error::{AppendError, CloseError, OpenError};
-use crate::event::Event;
+use crate::event::{Event, MAX_SAMPLE_LEN, SAMPLE_HEADER_LEN, sample_header};
 use crate::flusher::{self, Writer};
 use crate::frame::FRAME_LEN;
 use crate::segment::{self, SEGMENT_HEADER_LEN};
@@ -381,6 +381,30 @@ impl EventLog {
     pub fn append(&self, event: &Event) -> Result<Receipt, AppendError> {
         // Framed (CRC included) before taking the lock, to keep the critical section a copy.
         let frame = event.to_frame();
+        self.append_frame(&[&frame])
+    }
+
+    /// Appends a sample record (see [`SAMPLE_KIND`](crate::SAMPLE_KIND)) of `body`, 1 to
+    /// [`MAX_SAMPLE_LEN`] bytes, at `time_micros`, as [`append`](Self::append) does an event:
+    /// to this thread's shard, at once, without allocating.
+    pub fn append_sample(&self, time_micros: i64, body: &[u8]) -> Result<Receipt, AppendError> {
+        if body.is_empty() || body.len() > MAX_SAMPLE_LEN {
+            return Err(AppendError::BadSample { len: body.len() });
+        }
+        let header = sample_header(time_micros);
+        // At most MAX_PAYLOAD_LEN, checked above.
+        let len = ((SAMPLE_HEADER_LEN + body.len()) as u32).to_le_bytes();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&len);
+        crc.update(&header);
+        crc.update(body);
+        let crc = crc.finalize().to_le_bytes();
+        self.append_frame(&[&len, &header, body, &crc])
+    }
+
+    /// Copies one frame, given in parts, into this thread's shard's buffer.
+    fn append_frame(&self, parts: &[&[u8]]) -> Result<Receipt, AppendError> {
+        let frame_len: usize = parts.iter().map(|part| part.len()).sum();
         let k = self.inner.pick_shard();
         let shard = &self.inner.shards[k];
         let mut appends = lock(&shard.appends);
@@ -391,7 +415,7 @@ impl EventLog {
                 shard: k,
                 source: Arc::clone(source),
             })
-        } else if appends.buf.len() + FRAME_LEN > self.inner.config.max_buffered_bytes {
+        } else if appends.buf.len() + frame_len > self.inner.config.max_buffered_bytes {
             Some(AppendError::Full { shard: k })
         } else {
             None
@@ -401,9 +425,11 @@ impl EventLog {
             shard.counters.rejected.fetch_add(1, Relaxed);
             return Err(e);
         }
-        appends.buf.extend_from_slice(&frame);
+        for part in parts {
+            appends.buf.extend_from_slice(part);
+        }
         appends.seq += 1;
-        appends.bytes += FRAME_LEN as u64;
+        appends.bytes += frame_len as u64;
         let seq = appends.seq;
         let wake = appends.buf.len() >= EARLY_FLUSH_BYTES && !appends.early_flush;
         appends.early_flush |= wake;

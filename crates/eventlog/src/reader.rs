@@ -46,7 +46,7 @@ impl Default for Budget {
 /// Records read from one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadBatch {
-    /// The readable events, in log order.
+    /// The readable events, in log order (sample records are not events: they are skipped).
     pub events: Vec<Event>,
     /// Intact records this version cannot decode (a newer kind or format version). They are
     /// consumed: `next_offset` is past them. Counted in [`Counters::read_rejected`](crate::Counters).
@@ -174,6 +174,8 @@ impl EventLog {
             budget,
             |payload, at| match Event::decode(payload) {
                 Ok(event) => events.push(event),
+                // Not an event: `read_frames` carries samples to those who read them.
+                Err(DecodeError::Sample) => {}
                 Err(error) => rejected.push(Rejected { offset: at, error }),
             },
         )?;

@@ -25,6 +25,7 @@
 //! bits or codes, a point outside ±90/±180 degrees, a string that is not UTF-8 or longer than
 //! [`MAX_TEXT`] (or [`MAX_URL`] for the page URL), lists longer than their limits.
 
+use marquee_engine::Request;
 use marquee_model::{ConnectionType, DeviceType, PlacementId, Size};
 
 /// The encoding's version byte.
@@ -221,6 +222,64 @@ impl SampleRecord {
         varint(out, segments.len() as u64);
         for segment in segments {
             string(out, segment, MAX_TEXT);
+        }
+    }
+
+    /// The record of an ad request for one placement as the engine was asked it: `sizes` the
+    /// ones the request named (empty when it took the placement's), `user` the salted hash
+    /// ([`crate::Sampler::user_hash`]). What the engine never needs to be shown again is left
+    /// out: the IP address and user id, the page URL's query string and fragment; the point is
+    /// rounded to hundredths of a degree.
+    pub fn of_request(
+        request: &Request<'_>,
+        placement: PlacementId,
+        sizes: &[Size],
+        user: u64,
+    ) -> SampleRecord {
+        let owned = |text: Option<&str>| text.map(str::to_owned);
+        let geo = &request.geo;
+        SampleRecord {
+            // Minutes since 1970 fit a u32 until the year 10,136.
+            minute: u32::try_from(request.now.as_second().div_euclid(60)).unwrap_or(0),
+            user,
+            placement,
+            sizes: sizes.iter().take(MAX_SIZES).copied().collect(),
+            page_url: request
+                .page_url
+                .map(|url| url.split(['?', '#']).next().unwrap_or(url).to_owned()),
+            device_type: request.device.device_type,
+            os: owned(request.device.os),
+            browser: owned(request.device.browser),
+            language: owned(request.device.language),
+            country: owned(geo.country),
+            region: owned(geo.region),
+            city: owned(geo.city),
+            postal: owned(geo.postal),
+            metro: geo.metro,
+            asn: geo.asn,
+            connection_type: geo.connection_type,
+            // Rounded, then clamped to the encoding's bounds; a NaN reads as 0.
+            point: geo.point.map(|(lat, lon)| {
+                let hundredths = |degrees: f64, bound: f64| {
+                    (degrees * 100.0)
+                        .round()
+                        .clamp(-bound * 100.0, bound * 100.0) as i32
+                };
+                (hundredths(lat, 90.0), hundredths(lon, 180.0))
+            }),
+            key_values: request
+                .key_values
+                .iter()
+                .take(MAX_KEY_VALUES)
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            segments: request
+                .user
+                .segments
+                .iter()
+                .take(MAX_SEGMENTS)
+                .map(|&s| s.to_owned())
+                .collect(),
         }
     }
 
@@ -421,6 +480,54 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     use super::*;
+
+    #[test]
+    fn a_request_keeps_what_targeting_reads_and_nothing_that_identifies() {
+        let key_values = [("section", "sport")];
+        let segments = ["s1"];
+        let mut request = Request::at(jiff::Timestamp::from_second(1_800_000_000).unwrap());
+        request.page_url = Some("https://news.example.com/sport/?user=ann#top");
+        request.device = marquee_engine::Device {
+            device_type: Some(DeviceType::Phone),
+            os: Some("iOS"),
+            browser: None,
+            language: Some("de"),
+            ip: Some(std::net::IpAddr::from([192, 0, 2, 7])),
+        };
+        request.geo.country = Some("DE");
+        request.geo.region = Some("DE-BY");
+        request.geo.point = Some((48.137_4, 11.575_5));
+        request.user = marquee_engine::User {
+            id: Some("ann"),
+            segments: &segments,
+        };
+        request.key_values = &key_values;
+        let sizes = [Size { w: 300, h: 250 }];
+        let record = SampleRecord::of_request(&request, PlacementId(9), &sizes, 77);
+        assert_eq!(record.minute, 30_000_000);
+        assert_eq!(record.user, 77);
+        assert_eq!(record.placement, PlacementId(9));
+        assert_eq!(record.sizes, sizes);
+        assert_eq!(
+            record.page_url.as_deref(),
+            Some("https://news.example.com/sport/")
+        );
+        assert_eq!(record.point, Some((4_814, 1_158)));
+        assert_eq!(
+            (record.country.as_deref(), record.region.as_deref()),
+            (Some("DE"), Some("DE-BY"))
+        );
+        assert_eq!(
+            record.key_values,
+            [("section".to_owned(), "sport".to_owned())]
+        );
+        assert_eq!(record.segments, ["s1".to_owned()]);
+        let mut bytes = Vec::new();
+        record.encode(&mut bytes);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("ann") && !text.contains("192"), "{text}");
+        assert_eq!(SampleRecord::decode(&bytes).unwrap().0, record);
+    }
 
     fn full() -> SampleRecord {
         SampleRecord {

@@ -52,10 +52,11 @@ use std::time::{Duration, Instant};
 
 use marquee_eventlog::wire::WireEnd;
 use marquee_eventlog::{SEGMENT_HEADER_LEN, SegmentInfo};
+use marquee_forecast::SampleRecord;
 use marquee_metrics::{Counter, Def, FloatGauge, Gauge, Labelled, Registry, Unit};
 use marquee_model::Clock;
 use marquee_stats::{
-    Counters, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, MINUTE, Rules, Seen,
+    Counters, DAY, Deltas, Dimensions, Ingest, Invalid, InvalidCounts, MINUTE, Rules, Seen,
 };
 use marquee_store::{Checkpoint, CheckpointMove, CheckpointPosition, RunWrite, Store, StoreError};
 
@@ -86,6 +87,8 @@ pub struct AggregationOptions {
     pub minute_retention: Duration,
     /// Whether consumed segments are acknowledged (and so deleted by the edge).
     pub delete_consumed: bool,
+    /// Whole UTC days of the forecast's sample kept before today's.
+    pub sample_history_days: u32,
 }
 
 impl Default for AggregationOptions {
@@ -98,6 +101,7 @@ impl Default for AggregationOptions {
             token_lifetime: Duration::from_secs(3_600),
             minute_retention: Duration::from_secs(7 * 86_400),
             delete_consumed: true,
+            sample_history_days: 28,
         }
     }
 }
@@ -254,6 +258,27 @@ struct Metrics {
 }
 
 /// A count as a gauge's value.
+/// The run's sample records, each day's back to back, by day. A record that is not one whole
+/// [`SampleRecord`] (an edge of a later build, or damage the frame's CRC missed) is left out,
+/// so every stored day decodes.
+fn samples_by_day(samples: Vec<(i32, Vec<u8>)>) -> Vec<(i32, Vec<u8>)> {
+    let mut days: BTreeMap<i32, Vec<u8>> = BTreeMap::new();
+    let mut dropped = 0usize;
+    for (day, body) in samples {
+        match SampleRecord::decode(&body) {
+            Ok((_, used)) if used == body.len() => days.entry(day).or_default().extend(body),
+            _ => dropped += 1,
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "sample records this build cannot read were left out"
+        );
+    }
+    days.into_iter().collect()
+}
+
 fn gauge(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -536,7 +561,12 @@ impl Aggregator {
             accepted,
             duplicates,
             invalid,
+            samples,
         } = deltas;
+        let today = i32::try_from(now_secs.div_euclid(DAY)).unwrap_or(i32::MAX);
+        let sample_cutoff_day =
+            today.saturating_sub(i32::try_from(self.options.sample_history_days).unwrap_or(0));
+        let samples = samples_by_day(samples);
         let rows = minutes.len();
         let (seen_entries, seen_max_time) = pending.encode();
         let written = self
@@ -551,6 +581,8 @@ impl Aggregator {
                 seen_max_time,
                 seen_cutoff_secs: seen_cutoff,
                 minute_cutoff_secs: minute_cutoff,
+                samples,
+                sample_cutoff_day,
                 checkpoints,
                 now,
             })

@@ -23,6 +23,7 @@
 pub mod aggregator;
 pub mod demo;
 pub mod edges;
+pub mod forecast;
 mod http;
 pub mod live;
 pub mod pacing;

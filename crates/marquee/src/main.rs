@@ -68,6 +68,9 @@ enum Command {
     /// Copy a SQLite database (`marquee serve`'s) into a new, empty PostgreSQL database, for a
     /// manager on PostgreSQL: `marquee copy-database --database postgres://…`.
     CopyDatabase(CopyArgs),
+    /// Inventory forecasts from the stored sample: `backtest`.
+    #[command(subcommand)]
+    Forecast(ForecastCommand),
     /// Prebid.js header bidding: make a price-priority line item set (`create-set`).
     #[command(subcommand)]
     Prebid(prebid::PrebidCommand),
@@ -124,6 +127,25 @@ impl ServeArgs {
         };
         load_config(&self.common, overrides)
     }
+}
+
+#[derive(Debug, Subcommand)]
+enum ForecastCommand {
+    /// Fit the forecast on stored days of sample and measure it on the days after them, with
+    /// the latest snapshot's line items: the error per line item and overall.
+    Backtest(BacktestArgs),
+}
+
+#[derive(Debug, Args)]
+struct BacktestArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Whole UTC days fitted on, before the test days.
+    #[arg(long, value_name = "N", default_value_t = 21)]
+    train_days: u32,
+    /// Whole UTC days measured, the last of them yesterday.
+    #[arg(long, value_name = "M", default_value_t = 7)]
+    test_days: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -215,6 +237,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Prebid(command) => prebid::run(command).await,
         Command::Bench(command) => Ok(marquee_bench::run(command).await?),
         Command::CopyDatabase(args) => copy_database(args).await,
+        Command::Forecast(ForecastCommand::Backtest(args)) => forecast_backtest(args).await,
         Command::Migrate(args) => {
             let config = load_config(&args, Overrides::default())?;
             init_logging(&config)?;
@@ -305,6 +328,25 @@ async fn copy_database(args: CopyArgs) -> Result<(), Failure> {
         config.database().describe(),
         summary.change_counter
     );
+    Ok(())
+}
+
+/// `marquee forecast backtest`: the latest published snapshot against the stored sample.
+async fn forecast_backtest(args: BacktestArgs) -> Result<(), Failure> {
+    let (config, store) = open_admin_store(&args.common).await?;
+    let days = marquee_manager::forecast::BacktestDays {
+        train: args.train_days,
+        test: args.test_days,
+        rate: config.forecast.sample_rate(),
+    };
+    let backtest = marquee_manager::forecast::backtest_latest(
+        store.as_ref(),
+        &config.data_dir.join("snapshots"),
+        SystemClock.now(),
+        days,
+    )
+    .await?;
+    print!("{}", marquee_manager::forecast::report(&backtest));
     Ok(())
 }
 
@@ -619,6 +661,7 @@ fn open_aggregator(
             token_lifetime: config.edge.token_lifetime,
             minute_retention: a.minute_retention,
             delete_consumed: a.delete_consumed,
+            sample_history_days: config.forecast.history_days,
         },
     ))
 }
@@ -644,6 +687,11 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         },
     )?;
     let keys = tracking_keys(config)?;
+    let sampling = marquee_edge::sampling::Sampling::new(
+        config.forecast.sample_rate(),
+        config.forecast.max_bytes_per_day(),
+        &keys,
+    );
     let fallback = match &config.edge.fallback {
         marquee_config::Fallback::Empty => Fallback::Empty,
         marquee_config::Fallback::Passback(url) => Fallback::Passback(url.to_string()),
@@ -671,6 +719,7 @@ fn open_edge(config: &Config, public_url: &str) -> Result<Edge, Failure> {
         keys,
     )
     .with_replay_capacity(config.tracking.replay_capacity_per_minute)
+    .with_sampling(sampling)
     .with_quality(quality(config)?)
     .with_bidder(bidder_config(config)?)
     .with_metrics_access(MetricsAccess::new(config.metrics.token.clone()));

@@ -5,7 +5,7 @@
 //! [`Deltas`], is written by the store in a constant number of statements.
 
 use jiff::Timestamp;
-use marquee_eventlog::{Event, EventKind, FrameError, parse_frame};
+use marquee_eventlog::{Event, EventKind, FrameError, Record, parse_frame};
 use rustc_hash::FxHashMap;
 
 use crate::counters::Counters;
@@ -187,6 +187,7 @@ pub struct Ingest<'a> {
     duplicates: u64,
     accepted: u64,
     payloads: Vec<(usize, usize)>,
+    samples: Vec<(i32, Vec<u8>)>,
 }
 
 /// A run's result, ready for the store.
@@ -209,6 +210,10 @@ pub struct Deltas {
     pub accepted: u64,
     pub duplicates: u64,
     pub invalid: InvalidCounts,
+    /// The sample records read ([`Record::Sample`]), in log order: each one's UTC day (days
+    /// since 1970-01-01) and body, not read here (the forecast's encoding). Their times pass
+    /// the same window as events'; they are not in `accepted`.
+    pub samples: Vec<(i32, Vec<u8>)>,
 }
 
 impl<'a> Ingest<'a> {
@@ -225,6 +230,7 @@ impl<'a> Ingest<'a> {
             duplicates: 0,
             accepted: 0,
             payloads: Vec::new(),
+            samples: Vec::new(),
         }
     }
 
@@ -245,8 +251,8 @@ impl<'a> Ingest<'a> {
         let mut summary = ChunkSummary::default();
         let payloads = std::mem::take(&mut self.payloads);
         for &(start, len) in &payloads {
-            match Event::decode(&bytes[start..start + len]) {
-                Ok(event) => {
+            match Record::decode(&bytes[start..start + len]) {
+                Ok(Record::Event(event)) => {
                     summary.max_time_micros = Some(
                         summary
                             .max_time_micros
@@ -254,6 +260,7 @@ impl<'a> Ingest<'a> {
                     );
                     self.event(&event);
                 }
+                Ok(Record::Sample { time_micros, body }) => self.sample(time_micros, body),
                 Err(error) if error.from_newer_writer() => {
                     // The frame starts at its length prefix, 4 bytes before the payload.
                     summary.newer_at = Some(start - 4);
@@ -322,9 +329,20 @@ impl<'a> Ingest<'a> {
         }
     }
 
-    /// The row an event counts in, or why it is dropped.
-    fn key(&self, e: &Event) -> Result<RowKey, Invalid> {
-        let secs = e.time_micros.div_euclid(1_000_000);
+    /// Keeps a sample record for the store, or counts why it is dropped.
+    pub fn sample(&mut self, time_micros: i64, body: &[u8]) {
+        match self.in_window(time_micros.div_euclid(1_000_000)) {
+            Ok(secs) => {
+                // Days since 1970 fit an i32 for any second jiff can represent.
+                let day = i32::try_from(secs.div_euclid(DAY)).unwrap_or(i32::MAX);
+                self.samples.push((day, body.to_vec()));
+            }
+            Err(reason) => self.invalid.bump(reason),
+        }
+    }
+
+    /// The second, if it is neither too old nor too far ahead for this run.
+    fn in_window(&self, secs: i64) -> Result<i64, Invalid> {
         if secs < self.rules.now_secs.saturating_sub(self.rules.max_age_secs) {
             return Err(Invalid::TooOld);
         }
@@ -336,6 +354,12 @@ impl<'a> Ingest<'a> {
         {
             return Err(Invalid::InFuture);
         }
+        Ok(secs)
+    }
+
+    /// The row an event counts in, or why it is dropped.
+    fn key(&self, e: &Event) -> Result<RowKey, Invalid> {
+        let secs = self.in_window(e.time_micros.div_euclid(1_000_000))?;
         if !(0..=MAX_AMOUNT_MICROS).contains(&e.amount_micros) {
             return Err(Invalid::BadAmount);
         }
@@ -438,6 +462,7 @@ impl<'a> Ingest<'a> {
             accepted: self.accepted,
             duplicates: self.duplicates,
             invalid: self.invalid,
+            samples: self.samples,
         }
     }
 }
@@ -594,6 +619,37 @@ mod tests {
                 assert_eq!(deltas.invalid.get(Invalid::Undecodable), 1);
             }
         }
+    }
+
+    #[test]
+    fn sample_records_are_kept_by_utc_day_beside_the_events() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let sample = |secs: i64, body: &[u8]| {
+            let mut payload = vec![RECORD_VERSION, marquee_eventlog::SAMPLE_KIND];
+            payload.extend_from_slice(&(secs * 1_000_000).to_le_bytes());
+            payload.extend_from_slice(body);
+            framed(&payload)
+        };
+        let t = NOW - 100;
+        let mut bytes = frames(&[event(EventKind::Decision, 1, t)]);
+        bytes.extend_from_slice(&sample(t, b"first"));
+        bytes.extend_from_slice(&sample(NOW - 7_200, b"too old"));
+        bytes.extend_from_slice(&sample(NOW + 3_600, b"ahead"));
+        bytes.extend_from_slice(&sample(t + 1, &[9; 72 - 10]));
+        bytes.extend_from_slice(&frames(&[event(EventKind::Impression, 1, t)]));
+        let summary = ingest.frames(&bytes).unwrap();
+        assert_eq!((summary.records, summary.newer_at), (6, None));
+        let deltas = ingest.finish();
+        let day = i32::try_from(NOW / DAY).unwrap();
+        assert_eq!(
+            deltas.samples,
+            vec![(day, b"first".to_vec()), (day, vec![9; 62])]
+        );
+        assert_eq!(deltas.accepted, 2);
+        assert_eq!(deltas.invalid.get(Invalid::TooOld), 1);
+        assert_eq!(deltas.invalid.get(Invalid::InFuture), 1);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::{PostgresStore, SqliteStore, StoreError};
 
 /// Every table that holds data, parents before children (PostgreSQL checks the foreign keys
 /// row by row). The change counter is set on its own; `schema_migrations` is each database's.
-const TABLES: [&str; 20] = [
+const TABLES: [&str; 21] = [
     "advertisers",
     "campaigns",
     "line_items",
@@ -47,6 +47,7 @@ const TABLES: [&str; 20] = [
     "stats_checkpoints",
     "stats_seen",
     "audit",
+    "forecast_sample",
 ];
 
 /// Rows sent from the SQLite reader to the PostgreSQL writer at a time.

@@ -88,6 +88,11 @@ pub struct RunWrite {
     pub seen_cutoff_secs: i64,
     /// Minute rows whose bucket starts below this are deleted (retention).
     pub minute_cutoff_secs: i64,
+    /// The forecast's sample records the run read, per UTC day (days since 1970-01-01): each
+    /// day's records back to back, at most one entry per day.
+    pub samples: Vec<(i32, Vec<u8>)>,
+    /// Sample of days before this is deleted (the history kept).
+    pub sample_cutoff_day: i32,
     /// The positions reached, each with the one it started from; at most one per shard.
     pub checkpoints: Vec<CheckpointMove>,
     /// When the run committed (for `updated_at`).
@@ -162,4 +167,12 @@ pub trait StatsStore: Send + Sync {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<HashMap<u64, Counters>, StoreError>;
+
+    /// The forecast's sample of UTC days `first_day..=last_day` (days since 1970-01-01), each
+    /// day once with its records back to back, by day.
+    async fn samples(
+        &self,
+        first_day: i32,
+        last_day: i32,
+    ) -> Result<Vec<(i32, Vec<u8>)>, StoreError>;
 }

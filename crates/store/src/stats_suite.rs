@@ -119,6 +119,7 @@ macro_rules! stats_suite {
             sketches_merge_across_runs,
             dedupe_entries_survive_and_are_pruned,
             minute_retention_keeps_hours_and_days,
+            samples_are_stored_once_by_day_and_pruned,
             reports_group_and_filter_in_one_select,
             delivery_combines_days_hours_and_minutes,
             counters_past_64_bits_are_held_not_refused,
@@ -546,6 +547,47 @@ pub async fn dedupe_entries_survive_and_are_pruned(store: Db, _clock: Arc<Manual
         .unwrap();
     let restored = store.collection_state().await.unwrap().seen;
     assert_eq!(restored.len(), 1);
+}
+
+/// The forecast's sample goes in with its run's checkpoints: a run collected again from the
+/// same position is refused whole, so no record is stored twice; a day's runs read back as one
+/// run of records; days before the cutoff are deleted.
+pub async fn samples_are_stored_once_by_day_and_pruned(store: Db, _clock: Arc<ManualClock>) {
+    let made = checkpoint(0, 1, 200);
+    let run = RunWrite {
+        samples: vec![(20_500, vec![1, 2, 3]), (20_501, vec![4])],
+        checkpoints: vec![first_move(made.clone())],
+        ..RunWrite::default()
+    };
+    store.commit_run(run.clone()).await.unwrap();
+    let again = store.commit_run(run).await.unwrap_err();
+    assert!(again.checkpoint_moved().is_some(), "{again}");
+    let next = RunWrite {
+        samples: vec![(20_501, vec![5, 6]), (20_502, (0..=255).collect())],
+        checkpoints: vec![move_on(&made, checkpoint(0, 2, 28))],
+        ..RunWrite::default()
+    };
+    store.commit_run(next).await.unwrap();
+    assert_eq!(
+        store.samples(20_500, 20_501).await.unwrap(),
+        vec![(20_500, vec![1, 2, 3]), (20_501, vec![4, 5, 6])]
+    );
+    assert_eq!(
+        store.samples(20_502, 20_502).await.unwrap(),
+        vec![(20_502, (0..=255).collect::<Vec<u8>>())]
+    );
+    store
+        .commit_run(RunWrite {
+            sample_cutoff_day: 20_502,
+            ..RunWrite::default()
+        })
+        .await
+        .unwrap();
+    let kept = store.samples(0, i32::MAX).await.unwrap();
+    assert_eq!(
+        kept.iter().map(|(day, _)| *day).collect::<Vec<_>>(),
+        [20_502]
+    );
 }
 
 pub async fn minute_retention_keeps_hours_and_days(store: Db, _clock: Arc<ManualClock>) {

@@ -59,6 +59,11 @@ pub(super) fn serve_one<'s>(
     };
     let request = engine_request(page, data, entry, placement, &formats, &targeting);
     let decision = decide(page, loaded, &request, caps, worker);
+    // An image tag's click request re-derives the decision its image request made (and kept).
+    if page.query.format != Some(AdFormat::Click) {
+        let asked = (placement, &page.query.sizes[..]);
+        crate::sampling::sample(page.edge, &request, asked, page.user_key);
+    }
     if let Some(settings) = programmatic::settings(page, entry)
         && decision
             .as_ref()

@@ -9,4 +9,5 @@ mod metrics_access;
 mod overload;
 mod pacing;
 mod poll;
+mod sampling;
 mod unified;

@@ -2,8 +2,9 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 
 use marquee_eventlog::{
-    Budget, Config, DecodeError, DeleteError, Event, EventKind, EventLog, FRAME_LEN, FrameError,
-    RECORD_VERSION, ReadEnd, ReadError, Rejected, SEGMENT_HEADER_LEN,
+    AppendError, Budget, Config, DecodeError, DeleteError, Event, EventKind, EventLog, FRAME_LEN,
+    FrameError, MAX_SAMPLE_LEN, RECORD_VERSION, ReadEnd, ReadError, Record, Rejected,
+    SEGMENT_HEADER_LEN, parse_frame,
 };
 
 use crate::common::*;
@@ -367,4 +368,50 @@ fn read_frames_returns_the_intact_frames_as_on_disk() {
     assert_eq!(part.next_offset, decoded.next_offset);
     assert_eq!(part.end, ReadEnd::Budget);
     assert_eq!(part.end, decoded.end);
+}
+
+/// Sample records ride the log between events: `read_frames` carries them as written and
+/// `Record::decode` reads them back, `read` skips them without counting them as rejected.
+#[test]
+fn sample_records_sit_between_events_and_read_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), config()).unwrap();
+    let written = events(0, 3);
+    let bodies: Vec<Vec<u8>> = vec![vec![1], vec![2; 62], vec![3; MAX_SAMPLE_LEN]];
+    for (event, body) in written.iter().zip(&bodies) {
+        log.append(event).unwrap();
+        log.append_sample(event.time_micros, body).unwrap();
+    }
+    for len in [0, MAX_SAMPLE_LEN + 1] {
+        assert!(matches!(
+            log.append_sample(0, &vec![0; len]),
+            Err(AppendError::BadSample { .. })
+        ));
+    }
+    log.flush_and_close().unwrap();
+
+    let batch = log.read(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(batch.events, written);
+    assert!(batch.rejected.is_empty());
+    assert_eq!(log.counters().read_rejected, 0);
+
+    let frames = log.read_frames(0, 1, 0, Budget::default()).unwrap();
+    assert_eq!(frames.records, 6);
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < frames.frames.len() {
+        let (payload, len) = parse_frame(&frames.frames[at..]).unwrap();
+        records.push(Record::decode(payload).unwrap());
+        at += len;
+    }
+    for (i, (event, body)) in written.iter().zip(&bodies).enumerate() {
+        assert_eq!(records[2 * i], Record::Event(*event));
+        assert_eq!(
+            records[2 * i + 1],
+            Record::Sample {
+                time_micros: event.time_micros,
+                body
+            }
+        );
+    }
 }

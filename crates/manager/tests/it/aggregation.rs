@@ -1051,3 +1051,49 @@ async fn a_real_log_restored_from_a_backup_is_still_held_back() {
     let counted: Vec<Event> = first.iter().chain(&second).copied().collect();
     assert_eq!(w.minutes().await, direct_minute_count(&counted));
 }
+
+/// The forecast's sample records ride the log with the events: a run stores them by UTC day
+/// with its checkpoints, so a run after a restart stores none twice; a body that is no record
+/// is left out; days past the history are deleted.
+#[tokio::test]
+async fn sample_records_are_stored_once_by_day_and_pruned_past_the_history() {
+    use marquee_forecast::SampleRecord;
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(EventLog::open(dir.path(), marquee_eventlog::Config::default()).unwrap());
+    let now = NOW.parse::<Timestamp>().unwrap().as_second();
+    let records: Vec<SampleRecord> = (0..5u32)
+        .map(|n| SampleRecord {
+            minute: u32::try_from(now / 60).unwrap() - 10 * n,
+            user: u64::from(n),
+            placement: marquee_model::PlacementId(w.placements[0]),
+            country: Some("DE".into()),
+            ..SampleRecord::default()
+        })
+        .collect();
+    for (n, record) in records.iter().enumerate() {
+        log.append(&w.event(n as u64, EventKind::Decision)).unwrap();
+        let mut body = Vec::new();
+        record.encode(&mut body);
+        log.append_sample(i64::from(record.minute) * 60_000_000, &body)
+            .unwrap();
+    }
+    log.append_sample(now * 1_000_000, b"not a record").unwrap();
+    log.flush_and_close().unwrap();
+
+    let today = i32::try_from(now / 86_400).unwrap();
+    let first = w.local_aggregator(&log);
+    assert_eq!(first.run_once().await.unwrap().accepted, 5);
+    drop(first);
+    let again = w.local_aggregator(&log);
+    assert_eq!(again.run_once().await.unwrap().records, 0);
+    let stored = w.store.samples(0, i32::MAX).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0, today);
+    assert_eq!(SampleRecord::decode_all(&stored[0].1).unwrap(), records);
+
+    // 29 days on, the day is past the 28 kept.
+    w.clock.advance(jiff::SignedDuration::from_hours(29 * 24));
+    again.run_once().await.unwrap();
+    assert!(w.store.samples(0, i32::MAX).await.unwrap().is_empty());
+}

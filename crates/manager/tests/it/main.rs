@@ -4,6 +4,7 @@
 
 mod aggregation;
 mod edges;
+mod forecast;
 mod live;
 mod metrics;
 mod pacing;

@@ -72,7 +72,7 @@ async fn an_impression_shows_in_reports_within_two_seconds() {
     let metrics = metrics_page(&client, &server.base).await;
     assert!(metrics.contains("marquee_edge_"), "edge metrics present");
     assert!(
-        metrics.contains("marquee_aggregation_statements 12"),
+        metrics.contains("marquee_aggregation_statements 14"),
         "{metrics}"
     );
     server.stop();

@@ -25,6 +25,7 @@ const MIGRATIONS: &[Migration] = crate::shared::migrations!("postgres":
     (4, "stats_region", "0004_stats_region.sql"),
     (5, "audit", "0005_audit.sql"),
     (6, "programmatic", "0006_programmatic.sql"),
+    (7, "forecast_sample", "0007_forecast_sample.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

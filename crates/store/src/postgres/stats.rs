@@ -171,9 +171,10 @@ const MOVE_CHECKPOINTS: &str = "\
     WHERE NOT EXISTS (SELECT 1 FROM moved AS m WHERE m.source = c.source AND m.shard = c.shard) \
     ORDER BY c.source, c.shard LIMIT 1";
 
-/// The statements of one run, always the same twelve in the same order: `BEGIN`, the fenced
+/// The statements of one run, always the same fourteen in the same order: `BEGIN`, the fenced
 /// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
-/// and upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
+/// and upsert, the dedupe insert and prune, the minute prune, the forecast sample's insert and
+/// prune, `COMMIT` (the first and last are
 /// counted by [`PostgresStore::commit_run`]). The checkpoints come first: a run that lost the
 /// race to another manager stops there, before it touched (and locked) any aggregate row. Its
 /// error drops the transaction, which rolls it back.
@@ -208,6 +209,22 @@ async fn commit_run_in(tx: &Tx<'_>, run: &RunWrite) -> Result<RunWritten, StoreE
     sql.execute(
         "DELETE FROM stats_minute WHERE bucket_start < $1",
         &[&run.minute_cutoff_secs],
+    )
+    .await?;
+    // Always both, so a run is the same statements whatever it read.
+    let (days, records): (Vec<i32>, Vec<&[u8]>) = run
+        .samples
+        .iter()
+        .map(|(day, records)| (*day, records.as_slice()))
+        .unzip();
+    sql.execute(
+        "INSERT INTO forecast_sample (day, records) SELECT * FROM unnest($1::int4[], $2::bytea[])",
+        &[&days, &records],
+    )
+    .await?;
+    sql.execute(
+        "DELETE FROM forecast_sample WHERE day < $1",
+        &[&run.sample_cutoff_day],
     )
     .await?;
     Ok(RunWritten {
@@ -461,6 +478,24 @@ async fn sketches_in(
     .collect()
 }
 
+async fn samples_in(
+    tx: &Tx<'_>,
+    first_day: i32,
+    last_day: i32,
+) -> Result<Vec<(i32, Vec<u8>)>, StoreError> {
+    let mut days: Vec<(i32, Vec<u8>)> = Vec::new();
+    for row in query(
+        tx,
+        "SELECT day, records FROM forecast_sample WHERE day >= $1 AND day <= $2 ORDER BY day",
+        &[&first_day, &last_day],
+    )
+    .await?
+    {
+        rows::add_sample(&mut days, &row)?;
+    }
+    Ok(days)
+}
+
 async fn delivery_in(
     tx: &Tx<'_>,
     line_items: Option<&[u64]>,
@@ -550,6 +585,14 @@ impl StatsStore for PostgresStore {
             until.as_second()
         )
         .await?)
+    }
+
+    async fn samples(
+        &self,
+        first_day: i32,
+        last_day: i32,
+    ) -> Result<Vec<(i32, Vec<u8>)>, StoreError> {
+        in_read!(self, |tx| samples_in(&tx, first_day, last_day).await?)
     }
 }
 

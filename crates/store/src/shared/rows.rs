@@ -169,6 +169,21 @@ pub(crate) fn sketch(row: &impl Columns) -> Result<(SketchKey, Hll), StoreError>
 }
 
 /// A `stats_checkpoints` row selected as `source, shard, segment, offset, max_event_time`.
+/// Adds a `forecast_sample` row (`day, records`, read in day order) to the days read so far:
+/// a day's rows become one run of records.
+pub(crate) fn add_sample(
+    days: &mut Vec<(i32, Vec<u8>)>,
+    row: &impl Columns,
+) -> Result<(), StoreError> {
+    let day = row.i32(0)?;
+    let records = row.bytes(1)?;
+    match days.last_mut() {
+        Some((last, all)) if *last == day => all.extend_from_slice(&records),
+        _ => days.push((day, records.into_owned())),
+    }
+    Ok(())
+}
+
 pub(crate) fn checkpoint(row: &impl Columns) -> Result<Checkpoint, StoreError> {
     Ok(Checkpoint {
         source: row.string(0)?,

@@ -25,6 +25,7 @@ const MIGRATIONS: &[Migration] = shared::migrations!("sqlite":
     (8, "stats_region", "0008_stats_region.sql"),
     (9, "audit", "0009_audit.sql"),
     (10, "programmatic", "0010_programmatic.sql"),
+    (11, "forecast_sample", "0011_forecast_sample.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.

@@ -123,11 +123,12 @@ const MOVE_CHECKPOINTS: &str = "\
     RETURNING source, shard";
 
 // Deliberately the twin of postgres/stats.rs's `commit_run_in` (see the module note).
-/// The statements of one run, always the same twelve in the same order: `BEGIN`, the fenced
+/// The statements of one run, always the same fourteen in the same order: `BEGIN`, the fenced
 /// checkpoint upsert, four upserts (minute, hour, hour per line item, day), the sketch SELECT
-/// and upsert, the dedupe insert and prune, the minute prune, `COMMIT` (the first and last are
-/// counted by [`SqliteStore::commit_run`]). The checkpoints come first, as on PostgreSQL: a run
-/// that lost the race stops there. Its error makes `write` roll the transaction back.
+/// and upsert, the dedupe insert and prune, the minute prune, the forecast sample's insert and
+/// prune, `COMMIT` (the first and last are counted by [`SqliteStore::commit_run`]). The
+/// checkpoints come first, as on PostgreSQL: a run that lost the race stops there. Its error
+/// makes `write` roll the transaction back.
 fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, StoreError> {
     let mut sql = Counted {
         conn: tx,
@@ -159,10 +160,52 @@ fn commit_run_in(tx: &Transaction<'_>, run: &RunWrite) -> Result<RunWritten, Sto
         "DELETE FROM stats_minute WHERE bucket_start < ?1",
         [run.minute_cutoff_secs],
     )?;
+    // Always both, so a run is the same statements whatever it read.
+    sql.execute(
+        "INSERT INTO forecast_sample (day, records) \
+         SELECT value ->> 0, unhex(value ->> 1) FROM json_each(?1)",
+        [samples_json(&run.samples)],
+    )?;
+    sql.execute(
+        "DELETE FROM forecast_sample WHERE day < ?1",
+        [run.sample_cutoff_day],
+    )?;
     Ok(RunWritten {
         statements: sql.statements,
         sketches_changed,
     })
+}
+
+/// The run's sample as one JSON array of `[day, records in hexadecimal]`.
+fn samples_json(samples: &[(i32, Vec<u8>)]) -> String {
+    let mut json = String::from("[");
+    for (i, (day, records)) in samples.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let _ = write!(json, "{comma}[{day},\"");
+        for byte in records {
+            let _ = write!(json, "{byte:02x}");
+        }
+        json.push_str("\"]");
+    }
+    json.push(']');
+    json
+}
+
+// Deliberately the twin of postgres/stats.rs's `samples_in` (see the module note).
+fn samples_in(
+    conn: &Connection,
+    first_day: i32,
+    last_day: i32,
+) -> Result<Vec<(i32, Vec<u8>)>, StoreError> {
+    let mut days: Vec<(i32, Vec<u8>)> = Vec::new();
+    for_each_row(
+        conn,
+        "SELECT day, records FROM forecast_sample WHERE day >= ?1 AND day <= ?2 \
+         ORDER BY day, rowid",
+        params![first_day, last_day],
+        |row| rows::add_sample(&mut days, row),
+    )?;
+    Ok(days)
 }
 
 /// [`MOVE_CHECKPOINTS`] with the run's moves as one JSON array; the first shard (in source,
@@ -531,6 +574,15 @@ impl StatsStore for SqliteStore {
             )
         })
         .await
+    }
+
+    async fn samples(
+        &self,
+        first_day: i32,
+        last_day: i32,
+    ) -> Result<Vec<(i32, Vec<u8>)>, StoreError> {
+        self.read(move |tx| samples_in(tx, first_day, last_day))
+            .await
     }
 }
 

@@ -196,6 +196,7 @@ async fn fill(store: &SqliteStore) {
         )],
         seen_entries: (0..26 * 3).map(|i| i as u8).collect(),
         seen_max_time: minute,
+        samples: vec![(20_423, (0..=255).collect())],
         checkpoints: vec![CheckpointMove {
             from: None,
             to: Checkpoint {
@@ -291,7 +292,7 @@ async fn every_row_reaches_postgres_and_new_rows_follow_the_copied_ids() {
     let summary = copy_sqlite_to_postgres(&path, &postgres).await.unwrap();
     let client = raw(&db).await;
     let tables = data_tables(&path);
-    assert_eq!(tables.len(), 21, "{tables:?}");
+    assert_eq!(tables.len(), 22, "{tables:?}");
     for table in &tables {
         let expected = sqlite_rows(&path, table);
         assert!(!expected.is_empty(), "{table} has rows to copy");

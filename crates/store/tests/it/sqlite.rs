@@ -86,7 +86,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (7, "invalid_traffic"),
             (8, "stats_region"),
             (9, "audit"),
-            (10, "programmatic")
+            (10, "programmatic"),
+            (11, "forecast_sample")
         ]
     );
     // The stats tables rebuilt with a region keep their indexes.

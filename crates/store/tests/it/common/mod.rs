@@ -57,6 +57,7 @@ pub fn expected_tables() -> Vec<String> {
             "api_tokens",
             "audit",
             "change_counter",
+            "forecast_sample",
             "line_item_placements",
             "pacing_state",
             "schema_migrations",
