@@ -108,3 +108,129 @@ pub fn snapshot(
         },
     }
 }
+
+/// `object` stored as `id`, version 1, made now.
+pub fn stored<T>(id: u64, object: T) -> marquee_model::Stored<T> {
+    let now = Timestamp::now();
+    marquee_model::Stored {
+        meta: marquee_model::Meta {
+            id,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+        object,
+    }
+}
+
+/// A catalog of supply only: publisher 1, its site 2 (`news.example`) and the site's 300×250
+/// banner placement `placement`.
+pub fn supply_catalog(placement: u64) -> marquee_model::Catalog {
+    use marquee_model::{Placement, Publisher, PublisherId, Site, SiteId, Size, Status};
+    marquee_model::Catalog {
+        version: 1,
+        publishers: vec![stored(
+            1,
+            Publisher {
+                name: "p".into(),
+                status: Status::Active,
+            },
+        )],
+        sites: vec![stored(
+            2,
+            Site {
+                publisher_id: PublisherId(1),
+                name: "s".into(),
+                status: Status::Active,
+                domain: "news.example".into(),
+            },
+        )],
+        placements: vec![stored(
+            placement,
+            Placement {
+                site_id: SiteId(2),
+                name: "top".into(),
+                status: Status::Active,
+                sizes: vec![Size { w: 300, h: 250 }],
+                formats: vec![Format::Banner],
+                image_tag: Default::default(),
+                programmatic: None,
+            },
+        )],
+        ..marquee_model::Catalog::default()
+    }
+}
+
+/// [`supply_catalog`] and one USD line item 20 of `tier` at a 2.00 CPM, direct only, flying
+/// since 2020 without end or goal, of campaign 10 of advertiser 1 (`brand.example`), with one
+/// 300×250 HTML creative 30 showing `html`, linked to `placement`.
+pub fn catalog(placement: u64, tier: Tier, html: &str) -> marquee_model::Catalog {
+    use marquee_model::{
+        Advertiser, Campaign, Creative, CreativeContent, LineItem, PlacementId, Size, Status,
+    };
+    marquee_model::Catalog {
+        advertisers: vec![stored(
+            1,
+            Advertiser {
+                name: "a".into(),
+                status: Status::Active,
+                currency: Currency::USD,
+                time_zone: "UTC".into(),
+                domains: vec!["brand.example".into()],
+            },
+        )],
+        campaigns: vec![stored(
+            10,
+            Campaign {
+                advertiser_id: AdvertiserId(1),
+                name: "c".into(),
+                status: Status::Active,
+                frequency_caps: Vec::new(),
+                categories: Vec::new(),
+                app_bundle: None,
+            },
+        )],
+        line_items: vec![stored(
+            20,
+            LineItem {
+                campaign_id: CampaignId(10),
+                name: "li".into(),
+                status: Status::Active,
+                start: jiff::civil::date(2020, 1, 1).at(0, 0, 0, 0),
+                end: None,
+                time_zone: "UTC".into(),
+                tier,
+                weight: 100,
+                goal: None,
+                pacing: PacingMode::Asap,
+                price: Price {
+                    model: PricingModel::Cpm,
+                    amount_micros: Micros(2_000_000),
+                    currency: Currency::USD,
+                },
+                frequency_caps: Vec::new(),
+                targeting: None,
+                rotation: RotationMode::Even,
+                channels: vec![Channel::Direct],
+                deals: Vec::new(),
+                untokened_clicks: Default::default(),
+                competes_with_programmatic: false,
+            },
+        )],
+        creatives: vec![stored(
+            30,
+            Creative {
+                line_item_id: LineItemId(20),
+                name: "cr".into(),
+                status: Status::Active,
+                size: Some(Size { w: 300, h: 250 }),
+                landing_url: "https://brand.example/".into(),
+                weight: 100,
+                content: CreativeContent::Html { html: html.into() },
+                categories: Vec::new(),
+            },
+        )],
+        links: vec![(LineItemId(20), PlacementId(placement))],
+        ..supply_catalog(placement)
+    }
+}

@@ -10,64 +10,12 @@ use marquee_edge::Limits;
 use marquee_edge::sampling::Sampling;
 use marquee_eventlog::{Budget, EventLog, Record, parse_frame};
 use marquee_forecast::SampleRecord;
-use marquee_model::{
-    Catalog, Format, Meta, Placement, PlacementId, Publisher, PublisherId, Site, SiteId, Size,
-    Status, Stored,
-};
+use marquee_model::{PlacementId, Size};
 use marquee_tracking::KeyRing;
 
 use crate::common;
 
 const PLACEMENT: u64 = 100;
-
-fn stored<T>(id: u64, object: T) -> Stored<T> {
-    let now = Timestamp::now();
-    Stored {
-        meta: Meta {
-            id,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        },
-        object,
-    }
-}
-
-/// One placement and nothing to serve on it: sampling counts requests, not fills.
-fn catalog() -> Catalog {
-    Catalog {
-        version: 1,
-        publishers: vec![stored(
-            1,
-            Publisher {
-                name: "p".into(),
-                status: Status::Active,
-            },
-        )],
-        sites: vec![stored(
-            2,
-            Site {
-                publisher_id: PublisherId(1),
-                name: "s".into(),
-                status: Status::Active,
-                domain: "news.example".into(),
-            },
-        )],
-        placements: vec![stored(
-            PLACEMENT,
-            Placement {
-                site_id: SiteId(2),
-                name: "top".into(),
-                status: Status::Active,
-                sizes: vec![Size { w: 300, h: 250 }],
-                formats: vec![Format::Banner],
-                image_tag: Default::default(),
-                programmatic: None,
-            },
-        )],
-        ..Catalog::default()
-    }
-}
 
 /// Serves `requests` ad requests with `rate` of them sampled; the sample records the log holds
 /// once closed.
@@ -78,7 +26,10 @@ async fn sampled(rate: f64, requests: usize) -> Vec<SampleRecord> {
     let edge = common::edge_with_log(dir.path(), Limits::default(), Arc::clone(&log))
         .with_sampling(Sampling::new(rate, u64::MAX, &keys));
     let edge = Arc::new(edge);
-    let snapshot = marquee_snapshot::compile(&catalog(), Timestamp::now());
+    let snapshot = marquee_snapshot::compile(
+        &marquee_snapshot::fixtures::supply_catalog(PLACEMENT),
+        Timestamp::now(),
+    );
     edge.holder.install(&snapshot.encode()).unwrap();
     let address = common::serve(&edge).await;
     for i in 0..requests {

@@ -20,12 +20,7 @@ use jiff::Timestamp;
 use marquee_edge::{Edge, Limits};
 use marquee_eventlog::{Budget, EventKind, EventLog, auction, bidder_id};
 use marquee_gateway::{BidderSpec, Gateway, GatewayConfig};
-use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, Catalog, Channel, Creative, CreativeContent,
-    Currency, Format, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId,
-    Price, PricingModel, Programmatic, Publisher, PublisherId, RotationMode, Site, SiteId, Size,
-    Status, Stored, Tier,
-};
+use marquee_model::{Catalog, Micros, Programmatic, Tier};
 use tokio::net::TcpListener;
 
 use crate::common;
@@ -86,118 +81,13 @@ async fn mock_bidder(name: &'static str, price: &'static str, delay: Duration) -
     }
 }
 
-fn stored<T>(id: u64, object: T) -> Stored<T> {
-    let now = Timestamp::now();
-    Stored {
-        meta: Meta {
-            id,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        },
-        object,
-    }
-}
-
 /// One USD line item at a 2.00 CPM of `tier` on one placement with programmatic demand.
-/// Spelled out in full, deliberately like the demo's line items (`manager::demo`): what the
-/// scenario turns on (tier, price, currency, opting in) stands beside the rest of the booking.
 fn catalog(tier: Tier, competes: bool, programmatic: Programmatic) -> Catalog {
-    Catalog {
-        version: 1,
-        advertisers: vec![stored(
-            1,
-            Advertiser {
-                name: "a".into(),
-                status: Status::Active,
-                currency: Currency::USD,
-                time_zone: "UTC".into(),
-                domains: vec!["brand.example".into()],
-            },
-        )],
-        campaigns: vec![stored(
-            10,
-            Campaign {
-                advertiser_id: AdvertiserId(1),
-                name: "c".into(),
-                status: Status::Active,
-                frequency_caps: Vec::new(),
-                categories: Vec::new(),
-                app_bundle: None,
-            },
-        )],
-        line_items: vec![stored(
-            20,
-            LineItem {
-                campaign_id: CampaignId(10),
-                name: "li".into(),
-                status: Status::Active,
-                start: "2020-01-01T00:00:00".parse().unwrap(),
-                end: None,
-                time_zone: "UTC".into(),
-                tier,
-                weight: 100,
-                goal: None,
-                pacing: PacingMode::Asap,
-                price: Price {
-                    model: PricingModel::Cpm,
-                    amount_micros: Micros(2_000_000),
-                    currency: Currency::USD,
-                },
-                frequency_caps: Vec::new(),
-                targeting: None,
-                rotation: RotationMode::Even,
-                channels: vec![Channel::Direct],
-                deals: Vec::new(),
-                untokened_clicks: Default::default(),
-                competes_with_programmatic: competes,
-            },
-        )],
-        creatives: vec![stored(
-            30,
-            Creative {
-                line_item_id: LineItemId(20),
-                name: "cr".into(),
-                status: Status::Active,
-                size: Some(Size { w: 300, h: 250 }),
-                landing_url: "https://brand.example/".into(),
-                weight: 100,
-                content: CreativeContent::Html {
-                    html: "<i>direct line item</i>".into(),
-                },
-                categories: Vec::new(),
-            },
-        )],
-        publishers: vec![stored(
-            1,
-            Publisher {
-                name: "p".into(),
-                status: Status::Active,
-            },
-        )],
-        sites: vec![stored(
-            2,
-            Site {
-                publisher_id: PublisherId(1),
-                name: "s".into(),
-                status: Status::Active,
-                domain: "news.example".into(),
-            },
-        )],
-        placements: vec![stored(
-            PLACEMENT,
-            Placement {
-                site_id: SiteId(2),
-                name: "top".into(),
-                status: Status::Active,
-                sizes: vec![Size { w: 300, h: 250 }],
-                formats: vec![Format::Banner],
-                image_tag: Default::default(),
-                programmatic: Some(programmatic),
-            },
-        )],
-        links: vec![(LineItemId(20), PlacementId(PLACEMENT))],
-    }
+    let mut catalog =
+        marquee_snapshot::fixtures::catalog(PLACEMENT, tier, "<i>direct line item</i>");
+    catalog.line_items[0].object.competes_with_programmatic = competes;
+    catalog.placements[0].object.programmatic = Some(programmatic);
+    catalog
 }
 
 fn programmatic(revenue_share_permille: u32, timeout_ms: u32) -> Programmatic {

@@ -6,128 +6,16 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use marquee_forecast::SampleRecord;
 use marquee_manager::forecast::{BacktestDays, BacktestError, backtest, report};
-use marquee_model::{
-    Advertiser, AdvertiserId, Campaign, CampaignId, Catalog, Channel, Creative, CreativeContent,
-    Currency, Format, LineItem, LineItemId, Meta, Micros, PacingMode, Placement, PlacementId,
-    Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status, Stored,
-    Tier,
-};
+use marquee_model::{LineItemId, PlacementId, Tier};
 use marquee_store::{RunWrite, SqliteStore, StatsStore};
 
 const PLACEMENT: u64 = 100;
 /// 2026-12-01T00:00:00Z, a UTC midnight.
 const TODAY: i64 = 1_796_083_200;
 
-fn stored<T>(id: u64, object: T) -> Stored<T> {
-    let now = Timestamp::now();
-    Stored {
-        meta: Meta {
-            id,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        },
-        object,
-    }
-}
-
 /// One standard line item without a goal on the one placement.
 fn snapshot() -> Arc<marquee_snapshot::Snapshot> {
-    let catalog = Catalog {
-        version: 1,
-        advertisers: vec![stored(
-            1,
-            Advertiser {
-                name: "a".into(),
-                status: Status::Active,
-                currency: Currency::USD,
-                time_zone: "UTC".into(),
-                domains: Vec::new(),
-            },
-        )],
-        campaigns: vec![stored(
-            10,
-            Campaign {
-                advertiser_id: AdvertiserId(1),
-                name: "c".into(),
-                status: Status::Active,
-                frequency_caps: Vec::new(),
-                categories: Vec::new(),
-                app_bundle: None,
-            },
-        )],
-        line_items: vec![stored(
-            20,
-            LineItem {
-                campaign_id: CampaignId(10),
-                name: "li".into(),
-                status: Status::Active,
-                start: "2020-01-01T00:00:00".parse().unwrap(),
-                end: None,
-                time_zone: "UTC".into(),
-                tier: Tier::Standard,
-                weight: 100,
-                goal: None,
-                pacing: PacingMode::Asap,
-                price: Price {
-                    model: PricingModel::Cpm,
-                    amount_micros: Micros(2_000_000),
-                    currency: Currency::USD,
-                },
-                frequency_caps: Vec::new(),
-                targeting: None,
-                rotation: RotationMode::Even,
-                channels: vec![Channel::Direct],
-                deals: Vec::new(),
-                untokened_clicks: Default::default(),
-                competes_with_programmatic: false,
-            },
-        )],
-        creatives: vec![stored(
-            30,
-            Creative {
-                line_item_id: LineItemId(20),
-                name: "cr".into(),
-                status: Status::Active,
-                size: Some(Size { w: 300, h: 250 }),
-                landing_url: "https://brand.example/".into(),
-                weight: 100,
-                content: CreativeContent::Html {
-                    html: "<i>ad</i>".into(),
-                },
-                categories: Vec::new(),
-            },
-        )],
-        publishers: vec![stored(
-            1,
-            Publisher {
-                name: "p".into(),
-                status: Status::Active,
-            },
-        )],
-        sites: vec![stored(
-            2,
-            Site {
-                publisher_id: PublisherId(1),
-                name: "s".into(),
-                status: Status::Active,
-                domain: "news.example".into(),
-            },
-        )],
-        placements: vec![stored(
-            PLACEMENT,
-            Placement {
-                site_id: SiteId(2),
-                name: "top".into(),
-                status: Status::Active,
-                sizes: vec![Size { w: 300, h: 250 }],
-                formats: vec![Format::Banner],
-                image_tag: Default::default(),
-                programmatic: None,
-            },
-        )],
-        links: vec![(LineItemId(20), PlacementId(PLACEMENT))],
-    };
+    let catalog = marquee_snapshot::fixtures::catalog(PLACEMENT, Tier::Standard, "<i>ad</i>");
     Arc::new(marquee_snapshot::compile(&catalog, Timestamp::now()))
 }
 

@@ -75,6 +75,13 @@ fn paced_line_item(line_items: &Value) -> u64 {
         .expect("a demo line item with a goal")
 }
 
+/// The strings of a JSON array (none when it is not one).
+fn strings(value: &Value) -> Vec<&str> {
+    value.as_array().map_or_else(Vec::new, |items| {
+        items.iter().filter_map(Value::as_str).collect()
+    })
+}
+
 /// A browser test's surroundings: `marquee serve --demo` on a scratch directory (kept when
 /// the test fails), the demo's admin token, and where the page driver writes.
 struct Desk {
@@ -602,12 +609,7 @@ async fn desk_in_headless_chromium() {
 #[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
 async fn report_builder_in_headless_chromium() {
     let desk = Desk::start("marquee-reports-", |_| Vec::new());
-    let Desk {
-        server,
-        token,
-        client,
-        ..
-    } = &desk;
+    let (server, token, client) = (&desk.server, &desk.token, &desk.client);
     let placement = get_json(client, &server.url("/api/v1/placements/1"), Some(token)).await;
     let placement = placement["name"].as_str().unwrap().to_owned();
     common::wait_for_ad(client, &server.base).await;
@@ -632,12 +634,7 @@ async fn report_builder_in_headless_chromium() {
                 .contains("compared with"),
             "{width}: {report:#}"
         );
-        let cells: Vec<&str> = report["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let cells = strings(&report["cells"]);
         // time, line item, placement: names beside ids.
         assert!(
             cells.len() > 3 && cells[1].contains(" (#") && !cells[1].starts_with('#'),
@@ -648,12 +645,7 @@ async fn report_builder_in_headless_chromium() {
             report["previous"].as_u64() >= Some(1),
             "{width}: previous values: {report:#}"
         );
-        let legend: Vec<&str> = report["legend"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let legend = strings(&report["legend"]);
         assert!(
             legend.contains(&"impressions") && legend.contains(&"impressions, previous period"),
             "{width}: {report:#}"
