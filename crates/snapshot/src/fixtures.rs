@@ -1,7 +1,7 @@
 //! Plain entries and catalogs for the tests and benchmarks of the crates that read snapshots
-//! (the engine, the edge, the manager, forecasting), behind the `fixtures` feature that only their dev-dependencies turn
-//! on: production builds never compile it. Each builder gives the most ordinary object of its
-//! kind; a test states what it cares about with struct-update syntax
+//! (the engine, the edge, the manager, forecasting), behind the `fixtures` feature that only
+//! their dev-dependencies turn on: production builds never compile it. Each builder gives the
+//! most ordinary object of its kind; a test states what it cares about with struct-update syntax
 //! (`LineItemEntry { tier: Tier::Remnant, ..fixtures::line_item(7) }`).
 
 use jiff::Timestamp;
