@@ -109,6 +109,11 @@ pub fn snapshot(
     }
 }
 
+// The catalogs below are, deliberately for now, twins of this crate's own test fixtures
+// (`tests/it/fixture.rs`, richer, not behind the feature) and of the demo's line items
+// (`marquee_manager::demo`, production data): one set of model-level builders for all of them
+// would mean turning this feature on for the crate's own tests.
+
 /// `object` stored as `id`, version 1, made now.
 pub fn stored<T>(id: u64, object: T) -> marquee_model::Stored<T> {
     let now = Timestamp::now();

@@ -8,12 +8,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use marquee_api::{
-    ApiOptions, GeoAvailability, GeoLocationSource, RouteTable, add_routes_with, hash_token,
-};
+use marquee_api::{ApiOptions, GeoAvailability, GeoLocationSource, RouteTable, add_routes_with};
 use marquee_model::{LineItem, ManualClock, ObjectKind, Role};
 use marquee_store::test_postgres::{TestDatabase, store_on};
-use marquee_store::{Actor, Draft, NewToken, Store};
+use marquee_store::{Actor, Draft, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -100,17 +98,9 @@ impl App {
     }
 
     async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
-        let token = format!("mq_{role:?}_{owner_id:?}_{}", rand_suffix());
-        self.store
-            .create_token(NewToken {
-                role,
-                owner_id,
-                hash: hash_token(&token),
-                label: "test".into(),
-            })
-            .await
-            .unwrap();
-        token
+        // Unique per call: the PostgreSQL database is shared by the tests.
+        let prefix = format!("mq_{}", rand_suffix());
+        crate::common::token(self.store.as_ref(), &prefix, role, owner_id).await
     }
 
     async fn raw(&self, request: Request<Body>) -> Reply {

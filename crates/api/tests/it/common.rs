@@ -1,4 +1,4 @@
-//! What the report tests share: the routes over a store, tokens, a report read, and hour rows
+//! What the API tests share: the routes over a store, tokens, a report read, and hour rows
 //! committed as a run.
 
 use std::sync::Arc;
