@@ -272,8 +272,24 @@ pub async fn read_proposal(
             "a range that could not be read was not reported".into(),
         ));
     };
-    // A forecast writes nothing, but its amounts are read in the campaign's currency as a
-    // create's are, and the campaign must be the caller's.
+    // A forecast writes nothing, but the campaign must be the caller's, as for a create, and
+    // its amounts are in the campaign's currency.
+    let campaign = line_item.campaign_id.0;
+    if let Err(error) = state
+        .store
+        .get(ObjectKind::Campaign, campaign, principal.scope())
+        .await
+    {
+        return Err(match error {
+            marquee_store::StoreError::NotFound { .. } => {
+                ApiError::Invalid(marquee_model::ValidationError::single(
+                    "campaign_id",
+                    format!("no campaign {campaign}"),
+                ))
+            }
+            other => other.into(),
+        });
+    }
     check_currency(
         &*state.store,
         &line_item,

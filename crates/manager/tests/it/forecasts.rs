@@ -107,14 +107,14 @@ impl Setup {
 }
 
 /// A standard line item of Globex's campaign on the News leaderboard and sidebar, 200,000
-/// impressions over the next two weeks.
+/// impressions over a flight of two weeks from tomorrow, asked over its flight.
 fn proposal() -> Value {
     json!({
         "campaign_id": GLOBEX_CAMPAIGN,
         "name": "Winter sun (proposal)",
         "status": "active",
-        "start": "2026-12-01T00:00:00",
-        "end": "2027-02-01T00:00:00",
+        "start": "2026-12-03T00:00:00",
+        "end": "2026-12-17T00:00:00",
         "time_zone": "UTC",
         "tier": "standard",
         "goal": { "metric": "impressions", "lifetime": 200000 },
