@@ -274,22 +274,14 @@ pub async fn read_proposal(
     };
     // A forecast writes nothing, but the campaign must be the caller's, as for a create, and
     // its amounts are in the campaign's currency.
-    let campaign = line_item.campaign_id.0;
-    if let Err(error) = state
-        .store
-        .get(ObjectKind::Campaign, campaign, principal.scope())
-        .await
-    {
-        return Err(match error {
-            marquee_store::StoreError::NotFound { .. } => {
-                ApiError::Invalid(marquee_model::ValidationError::single(
-                    "campaign_id",
-                    format!("no campaign {campaign}"),
-                ))
-            }
-            other => other.into(),
-        });
-    }
+    must_exist(
+        state,
+        ObjectKind::Campaign,
+        line_item.campaign_id.0,
+        principal.scope(),
+        "campaign_id",
+    )
+    .await?;
     check_currency(
         &*state.store,
         &line_item,
@@ -305,17 +297,14 @@ pub async fn read_proposal(
     }
     for (i, placement) in placements.iter().enumerate() {
         // Placements are the publisher's: any caller may name them, as a link does.
-        if state
-            .store
-            .get(ObjectKind::Placement, placement.0, None)
-            .await
-            .is_err()
-        {
-            return Err(ApiError::Invalid(marquee_model::ValidationError::single(
-                format!("placements[{i}]"),
-                format!("no placement {}", placement.0),
-            )));
-        }
+        must_exist(
+            state,
+            ObjectKind::Placement,
+            placement.0,
+            None,
+            &format!("placements[{i}]"),
+        )
+        .await?;
     }
     Ok(Proposal {
         line_item,
@@ -323,6 +312,24 @@ pub async fn read_proposal(
         placements,
         range,
     })
+}
+
+/// A missing object named by a field is a broken rule of that field (`422`), as a create's
+/// missing parent is; it tells nothing about objects outside `scope`.
+async fn must_exist(
+    state: &ApiState,
+    kind: ObjectKind,
+    id: u64,
+    scope: Option<u64>,
+    field: &str,
+) -> Result<(), ApiError> {
+    match state.store.get(kind, id, scope).await {
+        Ok(_) => Ok(()),
+        Err(error @ marquee_store::StoreError::NotFound { .. }) => Err(ApiError::Invalid(
+            marquee_model::ValidationError::single(field, error.to_string()),
+        )),
+        Err(other) => Err(other.into()),
+    }
 }
 
 fn violation(path: &str, message: &str) -> Violation {

@@ -357,10 +357,22 @@ impl ForecastService {
         loop {
             let latest = published.borrow_and_update().clone();
             if let Some(latest) = latest {
-                if let Err(error) = self.refresh_from(&latest.bytes).await {
-                    tracing::error!(%error, "forecaster not rebuilt; the last one keeps answering");
-                } else if let Err(error) = self.compute_statuses().await {
-                    tracing::error!(%error, "delivery statuses not computed");
+                match self.refresh_from(&latest.bytes).await {
+                    Err(error) => tracing::error!(
+                        %error,
+                        "forecaster not rebuilt; the last one keeps answering"
+                    ),
+                    // Beside the loop: a snapshot published meanwhile is not kept waiting,
+                    // and the statuses stop once another forecaster replaces this one.
+                    Ok(true) => {
+                        let service = Arc::clone(&self);
+                        tokio::spawn(async move {
+                            if let Err(error) = service.compute_statuses().await {
+                                tracing::error!(%error, "delivery statuses not computed");
+                            }
+                        });
+                    }
+                    Ok(false) => {}
                 }
             }
             tokio::select! {
