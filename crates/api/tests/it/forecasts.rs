@@ -110,7 +110,13 @@ async fn app(answer: Outcome<Availability>) -> App {
 }
 
 impl App {
-    async fn call(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> (StatusCode, Value) {
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let request = Request::builder()
             .method(method)
             .uri(path)
@@ -121,7 +127,10 @@ impl App {
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
     }
 
     async fn token(&self, role: Role, owner: Option<u64>) -> String {
@@ -131,10 +140,22 @@ impl App {
     /// Advertiser 1 (USD) and its campaign 1.
     async fn campaign(&self, admin: &str) {
         for (path, body) in [
-            ("/api/v1/advertisers", json!({ "name": "Acme", "currency": "USD", "time_zone": "UTC" })),
-            ("/api/v1/campaigns", json!({ "advertiser_id": 1, "name": "Winter" })),
-            ("/api/v1/advertisers", json!({ "name": "Globex", "currency": "USD", "time_zone": "UTC" })),
-            ("/api/v1/campaigns", json!({ "advertiser_id": 2, "name": "Summer" })),
+            (
+                "/api/v1/advertisers",
+                json!({ "name": "Acme", "currency": "USD", "time_zone": "UTC" }),
+            ),
+            (
+                "/api/v1/campaigns",
+                json!({ "advertiser_id": 1, "name": "Winter" }),
+            ),
+            (
+                "/api/v1/advertisers",
+                json!({ "name": "Globex", "currency": "USD", "time_zone": "UTC" }),
+            ),
+            (
+                "/api/v1/campaigns",
+                json!({ "advertiser_id": 2, "name": "Summer" }),
+            ),
         ] {
             let (status, answer) = self.call("POST", path, admin, Some(body)).await;
             assert_eq!(status, StatusCode::CREATED, "{answer}");
@@ -165,10 +186,19 @@ async fn a_proposal_reaches_the_service_as_whole_days_from_today() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "ok");
-    assert_eq!(body["from"], "2026-12-02T00:00:00Z", "today at the earliest");
-    assert_eq!(body["to"], "2026-12-10T00:00:00Z", "the day holding `to`, whole");
+    assert_eq!(
+        body["from"], "2026-12-02T00:00:00Z",
+        "today at the earliest"
+    );
+    assert_eq!(
+        body["to"], "2026-12-10T00:00:00Z",
+        "the day holding `to`, whole"
+    );
     assert_eq!(body["available"], 8_000);
-    assert_eq!(body["contending"][1]["name"], "Theirs", "an admin sees every name");
+    assert_eq!(
+        body["contending"][1]["name"], "Theirs",
+        "an admin sees every name"
+    );
     let asked = app.service.asked.lock().unwrap();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].line_item.name, "Proposal");
@@ -214,7 +244,10 @@ async fn without_enough_sample_the_answer_says_how_many_days_are_needed() {
     assert_eq!(body["sample_days"], 3);
     assert_eq!(body["sample_days_needed"], 7);
     let message = body["message"].as_str().unwrap();
-    assert!(message.contains("7 whole days") && message.contains("3 stored"), "{message}");
+    assert!(
+        message.contains("7 whole days") && message.contains("3 stored"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -232,7 +265,9 @@ async fn without_a_service_there_are_no_forecast_routes() {
         .unwrap();
     let response = router.clone().oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    let request = Request::get("/api/v1/openapi.json").body(Body::empty()).unwrap();
+    let request = Request::get("/api/v1/openapi.json")
+        .body(Body::empty())
+        .unwrap();
     let response = router.oneshot(request).await.unwrap();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     let document: Value = serde_json::from_slice(&bytes).unwrap();
