@@ -474,11 +474,15 @@ async fn desk_in_headless_chromium() {
             "—",
         ];
         let pacing = texts(&lists["pacing"]);
+        // A serving line item's verdict carries its delivery forecast under it once computed.
+        let forecasts = ["", "on track", "at risk", "shortfall"];
         assert!(
             !pacing.is_empty()
-                && pacing
-                    .iter()
-                    .all(|p| verdicts.contains(&p.as_str()) || p.starts_with("not serving")),
+                && pacing.iter().all(|p| {
+                    let (verdict, forecast) = p.split_once("forecast: ").unwrap_or((p, ""));
+                    (verdicts.contains(&verdict) || p.starts_with("not serving"))
+                        && forecasts.contains(&forecast)
+                }),
             "{width}: {lists:#}"
         );
         // The table scrolls inside its marked region; the page itself does not.
