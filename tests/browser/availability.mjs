@@ -5,13 +5,15 @@
 //
 // The JSON names: base (the server), out (a directory for failure screenshots), screens (where
 // the page screenshots go), admin ({name, password}), campaign (the campaign id the new line
-// item is proposed under) and timeoutMs.
+// item is proposed under), edited (a booked line item whose form is checked with its name
+// edited) and timeoutMs.
 //
 // Drives Debian's Chromium headless through playwright-core at 1280 and 390 pixels wide: a new
 // line item typed into the form (name, flight of two weeks from tomorrow, price, an
 // impressions goal, a device row), then "Check availability"; reads what the form kept, the
 // Availability card's figures, its chart's legend and smallest label as drawn, the contending
-// line items' names, and whether the page scrolls sideways.
+// line items' names, and whether the page scrolls sideways; then the same on a booked line
+// item's form with its name edited.
 //
 // Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
 // <out>/availability-failure.png shows the page.
@@ -62,6 +64,24 @@ async function check(page, suffix) {
   return shown;
 }
 
+/** "Check availability" on a booked line item's form, its name edited: the form keeps the
+ * edit, and the line item does not contend with itself. */
+async function checkEdit(page, suffix) {
+  const shown = {};
+  await page.goto(`${config.base}/line-items/${config.edited}`);
+  const name = await page.inputValue('[name="name"]');
+  shown.edited_name = `${name} (edited)`;
+  await page.fill('[name="name"]', shown.edited_name);
+  await Promise.all([page.waitForLoadState('domcontentloaded'), page.click('#check-availability')]);
+  await page.waitForSelector('#availability', { timeout: config.timeoutMs });
+  shown.kept_name = await page.inputValue('[name="name"]');
+  shown.message = await page.locator('#availability p[role="status"]').allTextContents();
+  shown.facts = await page.locator('#availability dl.facts dt').allTextContents();
+  shown.contending = await page.locator('#contending tbody td:first-child').allTextContents();
+  shown.overflows = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  return shown;
+}
+
 async function run(browser) {
   const page = await signedInPage(browser, config, config.admin);
   step('signed in');
@@ -70,6 +90,9 @@ async function run(browser) {
     await page.setViewportSize(size);
     seen.check[suffix] = await check(page, suffix);
     step(`checked at ${suffix}`);
+    seen.edit = seen.edit ?? {};
+    seen.edit[suffix] = await checkEdit(page, suffix);
+    step(`checked an edit at ${suffix}`);
   }
   return page;
 }

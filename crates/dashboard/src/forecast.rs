@@ -51,7 +51,12 @@ fn range_of(line_item: &LineItem, now: Timestamp) -> Result<Range, String> {
     let days = |n: i64| SignedDuration::from_hours(24 * n);
     let end = end
         .unwrap_or_else(|| start.saturating_add(days(OPEN_ENDED_DAYS)).unwrap_or(start))
-        .min(start.saturating_add(days(MAX_RANGE_DAYS)).unwrap_or(start));
+        // Widened to whole days below, a start within a day takes one day more.
+        .min(
+            start
+                .saturating_add(days(MAX_RANGE_DAYS - 1))
+                .unwrap_or(start),
+        );
     Range::whole_days(start, end, now).map_err(|_| "the flight has ended".to_owned())
 }
 

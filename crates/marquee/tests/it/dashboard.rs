@@ -716,7 +716,12 @@ async fn availability_check_in_headless_chromium() {
         assert!(Instant::now() < deadline, "no forecast: {answer}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let result = desk.run("availability.mjs", json!({ "campaign": campaign }));
+    let line_items = get_json(client, &server.url("/api/v1/line-items"), Some(token)).await;
+    let edited = id_named(&line_items, "Evening travel readers");
+    let result = desk.run(
+        "availability.mjs",
+        json!({ "campaign": campaign, "edited": edited }),
+    );
     for width in ["1280", "390"] {
         let shown = &result["check"][width];
         assert_eq!(
@@ -758,5 +763,26 @@ async fn availability_check_in_headless_chromium() {
             "{width}: {shown:#}"
         );
         assert_eq!(shown["overflows"], false, "{width}: {shown:#}");
+        // An edit is forecast in place of the booked line item: kept as typed, not
+        // contending with itself.
+        let edit = &result["edit"][width];
+        assert_eq!(edit["kept_name"], edit["edited_name"], "{width}: {edit:#}");
+        assert_eq!(
+            strings(&edit["message"]),
+            Vec::<&str>::new(),
+            "{width}: {edit:#}"
+        );
+        assert!(
+            strings(&edit["facts"]).starts_with(&["Matching", "Available"]),
+            "{width}: {edit:#}"
+        );
+        let suffix = format!("(#{edited})");
+        assert!(
+            !strings(&edit["contending"])
+                .iter()
+                .any(|name| name.ends_with(&suffix)),
+            "{width}: {edit:#}"
+        );
+        assert_eq!(edit["overflows"], false, "{width}: {edit:#}");
     }
 }
