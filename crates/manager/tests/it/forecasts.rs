@@ -292,3 +292,24 @@ async fn the_forecaster_is_rebuilt_for_a_new_snapshot_and_a_new_day() {
     let now: Timestamp = setup.clock.now();
     assert_eq!(now.as_second().div_euclid(86_400), built.day + 1);
 }
+
+#[tokio::test]
+async fn a_lifetime_goal_counts_what_was_delivered_before_today() {
+    let setup = setup(true).await;
+    let admin = setup.token(Role::Admin, None).await;
+    let delivered = marquee_stats::Counters {
+        impressions: 5_000,
+        ..marquee_stats::Counters::default()
+    };
+    let at: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+    crate::support::commit(&*setup.store, 1, 1, delivered, at).await;
+    // Read when the forecaster is built: the next day's.
+    setup.clock.advance(SignedDuration::from_hours(14));
+    assert!(setup.rebuild().await);
+    let (status, outlook) = setup
+        .call("GET", "/api/v1/line-items/1/forecast", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{outlook}");
+    assert_eq!(outlook["delivered"], 5_000, "{outlook}");
+    assert_eq!(outlook["from"], "2026-12-03T00:00:00Z", "{outlook}");
+}
