@@ -249,7 +249,8 @@ impl ForecastService {
                 Forecaster::new(&built_for, fitted.borrow_dependent())
                     .with_delivered(&delivered_list)
             });
-            // The standard range's allocation, so that the first outlook is quick too.
+            // The standard range's allocation, so that the first outlook is quick too. Its
+            // only refusal, a range not of whole hours, cannot happen to whole days.
             let _ = ready.borrow_dependent().prepare(period(range));
             Ok((days, Some(ready)))
         })
