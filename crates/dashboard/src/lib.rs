@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod chart;
 pub mod fields;
+mod forecast;
 pub mod form;
 mod guard;
 pub mod limiter;
