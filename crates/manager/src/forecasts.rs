@@ -38,6 +38,10 @@ pub const MIN_SAMPLE_DAYS: usize = 7;
 pub const STATUS_DAYS: i64 = 30;
 /// How often the service looks for a new UTC day (a new snapshot wakes it at once).
 const DAY_CHECK: Duration = Duration::from_secs(60);
+/// The least time between two builds after the first: a desk publishing a change every few
+/// seconds would otherwise keep a core fitting and replaying the sample (seconds each on a big
+/// sample). Meanwhile the last build answers.
+const MIN_REBUILD: Duration = Duration::from_secs(300);
 
 type Model<'s> = TrafficModel<'s>;
 type Booked<'m> = Forecaster<'m, 'm>;
@@ -348,14 +352,21 @@ impl ForecastService {
         Ok(())
     }
 
-    /// Rebuilds on every publish and every new UTC day, then computes the statuses, until
-    /// `shutdown`. Errors are logged; the last forecaster keeps answering.
+    /// Rebuilds on a publish or a new UTC day, at most once every [`MIN_REBUILD`], then
+    /// computes the statuses, until `shutdown`. Errors are logged; the last forecaster keeps answering.
     pub async fn run(self: Arc<Self>, manager: Arc<Manager>, shutdown: impl Future<Output = ()>) {
         let mut published = manager.subscribe();
         let mut tick = tokio::time::interval(DAY_CHECK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
+        let mut built_at: Option<tokio::time::Instant> = None;
         loop {
+            if let Some(wait) = built_at.map(|at| MIN_REBUILD.saturating_sub(at.elapsed())) {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
             let latest = published.borrow_and_update().clone();
             if let Some(latest) = latest {
                 match self.refresh_from(&latest.bytes).await {
@@ -366,6 +377,7 @@ impl ForecastService {
                     // Beside the loop: a snapshot published meanwhile is not kept waiting,
                     // and the statuses stop once another forecaster replaces this one.
                     Ok(true) => {
+                        built_at = Some(tokio::time::Instant::now());
                         let service = Arc::clone(&self);
                         tokio::spawn(async move {
                             if let Err(error) = service.compute_statuses().await {
