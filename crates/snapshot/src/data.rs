@@ -18,6 +18,24 @@ pub struct SnapshotData {
     pub publishers: Vec<PublisherEntry>,
     pub sites: Vec<SiteEntry>,
     pub placements: Vec<PlacementEntry>,
+    /// Library creatives served under line items besides the one each was uploaded under,
+    /// strictly ascending by (line item, creative).
+    pub assignments: Vec<AssignmentEntry>,
+}
+
+/// A line item's use of a creative uploaded under another line item (the creative library),
+/// resolved: both are in the snapshot, and the flight has not ended at build time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignmentEntry {
+    pub line_item_id: LineItemId,
+    pub creative_id: CreativeId,
+    /// Share in the line item's weighted rotation, in place of the creative's own weight.
+    pub weight: u32,
+    /// Serves from this instant on (unix seconds); `None`: whenever the line item does.
+    pub start: Option<i64>,
+    /// Serves before this instant (unix seconds, exclusive); `None`: whenever the line item
+    /// does.
+    pub end: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -354,6 +372,14 @@ impl SnapshotData {
             ("publishers", ids(&self.publishers)),
             ("sites", ids(&self.sites)),
             ("placements", ids(&self.placements)),
+            (
+                "assignments",
+                strictly_ascending(
+                    self.assignments
+                        .iter()
+                        .map(|a| (a.line_item_id, a.creative_id)),
+                ),
+            ),
         ];
         checks
             .into_iter()

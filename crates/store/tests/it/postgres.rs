@@ -101,7 +101,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (4, "stats_region"),
             (5, "audit"),
             (6, "programmatic"),
-            (7, "forecast_sample")
+            (7, "forecast_sample"),
+            (8, "creative_library")
         ]
     );
     assert_eq!(applied[0].2.len(), 64);
