@@ -1391,7 +1391,7 @@ async fn creative_uses(
             name: c.name,
         });
     }
-    library.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    library.sort_by_key(|c| c.name.to_lowercase());
     Ok((uses, library))
 }
 

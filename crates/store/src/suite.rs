@@ -1564,18 +1564,18 @@ pub async fn assignments_share_creatives_within_an_advertiser(store: Db, clock: 
     assert_eq!(store.change_counter().await.unwrap(), counter + 2);
     assert_eq!(
         store.assignments_of(LineItemId(li), owner).await.unwrap(),
-        [changed.clone()]
+        std::slice::from_ref(&changed)
     );
     assert_eq!(
         store
             .assignments_to(CreativeId(creative), owner)
             .await
             .unwrap(),
-        [changed.clone()]
+        std::slice::from_ref(&changed)
     );
     assert_eq!(
         store.catalog().await.unwrap().assignments,
-        [changed.clone()]
+        std::slice::from_ref(&changed)
     );
     // The line item it was uploaded under uses it without an assignment.
     assert!(
