@@ -156,7 +156,7 @@ async fn concurrent_migrations_apply_each_version_once() {
     let applied = applied_migrations(&db).await;
     assert_eq!(
         applied.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5, 6, 7]
+        vec![1, 2, 3, 4, 5, 6, 7, 8]
     );
     let counters = raw(&db)
         .await
