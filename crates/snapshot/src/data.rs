@@ -341,14 +341,18 @@ by_id! {
 }
 
 impl SnapshotData {
-    /// The IAB categories of a creative (OpenRTB `cat`): its own, or its campaign's when it
-    /// names none.
-    pub fn categories_of<'s>(&'s self, creative: &'s CreativeEntry) -> &'s [String] {
+    /// The IAB categories of a creative served under `line_item` (OpenRTB `cat`): its own, or
+    /// else the campaign's of the line item serving it, which for a library creative need not
+    /// be the one it was uploaded under (the engine checks `bcat` against the same).
+    pub fn categories_of<'s>(
+        &'s self,
+        creative: &'s CreativeEntry,
+        line_item: &LineItemEntry,
+    ) -> &'s [String] {
         if !creative.categories.is_empty() {
             return &creative.categories;
         }
-        self.line_item(creative.line_item_id)
-            .and_then(|li| self.campaign(li.campaign_id))
+        self.campaign(line_item.campaign_id)
             .map_or(&[], |campaign| campaign.categories.as_slice())
     }
 

@@ -332,9 +332,10 @@ fn bidder_fields_are_carried_and_resolved() {
 
     let creative = |id| data.creative(CreativeId(id)).expect("kept");
     // A creative's own categories win; one without inherits its campaign's.
-    assert_eq!(data.categories_of(creative(1001)), ["IAB3-1"]);
+    let under = |id| data.line_item(creative(id).line_item_id).expect("kept");
+    assert_eq!(data.categories_of(creative(1001), under(1001)), ["IAB3-1"]);
     assert!(creative(1002).categories.is_empty());
-    assert_eq!(data.categories_of(creative(1002)), ["IAB2"]);
+    assert_eq!(data.categories_of(creative(1002), under(1002)), ["IAB2"]);
     let formats: Vec<Format> = (1000..=1004).map(|id| creative(id).format).collect();
     assert_eq!(
         formats,
