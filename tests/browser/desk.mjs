@@ -61,19 +61,20 @@ const widest = (page) => page.evaluate(() => [...document.querySelectorAll('body
 async function lists(page, suffix) {
   const shown = {};
   await page.goto(`${config.base}/line-items`);
+  // The first column is the bulk actions' checkbox.
   shown.headings = await page.locator('table.list thead th').allTextContents();
   shown.overflows = await overflows(page);
   await Promise.all([page.waitForURL(/sort=name/), page.click('table.list thead th a:text-is("name")')]);
-  shown.sorted = await page.getAttribute('table.list thead th:nth-child(2)', 'aria-sort');
-  const names = await page.locator('table.list tbody tr td:nth-child(2)').allTextContents();
+  shown.sorted = await page.getAttribute('table.list thead th:nth-child(3)', 'aria-sort');
+  const names = await page.locator('table.list tbody tr td:nth-child(3)').allTextContents();
   shown.names_sorted = names.every((n, i) => i === 0 || names[i - 1].toLowerCase() <= n.toLowerCase());
   // The campaign's name is offered by the autocomplete list; typed in part, in any case.
   shown.suggested = await page.locator(`#parent-names option[value="${config.campaign}"]`).count();
   await page.fill('input[name="parent"]', config.campaign.slice(0, 6).toUpperCase());
   await Promise.all([page.waitForURL(/parent=/), page.click('form.filters button[type=submit]')]);
-  shown.parents = [...new Set(await page.locator('table.list tbody tr td:nth-child(4)').allTextContents())];
+  shown.parents = [...new Set(await page.locator('table.list tbody tr td:nth-child(5)').allTextContents())];
   shown.rows = await page.locator('table.list tbody tr').count();
-  shown.pacing = await page.locator('table.list tbody tr td:nth-child(11)').allTextContents();
+  shown.pacing = await page.locator('table.list tbody tr td:nth-child(12)').allTextContents();
   await shoot(page, 'line-items', suffix);
   return shown;
 }
@@ -144,7 +145,7 @@ async function archiveSite(page) {
   await page.goto(`${config.base}/placements/${config.placement}`);
   shown.placement = await page.textContent('#serving');
   await page.goto(`${config.base}/placements?status=stopped`);
-  shown.stopped = await page.locator('table.list tbody tr td:nth-child(2)').allTextContents();
+  shown.stopped = await page.locator('table.list tbody tr td:nth-child(3)').allTextContents();
   return shown;
 }
 

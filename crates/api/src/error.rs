@@ -82,7 +82,7 @@ impl ApiError {
         }
     }
 
-    fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
@@ -122,6 +122,9 @@ impl From<StoreError> for ApiError {
                 message: error.to_string(),
                 current_version: None,
             },
+            StoreError::OtherAdvertiser { .. } | StoreError::UploadedUnder { .. } => {
+                ApiError::Invalid(ValidationError::single("creative_id", error.to_string()))
+            }
             StoreError::BadTokenOwner { .. }
             | StoreError::BadUserOwner { .. }
             | StoreError::UserNameTaken { .. }

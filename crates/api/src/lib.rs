@@ -1,5 +1,6 @@
 //! The management API: JSON over HTTP under `/api/v1/`, for every managed object, the links
-//! between line items and placements, and delivery reports (`/api/v1/reports`, JSON or CSV).
+//! between line items and placements, the creative library, copies and bulk status changes
+//! (`library.rs`), and delivery reports (`/api/v1/reports`, JSON or CSV).
 //!
 //! Invariants:
 //! - Every route is added through [`RouteTable`] together with its OpenAPI operation, so the
@@ -20,6 +21,7 @@ mod error;
 mod extract;
 pub mod forecasts;
 mod geo;
+mod library;
 mod links;
 mod objects;
 pub mod openapi;
@@ -46,6 +48,7 @@ pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_unde
 pub use error::ApiError;
 pub use forecasts::{Forecasts, ForecastsState};
 pub use geo::{GeoAvailability, GeoLocationSource};
+pub use library::{BulkAction, BulkOutcome, MAX_BULK_IDS, apply_bulk, copy_line_item};
 pub use objects::{check_name_filter, resource};
 pub use read::{example, plain_message, read_object};
 pub use reports::{
@@ -195,6 +198,41 @@ pub fn add_routes_with(
         )
         .route(
             Method::GET,
+            "/api/v1/line-items/{id}/creatives",
+            library::list,
+            state.clone(),
+            library::list_doc(),
+        )
+        .route(
+            Method::PUT,
+            "/api/v1/line-items/{id}/creatives/{creative_id}",
+            library::assign,
+            state.clone(),
+            library::assign_doc(true),
+        )
+        .route(
+            Method::DELETE,
+            "/api/v1/line-items/{id}/creatives/{creative_id}",
+            library::unassign,
+            state.clone(),
+            library::assign_doc(false),
+        )
+        .route(
+            Method::GET,
+            "/api/v1/creatives/{id}/line-items",
+            library::uses,
+            state.clone(),
+            library::uses_doc(),
+        )
+        .route(
+            Method::POST,
+            "/api/v1/line-items/{id}/copy",
+            library::copy,
+            state.clone(),
+            library::copy_doc(),
+        )
+        .route(
+            Method::GET,
             "/api/v1/audit",
             audit::list,
             state.clone(),
@@ -235,6 +273,13 @@ fn add_object_routes<T: Object>(
     let item = format!("{collection}/{{id}}");
     let ops = openapi::object_operations::<T>();
     table
+        .route(
+            Method::POST,
+            &format!("{collection}/bulk"),
+            library::bulk::<T>,
+            state.clone(),
+            library::bulk_doc(T::KIND),
+        )
         .route(
             Method::GET,
             &collection,

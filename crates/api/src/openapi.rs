@@ -18,7 +18,7 @@ pub fn response(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": json_content(schema) })
 }
 
-fn error_response(description: &str) -> Value {
+pub(crate) fn error_response(description: &str) -> Value {
     response(description, schema_ref("Error"))
 }
 
@@ -31,7 +31,7 @@ fn common_errors(responses: &mut Map<String, Value>) {
     );
 }
 
-fn id_parameter(name: &str, description: &str) -> Value {
+pub(crate) fn id_parameter(name: &str, description: &str) -> Value {
     json!({
         "name": name, "in": "path", "required": true, "description": description,
         "schema": { "type": "integer", "format": "int64", "minimum": 1 }

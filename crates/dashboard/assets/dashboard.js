@@ -41,6 +41,11 @@
   // A refused form: the summary of its errors takes the focus, so it is read first.
   var summary = document.getElementById("error-summary");
   if (summary) summary.focus();
+  // A list's "select every row shown" box.
+  var all = document.getElementById("select-all");
+  if (all) all.addEventListener("change", function () {
+    document.querySelectorAll("#bulk input[name=id]").forEach(function (box) { box.checked = all.checked; });
+  });
   document.querySelectorAll("button.copy").forEach(function (button) {
     button.addEventListener("click", function () {
       var text = document.getElementById(button.dataset.copy).value;

@@ -1,6 +1,7 @@
 //! Guard rails before archiving: archiving is final (the model has no way back), so the
 //! dashboard first says what depends on the object — its active children, the active line
-//! items linked to a placement, what it served today — and archives only once confirmed.
+//! items linked to a placement, the line items using a creative from the library, what it
+//! served today — and archives only once confirmed.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use jiff::Timestamp;
 use marquee_api::Change;
-use marquee_model::{ObjectKind, Status};
+use marquee_model::{CreativeId, ObjectKind, Status};
 use marquee_store::{ListQuery, Record};
 
 use crate::lists::{all_matching, child_kind};
@@ -90,6 +91,19 @@ pub async fn consequences(
             lines.push(format!(
                 "{linked} active {} linked to it lose this placement",
                 plural(ObjectKind::LineItem, linked)
+            ));
+        }
+    }
+    if record.kind == ObjectKind::Creative {
+        let used = dashboard
+            .store
+            .assignments_to(CreativeId(record.meta.id), scope)
+            .await?
+            .len();
+        if used > 0 {
+            lines.push(format!(
+                "{used} other {} using it from the library stop showing it",
+                plural(ObjectKind::LineItem, used)
             ));
         }
     }

@@ -20,6 +20,7 @@
 //! (`/advertisers`, `/line-items`, …), `/reports`, `/reports.csv`, `/why-not-served`, `/edges`.
 
 pub mod auth;
+mod bulk;
 pub mod chart;
 pub mod fields;
 mod forecast;
@@ -157,7 +158,9 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         .route("/reports.csv", get(pages::reports_csv))
         .route("/why-not-served", get(pages::why_not_served))
         .route("/edges", get(pages::edges))
-        .route("/line-items/{id}/placements", post(objects::link_placement));
+        .route("/line-items/{id}/placements", post(objects::link_placement))
+        .route("/line-items/{id}/creatives", post(objects::assign_creative))
+        .route("/line-items/{id}/copy", post(objects::copy_line_item));
     for kind in ObjectKind::ALL {
         let collection = format!("/{}", kind.collection());
         router = router
@@ -178,6 +181,10 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
             .route(
                 &format!("{collection}/{{id}}/archive"),
                 post(move |s, h, p, b| guard::archive(s, h, p, b, kind)),
+            )
+            .route(
+                &format!("{collection}/bulk"),
+                post(move |s, h, b| bulk::bulk(s, h, b, kind)),
             );
     }
     router.with_state(dashboard)

@@ -502,6 +502,11 @@ struct ListPage {
     headings: Vec<Heading>,
     /// Each row's cells, in the headings' order.
     rows: Vec<Vec<Cell>>,
+    /// Each row's id and name, in the rows' order: what its checkbox selects.
+    row_ids: Vec<(u64, String)>,
+    /// Whether the user may pause, resume or archive these objects: the rows get checkboxes
+    /// and the action bar.
+    can_bulk: bool,
     numeric: Vec<bool>,
     matches: usize,
     capped: bool,
@@ -734,7 +739,12 @@ pub async fn list(
         sort: params.sort.clone(),
         headings,
         numeric: columns.iter().map(|c| c.numeric).collect(),
+        row_ids: shown
+            .iter()
+            .map(|r| (r.record.meta.id, r.record.name.clone()))
+            .collect(),
         rows: shown.into_iter().map(|r| r.cells).collect(),
+        can_bulk: may_write(&user, kind, Change::Update).is_ok(),
         matches,
         capped,
         cap: LIST_CAP,

@@ -11,10 +11,12 @@ use marquee_api::{
     Change, CurrencyRuleError, ObjectWrite, check_currency, check_write, currency_under,
 };
 use marquee_model::{
-    Advertiser, Campaign, Creative, Currency, LineItem, LineItemId, Object, ObjectKind, Placement,
-    PlacementId, Publisher, Site, Status,
+    Advertiser, Campaign, Creative, CreativeAssignment, CreativeId, Currency, LineItem, LineItemId,
+    Object, ObjectKind, Placement, PlacementId, Publisher, Site, Status,
 };
 use marquee_store::{AuditQuery, Draft, ListQuery, Record, StoreError};
+
+use crate::lists::all_matching;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -176,6 +178,34 @@ pub struct LineItemExtras {
     pub linkable: Vec<(u64, String)>,
     /// What the API answers for it in `warnings`: geo targeting ad requests cannot match.
     pub warnings: Vec<String>,
+    /// The creatives it serves: those uploaded under it, then those from the library.
+    pub creatives: Vec<CreativeUseView>,
+    /// The advertiser's creatives it could add from the library.
+    pub library: Vec<LibraryChoice>,
+    /// Whether the user may change its creatives (and copy it).
+    pub can_edit: bool,
+    /// Its time zone, in which flights are entered and shown.
+    pub time_zone: String,
+}
+
+/// A creative as a line item uses it.
+pub struct CreativeUseView {
+    pub id: u64,
+    pub name: String,
+    pub size: String,
+    pub weight: u32,
+    /// "always", or the assignment's flight in the line item's time zone.
+    pub flight: String,
+    /// Whether it comes from the library (an assignment that can be removed), rather than
+    /// uploaded under this line item.
+    pub assigned: bool,
+}
+
+/// A creative of the advertiser that a line item may add from the library.
+pub struct LibraryChoice {
+    pub id: u64,
+    pub name: String,
+    pub size: String,
 }
 
 pub struct PlacementTags {
@@ -219,6 +249,9 @@ struct ObjectPage {
     stopped_by: Option<String>,
     /// Warnings that do not refuse anything (a creative no reachable placement takes).
     notices: Vec<String>,
+    /// A creative's line items: the one it was uploaded under, then those using it from the
+    /// library (id, label).
+    used_by: Vec<(u64, String)>,
     /// An image kept from a refused creative form.
     kept_upload: Option<KeptUpload>,
     upload_errors: Vec<String>,
@@ -532,6 +565,7 @@ async fn object_page(
         },
         stopped_by,
         notices: Vec::new(),
+        used_by: Vec::new(),
         kept_upload: match &source {
             Source::Posted(form) => kept_upload(form),
             Source::Stored(_) => None,
@@ -1141,6 +1175,7 @@ pub async fn show(
         ObjectKind::Creative => {
             let creative = record.decode::<Creative>()?.object;
             page.preview = Some(preview(&creative));
+            page.used_by = used_by(&dashboard, &user, id, &creative).await?;
             page.notices
                 .extend(size_notice(&dashboard, &user, &creative).await?);
         }
@@ -1270,6 +1305,7 @@ async fn line_item_extras(
     } else {
         Vec::new()
     };
+    let (creatives, library) = creative_uses(dashboard, user, record, &line_item.object).await?;
     Ok(LineItemExtras {
         pacing: crate::pages::pacing_view(dashboard, user, &line_item).await?,
         linked,
@@ -1278,7 +1314,251 @@ async fn line_item_extras(
             .manager
             .geo_availability()
             .line_item_warnings(&line_item.object),
+        creatives,
+        library,
+        can_edit: record.status != Status::Archived
+            && may_write(user, ObjectKind::LineItem, Change::Update).is_ok(),
+        time_zone: line_item.object.time_zone.clone(),
     })
+}
+
+/// The line items that use a creative: the one it was uploaded under, then the library's.
+async fn used_by(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    id: u64,
+    creative: &Creative,
+) -> Result<Vec<(u64, String)>, PageError> {
+    let scope = user.principal().scope();
+    let name = |record: Result<Record, StoreError>, id: u64| {
+        record.map_or_else(|_| format!("line item {id}"), |r| r.name)
+    };
+    let home = creative.line_item_id.0;
+    let home_name = name(
+        dashboard.store.get(ObjectKind::LineItem, home, scope).await,
+        home,
+    );
+    let mut lines = vec![(home, format!("{home_name} (uploaded here)"))];
+    let time_zone = |record: &Result<Record, StoreError>| {
+        record
+            .as_ref()
+            .ok()
+            .and_then(|r| r.decode::<LineItem>().ok())
+            .map_or_else(|| "UTC".to_owned(), |li| li.object.time_zone)
+    };
+    for a in dashboard
+        .store
+        .assignments_to(CreativeId(id), scope)
+        .await?
+    {
+        let li = a.line_item_id.0;
+        let record = dashboard.store.get(ObjectKind::LineItem, li, scope).await;
+        let zone = time_zone(&record);
+        lines.push((
+            li,
+            format!(
+                "{}, weight {}, {}",
+                name(record, li),
+                a.weight,
+                flight_label(&a, &zone)
+            ),
+        ));
+    }
+    Ok(lines)
+}
+
+fn size_label(creative: &Creative) -> String {
+    creative
+        .size
+        .map_or_else(|| "any size".to_owned(), |s| format!("{}×{}", s.w, s.h))
+}
+
+/// An instant as the line item's time zone shows it: `2026-12-01 00:00`.
+fn local_time(at: jiff::Timestamp, zone: &str) -> String {
+    let zone = jiff::tz::TimeZone::get(zone).unwrap_or(jiff::tz::TimeZone::UTC);
+    at.to_zoned(zone).strftime("%Y-%m-%d %H:%M").to_string()
+}
+
+fn flight_label(a: &CreativeAssignment, zone: &str) -> String {
+    match (a.start, a.end) {
+        (None, None) => "whenever the line item serves".to_owned(),
+        (Some(start), None) => format!("from {}", local_time(start, zone)),
+        (None, Some(end)) => format!("until {}", local_time(end, zone)),
+        (Some(start), Some(end)) => {
+            format!("{} to {}", local_time(start, zone), local_time(end, zone))
+        }
+    }
+}
+
+/// The creatives a line item serves (its own, then the library's) and the advertiser's others
+/// it could add from the library, by name.
+async fn creative_uses(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    record: &Record,
+    line_item: &LineItem,
+) -> Result<(Vec<CreativeUseView>, Vec<LibraryChoice>), PageError> {
+    let scope = user.principal().scope();
+    let (own, _) = all_matching(
+        dashboard,
+        ObjectKind::Creative,
+        ListQuery {
+            scope,
+            parent_id: Some(record.meta.id),
+            ..ListQuery::default()
+        },
+    )
+    .await?;
+    let mut uses = Vec::new();
+    for c in own.iter().filter(|c| c.status != Status::Archived) {
+        let creative = c.decode::<Creative>()?.object;
+        uses.push(CreativeUseView {
+            id: c.meta.id,
+            name: c.name.clone(),
+            size: size_label(&creative),
+            weight: creative.weight,
+            flight: "whenever the line item serves".to_owned(),
+            assigned: false,
+        });
+    }
+    let assignments = dashboard
+        .store
+        .assignments_of(LineItemId(record.meta.id), scope)
+        .await?;
+    for a in &assignments {
+        let c = dashboard
+            .store
+            .get_object::<Creative>(a.creative_id.0, scope)
+            .await?;
+        uses.push(CreativeUseView {
+            id: a.creative_id.0,
+            name: c.object.name.clone(),
+            size: size_label(&c.object),
+            weight: a.weight,
+            flight: flight_label(a, &line_item.time_zone),
+            assigned: true,
+        });
+    }
+    // The library: the advertiser's creatives, whichever line item they were uploaded under.
+    let (all, _) = all_matching(
+        dashboard,
+        ObjectKind::Creative,
+        ListQuery {
+            scope: Some(record.owner_id),
+            ..ListQuery::default()
+        },
+    )
+    .await?;
+    let mut library = Vec::new();
+    for c in all {
+        if c.status == Status::Archived || uses.iter().any(|u| u.id == c.meta.id) {
+            continue;
+        }
+        let creative = c.decode::<Creative>()?.object;
+        library.push(LibraryChoice {
+            id: c.meta.id,
+            size: size_label(&creative),
+            name: c.name,
+        });
+    }
+    library.sort_by_key(|c| c.name.to_lowercase());
+    Ok((uses, library))
+}
+
+/// A `datetime-local` value in the line item's time zone, or `None` when empty.
+fn read_local_time(
+    text: &str,
+    zone: &str,
+    what: &str,
+) -> Result<Option<jiff::Timestamp>, PageError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = || PageError::BadRequest(format!("{what} {text:?} is not a date and time"));
+    let civil: jiff::civil::DateTime = text.parse().map_err(|_| bad())?;
+    let zone = jiff::tz::TimeZone::get(zone).map_err(|e| PageError::Internal(e.to_string()))?;
+    Ok(Some(civil.to_zoned(zone).map_err(|_| bad())?.timestamp()))
+}
+
+/// `POST /line-items/{id}/creatives`: add a library creative (`creative`, `weight`, `start`,
+/// `end` in the line item's time zone), or with `remove` set, stop using it.
+pub async fn assign_creative(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    let (user, form) = write_request(
+        &dashboard,
+        &headers,
+        &body,
+        ObjectKind::LineItem,
+        Change::Update,
+    )
+    .await?;
+    let id = path_id(path)?;
+    let scope = user.principal().scope();
+    let creative = parse_optional_id(form.get("creative"), "creative")?
+        .ok_or_else(|| PageError::BadRequest("choose a creative".into()))?;
+    if !form.get("remove").is_empty() {
+        dashboard
+            .store
+            .unassign(LineItemId(id), CreativeId(creative), scope, &user.actor())
+            .await?;
+        return Ok(Redirect::to(&format!("/line-items/{id}#creatives")).into_response());
+    }
+    let line_item = dashboard.store.get_object::<LineItem>(id, scope).await?;
+    let zone = &line_item.object.time_zone;
+    let weight = match form.get("weight").trim() {
+        "" => 100,
+        text => text
+            .parse()
+            .map_err(|_| PageError::BadRequest(format!("weight {text:?} is not a number")))?,
+    };
+    let assignment = CreativeAssignment {
+        line_item_id: LineItemId(id),
+        creative_id: CreativeId(creative),
+        weight,
+        start: read_local_time(form.get("start"), zone, "start")?,
+        end: read_local_time(form.get("end"), zone, "end")?,
+    };
+    assignment
+        .validate()
+        .map_err(|e| PageError::BadRequest(e.to_string()))?;
+    dashboard
+        .store
+        .assign(assignment, scope, &user.actor())
+        .await?;
+    Ok(Redirect::to(&format!("/line-items/{id}#creatives")).into_response())
+}
+
+/// `POST /line-items/{id}/copy`: a paused copy sharing its placements and creatives (the
+/// API's `copy_line_item`), then its page.
+pub async fn copy_line_item(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    path: Path<String>,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    let (user, _) = write_request(
+        &dashboard,
+        &headers,
+        &body,
+        ObjectKind::LineItem,
+        Change::Create,
+    )
+    .await?;
+    let id = path_id(path)?;
+    let copy = marquee_api::copy_line_item(
+        &*dashboard.store,
+        LineItemId(id),
+        None,
+        user.principal().scope(),
+        &user.actor(),
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/line-items/{}?saved=1", copy.meta.id)).into_response())
 }
 
 pub async fn update(

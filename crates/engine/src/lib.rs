@@ -79,6 +79,17 @@ impl<R> std::fmt::Debug for Context<'_, R> {
 
 static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// One creative a line item may serve, resolved when the engine is built: the creative's index
+/// in the snapshot, its weight in this line item's rotation, and when it may serve here (unix
+/// seconds, end exclusive; the whole time for a creative uploaded under the line item).
+#[derive(Debug, Clone, Copy)]
+struct CreativeUse {
+    creative: u32,
+    weight: u32,
+    start: i64,
+    end: i64,
+}
+
 /// A snapshot with its targeting index, ready to decide. Immutable; share it behind an `Arc`
 /// and build a new one for a new snapshot.
 #[derive(Debug)]
@@ -93,8 +104,8 @@ pub struct Engine {
     line_item_zones: Vec<u16>,
     /// Creatives of each line item, as a range of `creatives_by_line_item`.
     creative_ranges: Vec<Range<u32>>,
-    /// Indices into the snapshot's creatives, grouped by line item.
-    creatives_by_line_item: Vec<u32>,
+    /// The creatives each line item may serve, grouped by line item.
+    creatives_by_line_item: Vec<CreativeUse>,
     /// Index of each line item's campaign in the snapshot.
     line_item_campaigns: Vec<Option<u32>>,
     /// Index of each line item's advertiser in the snapshot.
@@ -129,6 +140,7 @@ impl Engine {
         let mut order: Vec<u32> = (0..to_u32(data.creatives.len())).collect();
         order.sort_by_key(|&c| data.creatives[c as usize].line_item_id);
         let mut next = 0;
+        let mut next_assignment = 0;
         for line_item in &data.line_items {
             let start = to_u32(creatives_by_line_item.len());
             while next < order.len()
@@ -139,8 +151,35 @@ impl Engine {
             while next < order.len()
                 && data.creatives[order[next] as usize].line_item_id == line_item.id
             {
-                creatives_by_line_item.push(order[next]);
+                let creative = order[next];
+                creatives_by_line_item.push(CreativeUse {
+                    creative,
+                    weight: data.creatives[creative as usize].weight,
+                    start: i64::MIN,
+                    end: i64::MAX,
+                });
                 next += 1;
+            }
+            // Then the library creatives assigned to it, with the assignment's weight and
+            // flight (the snapshot lists them by line item, both in the snapshot).
+            while next_assignment < data.assignments.len()
+                && data.assignments[next_assignment].line_item_id < line_item.id
+            {
+                next_assignment += 1;
+            }
+            while next_assignment < data.assignments.len()
+                && data.assignments[next_assignment].line_item_id == line_item.id
+            {
+                let a = &data.assignments[next_assignment];
+                if let Some(creative) = index_of(&data.creatives, &a.creative_id, |c| c.id) {
+                    creatives_by_line_item.push(CreativeUse {
+                        creative,
+                        weight: a.weight,
+                        start: a.start.unwrap_or(i64::MIN),
+                        end: a.end.unwrap_or(i64::MAX),
+                    });
+                }
+                next_assignment += 1;
             }
             creative_ranges.push(start..to_u32(creatives_by_line_item.len()));
         }

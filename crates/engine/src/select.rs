@@ -453,7 +453,7 @@ fn best_creative_fit(
 ) -> Result<(), Elimination> {
     let mut furthest: Option<Elimination> = None;
     let mut inherited_blocked = || engine.campaign_categories_blocked(request, scratch, i);
-    for creative in engine.creatives(i) {
+    for (creative, _) in engine.creatives(i, request.now.as_second()) {
         match creative_fit(creative, request, &mut inherited_blocked) {
             Ok(()) => return Ok(()),
             Err(why) => {
@@ -803,29 +803,37 @@ fn pick_creative<'e, R: Rng>(
     let rotation = engine.snapshot.data.line_items[line_item].rotation;
     // Optimising by CTR needs measured CTRs, which the manager does not send yet: until then
     // it rotates by weight.
-    let weight = |c: &CreativeEntry| match rotation {
+    // The weight of the creative's use by this line item: its own for a creative uploaded
+    // under it, the assignment's for one from the library.
+    let weight = |&(_, w): &(&CreativeEntry, u32)| match rotation {
         RotationMode::Even => 1,
-        RotationMode::Weighted | RotationMode::OptimizedCtr => u64::from(c.weight.max(1)),
+        RotationMode::Weighted | RotationMode::OptimizedCtr => u64::from(w.max(1)),
     };
     let mut inherited_blocked = || engine.campaign_categories_blocked(request, scratch, line_item);
-    let mut fits = |c: &&CreativeEntry| creative_fit(c, request, &mut inherited_blocked).is_ok();
+    let mut fits =
+        |(c, _): &(&CreativeEntry, u32)| creative_fit(c, request, &mut inherited_blocked).is_ok();
+    let now = request.now.as_second();
     let total: u64 = engine
-        .creatives(line_item)
+        .creatives(line_item, now)
         .filter(&mut fits)
-        .map(weight)
+        .map(|u| weight(&u))
         .sum();
     if total == 0 {
         return None;
     }
     let mut draw = rng.next_u64() % total;
-    engine.creatives(line_item).filter(fits).find(|c| {
-        let w = weight(c);
-        if draw < w {
-            return true;
-        }
-        draw -= w;
-        false
-    })
+    engine
+        .creatives(line_item, now)
+        .filter(fits)
+        .find(|u| {
+            let w = weight(u);
+            if draw < w {
+                return true;
+            }
+            draw -= w;
+            false
+        })
+        .map(|(c, _)| c)
 }
 
 impl Engine {
@@ -855,11 +863,17 @@ impl Engine {
         )
     }
 
-    /// The creatives of the line item at snapshot index `line_item`.
-    pub(crate) fn creatives(&self, line_item: usize) -> impl Iterator<Item = &CreativeEntry> {
+    /// The creatives the line item at snapshot index `line_item` may serve at `now` (unix
+    /// seconds), each with its weight there.
+    pub(crate) fn creatives(
+        &self,
+        line_item: usize,
+        now: i64,
+    ) -> impl Iterator<Item = (&CreativeEntry, u32)> {
         let range = self.creative_ranges[line_item].clone();
         self.creatives_by_line_item[range.start as usize..range.end as usize]
             .iter()
-            .map(|&c| &self.snapshot.data.creatives[c as usize])
+            .filter(move |u| u.start <= now && now < u.end)
+            .map(|u| (&self.snapshot.data.creatives[u.creative as usize], u.weight))
     }
 }

@@ -89,7 +89,7 @@ const PROTOCOLS: std::ops::RangeInclusive<u16> = 1..=14;
 /// Years a flight may start and end in.
 const FLIGHT_YEARS: std::ops::RangeInclusive<i16> = 2000..=2200;
 
-fn weight_rule(v: &mut Violations, weight: u32) {
+pub(crate) fn weight_rule(v: &mut Violations, weight: u32) {
     v.check_field(
         "weight",
         (1..=MAX_WEIGHT).contains(&weight),

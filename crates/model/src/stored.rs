@@ -2,7 +2,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::{
-    Advertiser, Campaign, Creative, LineItem, LineItemId, Placement, PlacementId, Publisher, Site,
+    Advertiser, Campaign, Creative, CreativeAssignment, LineItem, LineItemId, Placement,
+    PlacementId, Publisher, Site,
 };
 
 /// Bookkeeping every stored object carries.
@@ -23,8 +24,8 @@ pub struct Stored<T> {
 }
 
 /// Every object whose own status is active (an active child of a paused parent is included;
-/// the snapshot compiler drops it) and every line item–placement link, as of change counter
-/// `version`.
+/// the snapshot compiler drops it), every line item–placement link and every creative
+/// assignment (in line item, then creative order), as of change counter `version`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
     pub version: u64,
@@ -36,4 +37,5 @@ pub struct Catalog {
     pub sites: Vec<Stored<Site>>,
     pub placements: Vec<Stored<Placement>>,
     pub links: Vec<(LineItemId, PlacementId)>,
+    pub assignments: Vec<CreativeAssignment>,
 }

@@ -7,8 +7,9 @@ use marquee_model::{
 
 use crate::Snapshot;
 use crate::data::{
-    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, Keyed, LineItemEntry,
-    PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry, SnapshotData, find,
+    AdvertiserEntry, AssignmentEntry, CampaignEntry, Channels, Content, CreativeEntry, Keyed,
+    LineItemEntry, PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry, SnapshotData,
+    find,
 };
 use crate::render::LiveTable;
 
@@ -29,6 +30,9 @@ pub struct CompileStats {
     pub placements_orphaned: usize,
     /// Links whose line item or placement is not in the snapshot.
     pub links_dropped: usize,
+    /// Creative assignments whose line item or creative is not in the snapshot, whose flight
+    /// ended at or before the build time, or that name the creative's own line item.
+    pub assignments_dropped: usize,
     /// Line items whose every linked placement is out of the snapshot: their direct channel
     /// is off (they still bid on exchanges if they may); not counted in [`total`](Self::total).
     pub line_items_unplaced: usize,
@@ -45,6 +49,7 @@ impl CompileStats {
             + self.sites_orphaned
             + self.placements_orphaned
             + self.links_dropped
+            + self.assignments_dropped
     }
 }
 
@@ -66,7 +71,9 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
 /// An object enters only if it and all its ancestors are in the catalog (which holds only
 /// objects whose own status is active). Line items whose flight ended at or before `built_at`
 /// are dropped, as are those whose time zone cannot be resolved; creatives of dropped line items
-/// are dropped; links to dropped line items or placements are dropped. Line items that have not
+/// are dropped unless a kept assignment uses them elsewhere; links to dropped line items or
+/// placements are dropped, as are assignments to dropped line items or creatives and those
+/// whose flight has ended. Line items that have not
 /// started yet are kept: the edge checks the flight per request. The snapshot version is
 /// `catalog.version`; `built_at` is kept to the microsecond, the header's precision.
 pub fn compile_live(
@@ -200,9 +207,47 @@ pub fn compile_live(
         }
     }
 
+    // Each active creative with the line item it was uploaded under, by creative id.
+    let mut active_creatives: Vec<(CreativeId, LineItemId)> = catalog
+        .creatives
+        .iter()
+        .map(|s| (CreativeId(s.meta.id), s.object.line_item_id))
+        .collect();
+    active_creatives.sort_unstable();
+    let mut assignments: Vec<AssignmentEntry> = catalog
+        .assignments
+        .iter()
+        .filter(|a| {
+            let kept = find(&line_items, a.line_item_id).is_some()
+                && active_creatives
+                    .binary_search_by_key(&a.creative_id, |&(id, _)| id)
+                    .is_ok_and(|i| active_creatives[i].1 != a.line_item_id)
+                && a.end.is_none_or(|end| end > built_at);
+            if !kept {
+                stats.assignments_dropped += 1;
+            }
+            kept
+        })
+        .map(|a| AssignmentEntry {
+            line_item_id: a.line_item_id,
+            creative_id: a.creative_id,
+            weight: a.weight,
+            start: a.start.map(Timestamp::as_second),
+            end: a.end.map(Timestamp::as_second),
+        })
+        .collect();
+    assignments.sort_unstable_by_key(|a| (a.line_item_id, a.creative_id));
+    assignments.dedup_by_key(|a| (a.line_item_id, a.creative_id));
+    // Creatives some kept line item uses from the library, uploaded under any line item.
+    let mut assigned: Vec<CreativeId> = assignments.iter().map(|a| a.creative_id).collect();
+    assigned.sort_unstable();
+    assigned.dedup();
+
     let creatives = sorted(catalog.creatives.iter().filter_map(|s| {
         let c = &s.object;
-        if find(&line_items, c.line_item_id).is_none() {
+        if find(&line_items, c.line_item_id).is_none()
+            && assigned.binary_search(&CreativeId(s.meta.id)).is_err()
+        {
             stats.creatives_orphaned += 1;
             return None;
         }
@@ -237,6 +282,7 @@ pub fn compile_live(
             publishers,
             sites,
             placements,
+            assignments,
         },
     };
     (snapshot, stats)

@@ -18,6 +18,24 @@ pub struct SnapshotData {
     pub publishers: Vec<PublisherEntry>,
     pub sites: Vec<SiteEntry>,
     pub placements: Vec<PlacementEntry>,
+    /// Library creatives served under line items besides the one each was uploaded under,
+    /// strictly ascending by (line item, creative).
+    pub assignments: Vec<AssignmentEntry>,
+}
+
+/// A line item's use of a creative uploaded under another line item (the creative library),
+/// resolved: both are in the snapshot, and the flight has not ended at build time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignmentEntry {
+    pub line_item_id: LineItemId,
+    pub creative_id: CreativeId,
+    /// Share in the line item's weighted rotation, in place of the creative's own weight.
+    pub weight: u32,
+    /// Serves from this instant on (unix seconds); `None`: whenever the line item does.
+    pub start: Option<i64>,
+    /// Serves before this instant (unix seconds, exclusive); `None`: whenever the line item
+    /// does.
+    pub end: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,14 +341,18 @@ by_id! {
 }
 
 impl SnapshotData {
-    /// The IAB categories of a creative (OpenRTB `cat`): its own, or its campaign's when it
-    /// names none.
-    pub fn categories_of<'s>(&'s self, creative: &'s CreativeEntry) -> &'s [String] {
+    /// The IAB categories of a creative served under `line_item` (OpenRTB `cat`): its own, or
+    /// else the campaign's of the line item serving it, which for a library creative need not
+    /// be the one it was uploaded under (the engine checks `bcat` against the same).
+    pub fn categories_of<'s>(
+        &'s self,
+        creative: &'s CreativeEntry,
+        line_item: &LineItemEntry,
+    ) -> &'s [String] {
         if !creative.categories.is_empty() {
             return &creative.categories;
         }
-        self.line_item(creative.line_item_id)
-            .and_then(|li| self.campaign(li.campaign_id))
+        self.campaign(line_item.campaign_id)
             .map_or(&[], |campaign| campaign.categories.as_slice())
     }
 
@@ -354,6 +376,14 @@ impl SnapshotData {
             ("publishers", ids(&self.publishers)),
             ("sites", ids(&self.sites)),
             ("placements", ids(&self.placements)),
+            (
+                "assignments",
+                strictly_ascending(
+                    self.assignments
+                        .iter()
+                        .map(|a| (a.line_item_id, a.creative_id)),
+                ),
+            ),
         ];
         checks
             .into_iter()

@@ -8,7 +8,7 @@ use crate::data::SnapshotData;
 /// First eight bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"MQSNAP\0\0";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 44;
 /// Bytes covered by the checksum before the payload: the header up to the checksum field.

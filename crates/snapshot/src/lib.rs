@@ -18,7 +18,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic: the bytes `4D 51 53 4E 41 50 00 00` (`"MQSNAP\0\0"`) |
-//! | 8 | 4 | format version, u32: `4` |
+//! | 8 | 4 | format version, u32: `6` |
 //! | 12 | 4 | flags, u32: `0` (no flags are defined) |
 //! | 16 | 8 | snapshot version, u64: grows with every publish; the manager writes the store's change counter × 2³² + its live-statistics revision (see `marquee_manager::live`) |
 //! | 24 | 8 | build time, i64: microseconds since 1970-01-01T00:00:00Z |
@@ -57,7 +57,7 @@
 //! ```text
 //! SnapshotData   = advertisers: [Advertiser], campaigns: [Campaign], line_items: [LineItem],
 //!                  creatives: [Creative], publishers: [Publisher], sites: [Site],
-//!                  placements: [Placement]
+//!                  placements: [Placement], assignments: [Assignment]
 //! Advertiser     = id: u64, currency: string, domains: [string]
 //! Campaign       = id: u64, advertiser_id: u64, frequency_caps: [FrequencyCap],
 //!                  categories: [string], app_bundle: string?
@@ -91,6 +91,9 @@
 //! NativeContent  = title: string, body: string, sponsored_by: string, image_url: string?,
 //!                  icon_url: string?, call_to_action: string?, image_size: Size?,
 //!                  icon_size: Size?
+//! Assignment     = line_item_id: u64, creative_id: u64, weight: u32,
+//!                  start: i64? (unix seconds), end: i64? (unix seconds, exclusive);
+//!                  strictly ascending by (line_item_id, creative_id)
 //! Publisher      = id: u64
 //! Site           = id: u64, publisher_id: u64, domain: string
 //! Placement      = id: u64, site_id: u64, sizes: [Size], formats: [Format],
@@ -132,8 +135,9 @@ mod render;
 
 pub use compile::{CompileStats, compile, compile_live, compile_with_stats};
 pub use data::{
-    AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, LineItemEntry, NativeContent,
-    PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry, SnapshotData,
+    AdvertiserEntry, AssignmentEntry, CampaignEntry, Channels, Content, CreativeEntry,
+    LineItemEntry, NativeContent, PlacementEntry, ProgrammaticEntry, PublisherEntry, SiteEntry,
+    SnapshotData,
 };
 pub use dir::{DirError, SnapshotDir};
 pub use format::{FORMAT_VERSION, HEADER_LEN, Header, LoadError, MAGIC, Snapshot};

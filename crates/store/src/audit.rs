@@ -3,7 +3,7 @@
 //! rolls back leaves none); what an entry says is computed here, once for both.
 
 use jiff::Timestamp;
-use marquee_model::{ObjectKind, Principal, Role, Side};
+use marquee_model::{CreativeAssignment, ObjectKind, Principal, Role, Side};
 use serde_json::{Map, Value};
 
 use crate::{Record, StoreError};
@@ -54,15 +54,22 @@ pub enum AuditAction {
     Link,
     /// A placement unlinked from a line item (recorded on the line item).
     Unlink,
+    /// A library creative assigned to a line item, or its weight or flight there changed
+    /// (recorded on the line item).
+    Assign,
+    /// A library creative's assignment removed from a line item (recorded on the line item).
+    Unassign,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 5] = [
+    pub const ALL: [AuditAction; 7] = [
         AuditAction::Create,
         AuditAction::Update,
         AuditAction::Archive,
         AuditAction::Link,
         AuditAction::Unlink,
+        AuditAction::Assign,
+        AuditAction::Unassign,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +79,8 @@ impl AuditAction {
             AuditAction::Archive => "archive",
             AuditAction::Link => "link",
             AuditAction::Unlink => "unlink",
+            AuditAction::Assign => "assign",
+            AuditAction::Unassign => "unassign",
         }
     }
 
@@ -164,6 +173,42 @@ impl NewEntry {
         };
         let mut changes = Map::new();
         changes.insert("placement_id".to_owned(), change(before, after));
+        Self::new(by, action, line_item, changes, now)
+    }
+
+    /// The entry for an assignment on `line_item` going from `before` to `after` (`None`: not
+    /// assigned): `creative_id` always, and the weight and flight where they differ.
+    pub(crate) fn of_assignment(
+        by: &Actor,
+        line_item: &Record,
+        before: Option<&CreativeAssignment>,
+        after: Option<&CreativeAssignment>,
+        now: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let fields = |a: Option<&CreativeAssignment>| -> Map<String, Value> {
+            let mut map = Map::new();
+            if let Some(a) = a {
+                map.insert("creative_id".to_owned(), a.creative_id.0.into());
+                map.insert("weight".to_owned(), a.weight.into());
+                let time = |t: Option<Timestamp>| t.map_or(Value::Null, |t| t.to_string().into());
+                map.insert("start".to_owned(), time(a.start));
+                map.insert("end".to_owned(), time(a.end));
+            }
+            map
+        };
+        let mut changes = changed_fields(&fields(before), &fields(after));
+        // Named even when a weight change leaves it as it was, so every entry says which.
+        if let Some(a) = after.or(before) {
+            let id = Value::from(a.creative_id.0);
+            changes
+                .entry("creative_id")
+                .or_insert_with(|| change(id.clone(), id));
+        }
+        let action = if after.is_some() {
+            AuditAction::Assign
+        } else {
+            AuditAction::Unassign
+        };
         Self::new(by, action, line_item, changes, now)
     }
 

@@ -26,7 +26,7 @@ use crate::{PostgresStore, SqliteStore, StoreError};
 
 /// Every table that holds data, parents before children (PostgreSQL checks the foreign keys
 /// row by row). The change counter is set on its own; `schema_migrations` is each database's.
-const TABLES: [&str; 21] = [
+const TABLES: [&str; 22] = [
     "advertisers",
     "campaigns",
     "line_items",
@@ -35,6 +35,7 @@ const TABLES: [&str; 21] = [
     "sites",
     "placements",
     "line_item_placements",
+    "line_item_creatives",
     "api_tokens",
     "users",
     "user_sessions",

@@ -19,6 +19,18 @@ pub enum StoreError {
     Archived { kind: ObjectKind, id: u64 },
     #[error("{} {id} cannot move to another parent", kind.name())]
     ParentImmutable { kind: ObjectKind, id: u64 },
+    /// A creative assigned to a line item of another advertiser.
+    #[error(
+        "creative {creative} belongs to another advertiser than line item {line_item}; \
+         a line item can use only its own advertiser's creatives"
+    )]
+    OtherAdvertiser { creative: u64, line_item: u64 },
+    /// A creative assigned to the line item it was uploaded under, which uses it already.
+    #[error(
+        "creative {creative} was uploaded under line item {line_item}, which uses it already; \
+         change the creative's own weight instead"
+    )]
+    UploadedUnder { creative: u64, line_item: u64 },
     #[error("{}", describe_bad_owner("token", *role, *owner))]
     BadTokenOwner { role: Role, owner: Option<u64> },
     #[error("{}", describe_bad_owner("user", *role, *owner))]

@@ -49,7 +49,9 @@ pub use stats::{
 pub use users::{DeletedUser, NewSession, NewUser, SessionRecord, UserRecord, UserStore};
 
 use async_trait::async_trait;
-use marquee_model::{LineItemId, ObjectKind, PlacementId, Principal};
+use marquee_model::{
+    CreativeAssignment, CreativeId, LineItemId, ObjectKind, PlacementId, Principal,
+};
 
 /// Most rows one `list` call returns.
 pub const MAX_PAGE: u32 = 500;
@@ -143,6 +145,58 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         line_item: LineItemId,
         scope: Option<u64>,
     ) -> Result<Vec<PlacementId>, StoreError>;
+
+    /// Assigns a library creative to a line item, or changes the weight and flight of its
+    /// assignment there. Both must be in `scope` (else `NotFound`) and not archived
+    /// (`Archived`), of the same advertiser (`OtherAdvertiser`), and the line item must not be
+    /// the one the creative was uploaded under (`UploadedUnder`). Returns whether the
+    /// assignment is new; a change is counted and audited on the line item, a write that
+    /// changes nothing is neither.
+    async fn assign(
+        &self,
+        assignment: CreativeAssignment,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError>;
+
+    /// Removes a creative's assignment from a line item (in `scope`, not archived). Returns
+    /// whether there was one; only then is the change counted and audited.
+    async fn unassign(
+        &self,
+        line_item: LineItemId,
+        creative: CreativeId,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError>;
+
+    /// The creatives assigned to a line item (in `scope`) from the library, in creative id
+    /// order; not those uploaded under it.
+    async fn assignments_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError>;
+
+    /// The line items a creative (in `scope`) is assigned to, in line item id order; not the
+    /// one it was uploaded under.
+    async fn assignments_to(
+        &self,
+        creative: CreativeId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError>;
+
+    /// Copies a line item (in `scope`, any status but archived) in one transaction: a new,
+    /// paused line item in the same campaign with the same body (targeting, caps, goal, …),
+    /// named `name` or "Copy of …", linked to the same placements and using the same creatives
+    /// (the original's own with their weight, and its assignments) without duplicating any.
+    /// Each step is audited as its own change. Returns the new line item.
+    async fn copy_line_item(
+        &self,
+        line_item: LineItemId,
+        name: Option<String>,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<Record, StoreError>;
 
     /// Stores a token's hash. A tenant role's owner must exist (an advertiser for the
     /// advertiser role, a publisher for the publisher role); an admin has none.

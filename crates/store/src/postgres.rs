@@ -52,8 +52,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, LineItemId, Object as ModelObject, ObjectKind, PlacementId, Principal, Role,
-    Status, Stored,
+    Catalog, Clock, CreativeAssignment, CreativeId, LineItemId, Object as ModelObject, ObjectKind,
+    PlacementId, Principal, Role, Status, Stored,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -61,10 +61,11 @@ use tokio_postgres::{IsolationLevel, NoTls, Row};
 use crate::audit::{AUDIT_COLUMNS, AuditParam, NewEntry, audit_filter, audit_limit};
 use crate::manager_lock::LockAttempt;
 use crate::report_gate::ReportGate;
-use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
+use crate::shared::rows::{self, ASSIGNMENT_COLUMNS, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
-    RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
-    role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
+    RoleOwner, archived_version, check_assignment, copied_assignments, copy_draft, created_record,
+    flight_micros, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id,
+    sql_id_in_scope, table, token_record, updated_version,
 };
 use crate::{
     Actor, AuditAction, AuditEntry, AuditQuery, Draft, ListQuery, MAX_PAGE, NewToken, Record,
@@ -279,6 +280,10 @@ impl Columns for Row {
     }
 
     fn i64(&self, column: usize) -> Result<i64, StoreError> {
+        get(self, column)
+    }
+
+    fn optional_i64(&self, column: usize) -> Result<Option<i64>, StoreError> {
         get(self, column)
     }
 
@@ -693,6 +698,17 @@ async fn links(tx: &Tx<'_>) -> Result<Vec<(LineItemId, PlacementId)>, StoreError
     .collect()
 }
 
+async fn all_assignments(tx: &Tx<'_>) -> Result<Vec<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives ORDER BY line_item_id, creative_id"
+    );
+    query(tx, &sql, &[])
+        .await?
+        .iter()
+        .map(rows::assignment)
+        .collect()
+}
+
 async fn catalog_in(tx: &Tx<'_>) -> Result<Catalog, StoreError> {
     Ok(Catalog {
         version: read_change_counter(tx).await?,
@@ -704,7 +720,188 @@ async fn catalog_in(tx: &Tx<'_>) -> Result<Catalog, StoreError> {
         sites: active(tx).await?,
         placements: active(tx).await?,
         links: links(tx).await?,
+        assignments: all_assignments(tx).await?,
     })
+}
+
+// Twins of sqlite.rs's `assignment_in`, `assign_in`, `unassign_in`, `assignments_where` and
+// `copy_line_item_in`, deliberately: the same steps, asynchronous, in PostgreSQL's placeholders
+// and types. Ids come from records `require` found, so they fit an `i64`.
+/// The assignment of `creative` to `line_item`, if there is one.
+async fn assignment_in(
+    tx: &Tx<'_>,
+    line_item: i64,
+    creative: i64,
+) -> Result<Option<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives
+         WHERE line_item_id = $1 AND creative_id = $2"
+    );
+    query(tx, &sql, &[&line_item, &creative])
+        .await?
+        .first()
+        .map(rows::assignment)
+        .transpose()
+}
+
+async fn assign_in(
+    tx: &Tx<'_>,
+    assignment: CreativeAssignment,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let line_item = require(tx, ObjectKind::LineItem, assignment.line_item_id.0, scope).await?;
+    let creative = require(tx, ObjectKind::Creative, assignment.creative_id.0, scope).await?;
+    check_assignment(&line_item, &creative)?;
+    let line_item_id = sql_id(line_item.meta.id).unwrap_or_default();
+    let creative_id = sql_id(creative.meta.id).unwrap_or_default();
+    let before = assignment_in(tx, line_item_id, creative_id).await?;
+    if before.as_ref() == Some(&assignment) {
+        return Ok(false);
+    }
+    let (start, end) = flight_micros(&assignment);
+    execute(
+        tx,
+        "INSERT INTO line_item_creatives
+             (line_item_id, creative_id, weight, start_at, end_at, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (line_item_id, creative_id) DO UPDATE
+         SET weight = excluded.weight, start_at = excluded.start_at, end_at = excluded.end_at",
+        &[
+            &line_item_id,
+            &creative_id,
+            &i64::from(assignment.weight),
+            &start,
+            &end,
+            &now.as_microsecond(),
+        ],
+    )
+    .await?;
+    bump_change_counter(tx).await?;
+    write_audit(
+        tx,
+        &NewEntry::of_assignment(by, &line_item, before.as_ref(), Some(&assignment), now)?,
+    )
+    .await?;
+    Ok(before.is_none())
+}
+
+async fn unassign_in(
+    tx: &Tx<'_>,
+    line_item: LineItemId,
+    creative: CreativeId,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let record = require(tx, ObjectKind::LineItem, line_item.0, scope).await?;
+    if record.status == Status::Archived {
+        return Err(StoreError::Archived {
+            kind: ObjectKind::LineItem,
+            id: line_item.0,
+        });
+    }
+    let line_item_id = sql_id(line_item.0).unwrap_or_default();
+    // A creative id past i64 has no assignment.
+    let Some(creative_id) = sql_id(creative.0) else {
+        return Ok(false);
+    };
+    let Some(before) = assignment_in(tx, line_item_id, creative_id).await? else {
+        return Ok(false);
+    };
+    execute(
+        tx,
+        "DELETE FROM line_item_creatives WHERE line_item_id = $1 AND creative_id = $2",
+        &[&line_item_id, &creative_id],
+    )
+    .await?;
+    bump_change_counter(tx).await?;
+    write_audit(
+        tx,
+        &NewEntry::of_assignment(by, &record, Some(&before), None, now)?,
+    )
+    .await?;
+    Ok(true)
+}
+
+/// The assignments whose `column` (`line_item_id` or `creative_id`) is `id`, in line item, then
+/// creative order.
+async fn assignments_where(
+    tx: &Tx<'_>,
+    column: &str,
+    id: i64,
+) -> Result<Vec<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives WHERE {column} = $1
+         ORDER BY line_item_id, creative_id"
+    );
+    query(tx, &sql, &[&id])
+        .await?
+        .iter()
+        .map(rows::assignment)
+        .collect()
+}
+
+async fn copy_line_item_in(
+    tx: &Tx<'_>,
+    line_item: LineItemId,
+    name: Option<String>,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let original = require(tx, ObjectKind::LineItem, line_item.0, scope).await?;
+    if original.status == Status::Archived {
+        return Err(StoreError::Archived {
+            kind: ObjectKind::LineItem,
+            id: line_item.0,
+        });
+    }
+    let id = sql_id(line_item.0).unwrap_or_default();
+    let copy = create_in(
+        tx,
+        ObjectKind::LineItem,
+        copy_draft(&original, name)?,
+        scope,
+        by,
+        now,
+    )
+    .await?;
+    let copy_id = LineItemId(copy.meta.id);
+    // Archived placements keep their links but take no new ones.
+    let placements = query(
+        tx,
+        "SELECT l.placement_id FROM line_item_placements l
+         JOIN placements p ON p.id = l.placement_id
+         WHERE l.line_item_id = $1 AND p.status <> 'archived' ORDER BY l.placement_id",
+        &[&id],
+    )
+    .await?
+    .iter()
+    .map(|row| Ok(PlacementId(row.u64(0, "placement id")?)))
+    .collect::<Result<Vec<_>, StoreError>>()?;
+    for placement in placements {
+        change_link(tx, by, true, copy_id, placement, now).await?;
+    }
+    let own = query_records(
+        tx,
+        ObjectKind::Creative,
+        &format!("SELECT {RECORD_COLUMNS} FROM creatives WHERE parent_id = $1 ORDER BY id"),
+        &[&id],
+    )
+    .await?;
+    let assigned = assignments_where(tx, "line_item_id", id).await?;
+    for assignment in copied_assignments(copy_id, &own, assigned)? {
+        match assign_in(tx, assignment, scope, by, now).await {
+            // An archived creative serves nowhere; the copy leaves it out.
+            Err(StoreError::Archived { .. }) => {}
+            other => {
+                other?;
+            }
+        }
+    }
+    Ok(copy)
 }
 
 // Twin of sqlite.rs's `change_link`, deliberately: the same steps, asynchronous, in PostgreSQL's
@@ -853,6 +1050,67 @@ impl Store for PostgresStore {
             .map(|row| Ok(PlacementId(row.u64(0, "placement id")?)))
             .collect::<Result<Vec<_>, StoreError>>()?
         })
+    }
+
+    async fn assign(
+        &self,
+        assignment: CreativeAssignment,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError> {
+        in_write!(self, |tx, now| assign_in(&tx, assignment, scope, by, now)
+            .await?)
+    }
+
+    async fn unassign(
+        &self,
+        line_item: LineItemId,
+        creative: CreativeId,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError> {
+        in_write!(self, |tx, now| unassign_in(
+            &tx, line_item, creative, scope, by, now
+        )
+        .await?)
+    }
+
+    async fn assignments_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError> {
+        in_read!(self, |tx| {
+            let record = require(&tx, ObjectKind::LineItem, line_item.0, scope).await?;
+            let id = sql_id(record.meta.id).unwrap_or_default();
+            assignments_where(&tx, "line_item_id", id).await?
+        })
+    }
+
+    // Same as `assignments_of` and sqlite.rs's methods, deliberately (see the impl's note).
+    async fn assignments_to(
+        &self,
+        creative: CreativeId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError> {
+        in_read!(self, |tx| {
+            let record = require(&tx, ObjectKind::Creative, creative.0, scope).await?;
+            let id = sql_id(record.meta.id).unwrap_or_default();
+            assignments_where(&tx, "creative_id", id).await?
+        })
+    }
+
+    async fn copy_line_item(
+        &self,
+        line_item: LineItemId,
+        name: Option<String>,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<Record, StoreError> {
+        in_write!(self, |tx, now| copy_line_item_in(
+            &tx, line_item, name, scope, by, now
+        )
+        .await?)
     }
 
     async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {

@@ -7,7 +7,9 @@ pub(crate) mod rows;
 use std::fmt::Write as _;
 
 use jiff::Timestamp;
-use marquee_model::{Meta, ObjectKind, Role, Status};
+use marquee_model::{
+    Creative, CreativeAssignment, CreativeId, LineItemId, Meta, ObjectKind, Role, Status,
+};
 use marquee_stats::{COLUMNS, DAY, Granularity, HOUR, MINUTE, RowQuery};
 use sha2::{Digest, Sha256};
 
@@ -169,6 +171,93 @@ pub(crate) fn archived_version(current: Record, now: Timestamp) -> Result<Record
     let body = with_status(&current, Status::Archived)?;
     let name = current.name.clone();
     Ok(next_version(current, name, Status::Archived, body, now))
+}
+
+/// Checks that `line_item` may use `creative` from the library (both found in the caller's
+/// scope): neither archived, the same advertiser, and not the line item it was uploaded under.
+pub(crate) fn check_assignment(line_item: &Record, creative: &Record) -> Result<(), StoreError> {
+    for record in [line_item, creative] {
+        if record.status == Status::Archived {
+            return Err(StoreError::Archived {
+                kind: record.kind,
+                id: record.meta.id,
+            });
+        }
+    }
+    let (line_item_id, creative_id) = (line_item.meta.id, creative.meta.id);
+    if creative.owner_id != line_item.owner_id {
+        return Err(StoreError::OtherAdvertiser {
+            creative: creative_id,
+            line_item: line_item_id,
+        });
+    }
+    if creative.parent_id == Some(line_item_id) {
+        return Err(StoreError::UploadedUnder {
+            creative: creative_id,
+            line_item: line_item_id,
+        });
+    }
+    Ok(())
+}
+
+/// An assignment's flight as both databases store it (unix microseconds, `NULL` for none).
+pub(crate) fn flight_micros(assignment: &CreativeAssignment) -> (Option<i64>, Option<i64>) {
+    (
+        assignment.start.map(Timestamp::as_microsecond),
+        assignment.end.map(Timestamp::as_microsecond),
+    )
+}
+
+/// The draft of a copy of the line item `original`: in the same campaign, paused (a copy is
+/// reviewed before it serves), named `name` or "Copy of" the original's name.
+pub(crate) fn copy_draft(original: &Record, name: Option<String>) -> Result<Draft, StoreError> {
+    let name = name.unwrap_or_else(|| format!("Copy of {}", original.name));
+    let corrupt = |what: String| {
+        StoreError::Corrupt(format!(
+            "{} {}: {what}",
+            original.kind.name(),
+            original.meta.id
+        ))
+    };
+    let mut body: serde_json::Value =
+        serde_json::from_str(&original.body).map_err(|e| corrupt(e.to_string()))?;
+    let object = body
+        .as_object_mut()
+        .ok_or_else(|| corrupt("body is not a JSON object".to_owned()))?;
+    object.insert("status".to_owned(), Status::Paused.as_str().into());
+    object.insert("name".to_owned(), name.clone().into());
+    Ok(Draft {
+        parent_id: original.parent_id,
+        name,
+        status: Status::Paused,
+        body: serde_json::to_string(&body).map_err(|e| corrupt(e.to_string()))?,
+    })
+}
+
+/// The assignments a copy (`copy`) of a line item starts with: each creative uploaded under the
+/// original (`own`, archived ones left out) with its own weight, and each of the original's
+/// assignments as it is. The creatives are shared, never duplicated.
+pub(crate) fn copied_assignments(
+    copy: LineItemId,
+    own: &[Record],
+    assigned: Vec<CreativeAssignment>,
+) -> Result<Vec<CreativeAssignment>, StoreError> {
+    let mut all = Vec::with_capacity(own.len() + assigned.len());
+    for record in own.iter().filter(|r| r.status != Status::Archived) {
+        let creative: Creative = record.decode()?.object;
+        all.push(CreativeAssignment {
+            line_item_id: copy,
+            creative_id: CreativeId(record.meta.id),
+            weight: creative.weight,
+            start: None,
+            end: None,
+        });
+    }
+    all.extend(assigned.into_iter().map(|a| CreativeAssignment {
+        line_item_id: copy,
+        ..a
+    }));
+    Ok(all)
 }
 
 /// The record of a token just stored with `id`.

@@ -22,7 +22,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_model::{
-    Catalog, Clock, LineItemId, Object, ObjectKind, PlacementId, Principal, Role, Status, Stored,
+    Catalog, Clock, CreativeAssignment, CreativeId, LineItemId, Object, ObjectKind, PlacementId,
+    Principal, Role, Status, Stored,
 };
 use rusqlite::functions::{Aggregate, Context, FunctionFlags};
 use rusqlite::types::Value;
@@ -33,10 +34,11 @@ use rusqlite::{
 use crate::audit::{AUDIT_COLUMNS, AuditParam, NewEntry, audit_filter, audit_limit};
 use crate::manager_lock::{LockAttempt, try_lock_file};
 use crate::report_gate::ReportGate;
-use crate::shared::rows::{self, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
+use crate::shared::rows::{self, ASSIGNMENT_COLUMNS, Columns, RECORD_COLUMNS, TOKEN_COLUMNS};
 use crate::shared::{
-    RoleOwner, archived_version, created_record, like_pattern, owner_from_parent, parent_of_new,
-    role_owner, sql_id, sql_id_in_scope, table, token_record, updated_version,
+    RoleOwner, archived_version, check_assignment, copied_assignments, copy_draft, created_record,
+    flight_micros, like_pattern, owner_from_parent, parent_of_new, role_owner, sql_id,
+    sql_id_in_scope, table, token_record, updated_version,
 };
 use crate::{
     Actor, AuditAction, AuditEntry, AuditQuery, Draft, ListQuery, MAX_PAGE, NewToken, Record,
@@ -247,6 +249,10 @@ impl Columns for Row<'_> {
     }
 
     fn i64(&self, column: usize) -> Result<i64, StoreError> {
+        self.get(column).map_err(backend)
+    }
+
+    fn optional_i64(&self, column: usize) -> Result<Option<i64>, StoreError> {
         self.get(column).map_err(backend)
     }
 
@@ -614,6 +620,169 @@ fn change_link(
     Ok(changed)
 }
 
+// Twin of postgres.rs's `assignment_in`, `assign_in`, `unassign_in`, `assignments_where` and
+// `copy_line_item_in` (see `find`).
+/// The assignment of `creative` to `line_item`, if there is one.
+fn assignment_in(
+    conn: &Connection,
+    line_item: LineItemId,
+    creative: CreativeId,
+) -> Result<Option<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives
+         WHERE line_item_id = ?1 AND creative_id = ?2"
+    );
+    Ok(
+        query_rows(conn, &sql, params![line_item.0, creative.0], |row| {
+            rows::assignment(row)
+        })?
+        .pop(),
+    )
+}
+
+fn assign_in(
+    tx: &Transaction<'_>,
+    assignment: CreativeAssignment,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let line_item = require(tx, ObjectKind::LineItem, assignment.line_item_id.0, scope)?;
+    let creative = require(tx, ObjectKind::Creative, assignment.creative_id.0, scope)?;
+    check_assignment(&line_item, &creative)?;
+    let before = assignment_in(tx, assignment.line_item_id, assignment.creative_id)?;
+    if before.as_ref() == Some(&assignment) {
+        return Ok(false);
+    }
+    let (start, end) = flight_micros(&assignment);
+    tx.execute(
+        "INSERT INTO line_item_creatives
+             (line_item_id, creative_id, weight, start_at, end_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (line_item_id, creative_id) DO UPDATE
+         SET weight = excluded.weight, start_at = excluded.start_at, end_at = excluded.end_at",
+        params![
+            assignment.line_item_id.0,
+            assignment.creative_id.0,
+            assignment.weight,
+            start,
+            end,
+            now.as_microsecond()
+        ],
+    )
+    .map_err(backend)?;
+    bump_change_counter(tx)?;
+    write_audit(
+        tx,
+        &NewEntry::of_assignment(by, &line_item, before.as_ref(), Some(&assignment), now)?,
+    )?;
+    Ok(before.is_none())
+}
+
+fn unassign_in(
+    tx: &Transaction<'_>,
+    line_item: LineItemId,
+    creative: CreativeId,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let record = require(tx, ObjectKind::LineItem, line_item.0, scope)?;
+    if record.status == Status::Archived {
+        return Err(StoreError::Archived {
+            kind: ObjectKind::LineItem,
+            id: line_item.0,
+        });
+    }
+    // A creative id past i64 has no assignment.
+    if sql_id(creative.0).is_none() {
+        return Ok(false);
+    }
+    let Some(before) = assignment_in(tx, line_item, creative)? else {
+        return Ok(false);
+    };
+    tx.execute(
+        "DELETE FROM line_item_creatives WHERE line_item_id = ?1 AND creative_id = ?2",
+        params![line_item.0, creative.0],
+    )
+    .map_err(backend)?;
+    bump_change_counter(tx)?;
+    write_audit(
+        tx,
+        &NewEntry::of_assignment(by, &record, Some(&before), None, now)?,
+    )?;
+    Ok(true)
+}
+
+/// The assignments whose `column` (`line_item_id` or `creative_id`) is `id`, in line item, then
+/// creative order.
+fn assignments_where(
+    conn: &Connection,
+    column: &str,
+    id: u64,
+) -> Result<Vec<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives WHERE {column} = ?1
+         ORDER BY line_item_id, creative_id"
+    );
+    query_rows(conn, &sql, [id], |row| rows::assignment(row))
+}
+
+fn copy_line_item_in(
+    tx: &Transaction<'_>,
+    line_item: LineItemId,
+    name: Option<String>,
+    scope: Option<u64>,
+    by: &Actor,
+    now: Timestamp,
+) -> Result<Record, StoreError> {
+    let original = require(tx, ObjectKind::LineItem, line_item.0, scope)?;
+    if original.status == Status::Archived {
+        return Err(StoreError::Archived {
+            kind: ObjectKind::LineItem,
+            id: line_item.0,
+        });
+    }
+    let copy = create_in(
+        tx,
+        ObjectKind::LineItem,
+        copy_draft(&original, name)?,
+        scope,
+        by,
+        now,
+    )?;
+    let copy_id = LineItemId(copy.meta.id);
+    // Archived placements keep their links but take no new ones.
+    let placements = query_rows(
+        tx,
+        "SELECT l.placement_id FROM line_item_placements l
+         JOIN placements p ON p.id = l.placement_id
+         WHERE l.line_item_id = ?1 AND p.status <> 'archived' ORDER BY l.placement_id",
+        [line_item.0],
+        |row| Ok(PlacementId(row.u64(0, "placement id")?)),
+    )?;
+    for placement in placements {
+        change_link(tx, by, true, copy_id, placement, now)?;
+    }
+    let own = query_records(
+        tx,
+        ObjectKind::Creative,
+        &format!("SELECT {RECORD_COLUMNS} FROM creatives WHERE parent_id = ?1 ORDER BY id"),
+        [line_item.0],
+    )?;
+    let assigned = assignments_where(tx, "line_item_id", line_item.0)?;
+    for assignment in copied_assignments(copy_id, &own, assigned)? {
+        match assign_in(tx, assignment, scope, by, now) {
+            // An archived creative serves nowhere; the copy leaves it out.
+            Err(StoreError::Archived { .. }) => {}
+            other => {
+                other?;
+            }
+        }
+    }
+    Ok(copy)
+}
+
 fn create_token_in(
     tx: &Transaction<'_>,
     token: NewToken,
@@ -688,6 +857,13 @@ fn links(conn: &Connection) -> Result<Vec<(LineItemId, PlacementId)>, StoreError
     )
 }
 
+fn all_assignments(conn: &Connection) -> Result<Vec<CreativeAssignment>, StoreError> {
+    let sql = format!(
+        "SELECT {ASSIGNMENT_COLUMNS} FROM line_item_creatives ORDER BY line_item_id, creative_id"
+    );
+    query_rows(conn, &sql, [], |row| rows::assignment(row))
+}
+
 fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
     Ok(Catalog {
         version: read_change_counter(conn)?,
@@ -699,6 +875,7 @@ fn catalog_in(conn: &Connection) -> Result<Catalog, StoreError> {
         sites: active(conn)?,
         placements: active(conn)?,
         links: links(conn)?,
+        assignments: all_assignments(conn)?,
     })
 }
 
@@ -798,6 +975,66 @@ impl Store for SqliteStore {
             )
         })
         .await
+    }
+
+    async fn assign(
+        &self,
+        assignment: CreativeAssignment,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError> {
+        let by = by.clone();
+        self.write(move |tx, now| assign_in(tx, assignment, scope, &by, now))
+            .await
+    }
+
+    async fn unassign(
+        &self,
+        line_item: LineItemId,
+        creative: CreativeId,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<bool, StoreError> {
+        let by = by.clone();
+        self.write(move |tx, now| unassign_in(tx, line_item, creative, scope, &by, now))
+            .await
+    }
+
+    async fn assignments_of(
+        &self,
+        line_item: LineItemId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError> {
+        self.read(move |tx| {
+            require(tx, ObjectKind::LineItem, line_item.0, scope)?;
+            assignments_where(tx, "line_item_id", line_item.0)
+        })
+        .await
+    }
+
+    // Same as `assignments_of` and postgres.rs's methods, deliberately (see the impl's note).
+    async fn assignments_to(
+        &self,
+        creative: CreativeId,
+        scope: Option<u64>,
+    ) -> Result<Vec<CreativeAssignment>, StoreError> {
+        self.read(move |tx| {
+            require(tx, ObjectKind::Creative, creative.0, scope)?;
+            assignments_where(tx, "creative_id", creative.0)
+        })
+        .await
+    }
+
+    async fn copy_line_item(
+        &self,
+        line_item: LineItemId,
+        name: Option<String>,
+        scope: Option<u64>,
+        by: &Actor,
+    ) -> Result<Record, StoreError> {
+        let by = by.clone();
+        self.write(move |tx, now| copy_line_item_in(tx, line_item, name, scope, &by, now))
+            .await
     }
 
     async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, civil};
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, CapWindow, Channel, Clock as _, Creative,
-    CreativeContent, Currency, DeviceType, Format, FrequencyCap, Goal, GoalMetric, LineItem,
-    LineItemId, ManualClock, Micros, Object, ObjectKind, PacingMode, Placement, PlacementId, Price,
-    PricingModel, Principal, Publisher, PublisherId, Role, RotationMode, Site, SiteId, Size,
-    Status, Stored, Targeting, Tier,
+    CreativeAssignment, CreativeContent, CreativeId, Currency, DeviceType, Format, FrequencyCap,
+    Goal, GoalMetric, LineItem, LineItemId, ManualClock, Micros, Object, ObjectKind, PacingMode,
+    Placement, PlacementId, Price, PricingModel, Principal, Publisher, PublisherId, Role,
+    RotationMode, Site, SiteId, Size, Status, Stored, Targeting, Tier,
 };
 
 use crate::{
@@ -74,6 +74,8 @@ macro_rules! store_suite {
             audit_records_each_change_with_its_fields,
             audit_filters_scopes_and_pages,
             failed_changes_leave_no_audit_entry,
+            assignments_share_creatives_within_an_advertiser,
+            copying_a_line_item_shares_its_links_and_creatives,
         );
     };
 }
@@ -1523,4 +1525,239 @@ pub async fn failed_changes_leave_no_audit_entry(store: Db, _clock: Arc<ManualCl
     assert_eq!(after.len(), before.len() + 1, "only the archive");
     assert_eq!(after[0].action, AuditAction::Archive);
     assert_eq!(&after[1..], &before[..]);
+}
+
+fn assignment(line_item: u64, creative: u64, weight: u32) -> CreativeAssignment {
+    CreativeAssignment {
+        line_item_id: LineItemId(line_item),
+        creative_id: CreativeId(creative),
+        weight,
+        start: None,
+        end: None,
+    }
+}
+
+pub async fn assignments_share_creatives_within_an_advertiser(store: Db, clock: Arc<ManualClock>) {
+    let acme = demand(&store, "Acme").await;
+    let globex = demand(&store, "Globex").await;
+    let second = create(&store, line_item(acme.campaign.meta.id, "Acme retargeting")).await;
+    let (li, creative) = (second.meta.id, acme.creative.meta.id);
+    let owner = Some(acme.advertiser.meta.id);
+    let alice = Actor::user("alice", Role::Admin);
+    let counter = store.change_counter().await.unwrap();
+
+    let mut use_ = assignment(li, creative, 7);
+    use_.start = Some(clock.now());
+    use_.end = Some(clock.now() + SignedDuration::from_hours(48));
+    assert!(store.assign(use_.clone(), owner, &alice).await.unwrap());
+    assert!(
+        !store.assign(use_.clone(), owner, &alice).await.unwrap(),
+        "the same assignment again is no new one"
+    );
+    assert_eq!(store.change_counter().await.unwrap(), counter + 1);
+    let changed = CreativeAssignment {
+        weight: 9,
+        end: None,
+        ..use_.clone()
+    };
+    assert!(!store.assign(changed.clone(), None, &alice).await.unwrap());
+    assert_eq!(store.change_counter().await.unwrap(), counter + 2);
+    assert_eq!(
+        store.assignments_of(LineItemId(li), owner).await.unwrap(),
+        std::slice::from_ref(&changed)
+    );
+    assert_eq!(
+        store
+            .assignments_to(CreativeId(creative), owner)
+            .await
+            .unwrap(),
+        std::slice::from_ref(&changed)
+    );
+    assert_eq!(
+        store.catalog().await.unwrap().assignments,
+        std::slice::from_ref(&changed)
+    );
+    // The line item it was uploaded under uses it without an assignment.
+    assert!(
+        store
+            .assignments_of(LineItemId(acme.line_item.meta.id), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    assert_err!(
+        store
+            .assign(
+                assignment(acme.line_item.meta.id, creative, 5),
+                None,
+                &alice
+            )
+            .await,
+        StoreError::UploadedUnder { .. }
+    );
+    assert_err!(
+        store
+            .assign(assignment(globex.line_item.meta.id, creative, 5), None, &alice)
+            .await,
+        StoreError::OtherAdvertiser { creative: c, line_item: l }
+            if c == creative && l == globex.line_item.meta.id
+    );
+    // Another tenant sees neither end.
+    let globex_scope = Some(globex.advertiser.meta.id);
+    assert_err!(
+        store
+            .assign(assignment(li, creative, 5), globex_scope, &alice)
+            .await,
+        StoreError::NotFound { .. }
+    );
+    assert_err!(
+        store.assignments_of(LineItemId(li), globex_scope).await,
+        StoreError::NotFound { .. }
+    );
+
+    let entries = audit_of(&store, ObjectKind::LineItem, li).await;
+    let actions: Vec<AuditAction> = entries.iter().map(|e| e.action).collect();
+    assert_eq!(
+        actions,
+        [
+            AuditAction::Assign,
+            AuditAction::Assign,
+            AuditAction::Create
+        ]
+    );
+    assert_eq!(entries[0].principal, "user:alice");
+    assert_eq!(entries[0].changes["weight"]["before"], 7);
+    assert_eq!(entries[0].changes["weight"]["after"], 9);
+    assert_eq!(entries[0].changes["creative_id"]["after"], creative);
+    assert!(entries[0].changes["end"]["before"].is_string());
+    assert!(entries[0].changes["end"]["after"].is_null());
+
+    assert!(
+        store
+            .unassign(LineItemId(li), CreativeId(creative), owner, &alice)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .unassign(LineItemId(li), CreativeId(creative), owner, &alice)
+            .await
+            .unwrap()
+    );
+    assert!(store.catalog().await.unwrap().assignments.is_empty());
+    let entries = audit_of(&store, ObjectKind::LineItem, li).await;
+    assert_eq!(entries.len(), 4, "one entry per change");
+    assert_eq!(entries[0].action, AuditAction::Unassign);
+    assert_eq!(entries[0].changes["creative_id"]["before"], creative);
+    assert!(entries[0].changes["creative_id"]["after"].is_null());
+
+    store
+        .archive(ObjectKind::Creative, creative, None, &alice)
+        .await
+        .unwrap();
+    assert_err!(
+        store
+            .assign(assignment(li, creative, 5), None, &alice)
+            .await,
+        StoreError::Archived {
+            kind: ObjectKind::Creative,
+            ..
+        }
+    );
+}
+
+pub async fn copying_a_line_item_shares_its_links_and_creatives(
+    store: Db,
+    _clock: Arc<ManualClock>,
+) {
+    let acme = demand(&store, "Acme").await;
+    let supply = supply(&store, "Daily News").await;
+    let alice = Actor::user("alice", Role::Admin);
+    let li = acme.line_item.meta.id;
+    let placement = PlacementId(supply.placement.meta.id);
+    store.link(LineItemId(li), placement, &alice).await.unwrap();
+    let other = create(&store, line_item(acme.campaign.meta.id, "Other")).await;
+    let shared = create(&store, creative(other.meta.id, "Shared")).await;
+    store
+        .assign(assignment(li, shared.meta.id, 5), None, &alice)
+        .await
+        .unwrap();
+    let retired = create(&store, creative(li, "Retired")).await;
+    store
+        .archive(ObjectKind::Creative, retired.meta.id, None, &alice)
+        .await
+        .unwrap();
+    let owner = Some(acme.advertiser.meta.id);
+
+    let copy = store
+        .copy_line_item(LineItemId(li), None, owner, &alice)
+        .await
+        .unwrap();
+    assert_eq!(copy.name, "Copy of Acme");
+    assert_eq!(copy.status, Status::Paused);
+    assert_eq!(copy.parent_id, Some(acme.campaign.meta.id));
+    let decoded: Stored<LineItem> = copy.decode().unwrap();
+    assert_eq!(
+        decoded.object,
+        LineItem {
+            name: "Copy of Acme".to_owned(),
+            status: Status::Paused,
+            ..acme.line_item.object.clone()
+        }
+    );
+    let copy_id = LineItemId(copy.meta.id);
+    assert_eq!(
+        store.placements_of(copy_id, None).await.unwrap(),
+        [placement]
+    );
+    assert_eq!(
+        store.assignments_of(copy_id, None).await.unwrap(),
+        [
+            assignment(copy.meta.id, acme.creative.meta.id, 100),
+            assignment(copy.meta.id, shared.meta.id, 5),
+        ],
+        "the original's own creatives and its assignments, not the archived one"
+    );
+    let actions: Vec<AuditAction> = audit_of(&store, ObjectKind::LineItem, copy.meta.id)
+        .await
+        .iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            AuditAction::Assign,
+            AuditAction::Assign,
+            AuditAction::Link,
+            AuditAction::Create
+        ]
+    );
+
+    let named = store
+        .copy_line_item(LineItemId(li), Some("Holiday".to_owned()), None, &alice)
+        .await
+        .unwrap();
+    assert_eq!(named.name, "Holiday");
+    assert_err!(
+        store
+            .copy_line_item(
+                LineItemId(li),
+                None,
+                Some(supply.publisher.meta.id + 1000),
+                &alice
+            )
+            .await,
+        StoreError::NotFound { .. }
+    );
+    store
+        .archive(ObjectKind::LineItem, li, None, &alice)
+        .await
+        .unwrap();
+    assert_err!(
+        store
+            .copy_line_item(LineItemId(li), None, None, &alice)
+            .await,
+        StoreError::Archived { .. }
+    );
 }

@@ -1839,3 +1839,278 @@ async fn only_an_admin_links_a_prebid_set() {
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
     assert_eq!(reply.body["links_created"], 0);
 }
+
+/// A second line item under `w`'s campaign.
+async fn second_line_item(app: &App, w: &World) -> u64 {
+    app.create("line-items", line_item(w.campaign)).await
+}
+
+#[tokio::test]
+async fn library_creatives_are_assigned_within_an_advertiser() {
+    let (app, w) = acme().await;
+    let other = second_line_item(&app, &w).await;
+    let path = format!("/api/v1/line-items/{other}/creatives/{}", w.creative);
+
+    let reply = app
+        .admin(
+            "PUT",
+            &path,
+            Some(json!({ "weight": 30, "start": "2026-12-05T00:00:00Z" })),
+        )
+        .await;
+    reply.assert_status(StatusCode::CREATED);
+    assert_eq!(reply.body["weight"], 30);
+    assert_eq!(reply.body["start"], "2026-12-05T00:00:00Z");
+    let reply = app.admin("PUT", &path, Some(json!({ "weight": 50 }))).await;
+    reply.assert_status(StatusCode::OK);
+    assert_eq!(reply.body["created"], false);
+
+    let listed = app
+        .get(&format!("/api/v1/line-items/{other}/creatives"))
+        .await;
+    listed.assert_status(StatusCode::OK);
+    assert_eq!(
+        listed.body["assignments"],
+        json!([{ "line_item_id": other, "creative_id": w.creative, "weight": 50,
+                 "start": null, "end": null }])
+    );
+    let uses = app
+        .get(&format!("/api/v1/creatives/{}/line-items", w.creative))
+        .await;
+    assert_eq!(uses.body["assignments"][0]["line_item_id"], other);
+
+    // Refused with the field that is wrong.
+    let own = format!(
+        "/api/v1/line-items/{}/creatives/{}",
+        w.line_item, w.creative
+    );
+    app.admin("PUT", &own, None)
+        .await
+        .assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["creative_id"]);
+    let globex = world(&app, "Globex").await;
+    let reply = app
+        .admin(
+            "PUT",
+            &format!(
+                "/api/v1/line-items/{}/creatives/{}",
+                globex.line_item, w.creative
+            ),
+            None,
+        )
+        .await;
+    reply.assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["creative_id"]);
+    assert!(
+        reply.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another advertiser"),
+        "{}",
+        reply.body
+    );
+    app.admin("PUT", &path, Some(json!({ "weight": 0 })))
+        .await
+        .assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["weight"]);
+    app.admin(
+        "PUT",
+        &path,
+        Some(json!({ "start": "2027-01-01T00:00:00Z", "end": "2026-01-01T00:00:00Z" })),
+    )
+    .await
+    .assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["end"]);
+    app.admin("PUT", &path, Some(json!({ "weight": "heavy" })))
+        .await
+        .assert_status(StatusCode::BAD_REQUEST);
+    // Another advertiser's token sees neither end.
+    let globex_token = app.token(Role::Advertiser, Some(globex.advertiser)).await;
+    app.call("PUT", &path, Some(&globex_token), None)
+        .await
+        .assert_status(StatusCode::NOT_FOUND);
+
+    app.admin("DELETE", &path, None)
+        .await
+        .assert_status(StatusCode::NO_CONTENT);
+    app.admin("DELETE", &path, None)
+        .await
+        .assert_status(StatusCode::NOT_FOUND);
+    let actions: Vec<String> = app
+        .get(&format!(
+            "/api/v1/audit?object_kind=line_item&object_id={other}"
+        ))
+        .await
+        .body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(actions, ["unassign", "assign", "assign", "create"]);
+}
+
+#[tokio::test]
+async fn copying_a_line_item_makes_a_paused_twin_sharing_its_creatives() {
+    let (app, w) = acme().await;
+    app.admin(
+        "PUT",
+        &format!(
+            "/api/v1/line-items/{}/placements/{}",
+            w.line_item, w.placement
+        ),
+        None,
+    )
+    .await
+    .assert_status(StatusCode::CREATED);
+    let token = app.token(Role::Advertiser, Some(w.advertiser)).await;
+
+    let reply = app
+        .call(
+            "POST",
+            &format!("/api/v1/line-items/{}/copy", w.line_item),
+            Some(&token),
+            None,
+        )
+        .await;
+    reply.assert_status(StatusCode::CREATED);
+    let copy = reply.body["id"].as_u64().unwrap();
+    assert_eq!(reply.headers[header::LOCATION], at("line-items", copy));
+    assert_eq!(reply.body["name"], "Copy of Boots");
+    assert_eq!(reply.body["status"], "paused");
+    let original = app.get(&at("line-items", w.line_item)).await.body;
+    for field in [
+        "campaign_id",
+        "targeting",
+        "goal",
+        "frequency_caps",
+        "price",
+    ] {
+        assert_eq!(reply.body[field], original[field], "{field}");
+    }
+    let placements = app
+        .get(&format!("/api/v1/line-items/{copy}/placements"))
+        .await;
+    assert_eq!(placements.body["placement_ids"], json!([w.placement]));
+    let creatives = app
+        .get(&format!("/api/v1/line-items/{copy}/creatives"))
+        .await;
+    assert_eq!(creatives.body["assignments"][0]["creative_id"], w.creative);
+    assert_eq!(line_items_under(&app, w.campaign).await, 2);
+
+    let named = app
+        .admin(
+            "POST",
+            &format!("/api/v1/line-items/{}/copy", w.line_item),
+            Some(json!({ "name": "Boots, December" })),
+        )
+        .await;
+    named.assert_status(StatusCode::CREATED);
+    assert_eq!(named.body["name"], "Boots, December");
+    app.admin(
+        "POST",
+        &format!("/api/v1/line-items/{}/copy", w.line_item),
+        Some(json!({ "name": " " })),
+    )
+    .await
+    .assert_fields(StatusCode::UNPROCESSABLE_ENTITY, ["name"]);
+    app.admin("POST", "/api/v1/line-items/9999/copy", None)
+        .await
+        .assert_status(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn bulk_changes_answer_for_each_id() {
+    let (app, w) = acme().await;
+    let other = second_line_item(&app, &w).await;
+    let bulk = |action: &str, ids: Value| json!({ "action": action, "ids": ids });
+
+    let reply = app
+        .admin(
+            "POST",
+            "/api/v1/line-items/bulk",
+            Some(bulk("pause", json!([w.line_item, 9999, other]))),
+        )
+        .await;
+    reply.assert_status(StatusCode::OK);
+    let results = &reply.body["results"];
+    assert_eq!(results[0], json!({ "id": w.line_item, "result": "done" }));
+    assert_eq!(results[1]["result"], "error");
+    assert_eq!(results[1]["error"]["code"], "not_found");
+    assert_eq!(
+        results[2]["result"], "done",
+        "one failure leaves the others"
+    );
+    assert_eq!(
+        app.get(&at("line-items", other)).await.body["status"],
+        "paused"
+    );
+    let again = app
+        .admin(
+            "POST",
+            "/api/v1/line-items/bulk",
+            Some(bulk("pause", json!([other]))),
+        )
+        .await;
+    assert_eq!(again.body["results"][0]["result"], "unchanged");
+    app.admin(
+        "POST",
+        "/api/v1/line-items/bulk",
+        Some(bulk("resume", json!([other]))),
+    )
+    .await
+    .assert_status(StatusCode::OK);
+    assert_eq!(
+        app.get(&at("line-items", other)).await.body["status"],
+        "active"
+    );
+
+    let reply = app
+        .admin(
+            "POST",
+            "/api/v1/creatives/bulk",
+            Some(bulk("archive", json!([w.creative]))),
+        )
+        .await;
+    assert_eq!(reply.body["results"][0]["result"], "done");
+    let resumed = app
+        .admin(
+            "POST",
+            "/api/v1/creatives/bulk",
+            Some(bulk("resume", json!([w.creative]))),
+        )
+        .await;
+    assert_eq!(resumed.body["results"][0]["error"]["code"], "conflict");
+
+    app.admin(
+        "POST",
+        "/api/v1/placements/bulk",
+        Some(bulk("explode", json!([w.placement]))),
+    )
+    .await
+    .assert_status(StatusCode::BAD_REQUEST);
+    app.admin(
+        "POST",
+        "/api/v1/placements/bulk",
+        Some(bulk("pause", json!([]))),
+    )
+    .await
+    .assert_fields(StatusCode::BAD_REQUEST, ["ids"]);
+    let publisher = app.token(Role::Publisher, Some(w.publisher)).await;
+    app.call(
+        "POST",
+        "/api/v1/line-items/bulk",
+        Some(&publisher),
+        Some(bulk("pause", json!([w.line_item]))),
+    )
+    .await
+    .assert_status(StatusCode::FORBIDDEN);
+    // Each change is audited as a change of its own.
+    let entries = app
+        .store
+        .audit(&marquee_store::AuditQuery {
+            object_kind: Some(ObjectKind::LineItem),
+            object_id: Some(other),
+            limit: 50,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 3, "create, pause, resume");
+}

@@ -66,7 +66,7 @@ pub(super) fn make_bid<'r>(
         cid: Some(Cow::Owned(line_item.campaign_id.0.to_string())),
         crid: Some(Cow::Owned(creative.id.0.to_string())),
         cat: data
-            .categories_of(creative)
+            .categories_of(creative, line_item)
             .iter()
             .map(|c| Cow::Borrowed(c.as_str()))
             .collect(),

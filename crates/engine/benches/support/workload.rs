@@ -187,6 +187,7 @@ pub fn snapshot(line_items: usize, inventory: Inventory, seed: u64) -> Arc<Snaps
             publishers: Vec::new(),
             sites: Vec::new(),
             placements: Vec::new(),
+            assignments: Vec::new(),
         },
     })
 }
@@ -326,6 +327,7 @@ pub fn bid_snapshot(line_items: usize, seed: u64) -> Arc<Snapshot> {
             publishers: Vec::new(),
             sites: Vec::new(),
             placements: Vec::new(),
+            assignments: Vec::new(),
         },
     })
 }

@@ -616,3 +616,61 @@ fn a_sizeless_slot_takes_banners_up_to_its_largest_size() {
         .collect();
     assert!(drawn.contains(&LineItemId(1)), "out of home: any size");
 }
+
+#[test]
+fn a_library_creative_rotates_under_each_line_item_with_its_weight_and_flight() {
+    let uploaded_under = line_item(1, Tier::Standard, None);
+    let assigned_to = line_item(2, Tier::Standard, None);
+    // Creative 10 belongs to line item 1 (weight 100 there); line item 2 has its own 20 and
+    // uses 10 from the library with weight 300, from an hour on.
+    let shared = banner(10, 1, 300, 250);
+    let own = banner(20, 2, 300, 250);
+    let mut snapshot = (*snapshot(
+        vec![uploaded_under, assigned_to],
+        Some(vec![shared, own]),
+        vec![],
+    ))
+    .clone();
+    let start = now() + jiff::SignedDuration::from_hours(1);
+    snapshot.data.assignments = vec![marquee_snapshot::AssignmentEntry {
+        line_item_id: LineItemId(2),
+        creative_id: marquee_model::CreativeId(10),
+        weight: 300,
+        start: Some(start.as_second()),
+        end: None,
+    }];
+    let mut h = Harness::new(Engine::new(std::sync::Arc::new(snapshot)));
+
+    let picks = |h: &mut Harness, at: jiff::Timestamp| {
+        let mut req = request();
+        req.now = at;
+        (0..4_000)
+            .map(|_| {
+                let d = h.decide(&req).expect("a decision");
+                (d.line_item.0, d.creative.0)
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = picks(&mut h, now());
+    assert!(
+        !before.contains(&(2, 10)),
+        "served under line item 2 before its assignment's flight"
+    );
+    assert!(before.contains(&(1, 10)) && before.contains(&(2, 20)));
+
+    let during = picks(&mut h, start);
+    assert!(
+        during.contains(&(1, 10)),
+        "still served where it was uploaded"
+    );
+    let under_2: Vec<u64> = during
+        .iter()
+        .filter(|(li, _)| *li == 2)
+        .map(|&(_, c)| c)
+        .collect();
+    let shared_share = under_2.iter().filter(|&&c| c == 10).count() as f64 / under_2.len() as f64;
+    assert!(
+        (0.70..0.80).contains(&shared_share),
+        "weight 300 against 100: share {shared_share}"
+    );
+}

@@ -785,4 +785,161 @@ async fn availability_check_in_headless_chromium() {
         );
         assert_eq!(edit["overflows"], false, "{width}: {edit:#}");
     }
+/// The creative library, copying and bulk archiving in a real browser at 1280 and 390 pixels
+/// wide, on `marquee serve --demo` (`tests/browser/library.mjs`): a creative of the demo's
+/// uploaded under one line item is added from the library to another of its advertiser's with
+/// a weight and a start, shown there and on the creative's page; the line item is copied (the
+/// copy paused, using the creative too); the creative is removed again; the copy is archived
+/// from the list in bulk after the confirmation names it. The API then agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn library_in_headless_chromium() {
+    let desk = Desk::start("marquee-library-", |_| Vec::new());
+    let (server, token, client) = (&desk.server, &desk.token, &desk.client);
+    let list = |collection: &str| {
+        let url = server.url(&format!("/api/v1/{collection}?limit=200"));
+        async move { get_json(client, &url, Some(token)).await }
+    };
+    let campaigns = list("campaigns").await;
+    let line_items = list("line-items").await;
+    let creatives = list("creatives").await;
+    let items = |list: &Value| list["items"].as_array().unwrap().clone();
+    let advertiser_of = |line_item: &Value| {
+        items(&campaigns)
+            .into_iter()
+            .find(|c| c["id"] == line_item["campaign_id"])
+            .map(|c| c["advertiser_id"].clone())
+    };
+    // A creative, and another line item of its advertiser than the one it was uploaded under.
+    let (creative, target) = items(&creatives)
+        .into_iter()
+        .filter(|c| c["status"] != "archived")
+        .find_map(|c| {
+            let home = items(&line_items)
+                .into_iter()
+                .find(|li| li["id"] == c["line_item_id"])?;
+            let advertiser = advertiser_of(&home)?;
+            let target = items(&line_items).into_iter().find(|li| {
+                li["id"] != home["id"]
+                    && li["status"] != "archived"
+                    && advertiser_of(li).as_ref() == Some(&advertiser)
+            })?;
+            Some((c, target))
+        })
+        .expect("the demo has an advertiser with two line items");
+    let creative_id = creative["id"].as_u64().unwrap();
+    let creative_name = creative["name"].as_str().unwrap().to_owned();
+    let target_id = target["id"].as_u64().unwrap();
+    let target_name = target["name"].as_str().unwrap().to_owned();
+
+    let result = desk.run(
+        "library.mjs",
+        json!({ "lineItem": target_id, "creative": creative_id, "creativeName": creative_name }),
+    );
+    let texts = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut copies = Vec::new();
+    for (width, weight) in [("1280", 30), ("390", 40)] {
+        let seen = &result["widths"][width];
+        assert_eq!(
+            seen["preview_link"],
+            format!("/creatives/{creative_id}#preview"),
+            "{width}: {seen:#}"
+        );
+        assert!(
+            texts(&seen["uses"])
+                .iter()
+                .any(|u| u.contains(&creative_name)
+                    && u.contains(&format!("weight {weight}"))
+                    && u.contains("from 2026-01-01 00:00")),
+            "{width}: {seen:#}"
+        );
+        assert!(
+            texts(&seen["used_by"])
+                .iter()
+                .any(|u| u.contains(&target_name) && u.contains(&format!("weight {weight}"))),
+            "{width}: {seen:#}"
+        );
+        let copy = seen["copy_id"].as_u64().unwrap();
+        assert_ne!(copy, target_id);
+        assert!(
+            seen["copy_title"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Copy of {target_name}")),
+            "{width}: {seen:#}"
+        );
+        assert_eq!(seen["copy_status"], "paused", "{width}: {seen:#}");
+        assert!(
+            texts(&seen["copy_uses"])
+                .iter()
+                .any(|u| u.contains(&creative_name)),
+            "{width}: the copy shares the creative: {seen:#}"
+        );
+        assert!(
+            !texts(&seen["uses_after_remove"])
+                .iter()
+                .any(|u| u.contains(&creative_name)),
+            "{width}: {seen:#}"
+        );
+        let confirm = texts(&seen["confirm"]);
+        assert_eq!(confirm.len(), 1, "{width}: {seen:#}");
+        assert!(
+            confirm[0].contains(&format!("Copy of {target_name}")),
+            "{width}: {seen:#}"
+        );
+        assert!(
+            seen["results_heading"]
+                .as_str()
+                .unwrap()
+                .contains("1 of 1 line items archived"),
+            "{width}: {seen:#}"
+        );
+        for page in ["overflows_line_item", "overflows_list", "overflows_confirm"] {
+            if width == "390" {
+                assert_eq!(seen[page], false, "{width}: {page} scrolls sideways");
+            }
+        }
+        copies.push(copy);
+    }
+
+    // The API sees what the pages did.
+    for copy in copies {
+        let copied = get_json(
+            client,
+            &server.url(&format!("/api/v1/line-items/{copy}")),
+            Some(token),
+        )
+        .await;
+        assert_eq!(copied["status"], "archived", "{copied}");
+    }
+    let assigned = get_json(
+        client,
+        &server.url(&format!("/api/v1/line-items/{target_id}/creatives")),
+        Some(token),
+    )
+    .await;
+    assert_eq!(assigned["assignments"], json!([]), "{assigned}");
+    let audit = get_json(
+        client,
+        &server.url(&format!(
+            "/api/v1/audit?object_kind=line_item&object_id={target_id}"
+        )),
+        Some(token),
+    )
+    .await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .take(4)
+        .collect();
+    assert_eq!(actions, ["unassign", "assign", "unassign", "assign"]);
 }

@@ -61,8 +61,8 @@ async fn two_migrates_at_once_apply_postgres_migrations_once() {
     };
     assert_eq!(
         applied(&first) + applied(&second),
-        7,
-        "each of the seven migrations is applied by one process only"
+        8,
+        "each of the eight migrations is applied by one process only"
     );
 
     let token = marquee(&["token", "create", "--role", "admin", "--database", db.url()]);

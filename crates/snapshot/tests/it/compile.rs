@@ -332,9 +332,10 @@ fn bidder_fields_are_carried_and_resolved() {
 
     let creative = |id| data.creative(CreativeId(id)).expect("kept");
     // A creative's own categories win; one without inherits its campaign's.
-    assert_eq!(data.categories_of(creative(1001)), ["IAB3-1"]);
+    let under = |id| data.line_item(creative(id).line_item_id).expect("kept");
+    assert_eq!(data.categories_of(creative(1001), under(1001)), ["IAB3-1"]);
     assert!(creative(1002).categories.is_empty());
-    assert_eq!(data.categories_of(creative(1002)), ["IAB2"]);
+    assert_eq!(data.categories_of(creative(1002), under(1002)), ["IAB2"]);
     let formats: Vec<Format> = (1000..=1004).map(|id| creative(id).format).collect();
     assert_eq!(
         formats,
@@ -375,4 +376,53 @@ fn secure_is_computed_from_every_url_the_creative_uses() {
     let snapshot = compile(&catalog, now());
     let secure: Vec<bool> = snapshot.data.creatives.iter().map(|c| c.secure).collect();
     assert_eq!(secure, [true, false, false, false]);
+}
+
+fn assignment(
+    line_item: u64,
+    creative: u64,
+    weight: u32,
+    end: Option<&str>,
+) -> marquee_model::CreativeAssignment {
+    marquee_model::CreativeAssignment {
+        line_item_id: LineItemId(line_item),
+        creative_id: CreativeId(creative),
+        weight,
+        start: Some(now()),
+        end: end.map(|e| e.parse().expect("valid timestamp")),
+    }
+}
+
+#[test]
+fn library_creatives_are_resolved_per_line_item() {
+    let mut catalog = minimal();
+    catalog.line_items.push(line_item(101, 10));
+    catalog.creatives.push(creative(1001, 100));
+    catalog.assignments = vec![
+        assignment(100, 1000, 5, None), // its own line item
+        assignment(101, 999, 5, None),  // no such creative
+        assignment(101, 1000, 40, Some("2027-01-01T00:00:00Z")), // kept
+        assignment(101, 1001, 5, Some("2026-11-21T11:00:00Z")), // ended before the build
+    ];
+    let (snapshot, stats) = compile_with_stats(&catalog, now());
+    assert_eq!(stats.assignments_dropped, 3);
+    assert_eq!(
+        snapshot.data.assignments,
+        [marquee_snapshot::AssignmentEntry {
+            line_item_id: LineItemId(101),
+            creative_id: CreativeId(1000),
+            weight: 40,
+            start: Some(now().as_second()),
+            end: Some(ts("2027-01-01T00:00:00Z")),
+        }]
+    );
+
+    // The line item it was uploaded under stops (paused, out of the catalog): the creative
+    // still serves where the library put it; its unassigned sibling goes.
+    catalog.line_items.retain(|li| li.meta.id != 100);
+    let (snapshot, stats) = compile_with_stats(&catalog, now());
+    let creatives: Vec<u64> = snapshot.data.creatives.iter().map(|c| c.id.0).collect();
+    assert_eq!(creatives, [1000]);
+    assert_eq!(stats.creatives_orphaned, 1);
+    assert_eq!(snapshot.data.assignments.len(), 1);
 }

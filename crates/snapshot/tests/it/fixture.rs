@@ -173,6 +173,7 @@ pub fn minimal() -> Catalog {
         sites: vec![site(10, 1)],
         placements: vec![placement(100, 10)],
         links: vec![link(100, 100)],
+        assignments: Vec::new(),
     }
 }
 

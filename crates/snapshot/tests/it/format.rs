@@ -3,9 +3,9 @@ use marquee_model::{
     PlacementId, Price, PricingModel, PublisherId, RotationMode, SiteId, Size, Targeting, Tier,
 };
 use marquee_snapshot::{
-    AdCode, AdvertiserEntry, CampaignEntry, Channels, Content, CreativeEntry, FORMAT_VERSION,
-    HEADER_LEN, Header, Hole, LineItemEntry, LoadError, MAGIC, Part, PlacementEntry,
-    PublisherEntry, SiteEntry, Snapshot, SnapshotData, compile,
+    AdCode, AdvertiserEntry, AssignmentEntry, CampaignEntry, Channels, Content, CreativeEntry,
+    FORMAT_VERSION, HEADER_LEN, Header, Hole, LineItemEntry, LoadError, MAGIC, Part,
+    PlacementEntry, PublisherEntry, SiteEntry, Snapshot, SnapshotData, compile,
 };
 
 use crate::fixture::*;
@@ -332,6 +332,13 @@ fn golden_snapshot() -> Snapshot {
                 image_tag: Default::default(),
                 programmatic: None,
             }],
+            assignments: vec![AssignmentEntry {
+                line_item_id: LineItemId(3),
+                creative_id: CreativeId(4),
+                weight: 7,
+                start: Some(-1),
+                end: None,
+            }],
         },
     }
 }
@@ -357,6 +364,7 @@ fn golden_bytes_pin_the_format() {
         &[1, 5],                      // publishers
         &[1, 5, 5, 4, b's', b'.', b'd', b'e'], // sites
         &[1, 6, 5, 0, 1, 2, 0, 0],    // placements (image tag off, no programmatic demand)
+        &[1, 3, 4, 7, 1, 1, 0],       // assignments: weight 7, start Some(-1), no end
     ];
     let payload = payload.concat();
     let bytes = golden_snapshot().encode();

@@ -26,6 +26,7 @@ const MIGRATIONS: &[Migration] = crate::shared::migrations!("postgres":
     (5, "audit", "0005_audit.sql"),
     (6, "programmatic", "0006_programmatic.sql"),
     (7, "forecast_sample", "0007_forecast_sample.sql"),
+    (8, "creative_library", "0008_creative_library.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest,

@@ -5,7 +5,10 @@
 use std::borrow::Cow;
 
 use jiff::Timestamp;
-use marquee_model::{LineItemId, Meta, ObjectKind, PlacementId, Principal, Role, Status};
+use marquee_model::{
+    CreativeAssignment, CreativeId, LineItemId, Meta, ObjectKind, PlacementId, Principal, Role,
+    Status,
+};
 use marquee_stats::{
     COLUMN_COUNT, Counters, Dimension, DimensionsBuilder, Hll, Seen, SketchKey, StoredRow,
 };
@@ -39,6 +42,7 @@ pub(crate) trait Columns {
     fn u32(&self, column: usize, what: &str) -> Result<u32, StoreError>;
     fn i32(&self, column: usize) -> Result<i32, StoreError>;
     fn i64(&self, column: usize) -> Result<i64, StoreError>;
+    fn optional_i64(&self, column: usize) -> Result<Option<i64>, StoreError>;
     fn string(&self, column: usize) -> Result<String, StoreError>;
     fn bytes(&self, column: usize) -> Result<Cow<'_, [u8]>, StoreError>;
 }
@@ -127,6 +131,25 @@ pub(crate) fn link(row: &impl Columns) -> Result<(LineItemId, PlacementId), Stor
         LineItemId(row.u64(0, "line item id")?),
         PlacementId(row.u64(1, "placement id")?),
     ))
+}
+
+/// The columns of `line_item_creatives`, in the order [`assignment`] reads them.
+pub(crate) const ASSIGNMENT_COLUMNS: &str = "line_item_id, creative_id, weight, start_at, end_at";
+
+/// A creative assignment selected as [`ASSIGNMENT_COLUMNS`].
+pub(crate) fn assignment(row: &impl Columns) -> Result<CreativeAssignment, StoreError> {
+    let time = |column: usize| -> Result<Option<Timestamp>, StoreError> {
+        row.optional_i64(column)?
+            .map(|micros| timestamp(micros, "assignment flight"))
+            .transpose()
+    };
+    Ok(CreativeAssignment {
+        line_item_id: LineItemId(row.u64(0, "line item id")?),
+        creative_id: CreativeId(row.u64(1, "creative id")?),
+        weight: row.u32(2, "weight")?,
+        start: time(3)?,
+        end: time(4)?,
+    })
 }
 
 /// The counters of a stats row (`marquee_stats::COLUMN_COUNT` of them: the kinds', the money

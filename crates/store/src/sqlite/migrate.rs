@@ -26,6 +26,7 @@ const MIGRATIONS: &[Migration] = shared::migrations!("sqlite":
     (9, "audit", "0009_audit.sql"),
     (10, "programmatic", "0010_programmatic.sql"),
     (11, "forecast_sample", "0011_forecast_sample.sql"),
+    (12, "creative_library", "0012_creative_library.sql"),
 );
 
 /// Checks the migrations already applied against the compiled-in ones, then applies the rest.

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use marquee_model::{LineItemId, ManualClock, ObjectKind, PlacementId, Role, Status};
+use marquee_model::{
+    CreativeAssignment, CreativeId, LineItemId, ManualClock, ObjectKind, PlacementId, Role, Status,
+};
 use marquee_stats::{Counters, Hll, RowKey, SketchKey};
 use marquee_store::test_postgres::TestDatabase;
 use marquee_store::{
@@ -56,7 +58,8 @@ async fn create(store: &dyn Store, kind: ObjectKind, parent_id: Option<u64>, bod
     marquee_store::stats_suite::create_named(store, kind, parent_id, &name, body).await
 }
 
-/// Objects of every kind (one archived after an update, so versions differ), links, tokens,
+/// Objects of every kind (one archived after an update, so versions differ), links, a creative
+/// assignment, tokens,
 /// users and a session, pacing state, and an aggregation run with rows in every statistics
 /// table, checkpoints and dedupe entries.
 async fn fill(store: &SqliteStore) {
@@ -69,11 +72,27 @@ async fn fill(store: &SqliteStore) {
     .await;
     let campaign = create(store, ObjectKind::Campaign, Some(advertiser), "{}").await;
     let mut line_items = Vec::new();
+    let mut creatives = Vec::new();
     for _ in 0..3 {
         let line_item = create(store, ObjectKind::LineItem, Some(campaign), "{}").await;
-        create(store, ObjectKind::Creative, Some(line_item), "{}").await;
+        creatives.push(create(store, ObjectKind::Creative, Some(line_item), "{}").await);
         line_items.push(line_item);
     }
+    // A library creative used by a second line item, with a flight.
+    store
+        .assign(
+            CreativeAssignment {
+                line_item_id: LineItemId(line_items[1]),
+                creative_id: CreativeId(creatives[0]),
+                weight: 40,
+                start: Some("2026-12-01T00:00:00Z".parse().unwrap()),
+                end: None,
+            },
+            None,
+            &Actor::cli(),
+        )
+        .await
+        .unwrap();
     let publisher = create(store, ObjectKind::Publisher, None, "{}").await;
     let site = create(store, ObjectKind::Site, Some(publisher), "{}").await;
     let placement = create(store, ObjectKind::Placement, Some(site), "{}").await;
@@ -292,7 +311,7 @@ async fn every_row_reaches_postgres_and_new_rows_follow_the_copied_ids() {
     let summary = copy_sqlite_to_postgres(&path, &postgres).await.unwrap();
     let client = raw(&db).await;
     let tables = data_tables(&path);
-    assert_eq!(tables.len(), 22, "{tables:?}");
+    assert_eq!(tables.len(), 23, "{tables:?}");
     for table in &tables {
         let expected = sqlite_rows(&path, table);
         assert!(!expected.is_empty(), "{table} has rows to copy");

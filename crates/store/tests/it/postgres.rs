@@ -101,7 +101,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (4, "stats_region"),
             (5, "audit"),
             (6, "programmatic"),
-            (7, "forecast_sample")
+            (7, "forecast_sample"),
+            (8, "creative_library")
         ]
     );
     assert_eq!(applied[0].2.len(), 64);
@@ -155,7 +156,7 @@ async fn concurrent_migrations_apply_each_version_once() {
     let applied = applied_migrations(&db).await;
     assert_eq!(
         applied.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5, 6, 7]
+        vec![1, 2, 3, 4, 5, 6, 7, 8]
     );
     let counters = raw(&db)
         .await

@@ -87,7 +87,8 @@ async fn migrations_build_the_schema_on_an_empty_database() {
             (8, "stats_region"),
             (9, "audit"),
             (10, "programmatic"),
-            (11, "forecast_sample")
+            (11, "forecast_sample"),
+            (12, "creative_library")
         ]
     );
     // The stats tables rebuilt with a region keep their indexes.
@@ -210,4 +211,177 @@ async fn reads_run_while_writing() {
         reader.await.unwrap();
     }
     assert_eq!(store.change_counter().await.unwrap(), WRITES + 1);
+}
+
+/// The SQL files of migrations 1 to 11, the schema the release before the creative library
+/// left behind.
+const RELEASED_MIGRATIONS: [(u32, &str, &str); 11] = [
+    (
+        1,
+        "initial",
+        include_str!("../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "stats",
+        include_str!("../../migrations/sqlite/0002_stats.sql"),
+    ),
+    (
+        3,
+        "stats_minute_lean",
+        include_str!("../../migrations/sqlite/0003_stats_minute_lean.sql"),
+    ),
+    (
+        4,
+        "stats_hour_line_item",
+        include_str!("../../migrations/sqlite/0004_stats_hour_line_item.sql"),
+    ),
+    (
+        5,
+        "pacing_state",
+        include_str!("../../migrations/sqlite/0005_pacing_state.sql"),
+    ),
+    (
+        6,
+        "users",
+        include_str!("../../migrations/sqlite/0006_users.sql"),
+    ),
+    (
+        7,
+        "invalid_traffic",
+        include_str!("../../migrations/sqlite/0007_invalid_traffic.sql"),
+    ),
+    (
+        8,
+        "stats_region",
+        include_str!("../../migrations/sqlite/0008_stats_region.sql"),
+    ),
+    (
+        9,
+        "audit",
+        include_str!("../../migrations/sqlite/0009_audit.sql"),
+    ),
+    (
+        10,
+        "programmatic",
+        include_str!("../../migrations/sqlite/0010_programmatic.sql"),
+    ),
+    (
+        11,
+        "forecast_sample",
+        include_str!("../../migrations/sqlite/0011_forecast_sample.sql"),
+    ),
+];
+
+/// Builds, by SQL alone, a database as the release before the creative library left it:
+/// migrations 1 to 11 recorded as that release records them, and an advertiser with two line
+/// items and three creatives inserted as rows.
+fn released_database(path: &Path) -> Vec<(u64, u64)> {
+    use sha2::Digest as _;
+    let conn = raw(path);
+    conn.execute_batch(
+        "CREATE TABLE schema_migrations (
+            version INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            applied_at INTEGER NOT NULL
+        )",
+    )
+    .unwrap();
+    for (version, name, sql) in RELEASED_MIGRATIONS {
+        conn.execute_batch(sql).unwrap();
+        let sha256: String = sha2::Sha256::digest(sql.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, sha256, applied_at)
+             VALUES (?1, ?2, ?3, 0)",
+            rusqlite::params![version, name, sha256],
+        )
+        .unwrap();
+    }
+    let row = |table: &str, id: u64, parent: Option<u64>, name: &str, body: &str| {
+        conn.execute(
+            &format!(
+                "INSERT INTO {table}
+                     (id, parent_id, owner_id, name, status, version, created_at, updated_at, body)
+                 VALUES (?1, ?2, 1, ?3, 'active', 1, 0, 0, ?4)"
+            ),
+            rusqlite::params![id, parent, name, body],
+        )
+        .unwrap();
+    };
+    row(
+        "advertisers",
+        1,
+        None,
+        "Acme",
+        r#"{"name":"Acme","status":"active","currency":"EUR","time_zone":"Europe/Berlin","domains":[]}"#,
+    );
+    row(
+        "campaigns",
+        2,
+        Some(1),
+        "Winter",
+        r#"{"advertiser_id":1,"name":"Winter","status":"active","frequency_caps":[]}"#,
+    );
+    let mut creatives = Vec::new();
+    for (line_item, creatives_of_it) in [(3u64, [10u64, 11].as_slice()), (4, &[12])] {
+        row(
+            "line_items",
+            line_item,
+            Some(2),
+            "Line",
+            r#"{"campaign_id":2,"name":"Line","status":"active","start":"2026-01-01T00:00:00",
+                "end":null,"time_zone":"Europe/Berlin","tier":"standard","weight":100,
+                "goal":null,"pacing":"even",
+                "price":{"model":"cpm","amount_micros":2000000,"currency":"EUR"},
+                "frequency_caps":[],"targeting":null,"rotation":"weighted"}"#,
+        );
+        for &creative in creatives_of_it {
+            let body = format!(
+                r#"{{"line_item_id":{line_item},"name":"Banner","status":"active",
+                    "size":{{"w":300,"h":250}},"landing_url":"https://shop.example.com/",
+                    "weight":10,"content":{{"type":"image",
+                    "image_url":"https://cdn.example.com/b.png","alt":"Banner"}}}}"#
+            );
+            row("creatives", creative, Some(line_item), "Banner", &body);
+            creatives.push((creative, line_item));
+        }
+    }
+    creatives
+}
+
+#[tokio::test]
+async fn creatives_still_serve_under_their_line_items_after_the_library_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let creatives = released_database(&path);
+
+    let clock = clock();
+    let store = SqliteStore::open(&path, clock.clone()).unwrap();
+    let applied = applied_migrations(&path);
+    assert_eq!(applied.last().map(|m| m.0), Some(12));
+
+    let catalog = store.catalog().await.unwrap();
+    assert!(catalog.assignments.is_empty());
+    let (snapshot, stats) =
+        marquee_snapshot::compile_with_stats(&catalog, "2026-06-01T00:00:00Z".parse().unwrap());
+    assert_eq!(stats.total(), 0, "{stats:?}");
+    let served: Vec<(u64, u64)> = snapshot
+        .data
+        .creatives
+        .iter()
+        .map(|c| (c.id.0, c.line_item_id.0))
+        .collect();
+    assert_eq!(served, creatives);
+    for (_, line_item) in &creatives {
+        assert!(
+            snapshot
+                .data
+                .line_item(marquee_model::LineItemId(*line_item))
+                .is_some()
+        );
+    }
 }

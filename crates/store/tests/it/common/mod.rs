@@ -58,6 +58,7 @@ pub fn expected_tables() -> Vec<String> {
             "audit",
             "change_counter",
             "forecast_sample",
+            "line_item_creatives",
             "line_item_placements",
             "pacing_state",
             "schema_migrations",
