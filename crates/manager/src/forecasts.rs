@@ -454,6 +454,7 @@ impl ForecastService {
             sites: catalog.sites.clone(),
             placements: catalog.placements.clone(),
             links: proposal.placements.iter().map(|&p| (id, p)).collect(),
+            assignments: Vec::new(),
         };
         let (mut snapshot, stats) = marquee_snapshot::compile_with_stats(&mini, now);
         match snapshot.data.line_items.pop() {

@@ -785,6 +785,8 @@ async fn availability_check_in_headless_chromium() {
         );
         assert_eq!(edit["overflows"], false, "{width}: {edit:#}");
     }
+}
+
 /// The creative library, copying and bulk archiving in a real browser at 1280 and 390 pixels
 /// wide, on `marquee serve --demo` (`tests/browser/library.mjs`): a creative of the demo's
 /// uploaded under one line item is added from the library to another of its advertiser's with
