@@ -18,7 +18,7 @@ pub fn response(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": json_content(schema) })
 }
 
-fn error_response(description: &str) -> Value {
+pub(crate) fn error_response(description: &str) -> Value {
     response(description, schema_ref("Error"))
 }
 

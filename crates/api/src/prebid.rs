@@ -354,6 +354,7 @@ fn creative(request: &SetRequest, line_item: u64, size: Size) -> Creative {
             html: prebid::creative_html().to_owned(),
         },
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     }
 }
 

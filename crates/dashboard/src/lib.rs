@@ -298,7 +298,7 @@ impl From<marquee_api::ApiError> for PageError {
     fn from(error: marquee_api::ApiError) -> Self {
         use marquee_api::ApiError as E;
         match error {
-            E::Forbidden(m) => PageError::Forbidden(m),
+            E::Forbidden(m) | E::ForbiddenFields { message: m, .. } => PageError::Forbidden(m),
             E::NotFound(m) => PageError::NotFound(m),
             E::Internal(m) => PageError::Internal(m),
             other => PageError::BadRequest(other.to_string()),

@@ -25,6 +25,8 @@ pub struct CompileStats {
     /// Time zone unknown, or the flight's local times cannot be placed in it.
     pub line_items_bad_time_zone: usize,
     pub creatives_orphaned: usize,
+    /// Pending or rejected by the publisher: only approved creatives serve.
+    pub creatives_unapproved: usize,
     pub sites_orphaned: usize,
     pub placements_orphaned: usize,
     /// Links whose line item or placement is not in the snapshot.
@@ -42,6 +44,7 @@ impl CompileStats {
             + self.line_items_ended
             + self.line_items_bad_time_zone
             + self.creatives_orphaned
+            + self.creatives_unapproved
             + self.sites_orphaned
             + self.placements_orphaned
             + self.links_dropped
@@ -66,7 +69,7 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
 /// An object enters only if it and all its ancestors are in the catalog (which holds only
 /// objects whose own status is active). Line items whose flight ended at or before `built_at`
 /// are dropped, as are those whose time zone cannot be resolved; creatives of dropped line items
-/// are dropped; links to dropped line items or placements are dropped. Line items that have not
+/// are dropped, and so are creatives the publisher has not approved; links to dropped line items or placements are dropped. Line items that have not
 /// started yet are kept: the edge checks the flight per request. The snapshot version is
 /// `catalog.version`; `built_at` is kept to the microsecond, the header's precision.
 pub fn compile_live(
@@ -204,6 +207,10 @@ pub fn compile_live(
         let c = &s.object;
         if find(&line_items, c.line_item_id).is_none() {
             stats.creatives_orphaned += 1;
+            return None;
+        }
+        if !c.approval.is_approved() {
+            stats.creatives_unapproved += 1;
             return None;
         }
         Some(CreativeEntry {

@@ -163,6 +163,7 @@ fn creative(line_item: u64, name: &str) -> Creative {
             alt: "Winter sale".to_owned(),
         },
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     }
 }
 

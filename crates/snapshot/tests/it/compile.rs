@@ -376,3 +376,29 @@ fn secure_is_computed_from_every_url_the_creative_uses() {
     let secure: Vec<bool> = snapshot.data.creatives.iter().map(|c| c.secure).collect();
     assert_eq!(secure, [true, false, false, false]);
 }
+
+#[test]
+fn a_creative_the_publisher_has_not_approved_does_not_serve() {
+    let mut catalog = minimal();
+    let mut pending = creative(1001, 100);
+    pending.object.approval = marquee_model::Approval::Pending;
+    let mut rejected = creative(1002, 100);
+    rejected.object.approval = marquee_model::Approval::Rejected {
+        reason: "the landing page is down".into(),
+    };
+    catalog.creatives.extend([pending, rejected]);
+    let (snapshot, stats) = compile_with_stats(&catalog, now());
+    let served: Vec<u64> = snapshot.data.creatives.iter().map(|c| c.id.0).collect();
+    assert_eq!(
+        served,
+        [1000],
+        "only the approved creative is in the snapshot"
+    );
+    assert_eq!(
+        stats,
+        CompileStats {
+            creatives_unapproved: 2,
+            ..CompileStats::default()
+        }
+    );
+}
