@@ -557,7 +557,7 @@ async fn history(
     let principal = user.principal();
     let query = AuditQuery {
         scope: principal.role.side().zip(principal.scope()),
-        object_kind: Some(kind),
+        object_kind: Some(kind.into()),
         object_id: Some(id),
         limit: HISTORY_ROWS,
         ..AuditQuery::default()

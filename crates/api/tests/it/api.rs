@@ -1726,7 +1726,7 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
     let audited = app
         .store
         .audit(&marquee_store::AuditQuery {
-            object_kind: Some(ObjectKind::LineItem),
+            object_kind: Some(ObjectKind::LineItem.into()),
             object_id: Some(id),
             limit: 10,
             ..Default::default()
