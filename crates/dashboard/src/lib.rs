@@ -19,6 +19,7 @@
 //! `/`, `/login`, `/logout`, `/assets/…`, `/uploads/…`, the object collections
 //! (`/advertisers`, `/line-items`, …), `/reports`, `/reports.csv`, `/why-not-served`, `/edges`.
 
+mod approval;
 pub mod auth;
 pub mod chart;
 pub mod fields;
@@ -156,7 +157,8 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         .route("/reports.csv", get(pages::reports_csv))
         .route("/why-not-served", get(pages::why_not_served))
         .route("/edges", get(pages::edges))
-        .route("/line-items/{id}/placements", post(objects::link_placement));
+        .route("/line-items/{id}/placements", post(objects::link_placement))
+        .route("/creatives/{id}/approval", post(approval::review));
     for kind in ObjectKind::ALL {
         let collection = format!("/{}", kind.collection());
         router = router
