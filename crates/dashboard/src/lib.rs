@@ -20,6 +20,7 @@
 //! (`/advertisers`, `/line-items`, …), `/reports`, `/reports.csv`, `/why-not-served`, `/edges`.
 
 mod approval;
+mod audit;
 pub mod auth;
 pub mod chart;
 pub mod fields;
@@ -157,6 +158,7 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         .route("/reports.csv", get(pages::reports_csv))
         .route("/why-not-served", get(pages::why_not_served))
         .route("/edges", get(pages::edges))
+        .route("/audit", get(audit::page))
         .route("/line-items/{id}/placements", post(objects::link_placement))
         .route("/creatives/{id}/approval", post(approval::review));
     for kind in ObjectKind::ALL {

@@ -588,26 +588,13 @@ async fn history(
         limit: HISTORY_ROWS,
         ..AuditQuery::default()
     };
-    let show = |value: &Value| match value {
-        Value::Null => "—".to_owned(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
     Ok(dashboard
         .store
         .audit(&query)
         .await?
         .into_iter()
         .map(|entry| {
-            let changes = match marquee_api::present_changes(kind, &entry.changes) {
-                Value::Object(fields) => fields
-                    .iter()
-                    .map(|(field, pair)| {
-                        (field.clone(), show(&pair["before"]), show(&pair["after"]))
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let changes = crate::audit::change_rows(kind.into(), &entry.changes);
             HistoryRow {
                 at: entry.at.to_string(),
                 principal: entry.principal,
