@@ -20,6 +20,7 @@ mod auth;
 mod currency;
 mod error;
 mod extract;
+pub mod forecasts;
 mod geo;
 mod links;
 mod objects;
@@ -46,6 +47,7 @@ pub use audit::present_changes;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
 pub use error::ApiError;
+pub use forecasts::{Forecasts, ForecastsState};
 pub use geo::{GeoAvailability, GeoLocationSource};
 pub use objects::{check_name_filter, resource};
 pub use read::{example, plain_message, read_object};
@@ -84,12 +86,14 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 pub const MAX_BODY_BYTES: usize = 2 << 20;
 
 /// Settings of the API beyond the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ApiOptions {
     /// The most rows one report may answer (`reports.max_rows`).
     pub report_max_rows: usize,
     /// The gateway's bidders and currency, for reports of programmatic demand.
     pub programmatic: ProgrammaticReports,
+    /// The forecasting service; without one the forecast routes are not served.
+    pub forecasts: Option<Arc<dyn Forecasts>>,
 }
 
 impl Default for ApiOptions {
@@ -97,6 +101,7 @@ impl Default for ApiOptions {
         ApiOptions {
             report_max_rows: 100_000,
             programmatic: ProgrammaticReports::default(),
+            forecasts: None,
         }
     }
 }
@@ -150,6 +155,27 @@ pub fn add_routes_with(
 
     let links = "/api/v1/line-items/{id}/placements";
     let link = "/api/v1/line-items/{id}/placements/{placement_id}";
+    if let Some(service) = options.forecasts {
+        let forecasts = ForecastsState {
+            api: state.clone(),
+            service,
+        };
+        table = table
+            .route(
+                Method::POST,
+                "/api/v1/forecasts",
+                forecasts::propose,
+                forecasts.clone(),
+                openapi::forecast_operation(),
+            )
+            .route(
+                Method::GET,
+                "/api/v1/line-items/{id}/forecast",
+                forecasts::delivery,
+                forecasts,
+                openapi::delivery_forecast_operation(),
+            );
+    }
     table
         .route(
             Method::GET,

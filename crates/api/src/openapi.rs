@@ -284,6 +284,103 @@ pub fn link_operation(link: bool) -> Value {
     operation(summary.into(), "links", parameters, None, result)
 }
 
+/// The answer fields of an availability forecast, in impressions.
+fn availability_schema() -> Value {
+    let count = json!({ "type": "integer", "minimum": 0 });
+    json!({ "type": "object", "properties": {
+        "status": { "type": "string", "enum": ["ok", "not_enough_sample", "not_ready"],
+            "description": "`ok` with the figures below; otherwise a `message` says why there are none (`not_enough_sample`: with `sample_days` and `sample_days_needed`)" },
+        "message": { "type": "string" },
+        "from": { "type": "string", "format": "date-time", "description": "the range forecast: whole UTC days, from today at the earliest" },
+        "to": { "type": "string", "format": "date-time" },
+        "matching": count,
+        "available": count,
+        "requested": { "type": ["integer", "null"], "description": "the goal over the range, in impressions (null without a goal)" },
+        "probability": { "type": ["number", "null"], "description": "chance that what is available reaches the goal" },
+        "sample_days": count,
+        "sample_days_needed": count,
+        "daily": { "type": "array", "items": { "type": "object", "properties": {
+            "date": { "type": "string", "format": "date" },
+            "matching": count, "available": count,
+            "requested": { "type": ["integer", "null"] }
+        }}},
+        "contending": { "type": "array", "description": "booked line items taking impressions it matches, most first (at most 20); those of another advertiser than a tenant caller's are unnamed", "items": { "type": "object", "properties": {
+            "line_item_id": { "type": ["integer", "null"] },
+            "name": { "type": ["string", "null"] },
+            "other_advertiser": { "type": "boolean" },
+            "impressions": count
+        }}}
+    }})
+}
+
+pub fn forecast_operation() -> Value {
+    let mut request = json!({ "allOf": [schema_ref(&LineItem::schema_name()), { "type": "object",
+    "required": ["from", "to"],
+    "properties": {
+        "from": { "type": "string", "format": "date-time", "description": "start of the range (widened to whole UTC days, from today at the earliest; at most 90 days)" },
+        "to": { "type": "string", "format": "date-time" },
+        "placements": { "type": "array", "items": { "type": "integer", "minimum": 1 }, "description": "the placements it would be linked to; none: every placement" },
+        "line_item_id": { "type": "integer", "minimum": 1, "description": "the booked line item this proposal would replace (an edit): it does not contend with itself" }
+    }}]});
+    request["description"] =
+        "a line item as the create endpoint takes it, plus the range and its placements".into();
+    operation(
+        "Forecast a proposed line item: matching, available and contending impressions".into(),
+        "forecasts",
+        Vec::new(),
+        Some(request),
+        responses([
+            (
+                200,
+                response(
+                    "the forecast, or why there is none yet",
+                    availability_schema(),
+                ),
+            ),
+            (400, error_response("a field cannot be read")),
+            (
+                422,
+                error_response("the line item breaks a rule, or names an unknown placement"),
+            ),
+        ]),
+    )
+}
+
+pub fn delivery_forecast_operation() -> Value {
+    let count = json!({ "type": "integer", "minimum": 0 });
+    operation(
+        "Delivery outlook of a booked line item over the next 30 days".into(),
+        "forecasts",
+        vec![id_parameter("id", "line item id")],
+        None,
+        responses([
+            (
+                200,
+                response(
+                    "the outlook, or why there is none",
+                    json!({ "type": "object", "properties": {
+                        "status": { "type": "string", "enum": ["on_track", "at_risk", "shortfall", "not_enough_sample", "not_ready", "not_serving"] },
+                        "message": { "type": "string" },
+                        "line_item_id": count,
+                        "from": { "type": "string", "format": "date-time" },
+                        "to": { "type": "string", "format": "date-time" },
+                        "goal": { "type": ["integer", "null"], "description": "its goal over the range, in impressions" },
+                        "expected": count,
+                        "shortfall": count,
+                        "probability": { "type": ["number", "null"] },
+                        "delivered": { "type": ["integer", "null"], "description": "delivered before the range, in the goal's metric (spend in micros); lifetime goals only" },
+                        "availability": availability_schema()
+                    }}),
+                ),
+            ),
+            (
+                404,
+                error_response("no such line item visible to this token"),
+            ),
+        ]),
+    )
+}
+
 /// Adds the schemas every document needs: the objects' own, their stored form (`…Resource`:
 /// plus id, version, timestamps), their update form (`…Update`: plus the version read), and
 /// the error body.

@@ -100,10 +100,11 @@ pub fn line_chart(title: &str, x_labels: &[String], series: &[Series], unit: &st
             y = y(value),
         );
     }
-    // At most six x labels, evenly spread, first and last included.
+    // At most six x labels, evenly spread, first and last included; one too close to the
+    // last to be read beside it is left out.
     let label_every = points.div_ceil(6).max(1);
     for (i, label) in x_labels.iter().enumerate() {
-        if i % label_every == 0 || i + 1 == points {
+        if (i % label_every == 0 && i + label_every < points) || i + 1 == points {
             let _ = write!(
                 out,
                 "<text class=\"tick\" x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",

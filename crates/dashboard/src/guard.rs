@@ -24,7 +24,7 @@ fn plural(kind: ObjectKind, n: usize) -> String {
 }
 
 /// A count with thousands separators: `1,240`.
-fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {

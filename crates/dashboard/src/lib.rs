@@ -24,6 +24,7 @@ mod audit;
 pub mod auth;
 pub mod chart;
 pub mod fields;
+mod forecast;
 pub mod form;
 mod guard;
 pub mod limiter;

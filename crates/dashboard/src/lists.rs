@@ -451,6 +451,7 @@ async fn pacing_cells(
         if serving.label == "active" {
             Cell {
                 class: format!("pace {}", view.status_class),
+                note: forecast_note(dashboard, record),
                 ..Cell::text(view.status.to_owned())
             }
         } else {
@@ -460,6 +461,16 @@ async fn pacing_cells(
             }
         },
     ])
+}
+
+/// The delivery forecast of a line item over the next days, once the forecasting service has
+/// computed it in the background (none before: the list never waits for a forecast).
+fn forecast_note(dashboard: &Dashboard, record: &Record) -> Option<String> {
+    let status = dashboard
+        .manager
+        .forecasts()?
+        .status(marquee_model::LineItemId(record.meta.id))?;
+    Some(format!("forecast: {}", status.as_str().replace('_', " ")))
 }
 
 struct Row {

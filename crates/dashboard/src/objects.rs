@@ -225,6 +225,10 @@ struct ObjectPage {
     upload_errors: Vec<String>,
     /// A creative's review by the publisher.
     approval: Option<crate::approval::ApprovalView>,
+    /// Whether the form offers "Check availability" (line items the user may save).
+    forecastable: bool,
+    /// The answer of "Check availability", shown beside the form as posted.
+    forecast: Option<crate::forecast::ForecastView>,
 }
 
 /// Where a form's values come from: a stored object's JSON, or a posted form.
@@ -559,6 +563,8 @@ async fn object_page(
             Source::Stored(_) => None,
         },
         upload_errors: error_list(UPLOAD_FIELD),
+        forecastable: kind == ObjectKind::LineItem && !archived,
+        forecast: None,
     })
 }
 
@@ -989,6 +995,67 @@ async fn invalid_form(
     Ok((StatusCode::UNPROCESSABLE_ENTITY, html(&page)).into_response())
 }
 
+/// The form field of the line item form's "Check availability" button, and its value.
+const CHECK: &str = "check";
+const CHECK_AVAILABILITY: &str = "availability";
+
+/// The line item form as posted with the forecast of what it describes ("Check
+/// availability"): nothing is saved and nothing typed is lost; a form that cannot be read
+/// shows its errors as a save would.
+async fn checked_form(
+    dashboard: &Dashboard,
+    user: &SignedIn,
+    record: Option<&Record>,
+    form: &FormData,
+) -> Result<Response, PageError> {
+    let kind = ObjectKind::LineItem;
+    let fixed_parent = record.and_then(|r| r.parent_id);
+    let line_item = match fields::read::<LineItem>(form, fixed_parent, Errors::new()) {
+        Ok(line_item) => line_item,
+        Err(errors) => return invalid_form(dashboard, user, kind, record, form, &errors).await,
+    };
+    let write = record.map_or(ObjectWrite::Create, |r| ObjectWrite::Update(r.meta.id));
+    match check_currency(
+        &*dashboard.store,
+        &line_item,
+        write,
+        user.principal().scope(),
+    )
+    .await
+    {
+        Ok(()) => {}
+        Err(CurrencyRuleError::Broken(broken)) => {
+            let mut errors = Errors::new();
+            fields::file_violations(kind, &broken.violations, &mut errors);
+            return invalid_form(dashboard, user, kind, record, form, &errors).await;
+        }
+        Err(CurrencyRuleError::Store(error)) => return Err(error.into()),
+    }
+    let forecast =
+        crate::forecast::availability(dashboard, user, record.map(|r| r.meta.id), line_item)
+            .await?;
+    let parent = match fixed_parent {
+        Some(parent) => Some(parent_record(dashboard, kind, parent).await?),
+        None => None,
+    };
+    let mut page = object_page(
+        dashboard,
+        user,
+        kind,
+        record,
+        Source::Posted(form),
+        parent.as_ref(),
+        &Errors::new(),
+    )
+    .await?;
+    if let Some(record) = record {
+        page.version = record.meta.version;
+        page.line_item = Some(line_item_extras(dashboard, user, record).await?);
+    }
+    page.forecast = Some(forecast);
+    Ok(html(&page))
+}
+
 pub async fn create(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
@@ -996,6 +1063,9 @@ pub async fn create(
     kind: ObjectKind,
 ) -> Result<Response, PageError> {
     let (user, mut form) = write_request(&dashboard, &headers, &body, kind, Change::Create).await?;
+    if kind == ObjectKind::LineItem && form.get(CHECK) == CHECK_AVAILABILITY {
+        return checked_form(&dashboard, &user, None, &form).await;
+    }
     let errors = match read_object(
         &dashboard,
         &user,
@@ -1261,6 +1331,9 @@ pub async fn update(
         .get("version")
         .parse::<u64>()
         .map_err(|_| PageError::BadRequest("the form has no version".into()))?;
+    if kind == ObjectKind::LineItem && form.get(CHECK) == CHECK_AVAILABILITY {
+        return checked_form(&dashboard, &user, Some(&record), &form).await;
+    }
     let write = ObjectWrite::Update(id);
     let errors = match read_object(&dashboard, &user, kind, &mut form, record.parent_id, write)
         .await?

@@ -21,7 +21,7 @@ use marquee_model::{
     Price, PricingModel, Publisher, PublisherId, RotationMode, Site, SiteId, Size, Status,
     Targeting, Tier, UntokenedClicks, Weekday,
 };
-use marquee_store::{Actor, ListQuery, Store, StoreError};
+use marquee_store::{Actor, ListQuery, RunWrite, Store, StoreError};
 
 /// What the demo created, for the start-up message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -560,6 +560,165 @@ pub async fn load(store: &dyn Store, clock: &dyn Clock) -> Result<DemoSummary, D
 
 /// The name of the geo demo's line item.
 pub const GEO_DEMO_LINE_ITEM: &str = "Bay Area city breaks (geo demo)";
+
+/// Days of synthetic sampled traffic [`load_sample`] stores: four weeks, what the forecast's
+/// traffic model fits best.
+pub const SAMPLE_DAYS: i64 = 28;
+
+/// Ad requests a day each demo placement gets, before the weekly pattern, by position in the
+/// order [`load`] creates them (leaderboard, sidebar, mobile, sports leaderboard, sports
+/// rectangle, newsletter).
+const DAILY_REQUESTS: [f64; 6] = [120_000.0, 90_000.0, 80_000.0, 50_000.0, 40_000.0, 8_000.0];
+/// Monday to Sunday: quieter weekends.
+const WEEKDAY_FACTOR: [f64; 7] = [1.0, 1.03, 1.04, 1.0, 0.94, 0.72, 0.66];
+
+/// A reproducible stream of pseudo-random numbers (SplitMix64): the demo's history is the
+/// same on every machine.
+struct Stream(u64);
+
+impl Stream {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// One of `choices` by weight.
+    fn pick<T: Copy>(&mut self, choices: &[(T, f64)]) -> T {
+        let total: f64 = choices.iter().map(|c| c.1).sum();
+        let mut x = self.unit() * total;
+        for &(choice, weight) in choices {
+            if x < weight {
+                return choice;
+            }
+            x -= weight;
+        }
+        choices[choices.len() - 1].0
+    }
+}
+
+/// Stores [`SAMPLE_DAYS`] whole UTC days of synthetic sampled ad requests for the demo's
+/// placements, before `clock`'s day, as the aggregation stores what edges sample (one row per
+/// day in `forecast_sample`): a weekly pattern (quieter weekends, busy afternoons and evenings
+/// UTC), slow growth, a little day-to-day noise, and the countries, devices, sections and
+/// segments the demo's line items target. `rate` is the share the edges keep
+/// (`forecast.sample_rate_ppm`), so that forecasts read the volumes above. The number of
+/// records stored.
+pub async fn load_sample(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    rate: f64,
+) -> Result<usize, DemoError> {
+    let query = ListQuery {
+        limit: 100,
+        ..ListQuery::default()
+    };
+    let mut placements = store.list_objects::<Placement>(&query).await?;
+    placements.sort_by_key(|p| p.meta.id);
+    let mut sites = std::collections::HashMap::new();
+    for placement in &placements {
+        let site_id = placement.object.site_id.0;
+        if let std::collections::hash_map::Entry::Vacant(entry) = sites.entry(site_id) {
+            entry.insert(store.get_object::<Site>(site_id, None).await?.object.domain);
+        }
+    }
+    let today = clock.now().as_second().div_euclid(86_400);
+    let mut stream = Stream(0x5EED_DA7A);
+    let countries: [(&str, f64); 7] = [
+        ("DE", 30.0),
+        ("US", 25.0),
+        ("GB", 10.0),
+        ("FR", 10.0),
+        ("IT", 9.0),
+        ("AT", 8.0),
+        ("CH", 8.0),
+    ];
+    let devices = [
+        (DeviceType::Desktop, 50.0),
+        (DeviceType::Phone, 40.0),
+        (DeviceType::Tablet, 10.0),
+    ];
+    let mut runs = Vec::new();
+    let mut stored = 0;
+    for day in today - SAMPLE_DAYS..today {
+        let weekday = (day + 3).rem_euclid(7) as usize;
+        let growth = 1.0 + 0.002 * (day - today + SAMPLE_DAYS) as f64;
+        let mut bytes = Vec::new();
+        for (p, placement) in placements.iter().enumerate() {
+            let base = DAILY_REQUESTS.get(p).copied().unwrap_or(10_000.0);
+            let noise = 0.95 + 0.1 * stream.unit();
+            let expected = base * WEEKDAY_FACTOR[weekday] * growth * noise * rate;
+            let count = (expected + stream.unit()).floor() as u32;
+            let domain = sites
+                .get(&placement.object.site_id.0)
+                .cloned()
+                .unwrap_or_default();
+            let sports = domain.starts_with("sports");
+            // A pool of readers per day, each coming back a few times (for frequency caps).
+            let readers = u64::from(count / 3).max(1);
+            for _ in 0..count {
+                // Afternoon and evening (UTC) carry most of the traffic.
+                let hour = loop {
+                    let hour = (stream.next() % 24) as i64;
+                    let weight = 0.25
+                        + 0.75
+                            * (((hour as f64 - 15.0) / 24.0 * std::f64::consts::TAU).cos() + 1.0)
+                            / 2.0;
+                    if stream.unit() < weight {
+                        break hour;
+                    }
+                };
+                let minute = day * 1_440 + hour * 60 + (stream.next() % 60) as i64;
+                let country = stream.pick(&countries);
+                let section = if sports {
+                    "sports"
+                } else {
+                    stream.pick(&[("news", 60.0), ("travel", 25.0), ("lifestyle", 15.0)])
+                };
+                let device = if p == 2 {
+                    DeviceType::Phone
+                } else {
+                    stream.pick(&devices)
+                };
+                let record = marquee_forecast::SampleRecord {
+                    minute: u32::try_from(minute).unwrap_or(0),
+                    user: 1 + (day as u64).wrapping_mul(1_000_003) + stream.next() % readers,
+                    placement: PlacementId(placement.meta.id),
+                    page_url: Some(format!("https://{domain}/{section}/")),
+                    device_type: Some(device),
+                    country: Some(country.into()),
+                    // Around Berlin, for the geo-radius line item.
+                    point: (country == "DE" && stream.unit() < 0.3).then_some((5_252, 1_340)),
+                    key_values: vec![("section".into(), section.into())],
+                    segments: if stream.unit() < 0.1 {
+                        vec!["frequent-flyer".into()]
+                    } else {
+                        Vec::new()
+                    },
+                    ..marquee_forecast::SampleRecord::default()
+                };
+                record.encode(&mut bytes);
+                stored += 1;
+            }
+        }
+        runs.push((i32::try_from(day).unwrap_or(i32::MAX), bytes));
+    }
+    store
+        .commit_run(RunWrite {
+            samples: runs,
+            now: clock.now(),
+            ..RunWrite::default()
+        })
+        .await?;
+    Ok(stored)
+}
 
 /// The geo demo: a line item of `campaign` (Globex Travel's "City getaways") for visitors in
 /// metro 807, the San Francisco Bay Area, on `placement` (the News sidebar rectangle), with a

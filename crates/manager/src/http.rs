@@ -23,8 +23,15 @@ pub fn router(manager: &Arc<Manager>, ad_url: &str) -> axum::Router {
     router_with(manager, ad_url, ApiOptions::default())
 }
 
-/// [`router`] with the API's options (report limits).
-pub fn router_with(manager: &Arc<Manager>, ad_url: &str, api: ApiOptions) -> axum::Router {
+/// [`router`] with the API's options (report limits). Forecasts are served by the manager's
+/// attached forecasting service unless `api` names another.
+pub fn router_with(manager: &Arc<Manager>, ad_url: &str, mut api: ApiOptions) -> axum::Router {
+    if api.forecasts.is_none() {
+        api.forecasts = manager.forecasts().map(|service| {
+            Arc::new(crate::forecasts::ForecastsApi(Arc::clone(service)))
+                as Arc<dyn marquee_api::Forecasts>
+        });
+    }
     let table = RouteTable::new()
         .route(
             Method::GET,

@@ -24,6 +24,7 @@ pub mod aggregator;
 pub mod demo;
 pub mod edges;
 pub mod forecast;
+pub mod forecasts;
 mod http;
 pub mod live;
 pub mod pacing;
@@ -117,6 +118,8 @@ pub struct Manager {
     aggregator: OnceLock<Arc<Aggregator>>,
     /// Pacing and budget leases, once attached: `/metrics` and `/internal/v1/sync`.
     pacing: OnceLock<Arc<Pacing>>,
+    /// The forecasting service, once attached: the API's and the dashboard's forecasts.
+    forecasts: OnceLock<Arc<forecasts::ForecastService>>,
     live_options: LiveOptions,
     /// Live statistics and the catalog they compile from; held through a refresh, so that
     /// refreshes never overlap.
@@ -176,6 +179,7 @@ impl Manager {
             latest,
             aggregator: OnceLock::new(),
             pacing: OnceLock::new(),
+            forecasts: OnceLock::new(),
             live_options,
             live: Mutex::new(live::LiveState::default()),
         }))
@@ -215,6 +219,27 @@ impl Manager {
                 }
             }),
             Err(_) => tracing::warn!("pacing is already attached; keeping the first"),
+        }
+    }
+
+    /// Attaches the forecasting service (once): the router made after this serves the
+    /// forecast endpoints, and the dashboard shows forecasts.
+    pub fn attach_forecasts(&self, service: Arc<forecasts::ForecastService>) {
+        if self.forecasts.set(service).is_err() {
+            tracing::warn!("a forecasting service is already attached; keeping the first");
+        }
+    }
+
+    pub fn forecasts(&self) -> Option<&Arc<forecasts::ForecastService>> {
+        self.forecasts.get()
+    }
+
+    /// Keeps the attached forecasting service's forecaster current (see
+    /// [`ForecastService::run`](forecasts::ForecastService::run)) until `shutdown`; returns
+    /// at once without one.
+    pub async fn run_forecast_loop(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        if let Some(service) = self.forecasts().cloned() {
+            service.run(self, shutdown).await;
         }
     }
 

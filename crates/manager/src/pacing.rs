@@ -662,7 +662,7 @@ const LEASE_SERIES: [Series<marquee_pacing::BudgetUsage>; 6] = [
 ];
 
 /// Delivery in a goal's metric, as the leases charge it (spend: Σ CPM ÷ 1000 + CPC).
-fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {
+pub(crate) fn delivered(metric: GoalMetric, counters: &Counters) -> u64 {
     let amount = match metric {
         GoalMetric::Impressions => counters.impressions,
         GoalMetric::Clicks => counters.clicks,

@@ -463,6 +463,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
 
     let (stop, until_stopped) = roles::stop_channel();
     let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
+    let forecast_loop = tokio::spawn(Arc::clone(&manager).run_forecast_loop(until_stopped()));
     let follower = tokio::spawn(follow_snapshots(
         manager.subscribe(),
         Arc::clone(&edge),
@@ -507,6 +508,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         marquee_api::ApiOptions {
             report_max_rows: config.reports.max_rows(),
             programmatic: programmatic_reports(&config)?,
+            ..marquee_api::ApiOptions::default()
         },
     );
     let app = users::with_dashboard(app, &manager, &config, &public_url, true, edge.geo.clone())?;
@@ -519,6 +521,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     });
     marquee_edge::serve(listener, Arc::clone(&edge), Some(app), shutdown).await?;
     compile_loop.await?;
+    forecast_loop.await?;
     follower.await?;
     aggregation.await?;
     housekeeping.join().await?;
@@ -1019,6 +1022,9 @@ async fn load_demo(config: &Config, store: &dyn Store) -> Result<Option<String>,
     }
     // The wall clock: the demo's flights run around the day it is created.
     let summary = demo::load(store, &SystemClock).await?;
+    // A few weeks of sampled traffic, so that "Check availability" answers at once.
+    let sampled = demo::load_sample(store, &SystemClock, config.forecast.sample_rate()).await?;
+    tracing::info!(records = sampled, "demo traffic sample stored");
     let (token, hash) = marquee_api::generate_token()?;
     store
         .create_token(

@@ -187,6 +187,15 @@ pub(crate) async fn open_manager(
     )
     .await?;
     manager.set_metrics_access(MetricsAccess::new(config.metrics.token.clone()));
+    // Sampling off (a rate of 0) keeps no sample to forecast from: no forecast routes.
+    match marquee_manager::forecasts::ForecastService::new(
+        Arc::clone(store),
+        Arc::clone(manager.clock()),
+        config.forecast.sample_rate(),
+    ) {
+        Ok(forecasts) => manager.attach_forecasts(forecasts),
+        Err(error) => tracing::info!(%error, "forecasts are off"),
+    }
     manager.set_geo_availability(marquee_api::GeoAvailability {
         // `--demo` without a file locates with the demo database (`geo::open`).
         location: marquee_api::GeoLocationSource::from_sources(
@@ -274,6 +283,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
     }
     let (stop, until_stopped) = stop_channel();
     let compile_loop = tokio::spawn(Arc::clone(&manager).run_compile_loop(until_stopped()));
+    let forecast_loop = tokio::spawn(Arc::clone(&manager).run_forecast_loop(until_stopped()));
     let pacing_loop = tokio::spawn(Arc::clone(&pacing).run_loop(until_stopped()));
     let aggregation = tokio::spawn(Arc::clone(&aggregator).run_loop(until_stopped()));
     let geo_reload = geo.clone().map(|geo| {
@@ -289,6 +299,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         marquee_api::ApiOptions {
             report_max_rows: config.reports.max_rows(),
             programmatic: crate::programmatic_reports(&config)?,
+            ..marquee_api::ApiOptions::default()
         },
     );
     let app = crate::users::with_dashboard(app, &manager, &config, &ad_url, false, geo)?;
@@ -305,6 +316,7 @@ pub(crate) async fn manager(args: ServeArgs) -> Result<(), Failure> {
         })
         .await?;
     compile_loop.await?;
+    forecast_loop.await?;
     pacing_loop.await?;
     aggregation.await?;
     if let Some(geo_reload) = geo_reload {

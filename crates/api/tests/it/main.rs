@@ -3,6 +3,7 @@
 
 mod api;
 mod common;
+mod forecasts;
 mod report_builder;
 mod report_names;
 mod reports;

@@ -5,6 +5,7 @@
 mod aggregation;
 mod edges;
 mod forecast;
+mod forecasts;
 mod live;
 mod metrics;
 mod pacing;

@@ -8,7 +8,8 @@
 //! token (403) and the advertiser user refused another advertiser's line item (404).
 //! `desk_in_headless_chromium` drives the trafficker's desk with `tests/browser/desk.mjs`:
 //! lists, archiving asked first and cascading, upload checks, narrow screens, why-not-served
-//! narrowed to one line item.
+//! narrowed to one line item. `availability_check_in_headless_chromium` drives "Check
+//! availability" on the line item form with `tests/browser/availability.mjs`.
 //!
 //! Screenshots of home, line item, report and why-not-served at 1280 and 390 pixels wide go to
 //! the temporary directory, or to `$MARQUEE_SCREENSHOTS` when set (the README's come from
@@ -473,11 +474,15 @@ async fn desk_in_headless_chromium() {
             "—",
         ];
         let pacing = texts(&lists["pacing"]);
+        // A serving line item's verdict carries its delivery forecast under it once computed.
+        let forecasts = ["", "on track", "at risk", "shortfall"];
         assert!(
             !pacing.is_empty()
-                && pacing
-                    .iter()
-                    .all(|p| verdicts.contains(&p.as_str()) || p.starts_with("not serving")),
+                && pacing.iter().all(|p| {
+                    let (verdict, forecast) = p.split_once("forecast: ").unwrap_or((p, ""));
+                    (verdicts.contains(&verdict) || p.starts_with("not serving"))
+                        && forecasts.contains(&forecast)
+                }),
             "{width}: {lists:#}"
         );
         // The table scrolls inside its marked region; the page itself does not.
@@ -753,5 +758,118 @@ async fn roles_in_headless_chromium() {
         )
         .await;
         assert_eq!(stored["approval"]["state"], "approved", "{stored:#}");
+    }
+}
+
+/// "Check availability" on a new line item's form in a real browser at 1280 and 390 pixels
+/// wide, on `marquee serve --demo` and its synthetic sample (`tests/browser/availability.mjs`):
+/// the form keeps what was typed, the Availability card shows matching and available
+/// impressions, a chart of daily available against requested impressions with its legend and
+/// readable labels, and the contending line items by name; the page does not scroll sideways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn availability_check_in_headless_chromium() {
+    let desk = Desk::start("marquee-availability-", |_| Vec::new());
+    let (server, token, client) = (&desk.server, &desk.token, &desk.client);
+    let campaigns = get_json(client, &server.url("/api/v1/campaigns"), Some(token)).await;
+    let campaign = id_named(&campaigns, "City getaways");
+    // The forecaster is built off the request path once the first snapshot is out: wait for
+    // the API to answer with figures.
+    let day = |days: i64| {
+        let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
+        at.strftime("%Y-%m-%dT00:00:00Z").to_string()
+    };
+    let proposal = json!({
+        "campaign_id": campaign, "name": "ready?", "status": "active",
+        "start": "2026-01-01T00:00:00", "time_zone": "UTC", "tier": "standard",
+        "price": { "model": "cpm", "amount": "1", "currency": "USD" },
+        "from": day(1), "to": day(8),
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer: Value = client
+            .post(server.url("/api/v1/forecasts"))
+            .bearer_auth(token)
+            .json(&proposal)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["status"] == "ok" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no forecast: {answer}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let line_items = get_json(client, &server.url("/api/v1/line-items"), Some(token)).await;
+    let edited = id_named(&line_items, "Evening travel readers");
+    let result = desk.run(
+        "availability.mjs",
+        json!({ "campaign": campaign, "edited": edited }),
+    );
+    for width in ["1280", "390"] {
+        let shown = &result["check"][width];
+        assert_eq!(
+            shown["kept_name"], "Winter sun proposal",
+            "{width}: {shown:#}"
+        );
+        assert_eq!(shown["kept_goal"], "200000", "{width}: {shown:#}");
+        assert_eq!(
+            shown["kept_targeting"], "desktop, phone",
+            "{width}: {shown:#}"
+        );
+        assert_eq!(
+            strings(&shown["message"]),
+            Vec::<&str>::new(),
+            "{width}: {shown:#}"
+        );
+        let facts = strings(&shown["facts"]);
+        assert!(
+            facts.starts_with(&["Matching", "Available", "Requested"]),
+            "{width}: {shown:#}"
+        );
+        assert_eq!(
+            strings(&shown["values"])[2],
+            "200,000",
+            "{width}: {shown:#}"
+        );
+        let legend = strings(&shown["legend"]);
+        assert!(
+            legend.contains(&"Available") && legend.contains(&"Requested"),
+            "{width}: {shown:#}"
+        );
+        assert!(
+            shown["smallest_label"].as_f64() >= Some(11.0),
+            "{width}: chart labels: {shown:#}"
+        );
+        let contending = strings(&shown["contending"]);
+        assert!(
+            contending.contains(&"Subscribe to the Daily Planet (#6)"),
+            "{width}: {shown:#}"
+        );
+        assert_eq!(shown["overflows"], false, "{width}: {shown:#}");
+        // An edit is forecast in place of the booked line item: kept as typed, not
+        // contending with itself.
+        let edit = &result["edit"][width];
+        assert_eq!(edit["kept_name"], edit["edited_name"], "{width}: {edit:#}");
+        assert_eq!(
+            strings(&edit["message"]),
+            Vec::<&str>::new(),
+            "{width}: {edit:#}"
+        );
+        assert!(
+            strings(&edit["facts"]).starts_with(&["Matching", "Available"]),
+            "{width}: {edit:#}"
+        );
+        let suffix = format!("(#{edited})");
+        assert!(
+            !strings(&edit["contending"])
+                .iter()
+                .any(|name| name.ends_with(&suffix)),
+            "{width}: {edit:#}"
+        );
+        assert_eq!(edit["overflows"], false, "{width}: {edit:#}");
     }
 }

@@ -171,7 +171,13 @@ async fn every_management_route_refuses_anonymous_and_wrong_tenant_calls() {
                 continue;
             }
             checked += 1;
-            let collection = collection_of(path);
+            // A forecast's body is a line item's: another tenant's line item, proposed.
+            let forecast = path == "/api/v1/forecasts";
+            let collection = if forecast {
+                "line-items"
+            } else {
+                collection_of(path)
+            };
             let foreign = tenancy.foreign_of(collection);
             // Supply objects are outside an advertiser's reach altogether: any id will do.
             let target = foreign.map_or(1, |ids| *ids.first().unwrap());
@@ -199,6 +205,10 @@ async fn every_management_route_refuses_anonymous_and_wrong_tenant_calls() {
                         }
                         if method == "POST" {
                             fields.remove("version");
+                        }
+                        if forecast {
+                            fields.insert("from".into(), json!("2026-12-01T00:00:00Z"));
+                            fields.insert("to".into(), json!("2026-12-08T00:00:00Z"));
                         }
                         object
                     } else {
