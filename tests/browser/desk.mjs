@@ -21,7 +21,7 @@
 // Prints one JSON object on stdout; on a failure it has "error" set, the process exits 1 and
 // <out>/desk-failure.png shows the page.
 import path from 'node:path';
-import { NARROW, WIDE, drive, signedInPage } from './session.mjs';
+import { NARROW, WIDE, drive, pngHeader, signedInPage } from './session.mjs';
 
 
 const config = JSON.parse(process.argv[2] ?? '{}');
@@ -29,18 +29,6 @@ const seen = { steps: [] };
 const started = Date.now();
 const step = (what) => seen.steps.push(`${Date.now() - started}ms ${what}`);
 
-/** A PNG's signature and header chunk: `w`×`h` as far as any reader of its header knows. */
-function pngHeader(w, h) {
-  const bytes = Buffer.alloc(33);
-  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(bytes, 0);
-  bytes.writeUInt32BE(13, 8);
-  bytes.write('IHDR', 12, 'latin1');
-  bytes.writeUInt32BE(w, 16);
-  bytes.writeUInt32BE(h, 20);
-  bytes[24] = 8;
-  bytes[25] = 6;
-  return bytes;
-}
 
 
 async function shoot(page, name, suffix) {

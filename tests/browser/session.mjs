@@ -1,5 +1,6 @@
-// What the dashboard's page drivers (dashboard.mjs, desk.mjs, reports.mjs) share: the window sizes, a
-// signed-in page, and the run that prints what was seen, as JSON on stdout.
+// What the dashboard's page drivers (dashboard.mjs, desk.mjs, reports.mjs, roles.mjs) share: the window
+// sizes, a signed-in page, an image to upload, and the run that prints what was seen, as JSON on
+// stdout.
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { FLAGS } from './intercept.mjs';
@@ -51,4 +52,17 @@ export async function drive(run, seen, started, out, failure) {
   } finally {
     await browser.close();
   }
+}
+
+/** A PNG's signature and header chunk: `w`×`h` as far as any reader of its header knows. */
+export function pngHeader(w, h) {
+  const bytes = Buffer.alloc(33);
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(bytes, 0);
+  bytes.writeUInt32BE(13, 8);
+  bytes.write('IHDR', 12, 'latin1');
+  bytes.writeUInt32BE(w, 16);
+  bytes.writeUInt32BE(h, 20);
+  bytes[24] = 8;
+  bytes[25] = 6;
+  return bytes;
 }

@@ -1,12 +1,12 @@
-//! `GET /api/v1/audit`: the history of changes to managed objects, newest first. Admins see
-//! every entry; a tenant token sees only its own objects' entries, as it reads only its own
-//! objects.
+//! `GET /api/v1/audit`: the history of changes to managed objects and accounts (API tokens,
+//! dashboard users), newest first. Admins see every entry; a tenant token sees only its own
+//! objects' entries, as it reads only its own objects, and never accounts'.
 
 use axum::Json;
 use axum::extract::{Query, State};
 use jiff::Timestamp;
 use marquee_model::{ObjectKind, Principal, Role};
-use marquee_store::{AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
+use marquee_store::{AuditAction, AuditEntry, AuditKind, AuditQuery, MAX_AUDIT_PAGE};
 use serde_json::{Map, Value, json};
 
 use crate::objects::ensure_access;
@@ -60,11 +60,24 @@ fn parse_query(
             "object_kind" => {
                 let kind = ObjectKind::ALL
                     .into_iter()
-                    .find(|k| k.name() == value || k.collection() == value)
+                    .find(|k| k.collection() == value)
+                    .map(AuditKind::Object)
+                    .or_else(|| AuditKind::parse(&value))
                     .ok_or_else(|| {
-                        ApiError::bad_field("object_kind", "must be an object kind: line_item, …")
+                        ApiError::bad_field(
+                            "object_kind",
+                            "must be an object kind (line_item, …), api_token or user",
+                        )
                     })?;
-                ensure_access(principal, kind)?;
+                match kind.object() {
+                    Some(object) => ensure_access(principal, object)?,
+                    None if principal.role != Role::Admin => {
+                        return Err(ApiError::Forbidden(
+                            "only an admin reads the history of accounts".into(),
+                        ));
+                    }
+                    None => {}
+                }
                 query.object_kind = Some(kind);
             }
             "object_id" => query.object_id = Some(positive("object_id", &value)?),
@@ -128,7 +141,10 @@ fn entry_json(entry: &AuditEntry) -> Value {
         "object_id": entry.object_id,
         "object_name": entry.object_name,
         "action": entry.action.as_str(),
-        "changes": present_changes(entry.object_kind, &entry.changes),
+        "changes": match entry.object_kind.object() {
+            Some(kind) => present_changes(kind, &entry.changes),
+            None => entry.changes.clone(),
+        },
     })
 }
 
@@ -167,12 +183,12 @@ pub fn operation_doc() -> Value {
     let time = json!({ "type": "string", "format": "date-time" });
     let param = |name: &str, description: &str, schema: &Value| json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema });
     operation(
-        "History of changes to managed objects, newest first".into(),
+        "History of changes to managed objects and accounts, newest first".into(),
         "audit",
         vec![
             param(
                 "object_kind",
-                "only this kind (line_item or line-items, …)",
+                "only this kind (line_item or line-items, …; api_token or user: admin only)",
                 &text,
             ),
             param("object_id", "only this object id", &id),
@@ -208,7 +224,7 @@ pub fn operation_doc() -> Value {
                         "object_kind": { "type": "string" },
                         "object_id": { "type": "integer" },
                         "object_name": { "type": "string" },
-                        "action": { "type": "string", "enum": ["create", "update", "archive", "link", "unlink"] },
+                        "action": { "type": "string", "enum": AuditAction::ALL.map(AuditAction::as_str) },
                         "changes": {
                             "type": "object",
                             "description": "the changed fields only: {field: {before, after}}",

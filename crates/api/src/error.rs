@@ -14,6 +14,12 @@ pub enum ApiError {
     Unauthorized(&'static str),
     #[error("{0}")]
     Forbidden(String),
+    /// The role may not set these fields (see `roles::admin_fields`).
+    #[error("{message}")]
+    ForbiddenFields {
+        message: String,
+        fields: Vec<Violation>,
+    },
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -69,7 +75,7 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::ForbiddenFields { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
@@ -85,7 +91,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Unauthorized(_) => "unauthorized",
-            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Forbidden(_) | ApiError::ForbiddenFields { .. } => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadRequest { .. } => "bad_request",
@@ -187,6 +193,18 @@ impl From<crate::WriteRefused> for ApiError {
     }
 }
 
+impl From<crate::RuleError> for ApiError {
+    fn from(error: crate::RuleError) -> Self {
+        match error {
+            crate::RuleError::Fields(refused) => ApiError::ForbiddenFields {
+                message: refused.to_string(),
+                fields: refused.violations(),
+            },
+            crate::RuleError::Json(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
 impl From<crate::CurrencyRuleError> for ApiError {
     fn from(error: crate::CurrencyRuleError) -> Self {
         match error {
@@ -226,7 +244,8 @@ impl IntoResponse for ApiError {
                 &e.violations[..],
                 None,
             ),
-            ApiError::BadRequest { message, fields } => (message.clone(), &fields[..], None),
+            ApiError::BadRequest { message, fields }
+            | ApiError::ForbiddenFields { message, fields } => (message.clone(), &fields[..], None),
             ApiError::Conflict {
                 message,
                 current_version,

@@ -9,11 +9,13 @@
 //!   (`error.rs`).
 //! - Handlers never check tenancy by hand beyond the caller's role: they pass the caller's scope
 //!   to the store, which enforces it. Which writes a role may make is [`check_write`], asked by
-//!   every create, update and archive (the dashboard's forms too).
+//!   every create, update and archive (the dashboard's forms too); which fields it may set, and
+//!   a creative's approval, is [`govern_write`], applied to every create and update.
 //! - Every money amount under an advertiser is in the advertiser's currency: creates and updates
 //!   pass [`check_currency`] (the dashboard's forms too) before the store writes.
 
 pub mod amounts;
+mod approval;
 mod audit;
 mod auth;
 mod currency;
@@ -42,6 +44,7 @@ use marquee_store::Store;
 use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 
+pub use approval::read_approval;
 pub use audit::present_changes;
 pub use auth::{Caller, HasStore, generate_token, hash_token};
 pub use currency::{CurrencyRuleError, ObjectWrite, check_currency, currency_under};
@@ -55,7 +58,9 @@ pub use reports::{
     BuiltReport, FilterNames, PARAMETERS as REPORT_PARAMETERS, ProgrammaticReports, ReportsState,
     build_report, filter_names, report_csv,
 };
-pub use roles::{Change, WriteRefused, check_write};
+pub use roles::{
+    Change, FieldsRefused, RuleError, WriteRefused, admin_fields, check_write, govern_write,
+};
 pub use routes::RouteTable;
 pub use tags::tags;
 
@@ -195,6 +200,13 @@ pub fn add_routes_with(
             links::unlink,
             state.clone(),
             openapi::link_operation(false),
+        )
+        .route(
+            Method::POST,
+            "/api/v1/creatives/{id}/approval",
+            approval::set,
+            state.clone(),
+            approval::operation_doc(),
         )
         .route(
             Method::GET,

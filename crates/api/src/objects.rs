@@ -13,7 +13,9 @@ use crate::amounts;
 use crate::extract::{Body, Path, Query};
 use crate::geo::{GeoAvailability, warnings};
 use crate::read::read_object;
-use crate::{ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write};
+use crate::{
+    ApiError, ApiState, Caller, Change, ObjectWrite, check_currency, check_write, govern_write,
+};
 
 /// Largest page a list call returns.
 pub const MAX_LIMIT: u32 = 200;
@@ -116,6 +118,7 @@ pub async fn create<T: Object>(
         None,
         Vec::new(),
     )?;
+    let object = govern_write(&principal, None, object)?;
     check_currency(
         &*state.store,
         &object,
@@ -281,6 +284,7 @@ pub async fn update<T: Object>(
     // What it replaces tells which field of an amount pair an edit moved (`amounts`).
     let stored = state.store.get_object::<T>(id, principal.scope()).await?;
     let object: T = read_object(Value::Object(fields), Some(&stored.object), Vec::new())?;
+    let object = govern_write(&principal, Some(&stored.object), object)?;
     check_currency(
         &*state.store,
         &object,

@@ -21,7 +21,7 @@ use marquee_model::prebid::{self, BucketRange, GRANULARITY_NAMES, Granularity, P
 use marquee_model::{
     Advertiser, Campaign, Channel, Creative, CreativeContent, KeyValues, LineItem, LineItemId,
     Micros, Object, ObjectKind, PacingMode, Placement, PlacementId, Price, PricingModel, Principal,
-    Role, RotationMode, Size, Status, Targeting, Tier, UntokenedClicks, ValidationError, Violation,
+    RotationMode, Size, Status, Targeting, Tier, UntokenedClicks, ValidationError, Violation,
 };
 use marquee_store::{Actor, ListQuery, MAX_PAGE, Store};
 use serde::de::DeserializeOwned;
@@ -354,6 +354,7 @@ fn creative(request: &SetRequest, line_item: u64, size: Size) -> Creative {
             html: prebid::creative_html().to_owned(),
         },
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     }
 }
 
@@ -562,7 +563,6 @@ pub(crate) async fn create(
         .get(ObjectKind::Campaign, campaign, principal.scope())
         .await?;
     let request = read_set(campaign, parse_fields(&headers, &body)?)?;
-    check_may_link(&principal, &request)?;
     let outcome = make_set(
         &*state.store,
         &request,
@@ -578,23 +578,12 @@ pub(crate) async fn create(
     Ok((status, Json(outcome.json(&request))).into_response())
 }
 
-/// Line items and creatives are written as by their own endpoints.
+/// Line items and creatives are written as by their own endpoints: only an admin books line
+/// items, so only an admin makes a set (and links it to placements).
 fn check_may_make(principal: &Principal) -> Result<(), ApiError> {
     for kind in [ObjectKind::LineItem, ObjectKind::Creative] {
         ensure_access(principal, kind)?;
         check_write(principal, kind, Change::Create)?;
-    }
-    Ok(())
-}
-
-/// Links take an admin, since a link joins one tenant's demand to another tenant's supply.
-fn check_may_link(principal: &Principal, request: &SetRequest) -> Result<(), ApiError> {
-    if !request.placement_ids.is_empty() && principal.role != Role::Admin {
-        return Err(ApiError::Forbidden(
-            "only an admin token can link the set's line items to placements; leave \
-             placement_ids out to make line items that serve on every placement"
-                .into(),
-        ));
     }
     Ok(())
 }
@@ -619,7 +608,7 @@ pub fn operation_doc() -> Value {
                     }}
                 ]
             },
-            "placement_ids": { "type": "array", "items": { "type": "integer", "minimum": 1 }, "description": "linked to every line item (admin only); none: every placement" },
+            "placement_ids": { "type": "array", "items": { "type": "integer", "minimum": 1 }, "description": "linked to every line item; none: every placement" },
             "sizes": { "type": "array", "items": schema_ref("Size"), "minItems": 1 },
             "landing_url": { "type": "string", "format": "uri" },
             "start": { "type": "string", "example": "2026-12-01T00:00:00" },

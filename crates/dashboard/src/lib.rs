@@ -19,6 +19,8 @@
 //! `/`, `/login`, `/logout`, `/assets/…`, `/uploads/…`, the object collections
 //! (`/advertisers`, `/line-items`, …), `/reports`, `/reports.csv`, `/why-not-served`, `/edges`.
 
+mod approval;
+mod audit;
 pub mod auth;
 mod bulk;
 pub mod chart;
@@ -158,9 +160,11 @@ pub fn router(dashboard: Arc<Dashboard>) -> axum::Router {
         .route("/reports.csv", get(pages::reports_csv))
         .route("/why-not-served", get(pages::why_not_served))
         .route("/edges", get(pages::edges))
+        .route("/audit", get(audit::page))
         .route("/line-items/{id}/placements", post(objects::link_placement))
         .route("/line-items/{id}/creatives", post(objects::assign_creative))
-        .route("/line-items/{id}/copy", post(objects::copy_line_item));
+        .route("/line-items/{id}/copy", post(objects::copy_line_item))
+        .route("/creatives/{id}/approval", post(approval::review));
     for kind in ObjectKind::ALL {
         let collection = format!("/{}", kind.collection());
         router = router
@@ -306,7 +310,7 @@ impl From<marquee_api::ApiError> for PageError {
     fn from(error: marquee_api::ApiError) -> Self {
         use marquee_api::ApiError as E;
         match error {
-            E::Forbidden(m) => PageError::Forbidden(m),
+            E::Forbidden(m) | E::ForbiddenFields { message: m, .. } => PageError::Forbidden(m),
             E::NotFound(m) => PageError::NotFound(m),
             E::Internal(m) => PageError::Internal(m),
             other => PageError::BadRequest(other.to_string()),

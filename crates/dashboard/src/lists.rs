@@ -15,7 +15,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use marquee_api::{Change, check_name_filter};
-use marquee_model::{Creative, LineItem, ObjectKind, Placement, Site, Status};
+use marquee_model::{Approval, Creative, LineItem, ObjectKind, Placement, Site, Status};
 use marquee_store::{ListQuery, MAX_PAGE, Record};
 use serde::Deserialize;
 
@@ -43,6 +43,9 @@ pub struct ListParams {
     sort: String,
     #[serde(default)]
     page: String,
+    /// Creatives only: `pending`, `rejected` or `approved` (the publisher's review queue).
+    #[serde(default)]
+    approval: String,
 }
 
 /// How a row serves: its own status, unless a parent stops it.
@@ -498,6 +501,8 @@ struct ListPage {
     q: String,
     status: String,
     parent: String,
+    /// The approval filter, offered on the creatives list only.
+    approval: Option<String>,
     sort: String,
     headings: Vec<Heading>,
     /// Each row's cells, in the headings' order.
@@ -567,6 +572,14 @@ pub async fn list(
         return Err(PageError::BadRequest(format!("{status:?} is not a status")));
     }
     check_name_filter(&params.q)?;
+    let approval = params.approval.as_str();
+    if !approval.is_empty()
+        && (kind != ObjectKind::Creative || !Approval::STATES.contains(&approval))
+    {
+        return Err(PageError::BadRequest(format!(
+            "{approval:?} is not an approval state of this list"
+        )));
+    }
     let columns = columns(kind);
     let (sort_key, descending) = match params.sort.strip_prefix('-') {
         Some(key) => (key, true),
@@ -618,6 +631,9 @@ pub async fn list(
                 .as_deref()
                 .is_some_and(|name| name.to_lowercase().contains(&needle))
         {
+            continue;
+        }
+        if !approval.is_empty() && approval_state(&record)? != approval {
             continue;
         }
         let serving = lineage.serving(&record).await?;
@@ -680,6 +696,7 @@ pub async fn list(
         ("q", params.q.as_str()),
         ("status", status),
         ("parent", parent_filter),
+        ("approval", approval),
     ];
     let url_with = |extra: &[(&str, &str)]| {
         let mut all = base.to_vec();
@@ -736,6 +753,7 @@ pub async fn list(
         q: params.q.clone(),
         status: status.to_owned(),
         parent: parent_filter.to_owned(),
+        approval: (kind == ObjectKind::Creative).then(|| approval.to_owned()),
         sort: params.sort.clone(),
         headings,
         numeric: columns.iter().map(|c| c.numeric).collect(),
@@ -754,6 +772,11 @@ pub async fn list(
         new_parent: parent_id,
     };
     Ok(html(&page))
+}
+
+/// A creative row's approval state.
+fn approval_state(record: &Record) -> Result<&'static str, PageError> {
+    Ok(record.decode::<Creative>()?.object.approval.state())
 }
 
 /// The id, name, status and parent cells.

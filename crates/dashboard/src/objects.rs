@@ -8,11 +8,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use marquee_api::{
-    Change, CurrencyRuleError, ObjectWrite, check_currency, check_write, currency_under,
+    Change, CurrencyRuleError, ObjectWrite, RuleError, admin_fields, check_currency, check_write,
+    currency_under, govern_write,
 };
 use marquee_model::{
     Advertiser, Campaign, Creative, CreativeAssignment, CreativeId, Currency, LineItem, LineItemId,
-    Object, ObjectKind, Placement, PlacementId, Publisher, Site, Status,
+    Object, ObjectKind, Placement, PlacementId, Principal, Publisher, Role, Site, Status,
 };
 use marquee_store::{AuditQuery, Draft, ListQuery, Record, StoreError};
 
@@ -255,6 +256,8 @@ struct ObjectPage {
     /// An image kept from a refused creative form.
     kept_upload: Option<KeptUpload>,
     upload_errors: Vec<String>,
+    /// A creative's review by the publisher.
+    approval: Option<crate::approval::ApprovalView>,
     /// Whether the form offers "Check availability" (line items the user may save).
     forecastable: bool,
     /// The answer of "Check availability", shown beside the form as posted.
@@ -386,6 +389,28 @@ async fn field_views(
                     parent_choices(dashboard, user, parent, &value).await?,
                 ),
             },
+        };
+        // What the publisher decides shows as text to a tenant, and posts back unchanged.
+        let decided = user.role != Role::Admin
+            && admin_fields(kind).contains(&f.name.split('.').next().unwrap_or(f.name));
+        let (input, choices) = if decided {
+            let unit = matches!(f.widget, Widget::Money | Widget::GoalAmount)
+                .then(|| symbol.clone())
+                .flatten()
+                .filter(|_| !value.is_empty());
+            let label = match (&unit, value.as_str()) {
+                (_, "") => "none".to_owned(),
+                (Some(unit), text) => format!("{unit}{text}"),
+                (None, text) => text.replace('_', " "),
+            };
+            let choice = Choice {
+                value: value.clone(),
+                label,
+                selected: true,
+            };
+            ("fixed", vec![choice])
+        } else {
+            (input, choices)
         };
         let when = match f.when {
             fields::When::Always => None,
@@ -551,6 +576,7 @@ async fn object_page(
         line_item: None,
         tags: None,
         preview: None,
+        approval: None,
         can_save: match record {
             Some(r) => {
                 r.status != Status::Archived && may_write(user, kind, Change::Update).is_ok()
@@ -597,15 +623,10 @@ async fn history(
     let principal = user.principal();
     let query = AuditQuery {
         scope: principal.role.side().zip(principal.scope()),
-        object_kind: Some(kind),
+        object_kind: Some(kind.into()),
         object_id: Some(id),
         limit: HISTORY_ROWS,
         ..AuditQuery::default()
-    };
-    let show = |value: &Value| match value {
-        Value::Null => "—".to_owned(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
     };
     Ok(dashboard
         .store
@@ -613,15 +634,7 @@ async fn history(
         .await?
         .into_iter()
         .map(|entry| {
-            let changes = match marquee_api::present_changes(kind, &entry.changes) {
-                Value::Object(fields) => fields
-                    .iter()
-                    .map(|(field, pair)| {
-                        (field.clone(), show(&pair["before"]), show(&pair["after"]))
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let changes = crate::audit::change_rows(kind.into(), &entry.changes);
             HistoryRow {
                 at: entry.at.to_string(),
                 principal: entry.principal,
@@ -717,13 +730,28 @@ async fn draft_as<T: Object>(
     fixed_parent: Option<u64>,
     errors: Errors,
     write: ObjectWrite,
-    scope: Option<u64>,
+    principal: &Principal,
 ) -> Result<Result<Draft, Errors>, PageError> {
+    let scope = principal.scope();
     let object = match fields::read::<T>(form, fixed_parent, errors) {
         Ok(object) => object,
         Err(errors) => return Ok(Err(errors)),
     };
     let mut errors = Errors::new();
+    // The role's rules as the API applies them: the publisher's fields (shown fixed to a
+    // tenant, so sent back unchanged) and a creative's approval.
+    let before = match write {
+        ObjectWrite::Update(id) => Some(dashboard.store.get_object::<T>(id, scope).await?.object),
+        ObjectWrite::Create => None,
+    };
+    let object = match govern_write(principal, before.as_ref(), object) {
+        Ok(object) => object,
+        Err(RuleError::Fields(refused)) => {
+            fields::file_violations(T::KIND, &refused.violations(), &mut errors);
+            return Ok(Err(errors));
+        }
+        Err(RuleError::Json(detail)) => return Err(PageError::Internal(detail)),
+    };
     match check_currency(&*dashboard.store, &object, write, scope).await {
         Ok(()) => {}
         Err(CurrencyRuleError::Broken(broken)) => {
@@ -746,9 +774,9 @@ async fn draft(
     fixed_parent: Option<u64>,
     errors: Errors,
     write: ObjectWrite,
-    scope: Option<u64>,
+    principal: &Principal,
 ) -> Result<Result<Draft, Errors>, PageError> {
-    let (d, f, p, e, w, s) = (dashboard, form, fixed_parent, errors, write, scope);
+    let (d, f, p, e, w, s) = (dashboard, form, fixed_parent, errors, write, principal);
     match kind {
         ObjectKind::Advertiser => draft_as::<Advertiser>(d, f, p, e, w, s).await,
         ObjectKind::Campaign => draft_as::<Campaign>(d, f, p, e, w, s).await,
@@ -932,12 +960,18 @@ async fn read_object(
     } else {
         None
     };
-    let scope = user.principal().scope();
-    Ok(
-        draft(dashboard, kind, form, fixed_parent, errors, write, scope)
-            .await?
-            .map(|draft| Posted { draft, upload }),
+    let principal = user.principal();
+    Ok(draft(
+        dashboard,
+        kind,
+        form,
+        fixed_parent,
+        errors,
+        write,
+        &principal,
     )
+    .await?
+    .map(|draft| Posted { draft, upload }))
 }
 
 /// A store refusal that belongs next to a field (a parent that is gone, a stale version).
@@ -1176,6 +1210,7 @@ pub async fn show(
             let creative = record.decode::<Creative>()?.object;
             page.preview = Some(preview(&creative));
             page.used_by = used_by(&dashboard, &user, id, &creative).await?;
+            page.approval = Some(crate::approval::ApprovalView::of(&user, &creative));
             page.notices
                 .extend(size_notice(&dashboard, &user, &creative).await?);
         }

@@ -135,12 +135,15 @@ async fn bench() {
 
     let token = "mq_bench_admin";
     store
-        .create_token(NewToken {
-            role: Role::Admin,
-            owner_id: None,
-            hash: hash_token(token),
-            label: "bench".into(),
-        })
+        .create_token(
+            NewToken {
+                role: Role::Admin,
+                owner_id: None,
+                hash: hash_token(token),
+                label: "bench".into(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await
         .unwrap();
     let router = add_routes(

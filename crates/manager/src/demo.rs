@@ -139,6 +139,7 @@ fn creative(
         weight: 100,
         content,
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     }
 }
 

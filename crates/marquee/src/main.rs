@@ -354,12 +354,15 @@ async fn create_token(args: TokenCreateArgs) -> Result<(), Failure> {
     let (_, store) = open_admin_store(&args.common).await?;
     let (token, hash) = marquee_api::generate_token()?;
     let record = store
-        .create_token(NewToken {
-            role: args.role,
-            owner_id: args.owner,
-            hash,
-            label: args.label,
-        })
+        .create_token(
+            NewToken {
+                role: args.role,
+                owner_id: args.owner,
+                hash,
+                label: args.label,
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await?;
     eprintln!(
         "created {} token {} (shown once; only its hash is stored)",
@@ -395,7 +398,10 @@ async fn list_tokens(args: CommonArgs) -> Result<(), Failure> {
 
 async fn revoke_token(args: TokenRevokeArgs) -> Result<(), Failure> {
     let (config, store) = open_admin_store(&args.common).await?;
-    let Some(token) = store.revoke_token(args.id).await? else {
+    let Some(token) = store
+        .revoke_token(args.id, &marquee_store::Actor::cli())
+        .await?
+    else {
         return Err(format!(
             "no API token with id {} in {}; `marquee token list` shows the tokens",
             args.id,
@@ -1021,12 +1027,15 @@ async fn load_demo(config: &Config, store: &dyn Store) -> Result<Option<String>,
     tracing::info!(records = sampled, "demo traffic sample stored");
     let (token, hash) = marquee_api::generate_token()?;
     store
-        .create_token(NewToken {
-            role: Role::Admin,
-            owner_id: None,
-            hash,
-            label: "demo admin".into(),
-        })
+        .create_token(
+            NewToken {
+                role: Role::Admin,
+                owner_id: None,
+                hash,
+                label: "demo admin".into(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await?;
     users::create_demo_user(store).await?;
     eprintln!(

@@ -105,7 +105,10 @@ pub(crate) async fn run(command: UserCommand) -> Result<(), Failure> {
 
 async fn delete(args: UserDeleteArgs) -> Result<(), Failure> {
     let (config, store) = open_admin_store(&args.common).await?;
-    let Some(deleted) = store.delete_user(&args.name).await? else {
+    let Some(deleted) = store
+        .delete_user(&args.name, &marquee_store::Actor::cli())
+        .await?
+    else {
         return Err(format!(
             "no dashboard user named {:?} in {} (names are exact)",
             args.name,
@@ -141,12 +144,15 @@ async fn create(args: UserCreateArgs) -> Result<(), Failure> {
             .await
             .map_err(|e| e.to_string())??;
     let user = store
-        .create_user(NewUser {
-            name: args.name,
-            role: args.role,
-            owner_id: args.owner,
-            password_hash,
-        })
+        .create_user(
+            NewUser {
+                name: args.name,
+                role: args.role,
+                owner_id: args.owner,
+                password_hash,
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await?;
     eprintln!(
         "created {} user {:?} (id {}); sign in at the dashboard, /login",
@@ -161,12 +167,15 @@ async fn create(args: UserCreateArgs) -> Result<(), Failure> {
 pub(crate) async fn create_demo_user(store: &dyn Store) -> Result<(), Failure> {
     let password_hash = marquee_dashboard::hash_password(DEMO_PASSWORD)?;
     store
-        .create_user(NewUser {
-            name: DEMO_USER.to_owned(),
-            role: Role::Admin,
-            owner_id: None,
-            password_hash,
-        })
+        .create_user(
+            NewUser {
+                name: DEMO_USER.to_owned(),
+                role: Role::Admin,
+                owner_id: None,
+                password_hash,
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await?;
     Ok(())
 }

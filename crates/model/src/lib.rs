@@ -6,6 +6,7 @@
 //! Invariants: this crate does no I/O and reads no clock except through [`Clock`]; money is
 //! integer micros ([`Micros`]) everywhere; targeting is data ([`Targeting`]), never code.
 
+mod approval;
 mod assignment;
 mod clock;
 mod consent;
@@ -22,6 +23,7 @@ mod stored;
 mod targeting;
 mod validate;
 
+pub use approval::{Approval, MAX_REJECTION_REASON_CHARS};
 pub use assignment::CreativeAssignment;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use consent::{TcfCore, TcfError, may_identify, tcf_device_storage_consent};

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::validate::{ValidationError, Violations, rules};
 use crate::{
-    AdvertiserId, CampaignId, Currency, LineItemId, MAX_PRICE_MICROS, MAX_SPEND_GOAL_MICROS,
-    Micros, ObjectKind, PublisherId, SiteId, Status, Targeting, has_insecure_url,
+    AdvertiserId, Approval, CampaignId, Currency, LineItemId, MAX_PRICE_MICROS,
+    MAX_SPEND_GOAL_MICROS, Micros, ObjectKind, PublisherId, SiteId, Status, Targeting,
+    has_insecure_url,
 };
 
 /// What every managed object offers the store and the API, whatever its kind.
@@ -828,6 +829,10 @@ pub struct Creative {
     /// IAB content categories of this creative (OpenRTB `cat`); empty means the campaign's.
     #[serde(default)]
     pub categories: Vec<String>,
+    /// The publisher's review; only an approved creative serves. Set by the server, never from
+    /// a write's body (see the API's roles).
+    #[serde(default)]
+    pub approval: Approval,
 }
 object!(Creative, ObjectKind::Creative, |s| Some(s.line_item_id.0));
 
@@ -848,6 +853,7 @@ impl Creative {
         }
         v.field("content", |v| self.content.check(v));
         categories_rule(v, &self.categories);
+        v.field("approval", |v| self.approval.check(v));
     }
 
     /// Whether everything the creative loads or links to is https, as far as a simple scan can
@@ -1209,6 +1215,7 @@ mod tests {
             weight: 100,
             content,
             categories: Vec::new(),
+            approval: crate::Approval::Approved,
         }
     }
 

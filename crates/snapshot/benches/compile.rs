@@ -251,6 +251,7 @@ fn catalog(line_items: u64) -> Catalog {
                         alt: String::new(),
                     },
                     categories: Vec::new(),
+                    approval: marquee_model::Approval::Approved,
                 },
             ));
         }

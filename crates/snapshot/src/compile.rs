@@ -26,6 +26,8 @@ pub struct CompileStats {
     /// Time zone unknown, or the flight's local times cannot be placed in it.
     pub line_items_bad_time_zone: usize,
     pub creatives_orphaned: usize,
+    /// Pending or rejected by the publisher: only approved creatives serve.
+    pub creatives_unapproved: usize,
     pub sites_orphaned: usize,
     pub placements_orphaned: usize,
     /// Links whose line item or placement is not in the snapshot.
@@ -46,6 +48,7 @@ impl CompileStats {
             + self.line_items_ended
             + self.line_items_bad_time_zone
             + self.creatives_orphaned
+            + self.creatives_unapproved
             + self.sites_orphaned
             + self.placements_orphaned
             + self.links_dropped
@@ -71,9 +74,9 @@ pub fn compile_with_stats(catalog: &Catalog, built_at: Timestamp) -> (Snapshot, 
 /// An object enters only if it and all its ancestors are in the catalog (which holds only
 /// objects whose own status is active). Line items whose flight ended at or before `built_at`
 /// are dropped, as are those whose time zone cannot be resolved; creatives of dropped line items
-/// are dropped unless a kept assignment uses them elsewhere; links to dropped line items or
-/// placements are dropped, as are assignments to dropped line items or creatives and those
-/// whose flight has ended. Line items that have not
+/// are dropped unless a kept assignment uses them elsewhere, and so are creatives the publisher
+/// has not approved; links to dropped line items or placements are dropped, as are assignments
+/// to dropped line items or creatives and those whose flight has ended. Line items that have not
 /// started yet are kept: the edge checks the flight per request. The snapshot version is
 /// `catalog.version`; `built_at` is kept to the microsecond, the header's precision.
 pub fn compile_live(
@@ -207,10 +210,12 @@ pub fn compile_live(
         }
     }
 
-    // Each active creative with the line item it was uploaded under, by creative id.
+    // Each active, approved creative with the line item it was uploaded under, by creative id:
+    // an assignment of any other would name a creative the snapshot leaves out.
     let mut active_creatives: Vec<(CreativeId, LineItemId)> = catalog
         .creatives
         .iter()
+        .filter(|s| s.object.approval.is_approved())
         .map(|s| (CreativeId(s.meta.id), s.object.line_item_id))
         .collect();
     active_creatives.sort_unstable();
@@ -249,6 +254,10 @@ pub fn compile_live(
             && assigned.binary_search(&CreativeId(s.meta.id)).is_err()
         {
             stats.creatives_orphaned += 1;
+            return None;
+        }
+        if !c.approval.is_approved() {
+            stats.creatives_unapproved += 1;
             return None;
         }
         Some(CreativeEntry {

@@ -233,6 +233,7 @@ pub fn catalog(placement: u64, tier: Tier, html: &str) -> marquee_model::Catalog
                 weight: 100,
                 content: CreativeContent::Html { html: html.into() },
                 categories: Vec::new(),
+                approval: marquee_model::Approval::Approved,
             },
         )],
         links: vec![(LineItemId(20), PlacementId(placement))],

@@ -249,6 +249,7 @@ mod tests {
             weight: 100,
             content,
             categories: Vec::new(),
+            approval: marquee_model::Approval::Approved,
         }
     }
 

@@ -1,12 +1,13 @@
-//! The audit log: who changed which managed object, when, and which fields. Each backend
-//! writes an entry in the same transaction as the change it describes (so a change that
-//! rolls back leaves none); what an entry says is computed here, once for both.
+//! The audit log: who changed which managed object or account (API token, dashboard user),
+//! when, and which fields. Each backend writes an entry in the same transaction as the change
+//! it describes (so a change that rolls back leaves none); what an entry says is computed
+//! here, once for both.
 
 use jiff::Timestamp;
 use marquee_model::{CreativeAssignment, ObjectKind, Principal, Role, Side};
 use serde_json::{Map, Value};
 
-use crate::{Record, StoreError};
+use crate::{Record, StoreError, TokenRecord, UserRecord};
 
 /// Most entries one `audit` call returns.
 pub const MAX_AUDIT_PAGE: u32 = 500;
@@ -45,6 +46,53 @@ impl Actor {
     }
 }
 
+/// What an entry is about: a managed object, or an account that acts on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditKind {
+    Object(ObjectKind),
+    /// An API token: created or revoked (never its secret or hash).
+    Token,
+    /// A dashboard user: created or deleted (never its password or hash).
+    User,
+}
+
+impl AuditKind {
+    /// Every kind: the object kinds, then the accounts.
+    pub fn all() -> impl Iterator<Item = AuditKind> {
+        ObjectKind::ALL
+            .into_iter()
+            .map(AuditKind::Object)
+            .chain([AuditKind::Token, AuditKind::User])
+    }
+
+    /// The object kind's name, `api_token` or `user`: what the `object_kind` column holds.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuditKind::Object(kind) => kind.name(),
+            AuditKind::Token => "api_token",
+            AuditKind::User => "user",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<AuditKind> {
+        AuditKind::all().find(|k| k.name() == name)
+    }
+
+    /// The managed object kind, none for an account.
+    pub fn object(self) -> Option<ObjectKind> {
+        match self {
+            AuditKind::Object(kind) => Some(kind),
+            AuditKind::Token | AuditKind::User => None,
+        }
+    }
+}
+
+impl From<ObjectKind> for AuditKind {
+    fn from(kind: ObjectKind) -> Self {
+        AuditKind::Object(kind)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditAction {
     Create,
@@ -59,10 +107,14 @@ pub enum AuditAction {
     Assign,
     /// A library creative's assignment removed from a line item (recorded on the line item).
     Unassign,
+    /// An API token revoked.
+    Revoke,
+    /// A dashboard user deleted (with its sessions).
+    Delete,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 7] = [
+    pub const ALL: [AuditAction; 9] = [
         AuditAction::Create,
         AuditAction::Update,
         AuditAction::Archive,
@@ -70,6 +122,8 @@ impl AuditAction {
         AuditAction::Unlink,
         AuditAction::Assign,
         AuditAction::Unassign,
+        AuditAction::Revoke,
+        AuditAction::Delete,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +135,8 @@ impl AuditAction {
             AuditAction::Unlink => "unlink",
             AuditAction::Assign => "assign",
             AuditAction::Unassign => "unassign",
+            AuditAction::Revoke => "revoke",
+            AuditAction::Delete => "delete",
         }
     }
 
@@ -96,11 +152,12 @@ pub struct AuditEntry {
     pub at: Timestamp,
     pub principal: String,
     pub role: Role,
-    pub object_kind: ObjectKind,
+    pub object_kind: AuditKind,
     pub object_id: u64,
-    /// The object's name after the change.
+    /// The object's name after the change (an account's: the token's label, the user's name).
     pub object_name: String,
-    /// The advertiser or publisher the object belongs to, for tenant-scoped reads.
+    /// The advertiser or publisher the object belongs to, for tenant-scoped reads (an
+    /// account's owner, 0 for an admin's; tenants never read accounts' entries).
     pub owner_id: u64,
     pub action: AuditAction,
     /// The changed fields only: `{"field": {"before": …, "after": …}}`, `null` for a side
@@ -113,7 +170,7 @@ pub struct AuditEntry {
 pub struct AuditQuery {
     /// A tenant's side and owner: only its own objects' entries.
     pub scope: Option<(Side, u64)>,
-    pub object_kind: Option<ObjectKind>,
+    pub object_kind: Option<AuditKind>,
     pub object_id: Option<u64>,
     pub principal: Option<String>,
     /// Entries at or after this time.
@@ -212,6 +269,83 @@ impl NewEntry {
         Self::new(by, action, line_item, changes, now)
     }
 
+    /// The entry for creating or revoking an API token: its role, owner and label.
+    pub(crate) fn of_token(
+        by: &Actor,
+        action: AuditAction,
+        token: &TokenRecord,
+        now: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let fields = [
+            ("role", Value::from(token.role.as_str())),
+            ("owner_id", Value::from(token.owner_id)),
+            ("label", Value::from(token.label.clone())),
+        ];
+        Self::of_account(
+            by,
+            action,
+            AuditKind::Token,
+            (token.id, &token.label, token.owner_id),
+            fields,
+            now,
+        )
+    }
+
+    /// The entry for creating or deleting a dashboard user: its name, role and owner.
+    pub(crate) fn of_user(
+        by: &Actor,
+        action: AuditAction,
+        user: &UserRecord,
+        now: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let fields = [
+            ("name", Value::from(user.name.clone())),
+            ("role", Value::from(user.role.as_str())),
+            ("owner_id", Value::from(user.owner_id)),
+        ];
+        Self::of_account(
+            by,
+            action,
+            AuditKind::User,
+            (user.id, &user.name, user.owner_id),
+            fields,
+            now,
+        )
+    }
+
+    /// An account made (`Create`: every field after) or removed (every field before).
+    fn of_account(
+        by: &Actor,
+        action: AuditAction,
+        kind: AuditKind,
+        (id, name, owner): (u64, &str, Option<u64>),
+        fields: [(&str, Value); 3],
+        now: Timestamp,
+    ) -> Result<NewEntry, StoreError> {
+        let changes: Map<String, Value> = fields
+            .into_iter()
+            .map(|(field, value)| {
+                let pair = match action {
+                    AuditAction::Create => change(Value::Null, value),
+                    _ => change(value, Value::Null),
+                };
+                (field.to_owned(), pair)
+            })
+            .collect();
+        let sql_id = |value: u64, what: &str| crate::shared::sql_i64(value, what);
+        Ok(NewEntry {
+            at: now.as_microsecond(),
+            principal: by.principal.clone(),
+            role: by.role.as_str(),
+            object_kind: kind.name(),
+            object_id: sql_id(id, "account id")?,
+            object_name: name.to_owned(),
+            owner_id: sql_id(owner.unwrap_or(0), "owner id")?,
+            action: action.as_str(),
+            changes: Value::Object(changes).to_string(),
+        })
+    }
+
     fn new(
         by: &Actor,
         action: AuditAction,
@@ -278,11 +412,6 @@ fn changed_fields(before: &Map<String, Value>, after: &Map<String, Value>) -> Ma
         }
     }
     changes
-}
-
-/// The kind whose [`ObjectKind::name`] is `name`.
-pub(crate) fn kind_named(name: &str) -> Option<ObjectKind> {
-    ObjectKind::ALL.into_iter().find(|k| k.name() == name)
 }
 
 /// The SQL list of the kind names on `side`, quoted (static names, no caller input).

@@ -7,8 +7,9 @@
 //!   conformance suite in [`suite`] (feature `test-suite`).
 //! - Every mutation of a managed object or link bumps the change counter in the same
 //!   transaction, so "counter unchanged" means "snapshot unchanged".
-//! - Every mutation of a managed object or link writes its audit entry (who, as an [`Actor`])
-//!   in the same transaction: a change that rolls back leaves none.
+//! - Every mutation of a managed object or link, and every creation or removal of an API token
+//!   or dashboard user, writes its audit entry (who, as an [`Actor`]) in the same transaction:
+//!   a change that rolls back leaves none.
 //! - Tenant scoping is enforced here: a scoped call never reads or writes another owner's row.
 //! - Applied migrations are immutable: a database whose applied migration differs from the one
 //!   compiled in is refused.
@@ -33,7 +34,7 @@ pub mod test_postgres;
 mod typed;
 mod users;
 
-pub use audit::{Actor, AuditAction, AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
+pub use audit::{Actor, AuditAction, AuditEntry, AuditKind, AuditQuery, MAX_AUDIT_PAGE};
 pub use copy::{CopyError, CopySummary, copy_sqlite_to_postgres};
 pub use error::{CheckpointMoved, MigrationError, StoreError};
 pub use manager_lock::{LockAttempt, ManagerLock, wait_for_manager_lock};
@@ -198,9 +199,10 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
         by: &Actor,
     ) -> Result<Record, StoreError>;
 
-    /// Stores a token's hash. A tenant role's owner must exist (an advertiser for the
-    /// advertiser role, a publisher for the publisher role); an admin has none.
-    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError>;
+    /// Stores a token's hash, audited as made `by`. A tenant role's owner must exist (an
+    /// advertiser for the advertiser role, a publisher for the publisher role); an admin has
+    /// none.
+    async fn create_token(&self, token: NewToken, by: &Actor) -> Result<TokenRecord, StoreError>;
 
     /// The principal of the token with this SHA-256 hash, if any.
     async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError>;
@@ -210,7 +212,8 @@ pub trait Store: StatsStore + PacingStore + UserStore + Send + Sync + std::fmt::
 
     /// Deletes the token with this id, so that `find_token` no longer finds it: the next API
     /// call with it is refused. Returns what was deleted, or `None` if no token has this id.
-    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError>;
+    /// A revocation is audited as made `by`.
+    async fn revoke_token(&self, id: u64, by: &Actor) -> Result<Option<TokenRecord>, StoreError>;
 
     /// Monotonic counter of changes to objects and links.
     async fn change_counter(&self) -> Result<u64, StoreError>;

@@ -1113,8 +1113,16 @@ impl Store for PostgresStore {
         .await?)
     }
 
-    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {
-        in_write!(self, |tx, now| create_token_in(&tx, token, now).await?)
+    async fn create_token(&self, token: NewToken, by: &Actor) -> Result<TokenRecord, StoreError> {
+        in_write!(self, |tx, now| {
+            let created = create_token_in(&tx, token, now).await?;
+            write_audit(
+                &tx,
+                &NewEntry::of_token(by, AuditAction::Create, &created, now)?,
+            )
+            .await?;
+            created
+        })
     }
 
     async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
@@ -1142,17 +1150,27 @@ impl Store for PostgresStore {
             .collect::<Result<Vec<_>, _>>()?)
     }
 
-    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError> {
+    async fn revoke_token(&self, id: u64, by: &Actor) -> Result<Option<TokenRecord>, StoreError> {
         // An id no row can have (past i64) is simply not found.
         let Some(id) = sql_id(id) else {
             return Ok(None);
         };
         let sql = format!("DELETE FROM api_tokens WHERE id = $1 RETURNING {TOKEN_COLUMNS}");
-        in_write!(self, |tx, _now| query(&tx, &sql, &[&id])
-            .await?
-            .first()
-            .map(rows::token)
-            .transpose()?)
+        in_write!(self, |tx, now| {
+            let revoked = query(&tx, &sql, &[&id])
+                .await?
+                .first()
+                .map(rows::token)
+                .transpose()?;
+            if let Some(revoked) = &revoked {
+                write_audit(
+                    &tx,
+                    &NewEntry::of_token(by, AuditAction::Revoke, revoked, now)?,
+                )
+                .await?;
+            }
+            revoked
+        })
     }
 
     async fn try_lock_manager(&self) -> Result<LockAttempt, StoreError> {

@@ -1037,9 +1037,17 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn create_token(&self, token: NewToken) -> Result<TokenRecord, StoreError> {
-        self.write(move |tx, now| create_token_in(tx, token, now))
-            .await
+    async fn create_token(&self, token: NewToken, by: &Actor) -> Result<TokenRecord, StoreError> {
+        let by = by.clone();
+        self.write(move |tx, now| {
+            let created = create_token_in(tx, token, now)?;
+            write_audit(
+                tx,
+                &NewEntry::of_token(&by, AuditAction::Create, &created, now)?,
+            )?;
+            Ok(created)
+        })
+        .await
     }
 
     async fn find_token(&self, hash: &[u8; 32]) -> Result<Option<Principal>, StoreError> {
@@ -1053,15 +1061,22 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn revoke_token(&self, id: u64) -> Result<Option<TokenRecord>, StoreError> {
+    async fn revoke_token(&self, id: u64, by: &Actor) -> Result<Option<TokenRecord>, StoreError> {
         // An id no row can have (past i64) is simply not found.
         let Some(id) = sql_id(id) else {
             return Ok(None);
         };
         let sql = format!("DELETE FROM api_tokens WHERE id = ?1 RETURNING {TOKEN_COLUMNS}");
-        self.write(move |tx, _| {
-            let mut deleted = query_rows(tx, &sql, [id], |row| rows::token(row))?;
-            Ok(deleted.pop())
+        let by = by.clone();
+        self.write(move |tx, now| {
+            let Some(revoked) = query_rows(tx, &sql, [id], |row| rows::token(row))?.pop() else {
+                return Ok(None);
+            };
+            write_audit(
+                tx,
+                &NewEntry::of_token(&by, AuditAction::Revoke, &revoked, now)?,
+            )?;
+            Ok(Some(revoked))
         })
         .await
     }

@@ -29,8 +29,8 @@ use marquee_model::{
 };
 
 use crate::{
-    Actor, AuditAction, AuditEntry, AuditQuery, DeletedUser, Draft, ListQuery, LockAttempt,
-    MAX_PAGE, NewSession, NewToken, NewUser, Store, StoreError,
+    Actor, AuditAction, AuditEntry, AuditKind, AuditQuery, DeletedUser, Draft, ListQuery,
+    LockAttempt, MAX_PAGE, NewSession, NewToken, NewUser, Store, StoreError,
 };
 
 /// Expands into one `#[tokio::test]` per conformance case; see the [module docs](self).
@@ -76,6 +76,7 @@ macro_rules! store_suite {
             failed_changes_leave_no_audit_entry,
             assignments_share_creatives_within_an_advertiser,
             copying_a_line_item_shares_its_links_and_creatives,
+            accounts_are_audited_without_secrets,
         );
     };
 }
@@ -165,6 +166,7 @@ fn creative(line_item: u64, name: &str) -> Creative {
             alt: "Winter sale".to_owned(),
         },
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     }
 }
 
@@ -861,7 +863,10 @@ pub async fn tokens_resolve_to_principals(store: Db, clock: Arc<ManualClock>) {
         (Role::Publisher, Some(publisher), 3),
     ] {
         let new = token(role, owner_id, seed);
-        let record = store.create_token(new.clone()).await.unwrap();
+        let record = store
+            .create_token(new.clone(), &Actor::cli())
+            .await
+            .unwrap();
         assert_eq!(record.role, role);
         assert_eq!(record.owner_id, owner_id);
         assert_eq!(record.label, new.label);
@@ -890,7 +895,7 @@ pub async fn tokens_resolve_to_principals(store: Db, clock: Arc<ManualClock>) {
         (Role::Publisher, Some(u64::MAX)),
     ] {
         assert_err!(
-            store.create_token(token(role, owner, 9)).await,
+            store.create_token(token(role, owner, 9), &Actor::cli()).await,
             StoreError::BadTokenOwner { role: r, owner: o } if r == role && o == owner
         );
     }
@@ -905,12 +910,12 @@ pub async fn tokens_are_listed_and_revoked(store: Db, clock: Arc<ManualClock>) {
     let counter = store.change_counter().await.unwrap();
     assert_eq!(store.list_tokens().await.unwrap(), []);
     let admin = store
-        .create_token(token(Role::Admin, None, 1))
+        .create_token(token(Role::Admin, None, 1), &Actor::cli())
         .await
         .unwrap();
     clock.advance(SignedDuration::from_secs(60));
     let tenant = store
-        .create_token(token(Role::Advertiser, Some(advertiser), 2))
+        .create_token(token(Role::Advertiser, Some(advertiser), 2), &Actor::cli())
         .await
         .unwrap();
     assert_eq!(
@@ -919,7 +924,7 @@ pub async fn tokens_are_listed_and_revoked(store: Db, clock: Arc<ManualClock>) {
     );
 
     assert_eq!(
-        store.revoke_token(tenant.id).await.unwrap(),
+        store.revoke_token(tenant.id, &Actor::cli()).await.unwrap(),
         Some(tenant.clone())
     );
     assert_eq!(store.find_token(&[2; 32]).await.unwrap(), None);
@@ -930,7 +935,7 @@ pub async fn tokens_are_listed_and_revoked(store: Db, clock: Arc<ManualClock>) {
     );
     for unknown in [tenant.id, admin.id + 100, u64::MAX] {
         assert_eq!(
-            store.revoke_token(unknown).await.unwrap(),
+            store.revoke_token(unknown, &Actor::cli()).await.unwrap(),
             None,
             "{unknown}"
         );
@@ -962,7 +967,7 @@ pub async fn users_are_found_by_name(store: Db, clock: Arc<ManualClock>) {
         user("acme-ops", Role::Advertiser, Some(advertiser)),
         user("post-ops", Role::Publisher, Some(publisher)),
     ] {
-        let record = store.create_user(new.clone()).await.unwrap();
+        let record = store.create_user(new.clone(), &Actor::cli()).await.unwrap();
         assert_eq!(
             (record.name.as_str(), record.role, record.owner_id),
             (new.name.as_str(), new.role, new.owner_id)
@@ -985,7 +990,7 @@ pub async fn users_are_found_by_name(store: Db, clock: Arc<ManualClock>) {
     assert_eq!(store.find_user("nobody").await.unwrap(), None);
 
     assert_err!(
-        store.create_user(user("root", Role::Admin, None)).await,
+        store.create_user(user("root", Role::Admin, None), &Actor::cli()).await,
         StoreError::UserNameTaken { name } if name == "root"
     );
     for (role, owner) in [
@@ -995,7 +1000,7 @@ pub async fn users_are_found_by_name(store: Db, clock: Arc<ManualClock>) {
         (Role::Publisher, Some(999)),
     ] {
         assert_err!(
-            store.create_user(user("someone", role, owner)).await,
+            store.create_user(user("someone", role, owner), &Actor::cli()).await,
             StoreError::BadUserOwner { role: r, owner: o } if r == role && o == owner
         );
     }
@@ -1008,7 +1013,10 @@ pub async fn users_are_found_by_name(store: Db, clock: Arc<ManualClock>) {
 pub async fn sessions_resolve_to_their_user(store: Db, clock: Arc<ManualClock>) {
     let advertiser = create(&store, advertiser("Acme")).await.meta.id;
     let alice = store
-        .create_user(user("alice", Role::Advertiser, Some(advertiser)))
+        .create_user(
+            user("alice", Role::Advertiser, Some(advertiser)),
+            &Actor::cli(),
+        )
         .await
         .unwrap();
     let started = clock.now();
@@ -1062,11 +1070,11 @@ pub async fn sessions_resolve_to_their_user(store: Db, clock: Arc<ManualClock>) 
 /// free again afterwards; an unknown name deletes nothing.
 pub async fn deleting_a_user_deletes_its_sessions(store: Db, clock: Arc<ManualClock>) {
     let alice = store
-        .create_user(user("alice", Role::Admin, None))
+        .create_user(user("alice", Role::Admin, None), &Actor::cli())
         .await
         .unwrap();
     let bob = store
-        .create_user(user("bob", Role::Admin, None))
+        .create_user(user("bob", Role::Admin, None), &Actor::cli())
         .await
         .unwrap();
     let expires_at = clock.now() + SignedDuration::from_hours(1);
@@ -1083,7 +1091,7 @@ pub async fn deleting_a_user_deletes_its_sessions(store: Db, clock: Arc<ManualCl
     }
 
     assert_eq!(
-        store.delete_user("alice").await.unwrap(),
+        store.delete_user("alice", &Actor::cli()).await.unwrap(),
         Some(DeletedUser {
             user: alice,
             sessions: 2
@@ -1097,14 +1105,17 @@ pub async fn deleting_a_user_deletes_its_sessions(store: Db, clock: Arc<ManualCl
         store.find_session(&[3; 32]).await.unwrap().unwrap().user,
         bob
     );
-    assert_eq!(store.delete_user("alice").await.unwrap(), None);
     assert_eq!(
-        store.delete_user("BOB").await.unwrap(),
+        store.delete_user("alice", &Actor::cli()).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.delete_user("BOB", &Actor::cli()).await.unwrap(),
         None,
         "names are exact"
     );
     store
-        .create_user(user("alice", Role::Admin, None))
+        .create_user(user("alice", Role::Admin, None), &Actor::cli())
         .await
         .unwrap();
 }
@@ -1166,7 +1177,7 @@ pub async fn change_counter_counts_only_mutations(store: Db, _clock: Arc<ManualC
     store.placements_of(li, None).await.unwrap();
     store.catalog().await.unwrap();
     store
-        .create_token(token(Role::Admin, None, 1))
+        .create_token(token(Role::Admin, None, 1), &Actor::cli())
         .await
         .unwrap();
     store.find_token(&[1; 32]).await.unwrap();
@@ -1289,7 +1300,7 @@ fn audit_page(limit: u32) -> AuditQuery {
 
 async fn audit_of(store: &Db, kind: ObjectKind, id: u64) -> Vec<AuditEntry> {
     let query = AuditQuery {
-        object_kind: Some(kind),
+        object_kind: Some(kind.into()),
         object_id: Some(id),
         ..audit_page(MAX_PAGE)
     };
@@ -1414,7 +1425,7 @@ pub async fn audit_filters_scopes_and_pages(store: Db, clock: Arc<ManualClock>) 
     assert_eq!(by_bob[0].object_id, b.campaign.meta.id);
 
     let campaigns = AuditQuery {
-        object_kind: Some(ObjectKind::Campaign),
+        object_kind: Some(ObjectKind::Campaign.into()),
         ..audit_page(MAX_PAGE)
     };
     let campaigns = store.audit(&campaigns).await.unwrap();
@@ -1422,7 +1433,7 @@ pub async fn audit_filters_scopes_and_pages(store: Db, clock: Arc<ManualClock>) 
     assert!(
         campaigns
             .iter()
-            .all(|e| e.object_kind == ObjectKind::Campaign)
+            .all(|e| e.object_kind == ObjectKind::Campaign.into())
     );
 
     let first_hour = AuditQuery {
@@ -1448,7 +1459,11 @@ pub async fn audit_filters_scopes_and_pages(store: Db, clock: Arc<ManualClock>) 
         .iter()
         .map(|e| (e.object_kind, e.object_id))
         .collect();
-    let mut expected = a.ids().to_vec();
+    let mut expected: Vec<_> = a
+        .ids()
+        .iter()
+        .map(|(k, id)| (AuditKind::from(*k), *id))
+        .collect();
     expected.reverse();
     assert_eq!(ids, expected);
     let supply_side = AuditQuery {
@@ -1760,4 +1775,96 @@ pub async fn copying_a_line_item_shares_its_links_and_creatives(
             .await,
         StoreError::Archived { .. }
     );
+}
+
+/// Creating and revoking tokens, creating and deleting users, are audited with who did it and
+/// the account's role, owner and label or name, never its hash; a failed one leaves no entry;
+/// tenants never read accounts' entries.
+pub async fn accounts_are_audited_without_secrets(store: Db, clock: Arc<ManualClock>) {
+    let advertiser = create(&store, advertiser("Acme")).await.meta.id;
+    let root = Actor::user("root", Role::Admin);
+    let made = store
+        .create_token(token(Role::Advertiser, Some(advertiser), 2), &root)
+        .await
+        .unwrap();
+    assert_err!(
+        store
+            .create_token(token(Role::Advertiser, None, 3), &root)
+            .await,
+        StoreError::BadTokenOwner { .. }
+    );
+    clock.advance(SignedDuration::from_secs(60));
+    store.revoke_token(made.id, &Actor::cli()).await.unwrap();
+    let user = store
+        .create_user(user("acme-ops", Role::Advertiser, Some(advertiser)), &root)
+        .await
+        .unwrap();
+    store.delete_user("acme-ops", &root).await.unwrap();
+    assert_eq!(store.delete_user("acme-ops", &root).await.unwrap(), None);
+
+    let of = |kind: AuditKind| AuditQuery {
+        object_kind: Some(kind),
+        ..audit_page(MAX_PAGE)
+    };
+    let tokens = store.audit(&of(AuditKind::Token)).await.unwrap();
+    let summary: Vec<_> = tokens
+        .iter()
+        .map(|e| {
+            (
+                e.action,
+                e.principal.as_str(),
+                e.object_id,
+                e.object_name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (AuditAction::Revoke, "cli", made.id, "advertiser token 2"),
+            (
+                AuditAction::Create,
+                "user:root",
+                made.id,
+                "advertiser token 2"
+            ),
+        ]
+    );
+    assert_eq!(
+        tokens[1].changes,
+        serde_json::json!({
+            "role": { "before": null, "after": "advertiser" },
+            "owner_id": { "before": null, "after": advertiser },
+            "label": { "before": null, "after": "advertiser token 2" },
+        })
+    );
+    assert_eq!(tokens[0].changes["role"]["before"], "advertiser");
+    assert_eq!(tokens[0].at, clock.now());
+    let users = store.audit(&of(AuditKind::User)).await.unwrap();
+    let actions: Vec<_> = users.iter().map(|e| (e.action, e.object_id)).collect();
+    assert_eq!(
+        actions,
+        [
+            (AuditAction::Delete, user.id),
+            (AuditAction::Create, user.id)
+        ]
+    );
+    assert_eq!(users[1].changes["name"]["after"], "acme-ops");
+    let everything = store.audit(&audit_page(MAX_PAGE)).await.unwrap();
+    let text =
+        serde_json::to_string(&everything.iter().map(|e| &e.changes).collect::<Vec<_>>()).unwrap();
+    assert!(!text.contains("argon2") && !text.contains("hash"), "{text}");
+    // The advertiser's own scope holds its object, not the accounts bound to it.
+    let tenant = AuditQuery {
+        scope: Some((ObjectKind::Advertiser.side(), advertiser)),
+        ..audit_page(MAX_PAGE)
+    };
+    let kinds: Vec<_> = store
+        .audit(&tenant)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.object_kind)
+        .collect();
+    assert_eq!(kinds, [AuditKind::Object(ObjectKind::Advertiser)]);
 }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use marquee_model::Role;
 
-use crate::StoreError;
+use crate::{Actor, StoreError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewUser {
@@ -57,8 +57,8 @@ pub struct DeletedUser {
 #[async_trait]
 pub trait UserStore: Send + Sync {
     /// Stores a new user. Names are unique (`UserNameTaken`); a tenant role's owner must exist
-    /// as for tokens (`BadUserOwner`).
-    async fn create_user(&self, user: NewUser) -> Result<UserRecord, StoreError>;
+    /// as for tokens (`BadUserOwner`). Audited as made `by`.
+    async fn create_user(&self, user: NewUser, by: &Actor) -> Result<UserRecord, StoreError>;
 
     /// The user with exactly this name, if any.
     async fn find_user(&self, name: &str) -> Result<Option<UserRecord>, StoreError>;
@@ -75,5 +75,6 @@ pub trait UserStore: Send + Sync {
 
     /// Removes the user with exactly this name and every session of theirs, in one
     /// transaction, so that no cookie of theirs signs in again. `None` if no user has the name.
-    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError>;
+    /// Audited as made `by`.
+    async fn delete_user(&self, name: &str, by: &Actor) -> Result<Option<DeletedUser>, StoreError>;
 }

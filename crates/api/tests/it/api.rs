@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
 
+mod roles;
+
 struct App {
     router: Router,
     store: Arc<dyn Store>,
@@ -1096,29 +1098,19 @@ async fn a_line_item_is_priced_in_its_advertisers_currency() {
     let app = App::new().await;
     // The world's advertiser is EUR, and so is its line item, which was accepted.
     let w = world(&app, "Acme").await;
-    let tenant = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let in_usd = priced_in(line_item(w.campaign), "USD");
 
-    for token in [&app.admin, &tenant] {
-        let reply = app
-            .call(
-                "POST",
-                "/api/v1/line-items",
-                Some(token),
-                Some(in_usd.clone()),
-            )
-            .await;
-        let (path, message) = single_violation(&reply);
-        assert_eq!(path, "price.currency");
-        assert_eq!(
-            message,
-            format!(
-                "must be EUR, the currency of advertiser {}, not USD: an advertiser's prices, \
-                 budgets and reports are all in its currency",
-                w.advertiser
-            )
-        );
-    }
+    let reply = app.admin("POST", "/api/v1/line-items", Some(in_usd)).await;
+    let (path, message) = single_violation(&reply);
+    assert_eq!(path, "price.currency");
+    assert_eq!(
+        message,
+        format!(
+            "must be EUR, the currency of advertiser {}, not USD: an advertiser's prices, \
+             budgets and reports are all in its currency",
+            w.advertiser
+        )
+    );
     assert_eq!(line_items_under(&app, w.campaign).await, 1);
 
     // An update may not move the price to another currency either, and changes nothing.
@@ -1143,12 +1135,7 @@ async fn a_line_item_is_priced_in_its_advertisers_currency() {
     let reply = app.admin("PUT", &path, Some(read)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let reply = app
-        .call(
-            "POST",
-            "/api/v1/line-items",
-            Some(&tenant),
-            Some(line_item(w.campaign)),
-        )
+        .admin("POST", "/api/v1/line-items", Some(line_item(w.campaign)))
         .await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
 }
@@ -1726,7 +1713,7 @@ async fn a_prebid_set_makes_a_line_item_per_bucket_once() {
     let audited = app
         .store
         .audit(&marquee_store::AuditQuery {
-            object_kind: Some(ObjectKind::LineItem),
+            object_kind: Some(ObjectKind::LineItem.into()),
             object_id: Some(id),
             limit: 10,
             ..Default::default()
@@ -1819,8 +1806,9 @@ async fn a_prebid_set_request_names_every_problem_at_once() {
     assert_eq!(line_items_under(&app, w.campaign).await, 1);
 }
 
+/// A prebid set is line items, which only the publisher books.
 #[tokio::test]
-async fn only_an_admin_links_a_prebid_set() {
+async fn only_an_admin_makes_a_prebid_set() {
     let (app, w) = acme().await;
     let advertiser = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let path = format!("/api/v1/campaigns/{}/prebid-line-items", w.campaign);
@@ -1835,7 +1823,11 @@ async fn only_an_admin_links_a_prebid_set() {
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
     let mut body = prebid_set(&w, json!("low"));
     body.as_object_mut().unwrap().remove("placement_ids");
-    let reply = app.call("POST", &path, Some(&advertiser), Some(body)).await;
+    let reply = app
+        .call("POST", &path, Some(&advertiser), Some(body.clone()))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    let reply = app.admin("POST", &path, Some(body)).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
     assert_eq!(reply.body["links_created"], 0);
 }
@@ -2105,7 +2097,7 @@ async fn bulk_changes_answer_for_each_id() {
     let entries = app
         .store
         .audit(&marquee_store::AuditQuery {
-            object_kind: Some(ObjectKind::LineItem),
+            object_kind: Some(marquee_store::AuditKind::Object(ObjectKind::LineItem)),
             object_id: Some(other),
             limit: 50,
             ..Default::default()

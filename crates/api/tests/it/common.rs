@@ -42,12 +42,15 @@ pub(crate) async fn token(
 ) -> String {
     let token = format!("{prefix}_{role:?}_{owner_id:?}");
     store
-        .create_token(NewToken {
-            role,
-            owner_id,
-            hash: hash_token(&token),
-            label: "t".into(),
-        })
+        .create_token(
+            NewToken {
+                role,
+                owner_id,
+                hash: hash_token(&token),
+                label: "t".into(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await
         .unwrap();
     token

@@ -71,12 +71,15 @@ impl Setup {
     async fn token(&self, role: Role, owner_id: Option<u64>) -> String {
         let (token, hash) = marquee_api::generate_token().unwrap();
         self.store
-            .create_token(NewToken {
-                role,
-                owner_id,
-                hash,
-                label: "test".into(),
-            })
+            .create_token(
+                NewToken {
+                    role,
+                    owner_id,
+                    hash,
+                    label: "test".into(),
+                },
+                &marquee_store::Actor::cli(),
+            )
             .await
             .unwrap();
         token

@@ -57,6 +57,7 @@ async fn add_live_creative(store: &dyn Store, line_item: u64, html: &str) -> u64
         weight: 100,
         content: CreativeContent::Html { html: html.into() },
         categories: Vec::new(),
+        approval: marquee_model::Approval::Approved,
     };
     marquee_model::Object::validate(&creative).unwrap();
     store

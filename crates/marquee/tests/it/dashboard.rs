@@ -674,6 +674,93 @@ async fn report_builder_in_headless_chromium() {
     }
 }
 
+/// Roles on the desk, through `tests/browser/roles.mjs` at 1280 and 390 pixels wide: an
+/// advertiser's user reads its line item's tier and price as text, not inputs, and uploads a
+/// creative that shows pending approval; the admin finds it in the pending queue and approves
+/// it; the admin's Audit page lists those changes and, filtered by kind and object, the
+/// approval. The approved creative is then approved through the API too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium and Node: scripts/test.sh installs them"]
+async fn roles_in_headless_chromium() {
+    let desk = Desk::start("marquee-roles-", |_| Vec::new());
+    let (server, token, client) = (&desk.server, &desk.token, &desk.client);
+    let advertisers = get_json(client, &server.url("/api/v1/advertisers"), Some(token)).await;
+    let acme = id_named(&advertisers, "Acme Outdoor");
+    let line_items = get_json(client, &server.url("/api/v1/line-items"), Some(token)).await;
+    let campaigns = get_json(
+        client,
+        &server.url(&format!("/api/v1/campaigns?parent_id={acme}")),
+        Some(token),
+    )
+    .await;
+    let acme_campaigns: Vec<&Value> = campaigns["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["id"])
+        .collect();
+    let line_item = line_items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|li| acme_campaigns.contains(&&li["campaign_id"]))
+        .expect("an Acme line item");
+    common::create_user(&desk.data(), TENANT.0, TENANT.1, "advertiser", Some(acme));
+
+    let result = desk.run(
+        "roles.mjs",
+        json!({
+            "advertiser": { "name": TENANT.0, "password": TENANT.1 },
+            "lineItem": line_item["id"],
+        }),
+    );
+    for width in ["1280", "390"] {
+        let shown = &result[width];
+        let page = &shown["line_item"];
+        assert_eq!(page["tier"], line_item["tier"], "{width}: {shown:#}");
+        assert!(
+            page["price"]
+                .as_str()
+                .unwrap_or("")
+                .contains(line_item["price"]["amount"].as_str().unwrap()),
+            "{width}: {shown:#}"
+        );
+        assert_eq!(page["tier_inputs"], 0, "{width}: {shown:#}");
+        assert_eq!(page["name_editable"], 1, "{width}: {shown:#}");
+        assert_eq!(page["overflows"], false, "{width}: {shown:#}");
+        let proposed = &shown["proposed"];
+        assert_eq!(proposed["state"], "Pending approval", "{width}: {shown:#}");
+        assert_eq!(proposed["review_buttons"], 0, "{width}: {shown:#}");
+        let approved = &shown["approved"];
+        assert_eq!(approved["queued"], 1, "{width}: {shown:#}");
+        assert_eq!(approved["state"], "Approved", "{width}: {shown:#}");
+        assert_eq!(approved["overflows"], false, "{width}: {shown:#}");
+        let audit = &shown["audit"];
+        assert_eq!(audit["nav"], true, "{width}: {shown:#}");
+        assert_eq!(audit["overflows"], false, "{width}: {shown:#}");
+        let rows = strings(&audit["rows"]);
+        assert!(
+            rows.iter()
+                .any(|r| r.contains("user:acme-ops") && r.contains("create")),
+            "{width}: the upload: {shown:#}"
+        );
+        let filtered = strings(&audit["filtered"]);
+        assert_eq!(filtered.len(), 2, "create, then approval: {shown:#}");
+        assert!(
+            filtered[0].contains("user:admin") && filtered[0].contains("approval"),
+            "{width}: {shown:#}"
+        );
+        let id = proposed["id"].as_u64().unwrap();
+        let stored = get_json(
+            client,
+            &server.url(&format!("/api/v1/creatives/{id}")),
+            Some(token),
+        )
+        .await;
+        assert_eq!(stored["approval"]["state"], "approved", "{stored:#}");
+    }
+}
+
 /// "Check availability" on a new line item's form in a real browser at 1280 and 390 pixels
 /// wide, on `marquee serve --demo` and its synthetic sample (`tests/browser/availability.mjs`):
 /// the form keeps what was typed, the Availability card shows matching and available

@@ -426,3 +426,34 @@ fn library_creatives_are_resolved_per_line_item() {
     assert_eq!(stats.creatives_orphaned, 1);
     assert_eq!(snapshot.data.assignments.len(), 1);
 }
+
+#[test]
+fn a_creative_the_publisher_has_not_approved_does_not_serve() {
+    let mut catalog = minimal();
+    let mut pending = creative(1001, 100);
+    pending.object.approval = marquee_model::Approval::Pending;
+    let mut rejected = creative(1002, 100);
+    rejected.object.approval = marquee_model::Approval::Rejected {
+        reason: "the landing page is down".into(),
+    };
+    catalog.creatives.extend([pending, rejected]);
+    // Another line item using the pending one from the library does not serve it either.
+    catalog.line_items.push(line_item(101, 10));
+    catalog.assignments = vec![assignment(101, 1001, 5, None)];
+    let (snapshot, stats) = compile_with_stats(&catalog, now());
+    let served: Vec<u64> = snapshot.data.creatives.iter().map(|c| c.id.0).collect();
+    assert_eq!(
+        served,
+        [1000],
+        "only the approved creative is in the snapshot"
+    );
+    assert!(snapshot.data.assignments.is_empty());
+    assert_eq!(
+        stats,
+        CompileStats {
+            creatives_unapproved: 2,
+            assignments_dropped: 1,
+            ..CompileStats::default()
+        }
+    );
+}

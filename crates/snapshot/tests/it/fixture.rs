@@ -115,6 +115,7 @@ pub fn creative(id: u64, line_item: u64) -> Stored<Creative> {
                 alt: String::new(),
             },
             categories: Vec::new(),
+            approval: marquee_model::Approval::Approved,
         },
     )
 }

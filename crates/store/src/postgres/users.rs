@@ -5,10 +5,14 @@
 use async_trait::async_trait;
 use jiff::Timestamp;
 
-use super::{PostgresStore, Tx, execute, owner_fits_role, query};
+use super::{PostgresStore, Tx, execute, owner_fits_role, query, write_audit};
+use crate::audit::NewEntry;
 use crate::shared::rows::{self, Columns, USER_COLUMNS};
 use crate::shared::{sql_id, user_record};
-use crate::{DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
+use crate::{
+    Actor, AuditAction, DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord,
+    UserStore,
+};
 
 async fn find_user_in(tx: &Tx<'_>, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = $1");
@@ -121,8 +125,16 @@ async fn create_session_in(
 
 #[async_trait]
 impl UserStore for PostgresStore {
-    async fn create_user(&self, user: NewUser) -> Result<UserRecord, StoreError> {
-        in_write!(self, |tx, now| create_user_in(&tx, user, now).await?)
+    async fn create_user(&self, user: NewUser, by: &Actor) -> Result<UserRecord, StoreError> {
+        in_write!(self, |tx, now| {
+            let created = create_user_in(&tx, user, now).await?;
+            write_audit(
+                &tx,
+                &NewEntry::of_user(by, AuditAction::Create, &created, now)?,
+            )
+            .await?;
+            created
+        })
     }
 
     async fn find_user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
@@ -147,7 +159,17 @@ impl UserStore for PostgresStore {
             == 1)
     }
 
-    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError> {
-        in_write!(self, |tx, _now| delete_user_in(&tx, name).await?)
+    async fn delete_user(&self, name: &str, by: &Actor) -> Result<Option<DeletedUser>, StoreError> {
+        in_write!(self, |tx, now| {
+            let deleted = delete_user_in(&tx, name).await?;
+            if let Some(deleted) = &deleted {
+                write_audit(
+                    &tx,
+                    &NewEntry::of_user(by, AuditAction::Delete, &deleted.user, now)?,
+                )
+                .await?;
+            }
+            deleted
+        })
     }
 }

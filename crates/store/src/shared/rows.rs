@@ -302,7 +302,7 @@ pub(crate) fn audit_entry(row: &impl Columns) -> Result<crate::AuditEntry, Store
         at: timestamp(row.i64(1)?, "audit time")?,
         principal: row.string(2)?,
         role: Role::parse(&role).ok_or_else(|| corrupt(format!("role {role:?}")))?,
-        object_kind: crate::audit::kind_named(&kind)
+        object_kind: crate::AuditKind::parse(&kind)
             .ok_or_else(|| corrupt(format!("object kind {kind:?}")))?,
         object_id: row.u64(5, "object id")?,
         object_name: row.string(6)?,

@@ -5,10 +5,14 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, backend, owner_fits_role, query_rows};
+use super::{SqliteStore, backend, owner_fits_role, query_rows, write_audit};
+use crate::audit::NewEntry;
 use crate::shared::rows::{self, USER_COLUMNS};
 use crate::shared::user_record;
-use crate::{DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord, UserStore};
+use crate::{
+    Actor, AuditAction, DeletedUser, NewSession, NewUser, SessionRecord, StoreError, UserRecord,
+    UserStore,
+};
 
 fn find_user_in(conn: &Connection, name: &str) -> Result<Option<UserRecord>, StoreError> {
     let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.name = ?1");
@@ -30,7 +34,8 @@ fn find_session_in(
 
 #[async_trait]
 impl UserStore for SqliteStore {
-    async fn create_user(&self, user: NewUser) -> Result<UserRecord, StoreError> {
+    async fn create_user(&self, user: NewUser, by: &Actor) -> Result<UserRecord, StoreError> {
+        let by = by.clone();
         self.write(move |tx, now| {
             if !owner_fits_role(tx, user.role, user.owner_id)? {
                 return Err(StoreError::BadUserOwner {
@@ -55,7 +60,12 @@ impl UserStore for SqliteStore {
             .map_err(backend)?;
             let id = u64::try_from(tx.last_insert_rowid())
                 .map_err(|_| StoreError::Corrupt("negative id in users".to_owned()))?;
-            Ok(user_record(id, user, now))
+            let created = user_record(id, user, now);
+            write_audit(
+                tx,
+                &NewEntry::of_user(&by, AuditAction::Create, &created, now)?,
+            )?;
+            Ok(created)
         })
         .await
     }
@@ -123,9 +133,10 @@ impl UserStore for SqliteStore {
         .await
     }
 
-    async fn delete_user(&self, name: &str) -> Result<Option<DeletedUser>, StoreError> {
+    async fn delete_user(&self, name: &str, by: &Actor) -> Result<Option<DeletedUser>, StoreError> {
         let name = name.to_owned();
-        self.write(move |tx, _| {
+        let by = by.clone();
+        self.write(move |tx, now| {
             let Some(user) = find_user_in(tx, &name)? else {
                 return Ok(None);
             };
@@ -134,6 +145,10 @@ impl UserStore for SqliteStore {
                 .map_err(backend)?;
             tx.execute("DELETE FROM users WHERE id = ?1", [user.id])
                 .map_err(backend)?;
+            write_audit(
+                tx,
+                &NewEntry::of_user(&by, AuditAction::Delete, &user, now)?,
+            )?;
             Ok(Some(DeletedUser {
                 user,
                 sessions: u64::try_from(sessions).unwrap_or(u64::MAX),

@@ -130,22 +130,28 @@ async fn fill(store: &SqliteStore) {
         (Role::Advertiser, Some(advertiser), 2),
     ] {
         store
-            .create_token(NewToken {
-                role,
-                owner_id,
-                hash: [byte; 32],
-                label: "t".into(),
-            })
+            .create_token(
+                NewToken {
+                    role,
+                    owner_id,
+                    hash: [byte; 32],
+                    label: "t".into(),
+                },
+                &marquee_store::Actor::cli(),
+            )
             .await
             .unwrap();
     }
     let user = store
-        .create_user(NewUser {
-            name: "alice".into(),
-            role: Role::Publisher,
-            owner_id: Some(publisher),
-            password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
-        })
+        .create_user(
+            NewUser {
+                name: "alice".into(),
+                role: Role::Publisher,
+                owner_id: Some(publisher),
+                password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await
         .unwrap();
     store
@@ -342,12 +348,15 @@ async fn every_row_reaches_postgres_and_new_rows_follow_the_copied_ids() {
     // One advertiser was copied.
     assert_eq!(next, 2);
     let user = postgres
-        .create_user(NewUser {
-            name: "bob".into(),
-            role: Role::Admin,
-            owner_id: None,
-            password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
-        })
+        .create_user(
+            NewUser {
+                name: "bob".into(),
+                role: Role::Admin,
+                owner_id: None,
+                password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await
         .unwrap();
     assert_eq!(user.id, 2);

@@ -50,12 +50,15 @@ pub fn options(public_url: &str, uploads_dir: &Path, secure_cookies: bool) -> Da
 /// Adds the user `name` with [`PASSWORD`].
 pub async fn add_user(store: &dyn Store, name: &str, role: Role, owner_id: Option<u64>) {
     store
-        .create_user(NewUser {
-            name: name.into(),
-            role,
-            owner_id,
-            password_hash: hash_password(PASSWORD).unwrap(),
-        })
+        .create_user(
+            NewUser {
+                name: name.into(),
+                role,
+                owner_id,
+                password_hash: hash_password(PASSWORD).unwrap(),
+            },
+            &marquee_store::Actor::cli(),
+        )
         .await
         .unwrap();
 }
