@@ -567,10 +567,13 @@ impl Book {
                 if s == 0 || changes[g * s_len + s] {
                     if !lanes_read {
                         // Each lane's flight and hour of the week here, read once per segment.
+                        // (The forecast line item's pairs take part always.)
                         for (i, &(_, book_lane)) in market.lanes.iter().enumerate() {
-                            let at = book_lane.unwrap_or(0) as usize * s_len + s;
-                            in_flight[i] = self.flight[at];
-                            week_bit[i] = self.bits[at];
+                            if let Some(b) = book_lane {
+                                let at = b as usize * s_len + s;
+                                in_flight[i] = self.flight[at];
+                                week_bit[i] = self.bits[at];
+                            }
                         }
                         lanes_read = true;
                     }

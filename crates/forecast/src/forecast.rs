@@ -119,7 +119,7 @@ struct Class {
 type Signature = (Option<usize>, Vec<(u32, u32)>);
 
 /// One line item taking part, by its position in the snapshot.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Member {
     lane: u32,
     mask: u32,
@@ -696,7 +696,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         book: &'b Book,
         forecast: &'b Lane,
         observed: bool,
-    ) -> (Market<'b>, Vec<Option<usize>>) {
+    ) -> (Market<'b>, Vec<Option<usize>>, f64) {
         let hours = &book.hours;
         let s_len = book.segments.len();
         // The units it accepts at some hour, and their supply in those hours only.
@@ -730,18 +730,46 @@ impl<'m, 's> Forecaster<'m, 's> {
             .iter()
             .map(|&h| (forecast.in_flight(h), forecast.week_bit(h)))
             .collect();
-        let units = local.len();
+        // Units with the same booked line items at the same hours share their requests alike
+        // in every step of the allocation, which is linear in a unit's requests: each is run
+        // once, on their sum.
+        let mut alike: FxHashMap<&[Member], u32> = FxHashMap::default();
+        let mut merged_of = Vec::with_capacity(local.len());
+        let mut merged: Vec<usize> = Vec::new();
+        for &u in &local {
+            let members = &self.members[self.classes[query.unit_class[u] as usize]
+                .members
+                .clone()];
+            let next = merged.len() as u32;
+            let m = *alike.entry(members).or_insert(next);
+            if m == next {
+                merged.push(u);
+            }
+            merged_of.push(m as usize);
+        }
+        let units = merged.len();
         let mut unit_supply = vec![0.0; s_len * units];
-        for (s, segment) in book.segments.iter().enumerate() {
-            for (i, &u) in local.iter().enumerate() {
-                let mask = &query.unit_mask[u];
-                unit_supply[s * units + i] = segment
+        // The variability of its placements' traffic, by their share of its supply.
+        let (mut weighted, mut total) = (0.0, 0.0);
+        for (i, &u) in local.iter().enumerate() {
+            let mask = &query.unit_mask[u];
+            let mut whole = 0.0;
+            for (s, segment) in book.segments.iter().enumerate() {
+                let here: f64 = segment
                     .clone()
                     .filter(|&h| accepts[h].0 && has_bit(mask, accepts[h].1))
                     .map(|h| supply.at(i, h))
                     .sum();
+                unit_supply[s * units + merged_of[i]] += here;
+                whole += here;
+            }
+            if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
+                weighted += whole * self.model.daily_cv(p);
+                total += whole;
             }
         }
+        let cv = if total > 0.0 { weighted / total } else { 0.0 };
+        let local = merged;
         // Lanes: the booked line items taking part, then the forecast one.
         let mut position = vec![u32::MAX; book.lanes.len()];
         let mut lanes: Vec<(&Lane, Option<u32>)> = Vec::new();
@@ -846,6 +874,7 @@ impl<'m, 's> Forecaster<'m, 's> {
                 excluded,
             },
             book_lanes,
+            cv,
         )
     }
 
@@ -853,7 +882,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         let data = &self.snapshot.data;
         let delivered = query.exclude.map_or(0, |i| self.delivered[i]);
         let lane = self.lane(&query.line_item, query.cap_factor, delivered, &book.hours);
-        let (market, book_lanes) = self.market(query, book, &lane, observed);
+        let (market, book_lanes, cv) = self.market(query, book, &lane, observed);
         let forecast = market.lanes.len() - 1;
         let s_len = book.segments.len();
         // Groups above the forecast line item's (and the replaced one's) take what they took
@@ -957,7 +986,7 @@ impl<'m, 's> Forecaster<'m, 's> {
             Vec::new()
         };
         let probability =
-            goal.map(|goal| self.probability(query, &market, book, available, goal, daily.len()));
+            goal.map(|goal| probability(query, cv, available, goal, daily.len()));
         Availability {
             matching,
             available,
@@ -969,43 +998,22 @@ impl<'m, 's> Forecaster<'m, 's> {
             cap_factor: query.cap_factor,
         }
     }
+}
 
-    /// The chance that what is available reaches the goal, taking the available impressions
-    /// as normally distributed around the forecast with a relative standard deviation from
-    /// two sources: the daily variability of its placements' traffic around the model
-    /// (independent days, so it shrinks with the square root of the days), and the sampling
-    /// error of the records it matched (one over the square root of their number).
-    fn probability(
-        &self,
-        query: &Query,
-        market: &Market<'_>,
-        book: &Book,
-        available: f64,
-        goal: f64,
-        days: usize,
-    ) -> f64 {
-        if goal <= 0.0 {
-            return 1.0;
-        }
-        if available <= 0.0 || query.matched_samples == 0 {
-            return 0.0;
-        }
-        let s_len = book.segments.len();
-        let local = (0..query.unit_class.len()).filter(|&u| query.unit_mask[u] != [0; 3]);
-        let (mut weighted, mut total) = (0.0, 0.0);
-        for (i, u) in local.enumerate() {
-            if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
-                let share: f64 = (0..s_len)
-                    .map(|s| market.supply[s * market.units + i])
-                    .sum();
-                weighted += share * self.model.daily_cv(p);
-                total += share;
-            }
-        }
-        let cv = if total > 0.0 { weighted / total } else { 0.0 };
-        let sigma = (cv * cv / days.max(1) as f64 + 1.0 / query.matched_samples as f64).sqrt();
-        normal_cdf((available - goal) / (sigma * available).max(1e-9))
+/// The chance that what is available reaches the goal, taking the available impressions as
+/// normally distributed around the forecast with a relative standard deviation from two
+/// sources: the daily variability of its placements' traffic around the model (`cv`;
+/// independent days, so it shrinks with the square root of the days), and the sampling error of
+/// the records it matched (one over the square root of their number).
+fn probability(query: &Query, cv: f64, available: f64, goal: f64, days: usize) -> f64 {
+    if goal <= 0.0 {
+        return 1.0;
     }
+    if available <= 0.0 || query.matched_samples == 0 {
+        return 0.0;
+    }
+    let sigma = (cv * cv / days.max(1) as f64 + 1.0 / query.matched_samples as f64).sqrt();
+    normal_cdf((available - goal) / (sigma * available).max(1e-9))
 }
 
 /// Threshold sampling (Duffield, Lund and Thorup): with more than `limit` weights, each is
