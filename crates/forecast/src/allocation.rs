@@ -587,8 +587,7 @@ impl Book {
                                     ALWAYS => true,
                                     0 => in_flight[l],
                                     mask => {
-                                        in_flight[l]
-                                            && has_bit(&masks[mask as usize], week_bit[l])
+                                        in_flight[l] && has_bit(&masks[mask as usize], week_bit[l])
                                     }
                                 }
                             })

@@ -135,6 +135,11 @@ pub struct Forecaster<'m, 's> {
     profile_class: Vec<u32>,
     /// What each profile's weight counts for after thinning (0 when dropped).
     profile_scale: Vec<f32>,
+    /// What the booked line items' targeting names; each profile's group of profiles equal
+    /// for it, and each group's first profile.
+    vocabulary: Vocabulary,
+    profile_group: Vec<u32>,
+    representative: Vec<u32>,
     classes: Vec<Class>,
     members: Vec<Member>,
     masks: Vec<WeekMask>,
@@ -267,6 +272,7 @@ impl<'m, 's> Forecaster<'m, 's> {
             .iter()
             .map(|&g| group_class[g as usize])
             .collect();
+        let profile_group_kept = profile_group.clone();
         let profile_scale: Vec<f32> = profile_group
             .iter()
             .map(|&g| group_scale[g as usize] as f32)
@@ -290,6 +296,9 @@ impl<'m, 's> Forecaster<'m, 's> {
             snapshot: Arc::clone(snapshot),
             profile_class,
             profile_scale,
+            vocabulary,
+            profile_group: profile_group_kept,
+            representative,
             classes,
             members,
             masks,
@@ -499,41 +508,64 @@ impl<'m, 's> Forecaster<'m, 's> {
             matched_samples: 0,
             cap_factor: 1.0,
         };
-        for (r, profile) in sample.profiles.iter().enumerate() {
-            let key = vocabulary.key(sample, profile, &mut urls);
-            let mask = *answers.entry(key).or_insert_with(|| {
-                let parts = Parts::of(sample, profile);
-                let request = request(sample, data, profile, &parts, self.model.now());
-                if engine.matching(&request, &mut scratch).is_empty() {
-                    return [0; 3];
+        // When every value its targeting names is named by a booked line item too, profiles
+        // of one booked group are alike for it: each group is looked at once, not each profile.
+        let by_group = self.vocabulary.covers(&vocabulary);
+        let items: Vec<usize> = if by_group {
+            self.representative.iter().map(|&r| r as usize).collect()
+        } else {
+            (0..sample.profiles.len()).collect()
+        };
+        let resolved: Vec<(WeekMask, u32)> = items
+            .into_iter()
+            .map(|r| {
+                let profile = &sample.profiles[r];
+                let key = vocabulary.key(sample, profile, &mut urls);
+                let mask = *answers.entry(key).or_insert_with(|| {
+                    let parts = Parts::of(sample, profile);
+                    let request = request(sample, data, profile, &parts, self.model.now());
+                    if engine.matching(&request, &mut scratch).is_empty() {
+                        return [0; 3];
+                    }
+                    match (&line_item.targeting, time) {
+                        (Some(targeting), true) => week_mask(targeting, &request),
+                        _ => ALL_WEEK,
+                    }
+                });
+                let class = self.profile_class[r];
+                if class == DROPPED {
+                    return (mask, DROPPED);
                 }
-                match (&line_item.targeting, time) {
-                    (Some(targeting), true) => week_mask(targeting, &request),
-                    _ => ALL_WEEK,
+                let next = query.unit_class.len() as u32;
+                let unit = *units.entry((class, mask)).or_insert(next);
+                if unit == next {
+                    query.unit_class.push(class);
+                    query.unit_mask.push(mask);
+                    query.unit_share.push(0.0);
                 }
-            });
-            let class = self.profile_class[r];
+                (mask, unit)
+            })
+            .collect();
+        for r in 0..sample.profiles.len() {
+            let item = if by_group {
+                self.profile_group[r] as usize
+            } else {
+                r
+            };
+            let (mask, unit) = resolved[item];
             if mask != [0; 3] {
                 query.matched_samples += u64::from(self.model.profile_counts[r]);
             }
-            if class == DROPPED {
-                query.profile_unit.push(DROPPED);
+            query.profile_unit.push(unit);
+            if unit == DROPPED {
                 continue;
             }
-            let next = query.unit_class.len() as u32;
-            let unit = *units.entry((class, mask)).or_insert(next);
-            if unit == next {
-                query.unit_class.push(class);
-                query.unit_mask.push(mask);
-                query.unit_share.push(0.0);
-            }
-            let placement = self.classes[class as usize].placement;
+            let placement = self.classes[query.unit_class[unit as usize] as usize].placement;
             if let Some(p) = placement.filter(|&p| self.placement_weights[p] > 0.0) {
                 query.unit_share[unit as usize] += self.model.profile_weights[r]
                     * f64::from(self.profile_scale[r])
                     / self.placement_weights[p];
             }
-            query.profile_unit.push(unit);
         }
         let caps = caps_of(data, line_item);
         if !caps.is_empty() {
@@ -737,9 +769,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         let mut merged_of = Vec::with_capacity(local.len());
         let mut merged: Vec<usize> = Vec::new();
         for &u in &local {
-            let members = &self.members[self.classes[query.unit_class[u] as usize]
-                .members
-                .clone()];
+            let members = &self.members[self.classes[query.unit_class[u] as usize].members.clone()];
             let next = merged.len() as u32;
             let m = *alike.entry(members).or_insert(next);
             if m == next {
@@ -985,8 +1015,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         } else {
             Vec::new()
         };
-        let probability =
-            goal.map(|goal| probability(query, cv, available, goal, daily.len()));
+        let probability = goal.map(|goal| probability(query, cv, available, goal, daily.len()));
         Availability {
             matching,
             available,
