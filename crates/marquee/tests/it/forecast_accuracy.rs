@@ -29,8 +29,8 @@ use marquee_manager::{
 use marquee_model::{
     Advertiser, AdvertiserId, Campaign, CampaignId, Channel, Clock, Creative, CreativeContent,
     Currency, Format, Goal, GoalMetric, HourRange, KeyValues, LineItem, LineItemId, Micros,
-    PacingMode, Placement, PlacementId, Price, PricingModel, Publisher, PublisherId,
-    RotationMode, Site, SiteId, Size, Status, Targeting, Tier, Weekday,
+    PacingMode, Placement, PlacementId, Price, PricingModel, Publisher, PublisherId, RotationMode,
+    Site, SiteId, Size, Status, Targeting, Tier, Weekday,
 };
 use marquee_store::{Actor, SqliteStore, Store};
 use marquee_tracking::KeyRing;
@@ -552,7 +552,11 @@ async fn the_backtest_through_real_edges_is_within_10_percent_broad_and_20_narro
         narrow.len(),
         mean(&narrow) * 100.0
     );
-    assert_eq!(result.line_items.len(), booked.len(), "every line item matched");
+    assert_eq!(
+        result.line_items.len(),
+        booked.len(),
+        "every line item matched"
+    );
     assert!(broad.len() + narrow.len() >= 20);
     assert!(broad.len() >= 5 && narrow.len() >= 5);
     assert!(mean(&broad) <= 0.10, "broad: {broad:?}");
