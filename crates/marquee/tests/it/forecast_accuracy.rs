@@ -439,7 +439,12 @@ fn workload(target: &Target, placements: &[(u64, u64)]) -> Arc<Workload> {
     ))
     .unwrap();
     let kind = session_workload(model, BeaconTarget::Same, vec![String::new()]).unwrap();
-    Arc::new(Workload::new(kind, &[target.host.clone()], &[], true))
+    Arc::new(Workload::new(
+        kind,
+        std::slice::from_ref(&target.host),
+        &[],
+        true,
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
