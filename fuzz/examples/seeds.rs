@@ -6,6 +6,7 @@ use std::num::NonZeroU64;
 use std::path::Path;
 
 use marquee_eventlog::{Event, EventKind};
+use marquee_forecast::SampleRecord;
 use marquee_openrtb::PriceCrypto;
 use marquee_snapshot::{Snapshot, SnapshotData};
 use marquee_tracking::{Claims, KeyRing, TokenKind};
@@ -64,6 +65,20 @@ fn main() {
         segment.extend_from_slice(&event.to_frame());
     }
     write("eventlog_recovery", "three-frames", &segment);
+
+    let record = SampleRecord {
+        minute: u32::try_from(NOW / 60).expect("minutes fit"),
+        user: 99,
+        placement: marquee_model::PlacementId(3),
+        page_url: Some("https://news.example/sport".into()),
+        country: Some("FR".into()),
+        key_values: vec![("section".into(), "sport".into())],
+        ..SampleRecord::default()
+    };
+    let mut records = Vec::new();
+    record.encode(&mut records);
+    record.encode(&mut records);
+    write("sample_record", "two-records", &records);
 
     let snapshot = Snapshot {
         version: 1 << 32,

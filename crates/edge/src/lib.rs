@@ -51,9 +51,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use marquee_engine::LocalCaps;
 use marquee_eventlog::EventLog;
 use marquee_metrics::{Counter, Registry};
+use marquee_model::{Clock, SystemClock};
 use marquee_tracking::{KeyRing, ReplayConfig, ReplayGuard};
 
 pub use bid::{BidderConfig, Exchange};
@@ -164,6 +166,9 @@ pub struct Edge {
     tracking_seen: track::TrackingSeen,
     /// Which ad requests are kept for forecasting (see [`sampling`]); `None` keeps none.
     pub(crate) sampling: Option<sampling::Sampling>,
+    /// The time requests are decided, tokens issued and verified, and events stamped at: the
+    /// system's, or a test's simulated time (see [`Edge::with_clock`]).
+    clock: Arc<dyn Clock>,
 }
 
 impl Edge {
@@ -274,6 +279,19 @@ impl Edge {
         self
     }
 
+    /// Reads the time of requests from `clock` instead of the system's: a test drives the
+    /// edge through simulated days with a [`marquee_model::ManualClock`]. Pacing leases keep
+    /// the system's time.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Edge {
+        self.clock = clock;
+        self
+    }
+
+    /// The time of a request (see [`Edge::with_clock`]).
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
     /// Runs gateway auctions (`/openrtb2/auction`) with `gateway`'s bidders.
     pub fn with_gateway(mut self, gateway: marquee_gateway::Gateway) -> Edge {
         self.gateway = Some(gateway);
@@ -319,6 +337,7 @@ impl Edge {
             replay: ReplayConfig::default(),
             tracking_seen: track::TrackingSeen::new(ReplayConfig::default()),
             sampling: None,
+            clock: Arc::new(SystemClock),
         }
         .registered()
     }

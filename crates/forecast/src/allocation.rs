@@ -485,10 +485,17 @@ impl Book {
         let mut share = vec![0.0; units];
         let mut supply = vec![0.0; units];
         let mut on: Vec<(u32, u32)> = Vec::new();
+        // Per lane: its weight while it wants requests in the segment, then 0.
+        let mut live = vec![0.0; n];
         let with_book = record.is_none();
         let changes = self.changes(market, masks);
         let mut taking_part: Vec<Vec<(u32, u32)>> = vec![Vec::new(); market.groups.len()];
+        let mut in_flight = vec![false; n];
+        let mut week_bit = vec![0u8; n];
+        // Per unit whose requests some lane wants in the round: its pairs' range.
+        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
         for (s, segment) in self.segments.iter().enumerate() {
+            let mut lanes_read = false;
             let h = segment.start;
             let previous = s.checked_sub(1).map(|p| self.segments[p].start);
             for (i, &(lane, book_lane)) in market.lanes.iter().enumerate() {
@@ -558,45 +565,86 @@ impl Book {
                 // The pairs taking part in this segment, still in unit order: found again
                 // only where one of the group's line items starts or stops taking part.
                 if s == 0 || changes[g * s_len + s] {
+                    if !lanes_read {
+                        // Each lane's flight and hour of the week here, read once per segment.
+                        // (The forecast line item's pairs take part always.)
+                        for (i, &(_, book_lane)) in market.lanes.iter().enumerate() {
+                            if let Some(b) = book_lane {
+                                let at = b as usize * s_len + s;
+                                in_flight[i] = self.flight[at];
+                                week_bit[i] = self.bits[at];
+                            }
+                        }
+                        lanes_read = true;
+                    }
                     taking_part[g].clear();
                     taking_part[g].extend(
                         pairs
                             .iter()
                             .filter(|pair| {
-                                let book_lane = market.lanes[pair.lane as usize].1.unwrap_or(0);
-                                self.active(pair, book_lane, s, masks)
+                                let l = pair.lane as usize;
+                                match pair.mask {
+                                    ALWAYS => true,
+                                    0 => in_flight[l],
+                                    mask => {
+                                        in_flight[l] && has_bit(&masks[mask as usize], week_bit[l])
+                                    }
+                                }
                             })
                             .map(|pair| (pair.unit, pair.lane)),
                     );
                 }
-                on.clear();
-                on.extend_from_slice(&taking_part[g]);
+                // The round's pairs: those taking part. A lane that wants nothing more (in
+                // this segment it never does again) shares with a weight of 0; once a quarter
+                // of the group's lanes are such, their pairs are dropped (copied once).
+                let mut filtered = false;
+                let mut dropped = 0;
                 for k in 0..rounds {
                     if with_book && replay && k >= book_rounds {
                         break;
                     }
+                    let mut done = 0;
                     for &lane in lanes {
-                        offers[lane as usize] = 0.0;
+                        let l = lane as usize;
+                        offers[l] = 0.0;
+                        let wants = left[l] > NOTHING;
+                        live[l] = if wants { weight[l] } else { 0.0 };
+                        done += usize::from(!wants);
                     }
-                    // Each unit shared by weight among the lanes that still want requests (a
-                    // lane that wants nothing more in this segment never does again in it).
-                    on.retain(|&(_, lane)| left[lane as usize] > NOTHING);
-                    let any = !on.is_empty();
+                    if done > dropped && done * 4 > lanes.len() {
+                        dropped = done;
+                        let wants = |&&(_, lane): &&(u32, u32)| left[lane as usize] > NOTHING;
+                        if filtered {
+                            on.retain(|pair| wants(&pair));
+                        } else {
+                            on.clear();
+                            on.extend(taking_part[g].iter().filter(wants));
+                            filtered = true;
+                        }
+                    }
+                    let pairs: &[(u32, u32)] = if filtered { &on } else { &taking_part[g] };
+                    // Each unit shared by weight among those lanes (`share` 0: none wants it).
+                    runs.clear();
                     let mut p = 0;
-                    while p < on.len() {
-                        let unit = on[p].0 as usize;
+                    while p < pairs.len() {
+                        let unit = pairs[p].0 as usize;
                         let start = p;
                         let mut total = 0.0;
-                        while p < on.len() && on[p].0 as usize == unit {
-                            total += weight[on[p].1 as usize];
+                        while p < pairs.len() && pairs[p].0 as usize == unit {
+                            total += live[pairs[p].1 as usize];
                             p += 1;
                         }
+                        if total <= 0.0 {
+                            continue;
+                        }
+                        runs.push((unit as u32, start as u32, p as u32));
                         let per_weight = supply[unit] / total;
                         share[unit] = per_weight;
-                        for &(_, lane) in &on[start..p] {
-                            offers[lane as usize] += per_weight * weight[lane as usize];
+                        for &(_, lane) in &pairs[start..p] {
+                            offers[lane as usize] += per_weight * live[lane as usize];
                         }
                     }
+                    let any = !runs.is_empty();
                     if !any && (!with_book || k >= book_rounds) {
                         break;
                     }
@@ -636,18 +684,22 @@ impl Book {
                             outcome.by_segment[s] += take;
                         }
                         left[i] = (left[i] - take).max(0.0);
+                        // Its share of each of the market's units, at its ratio.
+                        outcome.local[i] += here * ratio[i];
                     }
-                    let mut p = 0;
-                    while p < on.len() {
-                        let unit = on[p].0 as usize;
-                        let mut taken = 0.0;
-                        while p < on.len() && on[p].0 as usize == unit {
-                            let lane = on[p].1 as usize;
-                            let take = share[unit] * weight[lane] * ratio[lane];
-                            taken += take;
-                            outcome.local[lane] += take;
-                            p += 1;
-                        }
+                    for &(unit, start, end) in &runs {
+                        let unit = unit as usize;
+                        // Every lane at a ratio of 1 takes its units whole.
+                        let taken = if saturated {
+                            pairs[start as usize..end as usize]
+                                .iter()
+                                .map(|&(_, lane)| {
+                                    share[unit] * live[lane as usize] * ratio[lane as usize]
+                                })
+                                .sum()
+                        } else {
+                            supply[unit]
+                        };
                         // What rounding leaves of a unit taken whole is nothing, not a few
                         // billionths for the next group to find.
                         let rest = supply[unit] - taken;

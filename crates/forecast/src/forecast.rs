@@ -119,7 +119,7 @@ struct Class {
 type Signature = (Option<usize>, Vec<(u32, u32)>);
 
 /// One line item taking part, by its position in the snapshot.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Member {
     lane: u32,
     mask: u32,
@@ -135,6 +135,11 @@ pub struct Forecaster<'m, 's> {
     profile_class: Vec<u32>,
     /// What each profile's weight counts for after thinning (0 when dropped).
     profile_scale: Vec<f32>,
+    /// What the booked line items' targeting names; each profile's group of profiles equal
+    /// for it, and each group's first profile.
+    vocabulary: Vocabulary,
+    profile_group: Vec<u32>,
+    representative: Vec<u32>,
     classes: Vec<Class>,
     members: Vec<Member>,
     masks: Vec<WeekMask>,
@@ -267,6 +272,7 @@ impl<'m, 's> Forecaster<'m, 's> {
             .iter()
             .map(|&g| group_class[g as usize])
             .collect();
+        let profile_group_kept = profile_group.clone();
         let profile_scale: Vec<f32> = profile_group
             .iter()
             .map(|&g| group_scale[g as usize] as f32)
@@ -290,6 +296,9 @@ impl<'m, 's> Forecaster<'m, 's> {
             snapshot: Arc::clone(snapshot),
             profile_class,
             profile_scale,
+            vocabulary,
+            profile_group: profile_group_kept,
+            representative,
             classes,
             members,
             masks,
@@ -499,41 +508,64 @@ impl<'m, 's> Forecaster<'m, 's> {
             matched_samples: 0,
             cap_factor: 1.0,
         };
-        for (r, profile) in sample.profiles.iter().enumerate() {
-            let key = vocabulary.key(sample, profile, &mut urls);
-            let mask = *answers.entry(key).or_insert_with(|| {
-                let parts = Parts::of(sample, profile);
-                let request = request(sample, data, profile, &parts, self.model.now());
-                if engine.matching(&request, &mut scratch).is_empty() {
-                    return [0; 3];
+        // When every value its targeting names is named by a booked line item too, profiles
+        // of one booked group are alike for it: each group is looked at once, not each profile.
+        let by_group = self.vocabulary.covers(&vocabulary);
+        let items: Vec<usize> = if by_group {
+            self.representative.iter().map(|&r| r as usize).collect()
+        } else {
+            (0..sample.profiles.len()).collect()
+        };
+        let resolved: Vec<(WeekMask, u32)> = items
+            .into_iter()
+            .map(|r| {
+                let profile = &sample.profiles[r];
+                let key = vocabulary.key(sample, profile, &mut urls);
+                let mask = *answers.entry(key).or_insert_with(|| {
+                    let parts = Parts::of(sample, profile);
+                    let request = request(sample, data, profile, &parts, self.model.now());
+                    if engine.matching(&request, &mut scratch).is_empty() {
+                        return [0; 3];
+                    }
+                    match (&line_item.targeting, time) {
+                        (Some(targeting), true) => week_mask(targeting, &request),
+                        _ => ALL_WEEK,
+                    }
+                });
+                let class = self.profile_class[r];
+                if class == DROPPED {
+                    return (mask, DROPPED);
                 }
-                match (&line_item.targeting, time) {
-                    (Some(targeting), true) => week_mask(targeting, &request),
-                    _ => ALL_WEEK,
+                let next = query.unit_class.len() as u32;
+                let unit = *units.entry((class, mask)).or_insert(next);
+                if unit == next {
+                    query.unit_class.push(class);
+                    query.unit_mask.push(mask);
+                    query.unit_share.push(0.0);
                 }
-            });
-            let class = self.profile_class[r];
+                (mask, unit)
+            })
+            .collect();
+        for r in 0..sample.profiles.len() {
+            let item = if by_group {
+                self.profile_group[r] as usize
+            } else {
+                r
+            };
+            let (mask, unit) = resolved[item];
             if mask != [0; 3] {
                 query.matched_samples += u64::from(self.model.profile_counts[r]);
             }
-            if class == DROPPED {
-                query.profile_unit.push(DROPPED);
+            query.profile_unit.push(unit);
+            if unit == DROPPED {
                 continue;
             }
-            let next = query.unit_class.len() as u32;
-            let unit = *units.entry((class, mask)).or_insert(next);
-            if unit == next {
-                query.unit_class.push(class);
-                query.unit_mask.push(mask);
-                query.unit_share.push(0.0);
-            }
-            let placement = self.classes[class as usize].placement;
+            let placement = self.classes[query.unit_class[unit as usize] as usize].placement;
             if let Some(p) = placement.filter(|&p| self.placement_weights[p] > 0.0) {
                 query.unit_share[unit as usize] += self.model.profile_weights[r]
                     * f64::from(self.profile_scale[r])
                     / self.placement_weights[p];
             }
-            query.profile_unit.push(unit);
         }
         let caps = caps_of(data, line_item);
         if !caps.is_empty() {
@@ -696,7 +728,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         book: &'b Book,
         forecast: &'b Lane,
         observed: bool,
-    ) -> (Market<'b>, Vec<Option<usize>>) {
+    ) -> (Market<'b>, Vec<Option<usize>>, f64) {
         let hours = &book.hours;
         let s_len = book.segments.len();
         // The units it accepts at some hour, and their supply in those hours only.
@@ -730,18 +762,44 @@ impl<'m, 's> Forecaster<'m, 's> {
             .iter()
             .map(|&h| (forecast.in_flight(h), forecast.week_bit(h)))
             .collect();
-        let units = local.len();
+        // Units with the same booked line items at the same hours share their requests alike
+        // in every step of the allocation, which is linear in a unit's requests: each is run
+        // once, on their sum.
+        let mut alike: FxHashMap<&[Member], u32> = FxHashMap::default();
+        let mut merged_of = Vec::with_capacity(local.len());
+        let mut merged: Vec<usize> = Vec::new();
+        for &u in &local {
+            let members = &self.members[self.classes[query.unit_class[u] as usize].members.clone()];
+            let next = merged.len() as u32;
+            let m = *alike.entry(members).or_insert(next);
+            if m == next {
+                merged.push(u);
+            }
+            merged_of.push(m as usize);
+        }
+        let units = merged.len();
         let mut unit_supply = vec![0.0; s_len * units];
-        for (s, segment) in book.segments.iter().enumerate() {
-            for (i, &u) in local.iter().enumerate() {
-                let mask = &query.unit_mask[u];
-                unit_supply[s * units + i] = segment
+        // The variability of its placements' traffic, by their share of its supply.
+        let (mut weighted, mut total) = (0.0, 0.0);
+        for (i, &u) in local.iter().enumerate() {
+            let mask = &query.unit_mask[u];
+            let mut whole = 0.0;
+            for (s, segment) in book.segments.iter().enumerate() {
+                let here: f64 = segment
                     .clone()
                     .filter(|&h| accepts[h].0 && has_bit(mask, accepts[h].1))
                     .map(|h| supply.at(i, h))
                     .sum();
+                unit_supply[s * units + merged_of[i]] += here;
+                whole += here;
+            }
+            if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
+                weighted += whole * self.model.daily_cv(p);
+                total += whole;
             }
         }
+        let cv = if total > 0.0 { weighted / total } else { 0.0 };
+        let local = merged;
         // Lanes: the booked line items taking part, then the forecast one.
         let mut position = vec![u32::MAX; book.lanes.len()];
         let mut lanes: Vec<(&Lane, Option<u32>)> = Vec::new();
@@ -846,6 +904,7 @@ impl<'m, 's> Forecaster<'m, 's> {
                 excluded,
             },
             book_lanes,
+            cv,
         )
     }
 
@@ -853,7 +912,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         let data = &self.snapshot.data;
         let delivered = query.exclude.map_or(0, |i| self.delivered[i]);
         let lane = self.lane(&query.line_item, query.cap_factor, delivered, &book.hours);
-        let (market, book_lanes) = self.market(query, book, &lane, observed);
+        let (market, book_lanes, cv) = self.market(query, book, &lane, observed);
         let forecast = market.lanes.len() - 1;
         let s_len = book.segments.len();
         // Groups above the forecast line item's (and the replaced one's) take what they took
@@ -956,8 +1015,7 @@ impl<'m, 's> Forecaster<'m, 's> {
         } else {
             Vec::new()
         };
-        let probability =
-            goal.map(|goal| self.probability(query, &market, book, available, goal, daily.len()));
+        let probability = goal.map(|goal| probability(query, cv, available, goal, daily.len()));
         Availability {
             matching,
             available,
@@ -969,43 +1027,22 @@ impl<'m, 's> Forecaster<'m, 's> {
             cap_factor: query.cap_factor,
         }
     }
+}
 
-    /// The chance that what is available reaches the goal, taking the available impressions
-    /// as normally distributed around the forecast with a relative standard deviation from
-    /// two sources: the daily variability of its placements' traffic around the model
-    /// (independent days, so it shrinks with the square root of the days), and the sampling
-    /// error of the records it matched (one over the square root of their number).
-    fn probability(
-        &self,
-        query: &Query,
-        market: &Market<'_>,
-        book: &Book,
-        available: f64,
-        goal: f64,
-        days: usize,
-    ) -> f64 {
-        if goal <= 0.0 {
-            return 1.0;
-        }
-        if available <= 0.0 || query.matched_samples == 0 {
-            return 0.0;
-        }
-        let s_len = book.segments.len();
-        let local = (0..query.unit_class.len()).filter(|&u| query.unit_mask[u] != [0; 3]);
-        let (mut weighted, mut total) = (0.0, 0.0);
-        for (i, u) in local.enumerate() {
-            if let Some(p) = self.classes[query.unit_class[u] as usize].placement {
-                let share: f64 = (0..s_len)
-                    .map(|s| market.supply[s * market.units + i])
-                    .sum();
-                weighted += share * self.model.daily_cv(p);
-                total += share;
-            }
-        }
-        let cv = if total > 0.0 { weighted / total } else { 0.0 };
-        let sigma = (cv * cv / days.max(1) as f64 + 1.0 / query.matched_samples as f64).sqrt();
-        normal_cdf((available - goal) / (sigma * available).max(1e-9))
+/// The chance that what is available reaches the goal, taking the available impressions as
+/// normally distributed around the forecast with a relative standard deviation from two
+/// sources: the daily variability of its placements' traffic around the model (`cv`;
+/// independent days, so it shrinks with the square root of the days), and the sampling error of
+/// the records it matched (one over the square root of their number).
+fn probability(query: &Query, cv: f64, available: f64, goal: f64, days: usize) -> f64 {
+    if goal <= 0.0 {
+        return 1.0;
     }
+    if available <= 0.0 || query.matched_samples == 0 {
+        return 0.0;
+    }
+    let sigma = (cv * cv / days.max(1) as f64 + 1.0 / query.matched_samples as f64).sqrt();
+    normal_cdf((available - goal) / (sigma * available).max(1e-9))
 }
 
 /// Threshold sampling (Duffield, Lund and Thorup): with more than `limit` weights, each is

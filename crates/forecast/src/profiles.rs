@@ -114,6 +114,24 @@ impl Vocabulary {
         }
     }
 
+    /// Whether everything `other` names is named here too: then profiles alike for these line
+    /// items are alike for `other`'s. (Of URL prefixes, the longest one named that a URL
+    /// starts with tells which shorter ones it starts with: those that are its prefixes.)
+    pub(crate) fn covers(&self, other: &Vocabulary) -> bool {
+        self.texts
+            .iter()
+            .zip(&other.texts)
+            .all(|(here, there)| there.is_subset(here))
+            && other.urls.iter().all(|url| self.urls.contains(url))
+            && (self.device_type || !other.device_type)
+            && (self.connection_type || !other.connection_type)
+            && (self.point || !other.point)
+            && other.metros.is_subset(&self.metros)
+            && other.asns.is_subset(&self.asns)
+            && other.key_values.is_subset(&self.key_values)
+            && other.segments.is_subset(&self.segments)
+    }
+
     /// The profile as these line items see it; `urls` remembers URL projections.
     pub(crate) fn key(
         &self,

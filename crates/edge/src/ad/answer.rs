@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
-use jiff::Timestamp;
 
 use super::{AdRequest, Decided, Served};
 use crate::http::{self, Body, response};
@@ -89,7 +88,7 @@ fn single_answer(
         },
         AdFormat::Click => match ad.creative {
             Some(creative) => {
-                let now = Timestamp::now();
+                let now = edge.now();
                 track::to_landing(edge, &ad.claims, &creative.landing_url, now)
             }
             None => http::not_found(),

@@ -62,7 +62,7 @@ pub(super) fn decide<'s>(
         visitor,
         user_id.as_deref(),
         profile,
-        (Timestamp::now(), 0),
+        (edge.now(), 0),
     );
     let mut auctions = Vec::new();
     let served = serve_all(&page, loaded, request, worker, &mut auctions);

@@ -60,7 +60,7 @@ pub(super) async fn before_decision(
         .format
         .filter(|f| !request.json && matches!(f, AdFormat::Img | AdFormat::Click))?;
     let (edge, query) = (request.edge, request.query);
-    let now = Timestamp::now();
+    let now = edge.now();
     let placement = *query.placements.first()?;
     let data = &loaded.engine.snapshot().data;
     let entry = data.placement(placement);
@@ -114,7 +114,7 @@ pub(super) async fn after_decision(request: &AdRequest<'_>, event: &UntokenedEve
     let edge = request.edge;
     let (kind, claims) = (event.kind, &event.claims);
     let rate_user = if event.new_user { 0 } else { claims.user };
-    let now = Timestamp::now();
+    let now = edge.now();
     let visitor = Visitor::of(edge, request.headers, request.client);
     let cache_buster = image_tag::cache_buster(request.query.cache_buster.as_deref());
     let invalid = match (kind, cache_buster) {

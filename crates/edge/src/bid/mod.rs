@@ -118,7 +118,7 @@ pub(crate) fn bid(
     for dropped in request.imp.iter().flat_map(|imp| &imp.dropped) {
         edge.bidder.counters.dropped_media(dropped.media);
     }
-    let now = Timestamp::now();
+    let now = edge.now();
     let deadline = exchange.deadline(started, request.tmax);
     if request.test {
         edge.bidder.counters.test_requests.inc();

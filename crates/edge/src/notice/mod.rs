@@ -91,7 +91,7 @@ impl<'q> Params<'q> {
 }
 
 async fn count_notice(edge: &Arc<Edge>, kind: NoticeKind, query: &str) -> Result<(), NotCounted> {
-    let now = Timestamp::now();
+    let now = edge.now();
     let params = Params::parse(query);
     let claims = verified(edge, &params, now)?;
     let clearing = price::clearing(edge, kind, params.price.as_deref(), &claims)?;

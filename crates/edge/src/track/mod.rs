@@ -44,7 +44,7 @@ pub(crate) async fn track(
     headers: &HeaderMap,
     client: &Client<'_>,
 ) -> Response<Body> {
-    let now = Timestamp::now();
+    let now = edge.now();
     let claims = verify(edge, query_text, kind, now.as_second());
     let loaded = edge.holder.current();
     let (answer, counts) = match kind {

@@ -11,6 +11,7 @@ mod crash;
 mod dashboard;
 mod disk_full;
 mod edge;
+mod forecast_accuracy;
 mod gateway;
 mod hostile;
 mod live;
