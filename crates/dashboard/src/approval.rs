@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use marquee_model::{Approval, Creative, Object};
 
 use crate::objects::read_form;
-use crate::{Dashboard, PageError, SignedIn, path_id, require_user};
+use crate::{Dashboard, PageError, SignedIn, path_id, require_admin};
 
 /// What the creative page says about the review.
 pub struct ApprovalView {
@@ -44,13 +44,13 @@ pub async fn review(
     path: Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
+    let user = require_admin(
+        &dashboard,
+        &headers,
+        "only an admin approves or rejects creatives",
+    )
+    .await?;
     let form = read_form(&user, &headers, &body)?;
-    if !user.is_admin() {
-        return Err(PageError::Forbidden(
-            "only an admin approves or rejects creatives".into(),
-        ));
-    }
     let id = path_id(path)?;
     let approval = Approval::parse(form.get("state"), form.get("reason"))
         .ok_or_else(|| PageError::BadRequest("choose approve or reject".into()))?;

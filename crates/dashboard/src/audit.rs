@@ -14,7 +14,7 @@ use marquee_store::{AuditKind, AuditQuery};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{Dashboard, Nav, PageError, html, require_user};
+use crate::{Dashboard, Nav, PageError, html, require_admin};
 
 /// Entries on one page.
 const PAGE_ROWS: u32 = 50;
@@ -164,12 +164,12 @@ pub async fn page(
     headers: HeaderMap,
     Query(params): Query<AuditParams>,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    if !user.is_admin() {
-        return Err(PageError::Forbidden(
-            "the audit page is for admins; an object's own History shows its changes".into(),
-        ));
-    }
+    let user = require_admin(
+        &dashboard,
+        &headers,
+        "the audit page is for admins; an object's own History shows its changes",
+    )
+    .await?;
     let query = query_of(&params)?;
     let mut entries = dashboard.store.audit(&query).await?;
     let more = entries.len() > PAGE_ROWS as usize;

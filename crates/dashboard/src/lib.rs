@@ -357,6 +357,19 @@ async fn require_user(dashboard: &Dashboard, headers: &HeaderMap) -> Result<Sign
         .ok_or(PageError::SignIn)
 }
 
+/// The signed-in user if an admin; `refusal` (saying what is the admin's) as a 403 otherwise.
+async fn require_admin(
+    dashboard: &Dashboard,
+    headers: &HeaderMap,
+    refusal: &str,
+) -> Result<SignedIn, PageError> {
+    let user = require_user(dashboard, headers).await?;
+    if !user.is_admin() {
+        return Err(PageError::Forbidden(refusal.into()));
+    }
+    Ok(user)
+}
+
 /// Checks a POST's CSRF token against the session's; 403 otherwise.
 fn check_csrf(user: &SignedIn, form: &form::FormData) -> Result<(), PageError> {
     if auth::same_secret(form.get(auth::CSRF_FIELD), &user.csrf_token) {

@@ -27,7 +27,8 @@ use crate::form::FormData;
 use crate::targeting::{self, ATTRIBUTES};
 use crate::upload::{self, ImageType};
 use crate::{
-    Dashboard, Nav, PageError, SignedIn, check_csrf, html, may_access, path_id, require_user,
+    Dashboard, Nav, PageError, SignedIn, check_csrf, html, may_access, path_id, require_admin,
+    require_user,
 };
 
 /// Most parents offered in a form's parent list.
@@ -1646,13 +1647,13 @@ pub async fn link_placement(
     path: Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
+    let user = require_admin(
+        &dashboard,
+        &headers,
+        "only an admin can link line items to placements",
+    )
+    .await?;
     let form = read_form(&user, &headers, &body)?;
-    if !user.is_admin() {
-        return Err(PageError::Forbidden(
-            "only an admin can link line items to placements".into(),
-        ));
-    }
     let id = path_id(path)?;
     let placement = parse_optional_id(form.get("placement"), "placement")?
         .ok_or_else(|| PageError::BadRequest("choose a placement".into()))?;

@@ -31,7 +31,7 @@ use crate::chart::{self, Series};
 use crate::form::FormData;
 use crate::limiter::MAX_NAME_BYTES;
 use crate::request_geo::{Lookup, RequestGeo};
-use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_user};
+use crate::{Dashboard, Nav, PageError, SignedIn, check_csrf, html, require_admin, require_user};
 
 /// How long the sign-in form's token lives.
 const LOGIN_FORM_SECS: i64 = 1_800;
@@ -1757,10 +1757,7 @@ pub async fn edges(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
-    let user = require_user(&dashboard, &headers).await?;
-    if !user.is_admin() {
-        return Err(PageError::Forbidden("the edges page is for admins".into()));
-    }
+    let user = require_admin(&dashboard, &headers, "the edges page is for admins").await?;
     let edges = dashboard
         .manager
         .edges()

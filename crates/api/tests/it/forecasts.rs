@@ -109,6 +109,8 @@ async fn app(answer: Outcome<Availability>) -> App {
     }
 }
 
+// `call` is deliberately the twin of the manager's forecast tests' (crates/manager/tests):
+// each crate's test binary drives its own router, and neither may depend on the other's tests.
 impl App {
     async fn call(
         &self,

@@ -85,6 +85,7 @@ impl Setup {
         token
     }
 
+    // Deliberately the twin of the API's forecast tests' `call` (see there).
     async fn call(
         &self,
         method: &str,

@@ -374,6 +374,8 @@ fn id<T>(stored: marquee_store::Stored<T>) -> u64 {
     stored.meta.id
 }
 
+// The edge is built as the edge crate's own tests build theirs (`crates/edge/tests/it/common`),
+// deliberately repeated: those helpers are that test binary's, and this one needs sampling on.
 /// An edge on a free loopback port, keeping every ad request's sample record in `log`, on
 /// `clock`; the load generator's target for it.
 async fn edge(dir: &Path, log: Arc<EventLog>, clock: Arc<dyn Clock>) -> (Arc<Edge>, Target) {

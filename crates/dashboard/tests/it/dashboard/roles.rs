@@ -3,10 +3,8 @@
 
 use super::*;
 
-/// An advertiser's user sees tier, weight, price, goal and pacing as text, saves its line
-/// item with them unchanged, and is refused when the post changes them anyway.
-#[tokio::test]
-async fn an_advertiser_user_sees_the_publishers_fields_fixed() {
+/// The admin's site with a campaign and a line item of Acme's, and the session of Acme's user "acme-ops".
+async fn acme_line_item_and_its_user() -> (Site, String, String, u64, String) {
     let (site, admin) = Site::as_root().await;
     let campaign = acme_campaign(&site, &admin).await;
     let line_item = site
@@ -20,6 +18,14 @@ async fn an_advertiser_user_sees_the_publishers_fields_fixed() {
         .owner_id;
     site.user("acme-ops", Role::Advertiser, Some(acme)).await;
     let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
+    (site, admin, campaign, line_item, alice)
+}
+
+/// An advertiser's user sees tier, weight, price, goal and pacing as text, saves its line
+/// item with them unchanged, and is refused when the post changes them anyway.
+#[tokio::test]
+async fn an_advertiser_user_sees_the_publishers_fields_fixed() {
+    let (site, admin, campaign, line_item, alice) = acme_line_item_and_its_user().await;
     let path = format!("/line-items/{line_item}");
 
     let page = site.get_ok(&path, &alice).await;
@@ -74,19 +80,7 @@ async fn an_advertiser_user_sees_the_publishers_fields_fixed() {
 /// finds and the creative page records; the Audit page lists the changes by who made them.
 #[tokio::test]
 async fn a_creative_from_an_advertiser_is_approved_by_the_admin_and_audited() {
-    let (site, admin) = Site::as_root().await;
-    let campaign = acme_campaign(&site, &admin).await;
-    let line_item = site
-        .create(&admin, "line-items", &line_item_form(&campaign))
-        .await;
-    let acme = site
-        .store
-        .get(ObjectKind::LineItem, line_item, None)
-        .await
-        .unwrap()
-        .owner_id;
-    site.user("acme-ops", Role::Advertiser, Some(acme)).await;
-    let alice = site.sign_in("acme-ops", PASSWORD).await.unwrap();
+    let (site, admin, _, line_item, alice) = acme_line_item_and_its_user().await;
 
     let made = upload_creative(
         &site,
