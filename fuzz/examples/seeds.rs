@@ -41,6 +41,7 @@ fn main() {
         issued_at: NOW,
         lifetime: 3600,
         nonce: 42,
+        amount_micros: None,
     };
     let mut seed = NOW.to_le_bytes().to_vec();
     seed.extend_from_slice(keys.sign(&claims).as_bytes());
@@ -51,7 +52,7 @@ fn main() {
         time_micros: NOW * 1_000_000,
         line_item: 7,
         creative: 11,
-        placement: NonZeroU64::new(3),
+        placement: 3,
         user: 99,
         country: *b"FR",
         region: [0; 3],
