@@ -168,7 +168,8 @@ fn creative_with(content: Value, size: Option<Value>) -> Value {
         "landing_url": "https://acme.example/spring",
         "weight": 100,
         "content": content,
-        "categories": ["IAB22-4"]
+        "categories": ["IAB22-4"],
+        "approval": { "state": "approved" }
     });
     if let Some(size) = size {
         doc["size"] = size;

@@ -1951,16 +1951,14 @@ async fn copying_a_line_item_makes_a_paused_twin_sharing_its_creatives() {
     )
     .await
     .assert_status(StatusCode::CREATED);
+    // A copy is a new booking: the publisher's, as a create is.
     let token = app.token(Role::Advertiser, Some(w.advertiser)).await;
+    let copy_path = format!("/api/v1/line-items/{}/copy", w.line_item);
+    app.call("POST", &copy_path, Some(&token), None)
+        .await
+        .assert_status(StatusCode::FORBIDDEN);
 
-    let reply = app
-        .call(
-            "POST",
-            &format!("/api/v1/line-items/{}/copy", w.line_item),
-            Some(&token),
-            None,
-        )
-        .await;
+    let reply = app.admin("POST", &copy_path, None).await;
     reply.assert_status(StatusCode::CREATED);
     let copy = reply.body["id"].as_u64().unwrap();
     assert_eq!(reply.headers[header::LOCATION], at("line-items", copy));

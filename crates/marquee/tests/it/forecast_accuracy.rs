@@ -355,6 +355,7 @@ async fn book(store: &dyn Store) -> (Vec<LineItemId>, Vec<(u64, u64)>) {
                     html: "<a href=\"{{CLICK_URL}}\">ad</a>".into(),
                 },
                 categories: Vec::new(),
+                approval: marquee_model::Approval::Approved,
             };
             store.create_object(&creative, None, &cli).await.unwrap();
         }

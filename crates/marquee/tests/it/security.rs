@@ -181,9 +181,14 @@ async fn every_management_route_refuses_anonymous_and_wrong_tenant_calls() {
             let foreign = tenancy.foreign_of(collection);
             // Supply objects are outside an advertiser's reach altogether: any id will do.
             let target = foreign.map_or(1, |ids| *ids.first().unwrap());
+            // A library creative of advertiser 2's under its line item: foreign either way.
+            let foreign_creative = tenancy
+                .foreign_of("creatives")
+                .map_or(1, |ids| *ids.first().unwrap());
             let concrete = path
                 .replace("{id}", &target.to_string())
-                .replace("{placement_id}", "1");
+                .replace("{placement_id}", "1")
+                .replace("{creative_id}", &foreign_creative.to_string());
             let concrete = if concrete == "/api/v1/reports" {
                 "/api/v1/reports?from=2026-01-01&to=2027-01-01&group_by=advertiser&advertiser=2"
                     .to_owned()
@@ -192,7 +197,20 @@ async fn every_management_route_refuses_anonymous_and_wrong_tenant_calls() {
             };
             // The foreign object itself as the body: a valid body, so only authorization can
             // refuse it.
+            // Operations whose body is not an object's: valid bodies of their own.
+            let own_body = if path.ends_with("/bulk") {
+                Some(json!({ "action": "pause", "ids": [target] }))
+            } else if path.ends_with("/approval") {
+                Some(json!({ "state": "approved" }))
+            } else if path.ends_with("/copy") {
+                Some(json!({}))
+            } else if path.contains("{creative_id}") && method == "PUT" {
+                Some(json!({ "weight": 10 }))
+            } else {
+                None
+            };
             let body = match method.as_str() {
+                _ if own_body.is_some() => own_body,
                 "PUT" | "POST" => {
                     let template = if path.ends_with("{id}") || method == "POST" {
                         let source = format!("/api/v1/{collection}/{target}");
@@ -242,8 +260,17 @@ async fn every_management_route_refuses_anonymous_and_wrong_tenant_calls() {
             .await;
             // A create under another tenant's parent answers as for a missing parent (422
             // naming the parent field), which tells nothing about its existence.
+            // A bulk change answers per id: another tenant's object is not found there.
+            let refused_each = path.ends_with("/bulk")
+                && status == StatusCode::OK
+                && serde_json::from_str::<Value>(&text).is_ok_and(|answer| {
+                    answer["results"].as_array().is_some_and(|results| {
+                        results.iter().all(|r| r["error"]["code"] == "not_found")
+                    })
+                });
             let refused = status == StatusCode::FORBIDDEN
                 || status == StatusCode::NOT_FOUND
+                || refused_each
                 || (method == "POST"
                     && status == StatusCode::UNPROCESSABLE_ENTITY
                     && text.contains("no ")
