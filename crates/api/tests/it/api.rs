@@ -149,6 +149,12 @@ impl App {
             .await
     }
 
+    /// Links the line item to the placement with the admin token.
+    async fn link(&self, line_item: u64, placement: u64) -> Reply {
+        let path = format!("/api/v1/line-items/{line_item}/placements/{placement}");
+        self.admin("PUT", &path, None).await
+    }
+
     /// Reads `path` as admin.
     async fn get(&self, path: &str) -> Reply {
         self.admin("GET", path, None).await
@@ -346,15 +352,7 @@ async fn every_kind_has_five_documented_operations_and_schemas() {
 #[tokio::test]
 async fn every_documented_route_is_served() {
     let (app, w) = acme().await;
-    app.admin(
-        "PUT",
-        &format!(
-            "/api/v1/line-items/{}/placements/{}",
-            w.line_item, w.placement
-        ),
-        None,
-    )
-    .await;
+    app.link(w.line_item, w.placement).await;
     let doc = openapi(&app).await;
     let routes = documented_routes(&doc, 1);
     assert!(
@@ -1941,16 +1939,9 @@ async fn library_creatives_are_assigned_within_an_advertiser() {
 #[tokio::test]
 async fn copying_a_line_item_makes_a_paused_twin_sharing_its_creatives() {
     let (app, w) = acme().await;
-    app.admin(
-        "PUT",
-        &format!(
-            "/api/v1/line-items/{}/placements/{}",
-            w.line_item, w.placement
-        ),
-        None,
-    )
-    .await
-    .assert_status(StatusCode::CREATED);
+    app.link(w.line_item, w.placement)
+        .await
+        .assert_status(StatusCode::CREATED);
     // A copy is a new booking: the publisher's, as a create is.
     let token = app.token(Role::Advertiser, Some(w.advertiser)).await;
     let copy_path = format!("/api/v1/line-items/{}/copy", w.line_item);
