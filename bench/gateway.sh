@@ -47,7 +47,7 @@ while [[ $# -gt 0 ]]; do
 done
 bin="${CARGO_TARGET_DIR:-$root/target}/release/marquee"
 [[ -x "$bin" ]] || die "$bin is missing: cargo build --release -p marquee"
-body="$root/crates/openrtb/testdata/marquee/bench-request.json"
+body="$root/crates/openrtb/testdata/marquee/bench-auction-request.json"
 use_workdir
 
 config="$work/gateway.toml"

@@ -47,6 +47,7 @@ const REQUESTS: &[&str] = &[
     "marquee/moves-2.5.json",
     "marquee/moves-2.6.json",
     "marquee/bench-request.json",
+    "marquee/bench-auction-request.json",
 ];
 
 fn all_requests() -> Vec<String> {
