@@ -78,6 +78,7 @@
 //! segment is fsynced and never written again. Opening a log scans each shard's last segment,
 //! cuts a torn tail and starts a new segment, so every existing segment is closed.
 
+mod counts;
 mod error;
 mod event;
 mod flusher;
