@@ -30,9 +30,11 @@ pub struct BidderSection {
     pub default_tmax: Duration,
     /// The largest bid request body accepted, in bytes (sent and after gzip).
     pub max_body_bytes: u64,
-    /// Bids written to the event log, per thousand (1000: all; sampling saves disk, nothing
-    /// else: wins, billing and losses are always logged).
-    pub log_bids_per_mille: u32,
+    /// No longer changes anything: every bid is counted in the event log (counter records cost
+    /// little, so there is nothing to save by sampling). Accepted so configuration files that
+    /// set it still load; a set value is warned about at startup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bids_per_mille: Option<u32>,
     /// Answer a no-bid with a JSON body carrying `nbr` instead of an empty 204.
     pub no_bid_reason: bool,
     /// The exchange's user sync URL `/sync/out` redirects to; `{uid}` is replaced by our user
@@ -55,7 +57,7 @@ impl Default for BidderSection {
             latency_margin: Duration::from_millis(10),
             default_tmax: Duration::from_millis(100),
             max_body_bytes: 65_536,
-            log_bids_per_mille: 1_000,
+            log_bids_per_mille: None,
             no_bid_reason: false,
             sync_url: None,
             filters_invalid_traffic: false,
@@ -100,6 +102,7 @@ pub struct ExchangeSection {
     pub default_tmax: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
+    /// No longer changes anything, as [`BidderSection::log_bids_per_mille`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_bids_per_mille: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,7 +138,7 @@ impl BidderSection {
             latency_margin: pick(&exchange.latency_margin, &self.latency_margin),
             default_tmax: pick(&exchange.default_tmax, &self.default_tmax),
             max_body_bytes: pick(&exchange.max_body_bytes, &self.max_body_bytes),
-            log_bids_per_mille: pick(&exchange.log_bids_per_mille, &self.log_bids_per_mille),
+            log_bids_per_mille: exchange.log_bids_per_mille.or(self.log_bids_per_mille),
             no_bid_reason: pick(&exchange.no_bid_reason, &self.no_bid_reason),
             sync_url: pick(&exchange.sync_url, &self.sync_url),
             filters_invalid_traffic: pick(
@@ -192,12 +195,6 @@ impl BidderSection {
             self.max_body_bytes,
             1_024,
             16_777_216,
-        )?;
-        in_range(
-            &key("log_bids_per_mille"),
-            u64::from(self.log_bids_per_mille),
-            0,
-            1_000,
         )
     }
 }

@@ -315,10 +315,6 @@ fn errors_name_the_key() {
                 "bidder.price_integrity_key",
             ),
             (
-                "[exchanges.x1]\nlog_bids_per_mille = 1001",
-                "exchanges.x1.log_bids_per_mille",
-            ),
-            (
                 "[exchanges.x1]\nsync_url = \"ftp://x\"",
                 "exchanges.x1.sync_url",
             ),

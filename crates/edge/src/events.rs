@@ -1,8 +1,9 @@
 //! Events as the edge logs them: built from a tracking token's claims or from a bid, and
-//! appended to the log (billing events go through `track::commit_and_settle` instead).
+//! appended to the log (billing events go through `track::commit_and_settle` instead), or, for
+//! bids and no-bids, counted in it.
 
 use jiff::Timestamp;
-use marquee_eventlog::{Event, EventKind};
+use marquee_eventlog::{AppendError, Event, EventKind};
 use marquee_tracking::Claims;
 use std::num::NonZeroU64;
 
@@ -58,8 +59,18 @@ pub(crate) fn bidder(
 /// Appends a non-billing event; a failure is counted, never fails the answer. Whether the log
 /// took it.
 pub(crate) fn log(edge: &Edge, event: Event) -> bool {
-    match edge.log.append(&event) {
-        Ok(_) => true,
+    logged(edge, edge.log.append(&event).map(drop))
+}
+
+/// Counts a bid or a no-bid in the log (it becomes part of a counter record: see
+/// `EventLog::count`); a failure is counted as [`log`]'s, never fails the answer.
+pub(crate) fn count(edge: &Edge, event: Event) {
+    logged(edge, edge.log.count(&event));
+}
+
+fn logged(edge: &Edge, result: Result<(), AppendError>) -> bool {
+    match result {
+        Ok(()) => true,
         Err(error) => {
             edge.counters.log_errors.inc();
             tracing::warn!(%error, "event not logged");

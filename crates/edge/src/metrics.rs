@@ -354,26 +354,33 @@ fn register_gate(registry: &mut Registry, edge: &Edge) {
 /// The event log's counters, read from the log at each scrape.
 fn register_event_log(registry: &mut Registry, edge: &Edge) {
     type Read = fn(&marquee_eventlog::Counters) -> u64;
-    let counters: [(Def, Read); 6] = [
+    let counters: [(Def, Read); 7] = [
         (
             Def::new(
                 "marquee_eventlog_appended",
-                "Events appended to the event log.",
+                "Records appended to the event log (counter records included).",
             ),
             |c| c.appended,
         ),
         (
             Def::new(
                 "marquee_eventlog_appended",
-                "Framed bytes of the appended events.",
+                "Framed bytes of the appended records.",
             )
             .with_unit(Unit::Bytes),
             |c| c.appended_bytes,
         ),
         (
             Def::new(
+                "marquee_eventlog_counted",
+                "Bids and no-bids counted into the event log's counter records.",
+            ),
+            |c| c.counted,
+        ),
+        (
+            Def::new(
                 "marquee_eventlog_rejected",
-                "Appends refused (closed, full or failed log).",
+                "Appends and counts refused (closed, full or failed log).",
             ),
             |c| c.rejected,
         ),

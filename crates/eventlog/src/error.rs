@@ -59,6 +59,8 @@ pub enum AppendError {
     },
     #[error("a sample record's body of {len} bytes is not within 1..={max}", max = crate::MAX_SAMPLE_LEN)]
     BadSample { len: usize },
+    #[error("{kind:?} events are appended, not counted")]
+    NotCountable { kind: crate::EventKind },
 }
 
 /// `flush_and_close` could not make everything durable.

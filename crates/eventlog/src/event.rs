@@ -58,11 +58,20 @@ pub enum EventKind {
     /// of the revenue share (a CPM in the gateway's currency): the publisher's revenue, not
     /// any line item's spend.
     ProgrammaticImpression = 14,
+    /// Bids counted in memory by [`EventLog::count`](crate::EventLog::count) and written as one
+    /// record per shard, minute and row: `amount_micros` is the number of bids (1 or more), not
+    /// money; `line_item`, `creative`, `placement`, `country`, `region` and `device` are the
+    /// bids'; `time_micros` is the start of their minute; `user` is 0; `event_id` is the first
+    /// counted bid's. (Code 15 is the sample record's, [`SAMPLE_KIND`].)
+    BidsCounted = 16,
+    /// No-bids counted as [`BidsCounted`](EventKind::BidsCounted) counts bids: `amount_micros`
+    /// is the number of no-bids, `creative` their reason code, `line_item` 0.
+    NoBidsCounted = 17,
 }
 
 impl EventKind {
     /// Every kind this version knows, in code order.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::Decision,
         EventKind::Impression,
         EventKind::Click,
@@ -77,6 +86,8 @@ impl EventKind {
         EventKind::InvalidConversion,
         EventKind::ProgrammaticAuction,
         EventKind::ProgrammaticImpression,
+        EventKind::BidsCounted,
+        EventKind::NoBidsCounted,
     ];
 
     /// The on-disk code.
@@ -101,6 +112,8 @@ impl EventKind {
             12 => Some(EventKind::InvalidConversion),
             13 => Some(EventKind::ProgrammaticAuction),
             14 => Some(EventKind::ProgrammaticImpression),
+            16 => Some(EventKind::BidsCounted),
+            17 => Some(EventKind::NoBidsCounted),
             _ => None,
         }
     }
@@ -124,7 +137,9 @@ impl EventKind {
             | EventKind::NoBid
             | EventKind::InvalidImpression
             | EventKind::InvalidClick
-            | EventKind::InvalidConversion => false,
+            | EventKind::InvalidConversion
+            | EventKind::BidsCounted
+            | EventKind::NoBidsCounted => false,
         }
     }
 
@@ -145,8 +160,26 @@ impl EventKind {
             | EventKind::NoBid
             | EventKind::InvalidImpression
             | EventKind::InvalidClick
-            | EventKind::InvalidConversion => false,
+            | EventKind::InvalidConversion
+            | EventKind::BidsCounted
+            | EventKind::NoBidsCounted => false,
         }
+    }
+
+    /// The counter kind whose records count events of this kind, for the kinds
+    /// [`EventLog::count`](crate::EventLog::count) takes: bids and no-bids, which carry no
+    /// money and are only ever counted.
+    pub fn counted_as(self) -> Option<EventKind> {
+        match self {
+            EventKind::Bid => Some(EventKind::BidsCounted),
+            EventKind::NoBid => Some(EventKind::NoBidsCounted),
+            _ => None,
+        }
+    }
+
+    /// Whether a record of this kind is a counter: it stands for `amount_micros` events.
+    pub fn is_counter(self) -> bool {
+        matches!(self, EventKind::BidsCounted | EventKind::NoBidsCounted)
     }
 
     /// Whether the event is invalid traffic, its reason in `amount_micros`.
@@ -360,6 +393,16 @@ impl Event {
         out[REGION..PAYLOAD_LEN].copy_from_slice(&self.region);
     }
 
+    /// How many events the record stands for: a counter's count (its `amount_micros`, 0 if
+    /// negative), 1 for any other record.
+    pub fn event_count(&self) -> u64 {
+        if self.kind.is_counter() {
+            u64::try_from(self.amount_micros).unwrap_or(0)
+        } else {
+            1
+        }
+    }
+
     /// Reads a payload of version 2, or of version 1 (whose events have no region). The version
     /// is checked first, because another version may lay out (and size) the rest differently.
     pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
@@ -533,7 +576,7 @@ mod tests {
     #[test]
     fn unknown_kinds_and_versions_are_typed_errors() {
         let mut bytes = sample(EventKind::Decision).encode();
-        for code in [0u8, 16, 255] {
+        for code in [0u8, 18, 255] {
             bytes[1] = code;
             assert_eq!(Event::decode(&bytes), Err(DecodeError::UnknownKind(code)));
         }
@@ -584,6 +627,36 @@ mod tests {
         assert!(EventKind::Impression.is_billing());
         assert!(EventKind::Click.is_billing());
         assert!(EventKind::Conversion.is_billing());
+    }
+
+    /// Counter kinds carry counts, not money, are written once by the edge (never repeated
+    /// callbacks), and only bids and no-bids are counted.
+    #[test]
+    fn counter_kinds() {
+        for kind in EventKind::ALL {
+            assert_eq!(kind.is_counter(), kind.code() >= 16, "{kind:?}");
+            assert_ne!(kind.code(), SAMPLE_KIND);
+            if kind.is_counter() {
+                assert!(!kind.is_billing() && !kind.may_repeat() && !kind.is_invalid());
+            }
+        }
+        assert_eq!(EventKind::Bid.counted_as(), Some(EventKind::BidsCounted));
+        assert_eq!(
+            EventKind::NoBid.counted_as(),
+            Some(EventKind::NoBidsCounted)
+        );
+        assert_eq!(EventKind::Billing.counted_as(), None);
+        let counted = Event {
+            amount_micros: 7,
+            ..sample(EventKind::BidsCounted)
+        };
+        assert_eq!(counted.event_count(), 7);
+        assert_eq!(sample(EventKind::Bid).event_count(), 1);
+        let negative = Event {
+            amount_micros: -3,
+            ..sample(EventKind::NoBidsCounted)
+        };
+        assert_eq!(negative.event_count(), 0);
     }
 
     /// Bidder ids are stable across builds (they are stored), fit a signed 64-bit column and

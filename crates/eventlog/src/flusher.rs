@@ -86,6 +86,8 @@ impl Writer {
         }
         let seq = {
             let mut appends = lock(&shard.appends);
+            // Counted events join this write, so they are durable with the records beside them.
+            appends.drain_counts();
             mem::swap(&mut appends.buf, &mut self.chunk);
             appends.early_flush = false;
             appends.seq

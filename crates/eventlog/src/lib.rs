@@ -3,7 +3,8 @@
 //!
 //! - [`Event`]: the fixed-layout record; [`Event::to_frame`] / [`parse_frame`] its framing.
 //! - [`EventLog`]: open a directory ([`Config`]), [`append`](EventLog::append) from any thread
-//!   (one shard per thread, so appends do not contend), [`commit`](EventLog::commit) /
+//!   (one shard per thread, so appends do not contend), or [`count`](EventLog::count) a bid or
+//!   a no-bid into the shard's counter records, [`commit`](EventLog::commit) /
 //!   [`append_durable`](EventLog::append_durable) to wait for durability (group commit),
 //!   [`flush_and_close`](EventLog::flush_and_close) on shutdown.
 //! - Reading for the manager: [`segments`](EventLog::segments), [`read`](EventLog::read) from
@@ -43,7 +44,7 @@
 //! | offset | size | field |
 //! |---:|---:|---|
 //! | 0 | 1 | record format version: `2` (or `1`) |
-//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid, 10 invalid impression, 11 invalid click, 12 invalid conversion; 0 never |
+//! | 1 | 1 | kind: 1 decision, 2 impression, 3 click, 4 conversion, 5 bid, 6 win, 7 billing, 8 loss, 9 no-bid, 10 invalid impression, 11 invalid click, 12 invalid conversion, 13 programmatic auction, 14 programmatic impression, 16 bids counted, 17 no-bids counted (15 is a sample record); 0 never |
 //! | 2 | 1 | device type, u8 |
 //! | 3 | 2 | country: two ASCII letters, or `00 00` |
 //! | 5 | 8 | time, i64: microseconds since 1970-01-01T00:00:00Z |
@@ -51,7 +52,7 @@
 //! | 21 | 8 | creative id, u64 |
 //! | 29 | 8 | placement id, u64 (0 = none) |
 //! | 37 | 8 | user key hash, u64 (0 = none) |
-//! | 45 | 8 | amount in micros, i64 (spend on billing events; an invalid event's reason code: 1 crawler, 2 prefetch, 3 datacenter, 4 rate, 5 click without impression, 6 too fast, 7 untokened disabled, 8 repeat conversion, 9 no cache buster) |
+//! | 45 | 8 | amount in micros, i64 (spend on billing events; a counter record's count; an invalid event's reason code: 1 crawler, 2 prefetch, 3 datacenter, 4 rate, 5 click without impression, 6 too fast, 7 untokened disabled, 8 repeat conversion, 9 no cache buster) |
 //! | 53 | 16 | event id, u128 (decision id / tracking-token nonce; the dedupe key) |
 //! | 69 | 3 | region: the ISO 3166-2 subdivision code within the country (`CA` of `US-CA`), one to three ASCII letters or digits padded with `00`; all `00` when unknown (version 2 only) |
 //!
@@ -60,6 +61,10 @@
 //! version `2`, kind `15`, the time (i64 microseconds since 1970, UTC), then a body of 1 to
 //! [`MAX_SAMPLE_LEN`] bytes this crate does not read. [`Record::decode`] reads either form;
 //! [`Event::decode`] refuses a sample with [`DecodeError::Sample`] whatever its length.
+//!
+//! A *counter record* (kinds 16 and 17, [`EventKind::is_counter`]) is an event whose
+//! `amount_micros` is a count: the bids or no-bids [`EventLog::count`] tallied in one shard for
+//! one minute and row (see [`EventKind::BidsCounted`]).
 //!
 //! Reading a frame checks the length bounds, that the whole frame is there, then the CRC. A
 //! frame that fails is damage: at the tail of the last segment when the log opens, it and
@@ -72,12 +77,16 @@
 //!
 //! Appends go to the shard's memory buffer. Each shard's flusher thread writes the buffer to
 //! the shard's open segment and fsyncs it every [`Durability`] interval (5 ms by default),
-//! earlier when the buffer passes 1 MiB or someone waits for durability. A segment file's
+//! earlier when the buffer passes 1 MiB or someone waits for durability. Counted events join the
+//! buffer as counter records when the flusher takes it (or when a shard's table fills), so they
+//! are written, fsynced and lost in a crash exactly as the events appended beside them, and
+//! each counter record is written once. A segment file's
 //! directory entry is fsynced with its first records. A segment rolls before a write would take it past
 //! `segment_max_bytes`, and closes when older than `segment_max_age` even if idle; a closed
 //! segment is fsynced and never written again. Opening a log scans each shard's last segment,
 //! cuts a torn tail and starts a new segment, so every existing segment is closed.
 
+mod counts;
 mod error;
 mod event;
 mod flusher;

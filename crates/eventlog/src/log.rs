@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tracing::{error, info};
 
+use crate::counts::{self, CountTable};
 use crate::error::{AppendError, CloseError, OpenError};
 use crate::event::{Event, MAX_SAMPLE_LEN, SAMPLE_HEADER_LEN, sample_header};
 use crate::flusher::{self, Writer};
@@ -112,11 +113,14 @@ pub struct Receipt {
 /// Totals over all shards since the log was opened, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Events accepted by `append`.
+    /// Records put in the buffers: events accepted by `append`, and the counter records that
+    /// counted events became.
     pub appended: u64,
-    /// Framed bytes of those events.
+    /// Framed bytes of those records.
     pub appended_bytes: u64,
-    /// Appends refused (closed, full or failed log).
+    /// Events accepted by `count`.
+    pub counted: u64,
+    /// Appends and counts refused (closed, full or failed log).
     pub rejected: u64,
     /// Segment fsyncs.
     pub fsyncs: u64,
@@ -183,15 +187,52 @@ pub(crate) struct Shard {
 pub(crate) struct Appends {
     /// Framed records not yet taken by the flusher.
     pub(crate) buf: Vec<u8>,
+    /// Counted events not yet in `buf`: they become counter records there when the flusher
+    /// takes it (or when the table is full), so they are exactly as durable as appended ones.
+    counts: CountTable,
     /// Records appended since open: the last receipt's `seq`, and the `appended` counter.
     pub(crate) seq: u64,
     /// Framed bytes appended since open. Kept here rather than in an atomic so an append
     /// costs no atomic operation beyond the lock.
     bytes: u64,
+    /// Events counted since open.
+    counted: u64,
     closed: bool,
     pub(crate) failed: Option<Arc<io::Error>>,
     /// Set once the buffer passed [`EARLY_FLUSH_BYTES`] and the flusher was woken.
     pub(crate) early_flush: bool,
+}
+
+impl Appends {
+    /// Why an append of `frame_len` more bytes to shard `k` is refused, if it is.
+    fn refusal(&self, k: usize, frame_len: usize, max_buffered: usize) -> Option<AppendError> {
+        if self.closed {
+            Some(AppendError::Closed)
+        } else if let Some(source) = &self.failed {
+            Some(AppendError::Failed {
+                shard: k,
+                source: Arc::clone(source),
+            })
+        } else if self.buf.len() + frame_len > max_buffered {
+            Some(AppendError::Full { shard: k })
+        } else {
+            None
+        }
+    }
+
+    /// Writes the counted events into the buffer as counter records, one per row.
+    pub(crate) fn drain_counts(&mut self) {
+        let before = self.buf.len();
+        self.seq += self.counts.drain_into(&mut self.buf);
+        self.bytes += (self.buf.len() - before) as u64;
+    }
+
+    /// Whether the buffer has just passed [`EARLY_FLUSH_BYTES`]: the flusher is to be woken.
+    fn wants_early_flush(&mut self) -> bool {
+        let wake = self.buf.len() >= EARLY_FLUSH_BYTES && !self.early_flush;
+        self.early_flush |= wake;
+        wake
+    }
 }
 
 #[derive(Debug)]
@@ -325,8 +366,10 @@ impl EventLog {
                 dir: shard_dir,
                 appends: Mutex::new(Appends {
                     buf: Vec::new(),
+                    counts: CountTable::default(),
                     seq: 0,
                     bytes: 0,
+                    counted: 0,
                     closed: false,
                     failed: None,
                     early_flush: false,
@@ -408,19 +451,7 @@ impl EventLog {
         let k = self.inner.pick_shard();
         let shard = &self.inner.shards[k];
         let mut appends = lock(&shard.appends);
-        let refused = if appends.closed {
-            Some(AppendError::Closed)
-        } else if let Some(source) = &appends.failed {
-            Some(AppendError::Failed {
-                shard: k,
-                source: Arc::clone(source),
-            })
-        } else if appends.buf.len() + frame_len > self.inner.config.max_buffered_bytes {
-            Some(AppendError::Full { shard: k })
-        } else {
-            None
-        };
-        if let Some(e) = refused {
+        if let Some(e) = appends.refusal(k, frame_len, self.inner.config.max_buffered_bytes) {
             drop(appends);
             shard.counters.rejected.fetch_add(1, Relaxed);
             return Err(e);
@@ -431,13 +462,51 @@ impl EventLog {
         appends.seq += 1;
         appends.bytes += frame_len as u64;
         let seq = appends.seq;
-        let wake = appends.buf.len() >= EARLY_FLUSH_BYTES && !appends.early_flush;
-        appends.early_flush |= wake;
+        let wake = appends.wants_early_flush();
         drop(appends);
         if wake {
             shard.request_flush();
         }
         Ok(Receipt { shard: k, seq })
+    }
+
+    /// Counts a bid or a no-bid ([`EventKind::counted_as`](crate::EventKind::counted_as)) in
+    /// this thread's shard instead of appending it: no record is built per event. When the
+    /// flusher next takes the shard's buffer it first writes one counter record per kind,
+    /// minute, line item, creative, placement, country, region and device, whose
+    /// `amount_micros` is the count, so counted events are made durable (or lost in a crash)
+    /// exactly as appended ones buffered at the same time. The event's `user` and
+    /// `amount_micros` are not kept. Never blocks on I/O.
+    pub fn count(&self, event: &Event) -> Result<(), AppendError> {
+        let Some(kind) = event.kind.counted_as() else {
+            return Err(AppendError::NotCountable { kind: event.kind });
+        };
+        let k = self.inner.pick_shard();
+        let shard = &self.inner.shards[k];
+        let max_buffered = self.inner.config.max_buffered_bytes;
+        let mut appends = lock(&shard.appends);
+        let mut refused = appends.refusal(k, 0, max_buffered);
+        if refused.is_none() && !appends.counts.add(kind, event) {
+            // A new row and a full table: its records go into the buffer now.
+            refused = appends.refusal(k, counts::MAX_DRAIN_BYTES, max_buffered);
+            if refused.is_none() {
+                appends.drain_counts();
+                // Always true: the table is empty after draining.
+                appends.counts.add(kind, event);
+            }
+        }
+        if let Some(e) = refused {
+            drop(appends);
+            shard.counters.rejected.fetch_add(1, Relaxed);
+            return Err(e);
+        }
+        appends.counted += 1;
+        let wake = appends.wants_early_flush();
+        drop(appends);
+        if wake {
+            shard.request_flush();
+        }
+        Ok(())
     }
 
     /// Appends and resolves once an fsync covers the event, whatever the durability mode. The
@@ -519,6 +588,7 @@ impl EventLog {
                 let appends = lock(&shard.appends);
                 c.appended += appends.seq;
                 c.appended_bytes += appends.bytes;
+                c.counted += appends.counted;
             }
             let s = &shard.counters;
             c.rejected += s.rejected.load(Relaxed);

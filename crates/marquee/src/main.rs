@@ -833,12 +833,24 @@ fn bidder_config(config: &Config) -> Result<BidderConfig, Failure> {
             latency_margin: section.latency_margin,
             default_tmax: section.default_tmax,
             max_body_bytes: section.max_body_bytes(),
-            log_bids_per_mille: section.log_bids_per_mille,
             no_bid_reason: section.no_bid_reason,
             sync_url: section.sync_url.as_ref().map(ToString::to_string),
             filters_invalid_traffic: section.filters_invalid_traffic,
         })
     };
+    // Still accepted so older files load; said once per section that sets it.
+    let sampled = std::iter::once(("bidder".to_owned(), config.bidder.log_bids_per_mille)).chain(
+        config
+            .exchanges
+            .iter()
+            .map(|(name, section)| (format!("exchanges.{name}"), section.log_bids_per_mille)),
+    );
+    for (section, _) in sampled.filter(|(_, per_mille)| per_mille.is_some()) {
+        tracing::warn!(
+            key = %format!("{section}.log_bids_per_mille"),
+            "no longer changes anything: every bid is counted in the event log"
+        );
+    }
     let mut rates = CurrencyRates::new(currency(config.currency.base, "currency.base")?);
     for (code, rate) in &config.currency.rates {
         rates

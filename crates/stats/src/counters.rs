@@ -105,7 +105,9 @@ counters! {
 
 impl Counters {
     /// Counts one event of `kind` carrying `amount_micros` (already checked non-negative): for
-    /// an invalid kind the amount is its [`InvalidReason`] code, counted by reason, not money.
+    /// an invalid kind the amount is its [`InvalidReason`] code, counted by reason, not money;
+    /// for a counter kind ([`EventKind::is_counter`]) it is the number of bids or no-bids the
+    /// record stands for.
     pub fn record(&mut self, kind: EventKind, amount_micros: i64) {
         let add = |counter: &mut i64, by: i64| *counter = counter.saturating_add(by);
         match kind {
@@ -118,6 +120,8 @@ impl Counters {
             }
             EventKind::Loss => add(&mut self.losses, 1),
             EventKind::NoBid => add(&mut self.no_bids, 1),
+            EventKind::BidsCounted => add(&mut self.bids, amount_micros),
+            EventKind::NoBidsCounted => add(&mut self.no_bids, amount_micros),
             EventKind::Impression => {
                 add(&mut self.impressions, 1);
                 add(&mut self.cpm_micros, amount_micros);
@@ -344,6 +348,19 @@ mod tests {
         assert_eq!(c.spend_micros(), 4 + 2_000 + 250_000);
         assert_eq!(c.requests(), 3);
         assert_eq!(c.ctr(), Some(1.0 / 3.0));
+    }
+
+    /// A counter record adds its count to bids or no-bids, and is never money.
+    #[test]
+    fn counter_records_add_their_count() {
+        let mut c = Counters::default();
+        c.record(EventKind::Bid, 1_500_000);
+        c.record(EventKind::BidsCounted, 41);
+        c.record(EventKind::NoBid, 0);
+        c.record(EventKind::NoBidsCounted, 9);
+        assert_eq!((c.bids, c.no_bids), (42, 10));
+        assert_eq!((c.cpm_micros, c.cpc_micros, c.spend_micros()), (0, 0, 0));
+        assert_eq!(c.requests(), 52);
     }
 
     /// Floored one by one, parts fell short of their sum's spend; shared out, they add up to it

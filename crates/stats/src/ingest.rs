@@ -378,13 +378,13 @@ impl<'a> Ingest<'a> {
         );
         let line_item = match (e.kind, e.line_item) {
             _ if programmatic => 0,
-            (EventKind::NoBid, 0) => 0,
+            (EventKind::NoBid | EventKind::NoBidsCounted, 0) => 0,
             (kind, 0) if kind.is_invalid() => 0,
             (_, id) if self.dims.line_item(id).is_some() => id,
             _ => return Err(Invalid::UnknownLineItem),
         };
         let creative = match e.kind {
-            EventKind::Loss | EventKind::NoBid => 0,
+            EventKind::Loss | EventKind::NoBid | EventKind::NoBidsCounted => 0,
             _ if e.creative == 0 => 0,
             _ if line_item == 0 && (programmatic || e.kind.is_invalid()) => e.creative,
             _ if self.dims.creative(e.creative) == Some(line_item) => e.creative,
@@ -695,6 +695,77 @@ mod tests {
         assert_eq!(deltas.sketches.len(), 1);
         assert_eq!(deltas.sketches[0].0.day, 20_260_921);
         assert_eq!(deltas.sketches[0].1.estimate(), 1);
+    }
+
+    /// Counter records count as many bids and no-bids as they say, beside single records, and
+    /// are checked like them: a counted no-bid's reason leaves the row, a counted bid needs a
+    /// known line item. The rows' totals are the log's.
+    #[test]
+    fn counter_records_count_their_events() {
+        let dims = dims();
+        let seen = Seen::default();
+        let mut ingest = Ingest::new(&dims, &seen, rules());
+        let t = NOW - 100;
+        let no_bid = |kind, amount_micros| Event {
+            line_item: 0,
+            creative: 500,
+            user: 0,
+            amount_micros,
+            ..event(kind, 0, t)
+        };
+        let counted_bids = |line_item, amount_micros| Event {
+            line_item,
+            user: 0,
+            amount_micros,
+            ..event(EventKind::BidsCounted, 0, t)
+        };
+        let log = [
+            Event {
+                amount_micros: 1_500_000,
+                ..event(EventKind::Bid, 1, t)
+            },
+            counted_bids(100, 41),
+            counted_bids(100, 8),
+            no_bid(EventKind::NoBid, 0),
+            no_bid(EventKind::NoBidsCounted, 6),
+        ];
+        ingest.frames(&frames(&log)).unwrap();
+        ingest.event(&counted_bids(999, 5));
+        let deltas = ingest.finish();
+        assert_eq!(deltas.accepted, 5);
+        assert_eq!(deltas.invalid.get(Invalid::UnknownLineItem), 1);
+        let total = |rows: &[(RowKey, Counters)]| {
+            rows.iter().fold(Counters::default(), |mut sum, (_, c)| {
+                sum.add(c);
+                sum
+            })
+        };
+        for rows in [&deltas.minutes, &deltas.hours, &deltas.days] {
+            let sum = total(rows);
+            assert_eq!((sum.bids, sum.no_bids), (50, 7));
+            assert_eq!(sum.spend_micros(), 0, "bids carry no money");
+        }
+        let log_bids: u64 = log
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Bid | EventKind::BidsCounted))
+            .map(Event::event_count)
+            .sum();
+        assert_eq!(log_bids, 50);
+        let no_bid_rows: Vec<_> = deltas
+            .minutes
+            .iter()
+            .filter(|(_, c)| c.no_bids > 0)
+            .collect();
+        assert_eq!(
+            no_bid_rows.len(),
+            1,
+            "one row for single and counted no-bids"
+        );
+        assert_eq!(
+            (no_bid_rows[0].0.line_item, no_bid_rows[0].0.creative),
+            (0, 0)
+        );
+        assert!(deltas.sketches.is_empty(), "no users from bids");
     }
 
     /// An auction's records (one per bidder called) and its impression count on line item 0

@@ -23,8 +23,6 @@ pub struct Exchange {
     pub default_tmax: Duration,
     /// The largest body accepted (as sent, and after gzip).
     pub max_body_bytes: usize,
-    /// Bids logged, per thousand.
-    pub log_bids_per_mille: u32,
     /// Answer a no-bid with `{"id":…,"nbr":…}` (200) instead of an empty 204.
     pub no_bid_reason: bool,
     /// Where `/sync/out` sends the browser; `{uid}` becomes our user id.
@@ -59,7 +57,6 @@ impl Default for Exchange {
             latency_margin: Duration::from_millis(10),
             default_tmax: Duration::from_millis(100),
             max_body_bytes: 64 * 1024,
-            log_bids_per_mille: 1_000,
             no_bid_reason: false,
             sync_url: None,
             filters_invalid_traffic: false,

@@ -1,16 +1,15 @@
-//! A bid request's events: each imp without a bid logged as a no-bid with its reason, bids as
-//! sampled; test requests log nothing.
+//! A bid request's events: each bid, and each imp without a bid as a no-bid with its reason,
+//! counted in the event log; test requests log nothing.
 
 use marquee_engine::Decision;
 use marquee_eventlog::{Event, EventKind};
 use marquee_openrtb::{Bid, BidRequest};
-use rand::RngExt as _;
 
 use super::Auction;
 use super::no_bid::no_bid_code;
 use super::validate::Checked;
 use crate::events;
-use crate::worker::{self, WORKER};
+use crate::worker;
 
 /// Every imp of `request` without a bid in `checked`, logged as a no-bid with its reason.
 pub(super) fn log_no_bids(auction: &Auction<'_>, request: &BidRequest<'_>, checked: &Checked<'_>) {
@@ -28,7 +27,7 @@ pub(super) fn log_no_bids(auction: &Auction<'_>, request: &BidRequest<'_>, check
     }
 }
 
-/// Every bid of `checked` counted, and logged as sampled.
+/// Every bid of `checked` counted, in the metrics and the log.
 pub(super) fn log_bids(auction: &Auction<'_>, checked: &Checked<'_>) {
     let bids = &checked.response.seatbid[0].bid;
     for (bid, decision) in bids.iter().zip(&checked.decisions) {
@@ -37,20 +36,13 @@ pub(super) fn log_bids(auction: &Auction<'_>, checked: &Checked<'_>) {
     }
 }
 
-/// A bid goes to the log when sampled (test requests log nothing).
+/// A bid counted in the log (test requests log nothing).
 fn log_bid(auction: &Auction<'_>, bid: &Bid<'_>, decision: &Decision) {
     if auction.test {
         return;
     }
-    let per_mille = auction.exchange.log_bids_per_mille;
-    if per_mille < 1_000 {
-        let draw = WORKER.with(|w| w.borrow_mut().rng.random_range(0..1_000u32));
-        if draw >= per_mille {
-            return;
-        }
-    }
     let nonce = u64::from_str_radix(&bid.id, 16).unwrap_or(0);
-    events::log(
+    events::count(
         auction.edge,
         Event {
             device: auction.device,
@@ -67,13 +59,14 @@ fn log_bid(auction: &Auction<'_>, bid: &Bid<'_>, decision: &Decision) {
     );
 }
 
-/// A no-bid for one imp, its reason in `creative` (test requests log nothing).
+/// A no-bid for one imp counted in the log, its reason in `creative` (test requests log
+/// nothing).
 fn log_no_bid(auction: &Auction<'_>, reason: u64) {
     if auction.test {
         return;
     }
     let id = worker::random_u64();
-    events::log(
+    events::count(
         auction.edge,
         Event {
             device: auction.device,

@@ -73,7 +73,8 @@ pub(super) fn late_bid(
     (answer, Outcome::Late)
 }
 
-/// No bid for the whole request: every imp logged as a no-bid with `reason`, then the answer.
+/// No bid for the whole request: every imp counted in the log as a no-bid with `reason`, then
+/// the answer.
 pub(super) fn no_bid(
     edge: &Edge,
     exchange: &Exchange,
@@ -84,7 +85,7 @@ pub(super) fn no_bid(
     if !request.test {
         for _ in &request.imp {
             let id = worker::random_u64();
-            events::log(
+            events::count(
                 edge,
                 Event {
                     event_id: u128::from(id),

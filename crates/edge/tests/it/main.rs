@@ -1,6 +1,7 @@
 //! Integration tests of the edge's server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bid_log;
 mod body_timeout;
 mod common;
 mod gateway;

@@ -3,6 +3,7 @@
 
 mod append;
 mod common;
+mod count;
 mod disk_full;
 mod prop;
 mod reader;

@@ -1,5 +1,6 @@
 //! Exactly-once aggregation under `kill -9`: `marquee serve` aggregates
-//! every 20 ms while clients fetch ads, fire beacons and click, and is killed at a random
+//! every 20 ms while clients fetch ads, fire beacons and click, and one sends bid requests
+//! (counted in the log's counter records), and is killed at a random
 //! moment, 20 times in a row on the same data directory. After each restart, clients also
 //! fire beacons of the round before again (the edge's replay guard forgot them, so the log
 //! holds them twice). At the end a last start catches up, stops gracefully, and the stored
@@ -22,8 +23,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
     Guard, Rng, Server, env_or, event_count, impression_token, logged_events, metric, metrics_page,
-    try_get_text, wait_for_ad,
+    openrtb_sample, try_get_text, wait_for_ad,
 };
+use marquee_eventlog::EventKind;
 use marquee_model::ManualClock;
 use marquee_stats::Counters;
 use marquee_store::SqliteStore;
@@ -92,6 +94,22 @@ async fn client_loop(base: String, old: Vec<String>, until: Instant) -> Vec<Stri
     fired
 }
 
+/// Sends the simple banner sample to `/openrtb2/bid` until the server is gone or `until`.
+async fn bid_loop(base: String, until: Instant) {
+    let client = reqwest::Client::new();
+    let request = openrtb_sample("iab-2.6/iab-2.6-req-1-simple-banner.json");
+    while Instant::now() < until {
+        let sent = client
+            .post(format!("{base}/openrtb2/bid"))
+            .json(&request)
+            .send()
+            .await;
+        if sent.is_err() {
+            break;
+        }
+    }
+}
+
 /// The rows summed over their minutes: the key with its minute set to 0.
 fn over_all_minutes(rows: HashMap<MinuteKey, Counters>) -> HashMap<MinuteKey, Counters> {
     let mut summed: HashMap<MinuteKey, Counters> = HashMap::new();
@@ -145,12 +163,14 @@ async fn kill_9_at_random_points_counts_every_logged_event_once() {
                 tokio::spawn(client_loop(base.clone(), old, until))
             })
             .collect();
+        let bidder = tokio::spawn(bid_loop(base.clone(), until));
         tokio::time::sleep(kill_after).await;
         server.kill();
         previous.clear();
         for client in clients {
             previous.extend(client.await.unwrap());
         }
+        bidder.await.unwrap();
         println!("round {round}: killed after {kill_after:?}");
     }
 
@@ -182,9 +202,14 @@ async fn kill_9_at_random_points_counts_every_logged_event_once() {
         events.len(),
     );
     assert!(distinct > 0);
+    let logged: i64 = events.iter().map(|e| e.event_count() as i64).sum();
     assert!(
-        events.len() as i64 > distinct,
+        logged > distinct,
         "the logs hold repeats (beacons fired again after a restart), so dedupe was exercised"
+    );
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::BidsCounted),
+        "bids were counted, so their counter records were aggregated"
     );
     let mut missing: Vec<_> = expected
         .iter()

@@ -861,12 +861,11 @@ async fn notices_count_once_and_only_when_signed() {
     let losses: Vec<_> = of(EventKind::Loss).collect();
     assert_eq!(losses.len(), 1);
     assert_eq!((losses[0].event_id, losses[0].creative), (id(&second), 102));
-    let bids: Vec<_> = of(EventKind::Bid).map(|e| e.event_id).collect();
-    assert!(bids.contains(&id(&bid)) && bids.contains(&id(&second)));
-    assert!(
-        !bids.contains(&id(&test_bid)),
-        "test requests are not logged"
-    );
+    // Bids are counted (counter records): the one `wait_for_bids` got, `bid` and `second`;
+    // the test request's is not.
+    let bids: u64 = of(EventKind::BidsCounted).map(|e| e.event_count()).sum();
+    assert_eq!(bids, 3, "test requests are not logged");
+    assert_eq!(of(EventKind::Bid).count(), 0, "no record per bid");
     assert!(
         events.iter().all(|e| e.event_id != id(&test_bid)),
         "nothing of the test bid"
@@ -996,16 +995,16 @@ async fn a_bid_failing_the_response_checks_is_dropped_and_counted() {
         "{metrics}"
     );
     server.stop();
-    let no_bids: Vec<u64> = logged_events(&dir.path().join("data"))
+    let no_bids: Vec<(u64, u64)> = logged_events(&dir.path().join("data"))
         .into_iter()
         // Reason 1: a request of `wait_for_bids` that came before the snapshot.
-        .filter(|e| e.kind == EventKind::NoBid && e.creative != 1)
-        .map(|e| e.creative)
+        .filter(|e| e.kind == EventKind::NoBidsCounted && e.creative != 1)
+        .map(|e| (e.creative, e.event_count()))
         .collect();
     assert_eq!(
         no_bids,
-        vec![503],
-        "the imp logged once, with the invalid-bid reason"
+        vec![(503, 1)],
+        "the imp counted once, with the invalid-bid reason"
     );
 }
 

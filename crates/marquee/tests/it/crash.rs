@@ -1,11 +1,17 @@
-//! Crash tests: `kill -9` the server while clients fetch ads and fire their impression beacons,
-//! restart it on the same data directory (recovery runs), stop it gracefully, and compare the
-//! impressions in the event log with the beacons the clients were answered (200 and the GIF).
+//! Crash tests: `kill -9` the server while clients fetch ads and fire their impression beacons
+//! and others send bid requests, restart it on the same data directory (recovery runs), stop it
+//! gracefully, and compare the impressions in the event log with the beacons the clients were
+//! answered (200 and the GIF), and the bids and no-bids its counter records count with those
+//! answered.
 //!
 //! - `strict`: every answered impression is in the log (none lost), and none is there twice.
 //! - `group`: impressions answered shortly before the kill may be lost, but only those answered
 //!   within the commit interval plus the flushes' own time (see [`group_bound`]); none is there
 //!   twice.
+//! - Both modes: bids and no-bids are counted, not logged one by one, and never made durable
+//!   before the answer (they carry no money), so in either mode the counts may fall short of
+//!   the answers by at most those answered within [`group_bound`] of the kill, and never exceed
+//!   the answers by more than the requests in flight at the kill (nothing counted twice).
 //!
 //! Each round kills at a random moment drawn from a seed, printed with the figures; set
 //! `CRASH_TEST_SEED` to replay a seed's choices. `CRASH_TEST_ROUNDS` sets the rounds per
@@ -23,14 +29,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
-    Guard, Rng, Server, env_or, impression_token, logged_events, now_secs, serve_and_fire,
-    tracking_keys, try_get_text, wait_for_ad,
+    Guard, Rng, Server, env_or, impression_token, logged_events, now_secs, openrtb_sample,
+    serve_and_fire, tracking_keys, try_get_text, wait_for_ad,
 };
 use marquee_eventlog::EventKind;
 use marquee_tracking::{KeyRing, TokenKind};
+use serde_json::Value;
 
 /// Concurrent clients, each fetching an ad and then firing its beacon, in a loop.
 const CLIENTS: usize = 4;
+/// Concurrent clients sending bid requests (of one imp each), in a loop.
+const BID_CLIENTS: usize = 2;
 /// Rounds per durability mode unless `CRASH_TEST_ROUNDS` says otherwise.
 const ROUNDS: usize = 3;
 /// The kill comes this long after the clients start: a seeded draw in this range.
@@ -50,7 +59,7 @@ const SCHEDULING_ALLOWANCE: Duration = Duration::from_millis(50);
 const GIF: &[u8] = b"GIF89a";
 
 /// How long before the kill an impression may have been answered and still be lost in `group`
-/// mode. The flusher fsyncs every interval; an event appended just after it took its buffer
+/// mode (and a counted bid or no-bid in either mode). The flusher fsyncs every interval; an event appended just after it took its buffer
 /// waits for that buffer's write and fsync, one more interval, and its own write and fsync. So
 /// the bound is the interval, plus twice the slowest fsync seen on the same file system around
 /// the kill (measured by [`FsyncProbe`]: they take about 0.2 ms here, but up to 100 ms and more
@@ -204,6 +213,104 @@ async fn client_loop(
     report
 }
 
+/// One bid request answered (200 with bids, or 204): when, and its imps with and without a bid.
+struct BidAnswer {
+    at: Instant,
+    bids: u64,
+    no_bids: u64,
+}
+
+/// Sends the simple banner sample (one imp) to `/openrtb2/bid` until the first failure (the
+/// server is gone), [`CLIENT_MAX_CYCLES`] or [`CLIENT_LIMIT`]; returns the answers.
+async fn bid_loop(client: reqwest::Client, base: String) -> Vec<BidAnswer> {
+    let request = openrtb_sample("iab-2.6/iab-2.6-req-1-simple-banner.json");
+    let imps = request["imp"].as_array().map_or(0, Vec::len) as u64;
+    let mut answers = Vec::new();
+    let deadline = Instant::now() + CLIENT_LIMIT;
+    for _ in 0..CLIENT_MAX_CYCLES {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let sent = client
+            .post(format!("{base}/openrtb2/bid"))
+            .json(&request)
+            .send()
+            .await;
+        let Ok(response) = sent else { break };
+        let status = response.status();
+        let Ok(body) = response.bytes().await else {
+            break;
+        };
+        let bids = match status {
+            reqwest::StatusCode::NO_CONTENT => 0,
+            reqwest::StatusCode::OK => {
+                let answer: Value = serde_json::from_slice(&body).unwrap();
+                answer["seatbid"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|seat| seat["bid"].as_array().map_or(0, Vec::len) as u64)
+                    .sum()
+            }
+            other => panic!("bid request answered {other}: {body:?}"),
+        };
+        answers.push(BidAnswer {
+            at: Instant::now(),
+            bids,
+            no_bids: imps.saturating_sub(bids),
+        });
+    }
+    answers
+}
+
+/// Counted events of one kind (bids or no-bids) against what the clients were answered.
+#[derive(Debug, Default, Clone, Copy)]
+struct CountCheck {
+    answered: u64,
+    /// In the log's counter records (not counting any after the restart).
+    counted: u64,
+    /// Answered within the bound before the kill: the most a crash may lose.
+    recent: u64,
+    /// Rounds where more were missing than `recent`.
+    over_bound: usize,
+    /// Rounds where the log counted more than were answered and in flight.
+    excess: usize,
+}
+
+impl CountCheck {
+    /// `answered`: when each answer came and how many events of the kind it had; `in_flight`:
+    /// the most events of the kind requests unanswered at the kill may have counted.
+    fn of(
+        answered: impl Iterator<Item = (Instant, u64)>,
+        counted: u64,
+        killed_at: Instant,
+        bound: Duration,
+        in_flight: u64,
+    ) -> CountCheck {
+        let mut check = CountCheck {
+            counted,
+            ..CountCheck::default()
+        };
+        for (at, n) in answered {
+            check.answered += n;
+            if killed_at.saturating_duration_since(at) <= bound {
+                check.recent += n;
+            }
+        }
+        check.over_bound = usize::from(check.answered.saturating_sub(counted) > check.recent);
+        check.excess = usize::from(counted > check.answered + in_flight);
+        check
+    }
+
+    fn add(&mut self, other: &CountCheck) {
+        self.answered += other.answered;
+        self.counted += other.counted;
+        self.recent += other.recent;
+        self.over_bound += other.over_bound;
+        self.excess += other.excess;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Figures {
     rounds: usize,
@@ -226,6 +333,8 @@ struct Figures {
     slowest_fsync: Duration,
     /// `group` mode: rounds where an impression older than [`group_bound`] was lost.
     over_bound: usize,
+    bids: CountCheck,
+    no_bids: CountCheck,
 }
 
 impl Figures {
@@ -244,6 +353,8 @@ impl Figures {
         self.truncated_bytes += other.truncated_bytes;
         self.torn_rounds += other.torn_rounds;
         self.over_bound += other.over_bound;
+        self.bids.add(&other.bids);
+        self.no_bids.add(&other.no_bids);
     }
 
     fn line(&self) -> String {
@@ -265,6 +376,12 @@ impl Figures {
             self.torn_rounds,
             self.truncated_bytes,
         );
+        for (what, check) in [("bids", &self.bids), ("no-bids", &self.no_bids)] {
+            line += &format!(
+                "; {what} answered {}, counted {} ({} answered within the bound)",
+                check.answered, check.counted, check.recent
+            );
+        }
         if self.slowest_fsync > Duration::ZERO {
             line += &format!(
                 "; slowest probe fsync {:.1} ms",
@@ -287,7 +404,8 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
     let base = server.server().base.clone();
     wait_for_ad(&client, &base).await;
     let ring = Arc::new(tracking_keys(data));
-    let probe = (mode == "group").then(|| FsyncProbe::start(data));
+    // In both modes: counted bids are bounded by the group commit window in either.
+    let probe = FsyncProbe::start(data);
 
     let clients: Vec<_> = (0..CLIENTS)
         .map(|id| {
@@ -298,6 +416,9 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
                 id,
             ))
         })
+        .collect();
+    let bidders: Vec<_> = (0..BID_CLIENTS)
+        .map(|_| tokio::spawn(bid_loop(client.clone(), base.clone())))
         .collect();
     let kill_after = Duration::from_millis(rng.in_range(KILL_AFTER_MS));
     tokio::time::sleep(kill_after).await;
@@ -322,7 +443,19 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
         cycles >= CLIENTS,
         "the clients did not get going before the kill"
     );
-    let slowest_fsync = probe.map_or(Duration::ZERO, |p| p.slowest_before(killed_at));
+    let mut bid_answers = Vec::new();
+    for handle in bidders {
+        let answers = tokio::time::timeout(Duration::from_secs(10), handle)
+            .await
+            .expect("bid clients stop once the server is gone")
+            .unwrap();
+        bid_answers.extend(answers);
+    }
+    assert!(
+        !bid_answers.is_empty(),
+        "the bid clients did not get going before the kill"
+    );
+    let slowest_fsync = probe.slowest_before(killed_at);
 
     // Restart on the same data: recovery cuts torn tails. One more impression after it, which
     // the graceful stop must flush whatever the mode.
@@ -334,10 +467,20 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
     server.stop();
 
     let mut logged: HashMap<u64, usize> = HashMap::new();
+    let (mut bids_counted, mut no_bids_counted) = (0, 0);
     for event in logged_events(data) {
-        if event.kind == EventKind::Impression {
-            let nonce = u64::try_from(event.event_id).expect("event ids of impressions are nonces");
-            *logged.entry(nonce).or_default() += 1;
+        match event.kind {
+            EventKind::Impression => {
+                let nonce =
+                    u64::try_from(event.event_id).expect("event ids of impressions are nonces");
+                *logged.entry(nonce).or_default() += 1;
+            }
+            EventKind::BidsCounted => bids_counted += event.event_count(),
+            EventKind::NoBidsCounted => no_bids_counted += event.event_count(),
+            EventKind::Bid | EventKind::NoBid => {
+                panic!("bids and no-bids are counted, not logged one by one: {event:?}")
+            }
+            _ => {}
         }
     }
     assert_eq!(
@@ -353,6 +496,22 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
         .collect();
     let max_lost_age = lost.iter().copied().max().unwrap_or_default();
     let bound = group_bound(slowest_fsync);
+    // Each bid client has at most one request (of one imp) unanswered at the kill.
+    let in_flight = BID_CLIENTS as u64;
+    let bids = CountCheck::of(
+        bid_answers.iter().map(|a| (a.at, a.bids)),
+        bids_counted,
+        killed_at,
+        bound,
+        in_flight,
+    );
+    let no_bids = CountCheck::of(
+        bid_answers.iter().map(|a| (a.at, a.no_bids)),
+        no_bids_counted,
+        killed_at,
+        bound,
+        in_flight,
+    );
     let figures = Figures {
         rounds: 1,
         answered: answered.len(),
@@ -366,12 +525,10 @@ async fn crash_round(mode: &str, rng: &mut Rng) -> Figures {
         torn_rounds: usize::from(truncated > 0),
         slowest_fsync,
         over_bound: usize::from(mode == "group" && max_lost_age > bound),
+        bids,
+        no_bids,
     };
-    let bound_text = if mode == "group" {
-        format!(" (bound {} ms)", bound.as_millis())
-    } else {
-        String::new()
-    };
+    let bound_text = format!(" (bound {} ms)", bound.as_millis());
     println!(
         "crash {mode}: kill after {} ms: {}{bound_text}",
         kill_after.as_millis(),
@@ -418,6 +575,30 @@ async fn kill_9_in_strict_mode_loses_no_answered_impression() {
         "answered impressions missing from the log: {figures:?}"
     );
     assert_eq!(figures.doubled, 0, "impressions logged twice: {figures:?}");
+    assert_counts_within_the_commit_window(&figures);
+}
+
+/// The counted bids and no-bids of every round: short of the answers by at most those answered
+/// within [`group_bound`] of the kill, over them by at most the requests in flight.
+fn assert_counts_within_the_commit_window(figures: &Figures) {
+    assert!(
+        figures.bids.answered > 0,
+        "no bid answered: the bid clients judge nothing: {figures:?}"
+    );
+    for (what, check) in [("bids", figures.bids), ("no-bids", figures.no_bids)] {
+        assert_eq!(
+            check.over_bound, 0,
+            "in {} round(s) more {what} were missing from the counter records than were \
+             answered within the bound of the kill (see the round lines above): {figures:?}",
+            check.over_bound
+        );
+        assert_eq!(
+            check.excess, 0,
+            "in {} round(s) the counter records counted more {what} than were answered and in \
+             flight: {figures:?}",
+            check.excess
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,4 +620,5 @@ async fn kill_9_in_group_mode_loses_at_most_the_commit_window() {
         SCHEDULING_ALLOWANCE.as_millis(),
     );
     assert_eq!(figures.doubled, 0, "impressions logged twice: {figures:?}");
+    assert_counts_within_the_commit_window(&figures);
 }
