@@ -59,7 +59,7 @@ fn all_requests() -> Vec<String> {
 #[test]
 fn every_request_sample_parses() {
     let all = all_requests();
-    assert_eq!(all.len(), 14 + 11);
+    assert_eq!(all.len(), 15 + 11);
     for path in &all {
         let body = read(path);
         let request = BidRequest::parse(&body).unwrap_or_else(|e| panic!("{path}: {e}"));
