@@ -59,8 +59,9 @@ const SCHEDULING_ALLOWANCE: Duration = Duration::from_millis(50);
 const GIF: &[u8] = b"GIF89a";
 
 /// How long before the kill an impression may have been answered and still be lost in `group`
-/// mode (and a counted bid or no-bid in either mode). The flusher fsyncs every interval; an event appended just after it took its buffer
-/// waits for that buffer's write and fsync, one more interval, and its own write and fsync. So
+/// mode (and a counted bid or no-bid in either mode). The flusher fsyncs every interval; an
+/// event appended just after it took its buffer waits for that buffer's write and fsync, one
+/// more interval, and its own write and fsync. So
 /// the bound is the interval, plus twice the slowest fsync seen on the same file system around
 /// the kill (measured by [`FsyncProbe`]: they take about 0.2 ms here, but up to 100 ms and more
 /// while other processes write heavily), plus [`SCHEDULING_ALLOWANCE`]. Ages are measured from
